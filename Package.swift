@@ -1,0 +1,114 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+// Layers, top to bottom (dependencies point down only):
+//   bletransfer (CLI) → Roles → Transfer (pure) and BlueZ → DBus → CDBus / CBlueZ (C shims)
+let package = Package(
+    name: "bletransfer",
+    platforms: [.macOS(.v13)],
+    products: [
+        .executable(name: "bletransfer", targets: ["bletransfer"]),
+        .library(name: "Transfer", targets: ["Transfer"]),
+        .library(name: "DBus", targets: ["DBus"]),
+        .library(name: "BlueZ", targets: ["BlueZ"]),
+        .library(name: "Roles", targets: ["Roles"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/x-sheep/swift-property-based", from: "2.0.1"),
+    ],
+    targets: [
+        // C libraries from apt, reached through thin shim modules.
+        .systemLibrary(
+            name: "CDBus",
+            pkgConfig: "dbus-1",
+            providers: [.apt(["libdbus-1-dev"])]
+        ),
+        .systemLibrary(
+            name: "CBlueZ",
+            pkgConfig: "bluez",
+            providers: [.apt(["libbluetooth-dev"])]
+        ),
+
+        // libdbus-1 wrapper: event loop thread, async calls, signals, exported objects.
+        .target(
+            name: "DBus",
+            dependencies: [
+                "CDBus",
+                .product(name: "SystemPackage", package: "swift-system"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // Typed org.bluez client: adapters, devices, remote and local GATT, advertising.
+        .target(
+            name: "BlueZ",
+            dependencies: [
+                "DBus", "CBlueZ",
+                .product(name: "SystemPackage", package: "swift-system"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // Pure Swift, no I/O: UUIDs, wire formats, chunking, reassembly, state machine.
+        .target(
+            name: "Transfer",
+            dependencies: [
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
+        // Peripheral (send) and Central (receive) engines over BlueZ.
+        .target(
+            name: "Roles",
+            dependencies: [
+                "Transfer", "BlueZ", "DBus",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ]
+        ),
+        .executableTarget(
+            name: "bletransfer",
+            dependencies: [
+                "Roles", "Transfer", "BlueZ", "DBus",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ]
+        ),
+        // Benchmarks print figures and ratios against a baseline run in the same invocation.
+        .executableTarget(
+            name: "bletransfer-bench",
+            dependencies: [
+                "Transfer", "DBus",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+
+        .testTarget(
+            name: "TransferTests",
+            dependencies: [
+                "Transfer",
+                .product(name: "PropertyBased", package: "swift-property-based"),
+            ]
+        ),
+        .testTarget(
+            name: "DBusTests",
+            dependencies: [
+                "DBus",
+                .product(name: "PropertyBased", package: "swift-property-based"),
+            ]
+        ),
+        .testTarget(
+            name: "BlueZTests",
+            dependencies: ["BlueZ", "DBus"]
+        ),
+        .testTarget(
+            name: "RolesTests",
+            dependencies: ["Roles", "Transfer", "BlueZ", "DBus"]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

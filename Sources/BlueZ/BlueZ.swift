@@ -1,0 +1,1 @@
+// Placeholder until the BlueZ layer lands.

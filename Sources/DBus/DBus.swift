@@ -1,0 +1,1 @@
+// Placeholder until the DBus layer lands.

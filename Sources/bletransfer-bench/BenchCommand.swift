@@ -1,0 +1,10 @@
+import ArgumentParser
+
+@main
+struct BenchCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "bletransfer-bench",
+        abstract: "Benchmarks that print figures and ratios against a baseline run in the same invocation.",
+        subcommands: [TransferBenchmark.self, DBusBenchmark.self]
+    )
+}

@@ -1,0 +1,24 @@
+import ArgumentParser
+
+/// Process exit statuses, after sysexits(3), so scripts and systemd can tell failures apart.
+enum ExitStatus: Int32, Sendable, CaseIterable {
+    case success = 0
+    /// The command line was wrong: unknown option, malformed UUID, conflicting flags.
+    case usage = 64
+    /// A message arrived but failed verification (digest, length, framing).
+    case dataError = 65
+    /// An input file does not exist or cannot be read.
+    case noInput = 66
+    /// Bluetooth is not usable: no adapter, adapter without LE, bluetoothd absent, adapter off.
+    case unavailable = 69
+    /// A bug: something that should not happen did.
+    case software = 70
+    /// Reading or writing a local file failed (disk full, permission on the output directory).
+    case ioError = 74
+    /// The deadline given with --timeout passed.
+    case timedOut = 75
+    /// The D-Bus policy or file permissions deny access.
+    case permissionDenied = 77
+
+    var exitCode: ExitCode { ExitCode(rawValue) }
+}

@@ -1,0 +1,3 @@
+enum BLETransferVersion {
+    static let current = "0.1.0"
+}
