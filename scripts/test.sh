@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# The test command: every tier, as CI runs it.
+#
+#   scripts/test.sh            set up, build, unit + bus tests, bounded fuzzing, two-host lab
+#   scripts/test.sh --no-lab   everything but the virtual lab (fast inner loop)
+#
+# Ends with one line "summary: N passed, N failed" counting tests across the tiers; exits
+# non-zero when anything failed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export PATH="/opt/swift/usr/bin:$PATH"
+
+run_lab=1
+for arg in "$@"; do
+  case "$arg" in
+    --no-lab) run_lab=0 ;;
+    *) echo "test.sh: unknown option '$arg' (use --no-lab)" >&2; exit 64 ;;
+  esac
+done
+
+passed=0 failed=0 failures=()
+out_dir="${TEST_OUT:-$PWD/lab-out/test-$(date +%Y%m%d-%H%M%S)}"
+mkdir -p "$out_dir"
+stage() { printf '\n=== %s\n' "$*"; }
+record() { # record NAME PASSED FAILED
+  passed=$((passed + $2)); failed=$((failed + $3))
+  [ "$3" -gt 0 ] && failures+=("$1")
+  return 0
+}
+
+stage "setup"
+setup_args=()
+[ "$run_lab" -eq 1 ] && setup_args+=(--lab)
+if ! bash scripts/setup.sh "${setup_args[@]}"; then
+  echo "test.sh: setup failed" >&2
+  echo "summary: 0 passed, 1 failed"
+  exit 1
+fi
+
+stage "build"
+swift build --build-tests 2>&1 | tail -n 30
+if [ "${PIPESTATUS[0]}" -ne 0 ]; then
+  echo "test.sh: the package does not build (see above)" >&2
+  echo "summary: 0 passed, 1 failed"
+  exit 1
+fi
+
+stage "unit and bus tests (swift test)"
+swift test --skip-build 2>&1 | tee "$out_dir/swift-test.log" | grep -vE '^(􀟈|◇|↳)? ?Test .* started\.$' | tail -n 60
+swift_status=${PIPESTATUS[0]}
+# Swift Testing closes with "Test run with N tests in M suites passed|failed ... (K issues)".
+summary_line=$(grep -E 'Test run with [0-9]+ tests?' "$out_dir/swift-test.log" | tail -n 1)
+total=$(sed -nE 's/.*Test run with ([0-9]+) tests?.*/\1/p' <<<"$summary_line")
+failing=$(grep -E 'Test .* failed after' "$out_dir/swift-test.log" | grep -vc 'Test run with' || true)
+total=${total:-0}
+if [ "$swift_status" -ne 0 ] && [ "$failing" -eq 0 ]; then failing=1; fi
+record "swift test" $((total - failing < 0 ? 0 : total - failing)) "$failing"
+
+if [ -x scripts/fuzz-transfer.sh ]; then
+  stage "fuzzing the receiver's parser (bounded)"
+  if bash scripts/fuzz-transfer.sh; then record fuzz 1 0; else record fuzz 0 1; fi
+fi
+
+if [ "$run_lab" -eq 1 ]; then
+  stage "two-host virtual lab"
+  swift build -c release --product bletransfer >/dev/null 2>&1 || swift build -c release --product bletransfer
+  export BLETRANSFER_BIN="$PWD/.build/release/bletransfer"
+  if bash scripts/lab/scenarios.sh --out "$out_dir/lab" 2>&1 | tee "$out_dir/lab.log"; then :; fi
+  lab_line=$(grep -E '^lab: [0-9]+ passed, [0-9]+ failed' "$out_dir/lab.log" | tail -n 1)
+  lab_passed=$(sed -nE 's/^lab: ([0-9]+) passed.*/\1/p' <<<"$lab_line")
+  lab_failed=$(sed -nE 's/^lab: [0-9]+ passed, ([0-9]+) failed.*/\1/p' <<<"$lab_line")
+  if [ -z "$lab_line" ]; then lab_passed=0 lab_failed=1; fi
+  record lab "$lab_passed" "$lab_failed"
+fi
+
+echo
+[ "${#failures[@]}" -gt 0 ] && echo "failed tiers: ${failures[*]} (logs in $out_dir)"
+echo "summary: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
