@@ -1,0 +1,75 @@
+import Transfer
+
+/// A peer seen over the air, as the roles report it.
+public struct PeerDescription: Sendable, Equatable {
+    /// Bluetooth address, "AA:BB:CC:DD:EE:FF".
+    public var address: String
+    /// Advertised local name or BlueZ alias, when known.
+    public var name: String?
+    /// Signal strength at discovery, in dBm.
+    public var rssi: Int?
+
+    public init(address: String, name: String? = nil, rssi: Int? = nil) {
+        self.address = address
+        self.name = name
+        self.rssi = rssi
+    }
+}
+
+/// Which wire format a transfer uses (DESIGN §4).
+public enum TransferFormat: String, Sendable, Equatable, Codable {
+    /// Apple's sample: chunks then `EOM`; what any third-party peer speaks.
+    case compat
+    /// bletransfer's own: header with length and SHA-256, payload, `EOM`, ACK.
+    case framed
+}
+
+/// Everything a role reports while it runs. The CLI renders these as progress on a TTY, as
+/// one JSON object per line with `--json`, or as log lines in daemon mode.
+public enum RoleEvent: Sendable {
+    /// The CoreBluetooth-style manager state changed; `detail` says why, in words.
+    case stateChanged(from: ManagerState, to: ManagerState, detail: String?)
+    /// Peripheral: the GATT application and advertisement are registered.
+    case advertising(adapter: String, localName: String?)
+    /// Central: discovery started with the transfer-service filter.
+    case scanning(adapter: String)
+    case peerFound(PeerDescription)
+    case connecting(PeerDescription, attempt: Int)
+    case connected(PeerDescription)
+    /// A central subscribed (peripheral) or we subscribed (central); `mtu` is the ATT MTU.
+    case subscribed(PeerDescription, mtu: Int, format: TransferFormat)
+    /// Bytes of the current message moved so far.
+    case progress(PeerDescription?, TransferProgress, bytesPerSecond: Double?, secondsRemaining: Double?)
+    /// Peripheral: a message was delivered (acknowledged when framed; unsubscribed after
+    /// `EOM` when compat).
+    case delivered(MessageSummary, to: PeerDescription?)
+    /// Central: a complete, verified message was received and handed to the sink.
+    case received(MessageSummary, from: PeerDescription?, storedAt: String?)
+    /// A transfer stopped before its end; nothing of it was counted or written.
+    case transferAborted(PeerDescription?, reason: String)
+    /// A transient failure; the role tries again after `delay`.
+    case retrying(reason: String, delay: Duration)
+    case disconnected(PeerDescription)
+    /// Something worth telling the user that does not stop the role.
+    case warning(String)
+}
+
+/// What the events say of one message.
+public struct MessageSummary: Sendable, Equatable {
+    /// 1 for the first message of this run.
+    public var sequence: Int
+    public var byteCount: Int
+    public var format: TransferFormat
+    /// Lower-case hex SHA-256 of the payload, when the format carries it.
+    public var sha256: String?
+    /// How long the transfer took, first data value to `EOM`.
+    public var duration: Duration?
+
+    public init(sequence: Int, byteCount: Int, format: TransferFormat, sha256: String? = nil, duration: Duration? = nil) {
+        self.sequence = sequence
+        self.byteCount = byteCount
+        self.format = format
+        self.sha256 = sha256
+        self.duration = duration
+    }
+}

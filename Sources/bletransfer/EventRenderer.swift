@@ -1,0 +1,268 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import Roles
+import Transfer
+
+/// How a command shows what its role is doing.
+enum EventOutputMode: Sendable, Equatable {
+    /// One JSON object per line on standard output, for scripts.
+    case jsonLines
+    /// A progress line redrawn on standard error (a terminal), plus notable events.
+    case terminal
+    /// Every event as a plain line on standard error (`--verbose`, or not a terminal).
+    case logLines
+    /// Errors only.
+    case quiet
+
+    /// `--json` wins; otherwise a terminal on stderr gets progress, `--verbose` gets lines,
+    /// and anything else stays quiet, as befits a pipe or a service.
+    static func choose(json: Bool, verbose: Bool, standardErrorIsTerminal: Bool = isatty(STDERR_FILENO) == 1) -> Self {
+        if json { return .jsonLines }
+        if verbose { return .logLines }
+        return standardErrorIsTerminal ? .terminal : .quiet
+    }
+}
+
+/// Turns role events into output. Confined to one task (the command's), so it keeps plain
+/// mutable state.
+struct EventRenderer {
+    let mode: EventOutputMode
+    private var progressLineShown = false
+    private var lastProgressDraw: ContinuousClock.Instant?
+
+    init(mode: EventOutputMode) {
+        self.mode = mode
+    }
+
+    mutating func render(_ event: RoleEvent, extra: [String: any Sendable] = [:]) {
+        switch mode {
+        case .jsonLines:
+            var object = Self.jsonObject(for: event)
+            for (key, value) in extra { object[key] = value }
+            Self.writeLine(Self.encode(object), to: STDOUT_FILENO)
+        case .logLines:
+            Self.writeLine("bletransfer: " + Self.sentence(for: event), to: STDERR_FILENO)
+        case .terminal:
+            renderOnTerminal(event)
+        case .quiet:
+            if case .warning(let text) = event { Self.writeLine("bletransfer: warning: \(text)", to: STDERR_FILENO) }
+        }
+    }
+
+    /// Ends a pending progress line so that what follows starts on a fresh line.
+    mutating func finish() {
+        if progressLineShown {
+            Self.write("\n", to: STDERR_FILENO)
+            progressLineShown = false
+        }
+    }
+
+    private mutating func renderOnTerminal(_ event: RoleEvent) {
+        if case .progress(_, let progress, let rate, let remaining) = event {
+            let now = ContinuousClock.now
+            let complete = progress.totalBytes.map { progress.bytesSoFar >= $0 } ?? false
+            if let last = lastProgressDraw, now - last < .milliseconds(100), !complete { return }
+            lastProgressDraw = now
+            Self.write("\r\u{1B}[K" + Self.progressLine(progress, rate: rate, remaining: remaining), to: STDERR_FILENO)
+            progressLineShown = true
+            return
+        }
+        switch event {
+        case .stateChanged, .advertising, .scanning, .connected, .subscribed, .delivered, .received,
+             .transferAborted, .retrying, .warning, .disconnected:
+            finish()
+            Self.writeLine(Self.sentence(for: event), to: STDERR_FILENO)
+        case .peerFound, .connecting, .progress:
+            break
+        }
+    }
+
+    // MARK: Text
+
+    static func sentence(for event: RoleEvent) -> String {
+        switch event {
+        case .stateChanged(let from, let to, let detail):
+            "state \(from.rawValue) → \(to.rawValue)" + (detail.map { ": \($0)" } ?? "")
+        case .advertising(let adapter, let name):
+            "advertising on \(adapter)" + (name.map { " as \"\($0)\"" } ?? "")
+        case .scanning(let adapter):
+            "scanning on \(adapter)"
+        case .peerFound(let peer):
+            "found \(describe(peer))"
+        case .connecting(let peer, let attempt):
+            "connecting to \(describe(peer))" + (attempt > 1 ? " (attempt \(attempt))" : "")
+        case .connected(let peer):
+            "connected to \(describe(peer))"
+        case .subscribed(let peer, let mtu, let format):
+            "subscribed with \(describe(peer)), ATT MTU \(mtu), \(format.rawValue) format"
+        case .progress(_, let progress, let rate, let remaining):
+            progressLine(progress, rate: rate, remaining: remaining)
+        case .delivered(let message, let peer):
+            "message \(message.sequence) delivered (\(formatBytes(message.byteCount)), \(message.format.rawValue))"
+                + (peer.map { " to \(describe($0))" } ?? "")
+        case .received(let message, let peer, let storedAt):
+            "message \(message.sequence) received (\(formatBytes(message.byteCount)), \(message.format.rawValue))"
+                + (peer.map { " from \(describe($0))" } ?? "") + (storedAt.map { " → \($0)" } ?? "")
+        case .transferAborted(let peer, let reason):
+            "transfer" + (peer.map { " with \(describe($0))" } ?? "") + " aborted: \(reason); nothing kept"
+        case .retrying(let reason, let delay):
+            "\(reason); retrying in \(formatSeconds(delay.seconds))"
+        case .disconnected(let peer):
+            "disconnected from \(describe(peer))"
+        case .warning(let text):
+            "warning: \(text)"
+        }
+    }
+
+    static func describe(_ peer: PeerDescription) -> String {
+        var text = peer.address
+        if let name = peer.name, !name.isEmpty { text += " (\(name))" }
+        return text
+    }
+
+    static func progressLine(_ progress: TransferProgress, rate: Double?, remaining: Double?) -> String {
+        var parts: [String] = []
+        if let total = progress.totalBytes, total > 0 {
+            let fraction = min(1, Double(progress.bytesSoFar) / Double(total))
+            let width = 24
+            let filled = Int((fraction * Double(width)).rounded(.down))
+            parts.append("[" + String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled) + "]")
+            parts.append(String(format: "%3.0f%%", fraction * 100))
+            parts.append("\(formatBytes(progress.bytesSoFar)) of \(formatBytes(total))")
+        } else {
+            parts.append(formatBytes(progress.bytesSoFar))
+        }
+        if let rate { parts.append(formatBytes(Int(rate)) + "/s") }
+        if let remaining { parts.append("ETA " + formatSeconds(remaining)) }
+        return parts.joined(separator: " ")
+    }
+
+    static func formatBytes(_ count: Int) -> String {
+        if count < 1024 { return "\(count) B" }
+        if count < 1024 * 1024 { return String(format: "%.1f KiB", Double(count) / 1024) }
+        return String(format: "%.1f MiB", Double(count) / (1024 * 1024))
+    }
+
+    static func formatSeconds(_ seconds: Double) -> String {
+        if seconds < 10 { return String(format: "%.1fs", seconds) }
+        if seconds < 3600 { return "\(Int(seconds) / 60)m\(String(format: "%02d", Int(seconds) % 60))s" }
+        return "\(Int(seconds) / 3600)h\(String(format: "%02d", Int(seconds) % 3600 / 60))m"
+    }
+
+    // MARK: JSON
+
+    static func jsonObject(for event: RoleEvent) -> [String: any Sendable] {
+        var object: [String: any Sendable] = ["time": ISO8601DateFormatter().string(from: Date())]
+        func peer(_ peer: PeerDescription?) -> (any Sendable)? {
+            guard let peer else { return nil }
+            var value: [String: any Sendable] = ["address": peer.address]
+            if let name = peer.name { value["name"] = name }
+            if let rssi = peer.rssi { value["rssi"] = rssi }
+            return value
+        }
+        func message(_ summary: MessageSummary) -> [String: any Sendable] {
+            var value: [String: any Sendable] = [
+                "sequence": summary.sequence, "bytes": summary.byteCount, "format": summary.format.rawValue,
+            ]
+            if let digest = summary.sha256 { value["sha256"] = digest }
+            if let duration = summary.duration { value["seconds"] = duration.seconds }
+            return value
+        }
+        switch event {
+        case .stateChanged(let from, let to, let detail):
+            object["event"] = "state"
+            object["from"] = from.rawValue
+            object["state"] = to.rawValue
+            if let detail { object["detail"] = detail }
+        case .advertising(let adapter, let name):
+            object["event"] = "advertising"
+            object["adapter"] = adapter
+            if let name { object["localName"] = name }
+        case .scanning(let adapter):
+            object["event"] = "scanning"
+            object["adapter"] = adapter
+        case .peerFound(let found):
+            object["event"] = "found"
+            object["peer"] = peer(found)
+        case .connecting(let target, let attempt):
+            object["event"] = "connecting"
+            object["peer"] = peer(target)
+            object["attempt"] = attempt
+        case .connected(let target):
+            object["event"] = "connected"
+            object["peer"] = peer(target)
+        case .subscribed(let target, let mtu, let format):
+            object["event"] = "subscribed"
+            object["peer"] = peer(target)
+            object["mtu"] = mtu
+            object["format"] = format.rawValue
+        case .progress(let target, let progress, let rate, let remaining):
+            object["event"] = "progress"
+            if let value = peer(target) { object["peer"] = value }
+            object["bytes"] = progress.bytesSoFar
+            if let total = progress.totalBytes { object["total"] = total }
+            if let rate { object["bytesPerSecond"] = rate }
+            if let remaining { object["secondsRemaining"] = remaining }
+        case .delivered(let summary, let target):
+            object["event"] = "delivered"
+            object["message"] = message(summary)
+            if let value = peer(target) { object["peer"] = value }
+        case .received(let summary, let source, let storedAt):
+            object["event"] = "received"
+            object["message"] = message(summary)
+            if let value = peer(source) { object["peer"] = value }
+            if let storedAt { object["path"] = storedAt }
+        case .transferAborted(let target, let reason):
+            object["event"] = "aborted"
+            if let value = peer(target) { object["peer"] = value }
+            object["reason"] = reason
+        case .retrying(let reason, let delay):
+            object["event"] = "retrying"
+            object["reason"] = reason
+            object["delaySeconds"] = delay.seconds
+        case .disconnected(let target):
+            object["event"] = "disconnected"
+            object["peer"] = peer(target)
+        case .warning(let text):
+            object["event"] = "warning"
+            object["message"] = text
+        }
+        return object
+    }
+
+    static func encode(_ object: [String: any Sendable]) -> String {
+        guard JSONSerialization.isValidJSONObject(object),
+              let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]),
+              let text = String(data: data, encoding: .utf8)
+        else { return #"{"event":"error","message":"event could not be encoded"}"# }
+        return text
+    }
+
+    // MARK: Raw output
+
+    static func writeLine(_ line: String, to fd: Int32) {
+        write(line + "\n", to: fd)
+    }
+
+    static func write(_ text: String, to fd: Int32) {
+        var bytes = Array(text.utf8)[...]
+        while !bytes.isEmpty {
+            let written = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+            if written < 0 {
+                if errno == EINTR { continue }
+                return  // a closed stderr/stdout must not take the role down
+            }
+            bytes = bytes.dropFirst(written)
+        }
+    }
+}
+
+extension Duration {
+    /// The duration in seconds, as a Double.
+    var seconds: Double {
+        let (whole, attoseconds) = components
+        return Double(whole) + Double(attoseconds) / 1e18
+    }
+}
