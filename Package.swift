@@ -59,6 +59,15 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
+        // What unattended operation needs: systemd notify protocol, journald-friendly logging,
+        // the sender's outbox.
+        .target(
+            name: "DaemonSupport",
+            dependencies: [
+                .product(name: "SystemPackage", package: "swift-system"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         // Peripheral (send) and Central (receive) engines over BlueZ.
         .target(
             name: "Roles",
@@ -71,7 +80,7 @@ let package = Package(
         .executableTarget(
             name: "bletransfer",
             dependencies: [
-                "Roles", "Transfer", "BlueZ", "DBus",
+                "Roles", "Transfer", "BlueZ", "DBus", "DaemonSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -104,6 +113,10 @@ let package = Package(
         .testTarget(
             name: "BlueZTests",
             dependencies: ["BlueZ", "DBus"]
+        ),
+        .testTarget(
+            name: "DaemonSupportTests",
+            dependencies: ["DaemonSupport"]
         ),
         .testTarget(
             name: "RolesTests",
