@@ -65,6 +65,12 @@ final class OutboxFixture {
     }
 }
 
+/// Waits for an unstructured task and cancels it when the waiting test is cancelled (for
+/// example by its time limit), so a failing test ends instead of hanging the run.
+func valueCancellingOnExit<Value: Sendable>(_ task: Task<Value, any Error>) async throws -> Value {
+    try await withTaskCancellationHandler { try await task.value } onCancel: { task.cancel() }
+}
+
 final class Notices: Sendable {
     private let notices = Mutex<[OutboxNotice]>([])
     var all: [OutboxNotice] { notices.withLock { $0 } }
@@ -222,7 +228,7 @@ final class Notices: Sendable {
         #expect(outbox.watchesChanges)
         let waiter = Task { try await outbox.waitForFile() }
         try fixture.drop("arrived", "hello")
-        let file = try await waiter.value
+        let file = try await valueCancellingOnExit(waiter)
         #expect(file.name == "arrived")
         #expect(file.bytes == Array("hello".utf8))
     }
@@ -245,7 +251,7 @@ final class Notices: Sendable {
         #expect(!outbox.watchesChanges)
         let waiter = Task { try await outbox.waitForFile() }
         try fixture.drop("late", "x")
-        #expect(try await waiter.value.name == "late")
+        #expect(try await valueCancellingOnExit(waiter).name == "late")
     }
 
     @Test func exactlyOnceAcrossARestart() async throws {
