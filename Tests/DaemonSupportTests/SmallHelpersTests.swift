@@ -42,3 +42,17 @@ import Testing
         #expect(line.contains("usermod -aG bluetooth alice"))
     }
 }
+
+@Suite struct ProcessMemoryTests {
+    @Test func residentSizeGrowsWhenMemoryIsTouched() throws {
+        let before = try #require(ProcessMemory.residentBytes())
+        #expect(before > 0)
+        let size = 64 << 20
+        let block = UnsafeMutableRawBufferPointer.allocate(byteCount: size, alignment: 4096)
+        defer { block.deallocate() }
+        // Writing every page makes it resident.
+        for offset in stride(from: 0, to: size, by: 4096) { block[offset] = 1 }
+        let after = try #require(ProcessMemory.residentBytes())
+        #expect(after - before >= size / 2)
+    }
+}
