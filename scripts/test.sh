@@ -76,6 +76,16 @@ if [ -x scripts/fuzz-transfer.sh ]; then
   fi
 fi
 
+stage "service installation (throwaway root trees)"
+bash scripts/test-install-service.sh 2>&1 | tee "$out_dir/install-service.log" | tail -n 5
+install_line=$(grep -E '^install-service: [0-9]+ passed, [0-9]+ failed' "$out_dir/install-service.log" | tail -n 1)
+if [ -n "$install_line" ]; then
+  record install-service "$(sed -nE 's/.* ([0-9]+) passed.*/\1/p' <<<"$install_line")" \
+    "$(sed -nE 's/.* ([0-9]+) failed.*/\1/p' <<<"$install_line")"
+else
+  record install-service 0 1
+fi
+
 if [ "$run_lab" -eq 1 ]; then
   stage "two-host virtual lab"
   swift build -c release --product bletransfer >/dev/null 2>&1 || swift build -c release --product bletransfer
