@@ -85,6 +85,8 @@ final class PrivateBus: Sendable {
           <type>session</type>
           <listen>unix:dir=\(socketDirectory)</listen>
           <auth>EXTERNAL</auth>
+          <!-- as in Debian's session.conf; the built-in default (128) is the system bus's -->
+          <limit name="max_replies_per_connection">50000</limit>
           <policy context="default">
             <allow user="*"/>
             <allow own="*"/>
