@@ -113,6 +113,7 @@ public final class DBusConnection: Sendable {
     /// timeout (noReplyName, as libdbus reports it), for a closed connection (disconnectedName)
     /// and for arguments that cannot be sent (invalidArgsName); throws CancellationError when
     /// the calling task is cancelled (the pending call is cancelled too; a late reply is dropped).
+    @discardableResult
     public func call(
         destination: String, path: ObjectPath, interface: String, method: String,
         arguments: [DBusValue] = [], timeout: Duration = .seconds(25)

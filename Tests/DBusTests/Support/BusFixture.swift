@@ -22,6 +22,7 @@ struct BusFixture: Sendable {
     }
 
     /// Calls `interface.method` on `path` of the server, from the client.
+    @discardableResult
     func call(
         _ path: ObjectPath, _ interface: String, _ method: String, _ arguments: [DBusValue] = [],
         timeout: Duration = .seconds(10)
