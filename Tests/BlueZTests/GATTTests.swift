@@ -128,6 +128,21 @@ struct GATTTests {
         }
     }
 
+    @Test("removing a discovered device drops it from BlueZ's tree")
+    func removeDevice() async throws {
+        try await withPeripheral(acquire: false) { pair in
+            let hci0 = try pair.central.adapter(named: "hci0")
+            let sightings = hci0.sightings(serviceUUID: serviceUUID)
+            try await hci0.startDiscovery()
+            let device = try await first(sightings).device
+            try await hci0.stopDiscovery()
+            #expect(hci0.devices().contains(device))
+            try await hci0.removeDevice(device)
+            try await pair.central.waitUntil("the device is gone") { _ in !device.exists }
+            #expect(hci0.device(address: TestAddress.hci1) == nil)
+        }
+    }
+
     @Test("read and write reach the local characteristic with BlueZ's options")
     func readAndWrite() async throws {
         try await withPeripheral(acquire: false) { pair in
