@@ -21,7 +21,13 @@ done
 passed=0 failed=0 failures=()
 out_dir="${TEST_OUT:-$PWD/lab-out/test-$(date +%Y%m%d-%H%M%S)}"
 mkdir -p "$out_dir"
-stage() { printf '\n=== %s\n' "$*"; }
+stage_started=$SECONDS
+stage_name=""
+stage() { # prints how long the previous stage took, then the new stage's title
+  [ -n "$stage_name" ] && printf '(%s took %ds)\n' "$stage_name" $((SECONDS - stage_started))
+  stage_name=$1 stage_started=$SECONDS
+  printf '\n=== %s\n' "$*"
+}
 record() { # record NAME PASSED FAILED
   passed=$((passed + $2)); failed=$((failed + $3))
   [ "$3" -gt 0 ] && failures+=("$1")
@@ -98,7 +104,8 @@ if [ "$run_lab" -eq 1 ]; then
   record lab "$lab_passed" "$lab_failed"
 fi
 
-echo
+stage "done"
+echo "total wall time: ${SECONDS}s"
 [ "${#failures[@]}" -gt 0 ] && echo "failed tiers: ${failures[*]} (logs in $out_dir)"
 echo "summary: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
