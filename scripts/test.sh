@@ -94,14 +94,16 @@ fi
 
 if [ "$run_lab" -eq 1 ]; then
   stage "two-host virtual lab"
-  swift build -c release --product bletransfer >/dev/null 2>&1 || swift build -c release --product bletransfer
+  swift build -c release --product bletransfer 2>&1 | tail -n 3
   export BLETRANSFER_BIN="$PWD/.build/release/bletransfer"
-  if bash scripts/lab/scenarios.sh --out "$out_dir/lab" 2>&1 | tee "$out_dir/lab.log"; then :; fi
-  lab_line=$(grep -E '^lab: [0-9]+ passed, [0-9]+ failed' "$out_dir/lab.log" | tail -n 1)
-  lab_passed=$(sed -nE 's/^lab: ([0-9]+) passed.*/\1/p' <<<"$lab_line")
-  lab_failed=$(sed -nE 's/^lab: [0-9]+ passed, ([0-9]+) failed.*/\1/p' <<<"$lab_line")
-  if [ -z "$lab_line" ]; then lab_passed=0 lab_failed=1; fi
-  record lab "$lab_passed" "$lab_failed"
+  bash scripts/lab/lab.sh suite 2>&1 | tee "$out_dir/lab.log"
+  lab_line=$(grep -E '^\s*[0-9]+ passed, [0-9]+ failed' "$out_dir/lab.log" | tail -n 1)
+  if [ -n "$lab_line" ]; then
+    record lab "$(sed -nE 's/^\s*([0-9]+) passed.*/\1/p' <<<"$lab_line")" \
+      "$(sed -nE 's/.* ([0-9]+) failed.*/\1/p' <<<"$lab_line")"
+  else
+    record lab 0 1
+  fi
 fi
 
 stage "done"
