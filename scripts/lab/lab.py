@@ -73,6 +73,7 @@ class Job:
     rc: Optional[int] = None
     timed_out: bool = False
     killed_at: Optional[float] = None
+    stopped: bool = False  # stopped on purpose (run(finish_with=...)): exit status not judged
 
     @property
     def base(self) -> Path:
@@ -131,8 +132,8 @@ class Job:
         return f"exit status {self.rc}"
 
 
-# A trigger is a number of seconds since the run started, or (host, regex): fires once the
-# host's command printed a matching line (stdout or stderr).
+# A trigger is a number of seconds since the run started, or (host, regex[, delay]): fires
+# `delay` seconds after the host's command printed a matching line (stdout or stderr).
 Trigger = Union[float, int, tuple]
 # An action is (target, fault) as for Lab.fault, or a callable taking the Lab.
 Action = Union[tuple, Callable[["Lab"], None]]
@@ -276,7 +277,7 @@ class Lab:
     def _qemu_command(self, h: str, kernel: Path, initrd: Path, mem: str) -> list:
         rd = self.run_dir
         append = (f"console=ttyS0 quiet loglevel=3 panic=-1 lab.host={h} lab.out={rd} "
-                  f"lab.dir={LAB_DIR} lab.rootcache={os.environ.get('LAB_ROOT_CACHE', 'loose')}")
+                  f"lab.dir={LAB_DIR} lab.rootcache={os.environ.get('LAB_ROOT_CACHE', 'mmap')}")
         cmd = [shutil.which("qemu-system-x86_64") or "qemu-system-x86_64",
                "-name", f"blelab-{h}", "-accel", "tcg", "-cpu", "max", "-smp", "1", "-m", mem,
                "-machine", "pc", "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
@@ -407,7 +408,7 @@ class Lab:
             if fault == "cut":
                 return self.start("a", "lab_link_down", step="fault cut-link", deadline=30)
             if fault == "restore":
-                return self.start("a", "lab_link_restore", step="fault restore-link", deadline=90)
+                return self.start("a", "lab_link_up", step="fault restore-link", deadline=90)
             raise LabError(f"unknown link fault {fault!r} (cut, restore)")
         if fault not in self.FAULTS:
             raise LabError(f"unknown fault {fault!r}; known: {', '.join(self.FAULTS)}, cut-link, restore-link")
@@ -422,21 +423,27 @@ class Lab:
             raise LabError(self.diagnose(job))
         return job
 
-    def ensure_ready(self) -> None:
-        """Bring both hosts back to the baseline: bluetoothd running, link up, adapters on."""
-        self.sh("a", "lab_baseline", step="baseline", deadline=120)
-        self.sh("b", "lab_baseline", step="baseline", deadline=120)
+    def ensure_ready(self, conf: str = "default") -> None:
+        """Bring both hosts back to the baseline: bluetoothd running with configuration `conf`
+        ("default" or "channels1"), link up, adapters present and powered."""
+        jobs = [self.start(h, f"lab_baseline {conf}", step="baseline", deadline=120) for h in HOSTS]
+        for j in jobs:
+            j.wait()
+            if not j.ok():
+                raise LabError(self.diagnose(j))
 
     # ---- two-host runs -------------------------------------------------------------------
     def run(self, a: Optional[str] = None, b: Optional[str] = None, deadline: float = 120,
             b_after: Optional[Trigger] = None, a_after: Optional[Trigger] = None,
-            timeline: tuple = (), expect: Optional[dict] = None, step: str = "run") -> RunResult:
+            timeline: tuple = (), expect: Optional[dict] = None, step: str = "run",
+            finish_with: Optional[str] = None) -> RunResult:
         """Run `a` on host a and `b` on host b concurrently, each within `deadline` seconds.
 
         b_after / a_after delay one side until a trigger: seconds, or (host, regex) matched
         against that host's output so far (e.g. ("a", r"^READY")). `timeline` is a list of
         (trigger, action) pairs fired once each during the run; an action is (target, fault)
         or a callable taking the Lab. `expect` maps host -> expected exit status (default 0).
+        finish_with="b" stops a's command once b's is done (for peers that serve forever).
         Raises LabError with host, step and log tails when anything fails.
         """
         expect = {"a": 0, "b": 0, **(expect or {})}
@@ -447,14 +454,21 @@ class Lab:
         pending = list(timeline)
         fault_jobs: list = []
 
+        seen: dict = {}  # trigger -> when its pattern first matched
+
         def fired(trig: Trigger) -> bool:
             if trig is None:
                 return True
+            now = time.monotonic()
             if isinstance(trig, (int, float)):
-                return time.monotonic() - t0 >= trig
-            host, rx = trig
-            j = jobs.get(host)
-            return j is not None and re.search(rx, j.output(), re.M) is not None
+                return now - t0 >= trig
+            host, rx, delay = (tuple(trig) + (0.0,))[:3]
+            if trig not in seen:
+                j = jobs.get(host)
+                if j is None or re.search(rx, j.output(), re.M) is None:
+                    return False
+                seen[trig] = now
+            return now - seen[trig] >= delay
 
         failure = None
         while True:
@@ -474,6 +488,12 @@ class Lab:
             for fj in fault_jobs:
                 if fj.poll() is not None and not fj.ok() and failure is None:
                     failure = fj
+            if finish_with and jobs[finish_with] is not None and jobs[finish_with].poll() is not None:
+                for o in HOSTS:
+                    j = jobs[o]
+                    if o != finish_with and j is not None and j.poll() is None and j.killed_at is None:
+                        j.stopped, j.killed_at = True, time.monotonic()
+                        self._kill(j)
             started = [j for j in jobs.values() if j is not None]
             done = all(j.poll() is not None for j in started)
             waiting = [h for h in HOSTS if cmds[h] is not None and jobs[h] is None]
@@ -490,7 +510,7 @@ class Lab:
         result = RunResult(jobs["a"], jobs["b"], time.monotonic() - t0, fault_jobs)
         for h in HOSTS:
             j = jobs[h]
-            if j is not None and (j.timed_out or j.rc != expect[h]):
+            if j is not None and not j.stopped and (j.timed_out or j.rc != expect[h]):
                 raise LabError(self.diagnose(j, expected=expect[h], others=[jobs[o] for o in HOSTS if o != h]))
         if failure is not None:
             raise LabError(self.diagnose(failure))
@@ -498,15 +518,7 @@ class Lab:
 
     # ---- diagnosis -----------------------------------------------------------------------
     def btmon_tail(self, host: str, lines: int = 25) -> str:
-        snoop = self.run_dir / host / "btmon.snoop"
-        if not snoop.exists() or not shutil.which("btmon"):
-            return "(no trace)"
-        try:
-            p = subprocess.run(["btmon", "-r", str(snoop), "-T"], stdout=subprocess.PIPE,
-                               stderr=subprocess.DEVNULL, timeout=30)
-            return "\n".join(p.stdout.decode("utf-8", "replace").splitlines()[-lines:]) or "(empty)"
-        except (subprocess.TimeoutExpired, OSError):
-            return "(btmon -r failed)"
+        return tail(self.run_dir / host / "btmon.log", lines)
 
     def host_logs(self, host: str, lines: int = 20) -> str:
         hd = self.run_dir / host
@@ -579,11 +591,13 @@ def guard_signals() -> None:
 
 # ---- CLI ------------------------------------------------------------------------------------
 def parse_trigger(text: Optional[str]):
-    """'12.5' -> seconds; 'a:REGEX' -> (host, regex)."""
+    """'12.5' -> seconds; 'a:REGEX' -> (host, regex); 'a:REGEX+5' -> 5 s after the match."""
     if text is None:
         return None
-    m = re.match(r"^([ab]):(.*)$", text, re.S)
-    return (m.group(1), m.group(2)) if m else float(text)
+    m = re.match(r"^([ab]):(.*?)(?:\+([0-9.]+))?$", text, re.S)
+    if not m:
+        return float(text)
+    return (m.group(1), m.group(2), float(m.group(3) or 0))
 
 
 def parse_fault_spec(text: str):
@@ -614,6 +628,8 @@ def main(argv=None) -> int:
     r.add_argument("--deadline", type=float, default=120)
     r.add_argument("--a-after", help="start a after SECONDS or after 'b:REGEX' appeared in b's output")
     r.add_argument("--b-after", help="start b after SECONDS or after 'a:REGEX' appeared in a's output")
+    r.add_argument("--finish-with", choices=HOSTS,
+                   help="stop the other host's command once this host's command is done")
     r.add_argument("--fault", action="append", default=[],
                    help="TRIGGER@TARGET:FAULT during the run, e.g. 5@link:cut or 'b:SUBSCRIBED@a:power-off'")
     f = sub.add_parser("fault", help="inject a fault now")
@@ -650,7 +666,8 @@ def main(argv=None) -> int:
             lab = Lab.current()
             res = lab.run(a=args.a, b=args.b, deadline=args.deadline,
                           a_after=parse_trigger(args.a_after), b_after=parse_trigger(args.b_after),
-                          timeline=tuple(parse_fault_spec(x) for x in args.fault))
+                          timeline=tuple(parse_fault_spec(x) for x in args.fault),
+                          finish_with=args.finish_with)
             for h in HOSTS:
                 j = getattr(res, h)
                 if j is not None:

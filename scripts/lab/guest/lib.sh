@@ -54,13 +54,17 @@ CONF
         || lab_log "dbus-daemon failed"
 }
 
+# btmon keeps two records: the btsnoop file (for Wireshark / btmon -r) and its live decoding,
+# line-buffered, in btmon.log. Failures show the tail of the latter: btmon 5.66 crashes when it
+# decodes some ATT responses offline (btmon -r), but not live.
 lab_start_btmon() {
-    lab_bg btmon btmon -w "$LAB_HOSTDIR/btmon.snoop"
+    lab_bg btmon stdbuf -oL btmon -T -w "$LAB_HOSTDIR/btmon.snoop"
 }
 
 lab_start_bluetoothd() {
     local conf=()
-    [ -n "${LAB_BLUETOOTHD_CONF:-}" ] && conf=(-f "$LAB_BLUETOOTHD_CONF")
+    if [ -n "${LAB_BLUETOOTHD_CONF:-}" ]; then conf=(-f "$LAB_BLUETOOTHD_CONF")
+    elif [ -f /run/lab/main.conf ]; then conf=(-f /run/lab/main.conf); fi
     echo "==== bluetoothd start $(date +%T)" >>"$LAB_HOSTDIR/bluetoothd.log"
     lab_bg bluetoothd "$BLUETOOTHD" -n -d "${conf[@]}"
     lab_wait 30 dbus-send --system --print-reply --dest=org.bluez / org.freedesktop.DBus.Peer.Ping \
@@ -69,13 +73,29 @@ lab_start_bluetoothd() {
 
 lab_stop_bluetoothd() { lab_kill bluetoothd; }
 
+# bluetoothd's configuration: "default" (the distribution's main.conf) or "channels1"
+# ([GATT] Channels=1: no EATT, so notifications cannot be reordered across ATT bearers).
+lab_conf_name() { cat /run/lab/conf.name 2>/dev/null || echo default; }
+lab_use_conf() {
+    [ "$(lab_conf_name)" = "$1" ] && lab_alive bluetoothd && return 0
+    case "$1" in
+        default) rm -f /run/lab/main.conf ;;
+        channels1) printf '[GATT]\nChannels=1\n' >/run/lab/main.conf ;;
+        *) lab_log "unknown bluetoothd configuration $1"; return 1 ;;
+    esac
+    echo "$1" >/run/lab/conf.name
+    lab_restart_bluetoothd
+}
+
 lab_restart_bluetoothd() { lab_stop_bluetoothd; lab_start_bluetoothd; }
 
 # ---- controllers -------------------------------------------------------------------------
 # Guest a runs BlueZ's controller emulator (btvirt -s: one emulated controller per connection
 # to its server socket, all sharing one "air"). Its own controller is attached through a pty;
 # guest b's controller is the same server socket bridged over the virtio-serial port "lab.peer"
-# (a QEMU chardev socket between the two QEMUs; guest b sees it as /dev/hvc0).
+# (a QEMU chardev socket between the two QEMUs; guest b sees it as /dev/hvc0). Both bridges are
+# hci_relay.py (see there why not plain socat). Stopping b's bridge takes b's controller off
+# the air: that is the "link cut".
 lab_port() { local p; for p in /sys/class/virtio-ports/*; do
     [ "$(cat "$p/name" 2>/dev/null)" = "$1" ] && { echo "/dev/$(basename "$p")"; return 0; }; done; return 1; }
 
@@ -93,7 +113,7 @@ lab_emulator_start() {  # guest a
 lab_link_up() {  # guest a: bridge guest b's controller into the emulator
     lab_alive bridge && return 0
     local port; port="$(lab_port lab.peer)" || { lab_log "no lab.peer port"; return 1; }
-    lab_bg bridge socat -b 65536 "OPEN:$port" UNIX-CONNECT:/tmp/bt-server-bredrle
+    lab_bg bridge python3 "$LAB_DIR/guest/hci_relay.py" --device "$port"
 }
 
 lab_link_down() { lab_kill bridge; }
@@ -103,7 +123,7 @@ lab_controller_attach() {  # attach this guest's controller (hci0)
         lab_emulator_start || return 1
         if ! lab_alive pty; then
             rm -f /run/lab/ttyBT
-            lab_bg pty socat -b 65536 "PTY,link=/run/lab/ttyBT,raw,echo=0" UNIX-CONNECT:/tmp/bt-server-bredrle
+            lab_bg pty python3 "$LAB_DIR/guest/hci_relay.py" --pty-link /run/lab/ttyBT
             lab_wait 10 test -e /run/lab/ttyBT || { lab_log "no pty for the controller"; return 1; }
         fi
         lab_alive btattach || lab_bg btattach btattach -B /run/lab/ttyBT -P h4
@@ -139,10 +159,27 @@ lab_as_denied_user() { setpriv --reuid="$LAB_DENIED_USER" --regid=nogroup --clea
 lab_python() { "$(cat "$LAB_PYTHON_PATH_FILE")" "$@"; }
 
 # Back to the baseline every scenario starts from: bluetoothd running, link up, adapter on.
-lab_baseline() {
+lab_baseline() {  # $1 = bluetoothd configuration (default, channels1)
+    lab_use_conf "${1:-default}" || return 1
     lab_alive bluetoothd || lab_start_bluetoothd || return 1
     if [ "$LAB_HOST" = a ]; then lab_emulator_start && lab_link_up || return 1; fi
     case " ${LAB_NO_CONTROLLER:-} " in *" $LAB_HOST "*) return 0 ;; esac
     lab_hci_present || lab_controller_attach || return 1
     lab_hci_up || lab_power on
+}
+
+# btmgmt quits as soon as its stdin reaches EOF, before the controller answers: keep stdin open.
+lab_btmgmt() { timeout 15 btmgmt --index 0 "$@" < <(sleep 15); }
+
+# Raw link capacity: LE credit-based L2CAP (PSM 0x80) from this host to the peer, with l2test.
+# The receiver must be connectable and advertising: lab_l2test_receiver on it first.
+lab_l2test_receiver() {  # $1 = seconds to listen
+    lab_btmgmt connectable on >/dev/null && lab_btmgmt advertising on >/dev/null || return 1
+    echo "L2TEST-LISTENING"
+    timeout -s INT "${1:-60}" l2test -r -V le_public -P 0x0080 -b "${LAB_L2TEST_MTU:-512}"
+    lab_btmgmt advertising off >/dev/null
+    return 0
+}
+lab_l2test_sender() {  # $1 = peer address, $2 = frames
+    l2test -s -V le_public -P 0x0080 -b "${LAB_L2TEST_MTU:-512}" -N "${2:-400}" "$1"
 }

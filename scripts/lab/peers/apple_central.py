@@ -39,9 +39,16 @@ def parse_args():
                    help="seconds from subscription to EOM before giving up")
     p.add_argument("--attempts", type=int, default=5, help="connect attempts per message")
     p.add_argument("--adapter", default=None, help="hciN (default: first adapter)")
+    p.add_argument("--retry-for", type=float, default=0,
+                   help="on a disconnect or failure mid-message, discard the partial data, scan "
+                        "again and retry for up to this many seconds (Apple's central rescans)")
     p.add_argument("--write-hello", default=None,
                    help="hex bytes written (without response) before subscribing; Apple's central writes nothing")
     return p.parse_args()
+
+
+class Disconnected(Exception):
+    pass
 
 
 async def receive_one(args, index):
@@ -54,7 +61,8 @@ async def receive_one(args, index):
     if device is None:
         raise RuntimeError(f"no peripheral advertising {args.service} within {args.scan_timeout}s")
     say("FOUND", device.address)
-    client = BleakClient(device, **kwargs)
+    disconnected = asyncio.Event()
+    client = BleakClient(device, disconnected_callback=lambda _: disconnected.set(), **kwargs)
     for attempt in range(1, args.attempts + 1):
         try:
             await client.connect()
@@ -88,14 +96,25 @@ async def receive_one(args, index):
         started = time.monotonic()
         await client.start_notify(args.characteristic, on_notify)
         say("SUBSCRIBED")
-        await asyncio.wait_for(complete.wait(), args.message_timeout)
+        waiters = [asyncio.ensure_future(complete.wait()), asyncio.ensure_future(disconnected.wait())]
+        done, pending = await asyncio.wait(waiters, timeout=args.message_timeout,
+                                           return_when=asyncio.FIRST_COMPLETED)
+        for w in pending:
+            w.cancel()
+        if not complete.is_set():
+            if disconnected.is_set():
+                raise Disconnected(f"disconnected after {len(data)} bytes")
+            raise TimeoutError(f"no EOM within {args.message_timeout}s ({len(data)} bytes so far)")
         seconds = time.monotonic() - (first[0] or started)
         try:
             await client.stop_notify(args.characteristic)
         except Exception as e:
             say("UNSUBSCRIBE-FAILED", repr(e))
     finally:
-        await client.disconnect()
+        try:
+            await asyncio.wait_for(client.disconnect(), 20)
+        except Exception as e:
+            say("DISCONNECT-FAILED", repr(e))
     result = {"index": index, "bytes": len(data), "notifications": notifications,
               "seconds": round(seconds, 3), "kib_s": round(len(data) / 1024 / max(seconds, 1e-6), 1),
               "sha256": hashlib.sha256(data).hexdigest(), "peer": device.address}
@@ -112,7 +131,16 @@ async def receive_one(args, index):
 async def main():
     args = parse_args()
     for index in range(1, args.count + 1):
-        await receive_one(args, index)
+        give_up = time.monotonic() + args.retry_for
+        while True:
+            try:
+                await receive_one(args, index)
+                break
+            except Exception as e:
+                if time.monotonic() >= give_up:
+                    raise
+                say("RETRY", json.dumps({"index": index, "reason": str(e) or repr(e)}))
+                await asyncio.sleep(1)
 
 
 if __name__ == "__main__":

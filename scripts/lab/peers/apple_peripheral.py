@@ -9,6 +9,8 @@ notifications followed by one notification equal to b"EOM".
 Lines on stdout (scenarios wait on them): READY, SUBSCRIBED, SENT <json>, WRITE <json>, DONE.
 """
 import argparse
+import array
+import socket
 import asyncio
 import hashlib
 import json
@@ -16,10 +18,48 @@ import sys
 import time
 
 from bless import BlessServer, GATTAttributePermissions, GATTCharacteristicProperties
+import dbus_next.aio.message_bus as dbus_next_bus
 
 DEFAULT_SERVICE = "E20A39F4-73F5-4BC4-A12F-17D1AD07A961"
 DEFAULT_CHARACTERISTIC = "08590F7E-DB05-467E-8757-72F6FAEB13D4"
 EOM = b"EOM"
+
+
+def _tolerate_full_socket():
+    """dbus-next (under bless) treats EAGAIN from a full bus socket as fatal and drops its
+    connection, which a fast notification loop triggers. Replace its writer callback with one
+    that leaves the unsent remainder in place and resumes when the socket is writable again."""
+    writer = dbus_next_bus._MessageWriter
+
+    def write_callback(self):
+        try:
+            while True:
+                if self.buf is None:
+                    if self.messages.qsize() == 0:
+                        self.loop.remove_writer(self.fd)
+                        return
+                    buf, self.unix_fds, self.fut = self.messages.get_nowait()
+                    self.buf, self.offset = memoryview(buf), 0
+                try:
+                    if self.unix_fds and self.negotiate_unix_fd:
+                        rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", self.unix_fds))]
+                        self.offset += self.sock.sendmsg([self.buf[self.offset:]], rights)
+                        self.unix_fds = None
+                    else:
+                        self.offset += self.sock.send(self.buf[self.offset:])
+                except BlockingIOError:
+                    return  # still registered as writer: called again once the socket drains
+                if self.offset < len(self.buf):
+                    return
+                self.buf = None
+                if self.fut is not None and not self.fut.done():
+                    self.fut.set_result(None)
+        except Exception as e:
+            if self.fut is not None and not self.fut.done():
+                self.fut.set_exception(e)
+            self.bus._finalize(e)
+
+    writer.write_callback = write_callback
 
 
 def say(*parts):
@@ -45,6 +85,7 @@ def parse_args():
 
 async def main():
     args = parse_args()
+    _tolerate_full_socket()
     message = args.message.encode() if args.message is not None else open(args.message_file, "rb").read()
     digest = hashlib.sha256(message).hexdigest()
     loop = asyncio.get_running_loop()
@@ -69,8 +110,13 @@ async def main():
             server.get_characteristic(args.characteristic).value = bytearray(message[offset:offset + args.chunk])
             server.update_value(args.service, args.characteristic)
             n += 1
-            if n % 64 == 0:
-                await asyncio.sleep(0)  # let the D-Bus connection drain
+            # Back-pressure: let the bus connection drain before queueing more (the analogue of
+            # waiting for peripheralManagerIsReadyToUpdateSubscribers).
+            writer = server.bus._writer
+            while writer.messages.qsize() > 32:
+                await asyncio.sleep(0.001)
+            if n % 16 == 0:
+                await asyncio.sleep(0)
             if not subscribed.is_set():
                 say("ABORTED", json.dumps({"sent_bytes": offset, "reason": "unsubscribed"}))
                 return
