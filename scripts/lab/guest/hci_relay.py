@@ -7,10 +7,17 @@ host stack in the same instant as the Command Complete of LE Set Scan Enable, be
 kernel has marked discovery active; the kernel then drops the report and, with the
 controller's duplicate filter on, never sees that device during this scan. A real controller
 reports only after a scan window. The relay holds advertising-report events back by
---adv-delay-ms (default 40), keeping every packet in order; all other traffic is copied as is.
+--adv-delay-ms (default 40), keeping every packet in order.
+
+The emulator also reports every advertisement with RSSI 127 ("not available"). bluetoothd then
+has nothing new to say about a device it already knows, emits no PropertiesChanged, and a
+central that waits for advertisements (bleak, and any BlueZ client that does not also read
+GetManagedObjects) never sees the peer again. The relay fills in a plausible, varying RSSI
+(-75..-40 dBm), as a radio would. All other traffic is copied as is.
 """
 import argparse
 import os
+import random
 import selectors
 import socket
 import sys
@@ -46,6 +53,29 @@ def h4_length(buf: bytes):
     if kind == 0x01:  # command: opcode(2), plen
         return 4 + buf[3] if len(buf) >= 4 else None
     raise ValueError(f"unknown H4 packet type 0x{kind:02x}")
+
+
+def with_rssi(packet: bytes) -> bytes:
+    """An LE (extended) advertising report event with RSSI 127 replaced by a radio-like value."""
+    p = bytearray(packet)
+    sub, count, i = p[3], p[4], 5
+    try:
+        for _ in range(count):
+            if sub == 0x02:  # type, addr type, addr(6), len, data, rssi
+                n = p[i + 8]
+                at = i + 9 + n
+                i = at + 1
+            elif sub == 0x0D:  # type(2), addr type, addr(6), phy, phy2, sid, tx, rssi, ...
+                at = i + 13
+                n = p[i + 23]
+                i = i + 24 + n
+            else:
+                return packet
+            if p[at] == 0x7F:
+                p[at] = (256 + random.randint(-75, -40)) & 0xFF
+    except IndexError:
+        return packet
+    return bytes(p)
 
 
 def write_all(fd: int, data: bytes):
@@ -111,8 +141,11 @@ def main():
                         break
                     packet, from_controller = from_controller[:n], from_controller[n:]
                     now = time.monotonic()
-                    hold = delay if (packet[0] == 0x04 and packet[1] == 0x3E and len(packet) > 3
-                                     and packet[3] in ADV_REPORT_SUBEVENTS) else 0.0
+                    is_report = (packet[0] == 0x04 and packet[1] == 0x3E and len(packet) > 4
+                                 and packet[3] in ADV_REPORT_SUBEVENTS)
+                    hold = delay if is_report else 0.0
+                    if is_report:
+                        packet = with_rssi(packet)
                     last_release = max(last_release, now + hold)
                     queue.append((last_release, packet))
         now = time.monotonic()
