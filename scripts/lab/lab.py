@@ -300,6 +300,16 @@ class Lab:
                     "-device", "virtconsole,bus=vser0.0,chardev=peer,name=lab.peer"]
         return cmd
 
+    # ---- files shared with the hosts (the guests see run_dir at the same path) ---------------
+    def host_path(self, local: Path) -> str:
+        return str(local)
+
+    def push_payloads(self) -> None:
+        pass
+
+    def pull_file(self, host_path: str) -> Path:
+        return Path(host_path)
+
     # ---- shutdown ------------------------------------------------------------------------
     def down(self, quiet: bool = False) -> None:
         for h, pid in self.pids.items():

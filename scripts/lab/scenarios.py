@@ -63,22 +63,30 @@ class Context:
     name: str
     figures: dict = field(default_factory=dict)
 
-    # ---- payloads (written under the run folder, which both guests see at the same path) ----
+    # ---- payloads ---------------------------------------------------------------------------
+    # Paths handed to hosts are the run folder's: in the virtual lab the guests see it at the
+    # same path; on real hosts (hw.py) the lab copies payloads over and results back.
     def payload(self, name: str, data: bytes) -> str:
+        """Write `data` for the hosts to read; returns its path as the hosts see it."""
         d = self.lab.run_dir / "payloads"
         d.mkdir(exist_ok=True)
-        p = d / f"{self.name}-{name}"
-        p.write_bytes(data)
-        return str(p)
+        (d / f"{self.name}-{name}").write_bytes(data)
+        self.lab.push_payloads()
+        return self.lab.host_path(d / f"{self.name}-{name}")
 
     def path(self, name: str) -> str:
-        """A fresh path in the run folder for a host to write to."""
+        """A fresh path for a host to write to (as the hosts see it); read it with ctx.read()."""
         d = self.lab.run_dir / "payloads"
         d.mkdir(exist_ok=True)
         p = d / f"{self.name}-{name}"
         if p.exists():
             p.unlink()
-        return str(p)
+        return self.lab.host_path(p)
+
+    def read(self, host_path: str) -> bytes:
+        """Bytes of a file a host wrote (b"" when it wrote nothing)."""
+        local = self.lab.pull_file(host_path)
+        return local.read_bytes() if local.exists() else b""
 
     # ---- third-party peers ------------------------------------------------------------------
     def peripheral(self, message_file: str, chunk: int = 20, count: int = 1, extra: str = "") -> str:
@@ -121,7 +129,7 @@ def exchange(ctx: Context, data: bytes, sender: str = "a", chunk: int = 20, dead
     msg = ctx.payload("message", data)
     out = ctx.path("received")
     cmds = {sender: ctx.peripheral(msg, chunk=chunk, count=count),
-            receiver: ctx.central(out, count=count, extra="--retry-for 60")}
+            receiver: ctx.central(out, count=count, extra="--retry-for 120 --scan-timeout 30")}
     after = {receiver: (sender, r"^READY")}
     res = ctx.lab.run(a=cmds["a"], b=cmds["b"], deadline=deadline, step="exchange",
                       a_after=after.get("a"), b_after=after.get("b"))
@@ -129,7 +137,7 @@ def exchange(ctx: Context, data: bytes, sender: str = "a", chunk: int = 20, dead
     ctx.check(len(received) == count, f"{count} message(s) received, got {len(received)}")
     for i, r in enumerate(received, 1):
         path = out if count == 1 else f"{out}.{i}"
-        got = Path(path).read_bytes()
+        got = ctx.read(path)
         ctx.check(got == data, f"message {i}: {len(got)} bytes (sha256 {sha256(got)[:16]}) received, "
                                f"{len(data)} bytes (sha256 {sha256(data)[:16]}) sent")
     return received
@@ -173,7 +181,7 @@ def peers_eatt_order(ctx: Context):
     out = ctx.path("received")
     res = ctx.lab.run(a=ctx.peripheral(msg, chunk=20), b=ctx.central(out, extra="--retry-for 60"),
                       b_after=("a", r"^READY"), deadline=600, step="exchange")
-    got = Path(out).read_bytes()
+    got = ctx.read(out)
     ctx.check(len(got) == len(data), f"{len(data)} bytes sent, {len(got)} received")
     ctx.figure("eatt_in_order", got == data)
 
@@ -208,7 +216,7 @@ def fault_bluetoothd_restart(ctx: Context):
     ctx.check("Controller" in out, f"adapter visible after restart: {out.strip()}")
 
 
-@scenario("fault-no-controller", tags=("faults",))
+@scenario("fault-no-controller", tags=("faults", "virtual"))
 def fault_no_controller(ctx: Context):
     """Detach b's controller: bluetoothd has no adapter; attach it again: powered."""
     ctx.lab.fault("b", "detach-controller")
@@ -220,7 +228,7 @@ def fault_no_controller(ctx: Context):
     ctx.check("Controller" in out, f"controller back: {out!r}")
 
 
-@scenario("fault-unauthorized", tags=("faults",))
+@scenario("fault-unauthorized", tags=("faults", "virtual"))
 def fault_unauthorized(ctx: Context):
     """A non-root user under a D-Bus policy denying org.bluez gets AccessDenied."""
     job = ctx.lab.sh("b", "lab_as_denied_user dbus-send --system --print-reply --dest=org.bluez / "
@@ -231,7 +239,7 @@ def fault_unauthorized(ctx: Context):
     ctx.check(job.rc == 0, "root still allowed")
 
 
-@scenario("fault-link-cut", tags=("faults", "peers"), conf="channels1")
+@scenario("fault-link-cut", tags=("faults", "peers", "virtual"), conf="channels1")
 def fault_link_cut(ctx: Context):
     """Link cut mid-transfer (bless → bleak, 256 KiB): nothing partial is written; after the
     link returns the central rescans and the whole message arrives."""
@@ -245,7 +253,7 @@ def fault_link_cut(ctx: Context):
                                 (("b", r"^SUBSCRIBED", 2.0 + 15.0), ("link", "restore"))))
     b_out = res.job("b").stdout()
     ctx.check("RETRY" in b_out, "the central saw the cut (RETRY)")
-    got = Path(out).read_bytes()
+    got = ctx.read(out)
     ctx.check(got == data, f"whole message after the link returned ({len(got)}/{len(data)} bytes)")
     ctx.check(len(ctx.events(b_out, "RECEIVED")) == 1, "exactly one message written")
 

@@ -165,7 +165,19 @@ lab_baseline() {  # $1 = bluetoothd configuration (default, channels1)
     if [ "$LAB_HOST" = a ]; then lab_emulator_start && lab_link_up || return 1; fi
     case " ${LAB_NO_CONTROLLER:-} " in *" $LAB_HOST "*) return 0 ;; esac
     lab_hci_present || lab_controller_attach || return 1
-    lab_hci_up || lab_power on
+    lab_hci_up || lab_power on || return 1
+    lab_forget_devices
+}
+
+# Remove every device bluetoothd knows. A known device keeps the UUIDs of its resolved GATT
+# services, not those it advertises now, so a central that filters on Device1.UUIDs would not
+# find a peer that it (or that found it) met before in another role; scenarios start clean.
+lab_forget_devices() {
+    local d
+    for d in $(timeout 10 bluetoothctl devices 2>/dev/null | awk '/^Device/ {print $2}'); do
+        timeout 10 bluetoothctl remove "$d" >/dev/null 2>&1
+    done
+    return 0
 }
 
 # btmgmt quits as soon as its stdin reaches EOF, before the controller answers: keep stdin open.
