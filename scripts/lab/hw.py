@@ -158,6 +158,8 @@ def main() -> int:
                 status, detail = "PASS", ""
             except (LabError, sc.ScenarioFailed) as e:
                 status, detail = "FAIL", str(e)
+            except sc.ScenarioSkipped as e:
+                status, detail = "SKIP", str(e)
             results.append((s.name, status, round(time.monotonic() - st, 1)))
             say(f"{status} {s.name}")
             if detail:
@@ -170,7 +172,7 @@ def main() -> int:
     print(f"\n==== hardware suite ({time.monotonic() - t0:.0f}s), logs in {run_dir}")
     for name, status, secs in results:
         print(f"  {status:4} {name:28} {secs:7.1f}s")
-    return 1 if any(st != "PASS" for _, st, _ in results) else 0
+    return 1 if any(st == "FAIL" for _, st, _ in results) else 0
 
 
 if __name__ == "__main__":

@@ -418,7 +418,7 @@ class Lab:
             if fault == "cut":
                 return self.start("a", "lab_link_down", step="fault cut-link", deadline=30)
             if fault == "restore":
-                return self.start("a", "lab_link_up", step="fault restore-link", deadline=90)
+                return self.start("a", "lab_link_restore", step="fault restore-link", deadline=90)
             raise LabError(f"unknown link fault {fault!r} (cut, restore)")
         if fault not in self.FAULTS:
             raise LabError(f"unknown fault {fault!r}; known: {', '.join(self.FAULTS)}, cut-link, restore-link")
@@ -713,11 +713,11 @@ def demo(message: str) -> int:
     lab = Lab.up() if owned else Lab.current()
     try:
         lab.scenario = "demo"
-        msg = lab.run_dir / "demo-message.txt"
-        msg.write_text(message)
-        say(f"host a: bletransfer send; host b: bletransfer receive")
-        res = lab.run(a=f'"$BLETRANSFER_BIN" send --file {shlex.quote(str(msg))}',
-                      b='"$BLETRANSFER_BIN" receive', deadline=180, b_after=2.0, step="demo")
+        lab.ensure_ready()
+        say("host a: bletransfer send; host b: bletransfer receive")
+        res = lab.run(a=f'"$BLETRANSFER_BIN" send {shlex.quote(message)}',
+                      b='"$BLETRANSFER_BIN" receive', deadline=float(os.environ.get("LAB_DEMO_DEADLINE", "180")),
+                      b_after=2.0, step="demo", finish_with="b")
         print(f"host b received: {res.job('b').stdout().strip()}")
     finally:
         if owned:

@@ -14,9 +14,16 @@ has nothing new to say about a device it already knows, emits no PropertiesChang
 central that waits for advertisements (bleak, and any BlueZ client that does not also read
 GetManagedObjects) never sees the peer again. The relay fills in a plausible, varying RSSI
 (-75..-40 dBm), as a radio would. All other traffic is copied as is.
+
+Radio cut (SIGUSR1) and restore (SIGUSR2): on a cut, the relay asks the emulator to drop every
+connection it has seen on this controller (HCI Disconnect), hides its own Command Status, and
+reports the resulting Disconnection Complete to the host as "Connection Timeout" (0x08), which
+is what a supervision timeout looks like; until the restore it drops every advertising report,
+so the hosts can neither see nor reach each other. The controllers themselves stay up.
 """
 import argparse
 import os
+import signal
 import random
 import selectors
 import socket
@@ -107,6 +114,48 @@ def main():
     sock.connect(args.server)
     print(f"hci_relay: {args.pty_link or args.device} <-> {args.server}", flush=True)
 
+    # The cut is signalled to both relays at about the same moment; each waits a little before
+    # dropping its connections so both already rewrite the resulting Disconnection Complete.
+    state = {"cut": False, "pending_cut": 0.0}
+    handles = set()         # connection handles open on this controller
+    injected_status = [0]   # Command Status events owed for our own HCI Disconnects
+
+    def on_cut(*_):
+        state["cut"] = True
+        state["pending_cut"] = time.monotonic() + 0.3
+
+    def on_restore(*_):
+        state["cut"], state["pending_cut"] = False, 0.0
+        print("hci_relay: radio restored", flush=True)
+
+    signal.signal(signal.SIGUSR1, on_cut)
+    signal.signal(signal.SIGUSR2, on_restore)
+
+    def from_emulator(packet: bytes):
+        """Adjust one packet from the emulator; None drops it."""
+        if packet[0] != 0x04:
+            return packet
+        code = packet[1]
+        if code == 0x3E and len(packet) > 4:
+            sub = packet[3]
+            if sub in ADV_REPORT_SUBEVENTS:
+                return None if state["cut"] else with_rssi(packet)
+            if sub in (0x01, 0x0A) and len(packet) > 6 and packet[4] == 0:  # (Enhanced) Connection Complete
+                handles.add(int.from_bytes(packet[5:7], "little") & 0x0FFF)
+                print(f"hci_relay: connection {sorted(handles)}", flush=True)
+        elif code == 0x05 and len(packet) >= 7:  # Disconnection Complete
+            handles.discard(int.from_bytes(packet[4:6], "little") & 0x0FFF)
+            print(f"hci_relay: disconnection, reason 0x{packet[6]:02x}{' -> 0x08' if state['cut'] else ''}", flush=True)
+            if state["cut"]:
+                p = bytearray(packet)
+                p[6] = 0x08  # Connection Timeout
+                return bytes(p)
+        elif code == 0x0F and len(packet) >= 7 and injected_status[0] > 0 \
+                and int.from_bytes(packet[5:7], "little") == 0x0406:
+            injected_status[0] -= 1  # Command Status of our own Disconnect: not the host's
+            return None
+        return packet
+
     sel = selectors.DefaultSelector()
     sel.register(transport, selectors.EVENT_READ, "host")
     sel.register(sock, selectors.EVENT_READ, "controller")
@@ -115,10 +164,20 @@ def main():
     delay = args.adv_delay_ms / 1000.0
     last_release = 0.0
     while True:
-        timeout = None
+        if state["pending_cut"] and time.monotonic() >= state["pending_cut"]:
+            state["pending_cut"] = 0.0
+            for h in sorted(handles):
+                sock.sendall(bytes([0x01, 0x06, 0x04, 0x03, h & 0xFF, h >> 8, 0x13]))
+                injected_status[0] += 1
+            print(f"hci_relay: radio cut, dropping {len(handles)} connection(s)", flush=True)
+        timeout = 0.2
         if queue:
-            timeout = max(0.0, queue[0][0] - time.monotonic())
-        for key, _ in sel.select(timeout):
+            timeout = min(timeout, max(0.0, queue[0][0] - time.monotonic()))
+        try:
+            ready = sel.select(timeout)
+        except InterruptedError:
+            continue
+        for key, _ in ready:
             if key.data == "host":
                 try:
                     data = os.read(transport, 65536)
@@ -144,8 +203,9 @@ def main():
                     is_report = (packet[0] == 0x04 and packet[1] == 0x3E and len(packet) > 4
                                  and packet[3] in ADV_REPORT_SUBEVENTS)
                     hold = delay if is_report else 0.0
-                    if is_report:
-                        packet = with_rssi(packet)
+                    packet = from_emulator(packet)
+                    if packet is None:
+                        continue
                     last_release = max(last_release, now + hold)
                     queue.append((last_release, packet))
         now = time.monotonic()

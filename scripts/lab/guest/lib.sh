@@ -116,7 +116,17 @@ lab_link_up() {  # guest a: bridge guest b's controller into the emulator
     lab_bg bridge python3 "$LAB_DIR/guest/hci_relay.py" --device "$port"
 }
 
-lab_link_down() { lab_kill bridge; }
+# Radio cut / restore between the two hosts (run on guest a, where both relays live): both
+# sides see their connections end with "Connection Timeout" and no advertisements until the
+# restore; controllers stay powered. lab_unplug_bridge is the harsher variant (b's controller
+# leaves the emulator; b must be power-cycled after lab_link_up).
+lab_link_down() {
+    kill -USR1 "$(cat /run/lab/bridge.pid)" "$(cat /run/lab/pty.pid)"
+}
+lab_link_restore() {
+    kill -USR2 "$(cat /run/lab/bridge.pid)" "$(cat /run/lab/pty.pid)"
+}
+lab_unplug_bridge() { lab_kill bridge; }
 
 lab_controller_attach() {  # attach this guest's controller (hci0)
     if [ "$LAB_HOST" = a ]; then
