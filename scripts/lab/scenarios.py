@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib
 import json
 import os
 import re
@@ -48,6 +49,8 @@ SCENARIOS: list[Scenario] = []
 def scenario(name: str, tags: tuple = (), conf: str = "default"):
     """Register a scenario. `conf` is the bluetoothd configuration both hosts start from."""
     def register(fn):
+        if any(s.name == name for s in SCENARIOS):  # a module loaded twice registers once
+            return fn
         SCENARIOS.append(Scenario(name, fn, tuple(tags), conf, (fn.__doc__ or "").strip().split("\n")[0]))
         return fn
     return register
@@ -303,7 +306,16 @@ def l2test_throughput(ctx: Context):
 
 
 # =============================================================================================
+def load_scenario_modules() -> None:
+    """Scenario modules beside this file (scenarios_*.py) register more scenarios; they import
+    this module by name, so it is made importable as `scenarios` even when run as a script."""
+    sys.modules.setdefault("scenarios", sys.modules[__name__])
+    for path in sorted(Path(__file__).resolve().parent.glob("scenarios_*.py")):
+        importlib.import_module(path.stem)
+
+
 def main() -> int:
+    load_scenario_modules()
     p = argparse.ArgumentParser(description="two-host virtual BLE lab: scenario suite")
     p.add_argument("names", nargs="*", help="scenarios to run (default: all)")
     p.add_argument("--list", action="store_true")

@@ -1,0 +1,245 @@
+#!/usr/bin/env python3
+"""Lab scenarios for `bletransfer send` and `bletransfer receive` (BLETRANSFER_BIN).
+
+Loaded by scenarios.py with every other scenarios_*.py module, so `lab.sh suite` runs them;
+`python3 scenarios.py --tag roles` runs only these. Host a sends, host b receives unless a
+scenario says otherwise. Scenarios between two bletransfer hosts start from the distribution's
+bluetoothd configuration (EATT on, notifications may be reordered: the framed format copes);
+scenarios with Apple-flow peers start from `[GATT] Channels=1`, as Apple's flow has no
+sequence numbers.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from scenarios import Context, scenario, sha256  # noqa: E402
+
+SEND = '"$BLETRANSFER_BIN" send --json'
+RECEIVE = '"$BLETRANSFER_BIN" receive --json'
+ADVERTISING = ("a", r'"event":"advertising"')
+
+
+def events(text: str, name: str) -> list[str]:
+    """The JSON lines of one event kind in a command's output."""
+    return [line for line in text.splitlines() if f'"event":"{name}"' in line]
+
+
+def states(text: str) -> list[str]:
+    return re.findall(r'"state":"(\w+)"', text)
+
+
+def transfer(ctx: Context, data: bytes, deadline: float = 300, name: str = "message") -> tuple:
+    """Our send on a (from a file), our receive on b (into a file); checks the bytes."""
+    msg = ctx.payload(name, data)
+    out = ctx.path(f"{name}-received")
+    allow = " --allow-empty" if not data else ""
+    res = ctx.lab.run(a=f"{SEND} --file {shlex.quote(msg)}{allow} --timeout {int(deadline)}",
+                      b=f"{RECEIVE} --output {shlex.quote(out)} --timeout {int(deadline)}",
+                      b_after=ADVERTISING, deadline=deadline + 30, step=f"send → receive {len(data)} bytes",
+                      expect={"a": 0, "b": 0})
+    got = ctx.read(out)
+    ctx.check(got == data, f"{len(got)} bytes (sha256 {sha256(got)[:16]}) received, "
+                           f"{len(data)} bytes (sha256 {sha256(data)[:16]}) sent")
+    ctx.check(len(events(res.job("a").stdout(), "delivered")) == 1, "the sender counted one delivery")
+    return res, out
+
+
+@scenario("roles-text", tags=("bletransfer", "roles"))
+def roles_text(ctx: Context):
+    """bletransfer send "text" on a → bletransfer receive on b, message on standard output."""
+    ctx.require_bletransfer()
+    text = "Grüße aus dem Labor — BLE ✓ 🚀 " * 4  # multi-byte characters straddle value boundaries
+    res = ctx.lab.run(a=f'"$BLETRANSFER_BIN" send --json {shlex.quote(text)} --timeout 240',
+                      b='"$BLETRANSFER_BIN" receive --timeout 240',
+                      b_after=ADVERTISING, deadline=270, step="send text → receive to stdout",
+                      expect={"a": 0, "b": 0})
+    got = res.job("b").stdout().encode()
+    ctx.check(got == text.encode(), f"standard output of receive is the message ({len(got)} bytes)")
+    framed = [e for e in events(res.job("a").stdout(), "subscribed") if '"format":"framed"' in e]
+    ctx.check(bool(framed), "two bletransfer hosts speak the framed format")
+
+
+@scenario("roles-binary", tags=("bletransfer", "roles"))
+def roles_binary(ctx: Context):
+    """64 KiB of every byte value, send --file → receive --output, bit-identical."""
+    ctx.require_bletransfer()
+    data = bytes(range(256)) * 64 + os.urandom(48 * 1024)
+    res, _ = transfer(ctx, data, deadline=400)
+    ctx.figure("roles_64kib_seconds", round(res.seconds, 1))
+
+
+@scenario("roles-empty", tags=("bletransfer", "roles"))
+def roles_empty(ctx: Context):
+    """An empty message (send --allow-empty) arrives as an empty file."""
+    ctx.require_bletransfer()
+    _, out = transfer(ctx, b"", deadline=200, name="empty")
+    job = ctx.lab.sh("b", f"test -f {shlex.quote(out)} && stat -c %s {shlex.quote(out)}", step="empty file exists",
+                     check=False)
+    ctx.check(job.rc == 0 and job.stdout().strip() == "0", f"an empty file was written ({job.output().strip()!r})")
+
+
+@scenario("roles-1mib", tags=("bletransfer", "roles", "throughput"))
+def roles_1mib(ctx: Context):
+    """1 MiB random payload, bletransfer → bletransfer; throughput recorded."""
+    ctx.require_bletransfer()
+    data = os.urandom(1024 * 1024)
+    res, _ = transfer(ctx, data, deadline=900, name="1mib")
+    seconds = None
+    for line in events(res.job("b").stdout(), "received"):
+        m = re.search(r'"seconds":([0-9.]+)', line)
+        if m:
+            seconds = float(m.group(1))
+    if seconds:
+        ctx.figure("roles_1mib_seconds", round(seconds, 1))
+        ctx.figure("roles_1mib_kib_s", round(1024 / seconds, 1))
+    ctx.figure("roles_1mib_wall_seconds", round(res.seconds, 1))
+
+
+@scenario("roles-rescan", tags=("bletransfer", "roles"))
+def roles_rescan(ctx: Context):
+    """send --count 3 → receive --count 3 --output-dir: three files, rescanning after each."""
+    ctx.require_bletransfer()
+    data = "three times, each from byte 0 ✓".encode()
+    msg = ctx.payload("message", data)
+    out_dir = ctx.path("inbox")
+    res = ctx.lab.run(a=f"{SEND} --file {shlex.quote(msg)} --count 3 --timeout 400",
+                      b=f"{RECEIVE} --output-dir {shlex.quote(out_dir)} --count 3 --timeout 400",
+                      b_after=ADVERTISING, deadline=430, step="three messages", expect={"a": 0, "b": 0})
+    listing = ctx.lab.sh("b", f"ls -A {shlex.quote(out_dir)}", step="inbox listing").stdout().split()
+    ctx.check(len(listing) == 3, f"three files in the output directory, found {listing}")
+    for name in listing:
+        got = ctx.read(f"{out_dir}/{name}")
+        ctx.check(got == data, f"{name} is the message ({len(got)} bytes)")
+    ctx.check(len(events(res.job("b").stdout(), "scanning")) >= 3, "the central scanned again after each message")
+
+
+@scenario("roles-send-to-bleak", tags=("bletransfer", "roles", "peers"), conf="channels1")
+def roles_send_to_bleak(ctx: Context):
+    """bletransfer send on a → a bleak central on b following Apple's central flow (compat)."""
+    ctx.require_bletransfer()
+    data = ("UTF-8 for Apple's flow: naïve café ✓ — " * 8).encode() + bytes(range(256))
+    msg = ctx.payload("message", data)
+    out = ctx.path("received")
+    res = ctx.lab.run(a=f"{SEND} --file {shlex.quote(msg)} --timeout 300",
+                      b=ctx.central(out, extra="--retry-for 120 --scan-timeout 60"),
+                      b_after=ADVERTISING, deadline=330, step="send → bleak central", expect={"a": 0, "b": 0})
+    got = ctx.read(out)
+    ctx.check(got == data, f"bleak central got {len(got)} of {len(data)} bytes, identical: {got == data}")
+    compat = [e for e in events(res.job("a").stdout(), "subscribed") if '"format":"compat"' in e]
+    ctx.check(bool(compat), "a central that wrote no HELLO gets the compat format")
+
+
+@scenario("roles-receive-from-bless", tags=("bletransfer", "roles", "peers"), conf="channels1")
+def roles_receive_from_bless(ctx: Context):
+    """A bless peripheral on a (Apple's peripheral flow: 20-byte chunks, EOM, no back-pressure,
+    three messages in a row) → bletransfer receive on b: every message identical."""
+    ctx.require_bletransfer()
+    data = ("from Apple's peripheral flow, in 20-byte chunks — ✓ " * 6).encode()
+    msg = ctx.payload("message", data)
+    out_dir = ctx.path("inbox")
+    res = ctx.lab.run(a=ctx.peripheral(msg, chunk=20, count=3),
+                      b=f"{RECEIVE} --output-dir {shlex.quote(out_dir)} --count 3 --timeout 400",
+                      b_after=("a", r"^READY"), deadline=430, step="bless → receive", finish_with="b",
+                      expect={"b": 0})
+    listing = ctx.lab.sh("b", f"ls -A {shlex.quote(out_dir)}", step="inbox listing").stdout().split()
+    ctx.check(len(listing) == 3, f"three messages received, found {listing}")
+    for name in listing:
+        ctx.check(ctx.read(f"{out_dir}/{name}") == data, f"{name} is the message")
+    first_byte = [e for e in events(res.job("b").stdout(), "progress")]
+    ctx.check(bool(first_byte), "progress events were reported")
+
+
+@scenario("roles-state-unsupported", tags=("bletransfer", "roles", "states", "virtual"))
+def roles_state_unsupported(ctx: Context):
+    """No controller on b: receive fails fast with exit 69 and says why; the controller returns:
+    receive works again (state unsupported reached and left)."""
+    ctx.require_bletransfer()
+    ctx.lab.fault("b", "detach-controller")
+    job = ctx.lab.sh("b", '"$BLETRANSFER_BIN" receive --json --timeout 30', step="receive without a controller",
+                     check=False)
+    ctx.check(job.rc == 69, f"exit status 69 without a controller, got {job.rc}: {job.output()[-300:]}")
+    ctx.check("unsupported" in job.output(), "the state unsupported is reported")
+    ctx.lab.fault("b", "attach-controller")
+    ctx.lab.sh("b", "lab_wait 30 eval 'bluetoothctl show | grep -q \"Powered: yes\"'", step="controller back")
+    transfer(ctx, b"after the controller came back", deadline=240)
+
+
+@scenario("roles-state-powered-off", tags=("bletransfer", "roles", "states"))
+def roles_state_powered_off(ctx: Context):
+    """a's adapter is off when send starts: state poweredOff, then powered on → poweredOn and
+    the message is delivered without restarting the process."""
+    ctx.require_bletransfer()
+    ctx.lab.fault("a", "power-off")
+    data = b"sent once the adapter came back"
+    msg = ctx.payload("message", data)
+    out = ctx.path("received")
+    res = ctx.lab.run(a=f"{SEND} --file {shlex.quote(msg)} --timeout 300",
+                      b=f"{RECEIVE} --output {shlex.quote(out)} --timeout 300",
+                      b_after=ADVERTISING, deadline=330, step="send across a power-on",
+                      timeline=((("a", r'"state":"poweredOff"', 3.0), ("a", "power-on")),),
+                      expect={"a": 0, "b": 0})
+    seen = states(res.job("a").stdout())
+    ctx.check("poweredOff" in seen and seen.index("poweredOff") < len(seen) - 1 and seen[-1] == "poweredOn",
+              f"poweredOff then poweredOn reported, saw {seen}")
+    ctx.check(ctx.read(out) == data, "message delivered after power-on")
+
+
+@scenario("roles-state-resetting", tags=("bletransfer", "roles", "states"))
+def roles_state_resetting(ctx: Context):
+    """bluetoothd restarts under a waiting sender: state resetting, then poweredOn again, the
+    application and advertisement registered anew, and the message delivered."""
+    ctx.require_bletransfer()
+    data = b"survived a bluetoothd restart"
+    msg = ctx.payload("message", data)
+    out = ctx.path("received")
+    res = ctx.lab.run(a=f"{SEND} --file {shlex.quote(msg)} --timeout 300",
+                      b=f"{RECEIVE} --output {shlex.quote(out)} --timeout 300",
+                      b_after=("a", r'"state":"resetting"'), deadline=330, step="send across a bluetoothd restart",
+                      timeline=((("a", r'"event":"advertising"', 2.0), ("a", "restart-bluetoothd")),),
+                      expect={"a": 0, "b": 0})
+    seen = states(res.job("a").stdout())
+    ctx.check("resetting" in seen and seen[-1] == "poweredOn", f"resetting then poweredOn reported, saw {seen}")
+    ctx.check(len(events(res.job("a").stdout(), "advertising")) >= 2, "advertising registered again")
+    ctx.check(ctx.read(out) == data, "message delivered after the restart")
+
+
+@scenario("roles-state-unauthorized", tags=("bletransfer", "roles", "states", "virtual"))
+def roles_state_unauthorized(ctx: Context):
+    """A user the D-Bus policy denies org.bluez: state unauthorized, exit 77, a message naming
+    what to change."""
+    ctx.require_bletransfer()
+    for cmd in ("send hello --timeout 30", "receive --timeout 30"):
+        job = ctx.lab.sh("b", f'lab_as_denied_user "$BLETRANSFER_BIN" {cmd} --json', step=f"denied {cmd.split()[0]}",
+                         check=False)
+        out = job.output()
+        ctx.check(job.rc == 77, f"{cmd.split()[0]}: exit status 77, got {job.rc}: {out[-300:]}")
+        ctx.check("unauthorized" in out, f"{cmd.split()[0]}: state unauthorized reported")
+        ctx.check(re.search(r"bluetooth|policy|group", out, re.I) is not None,
+                  f"{cmd.split()[0]}: the message says which group or policy to change")
+
+
+@scenario("roles-link-cut", tags=("bletransfer", "roles", "faults", "virtual"))
+def roles_link_cut(ctx: Context):
+    """The radio link is cut mid-transfer: nothing partial is written; after the link returns
+    the central rescans and the whole message arrives exactly once."""
+    ctx.require_bletransfer()
+    data = os.urandom(128 * 1024)
+    msg = ctx.payload("message", data)
+    out_dir = ctx.path("inbox")
+    res = ctx.lab.run(a=f"{SEND} --file {shlex.quote(msg)} --timeout 500",
+                      b=f"{RECEIVE} --output-dir {shlex.quote(out_dir)} --idle-timeout 10 --timeout 500",
+                      b_after=ADVERTISING, deadline=530, step="send across a link cut",
+                      timeline=((("b", r'"event":"progress"', 1.0), ("link", "cut")),
+                                (("b", r'"event":"progress"', 16.0), ("link", "restore"))),
+                      expect={"a": 0, "b": 0})
+    listing = ctx.lab.sh("b", f"ls -A {shlex.quote(out_dir)}", step="inbox listing").stdout().split()
+    ctx.check(len(listing) == 1, f"exactly one file, no partial one, found {listing}")
+    ctx.check(ctx.read(f"{out_dir}/{listing[0]}") == data if listing else False, "the file is the whole message")
+    b_out = res.job("b").stdout()
+    ctx.check(bool(events(b_out, "aborted") or events(b_out, "retrying") or events(b_out, "disconnected")),
+              "the receiver noticed the cut")
