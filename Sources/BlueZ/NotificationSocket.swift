@@ -1,0 +1,446 @@
+import Dispatch
+import SystemPackage
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Why a `NotificationSocket` operation failed.
+public enum NotificationSocketError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// `close()` was called on this socket (before or during the operation).
+    case closed
+    /// The other end went away (BlueZ dropped the subscription, the link was lost).
+    case closedByPeer
+    /// A value longer than the socket's `maximumValueLength` (ATT MTU − 3).
+    case valueTooLong(length: Int, maximum: Int)
+    /// Empty values cannot be sent: on a SOCK_SEQPACKET socket a zero-length packet reads
+    /// like end-of-stream on the other side.
+    case emptyValue
+    /// A packet larger than the receive buffer arrived; its tail would have been lost.
+    case packetTruncated(length: Int, bufferSize: Int)
+    /// A system call failed for another reason.
+    case systemCall(String, Errno)
+
+    public var description: String {
+        switch self {
+        case .closed: return "the notification socket was closed"
+        case .closedByPeer: return "the other end of the notification socket went away"
+        case let .valueTooLong(length, maximum):
+            return "a \(length)-byte value does not fit the link (at most \(maximum) bytes per notification)"
+        case .emptyValue: return "an empty value cannot be sent through a notification socket"
+        case let .packetTruncated(length, bufferSize):
+            return "a \(length)-byte packet did not fit the \(bufferSize)-byte receive buffer"
+        case let .systemCall(call, errno): return "\(call) failed: \(errno)"
+        }
+    }
+}
+
+/// One end of a `SOCK_SEQPACKET` socket that carries GATT values, one packet per value: what
+/// BlueZ hands out for `AcquireNotify` / `AcquireWrite` (on either side), or what we hand to
+/// BlueZ when it calls `AcquireNotify` on our local characteristic.
+///
+/// The socket is non-blocking. `send` waits for room when the kernel says `EAGAIN` (that is
+/// the back-pressure a GATT server gets when the link cannot keep up, the analogue of
+/// CoreBluetooth's `updateValue` returning false); `receive` waits for the next packet.
+///
+/// Waiting uses a one-shot `DispatchSource` per wait: on Linux libdispatch multiplexes every
+/// source over one epoll instance on its own manager thread, so a waiting socket costs no
+/// thread and no polling, and because each source is cancelled the moment it fires, a socket
+/// that stays writable cannot make a level-triggered source spin. A socket only pays for a
+/// source while it is actually blocked.
+public final class NotificationSocket: @unchecked Sendable, CustomStringConvertible {
+    // @unchecked Sendable: the only mutable state is `state`, guarded by its lock; the file
+    // descriptor number is read under that lock and kept open (use count) while a system call
+    // or a dispatch source uses it, so a concurrent `close()` never closes it under them.
+
+    /// The ATT MTU BlueZ reported with the socket.
+    public let mtu: Int
+    /// The longest value one packet may carry: ATT MTU − 3 (the notification header).
+    public var maximumValueLength: Int { max(mtu - 3, 1) }
+
+    private struct State {
+        var fd: Int32
+        var closeRequested = false
+        var fdClosed = false
+        /// System calls in flight plus dispatch sources not yet cancelled.
+        var users = 0
+        var waiters: [ObjectIdentifier: Waiter] = [:]
+    }
+
+    private let state: Locked<State>
+    private let receiveBufferSize: Int
+    private static let queue = DispatchQueue(label: "bletransfer.notification-socket")
+
+    /// Takes ownership of `fd` (it is closed by `close()` or when this value is released) and
+    /// makes it non-blocking.
+    public init(adopting fd: Int32, mtu: Int) throws(NotificationSocketError) {
+        let flags = fcntl(fd, F_GETFL)
+        if flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0 {
+            let error = Errno(rawValue: errno)
+            closeDescriptor(fd)
+            throw .systemCall("fcntl(O_NONBLOCK)", error)
+        }
+        self.mtu = mtu
+        // Received values are at most MTU − 3 bytes; leave room for a full MTU in case a
+        // peer counts differently, and never go below the 23-byte LE minimum.
+        self.receiveBufferSize = max(mtu, 23)
+        self.state = Locked(State(fd: fd))
+    }
+
+    /// A connected pair, both ends owned by Swift values (tests, loopback).
+    public static func makePair(mtu: Int) throws(NotificationSocketError) -> (NotificationSocket, NotificationSocket) {
+        let (first, second) = try makeRawPair()
+        let a: NotificationSocket
+        do {
+            a = try NotificationSocket(adopting: first, mtu: mtu)
+        } catch {
+            closeDescriptor(second)
+            throw error
+        }
+        // On failure `second` is closed by the initialiser and `a` closes `first`.
+        let b = try NotificationSocket(adopting: second, mtu: mtu)
+        return (a, b)
+    }
+
+    /// A connected pair for an `AcquireNotify` reply: `local` stays with us, `exported` is the
+    /// raw descriptor to hand to BlueZ (the caller wraps it in a `UnixFileDescriptor`, which
+    /// closes it once the reply has been sent).
+    public static func makeExportPair(mtu: Int) throws(NotificationSocketError) -> (local: NotificationSocket, exported: Int32) {
+        let (first, second) = try makeRawPair()
+        do {
+            return (try NotificationSocket(adopting: first, mtu: mtu), second)
+        } catch {
+            closeDescriptor(second)
+            throw error
+        }
+    }
+
+    private static func makeRawPair() throws(NotificationSocketError) -> (Int32, Int32) {
+        var fds: [Int32] = [-1, -1]
+        #if canImport(Glibc)
+        let type = Int32(SOCK_SEQPACKET.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
+        #else
+        let type = SOCK_SEQPACKET
+        #endif
+        guard socketpair(AF_UNIX, type, 0, &fds) == 0 else {
+            throw .systemCall("socketpair", Errno(rawValue: errno))
+        }
+        return (fds[0], fds[1])
+    }
+
+    deinit {
+        close()
+    }
+
+    public var description: String {
+        let fd = state.withLock { $0.fdClosed || $0.closeRequested ? -1 : $0.fd }
+        return "NotificationSocket(fd: \(fd), mtu: \(mtu))"
+    }
+
+    public var isClosed: Bool { state.withLock { $0.closeRequested } }
+
+    // MARK: Sending
+
+    /// Sends one value as one packet. Waits (without blocking a thread) while the socket is
+    /// full. Throws `.closedByPeer` once the other end is gone, `CancellationError` when the
+    /// calling task is cancelled while waiting.
+    public func send(_ value: [UInt8]) async throws {
+        guard !value.isEmpty else { throw NotificationSocketError.emptyValue }
+        guard value.count <= maximumValueLength else {
+            throw NotificationSocketError.valueTooLong(length: value.count, maximum: maximumValueLength)
+        }
+        while true {
+            try Task.checkCancellation()
+            if try trySend(value) { return }
+            try await waitUntil(.writable)
+        }
+    }
+
+    /// Sends one value if the socket has room right now. Returns false, sending nothing, when
+    /// the socket is full (the `updateValue` → NO analogue); `waitUntilWritable()` then
+    /// returns once there is room again.
+    public func trySend(_ value: [UInt8]) throws -> Bool {
+        guard !value.isEmpty else { throw NotificationSocketError.emptyValue }
+        guard value.count <= maximumValueLength else {
+            throw NotificationSocketError.valueTooLong(length: value.count, maximum: maximumValueLength)
+        }
+        return try withDescriptor { fd -> Bool in
+            while true {
+                let result = value.withUnsafeBytes { buffer in
+                    sendPacket(fd, buffer.baseAddress, buffer.count)
+                }
+                if result >= 0 { return true }
+                switch errno {
+                case EINTR: continue
+                case EAGAIN, EWOULDBLOCK, ENOBUFS: return false
+                case EPIPE, ECONNRESET, ENOTCONN: throw NotificationSocketError.closedByPeer
+                default: throw NotificationSocketError.systemCall("send", Errno(rawValue: errno))
+                }
+            }
+        }
+    }
+
+    /// Returns once the socket can take another packet (or the peer is gone: the next send
+    /// then reports `.closedByPeer`).
+    public func waitUntilWritable() async throws {
+        try await waitUntil(.writable)
+    }
+
+    // MARK: Receiving
+
+    /// The next packet (one notification or one written value), or nil once the other end
+    /// closed. Waits without blocking a thread. A zero-length packet cannot be told apart from
+    /// end-of-stream on a SOCK_SEQPACKET socket and is reported as end-of-stream.
+    public func receive() async throws -> [UInt8]? {
+        var buffer = [UInt8](repeating: 0, count: receiveBufferSize)
+        while true {
+            try Task.checkCancellation()
+            let bufferSize = receiveBufferSize
+            let received: Int? = try withDescriptor { fd -> Int? in
+                while true {
+                    // MSG_TRUNC makes recv return the packet's real length, so a packet larger
+                    // than the buffer is detected instead of silently cut.
+                    let result = buffer.withUnsafeMutableBytes { raw in
+                        recv(fd, raw.baseAddress, raw.count, Int32(MSG_TRUNC))
+                    }
+                    if result >= 0 {
+                        if result > bufferSize {
+                            throw NotificationSocketError.packetTruncated(length: result, bufferSize: bufferSize)
+                        }
+                        return result
+                    }
+                    switch errno {
+                    case EINTR: continue
+                    case EAGAIN, EWOULDBLOCK: return nil
+                    case ECONNRESET, ENOTCONN, EPIPE: return 0
+                    default: throw NotificationSocketError.systemCall("recv", Errno(rawValue: errno))
+                    }
+                }
+            }
+            switch received {
+            case .some(0): return nil
+            case .some(let count): return Array(buffer[0..<count])
+            case .none: try await waitUntil(.readable)
+            }
+        }
+    }
+
+    /// Returns once the other end has closed (BlueZ released the subscription or the link
+    /// dropped) or this socket was closed. Anything the peer sends meanwhile is read and
+    /// discarded, so use this only on a socket nobody `receive`s from — the notifying side's
+    /// end, where BlueZ sends nothing for plain notifications.
+    public func waitForHangUp() async {
+        var scratch = [UInt8](repeating: 0, count: receiveBufferSize)
+        while true {
+            let outcome: Int?
+            do {
+                outcome = try withDescriptor { fd -> Int? in
+                    while true {
+                        let result = scratch.withUnsafeMutableBytes { raw in
+                            recv(fd, raw.baseAddress, raw.count, 0)
+                        }
+                        if result >= 0 { return result }
+                        switch errno {
+                        case EINTR: continue
+                        case EAGAIN, EWOULDBLOCK: return nil
+                        default: return 0
+                        }
+                    }
+                }
+            } catch {
+                return
+            }
+            switch outcome {
+            case .some(0): return
+            case .some: continue   // discarded a packet (e.g. an indication confirmation)
+            case .none:
+                do { try await waitUntil(.readable) } catch { return }
+            }
+        }
+    }
+
+    // MARK: Closing
+
+    /// Closes the socket. Idempotent. Pending `send`/`receive` calls fail with `.closed`.
+    public func close() {
+        let (waiters, closeNow): ([Waiter], Int32?) = state.withLock { state in
+            guard !state.closeRequested else { return ([], nil) }
+            state.closeRequested = true
+            let waiters = Array(state.waiters.values)
+            state.waiters.removeAll()
+            if state.users == 0 && !state.fdClosed {
+                state.fdClosed = true
+                return (waiters, state.fd)
+            }
+            return (waiters, nil)
+        }
+        for waiter in waiters {
+            waiter.finish(throwing: NotificationSocketError.closed)
+        }
+        if let fd = closeNow {
+            closeDescriptor(fd)
+        }
+    }
+
+    // MARK: Descriptor use counting
+
+    private func acquireDescriptor() throws -> Int32 {
+        try state.withLock { state in
+            guard !state.closeRequested else { throw NotificationSocketError.closed }
+            state.users += 1
+            return state.fd
+        }
+    }
+
+    private func releaseDescriptor() {
+        let closeNow: Int32? = state.withLock { state in
+            state.users -= 1
+            if state.users == 0 && state.closeRequested && !state.fdClosed {
+                state.fdClosed = true
+                return state.fd
+            }
+            return nil
+        }
+        if let fd = closeNow {
+            closeDescriptor(fd)
+        }
+    }
+
+    private func withDescriptor<Result>(_ body: (Int32) throws -> Result) throws -> Result {
+        let fd = try acquireDescriptor()
+        defer { releaseDescriptor() }
+        return try body(fd)
+    }
+
+    // MARK: Waiting for readiness
+
+    private enum Readiness { case readable, writable }
+
+    private func waitUntil(_ readiness: Readiness) async throws {
+        let waiter = Waiter()
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let fd: Int32
+                do {
+                    fd = try acquireDescriptor()   // held by the source until its cancel handler runs
+                } catch {
+                    continuation.resume(throwing: error)
+                    return
+                }
+                let source: any DispatchSourceProtocol = switch readiness {
+                case .readable: DispatchSource.makeReadSource(fileDescriptor: fd, queue: Self.queue)
+                case .writable: DispatchSource.makeWriteSource(fileDescriptor: fd, queue: Self.queue)
+                }
+                source.setEventHandler { [weak waiter] in waiter?.finish() }
+                source.setCancelHandler { [weak self] in self?.releaseDescriptor() }
+                let key = ObjectIdentifier(waiter)
+                let registered = state.withLock { state -> Bool in
+                    guard !state.closeRequested else { return false }
+                    state.waiters[key] = waiter
+                    return true
+                }
+                waiter.onFinish = { [weak self] in
+                    _ = self?.state.withLock { $0.waiters.removeValue(forKey: key) }
+                }
+                if waiter.install(continuation, source: source) {
+                    source.resume()
+                }
+                if !registered {
+                    waiter.finish(throwing: NotificationSocketError.closed)
+                }
+            }
+        } onCancel: {
+            waiter.finish(throwing: CancellationError())
+        }
+    }
+}
+
+/// Glibc's `send` with MSG_NOSIGNAL, so a vanished peer gives EPIPE instead of SIGPIPE.
+private func sendPacket(_ fd: Int32, _ pointer: UnsafeRawPointer?, _ count: Int) -> Int {
+    #if canImport(Glibc)
+    return Glibc.send(fd, pointer, count, Int32(MSG_NOSIGNAL))
+    #else
+    return Darwin.send(fd, pointer, count, 0)
+    #endif
+}
+
+/// One pending wait: resumes its continuation exactly once, whoever comes first (the dispatch
+/// source firing, task cancellation, or `close()`), and cancels its source.
+private final class Waiter: @unchecked Sendable {
+    // @unchecked Sendable: all fields are guarded by `lock`.
+    private let lock = Locked<Inner>(Inner())
+    var onFinish: (@Sendable () -> Void)? {
+        get { lock.withLock { $0.onFinish } }
+        set { lock.withLock { $0.onFinish = newValue } }
+    }
+
+    private struct Inner {
+        var continuation: CheckedContinuation<Void, any Error>?
+        var source: (any DispatchSourceProtocol)?
+        var finished = false
+        var pendingError: (any Error)?
+        var onFinish: (@Sendable () -> Void)?
+    }
+
+    /// Installs the continuation and source. Returns false (and cleans up) when the wait was
+    /// already finished, e.g. cancelled before it started.
+    func install(_ continuation: CheckedContinuation<Void, any Error>, source: any DispatchSourceProtocol) -> Bool {
+        let earlyError: (any Error)?? = lock.withLock { inner in
+            if inner.finished {
+                return .some(inner.pendingError)
+            }
+            inner.continuation = continuation
+            inner.source = source
+            return .none
+        }
+        if let earlyError {
+            // The source was never resumed; resuming then cancelling it runs its cancel
+            // handler, which releases the descriptor use it holds.
+            source.resume()
+            source.cancel()
+            if let error = earlyError {
+                continuation.resume(throwing: error)
+            } else {
+                continuation.resume()
+            }
+            return false
+        }
+        return true
+    }
+
+    func finish(throwing error: (any Error)? = nil) {
+        let taken: (CheckedContinuation<Void, any Error>?, (any DispatchSourceProtocol)?, (@Sendable () -> Void)?)? =
+            lock.withLock { inner in
+                guard !inner.finished else { return nil }
+                inner.finished = true
+                inner.pendingError = error
+                let result = (inner.continuation, inner.source, inner.onFinish)
+                inner.continuation = nil
+                inner.source = nil
+                inner.onFinish = nil
+                return result
+            }
+        guard let (continuation, source, onFinish) = taken else { return }
+        source?.cancel()
+        onFinish?()
+        if let continuation {
+            if let error {
+                continuation.resume(throwing: error)
+            } else {
+                continuation.resume()
+            }
+        }
+    }
+}
+
+private func closeDescriptor(_ fd: Int32) {
+    #if canImport(Glibc)
+    _ = Glibc.close(fd)
+    #else
+    _ = Darwin.close(fd)
+    #endif
+}

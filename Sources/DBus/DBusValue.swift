@@ -1,0 +1,244 @@
+/// One D-Bus value of any type BlueZ uses.
+///
+/// Containers carry their element types so that empty arrays and dictionaries still have a
+/// signature. Dictionaries keep their entries in order (D-Bus sends them as arrays).
+public indirect enum DBusValue: Sendable, Hashable {
+    case byte(UInt8)
+    case boolean(Bool)
+    case int16(Int16)
+    case uint16(UInt16)
+    case int32(Int32)
+    case uint32(UInt32)
+    case int64(Int64)
+    case uint64(UInt64)
+    case double(Double)
+    case string(String)
+    case objectPath(ObjectPath)
+    case signature(Signature)
+    case unixFD(UnixFileDescriptor)
+    /// `a<element>`; typed even when empty.
+    case array(element: Signature, [DBusValue])
+    /// `a{<key><value>}`; entries in order.
+    case dictionary(key: Signature, value: Signature, [DBusDictionaryEntry])
+    /// `(...)`; at least one field.
+    case structure([DBusValue])
+    case variant(DBusValue)
+
+    /// The value's type signature, computed from the value (a malformed value, e.g. an array
+    /// whose elements do not match its element type, is rejected when it is marshalled).
+    public var signature: Signature {
+        Signature(unchecked: signatureString)
+    }
+
+    var signatureString: String {
+        switch self {
+        case .byte: "y"
+        case .boolean: "b"
+        case .int16: "n"
+        case .uint16: "q"
+        case .int32: "i"
+        case .uint32: "u"
+        case .int64: "x"
+        case .uint64: "t"
+        case .double: "d"
+        case .string: "s"
+        case .objectPath: "o"
+        case .signature: "g"
+        case .unixFD: "h"
+        case .array(let element, _): "a" + element.rawValue
+        case .dictionary(let key, let value, _): "a{" + key.rawValue + value.rawValue + "}"
+        case .structure(let fields): "(" + fields.map(\.signatureString).joined() + ")"
+        case .variant: "v"
+        }
+    }
+}
+
+/// One entry of a D-Bus dictionary (`{kv}`).
+public struct DBusDictionaryEntry: Sendable, Hashable {
+    public var key: DBusValue
+    public var value: DBusValue
+    public init(key: DBusValue, value: DBusValue) {
+        self.key = key
+        self.value = value
+    }
+}
+
+/// `a{oa{sa{sv}}}` as returned by `GetManagedObjects`, decoded:
+/// object path -> interface name -> property name -> value (variant wrapper removed).
+public typealias ManagedObjects = [ObjectPath: [String: [String: DBusValue]]]
+
+// MARK: - Builders
+
+extension DBusValue {
+    /// `ay`
+    public static func bytes(_ bytes: some Sequence<UInt8>) -> DBusValue {
+        .array(element: "y", bytes.map { .byte($0) })
+    }
+
+    /// `as`
+    public static func strings(_ strings: [String]) -> DBusValue {
+        .array(element: "s", strings.map { .string($0) })
+    }
+
+    /// `ao`
+    public static func objectPaths(_ paths: [ObjectPath]) -> DBusValue {
+        .array(element: "o", paths.map { .objectPath($0) })
+    }
+
+    /// `a{sv}`: each value wrapped in a variant, keys sorted so the encoding is deterministic.
+    public static func vardict(_ dict: [String: DBusValue]) -> DBusValue {
+        .dictionary(
+            key: "s", value: "v",
+            dict.sorted { $0.key < $1.key }.map {
+                DBusDictionaryEntry(key: .string($0.key), value: .variant($0.value))
+            })
+    }
+
+    /// `a{sa{sv}}`: interface name -> properties, as in `InterfacesAdded`.
+    public static func interfacesAndProperties(_ interfaces: [String: [String: DBusValue]]) -> DBusValue {
+        .dictionary(
+            key: "s", value: "a{sv}",
+            interfaces.sorted { $0.key < $1.key }.map {
+                DBusDictionaryEntry(key: .string($0.key), value: .vardict($0.value))
+            })
+    }
+
+    /// `a{oa{sa{sv}}}`, as returned by `GetManagedObjects`.
+    public static func managedObjects(_ objects: ManagedObjects) -> DBusValue {
+        .dictionary(
+            key: "o", value: "a{sa{sv}}",
+            objects.sorted { $0.key < $1.key }.map {
+                DBusDictionaryEntry(key: .objectPath($0.key), value: .interfacesAndProperties($0.value))
+            })
+    }
+}
+
+// MARK: - Accessors (each looks through one level of variant)
+
+extension DBusValue {
+    /// `self`, or the value inside when `self` is a variant (one level).
+    var lookingThroughVariant: DBusValue {
+        if case .variant(let inner) = self { return inner }
+        return self
+    }
+
+    /// `self` with all variant layers removed.
+    public var unwrappedVariant: DBusValue {
+        var value = self
+        while case .variant(let inner) = value { value = inner }
+        return value
+    }
+
+    public var byte: UInt8? { if case .byte(let v) = lookingThroughVariant { v } else { nil } }
+    public var bool: Bool? { if case .boolean(let v) = lookingThroughVariant { v } else { nil } }
+    public var int16: Int16? { if case .int16(let v) = lookingThroughVariant { v } else { nil } }
+    public var uint16: UInt16? { if case .uint16(let v) = lookingThroughVariant { v } else { nil } }
+    public var int32: Int32? { if case .int32(let v) = lookingThroughVariant { v } else { nil } }
+    public var uint32: UInt32? { if case .uint32(let v) = lookingThroughVariant { v } else { nil } }
+    public var int64: Int64? { if case .int64(let v) = lookingThroughVariant { v } else { nil } }
+    public var uint64: UInt64? { if case .uint64(let v) = lookingThroughVariant { v } else { nil } }
+    public var double: Double? { if case .double(let v) = lookingThroughVariant { v } else { nil } }
+    public var string: String? { if case .string(let v) = lookingThroughVariant { v } else { nil } }
+    public var objectPath: ObjectPath? {
+        if case .objectPath(let v) = lookingThroughVariant { v } else { nil }
+    }
+    public var signatureValue: Signature? {
+        if case .signature(let v) = lookingThroughVariant { v } else { nil }
+    }
+    public var unixFD: UnixFileDescriptor? {
+        if case .unixFD(let v) = lookingThroughVariant { v } else { nil }
+    }
+    public var variant: DBusValue? { if case .variant(let v) = self { v } else { nil } }
+
+    /// Elements of an array (not of a dictionary: see `dictionaryEntries`).
+    public var array: [DBusValue]? {
+        if case .array(_, let v) = lookingThroughVariant { v } else { nil }
+    }
+    public var structure: [DBusValue]? {
+        if case .structure(let v) = lookingThroughVariant { v } else { nil }
+    }
+    public var dictionaryEntries: [DBusDictionaryEntry]? {
+        if case .dictionary(_, _, let v) = lookingThroughVariant { v } else { nil }
+    }
+
+    /// `ay`
+    public var bytes: [UInt8]? {
+        guard case .array(let element, let values) = lookingThroughVariant, element.rawValue == "y"
+        else { return nil }
+        var result: [UInt8] = []
+        result.reserveCapacity(values.count)
+        for value in values {
+            guard case .byte(let b) = value else { return nil }
+            result.append(b)
+        }
+        return result
+    }
+
+    /// `as`
+    public var strings: [String]? {
+        guard case .array(let element, let values) = lookingThroughVariant, element.rawValue == "s"
+        else { return nil }
+        var result: [String] = []
+        result.reserveCapacity(values.count)
+        for value in values {
+            guard case .string(let s) = value else { return nil }
+            result.append(s)
+        }
+        return result
+    }
+
+    /// `ao`
+    public var objectPaths: [ObjectPath]? {
+        guard case .array(let element, let values) = lookingThroughVariant, element.rawValue == "o"
+        else { return nil }
+        var result: [ObjectPath] = []
+        result.reserveCapacity(values.count)
+        for value in values {
+            guard case .objectPath(let p) = value else { return nil }
+            result.append(p)
+        }
+        return result
+    }
+
+    /// `a{sv}` with the variant wrappers removed (a later duplicate key wins).
+    public var vardict: [String: DBusValue]? {
+        guard case .dictionary(let key, let value, let entries) = lookingThroughVariant,
+            key.rawValue == "s", value.rawValue == "v"
+        else { return nil }
+        var result: [String: DBusValue] = [:]
+        result.reserveCapacity(entries.count)
+        for entry in entries {
+            guard case .string(let name) = entry.key else { return nil }
+            result[name] = entry.value.lookingThroughVariant
+        }
+        return result
+    }
+
+    /// `a{sa{sv}}` (interfaces and their properties, as in `InterfacesAdded`).
+    public var interfacesAndProperties: [String: [String: DBusValue]]? {
+        guard case .dictionary(let key, _, let entries) = lookingThroughVariant, key.rawValue == "s"
+        else { return nil }
+        var result: [String: [String: DBusValue]] = [:]
+        for entry in entries {
+            guard case .string(let name) = entry.key, let properties = entry.value.vardict else {
+                return nil
+            }
+            result[name] = properties
+        }
+        return result
+    }
+
+    /// `a{oa{sa{sv}}}` as returned by `GetManagedObjects`.
+    public var managedObjects: ManagedObjects? {
+        guard case .dictionary(let key, _, let entries) = lookingThroughVariant, key.rawValue == "o"
+        else { return nil }
+        var result: ManagedObjects = [:]
+        for entry in entries {
+            guard case .objectPath(let path) = entry.key,
+                let interfaces = entry.value.interfacesAndProperties
+            else { return nil }
+            result[path] = interfaces
+        }
+        return result
+    }
+}

@@ -1,0 +1,96 @@
+/// A signal match rule (`type='signal'` plus the fields set), as installed with `AddMatch`.
+public struct MatchRule: Sendable, Hashable {
+    public var sender: String?
+    public var path: ObjectPath?
+    public var pathNamespace: ObjectPath?
+    public var interface: String?
+    public var member: String?
+    public var arg0: String?
+
+    public init(
+        sender: String? = nil, path: ObjectPath? = nil, pathNamespace: ObjectPath? = nil,
+        interface: String? = nil, member: String? = nil, arg0: String? = nil
+    ) {
+        self.sender = sender
+        self.path = path
+        self.pathNamespace = pathNamespace
+        self.interface = interface
+        self.member = member
+        self.arg0 = arg0
+    }
+
+    /// "type='signal',sender='org.bluez',..." with values quoted as the bus expects.
+    public var ruleString: String {
+        var parts = ["type='signal'"]
+        func add(_ key: String, _ value: String?) {
+            if let value { parts.append("\(key)=\(MatchRule.quote(value))") }
+        }
+        add("sender", sender)
+        add("path", path?.rawValue)
+        add("path_namespace", pathNamespace?.rawValue)
+        add("interface", interface)
+        add("member", member)
+        add("arg0", arg0)
+        return parts.joined(separator: ",")
+    }
+
+    /// The bus's quoting: values in single quotes; a single quote itself is written '\''.
+    static func quote(_ value: String) -> String {
+        "'" + value.replacingAll("'", with: "'\\''") + "'"
+    }
+
+    public static func propertiesChanged(
+        sender: String?, path: ObjectPath? = nil, pathNamespace: ObjectPath? = nil
+    ) -> MatchRule {
+        MatchRule(
+            sender: sender, path: path, pathNamespace: pathNamespace,
+            interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged")
+    }
+
+    public static func interfacesAdded(sender: String?) -> MatchRule {
+        MatchRule(sender: sender, interface: "org.freedesktop.DBus.ObjectManager", member: "InterfacesAdded")
+    }
+
+    public static func interfacesRemoved(sender: String?) -> MatchRule {
+        MatchRule(sender: sender, interface: "org.freedesktop.DBus.ObjectManager", member: "InterfacesRemoved")
+    }
+
+    /// `NameOwnerChanged` for one name (sender org.freedesktop.DBus, arg0 = name).
+    public static func nameOwnerChanged(name: String) -> MatchRule {
+        MatchRule(
+            sender: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+            interface: "org.freedesktop.DBus", member: "NameOwnerChanged", arg0: name)
+    }
+
+    /// Whether a received signal satisfies the rule. `senderOwner` is the unique name that
+    /// currently owns `sender` when `sender` is a well-known name (the bus matches senders by
+    /// owner, so a signal from ":1.7" matches sender='org.bluez' while :1.7 owns org.bluez).
+    func matches(_ signal: DBusSignal, senderOwner: String?) -> Bool {
+        if let sender, sender != signal.sender {
+            guard !sender.hasPrefix(":"), let senderOwner, senderOwner == signal.sender else { return false }
+        }
+        if let path, path != signal.path { return false }
+        if let pathNamespace, pathNamespace != signal.path, !signal.path.isDescendant(of: pathNamespace) {
+            return false
+        }
+        if let interface, interface != signal.interface { return false }
+        if let member, member != signal.member { return false }
+        if let arg0 {
+            guard let first = signal.arguments.first, case .string(let value) = first, value == arg0 else {
+                return false
+            }
+        }
+        return true
+    }
+}
+
+extension String {
+    func replacingAll(_ target: Character, with replacement: String) -> String {
+        var result = ""
+        result.reserveCapacity(utf8.count)
+        for character in self {
+            if character == target { result += replacement } else { result.append(character) }
+        }
+        return result
+    }
+}

@@ -1,0 +1,88 @@
+/// A D-Bus object path, validated on construction ("/", "/org/bluez/hci0").
+///
+/// Rules (D-Bus specification): starts with "/", components separated by single "/", each
+/// component non-empty and made of ASCII letters, digits and "_", no trailing "/" except for
+/// the root path itself.
+public struct ObjectPath: RawRepresentable, Hashable, Sendable, Comparable,
+    ExpressibleByStringLiteral, CustomStringConvertible
+{
+    public let rawValue: String
+
+    /// Nil when `rawValue` is not a valid object path.
+    public init?(rawValue: String) {
+        guard ObjectPath.isValid(rawValue) else { return nil }
+        self.rawValue = rawValue
+    }
+
+    /// Traps on an invalid literal: a literal is written by a programmer, not typed by a user.
+    public init(stringLiteral value: String) {
+        guard let path = ObjectPath(rawValue: value) else {
+            preconditionFailure("invalid D-Bus object path literal \"\(value)\"")
+        }
+        self = path
+    }
+
+    public static let root = ObjectPath(unchecked: "/")
+
+    /// Builds a path known to be valid without checking it again.
+    init(unchecked rawValue: String) { self.rawValue = rawValue }
+
+    public var description: String { rawValue }
+
+    public static func < (lhs: ObjectPath, rhs: ObjectPath) -> Bool { lhs.rawValue < rhs.rawValue }
+
+    /// "/a" + "b" -> "/a/b", "/" + "b" -> "/b". `component` may hold several components
+    /// ("b/c"); it must form a valid path when appended (traps otherwise: programmer error).
+    public func appending(_ component: String) -> ObjectPath {
+        let joined = rawValue == "/" ? "/" + component : rawValue + "/" + component
+        guard let path = ObjectPath(rawValue: joined) else {
+            preconditionFailure("\"\(component)\" is not a valid object path component")
+        }
+        return path
+    }
+
+    /// True when `self` lies strictly below `ancestor` ("/a/b" is below "/a" and "/", not below "/a/b").
+    public func isDescendant(of ancestor: ObjectPath) -> Bool {
+        if ancestor.rawValue == "/" { return rawValue != "/" }
+        return rawValue.hasPrefix(ancestor.rawValue + "/")
+    }
+
+    /// The parent path; nil for the root.
+    public var parent: ObjectPath? {
+        guard rawValue != "/" else { return nil }
+        let utf8 = rawValue.utf8
+        let lastSlash = utf8.lastIndex(of: UInt8(ascii: "/"))!
+        if lastSlash == utf8.startIndex { return .root }
+        return ObjectPath(unchecked: String(rawValue[..<lastSlash]))
+    }
+
+    /// The last component ("hci0" for "/org/bluez/hci0"); empty for the root.
+    public var lastComponent: String {
+        guard rawValue != "/" else { return "" }
+        return String(rawValue.split(separator: "/").last!)
+    }
+
+    static func isValid(_ string: String) -> Bool {
+        let bytes = string.utf8
+        guard bytes.first == UInt8(ascii: "/") else { return false }
+        if bytes.count == 1 { return true }
+        var previousWasSlash = false
+        for byte in bytes {
+            if byte == UInt8(ascii: "/") {
+                if previousWasSlash { return false }
+                previousWasSlash = true
+            } else {
+                guard isComponentByte(byte) else { return false }
+                previousWasSlash = false
+            }
+        }
+        return !previousWasSlash
+    }
+
+    static func isComponentByte(_ byte: UInt8) -> Bool {
+        (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z"))
+            || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z"))
+            || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
+            || byte == UInt8(ascii: "_")
+    }
+}

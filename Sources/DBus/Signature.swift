@@ -1,0 +1,74 @@
+import CDBus
+
+/// A D-Bus type signature ("a{sv}", "ay", "(ha)"), validated on construction.
+///
+/// A signature may hold zero or more complete types (a method's argument list); the empty
+/// signature is valid.
+public struct Signature: RawRepresentable, Hashable, Sendable, ExpressibleByStringLiteral,
+    CustomStringConvertible
+{
+    public let rawValue: String
+
+    /// Nil when `rawValue` is not a valid signature (checked by libdbus, so the rules, limits
+    /// included, are exactly the ones the bus applies).
+    public init?(rawValue: String) {
+        guard Signature.isValid(rawValue) else { return nil }
+        self.rawValue = rawValue
+    }
+
+    /// Traps on an invalid literal: a literal is written by a programmer, not typed by a user.
+    public init(stringLiteral value: String) {
+        guard let signature = Signature(rawValue: value) else {
+            preconditionFailure("invalid D-Bus signature literal \"\(value)\"")
+        }
+        self = signature
+    }
+
+    init(unchecked rawValue: String) { self.rawValue = rawValue }
+
+    public var description: String { rawValue }
+
+    /// True when the signature is exactly one complete type ("a{sv}", not "ss" nor "").
+    public var isSingleCompleteType: Bool {
+        rawValue.withCString { dbus_signature_validate_single($0, nil) != 0 }
+    }
+
+    /// The complete types the signature is made of ("sa{sv}i" -> ["s", "a{sv}", "i"]).
+    public var completeTypes: [Signature] {
+        var result: [Signature] = []
+        var rest = Substring(rawValue)
+        while !rest.isEmpty {
+            let length = Signature.lengthOfFirstCompleteType(rest.utf8)
+            result.append(Signature(unchecked: String(rest.prefix(length))))
+            rest = rest.dropFirst(length)
+        }
+        return result
+    }
+
+    static func isValid(_ string: String) -> Bool {
+        // libdbus reads a C string: an embedded NUL would silently truncate it.
+        guard !string.utf8.contains(0) else { return false }
+        return string.withCString { dbus_signature_validate($0, nil) != 0 }
+    }
+
+    /// Length in bytes of the first complete type of an already validated signature.
+    static func lengthOfFirstCompleteType(_ utf8: Substring.UTF8View) -> Int {
+        var depth = 0
+        var length = 0
+        for byte in utf8 {
+            length += 1
+            switch byte {
+            case UInt8(ascii: "a"):
+                continue  // an array prefix belongs to the type that follows
+            case UInt8(ascii: "("), UInt8(ascii: "{"):
+                depth += 1
+            case UInt8(ascii: ")"), UInt8(ascii: "}"):
+                depth -= 1
+            default:
+                break
+            }
+            if depth == 0 { return length }
+        }
+        return length
+    }
+}

@@ -1,0 +1,61 @@
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Owns one open file descriptor and closes it on deinit, unless ownership was taken.
+///
+/// Received `h` values arrive as one of these. To send an fd, wrap a dup of it: the message
+/// dups again while it is built, so the value passed stays the caller's and still closes its fd.
+public final class UnixFileDescriptor: Sendable, Hashable {
+    private let state: Mutex<Int32?>
+
+    /// Takes ownership of `fd`: this value closes it.
+    public init(owning fd: Int32) {
+        state = Mutex(fd >= 0 ? fd : nil)
+    }
+
+    deinit { close() }
+
+    /// The fd, or nil once taken or closed.
+    public var rawValue: Int32? { state.withLock { $0 } }
+
+    /// Hands the fd to the caller, who must close it; this value will not.
+    public func take() -> Int32? {
+        state.withLock { fd in
+            defer { fd = nil }
+            return fd
+        }
+    }
+
+    /// Closes the fd. Idempotent.
+    public func close() {
+        if let fd = take() {
+            _ = systemClose(fd)
+        }
+    }
+
+    /// Runs `body` with the fd while no other thread can take or close it.
+    func withRawValue<T>(_ body: (Int32?) throws -> T) rethrows -> T {
+        try state.withLock { fd in try body(fd) }
+    }
+
+    public static func == (lhs: UnixFileDescriptor, rhs: UnixFileDescriptor) -> Bool { lhs === rhs }
+    public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
+}
+
+@inline(__always)
+private func systemClose(_ fd: Int32) -> Int32 {
+    #if canImport(Glibc)
+    return Glibc.close(fd)
+    #elseif canImport(Musl)
+    return Musl.close(fd)
+    #else
+    return Darwin.close(fd)
+    #endif
+}

@@ -1,0 +1,137 @@
+import BlueZ
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+@Suite("NotificationSocket over a local socketpair")
+struct NotificationSocketTests {
+    @Test("each send arrives as exactly one packet, boundaries kept")
+    func packetBoundaries() async throws {
+        let (sender, receiver) = try NotificationSocket.makePair(mtu: 23)
+        defer { sender.close(); receiver.close() }
+        let values: [[UInt8]] = [[1], [2, 3], Array(repeating: 7, count: 20), [9, 9, 9]]
+        for value in values {
+            try await sender.send(value)
+        }
+        for value in values {
+            let packet = try await receiver.receive()
+            #expect(packet == value)
+        }
+    }
+
+    @Test("a value longer than MTU - 3 is refused, an empty value too")
+    func lengthChecks() async throws {
+        let (sender, receiver) = try NotificationSocket.makePair(mtu: 23)
+        defer { sender.close(); receiver.close() }
+        #expect(sender.maximumValueLength == 20)
+        await #expect(throws: NotificationSocketError.valueTooLong(length: 21, maximum: 20)) {
+            try await sender.send(Array(repeating: 0, count: 21))
+        }
+        await #expect(throws: NotificationSocketError.emptyValue) {
+            try await sender.send([])
+        }
+    }
+
+    @Test("a full socket makes send wait; draining the other side lets it complete")
+    func backPressure() async throws {
+        let (sender, receiver) = try NotificationSocket.makePair(mtu: 515)
+        defer { sender.close(); receiver.close() }
+
+        // Fill the socket until the kernel says EAGAIN (trySend returns false).
+        var queued = 0
+        while try sender.trySend(packet(queued)) {
+            queued += 1
+        }
+        #expect(queued > 0)
+        #expect(try sender.trySend(packet(queued)) == false)
+
+        // This send cannot complete until the receiver drains: it parks on POLLOUT.
+        let pending = Task { try await sender.send(packet(queued)) }
+        // Still full while nobody reads (the parked send did not sneak through).
+        #expect(try sender.trySend([0xFF]) == false)
+
+        // Drain everything, including the packet of the parked send, which can only arrive
+        // once that send resumed after the kernel reported room.
+        for index in 0...queued {
+            let received = try await receiver.receive()
+            #expect(received == packet(index))
+        }
+        try await pending.value
+    }
+
+    private func packet(_ index: Int) -> [UInt8] {
+        var value = Array(repeating: UInt8(truncatingIfNeeded: index), count: 512)
+        value[0] = UInt8(truncatingIfNeeded: index >> 8)
+        return value
+    }
+
+    @Test("end of stream when the peer closes; a pending receive wakes up")
+    func hangUp() async throws {
+        let (a, b) = try NotificationSocket.makePair(mtu: 23)
+        defer { b.close() }
+        let pending = Task { try await b.receive() }
+        try await a.send([1, 2, 3])
+        a.close()
+        let first = try await pending.value
+        #expect(first == [1, 2, 3])
+        let end = try await b.receive()
+        #expect(end == nil)
+        await #expect(throws: NotificationSocketError.closedByPeer) {
+            try await b.send([4])
+        }
+    }
+
+    @Test("waitForHangUp returns when the peer goes away")
+    func waitForHangUp() async throws {
+        let (notifier, subscriber) = try NotificationSocket.makePair(mtu: 23)
+        defer { notifier.close() }
+        let watcher = Task { await notifier.waitForHangUp() }
+        try await notifier.send([42])
+        subscriber.close()
+        await watcher.value
+        await #expect(throws: NotificationSocketError.closedByPeer) {
+            try await notifier.send([43])
+        }
+    }
+
+    @Test("close() fails a pending receive with .closed")
+    func closeWakesWaiters() async throws {
+        let (a, b) = try NotificationSocket.makePair(mtu: 23)
+        defer { b.close() }
+        let started = Task { try await a.receive() }
+        // The receive may or may not have parked yet; either way it must end with .closed.
+        a.close()
+        await #expect(throws: NotificationSocketError.closed) {
+            _ = try await started.value
+        }
+        #expect(a.isClosed)
+    }
+
+    @Test("cancelling a task parked in receive ends it with CancellationError")
+    func cancellation() async throws {
+        let (a, b) = try NotificationSocket.makePair(mtu: 23)
+        defer { a.close(); b.close() }
+        let parked = Task { try await a.receive() }
+        parked.cancel()
+        await #expect(throws: CancellationError.self) {
+            _ = try await parked.value
+        }
+        // The socket still works afterwards.
+        try await b.send([5])
+        #expect(try await a.receive() == [5])
+    }
+
+    @Test("the exported end of an export pair is a plain descriptor that talks to the local end")
+    func exportPair() async throws {
+        let (local, exported) = try NotificationSocket.makeExportPair(mtu: 100)
+        let remote = try NotificationSocket(adopting: exported, mtu: 100)
+        defer { local.close(); remote.close() }
+        try await local.send([1, 2])
+        #expect(try await remote.receive() == [1, 2])
+        try await remote.send([3])
+        #expect(try await local.receive() == [3])
+    }
+}
+
