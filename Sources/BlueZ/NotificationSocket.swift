@@ -1,4 +1,7 @@
 import Dispatch
+#if canImport(CBlueZ)
+import CBlueZ   // its <sys/socket.h> owns SOCK_NONBLOCK / SOCK_CLOEXEC in this target
+#endif
 import SystemPackage
 
 #if canImport(Glibc)

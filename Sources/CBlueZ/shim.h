@@ -1,7 +1,78 @@
 #ifndef BLETRANSFER_CBLUEZ_SHIM_H
 #define BLETRANSFER_CBLUEZ_SHIM_H
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <bluetooth/bluetooth.h>
 #include <bluetooth/hci.h>
 #include <bluetooth/hci_lib.h>
+
+/* The HCI ioctl numbers are function-like macros (_IOR) that Swift cannot import, and the
+ * device-list request is a flexible-array struct; these helpers keep both on the C side. */
+
+/* Lists the ids of the kernel's HCI devices into `ids` (at most `capacity`).
+ * Returns the count, or -errno (-EAFNOSUPPORT when the kernel has no Bluetooth). */
+static inline int bletransfer_hci_device_ids(uint16_t *ids, int capacity) {
+    if (capacity <= 0 || capacity > HCI_MAX_DEV) capacity = HCI_MAX_DEV;
+    int sk = socket(AF_BLUETOOTH, SOCK_RAW | SOCK_CLOEXEC, BTPROTO_HCI);
+    if (sk < 0) return -errno;
+    size_t size = sizeof(struct hci_dev_list_req) + (size_t)capacity * sizeof(struct hci_dev_req);
+    struct hci_dev_list_req *list = calloc(1, size);
+    if (list == NULL) { close(sk); return -ENOMEM; }
+    list->dev_num = (uint16_t)capacity;
+    int result;
+    if (ioctl(sk, HCIGETDEVLIST, (void *)list) < 0) {
+        result = -errno;
+    } else {
+        result = list->dev_num;
+        for (int i = 0; i < result; i++) ids[i] = list->dev_req[i].dev_id;
+    }
+    free(list);
+    close(sk);
+    return result;
+}
+
+/* Fills `info` for HCI device `dev_id`. Returns 0 or -errno. */
+static inline int bletransfer_hci_device_info(uint16_t dev_id, struct hci_dev_info *info) {
+    int sk = socket(AF_BLUETOOTH, SOCK_RAW | SOCK_CLOEXEC, BTPROTO_HCI);
+    if (sk < 0) return -errno;
+    memset(info, 0, sizeof(*info));
+    info->dev_id = dev_id;
+    int result = ioctl(sk, HCIGETDEVINFO, (void *)info) < 0 ? -errno : 0;
+    close(sk);
+    return result;
+}
+
+static inline int bletransfer_hci_is_up(const struct hci_dev_info *info) {
+    return hci_test_bit(HCI_UP, (void *)&info->flags) ? 1 : 0;
+}
+
+/* 1: LMP feature page 0 has "LE Supported (Controller)"; 0: it does not;
+ * -1: the page is all zero (the controller was never initialised, so nothing is known). */
+static inline int bletransfer_hci_le_feature(const struct hci_dev_info *info) {
+    int any = 0;
+    for (int i = 0; i < 8; i++) any |= info->features[i];
+    if (!any) return -1;
+    return (info->features[4] & LMP_LE) ? 1 : 0;
+}
+
+/* The device name ("hci0") as a NUL-terminated copy in `out` (at least 9 bytes). */
+static inline void bletransfer_hci_name(const struct hci_dev_info *info, char *out) {
+    memcpy(out, info->name, 8);
+    out[8] = '\0';
+}
+
+/* "XX:XX:XX:XX:XX:XX" into `out` (at least 18 bytes). */
+static inline void bletransfer_hci_address(const struct hci_dev_info *info, char *out) {
+    ba2str(&info->bdaddr, out);
+}
+
+/* The bus the controller hangs on ("USB", "UART", "VIRTUAL"...), from libbluetooth. */
+static inline const char *bletransfer_hci_bus(const struct hci_dev_info *info) {
+    return hci_bustostr(info->type & 0x0f);
+}
+
 #endif

@@ -1,0 +1,249 @@
+import DBus
+
+/// What BlueZ says about an adapter (org.bluez.Adapter1, plus LEAdvertisingManager1 and
+/// GattManager1 when present), decoded from the session's cache.
+public struct AdapterProperties: Sendable, Hashable, Codable {
+    public var address: String
+    public var addressType: String?
+    public var name: String?
+    public var alias: String?
+    public var powered: Bool
+    /// "on", "off", "off-enabling", "on-disabling", "off-blocked" (5.66 marks it experimental,
+    /// so it may be absent).
+    public var powerState: String?
+    public var discoverable: Bool
+    public var discovering: Bool
+    /// "central", "peripheral", "central-peripheral" (5.66 lists them only for LE-capable
+    /// controllers); nil when the property is absent (older BlueZ).
+    public var roles: [String]?
+    public var uuids: [String]
+    /// Present when the adapter exports LEAdvertisingManager1.
+    public var advertising: AdvertisingCapabilities?
+    /// The adapter exports GattManager1 (local GATT applications can be registered).
+    public var hasGattManager: Bool
+
+    /// LE support as BlueZ reports it. Adapter1 has no LE flag in 5.66: `Roles` lists
+    /// central/peripheral only when the controller supports LE; without `Roles`, the presence
+    /// of LEAdvertisingManager1 (only registered for LE controllers) decides.
+    public var supportsLowEnergy: Bool {
+        if let roles { return roles.contains("central") || roles.contains("peripheral") }
+        return advertising != nil
+    }
+
+    /// The adapter can advertise (LEAdvertisingManager1 present, peripheral role if known).
+    public var supportsAdvertising: Bool {
+        guard advertising != nil else { return false }
+        if let roles { return roles.contains("peripheral") }
+        return true
+    }
+
+    init?(_ interfaces: [String: [String: DBusValue]]) {
+        guard let adapter = interfaces[BlueZInterface.adapter] else { return nil }
+        address = adapter["Address"]?.string ?? "00:00:00:00:00:00"
+        addressType = adapter["AddressType"]?.string
+        name = adapter["Name"]?.string
+        alias = adapter["Alias"]?.string
+        powered = adapter["Powered"]?.bool ?? false
+        powerState = adapter["PowerState"]?.string
+        discoverable = adapter["Discoverable"]?.bool ?? false
+        discovering = adapter["Discovering"]?.bool ?? false
+        roles = adapter["Roles"]?.strings
+        uuids = adapter["UUIDs"]?.strings ?? []
+        advertising = interfaces[BlueZInterface.advertisingManager].map(AdvertisingCapabilities.init)
+        hasGattManager = interfaces[BlueZInterface.gattManager] != nil
+    }
+}
+
+/// org.bluez.LEAdvertisingManager1's properties.
+public struct AdvertisingCapabilities: Sendable, Hashable, Codable {
+    /// Advertisements currently registered.
+    public var activeInstances: Int?
+    /// Further advertisements the controller can take.
+    public var supportedInstances: Int?
+    /// "tx-power", "appearance", "local-name".
+    public var supportedIncludes: [String]
+
+    init(_ properties: [String: DBusValue]) {
+        activeInstances = properties["ActiveInstances"]?.byte.map(Int.init)
+        supportedInstances = properties["SupportedInstances"]?.byte.map(Int.init)
+        supportedIncludes = properties["SupportedIncludes"]?.strings ?? []
+    }
+}
+
+/// Discovery transport for `setDiscoveryFilter`.
+public enum DiscoveryTransport: String, Sendable {
+    case auto, bredr, le
+}
+
+/// An adapter (`/org/bluez/hciN`). A handle: properties are read from the session's cache
+/// each time, methods call bluetoothd.
+public struct Adapter: Sendable, Hashable, CustomStringConvertible {
+    public let session: BluetoothSession
+    public let path: ObjectPath
+
+    public init(session: BluetoothSession, path: ObjectPath) {
+        self.session = session
+        self.path = path
+    }
+
+    /// "hci0".
+    public var name: String {
+        String(path.rawValue.split(separator: "/").last ?? "")
+    }
+
+    /// The N of hciN, for ordering (hci2 before hci10); Int.max when the name has no number.
+    var index: Int {
+        Int(name.drop { !$0.isNumber }) ?? Int.max
+    }
+
+    public var description: String { name }
+
+    /// Current properties; nil once the adapter is gone.
+    public var properties: AdapterProperties? {
+        session.object(at: path).flatMap { AdapterProperties($0.interfaces) }
+    }
+
+    public var exists: Bool { session.properties(of: path, interface: BlueZInterface.adapter) != nil }
+
+    public static func == (lhs: Adapter, rhs: Adapter) -> Bool {
+        lhs.path == rhs.path && lhs.session === rhs.session
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(path)
+        hasher.combine(ObjectIdentifier(session))
+    }
+
+    // MARK: Power and discovery
+
+    public func setPowered(_ powered: Bool) async throws {
+        try await session.setProperty(path: path, interface: BlueZInterface.adapter, name: "Powered",
+                                      value: .boolean(powered))
+    }
+
+    /// `Adapter1.SetDiscoveryFilter`. UUID strings are normalised to BlueZ's 128-bit form;
+    /// `duplicateData: true` keeps reporting a device on every advertisement (RSSI updates).
+    public func setDiscoveryFilter(uuids: [String] = [], transport: DiscoveryTransport = .le, rssi: Int16? = nil,
+                                   duplicateData: Bool? = nil) async throws {
+        var filter: [String: DBusValue] = ["Transport": .string(transport.rawValue)]
+        if !uuids.isEmpty {
+            filter["UUIDs"] = .strings(uuids.map { BluetoothUUIDString.normalize($0) ?? $0.lowercased() })
+        }
+        if let rssi { filter["RSSI"] = .int16(rssi) }
+        if let duplicateData { filter["DuplicateData"] = .boolean(duplicateData) }
+        _ = try await session.call(path: path, interface: BlueZInterface.adapter, method: "SetDiscoveryFilter",
+                                   arguments: [.vardict(filter)])
+    }
+
+    /// Removes our discovery filter (an empty dictionary resets it).
+    public func clearDiscoveryFilter() async throws {
+        _ = try await session.call(path: path, interface: BlueZInterface.adapter, method: "SetDiscoveryFilter",
+                                   arguments: [.vardict([:])])
+    }
+
+    public func startDiscovery() async throws {
+        _ = try await session.call(path: path, interface: BlueZInterface.adapter, method: "StartDiscovery")
+    }
+
+    /// Stops our discovery session. "Not discovering" (org.bluez.Error.Failed "No discovery
+    /// started") is not an error here: the caller wanted it stopped and it is.
+    public func stopDiscovery() async throws {
+        do {
+            _ = try await session.call(path: path, interface: BlueZInterface.adapter, method: "StopDiscovery")
+        } catch let error as BluetoothError {
+            if case .bluez(let name, _) = error,
+                name == BlueZErrorName.failed || name == BlueZErrorName.notReady || name == BlueZErrorName.notAuthorized {
+                return
+            }
+            throw error
+        }
+    }
+
+    /// Forgets a device (BlueZ disconnects it first).
+    public func removeDevice(_ device: Device) async throws {
+        _ = try await session.call(path: path, interface: BlueZInterface.adapter, method: "RemoveDevice",
+                                   arguments: [.objectPath(device.path)])
+    }
+
+    // MARK: Devices
+
+    /// Devices BlueZ currently knows under this adapter (discovered, cached or paired).
+    public func devices() -> [Device] {
+        session.paths(implementing: BlueZInterface.device, under: path)
+            .filter { session.properties(of: $0, interface: BlueZInterface.device)?["Adapter"]?.objectPath ?? path == path }
+            .map { Device(session: session, path: $0) }
+    }
+
+    public func device(address: String) -> Device? {
+        devices().first { $0.properties?.address.uppercased() == address.uppercased() }
+    }
+
+    /// Devices advertising (or known to offer) `serviceUUID`: first every device BlueZ
+    /// already knows that matches (BlueZ sends no InterfacesAdded for those), then each new or
+    /// updated one as discovery reports it. Run `startDiscovery()` to get fresh sightings. The
+    /// stream ends when bluetoothd or the adapter goes away, or the consumer stops.
+    public func sightings(serviceUUID: String?) -> AsyncStream<DeviceSighting> {
+        let wanted = serviceUUID.flatMap(BluetoothUUIDString.normalize)
+        let session = self.session
+        let adapterPath = self.path
+        let changes = session.changes()   // subscribe before reading the cache
+        let (stream, continuation) = AsyncStream<DeviceSighting>.makeStream()
+
+        @Sendable func matches(_ properties: DeviceProperties) -> Bool {
+            guard let wanted else { return true }
+            return properties.uuids.contains { BluetoothUUIDString.normalize($0) == wanted }
+                || properties.serviceData.keys.contains { BluetoothUUIDString.normalize($0) == wanted }
+        }
+
+        for device in devices() {
+            if let properties = device.properties, matches(properties) {
+                continuation.yield(DeviceSighting(device: device, kind: .alreadyKnown))
+            }
+        }
+        let task = Task {
+            for await change in changes {
+                switch change {
+                case .interfacesAdded(let path, let interfaces):
+                    guard interfaces[BlueZInterface.device] != nil, path.isDescendant(of: adapterPath),
+                        let device = session.device(at: path), let properties = device.properties, matches(properties)
+                    else { continue }
+                    continuation.yield(DeviceSighting(device: device, kind: .discovered))
+                case .propertiesChanged(let path, BlueZInterface.device, let changed, _):
+                    // RSSI/ManufacturerData/ServiceData/UUIDs change when an advertisement
+                    // is received again.
+                    let advertisementKeys: Set<String> = ["RSSI", "UUIDs", "ServiceData", "ManufacturerData", "TxPower", "Name"]
+                    guard path.isDescendant(of: adapterPath), !advertisementKeys.isDisjoint(with: changed.keys),
+                        let device = session.device(at: path), let properties = device.properties, matches(properties)
+                    else { continue }
+                    continuation.yield(DeviceSighting(device: device, kind: .updated))
+                case .interfacesRemoved(let path, let names) where path == adapterPath && names.contains(BlueZInterface.adapter):
+                    continuation.finish()
+                    return
+                case .serviceVanished, .accessDenied:
+                    continuation.finish()
+                    return
+                default:
+                    continue
+                }
+            }
+            continuation.finish()
+        }
+        continuation.onTermination = { _ in task.cancel() }
+        return stream
+    }
+}
+
+/// A device reported by `Adapter.sightings(serviceUUID:)`.
+public struct DeviceSighting: Sendable, Hashable {
+    public enum Kind: String, Sendable, Hashable {
+        /// Already in BlueZ's cache when we started looking (may be stale).
+        case alreadyKnown
+        /// Newly found by discovery (InterfacesAdded).
+        case discovered
+        /// Seen again: advertisement data or RSSI changed.
+        case updated
+    }
+
+    public var device: Device
+    public var kind: Kind
+}

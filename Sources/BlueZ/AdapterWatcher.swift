@@ -1,0 +1,160 @@
+import DBus
+
+/// The facts about an adapter a role needs to decide whether it can work.
+public struct AdapterFacts: Sendable, Hashable {
+    public var name: String
+    public var path: ObjectPath
+    public var powered: Bool
+    public var powerState: String?
+    public var supportsLowEnergy: Bool
+    public var supportsAdvertising: Bool
+
+    init(adapter: Adapter, properties: AdapterProperties) {
+        name = adapter.name
+        path = adapter.path
+        powered = properties.powered
+        powerState = properties.powerState
+        supportsLowEnergy = properties.supportsLowEnergy
+        supportsAdvertising = properties.supportsAdvertising
+    }
+}
+
+/// What happens to bluetoothd and the watched adapter. The roles translate these into the
+/// Transfer core's `ManagerInput`.
+public enum AdapterEvent: Sendable, Hashable {
+    /// org.bluez is owned and answered (first event when it already runs).
+    case bluetoothdAppeared
+    /// org.bluez has no owner (first event when it is not running). Implies the adapter is
+    /// gone; no separate `adapterRemoved` is sent.
+    case bluetoothdVanished
+    /// The watched adapter exists (first event after `bluetoothdAppeared` when present).
+    case adapterAdded(AdapterFacts)
+    /// Its capabilities changed after it was added (BlueZ exports LEAdvertisingManager1 a
+    /// moment after Adapter1, and `Roles` can change with the controller's state).
+    case capabilitiesChanged(AdapterFacts)
+    case adapterRemoved
+    case poweredChanged(Bool)
+    /// Adapter1.PowerState: "on", "off", "off-enabling", "on-disabling", "off-blocked".
+    case powerStateChanged(String)
+    /// The D-Bus policy refuses us.
+    case accessDenied
+}
+
+extension BluetoothSession {
+    /// Events for the adapter named `adapterName` ("hci0"), or for the default adapter (lowest
+    /// index, re-chosen when it goes away) when nil. Starts with the current state, then
+    /// follows changes. Ends when the session closes or the consumer stops.
+    public func adapterEvents(adapterName: String? = nil) -> AsyncStream<AdapterEvent> {
+        let changes = self.changes()   // subscribe before reading the current state
+        let (stream, continuation) = AsyncStream<AdapterEvent>.makeStream()
+        var initialTracker = AdapterTracker(session: self, wantedName: adapterName)
+        for event in initialTracker.start() { continuation.yield(event) }
+        let startedTracker = initialTracker
+        let task = Task {
+            var tracker = startedTracker
+            for await change in changes {
+                for event in tracker.handle(change) { continuation.yield(event) }
+            }
+            continuation.finish()
+        }
+        continuation.onTermination = { _ in task.cancel() }
+        return stream
+    }
+}
+
+/// The state behind `adapterEvents`: which adapter we follow and what we last reported, so
+/// only real changes become events.
+struct AdapterTracker: Sendable {
+    let session: BluetoothSession
+    let wantedName: String?
+    private var service: BluetoothServiceState?
+    private var tracked: ObjectPath?
+    private var lastFacts: AdapterFacts?
+
+    init(session: BluetoothSession, wantedName: String?) {
+        self.session = session
+        self.wantedName = wantedName
+    }
+
+    mutating func start() -> [AdapterEvent] {
+        reconcile()
+    }
+
+    mutating func handle(_ change: BlueZChange) -> [AdapterEvent] {
+        switch change {
+        case .serviceAppeared, .serviceVanished, .accessDenied:
+            return reconcile()
+        case .interfacesAdded(let path, let interfaces):
+            if path == tracked || (tracked == nil && interfaces[BlueZInterface.adapter] != nil) {
+                return reconcile()
+            }
+            return []
+        case .interfacesRemoved(let path, _):
+            return path == tracked ? reconcile() : []
+        case .propertiesChanged(let path, _, _, _):
+            return path == tracked ? reconcile() : []
+        }
+    }
+
+    /// Compares the session's current state with what we reported and emits the difference.
+    private mutating func reconcile() -> [AdapterEvent] {
+        var events: [AdapterEvent] = []
+        let current = session.serviceState
+        if current != service {
+            let previous = service
+            service = current
+            switch current {
+            case .running:
+                events.append(.bluetoothdAppeared)
+            case .notRunning, .busDisconnected:
+                // Also on the first look (previous == nil), so a consumer learns the state.
+                if previous != .notRunning && previous != .busDisconnected {
+                    events.append(.bluetoothdVanished)
+                }
+                tracked = nil
+                lastFacts = nil
+                return events
+            case .accessDenied:
+                events.append(.accessDenied)
+                tracked = nil
+                lastFacts = nil
+                return events
+            }
+        }
+        guard current.isRunning else { return events }
+
+        // Keep following the tracked adapter while it exists; otherwise pick one.
+        if let path = tracked, session.properties(of: path, interface: BlueZInterface.adapter) == nil {
+            tracked = nil
+            lastFacts = nil
+            events.append(.adapterRemoved)
+        }
+        if tracked == nil {
+            let candidates = session.adapters()
+            let chosen = wantedName.map { name in candidates.first { $0.name == name } } ?? candidates.first
+            if let chosen, let properties = chosen.properties {
+                let facts = AdapterFacts(adapter: chosen, properties: properties)
+                tracked = chosen.path
+                lastFacts = facts
+                events.append(.adapterAdded(facts))
+            }
+            return events
+        }
+        guard let path = tracked, let properties = Adapter(session: session, path: path).properties,
+            let previous = lastFacts
+        else { return events }
+        let facts = AdapterFacts(adapter: Adapter(session: session, path: path), properties: properties)
+        if facts.powerState != previous.powerState, let state = facts.powerState {
+            events.append(.powerStateChanged(state))
+        }
+        if facts.powered != previous.powered {
+            events.append(.poweredChanged(facts.powered))
+        }
+        if facts.supportsLowEnergy != previous.supportsLowEnergy
+            || facts.supportsAdvertising != previous.supportsAdvertising {
+            events.append(.capabilitiesChanged(facts))
+        }
+        lastFacts = facts
+        return events
+    }
+}

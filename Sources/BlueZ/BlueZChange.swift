@@ -1,0 +1,64 @@
+import DBus
+
+/// Whether bluetoothd can be used, as far as the session knows.
+public enum BluetoothServiceState: Sendable, Equatable, CustomStringConvertible {
+    /// org.bluez is owned (by this unique name) and answered GetManagedObjects.
+    case running(owner: String)
+    /// Nobody owns org.bluez: bluetoothd is not running.
+    case notRunning
+    /// org.bluez exists but the D-Bus policy refuses us.
+    case accessDenied(String)
+    /// Our connection to the system bus was lost; the session is finished.
+    case busDisconnected
+
+    public var isRunning: Bool {
+        if case .running = self { return true }
+        return false
+    }
+
+    public var description: String {
+        switch self {
+        case .running(let owner): return "running (\(owner))"
+        case .notRunning: return "not running"
+        case .accessDenied: return "access denied"
+        case .busDisconnected: return "system bus disconnected"
+        }
+    }
+}
+
+/// One object of BlueZ's tree: its interfaces and their properties (variant wrappers removed;
+/// the standard Introspectable/Peer/Properties interfaces left out).
+public struct BlueZObject: Sendable, Hashable {
+    public var path: ObjectPath
+    public var interfaces: [String: [String: DBusValue]]
+
+    public init(path: ObjectPath, interfaces: [String: [String: DBusValue]]) {
+        self.path = path
+        self.interfaces = interfaces
+    }
+}
+
+/// A change to the session's view of org.bluez, after it was applied to the cache (so reading
+/// the cache while handling a change sees the new state).
+public enum BlueZChange: Sendable, Equatable {
+    /// bluetoothd (re)appeared and the cache was reloaded from GetManagedObjects.
+    case serviceAppeared
+    /// bluetoothd went away (or the bus did); the cache is now empty.
+    case serviceVanished
+    /// The D-Bus policy refused GetManagedObjects; the cache is empty.
+    case accessDenied(String)
+    case interfacesAdded(ObjectPath, [String: [String: DBusValue]])
+    case interfacesRemoved(ObjectPath, [String])
+    case propertiesChanged(ObjectPath, interface: String, changed: [String: DBusValue], invalidated: [String])
+
+    /// The object path the change is about, if it is about one object.
+    public var path: ObjectPath? {
+        switch self {
+        case .interfacesAdded(let path, _), .interfacesRemoved(let path, _),
+            .propertiesChanged(let path, _, _, _):
+            return path
+        default:
+            return nil
+        }
+    }
+}

@@ -1,0 +1,110 @@
+import DBus
+
+/// Everything the BlueZ layer throws (besides `CancellationError` and
+/// `NotificationSocketError`), each with a one-line description a user can act on.
+public enum BluetoothError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// No system bus to talk to (no socket, daemon down, DBUS_SYSTEM_BUS_ADDRESS wrong).
+    case systemBusUnavailable(String)
+    /// org.bluez has no owner on the bus: bluetoothd is not running.
+    case bluetoothdNotRunning
+    /// The D-Bus policy does not let this user talk to org.bluez.
+    case accessDenied(String)
+    /// bluetoothd runs but has no adapter.
+    case noAdapter
+    /// `--adapter hciN` named an adapter that does not exist.
+    case unknownAdapter(name: String, available: [String])
+    /// The object (adapter, device, service, characteristic) is gone from BlueZ's tree.
+    case objectGone(String)
+    /// No characteristic / service with that UUID under the device.
+    case notFound(String)
+    /// The device disconnected while we waited for it.
+    case deviceDisconnected(String)
+    /// A deadline we were given passed.
+    case timedOut(String)
+    /// Any other error reply, name and message kept (org.bluez.Error.InProgress, ...).
+    case bluez(name: String, message: String)
+
+    public var description: String {
+        switch self {
+        case .systemBusUnavailable(let message):
+            return "cannot reach the D-Bus system bus (\(message))"
+        case .bluetoothdNotRunning:
+            return "bluetoothd is not running (nobody owns org.bluez on the system bus)"
+        case .accessDenied(let message):
+            let detail = message.isEmpty ? "" : " (\(message))"
+            return "permission denied: the D-Bus policy does not let this user use org.bluez\(detail)"
+        case .noAdapter:
+            return "no Bluetooth adapter: bluetoothd reports none"
+        case .unknownAdapter(let name, let available):
+            let list = available.isEmpty ? "none" : available.joined(separator: ", ")
+            return "no adapter named '\(name)' (adapters present: \(list))"
+        case .objectGone(let what):
+            return "\(what) is gone"
+        case .notFound(let what):
+            return "not found: \(what)"
+        case .deviceDisconnected(let device):
+            return "device \(device) disconnected"
+        case .timedOut(let what):
+            return "timed out: \(what)"
+        case .bluez(let name, let message):
+            return message.isEmpty ? name : "\(name): \(message)"
+        }
+    }
+
+    /// The D-Bus error name behind this error, when there is one.
+    public var dbusErrorName: String? {
+        switch self {
+        case .bluez(let name, _): return name
+        case .accessDenied: return DBusError.accessDeniedName
+        case .bluetoothdNotRunning: return DBusError.serviceUnknownName
+        default: return nil
+        }
+    }
+
+    /// A `Device1.Connect` failure worth retrying after a short back-off: another connect is
+    /// already under way (`InProgress`), or the controller aborted the attempt
+    /// (`Failed: le-connection-abort-by-local`, the `br-connection-*` family, "Software caused
+    /// connection abort"), which BlueZ reports for collisions with scanning and busy links.
+    public var isTransientConnectFailure: Bool {
+        guard case .bluez(let name, let message) = self else {
+            if case .timedOut = self { return true }
+            return false
+        }
+        switch name {
+        case BlueZErrorName.inProgress, BlueZErrorName.notReady:
+            return true
+        case BlueZErrorName.failed, "org.bluez.Error.ConnectionAttemptFailed":
+            let lowered = message.lowercased()
+            return lowered.contains("le-connection-abort-by-local")
+                || lowered.contains("br-connection-")
+                || lowered.contains("software caused connection abort")
+                || lowered.contains("connection-canceled")
+                || lowered.contains("timeout")
+                || lowered.contains("connection timed out")
+                || name == "org.bluez.Error.ConnectionAttemptFailed"
+        case DBusError.noReplyName, DBusError.timeoutName:
+            return true
+        default:
+            return false
+        }
+    }
+
+    /// Maps an error from a call to org.bluez to what it means here.
+    public static func from(_ error: any Error) -> any Error {
+        if let mapped = error as? BluetoothError { return mapped }
+        guard let dbus = error as? DBusError else { return error }
+        if dbus.isServiceUnknown || dbus.name == "org.freedesktop.DBus.Error.Spawn.ServiceNotFound" {
+            return BluetoothError.bluetoothdNotRunning
+        }
+        if dbus.isAccessDenied {
+            return BluetoothError.accessDenied(dbus.message)
+        }
+        if dbus.isDisconnected {
+            return BluetoothError.systemBusUnavailable(dbus.message.isEmpty ? "disconnected" : dbus.message)
+        }
+        if dbus.isUnknownObject {
+            return BluetoothError.objectGone(dbus.message.isEmpty ? "object" : dbus.message)
+        }
+        return BluetoothError.bluez(name: dbus.name, message: dbus.message)
+    }
+}

@@ -1,0 +1,394 @@
+import DBus
+import Logging
+
+/// A private connection to the system bus plus a live cache of org.bluez's object tree.
+///
+/// The cache is filled from `GetManagedObjects` and kept current from `InterfacesAdded`,
+/// `InterfacesRemoved` and `PropertiesChanged`; the owner of org.bluez is watched, so when
+/// bluetoothd restarts the cache is dropped and reloaded. Every typed view (`Adapter`,
+/// `Device`, `RemoteGATTCharacteristic`, ...) reads its properties from this cache, so reading
+/// them costs no round trip, and waits are built on `changes()` instead of polling.
+public final class BluetoothSession: Sendable {
+    public let connection: DBusConnection
+    private let ownsConnection: Bool
+    private let cache: Locked<CacheState>
+    private let tasks = Locked<[Task<Void, Never>]>([])
+    let logger: Logger
+    /// Counter for object paths this session exports (GATT applications, advertisements).
+    private let exportCounter = Locked(0)
+
+    private struct CacheState {
+        var service: BluetoothServiceState = .notRunning
+        var objects: [ObjectPath: [String: [String: DBusValue]]] = [:]
+        var subscribers: [Int: AsyncStream<BlueZChange>.Continuation] = [:]
+        var nextSubscriberID = 0
+        var closed = false
+    }
+
+    /// Opens a private connection to the system bus (honouring DBUS_SYSTEM_BUS_ADDRESS) and
+    /// loads BlueZ's tree. Throws `BluetoothError.systemBusUnavailable` when there is no bus;
+    /// an absent bluetoothd or a refusing policy is not an error here but a `serviceState`.
+    public static func open(_ bus: DBusConnection.Bus = .system, logger: Logger? = nil) async throws -> BluetoothSession {
+        let connection: DBusConnection
+        do {
+            connection = try await DBusConnection.connect(bus)
+        } catch {
+            throw BluetoothError.systemBusUnavailable(Self.describe(error))
+        }
+        return try await BluetoothSession(connection: connection, ownsConnection: true, logger: logger)
+    }
+
+    /// Same, on the bus at `address` (a private dbus-daemon in tests).
+    public static func open(address: String, logger: Logger? = nil) async throws -> BluetoothSession {
+        let connection: DBusConnection
+        do {
+            connection = try await DBusConnection.connect(address: address)
+        } catch {
+            throw BluetoothError.systemBusUnavailable(Self.describe(error))
+        }
+        return try await BluetoothSession(connection: connection, ownsConnection: true, logger: logger)
+    }
+
+    /// Wraps an existing connection. With `ownsConnection`, `close()` closes it too.
+    public init(connection: DBusConnection, ownsConnection: Bool = false, logger: Logger? = nil) async throws {
+        self.connection = connection
+        self.ownsConnection = ownsConnection
+        self.logger = logger ?? Logger(label: "bletransfer.bluez")
+        self.cache = Locked(CacheState())
+
+        // Subscribe before loading, so nothing that happens after the snapshot is missed. One
+        // rule for everything org.bluez emits keeps InterfacesAdded and PropertiesChanged in
+        // their original order.
+        let bluezSignals: DBusSignalStream
+        let ownerSignals: DBusSignalStream
+        do {
+            bluezSignals = try await connection.signals(matching: MatchRule(sender: BlueZInterface.service))
+            ownerSignals = try await connection.signals(matching: .nameOwnerChanged(name: BlueZInterface.service))
+        } catch {
+            if ownsConnection { connection.close() }
+            throw BluetoothError.from(error)
+        }
+
+        let (inputs, inputContinuation) = AsyncStream<PumpInput>.makeStream()
+        let forwardBlueZ = Task {
+            for await signal in bluezSignals {
+                inputContinuation.yield(.bluez(signal))
+            }
+        }
+        let forwardOwner = Task {
+            for await signal in ownerSignals {
+                guard signal.arguments.count == 3,
+                    let name = signal.arguments[0].string, name == BlueZInterface.service,
+                    let newOwner = signal.arguments[2].string
+                else { continue }
+                inputContinuation.yield(.owner(newOwner))
+            }
+        }
+        let watchBus = Task { [connection] in
+            await connection.waitUntilDisconnected()
+            inputContinuation.yield(.busLost)
+        }
+
+        await loadInitialState()
+
+        let pump = Task { [weak self] in
+            for await input in inputs {
+                guard let self else { return }
+                await self.handle(input)
+            }
+        }
+        tasks.withLock { $0 = [forwardBlueZ, forwardOwner, watchBus, pump] }
+    }
+
+    deinit {
+        for task in tasks.withLock({ $0 }) { task.cancel() }
+    }
+
+    /// Stops watching, ends every `changes()` stream, closes the connection if we opened it.
+    public func close() {
+        let (continuations, toCancel) = cache.withLock { state -> ([AsyncStream<BlueZChange>.Continuation], [Task<Void, Never>]) in
+            state.closed = true
+            let list = Array(state.subscribers.values)
+            state.subscribers.removeAll()
+            return (list, [])
+        }
+        for continuation in continuations { continuation.finish() }
+        for task in tasks.withLock({ $0 }) + toCancel { task.cancel() }
+        if ownsConnection { connection.close() }
+    }
+
+    // MARK: State and cache reads
+
+    public var serviceState: BluetoothServiceState {
+        cache.withLock { $0.service }
+    }
+
+    /// Throws the matching error unless bluetoothd is running and talking to us.
+    public func requireService() throws {
+        switch serviceState {
+        case .running: return
+        case .notRunning: throw BluetoothError.bluetoothdNotRunning
+        case .accessDenied(let message): throw BluetoothError.accessDenied(message)
+        case .busDisconnected: throw BluetoothError.systemBusUnavailable("the connection to the system bus was lost")
+        }
+    }
+
+    /// A snapshot of the whole cached tree.
+    public func objects() -> [BlueZObject] {
+        cache.withLock { state in
+            state.objects.map { BlueZObject(path: $0.key, interfaces: $0.value) }
+        }.sorted { $0.path < $1.path }
+    }
+
+    /// The object at `path`, if BlueZ has it.
+    public func object(at path: ObjectPath) -> BlueZObject? {
+        cache.withLock { state in
+            state.objects[path].map { BlueZObject(path: path, interfaces: $0) }
+        }
+    }
+
+    /// The cached properties of one interface of one object.
+    public func properties(of path: ObjectPath, interface: String) -> [String: DBusValue]? {
+        cache.withLock { $0.objects[path]?[interface] }
+    }
+
+    /// Paths of objects implementing `interface`, optionally only below `ancestor`.
+    public func paths(implementing interface: String, under ancestor: ObjectPath? = nil) -> [ObjectPath] {
+        cache.withLock { state in
+            state.objects.compactMap { path, interfaces in
+                guard interfaces[interface] != nil else { return nil }
+                if let ancestor, !path.isDescendant(of: ancestor) { return nil }
+                return path
+            }
+        }.sorted()
+    }
+
+    /// Changes applied to the cache from now on. The subscription is in place when this
+    /// returns, so "subscribe, then read the cache, then consume" misses nothing (a change may
+    /// be seen both in the cache and in the stream; consumers treat changes as idempotent).
+    /// The stream ends when the session closes or the bus connection is lost.
+    public func changes() -> AsyncStream<BlueZChange> {
+        let (stream, continuation) = AsyncStream<BlueZChange>.makeStream()
+        let id: Int? = cache.withLock { state in
+            guard !state.closed else { return nil }
+            let id = state.nextSubscriberID
+            state.nextSubscriberID += 1
+            state.subscribers[id] = continuation
+            return id
+        }
+        guard let id else {
+            continuation.finish()
+            return stream
+        }
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.cache.withLock { $0.subscribers.removeValue(forKey: id) }
+        }
+        return stream
+    }
+
+    // MARK: Typed views
+
+    /// Adapters, in index order (hci0, hci1, ..., hci10).
+    public func adapters() -> [Adapter] {
+        paths(implementing: BlueZInterface.adapter)
+            .map { Adapter(session: self, path: $0) }
+            .sorted { $0.index < $1.index }
+    }
+
+    /// The adapter named `name` ("hci1", or its address), or the default adapter (the lowest
+    /// index) when `name` is nil. Throws a clear error when bluetoothd is unusable, there is
+    /// no adapter, or the name matches none (listing those present).
+    public func adapter(named name: String?) throws -> Adapter {
+        try requireService()
+        let all = adapters()
+        guard let name else {
+            guard let first = all.first else { throw BluetoothError.noAdapter }
+            return first
+        }
+        if let match = all.first(where: { $0.name == name || $0.properties?.address.uppercased() == name.uppercased() }) {
+            return match
+        }
+        throw BluetoothError.unknownAdapter(name: name, available: all.map(\.name))
+    }
+
+    /// The device at `path` (e.g. from a `changes()` event).
+    public func device(at path: ObjectPath) -> Device? {
+        guard properties(of: path, interface: BlueZInterface.device) != nil else { return nil }
+        return Device(session: self, path: path)
+    }
+
+    // MARK: Calls
+
+    /// A method call to org.bluez with errors mapped to `BluetoothError`.
+    public func call(path: ObjectPath, interface: String, method: String, arguments: [DBusValue] = [],
+                     timeout: Duration = .seconds(25)) async throws -> [DBusValue] {
+        do {
+            return try await connection.call(destination: BlueZInterface.service, path: path, interface: interface,
+                                             method: method, arguments: arguments, timeout: timeout)
+        } catch let error as CancellationError {
+            throw error
+        } catch {
+            throw BluetoothError.from(error)
+        }
+    }
+
+    /// org.freedesktop.DBus.Properties.Set on an org.bluez object.
+    public func setProperty(path: ObjectPath, interface: String, name: String, value: DBusValue) async throws {
+        _ = try await call(path: path, interface: BlueZInterface.properties, method: "Set",
+                           arguments: [.string(interface), .string(name), .variant(value)])
+    }
+
+    /// A fresh object path below /org/bletransfer for something this session exports.
+    func makeExportPath(_ kind: String) -> ObjectPath {
+        let number = exportCounter.withLock { counter -> Int in
+            counter += 1
+            return counter
+        }
+        return ObjectPath("/org/bletransfer").appending("\(kind)\(number)")
+    }
+
+    // MARK: Cache maintenance
+
+    private enum PumpInput: Sendable {
+        case bluez(DBusSignal)
+        case owner(String)   // new owner, "" when the name was released
+        case busLost
+    }
+
+    private func loadInitialState() async {
+        do {
+            let reply = try await connection.call(
+                destination: BlueZInterface.busName, path: BlueZInterface.busPath, interface: BlueZInterface.busName,
+                method: "GetNameOwner", arguments: [.string(BlueZInterface.service)])
+            guard let owner = reply.first?.string else { return }
+            await reload(owner: owner, announce: false)
+        } catch {
+            // NameHasNoOwner: bluetoothd is not running; the owner watch will tell us when it
+            // appears. Anything else (e.g. the bus refused) leaves the state at notRunning too.
+            if let dbus = error as? DBusError, !dbus.isServiceUnknown {
+                logger.debug("GetNameOwner(org.bluez) failed: \(dbus)")
+            }
+        }
+    }
+
+    private func handle(_ input: PumpInput) async {
+        switch input {
+        case .bluez(let signal):
+            apply(signal)
+        case .owner(let newOwner):
+            if newOwner.isEmpty {
+                vanish(to: .notRunning)
+            } else {
+                await reload(owner: newOwner, announce: true)
+            }
+        case .busLost:
+            vanish(to: .busDisconnected)
+            let continuations = cache.withLock { state -> [AsyncStream<BlueZChange>.Continuation] in
+                state.closed = true
+                let list = Array(state.subscribers.values)
+                state.subscribers.removeAll()
+                return list
+            }
+            for continuation in continuations { continuation.finish() }
+        }
+    }
+
+    private func reload(owner: String, announce: Bool) async {
+        do {
+            let reply = try await connection.call(
+                destination: BlueZInterface.service, path: .root, interface: BlueZInterface.objectManager,
+                method: "GetManagedObjects")
+            let managed = reply.first?.managedObjects ?? [:]
+            var objects: [ObjectPath: [String: [String: DBusValue]]] = [:]
+            for (path, interfaces) in managed {
+                let relevant = interfaces.filter { !BlueZInterface.standardInterfaces.contains($0.key) }
+                if !relevant.isEmpty { objects[path] = relevant }
+            }
+            publish(.serviceAppeared) { state in
+                state.service = .running(owner: owner)
+                state.objects = objects
+                return announce
+            }
+        } catch let error as DBusError where error.isAccessDenied {
+            publish(.accessDenied(error.message)) { state in
+                state.service = .accessDenied(error.message)
+                state.objects = [:]
+                return true
+            }
+        } catch {
+            logger.debug("GetManagedObjects on org.bluez failed: \(error)")
+            vanish(to: .notRunning)
+        }
+    }
+
+    private func vanish(to newState: BluetoothServiceState) {
+        publish(.serviceVanished) { state in
+            let wasUp = state.service.isRunning || !state.objects.isEmpty
+            state.service = newState
+            state.objects = [:]
+            return wasUp
+        }
+    }
+
+    private func apply(_ signal: DBusSignal) {
+        switch (signal.interface, signal.member) {
+        case (BlueZInterface.objectManager, "InterfacesAdded"):
+            guard signal.arguments.count >= 2, let path = signal.arguments[0].objectPath,
+                let interfaces = signal.arguments[1].interfacesAndProperties
+            else { return }
+            let relevant = interfaces.filter { !BlueZInterface.standardInterfaces.contains($0.key) }
+            guard !relevant.isEmpty else { return }
+            publish(.interfacesAdded(path, relevant)) { state in
+                guard state.service == .running(owner: signal.sender) else { return false }
+                state.objects[path, default: [:]].merge(relevant) { _, new in new }
+                return true
+            }
+        case (BlueZInterface.objectManager, "InterfacesRemoved"):
+            guard signal.arguments.count >= 2, let path = signal.arguments[0].objectPath,
+                let names = signal.arguments[1].strings
+            else { return }
+            publish(.interfacesRemoved(path, names)) { state in
+                guard state.service == .running(owner: signal.sender), var object = state.objects[path] else {
+                    return false
+                }
+                for name in names { object.removeValue(forKey: name) }
+                state.objects[path] = object.isEmpty ? nil : object
+                return true
+            }
+        case (BlueZInterface.properties, "PropertiesChanged"):
+            guard signal.arguments.count >= 2, let interface = signal.arguments[0].string,
+                let changed = signal.arguments[1].vardict
+            else { return }
+            let invalidated = signal.arguments.count >= 3 ? (signal.arguments[2].strings ?? []) : []
+            let path = signal.path
+            publish(.propertiesChanged(path, interface: interface, changed: changed, invalidated: invalidated)) { state in
+                guard state.service == .running(owner: signal.sender),
+                    state.objects[path]?[interface] != nil
+                else { return false }
+                state.objects[path]?[interface]?.merge(changed) { _, new in new }
+                for name in invalidated { state.objects[path]?[interface]?.removeValue(forKey: name) }
+                return true
+            }
+        default:
+            return
+        }
+    }
+
+    /// Applies `update` to the cache and, when it returns true, hands `change` to every
+    /// subscriber — both under the lock, so subscribers see changes in cache order.
+    private func publish(_ change: BlueZChange, _ update: (inout CacheState) -> Bool) {
+        cache.withLock { state in
+            guard update(&state) else { return }
+            for continuation in state.subscribers.values {
+                continuation.yield(change)
+            }
+        }
+    }
+
+    static func describe(_ error: any Error) -> String {
+        if let dbus = error as? DBusError {
+            return dbus.message.isEmpty ? dbus.name : dbus.message
+        }
+        return "\(error)"
+    }
+}

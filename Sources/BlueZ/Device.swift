@@ -1,0 +1,220 @@
+import DBus
+
+/// What BlueZ says about a remote device (org.bluez.Device1), decoded from the cache.
+public struct DeviceProperties: Sendable, Hashable {
+    public var address: String
+    /// "public" or "random".
+    public var addressType: String?
+    public var name: String?
+    public var alias: String?
+    public var rssi: Int16?
+    public var txPower: Int16?
+    /// Service UUIDs, as BlueZ lists them (lower-case 128-bit).
+    public var uuids: [String]
+    /// Service data by UUID.
+    public var serviceData: [String: [UInt8]]
+    /// Manufacturer data by company identifier.
+    public var manufacturerData: [UInt16: [UInt8]]
+    public var connected: Bool
+    public var servicesResolved: Bool
+    public var paired: Bool
+    public var adapter: ObjectPath?
+
+    init?(_ properties: [String: DBusValue]?) {
+        guard let properties else { return nil }
+        address = properties["Address"]?.string ?? "00:00:00:00:00:00"
+        addressType = properties["AddressType"]?.string
+        name = properties["Name"]?.string
+        alias = properties["Alias"]?.string
+        rssi = properties["RSSI"]?.int16
+        txPower = properties["TxPower"]?.int16
+        uuids = properties["UUIDs"]?.strings ?? []
+        var serviceData: [String: [UInt8]] = [:]
+        for (uuid, value) in properties["ServiceData"]?.vardict ?? [:] {
+            if let bytes = value.bytes { serviceData[uuid] = bytes }
+        }
+        self.serviceData = serviceData
+        var manufacturerData: [UInt16: [UInt8]] = [:]
+        for entry in properties["ManufacturerData"]?.dictionaryEntries ?? [] {
+            if let company = entry.key.uint16, let bytes = entry.value.bytes {
+                manufacturerData[company] = bytes
+            }
+        }
+        self.manufacturerData = manufacturerData
+        connected = properties["Connected"]?.bool ?? false
+        servicesResolved = properties["ServicesResolved"]?.bool ?? false
+        paired = properties["Paired"]?.bool ?? false
+        adapter = properties["Adapter"]?.objectPath
+    }
+
+    /// Alias, else name, else address: what to show a user.
+    public var displayName: String { alias ?? name ?? address }
+}
+
+/// A remote device (`/org/bluez/hciN/dev_XX_XX_XX_XX_XX_XX`). A handle: properties come from
+/// the session's cache, methods call bluetoothd.
+public struct Device: Sendable, Hashable, CustomStringConvertible {
+    public let session: BluetoothSession
+    public let path: ObjectPath
+
+    public init(session: BluetoothSession, path: ObjectPath) {
+        self.session = session
+        self.path = path
+    }
+
+    public var properties: DeviceProperties? {
+        DeviceProperties(session.properties(of: path, interface: BlueZInterface.device))
+    }
+
+    public var exists: Bool { session.properties(of: path, interface: BlueZInterface.device) != nil }
+
+    public var description: String {
+        properties.map { "\($0.displayName) (\($0.address))" } ?? path.rawValue
+    }
+
+    public static func == (lhs: Device, rhs: Device) -> Bool {
+        lhs.path == rhs.path && lhs.session === rhs.session
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(path)
+        hasher.combine(ObjectIdentifier(session))
+    }
+
+    // MARK: Connection
+
+    /// One `Device1.Connect` attempt. `AlreadyConnected` counts as success. Failures are
+    /// `BluetoothError`s; check `isTransientConnectFailure` to decide on a retry.
+    public func connectOnce(timeout: Duration = .seconds(30)) async throws {
+        do {
+            _ = try await session.call(path: path, interface: BlueZInterface.device, method: "Connect", timeout: timeout)
+        } catch let error as BluetoothError {
+            if case .bluez(let name, _) = error, name == BlueZErrorName.alreadyConnected { return }
+            throw error
+        }
+    }
+
+    /// Connects, retrying transient failures (`InProgress`, `le-connection-abort-by-local`,
+    /// `br-connection-*`, timeouts) with exponential back-off. Stop discovery first: BlueZ
+    /// connects unreliably while scanning. Throws the last error when all attempts failed.
+    public func connect(attempts: Int = 4, initialBackoff: Duration = .milliseconds(250),
+                        attemptTimeout: Duration = .seconds(30)) async throws {
+        var backoff = initialBackoff
+        var attempt = 1
+        while true {
+            do {
+                try await connectOnce(timeout: attemptTimeout)
+                return
+            } catch let error as BluetoothError where error.isTransientConnectFailure && attempt < attempts {
+                session.logger.debug("connect \(path) attempt \(attempt) failed, retrying: \(error)")
+                // A back-off between attempts, not a stand-in for an event: there is no
+                // signal for "the controller is ready to try again".
+                try await Task.sleep(for: backoff)
+                backoff = backoff * 2
+                attempt += 1
+            }
+        }
+    }
+
+    /// `Device1.Disconnect`. Not being connected is not an error.
+    public func disconnect() async throws {
+        do {
+            _ = try await session.call(path: path, interface: BlueZInterface.device, method: "Disconnect")
+        } catch let error as BluetoothError {
+            if case .bluez(let name, _) = error, name == BlueZErrorName.notConnected { return }
+            if case .objectGone = error { return }
+            throw error
+        }
+    }
+
+    /// Returns once `ServicesResolved` is true (GATT discovery done). Throws
+    /// `.deviceDisconnected` if `Connected` turns false first (or already is), `.objectGone`
+    /// when the device is removed, `.bluetoothdNotRunning` if bluetoothd leaves, and
+    /// `.timedOut` after `timeout`. Built on the change stream, no polling.
+    public func waitUntilServicesResolved(timeout: Duration? = .seconds(30)) async throws {
+        let changes = session.changes()   // subscribe before reading the cache
+        let path = self.path
+        let session = self.session
+        let name = description
+
+        @Sendable func check() throws -> Bool {
+            guard session.serviceState.isRunning else { throw BluetoothError.bluetoothdNotRunning }
+            guard let properties = DeviceProperties(session.properties(of: path, interface: BlueZInterface.device)) else {
+                throw BluetoothError.objectGone("device \(path)")
+            }
+            if properties.servicesResolved { return true }
+            if !properties.connected { throw BluetoothError.deviceDisconnected(name) }
+            return false
+        }
+
+        if try check() { return }
+        try await withDeadline(timeout, what: "waiting for \(name) to resolve its services") {
+            for await change in changes {
+                switch change {
+                case .propertiesChanged(path, BlueZInterface.device, _, _), .interfacesRemoved(path, _),
+                    .serviceVanished, .accessDenied, .serviceAppeared:
+                    if try check() { return }
+                default:
+                    continue
+                }
+            }
+            try Task.checkCancellation()
+            throw BluetoothError.bluetoothdNotRunning   // the session closed under us
+        }
+    }
+
+    /// Returns once `Connected` is false or the device is gone (e.g. after `disconnect()`, or
+    /// to notice that the peer left).
+    public func waitUntilDisconnected() async throws {
+        let changes = session.changes()
+        @Sendable func done() -> Bool {
+            !(DeviceProperties(session.properties(of: path, interface: BlueZInterface.device))?.connected ?? false)
+        }
+        if done() { return }
+        for await change in changes where change.path == path || change.path == nil {
+            if done() { return }
+        }
+        try Task.checkCancellation()
+    }
+
+    // MARK: GATT
+
+    /// Primary and secondary services BlueZ resolved on this device.
+    public func services() -> [RemoteGATTService] {
+        session.paths(implementing: BlueZInterface.gattService, under: path)
+            .map { RemoteGATTService(session: session, path: $0) }
+    }
+
+    /// The first service with this UUID (any textual form).
+    public func service(uuid: String) -> RemoteGATTService? {
+        services().first { BluetoothUUIDString.matches($0.uuid, uuid) }
+    }
+
+    /// The characteristic with `characteristicUUID` inside the service `serviceUUID`.
+    /// Throws `.notFound` naming what is missing.
+    public func characteristic(service serviceUUID: String, characteristic characteristicUUID: String) throws -> RemoteGATTCharacteristic {
+        guard let service = service(uuid: serviceUUID) else {
+            throw BluetoothError.notFound("service \(serviceUUID) on \(description)")
+        }
+        guard let characteristic = service.characteristic(uuid: characteristicUUID) else {
+            throw BluetoothError.notFound("characteristic \(characteristicUUID) in service \(serviceUUID) on \(description)")
+        }
+        return characteristic
+    }
+}
+
+/// Runs `body`, failing with `BluetoothError.timedOut(what)` when `timeout` passes first.
+func withDeadline<T: Sendable>(_ timeout: Duration?, what: String,
+                               _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+    guard let timeout else { return try await body() }
+    return try await withThrowingTaskGroup(of: T.self) { group in
+        group.addTask { try await body() }
+        group.addTask {
+            try await Task.sleep(for: timeout)
+            throw BluetoothError.timedOut(what)
+        }
+        defer { group.cancelAll() }
+        guard let first = try await group.next() else { throw CancellationError() }
+        return first
+    }
+}

@@ -1,0 +1,175 @@
+import DBus
+
+/// What to advertise (org.bluez.LEAdvertisement1 properties, advertising-api.txt).
+public struct AdvertisementConfiguration: Sendable, Hashable {
+    /// "peripheral" (connectable) or "broadcast".
+    public var type: String
+    public var serviceUUIDs: [String]
+    /// Put in the advertising data or scan response (BlueZ truncates a long name).
+    public var localName: String?
+    /// Includes "tx-power" (BlueZ adds the TX power level).
+    public var includeTxPower: Bool
+    /// Advertise as general discoverable regardless of the adapter's Discoverable setting.
+    /// nil leaves it to the adapter. Centrals that filter on the discoverable flag (and the
+    /// BlueZoo mock) only see discoverable advertisements.
+    public var discoverable: Bool?
+    public var serviceData: [String: [UInt8]]
+    public var manufacturerData: [UInt16: [UInt8]]
+
+    public init(type: String = "peripheral", serviceUUIDs: [String], localName: String? = nil,
+                includeTxPower: Bool = false, discoverable: Bool? = true,
+                serviceData: [String: [UInt8]] = [:], manufacturerData: [UInt16: [UInt8]] = [:]) {
+        self.type = type
+        self.serviceUUIDs = serviceUUIDs
+        self.localName = localName
+        self.includeTxPower = includeTxPower
+        self.discoverable = discoverable
+        self.serviceData = serviceData
+        self.manufacturerData = manufacturerData
+    }
+}
+
+/// An exported LEAdvertisement1 registered through LEAdvertisingManager1. BlueZ calls
+/// `Release` when it drops the advertisement on its own (adapter powered off or removed);
+/// `waitUntilReleased()` reports that.
+public final class LEAdvertisement: Sendable {
+    public let session: BluetoothSession
+    public let path: ObjectPath
+    public let configuration: AdvertisementConfiguration
+    private let state = Locked(State())
+
+    private struct State {
+        var exported = false
+        var registeredOn: ObjectPath?
+        var released = false
+        var releaseWaiters: [CheckedContinuation<Void, Never>] = []
+    }
+
+    public init(session: BluetoothSession, configuration: AdvertisementConfiguration, path: ObjectPath? = nil) {
+        self.session = session
+        self.configuration = configuration
+        self.path = path ?? session.makeExportPath("advertisement")
+    }
+
+    public var isRegistered: Bool { state.withLock { $0.registeredOn != nil } }
+
+    /// Exports the advertisement and registers it on `adapter`. Errors keep BlueZ's names
+    /// (e.g. org.bluez.Error.NotPermitted when no instance is free, InvalidLength when the
+    /// data does not fit).
+    public func register(on adapter: Adapter) async throws {
+        try export()
+        state.withLock { $0.released = false }
+        do {
+            _ = try await session.call(path: adapter.path, interface: BlueZInterface.advertisingManager,
+                                       method: "RegisterAdvertisement", arguments: [.objectPath(path), .vardict([:])])
+        } catch {
+            unexport()
+            throw error
+        }
+        state.withLock { $0.registeredOn = adapter.path }
+    }
+
+    /// Unregisters (errors swallowed: on teardown BlueZ may already have dropped it) and
+    /// removes the exported object.
+    public func unregister() async {
+        if let adapter = state.withLock({ state -> ObjectPath? in
+            defer { state.registeredOn = nil }
+            return state.registeredOn
+        }) {
+            do {
+                _ = try await session.call(path: adapter, interface: BlueZInterface.advertisingManager,
+                                           method: "UnregisterAdvertisement", arguments: [.objectPath(path)])
+            } catch {
+                session.logger.debug("UnregisterAdvertisement(\(path)) failed: \(error)")
+            }
+        }
+        unexport()
+    }
+
+    /// Returns once BlueZ called `Release` on this advertisement (immediately if it already
+    /// did since the last `register`).
+    public func waitUntilReleased() async {
+        await withCheckedContinuation { continuation in
+            let resumeNow = state.withLock { state -> Bool in
+                if state.released { return true }
+                state.releaseWaiters.append(continuation)
+                return false
+            }
+            if resumeNow { continuation.resume() }
+        }
+    }
+
+    public var wasReleased: Bool { state.withLock { $0.released } }
+
+    private func markReleased() {
+        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.released = true
+            state.registeredOn = nil
+            defer { state.releaseWaiters.removeAll() }
+            return state.releaseWaiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    private func export() throws {
+        let already = state.withLock { state -> Bool in
+            defer { state.exported = true }
+            return state.exported
+        }
+        guard !already else { return }
+        do {
+            try session.connection.export([interface()], at: path)
+        } catch {
+            state.withLock { $0.exported = false }
+            throw BluetoothError.from(error)
+        }
+    }
+
+    private func unexport() {
+        let was = state.withLock { state -> Bool in
+            defer { state.exported = false }
+            return state.exported
+        }
+        if was { session.connection.unexport(path) }
+    }
+
+    private func interface() -> DBusInterface {
+        let configuration = self.configuration
+        var properties: [DBusProperty] = [
+            DBusProperty(name: "Type", signature: "s", get: { .string(configuration.type) }),
+            DBusProperty(name: "ServiceUUIDs", signature: "as", get: {
+                .strings(configuration.serviceUUIDs.map { BluetoothUUIDString.normalize($0) ?? $0.lowercased() })
+            }),
+        ]
+        if let name = configuration.localName {
+            properties.append(DBusProperty(name: "LocalName", signature: "s", get: { .string(name) }))
+        }
+        if configuration.includeTxPower {
+            properties.append(DBusProperty(name: "Includes", signature: "as", get: { .strings(["tx-power"]) }))
+        }
+        if let discoverable = configuration.discoverable {
+            properties.append(DBusProperty(name: "Discoverable", signature: "b", get: { .boolean(discoverable) }))
+        }
+        if !configuration.serviceData.isEmpty {
+            let entries = configuration.serviceData.sorted { $0.key < $1.key }.map { uuid, bytes in
+                DBusDictionaryEntry(key: .string(BluetoothUUIDString.normalize(uuid) ?? uuid), value: .variant(.bytes(bytes)))
+            }
+            properties.append(DBusProperty(name: "ServiceData", signature: "a{sv}", get: {
+                .dictionary(key: "s", value: "v", entries)
+            }))
+        }
+        if !configuration.manufacturerData.isEmpty {
+            let entries = configuration.manufacturerData.sorted { $0.key < $1.key }.map { company, bytes in
+                DBusDictionaryEntry(key: .uint16(company), value: .variant(.bytes(bytes)))
+            }
+            properties.append(DBusProperty(name: "ManufacturerData", signature: "a{qv}", get: {
+                .dictionary(key: "q", value: "v", entries)
+            }))
+        }
+        let release = DBusMethod(name: "Release") { [weak self] _ in
+            self?.markReleased()
+            return []
+        }
+        return DBusInterface(name: BlueZInterface.advertisement, methods: [release], properties: properties)
+    }
+}

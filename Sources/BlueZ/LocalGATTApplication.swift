@@ -1,0 +1,347 @@
+import DBus
+
+/// The `options` dictionary BlueZ passes to a local characteristic's methods (gatt-api.txt):
+/// which device asks, the link's ATT MTU, the link type, the offset and the write type.
+public struct GATTRequestOptions: Sendable, Hashable {
+    /// The remote device (its object path under our adapter).
+    public var device: ObjectPath?
+    /// The negotiated ATT MTU.
+    public var mtu: Int?
+    /// "LE" or "BR/EDR".
+    public var link: String?
+    public var offset: Int
+    /// "command" (write without response), "request" (write with response), "reliable".
+    public var writeType: String?
+
+    public init(device: ObjectPath? = nil, mtu: Int? = nil, link: String? = nil, offset: Int = 0, writeType: String? = nil) {
+        self.device = device
+        self.mtu = mtu
+        self.link = link
+        self.offset = offset
+        self.writeType = writeType
+    }
+
+    init(_ options: [String: DBusValue]) {
+        device = options["device"]?.objectPath
+        mtu = options["mtu"]?.uint16.map(Int.init)
+        link = options["link"]?.string
+        offset = options["offset"]?.uint16.map(Int.init) ?? 0
+        writeType = options["type"]?.string
+    }
+}
+
+/// A subscriber that took the socket path (BlueZ called `AcquireNotify`): write one value per
+/// `socket.send`, at most `socket.maximumValueLength` bytes. The socket's other end is
+/// BlueZ's; it closes it when the central unsubscribes or the link drops (`send` then throws
+/// `.closedByPeer`).
+public struct NotifySubscription: Sendable {
+    public let socket: NotificationSocket
+    public let options: GATTRequestOptions
+    public var mtu: Int { socket.mtu }
+}
+
+/// What our characteristic does when BlueZ calls it. Closures run off the D-Bus event loop;
+/// `startNotify`, `stopNotify` and `write` should return promptly (start long work in a
+/// task): BlueZ waits for their replies.
+public struct LocalCharacteristicHandlers: Sendable {
+    /// ReadValue. nil: reads fail with org.bluez.Error.NotSupported.
+    public var read: (@Sendable (GATTRequestOptions) async throws -> [UInt8])?
+    /// WriteValue (both write types). nil: writes fail with NotSupported.
+    public var write: (@Sendable ([UInt8], GATTRequestOptions) async throws -> Void)?
+    /// StartNotify: a central subscribed and BlueZ will forward `notify(_:)` values.
+    public var startNotify: (@Sendable () async -> Void)?
+    /// StopNotify: the (last) subscriber left.
+    public var stopNotify: (@Sendable () async -> Void)?
+    /// Non-nil makes the characteristic support AcquireNotify (it then exports
+    /// `NotifyAcquired`, and BlueZ prefers the socket over StartNotify). Called in a new task
+    /// after the socket was created; the reply to BlueZ does not wait for it.
+    public var acquireNotify: (@Sendable (NotifySubscription) async -> Void)?
+
+    public init(read: (@Sendable (GATTRequestOptions) async throws -> [UInt8])? = nil,
+                write: (@Sendable ([UInt8], GATTRequestOptions) async throws -> Void)? = nil,
+                startNotify: (@Sendable () async -> Void)? = nil,
+                stopNotify: (@Sendable () async -> Void)? = nil,
+                acquireNotify: (@Sendable (NotifySubscription) async -> Void)? = nil) {
+        self.read = read
+        self.write = write
+        self.startNotify = startNotify
+        self.stopNotify = stopNotify
+        self.acquireNotify = acquireNotify
+    }
+}
+
+public struct LocalGATTCharacteristic: Sendable {
+    public var uuid: String
+    /// gatt-api.txt flags: "read", "write", "write-without-response", "notify", "indicate", ...
+    public var flags: [String]
+    public var handlers: LocalCharacteristicHandlers
+
+    public init(uuid: String, flags: [String], handlers: LocalCharacteristicHandlers) {
+        self.uuid = uuid
+        self.flags = flags
+        self.handlers = handlers
+    }
+}
+
+public struct LocalGATTService: Sendable {
+    public var uuid: String
+    public var isPrimary: Bool
+    public var characteristics: [LocalGATTCharacteristic]
+
+    public init(uuid: String, isPrimary: Bool = true, characteristics: [LocalGATTCharacteristic]) {
+        self.uuid = uuid
+        self.isPrimary = isPrimary
+        self.characteristics = characteristics
+    }
+}
+
+/// A GATT server application: an ObjectManager at `root`, one service, its characteristics,
+/// registered with `GattManager1.RegisterApplication` on an adapter. BlueZ calls
+/// `GetManagedObjects` on us before it answers the registration; the D-Bus layer serves that
+/// while our call waits.
+public final class LocalGATTApplication: Sendable {
+    public let session: BluetoothSession
+    public let root: ObjectPath
+    public let servicePath: ObjectPath
+    /// One path per characteristic, in the order given.
+    public let characteristicPaths: [ObjectPath]
+    private let service: LocalGATTService
+    private let state: Locked<State>
+
+    private struct CharacteristicState {
+        var value: [UInt8] = []
+        var notifying = false
+        var notifyAcquired = false
+    }
+
+    private struct State {
+        var characteristics: [CharacteristicState]
+        var exported = false
+        var registeredOn: ObjectPath?
+    }
+
+    public init(session: BluetoothSession, service: LocalGATTService, root: ObjectPath? = nil) {
+        self.session = session
+        self.service = service
+        let root = root ?? session.makeExportPath("app")
+        self.root = root
+        self.servicePath = root.appending("service0")
+        self.characteristicPaths = service.characteristics.indices.map { root.appending("service0").appending("char\($0)") }
+        self.state = Locked(State(characteristics: Array(repeating: CharacteristicState(), count: service.characteristics.count)))
+    }
+
+    /// The adapter we are registered on, if any.
+    public var registeredAdapter: ObjectPath? { state.withLock { $0.registeredOn } }
+
+    /// Exports the objects and registers the application on `adapter`.
+    public func register(on adapter: Adapter) async throws {
+        try exportObjects()
+        do {
+            _ = try await session.call(path: adapter.path, interface: BlueZInterface.gattManager,
+                                       method: "RegisterApplication", arguments: [.objectPath(root), .vardict([:])])
+        } catch {
+            unexportObjects()
+            throw error
+        }
+        state.withLock { $0.registeredOn = adapter.path }
+    }
+
+    /// Unregisters (if registered) and removes the exported objects. Errors are swallowed:
+    /// this runs on teardown, when bluetoothd or the adapter may already be gone (BlueZ then
+    /// forgot the application anyway).
+    public func unregister() async {
+        if let adapter = state.withLock({ state -> ObjectPath? in
+            defer { state.registeredOn = nil }
+            return state.registeredOn
+        }) {
+            do {
+                _ = try await session.call(path: adapter, interface: BlueZInterface.gattManager,
+                                           method: "UnregisterApplication", arguments: [.objectPath(root)])
+            } catch {
+                session.logger.debug("UnregisterApplication(\(root)) failed: \(error)")
+            }
+        }
+        unexportObjects()
+    }
+
+    /// Notifies subscribers through the fallback path: `PropertiesChanged` on `Value`, which
+    /// BlueZ turns into a notification (no back-pressure: prefer the AcquireNotify socket).
+    public func notify(_ value: [UInt8], characteristic index: Int = 0) throws {
+        precondition(characteristicPaths.indices.contains(index), "no characteristic #\(index)")
+        state.withLock { $0.characteristics[index].value = value }
+        try session.connection.emitPropertiesChanged(path: characteristicPaths[index], interface: BlueZInterface.gattCharacteristic,
+                                                     changed: ["Value": .bytes(value)])
+    }
+
+    /// Whether a StartNotify session is active on characteristic `index`.
+    public func isNotifying(characteristic index: Int = 0) -> Bool {
+        state.withLock { $0.characteristics[index].notifying }
+    }
+
+    /// Whether BlueZ holds an AcquireNotify socket for characteristic `index`.
+    public func isNotifyAcquired(characteristic index: Int = 0) -> Bool {
+        state.withLock { $0.characteristics[index].notifyAcquired }
+    }
+
+    /// Sets the cached value ReadValue returns when no `read` handler is given.
+    public func setValue(_ value: [UInt8], characteristic index: Int = 0) {
+        state.withLock { $0.characteristics[index].value = value }
+    }
+
+    // MARK: Export
+
+    private func exportObjects() throws {
+        let already = state.withLock { state -> Bool in
+            defer { state.exported = true }
+            return state.exported
+        }
+        guard !already else { return }
+        let connection = session.connection
+        do {
+            try connection.exportObjectManager(at: root)
+            try connection.export([serviceInterface()], at: servicePath)
+            for index in service.characteristics.indices {
+                try connection.export([characteristicInterface(index)], at: characteristicPaths[index])
+            }
+        } catch {
+            unexportObjects()
+            throw BluetoothError.from(error)
+        }
+    }
+
+    private func unexportObjects() {
+        let wasExported = state.withLock { state -> Bool in
+            defer { state.exported = false }
+            return state.exported
+        }
+        guard wasExported else { return }
+        let connection = session.connection
+        for path in characteristicPaths.reversed() { connection.unexport(path) }
+        connection.unexport(servicePath)
+        connection.unexport(root)
+    }
+
+    private func serviceInterface() -> DBusInterface {
+        let uuid = BluetoothUUIDString.normalize(service.uuid) ?? service.uuid.lowercased()
+        let isPrimary = service.isPrimary
+        return DBusInterface(name: BlueZInterface.gattService, properties: [
+            DBusProperty(name: "UUID", signature: "s", get: { .string(uuid) }),
+            DBusProperty(name: "Primary", signature: "b", get: { .boolean(isPrimary) }),
+        ])
+    }
+
+    private func characteristicInterface(_ index: Int) -> DBusInterface {
+        let definition = service.characteristics[index]
+        let uuid = BluetoothUUIDString.normalize(definition.uuid) ?? definition.uuid.lowercased()
+        let handlers = definition.handlers
+        let path = characteristicPaths[index]
+        let servicePath = self.servicePath
+        let flags = definition.flags
+        let state = self.state
+        let session = self.session
+
+        @Sendable func emit(_ changed: [String: DBusValue]) {
+            do {
+                try session.connection.emitPropertiesChanged(path: path, interface: BlueZInterface.gattCharacteristic,
+                                                             changed: changed)
+            } catch {
+                session.logger.debug("PropertiesChanged on \(path) failed: \(error)")
+            }
+        }
+
+        var methods: [DBusMethod] = [
+            DBusMethod(name: "ReadValue", in: "a{sv}", out: "ay") { call in
+                let options = GATTRequestOptions(call.arguments.first?.vardict ?? [:])
+                if let read = handlers.read {
+                    return [.bytes(try await read(options))]
+                }
+                guard flags.contains("read") else {
+                    throw DBusError(name: BlueZErrorName.notSupported, message: "read not supported")
+                }
+                let value = state.withLock { $0.characteristics[index].value }
+                guard options.offset <= value.count else {
+                    throw DBusError(name: BlueZErrorName.invalidOffset, message: "offset beyond the value")
+                }
+                return [.bytes(value[options.offset...])]
+            },
+            DBusMethod(name: "WriteValue", in: "aya{sv}") { call in
+                guard let write = handlers.write else {
+                    throw DBusError(name: BlueZErrorName.notSupported, message: "write not supported")
+                }
+                let value = call.arguments.first?.bytes ?? []
+                let options = GATTRequestOptions(call.arguments.count > 1 ? (call.arguments[1].vardict ?? [:]) : [:])
+                try await write(value, options)
+                return []
+            },
+            DBusMethod(name: "StartNotify") { _ in
+                let already = state.withLock { state -> Bool in
+                    defer { state.characteristics[index].notifying = true }
+                    return state.characteristics[index].notifying
+                }
+                if !already {
+                    emit(["Notifying": .boolean(true)])
+                    await handlers.startNotify?()
+                }
+                return []
+            },
+            DBusMethod(name: "StopNotify") { _ in
+                let was = state.withLock { state -> Bool in
+                    defer { state.characteristics[index].notifying = false }
+                    return state.characteristics[index].notifying
+                }
+                if was {
+                    emit(["Notifying": .boolean(false)])
+                    await handlers.stopNotify?()
+                }
+                return []
+            },
+            // Indication confirmations; nothing to do for notifications.
+            DBusMethod(name: "Confirm") { _ in [] },
+        ]
+
+        var properties: [DBusProperty] = [
+            DBusProperty(name: "UUID", signature: "s", get: { .string(uuid) }),
+            DBusProperty(name: "Service", signature: "o", get: { .objectPath(servicePath) }),
+            DBusProperty(name: "Flags", signature: "as", get: { .strings(flags) }),
+            DBusProperty(name: "Value", signature: "ay", get: {
+                .bytes(state.withLock { $0.characteristics[index].value })
+            }),
+            DBusProperty(name: "Notifying", signature: "b", get: {
+                .boolean(state.withLock { $0.characteristics[index].notifying })
+            }),
+        ]
+
+        if let acquireNotify = handlers.acquireNotify {
+            properties.append(DBusProperty(name: "NotifyAcquired", signature: "b", get: {
+                .boolean(state.withLock { $0.characteristics[index].notifyAcquired })
+            }))
+            methods.append(DBusMethod(name: "AcquireNotify", in: "a{sv}", out: "hq") { call in
+                let options = GATTRequestOptions(call.arguments.first?.vardict ?? [:])
+                // gatt-api.txt: the MTU we return must not exceed the negotiated one; without
+                // one, fall back to the LE minimum.
+                let mtu = max(options.mtu ?? 23, 23)
+                let pair: (local: NotificationSocket, exported: Int32)
+                do {
+                    pair = try NotificationSocket.makeExportPair(mtu: mtu)
+                } catch {
+                    throw DBusError(name: BlueZErrorName.failed, message: "\(error)")
+                }
+                let exported = UnixFileDescriptor(owning: pair.exported)
+                state.withLock { $0.characteristics[index].notifyAcquired = true }
+                emit(["NotifyAcquired": .boolean(true)])
+                let subscription = NotifySubscription(socket: pair.local, options: options)
+                // The reply must go out before anyone can read the socket, so the transfer
+                // runs in its own task; a second task notices when BlueZ lets go.
+                Task { await acquireNotify(subscription) }
+                Task {
+                    await pair.local.waitForHangUp()
+                    state.withLock { $0.characteristics[index].notifyAcquired = false }
+                    emit(["NotifyAcquired": .boolean(false)])
+                }
+                return [.unixFD(exported), .uint16(UInt16(clamping: mtu))]
+            })
+        }
+
+        return DBusInterface(name: BlueZInterface.gattCharacteristic, methods: methods, properties: properties)
+    }
+}

@@ -1,0 +1,184 @@
+import DBus
+
+/// A service on a remote device (org.bluez.GattService1 under a device path).
+public struct RemoteGATTService: Sendable, Hashable, CustomStringConvertible {
+    public let session: BluetoothSession
+    public let path: ObjectPath
+
+    public init(session: BluetoothSession, path: ObjectPath) {
+        self.session = session
+        self.path = path
+    }
+
+    private var cached: [String: DBusValue] {
+        session.properties(of: path, interface: BlueZInterface.gattService) ?? [:]
+    }
+
+    /// Lower-case 128-bit UUID as BlueZ reports it ("" once the service is gone).
+    public var uuid: String { cached["UUID"]?.string ?? "" }
+    public var isPrimary: Bool { cached["Primary"]?.bool ?? false }
+    public var device: ObjectPath? { cached["Device"]?.objectPath }
+    public var description: String { "service \(uuid) (\(path))" }
+
+    public func characteristics() -> [RemoteGATTCharacteristic] {
+        session.paths(implementing: BlueZInterface.gattCharacteristic, under: path)
+            .map { RemoteGATTCharacteristic(session: session, path: $0) }
+    }
+
+    public func characteristic(uuid: String) -> RemoteGATTCharacteristic? {
+        characteristics().first { BluetoothUUIDString.matches($0.uuid, uuid) }
+    }
+
+    public static func == (lhs: Self, rhs: Self) -> Bool { lhs.path == rhs.path && lhs.session === rhs.session }
+    public func hash(into hasher: inout Hasher) { hasher.combine(path) }
+}
+
+/// How `writeValue` writes.
+public enum GATTWriteType: String, Sendable, Hashable {
+    /// Write without response (ATT Write Command): no acknowledgement, the fast path.
+    case command
+    /// Write with response (ATT Write Request): waits for the peer's acknowledgement.
+    case request
+}
+
+/// What BlueZ says about a remote characteristic.
+public struct RemoteCharacteristicProperties: Sendable, Hashable {
+    public var uuid: String
+    /// "read", "write-without-response", "write", "notify", "indicate", ...
+    public var flags: [String]
+    /// The ATT MTU of the link (GattCharacteristic1.MTU, BlueZ ≥ 5.62).
+    public var mtu: Int?
+    public var notifying: Bool?
+    /// Present only when the characteristic can be acquired for notifications.
+    public var notifyAcquired: Bool?
+    /// Present only when the characteristic can be acquired for writing.
+    public var writeAcquired: Bool?
+    /// The cached value (last read or notification).
+    public var value: [UInt8]?
+
+    init?(_ properties: [String: DBusValue]?) {
+        guard let properties else { return nil }
+        uuid = properties["UUID"]?.string ?? ""
+        flags = properties["Flags"]?.strings ?? []
+        mtu = properties["MTU"]?.uint16.map(Int.init)
+        notifying = properties["Notifying"]?.bool
+        notifyAcquired = properties["NotifyAcquired"]?.bool
+        writeAcquired = properties["WriteAcquired"]?.bool
+        value = properties["Value"]?.bytes
+    }
+}
+
+/// A characteristic on a remote device (org.bluez.GattCharacteristic1 under a device path).
+/// Values are plain byte arrays; notifications arrive either as a stream of `Value` changes
+/// (`startNotify` + `valueUpdates`) or through a socket (`acquireNotify`).
+public struct RemoteGATTCharacteristic: Sendable, Hashable, CustomStringConvertible {
+    public let session: BluetoothSession
+    public let path: ObjectPath
+
+    public init(session: BluetoothSession, path: ObjectPath) {
+        self.session = session
+        self.path = path
+    }
+
+    public var properties: RemoteCharacteristicProperties? {
+        RemoteCharacteristicProperties(session.properties(of: path, interface: BlueZInterface.gattCharacteristic))
+    }
+
+    public var uuid: String { properties?.uuid ?? "" }
+    public var flags: [String] { properties?.flags ?? [] }
+    /// The link's ATT MTU when BlueZ reports it (≥ 5.62), else nil.
+    public var mtu: Int? { properties?.mtu }
+    public var description: String { "characteristic \(uuid) (\(path))" }
+
+    public static func == (lhs: Self, rhs: Self) -> Bool { lhs.path == rhs.path && lhs.session === rhs.session }
+    public func hash(into hasher: inout Hasher) { hasher.combine(path) }
+
+    // MARK: Read / write
+
+    public func readValue(offset: Int = 0) async throws -> [UInt8] {
+        var options: [String: DBusValue] = [:]
+        if offset > 0 { options["offset"] = .uint16(UInt16(clamping: offset)) }
+        let reply = try await session.call(path: path, interface: BlueZInterface.gattCharacteristic, method: "ReadValue",
+                                           arguments: [.vardict(options)])
+        guard let bytes = reply.first?.bytes else {
+            throw BluetoothError.bluez(name: DBusError.invalidArgsName, message: "ReadValue replied without a byte array")
+        }
+        return bytes
+    }
+
+    public func writeValue(_ value: [UInt8], type: GATTWriteType = .request) async throws {
+        _ = try await session.call(path: path, interface: BlueZInterface.gattCharacteristic, method: "WriteValue",
+                                   arguments: [.bytes(value), .vardict(["type": .string(type.rawValue)])])
+    }
+
+    // MARK: Notifications through PropertiesChanged
+
+    /// Values from `PropertiesChanged` on `Value`, in order. Call this BEFORE `startNotify()`
+    /// so the first notification is not missed. The stream ends when the characteristic goes
+    /// away (disconnect removes it), bluetoothd leaves, or the consumer stops.
+    public func valueUpdates() -> AsyncStream<[UInt8]> {
+        let changes = session.changes()
+        let path = self.path
+        let (stream, continuation) = AsyncStream<[UInt8]>.makeStream()
+        let task = Task {
+            for await change in changes {
+                switch change {
+                case .propertiesChanged(path, BlueZInterface.gattCharacteristic, let changed, _):
+                    if let value = changed["Value"]?.bytes { continuation.yield(value) }
+                case .interfacesRemoved(path, _), .serviceVanished, .accessDenied:
+                    continuation.finish()
+                    return
+                default:
+                    continue
+                }
+            }
+            continuation.finish()
+        }
+        continuation.onTermination = { _ in task.cancel() }
+        return stream
+    }
+
+    public func startNotify() async throws {
+        _ = try await session.call(path: path, interface: BlueZInterface.gattCharacteristic, method: "StartNotify")
+    }
+
+    /// Ends our notify session. Not notifying / already gone is not an error.
+    public func stopNotify() async throws {
+        do {
+            _ = try await session.call(path: path, interface: BlueZInterface.gattCharacteristic, method: "StopNotify")
+        } catch let error as BluetoothError {
+            if case .objectGone = error { return }
+            if case .bluez(let name, _) = error, name == BlueZErrorName.failed || name == BlueZErrorName.notConnected {
+                return
+            }
+            throw error
+        }
+    }
+
+    // MARK: Sockets
+
+    /// `AcquireNotify({})`: BlueZ enables notifications and hands over a SOCK_SEQPACKET socket
+    /// (one packet per notification) and the ATT MTU. Locks out `StartNotify` until the socket
+    /// is closed. Close the socket to unsubscribe.
+    public func acquireNotify() async throws -> NotificationSocket {
+        try await acquire("AcquireNotify")
+    }
+
+    /// `AcquireWrite({})`: a socket where each packet is one write-without-response. Needs the
+    /// `write-without-response` flag (BlueZ then shows `WriteAcquired`).
+    public func acquireWrite() async throws -> NotificationSocket {
+        try await acquire("AcquireWrite")
+    }
+
+    private func acquire(_ method: String) async throws -> NotificationSocket {
+        let reply = try await session.call(path: path, interface: BlueZInterface.gattCharacteristic, method: method,
+                                           arguments: [.vardict([:])])
+        guard reply.count >= 2, let descriptor = reply[0].unixFD, let mtu = reply[1].uint16,
+            let fd = descriptor.take()
+        else {
+            for value in reply { value.unixFD?.close() }
+            throw BluetoothError.bluez(name: DBusError.invalidArgsName, message: "\(method) replied without (fd, mtu)")
+        }
+        return try NotificationSocket(adopting: fd, mtu: Int(mtu))
+    }
+}
