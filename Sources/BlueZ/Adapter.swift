@@ -247,3 +247,13 @@ public struct DeviceSighting: Sendable, Hashable {
     public var device: Device
     public var kind: Kind
 }
+
+// JSON with stable keys: nil is written as null (see BluetoothStatusReport).
+extension AdvertisingCapabilities {
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(activeInstances, forKey: .activeInstances)
+        try container.encode(supportedInstances, forKey: .supportedInstances)
+        try container.encode(supportedIncludes, forKey: .supportedIncludes)
+    }
+}

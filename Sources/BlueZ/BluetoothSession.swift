@@ -186,6 +186,22 @@ public final class BluetoothSession: Sendable {
         return stream
     }
 
+    /// Returns once `condition` (evaluated against the cache) holds: checked now and after
+    /// every change. Throws `.timedOut(what)` after `timeout`, and `.systemBusUnavailable` if
+    /// the session ends first.
+    public func waitUntil(_ what: String, timeout: Duration? = .seconds(30),
+                          _ condition: @escaping @Sendable (BluetoothSession) -> Bool) async throws {
+        let changes = self.changes()
+        if condition(self) { return }
+        try await withDeadline(timeout, what: what) {
+            for await _ in changes {
+                if condition(self) { return }
+            }
+            try Task.checkCancellation()
+            throw BluetoothError.systemBusUnavailable("the session ended while waiting until \(what)")
+        }
+    }
+
     // MARK: Typed views
 
     /// Adapters, in index order (hci0, hci1, ..., hci10).

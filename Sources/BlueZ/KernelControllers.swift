@@ -86,3 +86,16 @@ public enum KernelBluetooth {
         return String(decoding: bytes, as: UTF8.self)
     }
 }
+
+// JSON with stable keys: nil is written as null (see BluetoothStatusReport).
+extension KernelController {
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(id, forKey: .id)
+        try container.encode(name, forKey: .name)
+        try container.encode(address, forKey: .address)
+        try container.encode(isUp, forKey: .isUp)
+        try container.encode(supportsLowEnergy, forKey: .supportsLowEnergy)
+        try container.encode(bus, forKey: .bus)
+    }
+}

@@ -1,12 +1,40 @@
 import ArgumentParser
+import BlueZ
+import Foundation
 
-// Placeholder until the BlueZ layer lands; replaced by the real status command.
 struct StatusCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "status",
-        abstract: "Show every Bluetooth adapter as BlueZ and the kernel report it."
+        abstract: "Show every Bluetooth adapter as BlueZ and the kernel report it.",
+        discussion: """
+            For each adapter: bluetoothd's view (object path, address, name, power, power \
+            state, discovery, LE roles, advertising instances) next to the kernel's view of the \
+            same HCI controller (libbluetooth), then one line saying whether the selected \
+            adapter (--adapter, or the default: the lowest hciN) can be used.
+
+            Exit status: 0 the adapter is ready (present, LE-capable, powered); 69 Bluetooth is \
+            unavailable (no system bus, bluetoothd not running, no adapter, no LE support, \
+            powered off); 77 the D-Bus policy denies access to org.bluez; 64 --adapter names an \
+            adapter that does not exist.
+            """
     )
+
+    @Option(name: .long, help: ArgumentHelp("Adapter to judge: hciN or its address.", valueName: "hciN"))
+    var adapter: String?
+
+    @Flag(name: .long, help: "Print one JSON object (stable keys) instead of text.")
+    var json = false
+
     func run() async throws {
-        throw CleanExit.message("status: not available yet")
+        let report = await BluetoothStatusReport.gather(adapterName: adapter)
+        if json {
+            print(try StatusOutput.json(report))
+        } else {
+            print(StatusOutput.text(report), terminator: "")
+        }
+        let status = StatusOutput.exitStatus(for: report.verdict.status)
+        if status != .success {
+            throw status.exitCode
+        }
     }
 }

@@ -1,0 +1,211 @@
+import DBus
+
+/// Everything `bletransfer status` shows: bluetoothd's view of each adapter, the kernel's
+/// view of each HCI controller, and a verdict (usable or not, and why, in one line).
+/// Codable with stable keys for `--json`.
+public struct BluetoothStatusReport: Sendable, Codable, Hashable {
+    /// "running", "not-running", "access-denied", "no-system-bus".
+    public var bluetoothd: String
+    /// The D-Bus error message behind "access-denied" / "no-system-bus".
+    public var bluetoothdDetail: String?
+    public var kernel: KernelStatus
+    public var adapters: [AdapterStatus]
+    /// The adapter the verdict is about (`--adapter`, or the default one).
+    public var selectedAdapter: String?
+    public var verdict: Verdict
+
+    public struct KernelStatus: Sendable, Codable, Hashable {
+        /// "ok", "no-bluetooth-in-kernel", "error".
+        public var state: String
+        public var detail: String?
+        public var controllers: [KernelController]
+    }
+
+    public struct AdapterStatus: Sendable, Codable, Hashable {
+        public var name: String
+        public var path: String
+        public var address: String
+        public var alias: String?
+        public var powered: Bool
+        public var powerState: String?
+        public var discovering: Bool
+        public var roles: [String]?
+        public var supportsLowEnergy: Bool
+        public var supportsAdvertising: Bool
+        public var advertising: AdvertisingCapabilities?
+        public var gattServer: Bool
+        /// The kernel's record of the same controller (matched by name), if it has one.
+        public var kernel: KernelController?
+    }
+
+    public struct Verdict: Sendable, Codable, Hashable {
+        public enum Status: String, Sendable, Codable, Hashable {
+            /// The selected adapter is present, LE-capable and powered.
+            case ready
+            /// Bluetooth cannot be used: no bus, no bluetoothd, no adapter, no LE, powered off.
+            case unavailable
+            /// The D-Bus policy refuses us.
+            case permissionDenied = "permission-denied"
+            /// `--adapter` named an adapter that does not exist.
+            case unknownAdapter = "unknown-adapter"
+        }
+
+        public var status: Status
+        /// One line for a human.
+        public var message: String
+    }
+
+    /// Opens a session on `bus` (or `address`), reads both views and closes the session.
+    public static func gather(adapterName: String?, bus: DBusConnection.Bus = .system, address: String? = nil) async -> BluetoothStatusReport {
+        let kernel = KernelBluetooth.report()
+        let session: BluetoothSession
+        do {
+            if let address {
+                session = try await BluetoothSession.open(address: address)
+            } else {
+                session = try await BluetoothSession.open(bus)
+            }
+        } catch {
+            let message = (error as? BluetoothError)?.description ?? "\(error)"
+            return make(bluetoothd: "no-system-bus", detail: message, kernel: kernel, adapters: [], adapterName: adapterName,
+                        failure: Verdict(status: .unavailable, message: message))
+        }
+        defer { session.close() }
+        return make(session: session, kernel: kernel, adapterName: adapterName)
+    }
+
+    /// Builds the report from an open session's cache and a kernel report.
+    public static func make(session: BluetoothSession, kernel: KernelBluetoothReport, adapterName: String?) -> BluetoothStatusReport {
+        switch session.serviceState {
+        case .running:
+            let adapters = session.adapters().compactMap { adapter -> AdapterStatus? in
+                guard let properties = adapter.properties else { return nil }
+                return AdapterStatus(
+                    name: adapter.name, path: adapter.path.rawValue, address: properties.address, alias: properties.alias,
+                    powered: properties.powered, powerState: properties.powerState, discovering: properties.discovering,
+                    roles: properties.roles, supportsLowEnergy: properties.supportsLowEnergy,
+                    supportsAdvertising: properties.supportsAdvertising, advertising: properties.advertising,
+                    gattServer: properties.hasGattManager,
+                    kernel: kernel.controllers.first { $0.name == adapter.name })
+            }
+            return make(bluetoothd: "running", detail: nil, kernel: kernel, adapters: adapters, adapterName: adapterName, failure: nil)
+        case .notRunning:
+            let seen = kernel.controllers.map(\.name)
+            let message: String
+            switch kernel {
+            case .noBluetoothInKernel:
+                message = "bluetoothd is not running, and the kernel has no Bluetooth support"
+            case .controllers where !seen.isEmpty:
+                message = "bluetoothd is not running (the kernel sees \(seen.joined(separator: ", ")))"
+            default:
+                message = "bluetoothd is not running"
+            }
+            return make(bluetoothd: "not-running", detail: nil, kernel: kernel, adapters: [], adapterName: adapterName,
+                        failure: Verdict(status: .unavailable, message: message))
+        case .accessDenied(let detail):
+            return make(bluetoothd: "access-denied", detail: detail, kernel: kernel, adapters: [], adapterName: adapterName,
+                        failure: Verdict(status: .permissionDenied,
+                                         message: BluetoothError.accessDenied("").description))
+        case .busDisconnected:
+            let message = "the connection to the D-Bus system bus was lost"
+            return make(bluetoothd: "no-system-bus", detail: message, kernel: kernel, adapters: [], adapterName: adapterName,
+                        failure: Verdict(status: .unavailable, message: message))
+        }
+    }
+
+    private static func make(bluetoothd: String, detail: String?, kernel: KernelBluetoothReport, adapters: [AdapterStatus],
+                             adapterName: String?, failure: Verdict?) -> BluetoothStatusReport {
+        let kernelStatus: KernelStatus
+        switch kernel {
+        case .noBluetoothInKernel:
+            kernelStatus = KernelStatus(state: "no-bluetooth-in-kernel", detail: "socket(AF_BLUETOOTH) is not supported", controllers: [])
+        case .controllers(let list):
+            kernelStatus = KernelStatus(state: "ok", detail: nil, controllers: list)
+        case .unavailable(let call, let errno):
+            kernelStatus = KernelStatus(state: "error", detail: "\(call) failed: \(errno)", controllers: [])
+        }
+        var report = BluetoothStatusReport(bluetoothd: bluetoothd, bluetoothdDetail: detail, kernel: kernelStatus,
+                                           adapters: adapters, selectedAdapter: nil,
+                                           verdict: failure ?? Verdict(status: .ready, message: ""))
+        if failure == nil {
+            (report.selectedAdapter, report.verdict) = judge(adapters: adapters, adapterName: adapterName, kernel: kernel)
+        } else if let adapterName {
+            report.selectedAdapter = adapterName
+        }
+        return report
+    }
+
+    private static func judge(adapters: [AdapterStatus], adapterName: String?, kernel: KernelBluetoothReport) -> (String?, Verdict) {
+        let selected: AdapterStatus
+        if let adapterName {
+            guard let match = adapters.first(where: { $0.name == adapterName || $0.address.uppercased() == adapterName.uppercased() }) else {
+                let error = BluetoothError.unknownAdapter(name: adapterName, available: adapters.map(\.name))
+                return (adapterName, Verdict(status: .unknownAdapter, message: error.description))
+            }
+            selected = match
+        } else {
+            guard let first = adapters.first else {
+                let seen = kernel.controllers.map(\.name)
+                let message = seen.isEmpty
+                    ? BluetoothError.noAdapter.description
+                    : "no Bluetooth adapter: bluetoothd reports none, although the kernel sees \(seen.joined(separator: ", "))"
+                return (nil, Verdict(status: .unavailable, message: message))
+            }
+            selected = first
+        }
+        if !selected.supportsLowEnergy {
+            return (selected.name, Verdict(status: .unavailable, message: "\(selected.name) does not support Bluetooth Low Energy"))
+        }
+        if !selected.powered {
+            let state = selected.powerState.map { " (power state \($0))" } ?? ""
+            return (selected.name, Verdict(status: .unavailable,
+                                           message: "\(selected.name) is powered off\(state); turn it on with `bluetoothctl power on`"))
+        }
+        var abilities = ["powered", "LE"]
+        abilities.append(selected.supportsAdvertising ? "can advertise" : "cannot advertise")
+        return (selected.name, Verdict(status: .ready, message: "\(selected.name) is ready (\(abilities.joined(separator: ", ")))"))
+    }
+}
+
+// JSON with stable keys: absent values are written as null instead of being left out, so
+// scripts can rely on every key being present.
+
+extension BluetoothStatusReport {
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(bluetoothd, forKey: .bluetoothd)
+        try container.encode(bluetoothdDetail, forKey: .bluetoothdDetail)
+        try container.encode(kernel, forKey: .kernel)
+        try container.encode(adapters, forKey: .adapters)
+        try container.encode(selectedAdapter, forKey: .selectedAdapter)
+        try container.encode(verdict, forKey: .verdict)
+    }
+}
+
+extension BluetoothStatusReport.KernelStatus {
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(state, forKey: .state)
+        try container.encode(detail, forKey: .detail)
+        try container.encode(controllers, forKey: .controllers)
+    }
+}
+
+extension BluetoothStatusReport.AdapterStatus {
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(name, forKey: .name)
+        try container.encode(path, forKey: .path)
+        try container.encode(address, forKey: .address)
+        try container.encode(alias, forKey: .alias)
+        try container.encode(powered, forKey: .powered)
+        try container.encode(powerState, forKey: .powerState)
+        try container.encode(discovering, forKey: .discovering)
+        try container.encode(roles, forKey: .roles)
+        try container.encode(supportsLowEnergy, forKey: .supportsLowEnergy)
+        try container.encode(supportsAdvertising, forKey: .supportsAdvertising)
+        try container.encode(advertising, forKey: .advertising)
+        try container.encode(gattServer, forKey: .gattServer)
+        try container.encode(kernel, forKey: .kernel)
+    }
+}

@@ -1,0 +1,62 @@
+/// What a role observes about bluetoothd and the one adapter it uses, fed to
+/// ``ManagerStateMachine``. Feed events for that adapter only.
+public enum ManagerInput: Sendable, Hashable {
+    /// org.bluez got an owner on the bus (start-up or restart).
+    case bluetoothdAppeared
+    /// org.bluez lost its owner, or was never there.
+    case bluetoothdVanished
+    /// The adapter appeared (or was found when enumerating).
+    case adapterAdded(AdapterCapabilities)
+    /// The adapter went away (InterfacesRemoved for Adapter1).
+    case adapterRemoved
+    /// bluetoothd runs but has no adapter (or none with the name asked for).
+    case noAdapter
+    /// Adapter1.Powered changed.
+    case poweredChanged(Bool)
+    /// Adapter1.PowerState changed (BlueZ 5.66 and later).
+    case powerStateChanged(AdapterPowerState)
+    /// A call to org.bluez failed with org.freedesktop.DBus.Error.AccessDenied.
+    case accessDenied
+}
+
+/// What a role needs to know about an adapter when it appears.
+public struct AdapterCapabilities: Sendable, Hashable {
+    /// The adapter speaks LE (Adapter1 `Roles` present / LE settings supported).
+    public var supportsLowEnergy: Bool
+    /// The adapter offers LEAdvertisingManager1.
+    public var supportsAdvertising: Bool
+    public var powered: Bool
+    /// Adapter1.PowerState when BlueZ reports it; refines `powered` (rfkill, transitions).
+    public var powerState: AdapterPowerState?
+
+    public init(supportsLowEnergy: Bool, supportsAdvertising: Bool, powered: Bool, powerState: AdapterPowerState? = nil) {
+        self.supportsLowEnergy = supportsLowEnergy
+        self.supportsAdvertising = supportsAdvertising
+        self.powered = powered
+        self.powerState = powerState
+    }
+}
+
+/// BlueZ's Adapter1.PowerState (5.66): "on", "off", "off-enabling", "on-disabling", "off-blocked".
+public enum AdapterPowerState: String, Sendable, Hashable, CaseIterable, Codable {
+    case on
+    case off
+    case offEnabling = "off-enabling"
+    case onDisabling = "on-disabling"
+    case offBlocked = "off-blocked"
+
+    /// nil for a value this build does not know; fall back to Adapter1.Powered then.
+    public init?(bluezValue: String) {
+        self.init(rawValue: bluezValue)
+    }
+
+    public var bluezValue: String { rawValue }
+}
+
+/// Which role the state machine serves: a peripheral must advertise, a central only scans.
+public enum RoleRequirement: String, Sendable, Hashable, CaseIterable, Codable {
+    /// Needs LE and LEAdvertisingManager1.
+    case peripheral
+    /// Needs LE.
+    case central
+}

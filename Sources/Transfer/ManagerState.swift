@@ -1,0 +1,17 @@
+/// The state of the Bluetooth stack as a role sees it, mirroring CoreBluetooth's
+/// `CBManagerState`. Work (advertising, scanning, transfers) happens only in `poweredOn`.
+public enum ManagerState: String, Sendable, Hashable, CaseIterable, Codable {
+    /// Not known yet: at start-up, and after bluetoothd (re)appeared until it reported adapters.
+    case unknown
+    /// bluetoothd is gone (an update is expected when it comes back) or the adapter is
+    /// switching power.
+    case resetting
+    /// No adapter, or the adapter lacks what the role needs (LE; advertising for a peripheral).
+    case unsupported
+    /// The D-Bus policy refuses us access to org.bluez.
+    case unauthorized
+    /// The adapter is off, or blocked by rfkill.
+    case poweredOff
+    /// Ready.
+    case poweredOn
+}

@@ -1,0 +1,69 @@
+/// What a role must do on a transition.
+public enum RoleAction: String, Sendable, Hashable, CaseIterable, Codable {
+    /// Nothing.
+    case none
+    /// Entered `poweredOn` for the first time: register, advertise / scan.
+    case start
+    /// Entered `poweredOn` again after a tear-down: start afresh (a peripheral restarts the
+    /// message from byte 0 for the next subscriber; a central scans again).
+    case resume
+    /// Left `poweredOn`: stop advertising / scanning, drop connections and sessions, release
+    /// exported objects. BlueZ may already be gone, so errors from those calls are expected.
+    case tearDown
+}
+
+/// One step of the state machine.
+public struct ManagerTransition: Sendable, Hashable {
+    public var from: ManagerState
+    public var to: ManagerState
+    public var action: RoleAction
+    public var event: ManagerEvent
+    /// Why the machine is in `to`; nil in `poweredOn`.
+    public var reason: ManagerStateReason?
+
+    public init(from: ManagerState, to: ManagerState, action: RoleAction, event: ManagerEvent, reason: ManagerStateReason?) {
+        self.from = from
+        self.to = to
+        self.action = action
+        self.event = event
+        self.reason = reason
+    }
+
+    public var changed: Bool { from != to }
+}
+
+/// CoreBluetooth's manager states computed from what BlueZ reports, driven by
+/// ``ManagerTransitionTable``.
+public struct ManagerStateMachine: Sendable {
+    public let requirement: RoleRequirement
+    public private(set) var state: ManagerState = .unknown
+    /// Why the state is not `poweredOn` (nil before anything is known and in `poweredOn`).
+    public private(set) var reason: ManagerStateReason?
+    /// True once the role was started; a later start is reported as ``RoleAction/resume``.
+    public private(set) var hasStarted = false
+
+    public init(role requirement: RoleRequirement) {
+        self.requirement = requirement
+    }
+
+    @discardableResult
+    public mutating func handle(_ input: ManagerInput) -> ManagerTransition {
+        handle(event: ManagerEvent(input, requirement: requirement))
+    }
+
+    @discardableResult
+    public mutating func handle(event: ManagerEvent) -> ManagerTransition {
+        let from = state
+        let entry = ManagerTransitionTable.entry(from: from, on: event)
+        var action = entry.action
+        if action == .start {
+            if hasStarted { action = .resume }
+            hasStarted = true
+        }
+        if !entry.ignored {
+            state = entry.next
+            reason = event.reason
+        }
+        return ManagerTransition(from: from, to: state, action: action, event: event, reason: reason)
+    }
+}

@@ -1,0 +1,18 @@
+/// A payload prepared for sending: its SHA-256 is computed once here, so every new
+/// subscription (each starts the message again from byte 0) builds a ``MessageSender``
+/// without hashing or copying the payload again.
+public struct OutgoingMessage: Sendable, Hashable {
+    public let payload: [UInt8]
+    /// SHA-256 of `payload`, 32 bytes.
+    public let digest: [UInt8]
+
+    public init(payload: [UInt8]) {
+        self.payload = payload
+        self.digest = FramedHeader.sha256(payload)
+    }
+
+    /// The framed header announcing this message to the central that wrote `hello`.
+    public func header(for hello: Hello) -> FramedHeader {
+        FramedHeader(session: hello.session, payloadLength: payload.count, digest: digest)
+    }
+}

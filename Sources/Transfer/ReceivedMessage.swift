@@ -1,0 +1,27 @@
+/// A message received completely: `EOM` seen and, when framed, length and digest verified.
+public struct ReceivedMessage: Sendable, Hashable {
+    public var payload: [UInt8]
+    public var format: MessageSender.Format
+    /// The verified header when framed, nil for compat.
+    public var header: FramedHeader?
+
+    public init(payload: [UInt8], format: MessageSender.Format, header: FramedHeader? = nil) {
+        self.payload = payload
+        self.format = format
+        self.header = header
+    }
+
+    /// SHA-256 of the payload when framed (verified), nil for compat.
+    public var digest: [UInt8]? { header?.digest }
+
+    /// The session the sender echoed, when framed.
+    public var session: SessionID? { header?.session }
+
+    /// The payload as text, decoded from the complete byte sequence (so a character split across
+    /// two notifications survives); nil when it is not valid UTF-8.
+    public var text: String? {
+        let decoded = String(decoding: payload, as: UTF8.self)
+        // Decoding replaces invalid sequences with U+FFFD, which changes the bytes.
+        return decoded.utf8.elementsEqual(payload) ? decoded : nil
+    }
+}

@@ -1,0 +1,82 @@
+import BlueZ
+import Foundation
+
+/// Rendering of `bletransfer status`: text for people, one JSON object for scripts.
+enum StatusOutput {
+    static func exitStatus(for status: BluetoothStatusReport.Verdict.Status) -> ExitStatus {
+        switch status {
+        case .ready: return .success
+        case .unavailable: return .unavailable
+        case .permissionDenied: return .permissionDenied
+        case .unknownAdapter: return .usage
+        }
+    }
+
+    static func json(_ report: BluetoothStatusReport) throws -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let data = try encoder.encode(report)
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    static func text(_ report: BluetoothStatusReport) -> String {
+        var lines: [String] = []
+        var bluetoothd = "bluetoothd: \(report.bluetoothd)"
+        if let detail = report.bluetoothdDetail, !detail.isEmpty { bluetoothd += " (\(detail))" }
+        lines.append(bluetoothd)
+
+        switch report.kernel.state {
+        case "ok":
+            let names = report.kernel.controllers.map(\.name)
+            lines.append("kernel: \(names.isEmpty ? "no HCI controllers" : names.joined(separator: ", "))")
+        case "no-bluetooth-in-kernel":
+            lines.append("kernel: no Bluetooth support (socket(AF_BLUETOOTH) unsupported)")
+        default:
+            lines.append("kernel: cannot list controllers (\(report.kernel.detail ?? "unknown error"))")
+        }
+
+        let described = Set(report.adapters.map(\.name))
+        for adapter in report.adapters {
+            lines.append("")
+            let marker = adapter.name == report.selectedAdapter ? " (selected)" : ""
+            lines.append("\(adapter.name)\(marker)")
+            lines.append("  bluez:   \(adapter.path)  \(adapter.address)  \(adapter.alias.map { "\"\($0)\"" } ?? "")")
+            var power = "  power:   \(adapter.powered ? "on" : "off")"
+            if let state = adapter.powerState { power += " (power state \(state))" }
+            if adapter.discovering { power += ", discovering" }
+            lines.append(power)
+            let roles = adapter.roles.map { $0.isEmpty ? "none" : $0.joined(separator: ", ") } ?? "not reported"
+            lines.append("  LE:      \(adapter.supportsLowEnergy ? "yes" : "no") (roles: \(roles))")
+            if let advertising = adapter.advertising {
+                let active = advertising.activeInstances.map(String.init) ?? "?"
+                let free = advertising.supportedInstances.map(String.init) ?? "?"
+                lines.append("  adverts: \(active) active, \(free) more available")
+            } else {
+                lines.append("  adverts: not supported (no LEAdvertisingManager1)")
+            }
+            lines.append("  GATT server: \(adapter.gattServer ? "yes" : "no")")
+            lines.append("  kernel:  \(kernelLine(adapter.kernel))")
+        }
+        // Controllers the kernel has but bluetoothd does not show (bluetoothd down, or the
+        // controller is unconfigured / claimed by someone else).
+        for controller in report.kernel.controllers where !described.contains(controller.name) {
+            lines.append("")
+            lines.append("\(controller.name) (kernel only)")
+            lines.append("  kernel:  \(kernelLine(controller))")
+        }
+        lines.append("")
+        lines.append("\(report.verdict.status == .ready ? "ready" : "not ready"): \(report.verdict.message)")
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    private static func kernelLine(_ controller: KernelController?) -> String {
+        guard let controller else { return "not visible (no Bluetooth in this kernel, or a different host)" }
+        let le: String
+        switch controller.supportsLowEnergy {
+        case .some(true): le = "LE"
+        case .some(false): le = "no LE"
+        case .none: le = "LE unknown (never initialised)"
+        }
+        return "\(controller.address)  \(controller.isUp ? "UP" : "DOWN")  \(le)  bus \(controller.bus)"
+    }
+}

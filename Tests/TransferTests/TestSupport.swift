@@ -1,0 +1,64 @@
+@testable import Transfer
+
+/// All values a sender produces, in order.
+func allValues(_ sender: MessageSender) -> [[UInt8]] {
+    var sender = sender
+    var values: [[UInt8]] = []
+    while let value = sender.nextValue() { values.append(value) }
+    return values
+}
+
+/// Feeds `values` to a receiver and returns the completed message; fails if a value other
+/// than the last completes it, or the last does not.
+func reassemble(
+    _ values: [[UInt8]], hello: Hello? = nil, limits: TransferLimits = .default
+) throws(ReceiveError) -> ReceivedMessage? {
+    var receiver = MessageReceiver(limits: limits, sentHello: hello)
+    for (index, value) in values.enumerated() {
+        let event = try receiver.receive(value)
+        if case .complete(let message) = event {
+            return index == values.count - 1 ? message : nil
+        }
+    }
+    return nil
+}
+
+/// Apple's Objective-C sample: 20-byte slices, then EOM (no protection against a data "EOM").
+func appleStyleValues(_ payload: [UInt8], chunkSize: Int = 20) -> [[UInt8]] {
+    stride(from: 0, to: payload.count, by: chunkSize).map {
+        Array(payload[$0..<min($0 + chunkSize, payload.count)])
+    } + [WireFormat.endOfMessage]
+}
+
+/// A deterministic generator (SplitMix64) so failures reproduce.
+struct SeededGenerator: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+func randomBytes(_ count: Int, seed: UInt64) -> [UInt8] {
+    var generator = SeededGenerator(seed: seed)
+    return (0..<count).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
+}
+
+/// Payloads every format test runs over, named for failure messages.
+let samplePayloads: [(name: String, bytes: [UInt8])] = [
+    ("empty", []),
+    ("one byte", [0x41]),
+    ("EOM", WireFormat.endOfMessage),
+    ("EO", [0x45, 0x4F]),
+    ("EOMEOM", WireFormat.endOfMessage + WireFormat.endOfMessage),
+    ("multi-byte UTF-8 text", Array(String(repeating: "héllo wörld — 日本語テキスト 🎉👩‍👩‍👧 ", count: 40).utf8)),
+    ("binary", randomBytes(3000, seed: 7)),
+    ("binary starting with framed magic", FramedHeader.magic + [1] + randomBytes(200, seed: 8)),
+    ("ends in EOM after 20", randomBytes(20, seed: 9) + WireFormat.endOfMessage),
+    ("ends in EOM after 182", randomBytes(182, seed: 10) + WireFormat.endOfMessage),
+    ("all zeros", [UInt8](repeating: 0, count: 1025)),
+]
