@@ -1,33 +1,305 @@
-/// A private connection to a message bus (stub while the event loop lands).
+import CDBus
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// A private connection to a message bus, served by its own event-loop thread.
+///
+/// Every call is asynchronous and nothing waits on the caller's thread: method calls await
+/// their reply (with a timeout, and cancellation), inbound calls to exported objects are
+/// answered by tasks while our own calls are outstanding, and signals arrive as async
+/// sequences. Dropping the last reference closes the connection.
 public final class DBusConnection: Sendable {
     public enum Bus: Sendable { case system, session }
 
+    let loop: EventLoop
+    let router: SignalRouter
+    let registry: ExportRegistry
+    private let disconnection: Disconnection
+    private let nextSubscriptionID = Atomic<UInt64>(1)
+    /// The name the bus gave us (":1.42").
+    public let uniqueName: String
+
+    private init(
+        loop: EventLoop, router: SignalRouter, registry: ExportRegistry, disconnection: Disconnection,
+        uniqueName: String
+    ) {
+        self.loop = loop
+        self.router = router
+        self.registry = registry
+        self.disconnection = disconnection
+        self.uniqueName = uniqueName
+    }
+
+    deinit { loop.requestStop() }
+
+    /// A private connection (never libdbus's shared one), exit-on-disconnect off, registered
+    /// with the bus. `.system` honours DBUS_SYSTEM_BUS_ADDRESS, `.session`
+    /// DBUS_SESSION_BUS_ADDRESS.
     public static func connect(_ bus: Bus) async throws -> DBusConnection {
-        throw DBusError.failed("not implemented yet")
+        switch bus {
+        case .system:
+            let address = environment("DBUS_SYSTEM_BUS_ADDRESS") ?? "unix:path=/var/run/dbus/system_bus_socket"
+            return try await connect(address: address)
+        case .session:
+            guard let address = environment("DBUS_SESSION_BUS_ADDRESS") else {
+                throw DBusError(
+                    name: DBusError.failedName, message: "no session bus: DBUS_SESSION_BUS_ADDRESS is not set")
+            }
+            return try await connect(address: address)
+        }
     }
+
+    /// A private connection to the bus at `address` ("unix:path=/run/dbus/system_bus_socket").
     public static func connect(address: String) async throws -> DBusConnection {
-        throw DBusError.failed("not implemented yet")
+        guard !address.utf8.contains(0), !address.isEmpty else {
+            throw DBusError(name: "org.freedesktop.DBus.Error.BadAddress", message: "invalid D-Bus address")
+        }
+        let loop = try EventLoop()
+        let router = SignalRouter()
+        let registry = ExportRegistry(loop: loop)
+        let disconnection = Disconnection()
+        // Set before the thread starts (pthread_create orders these writes before its reads).
+        loop.messageHandler = { [unowned loop] message in
+            switch message.type {
+            case MessageType.signal:
+                router.route(message)
+                return false
+            case MessageType.methodCall:
+                registry.handleMethodCall(message)
+                return true
+            default:
+                _ = loop
+                return false
+            }
+        }
+        loop.disconnectHandler = {
+            router.finishAll()
+            registry.close()
+            disconnection.markDisconnected()
+        }
+        do {
+            let uniqueName = try await loop.start(address: address)
+            return DBusConnection(
+                loop: loop, router: router, registry: registry, disconnection: disconnection, uniqueName: uniqueName)
+        } catch {
+            registry.close()
+            throw error
+        }
     }
-    public var uniqueName: String { "" }
-    public func close() {}
-    public func waitUntilDisconnected() async {}
+
+    /// Idempotent and immediate. Pending calls then fail with DBusError(disconnectedName),
+    /// signal streams finish, and the event-loop thread exits.
+    public func close() {
+        loop.requestStop()
+    }
+
+    /// False once the connection was closed or lost.
+    public var isConnected: Bool { !disconnection.isDisconnected }
+
+    /// Returns when the connection is lost (the bus went away) or closed, or when the waiting
+    /// task is cancelled.
+    public func waitUntilDisconnected() async {
+        await disconnection.wait()
+    }
+
+    // MARK: Method calls
+
+    /// A method call. Throws DBusError for an error reply (name and message kept), for a
+    /// timeout (noReplyName, as libdbus reports it), for a closed connection (disconnectedName)
+    /// and for arguments that cannot be sent (invalidArgsName); throws CancellationError when
+    /// the calling task is cancelled (the pending call is cancelled too; a late reply is dropped).
+    @discardableResult
     public func call(
         destination: String, path: ObjectPath, interface: String, method: String,
         arguments: [DBusValue] = [], timeout: Duration = .seconds(25)
-    ) async throws -> [DBusValue] { throw DBusError.failed("not implemented yet") }
-    public func signals(matching rule: MatchRule) async throws -> DBusSignalStream {
-        throw DBusError.failed("not implemented yet")
+    ) async throws -> [DBusValue] {
+        let message = try Message.methodCall(destination: destination, path: path, interface: interface, method: method)
+        try message.append(arguments)
+        let reply = try await send(message, timeout: timeout)
+        return try reply.arguments()
     }
-    public func emitSignal(path: ObjectPath, interface: String, member: String, arguments: [DBusValue]) throws {}
-    public func requestName(_ name: String) async throws {}
-    public func export(_ interfaces: [DBusInterface], at path: ObjectPath) throws {}
-    public func unexport(_ path: ObjectPath) {}
-    public func exportObjectManager(at root: ObjectPath) throws {}
+
+    /// Sends a method call and returns the (non-error) reply message.
+    func send(_ message: Message, timeout: Duration) async throws -> Message {
+        let loop = self.loop
+        let call = PendingCall(loop: loop)
+        let milliseconds = DBusConnection.milliseconds(timeout)
+        let reply = try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Message, any Error>) in
+                call.install(continuation)
+                guard !call.isFinished else { return }
+                let started = loop.enqueue { loop in
+                    loop.startCall(message, timeoutMilliseconds: milliseconds, call: call)
+                }
+                if !started { call.finish(.failure(DBusError.disconnected())) }
+            }
+        } onCancel: {
+            if call.finish(.failure(CancellationError())) {
+                loop.enqueue { loop in loop.cancelCall(call) }
+            }
+        }
+        if reply.type == MessageType.error { throw reply.asError() }
+        return reply
+    }
+
+    /// libdbus takes an int of milliseconds; INT_MAX means no timeout.
+    static func milliseconds(_ duration: Duration) -> Int32 {
+        let (seconds, attoseconds) = duration.components
+        guard seconds >= 0 else { return 1 }
+        guard seconds < Int64(Int32.max) / 1000 else { return Int32.max }
+        let milliseconds = seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000
+        return Int32(max(1, min(milliseconds, Int64(Int32.max))))
+    }
+
+    func callBus(_ method: String, _ arguments: [DBusValue]) async throws -> [DBusValue] {
+        try await call(
+            destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
+            method: method, arguments: arguments)
+    }
+
+    /// Asks the bus for `name` (without queueing). Returns when we are its primary owner;
+    /// throws when another connection owns it.
+    public func requestName(_ name: String) async throws {
+        try Names.checkBusName(name)
+        let doNotQueue: UInt32 = 4
+        let reply = try await callBus("RequestName", [.string(name), .uint32(doNotQueue)])
+        switch reply.first?.uint32 {
+        case 1, 4:  // primary owner, already owner
+            return
+        default:
+            throw DBusError(name: DBusError.failedName, message: "the bus name \(name) is owned by another connection")
+        }
+    }
+
+    /// Gives up `name`.
+    public func releaseName(_ name: String) async throws {
+        try Names.checkBusName(name)
+        _ = try await callBus("ReleaseName", [.string(name)])
+    }
+
+    // MARK: Signals
+
+    /// Signals matching the rule. The rule is installed on the bus before this returns (so no
+    /// signal sent after the return is missed); it is removed when the stream's consumer stops
+    /// iterating (iterator released or its task cancelled) or calls `finish()`. The stream
+    /// ends when the connection closes. Signals are buffered without bound until consumed.
+    public func signals(matching rule: MatchRule) async throws -> DBusSignalStream {
+        let id = nextSubscriptionID.wrappingAdd(1, ordering: .relaxed).oldValue
+        let (stream, continuation) = AsyncStream<DBusSignal>.makeStream()
+        let subscription = SignalSubscription(id: id, rule: rule, continuation: continuation)
+        let loop = self.loop
+        let router = self.router
+        continuation.onTermination = { _ in
+            loop.enqueue { loop in router.remove(id: id, loop: loop) }
+        }
+        // Registered locally first: anything the bus delivers once AddMatch is in is routed.
+        guard loop.enqueue({ loop in router.add(subscription, loop: loop) }) else {
+            continuation.finish()
+            throw DBusError.disconnected()
+        }
+        do {
+            _ = try await callBus("AddMatch", [.string(rule.ruleString)])
+            if rule.senderNeedsOwnerTracking, let name = rule.sender {
+                // The NameOwnerChanged rule went out before AddMatch, so from here on the owner
+                // is tracked; this fetches its current value.
+                let owner = try? await callBus("GetNameOwner", [.string(name)]).first?.string
+                loop.enqueue { _ in router.setInitialOwner(owner, of: name) }
+            }
+        } catch {
+            continuation.finish()
+            throw error
+        }
+        return DBusSignalStream(stream: stream, subscription: subscription)
+    }
+
+    public func emitSignal(path: ObjectPath, interface: String, member: String, arguments: [DBusValue]) throws {
+        let message = try Message.signal(path: path, interface: interface, member: member)
+        try message.append(arguments)
+        guard loop.send(message) else { throw DBusError.disconnected() }
+    }
+
+    /// Emits org.freedesktop.DBus.Properties.PropertiesChanged.
     public func emitPropertiesChanged(
         path: ObjectPath, interface: String, changed: [String: DBusValue], invalidated: [String] = []
-    ) throws {}
+    ) throws {
+        try Names.checkInterface(interface)
+        try emitSignal(
+            path: path, interface: StandardInterface.properties, member: "PropertiesChanged",
+            arguments: [.string(interface), .vardict(changed), .strings(invalidated)])
+    }
+
+    // MARK: Exported objects
+
+    /// Serves the interfaces at `path` (Properties, Introspectable and Peer are provided
+    /// automatically). Replaces what was exported there before. If an ObjectManager is exported
+    /// at an ancestor, emits InterfacesAdded (and InterfacesRemoved for interfaces dropped).
+    public func export(_ interfaces: [DBusInterface], at path: ObjectPath) throws {
+        guard isConnected else { throw DBusError.disconnected() }
+        try registry.export(interfaces, at: path)
+    }
+
+    /// Removes the object; emits InterfacesRemoved through an ancestor ObjectManager.
+    public func unexport(_ path: ObjectPath) {
+        registry.unexport(path)
+    }
+
+    /// Serves org.freedesktop.DBus.ObjectManager at `root`: GetManagedObjects returns every
+    /// object exported below `root` with its interfaces and their readable properties
+    /// (standard interfaces omitted).
+    public func exportObjectManager(at root: ObjectPath) throws {
+        guard isConnected else { throw DBusError.disconnected() }
+        registry.addObjectManager(at: root)
+    }
 }
 
-final class SignalSubscription: Sendable {
-    func finish() {}
+private func environment(_ name: String) -> String? {
+    guard let value = getenv(name) else { return nil }
+    let string = String(cString: value)
+    return string.isEmpty ? nil : string
+}
+
+/// Who waits for the connection to end, and whether it has.
+private final class Disconnection: Sendable {
+    private struct State {
+        var isDisconnected = false
+        var waiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
+        var nextID: UInt64 = 0
+    }
+    private let state = Mutex(State())
+
+    var isDisconnected: Bool { state.withLock { $0.isDisconnected } }
+
+    func markDisconnected() {
+        let waiters = state.withLock { state in
+            state.isDisconnected = true
+            defer { state.waiters.removeAll() }
+            return Array(state.waiters.values)
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    func wait() async {
+        let id = state.withLock { state in
+            state.nextID += 1
+            return state.nextID
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let resumeNow = state.withLock { state -> Bool in
+                    if state.isDisconnected || Task.isCancelled { return true }
+                    state.waiters[id] = continuation
+                    return false
+                }
+                if resumeNow { continuation.resume() }
+            }
+        } onCancel: {
+            let waiter = state.withLock { $0.waiters.removeValue(forKey: id) }
+            waiter?.resume()
+        }
+    }
 }

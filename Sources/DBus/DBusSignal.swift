@@ -16,9 +16,12 @@ public struct DBusSignal: Sendable {
     }
 }
 
-/// Signals matching one rule, in arrival order. Single consumer. The rule is removed from the
-/// bus when the consumer stops iterating (iterator and stream released, or its task
-/// cancelled), when `finish()` is called, or when the connection closes (the sequence ends).
+/// Signals matching one rule, in arrival order.
+///
+/// Iterate it once. The match rule is removed from the bus as soon as the consumer stops:
+/// when its iterator is released (a `for await` loop left by `break`, `return` or a thrown
+/// error), when the iterating task is cancelled, or when `finish()` is called. The sequence
+/// ends (returns nil) when the connection closes or is lost.
 public struct DBusSignalStream: AsyncSequence, Sendable {
     public typealias Element = DBusSignal
     public typealias Failure = Never
@@ -28,8 +31,7 @@ public struct DBusSignalStream: AsyncSequence, Sendable {
 
     public struct AsyncIterator: AsyncIteratorProtocol {
         var iterator: AsyncStream<DBusSignal>.Iterator
-        // Keeps the subscription alive as long as someone iterates.
-        let subscription: SignalSubscription
+        let consumer: Consumer
 
         public mutating func next() async -> DBusSignal? {
             await iterator.next()
@@ -40,8 +42,15 @@ public struct DBusSignalStream: AsyncSequence, Sendable {
         }
     }
 
+    /// Lives as long as the iterator (and its copies): its end is the consumer's end.
+    final class Consumer: Sendable {
+        let subscription: SignalSubscription
+        init(subscription: SignalSubscription) { self.subscription = subscription }
+        deinit { subscription.finish() }
+    }
+
     public func makeAsyncIterator() -> AsyncIterator {
-        AsyncIterator(iterator: stream.makeAsyncIterator(), subscription: subscription)
+        AsyncIterator(iterator: stream.makeAsyncIterator(), consumer: Consumer(subscription: subscription))
     }
 
     /// Ends the sequence and removes the match rule.

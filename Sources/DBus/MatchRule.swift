@@ -62,25 +62,35 @@ public struct MatchRule: Sendable, Hashable {
             interface: "org.freedesktop.DBus", member: "NameOwnerChanged", arg0: name)
     }
 
-    /// Whether a received signal satisfies the rule. `senderOwner` is the unique name that
-    /// currently owns `sender` when `sender` is a well-known name (the bus matches senders by
-    /// owner, so a signal from ":1.7" matches sender='org.bluez' while :1.7 owns org.bluez).
-    func matches(_ signal: DBusSignal, senderOwner: String?) -> Bool {
-        if let sender, sender != signal.sender {
-            guard !sender.hasPrefix(":"), let senderOwner, senderOwner == signal.sender else { return false }
+    /// Whether a received signal's header satisfies the rule (everything but `arg0`).
+    /// `senderOwner` is the unique name that currently owns `sender` when `sender` is a
+    /// well-known name: the bus matches senders by owner, so a signal from ":1.7" matches
+    /// sender='org.bluez' while :1.7 owns org.bluez.
+    func matchesHeader(sender signalSender: String, path signalPath: ObjectPath, interface signalInterface: String,
+                       member signalMember: String, senderOwner: String?) -> Bool {
+        if let sender, sender != signalSender {
+            guard !sender.hasPrefix(":"), let senderOwner, senderOwner == signalSender else { return false }
         }
-        if let path, path != signal.path { return false }
-        if let pathNamespace, pathNamespace != signal.path, !signal.path.isDescendant(of: pathNamespace) {
+        if let path, path != signalPath { return false }
+        if let pathNamespace, pathNamespace != signalPath, !signalPath.isDescendant(of: pathNamespace) {
             return false
         }
-        if let interface, interface != signal.interface { return false }
-        if let member, member != signal.member { return false }
-        if let arg0 {
-            guard let first = signal.arguments.first, case .string(let value) = first, value == arg0 else {
-                return false
-            }
-        }
+        if let interface, interface != signalInterface { return false }
+        if let member, member != signalMember { return false }
         return true
+    }
+
+    /// Whether the signal's arguments satisfy the rule's `arg0`.
+    func matchesArguments(_ arguments: [DBusValue]) -> Bool {
+        guard let arg0 else { return true }
+        guard let first = arguments.first, case .string(let value) = first else { return false }
+        return value == arg0
+    }
+
+    /// True when `sender` is a well-known name whose owner must be tracked to match locally.
+    var senderNeedsOwnerTracking: Bool {
+        guard let sender else { return false }
+        return !sender.hasPrefix(":") && sender != "org.freedesktop.DBus"
     }
 }
 

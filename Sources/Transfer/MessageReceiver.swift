@@ -53,12 +53,18 @@ public struct MessageReceiver: Sendable {
     /// nil until the first value arrived.
     public private(set) var detectedFormat: MessageSender.Format?
 
+    /// Payload bytes so far; the total once a framed header announced it.
     public var progress: TransferProgress {
-        if case .framedPayload(let header) = phase {
-            return TransferProgress(bytesSoFar: payload.count, totalBytes: header.payloadLength)
+        switch phase {
+        case .framedPayload(let header):
+            TransferProgress(bytesSoFar: payload.count, totalBytes: header.payloadLength)
+        case .complete:
+            completedProgress
+        default:
+            TransferProgress(bytesSoFar: payload.count, totalBytes: nil)
         }
-        return TransferProgress(bytesSoFar: payload.count, totalBytes: nil)
     }
+    private var completedProgress = TransferProgress(bytesSoFar: 0, totalBytes: nil)
 
     /// Bytes held for the message in progress; never more than the limit plus the header.
     public var bufferedByteCount: Int { headerBytes.count + payload.count }
@@ -152,11 +158,17 @@ public struct MessageReceiver: Sendable {
                 let version = headerBytes[FramedHeader.versionOffset]
                 guard version == WireFormat.framedVersion else { throw fail(.unsupportedVersion(version)) }
             }
+            let expectedSession = sentHello?.session ?? SessionID(rawValue: 0)
+            if headerBytes.count >= FramedHeader.lengthOffset {
+                let session = SessionID(bigEndianBytes: headerBytes[FramedHeader.sessionOffset...])
+                guard session == expectedSession else {
+                    throw fail(.sessionMismatch(expected: expectedSession, received: session))
+                }
+            }
             guard headerBytes.count == FramedHeader.encodedLength else { return .progress(progress) }
             let header: FramedHeader
             do {
-                header = try FramedHeader.decode(
-                    headerBytes, expectedSession: sentHello?.session ?? SessionID(rawValue: 0), limits: limits)
+                header = try FramedHeader.decode(headerBytes, expectedSession: expectedSession, limits: limits)
             } catch {
                 throw fail(error)
             }
@@ -173,6 +185,7 @@ public struct MessageReceiver: Sendable {
     }
 
     private mutating func complete(_ message: ReceivedMessage) -> Event {
+        completedProgress = TransferProgress(bytesSoFar: message.payload.count, totalBytes: message.header?.payloadLength)
         phase = .complete
         payload = []
         headerBytes = []

@@ -21,7 +21,9 @@ public struct MessageSender: Sendable {
     /// The header sent first when framed, nil for compat.
     public let header: FramedHeader?
     /// Number of values, `EOM` included, this sender produces in all.
-    public let totalValues: Int
+    public let valueCount: Int
+    /// Same as `valueCount`; always known, optional as the roles' contract has it.
+    public var totalValues: Int? { valueCount }
 
     private let encodedHeader: [UInt8]
     private let payload: [UInt8]
@@ -67,7 +69,7 @@ public struct MessageSender: Sendable {
             streamLength % valueLength == eomLength
             && Self.streamBytes(encodedHeader, payload, from: streamLength - eomLength, count: eomLength)
                 == WireFormat.endOfMessage
-        self.totalValues = dataValues + (tailIsEndOfMessage ? 1 : 0) + 1
+        self.valueCount = dataValues + (tailIsEndOfMessage ? 1 : 0) + 1
     }
 
     /// Payload bytes handed out so far (header bytes not counted).

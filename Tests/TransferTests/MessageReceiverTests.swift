@@ -27,6 +27,12 @@ import Testing
         #expect(try receiver.receive(values[0]) == .progress(TransferProgress(bytesSoFar: 0, totalBytes: nil)))
         #expect(receiver.detectedFormat == .framed)
         #expect(try receiver.receive(values[1]) == .progress(TransferProgress(bytesSoFar: 23, totalBytes: 50)))
+        _ = try receiver.receive(values[2])
+        guard case .complete = try receiver.receive(values[3]) else {
+            Issue.record("expected completion")
+            return
+        }
+        #expect(receiver.progress == TransferProgress(bytesSoFar: 50, totalBytes: 50))
 
         var compat = MessageReceiver()
         #expect(compat.detectedFormat == nil)
@@ -137,6 +143,10 @@ import Testing
         var receiver = MessageReceiver(sentHello: hello)
         let other = SessionID(rawValue: 1)
         #expect(firstError([header(length: 0, session: other)], receiver: &receiver)
+            == .sessionMismatch(expected: hello.session, received: other))
+        // Refused as soon as the session id is in, before the rest of the header.
+        var early = MessageReceiver(sentHello: hello)
+        #expect(firstError([Array(header(length: 0, session: other).prefix(20))], receiver: &early)
             == .sessionMismatch(expected: hello.session, received: other))
     }
 

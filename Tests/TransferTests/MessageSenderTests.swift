@@ -5,7 +5,7 @@ import Testing
     @Test func emptyCompatMessageIsJustEOM() {
         let sender = MessageSender(payload: [], format: .compat, maximumValueLength: 20)
         #expect(allValues(sender) == [WireFormat.endOfMessage])
-        #expect(sender.totalValues == 1)
+        #expect(sender.valueCount == 1)
     }
 
     @Test func emptyFramedMessageIsHeaderWithLengthZeroThenEOM() throws {
@@ -39,7 +39,7 @@ import Testing
         let sender = MessageSender(message: OutgoingMessage(payload: payload), replyingTo: hello, maximumValueLength: 20)
         let values = allValues(sender)
         #expect(values.suffix(3) == [Array("EO".utf8), Array("M".utf8), WireFormat.endOfMessage])
-        #expect(values.count == sender.totalValues)
+        #expect(values.count == sender.valueCount)
     }
 
     @Test func firstFramedValueCarriesMagicVersionAndSessionAtTheSmallestMTU() {
@@ -76,9 +76,9 @@ import Testing
         while sender.nextValue() != nil {}
         #expect(sender.bytesSent == 100)
         #expect(sender.isFinished)
-        #expect(sender.valuesSent == sender.totalValues)
+        #expect(sender.valuesSent == sender.valueCount)
         #expect(sender.nextValue() == nil)
-        #expect(sender.valuesSent == sender.totalValues)
+        #expect(sender.valuesSent == sender.valueCount)
     }
 
     @Test func newSubscriptionRestartsFromByteZero() {

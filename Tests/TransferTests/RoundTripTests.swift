@@ -17,7 +17,7 @@ import Testing
                     message: message, replyingTo: format == .framed ? hello : nil, maximumValueLength: valueLength)
                 let values = allValues(sender)
 
-                #expect(values.count == sender.totalValues, "\(name) at MTU \(mtu)")
+                #expect(values.count == sender.valueCount, "\(name) at MTU \(mtu)")
                 #expect(values.last == WireFormat.endOfMessage, "\(name) at MTU \(mtu)")
                 for value in values.dropLast() {
                     #expect(value != WireFormat.endOfMessage, "\(name) at MTU \(mtu): data value equals EOM")

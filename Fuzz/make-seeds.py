@@ -1,0 +1,36 @@
+#!/usr/bin/env python3
+"""Writes seed inputs for the Transfer fuzz harness (layout in Fuzz/TransferFuzz.swift)."""
+import hashlib, os, struct, sys
+
+out = sys.argv[1]
+os.makedirs(out, exist_ok=True)
+SESSION = 0x5EED
+MAGIC = bytes([0x89, 0x42, 0x4C, 0x54, 0x46, 0x0D, 0x0A, 0x1A])
+
+def stream(flags, values):
+    return bytes([flags]) + b"".join(struct.pack(">H", len(v)) + v for v in values)
+
+def chunks(data, size):
+    return [data[i:i + size] for i in range(0, len(data), size)]
+
+def framed(payload, session=SESSION, version=1, length=None):
+    header = MAGIC + bytes([version]) + struct.pack(">QQ", session, len(payload) if length is None else length)
+    return header + hashlib.sha256(payload).digest() + payload
+
+seeds = {
+    "compat-text": stream(6, chunks("héllo wörld 日本 🎉".encode(), 20) + [b"EOM"]),
+    "compat-empty": stream(6, [b"EOM"]),
+    "compat-eom-split": stream(6, [b"EO", b"M", b"EOM"]),
+    "framed-small": stream(7, chunks(framed(b"hello, framed world"), 20) + [b"EOM"]),
+    "framed-empty": stream(7, chunks(framed(b""), 20) + [b"EOM"]),
+    "framed-wide": stream(7, chunks(framed(bytes(range(200))), 182) + [b"EOM"]),
+    "framed-long-header": stream(7, chunks(framed(b"x" * 10, length=5000), 20) + [b"EOM"]),
+    "framed-other-session": stream(7, chunks(framed(b"abc", session=1), 20) + [b"EOM"]),
+    "framed-v2": stream(7, chunks(framed(b"abc", version=2), 20) + [b"EOM"]),
+    "hello": bytes([0x89, 0x42, 0x4C, 0x54, 0x48, 1]) + struct.pack(">Q", SESSION),
+    "ack": bytes([0x89, 0x42, 0x4C, 0x54, 0x41, 1]) + struct.pack(">Q", SESSION) + bytes(6),
+    "uuid": b"E20A39F4-73F5-4BC4-A12F-17D1AD07A961",
+}
+for name, data in seeds.items():
+    with open(os.path.join(out, name), "wb") as f:
+        f.write(data)

@@ -1,0 +1,157 @@
+import CDBus
+
+/// Owns one reference to a libdbus message and drops it on deinit.
+///
+/// `@unchecked Sendable`: a libdbus message is safe to hand from one thread to another (its
+/// reference count is atomic); it is not safe to mutate from two threads at once, and we never
+/// do: a message is built by one task, then only read (sent, or parsed) afterwards.
+final class Message: @unchecked Sendable {
+    let pointer: OpaquePointer
+
+    /// Adopts a reference the caller already owns.
+    init(adopting pointer: OpaquePointer) {
+        self.pointer = pointer
+    }
+
+    deinit { dbus_message_unref(pointer) }
+
+    static func methodCall(destination: String?, path: ObjectPath, interface: String?, method: String) throws
+        -> Message
+    {
+        if let destination { try Names.checkBusName(destination) }
+        if let interface { try Names.checkInterface(interface) }
+        try Names.checkMember(method)
+        guard
+            let pointer = dbus_message_new_method_call(destination, path.rawValue, interface, method)
+        else { throw DBusError(name: DBusError.noMemoryName, message: "out of memory") }
+        return Message(adopting: pointer)
+    }
+
+    static func signal(path: ObjectPath, interface: String, member: String) throws -> Message {
+        try Names.checkInterface(interface)
+        try Names.checkMember(member)
+        guard let pointer = dbus_message_new_signal(path.rawValue, interface, member) else {
+            throw DBusError(name: DBusError.noMemoryName, message: "out of memory")
+        }
+        return Message(adopting: pointer)
+    }
+
+    /// A method return for `call`.
+    func makeReturn() -> Message {
+        Message(adopting: dbus_message_new_method_return(pointer)!)
+    }
+
+    /// An error reply for `call`. Invalid names are replaced by Failed, and messages containing
+    /// NUL are cut there, so no user-supplied text can reach a libdbus assertion.
+    func makeError(_ error: DBusError) -> Message {
+        let name = Names.isValidErrorName(error.name) ? error.name : DBusError.failedName
+        let text = String(
+            error.message.split(separator: "\0", maxSplits: 1, omittingEmptySubsequences: false).first ?? "")
+        return Message(adopting: dbus_message_new_error(pointer, name, text)!)
+    }
+
+    func append(_ values: [DBusValue]) throws {
+        try MessageWriter.append(values, to: pointer)
+    }
+
+    func arguments() throws -> [DBusValue] {
+        try MessageReader.readArguments(of: pointer)
+    }
+
+    var type: Int32 { dbus_message_get_type(pointer) }
+    var sender: String { dbus_message_get_sender(pointer).map { String(cString: $0) } ?? "" }
+    var destination: String? { dbus_message_get_destination(pointer).map { String(cString: $0) } }
+    var path: ObjectPath? {
+        dbus_message_get_path(pointer).flatMap { ObjectPath(rawValue: String(cString: $0)) }
+    }
+    var interface: String? { dbus_message_get_interface(pointer).map { String(cString: $0) } }
+    var member: String? { dbus_message_get_member(pointer).map { String(cString: $0) } }
+    var signatureString: String { dbus_message_get_signature(pointer).map { String(cString: $0) } ?? "" }
+    var errorName: String? { dbus_message_get_error_name(pointer).map { String(cString: $0) } }
+    var noReplyExpected: Bool { dbus_message_get_no_reply(pointer) != 0 }
+
+    /// For an error message: its name and its first string argument (the human message).
+    func asError() -> DBusError {
+        var text = ""
+        var iter = DBusMessageIter()
+        if dbus_message_iter_init(pointer, &iter) != 0,
+            dbus_message_iter_get_arg_type(&iter) == CDBUS_TYPE_STRING
+        {
+            var cString: UnsafePointer<CChar>? = nil
+            dbus_message_iter_get_basic(&iter, &cString)
+            if let cString { text = String(cString: cString) }
+        }
+        return DBusError(name: errorName ?? DBusError.failedName, message: text)
+    }
+}
+
+/// Message type codes (DBUS_MESSAGE_TYPE_*; the macros do not import into Swift).
+enum MessageType {
+    static let methodCall: Int32 = 1
+    static let methodReturn: Int32 = 2
+    static let error: Int32 = 3
+    static let signal: Int32 = 4
+}
+
+/// Checks of bus, interface, member and error names, done before libdbus sees them (libdbus
+/// asserts on invalid names, which would abort the process).
+enum Names {
+    static func checkBusName(_ name: String) throws {
+        guard isValid(name, using: dbus_validate_bus_name) else {
+            throw DBusError.invalidArgs("invalid bus name \"\(name)\"")
+        }
+    }
+    static func checkInterface(_ name: String) throws {
+        guard isValid(name, using: dbus_validate_interface) else {
+            throw DBusError.invalidArgs("invalid interface name \"\(name)\"")
+        }
+    }
+    static func checkMember(_ name: String) throws {
+        guard isValid(name, using: dbus_validate_member) else {
+            throw DBusError.invalidArgs("invalid member name \"\(name)\"")
+        }
+    }
+    static func isValidErrorName(_ name: String) -> Bool { isValid(name, using: dbus_validate_error_name) }
+
+    private static func isValid(
+        _ name: String, using validate: (UnsafePointer<CChar>?, UnsafeMutablePointer<CDBus.DBusError>?) -> dbus_bool_t
+    ) -> Bool {
+        guard !name.utf8.contains(0) else { return false }
+        return name.withCString { validate($0, nil) != 0 }
+    }
+}
+
+// MARK: - Wire form (used to check what libdbus accepts from the outside)
+
+extension Message {
+    /// The message in D-Bus wire format. Messages carrying unix fds cannot be marshalled.
+    func marshalled() throws -> [UInt8] {
+        if dbus_message_get_serial(pointer) == 0 { dbus_message_set_serial(pointer, 1) }
+        var buffer: UnsafeMutablePointer<CChar>? = nil
+        var length: Int32 = 0
+        guard dbus_message_marshal(pointer, &buffer, &length) != 0, let buffer else {
+            throw DBusError.failed("the message cannot be marshalled")
+        }
+        defer { dbus_free(buffer) }
+        return buffer.withMemoryRebound(to: UInt8.self, capacity: Int(length)) {
+            Array(UnsafeBufferPointer(start: $0, count: Int(length)))
+        }
+    }
+
+    /// Parses wire-format bytes; malformed input is rejected with a DBusError (libdbus
+    /// validates the header and the body before it returns a message).
+    static func demarshal(_ bytes: [UInt8]) throws -> Message {
+        // libdbus aborts on a NULL buffer (its argument checks are fatal by default).
+        guard !bytes.isEmpty else { throw DBusError.invalidArgs("malformed D-Bus message: no bytes") }
+        guard bytes.count <= Int(Int32.max) else { throw DBusError.invalidArgs("message too large") }
+        var error = CDBus.DBusError()
+        dbus_error_init(&error)
+        let pointer = bytes.withUnsafeBufferPointer { buffer in
+            buffer.withMemoryRebound(to: CChar.self) {
+                dbus_message_demarshal($0.baseAddress, Int32($0.count), &error)
+            }
+        }
+        guard let pointer else { throw DBusError(taking: &error, fallback: "malformed D-Bus message") }
+        return Message(adopting: pointer)
+    }
+}

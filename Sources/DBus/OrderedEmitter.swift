@@ -1,0 +1,24 @@
+/// Runs asynchronous jobs one after another, in submission order. Used for the signals whose
+/// contents need `await` (InterfacesAdded reads properties through async getters) so that an
+/// object's InterfacesAdded never overtakes its InterfacesRemoved.
+final class OrderedEmitter: Sendable {
+    typealias Job = @Sendable () async -> Void
+    private let continuation: AsyncStream<Job>.Continuation
+
+    init() {
+        let (stream, continuation) = AsyncStream<Job>.makeStream()
+        self.continuation = continuation
+        Task {
+            for await job in stream { await job() }
+        }
+    }
+
+    func submit(_ job: @escaping Job) {
+        continuation.yield(job)
+    }
+
+    /// Jobs already submitted still run; later ones are dropped.
+    func finish() {
+        continuation.finish()
+    }
+}

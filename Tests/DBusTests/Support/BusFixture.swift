@@ -1,0 +1,83 @@
+import DBus
+import Foundation
+import Synchronization
+
+/// A private bus with two connections to it: `server` exports, `client` calls.
+struct BusFixture: Sendable {
+    let bus: PrivateBus
+    let server: DBusConnection
+    let client: DBusConnection
+
+    static func start() async throws -> BusFixture {
+        let bus = try PrivateBus.start()
+        let server = try await DBusConnection.connect(address: bus.address)
+        let client = try await DBusConnection.connect(address: bus.address)
+        return BusFixture(bus: bus, server: server, client: client)
+    }
+
+    func stop() {
+        client.close()
+        server.close()
+        bus.stop()
+    }
+
+    /// Calls `interface.method` on `path` of the server, from the client.
+    @discardableResult
+    func call(
+        _ path: ObjectPath, _ interface: String, _ method: String, _ arguments: [DBusValue] = [],
+        timeout: Duration = .seconds(10)
+    ) async throws -> [DBusValue] {
+        try await client.call(
+            destination: server.uniqueName, path: path, interface: interface, method: method,
+            arguments: arguments, timeout: timeout)
+    }
+
+    /// Match rules the bus holds for a connection (org.freedesktop.DBus.Debug.Stats).
+    func matchRuleCount(of connection: DBusConnection) async throws -> UInt32? {
+        let stats = try await client.call(
+            destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+            interface: "org.freedesktop.DBus.Debug.Stats", method: "GetConnectionStats",
+            arguments: [.string(connection.uniqueName)])
+        return stats.first?.vardict?["MatchRules"]?.uint32
+    }
+}
+
+/// A one-shot signal tasks can wait for; `open()` releases every waiter, now and later.
+final class Gate: Sendable {
+    private let state = Mutex<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+
+    func open() {
+        let waiters = state.withLock { state in
+            state.open = true
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    func wait() async {
+        await withCheckedContinuation { continuation in
+            let isOpen = state.withLock { state in
+                if !state.open { state.waiters.append(continuation) }
+                return state.open
+            }
+            if isOpen { continuation.resume() }
+        }
+    }
+}
+
+/// Runs an external program to completion without blocking a cooperative thread.
+func runTool(_ path: String, _ arguments: [String]) async throws -> (status: Int32, output: String) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: path)
+    process.arguments = arguments
+    let output = Pipe()
+    process.standardOutput = output
+    process.standardError = output
+    let status: Int32 = try await withCheckedThrowingContinuation { continuation in
+        process.terminationHandler = { finished in continuation.resume(returning: finished.terminationStatus) }
+        do { try process.run() } catch { continuation.resume(throwing: error) }
+    }
+    let data = output.fileHandleForReading.readDataToEndOfFile()
+    return (status, String(decoding: data, as: UTF8.self))
+}
