@@ -300,8 +300,10 @@ public final class Central: Sendable {
             }
 
             do {
+                let state = progressState
                 channel = try await CharacteristicSubscription.subscribe(to: characteristic) { [weak self] text in
-                    self?.emit(.warning(text))
+                    // Peers without AcquireNotify (Apple's sample, bless) are normal: say it once.
+                    if state.firstFallbackNotice() { self?.emit(.warning(text)) }
                 }
             } catch let error as BluetoothError {
                 try Self.rethrowIfFatal(error)
@@ -500,6 +502,7 @@ final class RunState: Sendable {
         var book: PeerBook
         var received = 0
         var sequence = 0
+        var fallbackNoticed = false
     }
 
     private let inner: LockedValue<Inner>
@@ -516,6 +519,14 @@ final class RunState: Sendable {
         inner.withLock { state in
             state.sequence += 1
             return state.sequence
+        }
+    }
+
+    /// True the first time only.
+    func firstFallbackNotice() -> Bool {
+        inner.withLock { state in
+            defer { state.fallbackNoticed = true }
+            return !state.fallbackNoticed
         }
     }
 
