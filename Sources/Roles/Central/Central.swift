@@ -1,0 +1,548 @@
+import BlueZ
+import DBus
+import Foundation
+import Transfer
+
+/// The receiving role: Apple's central flow over BlueZ. Waits for `poweredOn`, scans for the
+/// transfer service, connects, subscribes, reassembles, verifies, acknowledges (framed),
+/// unsubscribes, disconnects — CoreBluetooth sample's `cleanup()` order — and scans again for
+/// the next message. Leaving `poweredOn` abandons the current transfer (nothing of it is kept)
+/// and work resumes when the state comes back.
+public final class Central: Sendable {
+    public let configuration: CentralConfiguration
+    public let session: BluetoothSession
+    /// Everything the run does, in order. Finishes when `run` returns.
+    public let events: AsyncStream<RoleEvent>
+    private let continuation: AsyncStream<RoleEvent>.Continuation
+    private let progressState: RunState
+
+    public init(configuration: CentralConfiguration, session: BluetoothSession) {
+        self.configuration = configuration
+        self.session = session
+        (events, continuation) = AsyncStream<RoleEvent>.makeStream(bufferingPolicy: .unbounded)
+        progressState = RunState(book: PeerBook(backoff: configuration.backoff, minimumRSSI: configuration.minimumRSSI))
+    }
+
+    /// Receives `configuration.messageCount` messages (forever when nil) and hands each to
+    /// `sink`. Returns the number received. Throws a ``ClassifiedFailure`` for what ends the
+    /// run (unknown adapter, no bluetoothd at start, a corrupt message, a sink that cannot
+    /// write, the deadline), `CancellationError` when cancelled.
+    ///
+    /// - Parameter timeout: overall deadline; passing it ends the run with `.timedOut`.
+    @discardableResult
+    public func run(sink: any MessageSink, timeout: Duration? = nil) async throws -> Int {
+        defer { continuation.finish() }
+        guard let timeout else { return try await runUntilDone(sink: sink) }
+        let state = progressState
+        let wanted = configuration.messageCount
+        return try await withTimeLimit(timeout, onTimeout: {
+            let seconds = MessageAssembly.describe(timeout)
+            if let wanted, wanted > 1 {
+                return RoleFailure(.timedOut, "timed out after \(seconds) (\(state.receivedSnapshot) of \(wanted) messages received)")
+            }
+            return RoleFailure(.timedOut, "timed out after \(seconds) without receiving a message")
+        }) {
+            try await self.runUntilDone(sink: sink)
+        }
+    }
+
+    // MARK: State-driven supervision
+
+    private enum Control: Sendable {
+        case transition(ManagerTransition)
+        case stateStreamEnded
+        case workEnded(generation: Int, WorkOutcome)
+    }
+
+    private enum WorkOutcome: Sendable {
+        case finished
+        case failed(any ClassifiedFailure)
+        case cancelled
+    }
+
+    private func runUntilDone(sink: any MessageSink) async throws -> Int {
+        let driver = ManagerStateDriver(session: session, adapterName: configuration.adapterName, requirement: .central)
+        if let failure = driver.unknownAdapterFailure() { throw failure }
+
+        let (controls, control) = AsyncStream<Control>.makeStream()
+        let stateTask = Task {
+            for await transition in driver.transitions() {
+                control.yield(.transition(transition))
+            }
+            control.yield(.stateStreamEnded)
+        }
+        var work: (generation: Int, task: Task<Void, Never>)?
+        var generation = 0
+        var sawFirstState = false
+
+        func stopWork() async {
+            guard let current = work else { return }
+            work = nil
+            current.task.cancel()
+            await current.task.value
+        }
+
+        defer { stateTask.cancel() }
+        for await item in controls {
+            switch item {
+            case .transition(let transition):
+                emit(transition.roleEvent)
+                if !sawFirstState {
+                    sawFirstState = true
+                    if let failure = transition.startupFailure { throw failure }
+                    if transition.to == .poweredOff {
+                        emit(.warning("waiting for the adapter to be powered on (e.g. bluetoothctl power on)"))
+                    }
+                }
+                switch transition.action {
+                case .start, .resume:
+                    guard work == nil, let adapter = driver.currentAdapter() else { continue }
+                    generation += 1
+                    let current = generation
+                    let task = Task {
+                        let outcome = await self.work(on: adapter, sink: sink)
+                        control.yield(.workEnded(generation: current, outcome))
+                    }
+                    work = (current, task)
+                case .tearDown:
+                    // Cancelling abandons the transfer in progress: nothing partial reaches the
+                    // sink, the link is released, discovery stopped.
+                    await stopWork()
+                case .none:
+                    break
+                }
+            case .stateStreamEnded:
+                await stopWork()
+                throw RoleFailure(.unavailable, "lost the connection to the D-Bus system bus")
+            case .workEnded(let ended, let outcome):
+                guard work?.generation == ended else { continue }
+                work = nil
+                switch outcome {
+                case .finished:
+                    return progressState.receivedSnapshot
+                case .failed(let failure):
+                    throw failure
+                case .cancelled:
+                    continue
+                }
+            }
+        }
+        // The run was cancelled (the stream ends on cancellation).
+        await stopWork()
+        throw CancellationError()
+    }
+
+    // MARK: Work in poweredOn
+
+    private func work(on adapter: Adapter, sink: any MessageSink) async -> WorkOutcome {
+        var scanFailures = 0
+        while !Task.isCancelled {
+            if let wanted = configuration.messageCount, progressState.receivedSnapshot >= wanted {
+                return .finished
+            }
+            let found: (Device, PeerDescription)
+            do {
+                found = try await discoverPeer(on: adapter)
+                scanFailures = 0
+            } catch is CancellationError {
+                await stopDiscovery(adapter)
+                return .cancelled
+            } catch let failure as any ClassifiedFailure {
+                await stopDiscovery(adapter)
+                return .failed(failure)
+            } catch {
+                await stopDiscovery(adapter)
+                if Task.isCancelled { return .cancelled }
+                scanFailures += 1
+                let delay = configuration.backoff.delay(afterFailures: scanFailures)
+                emit(.retrying(reason: "scanning failed: \(Self.describe(error))", delay: delay))
+                do { try await Task.sleep(for: delay) } catch { return .cancelled }
+                continue
+            }
+            let (device, peer) = found
+            do {
+                try await visit(device, peer: peer, adapter: adapter, sink: sink)
+                progressState.withBook { $0.recordSuccess(peer.address) }
+            } catch is CancellationError {
+                return .cancelled
+            } catch let failure as TransferFailure {
+                if Task.isCancelled { return .cancelled }
+                let now = progressState.elapsed
+                let delay = progressState.withBook {
+                    $0.recordFailure(peer.address, at: now, severe: { if case .unsuitable = failure { true } else { false } }())
+                }
+                if case .corrupt(let error) = failure, configuration.stopOnCorruptMessage {
+                    return .failed(RoleFailure(.dataError, "message from \(EventText.describe(peer)) failed verification: \(error)"))
+                }
+                emit(.retrying(reason: "\(EventText.describe(peer)): \(failure)", delay: delay))
+            } catch let failure as any ClassifiedFailure {
+                return .failed(failure)
+            } catch {
+                if Task.isCancelled { return .cancelled }
+                let now = progressState.elapsed
+                let delay = progressState.withBook { $0.recordFailure(peer.address, at: now) }
+                emit(.retrying(reason: "\(EventText.describe(peer)): \(Self.describe(error))", delay: delay))
+            }
+        }
+        return .cancelled
+    }
+
+    // MARK: Discovery
+
+    private enum ScanInput: Sendable {
+        case sighting(DeviceSighting)
+        case tick
+        case ended
+    }
+
+    /// Scans until a peripheral offering the transfer service is worth a visit, then stops
+    /// discovery (BlueZ connects unreliably while scanning) and returns it. Devices BlueZ
+    /// already knows come first (they emit no InterfacesAdded); peers backing off are skipped
+    /// until their pause ends.
+    private func discoverPeer(on adapter: Adapter) async throws -> (Device, PeerDescription) {
+        let service = configuration.serviceUUID.canonical
+        let (inputs, input) = AsyncStream<ScanInput>.makeStream()
+        // Subscribe (and take the cache snapshot) before discovery starts, so nothing is missed.
+        let sightings = adapter.sightings(serviceUUID: service)
+        let forward = Task {
+            for await sighting in sightings { input.yield(.sighting(sighting)) }
+            input.yield(.ended)
+        }
+        // Wakes the scan when a peer's back-off ends, for peers BlueZ keeps in its cache
+        // without reporting them again.
+        let ticker = Task {
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .seconds(1))
+                input.yield(.tick)
+            }
+        }
+        defer {
+            forward.cancel()
+            ticker.cancel()
+            input.finish()
+        }
+
+        do {
+            try await adapter.setDiscoveryFilter(uuids: [service], transport: .le, duplicateData: true)
+        } catch let error as BluetoothError {
+            try Self.rethrowIfFatal(error)
+            emit(.warning("SetDiscoveryFilter failed (\(error)); scanning without a filter"))
+        }
+        do {
+            try await adapter.startDiscovery()
+        } catch let error as BluetoothError {
+            try Self.rethrowIfFatal(error)
+            // InProgress: a discovery session of ours is already starting or running.
+            guard case .bluez(let name, _) = error, name == BlueZErrorName.inProgress else { throw error }
+        }
+        emit(.scanning(adapter: adapter.name))
+
+        for await item in inputs {
+            let candidates: [Device]
+            switch item {
+            case .sighting(let sighting):
+                candidates = [sighting.device]
+            case .tick:
+                candidates = adapter.devices().filter { device in
+                    device.properties.map { Self.offers(service, $0) } ?? false
+                }
+            case .ended:
+                throw BluetoothError.objectGone("adapter \(adapter.name)")
+            }
+            let now = progressState.elapsed
+            for device in candidates {
+                guard let properties = device.properties else { continue }
+                let rssi = properties.rssi.map(Int.init)
+                guard progressState.withBook({ $0.accepts(address: properties.address, rssi: rssi, at: now) }) else {
+                    continue
+                }
+                let peer = PeerDescription(address: properties.address, name: properties.alias ?? properties.name, rssi: rssi)
+                emit(.peerFound(peer))
+                await stopDiscovery(adapter)
+                return (device, peer)
+            }
+        }
+        throw CancellationError()
+    }
+
+    private static func offers(_ service: String, _ properties: DeviceProperties) -> Bool {
+        properties.uuids.contains { BluetoothUUIDString.matches($0, service) }
+    }
+
+    private func stopDiscovery(_ adapter: Adapter) async {
+        await boundedCleanup(limit: .seconds(5)) {
+            try? await adapter.stopDiscovery()
+        }
+    }
+
+    // MARK: One visit
+
+    /// Connect, resolve, subscribe, receive one message, store it, acknowledge, unsubscribe,
+    /// disconnect. Throws ``TransferFailure`` for what a later visit may fix (or a corrupt
+    /// message), a ``ClassifiedFailure`` for what ends the run.
+    private func visit(_ device: Device, peer: PeerDescription, adapter: Adapter, sink: any MessageSink) async throws {
+        var channel: CharacteristicSubscription?
+        do {
+            try await connect(device, peer: peer)
+            emit(.connected(peer))
+            let characteristic = try await resolveCharacteristic(on: device)
+
+            var hello: Hello?
+            if configuration.requestFramed, let writeType = Self.writeType(for: characteristic.flags) {
+                let candidate = Hello(session: .random())
+                do {
+                    try await characteristic.writeValue(candidate.encoded, type: writeType)
+                    hello = candidate
+                } catch let error as BluetoothError {
+                    try Self.rethrowIfFatal(error)
+                    emit(.warning("could not ask \(EventText.describe(peer)) for the framed format (\(error)); expecting compat"))
+                }
+            }
+
+            do {
+                let state = progressState
+                channel = try await CharacteristicSubscription.subscribe(to: characteristic) { [weak self] text in
+                    // Peers without AcquireNotify (Apple's sample, bless) are normal: say it once.
+                    if state.firstFallbackNotice() { self?.emit(.warning(text)) }
+                }
+            } catch let error as BluetoothError {
+                try Self.rethrowIfFatal(error)
+                throw TransferFailure.transient("subscribing failed: \(error)")
+            }
+            guard let channel else { throw TransferFailure.transient("subscribing failed") }
+
+            let (message, duration) = try await receive(through: channel, from: device, peer: peer, hello: hello)
+
+            // Complete and verified: store, then tell the sender (an ACK means "stored").
+            let sequence = progressState.nextSequence()
+            let storedAt = try await sink.store(message, sequence: sequence, from: peer)
+            if let ack = WireFormat.ackValue(for: message) {
+                let type = Self.writeType(for: characteristic.flags) ?? .command
+                do {
+                    try await characteristic.writeValue(ack, type: type)
+                    if type == .command {
+                        // A write command has no completion: bluetoothd replies once it queued
+                        // it, and a Disconnect issued at once can overtake it on a slow link.
+                        // No signal tells when it left, so give the link a moment.
+                        try? await Task.sleep(for: configuration.acknowledgementSettle)
+                    }
+                } catch {
+                    emit(.warning("could not acknowledge the message to \(EventText.describe(peer)): \(Self.describe(error))"))
+                }
+            }
+            progressState.markReceived()
+            emit(.received(
+                MessageSummary(sequence: sequence, byteCount: message.payload.count,
+                               format: message.format == .framed ? .framed : .compat,
+                               sha256: message.digest.map(Self.hex), duration: duration),
+                from: peer, storedAt: storedAt))
+        } catch let failure as TransferFailure {
+            if channel != nil {
+                emit(.transferAborted(peer, reason: failure.description))
+            }
+            await cleanUp(channel: channel, device: device, adapter: adapter, forget: true, peer: peer)
+            throw failure
+        } catch {
+            if channel != nil {
+                emit(.transferAborted(peer, reason: Task.isCancelled ? "stopped" : Self.describe(error)))
+            }
+            await cleanUp(channel: channel, device: device, adapter: adapter, forget: !Task.isCancelled, peer: peer)
+            throw error
+        }
+        // Forgotten after a success too: BlueZ then reports the peer again only when it really
+        // advertises again (a fresh InterfacesAdded), instead of offering a cached entry of a
+        // sender that may have finished and left.
+        await cleanUp(channel: channel, device: device, adapter: adapter, forget: true, peer: peer)
+    }
+
+    /// `Device1.Connect`, retrying transient failures with back-off.
+    private func connect(_ device: Device, peer: PeerDescription) async throws {
+        let attempts = max(1, configuration.connectAttempts)
+        for attempt in 1...attempts {
+            emit(.connecting(peer, attempt: attempt))
+            do {
+                try await device.connectOnce(timeout: configuration.connectTimeout)
+                return
+            } catch let error as BluetoothError {
+                try Self.rethrowIfFatal(error)
+                guard error.isTransientConnectFailure, attempt < attempts else {
+                    throw TransferFailure.transient("connecting failed: \(error)")
+                }
+                let delay = configuration.backoff.delay(afterFailures: attempt)
+                emit(.retrying(reason: "connecting to \(EventText.describe(peer)) failed: \(error)", delay: delay))
+                try await Task.sleep(for: delay)
+            }
+        }
+    }
+
+    private func resolveCharacteristic(on device: Device) async throws -> RemoteGATTCharacteristic {
+        do {
+            try await device.waitUntilServicesResolved(timeout: configuration.servicesResolveTimeout)
+        } catch let error as BluetoothError {
+            try Self.rethrowIfFatal(error)
+            switch error {
+            case .timedOut:
+                throw TransferFailure.transient(
+                    "services did not resolve within \(MessageAssembly.describe(configuration.servicesResolveTimeout))")
+            default:
+                throw TransferFailure.transient("waiting for services failed: \(error)")
+            }
+        }
+        do {
+            return try device.characteristic(service: configuration.serviceUUID.canonical,
+                                             characteristic: configuration.characteristicUUID.canonical)
+        } catch let error as BluetoothError {
+            throw TransferFailure.unsuitable("\(error)")
+        }
+    }
+
+    /// Receives one message through `channel`, watching for the peer leaving and for silence.
+    private func receive(through channel: CharacteristicSubscription, from device: Device, peer: PeerDescription,
+                         hello: Hello?) async throws -> (ReceivedMessage, Duration) {
+        let clock = ContinuousClock()
+        let subscribedAt = clock.now
+        let (inputs, input) = AsyncStream<TransferInput>.makeStream()
+        let forwarder = Task { await channel.forward(into: input) }
+        let disconnectWatch = Task {
+            try? await device.waitUntilDisconnected()
+            if !Task.isCancelled { input.yield(.ended("the peripheral disconnected")) }
+        }
+        let ticker = Task {
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .milliseconds(500))
+                input.yield(.tick)
+            }
+        }
+        defer {
+            forwarder.cancel()
+            disconnectWatch.cancel()
+            ticker.cancel()
+            input.finish()
+        }
+
+        var assembly = MessageAssembly(limits: configuration.limits, sentHello: hello, idleTimeout: configuration.idleTimeout)
+        let mtu = channel.mtu ?? 23
+        for await item in inputs {
+            switch assembly.handle(item, at: clock.now - subscribedAt) {
+            case .proceed(let report):
+                if let report { emitProgress(report, peer: peer) }
+            case .formatDetected(let format, let report):
+                emit(.subscribed(peer, mtu: mtu, format: format))
+                if let report { emitProgress(report, peer: peer) }
+            case .complete(let message, let duration):
+                return (message, duration)
+            case .failed(let failure):
+                throw failure
+            }
+        }
+        throw CancellationError()
+    }
+
+    private func emitProgress(_ report: MessageAssembly.ProgressReport, peer: PeerDescription) {
+        emit(.progress(peer, report.progress, bytesPerSecond: report.bytesPerSecond, secondsRemaining: report.secondsRemaining))
+    }
+
+    /// Apple's `cleanup()` order: unsubscribe, then disconnect. With `forget`, the device is
+    /// also removed from BlueZ's cache (unless paired), so the next scan sees it only when it
+    /// really advertises again.
+    private func cleanUp(channel: CharacteristicSubscription?, device: Device, adapter: Adapter, forget: Bool,
+                         peer: PeerDescription) async {
+        let wasConnected = device.properties?.connected ?? false
+        await boundedCleanup(limit: .seconds(10)) {
+            await channel?.close()
+            try? await device.disconnect()
+            if forget, !(device.properties?.paired ?? false) {
+                try? await adapter.removeDevice(device)
+            }
+        }
+        if wasConnected || channel != nil { emit(.disconnected(peer)) }
+    }
+
+    // MARK: Helpers
+
+    private func emit(_ event: RoleEvent) {
+        continuation.yield(event)
+    }
+
+    /// Failures that no retry of this peer can fix: they end the work (the state machine
+    /// takes over when bluetoothd or the adapter went away).
+    private static func rethrowIfFatal(_ error: BluetoothError) throws {
+        switch error {
+        case .accessDenied(let message):
+            throw RoleFailure(.permissionDenied, BluetoothError.accessDenied(message).description)
+        case .systemBusUnavailable, .bluetoothdNotRunning:
+            throw error
+        default:
+            return
+        }
+    }
+
+    /// HELLO and ACK go as write requests when the characteristic takes them: the reply then
+    /// means the peripheral has the value (the HELLO before we subscribe, the ACK before we
+    /// disconnect). Apple's characteristic offers only write-without-response.
+    static func writeType(for flags: [String]) -> GATTWriteType? {
+        if flags.contains("write") { return .request }
+        if flags.contains("write-without-response") { return .command }
+        return nil
+    }
+
+    static func hex(_ bytes: [UInt8]) -> String {
+        bytes.map { String(format: "%02x", $0) }.joined()
+    }
+
+    static func describe(_ error: any Error) -> String {
+        if let failure = error as? any ClassifiedFailure { return failure.userMessage }
+        return "\(error)"
+    }
+}
+
+/// Run-wide bookkeeping shared by the supervisor and the work task.
+final class RunState: Sendable {
+    private struct Inner {
+        var book: PeerBook
+        var received = 0
+        var sequence = 0
+        var fallbackNoticed = false
+    }
+
+    private let inner: LockedValue<Inner>
+    private let started = ContinuousClock.now
+
+    init(book: PeerBook) {
+        inner = LockedValue(Inner(book: book))
+    }
+
+    var elapsed: Duration { ContinuousClock.now - started }
+    var receivedSnapshot: Int { inner.withLock { $0.received } }
+
+    func nextSequence() -> Int {
+        inner.withLock { state in
+            state.sequence += 1
+            return state.sequence
+        }
+    }
+
+    /// True the first time only.
+    func firstFallbackNotice() -> Bool {
+        inner.withLock { state in
+            defer { state.fallbackNoticed = true }
+            return !state.fallbackNoticed
+        }
+    }
+
+    func markReceived() {
+        inner.withLock { $0.received += 1 }
+    }
+
+    func withBook<T>(_ body: (inout PeerBook) -> T) -> T {
+        inner.withLock { body(&$0.book) }
+    }
+}
+
+/// Short texts the roles put into events.
+enum EventText {
+    static func describe(_ peer: PeerDescription) -> String {
+        if let name = peer.name, !name.isEmpty, name != peer.address { return "\(peer.address) (\(name))" }
+        return peer.address
+    }
+}

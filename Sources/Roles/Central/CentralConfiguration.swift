@@ -1,0 +1,87 @@
+import Transfer
+
+/// Everything that shapes one run of the central (receiving) role.
+public struct CentralConfiguration: Sendable {
+    /// "hci1", or nil for BlueZ's first adapter.
+    public var adapterName: String?
+    public var serviceUUID: BluetoothUUID
+    public var characteristicUUID: BluetoothUUID
+    /// Messages to receive before `run` returns; nil keeps receiving until cancelled.
+    public var messageCount: Int?
+    /// Advertisements weaker than this (dBm) are ignored; nil accepts any strength.
+    public var minimumRSSI: Int?
+    public var limits: TransferLimits
+    /// Write a HELLO before subscribing when the characteristic takes writes, asking a
+    /// bletransfer peripheral for the framed format. Off: behave exactly like Apple's sample.
+    public var requestFramed: Bool
+    /// A transfer with no notification for this long is abandoned (nothing kept) and retried:
+    /// a peripheral that never sends `EOM` must not hold the central forever.
+    public var idleTimeout: Duration
+    /// How long one `Device1.Connect` may take.
+    public var connectTimeout: Duration
+    /// `Device1.Connect` attempts per peer visit (transient failures only).
+    public var connectAttempts: Int
+    /// How long to wait for `ServicesResolved` after connecting.
+    public var servicesResolveTimeout: Duration
+    /// Pauses between retries of one peer and of the scan; grows per consecutive failure.
+    public var backoff: BackoffPolicy
+    /// Whether a message that fails verification (digest, length, framing, size limit) ends
+    /// the run with a `.dataError` failure (a command's exit status 65) or is reported and
+    /// skipped (a daemon keeps receiving).
+    public var stopOnCorruptMessage: Bool
+    /// After an ACK sent as a write command (no completion exists for those), how long the
+    /// link stays up before the central disconnects.
+    public var acknowledgementSettle: Duration
+
+    public init(adapterName: String? = nil,
+                serviceUUID: BluetoothUUID = TransferUUIDs.appleSampleService,
+                characteristicUUID: BluetoothUUID = TransferUUIDs.appleSampleCharacteristic,
+                messageCount: Int? = 1,
+                minimumRSSI: Int? = nil,
+                limits: TransferLimits = .default,
+                requestFramed: Bool = true,
+                idleTimeout: Duration = .seconds(15),
+                connectTimeout: Duration = .seconds(20),
+                connectAttempts: Int = 4,
+                servicesResolveTimeout: Duration = .seconds(20),
+                backoff: BackoffPolicy = BackoffPolicy(),
+                stopOnCorruptMessage: Bool = true,
+                acknowledgementSettle: Duration = .milliseconds(300)) {
+        self.adapterName = adapterName
+        self.serviceUUID = serviceUUID
+        self.characteristicUUID = characteristicUUID
+        self.messageCount = messageCount
+        self.minimumRSSI = minimumRSSI
+        self.limits = limits
+        self.requestFramed = requestFramed
+        self.idleTimeout = idleTimeout
+        self.connectTimeout = connectTimeout
+        self.connectAttempts = connectAttempts
+        self.servicesResolveTimeout = servicesResolveTimeout
+        self.backoff = backoff
+        self.stopOnCorruptMessage = stopOnCorruptMessage
+        self.acknowledgementSettle = acknowledgementSettle
+    }
+}
+
+/// Exponential back-off: `initial`, doubled per consecutive failure, capped at `maximum`.
+public struct BackoffPolicy: Sendable, Hashable {
+    public var initial: Duration
+    public var maximum: Duration
+
+    public init(initial: Duration = .milliseconds(500), maximum: Duration = .seconds(30)) {
+        self.initial = initial
+        self.maximum = max(initial, maximum)
+    }
+
+    /// The pause after `failures` consecutive failures (1 for the first); zero for none.
+    public func delay(afterFailures failures: Int) -> Duration {
+        guard failures > 0 else { return .zero }
+        var delay = initial
+        for _ in 1..<min(failures, 32) {
+            delay = delay * 2
+            if delay >= maximum { return maximum }
+        }
+        return min(delay, maximum)
+    }
+}

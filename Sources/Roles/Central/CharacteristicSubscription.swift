@@ -1,0 +1,106 @@
+import BlueZ
+import DBus
+
+/// What arrives while a central is subscribed.
+enum TransferInput: Sendable, Equatable {
+    /// One notification value.
+    case value([UInt8])
+    /// The subscription ended from the other side (socket closed, characteristic removed, the
+    /// peer disconnected); `reason` says which, in words.
+    case ended(String)
+    /// A clock tick, so the idle timeout is checked even when nothing arrives.
+    case tick
+}
+
+/// A subscription to the transfer characteristic's notifications: through the socket of
+/// `AcquireNotify` when BlueZ grants it (one packet per notification, the value never passes
+/// through D-Bus), otherwise through `StartNotify` and `PropertiesChanged` on `Value`.
+final class CharacteristicSubscription: Sendable {
+    enum Mechanism: String, Sendable {
+        case acquiredSocket = "AcquireNotify"
+        case startNotify = "StartNotify"
+    }
+
+    let mechanism: Mechanism
+    /// The ATT MTU of the link when known (the socket reports it; `GattCharacteristic1.MTU`
+    /// otherwise).
+    let mtu: Int?
+    private let characteristic: RemoteGATTCharacteristic
+    private let socket: NotificationSocket?
+    private let updates: AsyncStream<[UInt8]>?
+
+    private init(mechanism: Mechanism, mtu: Int?, characteristic: RemoteGATTCharacteristic,
+                 socket: NotificationSocket?, updates: AsyncStream<[UInt8]>?) {
+        self.mechanism = mechanism
+        self.mtu = mtu
+        self.characteristic = characteristic
+        self.socket = socket
+        self.updates = updates
+    }
+
+    /// Subscribes, preferring `AcquireNotify`. It is refused when the characteristic has no
+    /// socket support, or (BlueZ 5.66) when another client already called `StartNotify` —
+    /// then `StartNotify` is used. `warn` hears why the fallback was taken.
+    static func subscribe(to characteristic: RemoteGATTCharacteristic,
+                          warn: @Sendable (String) -> Void) async throws -> CharacteristicSubscription {
+        do {
+            let socket = try await characteristic.acquireNotify()
+            return CharacteristicSubscription(mechanism: .acquiredSocket, mtu: socket.mtu, characteristic: characteristic,
+                                       socket: socket, updates: nil)
+        } catch let error as BluetoothError {
+            switch error {
+            case .bluetoothdNotRunning, .accessDenied, .systemBusUnavailable, .objectGone, .deviceDisconnected:
+                throw error
+            default:
+                warn("AcquireNotify refused (\(error)); subscribing with StartNotify")
+            }
+        } catch let error as NotificationSocketError {
+            warn("AcquireNotify gave an unusable socket (\(error)); subscribing with StartNotify")
+        }
+        // Listen before subscribing so the first notification is not missed.
+        let updates = characteristic.valueUpdates()
+        try await characteristic.startNotify()
+        return CharacteristicSubscription(mechanism: .startNotify, mtu: characteristic.mtu, characteristic: characteristic,
+                                   socket: nil, updates: updates)
+    }
+
+    /// Forwards notifications into `continuation` until the subscription ends (then one
+    /// `.ended`) or the calling task is cancelled.
+    func forward(into continuation: AsyncStream<TransferInput>.Continuation) async {
+        if let socket {
+            while true {
+                do {
+                    guard let value = try await socket.receive() else {
+                        continuation.yield(.ended("the peripheral closed the notification socket"))
+                        return
+                    }
+                    continuation.yield(.value(value))
+                } catch is CancellationError {
+                    return
+                } catch NotificationSocketError.closed {
+                    return
+                } catch {
+                    continuation.yield(.ended("reading notifications failed: \(error)"))
+                    return
+                }
+            }
+        } else if let updates {
+            for await value in updates {
+                continuation.yield(.value(value))
+            }
+            if !Task.isCancelled {
+                continuation.yield(.ended("the characteristic went away"))
+            }
+        }
+    }
+
+    /// Unsubscribes: closes the socket (BlueZ then disables notifications) or calls
+    /// `StopNotify`. Errors are ignored: the link may already be gone.
+    func close() async {
+        if let socket {
+            socket.close()
+        } else {
+            try? await characteristic.stopNotify()
+        }
+    }
+}

@@ -1,0 +1,142 @@
+import Transfer
+
+/// The receiving half of one subscription, without I/O: notification values, ends and clock
+/// ticks go in (with the time since the subscription started), and out comes what the central
+/// does next. Wraps the core's ``MessageReceiver`` with what a live link adds: an idle
+/// timeout, progress throttling, rate and ETA.
+struct MessageAssembly: Sendable {
+    enum Step: Sendable, Equatable {
+        /// Keep listening; report this progress when non-nil.
+        case proceed(progress: ProgressReport?)
+        /// The first value arrived and tells the format.
+        case formatDetected(TransferFormat, progress: ProgressReport?)
+        /// `EOM` arrived and the message verified.
+        case complete(ReceivedMessage, duration: Duration)
+        /// The transfer cannot end well; nothing of it may be kept.
+        case failed(TransferFailure)
+    }
+
+    struct ProgressReport: Sendable, Equatable {
+        var progress: TransferProgress
+        var bytesPerSecond: Double?
+        var secondsRemaining: Double?
+    }
+
+    let idleTimeout: Duration
+    /// Progress is reported at most this often (and always for the last value before `EOM`).
+    let progressInterval: Duration
+    private var receiver: MessageReceiver
+    private var meter: ProgressMeter?
+    private var lastActivity: Duration = .zero
+    private var firstValueAt: Duration?
+    private var lastProgressAt: Duration?
+    private(set) var finished = false
+
+    init(limits: TransferLimits, sentHello: Hello?, idleTimeout: Duration, progressInterval: Duration = .milliseconds(200)) {
+        receiver = MessageReceiver(limits: limits, sentHello: sentHello)
+        self.idleTimeout = idleTimeout
+        self.progressInterval = progressInterval
+    }
+
+    var valuesReceived: Int { receiver.valuesReceived }
+    var bytesReceived: Int { receiver.progress.bytesSoFar }
+
+    mutating func handle(_ input: TransferInput, at time: Duration) -> Step {
+        guard !finished else { return .proceed(progress: nil) }
+        switch input {
+        case .tick:
+            if time - lastActivity >= idleTimeout {
+                finished = true
+                let detail = receiver.valuesReceived == 0
+                    ? "no notification within \(Self.describe(idleTimeout)) of subscribing"
+                    : "no notification for \(Self.describe(idleTimeout)) (\(receiver.progress.bytesSoFar) bytes received, no end marker)"
+                return .failed(.transient("the peripheral stalled: \(detail)"))
+            }
+            return .proceed(progress: nil)
+
+        case .ended(let reason):
+            finished = true
+            let error = receiver.finishWithoutEOM()
+            return .failed(.transient(error.map { "\($0) (\(reason))" } ?? reason))
+
+        case .value(let value):
+            lastActivity = time
+            let first = firstValueAt == nil
+            if first { firstValueAt = time }
+            let event: MessageReceiver.Event
+            do {
+                event = try receiver.receive(value)
+            } catch {
+                finished = true
+                return .failed(TransferFailure(error))
+            }
+            switch event {
+            case .complete(let message):
+                finished = true
+                return .complete(message, duration: time - (firstValueAt ?? time))
+            case .progress(let progress):
+                if meter == nil || meter?.totalBytes != progress.totalBytes {
+                    meter = ProgressMeter(totalBytes: progress.totalBytes)
+                }
+                meter?.record(bytesSoFar: progress.bytesSoFar, at: time)
+                var report: ProgressReport?
+                let due = lastProgressAt.map { time - $0 >= progressInterval } ?? true
+                let done = progress.totalBytes.map { progress.bytesSoFar >= $0 } ?? false
+                // A header value alone says nothing yet (no payload byte, no total).
+                let informative = progress.bytesSoFar > 0 || progress.totalBytes != nil
+                if (due || done || first) && informative {
+                    lastProgressAt = time
+                    report = ProgressReport(
+                        progress: progress, bytesPerSecond: meter?.bytesPerSecond,
+                        secondsRemaining: meter?.estimatedRemaining.map(Self.seconds))
+                }
+                if first, let format = receiver.detectedFormat {
+                    return .formatDetected(format == .framed ? .framed : .compat, progress: report)
+                }
+                return .proceed(progress: report)
+            }
+        }
+    }
+
+    static func seconds(_ duration: Duration) -> Double {
+        let (whole, attoseconds) = duration.components
+        return Double(whole) + Double(attoseconds) / 1e18
+    }
+
+    static func describe(_ duration: Duration) -> String {
+        let value = seconds(duration)
+        return value == value.rounded() ? "\(Int(value)) s" : "\(value) s"
+    }
+}
+
+/// Why one visit to a peripheral did not yield a message, and what that means for the run.
+enum TransferFailure: Error, Sendable, Equatable, CustomStringConvertible {
+    /// Worth another try after a pause: connect aborted, services slow, peer gone mid-transfer,
+    /// stalled, an answer to another central's request.
+    case transient(String)
+    /// The peer does not offer the transfer characteristic (or no way to subscribe): try it
+    /// again only after a long pause.
+    case unsuitable(String)
+    /// The message arrived but failed verification.
+    case corrupt(ReceiveError)
+
+    init(_ error: ReceiveError) {
+        switch error {
+        case .sessionMismatch:
+            // BlueZ 5.66 sends notifications to every subscriber: another central's framed
+            // answer is nobody's fault; try again.
+            self = .transient(error.description)
+        case .missingEndOfMessage:
+            self = .transient(error.description)
+        default:
+            self = .corrupt(error)
+        }
+    }
+
+    var description: String {
+        switch self {
+        case .transient(let reason), .unsuitable(let reason): reason
+        case .corrupt(let error): error.description
+        }
+    }
+}

@@ -1,0 +1,59 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import SystemPackage
+import Transfer
+
+/// Writes one message to a named file (`--output PATH`), atomically: the bytes go to a hidden
+/// temporary file in the same directory, are flushed to disk, and only then renamed over the
+/// target, so the path holds the previous content or the whole new message, never a part.
+public struct SingleFileSink: MessageSink {
+    public let path: FilePath
+
+    /// Checks that the directory exists and takes new files, so a bad path fails before any
+    /// Bluetooth work starts.
+    public init(path: FilePath) throws(SinkFailure) {
+        self.path = path
+        let directory = Self.directory(of: path)
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: directory.string, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw SinkFailure(.ioError, "cannot write \(path): directory \(directory) does not exist")
+        }
+        if FileManager.default.fileExists(atPath: path.string, isDirectory: &isDirectory), isDirectory.boolValue {
+            throw SinkFailure(.ioError, "cannot write \(path): it is a directory (use --output-dir for a directory)")
+        }
+        guard access(directory.string, W_OK | X_OK) == 0 else {
+            throw SinkFailure(.ioError, "cannot write \(path): no permission to create files in \(directory)")
+        }
+    }
+
+    public func store(_ message: ReceivedMessage, sequence: Int, from peer: PeerDescription?) async throws -> String? {
+        let directory = Self.directory(of: path)
+        let temporary = directory.appending(".bletransfer-partial-\(UUID().uuidString)")
+        do {
+            let fd = try FileDescriptor.open(
+                temporary, .writeOnly, options: [.create, .exclusiveCreate, .closeOnExec],
+                permissions: [.ownerReadWrite, .groupRead, .otherRead])
+            try fd.closeAfter {
+                _ = try fd.writeAll(message.payload)
+                guard fsync(fd.rawValue) == 0 else { throw Errno(rawValue: errno) }
+            }
+            guard rename(temporary.string, path.string) == 0 else { throw Errno(rawValue: errno) }
+        } catch {
+            _ = unlink(temporary.string)
+            throw SinkFailure(.ioError, "cannot write \(path): \(error)")
+        }
+        let directoryFD = open(directory.string, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if directoryFD >= 0 {
+            _ = fsync(directoryFD)
+            _ = close(directoryFD)
+        }
+        return path.string
+    }
+
+    static func directory(of path: FilePath) -> FilePath {
+        let parent = path.removingLastComponent()
+        return parent.isEmpty ? FilePath(".") : parent
+    }
+}

@@ -1,0 +1,57 @@
+import Transfer
+
+/// The HELLOs centrals wrote, by device, so that a subscription from a device that asked for
+/// the framed format gets it and every other subscription gets compat.
+///
+/// Bounded and expiring: a hostile central writing HELLOs from ever new addresses cannot grow
+/// it past `capacity` (the least recently written entry is dropped), and a HELLO older than
+/// `lifetime` no longer counts. Pure: the caller supplies the time.
+struct HelloRegistry: Sendable {
+    struct Entry: Sendable {
+        var hello: Hello
+        var writtenAt: ContinuousClock.Instant
+    }
+
+    let capacity: Int
+    let lifetime: Duration
+    private(set) var entries: [String: Entry] = [:]
+
+    init(capacity: Int, lifetime: Duration) {
+        self.capacity = max(1, capacity)
+        self.lifetime = lifetime
+    }
+
+    /// Remembers (or replaces) the HELLO `device` wrote at `time`.
+    mutating func record(_ hello: Hello, from device: String, at time: ContinuousClock.Instant) {
+        removeExpired(at: time)
+        entries[device] = Entry(hello: hello, writtenAt: time)
+        while entries.count > capacity,
+              let oldest = entries.min(by: { $0.value.writtenAt < $1.value.writtenAt })?.key {
+            entries[oldest] = nil
+        }
+    }
+
+    /// The HELLO `device` wrote, if it is still valid at `time`. It stays valid for later
+    /// subscriptions of the same device (a central that subscribes again after an aborted
+    /// transfer keeps its format), until it expires or is replaced.
+    func hello(from device: String, at time: ContinuousClock.Instant) -> Hello? {
+        guard let entry = entries[device], time - entry.writtenAt <= lifetime else { return nil }
+        return entry.hello
+    }
+
+    /// The device whose HELLO is the most recent still valid at `time`. For the StartNotify
+    /// path, where BlueZ does not say which device subscribed.
+    func mostRecent(at time: ContinuousClock.Instant) -> (device: String, hello: Hello)? {
+        entries.filter { time - $0.value.writtenAt <= lifetime }
+            .max(by: { $0.value.writtenAt < $1.value.writtenAt })
+            .map { ($0.key, $0.value.hello) }
+    }
+
+    mutating func forget(_ device: String) {
+        entries[device] = nil
+    }
+
+    private mutating func removeExpired(at time: ContinuousClock.Instant) {
+        entries = entries.filter { time - $0.value.writtenAt <= lifetime }
+    }
+}

@@ -1,0 +1,124 @@
+import SystemPackage
+import Transfer
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// Where `send` takes its message from, and the rules for reading it: binary-safe, bounded by
+/// the transfer limit, with one-line failures a user can act on.
+public enum MessageInput: Sendable, Equatable {
+    /// The MESSAGE argument, sent as its UTF-8 bytes.
+    case argument(String)
+    /// `--file PATH`: a regular file, or anything readable (a FIFO, `/dev/stdin`, `<(cmd)`).
+    case file(String)
+    /// Standard input, read to its end.
+    case standardInput
+
+    /// Why the message could not be read.
+    public struct Failure: ClassifiedFailure, Equatable, CustomStringConvertible {
+        public var kind: FailureKind
+        public var userMessage: String
+        public var description: String { userMessage }
+    }
+
+    /// Reads the whole message.
+    /// - Parameters:
+    ///   - limit: the largest payload allowed (``TransferLimits/maximumMessageSize``); larger
+    ///     input fails with `.dataError` without being read past the limit.
+    ///   - allowEmpty: an empty message is refused (`.dataError`) unless this is set: an empty
+    ///     stdin or file is far more often a mistake (a failed command in a pipe) than intent.
+    ///   - standardInput: the descriptor to read for `.standardInput` (tests pass a pipe).
+    public func read(limit: Int, allowEmpty: Bool,
+                     standardInput: FileDescriptor = .standardInput) throws(Failure) -> [UInt8] {
+        let bytes: [UInt8]
+        switch self {
+        case .argument(let text):
+            bytes = Array(text.utf8)
+            if bytes.count > limit { throw Self.tooLarge(bytes.count, limit: limit, what: "the message") }
+        case .file(let path):
+            bytes = try Self.readFile(path, limit: limit)
+        case .standardInput:
+            if isatty(standardInput.rawValue) == 1 {
+                throw Failure(kind: .usage, userMessage:
+                    "nothing to send: give the message as an argument, use --file PATH, or pipe it into standard input")
+            }
+            bytes = try Self.readAll(standardInput, limit: limit, what: "standard input")
+        }
+        if bytes.isEmpty && !allowEmpty {
+            throw Failure(kind: .dataError, userMessage:
+                "the message is empty (\(self.sourceDescription) gave 0 bytes); pass --allow-empty to send an empty message")
+        }
+        return bytes
+    }
+
+    var sourceDescription: String {
+        switch self {
+        case .argument: "the MESSAGE argument"
+        case .file(let path): "'\(path)'"
+        case .standardInput: "standard input"
+        }
+    }
+
+    private static func readFile(_ path: String, limit: Int) throws(Failure) -> [UInt8] {
+        let descriptor: FileDescriptor
+        do {
+            descriptor = try FileDescriptor.open(FilePath(path), .readOnly, options: [.closeOnExec])
+        } catch {
+            throw Failure(kind: .noInput, userMessage: "cannot open '\(path)': \(describe(error))")
+        }
+        defer { try? descriptor.close() }
+        var status = stat()
+        if fstat(descriptor.rawValue, &status) == 0 {
+            if (status.st_mode & S_IFMT) == S_IFDIR {
+                throw Failure(kind: .noInput, userMessage: "'\(path)' is a directory, not a file")
+            }
+            if (status.st_mode & S_IFMT) == S_IFREG && Int(status.st_size) > limit {
+                throw tooLarge(Int(status.st_size), limit: limit, what: "'\(path)'")
+            }
+        }
+        return try readAll(descriptor, limit: limit, what: "'\(path)'")
+    }
+
+    /// Reads to end of file, at most `limit` bytes (one more tells that the input is larger).
+    private static func readAll(_ descriptor: FileDescriptor, limit: Int, what: String) throws(Failure) -> [UInt8] {
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let count: Int
+            do {
+                count = try chunk.withUnsafeMutableBytes { buffer in
+                    try descriptor.read(into: buffer, retryOnInterrupt: true)
+                }
+            } catch {
+                // EISDIR arrives here when a directory is given as standard input.
+                throw Failure(kind: .noInput, userMessage: "cannot read \(what): \(describe(error))")
+            }
+            if count == 0 { return bytes }
+            if bytes.count + count > limit {
+                throw tooLarge(nil, limit: limit, what: what)
+            }
+            bytes.append(contentsOf: chunk[0..<count])
+        }
+    }
+
+    private static func tooLarge(_ size: Int?, limit: Int, what: String) -> Failure {
+        let sizeText = size.map { " (\($0) bytes)" } ?? ""
+        return Failure(kind: .dataError, userMessage:
+            "\(what) is too large\(sizeText): the limit is \(limit) bytes (\(limit / (1024 * 1024)) MiB)")
+    }
+
+    private static func describe(_ error: any Error) -> String {
+        if let errno = error as? Errno {
+            switch errno {
+            case .noSuchFileOrDirectory: return "no such file"
+            case .permissionDenied: return "permission denied"
+            case .isDirectory: return "it is a directory"
+            default: return String(describing: errno)
+            }
+        }
+        return String(describing: error)
+    }
+}

@@ -1,0 +1,16 @@
+import Transfer
+
+/// Where a `Peripheral` gets the messages it serves, one at a time, in order.
+///
+/// The peripheral asks for `current()`, advertises, serves that message to every subscriber
+/// (each from byte 0) until one delivery counts, then calls `markDelivered` and asks again.
+/// `send` serves one fixed message N times; a daemon serves outbox files in order.
+public protocol MessageSource: Sendable {
+    /// The message to serve now. May wait until one is available (a daemon's empty outbox);
+    /// nil means there is nothing more to send, and the peripheral's `run` returns.
+    func current() async -> OutgoingMessage?
+
+    /// `message` (the one `current()` returned) was delivered to `peer`; the next call to
+    /// `current()` moves on.
+    func markDelivered(_ message: OutgoingMessage, summary: MessageSummary, to peer: PeerDescription?) async
+}

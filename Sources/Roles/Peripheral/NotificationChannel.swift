@@ -1,0 +1,81 @@
+import BlueZ
+
+/// How notification values reach one subscribed central: through the socket BlueZ took with
+/// `AcquireNotify`, or through `PropertiesChanged(Value)` after `StartNotify` (the fallback).
+protocol NotificationChannel: Sendable {
+    /// The longest value one notification carries on this link (ATT MTU − 3).
+    var maximumValueLength: Int { get }
+    /// Whether `send` waits for the link (back-pressure) or only paces.
+    var hasBackPressure: Bool { get }
+    /// Hands one value to BlueZ, waiting while it cannot take more. Throws once the
+    /// subscription is gone.
+    func send(_ value: [UInt8]) async throws
+    /// Returns once everything sent was taken by bluetoothd, as far as this channel can tell.
+    /// This is what "written" means for the last value, `EOM`.
+    func drain() async throws
+    /// Stops the channel; a `send` waiting for room fails.
+    func close()
+}
+
+/// The AcquireNotify socket: one packet per notification, `EAGAIN` when bluetoothd has not
+/// read what we wrote (the analogue of CoreBluetooth's `updateValue` returning NO).
+struct SocketNotificationChannel: NotificationChannel {
+    let socket: NotificationSocket
+
+    var maximumValueLength: Int { socket.maximumValueLength }
+    var hasBackPressure: Bool { true }
+
+    func send(_ value: [UInt8]) async throws {
+        try await socket.send(value)
+    }
+
+    func drain() async throws {
+        // "Written" is "accepted by the socket": NotificationSocket does not expose the
+        // socket's queue depth (SIOCOUTQ) yet (requested in /work/specs/requests.md), so
+        // bluetoothd may still hold the tail when this returns.
+        if socket.isClosed { throw NotificationSocketError.closed }
+    }
+
+    func close() {
+        socket.close()
+    }
+}
+
+/// The fallback when BlueZ subscribed us through `StartNotify`: each value is emitted as
+/// `PropertiesChanged(Value)`, which bluetoothd turns into a notification to every
+/// subscriber. There is no back-pressure on this path (bluetoothd queues whatever it gets),
+/// so values are paced by a fixed interval instead; the interval is a rate limit, not a wait
+/// for an event (none exists).
+struct PropertiesChangedNotificationChannel: NotificationChannel {
+    let maximumValueLength: Int
+    let interval: Duration
+    let emit: @Sendable ([UInt8]) throws -> Void
+    private let closed = ClosedFlag()
+
+    init(maximumValueLength: Int, interval: Duration, emit: @escaping @Sendable ([UInt8]) throws -> Void) {
+        self.maximumValueLength = maximumValueLength
+        self.interval = interval
+        self.emit = emit
+    }
+
+    var hasBackPressure: Bool { false }
+
+    func send(_ value: [UInt8]) async throws {
+        try Task.checkCancellation()
+        if closed.isSet { throw NotificationSocketError.closed }
+        try emit(value)
+        if interval > .zero {
+            try await Task.sleep(for: interval)
+        } else {
+            await Task.yield()
+        }
+    }
+
+    /// Every value was emitted on the bus once `send` returned; that is all "written" can mean
+    /// here, even if BlueZ stopped the subscription since.
+    func drain() async throws {}
+
+    func close() {
+        closed.set()
+    }
+}

@@ -1,0 +1,282 @@
+import BlueZ
+import DBus
+import Logging
+import Transfer
+
+/// The sending role (Apple's peripheral): advertises the transfer service and notifies each
+/// subscribed central the current message, from byte 0, then `EOM`.
+///
+/// The manager state drives everything: in `poweredOn` the GATT application (an
+/// ObjectManager root, one primary service, one characteristic with `notify` and
+/// `write-without-response`) and the advertisement are registered; leaving `poweredOn` (adapter
+/// powered off, bluetoothd restarted) aborts the transfer under way (nothing counted),
+/// unregisters both, and waits; coming back registers again. One central is served at a time
+/// (BlueZ 5.66 keeps one notify session per characteristic); advertising pauses meanwhile.
+///
+/// `run` returns once the message source has nothing more to send. Cancelling `run` (SIGINT,
+/// SIGTERM, a deadline) unregisters everything before `run` throws `CancellationError`.
+public final class Peripheral: Sendable {
+    public let configuration: PeripheralConfiguration
+    public let session: BluetoothSession
+    private let logger: Logger
+
+    public init(configuration: PeripheralConfiguration, session: BluetoothSession,
+                logger: Logger = Logger(label: "bletransfer.peripheral")) {
+        self.configuration = configuration
+        self.session = session
+        self.logger = logger
+    }
+
+    /// Serves `source` until it is exhausted. Throws a `RoleFailure` for what waiting cannot
+    /// fix (no adapter, no LE or advertising, bluetoothd absent at start, access denied,
+    /// registration refused), `CancellationError` when cancelled.
+    public func run(source: some MessageSource, onEvent: @escaping @Sendable (RoleEvent) -> Void) async throws {
+        let driver = ManagerStateDriver(session: session, adapterName: configuration.adapterName,
+                                        requirement: .peripheral)
+        let (inputs, inputContinuation) = AsyncStream<EngineInput>.makeStream()
+        let forwarder = Task {
+            for await transition in driver.transitions() {
+                inputContinuation.yield(.transition(transition))
+            }
+            inputContinuation.yield(.stateStreamEnded)
+        }
+        let counter = DeliveryCounter()
+        var serving: Task<Void, Never>?
+        var hasBeenPoweredOn = false
+
+        func stopServing() async {
+            guard let task = serving else { return }
+            serving = nil
+            task.cancel()
+            await task.value
+        }
+
+        do {
+            for await input in inputs {
+                switch input {
+                case .transition(let transition):
+                    if transition.changed || !hasBeenPoweredOn {
+                        onEvent(transition.roleEvent)
+                    }
+                    switch transition.action {
+                    case .start, .resume:
+                        await stopServing()
+                        guard let adapter = driver.currentAdapter() else {
+                            logger.debug("poweredOn without an adapter to use; waiting")
+                            continue
+                        }
+                        hasBeenPoweredOn = true
+                        serving = Task {
+                            let outcome = await self.serve(source: source, adapter: adapter, counter: counter,
+                                                           onEvent: onEvent)
+                            inputContinuation.yield(.servingEnded(outcome))
+                        }
+                    case .tearDown:
+                        await stopServing()
+                    case .none:
+                        break
+                    }
+                    if !hasBeenPoweredOn {
+                        if let failure = driver.unknownAdapterFailure() { throw failure }
+                        if let failure = transition.startupFailure { throw failure }
+                        if transition.to == .poweredOff {
+                            onEvent(.warning("waiting for the adapter to be powered on (e.g. bluetoothctl power on)"))
+                        }
+                    }
+                case .servingEnded(let outcome):
+                    switch outcome {
+                    case .exhausted:
+                        await stopServing()
+                        forwarder.cancel()
+                        return
+                    case .failed(let failure):
+                        await stopServing()
+                        throw failure
+                    case .interrupted:
+                        break   // the state stream reports why; serving starts again on poweredOn
+                    }
+                case .stateStreamEnded:
+                    throw RoleFailure(.unavailable, "lost the connection to the D-Bus system bus")
+                }
+            }
+            // The input stream only ends when this task is cancelled.
+            throw CancellationError()
+        } catch {
+            await stopServing()
+            forwarder.cancel()
+            throw error
+        }
+    }
+
+    // MARK: One poweredOn period
+
+    private enum EngineInput: Sendable {
+        case transition(ManagerTransition)
+        case servingEnded(ServingOutcome)
+        case stateStreamEnded
+    }
+
+    private enum ServingOutcome: Sendable {
+        /// The source has nothing more to send.
+        case exhausted
+        /// Something waiting will not fix.
+        case failed(RoleFailure)
+        /// Cancelled, or bluetoothd / the adapter went away under us: the state stream says
+        /// what comes next.
+        case interrupted
+
+        var isExhausted: Bool {
+            if case .exhausted = self { return true }
+            return false
+        }
+    }
+
+    /// Registers the application on `adapter`, advertises while there is a message and no
+    /// central is being served, and counts deliveries, until the source is exhausted or the
+    /// task is cancelled. Leaves nothing registered behind.
+    private func serve(source: some MessageSource, adapter: Adapter, counter: DeliveryCounter,
+                       onEvent: @escaping @Sendable (RoleEvent) -> Void) async -> ServingOutcome {
+        let session = self.session
+        let configuration = self.configuration
+        let server = SubscriptionServer(
+            configuration: configuration, logger: logger,
+            describePeer: { PeerResolver.describe(devicePath: $0, in: session) },
+            emitEvent: onEvent)
+        let adapterPath = adapter.path
+        let acquireNotify: @Sendable (NotifySubscription) async -> Void = { subscription in
+            await server.acceptSocket(subscription.socket, device: subscription.options.device?.rawValue)
+        }
+        let handlers = LocalCharacteristicHandlers(
+            write: { value, options in
+                await server.write(value, device: options.device?.rawValue, mtu: options.mtu)
+            },
+            startNotify: {
+                let device = PeerResolver.onlyConnectedDevice(under: adapterPath, in: session)
+                await server.acceptFallback(device: device)
+            },
+            stopNotify: {
+                await server.fallbackStopped()
+            },
+            acquireNotify: configuration.offersAcquireNotify ? acquireNotify : nil)
+        let application = LocalGATTApplication(session: session, service: LocalGATTService(
+            uuid: configuration.serviceUUID.canonical,
+            characteristics: [LocalGATTCharacteristic(
+                uuid: configuration.characteristicUUID.canonical,
+                flags: ["notify", "write-without-response"], handlers: handlers)]))
+        await server.attachFallbackEmitter { [application] value in
+            try application.notify(value)
+        }
+        let advertisement = LEAdvertisement(session: session, configuration: AdvertisementConfiguration(
+            serviceUUIDs: [configuration.serviceUUID.canonical], localName: configuration.localName))
+        let watcher = Task {
+            await Self.watchDisconnections(under: adapterPath, session: session, server: server)
+        }
+
+        let outcome: ServingOutcome
+        do {
+            outcome = try await serveMessages(source: source, adapter: adapter, application: application,
+                                              advertisement: advertisement, server: server, counter: counter,
+                                              onEvent: onEvent)
+        } catch {
+            outcome = classify(error, adapter: adapter)
+        }
+
+        // Teardown runs in a task of its own: this one may be cancelled, and a cancelled task
+        // cannot make the D-Bus calls that unregister.
+        watcher.cancel()
+        let reason = outcome.isExhausted ? "the run ended" : "Bluetooth is not available any more"
+        await Task {
+            await server.shutDown(reason: reason)
+            await advertisement.unregister()
+            await application.unregister()
+        }.value
+        return outcome
+    }
+
+    private func serveMessages(source: some MessageSource, adapter: Adapter, application: LocalGATTApplication,
+                               advertisement: LEAdvertisement, server: SubscriptionServer,
+                               counter: DeliveryCounter,
+                               onEvent: @escaping @Sendable (RoleEvent) -> Void) async throws -> ServingOutcome {
+        try await application.register(on: adapter)
+        logger.debug("GATT application registered at \(application.root) on \(adapter.name)")
+
+        guard let first = await source.current() else { return .exhausted }
+        try Task.checkCancellation()
+        await server.offer(first, sequence: await counter.nextSequence)
+        var advertising = false
+
+        func advertise(_ wanted: Bool) async throws {
+            guard wanted != advertising else { return }
+            if wanted {
+                try await advertisement.register(on: adapter)
+                onEvent(.advertising(adapter: adapter.name, localName: configuration.localName))
+            } else {
+                await advertisement.unregister()
+                logger.debug("advertising paused while a central is served")
+            }
+            advertising = wanted
+        }
+
+        try await advertise(true)
+        for await activity in server.activity {
+            try Task.checkCancellation()
+            switch activity {
+            case .subscribed:
+                if configuration.pausesAdvertisingWhileServing { try await advertise(false) }
+            case .delivered(let message, let summary, let peer):
+                await source.markDelivered(message, summary: summary, to: peer)
+                await counter.recordDelivery()
+                onEvent(.delivered(summary, to: peer))
+                guard let next = await source.current() else { return .exhausted }
+                await server.offer(next, sequence: await counter.nextSequence)
+            case .subscriptionEnded:
+                try await advertise(true)
+            }
+        }
+        return .interrupted
+    }
+
+    /// Ends a subscription whose central disconnected without unsubscribing first (BlueZ
+    /// normally hangs up the notify socket then too; the BlueZ mock does not).
+    private static func watchDisconnections(under adapter: ObjectPath, session: BluetoothSession,
+                                            server: SubscriptionServer) async {
+        for await change in session.changes() {
+            let gone: ObjectPath?
+            switch change {
+            case .propertiesChanged(let path, let interface, let changed, _)
+                where interface == BlueZInterface.device && changed["Connected"]?.bool == false:
+                gone = path
+            case .interfacesRemoved(let path, let interfaces) where interfaces.contains(BlueZInterface.device):
+                gone = path
+            default:
+                gone = nil
+            }
+            guard let path = gone, path.isDescendant(of: adapter) else { continue }
+            let noneConnected = PeerResolver.connectedDevices(under: adapter, in: session).isEmpty
+            await server.deviceDisconnected(path.rawValue, noneConnected: noneConnected)
+        }
+    }
+
+    /// What a failure while serving means: bluetoothd or the adapter going away is waited
+    /// out (the state stream reports it); anything else ends the run.
+    private func classify(_ error: any Error, adapter: Adapter) -> ServingOutcome {
+        if error is CancellationError { return .interrupted }
+        if !session.serviceState.isRunning || adapter.properties?.powered != true {
+            logger.debug("serving stopped as Bluetooth went away: \(error)")
+            return .interrupted
+        }
+        return .failed(PeripheralFailure.classify(error))
+    }
+}
+
+/// Counts the messages of one run across poweredOn periods, for `MessageSummary.sequence`.
+actor DeliveryCounter {
+    private(set) var delivered = 0
+
+    /// The sequence number of the message being served (1 for the first).
+    var nextSequence: Int { delivered + 1 }
+
+    func recordDelivery() {
+        delivered += 1
+    }
+}

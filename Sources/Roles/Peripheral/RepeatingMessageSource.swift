@@ -1,0 +1,24 @@
+import Transfer
+
+/// One fixed message, served `count` times (nil: forever). What `bletransfer send` uses.
+public actor RepeatingMessageSource: MessageSource {
+    public let message: OutgoingMessage
+    /// How many deliveries end the run; nil never ends it.
+    public let count: Int?
+    public private(set) var deliveredCount = 0
+
+    public init(message: OutgoingMessage, count: Int?) {
+        precondition(count.map { $0 >= 0 } ?? true, "a negative message count")
+        self.message = message
+        self.count = count
+    }
+
+    public func current() async -> OutgoingMessage? {
+        if let count, deliveredCount >= count { return nil }
+        return message
+    }
+
+    public func markDelivered(_ message: OutgoingMessage, summary: MessageSummary, to peer: PeerDescription?) async {
+        deliveredCount += 1
+    }
+}

@@ -1,0 +1,427 @@
+import BlueZ
+import Logging
+import Transfer
+
+/// What the subscription server tells the engine that drives advertising and the message
+/// source.
+enum ServerActivity: Sendable {
+    /// A central subscribed and is being served.
+    case subscribed(PeerDescription)
+    /// The offered message counts as delivered: acknowledged (framed), or unsubscribed after
+    /// `EOM` was written (compat). Nothing is offered until the engine offers the next one.
+    case delivered(OutgoingMessage, MessageSummary, to: PeerDescription)
+    /// The subscription is over (delivered or not); the characteristic is free again.
+    case subscriptionEnded
+}
+
+/// The peripheral's GATT-side logic for one registration period, free of D-Bus: it takes the
+/// calls BlueZ makes on our characteristic (a write, `AcquireNotify`, `StartNotify`,
+/// `StopNotify`) plus device disconnections, serves the offered message to one subscriber at a
+/// time from byte 0, and decides when a message counts as delivered.
+///
+/// Delivery rules:
+/// - framed (the central wrote a HELLO first): delivered when the central's ACK names this
+///   subscription's session and the payload digest, and arrives after every value was handed
+///   to BlueZ. A hang-up after `EOM` waits `acknowledgementGrace` for a late ACK.
+/// - compat: delivered when the central unsubscribes (or disconnects) after `EOM` was
+///   written. What "written" means depends on the channel (see `NotificationChannel.drain`).
+/// - A subscription that ends earlier counts nothing; the next subscriber starts at byte 0.
+///
+/// Anything a central writes that is neither a HELLO nor a fitting ACK is ignored (logged at
+/// debug level); nothing a central writes is stored beyond the bounded HELLO table.
+actor SubscriptionServer {
+    private struct Subscription {
+        let id: Int
+        /// The device's object path, when BlueZ said who subscribed.
+        let device: String?
+        let peer: PeerDescription
+        let message: OutgoingMessage
+        let sequence: Int
+        let format: TransferFormat
+        let header: FramedHeader?
+        let channel: any NotificationChannel
+        let startedAt: ContinuousClock.Instant
+        let usesSocket: Bool
+        var meter: ProgressMeter
+        var lastProgressEvent: ContinuousClock.Instant?
+        /// Every value, `EOM` included, was handed to the channel.
+        var allValuesSent = false
+        /// ... and the channel says BlueZ took them.
+        var endOfMessageWritten = false
+        /// A fitting ACK that arrived before every value was handed over (the central cannot
+        /// have verified the payload then, but the transfer task may simply not have reported
+        /// its last step yet); it counts once the last value is out.
+        var earlyAcknowledgement = false
+        var delivered = false
+        var hungUp = false
+        var hangUpReason: String?
+        var transfer: Task<Void, Never>?
+        var acknowledgementWait: Task<Void, Never>?
+    }
+
+    private let configuration: PeripheralConfiguration
+    private let logger: Logger
+    private let emitEvent: @Sendable (RoleEvent) -> Void
+    private let describePeer: @Sendable (String?) -> PeerDescription
+    private var fallbackEmit: (@Sendable ([UInt8]) throws -> Void)?
+
+    nonisolated let activity: AsyncStream<ServerActivity>
+    private let activityContinuation: AsyncStream<ServerActivity>.Continuation
+
+    private var offered: (message: OutgoingMessage, sequence: Int)?
+    private var hellos: HelloRegistry
+    /// ATT MTU by device, from the options of their writes: the StartNotify path gets no MTU,
+    /// and a value longer than MTU − 3 would be cut by bluetoothd without a word.
+    private var mtus: [String: Int] = [:]
+    private var current: Subscription?
+    private var nextID = 1
+    private var isShutDown = false
+
+    init(configuration: PeripheralConfiguration, logger: Logger,
+         describePeer: @escaping @Sendable (String?) -> PeerDescription,
+         emitEvent: @escaping @Sendable (RoleEvent) -> Void) {
+        self.configuration = configuration
+        self.logger = logger
+        self.describePeer = describePeer
+        self.emitEvent = emitEvent
+        self.hellos = HelloRegistry(capacity: configuration.helloCapacity, lifetime: configuration.helloLifetime)
+        (activity, activityContinuation) = AsyncStream<ServerActivity>.makeStream()
+    }
+
+    /// How the fallback path notifies (`PropertiesChanged` on the characteristic's `Value`).
+    func attachFallbackEmitter(_ emit: @escaping @Sendable ([UInt8]) throws -> Void) {
+        fallbackEmit = emit
+    }
+
+    /// The message the next subscriber gets; nil serves nothing.
+    func offer(_ message: OutgoingMessage?, sequence: Int) {
+        offered = message.map { ($0, sequence) }
+    }
+
+    var isServing: Bool { current != nil }
+
+    // MARK: Calls from BlueZ
+
+    /// BlueZ called `AcquireNotify`: a central subscribed and `socket` carries our values.
+    func acceptSocket(_ socket: NotificationSocket, device: String?) {
+        guard !isShutDown else {
+            socket.close()
+            return
+        }
+        if current != nil {
+            // BlueZ 5.66 keeps one notify session per characteristic, so this is a newer
+            // BlueZ or a confused one; one central at a time, the other is refused.
+            emitEvent(.warning("a second central subscribed while one is being served; refused it"))
+            socket.close()
+            return
+        }
+        let hello = device.flatMap { hellos.hello(from: $0, at: .now) }
+        guard let id = start(channel: SocketNotificationChannel(socket: socket), device: device, hello: hello,
+                             usesSocket: true)
+        else {
+            socket.close()
+            return
+        }
+        Task {
+            await socket.waitForHangUp()
+            self.hungUp(id, reason: "the central unsubscribed", closeChannel: false)
+        }
+    }
+
+    /// BlueZ called `StartNotify` (no AcquireNotify offered, or a stack that does not use it).
+    /// `device` is the subscriber when the caller could tell (the only connected device).
+    func acceptFallback(device: String?) {
+        guard !isShutDown, current == nil, let emit = fallbackEmit else { return }
+        let hello: Hello?
+        if let device {
+            hello = hellos.hello(from: device, at: .now)
+        } else {
+            hello = hellos.mostRecent(at: .now)?.hello
+        }
+        let valueLength = device.flatMap { mtus[$0] }.map(WireFormat.valueLength(forATTMTU:))
+            ?? WireFormat.minimumValueLength
+        let channel = PropertiesChangedNotificationChannel(
+            maximumValueLength: valueLength, interval: configuration.fallbackValueInterval, emit: emit)
+        _ = start(channel: channel, device: device, hello: hello, usesSocket: false)
+    }
+
+    /// BlueZ called `StopNotify`: the (last) subscriber of the fallback path left.
+    func fallbackStopped() {
+        guard let subscription = current, !subscription.usesSocket else { return }
+        hungUp(subscription.id, reason: "the central unsubscribed", closeChannel: true)
+    }
+
+    /// A central wrote `value` (write without response) to our characteristic.
+    func write(_ value: [UInt8], device: String?, mtu: Int?) {
+        if let device, let mtu {
+            if mtus[device] == nil && mtus.count >= configuration.helloCapacity * 4 {
+                mtus.removeAll()   // bounded; MTUs are re-learnt from the next writes
+            }
+            mtus[device] = mtu
+        }
+        if let hello = WireFormat.parseHello(value) {
+            guard let device else {
+                logger.debug("ignored a HELLO without a device")
+                return
+            }
+            hellos.record(hello, from: device, at: .now)
+            logger.debug("HELLO from \(device): framed version \(hello.version), session \(hello.session)")
+            return
+        }
+        if let ack = WireFormat.parseAck(value) {
+            acknowledged(ack, device: device)
+            return
+        }
+        logger.debug("ignored a \(value.count)-byte write from \(device ?? "an unknown device"): neither HELLO nor ACK")
+    }
+
+    /// The device at `device` disconnected (or vanished). `noneConnected`: no device is
+    /// connected to the adapter any more, which ends a subscription whose device is unknown.
+    func deviceDisconnected(_ device: String, noneConnected: Bool) {
+        hellos.forget(device)
+        mtus[device] = nil
+        guard let subscription = current else { return }
+        if subscription.device == device || (subscription.device == nil && noneConnected) {
+            hungUp(subscription.id, reason: "the central disconnected", closeChannel: true)
+        }
+    }
+
+    /// Ends everything: the adapter left `poweredOn`, or the run is over. A transfer under way
+    /// is aborted (nothing counted).
+    func shutDown(reason: String) {
+        guard !isShutDown else { return }
+        isShutDown = true
+        offered = nil
+        if var subscription = current {
+            if !subscription.delivered {
+                emitEvent(.transferAborted(subscription.peer, reason: reason))
+            }
+            stop(&subscription)
+            current = nil
+        }
+        activityContinuation.finish()
+    }
+
+    // MARK: Serving one subscription
+
+    private func start(channel: any NotificationChannel, device: String?, hello: Hello?, usesSocket: Bool) -> Int? {
+        guard let (message, sequence) = offered else {
+            logger.debug("a central subscribed while there is nothing to send; ignored")
+            return nil
+        }
+        let id = nextID
+        nextID += 1
+        let sender = MessageSender(message: message, replyingTo: hello, maximumValueLength: channel.maximumValueLength)
+        let format: TransferFormat = sender.format == .framed ? .framed : .compat
+        let peer = describePeer(device)
+        var subscription = Subscription(
+            id: id, device: device, peer: peer, message: message, sequence: sequence, format: format,
+            header: sender.header, channel: channel, startedAt: .now, usesSocket: usesSocket,
+            meter: ProgressMeter(totalBytes: message.payload.count))
+        emitEvent(.subscribed(peer, mtu: sender.maximumValueLength + 3, format: format))
+        if !channel.hasBackPressure {
+            logger.debug("serving \(peer.address) through PropertiesChanged (no AcquireNotify): values paced, no back-pressure")
+        }
+        activityContinuation.yield(.subscribed(peer))
+        subscription.transfer = Task {
+            await Self.transfer(sender, over: channel, subscription: id, server: self)
+        }
+        current = subscription
+        return id
+    }
+
+    /// Sends every value of `sender` in order, then drains the channel. Runs outside the actor
+    /// so that waiting for room on the socket does not hold up writes and hang-ups.
+    private static func transfer(_ sender: MessageSender, over channel: any NotificationChannel, subscription id: Int,
+                                 server: SubscriptionServer) async {
+        var sender = sender
+        do {
+            while let value = sender.nextValue() {
+                try await channel.send(value)
+                await server.progressed(id, bytesSent: sender.bytesSent, finished: sender.isFinished)
+            }
+            try await channel.drain()
+            await server.endOfMessageWritten(id)
+        } catch {
+            await server.transferFailed(id, error)
+        }
+    }
+
+    private func progressed(_ id: Int, bytesSent: Int, finished: Bool) {
+        guard var subscription = current, subscription.id == id else { return }
+        let now = ContinuousClock.now
+        subscription.meter.record(bytesSoFar: bytesSent, at: now - subscription.startedAt)
+        if finished { subscription.allValuesSent = true }
+        let due = subscription.lastProgressEvent.map { now - $0 >= configuration.progressInterval } ?? true
+        if due || finished {
+            subscription.lastProgressEvent = now
+            emitEvent(.progress(subscription.peer, subscription.meter.progress,
+                                bytesPerSecond: subscription.meter.bytesPerSecond,
+                                secondsRemaining: subscription.meter.estimatedRemaining.map(\.secondsValue)))
+        }
+        if finished && subscription.earlyAcknowledgement {
+            deliver(&subscription)
+        }
+        current = subscription
+    }
+
+    private func endOfMessageWritten(_ id: Int) {
+        guard var subscription = current, subscription.id == id else { return }
+        subscription.endOfMessageWritten = true
+        subscription.transfer = nil
+        if subscription.hungUp {
+            settleAfterHangUp(&subscription)
+            return
+        }
+        current = subscription
+        let awaited = subscription.format == .framed ? "the ACK" : "the central to unsubscribe"
+        logger.debug("EOM written to \(subscription.peer.address); waiting for \(awaited)")
+    }
+
+    private func transferFailed(_ id: Int, _ error: any Error) {
+        guard var subscription = current, subscription.id == id else { return }
+        subscription.transfer = nil
+        if subscription.hungUp {
+            // The hang-up came while the last values were being drained: not written.
+            settleAfterHangUp(&subscription)
+            return
+        }
+        current = subscription
+        switch error {
+        case NotificationSocketError.closedByPeer:
+            hungUp(id, reason: "the central unsubscribed", closeChannel: false)
+        case is CancellationError, NotificationSocketError.closed:
+            break   // we stopped it; whoever did reports why
+        default:
+            abort(id, reason: "sending failed: \(error)")
+        }
+    }
+
+    private func acknowledged(_ ack: Ack, device: String?) {
+        guard var subscription = current, let header = subscription.header, !subscription.delivered else {
+            logger.debug("ignored an ACK: no framed transfer awaits one")
+            return
+        }
+        guard ack.acknowledges(header) else {
+            logger.debug("ignored an ACK for session \(ack.session): it does not name this transfer")
+            return
+        }
+        if let device, let expected = subscription.device, device != expected {
+            logger.debug("ignored an ACK from \(device): the transfer is with \(expected)")
+            return
+        }
+        guard subscription.allValuesSent else {
+            logger.debug("an ACK came before the whole message was sent; it counts once the last value is out")
+            subscription.earlyAcknowledgement = true
+            current = subscription
+            return
+        }
+        deliver(&subscription)
+        if subscription.hungUp && subscription.transfer == nil {
+            end(&subscription)
+        } else {
+            current = subscription
+        }
+    }
+
+    /// The subscription ended from the central's side. `closeChannel`: stop sending at once
+    /// (the device is gone, or BlueZ stopped a PropertiesChanged subscription); otherwise the
+    /// channel found out by itself (the socket's peer closed) and its next step fails.
+    ///
+    /// While the transfer task still runs, its verdict decides: values still to send fail,
+    /// and an `EOM` already handed over is drained (written) or not. That ordering matters:
+    /// a central that unsubscribes right after receiving `EOM` may be heard before the task
+    /// reported that `EOM` went out.
+    private func hungUp(_ id: Int, reason: String, closeChannel: Bool) {
+        guard var subscription = current, subscription.id == id, !subscription.hungUp else { return }
+        subscription.hungUp = true
+        subscription.hangUpReason = reason
+        if closeChannel { subscription.channel.close() }
+        if subscription.transfer != nil {
+            current = subscription
+            return
+        }
+        settleAfterHangUp(&subscription)
+    }
+
+    /// Decides what a hang-up means once the transfer task has stopped.
+    private func settleAfterHangUp(_ subscription: inout Subscription) {
+        subscription.channel.close()
+        if subscription.delivered {
+            end(&subscription)
+        } else if subscription.endOfMessageWritten && subscription.format == .compat {
+            deliver(&subscription)
+            end(&subscription)
+        } else if subscription.allValuesSent && subscription.format == .framed {
+            // The ACK may still be on its way (a D-Bus call racing the socket hang-up).
+            let grace = configuration.acknowledgementGrace
+            let id = subscription.id
+            subscription.acknowledgementWait = Task {
+                try? await Task.sleep(for: grace)
+                guard !Task.isCancelled else { return }
+                self.acknowledgementMissing(id)
+            }
+            current = subscription
+        } else {
+            let progress = subscription.meter.progress
+            let reason = subscription.hangUpReason ?? "the subscription ended"
+            let detail = subscription.allValuesSent
+                ? "before EOM reached bluetoothd"
+                : "after \(progress.bytesSoFar) of \(progress.totalBytes ?? 0) bytes"
+            abortCurrent(&subscription, reason: "\(reason) \(detail)")
+        }
+    }
+
+    private func acknowledgementMissing(_ id: Int) {
+        guard var subscription = current, subscription.id == id, !subscription.delivered else { return }
+        abortCurrent(&subscription, reason: "the central left without acknowledging the message")
+    }
+
+    private func abort(_ id: Int, reason: String) {
+        guard var subscription = current, subscription.id == id else { return }
+        abortCurrent(&subscription, reason: reason)
+    }
+
+    private func abortCurrent(_ subscription: inout Subscription, reason: String) {
+        emitEvent(.transferAborted(subscription.peer, reason: reason))
+        end(&subscription)
+    }
+
+    private func deliver(_ subscription: inout Subscription) {
+        guard !subscription.delivered else { return }
+        subscription.delivered = true
+        let summary = MessageSummary(
+            sequence: subscription.sequence, byteCount: subscription.message.payload.count, format: subscription.format,
+            sha256: subscription.message.digest.map { byte in
+                let hex = String(byte, radix: 16)
+                return byte < 16 ? "0" + hex : hex
+            }.joined(),
+            duration: .now - subscription.startedAt)
+        // Offered no more: until the engine offers the next message, a new subscriber must not
+        // receive (and count) this one again.
+        if offered?.sequence == subscription.sequence { offered = nil }
+        activityContinuation.yield(.delivered(subscription.message, summary, to: subscription.peer))
+    }
+
+    private func end(_ subscription: inout Subscription) {
+        stop(&subscription)
+        current = nil
+        activityContinuation.yield(.subscriptionEnded)
+    }
+
+    private func stop(_ subscription: inout Subscription) {
+        subscription.transfer?.cancel()
+        subscription.transfer = nil
+        subscription.acknowledgementWait?.cancel()
+        subscription.acknowledgementWait = nil
+        subscription.channel.close()
+    }
+}
+
+extension Duration {
+    /// The duration in seconds.
+    fileprivate var secondsValue: Double {
+        let (whole, attoseconds) = components
+        return Double(whole) + Double(attoseconds) / 1e18
+    }
+}

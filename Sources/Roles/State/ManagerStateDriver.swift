@@ -1,0 +1,147 @@
+import BlueZ
+import DBus
+import Transfer
+
+/// Feeds what the BlueZ layer observes about bluetoothd and the chosen adapter into the
+/// Transfer core's ``ManagerStateMachine`` and reports the resulting CoreBluetooth-style
+/// transitions. Both roles use it: work starts on ``RoleAction/start``/``RoleAction/resume``
+/// and stops on ``RoleAction/tearDown``.
+public struct ManagerStateDriver: Sendable {
+    public let session: BluetoothSession
+    /// "hci1", or nil for BlueZ's first adapter (re-chosen when it goes away).
+    public let adapterName: String?
+    public let requirement: RoleRequirement
+
+    public init(session: BluetoothSession, adapterName: String?, requirement: RoleRequirement) {
+        self.session = session
+        self.adapterName = adapterName
+        self.requirement = requirement
+    }
+
+    /// First element: the current state (a transition from `.unknown`). Then every change of
+    /// state, and every transition that asks the role to act. Finishes when the session closes
+    /// or the consumer stops.
+    public func transitions() -> AsyncStream<ManagerTransition> {
+        let adapterEvents = session.adapterEvents(adapterName: adapterName)
+        let (stream, continuation) = AsyncStream<ManagerTransition>.makeStream()
+        let requirement = self.requirement
+        let hasAdapter: @Sendable () -> Bool = { [session, adapterName] in
+            Self.findAdapter(in: session, named: adapterName) != nil
+        }
+        let task = Task {
+            var translator = ManagerInputTranslator(requirement: requirement)
+            for await event in adapterEvents {
+                for transition in translator.handle(event, adapterPresent: hasAdapter) {
+                    continuation.yield(transition)
+                }
+            }
+            continuation.finish()
+        }
+        continuation.onTermination = { _ in task.cancel() }
+        return stream
+    }
+
+    /// The adapter to use now, when bluetoothd runs and it exists (meaningful in `poweredOn`).
+    public func currentAdapter() -> Adapter? {
+        Self.findAdapter(in: session, named: adapterName)
+    }
+
+    /// A usage failure when `--adapter` names an adapter bluetoothd does not have while it
+    /// reports others, listing those present; nil otherwise (including when bluetoothd is not
+    /// running yet, or reports no adapter at all: the state says so).
+    public func unknownAdapterFailure() -> RoleFailure? {
+        guard let adapterName, session.serviceState.isRunning else { return nil }
+        let present = session.adapters().map(\.name)
+        guard !present.isEmpty, !present.contains(adapterName) else { return nil }
+        return RoleFailure(.usage, BluetoothError.unknownAdapter(name: adapterName, available: present).description)
+    }
+
+    static func findAdapter(in session: BluetoothSession, named name: String?) -> Adapter? {
+        guard session.serviceState.isRunning else { return nil }
+        let all = session.adapters()
+        guard let name else { return all.first }
+        return all.first { $0.name == name }
+    }
+}
+
+/// The pure part of the driver: BlueZ adapter events in, manager transitions out. Kept apart so
+/// the translation is tested without a bus.
+struct ManagerInputTranslator: Sendable {
+    private(set) var machine: ManagerStateMachine
+    private var reportedAny = false
+
+    init(requirement: RoleRequirement) {
+        machine = ManagerStateMachine(role: requirement)
+    }
+
+    /// - Parameter adapterPresent: whether the adapter the role wants exists now; asked after
+    ///   bluetoothd appeared, to tell "no adapter" from "adapter reported next".
+    mutating func handle(_ event: AdapterEvent, adapterPresent: () -> Bool) -> [ManagerTransition] {
+        var transitions: [ManagerTransition] = []
+        for input in Self.inputs(for: event, adapterPresent: adapterPresent) {
+            let transition = machine.handle(input)
+            // The first report is the current state; later ones are changes or requests to act.
+            if transition.changed || transition.action != .none || (!reportedAny && transition.to != .unknown) {
+                reportedAny = true
+                transitions.append(transition)
+            }
+        }
+        return transitions
+    }
+
+    static func inputs(for event: AdapterEvent, adapterPresent: () -> Bool) -> [ManagerInput] {
+        switch event {
+        case .bluetoothdAppeared:
+            // The BlueZ layer reports the adapter right after this when it exists; when it
+            // does not, nothing else would follow, so say so now.
+            return adapterPresent() ? [.bluetoothdAppeared] : [.bluetoothdAppeared, .noAdapter]
+        case .bluetoothdVanished:
+            return [.bluetoothdVanished]
+        case .adapterAdded(let facts), .capabilitiesChanged(let facts):
+            // An adapter event states the whole truth about the adapter.
+            return [.adapterAdded(capabilities(facts))]
+        case .adapterRemoved:
+            return [.adapterRemoved]
+        case .poweredChanged(let powered):
+            return [.poweredChanged(powered)]
+        case .powerStateChanged(let text):
+            // A PowerState this build does not know: Powered still tells on and off.
+            return AdapterPowerState(bluezValue: text).map { [.powerStateChanged($0)] } ?? []
+        case .accessDenied:
+            return [.accessDenied]
+        }
+    }
+
+    static func capabilities(_ facts: AdapterFacts) -> AdapterCapabilities {
+        AdapterCapabilities(
+            supportsLowEnergy: facts.supportsLowEnergy, supportsAdvertising: facts.supportsAdvertising,
+            powered: facts.powered, powerState: facts.powerState.flatMap(AdapterPowerState.init(bluezValue:)))
+    }
+}
+
+extension ManagerTransition {
+    /// The role event that reports this transition.
+    public var roleEvent: RoleEvent {
+        .stateChanged(from: from, to: to, detail: reason?.description)
+    }
+
+    /// What a command should do when this is the first state it sees: states that will not
+    /// change by waiting a moment (no bluetoothd, no adapter, no LE, denied) end the command
+    /// with a failure; `poweredOff`, `resetting` and `unknown` are waited out (the state is
+    /// reported, so the user sees why nothing happens). Nil when the role can wait or work.
+    public var startupFailure: RoleFailure? {
+        switch to {
+        case .poweredOn, .poweredOff, .unknown:
+            return nil
+        case .resetting:
+            // At start-up, resetting means bluetoothd is absent: nothing will bring it back by
+            // itself in the next seconds. A switching adapter settles by itself.
+            guard reason == .bluetoothdNotRunning else { return nil }
+            return RoleFailure(.unavailable, "bluetoothd is not running (start it with: systemctl start bluetooth)")
+        case .unsupported:
+            return RoleFailure(.unavailable, (reason ?? .noAdapter).description)
+        case .unauthorized:
+            return RoleFailure(.permissionDenied, (reason ?? .accessDenied).description)
+        }
+    }
+}

@@ -1,0 +1,109 @@
+import ArgumentParser
+import Dispatch
+import Roles
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Runs a role until it finishes, fails, its deadline passes, or SIGINT / SIGTERM arrives.
+/// On a deadline or a signal the role's task is cancelled and awaited, so whatever it
+/// registered with bluetoothd is unregistered before the command exits.
+enum RoleRun {
+    enum Outcome: Sendable {
+        case finished
+        case failed(any Error)
+        /// The deadline (in seconds) passed.
+        case timedOut(Double)
+        /// This signal arrived (SIGINT or SIGTERM); exit with 128 + signal.
+        case interrupted(Int32)
+    }
+
+    private enum Race: Sendable {
+        case role(Outcome)
+        case deadline(Double)
+        case signal(Int32)
+    }
+
+    static func race(timeout: Duration?, _ role: @escaping @Sendable () async throws -> Void) async -> Outcome {
+        let signals = SignalWatcher(signals: [SIGINT, SIGTERM])
+        defer { signals.stop() }
+        return await withTaskGroup(of: Race?.self) { group in
+            group.addTask {
+                do {
+                    try await role()
+                    return .role(.finished)
+                } catch {
+                    return .role(.failed(error))
+                }
+            }
+            group.addTask {
+                for await signal in signals.stream { return .signal(signal) }
+                return nil   // cancelled: the role ended first
+            }
+            if let timeout {
+                group.addTask {
+                    do {
+                        try await Task.sleep(for: timeout)
+                    } catch {
+                        return nil
+                    }
+                    let (seconds, attoseconds) = timeout.components
+                    return .deadline(Double(seconds) + Double(attoseconds) / 1e18)
+                }
+            }
+            var first: Race?
+            while first == nil, let next = await group.next() {
+                first = next
+            }
+            group.cancelAll()
+            // Let the role clean up; its own result after cancellation does not matter.
+            while await group.next() != nil {}
+            switch first {
+            case .role(let outcome): return outcome
+            case .deadline(let seconds): return .timedOut(seconds)
+            case .signal(let signal): return .interrupted(signal)
+            case nil: return .finished
+            }
+        }
+    }
+
+    /// `exitCode(reporting:json:)` for use inside a command, where ParsableCommand's own static
+    /// `exitCode(for:)` hides the free function.
+    static func exit(reporting failure: any ClassifiedFailure, json: Bool) -> ExitCode {
+        exitCode(reporting: failure, json: json)
+    }
+
+    static func format(_ seconds: Double) -> String {
+        seconds == seconds.rounded() ? String(Int(seconds)) : String(seconds)
+    }
+}
+
+/// Turns SIGINT/SIGTERM into an async stream while it lives (their default action, ending the
+/// process at once, would leave our GATT application and advertisement registered).
+final class SignalWatcher: @unchecked Sendable {
+    // @unchecked Sendable: the properties are constants; dispatch sources may be cancelled
+    // from any thread, and `stop()` is all that touches them after init.
+    let stream: AsyncStream<Int32>
+    private let sources: [any DispatchSourceSignal]
+    private let watched: [Int32]
+
+    init(signals: [Int32]) {
+        let (stream, continuation) = AsyncStream<Int32>.makeStream()
+        self.stream = stream
+        self.watched = signals
+        self.sources = signals.map { number in
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { continuation.yield(number) }
+            source.resume()
+            return source
+        }
+    }
+
+    /// Restores the default actions: a second Ctrl-C during the final exit ends the process.
+    func stop() {
+        for source in sources { source.cancel() }
+        for number in watched { signal(number, SIG_DFL) }
+    }
+}

@@ -1,0 +1,145 @@
+import ArgumentParser
+import BlueZ
+import Dispatch
+import Logging
+import Roles
+import SystemPackage
+import Transfer
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `bletransfer send`: the peripheral role.
+struct SendCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "send",
+        abstract: "Advertise the transfer service and send a message to the centrals that subscribe.",
+        discussion: """
+            The message is MESSAGE, the contents of --file PATH, or standard input when neither \
+            is given (read to its end, binary-safe). Each central that subscribes gets the \
+            message from its first byte: in notifications of at most ATT MTU - 3 bytes and a \
+            final "EOM" (Apple's format), or framed with length and SHA-256 when it is a \
+            bletransfer receiver that asked for it.
+
+            A message counts as delivered when the receiver acknowledged it (framed), or \
+            unsubscribed after "EOM" was written (Apple's format; "written" means accepted by \
+            bluetoothd's notification socket). A central that leaves earlier gets nothing \
+            counted, and the next one starts from byte 0. One central is served at a time \
+            (BlueZ keeps one notification session per characteristic); advertising pauses \
+            meanwhile. If the adapter is powered off or bluetoothd restarts, the transfer under \
+            way is dropped and serving resumes when Bluetooth is back.
+
+            An empty message is refused unless --allow-empty is given; a message over 64 MiB \
+            is refused (both exit 65). Ctrl-C / SIGTERM unregister everything, then exit 130 / 143.
+            """)
+
+    @Argument(help: ArgumentHelp("The message to send (its UTF-8 bytes).", valueName: "MESSAGE"))
+    var message: String?
+
+    @Option(name: .long, help: ArgumentHelp("Send the contents of this file.", valueName: "PATH"))
+    var file: String?
+
+    @Option(name: .long, help: ArgumentHelp(
+        "The local name to advertise (at most \(AdvertisedName.maximumByteCount) bytes of UTF-8).",
+        valueName: "LOCALNAME"))
+    var name: String = PeripheralConfiguration.defaultLocalName
+
+    @Option(name: .long, help: ArgumentHelp("Exit after the message was delivered this many times.", valueName: "N"))
+    var count: Int?
+
+    @Flag(name: .long, help: "Keep serving the message until interrupted.")
+    var forever = false
+
+    @Flag(name: .customLong("allow-empty"), help: "Send an empty message instead of refusing it.")
+    var allowEmpty = false
+
+    @Flag(name: .customLong("no-acquire-notify"), help: ArgumentHelp(
+        "Do not offer AcquireNotify: notify through PropertiesChanged (no back-pressure).", visibility: .hidden))
+    var noAcquireNotify = false
+
+    @OptionGroup var common: CommonRoleOptions
+
+    mutating func validate() throws {
+        if message != nil && file != nil {
+            throw ValidationError("give either MESSAGE or --file PATH, not both")
+        }
+        if let count, count < 1 {
+            throw ValidationError("--count: give a positive number of messages")
+        }
+        if forever && count != nil {
+            throw ValidationError("--count and --forever cannot be combined")
+        }
+        do {
+            _ = try AdvertisedName.validate(name)
+        } catch {
+            throw ValidationError("--name: \(error)")
+        }
+    }
+
+    var input: MessageInput {
+        if let message { return .argument(message) }
+        if let file { return .file(file) }
+        return .standardInput
+    }
+
+    func run() async throws {
+        let json = common.json
+        let limit = TransferLimits.default.maximumMessageSize
+        let payload: [UInt8]
+        do {
+            payload = try input.read(limit: limit, allowEmpty: allowEmpty)
+        } catch {
+            throw RoleRun.exit(reporting: error, json: json)
+        }
+
+        var logger = Logger(label: "bletransfer") { StreamLogHandler.standardError(label: $0) }
+        logger.logLevel = common.verbose ? .debug : .warning
+
+        let session: BluetoothSession
+        do {
+            session = try await BluetoothSession.open(.system, logger: logger)
+        } catch {
+            throw RoleRun.exit(reporting: RoleFailure(.unavailable, "\(error)"), json: json)
+        }
+        defer { session.close() }
+
+        let configuration = PeripheralConfiguration(
+            adapterName: common.adapter,
+            serviceUUID: try common.serviceUUID,
+            characteristicUUID: try common.characteristicUUID,
+            localName: name,
+            offersAcquireNotify: !noAcquireNotify)
+        let peripheral = Peripheral(configuration: configuration, session: session, logger: logger)
+        let source = RepeatingMessageSource(message: OutgoingMessage(payload: payload), count: forever ? nil : (count ?? 1))
+
+        let (events, eventContinuation) = AsyncStream<RoleEvent>.makeStream()
+        let mode = common.outputMode
+        let renderer = Task {
+            var renderer = EventRenderer(mode: mode)
+            for await event in events { renderer.render(event) }
+            renderer.finish()
+        }
+
+        let outcome = await RoleRun.race(timeout: common.timeout.map { .milliseconds(Int64($0 * 1000)) }) {
+            try await peripheral.run(source: source) { eventContinuation.yield($0) }
+        }
+        eventContinuation.finish()
+        await renderer.value
+
+        switch outcome {
+        case .finished:
+            return
+        case .failed(let error):
+            let failure = (error as? any ClassifiedFailure) ?? RoleFailure(.software, "unexpected failure: \(error)")
+            throw RoleRun.exit(reporting: failure, json: json)
+        case .timedOut(let seconds):
+            let delivered = await source.deliveredCount
+            let wanted = forever ? "" : " of \(count ?? 1)"
+            throw RoleRun.exit(reporting: RoleFailure(.timedOut,
+                "timed out after \(RoleRun.format(seconds)) s with \(delivered)\(wanted) message(s) delivered"), json: json)
+        case .interrupted(let signal):
+            throw ExitCode(128 + signal)
+        }
+    }
+}
