@@ -16,6 +16,9 @@ public final class BluetoothSession: Sendable {
     let logger: Logger
     /// Counter for object paths this session exports (GATT applications, advertisements).
     private let exportCounter = Locked(0)
+    /// Feeds the pump that applies signals and reloads in order.
+    private let pumpInput: AsyncStream<PumpInput>.Continuation
+    private let pumpInputs: AsyncStream<PumpInput>
 
     private struct CacheState {
         var service: BluetoothServiceState = .notRunning
@@ -55,6 +58,8 @@ public final class BluetoothSession: Sendable {
         self.ownsConnection = ownsConnection
         self.logger = logger ?? Logger(label: "bletransfer.bluez")
         self.cache = Locked(CacheState())
+        (self.pumpInputs, self.pumpInput) = AsyncStream<PumpInput>.makeStream()
+        let inputContinuation = self.pumpInput
 
         // Subscribe before loading, so nothing that happens after the snapshot is missed. One
         // rule for everything org.bluez emits keeps InterfacesAdded and PropertiesChanged in
@@ -69,7 +74,6 @@ public final class BluetoothSession: Sendable {
             throw BluetoothError.from(error)
         }
 
-        let (inputs, inputContinuation) = AsyncStream<PumpInput>.makeStream()
         let forwardBlueZ = Task {
             for await signal in bluezSignals {
                 inputContinuation.yield(.bluez(signal))
@@ -91,6 +95,7 @@ public final class BluetoothSession: Sendable {
 
         await loadInitialState()
 
+        let inputs = pumpInputs
         let pump = Task { [weak self] in
             for await input in inputs {
                 guard let self else { return }
@@ -113,6 +118,7 @@ public final class BluetoothSession: Sendable {
             return (list, [])
         }
         for continuation in continuations { continuation.finish() }
+        pumpInput.finish()
         for task in tasks.withLock({ $0 }) + toCancel { task.cancel() }
         if ownsConnection { connection.close() }
     }
@@ -254,6 +260,28 @@ public final class BluetoothSession: Sendable {
                            arguments: [.string(interface), .string(name), .variant(value)])
     }
 
+    /// Properties.GetAll straight from bluetoothd, bypassing the cache. The cache follows
+    /// signals a moment after the fact (a method reply can overtake the signals emitted just
+    /// before it on their way through the cache), so decisions that must not act on stale
+    /// data ("is it really disconnected?") ask here. nil when the object or interface is gone.
+    public func currentProperties(of path: ObjectPath, interface: String) async throws -> [String: DBusValue]? {
+        do {
+            let reply = try await call(path: path, interface: BlueZInterface.properties, method: "GetAll",
+                                       arguments: [.string(interface)])
+            return reply.first?.vardict ?? [:]
+        } catch let error as BluetoothError {
+            switch error {
+            case .objectGone:
+                return nil
+            case .bluez(let name, _) where name == DBusError.invalidArgsName || name == DBusError.unknownInterfaceName
+                || name == DBusError.unknownObjectName || name == BlueZErrorName.doesNotExist:
+                return nil
+            default:
+                throw error
+            }
+        }
+    }
+
     /// A fresh object path below /org/bletransfer for something this session exports.
     func makeExportPath(_ kind: String) -> ObjectPath {
         let number = exportCounter.withLock { counter -> Int in
@@ -268,6 +296,7 @@ public final class BluetoothSession: Sendable {
     private enum PumpInput: Sendable {
         case bluez(DBusSignal)
         case owner(String)   // new owner, "" when the name was released
+        case retryLoad(owner: String, attempt: Int)
         case busLost
     }
 
@@ -277,7 +306,7 @@ public final class BluetoothSession: Sendable {
                 destination: BlueZInterface.busName, path: BlueZInterface.busPath, interface: BlueZInterface.busName,
                 method: "GetNameOwner", arguments: [.string(BlueZInterface.service)])
             guard let owner = reply.first?.string else { return }
-            await reload(owner: owner, announce: false)
+            await reload(owner: owner, announce: false, attempt: 1)
         } catch {
             // NameHasNoOwner: bluetoothd is not running; the owner watch will tell us when it
             // appears. Anything else (e.g. the bus refused) leaves the state at notRunning too.
@@ -295,8 +324,12 @@ public final class BluetoothSession: Sendable {
             if newOwner.isEmpty {
                 vanish(to: .notRunning)
             } else {
-                await reload(owner: newOwner, announce: true)
+                await reload(owner: newOwner, announce: true, attempt: 1)
             }
+        case .retryLoad(let owner, let attempt):
+            // Only if that owner is still the one we talk to.
+            guard serviceState == .running(owner: owner) else { return }
+            await reload(owner: owner, announce: true, attempt: attempt)
         case .busLost:
             vanish(to: .busDisconnected)
             let continuations = cache.withLock { state -> [AsyncStream<BlueZChange>.Continuation] in
@@ -309,7 +342,7 @@ public final class BluetoothSession: Sendable {
         }
     }
 
-    private func reload(owner: String, announce: Bool) async {
+    private func reload(owner: String, announce: Bool, attempt: Int) async {
         do {
             let reply = try await connection.call(
                 destination: BlueZInterface.service, path: .root, interface: BlueZInterface.objectManager,
@@ -331,10 +364,34 @@ public final class BluetoothSession: Sendable {
                 state.objects = [:]
                 return true
             }
-        } catch {
-            logger.debug("GetManagedObjects on org.bluez failed: \(error)")
+        } catch let error as DBusError where error.isServiceUnknown || error.isDisconnected {
             vanish(to: .notRunning)
+        } catch {
+            // The name is owned but the object manager is not there yet: bluetoothd (and
+            // BlueZoo) request org.bluez a moment before they attach the ObjectManager. Take
+            // the service as running with an empty tree (InterfacesAdded fills it) and ask
+            // again shortly, a few times.
+            logger.debug("GetManagedObjects on org.bluez failed (attempt \(attempt)): \(error)")
+            publish(.serviceAppeared) { state in
+                let changed = state.service != .running(owner: owner)
+                state.service = .running(owner: owner)
+                return changed && announce
+            }
+            if attempt < 6 {
+                scheduleRetry(owner: owner, attempt: attempt + 1)
+            }
         }
+    }
+
+    private func scheduleRetry(owner: String, attempt: Int) {
+        let continuation = pumpInput
+        let task = Task {
+            // A short pause before asking again: there is no signal for "the ObjectManager
+            // is now attached" when no object was added yet.
+            try? await Task.sleep(for: .milliseconds(100 * attempt))
+            continuation.yield(.retryLoad(owner: owner, attempt: attempt))
+        }
+        tasks.withLock { $0.append(task) }
     }
 
     private func vanish(to newState: BluetoothServiceState) {

@@ -127,54 +127,74 @@ public struct Device: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    /// Returns once `ServicesResolved` is true (GATT discovery done). Throws
-    /// `.deviceDisconnected` if `Connected` turns false first (or already is), `.objectGone`
-    /// when the device is removed, `.bluetoothdNotRunning` if bluetoothd leaves, and
-    /// `.timedOut` after `timeout`. Built on the change stream, no polling.
+    /// Fresh properties straight from bluetoothd (the cached `properties` can lag a moment
+    /// behind a method reply, e.g. right after `connect()` returns). nil when the device is gone.
+    public func currentProperties() async throws -> DeviceProperties? {
+        DeviceProperties(try await session.currentProperties(of: path, interface: BlueZInterface.device))
+    }
+
+    /// Returns once `ServicesResolved` is true (GATT discovery done) in the session's cache,
+    /// so the resolved services and characteristics are there to look up. Throws
+    /// `.deviceDisconnected` if the device is (or becomes) disconnected, `.objectGone` when it
+    /// is removed, `.bluetoothdNotRunning` if bluetoothd leaves, `.timedOut` after `timeout`.
+    /// Built on the change stream; "disconnected" is confirmed with bluetoothd before it is
+    /// believed, because the cache may not have seen the connection yet.
     public func waitUntilServicesResolved(timeout: Duration? = .seconds(30)) async throws {
         let changes = session.changes()   // subscribe before reading the cache
         let path = self.path
         let session = self.session
         let name = description
 
-        @Sendable func check() throws -> Bool {
-            guard session.serviceState.isRunning else { throw BluetoothError.bluetoothdNotRunning }
-            guard let properties = DeviceProperties(session.properties(of: path, interface: BlueZInterface.device)) else {
-                throw BluetoothError.objectGone("device \(path)")
-            }
-            if properties.servicesResolved { return true }
-            if !properties.connected { throw BluetoothError.deviceDisconnected(name) }
-            return false
-        }
-
-        if try check() { return }
         try await withDeadline(timeout, what: "waiting for \(name) to resolve its services") {
-            for await change in changes {
-                switch change {
-                case .propertiesChanged(path, BlueZInterface.device, _, _), .interfacesRemoved(path, _),
-                    .serviceVanished, .accessDenied, .serviceAppeared:
-                    if try check() { return }
-                default:
-                    continue
+            var iterator = changes.makeAsyncIterator()
+            while true {
+                guard session.serviceState.isRunning else { throw BluetoothError.bluetoothdNotRunning }
+                guard let cached = DeviceProperties(session.properties(of: path, interface: BlueZInterface.device)) else {
+                    throw BluetoothError.objectGone("device \(path)")
+                }
+                // Resolved only counts while connected (BlueZoo leaves it set after a disconnect).
+                if cached.servicesResolved && cached.connected { return }
+                if !cached.connected {
+                    guard let fresh = try await DeviceProperties(session.currentProperties(of: path, interface: BlueZInterface.device)) else {
+                        throw BluetoothError.objectGone("device \(path)")
+                    }
+                    if !fresh.connected { throw BluetoothError.deviceDisconnected(name) }
+                }
+                // Wait for something about this device (or bluetoothd) to change.
+                while true {
+                    guard let change = await iterator.next() else {
+                        try Task.checkCancellation()
+                        throw BluetoothError.bluetoothdNotRunning   // the session closed under us
+                    }
+                    if change.path == path || change.path == nil { break }
                 }
             }
-            try Task.checkCancellation()
-            throw BluetoothError.bluetoothdNotRunning   // the session closed under us
         }
     }
 
-    /// Returns once `Connected` is false or the device is gone (e.g. after `disconnect()`, or
-    /// to notice that the peer left).
+    /// Returns once the device is disconnected or gone (after `disconnect()`, or to notice
+    /// that the peer left). A cached "disconnected" is confirmed with bluetoothd first.
     public func waitUntilDisconnected() async throws {
         let changes = session.changes()
-        @Sendable func done() -> Bool {
-            !(DeviceProperties(session.properties(of: path, interface: BlueZInterface.device))?.connected ?? false)
+        let path = self.path
+        let session = self.session
+        var iterator = changes.makeAsyncIterator()
+        while true {
+            guard session.serviceState.isRunning else { return }
+            let cached = DeviceProperties(session.properties(of: path, interface: BlueZInterface.device))
+            if !(cached?.connected ?? false) {
+                guard let fresh = try await DeviceProperties(session.currentProperties(of: path, interface: BlueZInterface.device)),
+                    fresh.connected
+                else { return }
+            }
+            while true {
+                guard let change = await iterator.next() else {
+                    try Task.checkCancellation()
+                    return
+                }
+                if change.path == path || change.path == nil { break }
+            }
         }
-        if done() { return }
-        for await change in changes where change.path == path || change.path == nil {
-            if done() { return }
-        }
-        try Task.checkCancellation()
     }
 
     // MARK: GATT

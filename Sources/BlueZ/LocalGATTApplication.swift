@@ -70,6 +70,16 @@ public struct LocalCharacteristicHandlers: Sendable {
     }
 }
 
+/// Subscription changes on a local characteristic (index = position in the service).
+public enum LocalGATTEvent: Sendable, Hashable {
+    case notifyStarted(characteristic: Int)
+    case notifyStopped(characteristic: Int)
+    /// BlueZ took an AcquireNotify socket (for `device`, when it said).
+    case notifyAcquired(characteristic: Int, device: ObjectPath?)
+    /// That socket hung up (the subscriber left) or was closed by us.
+    case notifyReleased(characteristic: Int)
+}
+
 public struct LocalGATTCharacteristic: Sendable {
     public var uuid: String
     /// gatt-api.txt flags: "read", "write", "write-without-response", "notify", "indicate", ...
@@ -118,6 +128,8 @@ public final class LocalGATTApplication: Sendable {
         var characteristics: [CharacteristicState]
         var exported = false
         var registeredOn: ObjectPath?
+        var subscribers: [Int: AsyncStream<LocalGATTEvent>.Continuation] = [:]
+        var nextSubscriber = 0
     }
 
     public init(session: BluetoothSession, service: LocalGATTService, root: ObjectPath? = nil) {
@@ -171,6 +183,20 @@ public final class LocalGATTApplication: Sendable {
         state.withLock { $0.characteristics[index].value = value }
         try session.connection.emitPropertiesChanged(path: characteristicPaths[index], interface: BlueZInterface.gattCharacteristic,
                                                      changed: ["Value": .bytes(value)])
+    }
+
+    /// Subscription events from now on (the stream is in place when this returns).
+    public func events() -> AsyncStream<LocalGATTEvent> {
+        let (stream, continuation) = AsyncStream<LocalGATTEvent>.makeStream()
+        let id = state.withLock { state -> Int in
+            defer { state.nextSubscriber += 1 }
+            state.subscribers[state.nextSubscriber] = continuation
+            return state.nextSubscriber
+        }
+        continuation.onTermination = { [state] _ in
+            _ = state.withLock { $0.subscribers.removeValue(forKey: id) }
+        }
+        return stream
     }
 
     /// Whether a StartNotify session is active on characteristic `index`.
@@ -240,6 +266,12 @@ public final class LocalGATTApplication: Sendable {
         let state = self.state
         let session = self.session
 
+        @Sendable func announce(_ event: LocalGATTEvent) {
+            state.withLock { state in
+                for continuation in state.subscribers.values { continuation.yield(event) }
+            }
+        }
+
         @Sendable func emit(_ changed: [String: DBusValue]) {
             do {
                 try session.connection.emitPropertiesChanged(path: path, interface: BlueZInterface.gattCharacteristic,
@@ -280,6 +312,7 @@ public final class LocalGATTApplication: Sendable {
                 }
                 if !already {
                     emit(["Notifying": .boolean(true)])
+                    announce(.notifyStarted(characteristic: index))
                     await handlers.startNotify?()
                 }
                 return []
@@ -291,6 +324,7 @@ public final class LocalGATTApplication: Sendable {
                 }
                 if was {
                     emit(["Notifying": .boolean(false)])
+                    announce(.notifyStopped(characteristic: index))
                     await handlers.stopNotify?()
                 }
                 return []
@@ -329,6 +363,7 @@ public final class LocalGATTApplication: Sendable {
                 let exported = UnixFileDescriptor(owning: pair.exported)
                 state.withLock { $0.characteristics[index].notifyAcquired = true }
                 emit(["NotifyAcquired": .boolean(true)])
+                announce(.notifyAcquired(characteristic: index, device: options.device))
                 let subscription = NotifySubscription(socket: pair.local, options: options)
                 // The reply must go out before anyone can read the socket, so the transfer
                 // runs in its own task; a second task notices when BlueZ lets go.
@@ -337,6 +372,7 @@ public final class LocalGATTApplication: Sendable {
                     await pair.local.waitForHangUp()
                     state.withLock { $0.characteristics[index].notifyAcquired = false }
                     emit(["NotifyAcquired": .boolean(false)])
+                    announce(.notifyReleased(characteristic: index))
                 }
                 return [.unixFD(exported), .uint16(UInt16(clamping: mtu))]
             })

@@ -266,6 +266,72 @@ public final class NotificationSocket: @unchecked Sendable, CustomStringConverti
         }
     }
 
+    // MARK: Queue depth
+
+    /// Bytes this end has sent that the other end (bluetoothd) has not read yet (SIOCOUTQ).
+    /// 0 once the peer took everything, and also once the peer closed (its queue is dropped).
+    public var unsentByteCount: Int {
+        get throws {
+            try withDescriptor { fd -> Int in
+                let result = bletransfer_socket_unsent_bytes(fd)
+                if result < 0 { throw NotificationSocketError.systemCall("ioctl(SIOCOUTQ)", Errno(rawValue: -result)) }
+                return Int(result)
+            }
+        }
+    }
+
+    /// Returns once the peer has read everything sent so far (SIOCOUTQ is 0), also when it
+    /// then closed its end (BlueZ does that when the central unsubscribes after the last
+    /// value). Throws `.closedByPeer` when the peer went away without reading everything: the
+    /// kernel then drops the unread packets and flags our end with ECONNRESET.
+    ///
+    /// There is no readiness event for "the send queue is empty" (POLLOUT fires as soon as
+    /// there is room, long before the queue drains), so this polls the queue depth every
+    /// `pollInterval`; it is meant for the end of a message, not for every packet.
+    public func waitUntilDrained(pollInterval: Duration = .milliseconds(5)) async throws {
+        while true {
+            let queued = try unsentByteCount
+            let hungUp = try withDescriptor { fd -> Bool in
+                let result = bletransfer_socket_hung_up(fd)
+                if result < 0 { throw NotificationSocketError.systemCall("poll", Errno(rawValue: -result)) }
+                return result == 1
+            }
+            if hungUp {
+                let pendingError = try withDescriptor { fd in bletransfer_socket_take_error(fd) }
+                if queued > 0 || pendingError == ECONNRESET { throw NotificationSocketError.closedByPeer }
+                return
+            }
+            if queued == 0 { return }
+            try await Task.sleep(for: pollInterval)
+        }
+    }
+
+    /// Sets SO_SNDBUF (the kernel doubles the value and enforces a minimum of a few KiB). A
+    /// small buffer keeps EAGAIN back-pressure close to what the link actually carries.
+    public func setSendBufferSize(_ bytes: Int) throws {
+        try withDescriptor { fd in
+            var value = Int32(clamping: bytes)
+            let size = socklen_t(MemoryLayout<Int32>.size)
+            if setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &value, size) != 0 {
+                throw NotificationSocketError.systemCall("setsockopt(SO_SNDBUF)", Errno(rawValue: errno))
+            }
+        }
+    }
+
+    /// The current SO_SNDBUF as the kernel reports it (already doubled).
+    public var sendBufferSize: Int {
+        get throws {
+            try withDescriptor { fd -> Int in
+                var value: Int32 = 0
+                var size = socklen_t(MemoryLayout<Int32>.size)
+                if getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &value, &size) != 0 {
+                    throw NotificationSocketError.systemCall("getsockopt(SO_SNDBUF)", Errno(rawValue: errno))
+                }
+                return Int(value)
+            }
+        }
+    }
+
     // MARK: Closing
 
     /// Closes the socket. Idempotent. Pending `send`/`receive` calls fail with `.closed`.

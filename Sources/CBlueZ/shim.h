@@ -75,4 +75,35 @@ static inline const char *bletransfer_hci_bus(const struct hci_dev_info *info) {
     return hci_bustostr(info->type & 0x0f);
 }
 
+/* Socket helpers for NotificationSocket: ioctl is variadic and POLLRDHUP needs _GNU_SOURCE,
+ * neither reaches Swift cleanly. */
+#include <poll.h>
+#include <linux/sockios.h>
+#ifndef POLLRDHUP
+#define POLLRDHUP 0x2000   /* Linux value; <poll.h> only defines it under _GNU_SOURCE */
+#endif
+
+/* Bytes sent on `fd` that the peer has not read yet (SIOCOUTQ), or -errno. */
+static inline int bletransfer_socket_unsent_bytes(int fd) {
+    int value = 0;
+    if (ioctl(fd, SIOCOUTQ, &value) < 0) return -errno;
+    return value;
+}
+
+/* 1 when the peer closed its end (POLLHUP / POLLRDHUP / POLLERR), 0 when not, -errno. */
+static inline int bletransfer_socket_hung_up(int fd) {
+    struct pollfd entry = { .fd = fd, .events = POLLRDHUP, .revents = 0 };
+    int result = poll(&entry, 1, 0);
+    if (result < 0) return -errno;
+    return (entry.revents & (POLLHUP | POLLRDHUP | POLLERR)) ? 1 : 0;
+}
+/* The socket's pending error (SO_ERROR, which reading clears), or -errno. ECONNRESET on a
+ * SOCK_SEQPACKET socket means the peer closed with packets of ours still unread. */
+static inline int bletransfer_socket_take_error(int fd) {
+    int value = 0;
+    socklen_t size = sizeof(value);
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &value, &size) < 0) return -errno;
+    return value;
+}
+
 #endif

@@ -22,7 +22,11 @@ enum StatusOutput {
     static func text(_ report: BluetoothStatusReport) -> String {
         var lines: [String] = []
         var bluetoothd = "bluetoothd: \(report.bluetoothd)"
-        if let detail = report.bluetoothdDetail, !detail.isEmpty { bluetoothd += " (\(detail))" }
+        // The bus's AccessDenied text is a paragraph of policy detail; the verdict line says
+        // it in one. `--json` keeps the full text.
+        if let detail = report.bluetoothdDetail, !detail.isEmpty, report.bluetoothd != "access-denied" {
+            bluetoothd += " (\(detail))"
+        }
         lines.append(bluetoothd)
 
         switch report.kernel.state {

@@ -67,6 +67,59 @@ struct NotificationSocketTests {
         return value
     }
 
+    @Test("queue depth: unsent bytes grow with sends and fall to zero once the peer read them")
+    func queueDepth() async throws {
+        let (sender, receiver) = try NotificationSocket.makePair(mtu: 103)
+        defer { sender.close(); receiver.close() }
+        #expect(try sender.unsentByteCount == 0)
+        try await sender.send(Array(repeating: 1, count: 100))
+        try await sender.send(Array(repeating: 2, count: 100))
+        #expect(try sender.unsentByteCount > 0)
+        let draining = Task { try await sender.waitUntilDrained() }
+        _ = try await receiver.receive()
+        _ = try await receiver.receive()
+        try await draining.value
+        #expect(try sender.unsentByteCount == 0)
+    }
+
+    @Test("draining succeeds when the peer read everything and then closed")
+    func drainedThenClosed() async throws {
+        let (sender, receiver) = try NotificationSocket.makePair(mtu: 23)
+        defer { sender.close() }
+        try await sender.send(Array("EOM".utf8))
+        #expect(try await receiver.receive() == Array("EOM".utf8))
+        receiver.close()
+        try await sender.waitUntilDrained()
+    }
+
+    @Test("draining fails when the peer closed with values unread")
+    func closedWithUnread() async throws {
+        let (sender, receiver) = try NotificationSocket.makePair(mtu: 23)
+        defer { sender.close() }
+        try await sender.send([1, 2, 3])
+        try await sender.send(Array("EOM".utf8))
+        receiver.close()
+        await #expect(throws: NotificationSocketError.closedByPeer) {
+            try await sender.waitUntilDrained()
+        }
+    }
+
+    @Test("a smaller send buffer makes the socket full sooner")
+    func sendBuffer() throws {
+        let (large, largePeer) = try NotificationSocket.makePair(mtu: 515)
+        let (small, smallPeer) = try NotificationSocket.makePair(mtu: 515)
+        defer { large.close(); largePeer.close(); small.close(); smallPeer.close() }
+        try small.setSendBufferSize(4096)
+        #expect(try small.sendBufferSize < large.sendBufferSize)
+        let value = Array(repeating: UInt8(7), count: 512)
+        var largeCount = 0
+        while try large.trySend(value) { largeCount += 1 }
+        var smallCount = 0
+        while try small.trySend(value) { smallCount += 1 }
+        #expect(smallCount < largeCount)
+        #expect(smallCount > 0)
+    }
+
     @Test("end of stream when the peer closes; a pending receive wakes up")
     func hangUp() async throws {
         let (a, b) = try NotificationSocket.makePair(mtu: 23)

@@ -1,0 +1,57 @@
+import BlueZ
+import DBus
+import Testing
+
+@Suite("UUID strings and error classification (no bus)")
+struct ClassificationTests {
+    @Test("UUID strings normalise to BlueZ's lower-case 128-bit form", arguments: [
+        ("180D", "0000180d-0000-1000-8000-00805f9b34fb"),
+        ("0x180d", "0000180d-0000-1000-8000-00805f9b34fb"),
+        ("0000180D", "0000180d-0000-1000-8000-00805f9b34fb"),
+        ("E20A39F4-73F5-4BC4-A12F-17D1AD07A961", "e20a39f4-73f5-4bc4-a12f-17d1ad07a961"),
+        ("E20A39F473F54BC4A12F17D1AD07A961", "e20a39f4-73f5-4bc4-a12f-17d1ad07a961"),
+    ])
+    func normalise(input: String, expected: String) {
+        #expect(BluetoothUUIDString.normalize(input) == expected)
+    }
+
+    @Test("malformed UUID strings are refused", arguments: ["", "18", "180G", "E20A39F4-73F5-4BC4-A12F-17D1AD07A96", "E20A39F4_73F5-4BC4-A12F-17D1AD07A961"])
+    func malformed(input: String) {
+        #expect(BluetoothUUIDString.normalize(input) == nil)
+        #expect(!BluetoothUUIDString.matches(input, input))
+    }
+
+    @Test("D-Bus errors map to what they mean for Bluetooth")
+    func mapping() {
+        #expect(BluetoothError.from(DBusError(name: DBusError.serviceUnknownName, message: "x")) as? BluetoothError == .bluetoothdNotRunning)
+        #expect(BluetoothError.from(DBusError(name: DBusError.nameHasNoOwnerName, message: "x")) as? BluetoothError == .bluetoothdNotRunning)
+        #expect(BluetoothError.from(DBusError(name: DBusError.accessDeniedName, message: "no")) as? BluetoothError == .accessDenied("no"))
+        #expect(BluetoothError.from(DBusError(name: "org.bluez.Error.InProgress", message: "In Progress")) as? BluetoothError
+                == .bluez(name: "org.bluez.Error.InProgress", message: "In Progress"))
+    }
+
+    @Test("transient connect failures are told apart from permanent ones")
+    func transient() {
+        #expect(BluetoothError.bluez(name: BlueZErrorName.inProgress, message: "In Progress").isTransientConnectFailure)
+        #expect(BluetoothError.bluez(name: BlueZErrorName.failed, message: "le-connection-abort-by-local").isTransientConnectFailure)
+        #expect(BluetoothError.bluez(name: BlueZErrorName.failed, message: "br-connection-page-timeout").isTransientConnectFailure)
+        #expect(!BluetoothError.bluez(name: BlueZErrorName.failed, message: "Operation not supported").isTransientConnectFailure)
+        #expect(!BluetoothError.bluez(name: BlueZErrorName.doesNotExist, message: "").isTransientConnectFailure)
+        #expect(!BluetoothError.accessDenied("").isTransientConnectFailure)
+        #expect(!BluetoothError.bluetoothdNotRunning.isTransientConnectFailure)
+    }
+
+    @Test("messages are one line and say what to do")
+    func messages() {
+        let all: [BluetoothError] = [
+            .systemBusUnavailable("no socket"), .bluetoothdNotRunning, .accessDenied("policy"), .noAdapter,
+            .unknownAdapter(name: "hci3", available: []), .objectGone("device"), .notFound("service"),
+            .deviceDisconnected("peer"), .timedOut("connect"), .bluez(name: "org.bluez.Error.Failed", message: "boom"),
+        ]
+        for error in all {
+            #expect(!error.description.isEmpty)
+            #expect(!error.description.contains("\n"))
+        }
+        #expect(BluetoothError.unknownAdapter(name: "hci3", available: []).description == "no adapter named 'hci3' (adapters present: none)")
+    }
+}
