@@ -1,0 +1,214 @@
+import ArgumentParser
+import BlueZ
+import Foundation
+import Logging
+import Roles
+import SystemPackage
+import Transfer
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `bletransfer receive`: the central role.
+struct ReceiveCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "receive",
+        abstract: "Scan for a sender, subscribe, and receive messages.",
+        discussion: """
+            Scans for the transfer service, connects to the first peripheral that offers it, \
+            subscribes to the transfer characteristic and collects notifications until "EOM", \
+            then unsubscribes, disconnects and scans again for the next message. Only a whole \
+            message is ever written: a transfer cut short (peer gone, silent for --idle-timeout \
+            seconds, Bluetooth switched off) is dropped and tried again.
+
+            Output: without --output or --output-dir the message goes to standard output, byte \
+            for byte (several messages one after another, nothing in between). --output PATH \
+            replaces PATH atomically with the one message. --output-dir DIR stores each message \
+            in a new file (message-<UTC time>-<n>.txt or .bin), atomically, never overwriting.
+
+            Formats: before subscribing, receive asks the peripheral for the framed format \
+            (length + SHA-256, acknowledged after verification); a peer that does not answer it \
+            (Apple's sample, other tools) is read in Apple's format: chunks, then "EOM". \
+            --compat never asks.
+
+            --json prints one event per line on standard output; with no output option, the \
+            "received" event carries the message: "base64" always, "text" when it is valid UTF-8.
+
+            Bluetooth states: no bluetoothd, no adapter, no LE support or an access-denying D-Bus \
+            policy at start end the command at once (69, or 77 when denied). A powered-off \
+            adapter is waited for (a hint is printed); so is an adapter or bluetoothd that goes \
+            away later: work resumes when it is back. --timeout bounds the whole run (75).
+
+            Exit statuses: 0 all messages received, 64 usage, 65 a message failed verification \
+            (nothing written), 69 Bluetooth unavailable, 74 output could not be written, \
+            75 timed out, 77 permission denied, 130/143 interrupted.
+            """)
+
+    @Option(name: .long, help: ArgumentHelp("Write the message to this file (replaced atomically).", valueName: "PATH"))
+    var output: String?
+
+    @Option(name: .customLong("output-dir"), help: ArgumentHelp(
+        "Write each message to a new file in this directory (created if missing).", valueName: "DIR"))
+    var outputDirectory: String?
+
+    @Option(name: .long, help: ArgumentHelp("Exit after this many messages (default 1).", valueName: "N"))
+    var count: Int?
+
+    @Flag(name: .long, help: "Keep receiving until interrupted.")
+    var forever = false
+
+    @Option(name: .customLong("min-rssi"), parsing: .unconditional, help: ArgumentHelp(
+        "Ignore peripherals heard weaker than this, in dBm (e.g. -70).", valueName: "DBM"))
+    var minimumRSSI: Int?
+
+    @Option(name: .customLong("max-size"), help: ArgumentHelp(
+        "Refuse messages larger than this many bytes (default 64 MiB).", valueName: "BYTES"))
+    var maximumSize: Int?
+
+    @Option(name: .customLong("idle-timeout"), help: ArgumentHelp(
+        "Drop a transfer when no notification arrives for this many seconds (default 15).", valueName: "SECONDS"))
+    var idleTimeout: Double?
+
+    @Flag(name: .long, help: "Do not ask for the framed format: behave exactly like Apple's sample central.")
+    var compat = false
+
+    @OptionGroup var common: CommonRoleOptions
+
+    mutating func validate() throws {
+        if output != nil && outputDirectory != nil {
+            throw ValidationError("give either --output or --output-dir, not both")
+        }
+        if let count, count < 1 {
+            throw ValidationError("--count: give a positive number of messages")
+        }
+        if forever && count != nil {
+            throw ValidationError("--count and --forever cannot be combined")
+        }
+        if output != nil && (forever || (count ?? 1) > 1) {
+            throw ValidationError("--output holds one message; use --output-dir DIR with --count or --forever")
+        }
+        if let minimumRSSI, !(-127...20).contains(minimumRSSI) {
+            throw ValidationError("--min-rssi: give a signal strength in dBm between -127 and 20")
+        }
+        if let maximumSize, maximumSize < 1 {
+            throw ValidationError("--max-size: give a positive number of bytes")
+        }
+        if let idleTimeout, !(idleTimeout > 0 && idleTimeout.isFinite) {
+            throw ValidationError("--idle-timeout: give a positive number of seconds")
+        }
+    }
+
+    func run() async throws {
+        let json = common.json
+        let started = ContinuousClock.now
+        // A closed pipe must be an error we report (exit 74), not a silent kill.
+        signal(SIGPIPE, SIG_IGN)
+
+        let payloads = ReceivedPayloads()
+        let sink: any MessageSink
+        do {
+            sink = try makeSink(payloads: payloads)
+        } catch let failure as SinkFailure {
+            throw failureExit(failure, json: json)
+        }
+
+        var logger = Logger(label: "bletransfer") { StreamLogHandler.standardError(label: $0) }
+        logger.logLevel = common.verbose ? .debug : .warning
+        let session: BluetoothSession
+        do {
+            session = try await BluetoothSession.open(.system, logger: logger)
+        } catch {
+            throw failureExit(RoleFailure(.unavailable, "\(error)"), json: json)
+        }
+        defer { session.close() }
+
+        var limits = TransferLimits.default
+        if let maximumSize { limits = TransferLimits(maximumMessageSize: maximumSize) }
+        let configuration = CentralConfiguration(
+            adapterName: common.adapter,
+            serviceUUID: try common.serviceUUID,
+            characteristicUUID: try common.characteristicUUID,
+            messageCount: forever ? nil : (count ?? 1),
+            minimumRSSI: minimumRSSI,
+            limits: limits,
+            requestFramed: !compat,
+            idleTimeout: idleTimeout.map { .milliseconds(Int64($0 * 1000)) } ?? .seconds(15))
+        let central = Central(configuration: configuration, session: session)
+
+        let mode = common.outputMode
+        let carriesPayload = json && output == nil && outputDirectory == nil
+        let renderer = Task {
+            var renderer = EventRenderer(mode: mode)
+            for await event in central.events {
+                var extra: [String: any Sendable] = [:]
+                if mode == .jsonLines {
+                    extra["elapsed"] = (ContinuousClock.now - started).seconds
+                    if carriesPayload, case .received(let summary, _, _) = event,
+                        let payload = await payloads.take(summary.sequence) {
+                        extra["base64"] = Data(payload).base64EncodedString()
+                        let text = String(decoding: payload, as: UTF8.self)
+                        if text.utf8.elementsEqual(payload) { extra["text"] = text }
+                    }
+                }
+                renderer.render(event, extra: extra)
+            }
+            renderer.finish()
+        }
+
+        let timeout = common.timeout.map { Duration.milliseconds(Int64($0 * 1000)) }
+        let outcome = await RoleRun.race(timeout: nil) {
+            try await central.run(sink: sink, timeout: timeout)
+        }
+        await renderer.value
+
+        switch outcome {
+        case .finished:
+            return
+        case .failed(let error):
+            let failure = (error as? any ClassifiedFailure) ?? RoleFailure(.software, "unexpected failure: \(error)")
+            throw failureExit(failure, json: json)
+        case .timedOut(let seconds):
+            throw failureExit(RoleFailure(.timedOut, "timed out after \(RoleRun.format(seconds)) s"), json: json)
+        case .interrupted(let signal):
+            throw ExitCode(128 + signal)
+        }
+    }
+
+    private func makeSink(payloads: ReceivedPayloads) throws -> any MessageSink {
+        if let output { return try SingleFileSink(path: FilePath(output)) }
+        if let outputDirectory { return try OutputDirectorySink(path: FilePath(outputDirectory)) }
+        if common.json { return PayloadRecordingSink(payloads: payloads) }
+        return FileDescriptorSink()
+    }
+}
+
+/// Messages waiting to be put into their `received` JSON event (standard output carries the
+/// events then, so it cannot carry the message bytes as well).
+actor ReceivedPayloads {
+    private var bySequence: [Int: [UInt8]] = [:]
+
+    func put(_ payload: [UInt8], sequence: Int) {
+        bySequence[sequence] = payload
+    }
+
+    func take(_ sequence: Int) -> [UInt8]? {
+        bySequence.removeValue(forKey: sequence)
+    }
+}
+
+/// The sink for `--json` without an output option: the message travels in its event.
+struct PayloadRecordingSink: MessageSink {
+    let payloads: ReceivedPayloads
+
+    func store(_ message: ReceivedMessage, sequence: Int, from peer: PeerDescription?) async throws -> String? {
+        await payloads.put(message.payload, sequence: sequence)
+        return nil
+    }
+}
+
+/// `exitCode(reporting:json:)` under a name that a command's own static `exitCode(for:)` does
+/// not shadow.
+private func failureExit(_ failure: any ClassifiedFailure, json: Bool) -> ExitCode {
+    exitCode(reporting: failure, json: json)
+}

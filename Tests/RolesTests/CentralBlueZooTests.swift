@@ -1,0 +1,218 @@
+import BlueZ
+import Foundation
+@testable import Roles
+import Testing
+import Transfer
+
+/// The central against BlueZoo: a private bus, two mock adapters (hci0 for the central, hci1
+/// for a scripted peripheral built on the BlueZ layer).
+@Suite(.serialized, .enabled(if: BlueZooBus.isAvailable, "needs dbus-daemon and bluezoo (pip install bluezoo)"),
+       .timeLimit(.minutes(2)))
+struct CentralBlueZooTests {
+    @Test("compat: 20-byte values then EOM, several messages in a row, rescanning after each",
+          arguments: [ScriptedPeripheral.Mechanism.socket, .propertiesChanged])
+    func compatSeveralMessages(mechanism: ScriptedPeripheral.Mechanism) async throws {
+        let bus = try await BlueZooBus.start()
+        defer { bus.stop() }
+        let messages = [CentralTestData.text, CentralTestData.binary(333), Array("third".utf8)]
+        let peripheral = try await ScriptedPeripheral.start(
+            on: bus, mechanism: mechanism, script: messages.map { .compat($0, chunk: 20) })
+        let session = try await bus.openSession()
+        defer { session.close() }
+
+        let central = Central(configuration: CentralTestData.configuration(count: 3, framed: false), session: session)
+        let events = EventRecorder(central.events)
+        let sink = CollectingSink()
+        let received = try await central.run(sink: sink)
+        await peripheral.stop()
+
+        #expect(received == 3)
+        #expect(sink.messages.map(\.payload) == messages)
+        #expect(sink.messages.allSatisfy { $0.format == .compat })
+        #expect(sink.messages[0].text == String(decoding: CentralTestData.text, as: UTF8.self))
+        let all = await events.all()
+        #expect(all.compactMap(\.receivedSummary).map(\.sequence) == [1, 2, 3])
+        #expect(all.filter { if case .scanning = $0 { true } else { false } }.count >= 3)
+        #expect(peripheral.recorder.hellos.isEmpty)
+    }
+
+    @Test("framed: HELLO before subscribing, verified digest, ACK written")
+    func framedMessageIsAcknowledged() async throws {
+        let bus = try await BlueZooBus.start()
+        defer { bus.stop() }
+        let payload = CentralTestData.binary(1000)
+        let peripheral = try await ScriptedPeripheral.start(on: bus, script: [.framed(payload)])
+        let session = try await bus.openSession()
+        defer { session.close() }
+
+        let central = Central(configuration: CentralTestData.configuration(), session: session)
+        let events = EventRecorder(central.events)
+        let sink = CollectingSink()
+        try await central.run(sink: sink)
+        await peripheral.stop()
+
+        #expect(sink.messages.map(\.payload) == [payload])
+        #expect(sink.messages.first?.format == .framed)
+        let hello = try #require(peripheral.recorder.hellos.first)
+        let ack = try #require(peripheral.recorder.acks.first)
+        #expect(ack.session == hello.session)
+        #expect(ack.acknowledges(FramedHeader(session: hello.session, payload: payload)))
+        let all = await events.all()
+        #expect(all.compactMap(\.subscribedFormat) == [.framed])
+        #expect(all.compactMap(\.receivedSummary).first?.sha256?.count == 64)
+    }
+
+    @Test("a peer that ignores HELLO is read as compat")
+    func helloIgnoredFallsBackToCompat() async throws {
+        let bus = try await BlueZooBus.start()
+        defer { bus.stop() }
+        let peripheral = try await ScriptedPeripheral.start(on: bus, script: [.compat(CentralTestData.text)])
+        let session = try await bus.openSession()
+        defer { session.close() }
+
+        let central = Central(configuration: CentralTestData.configuration(), session: session)
+        let events = EventRecorder(central.events)
+        let sink = CollectingSink()
+        try await central.run(sink: sink)
+        await peripheral.stop()
+
+        #expect(await events.all().compactMap(\.subscribedFormat) == [.compat])
+        #expect(peripheral.recorder.hellos.count == 1)
+        #expect(peripheral.recorder.acks.isEmpty)
+        #expect(sink.messages.map(\.payload) == [CentralTestData.text])
+        #expect(sink.messages.first?.format == .compat)
+    }
+
+    @Test("digest mismatch: the run fails with dataError and nothing is stored")
+    func corruptMessageIsRefused() async throws {
+        let bus = try await BlueZooBus.start()
+        defer { bus.stop() }
+        let peripheral = try await ScriptedPeripheral.start(on: bus, script: [.framedCorrupted(CentralTestData.binary(300))])
+        let session = try await bus.openSession()
+        defer { session.close() }
+
+        let central = Central(configuration: CentralTestData.configuration(), session: session)
+        let events = EventRecorder(central.events)
+        let sink = CollectingSink()
+        let error = await #expect(throws: RoleFailure.self) { try await central.run(sink: sink) }
+        await peripheral.stop()
+
+        #expect(error?.kind == .dataError)
+        #expect(sink.messages.isEmpty)
+        #expect(peripheral.recorder.acks.isEmpty)
+        #expect(await events.all().contains { $0.isAborted })
+    }
+
+    @Test("a peer that disconnects mid-transfer: nothing stored, retried, then the whole message")
+    func disconnectMidTransferIsRetried() async throws {
+        let bus = try await BlueZooBus.start()
+        defer { bus.stop() }
+        let payload = CentralTestData.binary(400)
+        let peripheral = try await ScriptedPeripheral.start(
+            on: bus, script: [.disconnectAfter(payload, bytes: 200), .compat(payload)])
+        let session = try await bus.openSession()
+        defer { session.close() }
+
+        let central = Central(configuration: CentralTestData.configuration(framed: false), session: session)
+        let events = EventRecorder(central.events)
+        let sink = CollectingSink()
+        try await central.run(sink: sink)
+        await peripheral.stop()
+
+        #expect(sink.messages.map(\.payload) == [payload])
+        let all = await events.all()
+        #expect(all.contains { $0.isAborted })
+        #expect(all.contains { $0.isRetrying })
+        #expect(peripheral.recorder.subscriptions >= 2)
+    }
+
+    @Test("a peer that stalls without EOM: the idle timeout drops the transfer, the retry succeeds")
+    func stalledTransferTimesOut() async throws {
+        let bus = try await BlueZooBus.start()
+        defer { bus.stop() }
+        let payload = CentralTestData.binary(100)
+        let peripheral = try await ScriptedPeripheral.start(
+            on: bus, script: [.stallAfter(payload, bytes: 60), .compat(payload)])
+        let session = try await bus.openSession()
+        defer { session.close() }
+
+        let central = Central(configuration: CentralTestData.configuration(idle: .seconds(1), framed: false), session: session)
+        let events = EventRecorder(central.events)
+        let sink = CollectingSink()
+        try await central.run(sink: sink)
+        await peripheral.stop()
+
+        #expect(sink.messages.map(\.payload) == [payload])
+        #expect(await events.all().contains { event in
+            if case .transferAborted(_, let reason) = event { reason.contains("stalled") } else { false }
+        })
+    }
+
+    @Test("--output-dir: each message its own complete file, never overwritten")
+    func outputDirectoryGetsWholeFiles() async throws {
+        let bus = try await BlueZooBus.start()
+        defer { bus.stop() }
+        let messages = [Array("one".utf8), CentralTestData.binary(64)]
+        let peripheral = try await ScriptedPeripheral.start(
+            on: bus, script: [.disconnectAfter(messages[0], bytes: 2)] + messages.map { .compat($0) })
+        let session = try await bus.openSession()
+        defer { session.close() }
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("central-out-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let sink = try OutputDirectorySink(path: .init(directory.path))
+
+        let central = Central(configuration: CentralTestData.configuration(count: 2, framed: false), session: session)
+        let events = EventRecorder(central.events)
+        try await central.run(sink: sink)
+        await peripheral.stop()
+
+        let stored = await events.all().compactMap { event -> String? in
+            if case .received(_, _, let path) = event { path } else { nil }
+        }
+        #expect(stored.count == 2)
+        #expect(Set(stored).count == 2)
+        let contents = try stored.map { try [UInt8](Data(contentsOf: URL(fileURLWithPath: $0))) }
+        #expect(contents == messages)
+        let names = try FileManager.default.contentsOfDirectory(atPath: directory.path)
+        #expect(names.count == 2)
+        #expect(!names.contains { $0.hasPrefix(".") })
+    }
+
+    @Test("unknown adapter name: usage failure listing the adapters present")
+    func unknownAdapterIsAUsageError() async throws {
+        let bus = try await BlueZooBus.start()
+        defer { bus.stop() }
+        let session = try await bus.openSession()
+        defer { session.close() }
+        let central = Central(configuration: CentralTestData.configuration(adapter: "hci7"), session: session)
+        let error = await #expect(throws: RoleFailure.self) { try await central.run(sink: CollectingSink()) }
+        #expect(error?.kind == .usage)
+        #expect(error?.userMessage.contains("hci0") == true)
+        #expect(error?.userMessage.contains("hci1") == true)
+    }
+
+    @Test("overall deadline: timedOut when no peripheral offers the service")
+    func deadlinePasses() async throws {
+        let bus = try await BlueZooBus.start()
+        defer { bus.stop() }
+        let session = try await bus.openSession()
+        defer { session.close() }
+        let central = Central(configuration: CentralTestData.configuration(), session: session)
+        let error = await #expect(throws: RoleFailure.self) {
+            try await central.run(sink: CollectingSink(), timeout: .seconds(2))
+        }
+        #expect(error?.kind == .timedOut)
+    }
+
+    @Test("bluetoothd absent at start: unavailable at once")
+    func noBluetoothdFailsFast() async throws {
+        let bus = try await BlueZooBus.start()
+        defer { bus.stop() }
+        bus.stopMock()
+        let session = try await bus.openSession()
+        defer { session.close() }
+        let central = Central(configuration: CentralTestData.configuration(), session: session)
+        let error = await #expect(throws: RoleFailure.self) { try await central.run(sink: CollectingSink()) }
+        #expect(error?.kind == .unavailable)
+    }
+}

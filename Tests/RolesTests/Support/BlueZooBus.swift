@@ -1,0 +1,252 @@
+import BlueZ
+import DBus
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A private `dbus-daemon` with BlueZoo (the BlueZ D-Bus mock, `pip install bluezoo`) owning
+/// org.bluez on it, with adapters that see each other: hci0 and hci1 by default, powered. One
+/// per test; `stop()` (or deinit) ends both processes and removes the socket directory.
+///
+/// Roles talk to it through `BluetoothSession.open(address:)`; a command under test gets
+/// `DBUS_SYSTEM_BUS_ADDRESS=address`.
+final class BlueZooBus: Sendable {
+    let address: String
+    let directory: URL
+    let adapterAddresses: [String]
+    private let daemon: Process
+    private let mock: Process
+
+    enum StartError: Error, CustomStringConvertible {
+        case missing(String)
+        case daemonPrintedNoAddress(String)
+        case mockDidNotStart(String)
+
+        var description: String {
+            switch self {
+            case .missing(let what): "\(what) is not installed"
+            case .daemonPrintedNoAddress(let output): "dbus-daemon printed no address: \(output)"
+            case .mockDidNotStart(let log): "bluezoo did not bring up its adapters: \(log)"
+            }
+        }
+    }
+
+    static let daemonPath = "/usr/bin/dbus-daemon"
+
+    /// The Python interpreter BlueZoo was installed for: the one its entry script names.
+    static var bluezooPython: String? {
+        guard let script = executablePath(named: "bluezoo"),
+            let text = try? String(contentsOfFile: script, encoding: .utf8),
+            let first = text.split(separator: "\n").first, first.hasPrefix("#!")
+        else { return nil }
+        let interpreter = String(first.dropFirst(2)).trimmingCharacters(in: .whitespaces)
+        if interpreter.hasPrefix("/"), !interpreter.contains(" "), FileManager.default.isExecutableFile(atPath: interpreter) {
+            return interpreter
+        }
+        // pyenv shims and `#!/usr/bin/env python3` scripts: the python3 on PATH.
+        return executablePath(named: "python3")
+    }
+
+    /// Runs BlueZoo with one behaviour of real BlueZ added (written next to the bus socket).
+    static let teardownShim = #"""
+# Runs BlueZoo (the BlueZ D-Bus mock) with one behaviour of real BlueZ added: when a central
+# disconnects from an unbonded LE device, the device's remote GATT objects are removed and
+# ServicesResolved turns false. Stock BlueZoo keeps those objects exported, so a second
+# Device1.Connect to the same peer fails (it exports them again at the same paths), and a
+# central could never receive two messages in a row from one peripheral.
+import sys
+
+from bluezoo import bluezoo
+from bluezoo.device import Device
+
+_disconnect = Device.disconnect
+
+
+async def disconnect_and_drop_gatt(self, uuid=None):
+    await _disconnect(self, uuid)
+    for link in list(self.services.values()):
+        try:
+            self.peer_adapter.mock.remove_object(link)
+        except KeyError:
+            pass
+    self.services.clear()
+    if self.services_resolved:
+        await self.ServicesResolved.set_async(False)
+
+
+Device.disconnect = disconnect_and_drop_gatt
+
+if __name__ == "__main__":
+    sys.argv[0] = "bluezoo"
+    sys.exit(bluezoo.main())
+"""#
+
+    /// Whether the tools exist: bus tests are enabled only then (CI installs both through
+    /// scripts/setup.sh).
+    static var isAvailable: Bool {
+        FileManager.default.isExecutableFile(atPath: daemonPath) && bluezooPython != nil
+    }
+
+    static func executablePath(named name: String) -> String? {
+        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin"
+        for directory in path.split(separator: ":") {
+            let candidate = "\(directory)/\(name)"
+            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+        }
+        return nil
+    }
+
+    /// Starts the bus and the mock and returns once every adapter is exported and powered.
+    static func start(adapters: Int = 2, scanInterval: Int = 1) async throws -> BlueZooBus {
+        guard FileManager.default.isExecutableFile(atPath: daemonPath) else { throw StartError.missing(daemonPath) }
+        guard executablePath(named: "bluezoo") != nil, let python = bluezooPython else { throw StartError.missing("bluezoo") }
+
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bletransfer-zoo-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let config = directory.appendingPathComponent("bus.conf")
+        try busConfiguration(socketDirectory: directory.path).write(to: config, atomically: true, encoding: .utf8)
+
+        let daemon = Process()
+        daemon.executableURL = URL(fileURLWithPath: daemonPath)
+        daemon.arguments = ["--config-file=\(config.path)", "--nofork", "--print-address=1", "--nopidfile"]
+        let addressPipe = Pipe()
+        daemon.standardOutput = addressPipe
+        daemon.standardError = FileHandle.nullDevice
+        try daemon.run()
+        // The daemon prints its address once it listens: the bus is ready then.
+        var printed = Data()
+        while !printed.contains(UInt8(ascii: "\n")) {
+            let chunk = addressPipe.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            printed.append(chunk)
+        }
+        let text = String(decoding: printed, as: UTF8.self)
+        guard let line = text.split(separator: "\n").first, line.hasPrefix("unix:") else {
+            kill(daemon)
+            throw StartError.daemonPrintedNoAddress(text)
+        }
+        let address = String(line)
+
+        let adapterAddresses = (0..<adapters).map { String(format: "00:AA:00:00:00:%02X", $0 + 1) }
+        let mock = Process()
+        // BlueZoo's own module, run with the GATT tear-down real BlueZ does on disconnect.
+        mock.executableURL = URL(fileURLWithPath: python)
+        let shim = directory.appendingPathComponent("bluezoo-with-gatt-teardown.py")
+        try teardownShim.write(to: shim, atomically: true, encoding: .utf8)
+        mock.arguments = [shim.path, "--auto-enable", "--scan-interval", "\(scanInterval)", "-v"]
+            + adapterAddresses.flatMap { ["-a", $0] }
+        var environment = ProcessInfo.processInfo.environment
+        environment["DBUS_SYSTEM_BUS_ADDRESS"] = address
+        mock.environment = environment
+        let log = directory.appendingPathComponent("bluezoo.log")
+        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
+        let logHandle = try FileHandle(forWritingTo: log)
+        mock.standardOutput = logHandle
+        mock.standardError = logHandle
+        try mock.run()
+
+        let bus = BlueZooBus(address: address, directory: directory, adapterAddresses: adapterAddresses,
+                             daemon: daemon, mock: mock)
+        do {
+            try await bus.waitUntilReady(adapters: adapters)
+        } catch {
+            let output = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
+            bus.stop()
+            throw StartError.mockDidNotStart("\(error); log: \(output.suffix(2000))")
+        }
+        return bus
+    }
+
+    private init(address: String, directory: URL, adapterAddresses: [String], daemon: Process, mock: Process) {
+        self.address = address
+        self.directory = directory
+        self.adapterAddresses = adapterAddresses
+        self.daemon = daemon
+        self.mock = mock
+    }
+
+    deinit { stop() }
+
+    /// A session on this bus, as a role opens it.
+    func openSession() async throws -> BluetoothSession {
+        try await BluetoothSession.open(address: address)
+    }
+
+    /// Ends bluezoo (org.bluez loses its owner), then the bus. Idempotent.
+    func stop() {
+        stopMock()
+        Self.kill(daemon)
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    /// Ends only bluezoo: to the roles, bluetoothd went away.
+    func stopMock() {
+        Self.kill(mock)
+    }
+
+    /// SIGKILL, not SIGTERM: children inherit the signal mask of the thread that spawned them,
+    /// and the test runner's threads block SIGTERM, so a child would never see it.
+    private static func kill(_ process: Process) {
+        guard process.isRunning else { return }
+        _ = Glibc.kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
+
+    /// Calls org.bluezoo.Manager1 (add or remove adapters at run time).
+    func removeAdapter(index: UInt8) async throws {
+        let connection = try await DBusConnection.connect(address: address)
+        defer { connection.close() }
+        _ = try await connection.call(destination: "org.bluez", path: "/org/bluezoo", interface: "org.bluezoo.Manager1",
+                                      method: "RemoveAdapter", arguments: [.byte(index)])
+    }
+
+    /// Waits until `adapters` adapters are exported and powered. Asks org.bluez directly
+    /// (GetManagedObjects) at start and after every signal from the bus, so the answer does not
+    /// depend on the order in which a session cache applies the mock's start-up signals.
+    private func waitUntilReady(adapters: Int) async throws {
+        let connection = try await DBusConnection.connect(address: address)
+        defer { connection.close() }
+        let signals = try await connection.signals(matching: MatchRule())
+        @Sendable func ready() async -> Bool {
+            guard let reply = try? await connection.call(
+                destination: "org.bluez", path: .root, interface: "org.freedesktop.DBus.ObjectManager",
+                method: "GetManagedObjects", timeout: .seconds(2)),
+                let objects = reply.first?.managedObjects
+            else { return false }
+            let powered = objects.values.compactMap { $0["org.bluez.Adapter1"] }.filter { $0["Powered"]?.bool == true }
+            return powered.count >= adapters
+        }
+        if await ready() { return }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                for await _ in signals where await ready() { return }
+            }
+            group.addTask {
+                try await Task.sleep(for: .seconds(20))
+                throw StartError.mockDidNotStart("adapters not powered within 20 s")
+            }
+            defer { group.cancelAll() }
+            try await group.next()
+        }
+    }
+
+    static func busConfiguration(socketDirectory: String) -> String {
+        """
+        <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+         "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+        <busconfig>
+          <type>system</type>
+          <listen>unix:dir=\(socketDirectory)</listen>
+          <auth>EXTERNAL</auth>
+          <policy context="default">
+            <allow user="*"/>
+            <allow own="*"/>
+            <allow send_destination="*" eavesdrop="true"/>
+            <allow receive_sender="*"/>
+            <allow eavesdrop="true"/>
+          </policy>
+        </busconfig>
+        """
+    }
+}

@@ -1,0 +1,91 @@
+import BlueZ
+import Foundation
+@testable import Roles
+import Transfer
+
+/// A sink that keeps messages in memory.
+final class CollectingSink: MessageSink, @unchecked Sendable {
+    // @unchecked Sendable: `stored` is only touched while holding `lock`.
+    private let lock = NSLock()
+    private var stored: [ReceivedMessage] = []
+    let failure: SinkFailure?
+
+    init(failing failure: SinkFailure? = nil) {
+        self.failure = failure
+    }
+
+    var messages: [ReceivedMessage] {
+        lock.lock()
+        defer { lock.unlock() }
+        return stored
+    }
+
+    func store(_ message: ReceivedMessage, sequence: Int, from peer: PeerDescription?) async throws -> String? {
+        if let failure { throw failure }
+        lock.withLock { stored.append(message) }
+        return nil
+    }
+}
+
+/// Collects a role's events while it runs.
+final class EventRecorder: @unchecked Sendable {
+    // @unchecked Sendable: `recorded` is only touched while holding `lock`.
+    private let lock = NSLock()
+    private var recorded: [RoleEvent] = []
+    private var task: Task<Void, Never>?
+    /// BLETRANSFER_TEST_TRACE=1 prints every event while a test runs.
+    static let trace = ProcessInfo.processInfo.environment["BLETRANSFER_TEST_TRACE"] != nil
+
+    init(_ events: AsyncStream<RoleEvent>) {
+        task = Task { [weak self] in
+            for await event in events {
+                self?.append(event)
+            }
+        }
+    }
+
+    private func append(_ event: RoleEvent) {
+        if Self.trace { FileHandle.standardError.write(Data("event: \(event)\n".utf8)) }
+        lock.lock()
+        recorded.append(event)
+        lock.unlock()
+    }
+
+    /// Every event, once the stream finished (the role's run returned).
+    func all() async -> [RoleEvent] {
+        await task?.value
+        return lock.withLock { recorded }
+    }
+}
+
+extension RoleEvent {
+    var isReceived: Bool { if case .received = self { true } else { false } }
+    var isAborted: Bool { if case .transferAborted = self { true } else { false } }
+    var isRetrying: Bool { if case .retrying = self { true } else { false } }
+    var subscribedFormat: TransferFormat? { if case .subscribed(_, _, let format) = self { format } else { nil } }
+    var receivedSummary: MessageSummary? { if case .received(let summary, _, _) = self { summary } else { nil } }
+}
+
+enum CentralTestData {
+    /// Deterministic bytes that are not text.
+    static func binary(_ count: Int, seed: UInt8 = 7) -> [UInt8] {
+        var state = UInt32(seed) &* 2_654_435_761 | 1
+        return (0..<count).map { _ in
+            state ^= state << 13
+            state ^= state >> 17
+            state ^= state << 5
+            return UInt8(truncatingIfNeeded: state)
+        }
+    }
+
+    /// Text with multi-byte characters, so that a character straddles two 20-byte values.
+    static let text = Array("Grüße aus dem Labor — ✓ every byte counts: 𝄞 naïve café ".utf8)
+
+    static func configuration(count: Int? = 1, adapter: String = "hci0", idle: Duration = .seconds(5),
+                              framed: Bool = true) -> CentralConfiguration {
+        CentralConfiguration(
+            adapterName: adapter, messageCount: count, requestFramed: framed, idleTimeout: idle,
+            connectTimeout: .seconds(10), servicesResolveTimeout: .seconds(10),
+            backoff: BackoffPolicy(initial: .milliseconds(100), maximum: .seconds(1)))
+    }
+}

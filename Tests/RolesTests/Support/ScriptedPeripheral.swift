@@ -1,0 +1,210 @@
+import BlueZ
+import DBus
+import Foundation
+import Transfer
+
+/// A minimal GATT peripheral for central tests, built straight on the BlueZ layer (not on our
+/// Peripheral engine, so the central is tested against an independent sender). It serves the
+/// transfer characteristic on one adapter of a `BlueZooBus` and answers each subscription with
+/// the next message of its script, the way Apple's sample peripheral does (values of a fixed
+/// size, then `EOM`, no back-pressure), or with a scripted fault.
+final class ScriptedPeripheral: Sendable {
+    /// What one subscription gets.
+    enum Delivery: Sendable {
+        /// Apple's format: `chunk`-byte values then `EOM`, whatever the central wrote.
+        case compat([UInt8], chunk: Int = 20)
+        /// The framed format when the central wrote a HELLO (compat otherwise).
+        case framed([UInt8])
+        /// Framed, with one payload byte flipped after the header was built: the digest
+        /// cannot match.
+        case framedCorrupted([UInt8])
+        /// Compat values for the first `bytes` bytes, then the peripheral drops the
+        /// subscription (closes its notification socket, as BlueZ does when the link is lost;
+        /// no `EOM`). Needs the socket mechanism.
+        case disconnectAfter([UInt8], bytes: Int)
+        /// Compat values for the first `bytes` bytes, then silence (no `EOM`, link kept).
+        case stallAfter([UInt8], bytes: Int)
+    }
+
+    /// How values reach BlueZ.
+    enum Mechanism: Sendable {
+        /// Offer AcquireNotify (BlueZ hands us a socket).
+        case socket
+        /// Only StartNotify: values go out as PropertiesChanged on Value.
+        case propertiesChanged
+    }
+
+    let session: BluetoothSession
+    let adapter: Adapter
+    private let application: LocalGATTApplication
+    private let advertisement: LEAdvertisement
+    private let state: Recorder
+
+    /// What the peripheral saw, for assertions.
+    final class Recorder: @unchecked Sendable {
+        // @unchecked Sendable: every field is only touched while holding `lock`.
+        private let lock = NSLock()
+        private var _hellos: [Hello] = []
+        private var _acks: [Ack] = []
+        private var _writes: [[UInt8]] = []
+        private var _subscriptions = 0
+        private var script: [Delivery]
+
+        init(script: [Delivery]) { self.script = script }
+
+        func withLock<T>(_ body: () -> T) -> T {
+            lock.lock()
+            defer { lock.unlock() }
+            return body()
+        }
+
+        var hellos: [Hello] { withLock { _hellos } }
+        var acks: [Ack] { withLock { _acks } }
+        var subscriptions: Int { withLock { _subscriptions } }
+
+        func recordWrite(_ value: [UInt8]) {
+            withLock {
+                _writes.append(value)
+                if let hello = WireFormat.parseHello(value) { _hellos.append(hello) }
+                if let ack = WireFormat.parseAck(value) { _acks.append(ack) }
+            }
+        }
+
+        /// The next delivery (the last one repeats) and the HELLO that preceded it, if any.
+        func nextDelivery() -> (Delivery?, Hello?) {
+            withLock {
+                _subscriptions += 1
+                let delivery = script.count > 1 ? script.removeFirst() : script.first
+                return (delivery, _hellos.last)
+            }
+        }
+    }
+
+    var recorder: Recorder { state }
+
+    /// Registers the application and advertisement on adapter `adapterIndex` of `bus`.
+    static func start(on bus: BlueZooBus, adapterIndex: Int = 1, mechanism: Mechanism = .socket,
+                      serviceUUID: BluetoothUUID = TransferUUIDs.appleSampleService,
+                      characteristicUUID: BluetoothUUID = TransferUUIDs.appleSampleCharacteristic,
+                      script: [Delivery]) async throws -> ScriptedPeripheral {
+        let session = try await bus.openSession()
+        let adapter = try session.adapter(named: "hci\(adapterIndex)")
+        let recorder = Recorder(script: script)
+        let holder = ApplicationHolder()
+
+        @Sendable func values(for delivery: Delivery, hello: Hello?, valueLength: Int) -> (values: [[UInt8]], then: After) {
+            func compat(_ payload: [UInt8], _ chunk: Int) -> [[UInt8]] {
+                var sender = MessageSender(message: OutgoingMessage(payload: payload), replyingTo: nil, maximumValueLength: chunk)
+                var values: [[UInt8]] = []
+                while let value = sender.nextValue() { values.append(value) }
+                return values
+            }
+            func framed(_ payload: [UInt8]) -> [[UInt8]] {
+                var sender = MessageSender(message: OutgoingMessage(payload: payload), replyingTo: hello, maximumValueLength: valueLength)
+                var values: [[UInt8]] = []
+                while let value = sender.nextValue() { values.append(value) }
+                return values
+            }
+            switch delivery {
+            case .compat(let payload, let chunk):
+                return (compat(payload, chunk), .keep)
+            case .framed(let payload):
+                return (framed(payload), .keep)
+            case .framedCorrupted(let payload):
+                var list = framed(payload)
+                // The last data value (before EOM) carries payload bytes; flip one.
+                if list.count >= 2, !list[list.count - 2].isEmpty {
+                    list[list.count - 2][list[list.count - 2].count - 1] ^= 0xFF
+                }
+                return (list, .keep)
+            case .disconnectAfter(let payload, let bytes):
+                return (compat(Array(payload.prefix(bytes)), 20).dropLast().map { $0 }, .disconnect)
+            case .stallAfter(let payload, let bytes):
+                return (compat(Array(payload.prefix(bytes)), 20).dropLast().map { $0 }, .silence)
+            }
+        }
+
+        @Sendable func disconnectCentral() async {
+            for device in adapter.devices() where device.properties?.connected == true {
+                try? await device.disconnect()
+            }
+        }
+
+        var handlers = LocalCharacteristicHandlers(
+            write: { value, _ in recorder.recordWrite(value) },
+            startNotify: {
+                let (delivery, hello) = recorder.nextDelivery()
+                guard let delivery, let application = holder.application else { return }
+                let plan = values(for: delivery, hello: hello, valueLength: 20)
+                Task {
+                    for value in plan.values {
+                        try? application.notify(value)
+                    }
+                    if plan.then == .disconnect { await disconnectCentral() }
+                }
+            })
+        if mechanism == .socket {
+            handlers.acquireNotify = { subscription in
+                let (delivery, hello) = recorder.nextDelivery()
+                guard let delivery else { return }
+                let plan = values(for: delivery, hello: hello, valueLength: subscription.socket.maximumValueLength)
+                for value in plan.values {
+                    do { try await subscription.socket.send(value) } catch { return }
+                }
+                if plan.then == .disconnect {
+                    subscription.socket.close()
+                    return
+                }
+                await subscription.socket.waitForHangUp()
+                subscription.socket.close()
+            }
+        }
+
+        let application = LocalGATTApplication(session: session, service: LocalGATTService(
+            uuid: serviceUUID.canonical,
+            characteristics: [LocalGATTCharacteristic(
+                uuid: characteristicUUID.canonical, flags: ["notify", "write-without-response"], handlers: handlers)]))
+        holder.application = application
+        trace("registering application")
+        try await application.register(on: adapter)
+        trace("registered application")
+        let advertisement = LEAdvertisement(session: session, configuration: AdvertisementConfiguration(
+            serviceUUIDs: [serviceUUID.canonical], localName: "scripted"))
+        try await advertisement.register(on: adapter)
+        trace("registered advertisement")
+        return ScriptedPeripheral(session: session, adapter: adapter, application: application,
+                                  advertisement: advertisement, state: recorder)
+    }
+
+    enum After: Sendable, Equatable { case keep, disconnect, silence }
+
+    /// Lets the StartNotify handler reach the application created after it.
+    final class ApplicationHolder: @unchecked Sendable {
+        // @unchecked Sendable: set once before registration, read afterwards under `lock`.
+        private let lock = NSLock()
+        private var _application: LocalGATTApplication?
+        var application: LocalGATTApplication? {
+            get { lock.lock(); defer { lock.unlock() }; return _application }
+            set { lock.lock(); defer { lock.unlock() }; _application = newValue }
+        }
+    }
+
+    private init(session: BluetoothSession, adapter: Adapter, application: LocalGATTApplication,
+                 advertisement: LEAdvertisement, state: Recorder) {
+        self.session = session
+        self.adapter = adapter
+        self.application = application
+        self.advertisement = advertisement
+        self.state = state
+    }
+
+    func stop() async {
+        await advertisement.unregister()
+        await application.unregister()
+        session.close()
+    }
+}
+
+func trace(_ text: String) {
+    if EventRecorder.trace { FileHandle.standardError.write(Data("trace: \(text)\n".utf8)) }
+}
