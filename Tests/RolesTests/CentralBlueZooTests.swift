@@ -215,4 +215,41 @@ struct CentralBlueZooTests {
         let error = await #expect(throws: RoleFailure.self) { try await central.run(sink: CollectingSink()) }
         #expect(error?.kind == .unavailable)
     }
+
+    @Test("leaving poweredOn mid-transfer keeps nothing; back in poweredOn, scanning resumes without a restart")
+    func powerCycleTearsDownAndResumes() async throws {
+        let bus = try await BlueZooBus.start()
+        defer { bus.stop() }
+        let payload = CentralTestData.binary(200)
+        let peripheral = try await ScriptedPeripheral.start(
+            on: bus, script: [.stallAfter(payload, bytes: 100), .compat(payload)])
+        let session = try await bus.openSession()
+        defer { session.close() }
+        let control = try await bus.openSession()
+        defer { control.close() }
+        let centralAdapter = try control.adapter(named: "hci0")
+
+        let central = Central(
+            configuration: CentralTestData.configuration(idle: .seconds(60), framed: false), session: session)
+        let events = EventRecorder(central.events)
+        let sink = CollectingSink()
+        let run = Task { try await central.run(sink: sink) }
+
+        await events.waitFor { $0.isProgress }
+        try await centralAdapter.setPowered(false)
+        await events.waitFor { $0.stateReached == .poweredOff }
+        #expect(sink.messages.isEmpty)
+        try await centralAdapter.setPowered(true)
+        #expect(try await run.value == 1)
+        await peripheral.stop()
+
+        #expect(sink.messages.map(\.payload) == [payload])
+        let all = await events.all()
+        let states = all.compactMap(\.stateReached)
+        #expect(states.first == .poweredOn)
+        #expect(states.contains(.poweredOff))
+        #expect(states.last == .poweredOn)
+        #expect(all.contains { $0.isAborted })
+        #expect(all.filter(\.isScanning).count >= 2)
+    }
 }

@@ -282,7 +282,6 @@ public final class Central: Sendable {
     /// message), a ``ClassifiedFailure`` for what ends the run.
     private func visit(_ device: Device, peer: PeerDescription, adapter: Adapter, sink: any MessageSink) async throws {
         var channel: CharacteristicSubscription?
-        var forgetDevice = false
         do {
             try await connect(device, peer: peer)
             emit(.connected(peer))
@@ -329,20 +328,22 @@ public final class Central: Sendable {
                                sha256: message.digest.map(Self.hex), duration: duration),
                 from: peer, storedAt: storedAt))
         } catch let failure as TransferFailure {
-            forgetDevice = Self.shouldForget(after: failure)
             if channel != nil {
                 emit(.transferAborted(peer, reason: failure.description))
             }
-            await cleanUp(channel: channel, device: device, adapter: adapter, forget: forgetDevice, peer: peer)
+            await cleanUp(channel: channel, device: device, adapter: adapter, forget: true, peer: peer)
             throw failure
         } catch {
             if channel != nil {
                 emit(.transferAborted(peer, reason: Task.isCancelled ? "stopped" : Self.describe(error)))
             }
-            await cleanUp(channel: channel, device: device, adapter: adapter, forget: false, peer: peer)
+            await cleanUp(channel: channel, device: device, adapter: adapter, forget: !Task.isCancelled, peer: peer)
             throw error
         }
-        await cleanUp(channel: channel, device: device, adapter: adapter, forget: false, peer: peer)
+        // Forgotten after a success too: BlueZ then reports the peer again only when it really
+        // advertises again (a fresh InterfacesAdded), instead of offering a cached entry of a
+        // sender that may have finished and left.
+        await cleanUp(channel: channel, device: device, adapter: adapter, forget: true, peer: peer)
     }
 
     /// `Device1.Connect`, retrying transient failures with back-off.
@@ -432,8 +433,8 @@ public final class Central: Sendable {
         emit(.progress(peer, report.progress, bytesPerSecond: report.bytesPerSecond, secondsRemaining: report.secondsRemaining))
     }
 
-    /// Apple's `cleanup()` order: unsubscribe, then disconnect. A device that failed is also
-    /// removed from BlueZ's cache (unless paired), so the next scan sees it only when it
+    /// Apple's `cleanup()` order: unsubscribe, then disconnect. With `forget`, the device is
+    /// also removed from BlueZ's cache (unless paired), so the next scan sees it only when it
     /// really advertises again.
     private func cleanUp(channel: CharacteristicSubscription?, device: Device, adapter: Adapter, forget: Bool,
                          peer: PeerDescription) async {
@@ -446,13 +447,6 @@ public final class Central: Sendable {
             }
         }
         if wasConnected || channel != nil { emit(.disconnected(peer)) }
-    }
-
-    private static func shouldForget(after failure: TransferFailure) -> Bool {
-        switch failure {
-        case .transient, .unsuitable: true
-        case .corrupt: false
-        }
     }
 
     // MARK: Helpers

@@ -82,7 +82,9 @@ struct MessageAssembly: Sendable {
                 var report: ProgressReport?
                 let due = lastProgressAt.map { time - $0 >= progressInterval } ?? true
                 let done = progress.totalBytes.map { progress.bytesSoFar >= $0 } ?? false
-                if due || done || first {
+                // A header value alone says nothing yet (no payload byte, no total).
+                let informative = progress.bytesSoFar > 0 || progress.totalBytes != nil
+                if (due || done || first) && informative {
                     lastProgressAt = time
                     report = ProgressReport(
                         progress: progress, bytesPerSecond: meter?.bytesPerSecond,

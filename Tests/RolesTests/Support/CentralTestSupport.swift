@@ -27,11 +27,13 @@ final class CollectingSink: MessageSink, @unchecked Sendable {
     }
 }
 
-/// Collects a role's events while it runs.
+/// Collects a role's events while it runs; a test can wait for a particular one.
 final class EventRecorder: @unchecked Sendable {
-    // @unchecked Sendable: `recorded` is only touched while holding `lock`.
+    // @unchecked Sendable: `recorded` and `waiters` are only touched while holding `lock`.
     private let lock = NSLock()
     private var recorded: [RoleEvent] = []
+    private var waiters: [(matches: @Sendable (RoleEvent) -> Bool, continuation: CheckedContinuation<Void, Never>)] = []
+    private var finished = false
     private var task: Task<Void, Never>?
     /// BLETRANSFER_TEST_TRACE=1 prints every event while a test runs.
     static let trace = ProcessInfo.processInfo.environment["BLETRANSFER_TEST_TRACE"] != nil
@@ -41,14 +43,43 @@ final class EventRecorder: @unchecked Sendable {
             for await event in events {
                 self?.append(event)
             }
+            self?.finish()
         }
     }
 
     private func append(_ event: RoleEvent) {
         if Self.trace { FileHandle.standardError.write(Data("event: \(event)\n".utf8)) }
-        lock.lock()
-        recorded.append(event)
-        lock.unlock()
+        let ready = lock.withLock { () -> [CheckedContinuation<Void, Never>] in
+            recorded.append(event)
+            let (done, waiting) = waiters.reduce(into: ([CheckedContinuation<Void, Never>](), [(matches: @Sendable (RoleEvent) -> Bool, continuation: CheckedContinuation<Void, Never>)]())) { result, waiter in
+                if waiter.matches(event) { result.0.append(waiter.continuation) } else { result.1.append(waiter) }
+            }
+            waiters = waiting
+            return done
+        }
+        for continuation in ready { continuation.resume() }
+    }
+
+    private func finish() {
+        let pending = lock.withLock { () -> [CheckedContinuation<Void, Never>] in
+            finished = true
+            defer { waiters = [] }
+            return waiters.map(\.continuation)
+        }
+        for continuation in pending { continuation.resume() }
+    }
+
+    /// Returns once an event matching `predicate` was recorded (or the stream ended; the
+    /// caller's next expectation then fails).
+    func waitFor(_ predicate: @escaping @Sendable (RoleEvent) -> Bool) async {
+        await withCheckedContinuation { continuation in
+            let done = lock.withLock { () -> Bool in
+                if finished || recorded.contains(where: predicate) { return true }
+                waiters.append((predicate, continuation))
+                return false
+            }
+            if done { continuation.resume() }
+        }
     }
 
     /// Every event, once the stream finished (the role's run returned).
@@ -64,6 +95,9 @@ extension RoleEvent {
     var isRetrying: Bool { if case .retrying = self { true } else { false } }
     var subscribedFormat: TransferFormat? { if case .subscribed(_, _, let format) = self { format } else { nil } }
     var receivedSummary: MessageSummary? { if case .received(let summary, _, _) = self { summary } else { nil } }
+    var isScanning: Bool { if case .scanning = self { true } else { false } }
+    var isProgress: Bool { if case .progress = self { true } else { false } }
+    var stateReached: ManagerState? { if case .stateChanged(_, let to, _) = self { to } else { nil } }
 }
 
 enum CentralTestData {

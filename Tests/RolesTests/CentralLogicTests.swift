@@ -1,0 +1,337 @@
+import BlueZ
+import Foundation
+@testable import Roles
+import Testing
+import Transfer
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The central's decisions without a bus: back-off, which peers to visit, how notification
+/// values, silence and hang-ups become a message or a failure, how BlueZ adapter events become
+/// manager states.
+@Suite struct CentralLogicTests {
+    // MARK: Back-off
+
+    @Test func backoffDoublesUpToItsCap() {
+        let policy = BackoffPolicy(initial: .milliseconds(500), maximum: .seconds(3))
+        #expect(policy.delay(afterFailures: 0) == .zero)
+        #expect(policy.delay(afterFailures: 1) == .milliseconds(500))
+        #expect(policy.delay(afterFailures: 2) == .seconds(1))
+        #expect(policy.delay(afterFailures: 3) == .seconds(2))
+        #expect(policy.delay(afterFailures: 4) == .seconds(3))
+        #expect(policy.delay(afterFailures: 1000) == .seconds(3))
+    }
+
+    // MARK: Peer book
+
+    @Test func rssiFloorRefusesWeakAndUnmeasuredPeers() {
+        let book = PeerBook(backoff: BackoffPolicy(), minimumRSSI: -70)
+        #expect(book.accepts(address: "AA:BB:CC:DD:EE:FF", rssi: -60, at: .zero))
+        #expect(book.accepts(address: "AA:BB:CC:DD:EE:FF", rssi: -70, at: .zero))
+        #expect(!book.accepts(address: "AA:BB:CC:DD:EE:FF", rssi: -71, at: .zero))
+        // A device BlueZ only remembers has no RSSI: it must advertise again first.
+        #expect(!book.accepts(address: "AA:BB:CC:DD:EE:FF", rssi: nil, at: .zero))
+        let noFloor = PeerBook(backoff: BackoffPolicy(), minimumRSSI: nil)
+        #expect(noFloor.accepts(address: "AA:BB:CC:DD:EE:FF", rssi: nil, at: .zero))
+    }
+
+    @Test func failingPeerWaitsLongerEachTimeAndSuccessForgives() {
+        var book = PeerBook(backoff: BackoffPolicy(initial: .seconds(1), maximum: .seconds(30)), minimumRSSI: nil)
+        let peer = "aa:bb:cc:dd:ee:ff"
+        #expect(book.recordFailure(peer, at: .seconds(10)) == .seconds(1))
+        #expect(!book.isEligible("AA:BB:CC:DD:EE:FF", at: .milliseconds(10_500)))
+        #expect(book.isEligible("AA:BB:CC:DD:EE:FF", at: .seconds(11)))
+        #expect(book.recordFailure(peer, at: .seconds(11)) == .seconds(2))
+        #expect(book.nextEligibility(after: .seconds(11)) == .seconds(13))
+        // Another peer is not held back by this one.
+        #expect(book.isEligible("11:22:33:44:55:66", at: .seconds(11)))
+        book.recordSuccess(peer)
+        #expect(book.isEligible(peer, at: .seconds(11)))
+        #expect(book.recordFailure(peer, at: .seconds(12)) == .seconds(1))
+    }
+
+    @Test func unsuitablePeerWaitsMuchLonger() {
+        var book = PeerBook(backoff: BackoffPolicy(initial: .seconds(1), maximum: .seconds(60)), minimumRSSI: nil)
+        #expect(book.recordFailure("AA:BB:CC:DD:EE:FF", at: .zero, severe: true) == .seconds(8))
+    }
+
+    // MARK: Message assembly
+
+    static func compatValues(_ payload: [UInt8], chunk: Int = 20) -> [[UInt8]] {
+        var sender = MessageSender(message: OutgoingMessage(payload: payload), replyingTo: nil, maximumValueLength: chunk)
+        var values: [[UInt8]] = []
+        while let value = sender.nextValue() { values.append(value) }
+        return values
+    }
+
+    static func framedValues(_ payload: [UInt8], hello: Hello, chunk: Int = 20) -> [[UInt8]] {
+        var sender = MessageSender(message: OutgoingMessage(payload: payload), replyingTo: hello, maximumValueLength: chunk)
+        var values: [[UInt8]] = []
+        while let value = sender.nextValue() { values.append(value) }
+        return values
+    }
+
+    @Test func compatValuesBecomeOneMessageAtEOM() {
+        let payload = Array("Grüße ✓ — a message longer than one twenty-byte value".utf8)
+        var assembly = MessageAssembly(limits: .default, sentHello: nil, idleTimeout: .seconds(5))
+        var steps: [MessageAssembly.Step] = []
+        for (index, value) in Self.compatValues(payload).enumerated() {
+            steps.append(assembly.handle(.value(value), at: .milliseconds(100 + index * 10)))
+        }
+        guard case .formatDetected(.compat, _) = steps.first else {
+            Issue.record("first step should tell the format, got \(String(describing: steps.first))")
+            return
+        }
+        guard case .complete(let message, let duration) = steps.last else {
+            Issue.record("last step should complete, got \(String(describing: steps.last))")
+            return
+        }
+        #expect(message.payload == payload)
+        #expect(message.text == String(decoding: payload, as: UTF8.self))
+        #expect(duration == .milliseconds((steps.count - 1) * 10))
+        // Nothing after the end counts.
+        #expect(assembly.handle(.value([1, 2, 3]), at: .seconds(1)) == .proceed(progress: nil))
+    }
+
+    @Test func framedAnswerToOurHelloIsVerified() {
+        let hello = Hello(session: SessionID(rawValue: 42))
+        let payload = CentralTestData.binary(500)
+        var assembly = MessageAssembly(limits: .default, sentHello: hello, idleTimeout: .seconds(5))
+        var last: MessageAssembly.Step?
+        for value in Self.framedValues(payload, hello: hello) {
+            last = assembly.handle(.value(value), at: .seconds(1))
+        }
+        guard case .complete(let message, _) = last else {
+            Issue.record("expected completion, got \(String(describing: last))")
+            return
+        }
+        #expect(message.format == .framed)
+        #expect(message.payload == payload)
+        #expect(message.digest == OutgoingMessage(payload: payload).digest)
+    }
+
+    @Test func corruptFramedPayloadIsADataFailure() {
+        let hello = Hello(session: SessionID(rawValue: 7))
+        var values = Self.framedValues(CentralTestData.binary(100), hello: hello)
+        values[values.count - 2][0] ^= 0x01
+        var assembly = MessageAssembly(limits: .default, sentHello: hello, idleTimeout: .seconds(5))
+        var last: MessageAssembly.Step?
+        for value in values { last = assembly.handle(.value(value), at: .seconds(1)) }
+        guard case .failed(.corrupt(.digestMismatch)) = last else {
+            Issue.record("expected a digest mismatch, got \(String(describing: last))")
+            return
+        }
+    }
+
+    @Test func answerToAnotherCentralsHelloIsRetriedNotRefused() {
+        let ours = Hello(session: SessionID(rawValue: 1))
+        let theirs = Hello(session: SessionID(rawValue: 2))
+        var assembly = MessageAssembly(limits: .default, sentHello: ours, idleTimeout: .seconds(5))
+        var last: MessageAssembly.Step?
+        for value in Self.framedValues(Array("x".utf8), hello: theirs) {
+            last = assembly.handle(.value(value), at: .seconds(1))
+            if case .failed = last { break }
+        }
+        guard case .failed(.transient) = last else {
+            Issue.record("expected a transient failure, got \(String(describing: last))")
+            return
+        }
+    }
+
+    @Test func compatStreamOverTheLimitIsRefused() {
+        var assembly = MessageAssembly(limits: TransferLimits(maximumMessageSize: 50), sentHello: nil, idleTimeout: .seconds(5))
+        var last: MessageAssembly.Step?
+        for value in Self.compatValues(CentralTestData.binary(100)) {
+            last = assembly.handle(.value(value), at: .seconds(1))
+            if case .failed = last { break }
+        }
+        guard case .failed(.corrupt(.compatMessageTooLarge)) = last else {
+            Issue.record("expected the size limit, got \(String(describing: last))")
+            return
+        }
+    }
+
+    @Test func silenceLongerThanTheIdleTimeoutAbandonsTheTransfer() {
+        var assembly = MessageAssembly(limits: .default, sentHello: nil, idleTimeout: .seconds(2))
+        #expect(assembly.handle(.tick, at: .seconds(1)) == .proceed(progress: nil))
+        _ = assembly.handle(.value(Array("partial".utf8)), at: .milliseconds(1500))
+        #expect(assembly.handle(.tick, at: .seconds(3)) == .proceed(progress: nil))
+        guard case .failed(.transient(let reason)) = assembly.handle(.tick, at: .milliseconds(3600)) else {
+            Issue.record("expected the idle timeout")
+            return
+        }
+        #expect(reason.contains("stalled"))
+        #expect(reason.contains("7 bytes"))
+    }
+
+    @Test func hangUpBeforeEOMKeepsNothing() {
+        var assembly = MessageAssembly(limits: .default, sentHello: nil, idleTimeout: .seconds(2))
+        _ = assembly.handle(.value(Array("half a message".utf8)), at: .zero)
+        guard case .failed(.transient(let reason)) = assembly.handle(.ended("the peripheral disconnected"), at: .seconds(1)) else {
+            Issue.record("expected a transient failure")
+            return
+        }
+        #expect(reason.contains("the peripheral disconnected"))
+        #expect(reason.contains("14 bytes"))
+    }
+
+    @Test func progressIsThrottledButTheFirstAndLastAreReported() {
+        let hello = Hello(session: SessionID(rawValue: 9))
+        let values = Self.framedValues(CentralTestData.binary(2000), hello: hello)
+        var assembly = MessageAssembly(limits: .default, sentHello: hello, idleTimeout: .seconds(5),
+                                       progressInterval: .seconds(1))
+        var reports: [TransferProgress] = []
+        for (index, value) in values.enumerated() {
+            // All values within 100 ms: only the first and the final one are due.
+            switch assembly.handle(.value(value), at: .microseconds(index * 100)) {
+            case .proceed(let report?), .formatDetected(_, let report?): reports.append(report.progress)
+            default: break
+            }
+        }
+        #expect(reports.count == 2)
+        #expect(reports.last == TransferProgress(bytesSoFar: 2000, totalBytes: 2000))
+    }
+
+    // MARK: Manager state translation
+
+    @Test func bluetoothdAbsentAtStartFailsFast() {
+        var translator = ManagerInputTranslator(requirement: .central)
+        let transitions = translator.handle(.bluetoothdVanished, adapterPresent: { false })
+        #expect(transitions.map(\.to) == [.resetting])
+        #expect(transitions.first?.startupFailure?.kind == .unavailable)
+    }
+
+    @Test func bluetoothdWithoutAdapterIsUnsupported() {
+        var translator = ManagerInputTranslator(requirement: .central)
+        let transitions = translator.handle(.bluetoothdAppeared, adapterPresent: { false })
+        #expect(transitions.map(\.to) == [.unsupported])
+        #expect(transitions.last?.reason == .noAdapter)
+        #expect(transitions.last?.startupFailure?.kind == .unavailable)
+    }
+
+    @Test func bluetoothdWithAnAdapterWaitsForTheAdapterReport() {
+        var translator = ManagerInputTranslator(requirement: .central)
+        #expect(translator.handle(.bluetoothdAppeared, adapterPresent: { true }).isEmpty)
+    }
+
+    @Test func accessDeniedIsUnauthorized() {
+        var translator = ManagerInputTranslator(requirement: .peripheral)
+        let transitions = translator.handle(.accessDenied, adapterPresent: { true })
+        #expect(transitions.map(\.to) == [.unauthorized])
+        #expect(transitions.first?.startupFailure?.kind == .permissionDenied)
+    }
+
+    @Test func unknownPowerStateIsIgnoredAndKnownOnesMap() {
+        #expect(ManagerInputTranslator.inputs(for: .powerStateChanged("warp-speed"), adapterPresent: { true }).isEmpty)
+        #expect(ManagerInputTranslator.inputs(for: .powerStateChanged("off-blocked"), adapterPresent: { true })
+            == [.powerStateChanged(.offBlocked)])
+        #expect(ManagerInputTranslator.inputs(for: .poweredChanged(false), adapterPresent: { true }) == [.poweredChanged(false)])
+    }
+
+    @Test func poweredOffAtStartIsWaitedFor() {
+        let transition = ManagerTransition(from: .unknown, to: .poweredOff, action: .none, event: .adapterReadyPoweredOff,
+                                           reason: .poweredOff)
+        #expect(transition.startupFailure == nil)
+        let switching = ManagerTransition(from: .unknown, to: .resetting, action: .none, event: .adapterReadyPowerChanging,
+                                          reason: .powerChanging)
+        #expect(switching.startupFailure == nil)
+    }
+
+    // MARK: Write types
+
+    @Test func helloAndAckUseWriteWithoutResponseWhenOffered() {
+        #expect(Central.writeType(for: ["notify", "write-without-response"]) == .command)
+        #expect(Central.writeType(for: ["notify", "write"]) == .request)
+        #expect(Central.writeType(for: ["notify"]) == nil)
+    }
+}
+
+/// The sinks: whole messages or nothing, clear failures.
+@Suite struct CentralSinkTests {
+    static func message(_ bytes: [UInt8]) -> ReceivedMessage {
+        ReceivedMessage(payload: bytes, format: .compat)
+    }
+
+    static func temporaryDirectory() throws -> URL {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("central-sink-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        return url
+    }
+
+    @Test func descriptorSinkWritesEveryByte() async throws {
+        var fds: [Int32] = [-1, -1]
+        #expect(pipe(&fds) == 0)
+        let readEnd = fds[0]
+        let writeEnd = fds[1]
+        defer { close(readEnd) }
+        let payload = CentralTestData.binary(100_000)   // more than a pipe buffer holds
+        let reader = Task.detached { () -> [UInt8] in
+            var collected: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while true {
+                let count = read(readEnd, &buffer, buffer.count)
+                if count <= 0 { break }
+                collected += buffer[0..<count]
+            }
+            return collected
+        }
+        let sink = FileDescriptorSink(fileDescriptor: writeEnd, name: "a pipe")
+        let stored = try await sink.store(Self.message(payload), sequence: 1, from: nil)
+        close(writeEnd)
+        #expect(stored == nil)
+        #expect(await reader.value == payload)
+    }
+
+    @Test func descriptorSinkReportsABrokenPipe() async throws {
+        signal(SIGPIPE, SIG_IGN)
+        var fds: [Int32] = [-1, -1]
+        #expect(pipe(&fds) == 0)
+        close(fds[0])
+        defer { close(fds[1]) }
+        let sink = FileDescriptorSink(fileDescriptor: fds[1], name: "a pipe")
+        let error = await #expect(throws: SinkFailure.self) {
+            _ = try await sink.store(Self.message([1, 2, 3]), sequence: 1, from: nil)
+        }
+        #expect(error?.kind == .ioError)
+        #expect(error?.userMessage.contains("broken pipe") == true)
+    }
+
+    @Test func singleFileSinkReplacesTheFileWhole() async throws {
+        let directory = try Self.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let target = directory.appendingPathComponent("out.bin")
+        try Data("old content".utf8).write(to: target)
+        let sink = try SingleFileSink(path: .init(target.path))
+        let payload = CentralTestData.binary(3000)
+        let stored = try await sink.store(Self.message(payload), sequence: 1, from: nil)
+        #expect(stored == target.path)
+        #expect(try [UInt8](Data(contentsOf: target)) == payload)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path) == ["out.bin"])
+    }
+
+    @Test func singleFileSinkRefusesAMissingDirectoryUpFront() {
+        let error = #expect(throws: SinkFailure.self) {
+            _ = try SingleFileSink(path: .init("/nonexistent-\(UUID().uuidString)/out.txt"))
+        }
+        #expect(error?.kind == .ioError)
+        #expect(error?.userMessage.contains("does not exist") == true)
+    }
+
+    @Test func outputDirectoryNamesSayTextOrBinary() {
+        let date = Date(timeIntervalSince1970: 1_700_000_000)
+        #expect(OutputDirectorySink.fileName(sequence: 3, isText: true, date: date) == "message-20231114-221320-3.txt")
+        #expect(OutputDirectorySink.fileName(sequence: 1, isText: false, date: date) == "message-20231114-221320-1.bin")
+    }
+
+    @Test func outputDirectorySinkNeverOverwrites() async throws {
+        let directory = try Self.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let sink = try OutputDirectorySink(path: .init(directory.path))
+        let first = try await sink.store(Self.message(Array("one".utf8)), sequence: 1, from: nil)
+        let second = try await sink.store(Self.message(Array("two".utf8)), sequence: 1, from: nil)
+        #expect(first != second)
+        #expect(try Set(FileManager.default.contentsOfDirectory(atPath: directory.path)).count == 2)
+    }
+}
