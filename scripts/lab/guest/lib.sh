@@ -1,0 +1,207 @@
+# Guest-side helpers, sourced by the agent and by every command script the host sends.
+# Each function is one step a scenario or a fault can take; they print one line on failure.
+LAB_HOSTDIR="$LAB_OUT/$LAB_HOST"
+BLUETOOTHD=/usr/libexec/bluetooth/bluetoothd
+[ -x "$BLUETOOTHD" ] || BLUETOOTHD=/usr/sbin/bluetoothd
+# A user the guest's D-Bus policy forbids to talk to org.bluez (the `unauthorized` state).
+LAB_DENIED_USER=nobody
+
+lab_log() { echo "[$LAB_HOST $(cut -d' ' -f1 /proc/uptime)] $*"; }
+
+# Wait until a command succeeds, polling every 0.1 s. $1 = seconds, rest = command.
+lab_wait() {
+    local t="$1"; shift
+    local end=$(( $(date +%s%N) / 1000000 + ${t%.*} * 1000 ))
+    until "$@" >/dev/null 2>&1; do
+        [ $(( $(date +%s%N) / 1000000 )) -lt $end ] || return 1
+        sleep 0.1
+    done
+}
+
+lab_bg() {  # $1 = name; rest = command; started detached, pid in /run/lab/<name>.pid
+    local name="$1"; shift
+    setsid "$@" >>"$LAB_HOSTDIR/$name.log" 2>&1 </dev/null &
+    echo $! >"/run/lab/$name.pid"
+}
+
+lab_kill() {  # $1 = name; stops the process started by lab_bg
+    local pid
+    pid="$(cat "/run/lab/$1.pid" 2>/dev/null)" || return 0
+    kill -TERM "$pid" 2>/dev/null
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null
+    rm -f "/run/lab/$1.pid"
+}
+
+lab_alive() { local pid; pid="$(cat "/run/lab/$1.pid" 2>/dev/null)" && kill -0 "$pid" 2>/dev/null; }
+
+lab_start_dbus() {
+    mkdir -p /run/dbus
+    # The distribution's policy, plus one rule: the denied user may not talk to org.bluez.
+    cat >/run/lab/dbus-system.conf <<CONF
+<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-BUS Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <include>/usr/share/dbus-1/system.conf</include>
+  <policy user="$LAB_DENIED_USER">
+    <deny send_destination="org.bluez"/>
+    <deny receive_sender="org.bluez"/>
+  </policy>
+</busconfig>
+CONF
+    rm -f /run/dbus/pid /run/dbus/system_bus_socket
+    dbus-daemon --config-file=/run/lab/dbus-system.conf --fork --print-pid >/run/lab/dbus.pid 2>>"$LAB_HOSTDIR/dbus.log" \
+        || lab_log "dbus-daemon failed"
+}
+
+# btmon keeps two records: the btsnoop file (for Wireshark / btmon -r) and its live decoding,
+# line-buffered, in btmon.log. Failures show the tail of the latter: btmon 5.66 crashes when it
+# decodes some ATT responses offline (btmon -r), but not live.
+lab_start_btmon() {
+    lab_bg btmon stdbuf -oL btmon -T -w "$LAB_HOSTDIR/btmon.snoop"
+}
+
+lab_start_bluetoothd() {
+    local conf=()
+    if [ -n "${LAB_BLUETOOTHD_CONF:-}" ]; then conf=(-f "$LAB_BLUETOOTHD_CONF")
+    elif [ -f /run/lab/main.conf ]; then conf=(-f /run/lab/main.conf); fi
+    echo "==== bluetoothd start $(date +%T)" >>"$LAB_HOSTDIR/bluetoothd.log"
+    lab_bg bluetoothd "$BLUETOOTHD" -n -d "${conf[@]}"
+    lab_wait 30 dbus-send --system --print-reply --dest=org.bluez / org.freedesktop.DBus.Peer.Ping \
+        || { lab_log "bluetoothd did not come up"; return 1; }
+}
+
+lab_stop_bluetoothd() { lab_kill bluetoothd; }
+
+# bluetoothd's configuration: "default" (the distribution's main.conf) or "channels1"
+# ([GATT] Channels=1: no EATT, so notifications cannot be reordered across ATT bearers).
+lab_conf_name() { cat /run/lab/conf.name 2>/dev/null || echo default; }
+lab_use_conf() {
+    [ "$(lab_conf_name)" = "$1" ] && lab_alive bluetoothd && return 0
+    case "$1" in
+        default) rm -f /run/lab/main.conf ;;
+        channels1) printf '[GATT]\nChannels=1\n' >/run/lab/main.conf ;;
+        *) lab_log "unknown bluetoothd configuration $1"; return 1 ;;
+    esac
+    echo "$1" >/run/lab/conf.name
+    lab_restart_bluetoothd
+}
+
+lab_restart_bluetoothd() { lab_stop_bluetoothd; lab_start_bluetoothd; }
+
+# ---- controllers -------------------------------------------------------------------------
+# Guest a runs BlueZ's controller emulator (btvirt -s: one emulated controller per connection
+# to its server socket, all sharing one "air"). Its own controller is attached through a pty;
+# guest b's controller is the same server socket bridged over the virtio-serial port "lab.peer"
+# (a QEMU chardev socket between the two QEMUs; guest b sees it as /dev/hvc0). Both bridges are
+# hci_relay.py (see there why not plain socat). Stopping b's bridge takes b's controller off
+# the air: that is the "link cut".
+lab_port() { local p; for p in /sys/class/virtio-ports/*; do
+    [ "$(cat "$p/name" 2>/dev/null)" = "$1" ] && { echo "/dev/$(basename "$p")"; return 0; }; done; return 1; }
+
+# btmgmt gives up when its stdin is at EOF (as under the agent), so state comes from hciconfig.
+lab_hci_up() { hciconfig hci0 2>/dev/null | grep -q 'UP RUNNING'; }
+lab_hci_present() { [ -e /sys/class/bluetooth/hci0 ]; }
+
+lab_emulator_start() {  # guest a
+    lab_alive btvirt && return 0
+    rm -f /tmp/bt-server-*
+    lab_bg btvirt btvirt -s
+    lab_wait 10 test -S /tmp/bt-server-bredrle || { lab_log "btvirt did not create its socket"; return 1; }
+}
+
+lab_link_up() {  # guest a: bridge guest b's controller into the emulator
+    lab_alive bridge && return 0
+    local port; port="$(lab_port lab.peer)" || { lab_log "no lab.peer port"; return 1; }
+    lab_bg bridge python3 "$LAB_DIR/guest/hci_relay.py" --device "$port"
+}
+
+# Radio cut / restore between the two hosts (run on guest a, where both relays live): both
+# sides see their connections end with "Connection Timeout" and no advertisements until the
+# restore; controllers stay powered. lab_unplug_bridge is the harsher variant (b's controller
+# leaves the emulator; b must be power-cycled after lab_link_up).
+lab_link_down() {
+    kill -USR1 "$(cat /run/lab/bridge.pid)" "$(cat /run/lab/pty.pid)"
+}
+lab_link_restore() {
+    kill -USR2 "$(cat /run/lab/bridge.pid)" "$(cat /run/lab/pty.pid)"
+}
+lab_unplug_bridge() { lab_kill bridge; }
+
+lab_controller_attach() {  # attach this guest's controller (hci0)
+    if [ "$LAB_HOST" = a ]; then
+        lab_emulator_start || return 1
+        if ! lab_alive pty; then
+            rm -f /run/lab/ttyBT
+            lab_bg pty python3 "$LAB_DIR/guest/hci_relay.py" --pty-link /run/lab/ttyBT
+            lab_wait 10 test -e /run/lab/ttyBT || { lab_log "no pty for the controller"; return 1; }
+        fi
+        lab_alive btattach || lab_bg btattach btattach -B /run/lab/ttyBT -P h4
+    else
+        lab_alive btattach || lab_bg btattach btattach -B /dev/hvc0 -P h4
+    fi
+    lab_wait 20 lab_hci_present || { lab_log "hci0 did not appear"; return 1; }
+}
+
+lab_controller_detach() {  # the controller disappears (unplugged)
+    lab_kill btattach
+    [ "$LAB_HOST" = a ] && lab_kill pty
+    lab_wait 10 eval '! lab_hci_present'
+}
+
+lab_power() {  # on|off, through bluetoothd like a user would
+    local how; [ "$1" = on ] && how=up || how=down
+    timeout 15 bluetoothctl power "$1" >/dev/null 2>&1 || hciconfig hci0 "$how"
+    if [ "$1" = on ]; then lab_wait 20 lab_hci_up; else lab_wait 20 eval '! lab_hci_up'; fi
+}
+
+lab_address() { hciconfig hci0 2>/dev/null | awk '/BD Address/ {print $3; exit}'; }
+
+lab_stop_all() {
+    local n
+    for n in bluetoothd btattach pty bridge btvirt btmon; do lab_kill "$n"; done
+}
+
+# Run a command as the user the D-Bus policy denies (state `unauthorized`).
+lab_as_denied_user() { setpriv --reuid="$LAB_DENIED_USER" --regid=nogroup --clear-groups -- "$@"; }
+
+# The python that has bleak + bless (chosen by `lab.sh setup`).
+lab_python() { "$(cat "$LAB_PYTHON_PATH_FILE")" "$@"; }
+
+# Back to the baseline every scenario starts from: bluetoothd running, link up, adapter on.
+lab_baseline() {  # $1 = bluetoothd configuration (default, channels1)
+    lab_use_conf "${1:-default}" || return 1
+    lab_alive bluetoothd || lab_start_bluetoothd || return 1
+    if [ "$LAB_HOST" = a ]; then lab_emulator_start && lab_link_up || return 1; fi
+    case " ${LAB_NO_CONTROLLER:-} " in *" $LAB_HOST "*) return 0 ;; esac
+    lab_hci_present || lab_controller_attach || return 1
+    lab_hci_up || lab_power on || return 1
+    lab_forget_devices
+}
+
+# Remove every device bluetoothd knows. A known device keeps the UUIDs of its resolved GATT
+# services, not those it advertises now, so a central that filters on Device1.UUIDs would not
+# find a peer that it (or that found it) met before in another role; scenarios start clean.
+lab_forget_devices() {
+    local d
+    for d in $(timeout 10 bluetoothctl devices 2>/dev/null | awk '/^Device/ {print $2}'); do
+        timeout 10 bluetoothctl remove "$d" >/dev/null 2>&1
+    done
+    return 0
+}
+
+# btmgmt quits as soon as its stdin reaches EOF, before the controller answers: keep stdin open.
+lab_btmgmt() { timeout 15 btmgmt --index 0 "$@" < <(sleep 15); }
+
+# Raw link capacity: LE credit-based L2CAP (PSM 0x80) from this host to the peer, with l2test.
+# The receiver must be connectable and advertising: lab_l2test_receiver on it first.
+lab_l2test_receiver() {  # $1 = seconds to listen
+    lab_btmgmt connectable on >/dev/null && lab_btmgmt advertising on >/dev/null || return 1
+    echo "L2TEST-LISTENING"
+    timeout -s INT "${1:-60}" l2test -r -V le_public -P 0x0080 -b "${LAB_L2TEST_MTU:-512}"
+    lab_btmgmt advertising off >/dev/null
+    return 0
+}
+lab_l2test_sender() {  # $1 = peer address, $2 = frames
+    l2test -s -V le_public -P 0x0080 -b "${LAB_L2TEST_MTU:-512}" -N "${2:-400}" "$1"
+}

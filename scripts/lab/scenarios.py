@@ -1,0 +1,372 @@
+#!/usr/bin/env python3
+"""Scenario suite for the two-host virtual BLE lab.
+
+    python3 scenarios.py [NAME...]        boot the lab, run the scenarios (all, or those named), shut down
+    python3 scenarios.py --list           list scenarios
+    python3 scenarios.py --reuse NAME...  run against the lab that is already up (lab.sh up)
+    python3 scenarios.py --tag peers      run the scenarios with a tag
+
+A scenario is a function taking a Context, registered with @scenario. It drives the hosts with
+ctx.lab.run(...) / ctx.lab.sh(...) / ctx.lab.fault(...), checks with ctx.check(...), and may
+record figures with ctx.figure(...). A failed step raises LabError, whose message names the host,
+the step and carries the log tails; ctx.check failures add both hosts' log tails.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import shlex
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from lab import HOSTS, Lab, LabError, STATE_FILE, guard_signals, say  # noqa: E402
+
+SERVICE = "E20A39F4-73F5-4BC4-A12F-17D1AD07A961"
+CHARACTERISTIC = "08590F7E-DB05-467E-8757-72F6FAEB13D4"
+
+
+@dataclass
+class Scenario:
+    name: str
+    fn: Callable[["Context"], None]
+    tags: tuple
+    conf: str  # bluetoothd configuration both hosts start from: "default" or "channels1"
+    doc: str
+
+
+SCENARIOS: list[Scenario] = []
+
+
+def scenario(name: str, tags: tuple = (), conf: str = "default"):
+    """Register a scenario. `conf` is the bluetoothd configuration both hosts start from."""
+    def register(fn):
+        SCENARIOS.append(Scenario(name, fn, tuple(tags), conf, (fn.__doc__ or "").strip().split("\n")[0]))
+        return fn
+    return register
+
+
+class ScenarioFailed(Exception):
+    pass
+
+
+class ScenarioSkipped(Exception):
+    pass
+
+
+@dataclass
+class Context:
+    lab: Lab
+    name: str
+    figures: dict = field(default_factory=dict)
+
+    # ---- payloads ---------------------------------------------------------------------------
+    # Paths handed to hosts are the run folder's: in the virtual lab the guests see it at the
+    # same path; on real hosts (hw.py) the lab copies payloads over and results back.
+    def payload(self, name: str, data: bytes) -> str:
+        """Write `data` for the hosts to read; returns its path as the hosts see it."""
+        d = self.lab.run_dir / "payloads"
+        d.mkdir(exist_ok=True)
+        (d / f"{self.name}-{name}").write_bytes(data)
+        self.lab.push_payloads()
+        return self.lab.host_path(d / f"{self.name}-{name}")
+
+    def path(self, name: str) -> str:
+        """A fresh path for a host to write to (as the hosts see it); read it with ctx.read()."""
+        d = self.lab.run_dir / "payloads"
+        d.mkdir(exist_ok=True)
+        p = d / f"{self.name}-{name}"
+        if p.exists():
+            p.unlink()
+        return self.lab.host_path(p)
+
+    def read(self, host_path: str) -> bytes:
+        """Bytes of a file a host wrote (b"" when it wrote nothing)."""
+        local = self.lab.pull_file(host_path)
+        return local.read_bytes() if local.exists() else b""
+
+    # ---- third-party peers ------------------------------------------------------------------
+    def peripheral(self, message_file: str, chunk: int = 20, count: int = 1, extra: str = "") -> str:
+        """Command line for the bless peripheral (Apple's peripheral flow)."""
+        return (f'"$LAB_PYTHON" "$LAB_PEERS/apple_peripheral.py" --message-file {shlex.quote(message_file)} '
+                f"--chunk {chunk} --count {count} {extra}")
+
+    def central(self, output: str | None = None, count: int = 1, extra: str = "") -> str:
+        """Command line for the bleak central (Apple's central flow)."""
+        out = f"--output {shlex.quote(output)}" if output else ""
+        return f'"$LAB_PYTHON" "$LAB_PEERS/apple_central.py" {out} --count {count} {extra}'
+
+    # ---- checks -----------------------------------------------------------------------------
+    def check(self, cond: bool, what: str) -> None:
+        if not cond:
+            raise ScenarioFailed(f"FAIL scenario={self.name} check: {what}\n"
+                                 + self.lab.host_logs("a", 12) + "\n" + self.lab.host_logs("b", 12))
+
+    def require_bletransfer(self) -> None:
+        """Skip the scenario when no bletransfer binary is given (BLETRANSFER_BIN)."""
+        b = os.environ.get("BLETRANSFER_BIN")
+        if not b or (not hasattr(self.lab, "targets") and not Path(b).exists()):
+            raise ScenarioSkipped("BLETRANSFER_BIN not set or missing")
+
+    def figure(self, key: str, value) -> None:
+        self.figures[key] = value
+        say(f"  figure {key} = {value}")
+
+    @staticmethod
+    def events(text: str, tag: str) -> list:
+        """JSON payloads of lines `TAG {json}` printed by the peers."""
+        return [json.loads(m.group(1)) for m in re.finditer(rf"^{tag} (\{{.*\}})$", text, re.M)]
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+# =============================================================================================
+# Third-party peers (bless peripheral, bleak central) speaking Apple's compat flow.
+# =============================================================================================
+def exchange(ctx: Context, data: bytes, sender: str = "a", chunk: int = 20, deadline: float = 240,
+             count: int = 1) -> list:
+    """bless peripheral on `sender`, bleak central on the other host; returns RECEIVED events."""
+    receiver = "b" if sender == "a" else "a"
+    msg = ctx.payload("message", data)
+    out = ctx.path("received")
+    cmds = {sender: ctx.peripheral(msg, chunk=chunk, count=count),
+            receiver: ctx.central(out, count=count, extra="--retry-for 120 --scan-timeout 30")}
+    after = {receiver: (sender, r"^READY")}
+    res = ctx.lab.run(a=cmds["a"], b=cmds["b"], deadline=deadline, step="exchange",
+                      a_after=after.get("a"), b_after=after.get("b"))
+    received = ctx.events(res.job(receiver).stdout(), "RECEIVED")
+    ctx.check(len(received) == count, f"{count} message(s) received, got {len(received)}")
+    for i, r in enumerate(received, 1):
+        path = out if count == 1 else f"{out}.{i}"
+        got = ctx.read(path)
+        ctx.check(got == data, f"message {i}: {len(got)} bytes (sha256 {sha256(got)[:16]}) received, "
+                               f"{len(data)} bytes (sha256 {sha256(data)[:16]}) sent")
+    return received
+
+
+@scenario("peers-text", tags=("peers",), conf="channels1")
+def peers_text(ctx: Context):
+    """bless peripheral on a → bleak central on b: UTF-8 text in 20-byte notifications."""
+    text = "Grüße aus dem Labor — BLE ✓ 🚀 " * 3  # multi-byte characters straddle 20-byte chunks
+    got = exchange(ctx, text.encode(), sender="a", chunk=20)
+    ctx.figure("text_bytes", got[0]["bytes"])
+
+
+@scenario("peers-reverse", tags=("peers",), conf="channels1")
+def peers_reverse(ctx: Context):
+    """bless peripheral on b → bleak central on a (third-party peer on each side)."""
+    exchange(ctx, b"hello from b to a", sender="b", chunk=20)
+
+
+@scenario("peers-rescan", tags=("peers",), conf="channels1")
+def peers_rescan(ctx: Context):
+    """Three messages in a row: the central unsubscribes, disconnects and rescans each time."""
+    exchange(ctx, b"message sent three times", sender="a", chunk=20, count=3)
+
+
+@scenario("peers-1mib", tags=("peers", "throughput"), conf="channels1")
+def peers_1mib(ctx: Context):
+    """1 MiB random payload, bless → bleak, 512-byte notifications; throughput recorded."""
+    data = os.urandom(1024 * 1024)
+    got = exchange(ctx, data, sender="a", chunk=512, deadline=900)
+    ctx.figure("peers_1mib_seconds", got[0]["seconds"])
+    ctx.figure("peers_1mib_kib_s", got[0]["kib_s"])
+
+
+@scenario("peers-eatt-order", tags=("peers",), conf="default")
+def peers_eatt_order(ctx: Context):
+    """Distribution default (EATT on): 16 KiB bless → bleak; records whether notifications
+    arrived in order. Informational: compat senders get no ordering guarantee over EATT."""
+    data = os.urandom(16 * 1024)
+    msg = ctx.payload("message", data)
+    out = ctx.path("received")
+    res = ctx.lab.run(a=ctx.peripheral(msg, chunk=20), b=ctx.central(out, extra="--retry-for 60"),
+                      b_after=("a", r"^READY"), deadline=600, step="exchange")
+    got = ctx.read(out)
+    ctx.check(len(got) == len(data), f"{len(data)} bytes sent, {len(got)} received")
+    ctx.figure("eatt_in_order", got == data)
+
+
+# =============================================================================================
+# Faults observed with the system tools.
+# =============================================================================================
+@scenario("fault-power", tags=("faults",))
+def fault_power(ctx: Context):
+    """Power a's adapter off and on during a D-Bus watch: Powered false then true is seen."""
+    watch = ("echo WATCHING; timeout 20 dbus-monitor --system "
+             "\"type='signal',interface='org.freedesktop.DBus.Properties',path='/org/bluez/hci0'\" "
+             "| grep -A2 --line-buffered '\"Powered\"' ; true")
+    res = ctx.lab.run(a=watch, deadline=60, step="watch Powered",
+                      timeline=((("a", "WATCHING", 2.0), ("a", "power-off")),
+                                (("a", "WATCHING", 8.0), ("a", "power-on"))))
+    out = res.job("a").stdout()
+    values = re.findall(r"boolean (true|false)", out)
+    ctx.check(values[:2] == ["false", "true"], f"Powered false then true observed, saw {values}")
+    state = ctx.lab.sh("a", "bluetoothctl show | grep Powered", step="powered again").stdout()
+    ctx.check("yes" in state, f"adapter powered again ({state.strip()})")
+
+
+@scenario("fault-bluetoothd-restart", tags=("faults",))
+def fault_bluetoothd_restart(ctx: Context):
+    """Restart b's bluetoothd: org.bluez leaves the bus and returns with the adapter."""
+    watch = ("echo WATCHING; timeout 20 dbus-monitor --system "
+             "\"type='signal',member='NameOwnerChanged',arg0='org.bluez'\" | grep --line-buffered -c string; true")
+    ctx.lab.run(b=watch, deadline=60, step="watch org.bluez",
+                timeline=((("b", "WATCHING", 2.0), ("b", "restart-bluetoothd")),))
+    out = ctx.lab.sh("b", "bluetoothctl show | head -3", step="adapter after restart").stdout()
+    ctx.check("Controller" in out, f"adapter visible after restart: {out.strip()}")
+
+
+@scenario("fault-no-controller", tags=("faults", "virtual"))
+def fault_no_controller(ctx: Context):
+    """Detach b's controller: bluetoothd has no adapter; attach it again: powered."""
+    ctx.lab.fault("b", "detach-controller")
+    out = ctx.lab.sh("b", "bluetoothctl list; ls /sys/class/bluetooth | wc -l", step="no adapter").stdout()
+    ctx.check(out.strip().endswith("0") and "Controller" not in out, f"no controller visible: {out!r}")
+    ctx.lab.fault("b", "attach-controller")
+    out = ctx.lab.sh("b", "lab_wait 20 eval 'bluetoothctl show | grep -q \"Powered: yes\"' && bluetoothctl show | head -1",
+                     step="adapter back").stdout()
+    ctx.check("Controller" in out, f"controller back: {out!r}")
+
+
+@scenario("fault-unauthorized", tags=("faults", "virtual"))
+def fault_unauthorized(ctx: Context):
+    """A non-root user under a D-Bus policy denying org.bluez gets AccessDenied."""
+    job = ctx.lab.sh("b", "lab_as_denied_user dbus-send --system --print-reply --dest=org.bluez / "
+                          "org.freedesktop.DBus.ObjectManager.GetManagedObjects", step="denied call", check=False)
+    ctx.check(job.rc != 0 and "AccessDenied" in job.output(), f"AccessDenied, got rc={job.rc}: {job.output()[:300]}")
+    job = ctx.lab.sh("b", "dbus-send --system --print-reply --dest=org.bluez / "
+                          "org.freedesktop.DBus.ObjectManager.GetManagedObjects >/dev/null", step="root call")
+    ctx.check(job.rc == 0, "root still allowed")
+
+
+@scenario("fault-link-cut", tags=("faults", "peers", "virtual"), conf="channels1")
+def fault_link_cut(ctx: Context):
+    """Link cut mid-transfer (bless → bleak, 256 KiB): nothing partial is written; after the
+    link returns the central rescans and the whole message arrives."""
+    data = os.urandom(256 * 1024)
+    msg = ctx.payload("message", data)
+    out = ctx.path("received")
+    res = ctx.lab.run(a=ctx.peripheral(msg, chunk=512, count=0),
+                      b=ctx.central(out, extra="--retry-for 300 --message-timeout 40"),
+                      b_after=("a", r"^READY"), deadline=600, step="exchange", finish_with="b",
+                      timeline=((("b", r"^SUBSCRIBED", 2.0), ("link", "cut")),
+                                (("b", r"^SUBSCRIBED", 2.0 + 15.0), ("link", "restore"))))
+    b_out = res.job("b").stdout()
+    ctx.check("RETRY" in b_out, "the central saw the cut (RETRY)")
+    got = ctx.read(out)
+    ctx.check(got == data, f"whole message after the link returned ({len(got)}/{len(data)} bytes)")
+    ctx.check(len(ctx.events(b_out, "RECEIVED")) == 1, "exactly one message written")
+
+
+# =============================================================================================
+# bletransfer itself (BLETRANSFER_BIN=/path/to/bletransfer).
+# =============================================================================================
+@scenario("bletransfer-status", tags=("bletransfer",))
+def bletransfer_status(ctx: Context):
+    """`bletransfer status` on both hosts: the host-built binary runs in the guests and sees hci0."""
+    ctx.require_bletransfer()
+    res = ctx.lab.run(a='"$BLETRANSFER_BIN" status', b='"$BLETRANSFER_BIN" status', deadline=120,
+                      step="status", expect={"a": 0, "b": 0})
+    for h in HOSTS:
+        ctx.check("hci0" in res.job(h).output() or "poweredOn" in res.job(h).output(),
+                  f"host {h}: status names the adapter: {res.job(h).output()[:200]!r}")
+
+
+# =============================================================================================
+# Raw link capacity.
+# =============================================================================================
+@scenario("l2test-throughput", tags=("throughput",))
+def l2test_throughput(ctx: Context):
+    """LE credit-based L2CAP from b to a with l2test: the raw capacity of the emulated link."""
+    addr = ctx.lab.sh("a", "lab_address", step="address of a").stdout().strip()
+    frames = 400
+    res = ctx.lab.run(a="lab_l2test_receiver 90", b=f"lab_l2test_sender {addr} {frames}",
+                      b_after=("a", "L2TEST-LISTENING"), deadline=150, step="l2test")
+    text = res.job("a").output()
+    pairs = [(int(b), float(s)) for b, s in re.findall(r"(\d+) bytes in ([0-9.]+) sec", text)]
+    total = sum(b for b, _ in pairs)
+    secs = sum(s for _, s in pairs)
+    ctx.check(total >= frames * 512 * 0.9, f"l2test receiver got {total} bytes of {frames * 512}")
+    ctx.figure("l2test_le_kib_s", round(total / 1024 / max(secs, 1e-6), 1))
+
+
+# =============================================================================================
+def main() -> int:
+    p = argparse.ArgumentParser(description="two-host virtual BLE lab: scenario suite")
+    p.add_argument("names", nargs="*", help="scenarios to run (default: all)")
+    p.add_argument("--list", action="store_true")
+    p.add_argument("--tag", action="append", default=[])
+    p.add_argument("--reuse", action="store_true", help="use the lab that is already up; leave it up")
+    p.add_argument("--keep-up", action="store_true", help="leave the lab up afterwards")
+    args = p.parse_args()
+    if args.list:
+        for s in SCENARIOS:
+            print(f"{s.name:28} [{','.join(s.tags)}] {s.doc}")
+        return 0
+    chosen = [s for s in SCENARIOS if (not args.names or s.name in args.names)
+              and (not args.tag or set(args.tag) & set(s.tags))]
+    unknown = set(args.names) - {s.name for s in SCENARIOS}
+    if unknown:
+        print(f"unknown scenario(s): {', '.join(sorted(unknown))} (see --list)", file=sys.stderr)
+        return 2
+    guard_signals()
+    t0 = time.monotonic()
+    results, figures = [], {}
+    lab = None
+    try:
+        lab = Lab.current() if args.reuse else Lab.up()
+        figures["boot_seconds"] = lab.boot_seconds
+        for s in chosen:
+            ctx = Context(lab, s.name)
+            lab.scenario = s.name
+            say(f"scenario {s.name}: {s.doc}")
+            st = time.monotonic()
+            try:
+                lab.ensure_ready(s.conf)
+                s.fn(ctx)
+                status, detail = "PASS", ""
+            except (LabError, ScenarioFailed) as e:
+                status, detail = "FAIL", str(e)
+            except ScenarioSkipped as e:
+                status, detail = "SKIP", ""
+                say(f"  skipped: {e}")
+            except Exception:
+                status, detail = "FAIL", f"FAIL scenario={s.name} (harness error)\n{traceback.format_exc()}"
+            secs = round(time.monotonic() - st, 1)
+            results.append({"name": s.name, "status": status, "seconds": secs, "figures": ctx.figures})
+            figures.update(ctx.figures)
+            say(f"{status} {s.name} ({secs}s)")
+            if detail:
+                print(detail, file=sys.stderr, flush=True)
+    except LabError as e:
+        print(str(e), file=sys.stderr)
+        results.append({"name": "boot", "status": "FAIL", "seconds": round(time.monotonic() - t0, 1)})
+    finally:
+        if lab is not None and not (args.reuse or args.keep_up):
+            lab.down()
+    figures["suite_seconds"] = round(time.monotonic() - t0, 1)
+    failed = [r for r in results if r["status"] == "FAIL"]
+    print("\n==== lab suite summary")
+    for r in results:
+        print(f"  {r['status']:4} {r['name']:28} {r['seconds']:7.1f}s")
+    print("  figures: " + ", ".join(f"{k}={v}" for k, v in figures.items()))
+    if lab is not None:
+        (lab.run_dir / "summary.json").write_text(json.dumps({"results": results, "figures": figures}, indent=1))
+        print(f"  logs: {lab.run_dir}")
+    passed = sum(r["status"] == "PASS" for r in results)
+    print(f"  {passed} passed, {len(failed)} failed, {len(results) - passed - len(failed)} skipped")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
