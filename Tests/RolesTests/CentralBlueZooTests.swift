@@ -252,4 +252,22 @@ struct CentralBlueZooTests {
         #expect(all.contains { $0.isAborted })
         #expect(all.filter(\.isScanning).count >= 2)
     }
+
+    @Test("a sink that cannot write ends the run with ioError and no ACK is sent")
+    func sinkFailureIsNotAcknowledged() async throws {
+        let bus = try await BlueZooBus.start()
+        defer { bus.stop() }
+        let peripheral = try await ScriptedPeripheral.start(on: bus, script: [.framed(CentralTestData.binary(100))])
+        let session = try await bus.openSession()
+        defer { session.close() }
+
+        let central = Central(configuration: CentralTestData.configuration(), session: session)
+        let sink = CollectingSink(failing: SinkFailure(.ioError, "disk full"))
+        let error = await #expect(throws: SinkFailure.self) { try await central.run(sink: sink) }
+        await peripheral.stop()
+
+        #expect(error?.kind == .ioError)
+        #expect(peripheral.recorder.hellos.count == 1)
+        #expect(peripheral.recorder.acks.isEmpty)
+    }
 }

@@ -241,9 +241,10 @@ import Glibc
 
     // MARK: Write types
 
-    @Test func helloAndAckUseWriteWithoutResponseWhenOffered() {
+    @Test func helloAndAckPreferConfirmedWrites() {
         #expect(Central.writeType(for: ["notify", "write-without-response"]) == .command)
         #expect(Central.writeType(for: ["notify", "write"]) == .request)
+        #expect(Central.writeType(for: ["notify", "write-without-response", "write"]) == .request)
         #expect(Central.writeType(for: ["notify"]) == nil)
     }
 }

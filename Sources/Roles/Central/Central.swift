@@ -300,8 +300,10 @@ public final class Central: Sendable {
             }
 
             do {
+                let state = progressState
                 channel = try await CharacteristicSubscription.subscribe(to: characteristic) { [weak self] text in
-                    self?.emit(.warning(text))
+                    // Peers without AcquireNotify (Apple's sample, bless) are normal: say it once.
+                    if state.firstFallbackNotice() { self?.emit(.warning(text)) }
                 }
             } catch let error as BluetoothError {
                 try Self.rethrowIfFatal(error)
@@ -315,8 +317,15 @@ public final class Central: Sendable {
             let sequence = progressState.nextSequence()
             let storedAt = try await sink.store(message, sequence: sequence, from: peer)
             if let ack = WireFormat.ackValue(for: message) {
+                let type = Self.writeType(for: characteristic.flags) ?? .command
                 do {
-                    try await characteristic.writeValue(ack, type: Self.writeType(for: characteristic.flags) ?? .command)
+                    try await characteristic.writeValue(ack, type: type)
+                    if type == .command {
+                        // A write command has no completion: bluetoothd replies once it queued
+                        // it, and a Disconnect issued at once can overtake it on a slow link.
+                        // No signal tells when it left, so give the link a moment.
+                        try? await Task.sleep(for: configuration.acknowledgementSettle)
+                    }
                 } catch {
                     emit(.warning("could not acknowledge the message to \(EventText.describe(peer)): \(Self.describe(error))"))
                 }
@@ -468,9 +477,12 @@ public final class Central: Sendable {
         }
     }
 
+    /// HELLO and ACK go as write requests when the characteristic takes them: the reply then
+    /// means the peripheral has the value (the HELLO before we subscribe, the ACK before we
+    /// disconnect). Apple's characteristic offers only write-without-response.
     static func writeType(for flags: [String]) -> GATTWriteType? {
-        if flags.contains("write-without-response") { return .command }
         if flags.contains("write") { return .request }
+        if flags.contains("write-without-response") { return .command }
         return nil
     }
 
@@ -490,6 +502,7 @@ final class RunState: Sendable {
         var book: PeerBook
         var received = 0
         var sequence = 0
+        var fallbackNoticed = false
     }
 
     private let inner: LockedValue<Inner>
@@ -506,6 +519,14 @@ final class RunState: Sendable {
         inner.withLock { state in
             state.sequence += 1
             return state.sequence
+        }
+    }
+
+    /// True the first time only.
+    func firstFallbackNotice() -> Bool {
+        inner.withLock { state in
+            defer { state.fallbackNoticed = true }
+            return !state.fallbackNoticed
         }
     }
 

@@ -29,6 +29,9 @@ public struct CentralConfiguration: Sendable {
     /// the run with a `.dataError` failure (a command's exit status 65) or is reported and
     /// skipped (a daemon keeps receiving).
     public var stopOnCorruptMessage: Bool
+    /// After an ACK sent as a write command (no completion exists for those), how long the
+    /// link stays up before the central disconnects.
+    public var acknowledgementSettle: Duration
 
     public init(adapterName: String? = nil,
                 serviceUUID: BluetoothUUID = TransferUUIDs.appleSampleService,
@@ -42,7 +45,8 @@ public struct CentralConfiguration: Sendable {
                 connectAttempts: Int = 4,
                 servicesResolveTimeout: Duration = .seconds(20),
                 backoff: BackoffPolicy = BackoffPolicy(),
-                stopOnCorruptMessage: Bool = true) {
+                stopOnCorruptMessage: Bool = true,
+                acknowledgementSettle: Duration = .milliseconds(300)) {
         self.adapterName = adapterName
         self.serviceUUID = serviceUUID
         self.characteristicUUID = characteristicUUID
@@ -56,6 +60,7 @@ public struct CentralConfiguration: Sendable {
         self.servicesResolveTimeout = servicesResolveTimeout
         self.backoff = backoff
         self.stopOnCorruptMessage = stopOnCorruptMessage
+        self.acknowledgementSettle = acknowledgementSettle
     }
 }
 
