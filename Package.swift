@@ -120,7 +120,8 @@ let package = Package(
         ),
         .testTarget(
             name: "RolesTests",
-            dependencies: ["Roles", "Transfer", "BlueZ", "DBus"]
+            // The daemon's tests (Daemon*) reach the CLI's daemon code and DaemonSupport.
+            dependencies: ["Roles", "Transfer", "BlueZ", "DBus", "DaemonSupport", "bletransfer"]
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -19,6 +19,6 @@ struct BLETransferCommand: AsyncParsableCommand {
             75 timed out, 77 permission denied.
             """,
         version: BLETransferVersion.current,
-        subcommands: [SendCommand.self, ReceiveCommand.self, StatusCommand.self]
+        subcommands: [SendCommand.self, ReceiveCommand.self, StatusCommand.self, DaemonCommand.self]
     )
 }

@@ -1,0 +1,261 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import DaemonSupport
+import Foundation
+import Logging
+import Roles
+import Transfer
+
+/// Everything the daemon reports: the role's events, the outbox's, and the supervisor's own.
+enum DaemonReport: Sendable {
+    case role(RoleEvent)
+    case outbox(OutboxSourceEvent)
+    /// The role could not run or stopped on a failure; the supervisor tries again in `retryIn`.
+    case waiting(kind: FailureKind, message: String, retryIn: Duration)
+    /// A SIGTERM or SIGINT arrived: everything is being unregistered.
+    case stopping(signal: Int32)
+}
+
+/// Turns `DaemonReport`s into log lines (swift-log, journald-friendly through
+/// `DaemonLogHandler`), systemd `STATUS=` updates, and with `--json` one JSON object per line
+/// on standard output. Confined to the one task that drains the report stream, so it keeps
+/// plain mutable state.
+struct DaemonReporter {
+    private(set) var status: DaemonStatus
+    private let logger: Logger
+    private let notifier: SystemdNotifier
+    private let json: Bool
+    /// The last waiting message logged, so that a failure repeated by every retry is logged
+    /// at error level once, then at debug level until it changes.
+    private var lastWaitingMessage: String?
+    private var lastNotifiedStatus: String?
+
+    init(status: DaemonStatus, logger: Logger, notifier: SystemdNotifier, json: Bool) {
+        self.status = status
+        self.logger = logger
+        self.notifier = notifier
+        self.json = json
+    }
+
+    mutating func handle(_ report: DaemonReport) {
+        switch report {
+        case .role(let event): handle(event)
+        case .outbox(let event): handle(event)
+        case .waiting(let kind, let message, let retryIn):
+            handleWaiting(kind: kind, message: message, retryIn: retryIn)
+        case .stopping(let signal):
+            let name = signal == SIGTERM ? "SIGTERM" : signal == SIGINT ? "SIGINT" : "signal \(signal)"
+            logger.notice("stopping", metadata: ["signal": "\(name)", "messages": "\(status.messages)"])
+            do {
+                try notifier.stopping(status: "stopping after \(name); " + status.line)
+            } catch {
+                logger.debug("systemd notification failed", metadata: ["error": "\(error)"])
+            }
+            return
+        }
+        publishStatus()
+    }
+
+    // MARK: Role events
+
+    private mutating func handle(_ event: RoleEvent) {
+        var extra: [String: any Sendable] = [:]
+        switch event {
+        case .stateChanged(let from, let to, let detail):
+            status.state = to
+            if to == .poweredOn { status.waitingReason = nil; lastWaitingMessage = nil }
+            var metadata: Logger.Metadata = ["from": "\(from.rawValue)", "state": "\(to.rawValue)"]
+            if let detail { metadata["detail"] = "\(detail)" }
+            switch to {
+            case .unauthorized:
+                metadata["advice"] = "\(Self.permissionAdvice)"
+                logger.error("Bluetooth access denied", metadata: metadata)
+            case .unsupported:
+                logger.warning("Bluetooth unusable; waiting", metadata: metadata)
+            case .poweredOn:
+                logger.notice("Bluetooth on", metadata: metadata)
+            case .poweredOff, .resetting, .unknown:
+                logger.notice("Bluetooth not ready; waiting", metadata: metadata)
+            }
+        case .advertising(let adapter, let name):
+            var metadata: Logger.Metadata = ["adapter": "\(adapter)"]
+            if let name { metadata["name"] = "\(name)" }
+            logger.info("advertising", metadata: metadata)
+        case .scanning(let adapter):
+            logger.info("scanning", metadata: ["adapter": "\(adapter)"])
+        case .peerFound(let peer):
+            logger.debug("found", metadata: Self.metadata(peer))
+        case .connecting(let peer, let attempt):
+            var metadata = Self.metadata(peer)
+            metadata["attempt"] = "\(attempt)"
+            logger.debug("connecting", metadata: metadata)
+        case .connected(let peer):
+            logger.debug("connected", metadata: Self.metadata(peer))
+        case .subscribed(let peer, let mtu, let format):
+            var metadata = Self.metadata(peer)
+            metadata["mtu"] = "\(mtu)"
+            metadata["format"] = "\(format.rawValue)"
+            logger.info("subscribed", metadata: metadata)
+        case .progress(let peer, let progress, _, _):
+            var metadata = peer.map(Self.metadata) ?? [:]
+            metadata["bytes"] = "\(progress.bytesSoFar)"
+            if let total = progress.totalBytes { metadata["total"] = "\(total)" }
+            logger.trace("progress", metadata: metadata)
+        case .delivered(let summary, let peer):
+            status.messages += 1
+            status.residentBytes = ProcessMemory.residentBytes()
+            var metadata = Self.metadata(summary)
+            if let peer { metadata.merge(Self.metadata(peer)) { _, new in new } }
+            metadata["count"] = "\(status.messages)"
+            if let rss = status.residentBytes { metadata["rss"] = "\(rss)" }
+            logger.info("message delivered", metadata: metadata)
+            extra["count"] = status.messages
+            if let rss = status.residentBytes { extra["rss"] = rss }
+        case .received(let summary, let peer, let storedAt):
+            status.messages += 1
+            status.residentBytes = ProcessMemory.residentBytes()
+            var metadata = Self.metadata(summary)
+            if let peer { metadata.merge(Self.metadata(peer)) { _, new in new } }
+            if let storedAt { metadata["path"] = "\(storedAt)" }
+            metadata["count"] = "\(status.messages)"
+            if let rss = status.residentBytes { metadata["rss"] = "\(rss)" }
+            logger.info("message received", metadata: metadata)
+            extra["count"] = status.messages
+            if let rss = status.residentBytes { extra["rss"] = rss }
+        case .transferAborted(let peer, let reason):
+            var metadata = peer.map(Self.metadata) ?? [:]
+            metadata["reason"] = "\(reason)"
+            logger.warning("transfer aborted, nothing kept", metadata: metadata)
+        case .retrying(let reason, let delay):
+            logger.notice("retrying", metadata: ["reason": "\(reason)", "delay": "\(EventRenderer.formatSeconds(delay.seconds))"])
+        case .disconnected(let peer):
+            logger.debug("disconnected", metadata: Self.metadata(peer))
+        case .warning(let text):
+            logger.warning("\(text)")
+        }
+        if json {
+            EventRenderer.writeLine(EventRenderer.encode(Self.jsonObject(EventRenderer.jsonObject(for: event), extra)),
+                                    to: STDOUT_FILENO)
+        }
+    }
+
+    // MARK: Outbox events
+
+    private mutating func handle(_ event: OutboxSourceEvent) {
+        var object: [String: any Sendable] = [:]
+        switch event {
+        case .serving(let file):
+            status.servingFile = file.name
+            logger.info("offering outbox file", metadata: ["file": "\(file.name)", "bytes": "\(file.size)"])
+            object = ["event": "offering", "file": file.name, "bytes": file.size]
+        case .moved(let file, let destination):
+            status.servingFile = nil
+            if let destination {
+                logger.info("outbox file sent", metadata: ["file": "\(file.name)", "path": "\(destination)"])
+                object = ["event": "sent", "file": file.name, "path": destination.string]
+            } else {
+                logger.warning("a delivered outbox file was no longer in the outbox; nothing moved",
+                               metadata: ["file": "\(file.name)"])
+                object = ["event": "sent", "file": file.name]
+            }
+        case .moveFailed(let file, let error):
+            status.servingFile = nil
+            logger.error("delivered, but moving it to sent/ failed; it will be sent again",
+                         metadata: ["file": "\(file.name)", "error": "\(error)"])
+            object = ["event": "error", "file": file.name, "message": "\(error)"]
+        case .unreadable(let error, let retryIn):
+            logger.error("cannot read the outbox", metadata: [
+                "error": "\(error)", "retry": "\(EventRenderer.formatSeconds(retryIn.seconds))",
+            ])
+            object = ["event": "error", "message": "\(error)"]
+        case .notice(let notice):
+            switch notice {
+            case .quarantined(let name, let reason, let movedTo):
+                logger.warning("outbox file cannot be sent; moved to failed/", metadata: [
+                    "file": "\(name)", "reason": "\(reason)", "path": "\(movedTo)",
+                ])
+                object = ["event": "failed", "file": name, "reason": reason, "path": movedTo.string]
+            case .skipped(let name, let reason):
+                logger.error("outbox file cannot be sent and stays in the outbox", metadata: [
+                    "file": "\(name)", "reason": "\(reason)",
+                ])
+                object = ["event": "failed", "file": name, "reason": reason]
+            }
+        }
+        if json {
+            object["time"] = ISO8601DateFormatter().string(from: Date())
+            EventRenderer.writeLine(EventRenderer.encode(object), to: STDOUT_FILENO)
+        }
+    }
+
+    // MARK: Waiting
+
+    private mutating func handleWaiting(kind: FailureKind, message: String, retryIn: Duration) {
+        if kind == .permissionDenied { status.state = .unauthorized }
+        status.waitingReason = message
+        let delay = EventRenderer.formatSeconds(retryIn.seconds)
+        var metadata: Logger.Metadata = ["kind": "\(kind.rawValue)", "retry": "\(delay)"]
+        if kind == .permissionDenied { metadata["advice"] = "\(Self.permissionAdvice)" }
+        if message != lastWaitingMessage {
+            lastWaitingMessage = message
+            logger.error("\(message)", metadata: metadata)
+        } else {
+            logger.debug("\(message)", metadata: metadata)
+        }
+        if json {
+            var object: [String: any Sendable] = [
+                "event": "waiting", "kind": kind.rawValue, "message": message, "retrySeconds": retryIn.seconds,
+                "time": ISO8601DateFormatter().string(from: Date()),
+            ]
+            if kind == .permissionDenied { object["advice"] = Self.permissionAdvice }
+            EventRenderer.writeLine(EventRenderer.encode(object), to: STDOUT_FILENO)
+        }
+    }
+
+    // MARK: systemd
+
+    /// Sends the status line when it changed.
+    mutating func publishStatus() {
+        let line = status.line
+        guard line != lastNotifiedStatus else { return }
+        lastNotifiedStatus = line
+        do {
+            try notifier.status(line)
+        } catch {
+            logger.debug("systemd notification failed", metadata: ["error": "\(error)"])
+        }
+    }
+
+    // MARK: Helpers
+
+    static var permissionAdvice: String {
+        PermissionAdvice.unauthorized(user: currentUserName)
+    }
+
+    static var currentUserName: String? {
+        guard let entry = getpwuid(geteuid()), let name = entry.pointee.pw_name else { return nil }
+        return String(cString: name)
+    }
+
+    static func metadata(_ peer: PeerDescription) -> Logger.Metadata {
+        var metadata: Logger.Metadata = ["peer": "\(peer.address)"]
+        if let name = peer.name, !name.isEmpty { metadata["peerName"] = "\(name)" }
+        return metadata
+    }
+
+    static func metadata(_ summary: MessageSummary) -> Logger.Metadata {
+        var metadata: Logger.Metadata = [
+            "bytes": "\(summary.byteCount)", "format": "\(summary.format.rawValue)",
+        ]
+        if let digest = summary.sha256 { metadata["sha256"] = "\(digest)" }
+        if let duration = summary.duration { metadata["seconds"] = "\(String(format: "%.3f", duration.seconds))" }
+        return metadata
+    }
+
+    static func jsonObject(_ object: [String: any Sendable], _ extra: [String: any Sendable]) -> [String: any Sendable] {
+        var object = object
+        for (key, value) in extra { object[key] = value }
+        return object
+    }
+}

@@ -1,0 +1,86 @@
+import BlueZ
+import Roles
+import Synchronization
+
+/// Keeps one role running until the daemon is told to stop (its task is cancelled).
+///
+/// The engines ride out what happens while they run — adapter powered off and on, removed and
+/// plugged back, bluetoothd restarted — through their manager-state driver. What makes a run
+/// end instead (bluetoothd absent or the adapter unknown when it starts, access denied, the
+/// system bus gone, a message that cannot be stored) is reported as "waiting" and the role is
+/// started again after a pause: 1 s, doubling per consecutive failure, at most 30 s, and back
+/// to 1 s after a run that reached `poweredOn`. Each attempt opens a new bus connection, so a
+/// D-Bus policy or group change takes effect without restarting the daemon.
+struct DaemonSupervisor: Sendable {
+    /// Runs the role once on `session`, reporting its events through `emit`; returns when the
+    /// role ends by itself, throws what stopped it.
+    typealias Attempt = @Sendable (_ session: BluetoothSession, _ emit: @escaping @Sendable (RoleEvent) -> Void)
+        async throws -> Void
+
+    let openSession: @Sendable () async throws -> BluetoothSession
+    let attempt: Attempt
+    let report: @Sendable (DaemonReport) -> Void
+    var backoff = BackoffPolicy(initial: .seconds(1), maximum: .seconds(30))
+    /// The least time between two starts of a role that ended without a failure.
+    var minimumRestartInterval: Duration = .seconds(1)
+
+    /// Returns only when cancelled.
+    func run() async {
+        var failures = 0
+        while !Task.isCancelled {
+            let reachedPoweredOn = Flag()
+            let report = self.report
+            let emit: @Sendable (RoleEvent) -> Void = { event in
+                if case .stateChanged(_, .poweredOn, _) = event { reachedPoweredOn.set() }
+                report(.role(event))
+            }
+            let started = ContinuousClock.now
+            var failure: (kind: FailureKind, message: String)?
+            do {
+                let session = try await openSession()
+                do {
+                    try await attempt(session, emit)
+                } catch {
+                    session.close()
+                    throw error
+                }
+                session.close()
+            } catch {
+                if Task.isCancelled || error is CancellationError { return }
+                failure = Self.classify(error)
+            }
+            if reachedPoweredOn.isSet { failures = 0 }
+            let delay: Duration
+            if let failure {
+                failures += 1
+                delay = backoff.delay(afterFailures: failures)
+                report(.waiting(kind: failure.kind, message: failure.message, retryIn: delay))
+            } else {
+                // The role ended by itself (it only does when its task was interrupted): start
+                // it again, but never in a tight loop.
+                delay = max(.zero, minimumRestartInterval - (ContinuousClock.now - started))
+            }
+            do { try await Task.sleep(for: delay) } catch { return }
+        }
+    }
+
+    static func classify(_ error: any Error) -> (kind: FailureKind, message: String) {
+        if let failure = error as? any ClassifiedFailure { return (failure.kind, failure.userMessage) }
+        switch BluetoothError.from(error) {
+        case let bluetooth as BluetoothError:
+            switch bluetooth {
+            case .accessDenied: return (.permissionDenied, bluetooth.description)
+            default: return (.unavailable, bluetooth.description)
+            }
+        default:
+            return (.software, "unexpected failure: \(error)")
+        }
+    }
+}
+
+/// A flag set from the role's event callback and read by the supervisor.
+private final class Flag: Sendable {
+    private let value = Mutex(false)
+    func set() { value.withLock { $0 = true } }
+    var isSet: Bool { value.withLock { $0 } }
+}

@@ -1,0 +1,44 @@
+import DaemonSupport
+import Foundation
+import Roles
+import Synchronization
+import SystemPackage
+import Transfer
+
+/// The receiver daemon's `MessageSink`: each message becomes a new file in the output
+/// directory, written atomically (hidden partial file, flushed, then linked to its name; a
+/// name is never reused) and named by `InboxFileName` after its arrival time, so names sort
+/// in arrival order. The sequence number in the name counts the daemon's whole run, across
+/// the role restarts that Bluetooth outages cause (the central's own count starts again).
+final class InboxSink: MessageSink {
+    let directory: OutputDirectory
+    private let sequence = Mutex(0)
+    private let now: @Sendable () -> Date
+
+    init(directory: OutputDirectory, now: @escaping @Sendable () -> Date = Date.init) {
+        self.directory = directory
+        self.now = now
+    }
+
+    /// Opens (creating when missing) `path`; leftovers of an interrupted run are removed.
+    convenience init(path: FilePath) throws(OutputDirectoryError) {
+        self.init(directory: try OutputDirectory(path: path))
+    }
+
+    /// How many messages were stored.
+    var storedCount: Int { sequence.withLock { $0 } }
+
+    func store(_ message: ReceivedMessage, sequence _: Int, from peer: PeerDescription?) async throws -> String? {
+        let number = sequence.withLock { value in
+            value += 1
+            return value
+        }
+        let name = InboxFileName.make(receivedAt: now(), sequence: number, payload: message.payload)
+        do {
+            return try directory.store(message.payload, baseName: name).string
+        } catch {
+            // Numbers are not reused even when a write fails: names stay unique and ordered.
+            throw SinkFailure(.ioError, "\(error)")
+        }
+    }
+}

@@ -1,0 +1,101 @@
+import DaemonSupport
+import Roles
+import SystemPackage
+import Transfer
+
+/// What the outbox-backed source did, for the daemon's log and status line.
+enum OutboxSourceEvent: Sendable {
+    /// `file` is now the message being offered to centrals.
+    case serving(OutboxFile)
+    /// `file` was delivered and moved to `movedTo` (nil: it had already left the outbox, e.g.
+    /// removed by hand while it was being sent).
+    case moved(OutboxFile, movedTo: FilePath?)
+    /// Delivered, but the move into `sent/` failed: it stays in the outbox and is sent again.
+    case moveFailed(OutboxFile, OutboxError)
+    /// The outbox could not be read; the source tries again after `retryIn`.
+    case unreadable(OutboxError, retryIn: Duration)
+    /// The outbox moved a file it can never send into `failed/`, or skipped it.
+    case notice(OutboxNotice)
+}
+
+/// The sender daemon's `MessageSource`: the first file of the outbox is the current message;
+/// once the peripheral counts it as delivered (framed ACK, or compat unsubscribe after `EOM`)
+/// it moves into `sent/` and the next file is served. An empty outbox makes `current()` wait
+/// (inotify, no polling loop) until a file is ready.
+///
+/// Delivery is the only thing that moves a file: a transfer cut short (central gone, adapter
+/// off, bluetoothd restarted, SIGTERM) leaves the file where it is, and the next `current()` —
+/// in this run or the next start of the daemon — returns it again. The outbox itself holds
+/// no state but its files, so a restart serves exactly the files not yet in `sent/`.
+///
+/// `current()` never ends the run by itself: nil is returned only when the calling task is
+/// cancelled (the peripheral tearing down a poweredOn period, or the daemon stopping), where
+/// the caller discards the answer.
+actor OutboxMessageSource: MessageSource {
+    let outbox: Outbox
+    private let report: @Sendable (OutboxSourceEvent) -> Void
+    private let retryDelay: Duration
+    /// The file being offered and its prepared message (hashed once, not per subscription).
+    private var serving: (file: OutboxFile, message: OutgoingMessage)?
+    private(set) var deliveredCount = 0
+
+    /// - Parameter retryDelay: the pause before reading an outbox again that could not be
+    ///   listed (removed, permissions changed).
+    init(outbox: Outbox, retryDelay: Duration = .seconds(5),
+         report: @escaping @Sendable (OutboxSourceEvent) -> Void = { _ in }) {
+        self.outbox = outbox
+        self.retryDelay = retryDelay
+        self.report = report
+    }
+
+    /// Opens (creating when missing) the outbox at `directory`; files over `maximumFileSize`
+    /// or empty go to `failed/`.
+    init(directory: FilePath, maximumFileSize: Int, settleTime: Duration = Outbox.defaultSettleTime,
+         retryDelay: Duration = .seconds(5),
+         report: @escaping @Sendable (OutboxSourceEvent) -> Void = { _ in }) throws(OutboxError) {
+        let outbox = try Outbox(directory: directory, maxFileSize: maximumFileSize, settleTime: settleTime,
+                                report: { report(.notice($0)) })
+        self.init(outbox: outbox, retryDelay: retryDelay, report: report)
+    }
+
+    /// The name of the file being offered now, if any.
+    var currentFileName: String? { serving?.file.name }
+
+    func current() async -> OutgoingMessage? {
+        while !Task.isCancelled {
+            let file: OutboxFile
+            do {
+                file = try await outbox.waitForFile()
+            } catch is CancellationError {
+                return nil
+            } catch let error as OutboxError {
+                report(.unreadable(error, retryIn: retryDelay))
+                do { try await Task.sleep(for: retryDelay) } catch { return nil }
+                continue
+            } catch {
+                return nil   // waitForFile throws nothing else
+            }
+            if let serving, serving.file == file {
+                return serving.message
+            }
+            let message = OutgoingMessage(payload: file.bytes)
+            serving = (file, message)
+            report(.serving(file))
+            return message
+        }
+        return nil
+    }
+
+    func markDelivered(_ message: OutgoingMessage, summary: MessageSummary, to peer: PeerDescription?) async {
+        guard let serving, serving.message == message else { return }
+        self.serving = nil
+        deliveredCount += 1
+        do {
+            let destination = try await outbox.markDelivered(serving.file)
+            report(.moved(serving.file, movedTo: destination))
+        } catch {
+            await outbox.release(serving.file)
+            report(.moveFailed(serving.file, error))
+        }
+    }
+}

@@ -1,0 +1,201 @@
+@testable import bletransfer
+import DaemonSupport
+import Foundation
+import Roles
+import Synchronization
+import SystemPackage
+import Testing
+import Transfer
+
+/// The sender daemon's message source over a real outbox directory: what it offers, in which
+/// order, what moves to sent/ and when, and what survives a restart.
+@Suite(.timeLimit(.minutes(1)))
+struct DaemonOutboxSourceTests {
+    /// A temporary outbox; files get explicit modification times so the order is known.
+    final class TemporaryOutbox {
+        let path: FilePath
+        let url: URL
+        let events = Recorded()
+
+        init() throws {
+            url = FileManager.default.temporaryDirectory.appendingPathComponent("bletransfer-outbox-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+            path = FilePath(url.path)
+        }
+
+        deinit { try? FileManager.default.removeItem(at: url) }
+
+        /// Writes `name` under a hidden name, sets its time, then renames it in (as users should).
+        func drop(_ name: String, _ bytes: [UInt8], secondsAgo: Double = 100) throws {
+            let hidden = url.appendingPathComponent(".\(name).incoming")
+            try Data(bytes).write(to: hidden)
+            try FileManager.default.setAttributes(
+                [.modificationDate: Date(timeIntervalSinceNow: -secondsAgo)], ofItemAtPath: hidden.path)
+            try FileManager.default.moveItem(at: hidden, to: url.appendingPathComponent(name))
+        }
+
+        func source() throws -> OutboxMessageSource {
+            let events = self.events
+            return try OutboxMessageSource(directory: path, maximumFileSize: 1000, settleTime: .zero,
+                                           retryDelay: .milliseconds(50), report: { events.append($0) })
+        }
+
+        func names(in subdirectory: String? = nil) throws -> [String] {
+            let directory = subdirectory.map { url.appendingPathComponent($0) } ?? url
+            var isDirectory: ObjCBool = false
+            return try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { name in
+                FileManager.default.fileExists(atPath: directory.appendingPathComponent(name).path, isDirectory: &isDirectory)
+                    && !isDirectory.boolValue
+            }.sorted()
+        }
+
+        func contents(_ relativePath: String) throws -> [UInt8] {
+            [UInt8](try Data(contentsOf: url.appendingPathComponent(relativePath)))
+        }
+    }
+
+    final class Recorded: Sendable {
+        private let list = Mutex<[OutboxSourceEvent]>([])
+        func append(_ event: OutboxSourceEvent) { list.withLock { $0.append(event) } }
+        var all: [OutboxSourceEvent] { list.withLock { $0 } }
+    }
+
+    static func summary(_ message: OutgoingMessage) -> MessageSummary {
+        MessageSummary(sequence: 1, byteCount: message.payload.count, format: .framed)
+    }
+
+    static let peer = PeerDescription(address: "00:AA:00:00:00:02")
+
+    @Test("serves files oldest first and moves each into sent/ only once delivered")
+    func ordersAndMovesDelivered() async throws {
+        let outbox = try TemporaryOutbox()
+        try outbox.drop("b-newest.txt", Array("third".utf8), secondsAgo: 10)
+        try outbox.drop("c-oldest.bin", [0, 1, 2, 255], secondsAgo: 300)
+        try outbox.drop("a-middle.txt", Array("second".utf8), secondsAgo: 200)
+        let source = try outbox.source()
+
+        var served: [[UInt8]] = []
+        for _ in 0..<3 {
+            let message = try #require(await source.current())
+            // Asking again before delivery offers the same message; nothing moved yet.
+            #expect(await source.current() == message)
+            #expect(try outbox.names(in: "sent").count == served.count)
+            served.append(message.payload)
+            await source.markDelivered(message, summary: Self.summary(message), to: Self.peer)
+        }
+        #expect(served == [[0, 1, 2, 255], Array("second".utf8), Array("third".utf8)])
+        #expect(try outbox.names() == [])
+        #expect(try outbox.names(in: "sent") == ["a-middle.txt", "b-newest.txt", "c-oldest.bin"])
+        #expect(try outbox.contents("sent/c-oldest.bin") == [0, 1, 2, 255])
+        #expect(await source.deliveredCount == 3)
+        let moved = outbox.events.all.compactMap { if case .moved(let file, let to) = $0 { (file.name, to) } else { nil } }
+        #expect(moved.map(\.0) == ["c-oldest.bin", "a-middle.txt", "b-newest.txt"])
+        #expect(moved.allSatisfy { $0.1 != nil })
+    }
+
+    @Test("a message that was not delivered stays in the outbox and is offered again, also after a restart")
+    func undeliveredStays() async throws {
+        let outbox = try TemporaryOutbox()
+        try outbox.drop("one.txt", Array("one".utf8), secondsAgo: 20)
+        try outbox.drop("two.txt", Array("two".utf8), secondsAgo: 10)
+        do {
+            let source = try outbox.source()
+            let message = try #require(await source.current())
+            #expect(message.payload == Array("one".utf8))
+            // The transfer was cut short: no markDelivered. Something else being reported as
+            // delivered (not the current message) must not move anything either.
+            let other = OutgoingMessage(payload: Array("two".utf8))
+            await source.markDelivered(other, summary: Self.summary(other), to: Self.peer)
+            #expect(try outbox.names(in: "sent") == [])
+            #expect(await source.current() == message)
+        }
+        // The daemon restarts: a new source on the same directory.
+        let restarted = try outbox.source()
+        let again = try #require(await restarted.current())
+        #expect(again.payload == Array("one".utf8))
+        #expect(try outbox.names() == ["one.txt", "two.txt"])
+    }
+
+    @Test("after a restart, files already delivered are never offered again: each goes out exactly once")
+    func restartDeliversExactlyOnce() async throws {
+        let outbox = try TemporaryOutbox()
+        for index in 1...4 {
+            try outbox.drop("file\(index).txt", Array("payload \(index)".utf8), secondsAgo: Double(100 - index))
+        }
+        var delivered: [[UInt8]] = []
+        do {
+            let first = try outbox.source()
+            for _ in 0..<2 {
+                let message = try #require(await first.current())
+                delivered.append(message.payload)
+                await first.markDelivered(message, summary: Self.summary(message), to: Self.peer)
+            }
+            // The third is being sent when the daemon stops.
+            _ = await first.current()
+        }
+        let second = try outbox.source()
+        for _ in 0..<2 {
+            let message = try #require(await second.current())
+            delivered.append(message.payload)
+            await second.markDelivered(message, summary: Self.summary(message), to: Self.peer)
+        }
+        #expect(delivered == (1...4).map { Array("payload \($0)".utf8) })
+        #expect(try outbox.names() == [])
+        #expect(try outbox.names(in: "sent") == (1...4).map { "file\($0).txt" })
+    }
+
+    @Test("an empty outbox makes current() wait until a file is moved in")
+    func waitsForNewFiles() async throws {
+        let outbox = try TemporaryOutbox()
+        let source = try outbox.source()
+        let waiting = Task { await source.current() }
+        // A file being written under a hidden name is not served...
+        try Data("not yet".utf8).write(to: outbox.url.appendingPathComponent(".late.txt"))
+        // ...until it is renamed in.
+        try FileManager.default.moveItem(at: outbox.url.appendingPathComponent(".late.txt"),
+                                         to: outbox.url.appendingPathComponent("late.txt"))
+        let message = try #require(await waiting.value)
+        #expect(message.payload == Array("not yet".utf8))
+        let served = outbox.events.all.compactMap { if case .serving(let file) = $0 { file.name } else { nil } }
+        #expect(served == ["late.txt"])
+    }
+
+    @Test("cancelling a waiting current() returns nil at once and moves nothing")
+    func cancellationEndsTheWait() async throws {
+        let outbox = try TemporaryOutbox()
+        let source = try outbox.source()
+        let waiting = Task { await source.current() }
+        waiting.cancel()
+        #expect(await waiting.value == nil)
+        #expect(try outbox.names(in: "sent") == [])
+    }
+
+    @Test("files that can never be sent go to failed/ with a reason; the next file is served")
+    func quarantinesUnsendableFiles() async throws {
+        let outbox = try TemporaryOutbox()
+        try outbox.drop("empty.txt", [], secondsAgo: 30)
+        try outbox.drop("huge.bin", [UInt8](repeating: 7, count: 1001), secondsAgo: 20)
+        try outbox.drop("fine.txt", Array("fine".utf8), secondsAgo: 10)
+        let source = try outbox.source()
+        let message = try #require(await source.current())
+        #expect(message.payload == Array("fine".utf8))
+        #expect(try outbox.names(in: "failed") == ["empty.txt", "empty.txt.reason", "huge.bin", "huge.bin.reason"])
+        let quarantined = outbox.events.all.compactMap {
+            if case .notice(.quarantined(let name, _, _)) = $0 { name } else { nil }
+        }
+        #expect(quarantined.sorted() == ["empty.txt", "huge.bin"])
+    }
+
+    @Test("a file removed by hand while it was sent: delivery moves nothing and the next file is served")
+    func removedWhileSending() async throws {
+        let outbox = try TemporaryOutbox()
+        try outbox.drop("gone.txt", Array("gone".utf8), secondsAgo: 20)
+        try outbox.drop("next.txt", Array("next".utf8), secondsAgo: 10)
+        let source = try outbox.source()
+        let message = try #require(await source.current())
+        try FileManager.default.removeItem(at: outbox.url.appendingPathComponent("gone.txt"))
+        await source.markDelivered(message, summary: Self.summary(message), to: Self.peer)
+        #expect(try outbox.names(in: "sent") == [])
+        #expect(await source.current()?.payload == Array("next".utf8))
+    }
+}

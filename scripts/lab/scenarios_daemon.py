@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""Lab scenarios for `bletransfer daemon` (the unattended-operation issue's checks).
+
+    BLETRANSFER_BIN=/path/to/bletransfer python3 scripts/lab/scenarios_daemon.py [NAME...] [--reuse]
+
+Same runner and options as scenarios.py (this file registers its scenarios, then runs that
+file's main()). Both daemons run as in production, one per guest on hci0; faults come from the
+lab (power-off / power-on, restart-bluetoothd) while files are moving.
+
+  daemon-twenty-files  sender daemon on a with 20 files in its outbox, receiver daemon on b;
+                       each adapter is power-cycled once and each bluetoothd restarted once
+                       during the exchange. All 20 arrive exactly once, bit-identical, nothing
+                       partial, the outbox ends empty, sent/ holds the 20.
+  daemon-rss-100       100 small messages; the receiver's resident memory after 1, 10, 50 and
+                       100 messages (from its "received" events) — it should stay flat.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shlex
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import scenarios  # noqa: E402
+from scenarios import Context, scenario  # noqa: E402
+
+
+def nth(tag: str, n: int) -> str:
+    """A regex matching once the n-th JSON event `tag` was printed."""
+    return rf'(?s)(?:"event":"{tag}".*?){{{n}}}'
+
+
+def daemon_job(role: str, directory: str, until: str, deadline: int, extra: str = "") -> str:
+    """Shell for one guest: start the daemon, wait until `until` (a shell test) holds, then
+    SIGTERM it and exit with its status, printing DAEMON-EXIT."""
+    option = "--outbox" if role == "sender" else "--output-dir"
+    return (f'"$BLETRANSFER_BIN" daemon --role {role} --adapter hci0 {option} {shlex.quote(directory)} --json {extra} &\n'
+            f'pid=$!\nend=$((SECONDS + {deadline}))\n'
+            f'while [ $SECONDS -lt $end ] && kill -0 $pid 2>/dev/null && ! ( {until} ); do sleep 0.5; done\n'
+            f'echo "DAEMON-DONE after $SECONDS s"\n'
+            f'kill -TERM $pid; wait $pid; rc=$?; echo "DAEMON-EXIT $rc"; exit $rc\n')
+
+
+def count_files(directory: str, pattern: str = "*") -> str:
+    return f'find {shlex.quote(directory)} -maxdepth 1 -type f -name {shlex.quote(pattern)} ! -name ".*" | wc -l'
+
+
+def prepare(ctx: Context, payloads: list) -> tuple:
+    """Outbox (files with increasing modification times) and an empty inbox in the run folder."""
+    base = ctx.lab.run_dir / "payloads" / ctx.name
+    outbox, inbox = base / "outbox", base / "inbox"
+    outbox.mkdir(parents=True, exist_ok=True)
+    inbox.mkdir(parents=True, exist_ok=True)
+    for i, data in enumerate(payloads, 1):
+        hidden = outbox / f".file{i:03d}.dat"
+        hidden.write_bytes(data)
+        os.utime(hidden, (1_700_000_000 + i, 1_700_000_000 + i))
+        hidden.rename(outbox / f"file{i:03d}.dat")
+    return outbox, inbox, ctx.lab.host_path(outbox), ctx.lab.host_path(inbox)
+
+
+def regular_files(directory: Path) -> list:
+    return sorted(p for p in directory.iterdir() if p.is_file()) if directory.exists() else []
+
+
+@scenario("daemon-twenty-files", tags=("bletransfer", "daemon", "faults"), conf="default")
+def daemon_twenty_files(ctx: Context):
+    """Daemons: 20 outbox files a → b through a power cycle and a bluetoothd restart on each side."""
+    ctx.require_bletransfer()
+    sizes = [5, 20, 21, 100, 500, 1000, 2000, 3, 4096, 10000, 7, 65, 300, 1500, 8000, 12000, 1, 250, 3000, 20000]
+    payloads = [os.urandom(n) for n in sizes]
+    payloads[0] = "Grüße ✓\n".encode()
+    payloads[7] = b"EOM"
+    outbox, inbox, host_outbox, host_inbox = prepare(ctx, payloads)
+    n = len(payloads)
+    sender = daemon_job("sender", host_outbox, f'[ "$({count_files(host_outbox)})" -eq 0 ]', 1500, "--settle-time 0")
+    receiver = daemon_job("receiver", host_inbox, f'[ "$({count_files(host_inbox, "message-*")})" -ge {n} ]', 1500)
+    res = ctx.lab.run(
+        a=sender, b=receiver, deadline=1600, step="twenty files",
+        timeline=(
+            (("a", nth("sent", 3), 0.5), ("a", "power-off")),
+            (("a", nth("sent", 3), 6.0), ("a", "power-on")),
+            (("b", nth("received", 7), 0.5), ("b", "power-off")),
+            (("b", nth("received", 7), 6.0), ("b", "power-on")),
+            (("a", nth("sent", 11), 0.5), ("a", "restart-bluetoothd")),
+            (("b", nth("received", 15), 0.5), ("b", "restart-bluetoothd")),
+        ))
+    a_out, b_out = res.job("a").stdout(), res.job("b").stdout()
+    ctx.check("DAEMON-EXIT 0" in a_out and "DAEMON-EXIT 0" in b_out, "both daemons exited 0 on SIGTERM")
+    # Every fault reached the daemons (and they went on).
+    for host, out in (("a", a_out), ("b", b_out)):
+        states = re.findall(r'"state":"(\w+)"', out)
+        ctx.check(states.count("poweredOn") >= 3,
+                  f"host {host}: poweredOn at start, after the power cycle and after the restart: {states}")
+    stored = regular_files(inbox)
+    hidden = [p.name for p in stored if p.name.startswith(".")]
+    ctx.check(not hidden, f"no partial files in the inbox: {hidden}")
+    got = [p.read_bytes() for p in stored if p.name.startswith("message-")]
+    want = {hashlib.sha256(p).hexdigest() for p in payloads}
+    got_digests = [hashlib.sha256(g).hexdigest() for g in got]
+    ctx.check(len(got) == n, f"{n} files stored, got {len(got)}")
+    ctx.check(sorted(got_digests) == sorted(want) and len(set(got_digests)) == n,
+              "every file arrived exactly once, bit-identical")
+    ctx.check(regular_files(outbox) == [], f"outbox empty: {[p.name for p in regular_files(outbox)]}")
+    ctx.check(len(regular_files(outbox / "sent")) == n, f"sent/ holds {len(regular_files(outbox / 'sent'))} of {n}")
+    ctx.check(got == payloads, "files arrived in outbox order")
+    ctx.figure("daemon_twenty_files_seconds", round(res.seconds, 1))
+    ctx.figure("daemon_twenty_files_bytes", sum(sizes))
+
+
+@scenario("daemon-rss-100", tags=("bletransfer", "daemon"), conf="default")
+def daemon_rss_100(ctx: Context):
+    """Daemons: 100 small messages a → b; the receiver's RSS after 1, 10, 50, 100 messages."""
+    ctx.require_bletransfer()
+    payloads = [f"message {i:03d} ".encode() + os.urandom(40) for i in range(1, 101)]
+    outbox, inbox, host_outbox, host_inbox = prepare(ctx, payloads)
+    n = len(payloads)
+    sender = daemon_job("sender", host_outbox, f'[ "$({count_files(host_outbox)})" -eq 0 ]', 1700, "--settle-time 0")
+    receiver = daemon_job("receiver", host_inbox, f'[ "$({count_files(host_inbox, "message-*")})" -ge {n} ]', 1700)
+    res = ctx.lab.run(a=sender, b=receiver, deadline=1800, step="hundred messages")
+    received = []
+    for line in res.job("b").stdout().splitlines():
+        if line.startswith("{") and '"event":"received"' in line:
+            received.append(json.loads(line))
+    ctx.check(len(received) >= n, f"{n} messages received, got {len(received)}")
+    rss = {e["count"]: e.get("rss") for e in received if "count" in e}
+    for k in (1, 10, 50, 100):
+        if rss.get(k):
+            ctx.figure(f"receiver_rss_mib_after_{k}", round(rss[k] / 1048576, 1))
+    ctx.figure("daemon_100_messages_seconds", round(res.seconds, 1))
+    ctx.check(rss.get(100) is not None and rss.get(10) is not None and rss[100] <= rss[10] * 1.25,
+              f"RSS flat from message 10 to 100: {rss.get(10)} → {rss.get(100)}")
+
+
+if __name__ == "__main__":
+    sys.exit(scenarios.main())
