@@ -5,9 +5,13 @@
 //
 // Input layout: byte 0 = flags (bit 0: the central wrote a HELLO; bits 1-2: which size limit),
 // then values, each a 2-byte big-endian length (taken modulo 1024) followed by that many bytes.
+// Framed values start with their own 2-byte sequence number (see docs/wire-format.md), so the
+// fuzzer reorders, repeats and drops framed values by editing those bytes.
 
 let fuzzSession = SessionID(rawValue: 0x5EED)
 let fuzzLimits = [0, 1, 64, 1024]
+/// The header, and the sequence numbers of values held while the format is undecided.
+let fuzzOverhead = FramedHeader.encodedLength + WireFormat.framedSequenceLength * WireFormat.reorderWindow
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func transferFuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
@@ -47,7 +51,8 @@ public func transferFuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> 
             precondition(receiver.bufferedByteCount == 0, "refused stream kept its buffer")
         }
         // Memory stays bounded by the limit, never by what the peer sends.
-        precondition(receiver.bufferedByteCount <= limit + FramedHeader.encodedLength, "unbounded buffer")
+        precondition(receiver.bufferedByteCount <= limit + fuzzOverhead, "unbounded buffer")
+        precondition(receiver.valuesHeldOutOfOrder < WireFormat.reorderWindow, "unbounded reorder buffer")
     }
     if !receiver.isComplete { precondition(receiver.finishWithoutEOM() != nil) }
     return 0

@@ -21,7 +21,7 @@ as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 # third-party clients, bluetoothd and the BlueZ test tools.
 apt_packages=(
   pkg-config libdbus-1-dev libbluetooth-dev
-  dbus libglib2.0-bin bluez bluez-test-tools
+  dbus libglib2.0-bin systemd bluez bluez-test-tools procps util-linux
   python3 python3-pip python3-venv
 )
 missing=()

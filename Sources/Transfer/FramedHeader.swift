@@ -13,10 +13,11 @@ import Crypto
 /// |     17 |    8 | payload length in bytes                             |
 /// |     25 |   32 | SHA-256 of the payload                              |
 ///
-/// The header is the start of a byte stream (header, then payload) that is cut into
-/// notification values like any payload, so it may span several values. The first value
-/// always carries the first 20 bytes (magic, version and session id among them), which is
-/// all the receiver needs to tell framed from compat.
+/// The header is the start of a byte stream (header, then payload) that is cut into pieces,
+/// each sent behind a 2-byte sequence number (see ``MessageSender``), so it may span several
+/// values. The first value (sequence number 0) always carries the first 18 stream bytes
+/// (magic, version and session id among them), which is all the receiver needs to tell
+/// framed from compat.
 public struct FramedHeader: Sendable, Hashable {
     /// 0x89 cannot start UTF-8 text, so no text payload is ever mistaken for a header.
     public static let magic: [UInt8] = [0x89, 0x42, 0x4C, 0x54, 0x46, 0x0D, 0x0A, 0x1A]

@@ -5,8 +5,15 @@
 /// again from byte 0 with a new sender; the payload array is shared, not copied.
 ///
 /// Every value is at most `maximumValueLength` bytes, the last one is `EOM`, and no value
-/// before it equals `EOM`: a stream whose final 3 bytes would form a value `EOM` sends them as
-/// two values (`EO`, `M`).
+/// before it equals `EOM`.
+///
+/// - Compat: payload slices; a stream whose final 3 bytes would form a value `EOM` sends them as
+///   two values (`EO`, `M`).
+/// - Framed: header and payload form one byte stream cut into pieces of at most
+///   `maximumValueLength − 2` bytes; value *i* is `[i mod 65536, big-endian (2 bytes)][piece i]`,
+///   so the receiver can restore the order when notifications overtake each other. Only a
+///   3-byte value (1-byte last piece) could equal `EOM` (sequence number 0x454F, piece `M`);
+///   then the piece before it gives up one byte, making the last value 4 bytes long.
 public struct MessageSender: Sendable {
     public enum Format: String, Sendable, Hashable, CaseIterable, Codable {
         /// Apple's sample: payload values, then `EOM`.
@@ -28,6 +35,10 @@ public struct MessageSender: Sendable {
     private let encodedHeader: [UInt8]
     private let payload: [UInt8]
     private let streamLength: Int
+    /// Stream bytes per value: the whole value for compat, less the sequence number for framed.
+    private let pieceLength: Int
+    /// The framed value cut one byte short so the last value cannot equal `EOM`.
+    private let shortenedValueIndex: Int?
     private var streamOffset = 0
     public private(set) var valuesSent = 0
     public private(set) var isFinished = false
@@ -62,14 +73,31 @@ public struct MessageSender: Sendable {
         self.maximumValueLength = valueLength
         self.streamLength = streamLength
 
-        // Data values cut at full length, one more when the tail must be split, then EOM.
         let eomLength = WireFormat.endOfMessage.count
-        let dataValues = (streamLength + valueLength - 1) / valueLength
-        let tailIsEndOfMessage =
-            streamLength % valueLength == eomLength
-            && Self.streamBytes(encodedHeader, payload, from: streamLength - eomLength, count: eomLength)
-                == WireFormat.endOfMessage
-        self.valueCount = dataValues + (tailIsEndOfMessage ? 1 : 0) + 1
+        if header == nil {
+            // Data values cut at full length, one more when the tail must be split, then EOM.
+            let dataValues = (streamLength + valueLength - 1) / valueLength
+            let tailIsEndOfMessage =
+                streamLength % valueLength == eomLength
+                && Self.streamBytes(encodedHeader, payload, from: streamLength - eomLength, count: eomLength)
+                    == WireFormat.endOfMessage
+            self.pieceLength = valueLength
+            self.shortenedValueIndex = nil
+            self.valueCount = dataValues + (tailIsEndOfMessage ? 1 : 0) + 1
+        } else {
+            // The stream is at least the 57-byte header, so there are always two or more data
+            // values when the last piece is a single byte, and the piece before it can spare one.
+            let pieceLength = valueLength - WireFormat.framedSequenceLength
+            let dataValues = (streamLength + pieceLength - 1) / pieceLength
+            let lastIndex = dataValues - 1
+            let lastPieceLength = streamLength - lastIndex * pieceLength
+            let lastValue =
+                Self.sequenceBytes(lastIndex)
+                + Self.streamBytes(encodedHeader, payload, from: streamLength - lastPieceLength, count: lastPieceLength)
+            self.pieceLength = pieceLength
+            self.shortenedValueIndex = lastValue == WireFormat.endOfMessage ? lastIndex - 1 : nil
+            self.valueCount = dataValues + 1
+        }
     }
 
     /// Payload bytes handed out so far (header bytes not counted).
@@ -85,13 +113,22 @@ public struct MessageSender: Sendable {
     /// back-pressure, retry the same value): calling again moves on.
     public mutating func nextValue() -> [UInt8]? {
         if isFinished { return nil }
+        let index = valuesSent
         valuesSent += 1
         let remaining = streamLength - streamOffset
         if remaining == 0 {
             isFinished = true
             return WireFormat.endOfMessage
         }
-        var length = min(maximumValueLength, remaining)
+        var length = min(pieceLength, remaining)
+        guard header == nil else {
+            if index == shortenedValueIndex { length -= 1 }
+            var value = Self.sequenceBytes(index)
+            value.reserveCapacity(WireFormat.framedSequenceLength + length)
+            Self.appendStreamBytes(encodedHeader, payload, from: streamOffset, count: length, to: &value)
+            streamOffset += length
+            return value
+        }
         var value = Self.streamBytes(encodedHeader, payload, from: streamOffset, count: length)
         if length == remaining && value == WireFormat.endOfMessage {
             length -= 1
@@ -106,21 +143,35 @@ public struct MessageSender: Sendable {
         header.map(ack.acknowledges) ?? false
     }
 
+    /// The framed sequence number of the value at `index` (it wraps every 65536 values).
+    private static func sequenceBytes(_ index: Int) -> [UInt8] {
+        let sequence = UInt16(truncatingIfNeeded: index)
+        return [UInt8(sequence >> 8), UInt8(truncatingIfNeeded: sequence)]
+    }
+
     /// Bytes `start..<start+count` of header-then-payload, copied into one value.
     private static func streamBytes(
         _ encodedHeader: [UInt8], _ payload: [UInt8], from start: Int, count: Int
     ) -> [UInt8] {
-        let end = start + count
-        let headerLength = encodedHeader.count
-        if start >= headerLength {
-            return Array(payload[(start - headerLength)..<(end - headerLength)])
+        if start >= encodedHeader.count {
+            return Array(payload[(start - encodedHeader.count)..<(start + count - encodedHeader.count)])
         }
         var value: [UInt8] = []
         value.reserveCapacity(count)
-        value.append(contentsOf: encodedHeader[start..<min(end, headerLength)])
-        if end > headerLength {
-            value.append(contentsOf: payload[0..<(end - headerLength)])
-        }
+        appendStreamBytes(encodedHeader, payload, from: start, count: count, to: &value)
         return value
+    }
+
+    private static func appendStreamBytes(
+        _ encodedHeader: [UInt8], _ payload: [UInt8], from start: Int, count: Int, to value: inout [UInt8]
+    ) {
+        let end = start + count
+        let headerLength = encodedHeader.count
+        if start < headerLength {
+            value.append(contentsOf: encodedHeader[start..<min(end, headerLength)])
+        }
+        if end > headerLength {
+            value.append(contentsOf: payload[max(0, start - headerLength)..<(end - headerLength)])
+        }
     }
 }

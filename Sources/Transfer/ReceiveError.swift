@@ -14,14 +14,25 @@ public enum ReceiveError: Error, Sendable, Hashable, CustomStringConvertible {
     case missingEndOfMessage(received: Int, announced: Int?)
     /// The received payload's SHA-256 differs from the one in the framed header.
     case digestMismatch(announced: [UInt8], computed: [UInt8])
-    /// A compat stream grew past ``TransferLimits/maximumMessageSize``.
+    /// A compat stream grew past ``TransferLimits/maximumMessageSize`` (or a framed one did
+    /// before its header was complete, or a stream not yet known to be either).
     case compatMessageTooLarge(limit: Int)
     /// A framed header with a version this build does not understand.
     case unsupportedVersion(UInt8)
     /// A framed header that answers another central's HELLO.
     case sessionMismatch(expected: SessionID, received: SessionID)
-    /// A value arrived after the message was complete.
+    /// A value arrived after the message was complete (or a second `EOM`).
     case valueAfterEndOfMessage
+    /// A framed value arrived twice.
+    case duplicateValue(sequence: UInt16)
+    /// A framed value arrived further ahead of the one still missing than the reorder window
+    /// (``WireFormat/reorderWindow``) allows.
+    case reorderWindowExceeded(sequence: UInt16, expected: UInt16)
+    /// A framed value too short to hold a sequence number and a byte.
+    case malformedFramedValue(length: Int)
+    /// `EOM` arrived, but the framed message's first value never did; also how a peer that
+    /// ignores HELLO and sends an empty message ends (see ``MessageReceiver``).
+    case missingStartOfMessage(valuesReceived: Int)
 
     public var description: String {
         switch self {
@@ -47,6 +58,14 @@ public enum ReceiveError: Error, Sendable, Hashable, CustomStringConvertible {
             "sender answered another central's request (session \(received), ours \(expected))"
         case .valueAfterEndOfMessage:
             "sender sent data after the end of the message"
+        case .duplicateValue(let sequence):
+            "sender sent value \(sequence) twice"
+        case .reorderWindowExceeded(let sequence, let expected):
+            "value \(sequence) arrived more than \(WireFormat.reorderWindow) values ahead of missing value \(expected)"
+        case .malformedFramedValue(let length):
+            "sender sent a \(length)-byte value, too short for a framed value"
+        case .missingStartOfMessage(let count):
+            "the end marker arrived but the message's first value never did (\(count) values received)"
         }
     }
 }

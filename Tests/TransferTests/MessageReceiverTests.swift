@@ -13,6 +13,14 @@ import Testing
             + (0..<8).map { UInt8(truncatingIfNeeded: length >> (56 - 8 * $0)) } + digest
     }
 
+    /// Framed values: each piece behind its sequence number (0, 1, …).
+    func sequenced(_ pieces: [[UInt8]], from first: Int = 0) -> [[UInt8]] {
+        pieces.enumerated().map { index, piece in
+            let sequence = UInt16(truncatingIfNeeded: first + index)
+            return [UInt8(sequence >> 8), UInt8(sequence & 0xFF)] + piece
+        }
+    }
+
     /// Feeds values until one throws; returns that error.
     func firstError(_ values: [[UInt8]], receiver: inout MessageReceiver) -> ReceiveError? {
         for value in values {
@@ -26,7 +34,8 @@ import Testing
         let values = framedValues([UInt8](repeating: 1, count: 50), valueLength: 40)
         #expect(try receiver.receive(values[0]) == .progress(TransferProgress(bytesSoFar: 0, totalBytes: nil)))
         #expect(receiver.detectedFormat == .framed)
-        #expect(try receiver.receive(values[1]) == .progress(TransferProgress(bytesSoFar: 23, totalBytes: 50)))
+        // 38 header bytes, then 19 header and 19 payload bytes.
+        #expect(try receiver.receive(values[1]) == .progress(TransferProgress(bytesSoFar: 19, totalBytes: 50)))
         _ = try receiver.receive(values[2])
         guard case .complete = try receiver.receive(values[3]) else {
             Issue.record("expected completion")
@@ -49,41 +58,45 @@ import Testing
 
     @Test func headerAnnouncingMoreThanTheLimitIsRefusedBeforeStoringPayload() {
         var receiver = MessageReceiver(limits: TransferLimits(maximumMessageSize: 1000), sentHello: hello)
-        let error = firstError([header(length: 1001)], receiver: &receiver)
+        let error = firstError(sequenced([header(length: 1001)]), receiver: &receiver)
         #expect(error == .announcedLengthExceedsLimit(announced: 1001, limit: 1000))
         #expect(receiver.bufferedByteCount == 0)
 
         var huge = MessageReceiver(sentHello: hello)
-        #expect(firstError([header(length: .max)], receiver: &huge)
+        #expect(firstError(sequenced([header(length: .max)]), receiver: &huge)
             == .announcedLengthExceedsLimit(announced: .max, limit: TransferLimits.default.maximumMessageSize))
     }
 
     @Test func dataAfterTheAnnouncedLengthIsRefused() {
         var receiver = MessageReceiver(sentHello: hello)
-        let error = firstError([header(length: 4), [1, 2, 3], [4, 5]], receiver: &receiver)
+        let error = firstError(sequenced([header(length: 4), [1, 2, 3], [4, 5]]), receiver: &receiver)
         #expect(error == .dataAfterAnnouncedLength(announced: 4))
         // Data within the header value beyond the length counts as well.
         var inline = MessageReceiver(sentHello: hello)
-        #expect(firstError([header(length: 1) + [1, 2]], receiver: &inline) == .dataAfterAnnouncedLength(announced: 1))
+        #expect(firstError(sequenced([header(length: 1) + [1, 2]]), receiver: &inline) == .dataAfterAnnouncedLength(announced: 1))
     }
 
+    /// `EOM` may overtake the last values, so it does not end a short message at once; when the
+    /// sender goes quiet or away, the missing bytes are reported as a truncation.
     @Test func eomBeforeTheAnnouncedLengthIsTruncation() {
         var receiver = MessageReceiver(sentHello: hello)
-        #expect(firstError([header(length: 10), [1, 2, 3], WireFormat.endOfMessage], receiver: &receiver)
-            == .truncatedPayload(received: 3, announced: 10))
+        #expect(firstError(sequenced([header(length: 10), [1, 2, 3]]) + [WireFormat.endOfMessage], receiver: &receiver) == nil)
+        #expect(!receiver.isComplete && receiver.endOfMessageSeen)
+        #expect(receiver.finishWithoutEOM() == .truncatedPayload(received: 3, announced: 10))
     }
 
     @Test func eomInsideTheHeaderIsTruncation() {
         var receiver = MessageReceiver(sentHello: hello)
         let partial = Array(header(length: 10).prefix(30))
-        #expect(firstError([partial, WireFormat.endOfMessage], receiver: &receiver) == .truncatedHeader(receivedBytes: 30))
+        #expect(firstError(sequenced([partial]) + [WireFormat.endOfMessage], receiver: &receiver) == nil)
+        #expect(receiver.finishWithoutEOM() == .truncatedHeader(receivedBytes: 30))
     }
 
     @Test func headerMaySpanManyValues() throws {
         let payload: [UInt8] = [5, 6, 7]
         let whole = header(length: 3, digest: FramedHeader.sha256(payload)) + payload
         // 8 bytes of magic first, then one byte at a time.
-        var values = [Array(whole[0..<8])] + whole[8...].map { [$0] }
+        var values = sequenced([Array(whole[0..<8])] + whole[8...].map { [$0] })
         values.append(WireFormat.endOfMessage)
         #expect(try reassemble(values, hello: hello)?.payload == payload)
     }
@@ -135,18 +148,18 @@ import Testing
 
     @Test func unknownVersionIsRefusedAsSoonAsItArrives() {
         var receiver = MessageReceiver(sentHello: hello)
-        #expect(firstError([FramedHeader.magic + [2]], receiver: &receiver) == .unsupportedVersion(2))
+        #expect(firstError(sequenced([FramedHeader.magic + [2]]), receiver: &receiver) == .unsupportedVersion(2))
         #expect(ReceiveError.unsupportedVersion(2).description.contains("version 2"))
     }
 
     @Test func headerForAnotherSessionIsRefused() {
         var receiver = MessageReceiver(sentHello: hello)
         let other = SessionID(rawValue: 1)
-        #expect(firstError([header(length: 0, session: other)], receiver: &receiver)
+        #expect(firstError(sequenced([header(length: 0, session: other)]), receiver: &receiver)
             == .sessionMismatch(expected: hello.session, received: other))
         // Refused as soon as the session id is in, before the rest of the header.
         var early = MessageReceiver(sentHello: hello)
-        #expect(firstError([Array(header(length: 0, session: other).prefix(20))], receiver: &early)
+        #expect(firstError(sequenced([Array(header(length: 0, session: other).prefix(18))]), receiver: &early)
             == .sessionMismatch(expected: hello.session, received: other))
     }
 
@@ -176,7 +189,8 @@ import Testing
         var framed = MessageReceiver(sentHello: hello)
         let values = framedValues([UInt8](repeating: 3, count: 100))
         for value in values.prefix(4) { _ = try framed.receive(value) }
-        #expect(framed.finishWithoutEOM() == .missingEndOfMessage(received: 23, announced: 100))
+        // 4 values of 18 stream bytes: the 57-byte header and 15 payload bytes.
+        #expect(framed.finishWithoutEOM() == .missingEndOfMessage(received: 15, announced: 100))
 
         var halfHeader = MessageReceiver(sentHello: hello)
         _ = try halfHeader.receive(values[0])
@@ -189,11 +203,19 @@ import Testing
     }
 
     @Test func compatPeerIgnoringHelloWithMagicLookalikeIsRefusedNotMisdelivered() {
-        // Residual ambiguity, documented: a binary compat payload that starts with the magic.
+        // Residual ambiguity, documented: a binary compat payload that starts with sequence
+        // number 0 and the magic.
         var receiver = MessageReceiver(sentHello: hello)
-        let payload = FramedHeader.magic + [1] + [UInt8](repeating: 0, count: 60)
+        let payload = [0, 0] + FramedHeader.magic + [1] + [UInt8](repeating: 0, count: 60)
         let error = firstError(appleStyleValues(payload), receiver: &receiver)
         #expect(error != nil)
+    }
+
+    @Test func compatPayloadStartingWithTheBareMagicIsCompat() throws {
+        let payload = FramedHeader.magic + [1] + [UInt8](repeating: 0, count: 60)
+        let message = try reassemble(appleStyleValues(payload), hello: hello)
+        #expect(message?.format == .compat)
+        #expect(message?.payload == payload)
     }
 
     @Test func firstValueShorterThanTheMagicIsCompat() throws {
@@ -213,7 +235,9 @@ import Testing
             .missingEndOfMessage(received: 1, announced: 2), .missingEndOfMessage(received: 1, announced: nil),
             .digestMismatch(announced: [1], computed: [2]), .compatMessageTooLarge(limit: 9), .unsupportedVersion(7),
             .sessionMismatch(expected: SessionID(rawValue: 1), received: SessionID(rawValue: 2)),
-            .valueAfterEndOfMessage,
+            .valueAfterEndOfMessage, .duplicateValue(sequence: 3),
+            .reorderWindowExceeded(sequence: 300, expected: 2), .malformedFramedValue(length: 1),
+            .missingStartOfMessage(valuesReceived: 4),
         ]
         for error in errors {
             #expect(!error.description.isEmpty && !error.description.contains("\n"))

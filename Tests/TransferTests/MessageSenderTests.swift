@@ -13,8 +13,9 @@ import Testing
         let sender = MessageSender(message: OutgoingMessage(payload: []), replyingTo: hello, maximumValueLength: 512)
         let values = allValues(sender)
         #expect(values.count == 2)
-        #expect(values[0].count == FramedHeader.encodedLength)
-        #expect(values[0][17..<25].allSatisfy { $0 == 0 })
+        #expect(values[0].count == WireFormat.framedSequenceLength + FramedHeader.encodedLength)
+        #expect(values[0][0..<2] == [0, 0])
+        #expect(values[0][19..<27].allSatisfy { $0 == 0 })
         #expect(values[1] == WireFormat.endOfMessage)
         let message = try reassemble(values, hello: hello)
         #expect(message?.payload == [])
@@ -32,14 +33,15 @@ import Testing
         #expect(values == [Array(payload[0..<20]), Array("EO".utf8), Array("M".utf8), WireFormat.endOfMessage])
     }
 
-    @Test func framedTailEqualToEOMIsSplit() {
-        // Header (57) + payload whose last 3 bytes start a new 20-byte value: 57 + 6 = 63 = 3·20 + 3.
+    @Test func framedTailLikeEOMIsNotSplitBecauseItCarriesASequenceNumber() throws {
+        // Header (57) + 6 = 63 = 3·18 + 9: the last value is [0, 3] + 9 bytes ending in "EOM".
         let payload = Array("abcEOM".utf8)
         let hello = Hello(session: SessionID(rawValue: 1))
         let sender = MessageSender(message: OutgoingMessage(payload: payload), replyingTo: hello, maximumValueLength: 20)
         let values = allValues(sender)
-        #expect(values.suffix(3) == [Array("EO".utf8), Array("M".utf8), WireFormat.endOfMessage])
-        #expect(values.count == sender.valueCount)
+        #expect(values.count == 5 && values.count == sender.valueCount)
+        #expect(values[3].prefix(2) == [0, 3] && values[3].suffix(3) == WireFormat.endOfMessage[...])
+        #expect(try reassemble(values, hello: hello)?.payload == payload)
     }
 
     @Test func firstFramedValueCarriesMagicVersionAndSessionAtTheSmallestMTU() {
@@ -47,9 +49,10 @@ import Testing
         var sender = MessageSender(message: OutgoingMessage(payload: [1, 2, 3]), replyingTo: hello, maximumValueLength: 20)
         let first = sender.nextValue() ?? []
         #expect(first.count == 20)
-        #expect(Array(first[0..<8]) == FramedHeader.magic)
-        #expect(first[8] == 1)
-        #expect(Array(first[9..<17]) == hello.session.bytes)
+        #expect(Array(first[0..<2]) == [0, 0])
+        #expect(Array(first[2..<10]) == FramedHeader.magic)
+        #expect(first[10] == 1)
+        #expect(Array(first[11..<19]) == hello.session.bytes)
     }
 
     @Test func valueLengthIsKeptWithinATTBounds() {
@@ -69,10 +72,10 @@ import Testing
         var sender = MessageSender(
             message: OutgoingMessage(payload: [UInt8](repeating: 7, count: 100)), replyingTo: hello, maximumValueLength: 40)
         #expect(sender.progress == TransferProgress(bytesSoFar: 0, totalBytes: 100))
-        _ = sender.nextValue()  // header bytes 0..<40
+        _ = sender.nextValue()  // sequence number, header bytes 0..<38
         #expect(sender.bytesSent == 0)
-        _ = sender.nextValue()  // header 40..<57, payload 0..<23
-        #expect(sender.bytesSent == 23)
+        _ = sender.nextValue()  // sequence number, header 38..<57, payload 0..<19
+        #expect(sender.bytesSent == 19)
         while sender.nextValue() != nil {}
         #expect(sender.bytesSent == 100)
         #expect(sender.isFinished)

@@ -64,9 +64,16 @@ import Testing
                 #expect(theirs?.payload == ours?.payload)
             }
             // A central that wrote HELLO to a peer that ignores it (Apple's sample) still gets
-            // compat, unless the payload begins with the framed magic (documented ambiguity).
+            // compat, unless the payload begins with sequence number 0 and the framed magic
+            // (documented ambiguity) or is empty: a lone EOM may have overtaken a framed value.
             let appleValues = appleStyleValues(payload)
-            if payload.starts(with: FramedHeader.magic) || appleValues.dropLast().contains(WireFormat.endOfMessage) {
+            if payload.starts(with: [0, 0] + FramedHeader.magic) || appleValues.dropLast().contains(WireFormat.endOfMessage) {
+                continue
+            }
+            if payload.isEmpty {
+                var receiver = MessageReceiver(sentHello: Hello(session: SessionID(rawValue: 9)))
+                #expect(try receiver.receive(WireFormat.endOfMessage) == .progress(TransferProgress(bytesSoFar: 0, totalBytes: nil)))
+                #expect(receiver.finishWithoutEOM() == .missingStartOfMessage(valuesReceived: 1))
                 continue
             }
             let withHello = try reassemble(appleValues, hello: Hello(session: SessionID(rawValue: 9)))

@@ -62,3 +62,21 @@ let samplePayloads: [(name: String, bytes: [UInt8])] = [
     ("ends in EOM after 182", randomBytes(182, seed: 10) + WireFormat.endOfMessage),
     ("all zeros", [UInt8](repeating: 0, count: 1025)),
 ]
+
+/// `values` reordered as several ATT bearers may deliver them: a random permutation in which no
+/// value moves more than `displacement` places from where it was sent (`EOM` included, so it may
+/// overtake the last values).
+func shuffledWithin<Generator: RandomNumberGenerator>(
+    _ values: [[UInt8]], displacement: Int, using generator: inout Generator
+) -> [[UInt8]] {
+    // Sorting by index + a jitter in 0...displacement moves no element further than that.
+    let keys = values.indices.map { ($0 + Int.random(in: 0...displacement, using: &generator), $0) }
+    return keys.sorted { $0 < $1 }.map { values[$0.1] }
+}
+
+/// The largest distance any value moved between `original` and `shuffled` (values distinct).
+func maximumDisplacement(_ original: [[UInt8]], _ shuffled: [[UInt8]]) -> Int {
+    var position: [[UInt8]: Int] = [:]
+    for (index, value) in original.enumerated() { position[value] = index }
+    return shuffled.enumerated().map { abs($0.offset - (position[$0.element] ?? $0.offset)) }.max() ?? 0
+}

@@ -1,0 +1,121 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Foundation
+import Logging
+
+/// Where finished log lines go. `standardError` writes each line with a single `write(2)`
+/// under a process-wide lock, so lines from concurrent tasks never interleave.
+public struct LogLineWriter: Sendable {
+    private let writeLine: @Sendable (String) -> Void
+
+    /// `writeLine` receives each line without its trailing newline.
+    public init(_ writeLine: @escaping @Sendable (String) -> Void) {
+        self.writeLine = writeLine
+    }
+
+    public func write(_ line: String) { writeLine(line) }
+
+    public static let standardError = LogLineWriter { line in
+        FileDescriptorLineWriter.standardError.write(line)
+    }
+}
+
+/// Serialises whole-line writes to one descriptor.
+final class FileDescriptorLineWriter: Sendable {
+    static let standardError = FileDescriptorLineWriter(fd: STDERR_FILENO)
+
+    private let fd: Int32
+    // NSLock is Sendable; it guards nothing but the ordering of writes to `fd`.
+    private let lock = NSLock()
+
+    init(fd: Int32) { self.fd = fd }
+
+    func write(_ line: String) {
+        var bytes = Array(line.utf8)
+        bytes.append(UInt8(ascii: "\n"))
+        lock.lock()
+        defer { lock.unlock() }
+        bytes.withUnsafeBytes { buffer in
+            var offset = 0
+            while offset < buffer.count {
+                #if canImport(Glibc)
+                let written = Glibc.write(fd, buffer.baseAddress! + offset, buffer.count - offset)
+                #else
+                let written = Darwin.write(fd, buffer.baseAddress! + offset, buffer.count - offset)
+                #endif
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    return  // Nowhere left to report a failing log stream.
+                }
+                offset += written
+            }
+        }
+    }
+}
+
+/// A swift-log handler for daemon mode: one line per record on standard error, with the
+/// journal's priority prefix when standard error is the journal (see `JournalStream`) and a
+/// plain `LEVEL message key=value` line otherwise.
+public struct DaemonLogHandler: LogHandler {
+    public let label: String
+    public let format: LogLineFormat
+    public var logLevel: Logger.Level
+    public var metadata: Logger.Metadata
+    public var metadataProvider: Logger.MetadataProvider?
+    private let writer: LogLineWriter
+
+    public init(
+        label: String,
+        format: LogLineFormat,
+        logLevel: Logger.Level = .info,
+        metadata: Logger.Metadata = [:],
+        metadataProvider: Logger.MetadataProvider? = nil,
+        writer: LogLineWriter = .standardError
+    ) {
+        self.label = label
+        self.format = format
+        self.logLevel = logLevel
+        self.metadata = metadata
+        self.metadataProvider = metadataProvider
+        self.writer = writer
+    }
+
+    /// The handler for standard error, in the form its destination understands.
+    public static func standardError(label: String, logLevel: Logger.Level = .info) -> DaemonLogHandler {
+        DaemonLogHandler(
+            label: label, format: JournalStream.isStandardErrorJournal ? .journal : .plain, logLevel: logLevel)
+    }
+
+    /// Installs this handler for every logger of the process. swift-log allows this once per
+    /// process; call it first thing in the daemon command.
+    public static func bootstrap(logLevel: Logger.Level = .info) {
+        let format: LogLineFormat = JournalStream.isStandardErrorJournal ? .journal : .plain
+        LoggingSystem.bootstrap { label in
+            DaemonLogHandler(label: label, format: format, logLevel: logLevel)
+        }
+    }
+
+    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    public func log(event: LogEvent) {
+        // Later sources win: handler metadata, then the provider's, then the record's own.
+        var merged = metadata
+        if let provided = metadataProvider?.get() {
+            merged.merge(provided) { _, new in new }
+        }
+        if let own = event.metadata {
+            merged.merge(own) { _, new in new }
+        }
+        if let error = event.error, merged["error"] == nil {
+            merged["error"] = .string(String(describing: error))
+        }
+        writer.write(
+            LogLineFormatter.line(format: format, level: event.level, message: event.message.description, metadata: merged))
+    }
+}

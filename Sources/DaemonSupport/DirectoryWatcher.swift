@@ -1,0 +1,44 @@
+#if canImport(Glibc)
+import Glibc
+import Dispatch
+
+/// Watches one directory through inotify and signals a `ChangeSignal` whenever a file in it
+/// is created, finished writing, moved in or out, removed, or changes attributes. The
+/// descriptor is read by a dispatch source, so nothing polls and no thread blocks.
+final class DirectoryWatcher: Sendable {
+    // Dispatch sources are thread-safe objects; the reference is only used to cancel it.
+    private nonisolated(unsafe) let source: any DispatchSourceRead
+
+    /// Starts watching; nil when inotify is not available (no kernel support, or the
+    /// per-user instance or watch limit is reached), in which case callers rescan on a timer.
+    init?(directory: String, signal: ChangeSignal) {
+        let fd = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
+        guard fd >= 0 else { return nil }
+        let mask = UInt32(IN_CREATE | IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_ATTRIB
+            | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR)
+        guard inotify_add_watch(fd, directory, mask) >= 0 else {
+            close(fd)
+            return nil
+        }
+        let source = DispatchSource.makeReadSource(
+            fileDescriptor: fd, queue: DispatchQueue(label: "bletransfer.outbox.inotify"))
+        source.setEventHandler {
+            // The events themselves do not matter, only that something happened: drain the
+            // queue (an overflow also lands here) and let the reader rescan.
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while true {
+                let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+                if count > 0 { continue }
+                if count < 0 && errno == EINTR { continue }
+                break
+            }
+            signal.signal()
+        }
+        source.setCancelHandler { close(fd) }
+        source.resume()
+        self.source = source
+    }
+
+    deinit { source.cancel() }
+}
+#endif

@@ -1,0 +1,124 @@
+import Logging
+
+/// How a daemon log record becomes one line of text.
+///
+/// - `journal`: `<N>message key=value …`, where `<N>` is the syslog priority that the journal
+///   strips and records as the entry's priority (sd-daemon(3): `<3>` error … `<7>` debug).
+/// - `plain`: `LEVEL message key=value …`, for a terminal or a log file.
+///
+/// Metadata is rendered in key order so equal records give equal lines; values holding
+/// spaces, quotes, `=` or control characters are quoted with backslash escapes, so a line
+/// never breaks and `key=value` pairs stay unambiguous.
+public enum LogLineFormat: Sendable, Equatable {
+    case journal
+    case plain
+}
+
+public enum LogLineFormatter {
+    /// The whole line, without the trailing newline.
+    public static func line(
+        format: LogLineFormat, level: Logger.Level, message: String, metadata: Logger.Metadata
+    ) -> String {
+        var line: String
+        switch format {
+        case .journal: line = "<\(syslogPriority(level))>"
+        case .plain: line = levelName(level) + " "
+        }
+        line += escapedMessage(message)
+        for key in metadata.keys.sorted() {
+            line += " " + renderKey(key) + "=" + render(metadata[key]!)
+        }
+        return line
+    }
+
+    /// syslog(3) priorities as journald reads them from a `<N>` prefix.
+    public static func syslogPriority(_ level: Logger.Level) -> Int {
+        switch level {
+        case .critical: 2  // LOG_CRIT
+        case .error: 3  // LOG_ERR
+        case .warning: 4  // LOG_WARNING
+        case .notice: 5  // LOG_NOTICE
+        case .info: 6  // LOG_INFO
+        case .debug, .trace: 7  // LOG_DEBUG
+        }
+    }
+
+    public static func levelName(_ level: Logger.Level) -> String {
+        switch level {
+        case .trace: "TRACE"
+        case .debug: "DEBUG"
+        case .info: "INFO"
+        case .notice: "NOTICE"
+        case .warning: "WARNING"
+        case .error: "ERROR"
+        case .critical: "CRITICAL"
+        }
+    }
+
+    /// The message keeps its spaces but not its line breaks: the journal would split it into
+    /// several entries, a reader of a plain log into unrelated lines.
+    static func escapedMessage(_ message: String) -> String {
+        var result = ""
+        result.unicodeScalars.reserveCapacity(message.unicodeScalars.count)
+        for scalar in message.unicodeScalars {
+            switch scalar {
+            case "\n": result += "\\n"
+            case "\r": result += "\\r"
+            case "\t": result += "\\t"
+            default:
+                if scalar.value < 0x20 || scalar.value == 0x7F {
+                    result += hexEscape(scalar)
+                } else {
+                    result.unicodeScalars.append(scalar)
+                }
+            }
+        }
+        return result
+    }
+
+    static func renderKey(_ key: String) -> String {
+        if key.isEmpty { return "_" }
+        return String(key.map { $0.isWhitespace || $0 == "=" || $0 == "\"" || $0.asciiValue.map { $0 < 0x20 } == true ? "_" : $0 })
+    }
+
+    static func render(_ value: Logger.MetadataValue) -> String {
+        switch value {
+        case .string(let text): quotedIfNeeded(text)
+        case .stringConvertible(let convertible): quotedIfNeeded(convertible.description)
+        case .array(let values): "[" + values.map(render).joined(separator: ",") + "]"
+        case .dictionary(let dictionary):
+            "{" + dictionary.keys.sorted().map { renderKey($0) + "=" + render(dictionary[$0]!) }.joined(separator: ",") + "}"
+        }
+    }
+
+    static func quotedIfNeeded(_ text: String) -> String {
+        let needsQuotes = text.isEmpty || text.unicodeScalars.contains { scalar in
+            scalar.value <= 0x20 || scalar.value == 0x7F || scalar == "\"" || scalar == "=" || scalar == "\\"
+                || scalar == "," || scalar == "[" || scalar == "]" || scalar == "{" || scalar == "}"
+                || scalar.properties.isWhitespace
+        }
+        guard needsQuotes else { return text }
+        var result = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": result += "\\\""
+            case "\\": result += "\\\\"
+            case "\n": result += "\\n"
+            case "\r": result += "\\r"
+            case "\t": result += "\\t"
+            default:
+                if scalar.value < 0x20 || scalar.value == 0x7F {
+                    result += hexEscape(scalar)
+                } else {
+                    result.unicodeScalars.append(scalar)
+                }
+            }
+        }
+        return result + "\""
+    }
+
+    private static func hexEscape(_ scalar: Unicode.Scalar) -> String {
+        let hex = String(scalar.value, radix: 16)
+        return "\\x" + (hex.count < 2 ? "0" + hex : hex)
+    }
+}

@@ -1,0 +1,69 @@
+#if canImport(Glibc)
+import Glibc
+import SystemPackage
+
+/// Moves a file to a new name in one step without ever replacing an existing file.
+///
+/// `renameat2(…, RENAME_NOREPLACE)` does exactly that, but the Glibc module does not export
+/// it, so it is looked up at run time. File systems that refuse the flag get `link` + `unlink`
+/// (also refuses to overwrite; a crash between the two leaves the file under both names).
+enum NoReplaceMove {
+    private typealias RenameAt2 = @convention(c) (
+        Int32, UnsafePointer<CChar>, Int32, UnsafePointer<CChar>, UInt32
+    ) -> Int32
+
+    private static let renameNoReplaceFlag: UInt32 = 1  // RENAME_NOREPLACE, linux/fs.h
+
+    // Looked up once.
+    private static let renameAt2: RenameAt2? = {
+        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "renameat2") else { return nil }
+        return unsafeBitCast(symbol, to: RenameAt2.self)
+    }()
+
+    /// Throws `.fileExists` when `destination` is taken.
+    static func move(_ source: String, to destination: String) throws(Errno) {
+        if let renameAt2 {
+            if renameAt2(AT_FDCWD, source, AT_FDCWD, destination, renameNoReplaceFlag) == 0 { return }
+            let error = Errno(rawValue: errno)
+            guard error == .invalidArgument || error == .noFunction || error == .notSupported else { throw error }
+        }
+        guard link(source, destination) == 0 else { throw Errno(rawValue: errno) }
+        guard unlink(source) == 0 else {
+            let error = Errno(rawValue: errno)
+            _ = unlink(destination)
+            throw error
+        }
+    }
+
+    /// Moves `source` into `directory` under `name`, or `name-1.ext`, `name-2.ext`… when taken;
+    /// returns the name used.
+    static func moveAvoidingNames(_ source: String, into directory: String, name: String) throws(Errno) -> String {
+        for attempt in 0..<10_000 {
+            let candidate = attempt == 0 ? name : numbered(name, attempt)
+            do {
+                try move(source, to: directory + "/" + candidate)
+                return candidate
+            } catch .fileExists {
+                continue
+            }
+        }
+        throw .fileExists
+    }
+
+    /// "report.txt" → "report-1.txt"; "report" → "report-1"; ".hidden" → ".hidden-1".
+    static func numbered(_ name: String, _ number: Int) -> String {
+        if let dot = name.lastIndex(of: "."), dot != name.startIndex {
+            return "\(name[..<dot])-\(number)\(name[dot...])"
+        }
+        return "\(name)-\(number)"
+    }
+
+    /// Makes renames in `directory` durable.
+    static func syncDirectory(_ directory: String) {
+        let fd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        _ = fsync(fd)
+        _ = close(fd)
+    }
+}
+#endif

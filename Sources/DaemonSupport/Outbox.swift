@@ -1,0 +1,398 @@
+#if canImport(Glibc)
+import Glibc
+import Foundation
+import SystemPackage
+
+/// The sender daemon's queue: a directory whose regular files are messages to send.
+///
+/// - Order: oldest modification time first, ties broken by file name (byte order).
+/// - Ignored: names starting with `.`, names ending in `.part`, `.partial`, `.tmp`, `.temp`,
+///   `.swp`, `.crdownload`, `.filepart` or `~`, and anything that is not a regular file
+///   (subdirectories such as `sent/` and `failed/`, symbolic links, pipes).
+/// - Still being written: a file whose status changed (`ctime`: every write, rename or chmod)
+///   less than `settleTime` ago waits. Users should still drop files in atomically — write
+///   them elsewhere on the same file system (or under a dot-name in the outbox) and `mv` them
+///   in — because a writer that pauses longer than `settleTime` would otherwise be read early.
+/// - Delivered files are moved into `sent/`, files that can never be sent (over `maxFileSize`,
+///   empty, unreadable) into `failed/` with a `NAME.reason` file; neither move replaces an
+///   existing file (a `-1`, `-2`… suffix is added).
+/// - State is only the file system: a new `Outbox` on the same directory (after a restart)
+///   serves exactly the files not yet moved to `sent/`. Only a crash between the peer's
+///   acknowledgement and the move can make a file go out twice.
+/// - A file being served is locked (`flock`), so two daemons sharing one outbox never serve
+///   the same file at once.
+public actor Outbox {
+    public nonisolated let directory: FilePath
+    public nonisolated let sentDirectory: FilePath
+    public nonisolated let failedDirectory: FilePath
+    /// Largest file served; larger ones go to `failed/`.
+    public nonisolated let maxFileSize: Int
+    /// How long a file must be left alone before it is served.
+    public nonisolated let settleTime: Duration
+    /// How often the directory is rescanned without a change notification: rarely (a safety
+    /// net) with inotify, more often without.
+    public nonisolated let rescanInterval: Duration
+    /// False when inotify could not be set up and changes are found by rescanning only.
+    public nonisolated var watchesChanges: Bool { watcher != nil }
+
+    private nonisolated let changes = ChangeSignal()
+    private nonisolated let watcher: DirectoryWatcher?
+    private nonisolated let report: @Sendable (OutboxNotice) -> Void
+    private nonisolated let clock: @Sendable () -> FileTime
+
+    /// Files this instance serves, by identity, with the locked descriptor.
+    private var claims: [FileIdentity: FileDescriptor] = [:]
+    /// Bad files that could not be moved to `failed/`, skipped until their status changes.
+    private var skipped: Set<FileIdentity> = []
+
+    public static let defaultSettleTime: Duration = .seconds(2)
+    static let ignoredSuffixes = [".part", ".partial", ".tmp", ".temp", ".swp", ".crdownload", ".filepart", "~"]
+
+    /// Opens the outbox, creating it and its `sent/` and `failed/` subdirectories when missing.
+    /// `report` hears about files moved to `failed/` or skipped.
+    public init(
+        directory: FilePath,
+        maxFileSize: Int,
+        settleTime: Duration = Outbox.defaultSettleTime,
+        rescanInterval: Duration? = nil,
+        report: @escaping @Sendable (OutboxNotice) -> Void = { _ in }
+    ) throws(OutboxError) {
+        try self.init(
+            directory: directory, maxFileSize: maxFileSize, settleTime: settleTime,
+            rescanInterval: rescanInterval, report: report, clock: FileTime.now)
+    }
+
+    /// `clock` stands in for the wall clock in tests of the settle time; `watchChanges: false`
+    /// tests the rescan that stands in for inotify where it is missing.
+    init(
+        directory: FilePath,
+        maxFileSize: Int,
+        settleTime: Duration,
+        rescanInterval: Duration?,
+        report: @escaping @Sendable (OutboxNotice) -> Void,
+        clock: @escaping @Sendable () -> FileTime,
+        watchChanges: Bool = true
+    ) throws(OutboxError) {
+        self.directory = directory
+        self.sentDirectory = directory.appending("sent")
+        self.failedDirectory = directory.appending("failed")
+        self.maxFileSize = max(0, maxFileSize)
+        self.settleTime = max(.zero, settleTime)
+        self.report = report
+        self.clock = clock
+        for path in [directory, sentDirectory, failedDirectory] {
+            try Self.prepareDirectory(path.string)
+        }
+        let watcher = watchChanges ? DirectoryWatcher(directory: directory.string, signal: changes) : nil
+        self.watcher = watcher
+        self.rescanInterval = rescanInterval ?? (watcher == nil ? .seconds(2) : .seconds(60))
+    }
+
+    deinit {
+        for fd in claims.values { try? fd.close() }
+    }
+
+    // MARK: Serving
+
+    /// The first file ready to send, now; nil when there is none. The file stays claimed by
+    /// this instance (and returned again by later calls) until `markDelivered` or `release`.
+    public func next() throws(OutboxError) -> OutboxFile? {
+        try scan().file
+    }
+
+    /// Waits until a file is ready and returns it (see `next`). Wakes on directory changes
+    /// and when a file still settling becomes ready; throws `CancellationError` when the task
+    /// is cancelled.
+    public func waitForFile() async throws -> OutboxFile {
+        while true {
+            try Task.checkCancellation()
+            let seen = changes.generation
+            let result = try scan()
+            if let file = result.file { return file }
+            var timeout = rescanInterval
+            if let settlesAt = result.nextSettleTime {
+                timeout = min(timeout, max(.milliseconds(1), settlesAt - clock()))
+            }
+            await changes.wait(after: seen, timeout: timeout)
+        }
+    }
+
+    /// Moves a delivered file into `sent/` (never over an existing file) and drops the claim.
+    /// Returns its new path, or nil when the outbox no longer holds that file (removed or
+    /// replaced by another file of the same name while it was being sent).
+    @discardableResult
+    public func markDelivered(_ file: OutboxFile) throws(OutboxError) -> FilePath? {
+        defer { dropClaim(FileIdentity(file)) }
+        var status = stat()
+        guard lstat(file.path.string, &status) == 0, FileIdentity(status) == FileIdentity(file) else { return nil }
+        do {
+            let name = try NoReplaceMove.moveAvoidingNames(file.path.string, into: sentDirectory.string, name: file.name)
+            NoReplaceMove.syncDirectory(sentDirectory.string)
+            NoReplaceMove.syncDirectory(directory.string)
+            return sentDirectory.appending(name)
+        } catch {
+            throw .moveFailed(from: file.path.string, to: sentDirectory.string, error)
+        }
+    }
+
+    /// Gives up the claim on a file that was not delivered; it stays in the outbox.
+    public func release(_ file: OutboxFile) {
+        dropClaim(FileIdentity(file))
+    }
+
+    /// The names of the files that are waiting, in the order they will be served (settling
+    /// files included, bad ones not yet moved included).
+    public func pendingFileNames() throws(OutboxError) -> [String] {
+        try candidates().map(\.name)
+    }
+
+    // MARK: Scanning
+
+    private struct Candidate {
+        let name: String
+        let identity: FileIdentity
+        let size: Int
+        let modified: FileTime
+        let changed: FileTime
+    }
+
+    private func candidates() throws(OutboxError) -> [Candidate] {
+        guard let dir = opendir(directory.string) else {
+            throw .cannotList(directory.string, Errno(rawValue: errno))
+        }
+        defer { closedir(dir) }
+        var found: [Candidate] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
+            }
+            guard !Self.isIgnoredName(name) else { continue }
+            var status = stat()
+            guard lstat(directory.appending(name).string, &status) == 0,
+                  status.st_mode & S_IFMT == S_IFREG
+            else { continue }
+            found.append(Candidate(
+                name: name, identity: FileIdentity(status), size: Int(status.st_size),
+                modified: FileTime(status.st_mtim), changed: FileTime(status.st_ctim)))
+        }
+        return found.sorted { a, b in
+            a.modified != b.modified ? a.modified < b.modified : a.name.utf8.lexicographicallyPrecedes(b.name.utf8)
+        }
+    }
+
+    private func scan() throws(OutboxError) -> (file: OutboxFile?, nextSettleTime: FileTime?) {
+        let now = clock()
+        var nextSettleTime: FileTime?
+        let found = try candidates()
+        // Forget claims and skips of files that are gone or changed.
+        let present = Set(found.map(\.identity))
+        for identity in claims.keys where !present.contains(identity) { dropClaim(identity) }
+        skipped = skipped.intersection(present)
+
+        for candidate in found {
+            if skipped.contains(candidate.identity) { continue }
+            let settlesAt = candidate.changed + settleTime
+            // A change time far in the future means the clock was set back; waiting for it
+            // could take forever.
+            if now < settlesAt && settlesAt - now <= settleTime {
+                nextSettleTime = min(nextSettleTime ?? settlesAt, settlesAt)
+                continue
+            }
+            if candidate.size > maxFileSize {
+                quarantine(candidate, reason: "\(candidate.size) bytes is over the limit of \(maxFileSize) bytes")
+                continue
+            }
+            if candidate.size == 0 {
+                quarantine(candidate, reason: "the file is empty, and an empty message cannot be sent")
+                continue
+            }
+            switch claimAndRead(candidate) {
+            case .file(let file):
+                // One file at a time: moving on from a file gives it up for other daemons.
+                for identity in claims.keys where identity != candidate.identity { dropClaim(identity) }
+                return (file, nil)
+            case .busy: continue
+            case .changed:
+                nextSettleTime = min(nextSettleTime ?? now + settleTime, now + settleTime)
+            case .unusable(let reason): quarantine(candidate, reason: reason)
+            }
+        }
+        return (nil, nextSettleTime)
+    }
+
+    private enum ClaimResult {
+        case file(OutboxFile)
+        /// Locked by another process, or gone.
+        case busy
+        /// Modified while it was read: try again once it settled.
+        case changed
+        case unusable(String)
+    }
+
+    private func claimAndRead(_ candidate: Candidate) -> ClaimResult {
+        let path = directory.appending(candidate.name)
+        let fd: FileDescriptor
+        var ownsDescriptor = false
+        if let claimed = claims[candidate.identity] {
+            fd = claimed
+        } else {
+            do {
+                // Non-blocking so that a pipe swapped in after `lstat` cannot hang us;
+                // no-follow so that a symbolic link swapped in cannot send another file.
+                fd = try FileDescriptor.open(
+                    path, .readOnly, options: [.closeOnExec, .noFollow, .nonBlocking])
+            } catch .noSuchFileOrDirectory {
+                return .busy
+            } catch .tooManySymbolicLinkLevels {
+                return .busy
+            } catch {
+                return .unusable("cannot open it: \(error)")
+            }
+            ownsDescriptor = true
+            guard flock(fd.rawValue, LOCK_EX | LOCK_NB) == 0 else {
+                try? fd.close()
+                return .busy
+            }
+        }
+        func giveUp(_ result: ClaimResult) -> ClaimResult {
+            if ownsDescriptor { try? fd.close() } else { dropClaim(candidate.identity) }
+            return result
+        }
+        // The name must still lead to the file that was locked: another daemon may have
+        // moved it to sent/ between our open and our lock.
+        var before = stat()
+        var byName = stat()
+        guard fstat(fd.rawValue, &before) == 0, before.st_mode & S_IFMT == S_IFREG,
+              lstat(path.string, &byName) == 0, FileIdentity(byName) == FileIdentity(before),
+              FileIdentity(before) == candidate.identity
+        else { return giveUp(.busy) }
+
+        let limit = maxFileSize
+        var bytes = [UInt8]()
+        do {
+            // One byte more than expected reveals a file that grew meanwhile.
+            bytes = try [UInt8](unsafeUninitializedCapacity: min(limit, candidate.size) + 1) { buffer, count in
+                count = 0
+                let raw = UnsafeMutableRawBufferPointer(buffer)
+                while count < raw.count {
+                    let read = try fd.read(
+                        fromAbsoluteOffset: Int64(count), into: UnsafeMutableRawBufferPointer(rebasing: raw[count...]))
+                    if read == 0 { break }
+                    count += read
+                }
+            }
+        } catch {
+            return giveUp(.unusable("cannot read it: \(error)"))
+        }
+        var after = stat()
+        guard fstat(fd.rawValue, &after) == 0 else { return giveUp(.unusable("cannot read it: \(Errno(rawValue: errno))")) }
+        if FileTime(after.st_ctim) != FileTime(before.st_ctim) || Int(after.st_size) != bytes.count {
+            if bytes.count > limit {
+                return giveUp(.unusable("\(after.st_size) bytes is over the limit of \(limit) bytes"))
+            }
+            return giveUp(.changed)
+        }
+        claims[candidate.identity] = fd
+        return .file(OutboxFile(
+            name: candidate.name, path: path, bytes: bytes,
+            modificationTime: FileTime(after.st_mtim).date,
+            device: candidate.identity.device, inode: candidate.identity.inode))
+    }
+
+    private func quarantine(_ candidate: Candidate, reason: String) {
+        dropClaim(candidate.identity)
+        let source = directory.appending(candidate.name).string
+        do {
+            let name = try NoReplaceMove.moveAvoidingNames(source, into: failedDirectory.string, name: candidate.name)
+            writeReason(reason, for: name)
+            NoReplaceMove.syncDirectory(failedDirectory.string)
+            NoReplaceMove.syncDirectory(directory.string)
+            report(.quarantined(name: candidate.name, reason: reason, movedTo: failedDirectory.appending(name)))
+        } catch .noSuchFileOrDirectory {
+            return  // Removed meanwhile: nothing to do.
+        } catch {
+            skipped.insert(candidate.identity)
+            report(.skipped(name: candidate.name, reason: "\(reason); moving it to \(failedDirectory) failed: \(error)"))
+        }
+    }
+
+    private func writeReason(_ reason: String, for name: String) {
+        let reasonPath = failedDirectory.appending(name + ".reason")
+        guard let fd = try? FileDescriptor.open(
+            reasonPath, .writeOnly, options: [.create, .truncate, .closeOnExec, .noFollow],
+            permissions: [.ownerReadWrite, .groupRead, .otherRead])
+        else { return }
+        _ = try? fd.closeAfter { try fd.writeAll(Array((reason + "\n").utf8)) }
+    }
+
+    private func dropClaim(_ identity: FileIdentity) {
+        if let fd = claims.removeValue(forKey: identity) { try? fd.close() }
+    }
+
+    static func isIgnoredName(_ name: String) -> Bool {
+        name.isEmpty || name.hasPrefix(".") || ignoredSuffixes.contains { name.hasSuffix($0) }
+    }
+
+    private static func prepareDirectory(_ path: String) throws(OutboxError) {
+        var status = stat()
+        if lstat(path, &status) == 0 {
+            guard status.st_mode & S_IFMT == S_IFDIR else { throw .notADirectory(path) }
+        } else if mkdir(path, 0o755) != 0 && errno != EEXIST {
+            throw .cannotCreate(path, Errno(rawValue: errno))
+        }
+        guard access(path, W_OK | X_OK) == 0 else { throw .notWritable(path, Errno(rawValue: errno)) }
+    }
+}
+
+/// Device and inode: which file, whatever its name.
+struct FileIdentity: Hashable, Sendable {
+    let device: UInt64
+    let inode: UInt64
+
+    init(_ status: stat) {
+        device = UInt64(status.st_dev)
+        inode = UInt64(status.st_ino)
+    }
+
+    init(_ file: OutboxFile) {
+        device = file.device
+        inode = file.inode
+    }
+}
+
+/// A file-system time stamp with nanoseconds.
+struct FileTime: Comparable, Sendable {
+    let nanoseconds: Int128
+
+    init(nanoseconds: Int128) { self.nanoseconds = nanoseconds }
+
+    init(_ time: timespec) {
+        nanoseconds = Int128(time.tv_sec) * 1_000_000_000 + Int128(time.tv_nsec)
+    }
+
+    @Sendable static func now() -> FileTime {
+        var time = timespec()
+        clock_gettime(CLOCK_REALTIME, &time)
+        return FileTime(time)
+    }
+
+    var date: Date { Date(timeIntervalSince1970: Double(nanoseconds) / 1e9) }
+
+    static func < (a: FileTime, b: FileTime) -> Bool { a.nanoseconds < b.nanoseconds }
+
+    static func + (time: FileTime, duration: Duration) -> FileTime {
+        FileTime(nanoseconds: time.nanoseconds + duration.nanosecondsTotal)
+    }
+
+    static func - (a: FileTime, b: FileTime) -> Duration {
+        .nanoseconds(Int64(clamping: a.nanoseconds - b.nanoseconds))
+    }
+}
+
+extension Duration {
+    var nanosecondsTotal: Int128 {
+        let (seconds, attoseconds) = components
+        return Int128(seconds) * 1_000_000_000 + Int128(attoseconds / 1_000_000_000)
+    }
+}
+#endif

@@ -1,0 +1,56 @@
+import Foundation
+import SystemPackage
+
+/// One message waiting in the outbox, read whole. While the `Outbox` that returned it has not
+/// been told `markDelivered` or `release`, it holds an advisory lock on the file so that a
+/// second daemon sharing the directory does not serve it too.
+public struct OutboxFile: Sendable, Equatable, CustomStringConvertible {
+    /// The file name inside the outbox.
+    public let name: String
+    public let path: FilePath
+    /// The payload: the file's bytes as they were when it was claimed.
+    public let bytes: [UInt8]
+    public let modificationTime: Date
+    /// Identity of the file (not of its name): a file replaced under the same name is another
+    /// message.
+    let device: UInt64
+    let inode: UInt64
+
+    public var size: Int { bytes.count }
+
+    public var description: String { "\(name) (\(bytes.count) bytes)" }
+}
+
+/// Something the outbox did on its own that the daemon should log.
+public enum OutboxNotice: Sendable, Equatable, CustomStringConvertible {
+    /// A file that can never be sent was moved into `failed/`, with a `.reason` file beside it.
+    case quarantined(name: String, reason: String, movedTo: FilePath)
+    /// A file that can never be sent could not be moved away either; it stays where it is and
+    /// is skipped until it changes.
+    case skipped(name: String, reason: String)
+
+    public var description: String {
+        switch self {
+        case .quarantined(let name, let reason, let movedTo): "outbox file \(name) moved to \(movedTo): \(reason)"
+        case .skipped(let name, let reason): "outbox file \(name) skipped: \(reason)"
+        }
+    }
+}
+
+public enum OutboxError: Error, Sendable, Equatable, CustomStringConvertible {
+    case notADirectory(String)
+    case cannotCreate(String, Errno)
+    case notWritable(String, Errno)
+    case cannotList(String, Errno)
+    case moveFailed(from: String, to: String, Errno)
+
+    public var description: String {
+        switch self {
+        case .notADirectory(let path): "outbox \(path) exists and is not a directory"
+        case .cannotCreate(let path, let errno): "cannot create outbox directory \(path): \(errno)"
+        case .notWritable(let path, let errno): "cannot write into outbox directory \(path): \(errno)"
+        case .cannotList(let path, let errno): "cannot list outbox directory \(path): \(errno)"
+        case .moveFailed(let from, let to, let errno): "cannot move \(from) to \(to): \(errno)"
+        }
+    }
+}

@@ -1,0 +1,39 @@
+/// What to tell a user whose process may not talk to BlueZ (manager state `unauthorized`).
+///
+/// Facts behind the text (docs/unattended.md has the details): BlueZ installs its D-Bus policy
+/// as `/etc/dbus-1/system.d/bluetooth.conf` (some systems: `/usr/share/dbus-1/system.d/`).
+/// Debian's copy lets every local user send to `org.bluez` (`<policy context="default">`) and
+/// also names the group `bluetooth`; stricter policies keep only the group rule. dbus-daemon
+/// decides group membership from the user database (`/etc/group`), not from the supplementary
+/// groups of the calling process, and reads it when the connection is made: after
+/// `usermod -aG bluetooth`, the bus must be reloaded and the program restarted.
+public enum PermissionAdvice {
+    /// The group that BlueZ's D-Bus policy lets talk to `org.bluez`.
+    public static let bluetoothGroup = "bluetooth"
+    /// Where distributions install BlueZ's D-Bus policy.
+    public static let policyFile = "/etc/dbus-1/system.d/bluetooth.conf"
+
+    /// One line for the `unauthorized` state, when the user is not known.
+    public static let unauthorized = unauthorized(user: nil)
+
+    /// One line for the `unauthorized` state: which group to join, which file grants it, and
+    /// what to reload. `user` is the account name to put in the command, when known.
+    public static func unauthorized(user: String?) -> String {
+        "D-Bus policy denies access to org.bluez: " + remedy(user: user)
+    }
+
+    /// What to change, without saying what failed.
+    public static func remedy(user: String?) -> String {
+        let who = user ?? "$USER"
+        return "add the user to the '\(bluetoothGroup)' group "
+            + "(sudo usermod -aG \(bluetoothGroup) \(who); then sudo systemctl reload dbus and start again), "
+            + "or allow it in \(policyFile) with <policy group=\"\(bluetoothGroup)\"><allow send_destination=\"org.bluez\"/></policy>"
+    }
+
+    /// One line for a D-Bus `AccessDenied` error on a given call, keeping the bus's own words.
+    public static func accessDenied(call: String, busMessage: String?, user: String?) -> String {
+        var line = "\(call) was refused by the D-Bus policy"
+        if let busMessage, !busMessage.isEmpty { line += " (\(busMessage))" }
+        return line + ": " + remedy(user: user)
+    }
+}

@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# Tests scripts/install-service.sh in throwaway roots (--root), so nothing on this machine
+# changes, and checks the installed units with systemd-analyze and the udev rule's matches.
+#
+#   scripts/test-install-service.sh [--binary PATH]   (default: a stand-in executable)
+#
+# Ends with "install-service: N passed, M failed"; exits non-zero when anything failed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+repo="$PWD"
+installer="$repo/scripts/install-service.sh"
+
+binary=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --binary) binary="$2"; shift 2 ;;
+    *) echo "test-install-service: unknown option '$1'" >&2; exit 64 ;;
+  esac
+done
+
+passed=0 failed=0
+check() { # description command…
+  local description="$1"; shift
+  if "$@" >/dev/null 2>&1; then
+    passed=$((passed + 1)); echo "ok   $description"
+  else
+    failed=$((failed + 1)); echo "FAIL $description"
+  fi
+}
+file_has() { grep -q -- "$2" "$1"; }
+file_lacks() { ! grep -q -- "$2" "$1"; }
+mode_is() { [ "$(stat -c %a "$1")" = "$2" ]; }
+owner_is() { [ "$(stat -c %u:%g "$1")" = "$2" ]; }
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "test-install-service: needs root (useradd --root chroots); skipped"
+  echo "install-service: 0 passed, 0 failed"
+  exit 0
+fi
+
+work=$(mktemp -d /tmp/bletransfer-install-test.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+if [ -z "$binary" ]; then
+  binary="$work/bletransfer"
+  printf '#!/bin/sh\necho bletransfer stand-in\n' > "$binary"
+  chmod 0755 "$binary"
+fi
+
+# A root with just enough of /etc for useradd, and the distribution's units for
+# systemd-analyze verify (it resolves sysinit.target, basic.target… inside the root).
+new_root() {
+  local dir="$work/$1"
+  mkdir -p "$dir/etc" "$dir/usr/lib/systemd"
+  printf 'root:x:0:0:root:/root:/bin/bash\n' > "$dir/etc/passwd"
+  printf 'root:x:0:\n' > "$dir/etc/group"
+  printf 'root:*:19000:0:99999:7:::\n' > "$dir/etc/shadow"
+  printf 'root:*::\n' > "$dir/etc/gshadow"
+  chmod 0640 "$dir/etc/shadow" "$dir/etc/gshadow"
+  if [ -d /usr/lib/systemd/system ]; then cp -a /usr/lib/systemd/system "$dir/usr/lib/systemd/"; fi
+  echo "$dir"
+}
+
+verify_units() { # root prefix
+  command -v systemd-analyze >/dev/null || return 0
+  local output
+  output=$(systemd-analyze verify --root="$1" bletransfer-receiver@hci0.service bletransfer-sender@hci1.service 2>&1) || { echo "$output" >&2; return 1; }
+  # verify exits 0 on some complaints (unknown keys, bad values): any output is a failure.
+  [ -z "$output" ] || { echo "$output" >&2; return 1; }
+}
+
+host_user=$(getent passwd bletransfer || true)
+host_rule=$(ls /etc/udev/rules.d/70-bletransfer.rules 2>/dev/null || true)
+
+echo "=== receiver install into a throwaway root"
+r1=$(new_root r1)
+check "install --role receiver succeeds" bash "$installer" --root "$r1" --role receiver --binary "$binary"
+check "binary installed executable" test -x "$r1/usr/local/bin/bletransfer"
+check "binary is the given one" cmp "$binary" "$r1/usr/local/bin/bletransfer"
+check "receiver unit installed" test -f "$r1/etc/systemd/system/bletransfer-receiver@.service"
+check "sender unit installed" test -f "$r1/etc/systemd/system/bletransfer-sender@.service"
+check "udev rule wants the receiver" file_has "$r1/etc/udev/rules.d/70-bletransfer.rules" 'SYSTEMD_WANTS}+="bletransfer-receiver@%k.service"'
+check "udev rule names its role" file_has "$r1/etc/udev/rules.d/70-bletransfer.rules" 'install-service.sh --role receiver'
+check "env file created" file_has "$r1/etc/default/bletransfer" '^BLETRANSFER_RECEIVER_OPTIONS='
+check "documentation installed" test -f "$r1/usr/local/share/doc/bletransfer/unattended.md"
+check "system user created" grep -q '^bletransfer:x:[0-9]*:[0-9]*:bletransfer daemon:/var/lib/bletransfer:/usr/sbin/nologin$' "$r1/etc/passwd"
+check "user is a system user (uid < 1000)" awk -F: '$1 == "bletransfer" { exit !($3 < 1000) }' "$r1/etc/passwd"
+check "user is in group bluetooth" grep -q '^bluetooth:x:[0-9]*:bletransfer$' "$r1/etc/group"
+check "group bletransfer exists" grep -q '^bletransfer:x:' "$r1/etc/group"
+uid=$(awk -F: '$1 == "bletransfer" {print $3}' "$r1/etc/passwd")
+gid=$(awk -F: '$1 == "bletransfer" {print $3}' "$r1/etc/group")
+check "inbox created 0750 for the user" mode_is "$r1/var/lib/bletransfer/inbox" 750
+check "inbox owned by the user" owner_is "$r1/var/lib/bletransfer/inbox" "$uid:$gid"
+check "host user database untouched" test "$host_user" = "$(getent passwd bletransfer || true)"
+check "host rules untouched" test "$host_rule" = "$(ls /etc/udev/rules.d/70-bletransfer.rules 2>/dev/null || true)"
+check "systemd-analyze verify: both units clean" verify_units "$r1"
+if command -v systemd-analyze >/dev/null; then
+  exposure=$(systemd-analyze security --offline=true --root="$r1" bletransfer-receiver@hci0.service 2>/dev/null | sed -n 's/.*Overall exposure level for [^:]*: \([0-9.]*\).*/\1/p')
+  echo "     systemd-analyze security exposure (0 best, 10 worst): ${exposure:-?}"
+  check "hardening exposure below 2.0" awk -v e="${exposure:-10}" 'BEGIN { exit !(e < 2.0) }'
+fi
+
+echo "=== running it again changes nothing and keeps local edits"
+echo 'BLETRANSFER_OPTIONS=--verbose' >> "$r1/etc/default/bletransfer"
+passwd_before=$(md5sum < "$r1/etc/passwd")
+group_before=$(md5sum < "$r1/etc/group")
+check "second install succeeds" bash "$installer" --root "$r1" --role receiver --binary "$binary"
+check "passwd unchanged" test "$passwd_before" = "$(md5sum < "$r1/etc/passwd")"
+check "group unchanged" test "$group_before" = "$(md5sum < "$r1/etc/group")"
+check "env file edits kept" file_has "$r1/etc/default/bletransfer" '^BLETRANSFER_OPTIONS=--verbose$'
+check "no temporary files left" bash -c "! find '$r1' -name '.*.new' | grep -q ."
+
+echo "=== switching to the sender role"
+check "install --role sender succeeds" bash "$installer" --root "$r1" --role sender --binary "$binary"
+check "udev rule wants the sender" file_has "$r1/etc/udev/rules.d/70-bletransfer.rules" 'SYSTEMD_WANTS}+="bletransfer-sender@%k.service"'
+check "udev rule no longer wants the receiver" file_lacks "$r1/etc/udev/rules.d/70-bletransfer.rules" 'bletransfer-receiver@'
+check "outbox created setgid 2770" mode_is "$r1/var/lib/bletransfer/outbox" 2770
+check "outbox owned by the user" owner_is "$r1/var/lib/bletransfer/outbox" "$uid:$gid"
+
+echo "=== another prefix"
+r2=$(new_root r2)
+check "install --prefix /opt/bletransfer succeeds" bash "$installer" --root "$r2" --prefix /opt/bletransfer --binary "$binary"
+check "binary under the prefix" test -x "$r2/opt/bletransfer/bin/bletransfer"
+check "units start the binary under the prefix" file_has "$r2/etc/systemd/system/bletransfer-receiver@.service" '^ExecStart=/opt/bletransfer/bin/bletransfer daemon --role receiver --adapter %i --output-dir /var/lib/bletransfer/inbox '
+check "units point at the documentation under the prefix" file_has "$r2/etc/systemd/system/bletransfer-sender@.service" '^Documentation=file:/opt/bletransfer/share/doc/bletransfer/unattended.md$'
+check "systemd-analyze verify with the prefix" verify_units "$r2"
+
+echo "=== uninstall"
+check "uninstall succeeds" bash "$installer" --root "$r1" --uninstall
+check "binary removed" test ! -e "$r1/usr/local/bin/bletransfer"
+check "units removed" test ! -e "$r1/etc/systemd/system/bletransfer-receiver@.service" -a ! -e "$r1/etc/systemd/system/bletransfer-sender@.service"
+check "rule removed" test ! -e "$r1/etc/udev/rules.d/70-bletransfer.rules"
+check "env file kept" test -f "$r1/etc/default/bletransfer"
+check "data kept" test -d "$r1/var/lib/bletransfer/outbox"
+check "user kept" grep -q '^bletransfer:' "$r1/etc/passwd"
+check "uninstall twice is fine" bash "$installer" --root "$r1" --uninstall
+
+echo "=== bad input gets a one-line error and status 64/66"
+status_and_one_line() { # expected-status args…
+  local expected="$1"; shift
+  local output status
+  output=$(bash "$installer" "$@" 2>&1 >/dev/null); status=$?
+  [ "$status" -eq "$expected" ] && [ "$(printf '%s\n' "$output" | wc -l)" -eq 1 ] && [[ "$output" == install-service:* ]]
+}
+check "unknown role" status_and_one_line 64 --root "$r2" --role both --binary "$binary"
+check "unknown option" status_and_one_line 64 --root "$r2" --frobnicate
+check "relative prefix" status_and_one_line 64 --root "$r2" --prefix usr/local --binary "$binary"
+check "missing binary" status_and_one_line 66 --root "$r2" --binary "$work/absent"
+check "root that does not exist" status_and_one_line 64 --root "$work/absent"
+
+echo "=== the udev rule matches controllers only"
+rule="$repo/udev/70-bletransfer.rules"
+# The rule's conditions, spelled out: it must stop for removals, other subsystems,
+# connection devices ("link") and names that are not hciN.
+check "skips remove events" file_has "$rule" '^ACTION=="remove", GOTO="bletransfer_end"$'
+check "skips other subsystems" file_has "$rule" '^SUBSYSTEM!="bluetooth", GOTO="bletransfer_end"$'
+check "skips connections (DEVTYPE link)" file_has "$rule" '^ENV{DEVTYPE}!="host", GOTO="bletransfer_end"$'
+check "skips non-hci names" file_has "$rule" '^KERNEL!="hci\[0-9\]\*", GOTO="bletransfer_end"$'
+check "label closes the rule" file_has "$rule" '^LABEL="bletransfer_end"$'
+check "units bind to the controller's device unit" file_has "$repo/udev/bletransfer-receiver@.service" '^BindsTo=sys-subsystem-bluetooth-devices-%i.device$'
+
+echo
+echo "install-service: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
