@@ -115,9 +115,8 @@ import Glibc
     @Test func corruptFramedPayloadIsADataFailure() {
         let hello = Hello(session: SessionID(rawValue: 7))
         var values = Self.framedValues(CentralTestData.binary(100), hello: hello)
-        // The last byte of the last data value: the first two bytes are its sequence number.
-        let corrupted = values.count - 2
-        values[corrupted][values[corrupted].count - 1] ^= 0x01
+        // A payload byte (values start with a sequence number).
+        values[values.count - 2][values[values.count - 2].count - 1] ^= 0x01
         var assembly = MessageAssembly(limits: .default, sentHello: hello, idleTimeout: .seconds(5))
         var last: MessageAssembly.Step?
         for value in values { last = assembly.handle(.value(value), at: .seconds(1)) }
