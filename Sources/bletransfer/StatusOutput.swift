@@ -16,7 +16,16 @@ enum StatusOutput {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         let data = try encoder.encode(report)
-        return String(decoding: data, as: UTF8.self)
+        // The report's own keys, plus the manager state each role would be in.
+        guard var object = try JSONSerialization.jsonObject(with: data) as? [String: Any] else {
+            return String(decoding: data, as: UTF8.self)
+        }
+        object["managerState"] = [
+            "send": StatusManagerState.state(for: .peripheral, report: report).rawValue,
+            "receive": StatusManagerState.state(for: .central, report: report).rawValue,
+        ]
+        let merged = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
+        return String(decoding: merged, as: UTF8.self)
     }
 
     static func text(_ report: BluetoothStatusReport) -> String {
@@ -69,6 +78,9 @@ enum StatusOutput {
             lines.append("  kernel:  \(kernelLine(controller))")
         }
         lines.append("")
+        let send = StatusManagerState.state(for: .peripheral, report: report)
+        let receive = StatusManagerState.state(for: .central, report: report)
+        lines.append("manager state: \(send.rawValue) for send, \(receive.rawValue) for receive")
         lines.append("\(report.verdict.status == .ready ? "ready" : "not ready"): \(report.verdict.message)")
         return lines.joined(separator: "\n") + "\n"
     }
