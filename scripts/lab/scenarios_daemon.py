@@ -67,7 +67,7 @@ def regular_files(directory: Path) -> list:
     return sorted(p for p in directory.iterdir() if p.is_file()) if directory.exists() else []
 
 
-@scenario("daemon-twenty-files", tags=("bletransfer", "daemon", "faults"), conf="default")
+@scenario("daemon-twenty-files", tags=("bletransfer", "daemon", "faults", "pending"), conf="default")
 def daemon_twenty_files(ctx: Context):
     """Daemons: 20 outbox files a → b through a power cycle and a bluetoothd restart on each side."""
     ctx.require_bletransfer()
