@@ -111,7 +111,15 @@ import Testing
                 maximumValueLength: mtu - 3)
             let values = allValues(sender)
             #expect(values.dropLast().allSatisfy { $0 != WireFormat.endOfMessage && $0.count <= mtu - 3 })
-            #expect(try reassemble(values, hello: hello)?.payload == payload)
+            if !framed && payload.isEmpty {
+                // A peer that ignored our HELLO and sends an empty compat message (a lone EOM)
+                // looks like a framed message whose first value is late: the receiver waits,
+                // and only the role's idle timeout ends it (README, "Detection").
+                #expect(try reassemble(values, hello: hello) == nil)
+                #expect(try reassemble(values, hello: nil)?.payload == payload)
+            } else {
+                #expect(try reassemble(values, hello: hello)?.payload == payload)
+            }
         }
     }
 
