@@ -243,3 +243,40 @@ def roles_link_cut(ctx: Context):
     b_out = res.job("b").stdout()
     ctx.check(bool(events(b_out, "aborted") or events(b_out, "retrying") or events(b_out, "disconnected")),
               "the receiver noticed the cut")
+
+
+def stamped(cmd: str) -> str:
+    """Runs `cmd` with every output line prefixed by the guest's clock (seconds since the epoch,
+    ns precision), after a line `T0 <start time>`; for latency figures."""
+    return (f"echo T0 $(date +%s.%N); {cmd} 2>&1 | "
+            "while IFS= read -r line; do echo \"$(date +%s.%N) $line\"; done")
+
+
+def first_at(text: str, pattern: str) -> float | None:
+    """Seconds from T0 to the first stamped line matching `pattern`."""
+    t0 = re.search(r"^T0 ([0-9.]+)$", text, re.M)
+    for line in text.splitlines():
+        stamp, _, rest = line.partition(" ")
+        if t0 and re.search(pattern, rest) and re.fullmatch(r"[0-9.]+", stamp):
+            return round(float(stamp) - float(t0.group(1)), 2)
+    return None
+
+
+@scenario("roles-latency", tags=("bletransfer", "roles", "throughput", "pending"), conf="channels1")
+def roles_latency(ctx: Context):
+    """Process start → first byte and → message complete for bletransfer receive, next to the
+    bleak central, both fed 16 KiB by bletransfer send (Channels=1: Apple's flow has no order)."""
+    ctx.require_bletransfer()
+    data = os.urandom(16 * 1024)
+    msg = ctx.payload("message", data)
+    for central, command, first_byte, complete in (
+            ("bletransfer", f"{RECEIVE} --output {{out}} --timeout 240", r'"event":"progress"', r'"event":"received"'),
+            ("bleak", ctx.central("{out}", extra="--retry-for 120 --scan-timeout 60"), r"^FIRST-VALUE", r"^RECEIVED")):
+        out = ctx.path(f"received-{central}")
+        res = ctx.lab.run(a=f"{SEND} --file {shlex.quote(msg)} --timeout 240",
+                          b=stamped(command.replace("{out}", shlex.quote(out))),
+                          b_after=ADVERTISING, deadline=270, step=f"send → {central} central", expect={"a": 0})
+        ctx.check(ctx.read(out) == data, f"{central} central: message intact")
+        text = res.job("b").stdout()
+        ctx.figure(f"{central}_first_byte_s", first_at(text, first_byte))
+        ctx.figure(f"{central}_complete_s", first_at(text, complete))

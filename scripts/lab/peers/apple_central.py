@@ -7,7 +7,7 @@ characteristic, append notifications until one equals b"EOM", unsubscribe, disco
 scan again. Each message is written to --output (with ".N" appended when --count > 1) or, for
 text, printed.
 
-Lines on stdout: SCANNING, FOUND <addr>, CONNECTED, SUBSCRIBED, RECEIVED <json>, TEXT <text>.
+Lines on stdout: SCANNING, FOUND <addr>, CONNECTED, SUBSCRIBED, FIRST-VALUE, RECEIVED <json>, TEXT <text>.
 """
 import argparse
 import asyncio
@@ -85,6 +85,7 @@ async def receive_one(args, index):
         notifications += 1
         if first[0] is None:
             first[0] = time.monotonic()
+            say("FIRST-VALUE")
         if bytes(value) == EOM:
             complete.set()
         else:
