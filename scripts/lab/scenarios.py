@@ -345,21 +345,34 @@ def main() -> int:
         lab = Lab.current() if args.reuse else Lab.up()
         figures["boot_seconds"] = lab.boot_seconds
         for s in chosen:
-            ctx = Context(lab, s.name)
             lab.scenario = s.name
             say(f"scenario {s.name}: {s.doc}")
             st = time.monotonic()
-            try:
-                lab.ensure_ready(s.conf)
-                s.fn(ctx)
-                status, detail = "PASS", ""
-            except (LabError, ScenarioFailed) as e:
-                status, detail = "FAIL", str(e)
-            except ScenarioSkipped as e:
-                status, detail = "SKIP", ""
-                say(f"  skipped: {e}")
-            except Exception:
-                status, detail = "FAIL", f"FAIL scenario={s.name} (harness error)\n{traceback.format_exc()}"
+            # A failed scenario is tried once more (LAB_RETRIES) from a fresh baseline: TCG
+            # guests on a loaded machine are not real radios. Its first failure is printed in
+            # full and it is reported FLAKY, never as a plain PASS.
+            retries = int(os.environ.get("LAB_RETRIES", "1"))
+            first_failure = ""
+            for attempt in range(retries + 1):
+                ctx = Context(lab, s.name)
+                try:
+                    lab.ensure_ready(s.conf)
+                    s.fn(ctx)
+                    status, detail = "PASS", ""
+                except (LabError, ScenarioFailed) as e:
+                    status, detail = "FAIL", str(e)
+                except ScenarioSkipped as e:
+                    status, detail = "SKIP", ""
+                    say(f"  skipped: {e}")
+                except Exception:
+                    status, detail = "FAIL", f"FAIL scenario={s.name} (harness error)\n{traceback.format_exc()}"
+                if status != "FAIL" or attempt == retries:
+                    break
+                first_failure = detail
+                print(detail, file=sys.stderr, flush=True)
+                say(f"  {s.name} failed (attempt {attempt + 1}); trying once more from a fresh baseline")
+            if status == "PASS" and first_failure:
+                status = "FLAKY"
             secs = round(time.monotonic() - st, 1)
             results.append({"name": s.name, "status": status, "seconds": secs, "figures": ctx.figures})
             figures.update(ctx.figures)
@@ -381,7 +394,10 @@ def main() -> int:
     if lab is not None:
         (lab.run_dir / "summary.json").write_text(json.dumps({"results": results, "figures": figures}, indent=1))
         print(f"  logs: {lab.run_dir}")
-    passed = sum(r["status"] == "PASS" for r in results)
+    flaky = [r["name"] for r in results if r["status"] == "FLAKY"]
+    passed = sum(r["status"] in ("PASS", "FLAKY") for r in results)
+    if flaky:
+        print(f"  flaky (passed on the second attempt): {', '.join(flaky)}")
     print(f"  {passed} passed, {len(failed)} failed, {len(results) - passed - len(failed)} skipped")
     return 1 if failed else 0
 
