@@ -44,6 +44,7 @@ actor SubscriptionServer {
         let usesSocket: Bool
         var meter: ProgressMeter
         var lastProgressEvent: ContinuousClock.Instant?
+        var lastProgressBytes: Int?
         /// Every value, `EOM` included, was handed to the channel.
         var allValuesSent = false
         /// ... and the channel says BlueZ took them.
@@ -253,8 +254,10 @@ actor SubscriptionServer {
         subscription.meter.record(bytesSoFar: bytesSent, at: now - subscription.startedAt)
         if finished { subscription.allValuesSent = true }
         let due = subscription.lastProgressEvent.map { now - $0 >= configuration.progressInterval } ?? true
-        if due || finished {
+        let isLast = bytesSent == subscription.message.payload.count && subscription.lastProgressBytes != bytesSent
+        if due || isLast {
             subscription.lastProgressEvent = now
+            subscription.lastProgressBytes = bytesSent
             emitEvent(.progress(subscription.peer, subscription.meter.progress,
                                 bytesPerSecond: subscription.meter.bytesPerSecond,
                                 secondsRemaining: subscription.meter.estimatedRemaining.map(\.secondsValue)))
