@@ -1,5 +1,6 @@
 import BlueZ
 import Foundation
+import Glibc
 import Testing
 import Transfer
 
@@ -146,6 +147,9 @@ final class SendProcess: @unchecked Sendable {
         errorPipe.fileHandleForReading.readabilityHandler = { [weak self] handle in
             self?.received(handle.availableData, error: true)
         }
+        // A child that exits before reading its input (a usage error) must not take the test
+        // runner down with SIGPIPE; the write then just fails.
+        _ = Glibc.signal(SIGPIPE, SIG_IGN)
         try process.run()
         let bytes = standardInput ?? []
         Thread.detachNewThread {

@@ -159,6 +159,40 @@ import Transfer
         }
     }
 
+    @Test func disconnectionRightAfterEOMWasReadCountsAsDelivered() async throws {
+        // A fast central reads EOM, unsubscribes and disconnects before the sender's drain
+        // poll comes round: what bluetoothd had read when we stopped the channel decides.
+        var harness = await Harness(message: Self.payload(3000))
+        let (local, bluez) = try NotificationSocket.makePair(mtu: 185)
+        await harness.server.acceptSocket(local, device: Self.device)
+        _ = await harness.nextActivity()
+        _ = try #require(try await Self.readUntilEndOfMessage(bluez))
+        await harness.server.deviceDisconnected(Self.device, noneConnected: true)
+        guard case .delivered? = await harness.nextActivity() else {
+            Issue.record("EOM was read before the central left: delivered")
+            return
+        }
+        _ = bluez
+    }
+
+    @Test func disconnectionWithValuesStillUnreadIsNotDelivered() async throws {
+        var harness = await Harness(message: Self.payload(300))
+        let (local, bluez) = try NotificationSocket.makePair(mtu: 185)
+        await harness.server.acceptSocket(local, device: Self.device)
+        _ = await harness.nextActivity()
+        // Every value fits the socket at once, none is read: the central leaves.
+        await harness.log.waitFor { event in
+            if case .progress(_, let progress, _, _) = event { progress.bytesSoFar == 300 } else { false }
+        }
+        await harness.server.deviceDisconnected(Self.device, noneConnected: true)
+        guard case .subscriptionEnded? = await harness.nextActivity() else {
+            Issue.record("nothing was read: not delivered")
+            return
+        }
+        #expect(harness.log.abortReasons.count == 1)
+        _ = bluez
+    }
+
     @Test func framedHangUpWithoutAckIsNotDelivered() async throws {
         var harness = await Harness(grace: .milliseconds(20), message: Self.payload(300))
         let hello = Hello(session: SessionID(rawValue: 42))

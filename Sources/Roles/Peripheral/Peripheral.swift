@@ -126,6 +126,13 @@ public final class Peripheral: Sendable {
         }
     }
 
+    /// Apple's sample has `notify` and `write-without-response`. `write` is added so that a
+    /// bletransfer central can send HELLO and ACK as write requests: the reply tells it that
+    /// we hold the HELLO before it subscribes (the subscription may travel on another ATT
+    /// bearer with EATT) and the ACK before it disconnects. Centrals that never write, like
+    /// Apple's, do not care.
+    static let characteristicFlags = ["notify", "write-without-response", "write"]
+
     // MARK: One poweredOn period
 
     private enum EngineInput: Sendable {
@@ -184,7 +191,7 @@ public final class Peripheral: Sendable {
             uuid: configuration.serviceUUID.canonical,
             characteristics: [LocalGATTCharacteristic(
                 uuid: configuration.characteristicUUID.canonical,
-                flags: ["notify", "write-without-response"], handlers: handlers)]))
+                flags: Self.characteristicFlags, handlers: handlers)]))
         await server.attachFallbackEmitter { [application] value in
             try application.notify(value)
         }
@@ -222,7 +229,7 @@ public final class Peripheral: Sendable {
         try await Self.uncancelled { try await application.register(on: adapter) }
         logger.debug("GATT application registered at \(application.root) on \(adapter.name)")
 
-        guard let first = await source.current() else { return .exhausted }
+        guard let first = await source.current() else { return Task.isCancelled ? .interrupted : .exhausted }
         try Task.checkCancellation()
         await server.offer(first, sequence: await counter.nextSequence)
         var advertising = false
@@ -249,7 +256,7 @@ public final class Peripheral: Sendable {
                 await source.markDelivered(message, summary: summary, to: peer)
                 await counter.recordDelivery()
                 onEvent(.delivered(summary, to: peer))
-                guard let next = await source.current() else { return .exhausted }
+                guard let next = await source.current() else { return Task.isCancelled ? .interrupted : .exhausted }
                 await server.offer(next, sequence: await counter.nextSequence)
             case .subscriptionEnded:
                 try await advertise(true)

@@ -56,6 +56,9 @@ actor SubscriptionServer {
         var delivered = false
         var hungUp = false
         var hangUpReason: String?
+        /// Whether bluetoothd had taken everything sent when we closed the channel because
+        /// the central was gone (nil: the channel was not closed by us then).
+        var drainedWhenClosed: Bool?
         var transfer: Task<Void, Never>?
         var acknowledgementWait: Task<Void, Never>?
     }
@@ -117,6 +120,13 @@ actor SubscriptionServer {
             return
         }
         let hello = device.flatMap { hellos.hello(from: $0, at: .now) }
+        // A few values of queue on our side is enough: bluetoothd reads greedily, and a small
+        // buffer keeps progress (and EAGAIN) close to what bluetoothd actually took.
+        do {
+            try socket.setSendBufferSize(max(2048, 8 * socket.mtu))
+        } catch {
+            logger.debug("could not shrink the notification socket's send buffer: \(error)")
+        }
         guard let id = start(channel: SocketNotificationChannel(socket: socket), device: device, hello: hello,
                              usesSocket: true)
         else {
@@ -339,7 +349,10 @@ actor SubscriptionServer {
         guard var subscription = current, subscription.id == id, !subscription.hungUp else { return }
         subscription.hungUp = true
         subscription.hangUpReason = reason
-        if closeChannel { subscription.channel.close() }
+        if closeChannel {
+            subscription.drainedWhenClosed = subscription.channel.isDrained
+            subscription.channel.close()
+        }
         if subscription.transfer != nil {
             current = subscription
             return
@@ -350,6 +363,10 @@ actor SubscriptionServer {
     /// Decides what a hang-up means once the transfer task has stopped.
     private func settleAfterHangUp(_ subscription: inout Subscription) {
         subscription.channel.close()
+        if subscription.allValuesSent && subscription.drainedWhenClosed == true {
+            // EOM had been taken by bluetoothd before we stopped the channel.
+            subscription.endOfMessageWritten = true
+        }
         if subscription.delivered {
             end(&subscription)
         } else if subscription.endOfMessageWritten && subscription.format == .compat {
