@@ -7,8 +7,8 @@ import Transfer
 /// subscribed central the current message, from byte 0, then `EOM`.
 ///
 /// The manager state drives everything: in `poweredOn` the GATT application (an
-/// ObjectManager root, one primary service, one characteristic with `notify` and
-/// `write-without-response`) and the advertisement are registered; leaving `poweredOn` (adapter
+/// ObjectManager root, one primary service, one characteristic with `notify`,
+/// `write-without-response` and `write`) and the advertisement are registered; leaving `poweredOn` (adapter
 /// powered off, bluetoothd restarted) aborts the transfer under way (nothing counted),
 /// unregisters both, and waits; coming back registers again. One central is served at a time
 /// (BlueZ 5.66 keeps one notify session per characteristic); advertising pauses meanwhile.
