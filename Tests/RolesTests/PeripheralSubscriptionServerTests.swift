@@ -15,12 +15,15 @@ import Transfer
         let log: PeripheralEventLog
         var activity: AsyncStream<ServerActivity>.Iterator
 
-        init(grace: Duration = .seconds(3), message: [UInt8]?) async {
+        init(grace: Duration = .seconds(3), compatConfirmation: Duration = .zero, bluetoothUp: Bool = true,
+             message: [UInt8]?) async {
             let log = PeripheralEventLog()
-            let configuration = PeripheralConfiguration(acknowledgementGrace: grace, fallbackValueInterval: .zero)
+            let configuration = PeripheralConfiguration(
+                acknowledgementGrace: grace, compatConfirmationDelay: compatConfirmation, fallbackValueInterval: .zero)
             server = SubscriptionServer(
                 configuration: configuration, logger: Logger(label: "test"),
                 describePeer: { path in PeerDescription(address: path.flatMap(PeerResolver.address(fromDevicePath:)) ?? "unknown") },
+                bluetoothStillUp: { bluetoothUp },
                 emitEvent: { log.append($0) })
             self.log = log
             activity = server.activity.makeAsyncIterator()
@@ -191,6 +194,37 @@ import Transfer
         }
         #expect(harness.log.abortReasons.count == 1)
         _ = bluez
+    }
+
+    @Test func compatHangUpWhileBluetoothGoesAwayIsNotDelivered() async throws {
+        // The adapter switched off: the socket hangs up as if the central unsubscribed, after
+        // bluetoothd read everything (it reads ahead of the radio).
+        var harness = await Harness(compatConfirmation: .milliseconds(10), bluetoothUp: false, message: Self.payload(500))
+        let (local, bluez) = try NotificationSocket.makePair(mtu: 185)
+        await harness.server.acceptSocket(local, device: Self.device)
+        _ = await harness.nextActivity()
+        _ = try #require(try await Self.readUntilEndOfMessage(bluez))
+        bluez.close()
+        guard case .subscriptionEnded? = await harness.nextActivity() else {
+            Issue.record("not delivered when Bluetooth did not stay up")
+            return
+        }
+        #expect(harness.log.abortReasons.first?.contains("Bluetooth went away") == true)
+    }
+
+    @Test func teardownDuringTheCompatConfirmationCountsNothing() async throws {
+        var harness = await Harness(compatConfirmation: .seconds(60), message: Self.payload(500))
+        let (local, bluez) = try NotificationSocket.makePair(mtu: 185)
+        await harness.server.acceptSocket(local, device: Self.device)
+        _ = await harness.nextActivity()
+        _ = try #require(try await Self.readUntilEndOfMessage(bluez))
+        bluez.close()
+        // Whether or not the server saw the hang-up yet, the teardown must count nothing.
+        await harness.server.shutDown(reason: "the adapter was powered off")
+        if let next = await harness.nextActivity() {
+            Issue.record("the activity stream should end without a delivery, got \(next)")
+        }
+        #expect(harness.log.abortReasons == ["the adapter was powered off"])
     }
 
     @Test func framedHangUpWithoutAckIsNotDelivered() async throws {

@@ -166,6 +166,10 @@ public final class Peripheral: Sendable {
         let server = SubscriptionServer(
             configuration: configuration, logger: logger,
             describePeer: { PeerResolver.describe(devicePath: $0, in: session) },
+            bluetoothStillUp: {
+                guard session.serviceState.isRunning, let properties = adapter.properties else { return false }
+                return properties.powered && (properties.powerState ?? "on") == "on"
+            },
             emitEvent: onEvent)
         let adapterPath = adapter.path
         let acquireNotify: @Sendable (NotifySubscription) async -> Void = { subscription in

@@ -24,7 +24,9 @@ enum ServerActivity: Sendable {
 ///   subscription's session and the payload digest, and arrives after every value was handed
 ///   to BlueZ. A hang-up after `EOM` waits `acknowledgementGrace` for a late ACK.
 /// - compat: delivered when the central unsubscribes (or disconnects) after `EOM` was
-///   written. What "written" means depends on the channel (see `NotificationChannel.drain`).
+///   written — bluetoothd read it from the socket (see `NotificationChannel.drain`) — and
+///   Bluetooth is still up `compatConfirmationDelay` later (a hang-up caused by the adapter
+///   going off looks the same as an unsubscription).
 /// - A subscription that ends earlier counts nothing; the next subscriber starts at byte 0.
 ///
 /// Anything a central writes that is neither a HELLO nor a fitting ACK is ignored (logged at
@@ -60,13 +62,15 @@ actor SubscriptionServer {
         /// the central was gone (nil: the channel was not closed by us then).
         var drainedWhenClosed: Bool?
         var transfer: Task<Void, Never>?
-        var acknowledgementWait: Task<Void, Never>?
+        /// The wait for a late ACK (framed) or for the compat confirmation delay.
+        var pendingWait: Task<Void, Never>?
     }
 
     private let configuration: PeripheralConfiguration
     private let logger: Logger
     private let emitEvent: @Sendable (RoleEvent) -> Void
     private let describePeer: @Sendable (String?) -> PeerDescription
+    private let bluetoothStillUp: @Sendable () -> Bool
     private var fallbackEmit: (@Sendable ([UInt8]) throws -> Void)?
 
     nonisolated let activity: AsyncStream<ServerActivity>
@@ -83,10 +87,12 @@ actor SubscriptionServer {
 
     init(configuration: PeripheralConfiguration, logger: Logger,
          describePeer: @escaping @Sendable (String?) -> PeerDescription,
+         bluetoothStillUp: @escaping @Sendable () -> Bool = { true },
          emitEvent: @escaping @Sendable (RoleEvent) -> Void) {
         self.configuration = configuration
         self.logger = logger
         self.describePeer = describePeer
+        self.bluetoothStillUp = bluetoothStillUp
         self.emitEvent = emitEvent
         self.hellos = HelloRegistry(capacity: configuration.helloCapacity, lifetime: configuration.helloLifetime)
         (activity, activityContinuation) = AsyncStream<ServerActivity>.makeStream()
@@ -370,13 +376,27 @@ actor SubscriptionServer {
         if subscription.delivered {
             end(&subscription)
         } else if subscription.endOfMessageWritten && subscription.format == .compat {
-            deliver(&subscription)
-            end(&subscription)
+            // The socket hangs up the same way when the central unsubscribes and when the link
+            // goes down (adapter switched off, bluetoothd leaving), and bluetoothd reads well
+            // ahead of the radio: confirm that Bluetooth is still up a moment later. A
+            // teardown meanwhile aborts the transfer through shutDown.
+            let delay = configuration.compatConfirmationDelay
+            let id = subscription.id
+            if delay <= .zero {
+                confirmCompatDelivery(&subscription)
+            } else {
+                subscription.pendingWait = Task {
+                    try? await Task.sleep(for: delay)
+                    guard !Task.isCancelled else { return }
+                    self.compatConfirmationDue(id)
+                }
+                current = subscription
+            }
         } else if subscription.allValuesSent && subscription.format == .framed {
             // The ACK may still be on its way (a D-Bus call racing the socket hang-up).
             let grace = configuration.acknowledgementGrace
             let id = subscription.id
-            subscription.acknowledgementWait = Task {
+            subscription.pendingWait = Task {
                 try? await Task.sleep(for: grace)
                 guard !Task.isCancelled else { return }
                 self.acknowledgementMissing(id)
@@ -389,6 +409,20 @@ actor SubscriptionServer {
                 ? "before EOM reached bluetoothd"
                 : "after \(progress.bytesSoFar) of \(progress.totalBytes ?? 0) bytes"
             abortCurrent(&subscription, reason: "\(reason) \(detail)")
+        }
+    }
+
+    private func compatConfirmationDue(_ id: Int) {
+        guard var subscription = current, subscription.id == id, !subscription.delivered else { return }
+        confirmCompatDelivery(&subscription)
+    }
+
+    private func confirmCompatDelivery(_ subscription: inout Subscription) {
+        if bluetoothStillUp() {
+            deliver(&subscription)
+            end(&subscription)
+        } else {
+            abortCurrent(&subscription, reason: "Bluetooth went away as the central left; not counted")
         }
     }
 
@@ -432,8 +466,8 @@ actor SubscriptionServer {
     private func stop(_ subscription: inout Subscription) {
         subscription.transfer?.cancel()
         subscription.transfer = nil
-        subscription.acknowledgementWait?.cancel()
-        subscription.acknowledgementWait = nil
+        subscription.pendingWait?.cancel()
+        subscription.pendingWait = nil
         subscription.channel.close()
     }
 }
