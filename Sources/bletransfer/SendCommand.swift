@@ -113,18 +113,16 @@ struct SendCommand: AsyncParsableCommand {
         let peripheral = Peripheral(configuration: configuration, session: session, logger: logger)
         let source = RepeatingMessageSource(message: OutgoingMessage(payload: payload), count: forever ? nil : (count ?? 1))
 
-        let (events, eventContinuation) = AsyncStream<RoleEvent>.makeStream()
         let mode = common.outputMode
         let renderer = Task {
             var renderer = EventRenderer(mode: mode)
-            for await event in events { renderer.render(event) }
+            for await event in peripheral.events { renderer.render(event) }
             renderer.finish()
         }
 
         let outcome = await RoleRun.race(timeout: common.timeout.map { .milliseconds(Int64($0 * 1000)) }) {
-            try await peripheral.run(source: source) { eventContinuation.yield($0) }
+            try await peripheral.run(source: source)
         }
-        eventContinuation.finish()
         await renderer.value
 
         switch outcome {

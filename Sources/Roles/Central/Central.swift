@@ -365,6 +365,12 @@ public final class Central: Sendable {
                 return
             } catch let error as BluetoothError {
                 try Self.rethrowIfFatal(error)
+                if Self.isCallTimeout(error) {
+                    // Our call gave up, bluetoothd did not: it keeps trying, and the next
+                    // Connect would get "Operation already in progress". Disconnect cancels a
+                    // pending Connect (device-api.txt).
+                    await boundedCleanup(limit: .seconds(5)) { try? await device.disconnect() }
+                }
                 guard error.isTransientConnectFailure, attempt < attempts else {
                     throw TransferFailure.transient("connecting failed: \(error)")
                 }
@@ -484,6 +490,14 @@ public final class Central: Sendable {
         if flags.contains("write") { return .request }
         if flags.contains("write-without-response") { return .command }
         return nil
+    }
+
+    static func isCallTimeout(_ error: BluetoothError) -> Bool {
+        switch error {
+        case .timedOut: return true
+        case .bluez(let name, _): return name == DBusError.noReplyName || name == DBusError.timeoutName
+        default: return false
+        }
     }
 
     static func hex(_ bytes: [UInt8]) -> String {

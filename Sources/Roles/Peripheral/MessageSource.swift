@@ -8,6 +8,10 @@ import Transfer
 public protocol MessageSource: Sendable {
     /// The message to serve now. May wait until one is available (a daemon's empty outbox);
     /// nil means there is nothing more to send, and the peripheral's `run` returns.
+    ///
+    /// When the serving task is cancelled while this waits (the adapter left `poweredOn`,
+    /// bluetoothd restarted, the run was cancelled), return promptly; nil is then read as
+    /// "interrupted", not "exhausted", and `current()` is asked again once serving resumes.
     func current() async -> OutgoingMessage?
 
     /// `message` (the one `current()` returned) was delivered to `peer`; the next call to

@@ -13,6 +13,10 @@ protocol NotificationChannel: Sendable {
     /// Returns once everything sent was taken by bluetoothd, as far as this channel can tell.
     /// This is what "written" means for the last value, `EOM`.
     func drain() async throws
+    /// Whether bluetoothd has taken everything sent so far, right now. Asked when the central
+    /// is found gone while the last values drain: `drain` polls, and a fast central may
+    /// receive `EOM`, unsubscribe and disconnect between two polls.
+    var isDrained: Bool { get }
     /// Stops the channel; a `send` waiting for room fails.
     func close()
 }
@@ -29,11 +33,17 @@ struct SocketNotificationChannel: NotificationChannel {
         try await socket.send(value)
     }
 
+    /// "Written" means bluetoothd read every value from the socket (SIOCOUTQ reached 0), also
+    /// when it closed the socket right after (the central unsubscribed after `EOM`). A central
+    /// that left while values were still unread makes this throw `.closedByPeer`.
+    /// bluetoothd reads the socket as fast as it can and queues notifications itself, so this
+    /// says nothing about the radio; only the framed ACK does.
     func drain() async throws {
-        // "Written" is "accepted by the socket": NotificationSocket does not expose the
-        // socket's queue depth (SIOCOUTQ) yet (requested in /work/specs/requests.md), so
-        // bluetoothd may still hold the tail when this returns.
-        if socket.isClosed { throw NotificationSocketError.closed }
+        try await socket.waitUntilDrained()
+    }
+
+    var isDrained: Bool {
+        (try? socket.unsentByteCount) == 0
     }
 
     func close() {
@@ -75,7 +85,10 @@ struct PropertiesChangedNotificationChannel: NotificationChannel {
     /// here, even if BlueZ stopped the subscription since.
     func drain() async throws {}
 
+    var isDrained: Bool { true }
+
     func close() {
         closed.set()
     }
 }
+

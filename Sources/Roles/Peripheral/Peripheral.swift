@@ -7,8 +7,8 @@ import Transfer
 /// subscribed central the current message, from byte 0, then `EOM`.
 ///
 /// The manager state drives everything: in `poweredOn` the GATT application (an
-/// ObjectManager root, one primary service, one characteristic with `notify` and
-/// `write-without-response`) and the advertisement are registered; leaving `poweredOn` (adapter
+/// ObjectManager root, one primary service, one characteristic with `notify`,
+/// `write-without-response` and `write`) and the advertisement are registered; leaving `poweredOn` (adapter
 /// powered off, bluetoothd restarted) aborts the transfer under way (nothing counted),
 /// unregisters both, and waits; coming back registers again. One central is served at a time
 /// (BlueZ 5.66 keeps one notify session per characteristic); advertising pauses meanwhile.
@@ -18,6 +18,9 @@ import Transfer
 public final class Peripheral: Sendable {
     public let configuration: PeripheralConfiguration
     public let session: BluetoothSession
+    /// Everything the run does, in order. Finishes when `run` returns.
+    public let events: AsyncStream<RoleEvent>
+    private let continuation: AsyncStream<RoleEvent>.Continuation
     private let logger: Logger
 
     public init(configuration: PeripheralConfiguration, session: BluetoothSession,
@@ -25,14 +28,24 @@ public final class Peripheral: Sendable {
         self.configuration = configuration
         self.session = session
         self.logger = logger
+        (events, continuation) = AsyncStream<RoleEvent>.makeStream(bufferingPolicy: .unbounded)
     }
 
-    /// Serves `source` until it is exhausted. Throws a `RoleFailure` for what waiting cannot
-    /// fix (no adapter, no LE or advertising, bluetoothd absent at start, access denied,
-    /// registration refused), `CancellationError` when cancelled.
-    public func run(source: some MessageSource, onEvent: @escaping @Sendable (RoleEvent) -> Void) async throws {
+    /// Serves `source` until it is exhausted; returns the number of messages delivered.
+    /// Throws a `RoleFailure` for what waiting cannot fix (unknown adapter, no LE or
+    /// advertising, bluetoothd absent at start, access denied, registration refused),
+    /// `CancellationError` when cancelled — after unregistering everything.
+    @discardableResult
+    public func run(source: some MessageSource) async throws -> Int {
+        defer { continuation.finish() }
+        let continuation = self.continuation
+        return try await run(source: source) { continuation.yield($0) }
+    }
+
+    private func run(source: some MessageSource, onEvent: @escaping @Sendable (RoleEvent) -> Void) async throws -> Int {
         let driver = ManagerStateDriver(session: session, adapterName: configuration.adapterName,
                                         requirement: .peripheral)
+        if let failure = driver.unknownAdapterFailure() { throw failure }
         let (inputs, inputContinuation) = AsyncStream<EngineInput>.makeStream()
         let forwarder = Task {
             for await transition in driver.transitions() {
@@ -41,14 +54,15 @@ public final class Peripheral: Sendable {
             inputContinuation.yield(.stateStreamEnded)
         }
         let counter = DeliveryCounter()
-        var serving: Task<Void, Never>?
+        var serving: (generation: Int, task: Task<Void, Never>)?
+        var generation = 0
         var hasBeenPoweredOn = false
 
         func stopServing() async {
-            guard let task = serving else { return }
+            guard let current = serving else { return }
             serving = nil
-            task.cancel()
-            await task.value
+            current.task.cancel()
+            await current.task.value
         }
 
         do {
@@ -66,11 +80,13 @@ public final class Peripheral: Sendable {
                             continue
                         }
                         hasBeenPoweredOn = true
-                        serving = Task {
+                        generation += 1
+                        let current = generation
+                        serving = (current, Task {
                             let outcome = await self.serve(source: source, adapter: adapter, counter: counter,
                                                            onEvent: onEvent)
-                            inputContinuation.yield(.servingEnded(outcome))
-                        }
+                            inputContinuation.yield(.servingEnded(generation: current, outcome))
+                        })
                     case .tearDown:
                         await stopServing()
                     case .none:
@@ -79,21 +95,23 @@ public final class Peripheral: Sendable {
                     if !hasBeenPoweredOn {
                         if let failure = driver.unknownAdapterFailure() { throw failure }
                         if let failure = transition.startupFailure { throw failure }
-                        if transition.to == .poweredOff {
+                        if transition.to == .poweredOff && transition.changed {
                             onEvent(.warning("waiting for the adapter to be powered on (e.g. bluetoothctl power on)"))
                         }
                     }
-                case .servingEnded(let outcome):
+                case .servingEnded(let ended, let outcome):
+                    // An outcome from a period already torn down says nothing about now.
+                    guard ended == serving?.generation else { continue }
                     switch outcome {
                     case .exhausted:
                         await stopServing()
                         forwarder.cancel()
-                        return
+                        return await counter.delivered
                     case .failed(let failure):
                         await stopServing()
                         throw failure
                     case .interrupted:
-                        break   // the state stream reports why; serving starts again on poweredOn
+                        serving = nil   // the state stream reports why; serving starts again on poweredOn
                     }
                 case .stateStreamEnded:
                     throw RoleFailure(.unavailable, "lost the connection to the D-Bus system bus")
@@ -108,11 +126,18 @@ public final class Peripheral: Sendable {
         }
     }
 
+    /// Apple's sample has `notify` and `write-without-response`. `write` is added so that a
+    /// bletransfer central can send HELLO and ACK as write requests: the reply tells it that
+    /// we hold the HELLO before it subscribes (the subscription may travel on another ATT
+    /// bearer with EATT) and the ACK before it disconnects. Centrals that never write, like
+    /// Apple's, do not care.
+    static let characteristicFlags = ["notify", "write-without-response", "write"]
+
     // MARK: One poweredOn period
 
     private enum EngineInput: Sendable {
         case transition(ManagerTransition)
-        case servingEnded(ServingOutcome)
+        case servingEnded(generation: Int, ServingOutcome)
         case stateStreamEnded
     }
 
@@ -141,10 +166,18 @@ public final class Peripheral: Sendable {
         let server = SubscriptionServer(
             configuration: configuration, logger: logger,
             describePeer: { PeerResolver.describe(devicePath: $0, in: session) },
+            bluetoothStillUp: {
+                guard session.serviceState.isRunning, let properties = adapter.properties else { return false }
+                return properties.powered && (properties.powerState ?? "on") == "on"
+            },
             emitEvent: onEvent)
         let adapterPath = adapter.path
         let acquireNotify: @Sendable (NotifySubscription) async -> Void = { subscription in
-            await server.acceptSocket(subscription.socket, device: subscription.options.device?.rawValue)
+            // bluetoothd names the subscriber; a stack that does not (BlueZoo forwards a
+            // client's own AcquireNotify options) leaves the only connected device.
+            let device = subscription.options.device?.rawValue
+                ?? PeerResolver.onlyConnectedDevice(under: adapterPath, in: session)
+            await server.acceptSocket(subscription.socket, device: device)
         }
         let handlers = LocalCharacteristicHandlers(
             write: { value, options in
@@ -162,7 +195,7 @@ public final class Peripheral: Sendable {
             uuid: configuration.serviceUUID.canonical,
             characteristics: [LocalGATTCharacteristic(
                 uuid: configuration.characteristicUUID.canonical,
-                flags: ["notify", "write-without-response"], handlers: handlers)]))
+                flags: Self.characteristicFlags, handlers: handlers)]))
         await server.attachFallbackEmitter { [application] value in
             try application.notify(value)
         }
@@ -197,10 +230,10 @@ public final class Peripheral: Sendable {
                                advertisement: LEAdvertisement, server: SubscriptionServer,
                                counter: DeliveryCounter,
                                onEvent: @escaping @Sendable (RoleEvent) -> Void) async throws -> ServingOutcome {
-        try await application.register(on: adapter)
+        try await Self.uncancelled { try await application.register(on: adapter) }
         logger.debug("GATT application registered at \(application.root) on \(adapter.name)")
 
-        guard let first = await source.current() else { return .exhausted }
+        guard let first = await source.current() else { return Task.isCancelled ? .interrupted : .exhausted }
         try Task.checkCancellation()
         await server.offer(first, sequence: await counter.nextSequence)
         var advertising = false
@@ -208,7 +241,7 @@ public final class Peripheral: Sendable {
         func advertise(_ wanted: Bool) async throws {
             guard wanted != advertising else { return }
             if wanted {
-                try await advertisement.register(on: adapter)
+                try await Self.uncancelled { try await advertisement.register(on: adapter) }
                 onEvent(.advertising(adapter: adapter.name, localName: configuration.localName))
             } else {
                 await advertisement.unregister()
@@ -227,13 +260,22 @@ public final class Peripheral: Sendable {
                 await source.markDelivered(message, summary: summary, to: peer)
                 await counter.recordDelivery()
                 onEvent(.delivered(summary, to: peer))
-                guard let next = await source.current() else { return .exhausted }
+                guard let next = await source.current() else { return Task.isCancelled ? .interrupted : .exhausted }
                 await server.offer(next, sequence: await counter.nextSequence)
             case .subscriptionEnded:
                 try await advertise(true)
             }
         }
         return .interrupted
+    }
+
+    /// Runs a registration call to its end even when this task is cancelled meanwhile: a
+    /// call abandoned halfway may still succeed in bluetoothd without us knowing, and would
+    /// then stay registered. The teardown that follows a cancellation undoes it.
+    private static func uncancelled<Result: Sendable>(
+        _ call: @escaping @Sendable () async throws -> Result
+    ) async throws -> Result {
+        try await Task { try await call() }.value
     }
 
     /// Ends a subscription whose central disconnected without unsubscribing first (BlueZ

@@ -20,6 +20,11 @@ public struct PeripheralConfiguration: Sendable {
     /// ACK: the write and the unsubscription travel different ways (a D-Bus method call and a
     /// socket hang-up) and may reach us in either order.
     public var acknowledgementGrace: Duration
+    /// How long after a compat central left (after `EOM` was written) the delivery is
+    /// confirmed: the hang-up of the notification socket looks the same whether the central
+    /// unsubscribed or the link went down with the adapter, and the state change that tells
+    /// them apart arrives a moment later. Zero counts at once.
+    public var compatConfirmationDelay: Duration
     /// The pause between two `PropertiesChanged` notifications on the fallback path, which
     /// has no back-pressure at all: without a pause a large message would queue in
     /// bluetoothd's memory as fast as D-Bus carries it.
@@ -39,6 +44,7 @@ public struct PeripheralConfiguration: Sendable {
                 offersAcquireNotify: Bool = true,
                 pausesAdvertisingWhileServing: Bool = true,
                 acknowledgementGrace: Duration = .seconds(3),
+                compatConfirmationDelay: Duration = .milliseconds(1500),
                 fallbackValueInterval: Duration = .milliseconds(2),
                 helloLifetime: Duration = .seconds(60),
                 helloCapacity: Int = 16,
@@ -50,6 +56,7 @@ public struct PeripheralConfiguration: Sendable {
         self.offersAcquireNotify = offersAcquireNotify
         self.pausesAdvertisingWhileServing = pausesAdvertisingWhileServing
         self.acknowledgementGrace = acknowledgementGrace
+        self.compatConfirmationDelay = compatConfirmationDelay
         self.fallbackValueInterval = fallbackValueInterval
         self.helloLifetime = helloLifetime
         self.helloCapacity = helloCapacity

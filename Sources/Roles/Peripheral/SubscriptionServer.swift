@@ -24,7 +24,9 @@ enum ServerActivity: Sendable {
 ///   subscription's session and the payload digest, and arrives after every value was handed
 ///   to BlueZ. A hang-up after `EOM` waits `acknowledgementGrace` for a late ACK.
 /// - compat: delivered when the central unsubscribes (or disconnects) after `EOM` was
-///   written. What "written" means depends on the channel (see `NotificationChannel.drain`).
+///   written — bluetoothd read it from the socket (see `NotificationChannel.drain`) — and
+///   Bluetooth is still up `compatConfirmationDelay` later (a hang-up caused by the adapter
+///   going off looks the same as an unsubscription).
 /// - A subscription that ends earlier counts nothing; the next subscriber starts at byte 0.
 ///
 /// Anything a central writes that is neither a HELLO nor a fitting ACK is ignored (logged at
@@ -44,6 +46,7 @@ actor SubscriptionServer {
         let usesSocket: Bool
         var meter: ProgressMeter
         var lastProgressEvent: ContinuousClock.Instant?
+        var lastProgressBytes: Int?
         /// Every value, `EOM` included, was handed to the channel.
         var allValuesSent = false
         /// ... and the channel says BlueZ took them.
@@ -55,14 +58,19 @@ actor SubscriptionServer {
         var delivered = false
         var hungUp = false
         var hangUpReason: String?
+        /// Whether bluetoothd had taken everything sent when we closed the channel because
+        /// the central was gone (nil: the channel was not closed by us then).
+        var drainedWhenClosed: Bool?
         var transfer: Task<Void, Never>?
-        var acknowledgementWait: Task<Void, Never>?
+        /// The wait for a late ACK (framed) or for the compat confirmation delay.
+        var pendingWait: Task<Void, Never>?
     }
 
     private let configuration: PeripheralConfiguration
     private let logger: Logger
     private let emitEvent: @Sendable (RoleEvent) -> Void
     private let describePeer: @Sendable (String?) -> PeerDescription
+    private let bluetoothStillUp: @Sendable () -> Bool
     private var fallbackEmit: (@Sendable ([UInt8]) throws -> Void)?
 
     nonisolated let activity: AsyncStream<ServerActivity>
@@ -79,10 +87,12 @@ actor SubscriptionServer {
 
     init(configuration: PeripheralConfiguration, logger: Logger,
          describePeer: @escaping @Sendable (String?) -> PeerDescription,
+         bluetoothStillUp: @escaping @Sendable () -> Bool = { true },
          emitEvent: @escaping @Sendable (RoleEvent) -> Void) {
         self.configuration = configuration
         self.logger = logger
         self.describePeer = describePeer
+        self.bluetoothStillUp = bluetoothStillUp
         self.emitEvent = emitEvent
         self.hellos = HelloRegistry(capacity: configuration.helloCapacity, lifetime: configuration.helloLifetime)
         (activity, activityContinuation) = AsyncStream<ServerActivity>.makeStream()
@@ -116,6 +126,13 @@ actor SubscriptionServer {
             return
         }
         let hello = device.flatMap { hellos.hello(from: $0, at: .now) }
+        // A few values of queue on our side is enough: bluetoothd reads greedily, and a small
+        // buffer keeps progress (and EAGAIN) close to what bluetoothd actually took.
+        do {
+            try socket.setSendBufferSize(max(2048, 8 * socket.mtu))
+        } catch {
+            logger.debug("could not shrink the notification socket's send buffer: \(error)")
+        }
         guard let id = start(channel: SocketNotificationChannel(socket: socket), device: device, hello: hello,
                              usesSocket: true)
         else {
@@ -253,8 +270,10 @@ actor SubscriptionServer {
         subscription.meter.record(bytesSoFar: bytesSent, at: now - subscription.startedAt)
         if finished { subscription.allValuesSent = true }
         let due = subscription.lastProgressEvent.map { now - $0 >= configuration.progressInterval } ?? true
-        if due || finished {
+        let isLast = bytesSent == subscription.message.payload.count && subscription.lastProgressBytes != bytesSent
+        if due || isLast {
             subscription.lastProgressEvent = now
+            subscription.lastProgressBytes = bytesSent
             emitEvent(.progress(subscription.peer, subscription.meter.progress,
                                 bytesPerSecond: subscription.meter.bytesPerSecond,
                                 secondsRemaining: subscription.meter.estimatedRemaining.map(\.secondsValue)))
@@ -336,7 +355,10 @@ actor SubscriptionServer {
         guard var subscription = current, subscription.id == id, !subscription.hungUp else { return }
         subscription.hungUp = true
         subscription.hangUpReason = reason
-        if closeChannel { subscription.channel.close() }
+        if closeChannel {
+            subscription.drainedWhenClosed = subscription.channel.isDrained
+            subscription.channel.close()
+        }
         if subscription.transfer != nil {
             current = subscription
             return
@@ -347,16 +369,34 @@ actor SubscriptionServer {
     /// Decides what a hang-up means once the transfer task has stopped.
     private func settleAfterHangUp(_ subscription: inout Subscription) {
         subscription.channel.close()
+        if subscription.allValuesSent && subscription.drainedWhenClosed == true {
+            // EOM had been taken by bluetoothd before we stopped the channel.
+            subscription.endOfMessageWritten = true
+        }
         if subscription.delivered {
             end(&subscription)
         } else if subscription.endOfMessageWritten && subscription.format == .compat {
-            deliver(&subscription)
-            end(&subscription)
+            // The socket hangs up the same way when the central unsubscribes and when the link
+            // goes down (adapter switched off, bluetoothd leaving), and bluetoothd reads well
+            // ahead of the radio: confirm that Bluetooth is still up a moment later. A
+            // teardown meanwhile aborts the transfer through shutDown.
+            let delay = configuration.compatConfirmationDelay
+            let id = subscription.id
+            if delay <= .zero {
+                confirmCompatDelivery(&subscription)
+            } else {
+                subscription.pendingWait = Task {
+                    try? await Task.sleep(for: delay)
+                    guard !Task.isCancelled else { return }
+                    self.compatConfirmationDue(id)
+                }
+                current = subscription
+            }
         } else if subscription.allValuesSent && subscription.format == .framed {
             // The ACK may still be on its way (a D-Bus call racing the socket hang-up).
             let grace = configuration.acknowledgementGrace
             let id = subscription.id
-            subscription.acknowledgementWait = Task {
+            subscription.pendingWait = Task {
                 try? await Task.sleep(for: grace)
                 guard !Task.isCancelled else { return }
                 self.acknowledgementMissing(id)
@@ -369,6 +409,20 @@ actor SubscriptionServer {
                 ? "before EOM reached bluetoothd"
                 : "after \(progress.bytesSoFar) of \(progress.totalBytes ?? 0) bytes"
             abortCurrent(&subscription, reason: "\(reason) \(detail)")
+        }
+    }
+
+    private func compatConfirmationDue(_ id: Int) {
+        guard var subscription = current, subscription.id == id, !subscription.delivered else { return }
+        confirmCompatDelivery(&subscription)
+    }
+
+    private func confirmCompatDelivery(_ subscription: inout Subscription) {
+        if bluetoothStillUp() {
+            deliver(&subscription)
+            end(&subscription)
+        } else {
+            abortCurrent(&subscription, reason: "Bluetooth went away as the central left; not counted")
         }
     }
 
@@ -412,8 +466,8 @@ actor SubscriptionServer {
     private func stop(_ subscription: inout Subscription) {
         subscription.transfer?.cancel()
         subscription.transfer = nil
-        subscription.acknowledgementWait?.cancel()
-        subscription.acknowledgementWait = nil
+        subscription.pendingWait?.cancel()
+        subscription.pendingWait = nil
         subscription.channel.close()
     }
 }

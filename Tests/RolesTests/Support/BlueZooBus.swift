@@ -1,5 +1,6 @@
 import BlueZ
 import DBus
+import Dispatch
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -114,12 +115,19 @@ if __name__ == "__main__":
         daemon.standardOutput = addressPipe
         daemon.standardError = FileHandle.nullDevice
         try daemon.run()
-        // The daemon prints its address once it listens: the bus is ready then.
-        var printed = Data()
-        while !printed.contains(UInt8(ascii: "\n")) {
-            let chunk = addressPipe.fileHandleForReading.availableData
-            if chunk.isEmpty { break }
-            printed.append(chunk)
+        // The daemon prints its address once it listens: the bus is ready then. The read
+        // blocks, so it runs off the cooperative pool (parallel tests would starve it).
+        let handle = addressPipe.fileHandleForReading
+        let printed = await withCheckedContinuation { (continuation: CheckedContinuation<Data, Never>) in
+            DispatchQueue.global().async {
+                var bytes = Data()
+                while !bytes.contains(UInt8(ascii: "\n")) {
+                    let chunk = handle.availableData
+                    if chunk.isEmpty { break }
+                    bytes.append(chunk)
+                }
+                continuation.resume(returning: bytes)
+            }
         }
         let text = String(decoding: printed, as: UTF8.self)
         guard let line = text.split(separator: "\n").first, line.hasPrefix("unix:") else {

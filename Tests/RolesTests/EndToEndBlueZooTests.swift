@@ -1,0 +1,57 @@
+import BlueZ
+import Foundation
+@testable import Roles
+import Testing
+import Transfer
+
+/// Our send → our receive over BlueZoo: the Peripheral engine on hci0, the Central engine on
+/// hci1, each with its own session, as two processes would be.
+@Suite(.serialized, .enabled(if: BlueZooBus.isAvailable, "needs dbus-daemon and bluezoo (pip install bluezoo)"),
+       .timeLimit(.minutes(2)))
+struct EndToEndBlueZooTests {
+    enum Payload: String, CaseIterable, Sendable {
+        case text, utf8, binary, empty
+
+        var bytes: [UInt8] {
+            switch self {
+            case .text: Array("hello from bletransfer".utf8)
+            case .utf8: Array(String(repeating: "Grüße ✓ 𝄞 日本語 ", count: 40).utf8)
+            case .binary: CentralTestData.binary(70_000) + Array("EOM".utf8)
+            case .empty: []
+            }
+        }
+    }
+
+    @Test("send → receive", arguments: Payload.allCases, [true, false])
+    func sendToReceive(payload: Payload, framed: Bool) async throws {
+        let bus = try await BlueZooBus.start()
+        defer { bus.stop() }
+        let bytes = payload.bytes
+
+        let senderSession = try await bus.openSession()
+        defer { senderSession.close() }
+        let peripheral = Peripheral(
+            configuration: PeripheralConfiguration(adapterName: "hci0", fallbackValueInterval: .zero),
+            session: senderSession)
+        let source = RepeatingMessageSource(message: OutgoingMessage(payload: bytes), count: 1)
+        let senderEvents = PeripheralEventLog(following: peripheral.events)
+        let sending = Task { try await peripheral.run(source: source) }
+        defer { sending.cancel() }
+
+        let receiverSession = try await bus.openSession()
+        defer { receiverSession.close() }
+        let central = Central(configuration: CentralTestData.configuration(adapter: "hci1", framed: framed),
+                              session: receiverSession)
+        let sink = CollectingSink()
+        let received = try await central.run(sink: sink, timeout: .seconds(60))
+        let delivered = try await sending.value
+
+        #expect(received == 1)
+        #expect(delivered == 1)
+        #expect(sink.messages.map(\.payload) == [bytes])
+        #expect(sink.messages.first?.format == (framed ? .framed : .compat))
+        let summaries = await senderEvents.allWhenFinished().compactMap(\.deliveredSummary)
+        #expect(summaries.map(\.format) == [framed ? .framed : .compat])
+        #expect(summaries.first?.byteCount == bytes.count)
+    }
+}

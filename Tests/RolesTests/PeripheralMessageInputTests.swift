@@ -1,0 +1,171 @@
+import Foundation
+import Glibc
+@testable import Roles
+import SystemPackage
+import Testing
+import Transfer
+
+/// How `send` reads its message: binary-safe, bounded, and with one-line failures.
+@Suite struct PeripheralMessageInputTests {
+    /// A scratch directory removed when the test ends.
+    final class Scratch {
+        let url: URL
+        init() throws {
+            url = FileManager.default.temporaryDirectory.appendingPathComponent("bletransfer-input-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        }
+        deinit { try? FileManager.default.removeItem(at: url) }
+        func file(_ name: String, _ bytes: [UInt8]) throws -> String {
+            let path = url.appendingPathComponent(name).path
+            try Data(bytes).write(to: URL(fileURLWithPath: path))
+            return path
+        }
+    }
+
+    /// A pipe whose read end stands in for standard input, filled with `bytes` from a thread
+    /// (a pipe holds only 64 KiB) and closed.
+    static func pipe(carrying bytes: [UInt8]) throws -> FileDescriptor {
+        // A reader that stops early (input over the limit) closes its end; the writer then
+        // gets EPIPE instead of a SIGPIPE that would end the test runner.
+        _ = Glibc.signal(SIGPIPE, SIG_IGN)
+        let (read, write) = try FileDescriptor.pipe()
+        Thread.detachNewThread {
+            _ = try? bytes.withUnsafeBytes { try write.writeAll($0) }
+            try? write.close()
+        }
+        return read
+    }
+
+    static let binary: [UInt8] = (0..<70_000).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 8) } + [0, 0, 0xFF, 0x45, 0x4F, 0x4D]
+
+    @Test func argumentIsSentAsItsUTF8Bytes() throws {
+        let text = "grüße ✓ 𝄞"
+        #expect(try MessageInput.argument(text).read(limit: 100, allowEmpty: false) == Array(text.utf8))
+    }
+
+    @Test func fileContentsArriveByteForByte() throws {
+        let scratch = try Scratch()
+        let path = try scratch.file("payload.bin", Self.binary)
+        #expect(try MessageInput.file(path).read(limit: 1 << 20, allowEmpty: false) == Self.binary)
+    }
+
+    @Test func standardInputIsReadToItsEndBinarySafe() throws {
+        let input = try Self.pipe(carrying: Self.binary)
+        defer { try? input.close() }
+        #expect(try MessageInput.standardInput.read(limit: 1 << 20, allowEmpty: false, standardInput: input) == Self.binary)
+    }
+
+    @Test func missingFileIsNoInput() throws {
+        let scratch = try Scratch()
+        let path = scratch.url.appendingPathComponent("absent.txt").path
+        let failure = try #require(throws: MessageInput.Failure.self) {
+            try MessageInput.file(path).read(limit: 100, allowEmpty: false)
+        }
+        #expect(failure.kind == .noInput)
+        #expect(failure.userMessage.contains("no such file"))
+        #expect(!failure.userMessage.contains("\n"))
+    }
+
+    @Test func directoryIsNoInput() throws {
+        let scratch = try Scratch()
+        let failure = try #require(throws: MessageInput.Failure.self) {
+            try MessageInput.file(scratch.url.path).read(limit: 100, allowEmpty: false)
+        }
+        #expect(failure.kind == .noInput)
+        #expect(failure.userMessage.contains("directory"))
+    }
+
+    @Test func unreadableFileIsNoInput() throws {
+        guard getuid() != 0 else { return }   // root reads anything; nothing to check then
+        let scratch = try Scratch()
+        let path = try scratch.file("secret", [1, 2, 3])
+        try FileManager.default.setAttributes([.posixPermissions: 0], ofItemAtPath: path)
+        let failure = try #require(throws: MessageInput.Failure.self) {
+            try MessageInput.file(path).read(limit: 100, allowEmpty: false)
+        }
+        #expect(failure.kind == .noInput)
+    }
+
+    @Test func inputOverTheLimitIsADataErrorWithoutReadingItAll() throws {
+        let scratch = try Scratch()
+        let path = try scratch.file("big", [UInt8](repeating: 1, count: 101))
+        let fromFile = try #require(throws: MessageInput.Failure.self) {
+            try MessageInput.file(path).read(limit: 100, allowEmpty: false)
+        }
+        #expect(fromFile.kind == .dataError)
+        #expect(fromFile.userMessage.contains("too large"))
+
+        let input = try Self.pipe(carrying: Self.binary)
+        defer { try? input.close() }
+        let fromStandardInput = try #require(throws: MessageInput.Failure.self) {
+            try MessageInput.standardInput.read(limit: 1000, allowEmpty: false, standardInput: input)
+        }
+        #expect(fromStandardInput.kind == .dataError)
+
+        #expect(throws: MessageInput.Failure.self) {
+            try MessageInput.argument("eleven char").read(limit: 10, allowEmpty: false)
+        }
+        #expect(try MessageInput.file(path).read(limit: 101, allowEmpty: false).count == 101)
+    }
+
+    @Test func emptyMessageNeedsAllowEmpty() throws {
+        let scratch = try Scratch()
+        let path = try scratch.file("empty", [])
+        let failure = try #require(throws: MessageInput.Failure.self) {
+            try MessageInput.file(path).read(limit: 100, allowEmpty: false)
+        }
+        #expect(failure.kind == .dataError)
+        #expect(failure.userMessage.contains("--allow-empty"))
+        #expect(try MessageInput.file(path).read(limit: 100, allowEmpty: true) == [])
+        #expect(try MessageInput.argument("").read(limit: 100, allowEmpty: true) == [])
+        let input = try Self.pipe(carrying: [])
+        defer { try? input.close() }
+        #expect(throws: MessageInput.Failure.self) {
+            try MessageInput.standardInput.read(limit: 100, allowEmpty: false, standardInput: input)
+        }
+    }
+
+    @Test func advertisedNameRules() throws {
+        #expect(try AdvertisedName.validate("bletransfer") == "bletransfer")
+        #expect(try AdvertisedName.validate(String(repeating: "n", count: 29)).utf8.count == 29)
+        #expect(throws: AdvertisedName.Invalid.self) { try AdvertisedName.validate(String(repeating: "n", count: 30)) }
+        // 10 three-byte characters are 30 bytes: too long, although only 10 characters.
+        #expect(throws: AdvertisedName.Invalid.self) { try AdvertisedName.validate(String(repeating: "✓", count: 10)) }
+        #expect(throws: AdvertisedName.Invalid.self) { try AdvertisedName.validate("") }
+        #expect(throws: AdvertisedName.Invalid.self) { try AdvertisedName.validate("tab\there") }
+    }
+
+    @Test func helloRegistryIsBoundedAndExpires() {
+        var registry = HelloRegistry(capacity: 3, lifetime: .seconds(10))
+        let start = ContinuousClock.now
+        for index in 0..<5 {
+            registry.record(Hello(session: SessionID(rawValue: UInt64(index))), from: "dev\(index)", at: start + .seconds(index))
+        }
+        #expect(registry.entries.count == 3)
+        #expect(registry.hello(from: "dev0", at: start + .seconds(5)) == nil)   // evicted, the oldest
+        #expect(registry.hello(from: "dev4", at: start + .seconds(5))?.session.rawValue == 4)
+        #expect(registry.hello(from: "dev4", at: start + .seconds(15)) == nil)  // expired
+        #expect(registry.mostRecent(at: start + .seconds(5))?.device == "dev4")
+        registry.forget("dev4")
+        #expect(registry.hello(from: "dev4", at: start + .seconds(5)) == nil)
+    }
+
+    @Test func peerAddressFromDevicePath() {
+        #expect(PeerResolver.address(fromDevicePath: "/org/bluez/hci0/dev_AA_BB_CC_DD_EE_0F") == "AA:BB:CC:DD:EE:0F")
+        #expect(PeerResolver.address(fromDevicePath: "/org/bluez/hci0") == nil)
+        #expect(PeerResolver.address(fromDevicePath: "/org/bluez/hci0/dev_AA_BB") == nil)
+    }
+
+    @Test func repeatingSourceServesCountTimes() async {
+        let source = RepeatingMessageSource(message: OutgoingMessage(payload: [1]), count: 2)
+        let summary = MessageSummary(sequence: 1, byteCount: 1, format: .compat)
+        #expect(await source.current() != nil)
+        await source.markDelivered(OutgoingMessage(payload: [1]), summary: summary, to: nil)
+        #expect(await source.current() != nil)
+        await source.markDelivered(OutgoingMessage(payload: [1]), summary: summary, to: nil)
+        #expect(await source.current() == nil)
+        let forever = RepeatingMessageSource(message: OutgoingMessage(payload: []), count: nil)
+        for _ in 0..<100 { await forever.markDelivered(OutgoingMessage(payload: []), summary: summary, to: nil) }
+        #expect(await forever.current() != nil)
+    }
+}

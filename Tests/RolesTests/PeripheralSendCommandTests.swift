@@ -1,0 +1,222 @@
+import BlueZ
+import Foundation
+import Glibc
+import Testing
+import Transfer
+
+/// `bletransfer send` as a user runs it: exit statuses, one-line errors, signals, and a real
+/// transfer from a piped standard input over BlueZoo.
+@Suite(.serialized, .enabled(if: SendProcess.executable != nil, "needs the bletransfer executable built next to the tests"),
+       .timeLimit(.minutes(2)))
+struct PeripheralSendCommandTests {
+    @Test("usage mistakes exit 64 with one line", arguments: [
+        ["x", "--count", "0"],
+        ["x", "--file", "/etc/hostname"],
+        ["x", "--name", String(repeating: "n", count: 30)],
+        ["x", "--count", "2", "--forever"],
+        ["x", "--service-uuid", "not-a-uuid"],
+    ])
+    func usageMistakes(arguments: [String]) async throws {
+        let result = try await SendProcess.run(arguments, bus: "unix:path=/nonexistent/bus")
+        #expect(result.status == 64)
+        #expect(result.standardOutput.isEmpty)
+        #expect(!result.standardError.isEmpty)
+    }
+
+    @Test func missingOrDirectoryInputFileExits66() async throws {
+        let missing = try await SendProcess.run(["--file", "/nonexistent/message.txt"], bus: "unix:path=/nonexistent/bus")
+        #expect(missing.status == 66)
+        #expect(missing.standardError == "bletransfer: cannot open '/nonexistent/message.txt': no such file\n")
+        let directory = try await SendProcess.run(["--file", "/tmp"], bus: "unix:path=/nonexistent/bus")
+        #expect(directory.status == 66)
+        #expect(directory.standardError.contains("is a directory"))
+    }
+
+    @Test func emptyMessageExits65UnlessAllowed() async throws {
+        let empty = try await SendProcess.run([""], bus: "unix:path=/nonexistent/bus")
+        #expect(empty.status == 65)
+        #expect(empty.standardError.contains("--allow-empty"))
+        let emptyStandardInput = try await SendProcess.run([], bus: "unix:path=/nonexistent/bus", standardInput: [])
+        #expect(emptyStandardInput.status == 65)
+        // Allowed, it gets as far as the bus.
+        let allowed = try await SendProcess.run(["", "--allow-empty"], bus: "unix:path=/nonexistent/bus")
+        #expect(allowed.status == 69)
+    }
+
+    @Test func noSystemBusExits69WithJSONError() async throws {
+        let result = try await SendProcess.run(["hello", "--json"], bus: "unix:path=/nonexistent/bus")
+        #expect(result.status == 69)
+        let line = try #require(result.standardOutput.split(separator: "\n").last)
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+        #expect(object["event"] as? String == "error")
+        #expect(object["exitStatus"] as? Int == 69)
+        #expect(result.standardError.split(separator: "\n").count == 1)
+    }
+
+    @Test(.enabled(if: BlueZooBus.isAvailable))
+    func unknownAdapterExits64AndTimeoutExits75() async throws {
+        let bus = try await BlueZooBus.start()
+        defer { bus.stop() }
+        let unknown = try await SendProcess.run(["hello", "--adapter", "hci7"], bus: bus.address)
+        #expect(unknown.status == 64)
+        #expect(unknown.standardError.contains("hci7"))
+        let timedOut = try await SendProcess.run(["hello", "--adapter", "hci0", "--timeout", "1"], bus: bus.address)
+        #expect(timedOut.status == 75)
+        #expect(timedOut.standardError.contains("timed out"))
+    }
+
+    @Test("SIGTERM and SIGINT unregister, then exit 143 / 130", .enabled(if: BlueZooBus.isAvailable),
+          arguments: [(SIGTERM, Int32(143)), (SIGINT, Int32(130))])
+    func signalsExitAfterCleanup(signal: Int32, status: Int32) async throws {
+        let bus = try await BlueZooBus.start()
+        defer { bus.stop() }
+        let process = try SendProcess.start(["hello", "--adapter", "hci0", "--forever", "--json"], bus: bus.address)
+        #expect(await process.waitForOutput(containing: "\"event\":\"advertising\""))
+        process.signal(signal)
+        let result = await process.result()
+        #expect(result.status == status)
+        #expect(!result.standardError.contains("error"))
+    }
+
+    @Test("binary standard input arrives identical at a central", .enabled(if: BlueZooBus.isAvailable))
+    func standardInputOverBlueZoo() async throws {
+        let bus = try await BlueZooBus.start()
+        defer { bus.stop() }
+        let payload = CentralTestData.binary(20_000) + [0, 0x45, 0x4F, 0x4D]
+        let process = try SendProcess.start(["--adapter", "hci0", "--json"], bus: bus.address, standardInput: payload)
+        let central = try await ScriptedCentral.connect(on: bus)
+        let (_, message) = try await central.receive(hello: nil)
+        let result = await process.result()
+        await central.close()
+        #expect(message?.payload == payload)
+        #expect(result.status == 0)
+        #expect(result.standardOutput.contains("\"event\":\"delivered\""))
+    }
+}
+
+/// The `bletransfer` executable run as a child process.
+final class SendProcess: @unchecked Sendable {
+    // @unchecked Sendable: the output buffers are only touched under `lock`; `process` is
+    // thread-safe for the calls made here.
+    private let process = Process()
+    private let lock = NSLock()
+    private var output = Data()
+    private var errors = Data()
+    private var outputWaiters: [(String, CheckedContinuation<Bool, Never>)] = []
+    private var exited = false
+
+    struct Result {
+        var status: Int32
+        var standardOutput: String
+        var standardError: String
+    }
+
+    /// Next to the test bundle, where `swift build` / `swift test` put it.
+    static var executable: URL? {
+        let candidate = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+            .appendingPathComponent("bletransfer")
+        return FileManager.default.isExecutableFile(atPath: candidate.path) ? candidate : nil
+    }
+
+    static func run(_ arguments: [String], bus: String, standardInput: [UInt8]? = nil) async throws -> Result {
+        try await start(arguments, bus: bus, standardInput: standardInput).result()
+    }
+
+    static func start(_ arguments: [String], bus: String, standardInput: [UInt8]? = nil) throws -> SendProcess {
+        let child = SendProcess()
+        try child.launch(arguments, bus: bus, standardInput: standardInput)
+        return child
+    }
+
+    private func launch(_ arguments: [String], bus: String, standardInput: [UInt8]?) throws {
+        guard let executable = Self.executable else { throw CocoaError(.fileNoSuchFile) }
+        process.executableURL = executable
+        process.arguments = ["send"] + arguments
+        var environment = ProcessInfo.processInfo.environment
+        environment["DBUS_SYSTEM_BUS_ADDRESS"] = bus
+        process.environment = environment
+        let outputPipe = Pipe()
+        let errorPipe = Pipe()
+        process.standardOutput = outputPipe
+        process.standardError = errorPipe
+        let inputPipe = Pipe()
+        process.standardInput = inputPipe
+        outputPipe.fileHandleForReading.readabilityHandler = { [weak self] handle in
+            self?.received(handle.availableData, error: false)
+        }
+        errorPipe.fileHandleForReading.readabilityHandler = { [weak self] handle in
+            self?.received(handle.availableData, error: true)
+        }
+        // A child that exits before reading its input (a usage error) must not take the test
+        // runner down with SIGPIPE; the write then just fails.
+        _ = Glibc.signal(SIGPIPE, SIG_IGN)
+        try process.run()
+        let bytes = standardInput ?? []
+        Thread.detachNewThread {
+            try? inputPipe.fileHandleForWriting.write(contentsOf: Data(bytes))
+            try? inputPipe.fileHandleForWriting.close()
+        }
+    }
+
+    private func received(_ data: Data, error: Bool) {
+        lock.lock()
+        if error { errors.append(data) } else { output.append(data) }
+        let text = String(decoding: output, as: UTF8.self)
+        var ready: [(CheckedContinuation<Bool, Never>, Bool)] = []
+        outputWaiters.removeAll { needle, continuation in
+            let found = text.contains(needle)
+            // An empty read is end of file: nothing more will come.
+            guard found || (data.isEmpty && !error) else { return false }
+            ready.append((continuation, found))
+            return true
+        }
+        lock.unlock()
+        for (continuation, found) in ready { continuation.resume(returning: found) }
+    }
+
+    /// True once standard output contains `needle`; false if it closed first.
+    func waitForOutput(containing needle: String) async -> Bool {
+        await withCheckedContinuation { continuation in
+            lock.lock()
+            if String(decoding: output, as: UTF8.self).contains(needle) {
+                lock.unlock()
+                continuation.resume(returning: true)
+            } else if !process.isRunning {
+                lock.unlock()
+                continuation.resume(returning: false)
+            } else {
+                outputWaiters.append((needle, continuation))
+                lock.unlock()
+            }
+        }
+    }
+
+    func signal(_ number: Int32) {
+        kill(process.processIdentifier, number)
+    }
+
+    /// Waits for the process to exit (off the cooperative pool) and collects its output.
+    func result() async -> Result {
+        let process = self.process
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            Thread.detachNewThread {
+                process.waitUntilExit()
+                continuation.resume()
+            }
+        }
+        // Drain what the handlers have not delivered yet.
+        if let pipe = process.standardOutput as? Pipe {
+            pipe.fileHandleForReading.readabilityHandler = nil
+            received(pipe.fileHandleForReading.readDataToEndOfFile(), error: false)
+        }
+        if let pipe = process.standardError as? Pipe {
+            pipe.fileHandleForReading.readabilityHandler = nil
+            received(pipe.fileHandleForReading.readDataToEndOfFile(), error: true)
+        }
+        return lock.withLock {
+            Result(status: process.terminationStatus,
+                   standardOutput: String(decoding: output, as: UTF8.self),
+                   standardError: String(decoding: errors, as: UTF8.self))
+        }
+    }
+}

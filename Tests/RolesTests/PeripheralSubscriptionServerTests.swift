@@ -1,0 +1,401 @@
+import BlueZ
+import Foundation
+import Logging
+@testable import Roles
+import Testing
+import Transfer
+
+/// The peripheral's delivery rules, driven directly (no bus): BlueZ's end of the AcquireNotify
+/// socket is the other half of a socket pair, writes and hang-ups are the calls BlueZ would make.
+@Suite struct PeripheralSubscriptionServerTests {
+    static let device = "/org/bluez/hci0/dev_11_22_33_44_55_66"
+
+    struct Harness {
+        let server: SubscriptionServer
+        let log: PeripheralEventLog
+        var activity: AsyncStream<ServerActivity>.Iterator
+
+        init(grace: Duration = .seconds(3), compatConfirmation: Duration = .zero, bluetoothUp: Bool = true,
+             message: [UInt8]?) async {
+            let log = PeripheralEventLog()
+            let configuration = PeripheralConfiguration(
+                acknowledgementGrace: grace, compatConfirmationDelay: compatConfirmation, fallbackValueInterval: .zero)
+            server = SubscriptionServer(
+                configuration: configuration, logger: Logger(label: "test"),
+                describePeer: { path in PeerDescription(address: path.flatMap(PeerResolver.address(fromDevicePath:)) ?? "unknown") },
+                bluetoothStillUp: { bluetoothUp },
+                emitEvent: { log.append($0) })
+            self.log = log
+            activity = server.activity.makeAsyncIterator()
+            if let message {
+                await server.offer(OutgoingMessage(payload: message), sequence: 1)
+            }
+        }
+
+        mutating func nextActivity() async -> ServerActivity? {
+            await activity.next()
+        }
+    }
+
+    /// Reads values from BlueZ's end until `EOM`; nil if the socket closed first.
+    static func readUntilEndOfMessage(_ socket: NotificationSocket) async throws -> [[UInt8]]? {
+        var values: [[UInt8]] = []
+        while let value = try await socket.receive() {
+            values.append(value)
+            if value == WireFormat.endOfMessage { return values }
+        }
+        return nil
+    }
+
+    static func payload(_ count: Int, seed: UInt8 = 7) -> [UInt8] {
+        (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ Int(seed)) }
+    }
+
+    @Test func compatSubscriberGetsTheWholeMessageAndUnsubscribingAfterEOMCountsAsDelivered() async throws {
+        let payload = Self.payload(5000)
+        var harness = await Harness(message: payload)
+        let (local, bluez) = try NotificationSocket.makePair(mtu: 185)
+        await harness.server.acceptSocket(local, device: Self.device)
+
+        guard case .subscribed(let peer)? = await harness.nextActivity() else {
+            Issue.record("expected a subscription")
+            return
+        }
+        #expect(peer.address == "11:22:33:44:55:66")
+        let values = try #require(try await Self.readUntilEndOfMessage(bluez))
+        #expect(values.dropLast().allSatisfy { $0.count <= 182 && $0 != WireFormat.endOfMessage })
+        #expect(Array(values.dropLast().joined()) == payload)
+        #expect(harness.log.subscribedFormats == [.compat])
+
+        bluez.close()   // the central unsubscribed: BlueZ releases the socket
+        guard case .delivered(let message, let summary, _)? = await harness.nextActivity() else {
+            Issue.record("expected a delivery")
+            return
+        }
+        #expect(message.payload == payload)
+        #expect(summary.byteCount == 5000 && summary.format == .compat && summary.sequence == 1)
+        guard case .subscriptionEnded? = await harness.nextActivity() else {
+            Issue.record("expected the subscription to end")
+            return
+        }
+        #expect(harness.log.abortReasons.isEmpty)
+    }
+
+    @Test func framedSubscriberIsDeliveredOnlyByAFittingAck() async throws {
+        let payload = Array("grüße, 世界 ✓".utf8) + Self.payload(3000)
+        var harness = await Harness(message: payload)
+        let hello = Hello(session: SessionID(rawValue: 0xDEAD_BEEF_0102_0304))
+        await harness.server.write(hello.encoded, device: Self.device, mtu: 247)
+        let (local, bluez) = try NotificationSocket.makePair(mtu: 247)
+        await harness.server.acceptSocket(local, device: Self.device)
+        guard case .subscribed? = await harness.nextActivity() else {
+            Issue.record("expected a subscription")
+            return
+        }
+
+        var receiver = MessageReceiver(sentHello: hello)
+        var received: ReceivedMessage?
+        while received == nil, let value = try await bluez.receive() {
+            if case .complete(let message) = try receiver.receive(value) { received = message }
+        }
+        let message = try #require(received)
+        #expect(message.payload == payload)
+        #expect(message.format == .framed)
+        #expect(harness.log.subscribedFormats == [.framed])
+
+        // Hostile or mistaken writes first: none of them may count.
+        let header = try #require(message.header)
+        var wrongSession = header
+        wrongSession.session = SessionID(rawValue: 1)
+        await harness.server.write(WireFormat.ackValue(for: wrongSession), device: Self.device, mtu: 247)
+        await harness.server.write([0x00, 0xFF, 0x13], device: Self.device, mtu: 247)
+        await harness.server.write([UInt8](repeating: 0x41, count: 100_000), device: Self.device, mtu: 247)
+        await harness.server.write(WireFormat.ackValue(for: header), device: "/org/bluez/hci0/dev_99_99_99_99_99_99", mtu: 247)
+        await harness.server.write([], device: Self.device, mtu: 247)
+
+        await harness.server.write(WireFormat.ackValue(for: header), device: Self.device, mtu: 247)
+        guard case .delivered(_, let summary, _)? = await harness.nextActivity() else {
+            Issue.record("expected a delivery after the ACK")
+            return
+        }
+        #expect(summary.format == .framed)
+        #expect(summary.sha256 == message.digest?.map { String(format: "%02x", $0) }.joined())
+
+        bluez.close()
+        guard case .subscriptionEnded? = await harness.nextActivity() else {
+            Issue.record("expected the subscription to end")
+            return
+        }
+    }
+
+    @Test func unsubscribingMidTransferCountsNothingAndTheNextSubscriberStartsAtByteZero() async throws {
+        let payload = Self.payload(20_000)
+        var harness = await Harness(message: payload)
+
+        let (first, firstBlueZ) = try NotificationSocket.makePair(mtu: 23)
+        await harness.server.acceptSocket(first, device: Self.device)
+        guard case .subscribed? = await harness.nextActivity() else {
+            Issue.record("expected a subscription")
+            return
+        }
+        for _ in 0..<10 { _ = try await firstBlueZ.receive() }
+        firstBlueZ.close()
+        guard case .subscriptionEnded? = await harness.nextActivity() else {
+            Issue.record("an early unsubscription must end the subscription without a delivery")
+            return
+        }
+        #expect(harness.log.abortReasons.count == 1)
+        #expect(harness.log.abortReasons.first?.contains("unsubscribed") == true)
+
+        let (second, secondBlueZ) = try NotificationSocket.makePair(mtu: 23)
+        await harness.server.acceptSocket(second, device: Self.device)
+        guard case .subscribed? = await harness.nextActivity() else {
+            Issue.record("expected a second subscription")
+            return
+        }
+        let values = try #require(try await Self.readUntilEndOfMessage(secondBlueZ))
+        #expect(Array(values.dropLast().joined()) == payload)
+        secondBlueZ.close()
+        guard case .delivered? = await harness.nextActivity() else {
+            Issue.record("expected the second subscriber's delivery")
+            return
+        }
+    }
+
+    @Test func disconnectionRightAfterEOMWasReadCountsAsDelivered() async throws {
+        // A fast central reads EOM, unsubscribes and disconnects before the sender's drain
+        // poll comes round: what bluetoothd had read when we stopped the channel decides.
+        var harness = await Harness(message: Self.payload(3000))
+        let (local, bluez) = try NotificationSocket.makePair(mtu: 185)
+        await harness.server.acceptSocket(local, device: Self.device)
+        _ = await harness.nextActivity()
+        _ = try #require(try await Self.readUntilEndOfMessage(bluez))
+        await harness.server.deviceDisconnected(Self.device, noneConnected: true)
+        guard case .delivered? = await harness.nextActivity() else {
+            Issue.record("EOM was read before the central left: delivered")
+            return
+        }
+        _ = bluez
+    }
+
+    @Test func disconnectionWithValuesStillUnreadIsNotDelivered() async throws {
+        var harness = await Harness(message: Self.payload(300))
+        let (local, bluez) = try NotificationSocket.makePair(mtu: 185)
+        await harness.server.acceptSocket(local, device: Self.device)
+        _ = await harness.nextActivity()
+        // Every value fits the socket at once, none is read: the central leaves.
+        await harness.log.waitFor { event in
+            if case .progress(_, let progress, _, _) = event { progress.bytesSoFar == 300 } else { false }
+        }
+        await harness.server.deviceDisconnected(Self.device, noneConnected: true)
+        guard case .subscriptionEnded? = await harness.nextActivity() else {
+            Issue.record("nothing was read: not delivered")
+            return
+        }
+        #expect(harness.log.abortReasons.count == 1)
+        _ = bluez
+    }
+
+    @Test func compatHangUpWhileBluetoothGoesAwayIsNotDelivered() async throws {
+        // The adapter switched off: the socket hangs up as if the central unsubscribed, after
+        // bluetoothd read everything (it reads ahead of the radio).
+        var harness = await Harness(compatConfirmation: .milliseconds(10), bluetoothUp: false, message: Self.payload(500))
+        let (local, bluez) = try NotificationSocket.makePair(mtu: 185)
+        await harness.server.acceptSocket(local, device: Self.device)
+        _ = await harness.nextActivity()
+        _ = try #require(try await Self.readUntilEndOfMessage(bluez))
+        bluez.close()
+        guard case .subscriptionEnded? = await harness.nextActivity() else {
+            Issue.record("not delivered when Bluetooth did not stay up")
+            return
+        }
+        #expect(harness.log.abortReasons.first?.contains("Bluetooth went away") == true)
+    }
+
+    @Test func teardownDuringTheCompatConfirmationCountsNothing() async throws {
+        var harness = await Harness(compatConfirmation: .seconds(60), message: Self.payload(500))
+        let (local, bluez) = try NotificationSocket.makePair(mtu: 185)
+        await harness.server.acceptSocket(local, device: Self.device)
+        _ = await harness.nextActivity()
+        _ = try #require(try await Self.readUntilEndOfMessage(bluez))
+        bluez.close()
+        // Whether or not the server saw the hang-up yet, the teardown must count nothing.
+        await harness.server.shutDown(reason: "the adapter was powered off")
+        if let next = await harness.nextActivity() {
+            Issue.record("the activity stream should end without a delivery, got \(next)")
+        }
+        #expect(harness.log.abortReasons == ["the adapter was powered off"])
+    }
+
+    @Test func framedHangUpWithoutAckIsNotDelivered() async throws {
+        var harness = await Harness(grace: .milliseconds(20), message: Self.payload(300))
+        let hello = Hello(session: SessionID(rawValue: 42))
+        await harness.server.write(hello.encoded, device: Self.device, mtu: 100)
+        let (local, bluez) = try NotificationSocket.makePair(mtu: 100)
+        await harness.server.acceptSocket(local, device: Self.device)
+        guard case .subscribed? = await harness.nextActivity() else {
+            Issue.record("expected a subscription")
+            return
+        }
+        _ = try #require(try await Self.readUntilEndOfMessage(bluez))
+        bluez.close()
+        guard case .subscriptionEnded? = await harness.nextActivity() else {
+            Issue.record("a framed transfer without ACK must end undelivered")
+            return
+        }
+        #expect(harness.log.abortReasons == ["the central left without acknowledging the message"])
+    }
+
+    @Test func ackArrivingAfterTheCentralLeftStillCounts() async throws {
+        var harness = await Harness(grace: .seconds(30), message: Self.payload(300))
+        let hello = Hello(session: SessionID(rawValue: 43))
+        await harness.server.write(hello.encoded, device: Self.device, mtu: 100)
+        let (local, bluez) = try NotificationSocket.makePair(mtu: 100)
+        await harness.server.acceptSocket(local, device: Self.device)
+        _ = await harness.nextActivity()
+        var receiver = MessageReceiver(sentHello: hello)
+        var header: FramedHeader?
+        while header == nil, let value = try await bluez.receive() {
+            if case .complete(let message) = try receiver.receive(value) { header = message.header }
+        }
+        // The central leaves, and only after the server handled that does its ACK arrive
+        // (whatever the transfer task is doing at that moment, the outcome must be the same).
+        await harness.server.deviceDisconnected(Self.device, noneConnected: true)
+        await harness.server.write(WireFormat.ackValue(for: try #require(header)), device: Self.device, mtu: 100)
+        guard case .delivered? = await harness.nextActivity() else {
+            Issue.record("an ACK racing the hang-up must still count")
+            return
+        }
+        guard case .subscriptionEnded? = await harness.nextActivity() else {
+            Issue.record("expected the subscription to end")
+            return
+        }
+    }
+
+    @Test func disconnectionMidTransferCountsNothing() async throws {
+        var harness = await Harness(message: Self.payload(50_000))
+        let (local, bluez) = try NotificationSocket.makePair(mtu: 23)
+        await harness.server.acceptSocket(local, device: Self.device)
+        _ = await harness.nextActivity()
+        _ = try await bluez.receive()
+        await harness.server.deviceDisconnected(Self.device, noneConnected: true)
+        guard case .subscriptionEnded? = await harness.nextActivity() else {
+            Issue.record("a disconnection must end the subscription")
+            return
+        }
+        #expect(harness.log.abortReasons.first?.contains("disconnected") == true)
+        _ = bluez
+    }
+
+    @Test func aSecondSubscriberWhileServingIsRefused() async throws {
+        var harness = await Harness(message: Self.payload(100_000))
+        let (first, firstBlueZ) = try NotificationSocket.makePair(mtu: 23)
+        await harness.server.acceptSocket(first, device: Self.device)
+        _ = await harness.nextActivity()
+        let (second, secondBlueZ) = try NotificationSocket.makePair(mtu: 23)
+        await harness.server.acceptSocket(second, device: "/org/bluez/hci0/dev_AA_AA_AA_AA_AA_AA")
+        #expect(try await secondBlueZ.receive() == nil)
+        #expect(harness.log.all.contains { if case .warning = $0 { true } else { false } })
+        _ = firstBlueZ
+        await harness.server.shutDown(reason: "test over")
+    }
+
+    @Test func aDeliveredMessageIsNotServedAgainUntilTheNextIsOffered() async throws {
+        var harness = await Harness(message: Array("once".utf8))
+        let (local, bluez) = try NotificationSocket.makePair(mtu: 23)
+        await harness.server.acceptSocket(local, device: Self.device)
+        _ = await harness.nextActivity()
+        _ = try await Self.readUntilEndOfMessage(bluez)
+        bluez.close()
+        guard case .delivered? = await harness.nextActivity() else {
+            Issue.record("expected a delivery")
+            return
+        }
+        _ = await harness.nextActivity()
+        let (again, againBlueZ) = try NotificationSocket.makePair(mtu: 23)
+        await harness.server.acceptSocket(again, device: Self.device)
+        #expect(try await againBlueZ.receive() == nil)
+    }
+
+    @Test func fallbackPathNotifiesThroughTheEmitterAndStopNotifyAfterEOMDelivers() async throws {
+        let payload = Self.payload(1000)
+        var harness = await Harness(message: payload)
+        let emitted = EmittedValues()
+        await harness.server.attachFallbackEmitter { emitted.append($0) }
+        // The device wrote something first, so its MTU is known.
+        await harness.server.write([0x01], device: Self.device, mtu: 100)
+        await harness.server.acceptFallback(device: Self.device)
+        guard case .subscribed? = await harness.nextActivity() else {
+            Issue.record("expected a subscription")
+            return
+        }
+        await emitted.waitForEndOfMessage()
+        let values = emitted.all
+        #expect(values.dropLast().allSatisfy { $0.count <= 97 })
+        #expect(Array(values.dropLast().joined()) == payload)
+        await harness.server.fallbackStopped()
+        guard case .delivered? = await harness.nextActivity() else {
+            Issue.record("StopNotify after EOM must count as delivered")
+            return
+        }
+    }
+
+    @Test func fallbackWithoutKnownMTUUsesTwentyByteValues() async throws {
+        var harness = await Harness(message: Self.payload(200))
+        let emitted = EmittedValues()
+        await harness.server.attachFallbackEmitter { emitted.append($0) }
+        await harness.server.acceptFallback(device: nil)
+        _ = await harness.nextActivity()
+        await emitted.waitForEndOfMessage()
+        #expect(emitted.all.allSatisfy { $0.count <= 20 })
+        await harness.server.shutDown(reason: "test over")
+    }
+
+    @Test func helloFromAnotherDeviceDoesNotMakeASubscriptionFramed() async throws {
+        var harness = await Harness(message: Self.payload(10))
+        await harness.server.write(Hello(session: SessionID(rawValue: 9)).encoded,
+                                   device: "/org/bluez/hci0/dev_AA_AA_AA_AA_AA_AA", mtu: 23)
+        let (local, bluez) = try NotificationSocket.makePair(mtu: 23)
+        await harness.server.acceptSocket(local, device: Self.device)
+        _ = await harness.nextActivity()
+        #expect(harness.log.subscribedFormats == [.compat])
+        _ = bluez
+        await harness.server.shutDown(reason: "test over")
+    }
+}
+
+/// Values the fallback emitter was given; signals when `EOM` arrives.
+final class EmittedValues: @unchecked Sendable {
+    // @unchecked Sendable: all state is guarded by `lock`.
+    private let lock = NSLock()
+    private var values: [[UInt8]] = []
+    private var waiters: [CheckedContinuation<Void, Never>] = []
+
+    func append(_ value: [UInt8]) {
+        lock.lock()
+        values.append(value)
+        let ready = value == WireFormat.endOfMessage ? waiters : []
+        if !ready.isEmpty { waiters.removeAll() }
+        lock.unlock()
+        for waiter in ready { waiter.resume() }
+    }
+
+    var all: [[UInt8]] {
+        lock.lock()
+        defer { lock.unlock() }
+        return values
+    }
+
+    func waitForEndOfMessage() async {
+        await withCheckedContinuation { continuation in
+            lock.lock()
+            if values.last == WireFormat.endOfMessage {
+                lock.unlock()
+                continuation.resume()
+            } else {
+                waiters.append(continuation)
+                lock.unlock()
+            }
+        }
+    }
+}
