@@ -165,7 +165,17 @@ struct Daemon {
             let attempt: DaemonSupervisor.Attempt = { session, emit in
                 let peripheral = Peripheral(configuration: configuration, session: session,
                                             logger: Logger(label: "bletransfer.peripheral"))
-                try await peripheral.run(source: source, onEvent: emit)
+                // The peripheral's event stream finishes when its run ends.
+                let forward = Task {
+                    for await event in peripheral.events { emit(event) }
+                }
+                do {
+                    _ = try await peripheral.run(source: source)
+                } catch {
+                    await forward.value
+                    throw error
+                }
+                await forward.value
             }
             return .success((attempt, path.string))
         }
