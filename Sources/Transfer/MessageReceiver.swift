@@ -16,8 +16,10 @@
 ///   window, or one already seen. Text always decides at once (its first byte is never 0).
 /// `EOM` alone decides nothing: it may have overtaken a short framed message's first value.
 /// A peer that ignores HELLO and sends an empty message (or one whose values all look like
-/// framed values after the first) therefore ends undecided, reported by ``finishWithoutEOM()``
-/// as ``ReceiveError/missingStartOfMessage(valuesReceived:)``. The residual ambiguity: a binary
+/// framed values after the first) therefore ends undecided: once the caller has waited longer
+/// than reordering could delay a framed sender's values, ``settleAsCompat()`` reads what
+/// arrived as a compat message; ended without that, ``finishWithoutEOM()`` reports
+/// ``ReceiveError/missingStartOfMessage(valuesReceived:)``. The residual ambiguity: a binary
 /// compat payload that begins with `00 00` and the magic is read as framed, and is then refused
 /// (version, session or digest will not match) rather than delivered wrongly.
 ///
@@ -62,6 +64,8 @@ public struct MessageReceiver: Sendable {
     public private(set) var valuesReceived = 0
     /// True once `EOM` arrived (framed: possibly before the last values).
     public private(set) var endOfMessageSeen = false
+    /// While undecided: how many held values had arrived when `EOM` did.
+    private var undecidedValuesAtEndOfMessage: Int?
 
     /// A receiver that expects compat only (the central wrote no HELLO).
     public init(limits: TransferLimits = .default) {
@@ -103,6 +107,31 @@ public struct MessageReceiver: Sendable {
     public var isComplete: Bool {
         if case .complete = phase { return true }
         return false
+    }
+
+    /// True when a HELLO was written, `EOM` arrived, and no value has told the format yet.
+    public var isUndecidedAfterEndOfMessage: Bool {
+        if case .undecided = phase { return endOfMessageSeen }
+        return false
+    }
+
+    /// Reads an undecided message that `EOM` ended as compat: the peer ignored the HELLO. Call it
+    /// only after waiting longer than reordering can delay a framed sender's first value behind
+    /// its `EOM` (a framed sender never sends `EOM` before that value). Nil when there is
+    /// nothing to settle (not undecided, or `EOM` not seen); refused as
+    /// ``ReceiveError/missingStartOfMessage(valuesReceived:)`` when values arrived after the
+    /// `EOM`, since no compat sender sends those.
+    public mutating func settleAsCompat() throws(ReceiveError) -> Event? {
+        guard isUndecidedAfterEndOfMessage else { return nil }
+        guard undecidedValuesAtEndOfMessage == undecidedValues.count else {
+            throw fail(.missingStartOfMessage(valuesReceived: valuesReceived))
+        }
+        phase = .compat
+        detectedFormat = .compat
+        let held = undecidedValues
+        releaseUndecided()
+        for value in held { _ = try receiveCompat(value) }
+        return try receiveCompat(WireFormat.endOfMessage)
     }
 
     /// Takes the next notification value.
@@ -152,6 +181,7 @@ public struct MessageReceiver: Sendable {
             // It may have overtaken a short framed message's values: wait for them.
             guard !endOfMessageSeen else { throw fail(.valueAfterEndOfMessage) }
             endOfMessageSeen = true
+            undecidedValuesAtEndOfMessage = undecidedValues.count
             return .progress(progress)
         }
         if Self.isFramedStart(value) {

@@ -216,6 +216,39 @@ struct CentralBlueZooTests {
         #expect(error?.kind == .unavailable)
     }
 
+    @Test("bluetoothd up but its adapter not announced yet (just restarted): the adapter is waited for",
+          .timeLimit(.minutes(1)))
+    func adapterAnnouncedJustAfterStartIsUsed() async throws {
+        let bus = try await BlueZooBus.start(adapters: 1)
+        defer { bus.stop() }
+        try await bus.removeAdapter(index: 0)
+        let session = try await bus.openSession()
+        defer { session.close() }
+        let central = Central(configuration: CentralTestData.configuration(), session: session)
+        let events = EventRecorder(central.events)
+        let run = Task { try await central.run(sink: CollectingSink()) }
+        try await bus.addAdapter(index: 0, adapterAddress: "00:AA:00:00:00:01")
+        // The mock adds its adapter powered off: any state but unsupported shows it was used.
+        await events.waitFor { $0.stateReached != nil }
+        run.cancel()
+        _ = try? await run.value
+        let states = await events.all().compactMap(\.stateReached)
+        #expect(states.first == .poweredOff || states.first == .poweredOn)
+    }
+
+    @Test("bluetoothd without any adapter: unavailable once the grace has passed", .timeLimit(.minutes(1)))
+    func noAdapterFailsAfterTheGrace() async throws {
+        let bus = try await BlueZooBus.start(adapters: 1)
+        defer { bus.stop() }
+        try await bus.removeAdapter(index: 0)
+        let session = try await bus.openSession()
+        defer { session.close() }
+        let central = Central(configuration: CentralTestData.configuration(), session: session)
+        let error = await #expect(throws: RoleFailure.self) { try await central.run(sink: CollectingSink()) }
+        #expect(error?.kind == .unavailable)
+        #expect(error?.userMessage.contains("adapter") == true)
+    }
+
     @Test("leaving poweredOn mid-transfer keeps nothing; back in poweredOn, scanning resumes without a restart")
     func powerCycleTearsDownAndResumes() async throws {
         let bus = try await BlueZooBus.start()

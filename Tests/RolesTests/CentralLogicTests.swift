@@ -178,6 +178,53 @@ import Glibc
         #expect(reason.contains("14 bytes"))
     }
 
+    @Test func loneEOMAfterOurHelloSettlesAsAnEmptyCompatMessageAfterThePause() {
+        // A peer that ignored the HELLO (Apple's sample) sending an empty message: only `EOM`.
+        var assembly = MessageAssembly(limits: .default, sentHello: Hello(session: SessionID(rawValue: 3)),
+                                       idleTimeout: .seconds(15), undecidedSettle: .seconds(1))
+        #expect(assembly.handle(.value(WireFormat.endOfMessage), at: .seconds(2)) == .proceed(progress: nil))
+        // Within the pause a framed header could still arrive: keep waiting.
+        #expect(assembly.handle(.tick, at: .milliseconds(2500)) == .proceed(progress: nil))
+        guard case .complete(let message, _) = assembly.handle(.tick, at: .milliseconds(3100)) else {
+            Issue.record("expected the empty message")
+            return
+        }
+        #expect(message.payload.isEmpty)
+        #expect(message.format == .compat)
+    }
+
+    @Test func framedHeaderOvertakenByEOMStillCompletesFramed() {
+        let hello = Hello(session: SessionID(rawValue: 4))
+        let sent = Self.framedValues([], hello: hello)
+        let values = [sent.last!] + sent.dropLast()  // EOM first, then the header's values
+        var assembly = MessageAssembly(limits: .default, sentHello: hello, idleTimeout: .seconds(15),
+                                       undecidedSettle: .seconds(1))
+        for (index, value) in values.dropLast().enumerated() {
+            _ = assembly.handle(.value(value), at: .milliseconds(index))
+        }
+        // A tick past the pause while the header is already in must not settle anything.
+        _ = assembly.handle(.tick, at: .milliseconds(500))
+        guard case .complete(let message, _) = assembly.handle(.value(values.last!), at: .milliseconds(600)) else {
+            Issue.record("expected the framed empty message")
+            return
+        }
+        #expect(message.format == .framed)
+        #expect(message.payload.isEmpty)
+    }
+
+    @Test func valueAfterAnUndecidedEOMIsRefusedNotGuessed() {
+        var assembly = MessageAssembly(limits: .default, sentHello: Hello(session: SessionID(rawValue: 5)),
+                                       idleTimeout: .seconds(15), undecidedSettle: .seconds(1))
+        _ = assembly.handle(.value(WireFormat.endOfMessage), at: .zero)
+        // Looks like a framed value that overtook the header (sequence 1): held, undecided.
+        _ = assembly.handle(.value([0, 1, 9, 9, 9]), at: .milliseconds(10))
+        guard case .failed(let failure) = assembly.handle(.tick, at: .seconds(2)) else {
+            Issue.record("expected a refusal")
+            return
+        }
+        #expect(failure == .corrupt(.missingStartOfMessage(valuesReceived: 2)))
+    }
+
     @Test func progressIsThrottledButTheFirstAndLastAreReported() {
         let hello = Hello(session: SessionID(rawValue: 9))
         let values = Self.framedValues(CentralTestData.binary(2000), hello: hello)
@@ -193,6 +240,41 @@ import Glibc
         }
         #expect(reports.count == 2)
         #expect(reports.last == TransferProgress(bytesSoFar: 2000, totalBytes: 2000))
+    }
+
+    // MARK: Bounds
+
+    @Test(.timeLimit(.minutes(1)))
+    func cleanUpThatIgnoresCancellationIsAbandonedAtItsLimit() async {
+        let stuck = StuckWork()
+        await boundedCleanup(limit: .milliseconds(100)) { await stuck.run() }
+        // Returned although the work has not finished; release it so nothing leaks.
+        #expect(!stuck.hasFinished)
+        stuck.release()
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func timeLimitEndsABodyThatIgnoresCancellation() async {
+        let stuck = StuckWork()
+        let error = await #expect(throws: RoleFailure.self) {
+            try await withTimeLimit(.milliseconds(100), onTimeout: { RoleFailure(.timedOut, "late") }) {
+                await stuck.run()
+                return 1
+            }
+        }
+        #expect(error?.kind == .timedOut)
+        stuck.release()
+    }
+
+    @Test func timeLimitReturnsTheBodysResultAndError() async throws {
+        let value = try await withTimeLimit(.seconds(30), onTimeout: { RoleFailure(.timedOut, "late") }) { 7 }
+        #expect(value == 7)
+        let error = await #expect(throws: RoleFailure.self) {
+            try await withTimeLimit(.seconds(30), onTimeout: { RoleFailure(.timedOut, "late") }) {
+                throw RoleFailure(.ioError, "disk")
+            }
+        }
+        #expect(error?.kind == .ioError)
     }
 
     // MARK: Manager state translation
@@ -335,5 +417,34 @@ import Glibc
         let second = try await sink.store(Self.message(Array("two".utf8)), sequence: 1, from: nil)
         #expect(first != second)
         #expect(try Set(FileManager.default.contentsOfDirectory(atPath: directory.path)).count == 2)
+    }
+}
+
+/// Work that waits, ignoring cancellation, until released: an unresponsive D-Bus peer.
+private final class StuckWork: Sendable {
+    private let state = LockedValue<(finished: Bool, continuation: CheckedContinuation<Void, Never>?, released: Bool)>(
+        (false, nil, false))
+
+    var hasFinished: Bool { state.withLock { $0.finished } }
+
+    func run() async {
+        await withCheckedContinuation { continuation in
+            state.withLock { state in
+                if state.released {
+                    continuation.resume()
+                } else {
+                    state.continuation = continuation
+                }
+            }
+        }
+        state.withLock { $0.finished = true }
+    }
+
+    func release() {
+        state.withLock { state in
+            state.released = true
+            state.continuation?.resume()
+            state.continuation = nil
+        }
     }
 }

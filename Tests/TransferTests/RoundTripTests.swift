@@ -73,6 +73,11 @@ import Testing
             if payload.isEmpty {
                 var receiver = MessageReceiver(sentHello: Hello(session: SessionID(rawValue: 9)))
                 #expect(try receiver.receive(WireFormat.endOfMessage) == .progress(TransferProgress(bytesSoFar: 0, totalBytes: nil)))
+                #expect(receiver.isUndecidedAfterEndOfMessage)
+                // Settled after the wait, it is the empty compat message it was.
+                var settled = receiver
+                #expect(try settled.settleAsCompat() == .complete(ReceivedMessage(payload: [], format: .compat)))
+                // Ended without the wait, nothing is claimed.
                 #expect(receiver.finishWithoutEOM() == .missingStartOfMessage(valuesReceived: 1))
                 continue
             }
@@ -114,8 +119,11 @@ import Testing
             if !framed && payload.isEmpty {
                 // A peer that ignored our HELLO and sends an empty compat message (a lone EOM)
                 // looks like a framed message whose first value is late: the receiver waits,
-                // and only the role's idle timeout ends it (README, "Detection").
+                // and the role settles it as compat after a pause (README, "Detection").
                 #expect(try reassemble(values, hello: hello) == nil)
+                var receiver = MessageReceiver(sentHello: hello)
+                for value in values { _ = try receiver.receive(value) }
+                #expect(try receiver.settleAsCompat() == .complete(ReceivedMessage(payload: payload, format: .compat)))
                 #expect(try reassemble(values, hello: nil)?.payload == payload)
             } else {
                 #expect(try reassemble(values, hello: hello)?.payload == payload)

@@ -23,18 +23,26 @@ struct MessageAssembly: Sendable {
     }
 
     let idleTimeout: Duration
+    /// How long an `EOM` that arrived before anything told the format (a HELLO was written)
+    /// waits for a framed sender's first value; then the message is read as compat (a peer
+    /// that ignored the HELLO and sent an empty message). Reordering delays values by
+    /// milliseconds, so this is generous.
+    let undecidedSettle: Duration
     /// Progress is reported at most this often (and always for the last value before `EOM`).
     let progressInterval: Duration
     private var receiver: MessageReceiver
     private var meter: ProgressMeter?
     private var lastActivity: Duration = .zero
     private var firstValueAt: Duration?
+    private var undecidedEndOfMessageAt: Duration?
     private var lastProgressAt: Duration?
     private(set) var finished = false
 
-    init(limits: TransferLimits, sentHello: Hello?, idleTimeout: Duration, progressInterval: Duration = .milliseconds(200)) {
+    init(limits: TransferLimits, sentHello: Hello?, idleTimeout: Duration, progressInterval: Duration = .milliseconds(200),
+         undecidedSettle: Duration = .milliseconds(1500)) {
         receiver = MessageReceiver(limits: limits, sentHello: sentHello)
         self.idleTimeout = idleTimeout
+        self.undecidedSettle = undecidedSettle
         self.progressInterval = progressInterval
     }
 
@@ -45,6 +53,18 @@ struct MessageAssembly: Sendable {
         guard !finished else { return .proceed(progress: nil) }
         switch input {
         case .tick:
+            if let endedAt = undecidedEndOfMessageAt, receiver.isUndecidedAfterEndOfMessage,
+               time - endedAt >= undecidedSettle {
+                finished = true
+                do {
+                    if case .complete(let message) = try receiver.settleAsCompat() {
+                        return .complete(message, duration: time - (firstValueAt ?? time))
+                    }
+                } catch {
+                    return .failed(TransferFailure(error))
+                }
+                return .failed(.transient("the message ended before its format was known"))
+            }
             if time - lastActivity >= idleTimeout {
                 finished = true
                 let detail = receiver.valuesReceived == 0
@@ -69,6 +89,9 @@ struct MessageAssembly: Sendable {
             } catch {
                 finished = true
                 return .failed(TransferFailure(error))
+            }
+            if receiver.isUndecidedAfterEndOfMessage, undecidedEndOfMessageAt == nil {
+                undecidedEndOfMessageAt = time
             }
             switch event {
             case .complete(let message):

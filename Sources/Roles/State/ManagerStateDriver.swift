@@ -12,10 +12,24 @@ public struct ManagerStateDriver: Sendable {
     public let adapterName: String?
     public let requirement: RoleRequirement
 
-    public init(session: BluetoothSession, adapterName: String?, requirement: RoleRequirement) {
+    /// How long a first report of "no adapter" is held back in case the adapter is announced
+    /// next: bluetoothd takes its bus name before it has read the kernel's controller list, so
+    /// a role started together with it (boot, `systemctl restart bluetooth`) would otherwise
+    /// give up on an adapter that appears a moment later.
+    public let adapterGrace: Duration
+
+    public init(session: BluetoothSession, adapterName: String?, requirement: RoleRequirement,
+                adapterGrace: Duration = .seconds(3)) {
         self.session = session
         self.adapterName = adapterName
         self.requirement = requirement
+        self.adapterGrace = adapterGrace
+    }
+
+    private enum DriverInput: Sendable {
+        case adapterEvent(AdapterEvent)
+        case graceEnded
+        case ended
     }
 
     /// First element: the current state (a transition from `.unknown`). Then every change of
@@ -25,15 +39,57 @@ public struct ManagerStateDriver: Sendable {
         let adapterEvents = session.adapterEvents(adapterName: adapterName)
         let (stream, continuation) = AsyncStream<ManagerTransition>.makeStream()
         let requirement = self.requirement
+        let grace = adapterGrace
         let hasAdapter: @Sendable () -> Bool = { [session, adapterName] in
             Self.findAdapter(in: session, named: adapterName) != nil
         }
         let task = Task {
+            let (inputs, input) = AsyncStream<DriverInput>.makeStream()
+            let forward = Task {
+                for await event in adapterEvents { input.yield(.adapterEvent(event)) }
+                input.yield(.ended)
+            }
+            var graceTimer: Task<Void, Never>?
+            defer {
+                forward.cancel()
+                graceTimer?.cancel()
+            }
             var translator = ManagerInputTranslator(requirement: requirement)
-            for await event in adapterEvents {
-                for transition in translator.handle(event, adapterPresent: hasAdapter) {
-                    continuation.yield(transition)
+            var reportedFirst = false
+            var heldFirst: [ManagerTransition]?
+            loop: for await item in inputs {
+                switch item {
+                case .adapterEvent(let event):
+                    let transitions = translator.handle(event, adapterPresent: hasAdapter)
+                    if !reportedFirst {
+                        if heldFirst == nil, graceTimer == nil, grace > .zero, let first = transitions.first,
+                           first.to == .unsupported, first.reason == .noAdapter {
+                            heldFirst = transitions
+                            graceTimer = Task {
+                                guard (try? await Task.sleep(for: grace)) != nil else { return }
+                                input.yield(.graceEnded)
+                            }
+                            continue
+                        }
+                        if heldFirst != nil, transitions.isEmpty { continue }
+                        // What followed supersedes the held report (its `from` says where the
+                        // machine was).
+                        heldFirst = nil
+                        graceTimer?.cancel()
+                        if !transitions.isEmpty { reportedFirst = true }
+                    }
+                    for transition in transitions { continuation.yield(transition) }
+                case .graceEnded:
+                    guard let held = heldFirst else { continue }
+                    heldFirst = nil
+                    reportedFirst = true
+                    for transition in held { continuation.yield(transition) }
+                case .ended:
+                    break loop
                 }
+            }
+            if let held = heldFirst {
+                for transition in held { continuation.yield(transition) }
             }
             continuation.finish()
         }

@@ -201,6 +201,15 @@ if __name__ == "__main__":
         process.waitUntilExit()
     }
 
+    /// Calls org.bluezoo.Manager1: a new adapter hci<index> (powered when the mock
+    /// auto-enables adapters, as started here).
+    func addAdapter(index: UInt8, adapterAddress: String) async throws {
+        let connection = try await DBusConnection.connect(address: address)
+        defer { connection.close() }
+        _ = try await connection.call(destination: "org.bluez", path: "/org/bluezoo", interface: "org.bluezoo.Manager1",
+                                      method: "AddAdapter", arguments: [.byte(index), .string(adapterAddress)])
+    }
+
     /// Calls org.bluezoo.Manager1 (add or remove adapters at run time).
     func removeAdapter(index: UInt8) async throws {
         let connection = try await DBusConnection.connect(address: address)
