@@ -372,12 +372,12 @@ public final class Central: Sendable {
                 return
             } catch let error as BluetoothError {
                 try Self.rethrowIfFatal(error)
-                if Self.isCallTimeout(error) {
-                    // Our call gave up, bluetoothd did not: it keeps trying, and the next
-                    // Connect would get "Operation already in progress". Disconnect cancels a
-                    // pending Connect (device-api.txt).
-                    await boundedCleanup(limit: .seconds(5)) { try? await device.disconnect() }
-                }
+                // After a call that timed out, bluetoothd may still be trying (the next Connect
+                // would get "Operation already in progress" for as long as it does; seen after
+                // the peer's adapter was power-cycled mid-connect), and after "in progress" it
+                // certainly is. Disconnect cancels a pending Connect (device-api.txt); on a
+                // device that is neither connected nor connecting it does nothing.
+                await boundedCleanup(limit: .seconds(5)) { try? await device.disconnect() }
                 guard error.isTransientConnectFailure, attempt < attempts else {
                     throw TransferFailure.transient("connecting failed: \(error)")
                 }
@@ -497,14 +497,6 @@ public final class Central: Sendable {
         if flags.contains("write") { return .request }
         if flags.contains("write-without-response") { return .command }
         return nil
-    }
-
-    static func isCallTimeout(_ error: BluetoothError) -> Bool {
-        switch error {
-        case .timedOut: return true
-        case .bluez(let name, _): return name == DBusError.noReplyName || name == DBusError.timeoutName
-        default: return false
-        }
     }
 
     static func hex(_ bytes: [UInt8]) -> String {
