@@ -8,8 +8,8 @@ file's main()). Both daemons run as in production, one per guest on hci0; faults
 lab (power-off / power-on, restart-bluetoothd) while files are moving.
 
   daemon-twenty-files  sender daemon on a with 20 files in its outbox, receiver daemon on b;
-                       each adapter is power-cycled once and each bluetoothd restarted once
-                       during the exchange. All 20 arrive exactly once, bit-identical, nothing
+                       each adapter is power-cycled once and each bluetoothd restarted once,
+                       each fault a second into one of four 150 kB files (so mid-transfer). All 20 arrive exactly once, bit-identical, nothing
                        partial, the outbox ends empty, sent/ holds the 20.
   daemon-rss-100       100 small messages; the receiver's resident memory after 1, 10, 50 and
                        100 messages (from its "received" events) — it should stay flat.
@@ -29,9 +29,9 @@ import scenarios  # noqa: E402
 from scenarios import Context, scenario  # noqa: E402
 
 
-def nth(tag: str, n: int) -> str:
-    """A regex matching once the n-th JSON event `tag` was printed."""
-    return rf'(?s)(?:"event":"{tag}".*?){{{n}}}'
+def progress_of(total: int) -> str:
+    """A regex matching the first progress event of the message of `total` bytes."""
+    return rf'"event":"progress"[^\n]*"total":{total}\b'
 
 
 def daemon_job(role: str, directory: str, until: str, deadline: int, extra: str = "") -> str:
@@ -67,27 +67,31 @@ def regular_files(directory: Path) -> list:
     return sorted(p for p in directory.iterdir() if p.is_file()) if directory.exists() else []
 
 
-@scenario("daemon-twenty-files", tags=("bletransfer", "daemon", "faults", "pending"), conf="default")
+@scenario("daemon-twenty-files", tags=("bletransfer", "daemon", "faults"), conf="default")
 def daemon_twenty_files(ctx: Context):
     """Daemons: 20 outbox files a → b through a power cycle and a bluetoothd restart on each side."""
     ctx.require_bletransfer()
-    sizes = [5, 20, 21, 100, 500, 1000, 2000, 3, 4096, 10000, 7, 65, 300, 1500, 8000, 12000, 1, 250, 3000, 20000]
+    sizes = [5, 20, 21, 150001, 500, 1000, 150002, 3, 4096, 10000, 7, 150003, 300, 1500, 8000, 150004, 1,
+             250, 3000, 20000]
     payloads = [os.urandom(n) for n in sizes]
     payloads[0] = "Grüße ✓\n".encode()
     payloads[7] = b"EOM"
     outbox, inbox, host_outbox, host_inbox = prepare(ctx, payloads)
     n = len(payloads)
-    sender = daemon_job("sender", host_outbox, f'[ "$({count_files(host_outbox)})" -eq 0 ]', 1500, "--settle-time 0")
-    receiver = daemon_job("receiver", host_inbox, f'[ "$({count_files(host_inbox, "message-*")})" -ge {n} ]', 1500)
+    sender = daemon_job("sender", host_outbox, f'[ "$({count_files(host_outbox)})" -eq 0 ]', 540, "--settle-time 0")
+    receiver = daemon_job("receiver", host_inbox, f'[ "$({count_files(host_inbox, "message-*")})" -ge {n} ]', 540)
+    # Each fault strikes a second into one of the four large files (~4 s each here), on the side
+    # it names: mid-transfer, never while a central is still setting a link up (where the guest
+    # kernel has a bug, see scripts/lab/README.md).
     res = ctx.lab.run(
-        a=sender, b=receiver, deadline=1600, step="twenty files",
+        a=sender, b=receiver, deadline=600, step="twenty files",
         timeline=(
-            (("a", nth("sent", 3), 0.5), ("a", "power-off")),
-            (("a", nth("sent", 3), 6.0), ("a", "power-on")),
-            (("b", nth("received", 7), 0.5), ("b", "power-off")),
-            (("b", nth("received", 7), 6.0), ("b", "power-on")),
-            (("a", nth("sent", 11), 0.5), ("a", "restart-bluetoothd")),
-            (("b", nth("received", 15), 0.5), ("b", "restart-bluetoothd")),
+            (("a", progress_of(150001), 1.0), ("a", "power-off")),
+            (("a", progress_of(150001), 6.5), ("a", "power-on")),
+            (("b", progress_of(150002), 1.0), ("b", "power-off")),
+            (("b", progress_of(150002), 6.5), ("b", "power-on")),
+            (("a", progress_of(150003), 1.0), ("a", "restart-bluetoothd")),
+            (("b", progress_of(150004), 1.0), ("b", "restart-bluetoothd")),
         ))
     a_out, b_out = res.job("a").stdout(), res.job("b").stdout()
     ctx.check("DAEMON-EXIT 0" in a_out and "DAEMON-EXIT 0" in b_out, "both daemons exited 0 on SIGTERM")

@@ -20,6 +20,24 @@ connection it has seen on this controller (HCI Disconnect), hides its own Comman
 reports the resulting Disconnection Complete to the host as "Connection Timeout" (0x08), which
 is what a supervision timeout looks like; until the restore it drops every advertising report,
 so the hosts can neither see nor reach each other. The controllers themselves stay up.
+
+Links that end without a word: the emulator forgets a controller's connections on HCI Reset
+without telling the peer, which keeps its end "connected" forever (a radio would see its
+supervision timeout). Then the peer's host disconnects a handle the emulator no longer knows,
+gets a Disconnection Complete for handle 0, and the kernel keeps the connection object: every
+later connection attempt to that address waits on it until the adapter is power-cycled. So,
+before it passes on a host's HCI Reset, the relay disconnects each connection it has seen on
+this controller with reason "Connection Timeout" (hiding the local replies): the peer sees what
+a supervision timeout would show. And a Disconnection Complete "Unknown Connection Identifier"
+for handle 0 is reported for the handle the host asked to disconnect, as a dead link would be.
+
+Quiet radio (SIGHUP, from guest a's lab_power off and lab_stop_bluetoothd, before the power-off):
+the kernel closes a controller without resetting it, and a command it queued just before (an
+advertisement being re-enabled) can reach the emulator after the close, so the emulated
+controller would go on advertising and accept connections for a host that is gone; a central
+connecting then meets a link that never answers. The relay turns advertising off at once and,
+until the host's next HCI Reset (the first command of a power-on) or SIGALRM, answers the
+host's "advertising enable" commands itself without passing them on.
 """
 import argparse
 import os
@@ -119,6 +137,8 @@ def main():
     state = {"cut": False, "pending_cut": 0.0}
     handles = set()         # connection handles open on this controller
     injected_status = [0]   # Command Status events owed for our own HCI Disconnects
+    hidden_disconnects = set()  # handles dropped before a reset: their completions stay hidden
+    host_disconnects = []   # handles the host asked to disconnect, oldest first
 
     def on_cut(*_):
         state["cut"] = True
@@ -128,8 +148,27 @@ def main():
         state["cut"], state["pending_cut"] = False, 0.0
         print("hci_relay: radio restored", flush=True)
 
+    def on_quiet(*_):
+        state["quiet_pending"] = True
+
+    def on_quiet_end(*_):
+        state["quiet"] = state["quiet_pending"] = False
+
+    state["quiet"] = state["quiet_pending"] = False
+    injected_complete = []  # opcodes of our own commands whose Command Complete the host must not see
+    signal.signal(signal.SIGHUP, on_quiet)
+    signal.signal(signal.SIGALRM, on_quiet_end)
     signal.signal(signal.SIGUSR1, on_cut)
     signal.signal(signal.SIGUSR2, on_restore)
+
+    def end_links(reason: int):
+        """Disconnect every link of this controller; the host never sees the replies."""
+        for h in sorted(handles):
+            sock.sendall(bytes([0x01, 0x06, 0x04, 0x03, h & 0xFF, h >> 8, reason]))
+            injected_status[0] += 1
+            hidden_disconnects.add(h)
+        handles.clear()
+        host_disconnects.clear()
 
     def from_emulator(packet: bytes):
         """Adjust one packet from the emulator; None drops it."""
@@ -144,12 +183,30 @@ def main():
                 handles.add(int.from_bytes(packet[5:7], "little") & 0x0FFF)
                 print(f"hci_relay: connection {sorted(handles)}", flush=True)
         elif code == 0x05 and len(packet) >= 7:  # Disconnection Complete
-            handles.discard(int.from_bytes(packet[4:6], "little") & 0x0FFF)
+            handle = int.from_bytes(packet[4:6], "little") & 0x0FFF
+            if packet[3] == 0x02 and handle == 0 and host_disconnects:
+                # The emulator had already forgotten the link: report it ended.
+                handle = host_disconnects.pop(0)
+                print(f"hci_relay: disconnection of unknown link {handle} reported as ended", flush=True)
+                handles.discard(handle)
+                return bytes([0x04, 0x05, 0x04, 0x00, handle & 0xFF, handle >> 8, 0x16])
+            if handle in host_disconnects:
+                host_disconnects.remove(handle)
+            if handle in hidden_disconnects:
+                hidden_disconnects.discard(handle)
+                return None
+            handles.discard(handle)
             print(f"hci_relay: disconnection, reason 0x{packet[6]:02x}{' -> 0x08' if state['cut'] else ''}", flush=True)
             if state["cut"]:
                 p = bytearray(packet)
                 p[6] = 0x08  # Connection Timeout
                 return bytes(p)
+        elif code == 0x0E and len(packet) >= 6 and int.from_bytes(packet[4:6], "little") in injected_complete:
+            injected_complete.remove(int.from_bytes(packet[4:6], "little"))  # reply to our own command
+            return None
+        elif code == 0x0F and len(packet) >= 7 and int.from_bytes(packet[5:7], "little") in injected_complete:
+            injected_complete.remove(int.from_bytes(packet[5:7], "little"))  # our own command, refused
+            return None
         elif code == 0x0F and len(packet) >= 7 and injected_status[0] > 0 \
                 and int.from_bytes(packet[5:7], "little") == 0x0406:
             injected_status[0] -= 1  # Command Status of our own Disconnect: not the host's
@@ -160,6 +217,28 @@ def main():
     sel.register(transport, selectors.EVENT_READ, "host")
     sel.register(sock, selectors.EVENT_READ, "controller")
     from_controller = b""
+    from_host = b""
+
+    def to_emulator(packet: bytes):
+        """Watch one packet from the host on its way to the emulator."""
+        if packet[0] == 0x01 and len(packet) >= 4:
+            opcode = int.from_bytes(packet[1:3], "little")
+            if opcode == 0x0406 and len(packet) >= 6:  # Disconnect
+                host_disconnects.append(int.from_bytes(packet[4:6], "little") & 0x0FFF)
+            elif opcode == 0x0C03:  # Reset: end each link first, as a radio would
+                if state["quiet"]:
+                    state["quiet"] = False
+                    print("hci_relay: host reset, radio no longer quiet", flush=True)
+                if handles:
+                    print(f"hci_relay: reset, ending {len(handles)} connection(s) first", flush=True)
+                    end_links(0x08)
+            elif state["quiet"] and opcode in (0x200A, 0x2039) and len(packet) >= 5 and packet[4] == 0x01:
+                # Advertising enable while quiet: answered here, the emulator never sees it.
+                complete = bytes([0x04, 0x0E, 0x04, 0x01, packet[1], packet[2], 0x00])
+                queue.append((time.monotonic(), complete))
+                print("hci_relay: quiet radio, advertising enable not passed on", flush=True)
+                return
+        sock.sendall(packet)
     queue = []  # (release time, packet), in order
     delay = args.adv_delay_ms / 1000.0
     last_release = 0.0
@@ -170,6 +249,13 @@ def main():
                 sock.sendall(bytes([0x01, 0x06, 0x04, 0x03, h & 0xFF, h >> 8, 0x13]))
                 injected_status[0] += 1
             print(f"hci_relay: radio cut, dropping {len(handles)} connection(s)", flush=True)
+        if state["quiet_pending"]:
+            state["quiet_pending"], state["quiet"] = False, True
+            for command in (bytes([0x01, 0x0A, 0x20, 0x01, 0x00]),          # LE Set Advertising Enable: off
+                            bytes([0x01, 0x39, 0x20, 0x02, 0x00, 0x00])):   # LE Set Extended Advertising Enable: off, all sets
+                injected_complete.append(int.from_bytes(command[1:3], "little"))
+                sock.sendall(command)
+            print("hci_relay: quiet radio: advertising off", flush=True)
         timeout = 0.2
         if queue:
             timeout = min(timeout, max(0.0, queue[0][0] - time.monotonic()))
@@ -188,7 +274,13 @@ def main():
                         time.sleep(0.1)
                         continue
                     return 0
-                sock.sendall(data)
+                from_host += data
+                while True:
+                    n = h4_length(from_host)
+                    if n is None or len(from_host) < n:
+                        break
+                    packet, from_host = from_host[:n], from_host[n:]
+                    to_emulator(packet)
             else:
                 data = sock.recv(65536)
                 if not data:

@@ -66,12 +66,13 @@ lab_start_bluetoothd() {
     if [ -n "${LAB_BLUETOOTHD_CONF:-}" ]; then conf=(-f "$LAB_BLUETOOTHD_CONF")
     elif [ -f /run/lab/main.conf ]; then conf=(-f /run/lab/main.conf); fi
     echo "==== bluetoothd start $(date +%T)" >>"$LAB_HOSTDIR/bluetoothd.log"
+    lab_radio normal
     lab_bg bluetoothd "$BLUETOOTHD" -n -d "${conf[@]}"
     lab_wait 30 dbus-send --system --print-reply --dest=org.bluez / org.freedesktop.DBus.Peer.Ping \
         || { lab_log "bluetoothd did not come up"; return 1; }
 }
 
-lab_stop_bluetoothd() { lab_kill bluetoothd; }
+lab_stop_bluetoothd() { lab_radio quiet; lab_kill bluetoothd; }
 
 # bluetoothd's configuration: "default" (the distribution's main.conf) or "channels1"
 # ([GATT] Channels=1: no EATT, so notifications cannot be reordered across ATT bearers).
@@ -151,8 +152,18 @@ lab_controller_detach() {  # the controller disappears (unplugged)
 
 lab_power() {  # on|off, through bluetoothd like a user would
     local how; [ "$1" = on ] && how=up || how=down
+    [ "$1" = off ] && lab_radio quiet
     timeout 15 bluetoothctl power "$1" >/dev/null 2>&1 || hciconfig hci0 "$how"
+    [ "$1" = on ] && lab_radio normal
     if [ "$1" = on ]; then lab_wait 20 lab_hci_up; else lab_wait 20 eval '! lab_hci_up'; fi
+}
+
+# A controller whose host powers it off must stop advertising; the emulator may not (see
+# hci_relay.py, "Quiet radio"). Guest a's controller is relayed on a; b's is not advertising in
+# any scenario that powers it off, and its relay lives on a.
+lab_radio() {  # quiet | normal
+    [ "$LAB_HOST" = a ] && lab_alive pty || return 0
+    if [ "$1" = quiet ]; then kill -HUP "$(cat /run/lab/pty.pid)"; else kill -ALRM "$(cat /run/lab/pty.pid)"; fi
 }
 
 lab_address() { hciconfig hci0 2>/dev/null | awk '/BD Address/ {print $3; exit}'; }
