@@ -262,7 +262,7 @@ def first_at(text: str, pattern: str) -> float | None:
     return None
 
 
-@scenario("roles-latency", tags=("bletransfer", "roles", "throughput", "pending"), conf="channels1")
+@scenario("roles-latency", tags=("bletransfer", "roles", "throughput"), conf="channels1")
 def roles_latency(ctx: Context):
     """Process start → first byte and → message complete for bletransfer receive, next to the
     bleak central, both fed 16 KiB by bletransfer send (Channels=1: Apple's flow has no order)."""
