@@ -228,7 +228,7 @@ def roles_link_cut(ctx: Context):
     """The radio link is cut mid-transfer: nothing partial is written; after the link returns
     the central rescans and the whole message arrives exactly once."""
     ctx.require_bletransfer()
-    data = os.urandom(128 * 1024)
+    data = os.urandom(512 * 1024)  # ~10 s here: the cut, a second after the first byte, is mid-transfer
     msg = ctx.payload("message", data)
     out_dir = ctx.path("inbox")
     res = ctx.lab.run(a=f"{SEND} --file {shlex.quote(msg)} --timeout 500",

@@ -183,7 +183,13 @@ lab_python() { "$(cat "$LAB_PYTHON_PATH_FILE")" "$@"; }
 lab_baseline() {  # $1 = bluetoothd configuration (default, channels1)
     lab_use_conf "${1:-default}" || return 1
     lab_alive bluetoothd || lab_start_bluetoothd || return 1
-    if [ "$LAB_HOST" = a ]; then lab_emulator_start && lab_link_up || return 1; fi
+    if [ "$LAB_HOST" = a ]; then
+        lab_emulator_start && lab_link_up || return 1
+        # A run can end before its "restore" fault fires (the transfer finished first): every
+        # scenario starts with the radio up and guest a's controller not held quiet.
+        lab_alive pty && lab_alive bridge && lab_link_restore
+        lab_radio normal
+    fi
     case " ${LAB_NO_CONTROLLER:-} " in *" $LAB_HOST "*) return 0 ;; esac
     lab_hci_present || lab_controller_attach || return 1
     lab_hci_up || lab_power on || return 1
