@@ -62,6 +62,49 @@ struct CentralBlueZooTests {
         #expect(all.compactMap(\.receivedSummary).first?.sha256?.count == 64)
     }
 
+    @Test("a message sent again after an ACK that could not be confirmed is acknowledged, not stored twice")
+    func resentMessageIsNotStoredTwice() async throws {
+        let bus = try await BlueZooBus.start()
+        defer { bus.stop() }
+        let first = CentralTestData.binary(700), second = Array("next".utf8)
+        // write-without-response only: the central cannot know its ACK arrived.
+        let peripheral = try await ScriptedPeripheral.start(
+            on: bus, script: [.framed(first), .framed(first), .framed(second)])
+        let session = try await bus.openSession()
+        defer { session.close() }
+
+        let central = Central(configuration: CentralTestData.configuration(count: 2), session: session)
+        let events = EventRecorder(central.events)
+        let sink = CollectingSink()
+        let received = try await central.run(sink: sink)
+        await peripheral.stop()
+
+        #expect(received == 2)
+        #expect(sink.messages.map(\.payload) == [first, second])
+        #expect(peripheral.recorder.acks.count == 3)
+        let warnings = await events.all().compactMap { if case .warning(let text) = $0 { text } else { nil } }
+        #expect(warnings.filter { $0.contains("not stored twice") }.count == 1)
+    }
+
+    @Test("with confirmed ACKs (write requests) the same message twice is two messages")
+    func sameMessageTwiceWithConfirmedAcksIsStoredTwice() async throws {
+        let bus = try await BlueZooBus.start()
+        defer { bus.stop() }
+        let payload = Array("same again".utf8)
+        let peripheral = try await ScriptedPeripheral.start(
+            on: bus, flags: ["notify", "write-without-response", "write"], script: [.framed(payload)])
+        let session = try await bus.openSession()
+        defer { session.close() }
+
+        let central = Central(configuration: CentralTestData.configuration(count: 2), session: session)
+        let sink = CollectingSink()
+        let received = try await central.run(sink: sink)
+        await peripheral.stop()
+
+        #expect(received == 2)
+        #expect(sink.messages.map(\.payload) == [payload, payload])
+    }
+
     @Test("a peer that ignores HELLO is read as compat")
     func helloIgnoredFallsBackToCompat() async throws {
         let bus = try await BlueZooBus.start()

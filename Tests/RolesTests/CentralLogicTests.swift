@@ -330,6 +330,38 @@ import Glibc
         #expect(Central.writeType(for: ["notify", "write-without-response", "write"]) == .request)
         #expect(Central.writeType(for: ["notify"]) == nil)
     }
+
+    // MARK: A sender that did not see our ACK
+
+    private func runState() -> RunState {
+        RunState(book: PeerBook(backoff: BackoffPolicy(), minimumRSSI: nil))
+    }
+
+    @Test func theSameMessageAgainAfterAnUnconfirmedAckIsRecognisedOnce() {
+        let state = runState()
+        let digest = Array(repeating: UInt8(7), count: 32)
+        state.rememberUnacknowledged(from: "00:AA:01:00:00:42", digest: digest, storedAt: "/in/message-1.bin")
+        #expect(state.takeUnacknowledged(from: "00:AA:01:00:00:42", digest: digest)
+                == UnacknowledgedMessage(digest: digest, storedAt: "/in/message-1.bin"))
+        // A third identical message (its ACK went through this time) is a new message.
+        #expect(state.takeUnacknowledged(from: "00:AA:01:00:00:42", digest: digest) == nil)
+    }
+
+    @Test func anotherMessageFromThatPeerMeansItMovedOn() {
+        let state = runState()
+        let first = Array(repeating: UInt8(1), count: 32), second = Array(repeating: UInt8(2), count: 32)
+        state.rememberUnacknowledged(from: "00:AA:01:00:00:42", digest: first, storedAt: nil)
+        #expect(state.takeUnacknowledged(from: "00:AA:01:00:00:42", digest: second) == nil)
+        #expect(state.takeUnacknowledged(from: "00:AA:01:00:00:42", digest: first) == nil)
+    }
+
+    @Test func peersAreKeptApart() {
+        let state = runState()
+        let digest = Array(repeating: UInt8(3), count: 32)
+        state.rememberUnacknowledged(from: "00:AA:01:00:00:42", digest: digest, storedAt: nil)
+        #expect(state.takeUnacknowledged(from: "00:AA:01:01:00:42", digest: digest) == nil)
+        #expect(state.takeUnacknowledged(from: "00:AA:01:00:00:42", digest: digest) != nil)
+    }
 }
 
 /// The sinks: whole messages or nothing, clear failures.

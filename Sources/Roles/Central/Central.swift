@@ -320,11 +320,17 @@ public final class Central: Sendable {
 
             let (message, duration) = try await receive(through: channel, from: device, peer: peer, hello: hello)
 
+            // A sender that never saw our ACK sends the same message again: it is stored
+            // already, so it is acknowledged (and said), not stored twice.
+            let earlierCopy = message.digest.flatMap {
+                progressState.takeUnacknowledged(from: peer.address, digest: $0)
+            }
             // Complete and verified: store, then tell the sender (an ACK means "stored").
-            let sequence = progressState.nextSequence()
-            let storedAt = try await sink.store(message, sequence: sequence, from: peer)
+            let sequence = earlierCopy == nil ? progressState.nextSequence() : 0
+            let storedAt = earlierCopy != nil ? nil : try await sink.store(message, sequence: sequence, from: peer)
             if let ack = WireFormat.ackValue(for: message) {
                 let type = Self.writeType(for: characteristic.flags) ?? .command
+                var confirmed = false
                 do {
                     try await characteristic.writeValue(ack, type: type)
                     if type == .command {
@@ -332,17 +338,29 @@ public final class Central: Sendable {
                         // it, and a Disconnect issued at once can overtake it on a slow link.
                         // No signal tells when it left, so give the link a moment.
                         try? await Task.sleep(for: configuration.acknowledgementSettle)
+                    } else {
+                        confirmed = true  // a write request is answered by the sender's application
                     }
                 } catch {
                     emit(.warning("could not acknowledge the message to \(EventText.describe(peer)): \(Self.describe(error))"))
                 }
+                if !confirmed, let digest = message.digest {
+                    progressState.rememberUnacknowledged(from: peer.address, digest: digest,
+                                                         storedAt: storedAt ?? earlierCopy?.storedAt)
+                }
             }
-            progressState.markReceived()
-            emit(.received(
-                MessageSummary(sequence: sequence, byteCount: message.payload.count,
-                               format: message.format == .framed ? .framed : .compat,
-                               sha256: message.digest.map(Self.hex), duration: duration),
-                from: peer, storedAt: storedAt))
+            if let earlierCopy {
+                let place = earlierCopy.storedAt.map { " (stored as \($0))" } ?? ""
+                emit(.warning("\(EventText.describe(peer)) sent again the message it had not seen acknowledged, "
+                              + "sha256 \(message.digest.map(Self.hex) ?? "?")\(place): acknowledged, not stored twice"))
+            } else {
+                progressState.markReceived()
+                emit(.received(
+                    MessageSummary(sequence: sequence, byteCount: message.payload.count,
+                                   format: message.format == .framed ? .framed : .compat,
+                                   sha256: message.digest.map(Self.hex), duration: duration),
+                    from: peer, storedAt: storedAt))
+            }
         } catch let failure as TransferFailure {
             if channel != nil {
                 emit(.transferAborted(peer, reason: failure.description))
@@ -516,6 +534,8 @@ final class RunState: Sendable {
         var received = 0
         var sequence = 0
         var fallbackNoticed = false
+        /// Per peer address, the last message whose ACK was not confirmed.
+        var unacknowledged: [String: UnacknowledgedMessage] = [:]
     }
 
     private let inner: LockedValue<Inner>
@@ -547,9 +567,30 @@ final class RunState: Sendable {
         inner.withLock { $0.received += 1 }
     }
 
+    /// A message stored whose ACK was not confirmed: its sender may send it again.
+    func rememberUnacknowledged(from address: String, digest: [UInt8], storedAt: String?) {
+        inner.withLock { $0.unacknowledged[address] = UnacknowledgedMessage(digest: digest, storedAt: storedAt) }
+    }
+
+    /// The earlier copy when `digest` is the message from `address` whose ACK was not
+    /// confirmed (forgotten then: a third identical message is a new one); nil otherwise.
+    /// Any other message from that peer means the sender moved on, so the record goes too.
+    func takeUnacknowledged(from address: String, digest: [UInt8]) -> UnacknowledgedMessage? {
+        inner.withLock { state in
+            guard let earlier = state.unacknowledged.removeValue(forKey: address) else { return nil }
+            return earlier.digest == digest ? earlier : nil
+        }
+    }
+
     func withBook<T>(_ body: (inout PeerBook) -> T) -> T {
         inner.withLock { body(&$0.book) }
     }
+}
+
+/// A stored message whose sender may not have seen the ACK.
+struct UnacknowledgedMessage: Sendable, Equatable {
+    var digest: [UInt8]
+    var storedAt: String?
 }
 
 /// Short texts the roles put into events.

@@ -86,6 +86,7 @@ final class ScriptedPeripheral: Sendable {
     static func start(on bus: BlueZooBus, adapterIndex: Int = 1, mechanism: Mechanism = .socket,
                       serviceUUID: BluetoothUUID = TransferUUIDs.appleSampleService,
                       characteristicUUID: BluetoothUUID = TransferUUIDs.appleSampleCharacteristic,
+                      flags: [String] = ["notify", "write-without-response"],
                       script: [Delivery]) async throws -> ScriptedPeripheral {
         let session = try await bus.openSession()
         let adapter = try session.adapter(named: "hci\(adapterIndex)")
@@ -163,7 +164,7 @@ final class ScriptedPeripheral: Sendable {
         let application = LocalGATTApplication(session: session, service: LocalGATTService(
             uuid: serviceUUID.canonical,
             characteristics: [LocalGATTCharacteristic(
-                uuid: characteristicUUID.canonical, flags: ["notify", "write-without-response"], handlers: handlers)]))
+                uuid: characteristicUUID.canonical, flags: flags, handlers: handlers)]))
         holder.application = application
         trace("registering application")
         try await application.register(on: adapter)
