@@ -116,7 +116,7 @@ def daemon_twenty_files(ctx: Context):
     ctx.figure("daemon_twenty_files_bytes", sum(sizes))
 
 
-@scenario("daemon-rss-100", tags=("bletransfer", "daemon", "long"), conf="default")
+@scenario("daemon-rss-100", tags=("bletransfer", "daemon"), conf="default")
 def daemon_rss_100(ctx: Context):
     """Daemons: 100 small messages a → b; the receiver's RSS after 1, 10, 50, 100 messages."""
     ctx.require_bletransfer()
