@@ -123,9 +123,9 @@ def daemon_rss_100(ctx: Context):
     payloads = [f"message {i:03d} ".encode() + os.urandom(40) for i in range(1, 101)]
     outbox, inbox, host_outbox, host_inbox = prepare(ctx, payloads)
     n = len(payloads)
-    sender = daemon_job("sender", host_outbox, f'[ "$({count_files(host_outbox)})" -eq 0 ]', 1700, "--settle-time 0")
-    receiver = daemon_job("receiver", host_inbox, f'[ "$({count_files(host_inbox, "message-*")})" -ge {n} ]', 1700)
-    res = ctx.lab.run(a=sender, b=receiver, deadline=1800, step="hundred messages")
+    sender = daemon_job("sender", host_outbox, f'[ "$({count_files(host_outbox)})" -eq 0 ]', 840, "--settle-time 0")
+    receiver = daemon_job("receiver", host_inbox, f'[ "$({count_files(host_inbox, "message-*")})" -ge {n} ]', 840)
+    res = ctx.lab.run(a=sender, b=receiver, deadline=900, step="hundred messages")
     received = []
     for line in res.job("b").stdout().splitlines():
         if line.startswith("{") and '"event":"received"' in line:
