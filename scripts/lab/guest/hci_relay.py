@@ -80,6 +80,17 @@ def h4_length(buf: bytes):
     raise ValueError(f"unknown H4 packet type 0x{kind:02x}")
 
 
+def split_packets(buf: bytes):
+    """The whole H4 packets at the start of buf, and the incomplete rest."""
+    packets = []
+    while True:
+        n = h4_length(buf)
+        if n is None or len(buf) < n:
+            return packets, buf
+        packets.append(buf[:n])
+        buf = buf[n:]
+
+
 def with_rssi(packet: bytes) -> bytes:
     """An LE (extended) advertising report event with RSSI 127 replaced by a radio-like value."""
     p = bytearray(packet)
@@ -274,23 +285,15 @@ def main():
                         time.sleep(0.1)
                         continue
                     return 0
-                from_host += data
-                while True:
-                    n = h4_length(from_host)
-                    if n is None or len(from_host) < n:
-                        break
-                    packet, from_host = from_host[:n], from_host[n:]
+                packets, from_host = split_packets(from_host + data)
+                for packet in packets:
                     to_emulator(packet)
             else:
                 data = sock.recv(65536)
                 if not data:
                     return 0
-                from_controller += data
-                while True:
-                    n = h4_length(from_controller)
-                    if n is None or len(from_controller) < n:
-                        break
-                    packet, from_controller = from_controller[:n], from_controller[n:]
+                packets, from_controller = split_packets(from_controller + data)
+                for packet in packets:
                     now = time.monotonic()
                     is_report = (packet[0] == 0x04 and packet[1] == 0x3E and len(packet) > 4
                                  and packet[3] in ADV_REPORT_SUBEVENTS)
