@@ -89,6 +89,9 @@ struct DaemonCommand: AsyncParsableCommand {
         "Sender: do not offer AcquireNotify (notify through PropertiesChanged).", visibility: .hidden))
     var noAcquireNotify = false
 
+    @OptionGroup(title: "Sender: bounds on a central")
+    var senderBounds: SenderBoundOptions
+
     @OptionGroup var common: CommonRoleOptions
 
     mutating func validate() throws {
@@ -98,6 +101,10 @@ struct DaemonCommand: AsyncParsableCommand {
             if outbox != nil { throw ValidationError("--outbox is for --role sender; the receiver takes --output-dir") }
             if name != nil { throw ValidationError("--name is for --role sender (the receiver does not advertise)") }
             if settleTime != nil || noAcquireNotify { throw ValidationError("--settle-time and --no-acquire-notify are for --role sender") }
+            if senderBounds.acknowledgementTimeout != nil || senderBounds.unsubscribeTimeout != nil
+                || senderBounds.minimumRate != nil {
+                throw ValidationError("--ack-timeout, --unsubscribe-timeout and --min-rate are for --role sender")
+            }
         case .sender:
             guard outbox != nil else { throw ValidationError("--role sender needs --outbox DIR") }
             if outputDirectory != nil { throw ValidationError("--output-dir is for --role receiver; the sender takes --outbox") }
@@ -143,7 +150,8 @@ struct DaemonCommand: AsyncParsableCommand {
             idleTimeout: idleTimeout.map { .milliseconds(Int64($0 * 1000)) } ?? .seconds(15),
             requestFramed: !compat,
             settleTime: settleTime.map { .milliseconds(Int64($0 * 1000)) } ?? Outbox.defaultSettleTime,
-            json: common.json)
+            json: common.json,
+            senderBounds: senderBounds)
         let status = await Daemon(settings: settings).run()
         if status != .success { throw status.exitCode }
     }

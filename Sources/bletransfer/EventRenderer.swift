@@ -71,7 +71,7 @@ struct EventRenderer {
         }
         switch event {
         case .stateChanged, .advertising, .scanning, .connected, .subscribed, .delivered, .received,
-             .transferAborted, .retrying, .warning, .disconnected:
+             .transferAborted, .centralDropped, .retrying, .warning, .disconnected:
             finish()
             Self.writeLine(Self.sentence(for: event), to: STDERR_FILENO)
         case .peerFound, .connecting, .progress:
@@ -107,6 +107,8 @@ struct EventRenderer {
                 + (peer.map { " from \(describe($0))" } ?? "") + (storedAt.map { " → \($0)" } ?? "")
         case .transferAborted(let peer, let reason):
             "transfer" + (peer.map { " with \(describe($0))" } ?? "") + " aborted: \(reason); nothing kept"
+        case .centralDropped(let peer, let reason):
+            "dropped central \(describe(peer)): \(reason)"
         case .retrying(let reason, let delay):
             "\(reason); retrying in \(formatSeconds(delay.seconds))"
         case .disconnected(let peer):
@@ -166,6 +168,10 @@ struct EventRenderer {
             var value: [String: any Sendable] = [
                 "sequence": summary.sequence, "bytes": summary.byteCount, "format": summary.format.rawValue,
             ]
+            if let ordering = summary.ordering {
+                value["orderAtRisk"] = true
+                value["orderRisk"] = ordering.reason
+            }
             if let digest = summary.sha256 { value["sha256"] = digest }
             if let duration = summary.duration { value["seconds"] = duration.seconds }
             return value
@@ -217,6 +223,10 @@ struct EventRenderer {
         case .transferAborted(let target, let reason):
             object["event"] = "aborted"
             if let value = peer(target) { object["peer"] = value }
+            object["reason"] = reason
+        case .centralDropped(let target, let reason):
+            object["event"] = "central-dropped"
+            object["peer"] = peer(target)
             object["reason"] = reason
         case .retrying(let reason, let delay):
             object["event"] = "retrying"

@@ -58,6 +58,9 @@ struct SendCommand: AsyncParsableCommand {
         "Do not offer AcquireNotify: notify through PropertiesChanged (no back-pressure).", visibility: .hidden))
     var noAcquireNotify = false
 
+    @OptionGroup(title: "Bounds on a central")
+    var bounds: SenderBoundOptions
+
     @OptionGroup var common: CommonRoleOptions
 
     mutating func validate() throws {
@@ -104,12 +107,12 @@ struct SendCommand: AsyncParsableCommand {
         }
         defer { session.close() }
 
-        let configuration = PeripheralConfiguration(
+        let configuration = bounds.applied(to: PeripheralConfiguration(
             adapterName: common.adapter,
             serviceUUID: try common.serviceUUID,
             characteristicUUID: try common.characteristicUUID,
             localName: name,
-            offersAcquireNotify: !noAcquireNotify)
+            offersAcquireNotify: !noAcquireNotify))
         let peripheral = Peripheral(configuration: configuration, session: session, logger: logger)
         let source = RepeatingMessageSource(message: OutgoingMessage(payload: payload), count: forever ? nil : (count ?? 1))
 

@@ -12,7 +12,7 @@ enum StatusOutput {
         }
     }
 
-    static func json(_ report: BluetoothStatusReport) throws -> String {
+    static func json(_ report: BluetoothStatusReport, gatt: GATTChannelSetting = .current()) throws -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         let data = try encoder.encode(report)
@@ -24,11 +24,33 @@ enum StatusOutput {
             "send": StatusManagerState.state(for: .peripheral, report: report).rawValue,
             "receive": StatusManagerState.state(for: .central, report: report).rawValue,
         ]
+        var gattObject: [String: Any] = [
+            "channels": gatt.channels, "explicit": gatt.isExplicit,
+            "appleFlowOrderSafe": !gatt.allowsEnhancedATT, "appleFlowOrdering": appleFlowOrdering(gatt),
+        ]
+        if let file = gatt.file { gattObject["file"] = file }
+        object["gatt"] = gattObject
         let merged = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
         return String(decoding: merged, as: UTF8.self)
     }
 
-    static func text(_ report: BluetoothStatusReport) -> String {
+    /// What the GATT channel setting means for peers that speak Apple's format.
+    static func appleFlowOrdering(_ gatt: GATTChannelSetting) -> String {
+        if gatt.allowsEnhancedATT {
+            return "Apple's format may arrive out of order: with \(gatt.channels) GATT channels a peer that also "
+                + "supports Enhanced ATT gets its notifications over several bearers (set [GATT] Channels = 1 "
+                + "for Apple-flow peers; bletransfer's framed format is not affected)"
+        }
+        return "Apple's format keeps its order (one ATT bearer per link)"
+    }
+
+    static func gattLine(_ gatt: GATTChannelSetting) -> String {
+        let origin = gatt.isExplicit ? "set in \(gatt.file ?? "main.conf")"
+            : "BlueZ default" + (gatt.file.map { ", not set in \($0)" } ?? ", no main.conf readable")
+        return "GATT channels: \(gatt.channels) (\(origin)): \(appleFlowOrdering(gatt))"
+    }
+
+    static func text(_ report: BluetoothStatusReport, gatt: GATTChannelSetting = .current()) -> String {
         var lines: [String] = []
         var bluetoothd = "bluetoothd: \(report.bluetoothd)"
         // The bus's AccessDenied text is a paragraph of policy detail; the verdict line says
@@ -81,6 +103,7 @@ enum StatusOutput {
         let send = StatusManagerState.state(for: .peripheral, report: report)
         let receive = StatusManagerState.state(for: .central, report: report)
         lines.append("manager state: \(send.rawValue) for send, \(receive.rawValue) for receive")
+        lines.append(gattLine(gatt))
         lines.append("\(report.verdict.status == .ready ? "ready" : "not ready"): \(report.verdict.message)")
         return lines.joined(separator: "\n") + "\n"
     }

@@ -355,10 +355,22 @@ public final class Central: Sendable {
                               + "sha256 \(message.digest.map(Self.hex) ?? "?")\(place): acknowledged, not stored twice"))
             } else {
                 progressState.markReceived()
+                // Framed values carry sequence numbers; compat ones do not, and on a link with
+                // several ATT bearers BlueZ may have handed them over out of order.
+                var ordering: CompatOrdering?
+                if message.format != .framed {
+                    let exposure = configuration.linkExposure(peer.address)
+                    if exposure.mayReorder {
+                        ordering = .atRisk(because: "the link has \(exposure.summary)")
+                        emit(.warning("message \(sequence) from \(EventText.describe(peer)) came in Apple's format over "
+                            + "a link with \(exposure.summary): its bytes may be out of order and nothing in that "
+                            + "format can tell. Set [GATT] Channels = 1 in /etc/bluetooth/main.conf on either host"))
+                    }
+                }
                 emit(.received(
                     MessageSummary(sequence: sequence, byteCount: message.payload.count,
                                    format: message.format == .framed ? .framed : .compat,
-                                   sha256: message.digest.map(Self.hex), duration: duration),
+                                   sha256: message.digest.map(Self.hex), duration: duration, ordering: ordering),
                     from: peer, storedAt: storedAt))
             }
         } catch let failure as TransferFailure {

@@ -1,3 +1,4 @@
+import BlueZ
 import Transfer
 
 /// Everything that shapes one run of the central (receiving) role.
@@ -32,6 +33,9 @@ public struct CentralConfiguration: Sendable {
     /// After an ACK sent as a write command (no completion exists for those), how long the
     /// link stays up before the central disconnects.
     public var acknowledgementSettle: Duration
+    /// Whether the link to a peer ("AA:BB:…") may carry several ATT bearers, which can reorder
+    /// a compat message (Apple's flow has no sequence numbers). Replaceable for tests.
+    public var linkExposure: @Sendable (_ address: String) -> EnhancedATTExposure = { GATTBearers.exposure(to: $0) }
 
     public init(adapterName: String? = nil,
                 serviceUUID: BluetoothUUID = TransferUUIDs.appleSampleService,

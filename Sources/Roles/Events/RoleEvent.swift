@@ -47,6 +47,9 @@ public enum RoleEvent: Sendable {
     case received(MessageSummary, from: PeerDescription?, storedAt: String?)
     /// A transfer stopped before its end; nothing of it was counted or written.
     case transferAborted(PeerDescription?, reason: String)
+    /// Peripheral: a central missed a bound (no ACK, no unsubscription, too slow) and was
+    /// dropped; the sender serves the next one.
+    case centralDropped(PeerDescription, reason: String)
     /// A transient failure; the role tries again after `delay`.
     case retrying(reason: String, delay: Duration)
     case disconnected(PeerDescription)
@@ -64,12 +67,32 @@ public struct MessageSummary: Sendable, Equatable {
     public var sha256: String?
     /// How long the transfer took, first data value to `EOM`.
     public var duration: Duration?
+    /// For compat messages on a link that has, or may have, several ATT bearers (EATT): how
+    /// the order of the values was protected (sender) or that it could not be (receiver).
+    public var ordering: CompatOrdering?
 
-    public init(sequence: Int, byteCount: Int, format: TransferFormat, sha256: String? = nil, duration: Duration? = nil) {
+    public init(sequence: Int, byteCount: Int, format: TransferFormat, sha256: String? = nil, duration: Duration? = nil,
+                ordering: CompatOrdering? = nil) {
         self.sequence = sequence
         self.byteCount = byteCount
         self.format = format
         self.sha256 = sha256
         self.duration = duration
+        self.ordering = ordering
+    }
+}
+
+/// Apple's flow (compat) has no sequence numbers, and with Enhanced ATT BlueZ 5.66 spreads one
+/// characteristic's notifications over several bearers that can overtake each other
+/// (scripts/lab/README.md, "Ordering on stock BlueZ").
+public enum CompatOrdering: Sendable, Equatable {
+    /// The link has, or may have, several ATT bearers and nothing in Apple's flow can put
+    /// values back in order: the bytes may not have arrived in the order they were sent.
+    case atRisk(because: String)
+
+    public var reason: String {
+        switch self {
+        case .atRisk(let because): return because
+        }
     }
 }

@@ -92,3 +92,4 @@ struct PropertiesChangedNotificationChannel: NotificationChannel {
     }
 }
 
+

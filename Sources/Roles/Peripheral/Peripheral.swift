@@ -170,6 +170,11 @@ public final class Peripheral: Sendable {
                 guard session.serviceState.isRunning, let properties = adapter.properties else { return false }
                 return properties.powered && (properties.powerState ?? "on") == "on"
             },
+            disconnectDevice: { devicePath in
+                // Drops a central that missed a bound; a failure (already gone) changes nothing.
+                guard let path = ObjectPath(rawValue: devicePath) else { return }
+                try? await Device(session: session, path: path).disconnect()
+            },
             emitEvent: onEvent)
         let adapterPath = adapter.path
         let acquireNotify: @Sendable (NotifySubscription) async -> Void = { subscription in

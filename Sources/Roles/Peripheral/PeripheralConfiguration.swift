@@ -36,6 +36,27 @@ public struct PeripheralConfiguration: Sendable {
     public var helloCapacity: Int
     /// How often, at most, a `.progress` event is emitted during a transfer.
     public var progressInterval: Duration
+    /// How long a framed central has after `EOM` was written to acknowledge; then it is
+    /// dropped (disconnected) and advertising resumes. `send --ack-timeout`.
+    public var acknowledgementTimeout: Duration
+    /// How long a compat central has after `EOM` was written to unsubscribe (and a framed one
+    /// after its ACK); then it is dropped and the message is not counted. `send
+    /// --unsubscribe-timeout`.
+    public var unsubscribeTimeout: Duration
+    /// The slowest a subscriber may take a message, in bytes per second: a central that stays
+    /// subscribed but stops reading (no credits, no link-layer acknowledgements) holds the
+    /// sender at most `transferTimeFloor` plus the message at this rate. `send --min-rate`.
+    public var minimumTransferRate: Int
+    /// Added to every subscription's deadline (connection set-up, the first values).
+    public var transferTimeFloor: Duration
+
+    /// The subscription deadline for a message of `wireBytes` bytes on the air.
+    public func transferDeadline(forWireBytes wireBytes: Int) -> Duration {
+        let rate = max(minimumTransferRate, 1)
+        // Whole seconds, saturating: options are validated, but a deadline must never trap.
+        let (seconds, overflow) = (wireBytes / rate + 1).addingReportingOverflow(Int(transferTimeFloor.components.seconds))
+        return overflow ? .seconds(Int64.max / 4) : .seconds(seconds)
+    }
 
     public init(adapterName: String? = nil,
                 serviceUUID: BluetoothUUID = TransferUUIDs.appleSampleService,
@@ -48,7 +69,11 @@ public struct PeripheralConfiguration: Sendable {
                 fallbackValueInterval: Duration = .milliseconds(2),
                 helloLifetime: Duration = .seconds(60),
                 helloCapacity: Int = 16,
-                progressInterval: Duration = .milliseconds(200)) {
+                progressInterval: Duration = .milliseconds(200),
+                acknowledgementTimeout: Duration = .seconds(20),
+                unsubscribeTimeout: Duration = .seconds(20),
+                minimumTransferRate: Int = 256,
+                transferTimeFloor: Duration = .seconds(60)) {
         self.adapterName = adapterName
         self.serviceUUID = serviceUUID
         self.characteristicUUID = characteristicUUID
@@ -61,7 +86,12 @@ public struct PeripheralConfiguration: Sendable {
         self.helloLifetime = helloLifetime
         self.helloCapacity = helloCapacity
         self.progressInterval = progressInterval
+        self.acknowledgementTimeout = acknowledgementTimeout
+        self.unsubscribeTimeout = unsubscribeTimeout
+        self.minimumTransferRate = minimumTransferRate
+        self.transferTimeFloor = transferTimeFloor
     }
 
     public static let defaultLocalName = "bletransfer"
 }
+

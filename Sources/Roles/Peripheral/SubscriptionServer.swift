@@ -29,6 +29,13 @@ enum ServerActivity: Sendable {
 ///   going off looks the same as an unsubscription).
 /// - A subscription that ends earlier counts nothing; the next subscriber starts at byte 0.
 ///
+/// Bounds (a central in range may be broken or hostile): a subscription must move its message
+/// within `transferDeadline(forWireBytes:)` (a floor plus the size at a minimum rate), and
+/// after `EOM` was written a framed central must ACK within `acknowledgementTimeout`, a compat
+/// central unsubscribe within `unsubscribeTimeout`. A central that misses its bound is
+/// dropped: the transfer counts nothing, the notification channel is closed, the link is
+/// disconnected (`disconnectDevice`), and advertising resumes for the next central.
+///
 /// Anything a central writes that is neither a HELLO nor a fitting ACK is ignored (logged at
 /// debug level); nothing a central writes is stored beyond the bounded HELLO table.
 actor SubscriptionServer {
@@ -64,6 +71,12 @@ actor SubscriptionServer {
         var transfer: Task<Void, Never>?
         /// The wait for a late ACK (framed) or for the compat confirmation delay.
         var pendingWait: Task<Void, Never>?
+        /// The subscription's deadline: the whole message, or (once `EOM` was written) the
+        /// ACK or the unsubscription.
+        var deadline: Task<Void, Never>?
+        /// Compat only: the link was seen with (or could have) several ATT bearers, so the
+        /// central may get the values out of order (sticky once seen).
+        var orderingRisk: EnhancedATTExposure?
     }
 
     private let configuration: PeripheralConfiguration
@@ -71,6 +84,8 @@ actor SubscriptionServer {
     private let emitEvent: @Sendable (RoleEvent) -> Void
     private let describePeer: @Sendable (String?) -> PeerDescription
     private let bluetoothStillUp: @Sendable () -> Bool
+    private let linkExposure: @Sendable (_ address: String) -> EnhancedATTExposure
+    private let disconnectDevice: @Sendable (_ devicePath: String) async -> Void
     private var fallbackEmit: (@Sendable ([UInt8]) throws -> Void)?
 
     nonisolated let activity: AsyncStream<ServerActivity>
@@ -88,11 +103,15 @@ actor SubscriptionServer {
     init(configuration: PeripheralConfiguration, logger: Logger,
          describePeer: @escaping @Sendable (String?) -> PeerDescription,
          bluetoothStillUp: @escaping @Sendable () -> Bool = { true },
+         linkExposure: @escaping @Sendable (_ address: String) -> EnhancedATTExposure = { GATTBearers.exposure(to: $0) },
+         disconnectDevice: @escaping @Sendable (_ devicePath: String) async -> Void = { _ in },
          emitEvent: @escaping @Sendable (RoleEvent) -> Void) {
         self.configuration = configuration
         self.logger = logger
         self.describePeer = describePeer
         self.bluetoothStillUp = bluetoothStillUp
+        self.linkExposure = linkExposure
+        self.disconnectDevice = disconnectDevice
         self.emitEvent = emitEvent
         self.hellos = HelloRegistry(capacity: configuration.helloCapacity, lifetime: configuration.helloLifetime)
         (activity, activityContinuation) = AsyncStream<ServerActivity>.makeStream()
@@ -243,8 +262,57 @@ actor SubscriptionServer {
         subscription.transfer = Task {
             await Self.transfer(sender, over: channel, subscription: id, server: self)
         }
+        if format == .compat, let risk = compatOrderingRisk(&subscription) {
+            emitEvent(.warning("Apple's format to \(peer.address) over a link that \(risk.reason): BlueZ may deliver "
+                + "its values out of order and the central cannot tell. Set [GATT] Channels = 1 in "
+                + "/etc/bluetooth/main.conf on either host (bletransfer status shows the setting)"))
+        }
+        let limit = configuration.transferDeadline(forWireBytes: sender.valueCount * sender.maximumValueLength)
+        arm(&subscription, after: limit, reason: "it did not take the \(message.payload.count)-byte message within \(Self.describe(limit)) (at least \(configuration.minimumTransferRate) bytes/s, --min-rate)")
         current = subscription
         return id
+    }
+
+    /// (Re)starts the subscription's deadline: when it strikes, the central is dropped.
+    private func arm(_ subscription: inout Subscription, after limit: Duration, reason: String) {
+        subscription.deadline?.cancel()
+        let id = subscription.id
+        subscription.deadline = Task {
+            try? await Task.sleep(for: limit)
+            guard !Task.isCancelled else { return }
+            await self.deadlinePassed(id, reason: reason)
+        }
+    }
+
+    private func deadlinePassed(_ id: Int, reason: String) async {
+        guard var subscription = current, subscription.id == id else { return }
+        let peer = subscription.peer
+        emitEvent(.centralDropped(peer, reason: reason))
+        let device = subscription.device
+        if subscription.delivered {
+            end(&subscription)   // counted already; only the channel is freed
+        } else {
+            abortCurrent(&subscription, reason: "central dropped: \(reason)")
+        }
+        if let device {
+            await disconnectDevice(device)
+        }
+    }
+
+    /// Whether the central of a compat subscription may get values out of order: its link has,
+    /// or may have, Enhanced ATT bearers. Asked at the start and at the end (a central opens its
+    /// EATT channels after service discovery); once seen, it stays.
+    private func compatOrderingRisk(_ subscription: inout Subscription) -> CompatOrdering? {
+        if subscription.orderingRisk == nil {
+            let exposure = linkExposure(subscription.peer.address)
+            if exposure.mayReorder { subscription.orderingRisk = exposure }
+        }
+        return subscription.orderingRisk.map { .atRisk(because: "has \($0.summary)") }
+    }
+
+    static func describe(_ duration: Duration) -> String {
+        let seconds = duration.components.seconds
+        return seconds >= 120 ? "\(seconds / 60) min \(seconds % 60) s" : "\(seconds) s"
     }
 
     /// Sends every value of `sender` in order, then drains the channel. Runs outside the actor
@@ -292,8 +360,15 @@ actor SubscriptionServer {
             settleAfterHangUp(&subscription)
             return
         }
-        current = subscription
         let awaited = subscription.format == .framed ? "the ACK" : "the central to unsubscribe"
+        if subscription.format == .framed {
+            let limit = configuration.acknowledgementTimeout
+            arm(&subscription, after: limit, reason: "no ACK within \(Self.describe(limit)) of EOM (--ack-timeout)")
+        } else {
+            let limit = configuration.unsubscribeTimeout
+            arm(&subscription, after: limit, reason: "it did not unsubscribe within \(Self.describe(limit)) of EOM (--unsubscribe-timeout)")
+        }
+        current = subscription
         logger.debug("EOM written to \(subscription.peer.address); waiting for \(awaited)")
     }
 
@@ -339,6 +414,10 @@ actor SubscriptionServer {
         if subscription.hungUp && subscription.transfer == nil {
             end(&subscription)
         } else {
+            // Acknowledged: a bletransfer central unsubscribes next; one that stays holds the
+            // characteristic (and advertising) from everybody else.
+            let limit = configuration.unsubscribeTimeout
+            arm(&subscription, after: limit, reason: "it stayed subscribed \(Self.describe(limit)) after its ACK (--unsubscribe-timeout)")
             current = subscription
         }
     }
@@ -450,7 +529,8 @@ actor SubscriptionServer {
                 let hex = String(byte, radix: 16)
                 return byte < 16 ? "0" + hex : hex
             }.joined(),
-            duration: .now - subscription.startedAt)
+            duration: .now - subscription.startedAt,
+            ordering: subscription.format == .compat ? compatOrderingRisk(&subscription) : nil)
         // Offered no more: until the engine offers the next message, a new subscriber must not
         // receive (and count) this one again.
         if offered?.sequence == subscription.sequence { offered = nil }
@@ -466,6 +546,8 @@ actor SubscriptionServer {
     private func stop(_ subscription: inout Subscription) {
         subscription.transfer?.cancel()
         subscription.transfer = nil
+        subscription.deadline?.cancel()
+        subscription.deadline = nil
         subscription.pendingWait?.cancel()
         subscription.pendingWait = nil
         subscription.channel.close()

@@ -26,6 +26,8 @@ struct DaemonSettings: Sendable {
     var requestFramed: Bool
     var settleTime: Duration
     var json: Bool
+    /// Sender: how long a central may take, and the compat order guard.
+    var senderBounds = SenderBoundOptions()
 }
 
 /// The daemon's life: set up the directory, tell systemd it is ready, keep the role running
@@ -158,10 +160,10 @@ struct Daemon {
                 let status: ExitStatus = if case .notWritable = error { .permissionDenied } else { .ioError }
                 return .failure(SetupFailure(status: status, message: "--outbox: \(error)"))
             }
-            let configuration = PeripheralConfiguration(
+            let configuration = settings.senderBounds.applied(to: PeripheralConfiguration(
                 adapterName: settings.adapterName, serviceUUID: settings.serviceUUID,
                 characteristicUUID: settings.characteristicUUID, localName: settings.localName,
-                offersAcquireNotify: settings.offersAcquireNotify)
+                offersAcquireNotify: settings.offersAcquireNotify))
             let attempt: DaemonSupervisor.Attempt = { session, emit in
                 let peripheral = Peripheral(configuration: configuration, session: session,
                                             logger: Logger(label: "bletransfer.peripheral"))

@@ -127,6 +127,10 @@ struct DaemonReporter {
             var metadata = peer.map(Self.metadata) ?? [:]
             metadata["reason"] = "\(reason)"
             logger.warning("transfer aborted, nothing kept", metadata: metadata)
+        case .centralDropped(let peer, let reason):
+            var metadata = Self.metadata(peer)
+            metadata["reason"] = "\(reason)"
+            logger.warning("central dropped", metadata: metadata)
         case .retrying(let reason, let delay):
             logger.notice("retrying", metadata: ["reason": "\(reason)", "delay": "\(EventRenderer.formatSeconds(delay.seconds))"])
         case .disconnected(let peer):
