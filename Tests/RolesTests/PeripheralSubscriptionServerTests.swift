@@ -24,6 +24,7 @@ import Transfer
                 configuration: configuration, logger: Logger(label: "test"),
                 describePeer: { path in PeerDescription(address: path.flatMap(PeerResolver.address(fromDevicePath:)) ?? "unknown") },
                 bluetoothStillUp: { bluetoothUp },
+                linkExposure: { _ in .none(because: "one bearer in these tests") },
                 emitEvent: { log.append($0) })
             self.log = log
             activity = server.activity.makeAsyncIterator()

@@ -50,12 +50,13 @@ public struct PeripheralConfiguration: Sendable {
     /// Added to every subscription's deadline (connection set-up, the first values).
     public var transferTimeFloor: Duration
 
-    /// The subscription deadline for a message of `wireBytes` bytes on the air.
+    /// The subscription deadline for a message of `wireBytes` bytes on the air:
+    /// `transferTimeFloor` plus the bytes at `minimumTransferRate`, capped at a year (options
+    /// are validated, but a deadline must never trap).
     public func transferDeadline(forWireBytes wireBytes: Int) -> Duration {
-        let rate = max(minimumTransferRate, 1)
-        // Whole seconds, saturating: options are validated, but a deadline must never trap.
-        let (seconds, overflow) = (wireBytes / rate + 1).addingReportingOverflow(Int(transferTimeFloor.components.seconds))
-        return overflow ? .seconds(Int64.max / 4) : .seconds(seconds)
+        let seconds = Double(max(wireBytes, 0)) / Double(max(minimumTransferRate, 1))
+        let year = 365.0 * 24 * 3600
+        return transferTimeFloor + .milliseconds(Int64(min(seconds, year) * 1000))
     }
 
     public init(adapterName: String? = nil,

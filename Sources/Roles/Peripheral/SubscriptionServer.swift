@@ -361,7 +361,9 @@ actor SubscriptionServer {
             return
         }
         let awaited = subscription.format == .framed ? "the ACK" : "the central to unsubscribe"
-        if subscription.format == .framed {
+        if subscription.delivered {
+            // Acknowledged before the transfer task reported EOM: the after-ACK deadline runs.
+        } else if subscription.format == .framed {
             let limit = configuration.acknowledgementTimeout
             arm(&subscription, after: limit, reason: "no ACK within \(Self.describe(limit)) of EOM (--ack-timeout)")
         } else {

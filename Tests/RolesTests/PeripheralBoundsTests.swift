@@ -1,0 +1,181 @@
+import BlueZ
+import Foundation
+import Logging
+@testable import Roles
+import Testing
+import Transfer
+
+/// A central in range may be broken or hostile: every way it can hold the sender ends at a
+/// bound, after which it is dropped (disconnected), nothing undelivered is counted, and the
+/// next central is served. Driven without a bus, as `PeripheralSubscriptionServerTests`.
+@Suite struct PeripheralBoundsTests {
+    static let device = "/org/bluez/hci0/dev_11_22_33_44_55_66"
+
+    /// Device paths the server asked to disconnect, in order.
+    struct Disconnections: Sendable {
+        let paths: AsyncStream<String>
+        let continuation: AsyncStream<String>.Continuation
+        init() { (paths, continuation) = AsyncStream.makeStream() }
+        func record(_ path: String) { continuation.yield(path) }
+        /// The next disconnection asked for.
+        func next() async -> String? {
+            var iterator = paths.makeAsyncIterator()
+            return await iterator.next()
+        }
+    }
+
+    struct Harness {
+        let server: SubscriptionServer
+        let log = PeripheralEventLog()
+        let disconnections = Disconnections()
+        var activity: AsyncStream<ServerActivity>.Iterator
+
+        init(configuration: PeripheralConfiguration, exposure: EnhancedATTExposure = .none(because: "test"),
+             message: [UInt8]) async {
+            let log = self.log
+            let disconnections = self.disconnections
+            server = SubscriptionServer(
+                configuration: configuration, logger: Logger(label: "test"),
+                describePeer: { path in PeerDescription(address: path.flatMap(PeerResolver.address(fromDevicePath:)) ?? "unknown") },
+                linkExposure: { _ in exposure },
+                disconnectDevice: { disconnections.record($0) },
+                emitEvent: { log.append($0) })
+            activity = server.activity.makeAsyncIterator()
+            await server.offer(OutgoingMessage(payload: message), sequence: 1)
+        }
+
+        mutating func next() async -> ServerActivity? { await activity.next() }
+
+        var droppedReasons: [String] {
+            log.all.compactMap { if case .centralDropped(_, let reason) = $0 { return reason } else { return nil } }
+        }
+        var deliveries: Int {
+            log.all.filter { if case .delivered = $0 { return true } else { return false } }.count
+        }
+    }
+
+    static func configuration(ack: Duration = .seconds(20), unsubscribe: Duration = .seconds(20),
+                              floor: Duration = .seconds(60), rate: Int = 256) -> PeripheralConfiguration {
+        PeripheralConfiguration(compatConfirmationDelay: .zero, fallbackValueInterval: .zero,
+                                acknowledgementTimeout: ack, unsubscribeTimeout: unsubscribe,
+                                minimumTransferRate: rate, transferTimeFloor: floor)
+    }
+
+    static func readUntilEndOfMessage(_ socket: NotificationSocket) async throws -> [[UInt8]]? {
+        var values: [[UInt8]] = []
+        while let value = try await socket.receive() {
+            values.append(value)
+            if value == WireFormat.endOfMessage { return values }
+        }
+        return nil
+    }
+
+    @Test func framedCentralThatNeverAcknowledgesIsDroppedAndTheNextOneIsServed() async throws {
+        let payload = [UInt8](repeating: 0x41, count: 3000)
+        var harness = await Harness(configuration: Self.configuration(ack: .milliseconds(300)), message: payload)
+        await harness.server.write(Hello(session: SessionID(rawValue: 77)).encoded, device: Self.device, mtu: 185)
+        let (local, bluez) = try NotificationSocket.makePair(mtu: 185)
+        await harness.server.acceptSocket(local, device: Self.device)
+        guard case .subscribed? = await harness.next() else { Issue.record("expected a subscription"); return }
+        _ = try #require(try await Self.readUntilEndOfMessage(bluez))
+        // No ACK, socket kept open: the sender must not wait forever.
+        guard case .subscriptionEnded? = await harness.next() else { Issue.record("expected the central to be dropped"); return }
+        #expect(harness.deliveries == 0)
+        #expect(harness.droppedReasons.count == 1 && harness.droppedReasons[0].contains("no ACK"))
+        #expect(await harness.disconnections.next() == Self.device)
+        #expect(try await bluez.receive() == nil, "the dropped central's socket is closed")
+
+        // The message is still offered: the next central gets it from byte 0.
+        let (second, secondBlueZ) = try NotificationSocket.makePair(mtu: 185)
+        await harness.server.acceptSocket(second, device: "/org/bluez/hci0/dev_AA_BB_CC_DD_EE_FF")
+        guard case .subscribed? = await harness.next() else { Issue.record("expected a second subscription"); return }
+        let values = try #require(try await Self.readUntilEndOfMessage(secondBlueZ))
+        #expect(Array(values.dropLast().joined()) == payload)
+    }
+
+    @Test func compatCentralThatNeverUnsubscribesIsDroppedAndNothingIsCounted() async throws {
+        let payload = [UInt8](repeating: 0x42, count: 2000)
+        var harness = await Harness(configuration: Self.configuration(unsubscribe: .milliseconds(300)), message: payload)
+        let (local, bluez) = try NotificationSocket.makePair(mtu: 185)
+        await harness.server.acceptSocket(local, device: Self.device)
+        guard case .subscribed? = await harness.next() else { Issue.record("expected a subscription"); return }
+        _ = try #require(try await Self.readUntilEndOfMessage(bluez))
+        guard case .subscriptionEnded? = await harness.next() else { Issue.record("expected the central to be dropped"); return }
+        #expect(harness.deliveries == 0)
+        #expect(harness.droppedReasons.first?.contains("did not unsubscribe") == true)
+        #expect(harness.log.all.contains { if case .transferAborted = $0 { return true } else { return false } })
+        #expect(await harness.disconnections.next() == Self.device)
+    }
+
+    @Test func centralThatStopsTakingValuesIsDroppedAtTheTransferDeadline() async throws {
+        // 256 KiB through a socket nobody reads: the sender stalls on back-pressure. The
+        // deadline is the floor plus the size at the minimum rate: 0.3 s + 256 KiB / 10 MB/s.
+        let payload = [UInt8](repeating: 0x43, count: 256 * 1024)
+        var harness = await Harness(configuration: Self.configuration(floor: .milliseconds(300), rate: 10_000_000),
+                                    message: payload)
+        let (local, bluez) = try NotificationSocket.makePair(mtu: 185)
+        await harness.server.acceptSocket(local, device: Self.device)
+        guard case .subscribed? = await harness.next() else { Issue.record("expected a subscription"); return }
+        guard case .subscriptionEnded? = await harness.next() else { Issue.record("expected the central to be dropped"); return }
+        #expect(harness.deliveries == 0)
+        #expect(harness.droppedReasons.first?.contains("--min-rate") == true)
+        #expect(await harness.disconnections.next() == Self.device)
+        bluez.close()
+    }
+
+    @Test func framedCentralThatStaysSubscribedAfterItsAckIsReleasedAndCountedOnce() async throws {
+        let payload = [UInt8](repeating: 0x44, count: 1000)
+        var harness = await Harness(configuration: Self.configuration(unsubscribe: .milliseconds(300)), message: payload)
+        let hello = Hello(session: SessionID(rawValue: 78))
+        await harness.server.write(hello.encoded, device: Self.device, mtu: 185)
+        let (local, bluez) = try NotificationSocket.makePair(mtu: 185)
+        await harness.server.acceptSocket(local, device: Self.device)
+        guard case .subscribed? = await harness.next() else { Issue.record("expected a subscription"); return }
+        _ = try #require(try await Self.readUntilEndOfMessage(bluez))
+        let header = FramedHeader(session: hello.session, payload: payload)
+        await harness.server.write(WireFormat.ackValue(for: header), device: Self.device, mtu: 185)
+        guard case .delivered? = await harness.next() else { Issue.record("expected a delivery"); return }
+        guard case .subscriptionEnded? = await harness.next() else { Issue.record("expected the central to be released"); return }
+        #expect(harness.droppedReasons.first?.contains("after its ACK") == true)
+        #expect(await harness.disconnections.next() == Self.device)
+    }
+
+    @Test func compatDeliveryOnALinkWithEnhancedATTIsMarkedAtRiskAndSaidSo() async throws {
+        let payload = [UInt8](repeating: 0x45, count: 700)
+        var harness = await Harness(configuration: Self.configuration(), exposure: .present(count: 2), message: payload)
+        let (local, bluez) = try NotificationSocket.makePair(mtu: 185)
+        await harness.server.acceptSocket(local, device: Self.device)
+        guard case .subscribed? = await harness.next() else { Issue.record("expected a subscription"); return }
+        _ = try #require(try await Self.readUntilEndOfMessage(bluez))
+        bluez.close()
+        guard case .delivered(_, let summary, _)? = await harness.next() else { Issue.record("expected a delivery"); return }
+        #expect(summary.ordering == .atRisk(because: "has 2 enhanced ATT bearers besides the fixed one"))
+        #expect(harness.log.all.contains { if case .warning(let text) = $0 { return text.contains("out of order") } else { return false } })
+    }
+
+    @Test func framedDeliveryIsNeverMarkedAtRisk() async throws {
+        let payload = [UInt8](repeating: 0x46, count: 700)
+        var harness = await Harness(configuration: Self.configuration(), exposure: .present(count: 2), message: payload)
+        let hello = Hello(session: SessionID(rawValue: 79))
+        await harness.server.write(hello.encoded, device: Self.device, mtu: 185)
+        let (local, bluez) = try NotificationSocket.makePair(mtu: 185)
+        await harness.server.acceptSocket(local, device: Self.device)
+        guard case .subscribed? = await harness.next() else { Issue.record("expected a subscription"); return }
+        _ = try #require(try await Self.readUntilEndOfMessage(bluez))
+        await harness.server.write(WireFormat.ackValue(for: FramedHeader(session: hello.session, payload: payload)),
+                                   device: Self.device, mtu: 185)
+        guard case .delivered(_, let summary, _)? = await harness.next() else { Issue.record("expected a delivery"); return }
+        #expect(summary.ordering == nil)
+        bluez.close()
+    }
+
+    @Test(arguments: [0, 1, 64 * 1024 * 1024, Int.max])
+    func transferDeadlinesNeverTrap(wireBytes: Int) {
+        for rate in [1, 256, Int.max] {
+            let configuration = Self.configuration(rate: rate)
+            let deadline = configuration.transferDeadline(forWireBytes: wireBytes)
+            #expect(deadline >= configuration.transferTimeFloor)
+            #expect(deadline <= configuration.transferTimeFloor + .seconds(365 * 24 * 3600))
+        }
+    }
+}
