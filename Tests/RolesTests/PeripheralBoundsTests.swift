@@ -38,7 +38,8 @@ import Transfer
                 configuration: configuration, logger: Logger(label: "test"),
                 describePeer: { path in PeerDescription(address: path.flatMap(PeerResolver.address(fromDevicePath:)) ?? "unknown") },
                 linkExposure: { _ in exposure },
-                disconnectDevice: { disconnections.record($0) },
+                // A cancelled task would not get the Disconnect call to bluetoothd: say so.
+                disconnectDevice: { disconnections.record(Task.isCancelled ? "cancelled: \($0)" : $0) },
                 emitEvent: { log.append($0) })
             activity = server.activity.makeAsyncIterator()
             await server.offer(OutgoingMessage(payload: message), sequence: 1)

@@ -286,6 +286,9 @@ actor SubscriptionServer {
 
     private func deadlinePassed(_ id: Int, reason: String) async {
         guard var subscription = current, subscription.id == id else { return }
+        // This runs in the deadline task itself: ending the subscription must not cancel it,
+        // or the disconnect below would be cancelled before it reaches bluetoothd.
+        subscription.deadline = nil
         let peer = subscription.peer
         emitEvent(.centralDropped(peer, reason: reason))
         let device = subscription.device

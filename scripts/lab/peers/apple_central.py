@@ -42,6 +42,9 @@ def parse_args():
     p.add_argument("--retry-for", type=float, default=0,
                    help="on a disconnect or failure mid-message, discard the partial data, scan "
                         "again and retry for up to this many seconds (Apple's central rescans)")
+    p.add_argument("--hold-after-eom", type=float, default=0,
+                   help="hostile: after EOM neither acknowledge nor unsubscribe; wait up to this many seconds "
+                        "for the peripheral to drop the link (prints DROPPED or HELD)")
     p.add_argument("--write-hello", default=None,
                    help="hex bytes written (without response) before subscribing; Apple's central writes nothing")
     return p.parse_args()
@@ -107,6 +110,15 @@ async def receive_one(args, index):
                 raise Disconnected(f"disconnected after {len(data)} bytes")
             raise TimeoutError(f"no EOM within {args.message_timeout}s ({len(data)} bytes so far)")
         seconds = time.monotonic() - (first[0] or started)
+        if args.hold_after_eom > 0:
+            eom_at = time.monotonic()
+            try:
+                await asyncio.wait_for(disconnected.wait(), args.hold_after_eom)
+                say("DROPPED", json.dumps({"seconds_after_eom": round(time.monotonic() - eom_at, 2)}))
+            except asyncio.TimeoutError:
+                say("HELD", json.dumps({"seconds_after_eom": args.hold_after_eom}))
+                raise SystemExit(3)
+            return
         try:
             await client.stop_notify(args.characteristic)
         except Exception as e:

@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""Lab scenarios: Apple's flow between a bletransfer host and a third-party peer on hosts with
+BlueZ's stock configuration (no `[GATT] Channels` line: three ATT bearers, Enhanced ATT on).
+
+BlueZ 5.66 spreads one characteristic's notifications over the bearers and they can overtake
+each other (scripts/lab/README.md, "Ordering on stock BlueZ"); Apple's format has no sequence
+numbers. What must hold: nothing is ever reported as delivered or received intact without
+saying that its order was at risk. Each scenario repeats the transfer and prints how many
+payloads arrived identical (figures `*_identical`).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from scenarios import Context, scenario, sha256  # noqa: E402
+
+REPEAT = int(os.environ.get("LAB_STOCK_REPEAT", "10"))
+
+
+def json_events(text: str, name: str) -> list[dict]:
+    out = []
+    for line in text.splitlines():
+        if f'"event":"{name}"' in line:
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                pass
+    return out
+
+
+def text_payload(size: int) -> bytes:
+    line = "Ordering on stock BlueZ — naïve café ✓ 🚀 line %05d\n"
+    data = "".join(line % i for i in range(size // 20)).encode()
+    return data[:size]
+
+
+@scenario("stock-send-to-bleak", tags=("bletransfer", "stock", "peers"), conf="default")
+def stock_send_to_bleak(ctx: Context):
+    """Stock config: bletransfer send → bleak central (Apple's flow), 16 KiB text in MTU-sized
+    values, REPEAT times; every delivery not identical at the central was marked at risk."""
+    ctx.require_bletransfer()
+    data = text_payload(16 * 1024)
+    msg = ctx.payload("message", data)
+    out = ctx.path("received")
+    res = ctx.lab.run(a=f'"$BLETRANSFER_BIN" send --json --file {shlex.quote(msg)} --count {REPEAT} --timeout 900',
+                      b=ctx.central(out, count=REPEAT, extra="--retry-for 120 --scan-timeout 60"),
+                      b_after=("a", r'"event":"advertising"'), deadline=960, step=f"send → bleak ×{REPEAT}",
+                      expect={"a": 0, "b": 0})
+    delivered = json_events(res.job("a").stdout(), "delivered")
+    ctx.check(len(delivered) == REPEAT, f"{REPEAT} deliveries counted, got {len(delivered)}")
+    identical = sum(ctx.read(f"{out}.{i}") == data for i in range(1, REPEAT + 1))
+    at_risk = sum(bool(d["message"].get("orderAtRisk")) for d in delivered)
+    ctx.figure("stock_send_to_bleak_identical", f"{identical}/{REPEAT}")
+    ctx.figure("stock_send_to_bleak_marked_at_risk", f"{at_risk}/{REPEAT}")
+    unmarked_bad = [i for i, d in enumerate(delivered, 1)
+                    if not d["message"].get("orderAtRisk") and ctx.read(f"{out}.{i}") != data]
+    ctx.check(not unmarked_bad, f"deliveries reported without an order warning but not identical: {unmarked_bad}")
+    if identical < REPEAT:
+        ctx.check("out of order" in res.job("a").stdout() + res.job("a").stderr(),
+                  "the sender warned that the central may get the values out of order")
+
+
+def bless_to_receive(ctx: Context, chunk: int, tag: str):
+    ctx.require_bletransfer()
+    data = text_payload(16 * 1024)
+    msg = ctx.payload("message", data)
+    inbox = ctx.path("inbox")
+    res = ctx.lab.run(a=ctx.peripheral(msg, chunk=chunk, count=REPEAT),
+                      b=f'"$BLETRANSFER_BIN" receive --json --output-dir {shlex.quote(inbox)} '
+                        f'--count {REPEAT} --timeout 900',
+                      b_after=("a", r"^READY"), deadline=960, step=f"bless ({chunk}-byte values) → receive ×{REPEAT}",
+                      expect={"a": 0, "b": 0})
+    received = json_events(res.job("b").stdout(), "received")
+    ctx.check(len(received) == REPEAT, f"{REPEAT} messages received, got {len(received)}")
+    identical = 0
+    silent_bad = []
+    for i, event in enumerate(received, 1):
+        got = ctx.read(event.get("path", ""))
+        same = got == data
+        identical += same
+        if not same and not event["message"].get("orderAtRisk"):
+            silent_bad.append((i, len(got), sha256(got)[:12]))
+    ctx.figure(f"stock_bless_{tag}_identical", f"{identical}/{REPEAT}")
+    ctx.figure(f"stock_bless_{tag}_marked_at_risk",
+               f"{sum(bool(e['message'].get('orderAtRisk')) for e in received)}/{REPEAT}")
+    ctx.check(not silent_bad, f"messages received without an order warning but not identical: {silent_bad}")
+
+
+@scenario("stock-bless-to-receive-20", tags=("bletransfer", "stock", "peers"), conf="default")
+def stock_bless_to_receive_20(ctx: Context):
+    """Stock config: bless peripheral (Apple's flow, 20-byte values) → bletransfer receive,
+    16 KiB text REPEAT times; each message identical or warned about."""
+    bless_to_receive(ctx, 20, "20")
+
+
+@scenario("stock-bless-to-receive-mtu", tags=("bletransfer", "stock", "peers"), conf="default")
+def stock_bless_to_receive_mtu(ctx: Context):
+    """Stock config: bless peripheral (Apple's flow, 500-byte values) → bletransfer receive,
+    16 KiB text REPEAT times; each message identical or warned about."""
+    bless_to_receive(ctx, 500, "mtu")
