@@ -30,6 +30,12 @@ struct SendCommand: AsyncParsableCommand {
             meanwhile. If the adapter is powered off or bluetoothd restarts, the transfer under \
             way is dropped and serving resumes when Bluetooth is back.
 
+            A central that holds the sender is dropped (disconnected; nothing counted) and the \
+            next one is served: no ACK within --ack-timeout of "EOM", no unsubscription within \
+            --unsubscribe-timeout, or slower than --min-rate. Apple's format has no sequence \
+            numbers: on a link with Enhanced ATT bearers (BlueZ's default of 3 GATT channels) \
+            its values may arrive out of order, and the sender says so (see bletransfer status).
+
             An empty message is refused unless --allow-empty is given; a message over 64 MiB \
             is refused (both exit 65). Ctrl-C / SIGTERM unregister everything, then exit 130 / 143.
             """)

@@ -254,6 +254,10 @@ struct DaemonReporter {
         ]
         if let digest = summary.sha256 { metadata["sha256"] = "\(digest)" }
         if let duration = summary.duration { metadata["seconds"] = "\(String(format: "%.3f", duration.seconds))" }
+        if let ordering = summary.ordering {
+            metadata["order_at_risk"] = "true"
+            metadata["order_risk"] = "\(ordering.reason)"
+        }
         return metadata
     }
 
