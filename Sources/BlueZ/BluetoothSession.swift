@@ -74,6 +74,13 @@ public final class BluetoothSession: Sendable {
             throw BluetoothError.from(error)
         }
 
+        // Our GATT application and advertisement are bluetoothd's to call: anyone else on the
+        // bus (a forged Release would desynchronise advertising) is refused.
+        let refusalLogger = self.logger
+        connection.restrictMethodCalls(toOwnerOf: BlueZInterface.service) { sender, call in
+            refusalLogger.warning("refused a D-Bus call to our objects from \(sender) (\(call)): only org.bluez's owner may call them")
+        }
+
         let forwardBlueZ = Task {
             for await signal in bluezSignals {
                 inputContinuation.yield(.bluez(signal))
