@@ -89,6 +89,8 @@ struct DaemonCommand: AsyncParsableCommand {
         "Sender: do not offer AcquireNotify (notify through PropertiesChanged).", visibility: .hidden))
     var noAcquireNotify = false
 
+    @OptionGroup var bounds: ReceiverBoundOptions
+
     @OptionGroup var common: CommonRoleOptions
 
     mutating func validate() throws {
@@ -101,8 +103,9 @@ struct DaemonCommand: AsyncParsableCommand {
         case .sender:
             guard outbox != nil else { throw ValidationError("--role sender needs --outbox DIR") }
             if outputDirectory != nil { throw ValidationError("--output-dir is for --role receiver; the sender takes --outbox") }
-            if minimumRSSI != nil || idleTimeout != nil || compat {
-                throw ValidationError("--min-rssi, --idle-timeout and --compat are for --role receiver")
+            if minimumRSSI != nil || idleTimeout != nil || compat || bounds.isAnySet {
+                throw ValidationError(
+                    "--min-rssi, --idle-timeout, --compat, --min-rate, --reserve, --quota-bytes and --quota-files are for --role receiver")
             }
         }
         if outputDirectory?.isEmpty == true || outbox?.isEmpty == true {
@@ -111,16 +114,12 @@ struct DaemonCommand: AsyncParsableCommand {
         if let name {
             do { _ = try AdvertisedName.validate(name) } catch { throw ValidationError("--name: \(error)") }
         }
-        if let maximumSize, maximumSize < 1 { throw ValidationError("--max-size: give a positive number of bytes") }
+        if let maximumSize { _ = try OptionValidation.maximumMessageSizeOption(maximumSize) }
         if let minimumRSSI, !(-127...20).contains(minimumRSSI) {
             throw ValidationError("--min-rssi: give a signal strength in dBm between -127 and 20")
         }
-        if let idleTimeout, !(idleTimeout > 0 && idleTimeout.isFinite) {
-            throw ValidationError("--idle-timeout: give a positive number of seconds")
-        }
-        if let settleTime, !(settleTime >= 0 && settleTime.isFinite) {
-            throw ValidationError("--settle-time: give a number of seconds, 0 or more")
-        }
+        if let idleTimeout { _ = try OptionValidation.duration(idleTimeout, option: "--idle-timeout") }
+        if let settleTime { _ = try OptionValidation.duration(settleTime, option: "--settle-time", allowZero: true) }
         if common.timeout != nil {
             throw ValidationError("--timeout: a daemon runs until SIGTERM (use timeout(1) or systemd's RuntimeMaxSec=)")
         }
@@ -142,6 +141,8 @@ struct DaemonCommand: AsyncParsableCommand {
             minimumRSSI: minimumRSSI,
             idleTimeout: idleTimeout.map { .milliseconds(Int64($0 * 1000)) } ?? .seconds(15),
             requestFramed: !compat,
+            minimumRate: bounds.minimumRate ?? CentralConfiguration.defaultMinimumRate,
+            storageLimits: bounds.storageLimits,
             settleTime: settleTime.map { .milliseconds(Int64($0 * 1000)) } ?? Outbox.defaultSettleTime,
             json: common.json)
         let status = await Daemon(settings: settings).run()

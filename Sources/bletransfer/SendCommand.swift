@@ -64,9 +64,7 @@ struct SendCommand: AsyncParsableCommand {
         if message != nil && file != nil {
             throw ValidationError("give either MESSAGE or --file PATH, not both")
         }
-        if let count, count < 1 {
-            throw ValidationError("--count: give a positive number of messages")
-        }
+        if let count { _ = try OptionValidation.count(count, option: "--count") }
         if forever && count != nil {
             throw ValidationError("--count and --forever cannot be combined")
         }
@@ -120,7 +118,7 @@ struct SendCommand: AsyncParsableCommand {
             renderer.finish()
         }
 
-        let outcome = await RoleRun.race(timeout: common.timeout.map { .milliseconds(Int64($0 * 1000)) }) {
+        let outcome = await RoleRun.race(timeout: common.timeoutDuration) {
             try await peripheral.run(source: source)
         }
         await renderer.value

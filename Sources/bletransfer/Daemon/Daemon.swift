@@ -24,6 +24,8 @@ struct DaemonSettings: Sendable {
     var minimumRSSI: Int?
     var idleTimeout: Duration
     var requestFramed: Bool
+    var minimumRate: Int = CentralConfiguration.defaultMinimumRate
+    var storageLimits: StorageLimits = .default
     var settleTime: Duration
     var json: Bool
 }
@@ -123,7 +125,7 @@ struct Daemon {
             let path = settings.outputDirectory ?? FilePath(".")
             let sink: InboxSink
             do {
-                sink = try InboxSink(path: path)
+                sink = try InboxSink(path: path, limits: settings.storageLimits)
             } catch {
                 let status: ExitStatus = if case .notWritable = error { .permissionDenied } else { .ioError }
                 return .failure(SetupFailure(status: status, message: "--output-dir: \(error)"))
@@ -132,7 +134,7 @@ struct Daemon {
                 adapterName: settings.adapterName, serviceUUID: settings.serviceUUID,
                 characteristicUUID: settings.characteristicUUID, messageCount: nil,
                 minimumRSSI: settings.minimumRSSI, limits: settings.limits, requestFramed: settings.requestFramed,
-                idleTimeout: settings.idleTimeout, stopOnCorruptMessage: false)
+                idleTimeout: settings.idleTimeout, minimumRate: settings.minimumRate, stopOnCorruptMessage: false)
             let attempt: DaemonSupervisor.Attempt = { session, emit in
                 let central = Central(configuration: configuration, session: session)
                 let forward = Task {
