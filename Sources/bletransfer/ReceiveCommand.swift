@@ -1,5 +1,6 @@
 import ArgumentParser
 import BlueZ
+import DaemonSupport
 import Foundation
 import Logging
 import Roles
@@ -122,7 +123,8 @@ struct ReceiveCommand: AsyncParsableCommand {
             throw failureExit(failure, json: json)
         }
 
-        var logger = Logger(label: "bletransfer") { StreamLogHandler.standardError(label: $0) }
+        // DaemonLogHandler escapes what a peer may have put into a log line (SafeText).
+        var logger = Logger(label: "bletransfer") { DaemonLogHandler.standardError(label: $0) }
         logger.logLevel = common.verbose ? .debug : .warning
         let session: BluetoothSession
         do {

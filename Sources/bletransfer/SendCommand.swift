@@ -1,5 +1,6 @@
 import ArgumentParser
 import BlueZ
+import DaemonSupport
 import Dispatch
 import Logging
 import Roles
@@ -91,7 +92,8 @@ struct SendCommand: AsyncParsableCommand {
             throw RoleRun.exit(reporting: error, json: json)
         }
 
-        var logger = Logger(label: "bletransfer") { StreamLogHandler.standardError(label: $0) }
+        // DaemonLogHandler escapes what a peer may have put into a log line (SafeText).
+        var logger = Logger(label: "bletransfer") { DaemonLogHandler.standardError(label: $0) }
         logger.logLevel = common.verbose ? .debug : .warning
 
         let session: BluetoothSession
