@@ -67,7 +67,7 @@ struct MessageAssembly: Sendable {
         guard Double(receiver.progress.bytesSoFar) < owed else { return nil }
         return .refused(
             bound: "min-rate",
-            reason: "too slow: \(receiver.progress.bytesSoFar) bytes in \(Self.describe(time)), "
+            reason: "too slow: \(receiver.progress.bytesSoFar) bytes in \((Self.seconds(time) * 10).rounded() / 10) s, "
                 + "below \(minimumRate) bytes/s after \(Self.describe(rateGrace)) (--min-rate)")
     }
 
