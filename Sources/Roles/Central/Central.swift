@@ -264,13 +264,15 @@ public final class Central: Sendable {
                 throw BluetoothError.objectGone("adapter \(adapter.name)")
             }
             let now = progressState.elapsed
-            // Everything eligible competes, not only the device just sighted: PeerBook.choose
-            // shares the visits fairly between proven senders and new addresses.
+            // Everything heard in this scan competes, not only the device just sighted:
+            // PeerBook.choose shares the visits fairly between proven senders and new
+            // addresses. BlueZ reports an RSSI only for devices heard during discovery, so
+            // cached entries of senders that left do not compete.
             var offered = candidates
             if case .sighting = item {
                 let known = adapter.devices().filter { device in
-                    device.path != candidates.first?.path
-                        && (device.properties.map { Self.offers(service, $0) } ?? false)
+                    guard device.path != candidates.first?.path, let properties = device.properties else { return false }
+                    return properties.rssi != nil && Self.offers(service, properties)
                 }
                 offered += known
             }
