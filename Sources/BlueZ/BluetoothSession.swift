@@ -456,12 +456,19 @@ public final class BluetoothSession: Sendable {
 
     /// Applies `update` to the cache and, when it returns true, hands `change` to every
     /// subscriber — both under the lock, so subscribers see changes in cache order.
+    /// Applies `update` to the cache and, when it changed something, tells every subscriber.
+    /// The yields happen after the lock is released: a yield may resume a task, which takes
+    /// that task's status lock, while a cancelled subscriber's `onTermination` runs under its
+    /// task's status lock and takes `cache` — yielding under `cache` deadlocked the two (seen
+    /// as `send --timeout 1` hanging at its deadline). Only the pump task publishes, so the
+    /// order of changes is kept.
     private func publish(_ change: BlueZChange, _ update: (inout CacheState) -> Bool) {
-        cache.withLock { state in
-            guard update(&state) else { return }
-            for continuation in state.subscribers.values {
-                continuation.yield(change)
-            }
+        let subscribers: [AsyncStream<BlueZChange>.Continuation] = cache.withLock { state in
+            guard update(&state) else { return [] }
+            return Array(state.subscribers.values)
+        }
+        for continuation in subscribers {
+            continuation.yield(change)
         }
     }
 
