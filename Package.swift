@@ -72,7 +72,7 @@ let package = Package(
         .target(
             name: "Roles",
             dependencies: [
-                "Transfer", "BlueZ", "DBus",
+                "Transfer", "BlueZ", "DBus", "DaemonSupport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ]

@@ -66,6 +66,8 @@ doc_dir="$root$prefix/share/doc/bletransfer"
 unit_dir="$root/etc/systemd/system"
 rule_dir="$root/etc/udev/rules.d"
 rule_file="$rule_dir/70-bletransfer.rules"
+dbus_policy_dir="$root/etc/dbus-1/system.d"
+dbus_policy_file="$dbus_policy_dir/bletransfer.conf"
 env_file="$root/etc/default/bletransfer"
 state_dir="$root/var/lib/bletransfer"
 units=("bletransfer-receiver@.service" "bletransfer-sender@.service")
@@ -90,6 +92,9 @@ reload_managers() {
   elif [ "$live" -eq 1 ]; then
     note "systemd is not running here: skipped systemctl daemon-reload"
   fi
+  if systemd_running && systemctl is-active --quiet dbus 2>/dev/null; then
+    systemctl reload dbus  # the bus reads the policy file again
+  fi
   if udev_running; then
     udevadm control --reload
   elif [ "$live" -eq 1 ]; then
@@ -99,7 +104,7 @@ reload_managers() {
 
 if [ "$uninstall" -eq 1 ]; then
   stop_instances receiver sender
-  rm -f "$rule_file" "$bin_dir/bletransfer" "$doc_dir/unattended.md"
+  rm -f "$rule_file" "$bin_dir/bletransfer" "$doc_dir/unattended.md" "$dbus_policy_file"
   for unit in "${units[@]}"; do rm -f "$unit_dir/$unit"; done
   rmdir "$doc_dir" 2>/dev/null || true
   reload_managers
@@ -120,7 +125,9 @@ if command -v ldd >/dev/null && runtime=$(ldd "$binary" 2>/dev/null | awk '/libs
   esac
 fi
 
-# The user: a system account without a login, in the group BlueZ's D-Bus policy names.
+# The user: a system account without a login. Its D-Bus rights come from our own policy file
+# (udev/bletransfer-dbus.conf: only the org.bluez methods bletransfer calls), not from the
+# group "bluetooth", whose policy allows everything in org.bluez.
 has_group() {
   if [ -n "$root" ]; then grep -q "^$1:" "$root/etc/group"; else getent group "$1" >/dev/null; fi
 }
@@ -139,14 +146,17 @@ root_args=()
 nologin=/usr/sbin/nologin
 [ -x "$root$nologin" ] || [ -n "$root" ] || nologin=/bin/false
 
-has_group bluetooth || groupadd "${root_args[@]}" --system bluetooth
 has_group "$group" || groupadd "${root_args[@]}" --system "$group"
 if ! has_user "$user"; then
-  useradd "${root_args[@]}" --system --gid "$group" --groups bluetooth --home-dir /var/lib/bletransfer \
+  useradd "${root_args[@]}" --system --gid "$group" --home-dir /var/lib/bletransfer \
     --no-create-home --shell "$nologin" --comment "bletransfer daemon" "$user" 2> >(grep -v "missing or non-executable shell" >&2)
-  note "created system user '$user' (groups: $group, bluetooth)"
+  note "created system user '$user' (group: $group)"
 fi
-in_group "$user" bluetooth || usermod "${root_args[@]}" -aG bluetooth "$user"
+# An earlier install put the user into "bluetooth": take it out, the policy file replaces it.
+if has_group bluetooth && in_group "$user" bluetooth; then
+  gpasswd "${root_args[@]}" -d "$user" bluetooth >/dev/null
+  note "removed '$user' from group bluetooth (its D-Bus rights are now in $dbus_policy_file)"
+fi
 
 # Files.
 install -d -m 0755 "$bin_dir" "$doc_dir" "$unit_dir" "$rule_dir" "$root/etc/default"
@@ -154,6 +164,9 @@ install -d -m 0755 "$bin_dir" "$doc_dir" "$unit_dir" "$rule_dir" "$root/etc/defa
 install -m 0755 "$binary" "$bin_dir/.bletransfer.new"
 mv -f "$bin_dir/.bletransfer.new" "$bin_dir/bletransfer"
 install -m 0644 "$repo_dir/docs/unattended.md" "$doc_dir/unattended.md"
+install -d -m 0755 "$dbus_policy_dir"
+install -m 0644 "$repo_dir/udev/bletransfer-dbus.conf" "$dbus_policy_dir/.bletransfer.conf.new"
+mv -f "$dbus_policy_dir/.bletransfer.conf.new" "$dbus_policy_file"
 for unit in "${units[@]}"; do
   sed -e "s|/usr/local/bin/bletransfer|$prefix/bin/bletransfer|g" \
       -e "s|/usr/local/share/doc/bletransfer|$prefix/share/doc/bletransfer|g" \
@@ -208,7 +221,7 @@ if [ "$start" -eq 1 ] && systemd_running && udev_running; then
   udevadm trigger --action=add --subsystem-match=bluetooth
 fi
 
-note "installed the $role daemon: $prefix/bin/bletransfer, $unit_dir/bletransfer-{receiver,sender}@.service, $rule_file, $env_file"
+note "installed the $role daemon: $prefix/bin/bletransfer, $unit_dir/bletransfer-{receiver,sender}@.service, $rule_file, $dbus_policy_file, $env_file"
 if [ "$live" -eq 1 ] && ! systemd_running; then
   note "systemd is not running: start by hand, e.g. runuser -u $user -- $prefix/bin/bletransfer daemon --role $role …"
 fi

@@ -84,7 +84,13 @@ check "env file created" file_has "$r1/etc/default/bletransfer" '^BLETRANSFER_RE
 check "documentation installed" test -f "$r1/usr/local/share/doc/bletransfer/unattended.md"
 check "system user created" grep -q '^bletransfer:x:[0-9]*:[0-9]*:bletransfer daemon:/var/lib/bletransfer:/usr/sbin/nologin$' "$r1/etc/passwd"
 check "user is a system user (uid < 1000)" awk -F: '$1 == "bletransfer" { exit !($3 < 1000) }' "$r1/etc/passwd"
-check "user is in group bluetooth" grep -q '^bluetooth:x:[0-9]*:bletransfer$' "$r1/etc/group"
+check "user is not in group bluetooth (the policy file grants its D-Bus rights)" bash -c "! grep -Eq '^bluetooth:.*[:,]bletransfer(,|\$)' '$r1/etc/group'"
+check "D-Bus policy installed" cmp "$repo/udev/bletransfer-dbus.conf" "$r1/etc/dbus-1/system.d/bletransfer.conf"
+check "D-Bus policy is for the service user only" file_has "$r1/etc/dbus-1/system.d/bletransfer.conf" '<policy user="bletransfer">'
+check "D-Bus policy allows nothing wholesale" bash -c "! grep -E '<allow send_destination=\"org.bluez\"/>' '$r1/etc/dbus-1/system.d/bletransfer.conf'"
+if command -v xmllint >/dev/null; then
+  check "D-Bus policy is well-formed XML" xmllint --noout "$repo/udev/bletransfer-dbus.conf"
+fi
 check "group bletransfer exists" grep -q '^bletransfer:x:' "$r1/etc/group"
 uid=$(awk -F: '$1 == "bletransfer" {print $3}' "$r1/etc/passwd")
 gid=$(awk -F: '$1 == "bletransfer" {print $3}' "$r1/etc/group")
@@ -116,6 +122,18 @@ check "udev rule no longer wants the receiver" file_lacks "$r1/etc/udev/rules.d/
 check "outbox created setgid 2770" mode_is "$r1/var/lib/bletransfer/outbox" 2770
 check "outbox owned by the user" owner_is "$r1/var/lib/bletransfer/outbox" "$uid:$gid"
 
+echo "=== upgrading an install whose user was in group bluetooth"
+r3=$(new_root r3)
+printf 'bluetooth:x:990:\nbletransfer:x:991:\n' >> "$r3/etc/group"
+printf 'bluetooth:!::\nbletransfer:!::\n' >> "$r3/etc/gshadow"
+printf 'bletransfer:x:991:991:bletransfer daemon:/var/lib/bletransfer:/usr/sbin/nologin\n' >> "$r3/etc/passwd"
+printf 'bletransfer:!:19000::::::\n' >> "$r3/etc/shadow"
+sed -i 's/^bluetooth:x:990:$/bluetooth:x:990:bletransfer/' "$r3/etc/group"
+sed -i 's/^bluetooth:!::$/bluetooth:!::bletransfer/' "$r3/etc/gshadow"
+check "install over the old setup succeeds" bash "$installer" --root "$r3" --role receiver --binary "$binary"
+check "the user left group bluetooth" grep -q '^bluetooth:x:990:$' "$r3/etc/group"
+check "the policy file is there instead" test -f "$r3/etc/dbus-1/system.d/bletransfer.conf"
+
 echo "=== another prefix"
 r2=$(new_root r2)
 check "install --prefix /opt/bletransfer succeeds" bash "$installer" --root "$r2" --prefix /opt/bletransfer --binary "$binary"
@@ -129,6 +147,7 @@ check "uninstall succeeds" bash "$installer" --root "$r1" --uninstall
 check "binary removed" test ! -e "$r1/usr/local/bin/bletransfer"
 check "units removed" test ! -e "$r1/etc/systemd/system/bletransfer-receiver@.service" -a ! -e "$r1/etc/systemd/system/bletransfer-sender@.service"
 check "rule removed" test ! -e "$r1/etc/udev/rules.d/70-bletransfer.rules"
+check "D-Bus policy removed" test ! -e "$r1/etc/dbus-1/system.d/bletransfer.conf"
 check "env file kept" test -f "$r1/etc/default/bletransfer"
 check "data kept" test -d "$r1/var/lib/bletransfer/outbox"
 check "user kept" grep -q '^bletransfer:' "$r1/etc/passwd"

@@ -92,6 +92,18 @@ else
   record install-service 0 1
 fi
 
+stage "D-Bus policy of the service user (private dbus-daemon, BlueZoo)"
+bash udev/test-dbus-policy.sh 2>&1 | tee "$out_dir/dbus-policy.log" | tail -n 5
+policy_line=$(grep -E '^dbus-policy: [0-9]+ passed, [0-9]+ failed' "$out_dir/dbus-policy.log" | tail -n 1)
+if [ -n "$policy_line" ]; then
+  record dbus-policy "$(sed -nE 's/.* ([0-9]+) passed.*/\1/p' <<<"$policy_line")" \
+    "$(sed -nE 's/.* ([0-9]+) failed.*/\1/p' <<<"$policy_line")"
+elif grep -q "skipped" "$out_dir/dbus-policy.log"; then
+  echo "dbus-policy: skipped (see $out_dir/dbus-policy.log)"
+else
+  record dbus-policy 0 1
+fi
+
 if [ "$run_lab" -eq 1 ]; then
   stage "two-host virtual lab"
   swift build -c release --product bletransfer 2>&1 | tail -n 3

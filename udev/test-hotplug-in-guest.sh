@@ -13,7 +13,8 @@
 #   --out          where the guest writes its report (default: lab-out/hotplug-<time>)
 #
 # Checks: plugging starts bletransfer-<role>@hci0.service (active, READY=1 seen, status line
-# set); it runs as user bletransfer in group bluetooth, can write its data directory and
+# set); it runs as user bletransfer (not in group bluetooth: its D-Bus policy file instead),
+# with its memory and task limits, can write its data directory and
 # nothing else; unplugging stops it. Ends with "hotplug: N passed, M failed".
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -217,7 +218,10 @@ check "daemon wrote its report" wait_for 20 test -s "$report"
 cat "$report" >>"$out/details.txt" 2>&1
 uid=$(id -u bletransfer); bt_gid=$(getent group bluetooth | cut -d: -f3)
 check "runs as user bletransfer" grep -q "^uid=$uid " "$report"
-check "runs with group bluetooth" grep -Eq "groups=(.*,)?$bt_gid(,|$)" "$report"
+check "runs without group bluetooth (its D-Bus policy file grants what it needs)" bash -c "! grep -Eq 'groups=(.*,)?${bt_gid:-none}(,|\$)' '$report'"
+check "its D-Bus policy file is installed" test -f /etc/dbus-1/system.d/bletransfer.conf
+check "memory is capped (MemoryMax=384M)" bash -c "[ \"\$(systemctl show -p MemoryMax --value $unit)\" = 402653184 ]"
+check "tasks are capped (TasksMax=64)" bash -c "[ \"\$(systemctl show -p TasksMax --value $unit)\" = 64 ]"
 check "may write its data directory" grep -qx "data_dir=writable" "$report"
 check "may not write /etc" grep -q "^etc=denied" "$report"
 check "may not write elsewhere in /var/lib" grep -q "^var_lib=denied" "$report"

@@ -74,6 +74,13 @@ public final class BluetoothSession: Sendable {
             throw BluetoothError.from(error)
         }
 
+        // Our GATT application and advertisement are bluetoothd's to call: anyone else on the
+        // bus (a forged Release would desynchronise advertising) is refused.
+        let refusalLogger = self.logger
+        connection.restrictMethodCalls(toOwnerOf: BlueZInterface.service) { sender, call in
+            refusalLogger.warning("refused a D-Bus call to our objects from \(sender) (\(call)): only org.bluez's owner may call them")
+        }
+
         let forwardBlueZ = Task {
             for await signal in bluezSignals {
                 inputContinuation.yield(.bluez(signal))
@@ -449,12 +456,19 @@ public final class BluetoothSession: Sendable {
 
     /// Applies `update` to the cache and, when it returns true, hands `change` to every
     /// subscriber — both under the lock, so subscribers see changes in cache order.
+    /// Applies `update` to the cache and, when it changed something, tells every subscriber.
+    /// The yields happen after the lock is released: a yield may resume a task, which takes
+    /// that task's status lock, while a cancelled subscriber's `onTermination` runs under its
+    /// task's status lock and takes `cache` — yielding under `cache` deadlocked the two (seen
+    /// as `send --timeout 1` hanging at its deadline). Only the pump task publishes, so the
+    /// order of changes is kept.
     private func publish(_ change: BlueZChange, _ update: (inout CacheState) -> Bool) {
-        cache.withLock { state in
-            guard update(&state) else { return }
-            for continuation in state.subscribers.values {
-                continuation.yield(change)
-            }
+        let subscribers: [AsyncStream<BlueZChange>.Continuation] = cache.withLock { state in
+            guard update(&state) else { return [] }
+            return Array(state.subscribers.values)
+        }
+        for continuation in subscribers {
+            continuation.yield(change)
         }
     }
 

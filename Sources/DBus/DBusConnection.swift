@@ -70,7 +70,7 @@ public final class DBusConnection: Sendable {
                 router.route(message)
                 return false
             case MessageType.methodCall:
-                registry.handleMethodCall(message)
+                registry.handleMethodCall(message, ownerOf: { router.currentOwner(of: $0) })
                 return true
             default:
                 _ = loop
@@ -244,6 +244,15 @@ public final class DBusConnection: Sendable {
     }
 
     /// Removes the object; emits InterfacesRemoved through an ancestor ObjectManager.
+    /// Makes our exported objects answer method calls (org.freedesktop.DBus.Peer's aside)
+    /// only from the current unique-name owner of `name`, following NameOwnerChanged; any
+    /// other caller gets org.freedesktop.DBus.Error.AccessDenied, and `onRefusal` is told once
+    /// per caller (its unique name and the `interface.member` called). The owner is known
+    /// while a signal subscription with `sender: name` is active on this connection.
+    public func restrictMethodCalls(toOwnerOf name: String, onRefusal: @escaping @Sendable (String, String) -> Void) {
+        registry.restrictCalls(toOwnerOf: name, onRefusal: onRefusal)
+    }
+
     public func unexport(_ path: ObjectPath) {
         registry.unexport(path)
     }

@@ -16,6 +16,46 @@ final class ExportRegistry: Sendable {
     private let state = Mutex(State())
     private let emitter = OrderedEmitter()
     private let loop: EventLoop
+    private let callerPolicy = Mutex<CallerPolicy?>(nil)
+
+    /// Who may call our exported methods: only the current unique-name owner of `name`.
+    struct CallerPolicy: Sendable {
+        var name: String
+        /// Told once per refused caller: its unique name, the interface and member it called.
+        var onRefusal: @Sendable (_ sender: String, _ call: String) -> Void
+        /// Callers already reported (bounded: a flood of new connections is reported up to it).
+        var reported: Set<String> = []
+    }
+
+    /// From now on, method calls (other than org.freedesktop.DBus.Peer's) from anyone but
+    /// the owner of `name` are answered with AccessDenied. The owner must be tracked by the
+    /// connection's signal router (a subscription with `sender: name` exists).
+    func restrictCalls(toOwnerOf name: String, onRefusal: @escaping @Sendable (String, String) -> Void) {
+        callerPolicy.withLock { $0 = CallerPolicy(name: name, onRefusal: onRefusal) }
+    }
+
+    /// Whether `message` may be served, given the owner lookup of the signal router (loop
+    /// thread). Replies AccessDenied and reports the caller when not.
+    private func admits(_ message: Message, interface: String?, member: String, ownerOf: (String) -> String?) -> Bool {
+        guard interface != StandardInterface.peer else { return true }
+        let verdict: (name: String, report: (@Sendable (String, String) -> Void)?)? = callerPolicy.withLock { policy in
+            guard let current = policy else { return nil }
+            let sender = message.sender
+            if let owner = ownerOf(current.name), sender == owner { return nil }
+            var report: (@Sendable (String, String) -> Void)?
+            if !current.reported.contains(sender), current.reported.count < 256 {
+                policy?.reported.insert(sender)
+                report = current.onRefusal
+            }
+            return (current.name, report)
+        }
+        guard let verdict else { return true }
+        verdict.report?(message.sender, "\(interface ?? "?").\(member)")
+        reply(message, error: DBusError(
+            name: DBusError.accessDeniedName,
+            message: "only the owner of \(verdict.name) may call this object"))
+        return false
+    }
 
     init(loop: EventLoop) {
         self.loop = loop
@@ -107,9 +147,10 @@ final class ExportRegistry: Sendable {
 
     // MARK: Serving calls (entered on the loop thread)
 
-    func handleMethodCall(_ message: Message) {
+    func handleMethodCall(_ message: Message, ownerOf: (String) -> String? = { _ in nil }) {
         guard let path = message.path, let member = message.member else { return }
         let interface = message.interface
+        guard admits(message, interface: interface, member: member, ownerOf: ownerOf) else { return }
         let (interfaces, isManager, children) = state.withLock { state in
             (state.objects[path], state.managers.contains(path), childNames(of: path, in: state))
         }

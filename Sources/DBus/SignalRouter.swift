@@ -62,6 +62,9 @@ final class SignalRouter: @unchecked Sendable {
         owners[name] = owner
     }
 
+    /// The current unique owner of `name`, when a subscription tracks it (loop thread).
+    func currentOwner(of name: String) -> String? { owners[name] }
+
     var subscriptionCount: Int { subscriptions.count }
 
     func finishAll() {

@@ -66,8 +66,8 @@ public enum LogLineFormatter {
             case "\r": result += "\\r"
             case "\t": result += "\\t"
             default:
-                if scalar.value < 0x20 || scalar.value == 0x7F {
-                    result += hexEscape(scalar)
+                if SafeText.needsEscape(scalar) {
+                    result += SafeText.escapeCode(scalar)
                 } else {
                     result.unicodeScalars.append(scalar)
                 }
@@ -78,7 +78,10 @@ public enum LogLineFormatter {
 
     static func renderKey(_ key: String) -> String {
         if key.isEmpty { return "_" }
-        return String(key.map { $0.isWhitespace || $0 == "=" || $0 == "\"" || $0.asciiValue.map { $0 < 0x20 } == true ? "_" : $0 })
+        return String(key.map { character in
+            character.isWhitespace || character == "=" || character == "\""
+                || character.unicodeScalars.contains { SafeText.needsEscape($0) } ? "_" : character
+        })
     }
 
     static func render(_ value: Logger.MetadataValue) -> String {
@@ -93,7 +96,7 @@ public enum LogLineFormatter {
 
     static func quotedIfNeeded(_ text: String) -> String {
         let needsQuotes = text.isEmpty || text.unicodeScalars.contains { scalar in
-            scalar.value <= 0x20 || scalar.value == 0x7F || scalar == "\"" || scalar == "=" || scalar == "\\"
+            scalar.value <= 0x20 || SafeText.needsEscape(scalar) || scalar == "\"" || scalar == "=" || scalar == "\\"
                 || scalar == "," || scalar == "[" || scalar == "]" || scalar == "{" || scalar == "}"
                 || scalar.properties.isWhitespace
         }
@@ -107,18 +110,13 @@ public enum LogLineFormatter {
             case "\r": result += "\\r"
             case "\t": result += "\\t"
             default:
-                if scalar.value < 0x20 || scalar.value == 0x7F {
-                    result += hexEscape(scalar)
+                if SafeText.needsEscape(scalar) {
+                    result += SafeText.escapeCode(scalar)
                 } else {
                     result.unicodeScalars.append(scalar)
                 }
             }
         }
         return result + "\""
-    }
-
-    private static func hexEscape(_ scalar: Unicode.Scalar) -> String {
-        let hex = String(scalar.value, radix: 16)
-        return "\\x" + (hex.count < 2 ? "0" + hex : hex)
     }
 }

@@ -37,6 +37,11 @@ struct CommonRoleOptions: ParsableArguments {
         get throws { try characteristicUUIDText.map { try BluetoothUUID($0) } ?? TransferUUIDs.appleSampleCharacteristic }
     }
 
+    /// `--timeout` as a duration (validated in `validate()`).
+    var timeoutDuration: Duration? {
+        timeout.flatMap { try? OptionValidation.duration($0, option: "--timeout") }
+    }
+
     var outputMode: EventOutputMode { .choose(json: json, verbose: verbose) }
 
     mutating func validate() throws {
@@ -49,9 +54,7 @@ struct CommonRoleOptions: ParsableArguments {
         if let adapter, !Self.isAdapterName(adapter) {
             throw ValidationError("--adapter: '\(adapter)' is not an adapter name such as hci0")
         }
-        if let timeout, !(timeout > 0 && timeout.isFinite) {
-            throw ValidationError("--timeout: give a positive number of seconds")
-        }
+        if let timeout { _ = try OptionValidation.duration(timeout, option: "--timeout") }
         if json && verbose {
             throw ValidationError("--json and --verbose cannot be combined")
         }

@@ -92,6 +92,8 @@ struct DaemonCommand: AsyncParsableCommand {
     @OptionGroup(title: "Sender: bounds on a central")
     var senderBounds: SenderBoundOptions
 
+    @OptionGroup var bounds: ReceiverBoundOptions
+
     @OptionGroup var common: CommonRoleOptions
 
     mutating func validate() throws {
@@ -101,15 +103,16 @@ struct DaemonCommand: AsyncParsableCommand {
             if outbox != nil { throw ValidationError("--outbox is for --role sender; the receiver takes --output-dir") }
             if name != nil { throw ValidationError("--name is for --role sender (the receiver does not advertise)") }
             if settleTime != nil || noAcquireNotify { throw ValidationError("--settle-time and --no-acquire-notify are for --role sender") }
-            if senderBounds.acknowledgementTimeout != nil || senderBounds.unsubscribeTimeout != nil
-                || senderBounds.minimumRate != nil {
-                throw ValidationError("--ack-timeout, --unsubscribe-timeout and --min-rate are for --role sender")
+            if senderBounds.acknowledgementTimeout != nil || senderBounds.unsubscribeTimeout != nil {
+                throw ValidationError("--ack-timeout and --unsubscribe-timeout are for --role sender")
             }
         case .sender:
             guard outbox != nil else { throw ValidationError("--role sender needs --outbox DIR") }
             if outputDirectory != nil { throw ValidationError("--output-dir is for --role receiver; the sender takes --outbox") }
-            if minimumRSSI != nil || idleTimeout != nil || compat {
-                throw ValidationError("--min-rssi, --idle-timeout and --compat are for --role receiver")
+            // --min-rate bounds the peer in both roles (the sender: its centrals).
+            if minimumRSSI != nil || idleTimeout != nil || compat || bounds.isStorageSet {
+                throw ValidationError(
+                    "--min-rssi, --idle-timeout, --compat, --reserve, --quota-bytes and --quota-files are for --role receiver")
             }
         }
         if outputDirectory?.isEmpty == true || outbox?.isEmpty == true {
@@ -118,16 +121,12 @@ struct DaemonCommand: AsyncParsableCommand {
         if let name {
             do { _ = try AdvertisedName.validate(name) } catch { throw ValidationError("--name: \(error)") }
         }
-        if let maximumSize, maximumSize < 1 { throw ValidationError("--max-size: give a positive number of bytes") }
+        if let maximumSize { _ = try OptionValidation.maximumMessageSizeOption(maximumSize) }
         if let minimumRSSI, !(-127...20).contains(minimumRSSI) {
             throw ValidationError("--min-rssi: give a signal strength in dBm between -127 and 20")
         }
-        if let idleTimeout, !(idleTimeout > 0 && idleTimeout.isFinite) {
-            throw ValidationError("--idle-timeout: give a positive number of seconds")
-        }
-        if let settleTime, !(settleTime >= 0 && settleTime.isFinite) {
-            throw ValidationError("--settle-time: give a number of seconds, 0 or more")
-        }
+        if let idleTimeout { _ = try OptionValidation.duration(idleTimeout, option: "--idle-timeout") }
+        if let settleTime { _ = try OptionValidation.duration(settleTime, option: "--settle-time", allowZero: true) }
         if common.timeout != nil {
             throw ValidationError("--timeout: a daemon runs until SIGTERM (use timeout(1) or systemd's RuntimeMaxSec=)")
         }
@@ -149,9 +148,12 @@ struct DaemonCommand: AsyncParsableCommand {
             minimumRSSI: minimumRSSI,
             idleTimeout: idleTimeout.map { .milliseconds(Int64($0 * 1000)) } ?? .seconds(15),
             requestFramed: !compat,
+            minimumRate: bounds.minimumRate ?? CentralConfiguration.defaultMinimumRate,
+            storageLimits: bounds.storageLimits,
             settleTime: settleTime.map { .milliseconds(Int64($0 * 1000)) } ?? Outbox.defaultSettleTime,
             json: common.json,
-            senderBounds: senderBounds)
+            senderBounds: senderBounds,
+            senderMinimumRate: bounds.minimumRate)
         let status = await Daemon(settings: settings).run()
         if status != .success { throw status.exitCode }
     }

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import DaemonSupport
 import Foundation
 import Roles
 import Transfer
@@ -47,7 +48,7 @@ struct EventRenderer {
         case .terminal:
             renderOnTerminal(event)
         case .quiet:
-            if case .warning(let text) = event { Self.writeLine("bletransfer: warning: \(text)", to: STDERR_FILENO) }
+            if case .warning(let text) = event { Self.writeLine("bletransfer: warning: \(SafeText.escape(text))", to: STDERR_FILENO) }
         }
     }
 
@@ -65,13 +66,14 @@ struct EventRenderer {
             let complete = progress.totalBytes.map { progress.bytesSoFar >= $0 } ?? false
             if let last = lastProgressDraw, now - last < .milliseconds(100), !complete { return }
             lastProgressDraw = now
-            Self.write("\r\u{1B}[K" + Self.progressLine(progress, rate: rate, remaining: remaining), to: STDERR_FILENO)
+            Self.write("\r\u{1B}[K" + SafeText.escape(Self.progressLine(progress, rate: rate, remaining: remaining)),
+                       to: STDERR_FILENO)
             progressLineShown = true
             return
         }
         switch event {
         case .stateChanged, .advertising, .scanning, .connected, .subscribed, .delivered, .received,
-             .transferAborted, .centralDropped, .retrying, .warning, .disconnected:
+             .transferAborted, .centralDropped, .retrying, .warning, .disconnected, .refused:
             finish()
             Self.writeLine(Self.sentence(for: event), to: STDERR_FILENO)
         case .peerFound, .connecting, .progress:
@@ -81,7 +83,13 @@ struct EventRenderer {
 
     // MARK: Text
 
+    /// The event in words, with every peer-controlled character escaped (``SafeText``): a
+    /// device name or a reason quoting one cannot drive the terminal or forge a line.
     static func sentence(for event: RoleEvent) -> String {
+        SafeText.escape(rawSentence(for: event))
+    }
+
+    private static func rawSentence(for event: RoleEvent) -> String {
         switch event {
         case .stateChanged(let from, let to, let detail):
             "state \(from.rawValue) → \(to.rawValue)" + (detail.map { ": \($0)" } ?? "")
@@ -113,6 +121,8 @@ struct EventRenderer {
             "\(reason); retrying in \(formatSeconds(delay.seconds))"
         case .disconnected(let peer):
             "disconnected from \(describe(peer))"
+        case .refused(let peer, let bound, let reason, let delay):
+            "refused \(describe(peer)) (\(bound)): \(reason); nothing kept, trying it again in \(formatSeconds(delay.seconds))"
         case .warning(let text):
             "warning: \(text)"
         }
@@ -235,6 +245,12 @@ struct EventRenderer {
         case .disconnected(let target):
             object["event"] = "disconnected"
             object["peer"] = peer(target)
+        case .refused(let target, let bound, let reason, let delay):
+            object["event"] = "refused"
+            object["peer"] = peer(target)
+            object["bound"] = bound
+            object["reason"] = reason
+            object["delaySeconds"] = delay.seconds
         case .warning(let text):
             object["event"] = "warning"
             object["message"] = text
@@ -247,7 +263,24 @@ struct EventRenderer {
               let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]),
               let text = String(data: data, encoding: .utf8)
         else { return #"{"event":"error","message":"event could not be encoded"}"# }
-        return text
+        return jsonEscapingTerminalControls(text)
+    }
+
+    /// JSONSerialization escapes C0 controls but writes C1 controls and bidi overrides as
+    /// they are; a terminal showing the line would act on them. They can only occur inside
+    /// strings, where `\uNNNN` means the same character, so the JSON value is unchanged.
+    static func jsonEscapingTerminalControls(_ json: String) -> String {
+        guard json.unicodeScalars.contains(where: { SafeText.needsEscape($0) }) else { return json }
+        var result = String.UnicodeScalarView()
+        for scalar in json.unicodeScalars {
+            if SafeText.needsEscape(scalar) {
+                let hex = String(scalar.value, radix: 16)
+                result.append(contentsOf: ("\\u" + String(repeating: "0", count: 4 - hex.count) + hex).unicodeScalars)
+            } else {
+                result.append(scalar)
+            }
+        }
+        return String(result)
     }
 
     // MARK: Raw output

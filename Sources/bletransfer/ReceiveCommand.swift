@@ -1,5 +1,6 @@
 import ArgumentParser
 import BlueZ
+import DaemonSupport
 import Foundation
 import Logging
 import Roles
@@ -26,6 +27,16 @@ struct ReceiveCommand: AsyncParsableCommand {
             for byte (several messages one after another, nothing in between). --output PATH \
             replaces PATH atomically with the one message. --output-dir DIR stores each message \
             in a new file (message-<UTC time>-<n>.txt or .bin), atomically, never overwriting.
+
+            Bounds: a transfer slower than --min-rate (after its first 20 s) is dropped and its \
+            sender backs off; with --output-dir, a message is refused before it is received \
+            unless --reserve bytes stay free after it and the directory stays within \
+            --quota-bytes/--quota-files. A refused message is not acknowledged: its sender keeps \
+            it. Each refusal is one line (a "refused" event with --json).
+
+            Terminal: a message written to standard output on a terminal shows control \
+            characters escaped (\\x1b...) and bytes that are not UTF-8 as U+FFFD; a pipe or file \
+            gets the exact bytes.
 
             Formats: before subscribing, receive asks the peripheral for the framed format \
             (length + SHA-256, acknowledged after verification); a peer that does not answer it \
@@ -73,15 +84,18 @@ struct ReceiveCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "Do not ask for the framed format: behave exactly like Apple's sample central.")
     var compat = false
 
+    @OptionGroup var bounds: ReceiverBoundOptions
+
     @OptionGroup var common: CommonRoleOptions
 
     mutating func validate() throws {
+        if bounds.isStorageSet && outputDirectory == nil {
+            throw ValidationError("--reserve, --quota-bytes and --quota-files are for --output-dir DIR")
+        }
         if output != nil && outputDirectory != nil {
             throw ValidationError("give either --output or --output-dir, not both")
         }
-        if let count, count < 1 {
-            throw ValidationError("--count: give a positive number of messages")
-        }
+        if let count { _ = try OptionValidation.count(count, option: "--count") }
         if forever && count != nil {
             throw ValidationError("--count and --forever cannot be combined")
         }
@@ -91,12 +105,8 @@ struct ReceiveCommand: AsyncParsableCommand {
         if let minimumRSSI, !(-127...20).contains(minimumRSSI) {
             throw ValidationError("--min-rssi: give a signal strength in dBm between -127 and 20")
         }
-        if let maximumSize, maximumSize < 1 {
-            throw ValidationError("--max-size: give a positive number of bytes")
-        }
-        if let idleTimeout, !(idleTimeout > 0 && idleTimeout.isFinite) {
-            throw ValidationError("--idle-timeout: give a positive number of seconds")
-        }
+        if let maximumSize { _ = try OptionValidation.maximumMessageSizeOption(maximumSize) }
+        if let idleTimeout { _ = try OptionValidation.duration(idleTimeout, option: "--idle-timeout") }
     }
 
     func run() async throws {
@@ -113,7 +123,8 @@ struct ReceiveCommand: AsyncParsableCommand {
             throw failureExit(failure, json: json)
         }
 
-        var logger = Logger(label: "bletransfer") { StreamLogHandler.standardError(label: $0) }
+        // DaemonLogHandler escapes what a peer may have put into a log line (SafeText).
+        var logger = Logger(label: "bletransfer") { DaemonLogHandler.standardError(label: $0) }
         logger.logLevel = common.verbose ? .debug : .warning
         let session: BluetoothSession
         do {
@@ -133,7 +144,8 @@ struct ReceiveCommand: AsyncParsableCommand {
             minimumRSSI: minimumRSSI,
             limits: limits,
             requestFramed: !compat,
-            idleTimeout: idleTimeout.map { .milliseconds(Int64($0 * 1000)) } ?? .seconds(15))
+            idleTimeout: idleTimeout.map { .milliseconds(Int64($0 * 1000)) } ?? .seconds(15),
+            minimumRate: bounds.minimumRate ?? CentralConfiguration.defaultMinimumRate)
         let central = Central(configuration: configuration, session: session)
 
         let mode = common.outputMode
@@ -156,7 +168,7 @@ struct ReceiveCommand: AsyncParsableCommand {
             renderer.finish()
         }
 
-        let timeout = common.timeout.map { Duration.milliseconds(Int64($0 * 1000)) }
+        let timeout = common.timeoutDuration
         let outcome = await RoleRun.race(timeout: nil) {
             try await central.run(sink: sink, timeout: timeout)
         }
@@ -177,7 +189,7 @@ struct ReceiveCommand: AsyncParsableCommand {
 
     private func makeSink(payloads: ReceivedPayloads) throws -> any MessageSink {
         if let output { return try SingleFileSink(path: FilePath(output)) }
-        if let outputDirectory { return try OutputDirectorySink(path: FilePath(outputDirectory)) }
+        if let outputDirectory { return try OutputDirectorySink(path: FilePath(outputDirectory), limits: bounds.storageLimits) }
         if common.json { return PayloadRecordingSink(payloads: payloads) }
         return FileDescriptorSink()
     }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import BlueZ
+import DaemonSupport
 import Dispatch
 import Logging
 import Roles
@@ -67,15 +68,20 @@ struct SendCommand: AsyncParsableCommand {
     @OptionGroup(title: "Bounds on a central")
     var bounds: SenderBoundOptions
 
+    @Option(name: .customLong("min-rate"), help: ArgumentHelp(
+        "Drop a central that takes the message slower than this many bytes per second, after a 60 s allowance "
+            + "(default \(PeripheralConfiguration.defaultMinimumTransferRate); 0: no floor).",
+        valueName: "BYTES/S"))
+    var minimumRate: Int?
+
     @OptionGroup var common: CommonRoleOptions
 
     mutating func validate() throws {
+        if let minimumRate { _ = try OptionValidation.count(minimumRate, option: "--min-rate", minimum: 0) }
         if message != nil && file != nil {
             throw ValidationError("give either MESSAGE or --file PATH, not both")
         }
-        if let count, count < 1 {
-            throw ValidationError("--count: give a positive number of messages")
-        }
+        if let count { _ = try OptionValidation.count(count, option: "--count") }
         if forever && count != nil {
             throw ValidationError("--count and --forever cannot be combined")
         }
@@ -102,7 +108,8 @@ struct SendCommand: AsyncParsableCommand {
             throw RoleRun.exit(reporting: error, json: json)
         }
 
-        var logger = Logger(label: "bletransfer") { StreamLogHandler.standardError(label: $0) }
+        // DaemonLogHandler escapes what a peer may have put into a log line (SafeText).
+        var logger = Logger(label: "bletransfer") { DaemonLogHandler.standardError(label: $0) }
         logger.logLevel = common.verbose ? .debug : .warning
 
         let session: BluetoothSession
@@ -113,12 +120,13 @@ struct SendCommand: AsyncParsableCommand {
         }
         defer { session.close() }
 
-        let configuration = bounds.applied(to: PeripheralConfiguration(
+        var configuration = bounds.applied(to: PeripheralConfiguration(
             adapterName: common.adapter,
             serviceUUID: try common.serviceUUID,
             characteristicUUID: try common.characteristicUUID,
             localName: name,
             offersAcquireNotify: !noAcquireNotify))
+        if let minimumRate { configuration.minimumTransferRate = minimumRate }
         let peripheral = Peripheral(configuration: configuration, session: session, logger: logger)
         let source = RepeatingMessageSource(message: OutgoingMessage(payload: payload), count: forever ? nil : (count ?? 1))
 
@@ -129,7 +137,7 @@ struct SendCommand: AsyncParsableCommand {
             renderer.finish()
         }
 
-        let outcome = await RoleRun.race(timeout: common.timeout.map { .milliseconds(Int64($0 * 1000)) }) {
+        let outcome = await RoleRun.race(timeout: common.timeoutDuration) {
             try await peripheral.run(source: source)
         }
         await renderer.value

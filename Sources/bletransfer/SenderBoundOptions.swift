@@ -1,8 +1,9 @@
 import ArgumentParser
 import Roles
 
-/// The sender's bounds on a central: shared by `send` and
-/// `daemon --role sender`, so both validate and document them the same way.
+/// The sender's bounds on a central after `EOM`: shared by `send` and `daemon --role sender`, so
+/// both validate and document them the same way. (`--min-rate`, the bound during a transfer,
+/// is `send`'s own option and, in the daemon, the one `--min-rate` of both roles.)
 struct SenderBoundOptions: ParsableArguments {
     @Option(name: .customLong("ack-timeout"), help: ArgumentHelp(
         "Framed: seconds a central has to acknowledge after EOM before it is dropped (default 20).",
@@ -14,31 +15,20 @@ struct SenderBoundOptions: ParsableArguments {
         valueName: "SECONDS"))
     var unsubscribeTimeout: Double?
 
-    @Option(name: .customLong("min-rate"), help: ArgumentHelp(
-        "Slowest a central may take a message, in bytes per second, after a 60 s allowance; a slower one is dropped (default 256).",
-        valueName: "BYTES"))
-    var minimumRate: Int?
-
-    /// A week: longer bounds are no bounds, and keep Duration arithmetic far from overflow.
-    static let longestTimeout = 7.0 * 24 * 3600
-
     mutating func validate() throws {
-        for (name, value) in [("--ack-timeout", acknowledgementTimeout), ("--unsubscribe-timeout", unsubscribeTimeout)] {
-            if let value, !(value > 0 && value <= Self.longestTimeout) {
-                throw ValidationError("\(name): give a number of seconds greater than 0 and at most \(Int(Self.longestTimeout)) (a week)")
-            }
-        }
-        if let minimumRate, !(1...100_000_000).contains(minimumRate) {
-            throw ValidationError("--min-rate: give a number of bytes per second from 1 to 100000000")
-        }
+        if let acknowledgementTimeout { _ = try OptionValidation.duration(acknowledgementTimeout, option: "--ack-timeout") }
+        if let unsubscribeTimeout { _ = try OptionValidation.duration(unsubscribeTimeout, option: "--unsubscribe-timeout") }
     }
 
-    /// `configuration` with these options applied.
+    /// `configuration` with these options applied (validated already).
     func applied(to configuration: PeripheralConfiguration) -> PeripheralConfiguration {
         var configuration = configuration
-        if let acknowledgementTimeout { configuration.acknowledgementTimeout = .milliseconds(Int64(acknowledgementTimeout * 1000)) }
-        if let unsubscribeTimeout { configuration.unsubscribeTimeout = .milliseconds(Int64(unsubscribeTimeout * 1000)) }
-        if let minimumRate { configuration.minimumTransferRate = minimumRate }
+        if let acknowledgementTimeout, let limit = try? OptionValidation.duration(acknowledgementTimeout, option: "") {
+            configuration.acknowledgementTimeout = limit
+        }
+        if let unsubscribeTimeout, let limit = try? OptionValidation.duration(unsubscribeTimeout, option: "") {
+            configuration.unsubscribeTimeout = limit
+        }
         return configuration
     }
 }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import DaemonSupport
 import BlueZ
 import Foundation
 
@@ -28,9 +29,10 @@ struct StatusCommand: AsyncParsableCommand {
     func run() async throws {
         let report = await BluetoothStatusReport.gather(adapterName: adapter)
         if json {
-            print(try StatusOutput.json(report))
+            print(EventRenderer.jsonEscapingTerminalControls(try StatusOutput.json(report)))
         } else {
-            print(StatusOutput.text(report), terminator: "")
+            // Aliases and names come from BlueZ, set by whoever may write them: escaped.
+            print(SafeText.escape(StatusOutput.text(report), keepingLineBreaks: true), terminator: "")
         }
         let status = StatusOutput.exitStatus(for: report.verdict.status)
         if status != .success {

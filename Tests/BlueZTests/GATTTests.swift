@@ -44,6 +44,8 @@ private struct Pair {
     let application: LocalGATTApplication
     let advertisement: LEAdvertisement
     let probe: PeripheralProbe
+    /// The private bus, for a test that connects a client of its own.
+    let busAddress: String
 }
 
 private func withPeripheral(acquire: Bool, _ body: (Pair) async throws -> Void) async throws {
@@ -64,7 +66,7 @@ private func withPeripheral(acquire: Bool, _ body: (Pair) async throws -> Void) 
             serviceUUIDs: [serviceUUID], localName: "bletransfer-test", includeTxPower: true))
         try await advertisement.register(on: hci1)
         try await body(Pair(central: central, peripheral: peripheral, application: application,
-                            advertisement: advertisement, probe: probe))
+                            advertisement: advertisement, probe: probe, busAddress: zoo.bus.address))
         await advertisement.unregister()
         await application.unregister()
     }
@@ -100,6 +102,29 @@ struct GATTTests {
                 hci1.properties?.uuids.contains(serviceUUIDLower) == true
             }
             #expect(pair.application.registeredAdapter == hci1.path)
+            #expect(pair.advertisement.isRegistered)
+        }
+    }
+
+    @Test("our exported objects answer only org.bluez's owner: another client's Release is refused")
+    func callsFromOtherClientsAreRefused() async throws {
+        try await withPeripheral(acquire: false) { pair in
+            let intruder = try await DBusConnection.connect(address: pair.busAddress)
+            defer { intruder.close() }
+            let target = pair.peripheral.connection.uniqueName
+            for (path, interface, method) in [
+                (pair.advertisement.path, "org.bluez.LEAdvertisement1", "Release"),
+                (pair.application.root, "org.freedesktop.DBus.ObjectManager", "GetManagedObjects"),
+            ] {
+                do {
+                    _ = try await intruder.call(destination: target, path: path, interface: interface, method: method)
+                    Issue.record("\(interface).\(method) from another client was answered")
+                } catch let error as DBusError {
+                    #expect(error.isAccessDenied, "\(error)")
+                }
+            }
+            // Peer.Ping stays open to anyone (it tells nothing and changes nothing).
+            _ = try await intruder.call(destination: target, path: .root, interface: "org.freedesktop.DBus.Peer", method: "Ping")
             #expect(pair.advertisement.isRegistered)
         }
     }

@@ -77,6 +77,17 @@ struct SampleError: Error, CustomStringConvertible {
         #expect(capture.all == [#"ERROR first\nsecond\tthird\x01 detail="line1\nline2""#])
     }
 
+    @Test func peerTextCannotDriveATerminalOrReorderALine() {
+        let capture = CapturedLines()
+        let log = logger(.journal, capture: capture)
+        let name = "ev\u{1B}[31mIL\u{9B}2J\u{202E}gpj.exe"
+        log.warning("refused \(name)", metadata: ["peerName": "\(name)", "plain": "\(name.filter(\.isLetter))"])
+        let line = capture.all.first ?? ""
+        #expect(!line.unicodeScalars.contains { SafeText.needsEscape($0) })
+        #expect(line.contains(#"refused ev\x1b[31mIL\x9b2J\u{202e}gpj.exe"#))
+        #expect(line.contains(#"peerName="ev\x1b[31mIL\x9b2J\u{202e}gpj.exe""#))
+    }
+
     @Test func recordMetadataWinsOverProviderAndHandlerMetadata() {
         let capture = CapturedLines()
         let provider = Logger.MetadataProvider { ["role": "provider", "run": "7"] }

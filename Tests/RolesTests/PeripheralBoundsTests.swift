@@ -171,12 +171,13 @@ import Transfer
     }
 
     @Test(arguments: [0, 1, 64 * 1024 * 1024, Int.max])
-    func transferDeadlinesNeverTrap(wireBytes: Int) {
+    func transferDeadlinesNeverTrap(wireBytes: Int) throws {
         for rate in [1, 256, Int.max] {
             let configuration = Self.configuration(rate: rate)
-            let deadline = configuration.transferDeadline(forWireBytes: wireBytes)
+            let deadline = try #require(configuration.transferDeadline(forWireBytes: wireBytes))
             #expect(deadline >= configuration.transferTimeFloor)
             #expect(deadline <= configuration.transferTimeFloor + .seconds(365 * 24 * 3600))
         }
+        #expect(Self.configuration(rate: 0).transferDeadline(forWireBytes: wireBytes) == nil, "0: no floor")
     }
 }

@@ -169,14 +169,21 @@ public final class Central: Sendable {
             let (device, peer) = found
             do {
                 try await visit(device, peer: peer, adapter: adapter, sink: sink)
-                progressState.withBook { $0.recordSuccess(peer.address) }
+                let now = progressState.elapsed
+                progressState.withBook { $0.recordSuccess(peer.address, at: now) }
             } catch is CancellationError {
                 return .cancelled
             } catch let failure as TransferFailure {
                 if Task.isCancelled { return .cancelled }
                 let now = progressState.elapsed
-                let delay = progressState.withBook {
-                    $0.recordFailure(peer.address, at: now, severe: { if case .unsuitable = failure { true } else { false } }())
+                let severe: Bool = switch failure {
+                case .unsuitable, .refused: true
+                default: false
+                }
+                let delay = progressState.withBook { $0.recordFailure(peer.address, at: now, severe: severe) }
+                if case .refused(let bound, let reason) = failure {
+                    emit(.refused(peer, bound: bound, reason: reason, delay: delay))
+                    continue
                 }
                 if case .corrupt(let error) = failure, configuration.stopOnCorruptMessage {
                     return .failed(RoleFailure(.dataError, "message from \(EventText.describe(peer)) failed verification: \(error)"))
@@ -257,17 +264,27 @@ public final class Central: Sendable {
                 throw BluetoothError.objectGone("adapter \(adapter.name)")
             }
             let now = progressState.elapsed
-            for device in candidates {
-                guard let properties = device.properties else { continue }
-                let rssi = properties.rssi.map(Int.init)
-                guard progressState.withBook({ $0.accepts(address: properties.address, rssi: rssi, at: now) }) else {
-                    continue
+            // Everything heard in this scan competes, not only the device just sighted:
+            // PeerBook.choose shares the visits fairly between proven senders and new
+            // addresses. BlueZ reports an RSSI only for devices heard during discovery, so
+            // cached entries of senders that left do not compete.
+            var offered = candidates
+            if case .sighting = item {
+                let known = adapter.devices().filter { device in
+                    guard device.path != candidates.first?.path, let properties = device.properties else { return false }
+                    return properties.rssi != nil && Self.offers(service, properties)
                 }
-                let peer = PeerDescription(address: properties.address, name: properties.alias ?? properties.name, rssi: rssi)
-                emit(.peerFound(peer))
-                await stopDiscovery(adapter)
-                return (device, peer)
+                offered += known
             }
+            let withProperties = offered.compactMap { device in device.properties.map { (device, $0) } }
+            let choices = withProperties.map { PeerBook.Candidate(address: $0.1.address, rssi: $0.1.rssi.map(Int.init)) }
+            guard let index = progressState.withBook({ $0.choose(choices, at: now) }) else { continue }
+            let (device, properties) = withProperties[index]
+            let peer = PeerDescription(address: properties.address, name: properties.alias ?? properties.name,
+                                       rssi: properties.rssi.map(Int.init))
+            emit(.peerFound(peer))
+            await stopDiscovery(adapter)
+            return (device, peer)
         }
         throw CancellationError()
     }
@@ -289,6 +306,11 @@ public final class Central: Sendable {
     /// message), a ``ClassifiedFailure`` for what ends the run.
     private func visit(_ device: Device, peer: PeerDescription, adapter: Adapter, sink: any MessageSink) async throws {
         var channel: CharacteristicSubscription?
+        // Room for nothing at all (the reserve alone is broken, a quota full): do not even
+        // connect. The message's own length is checked once the sender announces it.
+        if let refusal = sink.admissionRefusal(byteCount: 0) {
+            throw TransferFailure.refused(bound: refusal.bound.rawValue, reason: refusal.reason)
+        }
         do {
             try await connect(device, peer: peer)
             emit(.connected(peer))
@@ -318,7 +340,7 @@ public final class Central: Sendable {
             }
             guard let channel else { throw TransferFailure.transient("subscribing failed") }
 
-            let (message, duration) = try await receive(through: channel, from: device, peer: peer, hello: hello)
+            let (message, duration) = try await receive(through: channel, from: device, peer: peer, hello: hello, sink: sink)
 
             // A sender that never saw our ACK sends the same message again: it is stored
             // already, so it is acknowledged (and said), not stored twice.
@@ -374,7 +396,8 @@ public final class Central: Sendable {
                     from: peer, storedAt: storedAt))
             }
         } catch let failure as TransferFailure {
-            if channel != nil {
+            // A refusal gets its own event (one line) from the caller.
+            if channel != nil, !failure.isRefusal {
                 emit(.transferAborted(peer, reason: failure.description))
             }
             await cleanUp(channel: channel, device: device, adapter: adapter, forget: true, peer: peer)
@@ -441,7 +464,7 @@ public final class Central: Sendable {
 
     /// Receives one message through `channel`, watching for the peer leaving and for silence.
     private func receive(through channel: CharacteristicSubscription, from device: Device, peer: PeerDescription,
-                         hello: Hello?) async throws -> (ReceivedMessage, Duration) {
+                         hello: Hello?, sink: any MessageSink) async throws -> (ReceivedMessage, Duration) {
         let clock = ContinuousClock()
         let subscribedAt = clock.now
         let (inputs, input) = AsyncStream<TransferInput>.makeStream()
@@ -463,10 +486,32 @@ public final class Central: Sendable {
             input.finish()
         }
 
-        var assembly = MessageAssembly(limits: configuration.limits, sentHello: hello, idleTimeout: configuration.idleTimeout)
+        var assembly = MessageAssembly(limits: configuration.limits, sentHello: hello, idleTimeout: configuration.idleTimeout,
+                                       minimumRate: configuration.minimumRate, rateGrace: configuration.rateGrace)
         let mtu = channel.mtu ?? 23
+        var admittedAnnouncement = false
+        var lastAdmissionCheck: Duration?
         for await item in inputs {
-            switch assembly.handle(item, at: clock.now - subscribedAt) {
+            let now = clock.now - subscribedAt
+            let step = assembly.handle(item, at: now)
+            // Room on disk: a framed message once, with the length its header announces, before
+            // any payload is taken; a compat one (no length) about once a second with what has
+            // come so far. Refused, the link is dropped before EOM: the sender keeps its copy.
+            if case .value = item, !assembly.finished {
+                var checked: Int?
+                if let announced = assembly.announcedLength, !admittedAnnouncement {
+                    admittedAnnouncement = true
+                    checked = announced
+                } else if assembly.announcedLength == nil,
+                          lastAdmissionCheck.map({ now - $0 >= .seconds(1) }) ?? true {
+                    lastAdmissionCheck = now
+                    checked = assembly.bytesReceived
+                }
+                if let checked, let refusal = sink.admissionRefusal(byteCount: checked) {
+                    throw TransferFailure.refused(bound: refusal.bound.rawValue, reason: refusal.reason)
+                }
+            }
+            switch step {
             case .proceed(let report):
                 if let report { emitProgress(report, peer: peer) }
             case .formatDetected(let format, let report):
@@ -546,8 +591,10 @@ final class RunState: Sendable {
         var received = 0
         var sequence = 0
         var fallbackNoticed = false
-        /// Per peer address, the last message whose ACK was not confirmed.
+        /// Per peer address, the last message whose ACK was not confirmed; at most
+        /// `unacknowledgedCapacity`, oldest first out (`unacknowledgedOrder`).
         var unacknowledged: [String: UnacknowledgedMessage] = [:]
+        var unacknowledgedOrder: [String] = []
     }
 
     private let inner: LockedValue<Inner>
@@ -581,8 +628,22 @@ final class RunState: Sendable {
 
     /// A message stored whose ACK was not confirmed: its sender may send it again.
     func rememberUnacknowledged(from address: String, digest: [UInt8], storedAt: String?) {
-        inner.withLock { $0.unacknowledged[address] = UnacknowledgedMessage(digest: digest, storedAt: storedAt) }
+        inner.withLock { state in
+            if state.unacknowledged.updateValue(UnacknowledgedMessage(digest: digest, storedAt: storedAt), forKey: address) == nil {
+                state.unacknowledgedOrder.append(address)
+            }
+            // Rotating addresses must not grow this table: the oldest entry goes (its sender
+            // then may get its message stored twice, never lost).
+            while state.unacknowledgedOrder.count > Self.unacknowledgedCapacity {
+                state.unacknowledged.removeValue(forKey: state.unacknowledgedOrder.removeFirst())
+            }
+        }
     }
+
+    /// Bound of the per-address table of unconfirmed ACKs.
+    static let unacknowledgedCapacity = 256
+
+    var unacknowledgedCount: Int { inner.withLock { $0.unacknowledged.count } }
 
     /// The earlier copy when `digest` is the message from `address` whose ACK was not
     /// confirmed (forgotten then: a third identical message is a new one); nil otherwise.
@@ -590,6 +651,7 @@ final class RunState: Sendable {
     func takeUnacknowledged(from address: String, digest: [UInt8]) -> UnacknowledgedMessage? {
         inner.withLock { state in
             guard let earlier = state.unacknowledged.removeValue(forKey: address) else { return nil }
+            state.unacknowledgedOrder.removeAll { $0 == address }
             return earlier.digest == digest ? earlier : nil
         }
     }

@@ -18,6 +18,11 @@ public struct CentralConfiguration: Sendable {
     /// A transfer with no notification for this long is abandoned (nothing kept) and retried:
     /// a peripheral that never sends `EOM` must not hold the central forever.
     public var idleTimeout: Duration
+    /// The slowest transfer kept, in payload bytes per second counted from the subscription
+    /// once `rateGrace` has passed (0: none). Every value resets the idle timer; this bound no
+    /// value resets, so a peer trickling bytes cannot hold the central.
+    public var minimumRate: Int
+    public var rateGrace: Duration
     /// How long one `Device1.Connect` may take.
     public var connectTimeout: Duration
     /// `Device1.Connect` attempts per peer visit (transient failures only).
@@ -37,6 +42,12 @@ public struct CentralConfiguration: Sendable {
     /// a compat message (Apple's flow has no sequence numbers). Replaceable for tests.
     public var linkExposure: @Sendable (_ address: String) -> EnhancedATTExposure = { GATTBearers.exposure(to: $0) }
 
+    /// Default `--min-rate`: 128 bytes/s, a twentieth of the slowest link measured in the lab.
+    public static let defaultMinimumRate = 128
+    /// How long a transfer may run before `minimumRate` applies: connection set-up, MTU
+    /// exchange and the first values take a few seconds on a slow link.
+    public static let defaultRateGrace: Duration = .seconds(20)
+
     public init(adapterName: String? = nil,
                 serviceUUID: BluetoothUUID = TransferUUIDs.appleSampleService,
                 characteristicUUID: BluetoothUUID = TransferUUIDs.appleSampleCharacteristic,
@@ -45,6 +56,8 @@ public struct CentralConfiguration: Sendable {
                 limits: TransferLimits = .default,
                 requestFramed: Bool = true,
                 idleTimeout: Duration = .seconds(15),
+                minimumRate: Int = CentralConfiguration.defaultMinimumRate,
+                rateGrace: Duration = CentralConfiguration.defaultRateGrace,
                 connectTimeout: Duration = .seconds(20),
                 connectAttempts: Int = 4,
                 servicesResolveTimeout: Duration = .seconds(20),
@@ -59,6 +72,8 @@ public struct CentralConfiguration: Sendable {
         self.limits = limits
         self.requestFramed = requestFramed
         self.idleTimeout = idleTimeout
+        self.minimumRate = minimumRate
+        self.rateGrace = rateGrace
         self.connectTimeout = connectTimeout
         self.connectAttempts = connectAttempts
         self.servicesResolveTimeout = servicesResolveTimeout

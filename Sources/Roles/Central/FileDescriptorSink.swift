@@ -1,24 +1,37 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import DaemonSupport
 import Transfer
 
 /// Writes each message's bytes to a file descriptor (standard output by default), exactly as
 /// received: no newline added, nothing between consecutive messages. Partial writes and
 /// `EINTR` are retried; a closed pipe (`EPIPE`) or any other error ends the run with
 /// `.ioError`. SIGPIPE is ignored by the command, so a closed pipe is an error, not a kill.
+///
+/// A terminal is the exception: a message is shown there, not stored, and a peer's escape
+/// sequences must not drive it, so control characters are written as visible escapes
+/// (``SafeText``, line feeds and tabs kept) and bytes that are not UTF-8 as U+FFFD. A pipe or
+/// a file gets the bytes exactly.
 public struct FileDescriptorSink: MessageSink {
     public let fileDescriptor: Int32
     public let name: String
+    public let escapesForTerminal: Bool
 
-    public init(fileDescriptor: Int32 = STDOUT_FILENO, name: String = "standard output") {
+    public init(fileDescriptor: Int32 = STDOUT_FILENO, name: String = "standard output", escapesForTerminal: Bool? = nil) {
         self.fileDescriptor = fileDescriptor
         self.name = name
+        self.escapesForTerminal = escapesForTerminal ?? (isatty(fileDescriptor) == 1)
     }
 
     public func store(_ message: ReceivedMessage, sequence: Int, from peer: PeerDescription?) async throws -> String? {
-        try Self.writeAll(message.payload, to: fileDescriptor, name: name)
+        try Self.writeAll(escapesForTerminal ? Self.terminalBytes(message.payload) : message.payload, to: fileDescriptor, name: name)
         return nil
+    }
+
+    /// What a terminal is shown of `payload`.
+    static func terminalBytes(_ payload: [UInt8]) -> [UInt8] {
+        Array(SafeText.escape(String(decoding: payload, as: UTF8.self), keepingLineBreaks: true).utf8)
     }
 
     static func writeAll(_ bytes: [UInt8], to fd: Int32, name: String) throws(SinkFailure) {

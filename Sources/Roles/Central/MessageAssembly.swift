@@ -23,6 +23,12 @@ struct MessageAssembly: Sendable {
     }
 
     let idleTimeout: Duration
+    /// The slowest transfer kept going, in payload bytes per second since subscribing, after
+    /// `rateGrace`; 0: no floor. Unlike the idle timer, which every value resets, this bound
+    /// counts from the subscription, so a peer trickling a byte now and then cannot hold the
+    /// central for longer than `rateGrace + size / minimumRate`.
+    let minimumRate: Int
+    let rateGrace: Duration
     /// How long an `EOM` that arrived before anything told the format (a HELLO was written)
     /// waits for a framed sender's first value; then the message is read as compat (a peer
     /// that ignored the HELLO and sent an empty message). Reordering delays values by
@@ -38,16 +44,32 @@ struct MessageAssembly: Sendable {
     private var lastProgressAt: Duration?
     private(set) var finished = false
 
-    init(limits: TransferLimits, sentHello: Hello?, idleTimeout: Duration, progressInterval: Duration = .milliseconds(200),
+    init(limits: TransferLimits, sentHello: Hello?, idleTimeout: Duration, minimumRate: Int = 0,
+         rateGrace: Duration = .seconds(20), progressInterval: Duration = .milliseconds(200),
          undecidedSettle: Duration = .milliseconds(1500)) {
         receiver = MessageReceiver(limits: limits, sentHello: sentHello)
         self.idleTimeout = idleTimeout
+        self.minimumRate = max(0, minimumRate)
+        self.rateGrace = rateGrace
         self.undecidedSettle = undecidedSettle
         self.progressInterval = progressInterval
     }
 
     var valuesReceived: Int { receiver.valuesReceived }
     var bytesReceived: Int { receiver.progress.bytesSoFar }
+    /// The payload length a framed header announced; nil before it (or for compat).
+    var announcedLength: Int? { receiver.progress.totalBytes }
+
+    /// The failure when the transfer fell below `minimumRate` at `time`; nil while it keeps up.
+    func rateShortfall(at time: Duration) -> TransferFailure? {
+        guard minimumRate > 0, time > rateGrace else { return nil }
+        let owed = Double(minimumRate) * Self.seconds(time - rateGrace)
+        guard Double(receiver.progress.bytesSoFar) < owed else { return nil }
+        return .refused(
+            bound: "min-rate",
+            reason: "too slow: \(receiver.progress.bytesSoFar) bytes in \((Self.seconds(time) * 10).rounded() / 10) s, "
+                + "below \(minimumRate) bytes/s after \(Self.describe(rateGrace)) (--min-rate)")
+    }
 
     mutating func handle(_ input: TransferInput, at time: Duration) -> Step {
         guard !finished else { return .proceed(progress: nil) }
@@ -64,6 +86,10 @@ struct MessageAssembly: Sendable {
                     return .failed(TransferFailure(error))
                 }
                 return .failed(.transient("the message ended before its format was known"))
+            }
+            if let shortfall = rateShortfall(at: time) {
+                finished = true
+                return .failed(shortfall)
             }
             if time - lastActivity >= idleTimeout {
                 finished = true
@@ -92,6 +118,12 @@ struct MessageAssembly: Sendable {
             }
             if receiver.isUndecidedAfterEndOfMessage, undecidedEndOfMessageAt == nil {
                 undecidedEndOfMessageAt = time
+            }
+            if case .complete = event {
+                // A message that is whole is taken, however slowly it came.
+            } else if let shortfall = rateShortfall(at: time) {
+                finished = true
+                return .failed(shortfall)
             }
             switch event {
             case .complete(let message):
@@ -142,6 +174,9 @@ enum TransferFailure: Error, Sendable, Equatable, CustomStringConvertible {
     case unsuitable(String)
     /// The message arrived but failed verification.
     case corrupt(ReceiveError)
+    /// A bound of ours refused the transfer (`bound` names its option: "min-rate",
+    /// "reserve", "quota-bytes", "quota-files"); the peer backs off like after a severe failure.
+    case refused(bound: String, reason: String)
 
     init(_ error: ReceiveError) {
         switch error {
@@ -156,10 +191,15 @@ enum TransferFailure: Error, Sendable, Equatable, CustomStringConvertible {
         }
     }
 
+    var isRefusal: Bool {
+        if case .refused = self { true } else { false }
+    }
+
     var description: String {
         switch self {
         case .transient(let reason), .unsuitable(let reason): reason
         case .corrupt(let error): error.description
+        case .refused(_, let reason): reason
         }
     }
 }

@@ -8,6 +8,16 @@ public protocol MessageSink: Sendable {
     /// nil when there is no such place (standard output). Throws a ``ClassifiedFailure``
     /// (usually `.ioError`) when the message could not be stored; the run then ends.
     func store(_ message: ReceivedMessage, sequence: Int, from peer: PeerDescription?) async throws -> String?
+
+    /// Why a message of `byteCount` bytes (announced, or received so far) could not be kept;
+    /// nil when it can. Asked before and while a message arrives, so that what cannot be
+    /// stored is refused while its sender still has it (no ACK is written).
+    func admissionRefusal(byteCount: Int) -> StorageRefusal?
+}
+
+extension MessageSink {
+    /// Sinks without a bound (standard output, memory) take anything up to `--max-size`.
+    public func admissionRefusal(byteCount: Int) -> StorageRefusal? { nil }
 }
 
 /// The failure a sink reports when writing fails.

@@ -7,8 +7,10 @@ import Transfer
 /// `message-20250101-120000-1.txt` for UTF-8 text, `.bin` otherwise.
 public struct OutputDirectorySink: MessageSink {
     public let directory: OutputDirectory
+    public let limits: StorageLimits
 
-    public init(path: FilePath) throws(SinkFailure) {
+    public init(path: FilePath, limits: StorageLimits = .default) throws(SinkFailure) {
+        self.limits = limits
         do {
             directory = try OutputDirectory(path: path)
         } catch {
@@ -23,6 +25,10 @@ public struct OutputDirectorySink: MessageSink {
         } catch {
             throw SinkFailure(.ioError, "\(error)")
         }
+    }
+
+    public func admissionRefusal(byteCount: Int) -> StorageRefusal? {
+        directory.refusal(for: byteCount, limits: limits)
     }
 
     static func fileName(sequence: Int, isText: Bool, date: Date) -> String {

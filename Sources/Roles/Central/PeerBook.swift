@@ -1,21 +1,41 @@
 /// The central's memory of peripherals across visits: which failed lately and when each may
 /// be tried again, so a peer that keeps failing does not monopolise the central while others
 /// wait. Times are durations since the run started (no clock inside, for tests).
+///
+/// Bounded and fair against hostile neighbours:
+/// - At most `capacity` records: a peer rotating random addresses creates a record per
+///   address, so the oldest records go first, those of peers that are not backing off before
+///   those that are (evicting a back-off would let its peer straight back in).
+/// - ``choose(_:at:)`` alternates between peers that delivered a message before ("proven")
+///   and the others when both wait, and inside each class takes the one visited least
+///   recently (never visited: seen first). So neither a stream of fresh random addresses nor
+///   a proven sender with endless tiny messages can take every visit.
 struct PeerBook: Sendable {
     struct Record: Sendable, Equatable {
         var consecutiveFailures = 0
         var notBefore: Duration = .zero
         var messagesReceived = 0
+        /// When this address was first offered to ``choose(_:at:)``.
+        var firstSeen: Duration = .zero
+        /// When it was last chosen for a visit.
+        var lastVisit: Duration?
     }
+
+    /// Default bound of ``records``.
+    static let defaultCapacity = 1024
 
     let backoff: BackoffPolicy
     /// RSSI floor in dBm; nil accepts any.
     let minimumRSSI: Int?
+    let capacity: Int
     private(set) var records: [String: Record] = [:]
+    /// Whether the last visit went to a proven peer; the next prefers the other class.
+    private var lastVisitWasProven = false
 
-    init(backoff: BackoffPolicy, minimumRSSI: Int?) {
+    init(backoff: BackoffPolicy, minimumRSSI: Int?, capacity: Int = PeerBook.defaultCapacity) {
         self.backoff = backoff
         self.minimumRSSI = minimumRSSI
+        self.capacity = max(1, capacity)
     }
 
     /// Whether a sighting of `address` with signal `rssi` is worth a connection attempt at
@@ -33,30 +53,83 @@ struct PeerBook: Sendable {
         return now >= record.notBefore
     }
 
+    /// A candidate for a visit: its address and signal strength.
+    struct Candidate: Sendable, Equatable {
+        var address: String
+        var rssi: Int?
+    }
+
+    /// Picks which of `candidates` to visit at `now` (nil when none is eligible) and records
+    /// the visit. New addresses are remembered as seen now.
+    mutating func choose(_ candidates: [Candidate], at now: Duration) -> Int? {
+        var eligible: [(index: Int, record: Record)] = []
+        for (index, candidate) in candidates.enumerated() where accepts(address: candidate.address, rssi: candidate.rssi, at: now) {
+            let key = Self.key(candidate.address)
+            if records[key] == nil { insert(Record(firstSeen: now), for: key, at: now) }
+            if let record = records[key], !eligible.contains(where: { Self.key(candidates[$0.index].address) == key }) {
+                eligible.append((index, record))
+            }
+        }
+        guard !eligible.isEmpty else { return nil }
+        let proven = eligible.filter { $0.record.messagesReceived > 0 }
+        let unproven = eligible.filter { $0.record.messagesReceived == 0 }
+        let preferred = lastVisitWasProven ? (unproven.isEmpty ? proven : unproven) : (proven.isEmpty ? unproven : proven)
+        // Least recently visited first; never visited ones by when they were first seen.
+        let pick = preferred.min { a, b in
+            switch (a.record.lastVisit, b.record.lastVisit) {
+            case (nil, nil): a.record.firstSeen < b.record.firstSeen
+            case (nil, _): true
+            case (_, nil): false
+            case (let x?, let y?): x < y
+            }
+        }!
+        let key = Self.key(candidates[pick.index].address)
+        records[key]?.lastVisit = now
+        lastVisitWasProven = pick.record.messagesReceived > 0
+        return pick.index
+    }
+
     /// Records a failed visit and returns how long `address` now waits.
     @discardableResult
     mutating func recordFailure(_ address: String, at now: Duration, severe: Bool = false) -> Duration {
-        var record = records[Self.key(address)] ?? Record()
+        let key = Self.key(address)
+        var record = records[key] ?? Record(firstSeen: now)
         record.consecutiveFailures += severe ? 4 : 1
         let delay = backoff.delay(afterFailures: record.consecutiveFailures)
         record.notBefore = now + delay
-        records[Self.key(address)] = record
+        insert(record, for: key, at: now)
         return delay
     }
 
     /// Records a message received from `address`: it may be visited again at once (a sender
-    /// with several messages waits for the next subscription).
-    mutating func recordSuccess(_ address: String) {
-        var record = records[Self.key(address)] ?? Record()
+    /// with several messages waits for the next subscription; ``choose(_:at:)`` still lets
+    /// others in between).
+    mutating func recordSuccess(_ address: String, at now: Duration = .zero) {
+        let key = Self.key(address)
+        var record = records[key] ?? Record(firstSeen: now)
         record.consecutiveFailures = 0
         record.notBefore = .zero
         record.messagesReceived += 1
-        records[Self.key(address)] = record
+        insert(record, for: key, at: now)
     }
 
     /// The earliest moment after `now` when a peer now backing off becomes eligible.
     func nextEligibility(after now: Duration) -> Duration? {
         records.values.map(\.notBefore).filter { $0 > now }.min()
+    }
+
+    /// Stores `record`, first evicting one when the book is full: the least recently active
+    /// record of a peer not backing off, else the one whose back-off ends first.
+    private mutating func insert(_ record: Record, for key: String, at now: Duration) {
+        if records[key] == nil, records.count >= capacity {
+            func activity(_ record: Record) -> Duration { record.lastVisit ?? record.firstSeen }
+            let idle = records.filter { $0.value.notBefore <= now }
+            let victim = idle.isEmpty
+                ? records.min { $0.value.notBefore < $1.value.notBefore }?.key
+                : idle.min { activity($0.value) < activity($1.value) }?.key
+            if let victim { records.removeValue(forKey: victim) }
+        }
+        records[key] = record
     }
 
     static func key(_ address: String) -> String { address.uppercased() }

@@ -53,6 +53,11 @@ public enum RoleEvent: Sendable {
     /// A transient failure; the role tries again after `delay`.
     case retrying(reason: String, delay: Duration)
     case disconnected(PeerDescription)
+    /// A bound refused a peer (a transfer too slow, a message that would break the disk's
+    /// reserve or the directory's quota...): `bound` names the option ("min-rate",
+    /// "reserve", "quota-bytes", "quota-files"), `reason` says why in words. The peer backs
+    /// off for `delay`; nothing of the message was kept and, unacknowledged, its sender keeps it.
+    case refused(PeerDescription, bound: String, reason: String, delay: Duration)
     /// Something worth telling the user that does not stop the role.
     case warning(String)
 }

@@ -45,19 +45,24 @@ public struct PeripheralConfiguration: Sendable {
     public var unsubscribeTimeout: Duration
     /// The slowest a subscriber may take a message, in bytes per second: a central that stays
     /// subscribed but stops reading (no credits, no link-layer acknowledgements) holds the
-    /// sender at most `transferTimeFloor` plus the message at this rate. `send --min-rate`.
+    /// sender at most `transferTimeFloor` plus the message at this rate; 0: no floor.
+    /// `send --min-rate`.
     public var minimumTransferRate: Int
     /// Added to every subscription's deadline (connection set-up, the first values).
     public var transferTimeFloor: Duration
 
     /// The subscription deadline for a message of `wireBytes` bytes on the air:
     /// `transferTimeFloor` plus the bytes at `minimumTransferRate`, capped at a year (options
-    /// are validated, but a deadline must never trap).
-    public func transferDeadline(forWireBytes wireBytes: Int) -> Duration {
-        let seconds = Double(max(wireBytes, 0)) / Double(max(minimumTransferRate, 1))
+    /// are validated, but a deadline must never trap); nil when the rate is 0 (no floor).
+    public func transferDeadline(forWireBytes wireBytes: Int) -> Duration? {
+        guard minimumTransferRate > 0 else { return nil }
+        let seconds = Double(max(wireBytes, 0)) / Double(minimumTransferRate)
         let year = 365.0 * 24 * 3600
         return transferTimeFloor + .milliseconds(Int64(min(seconds, year) * 1000))
     }
+
+    /// `send --min-rate`'s default, in bytes per second.
+    public static let defaultMinimumTransferRate = 256
 
     public init(adapterName: String? = nil,
                 serviceUUID: BluetoothUUID = TransferUUIDs.appleSampleService,
@@ -73,7 +78,7 @@ public struct PeripheralConfiguration: Sendable {
                 progressInterval: Duration = .milliseconds(200),
                 acknowledgementTimeout: Duration = .seconds(20),
                 unsubscribeTimeout: Duration = .seconds(20),
-                minimumTransferRate: Int = 256,
+                minimumTransferRate: Int = PeripheralConfiguration.defaultMinimumTransferRate,
                 transferTimeFloor: Duration = .seconds(60)) {
         self.adapterName = adapterName
         self.serviceUUID = serviceUUID

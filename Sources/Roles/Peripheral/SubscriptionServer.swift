@@ -267,8 +267,9 @@ actor SubscriptionServer {
                 + "its values out of order and the central cannot tell. Set [GATT] Channels = 1 in "
                 + "/etc/bluetooth/main.conf on either host (bletransfer status shows the setting)"))
         }
-        let limit = configuration.transferDeadline(forWireBytes: sender.valueCount * sender.maximumValueLength)
-        arm(&subscription, after: limit, reason: "it did not take the \(message.payload.count)-byte message within \(Self.describe(limit)) (at least \(configuration.minimumTransferRate) bytes/s, --min-rate)")
+        if let limit = configuration.transferDeadline(forWireBytes: sender.valueCount * sender.maximumValueLength) {
+            arm(&subscription, after: limit, reason: "it did not take the \(message.payload.count)-byte message within \(Self.describe(limit)) (at least \(configuration.minimumTransferRate) bytes/s, --min-rate)")
+        }
         current = subscription
         return id
     }

@@ -24,10 +24,14 @@ struct DaemonSettings: Sendable {
     var minimumRSSI: Int?
     var idleTimeout: Duration
     var requestFramed: Bool
+    var minimumRate: Int = CentralConfiguration.defaultMinimumRate
+    var storageLimits: StorageLimits = .default
     var settleTime: Duration
     var json: Bool
     /// Sender: how long a central may take, and the compat order guard.
     var senderBounds = SenderBoundOptions()
+    /// Sender: `--min-rate` (nil: the sender's default; 0: no floor).
+    var senderMinimumRate: Int?
 }
 
 /// The daemon's life: set up the directory, tell systemd it is ready, keep the role running
@@ -125,7 +129,7 @@ struct Daemon {
             let path = settings.outputDirectory ?? FilePath(".")
             let sink: InboxSink
             do {
-                sink = try InboxSink(path: path)
+                sink = try InboxSink(path: path, limits: settings.storageLimits)
             } catch {
                 let status: ExitStatus = if case .notWritable = error { .permissionDenied } else { .ioError }
                 return .failure(SetupFailure(status: status, message: "--output-dir: \(error)"))
@@ -134,7 +138,7 @@ struct Daemon {
                 adapterName: settings.adapterName, serviceUUID: settings.serviceUUID,
                 characteristicUUID: settings.characteristicUUID, messageCount: nil,
                 minimumRSSI: settings.minimumRSSI, limits: settings.limits, requestFramed: settings.requestFramed,
-                idleTimeout: settings.idleTimeout, stopOnCorruptMessage: false)
+                idleTimeout: settings.idleTimeout, minimumRate: settings.minimumRate, stopOnCorruptMessage: false)
             let attempt: DaemonSupervisor.Attempt = { session, emit in
                 let central = Central(configuration: configuration, session: session)
                 let forward = Task {
@@ -160,12 +164,14 @@ struct Daemon {
                 let status: ExitStatus = if case .notWritable = error { .permissionDenied } else { .ioError }
                 return .failure(SetupFailure(status: status, message: "--outbox: \(error)"))
             }
-            let configuration = settings.senderBounds.applied(to: PeripheralConfiguration(
+            var configuration = settings.senderBounds.applied(to: PeripheralConfiguration(
                 adapterName: settings.adapterName, serviceUUID: settings.serviceUUID,
                 characteristicUUID: settings.characteristicUUID, localName: settings.localName,
                 offersAcquireNotify: settings.offersAcquireNotify))
+            if let rate = settings.senderMinimumRate { configuration.minimumTransferRate = rate }
+            let peripheralConfiguration = configuration
             let attempt: DaemonSupervisor.Attempt = { session, emit in
-                let peripheral = Peripheral(configuration: configuration, session: session,
+                let peripheral = Peripheral(configuration: peripheralConfiguration, session: session,
                                             logger: Logger(label: "bletransfer.peripheral"))
                 // The peripheral's event stream finishes when its run ends.
                 let forward = Task {

@@ -135,6 +135,12 @@ struct DaemonReporter {
             logger.notice("retrying", metadata: ["reason": "\(reason)", "delay": "\(EventRenderer.formatSeconds(delay.seconds))"])
         case .disconnected(let peer):
             logger.debug("disconnected", metadata: Self.metadata(peer))
+        case .refused(let peer, let bound, let reason, let delay):
+            var metadata = Self.metadata(peer)
+            metadata["bound"] = "\(bound)"
+            metadata["reason"] = "\(reason)"
+            metadata["retry"] = "\(EventRenderer.formatSeconds(delay.seconds))"
+            logger.warning("peer refused, nothing kept", metadata: metadata)
         case .warning(let text):
             logger.warning("\(text)")
         }

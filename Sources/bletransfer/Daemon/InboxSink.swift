@@ -12,17 +12,23 @@ import Transfer
 /// the role restarts that Bluetooth outages cause (the central's own count starts again).
 final class InboxSink: MessageSink {
     let directory: OutputDirectory
+    let limits: StorageLimits
     private let sequence = Mutex(0)
     private let now: @Sendable () -> Date
 
-    init(directory: OutputDirectory, now: @escaping @Sendable () -> Date = Date.init) {
+    init(directory: OutputDirectory, limits: StorageLimits = .default, now: @escaping @Sendable () -> Date = Date.init) {
         self.directory = directory
+        self.limits = limits
         self.now = now
     }
 
     /// Opens (creating when missing) `path`; leftovers of an interrupted run are removed.
-    convenience init(path: FilePath) throws(OutputDirectoryError) {
-        self.init(directory: try OutputDirectory(path: path))
+    convenience init(path: FilePath, limits: StorageLimits = .default) throws(OutputDirectoryError) {
+        self.init(directory: try OutputDirectory(path: path), limits: limits)
+    }
+
+    func admissionRefusal(byteCount: Int) -> StorageRefusal? {
+        directory.refusal(for: byteCount, limits: limits)
     }
 
     /// How many messages were stored.

@@ -1,0 +1,239 @@
+import DaemonSupport
+import Foundation
+@testable import Roles
+@testable import bletransfer
+import ArgumentParser
+import Testing
+import Transfer
+
+/// The bounds that keep a hostile or broken peer from stalling, starving, filling or crashing
+/// a receiver, and the option checks that keep a user's typo from trapping.
+@Suite struct BoundsTests {
+    // MARK: Minimum rate
+
+    @Test func tricklingPeerIsRefusedAlthoughEveryValueResetsTheIdleTimer() {
+        let payload = Array(String(repeating: "x", count: 400).utf8)
+        let values = CentralLogicTests.compatValues(payload, chunk: 1)
+        var assembly = MessageAssembly(limits: .default, sentHello: nil, idleTimeout: .seconds(15),
+                                       minimumRate: 10, rateGrace: .seconds(20))
+        var refusedAt: Duration?
+        // A 20-byte value (the smallest ATT payload) every 5 s: well inside the 15 s idle
+        // timeout, 4 bytes/s against a floor of 10.
+        for (index, value) in values.enumerated() {
+            let time = Duration.seconds(5 * (index + 1))
+            if case .failed(.refused(let bound, _)) = assembly.handle(.value(value), at: time) {
+                #expect(bound == "min-rate")
+                refusedAt = time
+                break
+            }
+        }
+        // At 30 s: 120 bytes received, 100 owed; at 35 s: 140 received, 150 owed.
+        #expect(refusedAt == .seconds(35))
+    }
+
+    @Test func silentPeerIsRefusedByTheRateOnATick() {
+        var assembly = MessageAssembly(limits: .default, sentHello: nil, idleTimeout: .seconds(3600),
+                                       minimumRate: 1, rateGrace: .seconds(2))
+        #expect(assembly.handle(.tick, at: .seconds(2)) == .proceed(progress: nil))
+        guard case .failed(.refused("min-rate", _)) = assembly.handle(.tick, at: .seconds(3)) else {
+            Issue.record("expected a min-rate refusal")
+            return
+        }
+    }
+
+    @Test func transferAtTheRateCompletes() {
+        let payload = CentralTestData.binary(2000)
+        let hello = Hello(session: SessionID(rawValue: 9))
+        var assembly = MessageAssembly(limits: .default, sentHello: hello, idleTimeout: .seconds(15),
+                                       minimumRate: 100, rateGrace: .seconds(1))
+        var last: MessageAssembly.Step?
+        // 20-byte values every 100 ms: 200 bytes/s (headers included), twice the floor.
+        for (index, value) in CentralLogicTests.framedValues(payload, hello: hello).enumerated() {
+            last = assembly.handle(.value(value), at: .milliseconds(100 * index))
+        }
+        guard case .complete(let message, _) = last else {
+            Issue.record("expected completion, got \(String(describing: last))")
+            return
+        }
+        #expect(message.payload == payload)
+    }
+
+    @Test func zeroRateMeansNoFloor() {
+        var assembly = MessageAssembly(limits: .default, sentHello: nil, idleTimeout: .seconds(15), minimumRate: 0)
+        #expect(assembly.rateShortfall(at: .seconds(1_000_000)) == nil)
+        _ = assembly.handle(.tick, at: .seconds(1))
+    }
+
+    // MARK: Peer book: bounded and fair
+
+    @Test func peerBookStaysWithinItsCapacityAndKeepsBackOffs() {
+        var book = PeerBook(backoff: BackoffPolicy(initial: .seconds(60), maximum: .seconds(60)), minimumRSSI: nil, capacity: 8)
+        book.recordFailure("00:00:00:00:00:01", at: .zero)
+        for index in 0..<1000 {
+            let address = String(format: "AA:00:00:00:%02X:%02X", index >> 8, index & 0xFF)
+            _ = book.choose([PeerBook.Candidate(address: address, rssi: -50)], at: .seconds(1))
+        }
+        #expect(book.records.count <= 8)
+        // The peer backing off was not evicted by the flood of new addresses.
+        #expect(!book.isEligible("00:00:00:00:00:01", at: .seconds(2)))
+    }
+
+    @Test func rotatingAddressesDoNotStarveAProvenSender() {
+        var book = PeerBook(backoff: BackoffPolicy(), minimumRSSI: nil)
+        let real = "11:22:33:44:55:66"
+        book.recordSuccess(real, at: .zero)
+        var realVisits = 0
+        for round in 0..<100 {
+            let now = Duration.seconds(round + 1)
+            let rotating = String(format: "C0:00:00:00:00:%02X", round)
+            let candidates = [PeerBook.Candidate(address: rotating, rssi: -40), PeerBook.Candidate(address: real, rssi: -80)]
+            guard let index = book.choose(candidates, at: now) else { continue }
+            if candidates[index].address == real {
+                realVisits += 1
+                book.recordSuccess(real, at: now)
+            } else {
+                book.recordFailure(rotating, at: now)
+            }
+        }
+        #expect(realVisits >= 50)
+    }
+
+    @Test func aProvenSenderWithEndlessMessagesLetsANewOneIn() {
+        var book = PeerBook(backoff: BackoffPolicy(), minimumRSSI: nil)
+        let flooder = "AA:AA:AA:AA:AA:AA"
+        let newcomer = "BB:BB:BB:BB:BB:BB"
+        book.recordSuccess(flooder, at: .zero)
+        let candidates = [PeerBook.Candidate(address: flooder, rssi: -40), PeerBook.Candidate(address: newcomer, rssi: -80)]
+        var picks: [String] = []
+        for round in 0..<4 {
+            guard let index = book.choose(candidates, at: .seconds(round + 1)) else { continue }
+            picks.append(candidates[index].address)
+            book.recordSuccess(candidates[index].address, at: .seconds(round + 1))
+        }
+        #expect(picks.contains(newcomer))
+        #expect(picks.filter { $0 == flooder }.count <= 3)
+    }
+
+    @Test func unacknowledgedTableIsBounded() {
+        let state = RunState(book: PeerBook(backoff: BackoffPolicy(), minimumRSSI: nil))
+        for index in 0..<(RunState.unacknowledgedCapacity + 100) {
+            state.rememberUnacknowledged(from: "addr-\(index)", digest: [UInt8(index & 0xFF)], storedAt: nil)
+        }
+        #expect(state.unacknowledgedCount == RunState.unacknowledgedCapacity)
+        // The newest survive, the oldest went.
+        let newest = RunState.unacknowledgedCapacity + 99
+        #expect(state.takeUnacknowledged(from: "addr-\(newest)", digest: [UInt8(newest & 0xFF)]) != nil)
+        #expect(state.takeUnacknowledged(from: "addr-0", digest: [0]) == nil)
+    }
+
+    // MARK: Storage limits
+
+    @Test func reserveAndQuotasRefuseBeforeReceiving() {
+        let limits = StorageLimits(reserveBytes: 1000, quotaBytes: 50_000, quotaFiles: 3)
+        let roomy = StorageLimits.Usage(freeBytes: 10_000, storedBytes: 0, storedFiles: 0)
+        #expect(limits.refusal(for: 9000, usage: roomy) == nil)
+        #expect(limits.refusal(for: 9001, usage: roomy)?.bound == .reserve)
+        #expect(limits.refusal(for: Int.max, usage: roomy)?.bound == .reserve)
+        #expect(limits.refusal(for: 10, usage: .init(freeBytes: 10_000, storedBytes: 0, storedFiles: 3))?.bound == .quotaFiles)
+        #expect(limits.refusal(for: 10, usage: .init(freeBytes: 10_000, storedBytes: 49_995, storedFiles: 1))?.bound == .quotaBytes)
+        #expect(limits.refusal(for: 5, usage: .init(freeBytes: 10_000, storedBytes: 49_995, storedFiles: 1)) == nil)
+    }
+
+    @Test func outputDirectoryCountsItsMessagesNotItsPartialFiles() throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("bounds-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let directory = try OutputDirectory(path: .init(path))
+        try directory.store(Array(repeating: 1, count: 100), baseName: "a.bin")
+        try directory.store(Array(repeating: 2, count: 50), baseName: "b.bin")
+        FileManager.default.createFile(atPath: path + "/.hidden", contents: Data(count: 1000))
+        let stored = directory.storedMessages()
+        #expect(stored.bytes == 150)
+        #expect(stored.files == 2)
+        #expect(directory.refusal(for: 1, limits: StorageLimits(reserveBytes: 0, quotaFiles: 2))?.bound == .quotaFiles)
+        #expect(directory.refusal(for: 1, limits: StorageLimits(reserveBytes: 0, quotaFiles: 3)) == nil)
+        #expect(directory.refusal(for: 1, limits: StorageLimits(reserveBytes: Int.max))?.bound == .reserve)
+        #expect((directory.freeBytes() ?? 0) > 0)
+    }
+
+    // MARK: Escaping
+
+    @Test func peerTextLosesEscapesAndBidiOverrides() {
+        #expect(SafeText.escape("plain name ✓") == "plain name ✓")
+        #expect(SafeText.escape("evil\u{1B}]0;title\u{07}\u{1B}[2J") == "evil\\x1b]0;title\\x07\\x1b[2J")
+        #expect(SafeText.escape("a\u{9B}31mb") == "a\\x9b31mb")
+        #expect(SafeText.escape("file\u{202E}txt.exe") == "file\\u{202e}txt.exe")
+        #expect(SafeText.escape("two\nlines\r") == "two\\nlines\\r")
+        #expect(SafeText.escape("two\nlines\tok\r", keepingLineBreaks: true) == "two\nlines\tok\\r")
+    }
+
+    @Test func eventSentencesAndJSONCarryNoTerminalControls() throws {
+        let peer = PeerDescription(address: "AA:BB:CC:DD:EE:FF", name: "x\u{1B}[31mred\u{9B}\u{202E}")
+        let sentence = EventRenderer.sentence(for: .connected(peer))
+        #expect(!sentence.unicodeScalars.contains { SafeText.needsEscape($0) })
+        #expect(sentence.contains("\\x1b[31mred"))
+        let line = EventRenderer.encode(EventRenderer.jsonObject(for: .connected(peer)))
+        #expect(!line.unicodeScalars.contains { SafeText.needsEscape($0) })
+        // The JSON value is still the exact name.
+        let decoded = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
+        #expect((decoded?["peer"] as? [String: Any])?["name"] as? String == peer.name)
+        let refused = EventRenderer.jsonObject(for: .refused(peer, bound: "min-rate", reason: "slow", delay: .seconds(2)))
+        #expect(refused["event"] as? String == "refused")
+        #expect(refused["bound"] as? String == "min-rate")
+    }
+
+    @Test func terminalSinkEscapesButPipesStayExact() {
+        let payload: [UInt8] = Array("hi\u{1B}[2J\nthere\t!".utf8) + [0xFF]
+        #expect(FileDescriptorSink.terminalBytes(payload) == Array("hi\\x1b[2J\nthere\t!\u{FFFD}".utf8))
+        #expect(!FileDescriptorSink(fileDescriptor: -1, escapesForTerminal: nil).escapesForTerminal)
+    }
+
+    // MARK: Option validation
+
+    @Test func durationsAreBoundedInsteadOfTrapping() throws {
+        #expect(try OptionValidation.duration(1.5, option: "--timeout") == .milliseconds(1500))
+        #expect(try OptionValidation.duration(0, option: "--settle-time", allowZero: true) == .zero)
+        for bad in [0, -1, 1e300, .infinity, .nan, 0.0001, OptionValidation.maximumSeconds + 1] {
+            #expect(throws: ValidationError.self) { try OptionValidation.duration(bad, option: "--timeout") }
+        }
+    }
+
+    @Test func maximumSizeIsBoundedByMemory() throws {
+        #expect(OptionValidation.maximumMessageSize(physicalMemory: 24 << 30) == 4 << 30)
+        #expect(OptionValidation.maximumMessageSize(physicalMemory: 512 << 20) == 128 << 20)
+        #expect(try OptionValidation.maximumMessageSizeOption(64 << 20, physicalMemory: 512 << 20) == 64 << 20)
+        for bad in [0, -5, Int.max, (128 << 20) + 1] {
+            #expect(throws: ValidationError.self) { try OptionValidation.maximumMessageSizeOption(bad, physicalMemory: 512 << 20) }
+        }
+    }
+
+    @Test func commandLinesWithHugeValuesAreUsageErrors() {
+        let cases: [[String]] = [
+            ["receive", "--max-size", "9223372036854775807"],
+            ["receive", "--timeout", "1e300"],
+            ["receive", "--idle-timeout", "1e17"],
+            ["receive", "--min-rate", "-1"],
+            ["receive", "--reserve", "10"],  // without --output-dir
+            ["receive", "--output-dir", "/tmp/x", "--quota-files", "0"],
+            ["send", "--timeout", "1e300", "hello"],
+            ["daemon", "--role", "sender", "--outbox", "/tmp/x", "--settle-time", "1e300"],
+            ["daemon", "--role", "receiver", "--output-dir", "/tmp/x", "--max-size", "9223372036854775807"],
+            ["daemon", "--role", "sender", "--outbox", "/tmp/x", "--reserve", "5"],
+            ["daemon", "--role", "receiver", "--output-dir", "/tmp/x", "--ack-timeout", "5"],
+            ["send", "--ack-timeout", "1e300", "hello"],
+            ["send", "--unsubscribe-timeout", "nan", "hello"],
+            ["send", "--min-rate", "-1", "hello"],
+        ]
+        for arguments in cases {
+            #expect(throws: (any Error).self, "\(arguments)") { _ = try BLETransferCommand.parseAsRoot(arguments) }
+            do {
+                _ = try BLETransferCommand.parseAsRoot(arguments)
+            } catch {
+                #expect(BLETransferCommand.exitCode(for: error) == .validationFailure, "\(arguments)")
+            }
+        }
+        #expect(throws: Never.self) {
+            _ = try BLETransferCommand.parseAsRoot(["receive", "--output-dir", "/tmp/x", "--reserve", "0", "--quota-bytes", "1000",
+                                             "--min-rate", "0", "--max-size", "1000000", "--timeout", "31536000"])
+        }
+    }
+}

@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""Lab scenarios for the receiver's bounds and the local D-Bus boundary (BLETRANSFER_BIN).
+
+Loaded by scenarios.py with every other scenarios_*.py module; `python3 scenarios.py --tag
+bounds` runs only these. The hostile peers are the lab's own scripts (peers/hostile_peripheral.py,
+a bless peripheral that trickles or announces too much; peers/dbus_intruder.py, a local D-Bus
+client): nothing is mocked.
+"""
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from scenarios import Context, scenario, sha256  # noqa: E402
+
+BIN = '"$BLETRANSFER_BIN"'
+HOSTILE = '"$LAB_PYTHON" "$LAB_PEERS/hostile_peripheral.py"'
+INTRUDER = '"$LAB_PYTHON" "$LAB_PEERS/dbus_intruder.py"'
+# A local name with a colour change and a window-title change (OSC ... BEL) in it.
+EVIL_NAME = r"$'ev\e[31mIL\e]0;x\a'"
+
+
+def events(text: str, name: str) -> list:
+    return [json.loads(line) for line in text.splitlines() if f'"event":"{name}"' in line]
+
+
+def wait_for(ctx: Context, job, pattern: str, deadline: float, what: str, stream: str = "output") -> float:
+    """Waits until the job's output matches `pattern`; returns when (monotonic)."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < deadline:
+        text = getattr(job, stream)()
+        if re.search(pattern, text, re.M):
+            return time.monotonic()
+        if job.poll() is not None:
+            break
+        time.sleep(0.25)
+    ctx.check(False, f"{what}: /{pattern}/ not seen within {deadline:g} s ({job.describe() if job.rc is not None else 'running'})")
+    return 0.0
+
+
+def stop(ctx: Context, job) -> None:
+    if job.poll() is None:
+        ctx.lab._kill(job)
+        job.stopped = True
+        job.wait()
+
+
+@scenario("bounds-trickle", tags=("bletransfer", "bounds", "peers"), conf="channels1")
+def bounds_trickle(ctx: Context):
+    """A bless peripheral on a named with escape sequences trickles 20 bytes every 4 s (never
+    EOM): receive on b (--min-rate 40) drops it within its bound, prints the name escaped, and
+    then receives a real sender's message from a."""
+    ctx.require_bletransfer()
+    data = ("a real message after a hostile one ✓ " * 20).encode()
+    msg = ctx.payload("message", data)
+    inbox = ctx.path("inbox")
+    receiver = ctx.lab.start("b", f"{BIN} receive --verbose --min-rate 40 --output-dir {shlex.quote(inbox)} "
+                                  f"--count 1 --timeout 420", step="receive", deadline=450)
+    hostile = ctx.lab.start("a", f"{HOSTILE} --trickle 4 --name {EVIL_NAME}", step="trickle", deadline=400)
+    try:
+        subscribed = wait_for(ctx, hostile, r"^SUBSCRIBED", 240, "the receiver subscribed to the trickler")
+        refused = wait_for(ctx, receiver, r"refused .*\(min-rate\)", 120, "the trickler was refused", "stderr")
+        ctx.figure("trickle_dropped_after_s", round(refused - subscribed, 1))
+        # Bound: 20 s grace, then 40 B/s owed against 5 B/s received: about 23 s (+ polling).
+        ctx.check(refused - subscribed < 45, f"dropped {refused - subscribed:.1f} s after subscribing (bound ~23 s)")
+    finally:
+        stop(ctx, hostile)
+    sender = ctx.lab.start("a", f"{BIN} send --json --file {shlex.quote(msg)} --timeout 300", step="send", deadline=330)
+    receiver.wait()
+    stop(ctx, sender)
+    ctx.check(receiver.rc == 0, f"the receiver then got the real message (exit {receiver.rc})")
+    listing = ctx.lab.sh("b", f"ls -A {shlex.quote(inbox)}", step="inbox listing").stdout().split()
+    ctx.check(len(listing) == 1 and ctx.read(f"{inbox}/{listing[0]}") == data, f"the inbox holds the message: {listing}")
+    err = receiver.stderr()
+    ctx.check("\x1b" not in err and "\x07" not in err, "no raw ESC or BEL reached the receiver's output")
+    ctx.check("\\x1b[31mIL" in err, "the device name was printed escaped (\\x1b[31mIL)")
+
+
+@scenario("bounds-reserve", tags=("bletransfer", "bounds"))
+def bounds_reserve(ctx: Context):
+    """receive on b into a 4 MiB tmpfs with --reserve 2 MiB; send on a offers 2.5 MiB: refused
+    when its header announces the length (nothing stored, no ACK), so the sender delivered
+    nothing and keeps the message; a 1 KiB message right after is received."""
+    ctx.require_bletransfer()
+    big = ctx.payload("big", bytes(range(256)) * (10 * 1024))  # 2.5 MiB
+    small_data = b"fits within the reserve\n" * 40
+    small = ctx.payload("small", small_data)
+    mount = "/run/bletransfer-bounds-inbox"
+    ctx.lab.sh("b", f"umount {mount} 2>/dev/null; mkdir -p {mount} && mount -t tmpfs -o size=4m tmpfs {mount}",
+               step="tmpfs")
+    try:
+        res = ctx.lab.run(a=f"{BIN} send --json --file {shlex.quote(big)} --timeout 100",
+                          b=f"{BIN} receive --json --output-dir {mount} --reserve 2097152 --timeout 110",
+                          b_after=("a", r'"event":"advertising"'), deadline=140, step="2.5 MiB into 4 MiB - 2 MiB",
+                          expect={"a": 75, "b": 75})
+        refused = events(res.job("b").stdout(), "refused")
+        ctx.check(bool(refused) and all(e["bound"] == "reserve" for e in refused),
+                  f"refused for the reserve: {[e.get('reason') for e in refused][:2]}")
+        ctx.figure("reserve_refusals", len(refused))
+        ctx.check(not events(res.job("b").stdout(), "received"), "nothing was received")
+        ctx.check(not events(res.job("a").stdout(), "delivered"), "the sender delivered nothing (no ACK): it keeps the message")
+        progress = [e for e in events(res.job("b").stdout(), "progress") if e.get("bytes", 0) > 4096]
+        ctx.check(not progress, "refused before the payload came: no progress beyond the header")
+        listing = ctx.lab.sh("b", f"ls -A {mount}", step="inbox listing").stdout().split()
+        ctx.check(listing == [], f"the inbox is empty: {listing}")
+        ctx.lab.run(a=f"{BIN} send --json --file {shlex.quote(small)} --timeout 200",
+                    b=f"{BIN} receive --json --output-dir {mount} --reserve 2097152 --timeout 200",
+                    b_after=("a", r'"event":"advertising"'), deadline=230, step="1 KiB fits")
+        listing = ctx.lab.sh("b", f"ls -A {mount}", step="inbox listing").stdout().split()
+        ctx.check(len(listing) == 1, f"the small message was stored: {listing}")
+        # The tmpfs is the guest's own: compare there.
+        digest = ctx.lab.sh("b", f"sha256sum {mount}/{listing[0]}", step="digest").stdout().split()[0]
+        ctx.check(digest == sha256(small_data), "the stored message is the one sent")
+    finally:
+        ctx.lab.sh("b", f"umount {mount}", step="umount", check=False)
+
+
+@scenario("bounds-max-size", tags=("bletransfer", "bounds", "peers"), conf="channels1")
+def bounds_max_size(ctx: Context):
+    """--max-size beyond what the machine holds is a usage error (64); receive on b with
+    --max-size at its maximum meets a peripheral announcing 2^64-1 bytes: it refuses the message
+    (exit 65, one line) instead of trapping or allocating."""
+    ctx.require_bletransfer()
+    huge = ctx.lab.sh("b", f"{BIN} receive --max-size 9223372036854775807; echo rc=$?", step="--max-size Int.max",
+                      check=False)
+    ctx.check("rc=64" in huge.output() and "--max-size" in huge.stderr(), f"usage error: {huge.output()[-300:]}")
+    maximum = ctx.lab.sh("b", "awk '/MemTotal/ {print int($2 * 1024 / 4) - 65536}' /proc/meminfo",
+                         step="maximum").stdout().strip()
+    res = ctx.lab.run(a=f"{HOSTILE} --announce 18446744073709551615",
+                      b=f"{BIN} receive --json --max-size {maximum} --timeout 240",
+                      b_after=("a", r"^READY"), deadline=270, step="announce 2^64-1", finish_with="b",
+                      expect={"b": 65})
+    ctx.figure("max_size_bytes", int(maximum))
+    out = res.job("b").output()
+    ctx.check("announced" in out or "exceeds" in out or "larger" in out, f"the refusal says why: {out[-400:]}")
+
+
+@scenario("bounds-dbus-intruder", tags=("bletransfer", "bounds"))
+def bounds_dbus_intruder(ctx: Context):
+    """send on a; a local D-Bus client on a calls the advertisement's Release and the
+    application's GetManagedObjects: both AccessDenied, and receive on b still gets the message."""
+    ctx.require_bletransfer()
+    text = "still advertising after a forged Release"
+    sender = ctx.lab.start("a", f"{BIN} send --json {shlex.quote(text)} --timeout 300", step="send", deadline=330)
+    try:
+        wait_for(ctx, sender, r'"event":"advertising"', 120, "the sender advertises")
+        intruder = ctx.lab.sh("a", f"{INTRUDER} --pid $(pgrep -n -x bletransfer)", step="intruder", check=False)
+        calls = [json.loads(m) for m in re.findall(r"^CALL (\{.*\})$", intruder.stdout(), re.M)]
+        ctx.check(len(calls) == 2 and all(c["error"] == "org.freedesktop.DBus.Error.AccessDenied" for c in calls),
+                  f"every call refused with AccessDenied: {calls} {intruder.stderr()[-300:]}")
+        out = ctx.path("received")
+        ctx.lab.sh("b", f"{BIN} receive --output {shlex.quote(out)} --timeout 240", step="receive", deadline=270)
+        ctx.check(ctx.read(out) == text.encode(), "the receiver got the message: advertising was not disturbed")
+        sender.wait()
+        ctx.check(sender.rc == 0, f"the sender delivered and exited 0 ({sender.describe()})")
+        ctx.check("refused a D-Bus call" in sender.stderr(), "the sender logged the refused caller")
+    finally:
+        stop(ctx, sender)
