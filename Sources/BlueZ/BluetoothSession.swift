@@ -454,8 +454,6 @@ public final class BluetoothSession: Sendable {
         }
     }
 
-    /// Applies `update` to the cache and, when it returns true, hands `change` to every
-    /// subscriber — both under the lock, so subscribers see changes in cache order.
     /// Applies `update` to the cache and, when it changed something, tells every subscriber.
     /// The yields happen after the lock is released: a yield may resume a task, which takes
     /// that task's status lock, while a cancelled subscriber's `onTermination` runs under its
