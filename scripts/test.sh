@@ -92,6 +92,19 @@ else
   record install-service 0 1
 fi
 
+stage "Debian package (build, lintian, install/remove/purge in a throwaway root)"
+# The static release build has a scratch directory of its own (.build-deb): sharing .build
+# with the lab's release build would not save time, SwiftPM recompiles every module when
+# --static-swift-stdlib is switched on or off.
+bash scripts/test-package-deb.sh 2>&1 | tee "$out_dir/debian-package.log" | tail -n 40
+package_line=$(grep -E '^debian-package: [0-9]+ passed, [0-9]+ failed' "$out_dir/debian-package.log" | tail -n 1)
+if [ -n "$package_line" ]; then
+  record debian-package "$(sed -nE 's/.* ([0-9]+) passed.*/\1/p' <<<"$package_line")" \
+    "$(sed -nE 's/.* ([0-9]+) failed.*/\1/p' <<<"$package_line")"
+else
+  record debian-package 0 1
+fi
+
 if [ "$run_lab" -eq 1 ]; then
   stage "two-host virtual lab"
   swift build -c release --product bletransfer 2>&1 | tail -n 3
