@@ -117,6 +117,22 @@ if [ "$run_lab" -eq 1 ]; then
   else
     record lab 0 1
   fi
+
+  stage "real-host runner: hw.sh over SSH against two systemd guests with the package installed"
+  deb=$(sed -nE 's/^ok   scripts\/package-deb\.sh built (.*) \([0-9]+s\)$/\1/p' "$out_dir/debian-package.log" | tail -n 1)
+  if [ -n "$deb" ] && [ -f "$deb" ]; then
+    bash scripts/lab/ssh-guests.sh check --deb "$deb" 2>&1 | tee "$out_dir/ssh-guests.log" | tail -n 40
+    ssh_line=$(grep -E '^ssh-guests: [0-9]+ passed, [0-9]+ failed' "$out_dir/ssh-guests.log" | tail -n 1)
+  else
+    echo "test.sh: the Debian package stage left no package to install" >&2
+    ssh_line=""
+  fi
+  if [ -n "$ssh_line" ]; then
+    record ssh-guests "$(sed -nE 's/.* ([0-9]+) passed.*/\1/p' <<<"$ssh_line")" \
+      "$(sed -nE 's/.* ([0-9]+) failed.*/\1/p' <<<"$ssh_line")"
+  else
+    record ssh-guests 0 1
+  fi
 fi
 
 stage "done"
