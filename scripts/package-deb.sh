@@ -17,7 +17,8 @@
 # exists; without it the daemons reach BlueZ as members of the group "bluetooth" (sysusers.d).
 # Maintainer scripts and the sysusers.d/tmpfiles.d files are in scripts/deb/.
 #
-# Run as root on a fresh Debian 12 it installs what it needs (dpkg-dev, lintian) with apt.
+# Run as root on a fresh Debian 12 it installs what it needs (build headers, dpkg-dev,
+# lintian) with apt; Swift 6.1 or newer must be on the PATH or at /opt/swift.
 # Exit statuses: 0 built, 64 usage, 69 a needed tool is missing, 70 a build step failed,
 # 65 lintian reported a tag not explained below.
 set -euo pipefail
@@ -35,7 +36,7 @@ while [ $# -gt 0 ]; do
     --output-dir) [ $# -ge 2 ] || die "--output-dir needs a directory" 64; out_dir=$2; shift 2 ;;
     --scratch-path) [ $# -ge 2 ] || die "--scratch-path needs a directory" 64; scratch=$2; shift 2 ;;
     --no-lintian) run_lintian=0; shift ;;
-    -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option '$1' (see --help)" 64 ;;
   esac
 done
@@ -44,7 +45,8 @@ out_dir=$(cd "$out_dir" && pwd)
 scratch=$(cd "$scratch" && pwd)
 
 # ---- tools -------------------------------------------------------------------------------
-needed_packages=(dpkg-dev)
+# The C headers the build links against (as scripts/setup.sh installs them), dpkg-shlibdeps.
+needed_packages=(pkg-config libdbus-1-dev libbluetooth-dev dpkg-dev binutils)
 [ "$run_lintian" -eq 1 ] && needed_packages+=(lintian)
 missing=()
 for p in "${needed_packages[@]}"; do
