@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The test command: every tier, as CI runs it.
 #
-#   scripts/test.sh            set up, build, unit + bus tests, bounded fuzzing, two-host lab
-#   scripts/test.sh --no-lab   everything but the virtual lab (fast inner loop)
+#   scripts/test.sh            set up, build, unit + bus tests, bounded fuzzing, service install,
+#                              Debian package, two-host lab, hw.sh over SSH against two guests
+#   scripts/test.sh --no-lab   everything but the virtual lab and the guests (fast inner loop)
 #
 # Ends with one line "summary: N passed, N failed" counting tests across the tiers; exits
 # non-zero when anything failed.
