@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -145,7 +146,10 @@ ls /sys/class/bluetooth 2>/dev/null | grep -q "^${LAB_HCI:-hci0}$" ||
 
     def start(self, host: str, command: str, step: str = "command", deadline: float = 60) -> Job:
         self._seq += 1
-        job_id = f"{time.strftime('%H%M%S')}-{self._seq:03d}-{self.scenario}-{step}".replace(" ", "-").replace(":", "-")[:90]
+        # Only letters, digits and dashes, as in the virtual lab: Job finds <id>.out and <id>.rc
+        # with Path.with_suffix, which a dot in the step ("watch org.bluez") would cut short.
+        slug = re.sub(r"[^A-Za-z0-9]+", "-", f"{self.scenario}-{step}").strip("-")[:70]
+        job_id = f"{time.strftime('%H%M%S')}-{self._seq:03d}-{slug}"
         ctl = self.ctl_dir(host)
         rpid = f"{self.remote_dir}/ctl/{job_id}.pid"
         script = (f"{self.env_exports(host)}\necho $$ > {shlex.quote(rpid)}\n"
@@ -207,6 +211,15 @@ def main() -> int:
             print(f"  {line}", file=sys.stderr)
         return 69
     say("both hosts have what the scenarios need (tools, privileges, Python peers, controller)")
+    # The virtual lab switches bluetoothd to one ATT channel for these scenarios; on real hosts
+    # that is the host's own setting, and without it EATT can reorder compat notifications.
+    if any(s.conf == "channels1" for s in chosen):
+        for h in HOSTS:
+            r = lab.ssh(h, "grep -Eq '^[[:space:]]*Channels[[:space:]]*=[[:space:]]*1[[:space:]]*$' /etc/bluetooth/main.conf",
+                        capture_output=True)
+            if r.returncode != 0:
+                say(f"warning: host {h} ({lab.targets[h]}) does not set [GATT] Channels = 1 in "
+                    "/etc/bluetooth/main.conf: the peers-* scenarios expect it (EATT may reorder their notifications)")
     try:
         lab.prepare()
         for s in chosen:

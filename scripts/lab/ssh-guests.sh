@@ -160,6 +160,9 @@ mount -t overlay -o lowerdir=/lower,upperdir=/upper/data,workdir=/upper/work ove
 mount -t 9p -o "$O9P,rw,cache=none" run "/newroot$RUN" || fail "mount run folder"
 for d in tmp var/tmp; do mount -t tmpfs -o mode=1777 tmpfs "/newroot/$d"; done
 echo "lab-$HOST" > /newroot/etc/hostname
+# Configured as README.md tells hosts that talk to Apple-format peers: one ATT channel, so
+# EATT cannot reorder notifications (the peers-* scenarios expect it, as in the virtual lab).
+sed -i 's/^#\{0,1\}Channels *=.*/Channels = 1/' /newroot/etc/bluetooth/main.conf
 # This machine's own services stay off; the guest's units come from the run folder.
 cd /newroot/etc/systemd/system
 for unit in postgresql.service e2scrub_reap.service getty@tty1.service serial-getty@ttyS0.service \
