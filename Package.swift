@@ -85,7 +85,15 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "SystemPackage", package: "swift-system"),
-            ]
+            ],
+            plugins: ["BuildInfoPlugin"]
+        ),
+        // Writes BuildInfo.swift (the commit `--version` names) before each build of the CLI.
+        // Under Sources/ so that the repository keeps its top level.
+        .plugin(
+            name: "BuildInfoPlugin",
+            capability: .buildTool(),
+            path: "Sources/BuildInfoPlugin"
         ),
         // Benchmarks print figures and ratios against a baseline run in the same invocation.
         .executableTarget(

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The test command: every tier, as CI runs it.
 #
-#   scripts/test.sh            set up, build, unit + bus tests, bounded fuzzing, two-host lab
-#   scripts/test.sh --no-lab   everything but the virtual lab (fast inner loop)
+#   scripts/test.sh            set up, build, unit + bus tests, bounded fuzzing, service install,
+#                              Debian package, two-host lab, hw.sh over SSH against two guests
+#   scripts/test.sh --no-lab   everything but the virtual lab and the guests (fast inner loop)
 #
 # Ends with one line "summary: N passed, N failed" counting tests across the tiers; exits
 # non-zero when anything failed.
@@ -104,10 +105,30 @@ else
   record dbus-policy 0 1
 fi
 
+stage "Debian package (build, lintian, install/remove/purge in a throwaway root)"
+# The static release build has a scratch directory of its own (.build-deb): sharing .build
+# with the lab's release build would not save time, SwiftPM recompiles every module when
+# --static-swift-stdlib is switched on or off.
+bash scripts/test-package-deb.sh 2>&1 | tee "$out_dir/debian-package.log" | tail -n 40
+package_line=$(grep -E '^debian-package: [0-9]+ passed, [0-9]+ failed' "$out_dir/debian-package.log" | tail -n 1)
+if [ -n "$package_line" ]; then
+  record debian-package "$(sed -nE 's/.* ([0-9]+) passed.*/\1/p' <<<"$package_line")" \
+    "$(sed -nE 's/.* ([0-9]+) failed.*/\1/p' <<<"$package_line")"
+else
+  record debian-package 0 1
+fi
+
 if [ "$run_lab" -eq 1 ]; then
   stage "two-host virtual lab"
-  swift build -c release --product bletransfer 2>&1 | tail -n 3
-  export BLETRANSFER_BIN="$PWD/.build/release/bletransfer"
+  # The package stage's static release build runs in the guests as it is (and is what users
+  # install); a second release build here would cost as long again.
+  if [ -x .build-deb/release/bletransfer ]; then
+    export BLETRANSFER_BIN="$PWD/.build-deb/release/bletransfer"
+  else
+    swift build -c release --product bletransfer 2>&1 | tail -n 3
+    export BLETRANSFER_BIN="$PWD/.build/release/bletransfer"
+  fi
+  echo "lab binary: $BLETRANSFER_BIN"
   bash scripts/lab/lab.sh suite 2>&1 | tee "$out_dir/lab.log"
   lab_line=$(grep -E '^\s*[0-9]+ passed, [0-9]+ failed' "$out_dir/lab.log" | tail -n 1)
   if [ -n "$lab_line" ]; then
@@ -115,6 +136,22 @@ if [ "$run_lab" -eq 1 ]; then
       "$(sed -nE 's/.* ([0-9]+) failed.*/\1/p' <<<"$lab_line")"
   else
     record lab 0 1
+  fi
+
+  stage "real-host runner: hw.sh over SSH against two systemd guests with the package installed"
+  deb=$(sed -nE 's/^ok   scripts\/package-deb\.sh built (.*) \([0-9]+s\)$/\1/p' "$out_dir/debian-package.log" | tail -n 1)
+  if [ -n "$deb" ] && [ -f "$deb" ]; then
+    bash scripts/lab/ssh-guests.sh check --deb "$deb" 2>&1 | tee "$out_dir/ssh-guests.log" | tail -n 40
+    ssh_line=$(grep -E '^ssh-guests: [0-9]+ passed, [0-9]+ failed' "$out_dir/ssh-guests.log" | tail -n 1)
+  else
+    echo "test.sh: the Debian package stage left no package to install" >&2
+    ssh_line=""
+  fi
+  if [ -n "$ssh_line" ]; then
+    record ssh-guests "$(sed -nE 's/.* ([0-9]+) passed.*/\1/p' <<<"$ssh_line")" \
+      "$(sed -nE 's/.* ([0-9]+) failed.*/\1/p' <<<"$ssh_line")"
+  else
+    record ssh-guests 0 1
   fi
 fi
 

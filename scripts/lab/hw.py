@@ -5,18 +5,22 @@
 
 Each host needs: bluez (bluetoothd running under systemd), bluez-test-tools (l2test),
 python3 with bleak + bless for the third-party peers (LAB_PYTHON, default python3), and
-passwordless `sudo -n` for systemctl/btmgmt (or log in as root). Scenarios tagged `virtual`
+passwordless `sudo -n` for systemctl/btmgmt (or log in as root). hw.sh checks all of this on
+both hosts first and, if anything is missing, lists it and exits 69 without running anything. Scenarios tagged `virtual`
 (link cut, controller detach, D-Bus policy) need the virtual lab and are skipped.
 
 The lab folder (scripts/lab) and the payloads are copied to a work folder on each host
 (HW_REMOTE_DIR, default /tmp/bletransfer-lab); results are copied back into lab-out/hw-<id>.
-Set BLETRANSFER_BIN to the binary's path on the remote hosts for bletransfer scenarios.
+Set BLETRANSFER_BIN to the binary's path on the remote hosts for bletransfer scenarios
+(/usr/bin/bletransfer where the Debian package is installed), HW_SSH_OPTIONS to add ssh
+options. A target may name a port: ssh://root@127.0.0.1:10022.
 """
 from __future__ import annotations
 
 import argparse
 import datetime
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -27,7 +31,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import lab as labmod  # noqa: E402
 from lab import HOSTS, Job, Lab, LabError, say  # noqa: E402
 
-SSH_OPTS = ["-o", "BatchMode=yes", "-o", "ConnectTimeout=15", "-o", "ServerAliveInterval=10"]
+# HW_SSH_OPTIONS adds options (an identity, a known-hosts file) without touching ~/.ssh.
+SSH_OPTS = ["-o", "BatchMode=yes", "-o", "ConnectTimeout=15", "-o", "ServerAliveInterval=10",
+            *shlex.split(os.environ.get("HW_SSH_OPTIONS", ""))]
 
 
 class HwLab(Lab):
@@ -42,6 +48,56 @@ class HwLab(Lab):
 
     def ssh(self, host: str, command: str, stdin=None, **kw) -> subprocess.CompletedProcess:
         return subprocess.run(["ssh", *SSH_OPTS, self.targets[host], command], stdin=stdin, **kw)
+
+    # What a host must offer before anything runs there. Each line the script prints is one
+    # missing piece, said the way a person would fix it.
+    PREFLIGHT = r"""
+need_cmd() { command -v "$1" >/dev/null 2>&1 || echo "command '$1' is missing (package $2)"; }
+need_cmd bluetoothctl bluez
+need_cmd btmgmt bluez
+need_cmd l2test bluez-test-tools
+need_cmd systemctl systemd
+need_cmd journalctl systemd
+need_cmd tar tar
+need_cmd timeout coreutils
+need_cmd setsid util-linux
+if [ "$(id -u)" != 0 ] && ! sudo -n true 2>/dev/null; then
+    echo "user $(id -un) is not root and has no passwordless sudo (sudo -n) for systemctl and btmgmt"
+fi
+"$LAB_PYTHON" -c 'import bleak, bless' 2>/dev/null ||
+    echo "$LAB_PYTHON cannot import bleak and bless (pip install bleak==3.1.0 bless==0.3.0)"
+if [ -n "${BLETRANSFER_BIN:-}" ] && [ ! -x "$BLETRANSFER_BIN" ]; then
+    echo "BLETRANSFER_BIN=$BLETRANSFER_BIN is not an executable here (install the package: dpkg -i bletransfer_*.deb)"
+fi
+if [ "$(id -u)" = 0 ] || sudo -n true 2>/dev/null; then
+    systemctl is-enabled --quiet bluetooth 2>/dev/null || [ -e /lib/systemd/system/bluetooth.service ] ||
+        echo "no bluetooth.service (package bluez)"
+fi
+ls /sys/class/bluetooth 2>/dev/null | grep -q "^${LAB_HCI:-hci0}$" ||
+    echo "no Bluetooth controller ${LAB_HCI:-hci0} (set LAB_HCI to the one to use)"
+"""
+
+    def preflight(self) -> list:
+        """Problems that keep the hosts from running the scenarios, as "host: problem" lines."""
+        problems = []
+        for h in HOSTS:
+            env = {"LAB_PYTHON": self.python}
+            for k in ("BLETRANSFER_BIN", "LAB_HCI"):
+                if os.environ.get(k):
+                    env[k] = os.environ[k]
+            script = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items()) + self.PREFLIGHT
+            try:
+                r = self.ssh(h, "bash -s", input=script, capture_output=True, text=True, timeout=60)
+            except subprocess.TimeoutExpired:
+                problems.append(f"{h} ({self.targets[h]}): no answer over ssh within 60 s")
+                continue
+            if r.returncode == 255:
+                last = (r.stderr.strip().splitlines() or ["no message"])[-1]
+                problems.append(f"{h} ({self.targets[h]}): ssh failed: {last} "
+                                "(a key-based login without a password is needed: ssh -o BatchMode=yes)")
+                continue
+            problems += [f"{h} ({self.targets[h]}): {line}" for line in r.stdout.splitlines() if line.strip()]
+        return problems
 
     def prepare(self) -> None:
         for h in HOSTS:
@@ -90,7 +146,10 @@ class HwLab(Lab):
 
     def start(self, host: str, command: str, step: str = "command", deadline: float = 60) -> Job:
         self._seq += 1
-        job_id = f"{time.strftime('%H%M%S')}-{self._seq:03d}-{self.scenario}-{step}".replace(" ", "-").replace(":", "-")[:90]
+        # Only letters, digits and dashes, as in the virtual lab: Job finds <id>.out and <id>.rc
+        # with Path.with_suffix, which a dot in the step ("watch org.bluez") would cut short.
+        slug = re.sub(r"[^A-Za-z0-9]+", "-", f"{self.scenario}-{step}").strip("-")[:70]
+        job_id = f"{time.strftime('%H%M%S')}-{self._seq:03d}-{slug}"
         ctl = self.ctl_dir(host)
         rpid = f"{self.remote_dir}/ctl/{job_id}.pid"
         script = (f"{self.env_exports(host)}\necho $$ > {shlex.quote(rpid)}\n"
@@ -98,7 +157,7 @@ class HwLab(Lab):
         (ctl / f"{job_id}.sh").write_text(script)
         base = ctl / job_id
         # A local wrapper records the exit status where Job.poll() looks for it.
-        wrapper = (f"ssh {' '.join(SSH_OPTS)} {shlex.quote(self.targets[host])} 'setsid bash -s' "
+        wrapper = (f"ssh {shlex.join(SSH_OPTS)} {shlex.quote(self.targets[host])} 'setsid bash -s' "
                    f"< {shlex.quote(str(base))}.sh > {shlex.quote(str(base))}.out 2> {shlex.quote(str(base))}.err; "
                    f"echo $? > {shlex.quote(str(base))}.rc.tmp; mv {shlex.quote(str(base))}.rc.tmp {shlex.quote(str(base))}.rc")
         self.procs[job_id] = subprocess.Popen(["bash", "-c", wrapper], start_new_session=True)
@@ -145,6 +204,22 @@ def main() -> int:
     labmod.guard_signals()
     t0 = time.monotonic()
     results = []
+    problems = lab.preflight()
+    if problems:
+        print("hw.sh: the hosts are not ready; nothing was run:", file=sys.stderr)
+        for line in problems:
+            print(f"  {line}", file=sys.stderr)
+        return 69
+    say("both hosts have what the scenarios need (tools, privileges, Python peers, controller)")
+    # The virtual lab switches bluetoothd to one ATT channel for these scenarios; on real hosts
+    # that is the host's own setting, and without it EATT can reorder compat notifications.
+    if any(s.conf == "channels1" for s in chosen):
+        for h in HOSTS:
+            r = lab.ssh(h, "grep -Eq '^[[:space:]]*Channels[[:space:]]*=[[:space:]]*1[[:space:]]*$' /etc/bluetooth/main.conf",
+                        capture_output=True)
+            if r.returncode != 0:
+                say(f"warning: host {h} ({lab.targets[h]}) does not set [GATT] Channels = 1 in "
+                    "/etc/bluetooth/main.conf: the peers-* scenarios expect it (EATT may reorder their notifications)")
     try:
         lab.prepare()
         for s in chosen:

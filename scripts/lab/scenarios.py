@@ -185,7 +185,7 @@ def peers_1mib(ctx: Context):
     ctx.figure("peers_1mib_kib_s", got[0]["kib_s"])
 
 
-@scenario("peers-eatt-order", tags=("peers", "info"), conf="default")
+@scenario("peers-eatt-order", tags=("peers", "info", "long"), conf="default")
 def peers_eatt_order(ctx: Context):
     """Distribution default (EATT on): 16 KiB bless → bleak in 20-byte notifications; records
     whether the message arrived intact. Informational, not a pass/fail criterion: BlueZ 5.66

@@ -99,7 +99,7 @@ def stock_bless_to_receive_20(ctx: Context):
     bless_to_receive(ctx, 20, "20")
 
 
-@scenario("stock-bless-to-receive-mtu", tags=("bletransfer", "stock", "peers"), conf="default")
+@scenario("stock-bless-to-receive-mtu", tags=("bletransfer", "stock", "peers", "long"), conf="default")
 def stock_bless_to_receive_mtu(ctx: Context):
     """Stock config: bless peripheral (Apple's flow, 500-byte values) → bletransfer receive,
     16 KiB text REPEAT times; each message identical or warned about."""

@@ -1,0 +1,332 @@
+#!/usr/bin/env bash
+# Two lab guests that behave like two real hosts: systemd as PID 1 with its own udev, D-Bus and
+# bluetoothd, sshd on a loopback port of this machine, and one emulated controller each on the
+# same "air" (btvirt on guest a, guest b's controller bridged to it as in the virtual lab). The
+# Debian package is installed over SSH, the controllers are plugged in after it so udev starts
+# the daemons, and scripts/lab/hw.sh runs against the guests exactly as against two real hosts.
+#
+#   scripts/lab/ssh-guests.sh check --deb PATH [SCENARIO...]   up, install, hw.sh, down
+#   scripts/lab/ssh-guests.sh up [--deb PATH]                  boot (and install); prints the ssh targets
+#   scripts/lab/ssh-guests.sh down                             stop the guests of the last `up`
+#
+# Default scenarios: bletransfer-status peers-text fault-power. Guests see this machine's root
+# read-only (9p) under a writable overlay in RAM, so nothing here changes; sshd comes from the
+# openssh-server package, unpacked into the run folder (apt-get download) when this machine has
+# none. Environment: LAB_CACHE (the guest kernel, as scripts/lab/lab.sh setup leaves it),
+# LAB_MEM_MB (768), SSH_GUEST_PORTS ("10022 10023": the loopback ports of a and b).
+# Ends with "ssh-guests: N passed, M failed"; exits non-zero when anything failed.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+repo=$PWD
+lab_dir="$repo/scripts/lab"
+
+action=${1:-}
+[ $# -gt 0 ] && shift
+deb="" scenarios=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --deb) deb=$(realpath "$2"); shift 2 ;;
+    -*) echo "ssh-guests: unknown option '$1'" >&2; exit 64 ;;
+    *) scenarios+=("$1"); shift ;;
+  esac
+done
+case "$action" in check|up|down) ;; *) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 64 ;; esac
+[ "${#scenarios[@]}" -gt 0 ] || scenarios=(bletransfer-status peers-text fault-power)
+read -r port_a port_b <<<"${SSH_GUEST_PORTS:-10022 10023}"
+state_file="$repo/lab-out/ssh-guests.last"
+
+passed=0 failed=0
+check() { # description command…
+  local description="$1"; shift
+  if "$@" >"$run/check.out" 2>&1; then
+    passed=$((passed + 1)); echo "ok   $description"
+  else
+    failed=$((failed + 1)); echo "FAIL $description"; sed 's/^/     /' "$run/check.out" | tail -n 20
+  fi
+}
+die() { echo "ssh-guests: $*" >&2; echo "ssh-guests: $passed passed, $((failed + 1)) failed"; exit 1; }
+
+down() { # run folder
+  local pidfile pid
+  for pidfile in "$1"/*/qemu.pid; do
+    [ -f "$pidfile" ] || continue
+    pid=$(cat "$pidfile")
+    # Only a QEMU of this run: its command line names the run folder.
+    if tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q -- "$1"; then
+      kill "$pid" 2>/dev/null
+      for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+      kill -KILL "$pid" 2>/dev/null
+    fi
+    rm -f "$pidfile"
+  done
+}
+if [ "$action" = down ]; then
+  [ -f "$state_file" ] || { echo "ssh-guests: no guests were started (no $state_file)"; exit 0; }
+  down "$(cat "$state_file")"; rm -f "$state_file"; echo "ssh-guests: stopped"; exit 0
+fi
+
+# ---- what the guests need from this machine -------------------------------------------------
+kernel_tree="${LAB_CACHE:-$repo/.lab-cache}/kernel"
+vmlinuz=$(ls "$kernel_tree"/boot/vmlinuz-* 2>/dev/null | head -n 1)
+[ -n "$vmlinuz" ] || die "no guest kernel in $kernel_tree (scripts/lab/lab.sh setup, or set LAB_CACHE)"
+kver="${vmlinuz##*/vmlinuz-}"
+moddir="$kernel_tree/lib/modules/$kver"
+command -v qemu-system-x86_64 >/dev/null || die "qemu-system-x86_64 is missing (apt-get install qemu-system-x86)"
+busybox=$(command -v busybox || true)
+[ -n "$busybox" ] && file -L "$busybox" 2>/dev/null | grep -q static || busybox=/bin/busybox
+[ -x "$busybox" ] || die "busybox-static is missing"
+[ -x /lib/systemd/systemd ] || die "systemd is not installed on this machine (the guests boot it from here)"
+for tool in btvirt btattach ssh ssh-keygen; do command -v "$tool" >/dev/null || die "$tool is missing"; done
+[ "$action" = up ] || [ -n "$deb" ] || die "check needs --deb PATH (scripts/package-deb.sh prints it)"
+
+run="$repo/lab-out/ssh-guests-$(date +%Y%m%d-%H%M%S)"
+mkdir -p "$run/a" "$run/b" "$run/sock"
+echo "$run" > "$state_file"
+trap '[ "$action" = check ] && down "$run"' EXIT
+
+# sshd: this machine's, or the package unpacked into the run folder (nothing is installed here).
+sshd=/usr/sbin/sshd sftp=/usr/lib/openssh/sftp-server
+if [ ! -x "$sshd" ]; then
+  mkdir -p "$run/openssh"
+  (cd "$run/openssh" && apt-get download openssh-server openssh-sftp-server >/dev/null 2>&1) ||
+    die "cannot fetch openssh-server with apt-get download"
+  for f in "$run"/openssh/*.deb; do dpkg-deb -x "$f" "$run/openssh/root"; done
+  sshd="$run/openssh/root/usr/sbin/sshd" sftp="$run/openssh/root/usr/lib/openssh/sftp-server"
+fi
+ssh-keygen -q -t ed25519 -N '' -C ssh-guests -f "$run/id_ed25519" || die "ssh-keygen failed"
+cp "$run/id_ed25519.pub" "$run/authorized_keys"
+for h in a b; do
+  ssh-keygen -q -t ed25519 -N '' -C "guest-$h" -f "$run/$h/ssh_host_ed25519_key"
+  port=$port_a; [ "$h" = b ] && port=$port_b
+  echo "[127.0.0.1]:$port $(cut -d' ' -f1,2 "$run/$h/ssh_host_ed25519_key.pub")" >> "$run/known_hosts"
+  cat > "$run/$h/sshd_config" <<EOF
+Port 22
+HostKey $run/$h/ssh_host_ed25519_key
+AuthorizedKeysFile $run/authorized_keys
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+# The key files live on the 9p share, owned as on this machine.
+StrictModes no
+Subsystem sftp $sftp
+EOF
+done
+ssh_opts=(-o BatchMode=yes -o ConnectTimeout=10 -i "$run/id_ed25519" -o IdentitiesOnly=yes
+          -o UserKnownHostsFile="$run/known_hosts" -o StrictHostKeyChecking=yes -o LogLevel=ERROR)
+ssh_to() { local port=$port_a; [ "$1" = b ] && port=$port_b; shift; ssh "${ssh_opts[@]}" -p "$port" root@127.0.0.1 "$@"; }
+
+# ---- initramfs: modules, then an overlay root over this machine's and systemd --------------
+initrd_dir="$run/initramfs"
+mkdir -p "$initrd_dir"/{bin,dev,proc,sys,lower,upper,newroot,lib/modules}
+cp "$busybox" "$initrd_dir/bin/busybox"
+: > "$initrd_dir/modules.list"
+declare -A seen=()
+add_module() { # name (with its dependencies first)
+  local path deps dep
+  path=$(awk -F: -v m="$1" '{ n = $1; sub(/.*\//, "", n); sub(/\.ko(\.[a-z]+)?$/, "", n); gsub(/-/, "_", n) } n == m { print $1; exit }' "$moddir/modules.dep")
+  [ -n "$path" ] || return 0
+  [ -z "${seen[$path]:-}" ] || return 0
+  seen[$path]=1
+  deps=$(awk -F: -v p="$path" '$1 == p { print $2 }' "$moddir/modules.dep")
+  for dep in $deps; do dep="${dep##*/}"; dep="${dep%%.ko*}"; add_module "${dep//-/_}"; done
+  mkdir -p "$initrd_dir/lib/modules/$(dirname "$path")"
+  case "$path" in
+    *.ko.xz) xz -dc "$moddir/$path" > "$initrd_dir/lib/modules/${path%.xz}"; path="${path%.xz}" ;;
+    *.ko.zst) zstd -qdc "$moddir/$path" > "$initrd_dir/lib/modules/${path%.zst}"; path="${path%.zst}" ;;
+    *) cp "$moddir/$path" "$initrd_dir/lib/modules/$path" ;;
+  esac
+  echo "$path" >> "$initrd_dir/modules.list"
+}
+for module in virtio_pci virtio_net virtio_console 9pnet_virtio 9p overlay af_alg algif_hash \
+    algif_skcipher cmac ecb bluetooth hci_uart; do add_module "$module"; done
+cat > "$initrd_dir/init" <<'EOF'
+#!/bin/busybox sh
+/bin/busybox --install -s /bin
+export PATH=/bin
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+fail() { echo "ssh-guest-init: $*"; sleep 1; poweroff -f; }
+while read -r m; do insmod "/lib/modules/$m" || fail "insmod $m"; done </modules.list
+for arg in $(cat /proc/cmdline); do
+  case "$arg" in guest.run=*) RUN="${arg#guest.run=}" ;; guest.host=*) HOST="${arg#guest.host=}" ;; esac
+done
+O9P="trans=virtio,version=9p2000.L,msize=512000"
+mount -t 9p -o "$O9P,ro,cache=mmap" hostroot /lower || fail "mount hostroot"
+mount -t tmpfs -o mode=755 tmpfs /upper
+mkdir -p /upper/data /upper/work
+mount -t overlay -o lowerdir=/lower,upperdir=/upper/data,workdir=/upper/work overlay /newroot || fail "mount overlay"
+mount -t 9p -o "$O9P,rw,cache=none" run "/newroot$RUN" || fail "mount run folder"
+for d in tmp var/tmp; do mount -t tmpfs -o mode=1777 tmpfs "/newroot/$d"; done
+echo "lab-$HOST" > /newroot/etc/hostname
+# Configured as README.md tells hosts that talk to Apple-format peers: one ATT channel, so
+# EATT cannot reorder notifications (the peers-* scenarios expect it, as in the virtual lab).
+sed -i 's/^#\{0,1\}Channels *=.*/Channels = 1/' /newroot/etc/bluetooth/main.conf
+# This machine's own services stay off; the guest's units come from the run folder.
+cd /newroot/etc/systemd/system
+for unit in postgresql.service e2scrub_reap.service getty@tty1.service serial-getty@ttyS0.service \
+    apt-daily.timer apt-daily-upgrade.timer dpkg-db-backup.timer e2scrub_all.timer fstrim.timer \
+    man-db.timer systemd-timesyncd.service systemd-pstore.service remote-fs.target ssh.service \
+    networking.service; do
+  ln -sf /dev/null "$unit"
+done
+mkdir -p multi-user.target.wants
+for unit in "/newroot$RUN/$HOST/units/"*; do
+  cp "$unit" .
+  case "$unit" in *.service) grep -q '^WantedBy=multi-user.target' "$unit" &&
+    ln -sf "../$(basename "$unit")" multi-user.target.wants/ ;; esac
+done
+cd /
+exec switch_root /newroot /lib/systemd/systemd --log-target=console --show-status=0
+EOF
+chmod 0755 "$initrd_dir/init"
+(cd "$initrd_dir" && find . | cpio -o -H newc 2>/dev/null | gzip -1) > "$run/initramfs.cpio.gz"
+
+# ---- the guests' own units ------------------------------------------------------------------
+for h in a b; do
+  mkdir -p "$run/$h/units"
+  cat > "$run/$h/units/guest-net.service" <<'EOF'
+[Unit]
+Description=QEMU user network (10.0.2.15, gateway 10.0.2.2)
+DefaultDependencies=no
+Before=network.target
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/sbin/ip link set lo up
+ExecStart=/sbin/ip link set eth0 up
+ExecStart=/sbin/ip addr add 10.0.2.15/24 dev eth0
+ExecStart=/sbin/ip route add default via 10.0.2.2
+[Install]
+WantedBy=multi-user.target
+EOF
+  cat > "$run/$h/units/guest-sshd.service" <<EOF
+[Unit]
+Description=sshd for scripts/lab/hw.sh
+After=guest-net.service
+Requires=guest-net.service
+[Service]
+# sshd's privilege separation user, which openssh-server's own scripts would create.
+ExecStartPre=/bin/systemd-sysusers --inline "u sshd - \"sshd privilege separation\" /run/sshd /usr/sbin/nologin"
+ExecStart=$sshd -D -e -f $run/$h/sshd_config
+RuntimeDirectory=sshd
+RuntimeDirectoryPreserve=yes
+[Install]
+WantedBy=multi-user.target
+EOF
+  # The controller is plugged in over SSH once the package is installed (not at boot), so
+  # that udev, not the package's postinst, is what starts the daemon.
+  if [ "$h" = a ]; then
+    cat > "$run/$h/controller.sh" <<EOF
+#!/bin/bash
+# Guest a: BlueZ's controller emulator (one controller per connection, one shared air), this
+# guest's controller through a pty, and guest b's bridged in over the virtio port "lab.peer".
+set -u
+rm -f /tmp/bt-server-*
+btvirt -s & 
+for _ in \$(seq 100); do [ -S /tmp/bt-server-bredrle ] && break; sleep 0.1; done
+for p in /sys/class/virtio-ports/*; do [ "\$(cat "\$p/name")" = lab.peer ] && port=/dev/\$(basename "\$p"); done
+python3 $lab_dir/guest/hci_relay.py --device "\$port" &
+mkdir -p /run/lab
+python3 $lab_dir/guest/hci_relay.py --pty-link /run/lab/ttyBT &
+for _ in \$(seq 100); do [ -e /run/lab/ttyBT ] && break; sleep 0.1; done
+btattach -B /run/lab/ttyBT -P h4 &
+wait -n
+EOF
+  else
+    cat > "$run/$h/controller.sh" <<'EOF'
+#!/bin/bash
+# Guest b: the controller is guest a's emulator, reached over the virtio console.
+exec btattach -B /dev/hvc0 -P h4
+EOF
+  fi
+  chmod 0755 "$run/$h/controller.sh"
+  cat > "$run/$h/units/guest-controller.service" <<EOF
+[Unit]
+Description=emulated Bluetooth controller (plugged in by ssh-guests.sh)
+[Service]
+ExecStart=$run/$h/controller.sh
+EOF
+done
+
+# ---- boot -----------------------------------------------------------------------------------
+mem=${LAB_MEM_MB:-768}
+for h in a b; do
+  port=$port_a; [ "$h" = b ] && port=$port_b
+  cmd=(qemu-system-x86_64 -name "ssh-guest-$h" -accel tcg -cpu max -smp 1 -m "$mem"
+       -machine pc -nodefaults -no-user-config -display none -no-reboot
+       -kernel "$vmlinuz" -initrd "$run/initramfs.cpio.gz"
+       -append "console=ttyS0 quiet loglevel=3 panic=-1 net.ifnames=0 guest.host=$h guest.run=$run"
+       -serial "file:$run/$h/console.log"
+       -fsdev local,id=hostroot,path=/,readonly=on,security_model=none,multidevs=remap
+       -device virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot
+       -fsdev "local,id=run,path=$run,security_model=none"
+       -device virtio-9p-pci,fsdev=run,mount_tag=run
+       -netdev "user,id=net0,hostfwd=tcp:127.0.0.1:$port-:22"
+       -device virtio-net-pci,netdev=net0
+       -device virtio-serial-pci,id=vser0)
+  if [ "$h" = a ]; then
+    cmd+=(-chardev "socket,id=peer,path=$run/sock/peer.sock,server=on,wait=off"
+          -device virtserialport,bus=vser0.0,chardev=peer,name=lab.peer)
+  else
+    cmd+=(-chardev "socket,id=peer,path=$run/sock/peer.sock,reconnect=1"
+          -device virtconsole,bus=vser0.0,chardev=peer,name=lab.peer)
+  fi
+  "${cmd[@]}" >"$run/$h/qemu.log" 2>&1 &
+  echo $! > "$run/$h/qemu.pid"
+  [ "$h" = a ] && for _ in $(seq 50); do [ -S "$run/sock/peer.sock" ] && break; sleep 0.1; done
+done
+boot_started=$SECONDS
+for h in a b; do
+  until ssh_to "$h" true 2>/dev/null; do
+    kill -0 "$(cat "$run/$h/qemu.pid")" 2>/dev/null || die "guest $h stopped during boot (see $run/$h/console.log)"
+    [ $((SECONDS - boot_started)) -lt 600 ] || die "guest $h: no ssh on 127.0.0.1 within 600 s (see $run/$h/console.log)"
+    sleep 3
+  done
+done
+guest_is_systemd() { ssh_to "$1" 'test "$(cat /proc/1/comm)" = systemd'; }
+check "both guests boot systemd and answer ssh on 127.0.0.1:$port_a and :$port_b ($((SECONDS - boot_started))s)" \
+  eval 'guest_is_systemd a && guest_is_systemd b'
+
+# ---- the package, over SSH ------------------------------------------------------------------
+if [ -n "$deb" ]; then
+  for h in a b; do
+    # man-db's trigger rebuilds the whole manual index, minutes in an emulated guest reading
+    # this machine's /usr over 9p; the guest is thrown away, so its index may stay stale.
+    check "guest $h: dpkg -i over ssh" \
+      ssh_to "$h" 'rm -f /var/lib/man-db/auto-update && cat > /tmp/bletransfer.deb && dpkg -i /tmp/bletransfer.deb' < "$deb"
+    check "guest $h: controller plugged in, udev starts bletransfer-receiver@hci0.service" \
+      ssh_to "$h" 'systemctl start guest-controller.service &&
+        for i in $(seq 120); do systemctl is-active --quiet bletransfer-receiver@hci0.service && exit 0; sleep 1; done
+        systemctl status --no-pager bletransfer-receiver@hci0.service; journalctl -b --no-pager -n 40; exit 1'
+    check "guest $h: the daemon runs as user bletransfer and reports a status" \
+      ssh_to "$h" 'for i in $(seq 60); do systemctl show -P StatusText bletransfer-receiver@hci0.service | grep -q . && break; sleep 1; done
+        ps -o user= -p "$(systemctl show -P MainPID bletransfer-receiver@hci0.service)" | grep -qx bletransfer &&
+        systemctl show -P StatusText bletransfer-receiver@hci0.service | grep .'
+  done
+  # hw.sh drives both ends itself: a receiver daemon on either host would take its messages.
+  for h in a b; do ssh_to "$h" systemctl stop bletransfer-receiver@hci0.service; done
+fi
+
+targets=(--a "ssh://root@127.0.0.1:$port_a" --b "ssh://root@127.0.0.1:$port_b")
+export HW_SSH_OPTIONS="-i $run/id_ed25519 -o IdentitiesOnly=yes -o UserKnownHostsFile=$run/known_hosts -o StrictHostKeyChecking=yes -o LogLevel=ERROR"
+if [ "$action" = up ]; then
+  trap - EXIT
+  echo "ssh-guests: up; logs in $run. For example:"
+  echo "  HW_SSH_OPTIONS='$HW_SSH_OPTIONS' BLETRANSFER_BIN=/usr/bin/bletransfer scripts/lab/hw.sh ${targets[*]} bletransfer-status"
+  echo "  ssh ${ssh_opts[*]} -p $port_a root@127.0.0.1"
+  echo "ssh-guests: $passed passed, $failed failed"
+  exit $((failed > 0))
+fi
+
+# ---- hw.sh, as a person runs it against two hosts -------------------------------------------
+hw_started=$SECONDS
+BLETRANSFER_BIN=/usr/bin/bletransfer bash "$lab_dir/hw.sh" "${targets[@]}" "${scenarios[@]}" 2>&1 | tee "$run/hw.log"
+hw_status=${PIPESTATUS[0]}
+for s in "${scenarios[@]}"; do
+  check "hw.sh over ssh: $s passed" grep -Eq "^  PASS $s " "$run/hw.log"
+done
+check "hw.sh exits 0 ($((SECONDS - hw_started))s)" test "$hw_status" -eq 0
+echo "ssh-guests: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,159 @@
+#!/usr/bin/env bash
+# Tests the Debian package in a throwaway root: a copy-on-write overlay of this machine's own
+# root, in RAM, in a mount namespace of its own, so nothing on this machine changes. There it
+# installs, removes and purges the package with dpkg and checks what each step leaves:
+#   - install: the binary runs without Swift, names its version and commit; service user and
+#     directories exist; units (with /usr/bin) verify; each man page lists the options its
+#     command's --help lists; bash completes the subcommands;
+#   - remove: the binary is gone, the configuration (/etc/default/bletransfer), the user and
+#     the data stay (Debian's meaning of remove);
+#   - purge: the file system under /etc, /usr, /var/lib and the user database are as they
+#     were before the install.
+# systemd and udev do not run in that root, so the maintainer scripts skip reloading them (the
+# guest run in scripts/lab/ssh-guests.sh covers that part).
+#
+#   scripts/test-package-deb.sh [--deb PATH] [--scratch-path DIR]
+#       --deb           the package to test (default: build it with scripts/package-deb.sh)
+#       --scratch-path  passed to scripts/package-deb.sh
+#
+# Ends with "debian-package: N passed, M failed"; exits non-zero when anything failed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+repo=$PWD
+
+deb="" build_args=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --deb) deb=$2; shift 2 ;;
+    --scratch-path) build_args+=(--scratch-path "$2"); shift 2 ;;
+    *) echo "test-package-deb: unknown option '$1'" >&2; exit 64 ;;
+  esac
+done
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "test-package-deb: needs root (mount namespace, overlay, dpkg); skipped"
+  echo "debian-package: 0 passed, 0 failed"
+  exit 0
+fi
+
+passed=0 failed=0
+check() { # description command…
+  local description="$1"; shift
+  if "$@" >/dev/null 2>"$work/check.err"; then
+    passed=$((passed + 1)); echo "ok   $description"
+  else
+    failed=$((failed + 1)); echo "FAIL $description"; sed 's/^/     /' "$work/check.err" | head -n 20
+  fi
+}
+
+work=$(mktemp -d /tmp/bletransfer-deb-test.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+
+if [ -z "$deb" ]; then
+  started=$SECONDS
+  if deb=$(bash scripts/package-deb.sh "${build_args[@]}" 2>"$work/package.log" | tail -n 1) && [ -f "$deb" ]; then
+    passed=$((passed + 1)); echo "ok   scripts/package-deb.sh built $deb ($((SECONDS - started))s)"
+    grep -A50 'lintian says' "$work/package.log" | sed 's/^/     /'
+  else
+    failed=$((failed + 1)); echo "FAIL scripts/package-deb.sh"; tail -n 30 "$work/package.log" | sed 's/^/     /'
+    echo "debian-package: $passed passed, $failed failed"
+    exit 1
+  fi
+fi
+deb=$(realpath "$deb")
+
+# Everything below runs inside the namespace; its checks print ok/FAIL lines that are counted
+# here. The root is the overlay; /proc and /dev come from this machine, the package from $work.
+cp "$deb" "$work/package.deb"
+cat > "$work/inside.sh" <<'INSIDE'
+set -uo pipefail
+ok() { echo "ok   $1"; }
+fail() { echo "FAIL $1"; [ -z "${2:-}" ] || printf '%s\n' "$2" | head -n 20 | sed 's/^/     /'; }
+check() { local d="$1"; shift; local out; if out=$("$@" 2>&1); then ok "$d"; else fail "$d" "$out"; fi; }
+
+# What "as it was" means: paths, types, modes and owners under /etc, /usr, /var/lib; sizes and
+# times of files; contents of /etc. Left out: dpkg's own records (/var/lib/dpkg), the backups
+# shadow's tools make of the user database (/etc/passwd- …) and their lock, which record that
+# a user was added and removed, not a change of the system.
+snapshot() {
+  find /etc /usr /var/lib -xdev \( -path /var/lib/dpkg -o -path /var/lib/apt -o -path /var/lib/systemd/deb-systemd-helper-enabled \) -prune -o \
+       ! -name passwd- ! -name group- ! -name shadow- ! -name gshadow- ! -name .pwd.lock -printf '%p %y %m %u %g\n' | sort
+  find /usr /var/lib -xdev -path /var/lib/dpkg -prune -o -type f -printf '%p %s %T@\n' | sort
+  find /etc -xdev -type f ! -name passwd- ! -name group- ! -name shadow- ! -name gshadow- ! -name .pwd.lock \
+       -exec md5sum {} + 2>/dev/null | sort
+}
+snapshot > /tmp/before
+
+out=$(dpkg -i /tmp/package.deb 2>&1); status=$?
+if [ $status -eq 0 ]; then ok "dpkg -i installs the package"; else fail "dpkg -i installs the package" "$out"; echo "$out" >&2; exit 0; fi
+
+version=$(/usr/bin/bletransfer --version 2>&1)
+check "--version names version and commit ($version)" grep -Eq '^[0-9]+\.[0-9]+\.[0-9]+ \(commit [0-9a-f]{7,}(-dirty)?\)$' <<<"$version"
+check "the binary loads no Swift library" bash -c '! ldd /usr/bin/bletransfer | grep -E "libswift|libFoundation|libdispatch"'
+check "service user exists with nologin shell" bash -c 'getent passwd bletransfer | grep -q ":/var/lib/bletransfer:/usr/sbin/nologin$"'
+check "service user is in group bluetooth" bash -c 'id -nG bletransfer | tr " " "\n" | grep -qx bluetooth'
+check "inbox is bletransfer:bletransfer 750" bash -c '[ "$(stat -c "%U:%G %a" /var/lib/bletransfer/inbox)" = "bletransfer:bletransfer 750" ]'
+check "outbox is bletransfer:bletransfer 2770" bash -c '[ "$(stat -c "%U:%G %a" /var/lib/bletransfer/outbox)" = "bletransfer:bletransfer 2770" ]'
+check "units run /usr/bin/bletransfer" bash -c 'grep -q "^ExecStart=/usr/bin/bletransfer daemon --role receiver" /usr/lib/systemd/system/bletransfer-receiver@.service && grep -q "^ExecStart=/usr/bin/bletransfer daemon --role sender" /usr/lib/systemd/system/bletransfer-sender@.service && ! grep -rq /usr/local /usr/lib/systemd/system/bletransfer-*'
+check "systemd-analyze verify accepts the units" bash -c 'out=$(systemd-analyze verify bletransfer-receiver@hci0.service bletransfer-sender@hci1.service 2>&1); echo "$out"; [ -z "$out" ]'
+check "udev rule starts the receiver per controller" grep -q 'ENV{SYSTEMD_WANTS}+="bletransfer-receiver@%k.service"' /usr/lib/udev/rules.d/70-bletransfer.rules
+check "/etc/default/bletransfer is a conffile" bash -c 'dpkg-query -W -f="\${Conffiles}" bletransfer | grep -q /etc/default/bletransfer'
+
+# Each man page lists exactly the long options its command's --help lists.
+long_options() { grep -oE -- '--[a-z][a-z0-9-]+' | grep -vx -- '--generate-completion-script' | sort -u; }
+for command in "" send receive status daemon; do
+  page=bletransfer${command:+-$command}
+  help_opts=$(/usr/bin/bletransfer $command --help 2>&1 | long_options)
+  man_opts=$(MANPAGER=cat MANWIDTH=200 man "$page" 2>&1 | col -b | long_options)
+  check "man $page lists the options of 'bletransfer $command --help' ($(wc -w <<<"$help_opts") options)" \
+    bash -c '[ -n "$1" ] && diff <(echo "$1") <(echo "$2")' _ "$help_opts" "$man_opts"
+done
+check "man bletransfer names its subcommands' pages" bash -c 'MANPAGER=cat man bletransfer 2>/dev/null | col -b | grep -q "bletransfer-send(1)"'
+
+# bash: "bletransfer <TAB>" offers the subcommands, "bletransfer send --ti<TAB>" the option.
+complete_words() { # words… (the last one is being completed)
+  bash --norc --noprofile -c '
+    [ -f /usr/share/bash-completion/bash_completion ] && . /usr/share/bash-completion/bash_completion
+    . /usr/share/bash-completion/completions/bletransfer
+    COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); COMP_LINE="$*"; COMP_POINT=${#COMP_LINE}
+    fn=$(complete -p bletransfer | sed -E "s/.*-F ([^ ]+).*/\1/")
+    "$fn" bletransfer "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD-1]}"
+    printf "%s\n" "${COMPREPLY[@]}"' _ "$@"
+}
+subcommands=$(complete_words bletransfer "" | sort | tr '\n' ' ')
+check "bash completes 'bletransfer <TAB>' ($subcommands)" bash -c 'for s in send receive status daemon; do grep -qw "$s" <<<"$1" || exit 1; done' _ "$subcommands"
+check "bash completes 'bletransfer send --ti<TAB>'" bash -c '[ "$1" = "--timeout" ]' _ "$(complete_words bletransfer send --ti)"
+check "zsh and fish completions installed" test -s /usr/share/zsh/vendor-completions/_bletransfer -a -s /usr/share/fish/vendor_completions.d/bletransfer.fish
+
+echo "BLETRANSFER_OPTIONS=--verbose" >> /etc/default/bletransfer
+out=$(dpkg -r bletransfer 2>&1) && ok "dpkg -r removes the package" || fail "dpkg -r removes the package" "$out"
+check "remove: binary, units, rule, man pages gone" bash -c '! ls /usr/bin/bletransfer /usr/lib/systemd/system/bletransfer-receiver@.service /usr/lib/udev/rules.d/70-bletransfer.rules /usr/share/man/man1/bletransfer.1.gz 2>/dev/null | grep -q .'
+check "remove: changed configuration, user and data stay" bash -c 'grep -q -- --verbose /etc/default/bletransfer && getent passwd bletransfer && test -d /var/lib/bletransfer/inbox'
+
+out=$(dpkg -P bletransfer 2>&1) && ok "dpkg -P purges the package" || fail "dpkg -P purges the package" "$out"
+snapshot > /tmp/after
+check "purge: /etc, /usr, /var/lib and the user database are as before the install" diff /tmp/before /tmp/after
+INSIDE
+
+mkdir -p "$work/layers"
+# The overlay: lower = this machine's root (read-only through the overlay), upper = RAM.
+unshare --mount --propagation private bash -c '
+  set -e
+  w=$1
+  mount -t tmpfs -o size=2g throwaway "$w/layers"
+  mkdir -p "$w/layers/upper" "$w/layers/work" "$w/root"
+  mount -t overlay overlay -o "lowerdir=/,upperdir=$w/layers/upper,workdir=$w/layers/work" "$w/root"
+  mount --rbind /dev "$w/root/dev"
+  mount -t proc proc "$w/root/proc"
+  mount -t tmpfs tmp "$w/root/tmp"
+  mount -t tmpfs run "$w/root/run"
+  cp "$w/package.deb" "$w/inside.sh" "$w/root/tmp/"
+  chroot "$w/root" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 bash /tmp/inside.sh
+' _ "$work" > "$work/inside.log" 2>&1 < /dev/null
+cat "$work/inside.log"
+passed=$((passed + $(grep -c '^ok ' "$work/inside.log")))
+failed=$((failed + $(grep -c '^FAIL ' "$work/inside.log")))
+grep -q '^ok   purge' "$work/inside.log" || grep -q '^FAIL purge' "$work/inside.log" ||
+  { failed=$((failed + 1)); echo "FAIL the throwaway root did not run to the end (see above)"; }
+echo "debian-package: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
