@@ -91,7 +91,8 @@ version=$(/usr/bin/bletransfer --version 2>&1)
 check "--version names version and commit ($version)" grep -Eq '^[0-9]+\.[0-9]+\.[0-9]+ \(commit [0-9a-f]{7,}(-dirty)?\)$' <<<"$version"
 check "the binary loads no Swift library" bash -c '! ldd /usr/bin/bletransfer | grep -E "libswift|libFoundation|libdispatch"'
 check "service user exists with nologin shell" bash -c 'getent passwd bletransfer | grep -q ":/var/lib/bletransfer:/usr/sbin/nologin$"'
-check "service user is in group bluetooth" bash -c 'id -nG bletransfer | tr " " "\n" | grep -qx bluetooth'
+check "service user is not in group bluetooth (its D-Bus policy grants what it needs)" bash -c '! id -nG bletransfer | tr " " "\n" | grep -qx bluetooth'
+check "the service user's D-Bus policy is installed" test -f /usr/share/dbus-1/system.d/bletransfer.conf
 check "inbox is bletransfer:bletransfer 750" bash -c '[ "$(stat -c "%U:%G %a" /var/lib/bletransfer/inbox)" = "bletransfer:bletransfer 750" ]'
 check "outbox is bletransfer:bletransfer 2770" bash -c '[ "$(stat -c "%U:%G %a" /var/lib/bletransfer/outbox)" = "bletransfer:bletransfer 2770" ]'
 check "units run /usr/bin/bletransfer" bash -c 'grep -q "^ExecStart=/usr/bin/bletransfer daemon --role receiver" /usr/lib/systemd/system/bletransfer-receiver@.service && grep -q "^ExecStart=/usr/bin/bletransfer daemon --role sender" /usr/lib/systemd/system/bletransfer-sender@.service && ! grep -rq /usr/local /usr/lib/systemd/system/bletransfer-*'
