@@ -34,6 +34,15 @@ record() { # record NAME PASSED FAILED
   [ "$3" -gt 0 ] && failures+=("$1")
   return 0
 }
+record_from_log() { # record_from_log NAME LOG PATTERN: counts from the last "N passed, M failed" line matching PATTERN; none is one failure
+  local line
+  line=$(grep -E "$3" "$2" 2>/dev/null | tail -n 1)
+  if [ -n "$line" ]; then
+    record "$1" "$(sed -nE 's/^[^0-9]*([0-9]+) passed.*/\1/p' <<<"$line")" "$(sed -nE 's/.* ([0-9]+) failed.*/\1/p' <<<"$line")"
+  else
+    record "$1" 0 1
+  fi
+}
 
 stage "setup"
 setup_args=()
@@ -85,24 +94,14 @@ fi
 
 stage "service installation (throwaway root trees)"
 bash scripts/test-install-service.sh 2>&1 | tee "$out_dir/install-service.log" | tail -n 5
-install_line=$(grep -E '^install-service: [0-9]+ passed, [0-9]+ failed' "$out_dir/install-service.log" | tail -n 1)
-if [ -n "$install_line" ]; then
-  record install-service "$(sed -nE 's/.* ([0-9]+) passed.*/\1/p' <<<"$install_line")" \
-    "$(sed -nE 's/.* ([0-9]+) failed.*/\1/p' <<<"$install_line")"
-else
-  record install-service 0 1
-fi
+record_from_log install-service "$out_dir/install-service.log" '^install-service: [0-9]+ passed, [0-9]+ failed'
 
 stage "D-Bus policy of the service user (private dbus-daemon, BlueZoo)"
 bash udev/test-dbus-policy.sh 2>&1 | tee "$out_dir/dbus-policy.log" | tail -n 5
-policy_line=$(grep -E '^dbus-policy: [0-9]+ passed, [0-9]+ failed' "$out_dir/dbus-policy.log" | tail -n 1)
-if [ -n "$policy_line" ]; then
-  record dbus-policy "$(sed -nE 's/.* ([0-9]+) passed.*/\1/p' <<<"$policy_line")" \
-    "$(sed -nE 's/.* ([0-9]+) failed.*/\1/p' <<<"$policy_line")"
-elif grep -q "skipped" "$out_dir/dbus-policy.log"; then
+if ! grep -qE '^dbus-policy: [0-9]+ passed' "$out_dir/dbus-policy.log" && grep -q "skipped" "$out_dir/dbus-policy.log"; then
   echo "dbus-policy: skipped (see $out_dir/dbus-policy.log)"
 else
-  record dbus-policy 0 1
+  record_from_log dbus-policy "$out_dir/dbus-policy.log" '^dbus-policy: [0-9]+ passed, [0-9]+ failed'
 fi
 
 stage "Debian package (build, lintian, install/remove/purge in a throwaway root)"
@@ -110,13 +109,7 @@ stage "Debian package (build, lintian, install/remove/purge in a throwaway root)
 # with the lab's release build would not save time, SwiftPM recompiles every module when
 # --static-swift-stdlib is switched on or off.
 bash scripts/test-package-deb.sh 2>&1 | tee "$out_dir/debian-package.log" | tail -n 40
-package_line=$(grep -E '^debian-package: [0-9]+ passed, [0-9]+ failed' "$out_dir/debian-package.log" | tail -n 1)
-if [ -n "$package_line" ]; then
-  record debian-package "$(sed -nE 's/.* ([0-9]+) passed.*/\1/p' <<<"$package_line")" \
-    "$(sed -nE 's/.* ([0-9]+) failed.*/\1/p' <<<"$package_line")"
-else
-  record debian-package 0 1
-fi
+record_from_log debian-package "$out_dir/debian-package.log" '^debian-package: [0-9]+ passed, [0-9]+ failed'
 
 if [ "$run_lab" -eq 1 ]; then
   stage "two-host virtual lab"
@@ -130,29 +123,16 @@ if [ "$run_lab" -eq 1 ]; then
   fi
   echo "lab binary: $BLETRANSFER_BIN"
   bash scripts/lab/lab.sh suite 2>&1 | tee "$out_dir/lab.log"
-  lab_line=$(grep -E '^\s*[0-9]+ passed, [0-9]+ failed' "$out_dir/lab.log" | tail -n 1)
-  if [ -n "$lab_line" ]; then
-    record lab "$(sed -nE 's/^\s*([0-9]+) passed.*/\1/p' <<<"$lab_line")" \
-      "$(sed -nE 's/.* ([0-9]+) failed.*/\1/p' <<<"$lab_line")"
-  else
-    record lab 0 1
-  fi
+  record_from_log lab "$out_dir/lab.log" '^\s*[0-9]+ passed, [0-9]+ failed'
 
   stage "real-host runner: hw.sh over SSH against two systemd guests with the package installed"
   deb=$(sed -nE 's/^ok   scripts\/package-deb\.sh built (.*) \([0-9]+s\)$/\1/p' "$out_dir/debian-package.log" | tail -n 1)
   if [ -n "$deb" ] && [ -f "$deb" ]; then
     bash scripts/lab/ssh-guests.sh check --deb "$deb" 2>&1 | tee "$out_dir/ssh-guests.log" | tail -n 40
-    ssh_line=$(grep -E '^ssh-guests: [0-9]+ passed, [0-9]+ failed' "$out_dir/ssh-guests.log" | tail -n 1)
   else
     echo "test.sh: the Debian package stage left no package to install" >&2
-    ssh_line=""
   fi
-  if [ -n "$ssh_line" ]; then
-    record ssh-guests "$(sed -nE 's/.* ([0-9]+) passed.*/\1/p' <<<"$ssh_line")" \
-      "$(sed -nE 's/.* ([0-9]+) failed.*/\1/p' <<<"$ssh_line")"
-  else
-    record ssh-guests 0 1
-  fi
+  record_from_log ssh-guests "$out_dir/ssh-guests.log" '^ssh-guests: [0-9]+ passed, [0-9]+ failed'
 fi
 
 stage "done"

@@ -63,13 +63,9 @@ import Transfer
     }
 
     static func readUntilEndOfMessage(_ socket: NotificationSocket) async throws -> [[UInt8]]? {
-        var values: [[UInt8]] = []
-        while let value = try await socket.receive() {
-            values.append(value)
-            if value == WireFormat.endOfMessage { return values }
-        }
-        return nil
+        try await PeripheralSubscriptionServerTests.readUntilEndOfMessage(socket)
     }
+
 
     @Test func framedCentralThatNeverAcknowledgesIsDroppedAndTheNextOneIsServed() async throws {
         let payload = [UInt8](repeating: 0x41, count: 3000)
