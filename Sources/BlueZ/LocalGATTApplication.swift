@@ -56,17 +56,23 @@ public struct LocalCharacteristicHandlers: Sendable {
     /// `NotifyAcquired`, and BlueZ prefers the socket over StartNotify). Called in a new task
     /// after the socket was created; the reply to BlueZ does not wait for it.
     public var acquireNotify: (@Sendable (NotifySubscription) async -> Void)?
+    /// Confirm: the subscriber confirmed an indication (one call per indication, in order;
+    /// bluetoothd sends the next indication on that bearer only after it). Used by
+    /// characteristics with the "indicate" flag; nil ignores confirmations.
+    public var confirm: (@Sendable () async -> Void)?
 
     public init(read: (@Sendable (GATTRequestOptions) async throws -> [UInt8])? = nil,
                 write: (@Sendable ([UInt8], GATTRequestOptions) async throws -> Void)? = nil,
                 startNotify: (@Sendable () async -> Void)? = nil,
                 stopNotify: (@Sendable () async -> Void)? = nil,
-                acquireNotify: (@Sendable (NotifySubscription) async -> Void)? = nil) {
+                acquireNotify: (@Sendable (NotifySubscription) async -> Void)? = nil,
+                confirm: (@Sendable () async -> Void)? = nil) {
         self.read = read
         self.write = write
         self.startNotify = startNotify
         self.stopNotify = stopNotify
         self.acquireNotify = acquireNotify
+        self.confirm = confirm
     }
 }
 
@@ -329,8 +335,11 @@ public final class LocalGATTApplication: Sendable {
                 }
                 return []
             },
-            // Indication confirmations; nothing to do for notifications.
-            DBusMethod(name: "Confirm") { _ in [] },
+            // Indication confirmations (bluetoothd's conf_cb); notifications have none.
+            DBusMethod(name: "Confirm") { _ in
+                await handlers.confirm?()
+                return []
+            },
         ]
 
         var properties: [DBusProperty] = [

@@ -5,4 +5,10 @@
 public enum TransferUUIDs {
     public static let appleSampleService = try! BluetoothUUID("E20A39F4-73F5-4BC4-A12F-17D1AD07A961")
     public static let appleSampleCharacteristic = try! BluetoothUUID("08590F7E-DB05-467E-8757-72F6FAEB13D4")
+    /// bletransfer's own data characteristic, served beside Apple's when Apple's carries
+    /// indications (see `CompatDelivery`): bletransfer centrals prefer it, so framed transfers
+    /// keep notifications at full speed while Apple-flow centrals get confirmed indications.
+    /// The same UUID whatever service UUID the user chooses (characteristics are scoped by
+    /// their service).
+    public static let framedCharacteristic = try! BluetoothUUID("3B1F6C52-8E0D-4A57-9C2B-61D4E7A09F35")
 }

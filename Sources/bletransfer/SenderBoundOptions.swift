@@ -15,6 +15,12 @@ struct SenderBoundOptions: ParsableArguments {
         valueName: "SECONDS"))
     var unsubscribeTimeout: Double?
 
+    // Not a bound, but shared by `send` and `daemon --role sender` in the same way.
+    @Option(name: .customLong("compat-delivery"), help: ArgumentHelp(
+        "How values reach a central following Apple's flow: notify (as Apple's sample; in order only over one ATT bearer), indicate (each value confirmed before the next: in order over any number of bearers, one round trip per value), auto (indicate when this host's bluetoothd runs Enhanced ATT, [GATT] Channels > 1, as BlueZ does by default; notify otherwise). bletransfer centrals are served notifications either way. (default: auto)",
+        valueName: "auto|notify|indicate"))
+    var compatDelivery: CompatDelivery = .automatic
+
     mutating func validate() throws {
         if let acknowledgementTimeout { _ = try OptionValidation.duration(acknowledgementTimeout, option: "--ack-timeout") }
         if let unsubscribeTimeout { _ = try OptionValidation.duration(unsubscribeTimeout, option: "--unsubscribe-timeout") }
@@ -23,6 +29,7 @@ struct SenderBoundOptions: ParsableArguments {
     /// `configuration` with these options applied (validated already).
     func applied(to configuration: PeripheralConfiguration) -> PeripheralConfiguration {
         var configuration = configuration
+        configuration.compatDelivery = compatDelivery
         if let acknowledgementTimeout, let limit = try? OptionValidation.duration(acknowledgementTimeout, option: "") {
             configuration.acknowledgementTimeout = limit
         }
@@ -32,3 +39,5 @@ struct SenderBoundOptions: ParsableArguments {
         return configuration
     }
 }
+
+extension CompatDelivery: ExpressibleByArgument {}

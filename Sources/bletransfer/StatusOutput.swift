@@ -37,9 +37,10 @@ enum StatusOutput {
     /// What the GATT channel setting means for peers that speak Apple's format.
     static func appleFlowOrdering(_ gatt: GATTChannelSetting) -> String {
         if gatt.allowsEnhancedATT {
-            return "Apple's format may arrive out of order: with \(gatt.channels) GATT channels a peer that also "
-                + "supports Enhanced ATT gets its notifications over several bearers (set [GATT] Channels = 1 "
-                + "for Apple-flow peers; bletransfer's framed format is not affected)"
+            return "Apple's format from a peripheral may arrive out of order: with \(gatt.channels) GATT channels a peer "
+                + "that also supports Enhanced ATT sends its notifications over several bearers (set [GATT] Channels = 1 "
+                + "to receive from Apple-flow peripherals); send keeps the order with confirmed indications "
+                + "(--compat-delivery auto); bletransfer's framed format is not affected"
         }
         return "Apple's format keeps its order (one ATT bearer per link)"
     }

@@ -16,6 +16,7 @@ import Transfer
         var activity: AsyncStream<ServerActivity>.Iterator
 
         init(grace: Duration = .seconds(3), compatConfirmation: Duration = .zero, bluetoothUp: Bool = true,
+             exposure: EnhancedATTExposure = .none(because: "one bearer in these tests"),
              message: [UInt8]?) async {
             let log = PeripheralEventLog()
             let configuration = PeripheralConfiguration(
@@ -24,7 +25,7 @@ import Transfer
                 configuration: configuration, logger: Logger(label: "test"),
                 describePeer: { path in PeerDescription(address: path.flatMap(PeerResolver.address(fromDevicePath:)) ?? "unknown") },
                 bluetoothStillUp: { bluetoothUp },
-                linkExposure: { _ in .none(because: "one bearer in these tests") },
+                linkExposure: { _ in exposure },
                 emitEvent: { log.append($0) })
             self.log = log
             activity = server.activity.makeAsyncIterator()
@@ -322,7 +323,7 @@ import Transfer
         let payload = Self.payload(1000)
         var harness = await Harness(message: payload)
         let emitted = EmittedValues()
-        await harness.server.attachFallbackEmitter { emitted.append($0) }
+        await harness.server.attachFallbackEmitter { value, _ in emitted.append(value) }
         // The device wrote something first, so its MTU is known.
         await harness.server.write([0x01], device: Self.device, mtu: 100)
         await harness.server.acceptFallback(device: Self.device)
@@ -344,7 +345,7 @@ import Transfer
     @Test func fallbackWithoutKnownMTUUsesTwentyByteValues() async throws {
         var harness = await Harness(message: Self.payload(200))
         let emitted = EmittedValues()
-        await harness.server.attachFallbackEmitter { emitted.append($0) }
+        await harness.server.attachFallbackEmitter { value, _ in emitted.append(value) }
         await harness.server.acceptFallback(device: nil)
         _ = await harness.nextActivity()
         await emitted.waitForEndOfMessage()
@@ -362,6 +363,132 @@ import Transfer
         #expect(harness.log.subscribedFormats == [.compat])
         _ = bluez
         await harness.server.shutDown(reason: "test over")
+    }
+
+    // MARK: Confirmed indications (Apple's flow over Enhanced ATT)
+
+    /// Reads values from BlueZ's end, confirming each one as bluetoothd would after the
+    /// central's Handle Value Confirmation, until `EOM` (confirmed too unless told not to).
+    /// `ours` is the server's end: its send queue must be empty while a value is unconfirmed.
+    static func readConfirming(_ socket: NotificationSocket, ours: NotificationSocket, server: SubscriptionServer,
+                               confirmEndOfMessage: Bool = true) async throws -> [[UInt8]] {
+        var values: [[UInt8]] = []
+        while let value = try await socket.receive() {
+            values.append(value)
+            if value == WireFormat.endOfMessage {
+                if confirmEndOfMessage { await server.indicationConfirmed() }
+                return values
+            }
+            // While this value is unconfirmed nothing else may have been written.
+            #expect(try ours.unsentByteCount == 0, "a value was sent before the previous one was confirmed")
+            await server.indicationConfirmed()
+        }
+        return values
+    }
+
+    @Test func confirmedIndicationsDeliverInOrderAndAreNotMarkedAtRiskOverEnhancedATT() async throws {
+        let payload = Self.payload(6000)
+        var harness = await Harness(exposure: .present(count: 2), message: payload)
+        let (local, bluez) = try NotificationSocket.makePair(mtu: 185)
+        await harness.server.acceptSocket(local, device: Self.device, indications: true)
+        guard case .subscribed? = await harness.nextActivity() else {
+            Issue.record("expected a subscription")
+            return
+        }
+        let values = try await Self.readConfirming(bluez, ours: local, server: harness.server)
+        #expect(values.last == WireFormat.endOfMessage)
+        #expect(Array(values.dropLast().joined()) == payload)
+
+        bluez.close()   // the central unsubscribed after EOM
+        guard case .delivered(_, let summary, _)? = await harness.nextActivity() else {
+            Issue.record("expected a delivery")
+            return
+        }
+        #expect(summary.format == .compat)
+        #expect(summary.ordering == nil)
+        #expect(!harness.log.all.contains { if case .warning(let text) = $0 { text.contains("out of order") } else { false } })
+    }
+
+    @Test func aCentralLeavingBeforeConfirmingEOMIsNotCounted() async throws {
+        let payload = Self.payload(2000)
+        var harness = await Harness(grace: .milliseconds(50), exposure: .present(count: 2), message: payload)
+        let (local, bluez) = try NotificationSocket.makePair(mtu: 185)
+        await harness.server.acceptSocket(local, device: Self.device, indications: true)
+        guard case .subscribed? = await harness.nextActivity() else {
+            Issue.record("expected a subscription")
+            return
+        }
+        let values = try await Self.readConfirming(bluez, ours: local, server: harness.server, confirmEndOfMessage: false)
+        #expect(values.last == WireFormat.endOfMessage)
+        bluez.close()
+        guard case .subscriptionEnded? = await harness.nextActivity() else {
+            Issue.record("expected the subscription to end without a delivery")
+            return
+        }
+        #expect(!harness.log.abortReasons.isEmpty)
+    }
+
+    @Test func anEOMConfirmationArrivingAfterTheHangUpStillCounts() async throws {
+        let payload = Self.payload(1500)
+        var harness = await Harness(exposure: .present(count: 2), message: payload)
+        let (local, bluez) = try NotificationSocket.makePair(mtu: 185)
+        await harness.server.acceptSocket(local, device: Self.device, indications: true)
+        guard case .subscribed? = await harness.nextActivity() else {
+            Issue.record("expected a subscription")
+            return
+        }
+        let values = try await Self.readConfirming(bluez, ours: local, server: harness.server, confirmEndOfMessage: false)
+        #expect(Array(values.dropLast().joined()) == payload)
+        bluez.close()                                   // the unsubscription overtakes…
+        await harness.server.indicationConfirmed()      // …the confirmation of EOM
+        guard case .delivered(_, let summary, _)? = await harness.nextActivity() else {
+            Issue.record("expected a delivery")
+            return
+        }
+        #expect(summary.ordering == nil)
+    }
+
+    @Test func confirmationsWrittenToTheSocketCountLikeConfirmCalls() async throws {
+        // Newer BlueZ writes 0x01 to the AcquireNotify socket per confirmation.
+        let payload = Self.payload(3000)
+        var harness = await Harness(exposure: .present(count: 2), message: payload)
+        let (local, bluez) = try NotificationSocket.makePair(mtu: 185)
+        await harness.server.acceptSocket(local, device: Self.device, indications: true)
+        guard case .subscribed? = await harness.nextActivity() else {
+            Issue.record("expected a subscription")
+            return
+        }
+        var values: [[UInt8]] = []
+        while let value = try await bluez.receive() {
+            values.append(value)
+            try await bluez.send([0x01])
+            if value == WireFormat.endOfMessage { break }
+        }
+        #expect(Array(values.dropLast().joined()) == payload)
+        bluez.close()
+        guard case .delivered(_, let summary, _)? = await harness.nextActivity() else {
+            Issue.record("expected a delivery")
+            return
+        }
+        #expect(summary.ordering == nil)
+    }
+
+    @Test func withNotificationsTheSameLinkIsMarkedAtRisk() async throws {
+        let payload = Self.payload(1000)
+        var harness = await Harness(exposure: .present(count: 2), message: payload)
+        let (local, bluez) = try NotificationSocket.makePair(mtu: 185)
+        await harness.server.acceptSocket(local, device: Self.device)
+        guard case .subscribed? = await harness.nextActivity() else {
+            Issue.record("expected a subscription")
+            return
+        }
+        _ = try #require(try await Self.readUntilEndOfMessage(bluez))
+        bluez.close()
+        guard case .delivered(_, let summary, _)? = await harness.nextActivity() else {
+            Issue.record("expected a delivery")
+            return
+        }
+        #expect(summary.ordering != nil)
     }
 }
 

@@ -454,6 +454,12 @@ public final class Central: Sendable {
                 throw TransferFailure.transient("waiting for services failed: \(error)")
             }
         }
+        // A bletransfer sender whose Apple characteristic carries indications serves its own
+        // notifying characteristic beside it; framed transfers go there at full speed.
+        if let framed = try? device.characteristic(service: configuration.serviceUUID.canonical,
+                                                   characteristic: TransferUUIDs.framedCharacteristic.canonical) {
+            return framed
+        }
         do {
             return try device.characteristic(service: configuration.serviceUUID.canonical,
                                              characteristic: configuration.characteristicUUID.canonical)

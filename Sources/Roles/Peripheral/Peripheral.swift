@@ -133,6 +133,11 @@ public final class Peripheral: Sendable {
     /// Apple's, do not care.
     static let characteristicFlags = ["notify", "write-without-response", "write"]
 
+    /// Apple's characteristic when it carries confirmed indications (`CompatDelivery`): an
+    /// Apple-flow central subscribes to it as usual (BlueZ, bleak and CoreBluetooth enable
+    /// indications when a characteristic has no `notify`).
+    static let indicatingCharacteristicFlags = ["indicate", "write-without-response", "write"]
+
     // MARK: One poweredOn period
 
     private enum EngineInput: Sendable {
@@ -177,32 +182,50 @@ public final class Peripheral: Sendable {
             },
             emitEvent: onEvent)
         let adapterPath = adapter.path
-        let acquireNotify: @Sendable (NotifySubscription) async -> Void = { subscription in
-            // bluetoothd names the subscriber; a stack that does not (BlueZoo forwards a
-            // client's own AcquireNotify options) leaves the only connected device.
-            let device = subscription.options.device?.rawValue
-                ?? PeerResolver.onlyConnectedDevice(under: adapterPath, in: session)
-            await server.acceptSocket(subscription.socket, device: device)
+        /// What BlueZ's calls on the characteristic at `index` do; `indications`: it carries
+        /// confirmed indications.
+        func handlers(index: Int, indications: Bool) -> LocalCharacteristicHandlers {
+            let acquireNotify: @Sendable (NotifySubscription) async -> Void = { subscription in
+                // bluetoothd names the subscriber; a stack that does not (BlueZoo forwards a
+                // client's own AcquireNotify options) leaves the only connected device.
+                let device = subscription.options.device?.rawValue
+                    ?? PeerResolver.onlyConnectedDevice(under: adapterPath, in: session)
+                await server.acceptSocket(subscription.socket, device: device, indications: indications)
+            }
+            let confirmed: @Sendable () async -> Void = { await server.indicationConfirmed() }
+            let confirm = indications ? confirmed : nil
+            return LocalCharacteristicHandlers(
+                write: { value, options in
+                    await server.write(value, device: options.device?.rawValue, mtu: options.mtu)
+                },
+                startNotify: {
+                    let device = PeerResolver.onlyConnectedDevice(under: adapterPath, in: session)
+                    await server.acceptFallback(device: device, characteristic: index, indications: indications)
+                },
+                stopNotify: {
+                    await server.fallbackStopped()
+                },
+                acquireNotify: configuration.offersAcquireNotify ? acquireNotify : nil,
+                confirm: confirm)
         }
-        let handlers = LocalCharacteristicHandlers(
-            write: { value, options in
-                await server.write(value, device: options.device?.rawValue, mtu: options.mtu)
-            },
-            startNotify: {
-                let device = PeerResolver.onlyConnectedDevice(under: adapterPath, in: session)
-                await server.acceptFallback(device: device)
-            },
-            stopNotify: {
-                await server.fallbackStopped()
-            },
-            acquireNotify: configuration.offersAcquireNotify ? acquireNotify : nil)
+        // Apple's characteristic first (index 0); with indications on it, bletransfer's own
+        // notifying characteristic beside it, which bletransfer centrals prefer.
+        let channels = GATTChannelSetting.current()
+        let indicatesCompat = configuration.compatDelivery.usesIndications(on: channels)
+        logger.debug("Apple-flow centrals get \(indicatesCompat ? "confirmed indications" : "notifications") (--compat-delivery \(configuration.compatDelivery.rawValue), [GATT] Channels = \(channels.channels))")
+        var characteristics = [LocalGATTCharacteristic(
+            uuid: configuration.characteristicUUID.canonical,
+            flags: indicatesCompat ? Self.indicatingCharacteristicFlags : Self.characteristicFlags,
+            handlers: handlers(index: 0, indications: indicatesCompat))]
+        if indicatesCompat {
+            characteristics.append(LocalGATTCharacteristic(
+                uuid: TransferUUIDs.framedCharacteristic.canonical, flags: Self.characteristicFlags,
+                handlers: handlers(index: 1, indications: false)))
+        }
         let application = LocalGATTApplication(session: session, service: LocalGATTService(
-            uuid: configuration.serviceUUID.canonical,
-            characteristics: [LocalGATTCharacteristic(
-                uuid: configuration.characteristicUUID.canonical,
-                flags: Self.characteristicFlags, handlers: handlers)]))
-        await server.attachFallbackEmitter { [application] value in
-            try application.notify(value)
+            uuid: configuration.serviceUUID.canonical, characteristics: characteristics))
+        await server.attachFallbackEmitter { [application] value, characteristic in
+            try application.notify(value, characteristic: characteristic)
         }
         let advertisement = LEAdvertisement(session: session, configuration: AdvertisementConfiguration(
             serviceUUIDs: [configuration.serviceUUID.canonical], localName: configuration.localName))

@@ -50,6 +50,11 @@ public struct PeripheralConfiguration: Sendable {
     public var minimumTransferRate: Int
     /// Added to every subscription's deadline (connection set-up, the first values).
     public var transferTimeFloor: Duration
+    /// Notifications or confirmed indications for Apple-flow centrals (`send
+    /// --compat-delivery`). With indications, Apple's characteristic carries them and a
+    /// second characteristic (`TransferUUIDs.framedCharacteristic`) keeps notifications for
+    /// bletransfer centrals.
+    public var compatDelivery: CompatDelivery
 
     /// The subscription deadline for a message of `wireBytes` bytes on the air:
     /// `transferTimeFloor` plus the bytes at `minimumTransferRate`, capped at a year (options
@@ -79,7 +84,8 @@ public struct PeripheralConfiguration: Sendable {
                 acknowledgementTimeout: Duration = .seconds(20),
                 unsubscribeTimeout: Duration = .seconds(20),
                 minimumTransferRate: Int = PeripheralConfiguration.defaultMinimumTransferRate,
-                transferTimeFloor: Duration = .seconds(60)) {
+                transferTimeFloor: Duration = .seconds(60),
+                compatDelivery: CompatDelivery = .notifications) {
         self.adapterName = adapterName
         self.serviceUUID = serviceUUID
         self.characteristicUUID = characteristicUUID
@@ -96,6 +102,7 @@ public struct PeripheralConfiguration: Sendable {
         self.unsubscribeTimeout = unsubscribeTimeout
         self.minimumTransferRate = minimumTransferRate
         self.transferTimeFloor = transferTimeFloor
+        self.compatDelivery = compatDelivery
     }
 
     public static let defaultLocalName = "bletransfer"

@@ -77,6 +77,10 @@ actor SubscriptionServer {
         /// Compat only: the link was seen with (or could have) several ATT bearers, so the
         /// central may get the values out of order (sticky once seen).
         var orderingRisk: EnhancedATTExposure?
+        /// Values travel as indications and the next leaves only after bluetoothd reported
+        /// the previous one confirmed (`indicationConfirmed`): the order survives any number
+        /// of ATT bearers. Where those reports go.
+        var confirmations: AsyncStream<Void>.Continuation?
     }
 
     private let configuration: PeripheralConfiguration
@@ -86,7 +90,7 @@ actor SubscriptionServer {
     private let bluetoothStillUp: @Sendable () -> Bool
     private let linkExposure: @Sendable (_ address: String) -> EnhancedATTExposure
     private let disconnectDevice: @Sendable (_ devicePath: String) async -> Void
-    private var fallbackEmit: (@Sendable ([UInt8]) throws -> Void)?
+    private var fallbackEmit: (@Sendable (_ value: [UInt8], _ characteristic: Int) throws -> Void)?
 
     nonisolated let activity: AsyncStream<ServerActivity>
     private let activityContinuation: AsyncStream<ServerActivity>.Continuation
@@ -117,8 +121,9 @@ actor SubscriptionServer {
         (activity, activityContinuation) = AsyncStream<ServerActivity>.makeStream()
     }
 
-    /// How the fallback path notifies (`PropertiesChanged` on the characteristic's `Value`).
-    func attachFallbackEmitter(_ emit: @escaping @Sendable ([UInt8]) throws -> Void) {
+    /// How the fallback path notifies (`PropertiesChanged` on the `Value` of the
+    /// characteristic at that index of the service).
+    func attachFallbackEmitter(_ emit: @escaping @Sendable (_ value: [UInt8], _ characteristic: Int) throws -> Void) {
         fallbackEmit = emit
     }
 
@@ -132,7 +137,9 @@ actor SubscriptionServer {
     // MARK: Calls from BlueZ
 
     /// BlueZ called `AcquireNotify`: a central subscribed and `socket` carries our values.
-    func acceptSocket(_ socket: NotificationSocket, device: String?) {
+    /// `indications`: the characteristic carries indications, and each value waits for the
+    /// previous one's confirmation.
+    func acceptSocket(_ socket: NotificationSocket, device: String?, indications: Bool = false) {
         guard !isShutDown else {
             socket.close()
             return
@@ -153,21 +160,33 @@ actor SubscriptionServer {
             logger.debug("could not shrink the notification socket's send buffer: \(error)")
         }
         guard let id = start(channel: SocketNotificationChannel(socket: socket), device: device, hello: hello,
-                             usesSocket: true)
+                             usesSocket: true, indications: indications)
         else {
             socket.close()
             return
         }
         Task {
-            await socket.waitForHangUp()
+            if indications {
+                // BlueZ 5.66 reports each confirmation with a Confirm call; later versions (and
+                // BlueZoo) write one byte 0x01 to this socket instead. Either counts.
+                while let packet = try? await socket.receive() {
+                    for byte in packet where byte == 0x01 {
+                        self.indicationConfirmed(subscription: id)
+                    }
+                }
+            } else {
+                await socket.waitForHangUp()
+            }
             self.hungUp(id, reason: "the central unsubscribed", closeChannel: false)
         }
     }
 
     /// BlueZ called `StartNotify` (no AcquireNotify offered, or a stack that does not use it).
     /// `device` is the subscriber when the caller could tell (the only connected device).
-    func acceptFallback(device: String?) {
-        guard !isShutDown, current == nil, let emit = fallbackEmit else { return }
+    /// `characteristic`: the index of the characteristic subscribed to.
+    func acceptFallback(device: String?, characteristic: Int = 0, indications: Bool = false) {
+        guard !isShutDown, current == nil, let emitOn = fallbackEmit else { return }
+        let emit: @Sendable ([UInt8]) throws -> Void = { try emitOn($0, characteristic) }
         let hello: Hello?
         if let device {
             hello = hellos.hello(from: device, at: .now)
@@ -178,7 +197,18 @@ actor SubscriptionServer {
             ?? WireFormat.minimumValueLength
         let channel = PropertiesChangedNotificationChannel(
             maximumValueLength: valueLength, interval: configuration.fallbackValueInterval, emit: emit)
-        _ = start(channel: channel, device: device, hello: hello, usesSocket: false)
+        _ = start(channel: channel, device: device, hello: hello, usesSocket: false, indications: indications)
+    }
+
+    /// bluetoothd reported an indication confirmed by the subscriber (`Confirm`).
+    func indicationConfirmed() {
+        current?.confirmations?.yield()
+    }
+
+    /// The same, read from subscription `id`'s own socket.
+    private func indicationConfirmed(subscription id: Int) {
+        guard let subscription = current, subscription.id == id else { return }
+        subscription.confirmations?.yield()
     }
 
     /// BlueZ called `StopNotify`: the (last) subscriber of the fallback path left.
@@ -240,7 +270,8 @@ actor SubscriptionServer {
 
     // MARK: Serving one subscription
 
-    private func start(channel: any NotificationChannel, device: String?, hello: Hello?, usesSocket: Bool) -> Int? {
+    private func start(channel: any NotificationChannel, device: String?, hello: Hello?, usesSocket: Bool,
+                       indications: Bool) -> Int? {
         guard let (message, sequence) = offered else {
             logger.debug("a central subscribed while there is nothing to send; ignored")
             return nil
@@ -259,10 +290,18 @@ actor SubscriptionServer {
             logger.debug("serving \(peer.address) through PropertiesChanged (no AcquireNotify): values paced, no back-pressure")
         }
         activityContinuation.yield(.subscribed(peer))
-        subscription.transfer = Task {
-            await Self.transfer(sender, over: channel, subscription: id, server: self)
+        var confirmations: AsyncStream<Void>?
+        if indications {
+            // bluetoothd confirms one indication at a time; a few spare places cost nothing.
+            let (stream, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(16))
+            confirmations = stream
+            subscription.confirmations = continuation
+            logger.debug("serving \(peer.address) with confirmed indications: one value in flight")
         }
-        if format == .compat, let risk = compatOrderingRisk(&subscription) {
+        subscription.transfer = Task {
+            await Self.transfer(sender, over: channel, confirmations: confirmations, subscription: id, server: self)
+        }
+        if format == .compat, !indications, let risk = compatOrderingRisk(&subscription) {
             emitEvent(.warning("Apple's format to \(peer.address) over a link that \(risk.reason): BlueZ may deliver "
                 + "its values out of order and the central cannot tell. Set [GATT] Channels = 1 in "
                 + "/etc/bluetooth/main.conf on either host (bletransfer status shows the setting)"))
@@ -320,13 +359,21 @@ actor SubscriptionServer {
     }
 
     /// Sends every value of `sender` in order, then drains the channel. Runs outside the actor
-    /// so that waiting for room on the socket does not hold up writes and hang-ups.
-    private static func transfer(_ sender: MessageSender, over channel: any NotificationChannel, subscription id: Int,
+    /// so that waiting for room on the socket does not hold up writes and hang-ups. With
+    /// `confirmations`, each value waits for the previous one's confirmation, and the last
+    /// (`EOM`) for its own: confirmed means the central's host received it, in order.
+    private static func transfer(_ sender: MessageSender, over channel: any NotificationChannel,
+                                 confirmations: AsyncStream<Void>?, subscription id: Int,
                                  server: SubscriptionServer) async {
         var sender = sender
+        var confirmed = confirmations?.makeAsyncIterator()
         do {
             while let value = sender.nextValue() {
                 try await channel.send(value)
+                if confirmed != nil {
+                    // Ends (nil) when the subscription ends or this task is cancelled.
+                    guard await confirmed?.next() != nil else { throw NotificationSocketError.closed }
+                }
                 await server.progressed(id, bytesSent: sender.bytesSent, finished: sender.isFinished)
             }
             try await channel.drain()
@@ -445,6 +492,17 @@ actor SubscriptionServer {
             subscription.channel.close()
         }
         if subscription.transfer != nil {
+            if let confirmations = subscription.confirmations {
+                // The transfer waits for a confirmation that can no longer come, except one
+                // already on its way: Confirm is a D-Bus call and the hang-up a socket event,
+                // so the one for EOM may arrive second. Give it the ACK's grace, then stop.
+                let grace = configuration.acknowledgementGrace
+                subscription.pendingWait = Task {
+                    try? await Task.sleep(for: grace)
+                    guard !Task.isCancelled else { return }
+                    confirmations.finish()
+                }
+            }
             current = subscription
             return
         }
@@ -536,7 +594,8 @@ actor SubscriptionServer {
                 return byte < 16 ? "0" + hex : hex
             }.joined(),
             duration: .now - subscription.startedAt,
-            ordering: subscription.format == .compat ? compatOrderingRisk(&subscription) : nil)
+            ordering: subscription.format == .compat && subscription.confirmations == nil
+                ? compatOrderingRisk(&subscription) : nil)
         // Offered no more: until the engine offers the next message, a new subscriber must not
         // receive (and count) this one again.
         if offered?.sequence == subscription.sequence { offered = nil }
@@ -556,6 +615,7 @@ actor SubscriptionServer {
         subscription.deadline = nil
         subscription.pendingWait?.cancel()
         subscription.pendingWait = nil
+        subscription.confirmations?.finish()
         subscription.channel.close()
     }
 }
