@@ -89,7 +89,7 @@ let package = Package(
         .executableTarget(
             name: "bletransfer",
             dependencies: [
-                "Roles", "Transfer", "BlueZ", "DBus", "DaemonSupport",
+                "Roles", "Transfer", "BlueZ", "DBus", "DaemonSupport", "Trust",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -128,6 +128,11 @@ let package = Package(
             ],
             // Prints the Noise known answers NoiseXXTests holds, from an independent implementation.
             exclude: ["noise-vectors.py"]
+        ),
+        // keygen and id, run as the built executable.
+        .testTarget(
+            name: "TrustCLITests",
+            dependencies: ["bletransfer", "Trust"]
         ),
         .testTarget(
             name: "DBusTests",
