@@ -123,7 +123,7 @@ let package = Package(
         .testTarget(
             name: "TrustTests",
             dependencies: [
-                "Trust",
+                "Trust", "Transfer",
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ],
             // Prints the Noise known answers NoiseXXTests holds, from an independent implementation.

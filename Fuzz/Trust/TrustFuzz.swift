@@ -11,6 +11,7 @@
 //   3: edits (as in 2, message = record index) applied to a genuine stream of sealed records,
 //      which is then fed to a frame reader in pieces of 1…64 bytes
 //   4: text of an authorized-peers file, an identity file and one public key line
+// Every input is also parsed as a HELLO v2, and the rest as the stream prefix answering it.
 // Invariants (preconditions): no crash, typed one-line errors, a tampered transcript never
 // completes both sides, an opened record is always one that was sealed, in order.
 
@@ -194,6 +195,13 @@ public func trustFuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CIn
     guard let data, size > 0 else { return 0 }
     let input = Array(UnsafeBufferPointer(start: data, count: size))
     let rest = input[1...]
+    // Every input is also a write a peripheral may get and a stream start a central may read.
+    if let hello = HelloV2(parsing: input) {
+        precondition(hello.offered.isSubset(of: .known) && HelloV2(parsing: hello.encoded) == hello)
+        if let prefix = try? StreamPrefix(parsing: Array(rest), hello: hello) {
+            precondition(prefix.chosen.isSubset(of: hello.offered) && prefix.session == hello.session)
+        }
+    }
     switch input[0] % 5 {
     case 0: fuzzHandshakeAsInitiator(rest)
     case 1: fuzzHandshakeAsResponder(rest)
