@@ -29,7 +29,9 @@ public struct HostIdentity: Sendable {
 
     public init(privateKey: Curve25519.KeyAgreement.PrivateKey = .init(), name: String? = nil) {
         self.privateKeyBytes = Array(privateKey.rawRepresentation)
-        self.name = name
+        // The name ends a line of the file and of the public key line: one line, trimmed.
+        let oneLine = name?.split(whereSeparator: \.isNewline).joined(separator: " ").trimmingCharacters(in: .whitespaces)
+        self.name = oneLine?.isEmpty == false ? oneLine : nil
     }
 
     public var privateKey: Curve25519.KeyAgreement.PrivateKey {
@@ -117,6 +119,18 @@ public struct HostIdentity: Sendable {
         return try HostIdentity(parsing: text, path: path)
     }
 
+    /// `mkdir -p` with mode 0700 for the directories it creates (existing ones are left as they
+    /// are), reporting the errno of the step that failed.
+    static func makeDirectories(_ path: String) throws(TrustError) {
+        var current = path.hasPrefix("/") ? "" : "."
+        for component in path.split(separator: "/") {
+            current += "/" + component
+            if mkdir(current, 0o700) != 0 && errno != EEXIST {
+                throw .fileAccess(path: current, operation: "create the directory", errno: errno)
+            }
+        }
+    }
+
     /// Writes a new identity to `path` atomically with mode 0600: the key goes to a temporary
     /// file created 0600 in the same directory (so it is never readable by others, not even
     /// briefly), is flushed to disk, then linked to `path` (fails if something is there) or,
@@ -124,14 +138,7 @@ public struct HostIdentity: Sendable {
     public func write(to path: String, replacing: Bool) throws(TrustError) {
         let directory = (path as NSString).deletingLastPathComponent
         let parent = directory.isEmpty ? "." : directory
-        if !FileManager.default.fileExists(atPath: parent) {
-            do {
-                try FileManager.default.createDirectory(
-                    atPath: parent, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-            } catch {
-                throw .fileAccess(path: parent, operation: "create the directory", errno: EACCES)
-            }
-        }
+        try Self.makeDirectories(parent)
         if !replacing && FileManager.default.fileExists(atPath: path) { throw .identityExists(path: path) }
 
         var template = Array((parent + "/.identity-XXXXXX").utf8CString)

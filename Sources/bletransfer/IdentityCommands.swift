@@ -1,4 +1,5 @@
 import ArgumentParser
+import DaemonSupport
 import Foundation
 import Roles
 import Trust
@@ -154,10 +155,10 @@ struct IdCommand: ParsableCommand {
         let path = identity ?? IdentityLocation.defaultPathForThisProcess()
         do {
             let loaded = try HostIdentity.load(from: path)
-            // The name comes from the file, which its owner wrote: still, keep control bytes out
-            // of the terminal.
+            // The name comes from the file, which its owner wrote: still, keep terminal controls
+            // and bidi overrides out of the terminal.
             for line in Self.lines(of: loaded, fingerprintOnly: fingerprint) {
-                print(line.unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7F }.map(String.init).joined())
+                print(SafeText.escape(line))
             }
         } catch {
             throw bletransfer.exitCode(reporting: IdentityLocation.failure(error), json: false)

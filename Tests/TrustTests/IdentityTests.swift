@@ -82,6 +82,22 @@ import Testing
         }
     }
 
+    @Test func aNameIsKeptOnOneLine() throws {
+        let identity = HostIdentity(name: "two\nlines\r\n  ")
+        #expect(identity.name == "two lines")
+        #expect(try HostIdentity(parsing: identity.fileContents, path: "x").name == "two lines")
+        #expect(HostIdentity(name: " \n ").name == nil)
+    }
+
+    @Test func aDirectoryThatCannotBeCreatedIsNamed() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        _ = FileManager.default.createFile(atPath: directory + "/file", contents: Data())
+        #expect(throws: TrustError.fileAccess(path: directory + "/file/sub", operation: "create the directory", errno: ENOTDIR)) {
+            try HostIdentity().write(to: directory + "/file/sub/identity", replacing: false)
+        }
+    }
+
     @Test func theFileIsTextWithThePublicLineInAComment() throws {
         let identity = HostIdentity(name: "host")
         let text = identity.fileContents
