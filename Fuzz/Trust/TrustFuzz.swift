@@ -11,7 +11,8 @@
 //   3: edits (as in 2, message = record index) applied to a genuine stream of sealed records,
 //      which is then fed to a frame reader in pieces of 1…64 bytes
 //   4: text of an authorized-peers file, an identity file and one public key line
-// Every input is also parsed as a HELLO v2, and the rest as the stream prefix answering it.
+// Every input is also parsed as a HELLO v2, the rest as the stream prefix answering it and as
+// the content of every record kind (decoded contents must encode to the same bytes).
 // Invariants (preconditions): no crash, typed one-line errors, a tampered transcript never
 // completes both sides, an opened record is always one that was sealed, in order.
 
@@ -200,6 +201,15 @@ public func trustFuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CIn
         precondition(hello.offered.isSubset(of: .known) && HelloV2(parsing: hello.encoded) == hello)
         if let prefix = try? StreamPrefix(parsing: Array(rest), hello: hello) {
             precondition(prefix.chosen.isSubset(of: hello.offered) && prefix.session == hello.session)
+        }
+    }
+    // ... and as the content of every record kind.
+    for kind in RecordKind.allCases {
+        do {
+            let message = try RecordMessage(parsing: Record(kind: kind, content: Array(rest)))
+            precondition(message.record == Record(kind: kind, content: Array(rest)), "record contents do not round-trip")
+        } catch {
+            checkOneLine(error)
         }
     }
     switch input[0] % 5 {
