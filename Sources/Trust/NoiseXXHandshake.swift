@@ -64,34 +64,28 @@ public struct NoiseXXHandshake: Sendable {
     /// The next handshake message, carrying `payload` (encrypted from message 2 on).
     public mutating func writeMessage(payload: [UInt8] = []) throws(NoiseError) -> [UInt8] {
         guard isOurTurnToWrite else { throw .outOfTurn }
-        do {
+        do throws(NoiseError) {
             let message = try writeTokens(payload: payload)
             guard message.count <= Self.maximumMessageLength else { throw NoiseError.tooLong(message.count) }
             messagesDone += 1
             return message
-        } catch let error as NoiseError {
-            failed = true
-            throw error
         } catch {
             failed = true
-            throw .outOfTurn  // unreachable: every step throws NoiseError
+            throw error
         }
     }
 
     /// Consumes the peer's next handshake message; returns its payload.
     public mutating func readMessage(_ message: [UInt8]) throws(NoiseError) -> [UInt8] {
         guard !failed, messagesDone < 3, !isOurTurnToWrite else { throw .outOfTurn }
-        do {
+        do throws(NoiseError) {
             guard message.count <= Self.maximumMessageLength else { throw NoiseError.tooLong(message.count) }
             let payload = try readTokens(message)
             messagesDone += 1
             return payload
-        } catch let error as NoiseError {
-            failed = true
-            throw error
         } catch {
             failed = true
-            throw .outOfTurn  // unreachable: every step throws NoiseError
+            throw error
         }
     }
 

@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// Everything that can go wrong with keys, identity files and authorized-peers files. Each
 /// description is one line that names the file and what to do.
 public enum TrustError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -50,9 +56,3 @@ public enum TrustError: Error, Sendable, Equatable, CustomStringConvertible {
         }
     }
 }
-
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
