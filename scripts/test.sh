@@ -92,6 +92,17 @@ if [ -x scripts/fuzz-transfer.sh ]; then
   fi
 fi
 
+if [ -x Fuzz/Trust/fuzz-trust.sh ]; then
+  stage "fuzzing the handshake and record parsers (bounded)"
+  FUZZ_SCRATCH="$PWD/.build" FUZZ_OUT="$out_dir/fuzz-trust" FUZZ_SECONDS="${FUZZ_SECONDS:-60}" \
+      bash Fuzz/Trust/fuzz-trust.sh 2>&1 | tail -n 8
+  if [ "${PIPESTATUS[0]}" -eq 0 ]; then
+    record fuzz-trust 1 0
+  else
+    record fuzz-trust 0 1
+  fi
+fi
+
 stage "service installation (throwaway root trees)"
 bash scripts/test-install-service.sh 2>&1 | tee "$out_dir/install-service.log" | tail -n 5
 record_from_log install-service "$out_dir/install-service.log" '^install-service: [0-9]+ passed, [0-9]+ failed'

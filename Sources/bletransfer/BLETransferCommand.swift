@@ -19,6 +19,10 @@ struct BLETransferCommand: AsyncParsableCommand {
             75 timed out, 77 permission denied.
             """,
         version: BLETransferVersion.current,
-        subcommands: [SendCommand.self, ReceiveCommand.self, StatusCommand.self, DaemonCommand.self]
+        subcommands: [
+            SendCommand.self, ReceiveCommand.self, StatusCommand.self, DaemonCommand.self,
+            KeygenCommand.self,
+            IdCommand.self,
+        ]
     )
 }

@@ -1,0 +1,223 @@
+// libFuzzer entry point over everything a peer or a local file controls in the Trust core: Noise
+// XX handshake messages in both roles, the frame reader and record opener, and the text of
+// authorized-peers and identity files. Built together with Sources/Trust/*.swift into one module
+// by Fuzz/Trust/fuzz-trust.sh, so it reaches internal API without `import Trust`.
+//
+// Input layout: byte 0 selects what the rest is:
+//   0: a message-2 for an initiator that wrote message 1 (arbitrary bytes, one message)
+//   1: a message-1 then a message-3 for a responder (2-byte big-endian length, then bytes; rest)
+//   2: edits applied to a genuine handshake transcript: each edit is message (1 byte, mod 3),
+//      offset (2 bytes), xor (1 byte), truncate (1 byte: 0 keeps the length, else cut that many)
+//   3: edits (as in 2, message = record index) applied to a genuine stream of sealed records,
+//      which is then fed to a frame reader in pieces of 1…64 bytes
+//   4: text of an authorized-peers file, an identity file and one public key line
+// Every input is also parsed as a HELLO v2, the rest as the stream prefix answering it and as
+// the content of every record kind (decoded contents must encode to the same bytes).
+// Invariants (preconditions): no crash, typed one-line errors, a tampered transcript never
+// completes both sides, an opened record is always one that was sealed, in order.
+
+import Crypto
+
+let fuzzInitiatorStatic = try! Curve25519.KeyAgreement.PrivateKey(rawRepresentation: [UInt8](repeating: 1, count: 32))
+let fuzzInitiatorEphemeral = [UInt8](repeating: 2, count: 32)
+let fuzzResponderStatic = try! Curve25519.KeyAgreement.PrivateKey(rawRepresentation: [UInt8](repeating: 3, count: 32))
+let fuzzResponderEphemeral = [UInt8](repeating: 4, count: 32)
+let fuzzPrologue = Array("bletransfer framed v2 fuzz".utf8)
+
+func fuzzInitiator() -> NoiseXXHandshake {
+    NoiseXXHandshake(
+        role: .initiator, staticKey: fuzzInitiatorStatic, prologue: fuzzPrologue,
+        ephemeralKey: try! Curve25519.KeyAgreement.PrivateKey(rawRepresentation: fuzzInitiatorEphemeral))
+}
+
+func fuzzResponder() -> NoiseXXHandshake {
+    NoiseXXHandshake(
+        role: .responder, staticKey: fuzzResponderStatic, prologue: fuzzPrologue,
+        ephemeralKey: try! Curve25519.KeyAgreement.PrivateKey(rawRepresentation: fuzzResponderEphemeral))
+}
+
+func checkOneLine(_ error: any Error) {
+    let text = String(describing: error)
+    precondition(!text.isEmpty && !text.contains("\n"), "error not one line")
+}
+
+struct Edit {
+    var target: Int
+    var offset: Int
+    var xor: UInt8
+    var truncate: Int
+}
+
+func edits(_ bytes: ArraySlice<UInt8>, targets: Int) -> [Edit] {
+    var result: [Edit] = []
+    var index = bytes.startIndex
+    while index + 5 <= bytes.endIndex {
+        result.append(
+            Edit(
+                target: Int(bytes[index]) % targets, offset: Int(bytes[index + 1]) << 8 | Int(bytes[index + 2]),
+                xor: bytes[index + 3], truncate: Int(bytes[index + 4])))
+        index += 5
+    }
+    return result
+}
+
+/// Applies the edits meant for `target`; true when the bytes changed.
+func apply(_ edits: [Edit], target: Int, to message: inout [UInt8]) -> Bool {
+    let original = message
+    for edit in edits where edit.target == target && !message.isEmpty {
+        message[edit.offset % message.count] ^= edit.xor
+        if edit.truncate > 0 { message.removeLast(min(edit.truncate, message.count)) }
+    }
+    return message != original
+}
+
+func fuzzHandshakeAsInitiator(_ input: ArraySlice<UInt8>) {
+    var initiator = fuzzInitiator()
+    _ = try! initiator.writeMessage()
+    do {
+        _ = try initiator.readMessage(Array(input))
+        // Noise lets any key pair answer; authorization is the caller's check, made next.
+        precondition(initiator.remoteStaticKey != nil, "message 2 read without a static key")
+    } catch {
+        checkOneLine(error)
+        precondition(initiator.hasFailed && !initiator.isComplete)
+        precondition((try? initiator.writeMessage()) == nil, "wrote after a failure")
+    }
+}
+
+func fuzzHandshakeAsResponder(_ input: ArraySlice<UInt8>) {
+    var responder = fuzzResponder()
+    guard input.count >= 2 else { return }
+    let length = Int(input[input.startIndex]) << 8 | Int(input[input.startIndex + 1])
+    let first = input.dropFirst(2).prefix(length)
+    let third = input.dropFirst(2 + first.count)
+    do {
+        _ = try responder.readMessage(Array(first))
+        _ = try responder.writeMessage()
+        _ = try responder.readMessage(Array(third))
+        precondition(responder.isComplete && responder.remoteStaticKey != nil, "message 3 read without a static key")
+    } catch {
+        checkOneLine(error)
+        precondition(responder.hasFailed && !responder.isComplete)
+    }
+}
+
+func fuzzTamperedTranscript(_ input: ArraySlice<UInt8>) {
+    let planned = edits(input, targets: 3)
+    var initiator = fuzzInitiator()
+    var responder = fuzzResponder()
+    var tampered = false
+    do {
+        var message = try initiator.writeMessage()
+        tampered = apply(planned, target: 0, to: &message) || tampered
+        _ = try responder.readMessage(message)
+        message = try responder.writeMessage()
+        tampered = apply(planned, target: 1, to: &message) || tampered
+        _ = try initiator.readMessage(message)
+        message = try initiator.writeMessage()
+        tampered = apply(planned, target: 2, to: &message) || tampered
+        _ = try responder.readMessage(message)
+    } catch {
+        checkOneLine(error)
+    }
+    let bothComplete = initiator.isComplete && responder.isComplete
+    precondition(bothComplete != tampered, tampered ? "a tampered handshake completed" : "a genuine handshake failed")
+    if bothComplete { precondition(initiator.handshakeHash == responder.handshakeHash) }
+}
+
+/// A genuine session's keys, computed once.
+let fuzzTransport: (sealer: RecordSealer, opener: RecordOpener) = {
+    var initiator = fuzzInitiator()
+    var responder = fuzzResponder()
+    _ = try! responder.readMessage(try! initiator.writeMessage())
+    _ = try! initiator.readMessage(try! responder.writeMessage())
+    _ = try! responder.readMessage(try! initiator.writeMessage())
+    return (try! initiator.transportKeys(rekeyInterval: 2).sealer, try! responder.transportKeys(rekeyInterval: 2).opener)
+}()
+
+func fuzzRecords(_ input: ArraySlice<UInt8>) {
+    let planned = edits(input, targets: 5)
+    var sealer = fuzzTransport.sealer
+    var opener = fuzzTransport.opener
+    let originals = (0..<5).map { Record(kind: RecordKind.allCases[$0 % 6], content: [UInt8](repeating: UInt8($0), count: $0 * 7)) }
+    var stream: [UInt8] = []
+    for (index, record) in originals.enumerated() {
+        var sealed = try! sealer.seal(record)
+        _ = apply(planned, target: index, to: &sealed)
+        stream += sealed
+    }
+    var reader = FrameReader()
+    var opened = 0
+    var offset = 0
+    var step = Int(input.first ?? 1) % 64 + 1
+    reading: while offset < stream.count {
+        let end = min(stream.count, offset + step)
+        do {
+            for frame in try reader.append(stream[offset..<end]) {
+                let record = try opener.open(frame)
+                precondition(opened < originals.count && record == originals[opened], "a forged record opened")
+                opened += 1
+            }
+        } catch {
+            checkOneLine(error)
+            break reading
+        }
+        offset = end
+        step = step % 64 + 1
+    }
+}
+
+func fuzzFiles(_ input: ArraySlice<UInt8>) {
+    let text = String(decoding: input, as: UTF8.self)
+    do {
+        let peers = try AuthorizedPeers(parsing: text, path: "peers")
+        for peer in peers.peers { precondition(peers.peer(for: peer.key) != nil) }
+    } catch {
+        checkOneLine(error)
+    }
+    do {
+        let identity = try HostIdentity(parsing: text, path: "identity")
+        precondition(identity.privateKeyBytes.count == 32)
+    } catch {
+        checkOneLine(error)
+    }
+    if let line = text.split(whereSeparator: \.isNewline).first {
+        do {
+            let (key, _) = try PeerKey.parseLine(line)
+            precondition(key.rawBytes.count == 32 && key.fingerprint.count == 31)
+        } catch {
+            checkOneLine(error)
+        }
+    }
+}
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func trustFuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
+    guard let data, size > 0 else { return 0 }
+    let input = Array(UnsafeBufferPointer(start: data, count: size))
+    let rest = input[1...]
+    // Every input is also a write a peripheral may get and a stream start a central may read.
+    if let hello = HelloV2(parsing: input) {
+        precondition(hello.offered.isSubset(of: .known) && HelloV2(parsing: hello.encoded) == hello)
+        if let prefix = try? StreamPrefix(parsing: Array(rest), hello: hello) {
+            precondition(prefix.chosen.isSubset(of: hello.offered) && prefix.session == hello.session)
+        }
+    }
+    // ... and as the content of every record kind.
+    for kind in RecordKind.allCases {
+        do {
+            let message = try RecordMessage(parsing: Record(kind: kind, content: Array(rest)))
+            precondition(message.record == Record(kind: kind, content: Array(rest)), "record contents do not round-trip")
+        } catch {
+            checkOneLine(error)
+        }
+    }
+    switch input[0] % 5 {
+    case 0: fuzzHandshakeAsInitiator(rest)
+    case 1: fuzzHandshakeAsResponder(rest)
+    case 2: fuzzTamperedTranscript(rest)
+    case 3: fuzzRecords(rest)
+    default: fuzzFiles(rest)
+    }
+    return 0
+}

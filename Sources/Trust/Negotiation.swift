@@ -1,0 +1,112 @@
+/// Framed version 2's negotiation bytes (docs/wire-v2.md, section 1): the capability set, the
+/// central's HELLO v2, the peripheral's stream prefix, and the handshake prologue that binds
+/// both, so that an attacker who edits either offer makes a secure handshake fail.
+public struct Capabilities: OptionSet, Sendable, Hashable {
+    public let rawValue: UInt32
+    public init(rawValue: UInt32) { self.rawValue = rawValue }
+
+    /// Noise XX handshake, every later byte in sealed records.
+    public static let secure = Capabilities(rawValue: 1 << 0)
+    /// Several messages per session.
+    public static let multi = Capabilities(rawValue: 1 << 1)
+    /// A message continues from the receiver's checkpoint.
+    public static let resume = Capabilities(rawValue: 1 << 2)
+    /// File name and modification time in the message header.
+    public static let meta = Capabilities(rawValue: 1 << 3)
+
+    /// Every capability this build understands; other bits are cleared on receipt.
+    public static let known: Capabilities = [.secure, .multi, .resume, .meta]
+
+    var bytes: [UInt8] { (0..<4).map { UInt8(truncatingIfNeeded: rawValue >> (24 - 8 * UInt32($0))) } }
+
+    init(bigEndian bytes: ArraySlice<UInt8>) {
+        rawValue = bytes.reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+    }
+}
+
+/// The central's HELLO v2 (18 bytes): `89 42 4C 54 48 | 02 | session id (8) | capabilities (4)`.
+/// A version-1 peripheral reads its first 14 bytes as a version-1 HELLO and answers version 1.
+public struct HelloV2: Sendable, Hashable {
+    public static let magic: [UInt8] = [0x89, 0x42, 0x4C, 0x54, 0x48]
+    public static let version: UInt8 = 2
+    public static let encodedLength = 18
+
+    /// The session id's 8 bytes, big-endian, as in version 1.
+    public var session: UInt64
+    public var offered: Capabilities
+
+    public init(session: UInt64, offered: Capabilities) {
+        self.session = session
+        self.offered = offered
+    }
+
+    public var encoded: [UInt8] {
+        Self.magic + [Self.version] + (0..<8).map { UInt8(truncatingIfNeeded: session >> (56 - 8 * UInt64($0))) }
+            + offered.bytes
+    }
+
+    /// Nil for anything but a HELLO of version 2 or later with at least 18 bytes (a later
+    /// version may append fields, which this one ignores). Unknown capability bits are cleared.
+    public init?(parsing value: [UInt8]) {
+        guard value.count >= Self.encodedLength, value.starts(with: Self.magic), value[5] >= Self.version else {
+            return nil
+        }
+        session = value[6..<14].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+        offered = Capabilities(bigEndian: value[14..<18]).intersection(.known)
+    }
+}
+
+/// The first 21 bytes of a version-2 peripheral's notification stream:
+/// `89 42 4C 54 46 0D 0A 1A | 02 | session id (8) | chosen capabilities (4)`. Its first 17 bytes
+/// sit where version 1's header has magic, version and session id.
+public struct StreamPrefix: Sendable, Hashable {
+    public static let magic: [UInt8] = [0x89, 0x42, 0x4C, 0x54, 0x46, 0x0D, 0x0A, 0x1A]
+    public static let encodedLength = 21
+
+    public var session: UInt64
+    public var chosen: Capabilities
+
+    /// The peripheral's answer to `hello`: what both offer, limited to what it `supports`.
+    public init(answering hello: HelloV2, supports: Capabilities) {
+        session = hello.session
+        chosen = hello.offered.intersection(supports).intersection(.known)
+    }
+
+    public var encoded: [UInt8] {
+        Self.magic + [HelloV2.version] + (0..<8).map { UInt8(truncatingIfNeeded: session >> (56 - 8 * UInt64($0))) }
+            + chosen.bytes
+    }
+
+    public enum ParseError: Error, Sendable, Equatable, CustomStringConvertible {
+        case notVersion2
+        case sessionMismatch
+        /// The peripheral chose something the central did not offer.
+        case notOffered(Capabilities)
+
+        public var description: String {
+            switch self {
+            case .notVersion2: return "not a framed version 2 stream"
+            case .sessionMismatch: return "stream for another session"
+            case .notOffered(let extra): return "peer chose capabilities never offered (\(extra.rawValue))"
+            }
+        }
+    }
+
+    /// Checks the first 21 stream bytes against the HELLO this central wrote.
+    public init(parsing bytes: [UInt8], hello: HelloV2) throws(ParseError) {
+        guard bytes.count >= Self.encodedLength, bytes.starts(with: Self.magic), bytes[8] == HelloV2.version else {
+            throw .notVersion2
+        }
+        let session = bytes[9..<17].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+        guard session == hello.session else { throw .sessionMismatch }
+        let chosen = Capabilities(bigEndian: bytes[17..<21])
+        guard chosen.isSubset(of: hello.offered) else { throw .notOffered(chosen.subtracting(hello.offered)) }
+        self.session = session
+        self.chosen = chosen
+    }
+
+    /// The Noise prologue: `"bletransfer framed v2"`, the HELLO as written, this prefix as sent.
+    public static func prologue(hello: HelloV2, prefix: StreamPrefix) -> [UInt8] {
+        Array("bletransfer framed v2".utf8) + hello.encoded + prefix.encoded
+    }
+}

@@ -1,0 +1,71 @@
+import Crypto
+import Foundation
+
+/// A host's public Curve25519 key as people exchange it: one line
+/// `bletransfer-x25519 <base64 of the 32 raw bytes> [name]`, the way SSH writes public keys, so
+/// it can be pasted into a peer's authorized-peers file as it is.
+public struct PeerKey: Sendable, Hashable, CustomStringConvertible {
+    /// The key type word that starts every public key line.
+    public static let lineType = "bletransfer-x25519"
+    public static let rawLength = 32
+
+    /// The 32 raw bytes of the X25519 public key.
+    public let rawBytes: [UInt8]
+
+    public init(rawBytes: [UInt8]) throws(TrustError) {
+        guard rawBytes.count == Self.rawLength else {
+            throw .malformedKey("a public key is \(Self.rawLength) bytes, this one \(rawBytes.count)")
+        }
+        self.rawBytes = rawBytes
+    }
+
+    public init(_ key: Curve25519.KeyAgreement.PublicKey) {
+        rawBytes = Array(key.rawRepresentation)
+    }
+
+    public var publicKey: Curve25519.KeyAgreement.PublicKey {
+        // 32 bytes were checked on the way in; X25519 accepts any 32-byte string as a point.
+        try! Curve25519.KeyAgreement.PublicKey(rawRepresentation: rawBytes)
+    }
+
+    public var base64: String { Data(rawBytes).base64EncodedString() }
+
+    /// `SHA256:` and the first 10 bytes of the key's SHA-256 in five groups of four hex digits,
+    /// e.g. `SHA256:3f9a-21c0-77be-0d14-9a52`: 80 bits, short enough to read aloud and compare by
+    /// eye, long enough that nobody can make a second key with the same fingerprint.
+    public var fingerprint: String {
+        let hex = SHA256.hash(data: rawBytes).prefix(10).map { String(format: "%02x", $0) }.joined()
+        var groups: [Substring] = []
+        var rest = Substring(hex)
+        while !rest.isEmpty {
+            groups.append(rest.prefix(4))
+            rest = rest.dropFirst(4)
+        }
+        return "SHA256:" + groups.joined(separator: "-")
+    }
+
+    /// The public key line, with `name` after the key when there is one.
+    public func line(name: String? = nil) -> String {
+        let base = "\(Self.lineType) \(base64)"
+        guard let name, !name.isEmpty else { return base }
+        return base + " " + name
+    }
+
+    public var description: String { fingerprint }
+
+    /// Parses `bletransfer-x25519 <base64> [name …]`; the name is the rest of the line, trimmed.
+    public static func parseLine(_ line: Substring) throws(TrustError) -> (key: PeerKey, name: String?) {
+        let fields = line.split(maxSplits: 2, omittingEmptySubsequences: true, whereSeparator: { $0 == " " || $0 == "\t" })
+        guard let type = fields.first else { throw .malformedKey("empty line") }
+        guard type == lineType else {
+            throw .malformedKey("expected '\(lineType)' at the start, found '\(type.prefix(40))'")
+        }
+        guard fields.count >= 2 else { throw .malformedKey("'\(lineType)' without a key after it") }
+        guard let data = Data(base64Encoded: String(fields[1])) else {
+            throw .malformedKey("the key is not base64")
+        }
+        let key = try PeerKey(rawBytes: Array(data))
+        let name = fields.count > 2 ? fields[2].trimmingCharacters(in: .whitespaces) : nil
+        return (key, name?.isEmpty == true ? nil : name)
+    }
+}

@@ -1,0 +1,226 @@
+/// What a version-2 record says, decoded from its kind and content (docs/wire-v2.md, "Record
+/// kinds"). The layouts are the same in sealed and plain records; integers are big-endian.
+public enum RecordMessage: Sendable, Equatable {
+    /// P → C: a message begins.
+    case header(MessageHeader)
+    /// P → C: `bytes` of message `message` from `offset` on.
+    case data(message: UInt32, offset: UInt64, bytes: [UInt8])
+    /// P → C: message `message` is complete after `totalBytes` bytes.
+    case end(message: UInt32, totalBytes: UInt64)
+    /// C → P: the receiver's verdict on a message.
+    case ack(SecureAck)
+    /// C → P: the receiver holds the first `offset` bytes of message `message` already.
+    case resume(message: UInt32, offset: UInt64)
+    /// Both: no more messages (`00`), or the receiver cannot take more (`01`).
+    case close(reason: UInt8)
+
+    /// The most payload bytes the sender puts in one DATA record.
+    public static let dataBytesPerRecord = 4096
+
+    public var record: Record {
+        switch self {
+        case .header(let header):
+            return Record(kind: .header, content: header.encoded)
+        case .data(let message, let offset, let bytes):
+            return Record(kind: .data, content: bigEndian(message) + bigEndian(offset) + bytes)
+        case .end(let message, let totalBytes):
+            return Record(kind: .end, content: bigEndian(message) + bigEndian(totalBytes))
+        case .ack(let ack):
+            return Record(kind: .ack, content: ack.encoded)
+        case .resume(let message, let offset):
+            return Record(kind: .resume, content: bigEndian(message) + bigEndian(offset))
+        case .close(let reason):
+            return Record(kind: .close, content: [reason])
+        }
+    }
+
+    public init(parsing record: Record) throws(RecordContentError) {
+        var reader = ContentReader(record.content, kind: record.kind)
+        switch record.kind {
+        case .header:
+            self = .header(try MessageHeader(reading: &reader))
+        case .data:
+            let message: UInt32 = try reader.integer()
+            let offset: UInt64 = try reader.integer()
+            let bytes = reader.rest()
+            guard !bytes.isEmpty else { throw .malformed(kind: .data, reason: "no bytes") }
+            guard offset <= UInt64.max - UInt64(bytes.count) else {
+                throw .malformed(kind: .data, reason: "offset past 2^64")
+            }
+            self = .data(message: message, offset: offset, bytes: bytes)
+            return
+        case .end:
+            self = .end(message: try reader.integer(), totalBytes: try reader.integer())
+        case .ack:
+            self = .ack(try SecureAck(reading: &reader))
+        case .resume:
+            self = .resume(message: try reader.integer(), offset: try reader.integer())
+        case .close:
+            self = .close(reason: try reader.integer())
+        }
+        try reader.finish()
+    }
+}
+
+/// A HEADER record: which message, how long, its SHA-256, and with `meta` the file's name and
+/// modification time.
+public struct MessageHeader: Sendable, Equatable {
+    public var message: UInt32
+    public var payloadLength: UInt64
+    public var digest: [UInt8]
+    public var metadata: FileMetadata?
+
+    public init(message: UInt32, payloadLength: UInt64, digest: [UInt8], metadata: FileMetadata? = nil) {
+        self.message = message
+        self.payloadLength = payloadLength
+        self.digest = digest
+        self.metadata = metadata
+    }
+
+    var encoded: [UInt8] {
+        let meta = metadata?.encoded ?? []
+        return bigEndian(message) + bigEndian(payloadLength) + digest + bigEndian(UInt16(meta.count)) + meta
+    }
+
+    init(reading reader: inout ContentReader) throws(RecordContentError) {
+        message = try reader.integer()
+        payloadLength = try reader.integer()
+        digest = try reader.bytes(32)
+        let metadataLength: UInt16 = try reader.integer()
+        if metadataLength == 0 {
+            metadata = nil
+        } else {
+            var inner = ContentReader(try reader.bytes(Int(metadataLength)), kind: .header)
+            metadata = try FileMetadata(reading: &inner)
+            try inner.finish()
+        }
+    }
+}
+
+/// A file's name (one path component) and modification time, as the `meta` capability sends it:
+/// name length (1) · UTF-8 name · seconds since 1970 (8, signed) · nanoseconds (4).
+public struct FileMetadata: Sendable, Equatable {
+    public var name: String
+    public var modificationSeconds: Int64
+    public var modificationNanoseconds: UInt32
+
+    /// Nil for a name that is not a single safe path component: empty, over 255 UTF-8 bytes,
+    /// `.` or `..`, or containing `/` or NUL.
+    public init?(name: String, modificationSeconds: Int64, modificationNanoseconds: UInt32) {
+        guard Self.isSafeName(Array(name.utf8)), modificationNanoseconds < 1_000_000_000 else { return nil }
+        self.name = name
+        self.modificationSeconds = modificationSeconds
+        self.modificationNanoseconds = modificationNanoseconds
+    }
+
+    static func isSafeName(_ bytes: [UInt8]) -> Bool {
+        !bytes.isEmpty && bytes.count <= 255 && bytes != [0x2E] && bytes != [0x2E, 0x2E]
+            && !bytes.contains(0x2F) && !bytes.contains(0)
+    }
+
+    var encoded: [UInt8] {
+        let name = Array(name.utf8)
+        return [UInt8(name.count)] + name + bigEndian(UInt64(bitPattern: modificationSeconds))
+            + bigEndian(modificationNanoseconds)
+    }
+
+    init(reading reader: inout ContentReader) throws(RecordContentError) {
+        let length: UInt8 = try reader.integer()
+        let bytes = try reader.bytes(Int(length))
+        guard Self.isSafeName(bytes), let name = String(validating: bytes, as: UTF8.self) else {
+            throw .malformed(kind: .header, reason: "file name is not one safe UTF-8 path component")
+        }
+        let seconds: UInt64 = try reader.integer()
+        let nanoseconds: UInt32 = try reader.integer()
+        guard nanoseconds < 1_000_000_000 else { throw .malformed(kind: .header, reason: "nanoseconds over 999999999") }
+        self.name = name
+        modificationSeconds = Int64(bitPattern: seconds)
+        modificationNanoseconds = nanoseconds
+    }
+}
+
+/// The receiver's ACK record. Unlike version 1's ACK it names the full SHA-256 and travels
+/// sealed under the central → peripheral key, so only the authenticated receiver can make one.
+public struct SecureAck: Sendable, Equatable {
+    public enum Outcome: UInt8, Sendable {
+        case stored = 0x00
+        case alreadyStored = 0x01
+        case refusedOverLimit = 0x02
+        case refusedDigestMismatch = 0x03
+    }
+
+    public var message: UInt32
+    public var digest: [UInt8]
+    public var outcome: Outcome
+
+    public init(message: UInt32, digest: [UInt8], outcome: Outcome) {
+        self.message = message
+        self.digest = digest
+        self.outcome = outcome
+    }
+
+    var encoded: [UInt8] { bigEndian(message) + digest + [outcome.rawValue] }
+
+    init(reading reader: inout ContentReader) throws(RecordContentError) {
+        message = try reader.integer()
+        digest = try reader.bytes(32)
+        let raw: UInt8 = try reader.integer()
+        guard let outcome = Outcome(rawValue: raw) else { throw .malformed(kind: .ack, reason: "unknown outcome \(raw)") }
+        self.outcome = outcome
+    }
+
+    /// True when this ACK lets the sender release the message `header` announced: same
+    /// message number, the full digest, and the receiver holds it.
+    public func releases(_ header: MessageHeader) -> Bool {
+        message == header.message && digest == header.digest && (outcome == .stored || outcome == .alreadyStored)
+    }
+}
+
+public enum RecordContentError: Error, Sendable, Equatable, CustomStringConvertible {
+    case truncated(kind: RecordKind)
+    case trailingBytes(kind: RecordKind, count: Int)
+    case malformed(kind: RecordKind, reason: String)
+
+    public var description: String {
+        switch self {
+        case .truncated(let kind): return "\(kind) record cut short"
+        case .trailingBytes(let kind, let count): return "\(kind) record with \(count) bytes too many"
+        case .malformed(let kind, let reason): return "malformed \(kind) record: \(reason)"
+        }
+    }
+}
+
+func bigEndian<Integer: FixedWidthInteger>(_ value: Integer) -> [UInt8] {
+    withUnsafeBytes(of: value.bigEndian, Array.init)
+}
+
+/// Reads fields front to back; every read past the end is `truncated`.
+struct ContentReader {
+    private let bytes: [UInt8]
+    private var offset = 0
+    let kind: RecordKind
+
+    init(_ bytes: [UInt8], kind: RecordKind) {
+        self.bytes = bytes
+        self.kind = kind
+    }
+
+    mutating func bytes(_ count: Int) throws(RecordContentError) -> [UInt8] {
+        guard count <= bytes.count - offset else { throw .truncated(kind: kind) }
+        defer { offset += count }
+        return Array(bytes[offset..<offset + count])
+    }
+
+    mutating func integer<Integer: FixedWidthInteger>() throws(RecordContentError) -> Integer {
+        try bytes(Integer.bitWidth / 8).reduce(Integer.zero) { $0 << 8 | Integer($1) }
+    }
+
+    mutating func rest() -> [UInt8] {
+        defer { offset = bytes.count }
+        return Array(bytes[offset...])
+    }
+
+    func finish() throws(RecordContentError) {
+        guard offset == bytes.count else { throw .trailingBytes(kind: kind, count: bytes.count - offset) }
+    }
+}

@@ -1,0 +1,204 @@
+/// Frames of a framed-version-2 stream (docs/wire-v2.md, section 1): `type (1) | length (2) |
+/// body`. Handshake messages travel in `handshake` frames, everything after the handshake in
+/// `sealed` records (or `plain` ones when `secure` was not chosen).
+public struct Frame: Sendable, Equatable {
+    public enum FrameType: UInt8, Sendable {
+        case handshake = 0x01
+        case sealed = 0x02
+        case plain = 0x03
+    }
+
+    public static let headerLength = 3
+    /// Longest body a receiver accepts: a sealed record of the longest content (kind, content, tag).
+    public static let maximumBodyLength = 1 + Record.maximumContentLength + 16
+
+    public var type: FrameType
+    public var body: [UInt8]
+
+    public init(type: FrameType, body: [UInt8]) {
+        self.type = type
+        self.body = body
+    }
+
+    static func header(type: FrameType, length: Int) -> [UInt8] {
+        [type.rawValue, UInt8(truncatingIfNeeded: length >> 8), UInt8(truncatingIfNeeded: length)]
+    }
+
+    public var encoded: [UInt8] { Self.header(type: type, length: body.count) + body }
+}
+
+public enum FrameError: Error, Sendable, Equatable, CustomStringConvertible {
+    case unknownType(UInt8)
+    case tooLong(Int)
+    /// An earlier frame was refused; the stream is not read further.
+    case closedAfterFailure
+
+    public var description: String {
+        switch self {
+        case .unknownType(let type): return "unknown frame type \(type)"
+        case .tooLong(let length): return "frame of \(length) bytes, over the limit of \(Frame.maximumBodyLength)"
+        case .closedAfterFailure: return "stream closed after a refused frame"
+        }
+    }
+}
+
+/// Cuts a byte stream (pieces in any sizes, in order) into frames. Refuses an unknown type or an
+/// over-long length as soon as the 3-byte header arrived, before buffering the body, so a peer
+/// cannot make it hold more than one frame's worth of bytes.
+public struct FrameReader: Sendable {
+    private var buffer: [UInt8] = []
+    private var failed = false
+
+    public init() {}
+
+    /// Bytes held for an incomplete frame.
+    public var bufferedByteCount: Int { buffer.count }
+
+    /// Appends `bytes` and returns every frame they completed.
+    public mutating func append(_ bytes: some Collection<UInt8>) throws(FrameError) -> [Frame] {
+        guard !failed else { throw .closedAfterFailure }
+        buffer += bytes
+        var frames: [Frame] = []
+        var start = 0
+        while buffer.count - start >= Frame.headerLength {
+            guard let type = Frame.FrameType(rawValue: buffer[start]) else {
+                let unknown = buffer[start]
+                failed = true
+                buffer = []
+                throw .unknownType(unknown)
+            }
+            let length = Int(buffer[start + 1]) << 8 | Int(buffer[start + 2])
+            guard length <= Frame.maximumBodyLength else {
+                failed = true
+                buffer = []
+                throw .tooLong(length)
+            }
+            let end = start + Frame.headerLength + length
+            guard buffer.count >= end else { break }
+            frames.append(Frame(type: type, body: Array(buffer[(start + Frame.headerLength)..<end])))
+            start = end
+        }
+        buffer.removeFirst(start)
+        return frames
+    }
+}
+
+/// What a record says (docs/wire-v2.md, "Record kinds"); the kind is the first plaintext byte,
+/// inside the encryption.
+public enum RecordKind: UInt8, Sendable, CaseIterable {
+    case header = 0x01
+    case data = 0x02
+    case end = 0x03
+    case ack = 0x04
+    case resume = 0x05
+    case close = 0x06
+}
+
+public struct Record: Sendable, Equatable {
+    public var kind: RecordKind
+    public var content: [UInt8]
+
+    public init(kind: RecordKind, content: [UInt8]) {
+        self.kind = kind
+        self.content = content
+    }
+
+    /// Longest content a sealed record may carry.
+    public static let maximumContentLength = 16384
+}
+
+public enum RecordError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// Authentication failed: the record was tampered with, replayed, reordered, cut short or
+    /// sealed under another key. The direction is dead from then on.
+    case authenticationFailed
+    /// A record opened, but its kind byte is unknown.
+    case unknownKind(UInt8)
+    case tooLong(Int)
+    case notSealed
+    /// An earlier record failed; nothing more is opened in this direction.
+    case closedAfterFailure
+    case nonceExhausted
+
+    public var description: String {
+        switch self {
+        case .authenticationFailed: return "record failed authentication (tampered, replayed, reordered or wrong key)"
+        case .unknownKind(let kind): return "record of unknown kind \(kind)"
+        case .tooLong(let length): return "record content of \(length) bytes, over the limit of \(Record.maximumContentLength)"
+        case .notSealed: return "plain frame in a secure session"
+        case .closedAfterFailure: return "session closed after a failed record"
+        case .nonceExhausted: return "record counter exhausted"
+        }
+    }
+}
+
+/// Seals records in one direction: ChaChaPoly with the direction's key, the counter as nonce,
+/// the frame header as associated data. Rekeys (Noise `Rekey()`) after every `rekeyInterval`
+/// records; the opener on the other side does the same at the same count.
+public struct RecordSealer: Sendable {
+    public static let defaultRekeyInterval: UInt64 = 65536
+
+    private var cipher: NoiseCipherState
+    private let rekeyInterval: UInt64
+    public private(set) var recordsSealed: UInt64 = 0
+
+    init(cipher: NoiseCipherState, rekeyInterval: UInt64) {
+        self.cipher = cipher
+        self.rekeyInterval = max(rekeyInterval, 1)
+    }
+
+    /// The frame (`02 | length | ciphertext+tag`) carrying `record`.
+    public mutating func seal(_ record: Record) throws(RecordError) -> [UInt8] {
+        guard record.content.count <= Record.maximumContentLength else { throw .tooLong(record.content.count) }
+        let plaintext = [record.kind.rawValue] + record.content
+        let header = Frame.header(type: .sealed, length: plaintext.count + NoiseCipherState.tagLength)
+        let ciphertext: [UInt8]
+        do {
+            ciphertext = try cipher.encrypt(associatedData: header, plaintext: plaintext)
+        } catch {
+            throw .nonceExhausted
+        }
+        recordsSealed += 1
+        if recordsSealed % rekeyInterval == 0 { cipher.rekey() }
+        return header + ciphertext
+    }
+}
+
+/// Opens records in one direction, strictly in the order they were sealed. The first failure
+/// closes it for good: a session with one forged record is not trusted with the next.
+public struct RecordOpener: Sendable {
+    private var cipher: NoiseCipherState
+    private let rekeyInterval: UInt64
+    private var failed = false
+    public private(set) var recordsOpened: UInt64 = 0
+
+    init(cipher: NoiseCipherState, rekeyInterval: UInt64) {
+        self.cipher = cipher
+        self.rekeyInterval = max(rekeyInterval, 1)
+    }
+
+    public mutating func open(_ frame: Frame) throws(RecordError) -> Record {
+        guard !failed else { throw .closedAfterFailure }
+        do throws(RecordError) {
+            guard frame.type == .sealed else { throw .notSealed }
+            guard frame.body.count <= Record.maximumContentLength + 1 + NoiseCipherState.tagLength else {
+                throw .tooLong(frame.body.count)
+            }
+            let header = Frame.header(type: .sealed, length: frame.body.count)
+            let plaintext: [UInt8]
+            do {
+                plaintext = try cipher.decrypt(associatedData: header, ciphertext: frame.body)
+            } catch {
+                throw error == .nonceExhausted ? .nonceExhausted : .authenticationFailed
+            }
+            recordsOpened += 1
+            if recordsOpened % rekeyInterval == 0 { cipher.rekey() }
+            guard let first = plaintext.first, let kind = RecordKind(rawValue: first) else {
+                throw .unknownKind(plaintext.first ?? 0)
+            }
+            return Record(kind: kind, content: Array(plaintext.dropFirst()))
+        } catch {
+            failed = true
+            throw error
+        }
+    }
+}

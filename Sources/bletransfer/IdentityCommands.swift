@@ -1,0 +1,167 @@
+import ArgumentParser
+import DaemonSupport
+import Foundation
+import Roles
+import Trust
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Where a host's identity lives when `--identity` is not given, and the failures of reading or
+/// writing it as one-line messages with exit statuses.
+enum IdentityLocation {
+    /// The account the packaged daemons run as (scripts/deb/sysusers.conf).
+    static let serviceUser = "bletransfer"
+    static let serviceIdentityPath = "/var/lib/bletransfer/identity"
+
+    /// `/var/lib/bletransfer/identity` for the service user; otherwise
+    /// `$XDG_CONFIG_HOME/bletransfer/identity`, or `~/.config/bletransfer/identity` when
+    /// XDG_CONFIG_HOME is unset or not absolute (as the XDG base directory specification says).
+    static func defaultPath(userName: String?, environment: [String: String], homeDirectory: String) -> String {
+        if userName == serviceUser { return serviceIdentityPath }
+        if let config = environment["XDG_CONFIG_HOME"], config.hasPrefix("/") {
+            return config + "/bletransfer/identity"
+        }
+        return homeDirectory + "/.config/bletransfer/identity"
+    }
+
+    static func defaultPathForThisProcess() -> String {
+        defaultPath(
+            userName: currentUserName(), environment: ProcessInfo.processInfo.environment,
+            homeDirectory: NSHomeDirectory())
+    }
+
+    static func currentUserName() -> String? {
+        guard let entry = getpwuid(geteuid()), let name = entry.pointee.pw_name else { return nil }
+        return String(cString: name)
+    }
+
+    /// `user@host`, the name a new key is labelled with unless `--name` says otherwise.
+    static func defaultKeyName() -> String {
+        "\(currentUserName() ?? "user")@\(ProcessInfo.processInfo.hostName.split(separator: ".").first.map(String.init) ?? "host")"
+    }
+
+    /// The failure, with the exit status a script can tell apart: 64 usage (the file exists and
+    /// --force was not given), 65 malformed file, 66 no identity yet, 74 I/O error, 77 the file
+    /// is readable by others or access was denied.
+    static func failure(_ error: TrustError) -> RoleFailure {
+        let kind: FailureKind
+        switch error {
+        case .identityExists, .malformedKey: kind = .usage
+        case .identityMissing: kind = .noInput
+        case .identityTooOpen: kind = .permissionDenied
+        case .malformedIdentity, .malformedAuthorizedPeers, .noAuthorizedPeers: kind = .dataError
+        case .fileAccess(_, _, let code):
+            kind = code == EACCES || code == EPERM || code == EROFS ? .permissionDenied : code == ENOENT ? .noInput : .ioError
+        }
+        return RoleFailure(kind, error.description)
+    }
+}
+
+struct KeygenCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "keygen",
+        abstract: "Create this host's key pair and print its public key line.",
+        discussion: """
+            bletransfer hosts recognise each other the way SSH hosts do: each has a Curve25519 \
+            key pair (its identity), and each lists the public keys of the hosts it trusts in an \
+            authorized-peers file. keygen creates the key pair and prints the public key line, \
+            which you copy into the authorized-peers file of every peer that should talk to \
+            this host; run 'bletransfer id' there to get the line to put here.
+
+            The private key is written with mode 0600 (readable by you only), atomically: a \
+            crash leaves the old file or the new one, never half of one. An existing identity \
+            is kept unless you give --force; replacing it means every peer must be given the new \
+            line.
+
+            Default path: $XDG_CONFIG_HOME/bletransfer/identity (~/.config/bletransfer/identity \
+            when XDG_CONFIG_HOME is unset); /var/lib/bletransfer/identity when run as the \
+            service user 'bletransfer', which the packaged daemons run as. To create the \
+            service's key: sudo -u bletransfer bletransfer keygen
+
+            Exit status: 0 created; 64 an identity exists already (give --force to replace it); \
+            74 the file could not be written; 77 permission denied.
+            """
+    )
+
+    @Option(name: .long, help: ArgumentHelp("Where to write the private key (default: see above).", valueName: "path"))
+    var identity: String?
+
+    @Option(name: .long, help: ArgumentHelp("Name shown after the public key (default: user@host).", valueName: "name"))
+    var name: String?
+
+    @Flag(name: .long, help: "Replace an existing identity (peers will need the new public key line).")
+    var force = false
+
+    func validate() throws {
+        if let name, name.contains(where: { $0.isNewline || $0 == "\0" }) {
+            throw ValidationError("--name: give one line of text")
+        }
+        if identity?.isEmpty == true { throw ValidationError("--identity: give a file path") }
+    }
+
+    /// Creates the identity and returns the public key line.
+    static func perform(path: String, name: String, force: Bool) throws(TrustError) -> HostIdentity {
+        let identity = HostIdentity(name: name)
+        try identity.write(to: path, replacing: force)
+        return identity
+    }
+
+    func run() throws {
+        let path = identity ?? IdentityLocation.defaultPathForThisProcess()
+        do {
+            let created = try Self.perform(path: path, name: name ?? IdentityLocation.defaultKeyName(), force: force)
+            print(created.publicKeyLine)
+            EventRenderer.writeLine("bletransfer: identity written to \(path) (fingerprint \(created.publicKey.fingerprint))", to: 2)
+        } catch {
+            throw bletransfer.exitCode(reporting: IdentityLocation.failure(error), json: false)
+        }
+    }
+}
+
+struct IdCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "id",
+        abstract: "Print this host's public key line and its fingerprint.",
+        discussion: """
+            The first line is the public key line to copy into a peer's authorized-peers file \
+            (one line per peer, an optional name after the key, '#' comments). The second line \
+            is the key's fingerprint, short enough to compare by eye or read aloud: check that \
+            the peer's 'bletransfer id' shows the same fingerprint as the line you were given, \
+            so nobody swapped the key on its way.
+
+            Default path: as for keygen, $XDG_CONFIG_HOME/bletransfer/identity \
+            (~/.config/bletransfer/identity), or /var/lib/bletransfer/identity for the service \
+            user 'bletransfer'.
+
+            Exit status: 0 printed; 65 the file is not an identity; 66 no identity yet (run \
+            'bletransfer keygen'); 77 the file is readable by group or others (chmod 600 it) or \
+            cannot be read.
+            """
+    )
+
+    @Option(name: .long, help: ArgumentHelp("The identity to show (default: see above).", valueName: "path"))
+    var identity: String?
+
+    @Flag(name: .long, help: "Print the fingerprint only.")
+    var fingerprint = false
+
+    static func lines(of identity: HostIdentity, fingerprintOnly: Bool) -> [String] {
+        fingerprintOnly ? [identity.publicKey.fingerprint] : [identity.publicKeyLine, identity.publicKey.fingerprint]
+    }
+
+    func run() throws {
+        let path = identity ?? IdentityLocation.defaultPathForThisProcess()
+        do {
+            let loaded = try HostIdentity.load(from: path)
+            // The name comes from the file, which its owner wrote: still, keep terminal controls
+            // and bidi overrides out of the terminal.
+            for line in Self.lines(of: loaded, fingerprintOnly: fingerprint) {
+                print(SafeText.escape(line))
+            }
+        } catch {
+            throw bletransfer.exitCode(reporting: IdentityLocation.failure(error), json: false)
+        }
+    }
+}

@@ -1,0 +1,141 @@
+import Foundation
+import Testing
+import Trust
+
+@testable import bletransfer
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Runs the `bletransfer` executable built with the tests; returns exit status, stdout, stderr.
+private func runCLI(_ arguments: [String], environment: [String: String]? = nil) throws -> (
+    status: Int32, out: String, err: String
+) {
+    let test = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
+    let executable = URL(fileURLWithPath: test).deletingLastPathComponent().appendingPathComponent("bletransfer")
+    let process = Process()
+    process.executableURL = executable
+    process.arguments = arguments
+    if let environment { process.environment = environment }
+    let out = Pipe()
+    let err = Pipe()
+    process.standardOutput = out
+    process.standardError = err
+    try process.run()
+    // Both outputs are a few lines: reading them to the end cannot block the child.
+    let outData = out.fileHandleForReading.readDataToEndOfFile()
+    let errData = err.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return (process.terminationStatus, String(decoding: outData, as: UTF8.self), String(decoding: errData, as: UTF8.self))
+}
+
+private func scratchDirectory() throws -> String {
+    let path = NSTemporaryDirectory() + "trust-cli-" + UUID().uuidString
+    try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    return path
+}
+
+@Suite struct IdentityCommandTests {
+    @Test func defaultPathsForUsersAndTheServiceUser() {
+        #expect(
+            IdentityLocation.defaultPath(userName: "bletransfer", environment: ["XDG_CONFIG_HOME": "/x"], homeDirectory: "/h")
+                == "/var/lib/bletransfer/identity")
+        #expect(
+            IdentityLocation.defaultPath(userName: "alice", environment: ["XDG_CONFIG_HOME": "/x/cfg"], homeDirectory: "/h")
+                == "/x/cfg/bletransfer/identity")
+        #expect(
+            IdentityLocation.defaultPath(userName: "alice", environment: [:], homeDirectory: "/home/alice")
+                == "/home/alice/.config/bletransfer/identity")
+        // A relative XDG_CONFIG_HOME is invalid per the XDG specification and ignored.
+        #expect(
+            IdentityLocation.defaultPath(userName: "alice", environment: ["XDG_CONFIG_HOME": "cfg"], homeDirectory: "/h")
+                == "/h/.config/bletransfer/identity")
+    }
+
+    @Test func failuresMapToDistinctExitStatuses() {
+        let cases: [(TrustError, bletransfer.ExitStatus)] = [
+            (.identityExists(path: "p"), .usage),
+            (.identityMissing(path: "p"), .noInput),
+            (.identityTooOpen(path: "p", mode: 0o644), .permissionDenied),
+            (.malformedIdentity(path: "p", line: 1, reason: "r"), .dataError),
+            (.fileAccess(path: "p", operation: "write", errno: EACCES), .permissionDenied),
+            (.fileAccess(path: "p", operation: "write", errno: ENOSPC), .ioError),
+        ]
+        for (error, status) in cases {
+            #expect(bletransfer.ExitStatus(IdentityLocation.failure(error).kind) == status)
+            #expect(!IdentityLocation.failure(error).userMessage.contains("\n"))
+        }
+    }
+
+    @Test func keygenThenIdShowTheSameKey() throws {
+        let directory = try scratchDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = directory + "/identity"
+
+        let created = try runCLI(["keygen", "--identity", path, "--name", "lab host"])
+        #expect(created.status == 0)
+        let line = created.out.trimmingCharacters(in: .newlines)
+        let (key, name) = try PeerKey.parseLine(Substring(line))
+        #expect(name == "lab host")
+        #expect(created.err.contains(key.fingerprint))
+        #expect((try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int) == 0o600)
+
+        let shown = try runCLI(["id", "--identity", path])
+        #expect(shown.status == 0)
+        #expect(shown.out == "\(line)\n\(key.fingerprint)\n")
+        #expect(try runCLI(["id", "--identity", path, "--fingerprint"]).out == key.fingerprint + "\n")
+    }
+
+    @Test func keygenKeepsAnExistingIdentityUnlessForced() throws {
+        let directory = try scratchDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = directory + "/identity"
+        let first = try runCLI(["keygen", "--identity", path])
+        #expect(first.status == 0)
+
+        let again = try runCLI(["keygen", "--identity", path])
+        #expect(again.status == 64)
+        #expect(again.out.isEmpty)
+        #expect(again.err.hasPrefix("bletransfer: \(path) already exists") && again.err.filter { $0 == "\n" }.count == 1)
+        #expect(try runCLI(["id", "--identity", path]).out.hasPrefix(first.out))
+
+        let forced = try runCLI(["keygen", "--identity", path, "--force"])
+        #expect(forced.status == 0)
+        #expect(forced.out != first.out)
+        #expect(try runCLI(["id", "--identity", path]).out.hasPrefix(forced.out))
+    }
+
+    @Test func idRefusesMissingOpenAndMalformedFiles() throws {
+        let directory = try scratchDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = directory + "/identity"
+
+        let missing = try runCLI(["id", "--identity", path])
+        #expect(missing.status == 66)
+        #expect(missing.err == "bletransfer: no identity at \(path); create one with 'bletransfer keygen --identity \(path)'\n")
+
+        #expect(try runCLI(["keygen", "--identity", path]).status == 0)
+        chmod(path, 0o644)
+        let open = try runCLI(["id", "--identity", path])
+        #expect(open.status == 77)
+        #expect(open.out.isEmpty && open.err.contains("chmod 600"))
+
+        _ = FileManager.default.createFile(atPath: path, contents: Data("not a key\n".utf8), attributes: [.posixPermissions: 0o600])
+        chmod(path, 0o600)
+        let malformed = try runCLI(["id", "--identity", path])
+        #expect(malformed.status == 65)
+        #expect(malformed.err.hasPrefix("bletransfer: \(path):1: "))
+    }
+
+    @Test func keygenUsesTheXDGDefaultPath() throws {
+        guard IdentityLocation.currentUserName() != IdentityLocation.serviceUser else { return }
+        let directory = try scratchDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var environment = ProcessInfo.processInfo.environment
+        environment["XDG_CONFIG_HOME"] = directory
+        #expect(try runCLI(["keygen"], environment: environment).status == 0)
+        #expect(FileManager.default.fileExists(atPath: directory + "/bletransfer/identity"))
+        #expect(try runCLI(["id"], environment: environment).status == 0)
+    }
+}

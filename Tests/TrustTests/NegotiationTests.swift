@@ -1,0 +1,69 @@
+import PropertyBased
+import Testing
+import Transfer
+
+@testable import Trust
+
+@Suite struct NegotiationTests {
+    @Test func helloV2IsEighteenBytesAndAVersion1PeripheralReadsItAsAHello() throws {
+        let hello = HelloV2(session: 0x0102_0304_0506_0708, offered: [.secure, .multi])
+        #expect(hello.encoded == [0x89, 0x42, 0x4C, 0x54, 0x48, 2, 1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 0, 3])
+        // What today's peripheral does with it: a HELLO of version 2, so it answers version 1.
+        let asV1 = try #require(WireFormat.parseHello(hello.encoded))
+        #expect(asV1.version == 2)
+        #expect(asV1.session == SessionID(rawValue: 0x0102_0304_0506_0708))
+        // And a version-1 HELLO is not a version-2 one.
+        #expect(HelloV2(parsing: Hello(session: SessionID(rawValue: 1)).encoded) == nil)
+    }
+
+    @Test func unknownBitsAreClearedAndTheAnswerIsASubset() throws {
+        var bytes = HelloV2(session: 9, offered: .known).encoded
+        bytes[14] = 0xFF
+        let hello = try #require(HelloV2(parsing: bytes + [0xAA]))  // a later version's extra byte
+        #expect(hello.offered == .known)
+        let prefix = StreamPrefix(answering: hello, supports: [.secure, .meta])
+        #expect(prefix.chosen == [.secure, .meta])
+        #expect(try StreamPrefix(parsing: prefix.encoded, hello: hello) == prefix)
+    }
+
+    @Test func theStreamPrefixStartsLikeAVersion1Header() throws {
+        let hello = HelloV2(session: 0x5EED, offered: [.secure])
+        let prefix = StreamPrefix(answering: hello, supports: .known).encoded
+        #expect(prefix.count == 21)
+        #expect(Array(prefix.prefix(8)) == FramedHeader.magic)
+        #expect(prefix[8] == 2)
+        #expect(Array(prefix[9..<17]) == SessionID(rawValue: 0x5EED).bytes)
+    }
+
+    @Test func aPrefixForAnotherSessionOrWithUnofferedCapabilitiesIsRefused() {
+        let hello = HelloV2(session: 1, offered: [.multi])
+        let other = StreamPrefix(answering: HelloV2(session: 2, offered: [.multi]), supports: .known)
+        #expect(throws: StreamPrefix.ParseError.sessionMismatch) { try StreamPrefix(parsing: other.encoded, hello: hello) }
+        var greedy = StreamPrefix(answering: hello, supports: .known).encoded
+        greedy[20] |= 0x01  // secure, never offered
+        #expect(throws: StreamPrefix.ParseError.notOffered(.secure)) { try StreamPrefix(parsing: greedy, hello: hello) }
+        let v1Header = FramedHeader(session: SessionID(rawValue: 1), payload: []).encoded
+        #expect(throws: StreamPrefix.ParseError.notVersion2) { try StreamPrefix(parsing: v1Header, hello: hello) }
+    }
+
+    @Test func anEditedOfferMakesTheSecureHandshakeFail() throws {
+        // The central offered secure+multi; an attacker strips multi from the HELLO the
+        // peripheral sees. Both prologues differ, so message 2 does not authenticate.
+        let written = HelloV2(session: 7, offered: [.secure, .multi])
+        let seen = HelloV2(session: 7, offered: [.secure])
+        let prefix = StreamPrefix(answering: seen, supports: .known)
+        var peripheral = NoiseXXHandshake(
+            role: .initiator, staticKey: .init(), prologue: StreamPrefix.prologue(hello: seen, prefix: prefix))
+        var central = NoiseXXHandshake(
+            role: .responder, staticKey: .init(), prologue: StreamPrefix.prologue(hello: written, prefix: prefix))
+        _ = try central.readMessage(try peripheral.writeMessage())
+        #expect(throws: NoiseError.authenticationFailed) { try peripheral.readMessage(try central.writeMessage()) }
+    }
+
+    @Test func anyHelloRoundTrips() async {
+        await propertyCheck(count: 200, input: Gen.uint64(), Gen.uint32()) { session, bits in
+            let hello = HelloV2(session: session, offered: Capabilities(rawValue: bits))
+            #expect(HelloV2(parsing: hello.encoded) == HelloV2(session: session, offered: Capabilities(rawValue: bits).intersection(.known)))
+        }
+    }
+}
