@@ -1,5 +1,6 @@
 import ArgumentParser
 import Roles
+import Transfer
 
 /// The sender's bounds on a central after `EOM`: shared by `send` and `daemon --role sender`, so
 /// both validate and document them the same way. (`--min-rate`, the bound during a transfer,
@@ -21,8 +22,17 @@ struct SenderBoundOptions: ParsableArguments {
         valueName: "auto|notify|indicate"))
     var compatDelivery: CompatDelivery = .automatic
 
+    @Option(name: .customLong("value-size"), help: ArgumentHelp(
+        "The longest notification value to send, in bytes (20-512; default: what the link allows, ATT MTU - 3). Apple's sample sends 20.",
+        valueName: "BYTES"))
+    var valueSize: Int?
+
     mutating func validate() throws {
         if let acknowledgementTimeout { _ = try OptionValidation.duration(acknowledgementTimeout, option: "--ack-timeout") }
+        if let valueSize {
+            _ = try OptionValidation.byteCount(valueSize, option: "--value-size", minimum: WireFormat.minimumValueLength,
+                                               maximum: WireFormat.maximumValueLength)
+        }
         if let unsubscribeTimeout { _ = try OptionValidation.duration(unsubscribeTimeout, option: "--unsubscribe-timeout") }
     }
 
@@ -30,6 +40,7 @@ struct SenderBoundOptions: ParsableArguments {
     func applied(to configuration: PeripheralConfiguration) -> PeripheralConfiguration {
         var configuration = configuration
         configuration.compatDelivery = compatDelivery
+        configuration.valueSizeLimit = valueSize
         if let acknowledgementTimeout, let limit = try? OptionValidation.duration(acknowledgementTimeout, option: "") {
             configuration.acknowledgementTimeout = limit
         }

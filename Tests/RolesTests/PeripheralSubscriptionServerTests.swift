@@ -17,10 +17,11 @@ import Transfer
 
         init(grace: Duration = .seconds(3), compatConfirmation: Duration = .zero, bluetoothUp: Bool = true,
              exposure: EnhancedATTExposure = .none(because: "one bearer in these tests"),
-             message: [UInt8]?) async {
+             valueSizeLimit: Int? = nil, message: [UInt8]?) async {
             let log = PeripheralEventLog()
             let configuration = PeripheralConfiguration(
-                acknowledgementGrace: grace, compatConfirmationDelay: compatConfirmation, fallbackValueInterval: .zero)
+                acknowledgementGrace: grace, compatConfirmationDelay: compatConfirmation, fallbackValueInterval: .zero,
+                valueSizeLimit: valueSizeLimit)
             server = SubscriptionServer(
                 configuration: configuration, logger: Logger(label: "test"),
                 describePeer: { path in PeerDescription(address: path.flatMap(PeerResolver.address(fromDevicePath:)) ?? "unknown") },
@@ -471,6 +472,21 @@ import Transfer
             return
         }
         #expect(summary.ordering == nil)
+    }
+
+    @Test func valueSizeLimitCapsValuesBelowTheLinkMTU() async throws {
+        let payload = Self.payload(1000)
+        var harness = await Harness(valueSizeLimit: 20, message: payload)
+        let (local, bluez) = try NotificationSocket.makePair(mtu: 247)
+        await harness.server.acceptSocket(local, device: Self.device)
+        guard case .subscribed? = await harness.nextActivity() else {
+            Issue.record("expected a subscription")
+            return
+        }
+        let values = try #require(try await Self.readUntilEndOfMessage(bluez))
+        #expect(values.allSatisfy { $0.count <= 20 })
+        #expect(values.count == 1000 / 20 + 1)
+        #expect(Array(values.dropLast().joined()) == payload)
     }
 
     @Test func withNotificationsTheSameLinkIsMarkedAtRisk() async throws {

@@ -40,13 +40,13 @@ def text_payload(size: int) -> bytes:
     return data[:size]
 
 
-def send_to_bleak(ctx: Context, data: bytes, count: int, delivery: str, label: str):
+def send_to_bleak(ctx: Context, data: bytes, count: int, delivery: str, label: str, extra: str = ""):
     """`send --compat-delivery DELIVERY` → the bleak central, `count` times; returns (delivered
     events, how many arrived identical, the sender's output)."""
     msg = ctx.payload(f"message-{label}", data)
     out = ctx.path(f"received-{label}")
     res = ctx.lab.run(a=f'"$BLETRANSFER_BIN" send --json --compat-delivery {delivery} --file {shlex.quote(msg)} '
-                        f'--count {count} --timeout 900',
+                        f'--count {count} --timeout 900 {extra}',
                       b=ctx.central(out, count=count, extra="--retry-for 120 --scan-timeout 60"),
                       b_after=("a", r'"event":"advertising"'), deadline=960,
                       step=f"send --compat-delivery {delivery} → bleak ×{count}", expect={"a": 0, "b": 0})
@@ -92,6 +92,20 @@ def stock_send_to_bleak(ctx: Context):
     ctx.figure("stock_send_to_bleak_indicate_cost", round(indicate_seconds / notify_seconds, 2))
     if identical < notify_count:
         ctx.check("out of order" in output, "with notifications the sender warned that the order is at risk")
+
+
+@scenario("stock-send-to-bleak-20", tags=("bletransfer", "stock", "peers", "long"), conf="default")
+def stock_send_to_bleak_20(ctx: Context):
+    """Stock config: bletransfer send --value-size 20 (Apple's sample's value size; confirmed
+    indications) → bleak central, 16 KiB text REPEAT times: every one identical, none at risk."""
+    ctx.require_bletransfer()
+    data = text_payload(16 * 1024)
+    delivered, identical, _ = send_to_bleak(ctx, data, REPEAT, "auto", "indicate-20", extra="--value-size 20")
+    at_risk = sum(bool(d["message"].get("orderAtRisk")) for d in delivered)
+    ctx.figure("stock_send_to_bleak_20_identical", f"{identical}/{REPEAT}")
+    ctx.figure("stock_send_to_bleak_20_seconds", round(mean_seconds(delivered), 2))
+    ctx.check(identical == REPEAT, f"every payload identical at the bleak central, got {identical}/{REPEAT}")
+    ctx.check(at_risk == 0, f"confirmed indications are never marked at risk, got {at_risk}/{REPEAT}")
 
 
 def bless_to_receive(ctx: Context, chunk: int, tag: str):

@@ -55,6 +55,9 @@ public struct PeripheralConfiguration: Sendable {
     /// second characteristic (`TransferUUIDs.framedCharacteristic`) keeps notifications for
     /// bletransfer centrals.
     public var compatDelivery: CompatDelivery
+    /// The longest value sent, below what the link allows (ATT MTU − 3); nil: the link's.
+    /// Apple's sample sends 20-byte values; `send --value-size`.
+    public var valueSizeLimit: Int?
 
     /// The subscription deadline for a message of `wireBytes` bytes on the air:
     /// `transferTimeFloor` plus the bytes at `minimumTransferRate`, capped at a year (options
@@ -85,7 +88,8 @@ public struct PeripheralConfiguration: Sendable {
                 unsubscribeTimeout: Duration = .seconds(20),
                 minimumTransferRate: Int = PeripheralConfiguration.defaultMinimumTransferRate,
                 transferTimeFloor: Duration = .seconds(60),
-                compatDelivery: CompatDelivery = .notifications) {
+                compatDelivery: CompatDelivery = .notifications,
+                valueSizeLimit: Int? = nil) {
         self.adapterName = adapterName
         self.serviceUUID = serviceUUID
         self.characteristicUUID = characteristicUUID
@@ -103,6 +107,7 @@ public struct PeripheralConfiguration: Sendable {
         self.minimumTransferRate = minimumTransferRate
         self.transferTimeFloor = transferTimeFloor
         self.compatDelivery = compatDelivery
+        self.valueSizeLimit = valueSizeLimit
     }
 
     public static let defaultLocalName = "bletransfer"

@@ -278,7 +278,8 @@ actor SubscriptionServer {
         }
         let id = nextID
         nextID += 1
-        let sender = MessageSender(message: message, replyingTo: hello, maximumValueLength: channel.maximumValueLength)
+        let valueLength = configuration.valueSizeLimit.map { min($0, channel.maximumValueLength) } ?? channel.maximumValueLength
+        let sender = MessageSender(message: message, replyingTo: hello, maximumValueLength: valueLength)
         let format: TransferFormat = sender.format == .framed ? .framed : .compat
         let peer = describePeer(device)
         var subscription = Subscription(
