@@ -432,6 +432,8 @@ public final class NotificationSocket: @unchecked Sendable, CustomStringConverti
 private func sendPacket(_ fd: Int32, _ pointer: UnsafeRawPointer?, _ count: Int) -> Int {
     #if canImport(Glibc)
     return Glibc.send(fd, pointer, count, Int32(MSG_NOSIGNAL))
+    #elseif canImport(Musl)
+    return Musl.send(fd, pointer, count, Int32(MSG_NOSIGNAL))
     #else
     return Darwin.send(fd, pointer, count, 0)
     #endif
@@ -509,6 +511,8 @@ private final class Waiter: @unchecked Sendable {
 private func closeDescriptor(_ fd: Int32) {
     #if canImport(Glibc)
     _ = Glibc.close(fd)
+    #elseif canImport(Musl)
+    _ = Musl.close(fd)
     #else
     _ = Darwin.close(fd)
     #endif

@@ -272,7 +272,11 @@ final class EventLoop: @unchecked Sendable {
         queue.withLock { $0.accepting = false }
         // Jobs that raced with the stop see `connection == nil` and fail their callers.
         runQueuedJobs()
+        #if canImport(Glibc)
         Glibc.close(wakeupFD)
+        #elseif canImport(Musl)
+        Musl.close(wakeupFD)
+        #endif
     }
 
     // MARK: Watches and timeouts (libdbus callbacks, loop thread)
