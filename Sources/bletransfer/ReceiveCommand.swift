@@ -1,4 +1,5 @@
 import ArgumentParser
+import Daemon
 import BlueZ
 import DaemonSupport
 import Foundation

@@ -1,6 +1,7 @@
 import BlueZ
 import DBus
 import Testing
+import TestSupport
 
 /// The transfer service of Apple's sample; these tests only need some 128-bit UUIDs.
 private let serviceUUID = "E20A39F4-73F5-4BC4-A12F-17D1AD07A961"
