@@ -1,4 +1,5 @@
 import DBus
+import Synchronization
 
 /// What to advertise (org.bluez.LEAdvertisement1 properties, advertising-api.txt).
 public struct AdvertisementConfiguration: Sendable, Hashable {
@@ -36,7 +37,7 @@ public final class LEAdvertisement: Sendable {
     public let session: BluetoothSession
     public let path: ObjectPath
     public let configuration: AdvertisementConfiguration
-    private let state = Locked(State())
+    private let state = Mutex(State())
 
     private struct State {
         var exported = false

@@ -1,4 +1,5 @@
 import DBus
+import Synchronization
 
 /// The `options` dictionary BlueZ passes to a local characteristic's methods (gatt-api.txt):
 /// which device asks, the link's ATT MTU, the link type, the offset and the write type.
@@ -116,7 +117,7 @@ public final class LocalGATTApplication: Sendable {
     /// One path per characteristic, in the order given.
     public let characteristicPaths: [ObjectPath]
     private let service: LocalGATTService
-    private let state: Locked<State>
+    private let state: Mutex<State>
 
     private struct CharacteristicState {
         var value: [UInt8] = []
@@ -139,7 +140,7 @@ public final class LocalGATTApplication: Sendable {
         self.root = root
         self.servicePath = root.appending("service0")
         self.characteristicPaths = service.characteristics.indices.map { root.appending("service0").appending("char\($0)") }
-        self.state = Locked(State(characteristics: Array(repeating: CharacteristicState(), count: service.characteristics.count)))
+        self.state = Mutex(State(characteristics: Array(repeating: CharacteristicState(), count: service.characteristics.count)))
     }
 
     /// The adapter we are registered on, if any.
@@ -193,8 +194,8 @@ public final class LocalGATTApplication: Sendable {
             state.subscribers[state.nextSubscriber] = continuation
             return state.nextSubscriber
         }
-        continuation.onTermination = { [state] _ in
-            _ = state.withLock { $0.subscribers.removeValue(forKey: id) }
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.state.withLock { $0.subscribers.removeValue(forKey: id) }
         }
         return stream
     }
@@ -263,11 +264,12 @@ public final class LocalGATTApplication: Sendable {
         let path = characteristicPaths[index]
         let servicePath = self.servicePath
         let flags = definition.flags
-        let state = self.state
+        // The exported handlers reach the state through the application, which they keep alive.
+        let application = self
         let session = self.session
 
         @Sendable func announce(_ event: LocalGATTEvent) {
-            state.withLock { state in
+            application.state.withLock { state in
                 for continuation in state.subscribers.values { continuation.yield(event) }
             }
         }
@@ -290,7 +292,7 @@ public final class LocalGATTApplication: Sendable {
                 guard flags.contains("read") else {
                     throw DBusError(name: BlueZErrorName.notSupported, message: "read not supported")
                 }
-                let value = state.withLock { $0.characteristics[index].value }
+                let value = application.state.withLock { $0.characteristics[index].value }
                 guard options.offset <= value.count else {
                     throw DBusError(name: BlueZErrorName.invalidOffset, message: "offset beyond the value")
                 }
@@ -306,7 +308,7 @@ public final class LocalGATTApplication: Sendable {
                 return []
             },
             DBusMethod(name: "StartNotify") { _ in
-                let already = state.withLock { state -> Bool in
+                let already = application.state.withLock { state -> Bool in
                     defer { state.characteristics[index].notifying = true }
                     return state.characteristics[index].notifying
                 }
@@ -318,7 +320,7 @@ public final class LocalGATTApplication: Sendable {
                 return []
             },
             DBusMethod(name: "StopNotify") { _ in
-                let was = state.withLock { state -> Bool in
+                let was = application.state.withLock { state -> Bool in
                     defer { state.characteristics[index].notifying = false }
                     return state.characteristics[index].notifying
                 }
@@ -338,16 +340,16 @@ public final class LocalGATTApplication: Sendable {
             DBusProperty(name: "Service", signature: "o", get: { .objectPath(servicePath) }),
             DBusProperty(name: "Flags", signature: "as", get: { .strings(flags) }),
             DBusProperty(name: "Value", signature: "ay", get: {
-                .bytes(state.withLock { $0.characteristics[index].value })
+                .bytes(application.state.withLock { $0.characteristics[index].value })
             }),
             DBusProperty(name: "Notifying", signature: "b", get: {
-                .boolean(state.withLock { $0.characteristics[index].notifying })
+                .boolean(application.state.withLock { $0.characteristics[index].notifying })
             }),
         ]
 
         if let acquireNotify = handlers.acquireNotify {
             properties.append(DBusProperty(name: "NotifyAcquired", signature: "b", get: {
-                .boolean(state.withLock { $0.characteristics[index].notifyAcquired })
+                .boolean(application.state.withLock { $0.characteristics[index].notifyAcquired })
             }))
             methods.append(DBusMethod(name: "AcquireNotify", in: "a{sv}", out: "hq") { call in
                 let options = GATTRequestOptions(call.arguments.first?.vardict ?? [:])
@@ -361,7 +363,7 @@ public final class LocalGATTApplication: Sendable {
                     throw DBusError(name: BlueZErrorName.failed, message: "\(error)")
                 }
                 let exported = UnixFileDescriptor(owning: pair.exported)
-                state.withLock { $0.characteristics[index].notifyAcquired = true }
+                application.state.withLock { $0.characteristics[index].notifyAcquired = true }
                 emit(["NotifyAcquired": .boolean(true)])
                 announce(.notifyAcquired(characteristic: index, device: options.device))
                 let subscription = NotifySubscription(socket: pair.local, options: options)
@@ -370,7 +372,7 @@ public final class LocalGATTApplication: Sendable {
                 Task { await acquireNotify(subscription) }
                 Task {
                     await pair.local.waitForHangUp()
-                    state.withLock { $0.characteristics[index].notifyAcquired = false }
+                    application.state.withLock { $0.characteristics[index].notifyAcquired = false }
                     emit(["NotifyAcquired": .boolean(false)])
                     announce(.notifyReleased(characteristic: index))
                 }

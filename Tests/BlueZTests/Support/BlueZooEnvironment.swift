@@ -2,6 +2,7 @@ import BlueZ
 import DBus
 import Foundation
 import TestSupport
+import Synchronization
 
 // Test fixture: a private dbus-daemon (TestSupport's PrivateBus: nothing touches the machine's
 // system bus) and, on it, the BlueZoo mock of org.bluez (`pip install bluezoo`), whose adapters
@@ -13,7 +14,7 @@ import TestSupport
 /// A child process whose exit can be awaited without blocking a thread.
 final class ChildProcess: Sendable {
     let process: Process
-    private let exit = Locked<(exited: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+    private let exit = Mutex<(exited: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
 
     init(executable: String, arguments: [String], environment: [String: String] = [:],
          standardOutput: Any? = nil, standardError: Any? = nil) throws {
@@ -26,9 +27,9 @@ final class ChildProcess: Sendable {
         if let standardOutput { process.standardOutput = standardOutput }
         if let standardError { process.standardError = standardError }
         self.process = process
-        let exit = self.exit
-        process.terminationHandler = { _ in
-            let waiters = exit.withLock { state -> [CheckedContinuation<Void, Never>] in
+        process.terminationHandler = { [weak self] _ in
+            guard let self else { return }  // nobody is left to wait for the exit
+            let waiters = self.exit.withLock { state -> [CheckedContinuation<Void, Never>] in
                 state.exited = true
                 defer { state.waiters = [] }
                 return state.waiters
@@ -58,28 +59,15 @@ final class ChildProcess: Sendable {
     }
 }
 
-/// `Locked` is internal to BlueZ; the tests keep their own copy of the idea.
-final class Locked<Value>: @unchecked Sendable {
-    // @unchecked Sendable: `value` is only touched under `lock`.
-    private let lock = NSLock()
-    private var value: Value
-    init(_ value: Value) { self.value = value }
-    func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
-        lock.lock()
-        defer { lock.unlock() }
-        return try body(&value)
-    }
-}
-
 /// BlueZoo running on a private bus.
 final class BlueZoo: Sendable {
     let bus: PrivateBus
-    private let process: Locked<ChildProcess?>
+    private let process: Mutex<ChildProcess?>
     let logURL: URL
 
     private init(bus: PrivateBus, process: ChildProcess, logURL: URL) {
         self.bus = bus
-        self.process = Locked(process)
+        self.process = Mutex(process)
         self.logURL = logURL
     }
 
