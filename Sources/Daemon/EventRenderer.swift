@@ -301,11 +301,3 @@ public struct EventRenderer {
         }
     }
 }
-
-extension Duration {
-    /// The duration in seconds, as a Double.
-    public var seconds: Double {
-        let (whole, attoseconds) = components
-        return Double(whole) + Double(attoseconds) / 1e18
-    }
-}

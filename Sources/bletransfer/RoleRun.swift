@@ -2,6 +2,7 @@ import ArgumentParser
 import Dispatch
 import DaemonSupport
 import Roles
+import Transfer
 
 #if canImport(Glibc)
 import Glibc
@@ -49,8 +50,7 @@ enum RoleRun {
                     } catch {
                         return nil
                     }
-                    let (seconds, attoseconds) = timeout.components
-                    return .deadline(Double(seconds) + Double(attoseconds) / 1e18)
+                    return .deadline(timeout.seconds)
                 }
             }
             var first: Race?
