@@ -5,6 +5,7 @@ import PackageDescription
 //   bletransfer (CLI: parsing and validation only)
 //     → Daemon (the daemon's run, event rendering, exit statuses)
 //     → Roles → Transfer (pure) and BlueZ → DBus → CDBus / CBlueZ (C shims)
+//   BluetoothModel (UUIDs, power states; pure) sits below both Transfer and BlueZ.
 //   DaemonSupport (systemd, logging, signals, outbox) sits below Roles, Daemon and the CLI.
 // Tests: one target per library, CLITests for the command line; TestSupport (under Tests/)
 // holds what they share.
@@ -12,6 +13,7 @@ let package = Package(
     name: "bletransfer",
     products: [
         .executable(name: "bletransfer", targets: ["bletransfer"]),
+        .library(name: "BluetoothModel", targets: ["BluetoothModel"]),
         .library(name: "Transfer", targets: ["Transfer"]),
         .library(name: "DBus", targets: ["DBus"]),
         .library(name: "BlueZ", targets: ["BlueZ"]),
@@ -37,6 +39,9 @@ let package = Package(
             providers: [.apt(["libbluetooth-dev"])]
         ),
 
+        // The Bluetooth vocabulary both Transfer and BlueZ speak: UUIDs, adapter power states.
+        // Pure Swift, no dependencies; Transfer re-exports it.
+        .target(name: "BluetoothModel"),
         // libdbus-1 wrapper: event loop thread, async calls, signals, exported objects.
         .target(
             name: "DBus",
@@ -50,7 +55,7 @@ let package = Package(
         .target(
             name: "BlueZ",
             dependencies: [
-                "DBus", "CBlueZ",
+                "BluetoothModel", "DBus", "CBlueZ",
                 .product(name: "SystemPackage", package: "swift-system"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -59,6 +64,7 @@ let package = Package(
         .target(
             name: "Transfer",
             dependencies: [
+                "BluetoothModel",
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
@@ -139,7 +145,7 @@ let package = Package(
         ),
         .testTarget(
             name: "BlueZTests",
-            dependencies: ["BlueZ", "DBus", "TestSupport"]
+            dependencies: ["BluetoothModel", "BlueZ", "DBus", "TestSupport"]
         ),
         .testTarget(
             name: "DaemonSupportTests",

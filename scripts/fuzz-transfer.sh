@@ -38,7 +38,8 @@ swiftc -sanitize=fuzzer,address -parse-as-library -O -g \
     -Xcc -fmodule-map-file="$crypto_sources/CCryptoBoringSSLShims/include/module.modulemap" \
     -Xcc -I"$crypto_sources/CCryptoBoringSSL/include" \
     -Xcc -I"$crypto_sources/CCryptoBoringSSLShims/include" \
-    "$root"/Sources/Transfer/*.swift "$root/scripts/fuzz/TransferFuzz.swift" \
+    "$root"/Sources/Transfer/*.swift "$root"/Sources/BluetoothModel/*.swift \
+    "$root/scripts/fuzz/TransferFuzz.swift" -D TRANSFER_SINGLE_MODULE \
     "${objects[@]}" -lstdc++ \
     -o "$harness" >"$out/harness-build.log" 2>&1 ||
     { grep -v "Cannot export local symbol" "$out/harness-build.log"; exit 1; }

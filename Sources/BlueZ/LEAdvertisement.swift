@@ -1,3 +1,4 @@
+import BluetoothModel
 import DBus
 import Synchronization
 
@@ -139,7 +140,7 @@ public final class LEAdvertisement: Sendable {
         var properties: [DBusProperty] = [
             DBusProperty(name: "Type", signature: "s", get: { .string(configuration.type) }),
             DBusProperty(name: "ServiceUUIDs", signature: "as", get: {
-                .strings(configuration.serviceUUIDs.map { BluetoothUUIDString.normalize($0) ?? $0.lowercased() })
+                .strings(configuration.serviceUUIDs.map(BluetoothUUID.canonicalOrLowercased))
             }),
         ]
         if let name = configuration.localName {
@@ -153,7 +154,7 @@ public final class LEAdvertisement: Sendable {
         }
         if !configuration.serviceData.isEmpty {
             let entries = configuration.serviceData.sorted { $0.key < $1.key }.map { uuid, bytes in
-                DBusDictionaryEntry(key: .string(BluetoothUUIDString.normalize(uuid) ?? uuid), value: .variant(.bytes(bytes)))
+                DBusDictionaryEntry(key: .string(BluetoothUUID(parsing: uuid)?.canonical ?? uuid), value: .variant(.bytes(bytes)))
             }
             properties.append(DBusProperty(name: "ServiceData", signature: "a{sv}", get: {
                 .dictionary(key: "s", value: "v", entries)

@@ -1,3 +1,4 @@
+import BluetoothModel
 import DBus
 import Synchronization
 
@@ -249,7 +250,7 @@ public final class LocalGATTApplication: Sendable {
     }
 
     private func serviceInterface() -> DBusInterface {
-        let uuid = BluetoothUUIDString.normalize(service.uuid) ?? service.uuid.lowercased()
+        let uuid = BluetoothUUID.canonicalOrLowercased(service.uuid)
         let isPrimary = service.isPrimary
         return DBusInterface(name: BlueZInterface.gattService, properties: [
             DBusProperty(name: "UUID", signature: "s", get: { .string(uuid) }),
@@ -259,7 +260,7 @@ public final class LocalGATTApplication: Sendable {
 
     private func characteristicInterface(_ index: Int) -> DBusInterface {
         let definition = service.characteristics[index]
-        let uuid = BluetoothUUIDString.normalize(definition.uuid) ?? definition.uuid.lowercased()
+        let uuid = BluetoothUUID.canonicalOrLowercased(definition.uuid)
         let handlers = definition.handlers
         let path = characteristicPaths[index]
         let servicePath = self.servicePath

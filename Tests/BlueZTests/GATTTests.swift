@@ -1,3 +1,4 @@
+import BluetoothModel
 import BlueZ
 import DBus
 import Testing
@@ -141,7 +142,7 @@ struct GATTTests {
             #expect(properties.connected && properties.servicesResolved)
             #expect(device.service(uuid: serviceUUID)?.isPrimary == true)
             #expect(Set(characteristic.flags) == ["read", "write", "write-without-response", "notify"])
-            #expect(BluetoothUUIDString.matches(characteristic.uuid, characteristicUUID))
+            #expect(BluetoothUUID.matches(characteristic.uuid, characteristicUUID))
             #expect(characteristic.mtu != nil)
             // A device BlueZ already knows is reported again on the next look, without discovery.
             let again = try await first(try pair.central.adapter(named: "hci0").sightings(serviceUUID: serviceUUID))

@@ -291,7 +291,7 @@ public final class Central: Sendable {
     }
 
     private static func offers(_ service: String, _ properties: DeviceProperties) -> Bool {
-        properties.uuids.contains { BluetoothUUIDString.matches($0, service) }
+        properties.uuids.contains { BluetoothUUID.matches($0, service) }
     }
 
     private func stopDiscovery(_ adapter: Adapter) async {
