@@ -121,7 +121,7 @@ struct ReceiveCommand: AsyncParsableCommand {
         do {
             sink = try makeSink(payloads: payloads)
         } catch let failure as SinkFailure {
-            throw failureExit(failure, json: json)
+            throw RoleRun.exit(reporting: failure, json: json)
         }
 
         // DaemonLogHandler escapes what a peer may have put into a log line (SafeText).
@@ -131,7 +131,7 @@ struct ReceiveCommand: AsyncParsableCommand {
         do {
             session = try await BluetoothSession.open(.system, logger: logger)
         } catch {
-            throw failureExit(RoleFailure(.unavailable, "\(error)"), json: json)
+            throw RoleRun.exit(reporting: RoleFailure(.unavailable, "\(error)"), json: json)
         }
         defer { session.close() }
 
@@ -175,17 +175,7 @@ struct ReceiveCommand: AsyncParsableCommand {
         }
         await renderer.value
 
-        switch outcome {
-        case .finished:
-            return
-        case .failed(let error):
-            let failure = (error as? any ClassifiedFailure) ?? RoleFailure(.software, "unexpected failure: \(error)")
-            throw failureExit(failure, json: json)
-        case .timedOut(let seconds):
-            throw failureExit(RoleFailure(.timedOut, "timed out after \(RoleRun.format(seconds)) s"), json: json)
-        case .interrupted(let signal):
-            throw ExitCode(128 + signal)
-        }
+        try await RoleRun.end(outcome, json: json) { seconds in "timed out after \(RoleRun.format(seconds)) s" }
     }
 
     private func makeSink(payloads: ReceivedPayloads) throws -> any MessageSink {
@@ -218,10 +208,4 @@ struct PayloadRecordingSink: MessageSink {
         await payloads.put(message.payload, sequence: sequence)
         return nil
     }
-}
-
-/// `exitCode(reporting:json:)` under a name that a command's own static `exitCode(for:)` does
-/// not shadow.
-private func failureExit(_ failure: any ClassifiedFailure, json: Bool) -> ExitCode {
-    exitCode(reporting: failure, json: json)
 }

@@ -69,6 +69,23 @@ enum RoleRun {
         }
     }
 
+    /// Ends a command the way its role ended: returns when the role finished; otherwise throws
+    /// the exit code, after one line for a failure or the deadline (`timedOut` words it),
+    /// or 128 + the signal that stopped it.
+    static func end(_ outcome: Outcome, json: Bool, timedOut: (Double) async -> String) async throws {
+        switch outcome {
+        case .finished:
+            return
+        case .failed(let error):
+            let failure = (error as? any ClassifiedFailure) ?? RoleFailure(.software, "unexpected failure: \(error)")
+            throw exit(reporting: failure, json: json)
+        case .timedOut(let seconds):
+            throw exit(reporting: RoleFailure(.timedOut, await timedOut(seconds)), json: json)
+        case .interrupted(let signal):
+            throw ExitCode(128 + signal)
+        }
+    }
+
     /// `exitCode(reporting:json:)` for use inside a command, where ParsableCommand's own static
     /// `exitCode(for:)` hides the free function.
     static func exit(reporting failure: any ClassifiedFailure, json: Bool) -> ExitCode {

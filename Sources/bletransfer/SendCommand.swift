@@ -143,19 +143,10 @@ struct SendCommand: AsyncParsableCommand {
         }
         await renderer.value
 
-        switch outcome {
-        case .finished:
-            return
-        case .failed(let error):
-            let failure = (error as? any ClassifiedFailure) ?? RoleFailure(.software, "unexpected failure: \(error)")
-            throw RoleRun.exit(reporting: failure, json: json)
-        case .timedOut(let seconds):
+        let wanted = forever ? "" : " of \(count ?? 1)"
+        try await RoleRun.end(outcome, json: json) { seconds in
             let delivered = await source.deliveredCount
-            let wanted = forever ? "" : " of \(count ?? 1)"
-            throw RoleRun.exit(reporting: RoleFailure(.timedOut,
-                "timed out after \(RoleRun.format(seconds)) s with \(delivered)\(wanted) message(s) delivered"), json: json)
-        case .interrupted(let signal):
-            throw ExitCode(128 + signal)
+            return "timed out after \(RoleRun.format(seconds)) s with \(delivered)\(wanted) message(s) delivered"
         }
     }
 }
