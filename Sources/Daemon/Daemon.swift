@@ -149,6 +149,26 @@ public struct Daemon {
         return .success
     }
 
+    /// Runs a role while its events go to `emit`; returns (or throws) once the role has ended
+    /// and its last event was passed on (a role's event stream finishes when its run ends).
+    private static func run(forwarding events: AsyncStream<RoleEvent>,
+                            to emit: @escaping @Sendable (RoleEvent) -> Void,
+                            _ role: () async throws -> Void) async throws {
+        // Unstructured on purpose: a child task would be cancelled with the attempt and stop
+        // iterating, dropping what the role reports while it unregisters. This one ends when
+        // the stream does, and is awaited on every path.
+        let forward = Task {
+            for await event in events { emit(event) }
+        }
+        do {
+            try await role()
+        } catch {
+            await forward.value
+            throw error
+        }
+        await forward.value
+    }
+
     private struct SetupFailure: Error {
         let status: ExitStatus
         let message: String
@@ -175,16 +195,7 @@ public struct Daemon {
                 idleTimeout: settings.idleTimeout, minimumRate: settings.minimumRate, stopOnCorruptMessage: false)
             let attempt: DaemonSupervisor.Attempt = { session, emit in
                 let central = Central(configuration: configuration, session: session)
-                let forward = Task {
-                    for await event in central.events { emit(event) }
-                }
-                do {
-                    try await central.run(sink: sink)
-                } catch {
-                    await forward.value
-                    throw error
-                }
-                await forward.value
+                try await Self.run(forwarding: central.events, to: emit) { try await central.run(sink: sink) }
             }
             return .success((attempt, path.string))
         case .sender:
@@ -209,17 +220,7 @@ public struct Daemon {
             let attempt: DaemonSupervisor.Attempt = { session, emit in
                 let peripheral = Peripheral(configuration: peripheralConfiguration, session: session,
                                             logger: Logger(label: "bletransfer.peripheral"))
-                // The peripheral's event stream finishes when its run ends.
-                let forward = Task {
-                    for await event in peripheral.events { emit(event) }
-                }
-                do {
-                    _ = try await peripheral.run(source: source)
-                } catch {
-                    await forward.value
-                    throw error
-                }
-                await forward.value
+                try await Self.run(forwarding: peripheral.events, to: emit) { _ = try await peripheral.run(source: source) }
             }
             return .success((attempt, path.string))
         }
