@@ -1,6 +1,8 @@
 import ArgumentParser
+import BlueZ
 import Dispatch
 import DaemonSupport
+import Logging
 import Roles
 import Transfer
 
@@ -66,6 +68,19 @@ enum RoleRun {
             case .signal(let signal): return .interrupted(signal)
             case nil: return .finished
             }
+        }
+    }
+
+    /// The system-bus session a command's role runs on, and the logger it logs through
+    /// (warnings, or debug with --verbose; DaemonLogHandler escapes what a peer may have put
+    /// into a line). A bus that cannot be reached ends the command: one line, status 69.
+    static func openSession(verbose: Bool, json: Bool) async throws -> (BluetoothSession, Logger) {
+        var logger = Logger(label: "bletransfer") { DaemonLogHandler.standardError(label: $0) }
+        logger.logLevel = verbose ? .debug : .warning
+        do {
+            return (try await BluetoothSession.open(.system, logger: logger), logger)
+        } catch {
+            throw exit(reporting: RoleFailure(.unavailable, "\(error)"), json: json)
         }
     }
 

@@ -109,16 +109,7 @@ struct SendCommand: AsyncParsableCommand {
             throw RoleRun.exit(reporting: error, json: json)
         }
 
-        // DaemonLogHandler escapes what a peer may have put into a log line (SafeText).
-        var logger = Logger(label: "bletransfer") { DaemonLogHandler.standardError(label: $0) }
-        logger.logLevel = common.verbose ? .debug : .warning
-
-        let session: BluetoothSession
-        do {
-            session = try await BluetoothSession.open(.system, logger: logger)
-        } catch {
-            throw RoleRun.exit(reporting: RoleFailure(.unavailable, "\(error)"), json: json)
-        }
+        let (session, logger) = try await RoleRun.openSession(verbose: common.verbose, json: json)
         defer { session.close() }
 
         var configuration = bounds.applied(to: PeripheralConfiguration(
