@@ -61,30 +61,20 @@ public final class LEAdvertisement: Sendable {
     public func register(on adapter: Adapter) async throws {
         try export()
         state.withLock { $0.released = false }
-        do {
-            _ = try await session.call(path: adapter.path, interface: BlueZInterface.advertisingManager,
-                                       method: "RegisterAdvertisement", arguments: [.objectPath(path), .vardict([:])])
-        } catch {
-            unexport()
-            throw error
-        }
+        try await session.register(path, on: adapter.path, manager: BlueZInterface.advertisingManager,
+                                   method: "RegisterAdvertisement", rollback: unexport)
         state.withLock { $0.registeredOn = adapter.path }
     }
 
     /// Unregisters (errors swallowed: on teardown BlueZ may already have dropped it) and
     /// removes the exported object.
     public func unregister() async {
-        if let adapter = state.withLock({ state -> ObjectPath? in
+        let adapter = state.withLock { state -> ObjectPath? in
             defer { state.registeredOn = nil }
             return state.registeredOn
-        }) {
-            do {
-                _ = try await session.call(path: adapter, interface: BlueZInterface.advertisingManager,
-                                           method: "UnregisterAdvertisement", arguments: [.objectPath(path)])
-            } catch {
-                session.logger.debug("UnregisterAdvertisement(\(path)) failed: \(error)")
-            }
         }
+        await session.unregister(path, from: adapter, manager: BlueZInterface.advertisingManager,
+                                 method: "UnregisterAdvertisement")
         unexport()
     }
 

@@ -150,13 +150,8 @@ public final class LocalGATTApplication: Sendable {
     /// Exports the objects and registers the application on `adapter`.
     public func register(on adapter: Adapter) async throws {
         try exportObjects()
-        do {
-            _ = try await session.call(path: adapter.path, interface: BlueZInterface.gattManager,
-                                       method: "RegisterApplication", arguments: [.objectPath(root), .vardict([:])])
-        } catch {
-            unexportObjects()
-            throw error
-        }
+        try await session.register(root, on: adapter.path, manager: BlueZInterface.gattManager,
+                                   method: "RegisterApplication", rollback: unexportObjects)
         state.withLock { $0.registeredOn = adapter.path }
     }
 
@@ -164,17 +159,12 @@ public final class LocalGATTApplication: Sendable {
     /// this runs on teardown, when bluetoothd or the adapter may already be gone (BlueZ then
     /// forgot the application anyway).
     public func unregister() async {
-        if let adapter = state.withLock({ state -> ObjectPath? in
+        let adapter = state.withLock { state -> ObjectPath? in
             defer { state.registeredOn = nil }
             return state.registeredOn
-        }) {
-            do {
-                _ = try await session.call(path: adapter, interface: BlueZInterface.gattManager,
-                                           method: "UnregisterApplication", arguments: [.objectPath(root)])
-            } catch {
-                session.logger.debug("UnregisterApplication(\(root)) failed: \(error)")
-            }
         }
+        await session.unregister(root, from: adapter, manager: BlueZInterface.gattManager,
+                                 method: "UnregisterApplication")
         unexportObjects()
     }
 
