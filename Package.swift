@@ -2,12 +2,18 @@
 import PackageDescription
 
 // Layers, top to bottom (dependencies point down only):
-//   bletransfer (CLI) → Roles → Transfer (pure) and BlueZ → DBus → CDBus / CBlueZ (C shims)
+//   bletransfer (CLI: parsing and validation only)
+//     → Daemon (the daemon's run, event rendering, exit statuses)
+//     → Roles → Transfer (pure) and BlueZ → DBus → CDBus / CBlueZ (C shims)
+//   BluetoothModel (UUIDs, power states; pure) sits below both Transfer and BlueZ.
+//   DaemonSupport (systemd, logging, signals, outbox) sits below Roles, Daemon and the CLI.
+// Tests: one target per library, CLITests for the command line; TestSupport (under Tests/)
+// holds what they share.
 let package = Package(
     name: "bletransfer",
-    platforms: [.macOS(.v13)],
     products: [
         .executable(name: "bletransfer", targets: ["bletransfer"]),
+        .library(name: "BluetoothModel", targets: ["BluetoothModel"]),
         .library(name: "Transfer", targets: ["Transfer"]),
         .library(name: "DBus", targets: ["DBus"]),
         .library(name: "BlueZ", targets: ["BlueZ"]),
@@ -19,7 +25,6 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
-        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/x-sheep/swift-property-based", from: "2.0.1"),
     ],
     targets: [
@@ -35,6 +40,9 @@ let package = Package(
             providers: [.apt(["libbluetooth-dev"])]
         ),
 
+        // The Bluetooth vocabulary both Transfer and BlueZ speak: UUIDs, adapter power states.
+        // Pure Swift, no dependencies; Transfer re-exports it.
+        .target(name: "BluetoothModel"),
         // libdbus-1 wrapper: event loop thread, async calls, signals, exported objects.
         .target(
             name: "DBus",
@@ -48,7 +56,7 @@ let package = Package(
         .target(
             name: "BlueZ",
             dependencies: [
-                "DBus", "CBlueZ",
+                "BluetoothModel", "DBus", "CBlueZ",
                 .product(name: "SystemPackage", package: "swift-system"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -57,6 +65,7 @@ let package = Package(
         .target(
             name: "Transfer",
             dependencies: [
+                "BluetoothModel",
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
@@ -86,13 +95,22 @@ let package = Package(
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
+        // `bletransfer daemon` without its command line: supervisor, reporter, inbox and
+        // outbox adapters; also the event rendering and exit statuses the CLI shares with it.
+        .target(
+            name: "Daemon",
+            dependencies: [
+                "Roles", "Transfer", "BlueZ", "DaemonSupport",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ]
+        ),
         .executableTarget(
             name: "bletransfer",
             dependencies: [
-                "Roles", "Transfer", "BlueZ", "DBus", "DaemonSupport", "Trust",
+                "Daemon", "Roles", "Transfer", "BlueZ", "DBus", "DaemonSupport", "Trust",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ],
             plugins: ["BuildInfoPlugin"]
@@ -113,10 +131,17 @@ let package = Package(
             ]
         ),
 
+        // What several test targets share: a private dbus-daemon, BlueZoo on it, the
+        // executables tests look for, a seeded random generator.
+        .target(
+            name: "TestSupport",
+            dependencies: ["BlueZ", "DBus"],
+            path: "Tests/TestSupport"
+        ),
         .testTarget(
             name: "TransferTests",
             dependencies: [
-                "Transfer",
+                "Transfer", "TestSupport",
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ]
         ),
@@ -132,18 +157,18 @@ let package = Package(
         // keygen and id, run as the built executable.
         .testTarget(
             name: "TrustCLITests",
-            dependencies: ["bletransfer", "Trust"]
+            dependencies: ["bletransfer", "Daemon", "Trust"]
         ),
         .testTarget(
             name: "DBusTests",
             dependencies: [
-                "DBus",
+                "DBus", "TestSupport",
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ]
         ),
         .testTarget(
             name: "BlueZTests",
-            dependencies: ["BlueZ", "DBus"]
+            dependencies: ["BluetoothModel", "BlueZ", "DBus", "TestSupport"]
         ),
         .testTarget(
             name: "DaemonSupportTests",
@@ -151,8 +176,20 @@ let package = Package(
         ),
         .testTarget(
             name: "RolesTests",
-            // The daemon's tests (Daemon*) reach the CLI's daemon code and DaemonSupport.
-            dependencies: ["Roles", "Transfer", "BlueZ", "DBus", "DaemonSupport", "bletransfer"]
+            dependencies: ["Roles", "Transfer", "BlueZ", "DBus", "DaemonSupport", "TestSupport"]
+        ),
+        .testTarget(
+            name: "DaemonTests",
+            // DaemonBlueZooTests also run the `bletransfer` executable that `swift test` builds.
+            dependencies: ["Daemon", "Roles", "Transfer", "BlueZ", "DBus", "DaemonSupport", "TestSupport"]
+        ),
+        // The command line's own checks (option validation, usage errors).
+        .testTarget(
+            name: "CLITests",
+            dependencies: [
+                "bletransfer",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
         ),
     ],
     swiftLanguageModes: [.v6]

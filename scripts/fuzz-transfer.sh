@@ -38,17 +38,18 @@ swiftc -sanitize=fuzzer,address -parse-as-library -O -g \
     -Xcc -fmodule-map-file="$crypto_sources/CCryptoBoringSSLShims/include/module.modulemap" \
     -Xcc -I"$crypto_sources/CCryptoBoringSSL/include" \
     -Xcc -I"$crypto_sources/CCryptoBoringSSLShims/include" \
-    "$root"/Sources/Transfer/*.swift "$root/Fuzz/TransferFuzz.swift" \
+    "$root"/Sources/Transfer/*.swift "$root"/Sources/BluetoothModel/*.swift \
+    "$root/scripts/fuzz/TransferFuzz.swift" -D TRANSFER_SINGLE_MODULE \
     "${objects[@]}" -lstdc++ \
     -o "$harness" >"$out/harness-build.log" 2>&1 ||
     { grep -v "Cannot export local symbol" "$out/harness-build.log"; exit 1; }
 
-python3 "$root/Fuzz/make-seeds.py" "$out/corpus"
+python3 "$root/scripts/fuzz/make-seeds.py" "$out/corpus"
 
 echo "fuzzing the Transfer receiver for ${seconds}s (corpus: $out/corpus)"
 status=0
 "$harness" "$out/corpus" \
-    -dict="$root/Fuzz/transfer.dict" \
+    -dict="$root/scripts/fuzz/transfer.dict" \
     -max_total_time="$seconds" -rss_limit_mb=512 -max_len=4096 -timeout=10 \
     -artifact_prefix="$out/artifacts/" -print_final_stats=1 \
     >"$out/fuzz.log" 2>&1 || status=$?

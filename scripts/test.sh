@@ -92,15 +92,13 @@ if [ -x scripts/fuzz-transfer.sh ]; then
   fi
 fi
 
-if [ -x Fuzz/Trust/fuzz-trust.sh ]; then
-  stage "fuzzing the handshake and record parsers (bounded)"
-  FUZZ_SCRATCH="$PWD/.build" FUZZ_OUT="$out_dir/fuzz-trust" FUZZ_SECONDS="${FUZZ_SECONDS:-60}" \
-      bash Fuzz/Trust/fuzz-trust.sh 2>&1 | tail -n 8
-  if [ "${PIPESTATUS[0]}" -eq 0 ]; then
-    record fuzz-trust 1 0
-  else
-    record fuzz-trust 0 1
-  fi
+stage "fuzzing the handshake and record parsers (bounded)"
+FUZZ_SCRATCH="$PWD/.build" FUZZ_OUT="$out_dir/fuzz-trust" FUZZ_SECONDS="${FUZZ_SECONDS:-60}" \
+    bash scripts/fuzz/trust/fuzz-trust.sh 2>&1 | tail -n 8
+if [ "${PIPESTATUS[0]}" -eq 0 ]; then
+  record fuzz-trust 1 0
+else
+  record fuzz-trust 0 1
 fi
 
 stage "service installation (throwaway root trees)"

@@ -1,3 +1,4 @@
+import BluetoothModel
 import DBus
 
 /// What BlueZ says about an adapter (org.bluez.Adapter1, plus LEAdvertisingManager1 and
@@ -127,7 +128,7 @@ public struct Adapter: Sendable, Hashable, CustomStringConvertible {
                                    duplicateData: Bool? = nil) async throws {
         var filter: [String: DBusValue] = ["Transport": .string(transport.rawValue)]
         if !uuids.isEmpty {
-            filter["UUIDs"] = .strings(uuids.map { BluetoothUUIDString.normalize($0) ?? $0.lowercased() })
+            filter["UUIDs"] = .strings(uuids.map(BluetoothUUID.canonicalOrLowercased))
         }
         if let rssi { filter["RSSI"] = .int16(rssi) }
         if let duplicateData { filter["DuplicateData"] = .boolean(duplicateData) }
@@ -183,7 +184,7 @@ public struct Adapter: Sendable, Hashable, CustomStringConvertible {
     /// updated one as discovery reports it. Run `startDiscovery()` to get fresh sightings. The
     /// stream ends when bluetoothd or the adapter goes away, or the consumer stops.
     public func sightings(serviceUUID: String?) -> AsyncStream<DeviceSighting> {
-        let wanted = serviceUUID.flatMap(BluetoothUUIDString.normalize)
+        let wanted = serviceUUID.flatMap(BluetoothUUID.init(parsing:))
         let session = self.session
         let adapterPath = self.path
         let changes = session.changes()   // subscribe before reading the cache
@@ -191,8 +192,8 @@ public struct Adapter: Sendable, Hashable, CustomStringConvertible {
 
         @Sendable func matches(_ properties: DeviceProperties) -> Bool {
             guard let wanted else { return true }
-            return properties.uuids.contains { BluetoothUUIDString.normalize($0) == wanted }
-                || properties.serviceData.keys.contains { BluetoothUUIDString.normalize($0) == wanted }
+            return properties.uuids.contains { BluetoothUUID(parsing: $0) == wanted }
+                || properties.serviceData.keys.contains { BluetoothUUID(parsing: $0) == wanted }
         }
 
         for device in devices() {

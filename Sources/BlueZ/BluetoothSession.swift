@@ -1,5 +1,6 @@
 import DBus
 import Logging
+import Synchronization
 
 /// A private connection to the system bus plus a live cache of org.bluez's object tree.
 ///
@@ -11,11 +12,11 @@ import Logging
 public final class BluetoothSession: Sendable {
     public let connection: DBusConnection
     private let ownsConnection: Bool
-    private let cache: Locked<CacheState>
-    private let tasks = Locked<[Task<Void, Never>]>([])
+    private let cache: Mutex<CacheState>
+    private let tasks = Mutex<[Task<Void, Never>]>([])
     let logger: Logger
     /// Counter for object paths this session exports (GATT applications, advertisements).
-    private let exportCounter = Locked(0)
+    private let exportCounter = Mutex(0)
     /// Feeds the pump that applies signals and reloads in order.
     private let pumpInput: AsyncStream<PumpInput>.Continuation
     private let pumpInputs: AsyncStream<PumpInput>
@@ -57,7 +58,7 @@ public final class BluetoothSession: Sendable {
         self.connection = connection
         self.ownsConnection = ownsConnection
         self.logger = logger ?? Logger(label: "bletransfer.bluez")
-        self.cache = Locked(CacheState())
+        self.cache = Mutex(CacheState())
         (self.pumpInputs, self.pumpInput) = AsyncStream<PumpInput>.makeStream()
         let inputContinuation = self.pumpInput
 

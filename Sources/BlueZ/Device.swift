@@ -1,3 +1,4 @@
+import BluetoothModel
 import DBus
 
 /// What BlueZ says about a remote device (org.bluez.Device1), decoded from the cache.
@@ -207,7 +208,7 @@ public struct Device: Sendable, Hashable, CustomStringConvertible {
 
     /// The first service with this UUID (any textual form).
     public func service(uuid: String) -> RemoteGATTService? {
-        services().first { BluetoothUUIDString.matches($0.uuid, uuid) }
+        services().first { BluetoothUUID.matches($0.uuid, uuid) }
     }
 
     /// The characteristic with `characteristicUUID` inside the service `serviceUUID`.

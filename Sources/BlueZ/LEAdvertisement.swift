@@ -1,4 +1,6 @@
+import BluetoothModel
 import DBus
+import Synchronization
 
 /// What to advertise (org.bluez.LEAdvertisement1 properties, advertising-api.txt).
 public struct AdvertisementConfiguration: Sendable, Hashable {
@@ -36,7 +38,7 @@ public final class LEAdvertisement: Sendable {
     public let session: BluetoothSession
     public let path: ObjectPath
     public let configuration: AdvertisementConfiguration
-    private let state = Locked(State())
+    private let state = Mutex(State())
 
     private struct State {
         var exported = false
@@ -59,30 +61,20 @@ public final class LEAdvertisement: Sendable {
     public func register(on adapter: Adapter) async throws {
         try export()
         state.withLock { $0.released = false }
-        do {
-            _ = try await session.call(path: adapter.path, interface: BlueZInterface.advertisingManager,
-                                       method: "RegisterAdvertisement", arguments: [.objectPath(path), .vardict([:])])
-        } catch {
-            unexport()
-            throw error
-        }
+        try await session.register(path, on: adapter.path, manager: BlueZInterface.advertisingManager,
+                                   method: "RegisterAdvertisement", rollback: unexport)
         state.withLock { $0.registeredOn = adapter.path }
     }
 
     /// Unregisters (errors swallowed: on teardown BlueZ may already have dropped it) and
     /// removes the exported object.
     public func unregister() async {
-        if let adapter = state.withLock({ state -> ObjectPath? in
+        let adapter = state.withLock { state -> ObjectPath? in
             defer { state.registeredOn = nil }
             return state.registeredOn
-        }) {
-            do {
-                _ = try await session.call(path: adapter, interface: BlueZInterface.advertisingManager,
-                                           method: "UnregisterAdvertisement", arguments: [.objectPath(path)])
-            } catch {
-                session.logger.debug("UnregisterAdvertisement(\(path)) failed: \(error)")
-            }
         }
+        await session.unregister(path, from: adapter, manager: BlueZInterface.advertisingManager,
+                                 method: "UnregisterAdvertisement")
         unexport()
     }
 
@@ -138,7 +130,7 @@ public final class LEAdvertisement: Sendable {
         var properties: [DBusProperty] = [
             DBusProperty(name: "Type", signature: "s", get: { .string(configuration.type) }),
             DBusProperty(name: "ServiceUUIDs", signature: "as", get: {
-                .strings(configuration.serviceUUIDs.map { BluetoothUUIDString.normalize($0) ?? $0.lowercased() })
+                .strings(configuration.serviceUUIDs.map(BluetoothUUID.canonicalOrLowercased))
             }),
         ]
         if let name = configuration.localName {
@@ -152,7 +144,7 @@ public final class LEAdvertisement: Sendable {
         }
         if !configuration.serviceData.isEmpty {
             let entries = configuration.serviceData.sorted { $0.key < $1.key }.map { uuid, bytes in
-                DBusDictionaryEntry(key: .string(BluetoothUUIDString.normalize(uuid) ?? uuid), value: .variant(.bytes(bytes)))
+                DBusDictionaryEntry(key: .string(BluetoothUUID(parsing: uuid)?.canonical ?? uuid), value: .variant(.bytes(bytes)))
             }
             properties.append(DBusProperty(name: "ServiceData", signature: "a{sv}", get: {
                 .dictionary(key: "s", value: "v", entries)

@@ -1,4 +1,6 @@
+import BluetoothModel
 import DBus
+import Synchronization
 
 /// The `options` dictionary BlueZ passes to a local characteristic's methods (gatt-api.txt):
 /// which device asks, the link's ATT MTU, the link type, the offset and the write type.
@@ -122,7 +124,7 @@ public final class LocalGATTApplication: Sendable {
     /// One path per characteristic, in the order given.
     public let characteristicPaths: [ObjectPath]
     private let service: LocalGATTService
-    private let state: Locked<State>
+    private let state: Mutex<State>
 
     private struct CharacteristicState {
         var value: [UInt8] = []
@@ -145,7 +147,7 @@ public final class LocalGATTApplication: Sendable {
         self.root = root
         self.servicePath = root.appending("service0")
         self.characteristicPaths = service.characteristics.indices.map { root.appending("service0").appending("char\($0)") }
-        self.state = Locked(State(characteristics: Array(repeating: CharacteristicState(), count: service.characteristics.count)))
+        self.state = Mutex(State(characteristics: Array(repeating: CharacteristicState(), count: service.characteristics.count)))
     }
 
     /// The adapter we are registered on, if any.
@@ -154,13 +156,8 @@ public final class LocalGATTApplication: Sendable {
     /// Exports the objects and registers the application on `adapter`.
     public func register(on adapter: Adapter) async throws {
         try exportObjects()
-        do {
-            _ = try await session.call(path: adapter.path, interface: BlueZInterface.gattManager,
-                                       method: "RegisterApplication", arguments: [.objectPath(root), .vardict([:])])
-        } catch {
-            unexportObjects()
-            throw error
-        }
+        try await session.register(root, on: adapter.path, manager: BlueZInterface.gattManager,
+                                   method: "RegisterApplication", rollback: unexportObjects)
         state.withLock { $0.registeredOn = adapter.path }
     }
 
@@ -168,17 +165,12 @@ public final class LocalGATTApplication: Sendable {
     /// this runs on teardown, when bluetoothd or the adapter may already be gone (BlueZ then
     /// forgot the application anyway).
     public func unregister() async {
-        if let adapter = state.withLock({ state -> ObjectPath? in
+        let adapter = state.withLock { state -> ObjectPath? in
             defer { state.registeredOn = nil }
             return state.registeredOn
-        }) {
-            do {
-                _ = try await session.call(path: adapter, interface: BlueZInterface.gattManager,
-                                           method: "UnregisterApplication", arguments: [.objectPath(root)])
-            } catch {
-                session.logger.debug("UnregisterApplication(\(root)) failed: \(error)")
-            }
         }
+        await session.unregister(root, from: adapter, manager: BlueZInterface.gattManager,
+                                 method: "UnregisterApplication")
         unexportObjects()
     }
 
@@ -199,8 +191,8 @@ public final class LocalGATTApplication: Sendable {
             state.subscribers[state.nextSubscriber] = continuation
             return state.nextSubscriber
         }
-        continuation.onTermination = { [state] _ in
-            _ = state.withLock { $0.subscribers.removeValue(forKey: id) }
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.state.withLock { $0.subscribers.removeValue(forKey: id) }
         }
         return stream
     }
@@ -254,7 +246,7 @@ public final class LocalGATTApplication: Sendable {
     }
 
     private func serviceInterface() -> DBusInterface {
-        let uuid = BluetoothUUIDString.normalize(service.uuid) ?? service.uuid.lowercased()
+        let uuid = BluetoothUUID.canonicalOrLowercased(service.uuid)
         let isPrimary = service.isPrimary
         return DBusInterface(name: BlueZInterface.gattService, properties: [
             DBusProperty(name: "UUID", signature: "s", get: { .string(uuid) }),
@@ -264,16 +256,17 @@ public final class LocalGATTApplication: Sendable {
 
     private func characteristicInterface(_ index: Int) -> DBusInterface {
         let definition = service.characteristics[index]
-        let uuid = BluetoothUUIDString.normalize(definition.uuid) ?? definition.uuid.lowercased()
+        let uuid = BluetoothUUID.canonicalOrLowercased(definition.uuid)
         let handlers = definition.handlers
         let path = characteristicPaths[index]
         let servicePath = self.servicePath
         let flags = definition.flags
-        let state = self.state
+        // The exported handlers reach the state through the application, which they keep alive.
+        let application = self
         let session = self.session
 
         @Sendable func announce(_ event: LocalGATTEvent) {
-            state.withLock { state in
+            application.state.withLock { state in
                 for continuation in state.subscribers.values { continuation.yield(event) }
             }
         }
@@ -296,7 +289,7 @@ public final class LocalGATTApplication: Sendable {
                 guard flags.contains("read") else {
                     throw DBusError(name: BlueZErrorName.notSupported, message: "read not supported")
                 }
-                let value = state.withLock { $0.characteristics[index].value }
+                let value = application.state.withLock { $0.characteristics[index].value }
                 guard options.offset <= value.count else {
                     throw DBusError(name: BlueZErrorName.invalidOffset, message: "offset beyond the value")
                 }
@@ -312,7 +305,7 @@ public final class LocalGATTApplication: Sendable {
                 return []
             },
             DBusMethod(name: "StartNotify") { _ in
-                let already = state.withLock { state -> Bool in
+                let already = application.state.withLock { state -> Bool in
                     defer { state.characteristics[index].notifying = true }
                     return state.characteristics[index].notifying
                 }
@@ -324,7 +317,7 @@ public final class LocalGATTApplication: Sendable {
                 return []
             },
             DBusMethod(name: "StopNotify") { _ in
-                let was = state.withLock { state -> Bool in
+                let was = application.state.withLock { state -> Bool in
                     defer { state.characteristics[index].notifying = false }
                     return state.characteristics[index].notifying
                 }
@@ -347,16 +340,16 @@ public final class LocalGATTApplication: Sendable {
             DBusProperty(name: "Service", signature: "o", get: { .objectPath(servicePath) }),
             DBusProperty(name: "Flags", signature: "as", get: { .strings(flags) }),
             DBusProperty(name: "Value", signature: "ay", get: {
-                .bytes(state.withLock { $0.characteristics[index].value })
+                .bytes(application.state.withLock { $0.characteristics[index].value })
             }),
             DBusProperty(name: "Notifying", signature: "b", get: {
-                .boolean(state.withLock { $0.characteristics[index].notifying })
+                .boolean(application.state.withLock { $0.characteristics[index].notifying })
             }),
         ]
 
         if let acquireNotify = handlers.acquireNotify {
             properties.append(DBusProperty(name: "NotifyAcquired", signature: "b", get: {
-                .boolean(state.withLock { $0.characteristics[index].notifyAcquired })
+                .boolean(application.state.withLock { $0.characteristics[index].notifyAcquired })
             }))
             methods.append(DBusMethod(name: "AcquireNotify", in: "a{sv}", out: "hq") { call in
                 let options = GATTRequestOptions(call.arguments.first?.vardict ?? [:])
@@ -370,7 +363,7 @@ public final class LocalGATTApplication: Sendable {
                     throw DBusError(name: BlueZErrorName.failed, message: "\(error)")
                 }
                 let exported = UnixFileDescriptor(owning: pair.exported)
-                state.withLock { $0.characteristics[index].notifyAcquired = true }
+                application.state.withLock { $0.characteristics[index].notifyAcquired = true }
                 emit(["NotifyAcquired": .boolean(true)])
                 announce(.notifyAcquired(characteristic: index, device: options.device))
                 let subscription = NotifySubscription(socket: pair.local, options: options)
@@ -379,7 +372,7 @@ public final class LocalGATTApplication: Sendable {
                 Task { await acquireNotify(subscription) }
                 Task {
                     await pair.local.waitForHangUp()
-                    state.withLock { $0.characteristics[index].notifyAcquired = false }
+                    application.state.withLock { $0.characteristics[index].notifyAcquired = false }
                     emit(["NotifyAcquired": .boolean(false)])
                     announce(.notifyReleased(characteristic: index))
                 }

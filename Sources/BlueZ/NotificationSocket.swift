@@ -3,6 +3,7 @@ import Dispatch
 import CBlueZ   // its <sys/socket.h> owns SOCK_NONBLOCK / SOCK_CLOEXEC in this target
 #endif
 import SystemPackage
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -74,7 +75,7 @@ public final class NotificationSocket: @unchecked Sendable, CustomStringConverti
         var waiters: [ObjectIdentifier: Waiter] = [:]
     }
 
-    private let state: Locked<State>
+    private let state: Mutex<State>
     private let receiveBufferSize: Int
     private static let queue = DispatchQueue(label: "bletransfer.notification-socket")
 
@@ -91,7 +92,7 @@ public final class NotificationSocket: @unchecked Sendable, CustomStringConverti
         // Received values are at most MTU − 3 bytes; leave room for a full MTU in case a
         // peer counts differently, and never go below the 23-byte LE minimum.
         self.receiveBufferSize = max(mtu, 23)
-        self.state = Locked(State(fd: fd))
+        self.state = Mutex(State(fd: fd))
     }
 
     /// A connected pair, both ends owned by Swift values (tests, loopback).
@@ -432,6 +433,8 @@ public final class NotificationSocket: @unchecked Sendable, CustomStringConverti
 private func sendPacket(_ fd: Int32, _ pointer: UnsafeRawPointer?, _ count: Int) -> Int {
     #if canImport(Glibc)
     return Glibc.send(fd, pointer, count, Int32(MSG_NOSIGNAL))
+    #elseif canImport(Musl)
+    return Musl.send(fd, pointer, count, Int32(MSG_NOSIGNAL))
     #else
     return Darwin.send(fd, pointer, count, 0)
     #endif
@@ -441,15 +444,22 @@ private func sendPacket(_ fd: Int32, _ pointer: UnsafeRawPointer?, _ count: Int)
 /// source firing, task cancellation, or `close()`), and cancels its source.
 private final class Waiter: @unchecked Sendable {
     // @unchecked Sendable: all fields are guarded by `lock`.
-    private let lock = Locked<Inner>(Inner())
+    private let lock = Mutex<Inner>(Inner())
     var onFinish: (@Sendable () -> Void)? {
         get { lock.withLock { $0.onFinish } }
         set { lock.withLock { $0.onFinish = newValue } }
     }
 
+    /// A dispatch source as a Sendable value, so that it can live in the mutex.
+    private struct SourceHandle: @unchecked Sendable {
+        // @unchecked Sendable: libdispatch sources are thread-safe (resume, cancel and their
+        // handlers may be used from any thread); the Swift overlay just does not declare it.
+        let source: any DispatchSourceProtocol
+    }
+
     private struct Inner {
         var continuation: CheckedContinuation<Void, any Error>?
-        var source: (any DispatchSourceProtocol)?
+        var source: SourceHandle?
         var finished = false
         var pendingError: (any Error)?
         var onFinish: (@Sendable () -> Void)?
@@ -458,12 +468,13 @@ private final class Waiter: @unchecked Sendable {
     /// Installs the continuation and source. Returns false (and cleans up) when the wait was
     /// already finished, e.g. cancelled before it started.
     func install(_ continuation: CheckedContinuation<Void, any Error>, source: any DispatchSourceProtocol) -> Bool {
+        let handle = SourceHandle(source: source)
         let earlyError: (any Error)?? = lock.withLock { inner in
             if inner.finished {
                 return .some(inner.pendingError)
             }
             inner.continuation = continuation
-            inner.source = source
+            inner.source = handle
             return .none
         }
         if let earlyError {
@@ -487,7 +498,7 @@ private final class Waiter: @unchecked Sendable {
                 guard !inner.finished else { return nil }
                 inner.finished = true
                 inner.pendingError = error
-                let result = (inner.continuation, inner.source, inner.onFinish)
+                let result = (inner.continuation, inner.source?.source, inner.onFinish)
                 inner.continuation = nil
                 inner.source = nil
                 inner.onFinish = nil
@@ -509,6 +520,8 @@ private final class Waiter: @unchecked Sendable {
 private func closeDescriptor(_ fd: Int32) {
     #if canImport(Glibc)
     _ = Glibc.close(fd)
+    #elseif canImport(Musl)
+    _ = Musl.close(fd)
     #else
     _ = Darwin.close(fd)
     #endif

@@ -1,3 +1,4 @@
+import BluetoothModel
 import DBus
 
 /// A service on a remote device (org.bluez.GattService1 under a device path).
@@ -26,7 +27,7 @@ public struct RemoteGATTService: Sendable, Hashable, CustomStringConvertible {
     }
 
     public func characteristic(uuid: String) -> RemoteGATTCharacteristic? {
-        characteristics().first { BluetoothUUIDString.matches($0.uuid, uuid) }
+        characteristics().first { BluetoothUUID.matches($0.uuid, uuid) }
     }
 
     public static func == (lhs: Self, rhs: Self) -> Bool { lhs.path == rhs.path && lhs.session === rhs.session }

@@ -149,11 +149,10 @@ public final class DBusConnection: Sendable {
 
     /// libdbus takes an int of milliseconds; INT_MAX means no timeout.
     static func milliseconds(_ duration: Duration) -> Int32 {
-        let (seconds, attoseconds) = duration.components
+        let seconds = duration.components.seconds
         guard seconds >= 0 else { return 1 }
         guard seconds < Int64(Int32.max) / 1000 else { return Int32.max }
-        let milliseconds = seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000
-        return Int32(max(1, min(milliseconds, Int64(Int32.max))))
+        return Int32(max(1, min(duration.millisecondsRoundedUp, Int64(Int32.max))))
     }
 
     func callBus(_ method: String, _ arguments: [DBusValue]) async throws -> [DBusValue] {

@@ -272,7 +272,11 @@ final class EventLoop: @unchecked Sendable {
         queue.withLock { $0.accepting = false }
         // Jobs that raced with the stop see `connection == nil` and fail their callers.
         runQueuedJobs()
+        #if canImport(Glibc)
         Glibc.close(wakeupFD)
+        #elseif canImport(Musl)
+        Musl.close(wakeupFD)
+        #endif
     }
 
     // MARK: Watches and timeouts (libdbus callbacks, loop thread)
@@ -310,9 +314,7 @@ final class EventLoop: @unchecked Sendable {
         guard let nearest = timeouts.compactMap(\.deadline).min() else { return -1 }
         let remaining = ContinuousClock.now.duration(to: nearest)
         if remaining <= .zero { return 0 }
-        let (seconds, attoseconds) = remaining.components
-        let milliseconds = seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000
-        return Int32(clamping: milliseconds)
+        return Int32(clamping: remaining.millisecondsRoundedUp)
     }
 
     private func fireExpiredTimeouts() {

@@ -5,6 +5,7 @@ import Darwin
 #endif
 import Foundation
 import Logging
+import Synchronization
 
 /// Where finished log lines go. `standardError` writes each line with a single `write(2)`
 /// under a process-wide lock, so lines from concurrent tasks never interleave.
@@ -28,16 +29,20 @@ final class FileDescriptorLineWriter: Sendable {
     static let standardError = FileDescriptorLineWriter(fd: STDERR_FILENO)
 
     private let fd: Int32
-    // NSLock is Sendable; it guards nothing but the ordering of writes to `fd`.
-    private let lock = NSLock()
+    /// Guards nothing but the ordering of writes to `fd`: one line at a time.
+    private let writing = Mutex(())
 
     init(fd: Int32) { self.fd = fd }
 
     func write(_ line: String) {
         var bytes = Array(line.utf8)
         bytes.append(UInt8(ascii: "\n"))
-        lock.lock()
-        defer { lock.unlock() }
+        writing.withLock { _ in
+            Self.writeAll(bytes, to: fd)
+        }
+    }
+
+    private static func writeAll(_ bytes: [UInt8], to fd: Int32) {
         bytes.withUnsafeBytes { buffer in
             var offset = 0
             while offset < buffer.count {

@@ -37,22 +37,6 @@ public struct AdapterCapabilities: Sendable, Hashable {
     }
 }
 
-/// BlueZ's Adapter1.PowerState (5.66): "on", "off", "off-enabling", "on-disabling", "off-blocked".
-public enum AdapterPowerState: String, Sendable, Hashable, CaseIterable, Codable {
-    case on
-    case off
-    case offEnabling = "off-enabling"
-    case onDisabling = "on-disabling"
-    case offBlocked = "off-blocked"
-
-    /// nil for a value this build does not know; fall back to Adapter1.Powered then.
-    public init?(bluezValue: String) {
-        self.init(rawValue: bluezValue)
-    }
-
-    public var bluezValue: String { rawValue }
-}
-
 /// Which role the state machine serves: a peripheral must advertise, a central only scans.
 public enum RoleRequirement: String, Sendable, Hashable, CaseIterable, Codable {
     /// Needs LE and LEAdvertisingManager1.

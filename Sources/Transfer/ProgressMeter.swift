@@ -14,7 +14,7 @@ public struct ProgressMeter: Sendable {
     private var samples: [Sample] = []
     private var latest: Sample?
     /// Samples closer together than this are merged, bounding `samples` to about 64 entries.
-    private var spacing: Double { seconds(window) / 64 }
+    private var spacing: Double { window.seconds / 64 }
 
     public init(totalBytes: Int?, window: Duration = .seconds(5)) {
         self.totalBytes = totalBytes
@@ -25,7 +25,7 @@ public struct ProgressMeter: Sendable {
     /// back in time are ignored; fewer bytes than before means the transfer restarted, which
     /// starts the measurement afresh.
     public mutating func record(bytesSoFar: Int, at time: Duration) {
-        let sample = Sample(bytes: bytesSoFar, seconds: seconds(time))
+        let sample = Sample(bytes: bytesSoFar, seconds: time.seconds)
         if let latest {
             if sample.seconds < latest.seconds { return }
             if sample.bytes < latest.bytes { samples.removeAll() }
@@ -36,7 +36,7 @@ public struct ProgressMeter: Sendable {
             samples.append(sample)
         }
         latest = sample
-        let horizon = sample.seconds - seconds(window)
+        let horizon = sample.seconds - window.seconds
         // Keep one sample at or before the horizon so the window is always spanned.
         while samples.count > 2, samples[1].seconds <= horizon { samples.removeFirst() }
     }
@@ -62,9 +62,4 @@ public struct ProgressMeter: Sendable {
         guard secondsLeft.isFinite, secondsLeft < 1e12 else { return nil }
         return .milliseconds(Int64((secondsLeft * 1000).rounded()))
     }
-}
-
-private func seconds(_ duration: Duration) -> Double {
-    let (whole, attoseconds) = duration.components
-    return Double(whole) + Double(attoseconds) / 1e18
 }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import DBus
 import Foundation
+import Transfer
 
 /// Method-call round-trips through a private dbus-daemon, measured for our connection and, in
 /// the same run, for established clients calling the same exported method: `dbus-send` (one
@@ -202,13 +203,6 @@ private func residentMemoryKiB() -> Int {
 
 private func format(_ value: Double, _ decimals: Int) -> String { String(format: "%.\(decimals)f", value) }
 private func format(_ value: Int) -> String { String(value) }
-
-extension Duration {
-    fileprivate var seconds: Double {
-        let (seconds, attoseconds) = components
-        return Double(seconds) + Double(attoseconds) / 1e18
-    }
-}
 
 /// The benchmark's own private dbus-daemon (permissive policy, socket in a temporary directory).
 private final class BenchmarkBus: Sendable {

@@ -129,8 +129,7 @@ struct TransferBenchmark: AsyncParsableCommand {
         var best = Double.infinity
         for _ in 0..<runs {
             let elapsed = clock.measure(body)
-            let (seconds, attoseconds) = elapsed.components
-            best = min(best, Double(seconds) + Double(attoseconds) / 1e18)
+            best = min(best, elapsed.seconds)
         }
         return best
     }

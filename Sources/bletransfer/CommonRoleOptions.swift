@@ -1,4 +1,5 @@
 import ArgumentParser
+import Daemon
 import Roles
 import Transfer
 

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Daemon
 import DaemonSupport
 import Logging
 import Roles
@@ -152,8 +153,11 @@ struct DaemonCommand: AsyncParsableCommand {
             storageLimits: bounds.storageLimits,
             settleTime: settleTime.map { .milliseconds(Int64($0 * 1000)) } ?? Outbox.defaultSettleTime,
             json: common.json,
-            senderBounds: senderBounds,
-            senderMinimumRate: bounds.minimumRate)
+            acknowledgementTimeout: senderBounds.acknowledgementTimeoutDuration,
+            unsubscribeTimeout: senderBounds.unsubscribeTimeoutDuration,
+            senderMinimumRate: bounds.minimumRate,
+            compatDelivery: senderBounds.compatDelivery, valueSizeLimit: senderBounds.valueSize,
+            version: BLETransferVersion.current)
         let status = await Daemon(settings: settings).run()
         if status != .success { throw status.exitCode }
     }

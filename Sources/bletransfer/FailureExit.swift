@@ -1,4 +1,5 @@
 import ArgumentParser
+import Daemon
 import Roles
 
 extension ExitStatus {
@@ -28,4 +29,9 @@ func exitCode(reporting failure: any ClassifiedFailure, json: Bool) -> ExitCode 
     }
     EventRenderer.writeLine("bletransfer: \(failure.userMessage)", to: 2)
     return status.exitCode
+}
+
+extension ExitStatus {
+    /// The status as ArgumentParser ends a command with it.
+    var exitCode: ExitCode { ExitCode(rawValue) }
 }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Daemon
 import DaemonSupport
 import Foundation
 import Roles

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Daemon
 import BlueZ
 import DaemonSupport
 import Foundation
@@ -120,18 +121,10 @@ struct ReceiveCommand: AsyncParsableCommand {
         do {
             sink = try makeSink(payloads: payloads)
         } catch let failure as SinkFailure {
-            throw failureExit(failure, json: json)
+            throw RoleRun.exit(reporting: failure, json: json)
         }
 
-        // DaemonLogHandler escapes what a peer may have put into a log line (SafeText).
-        var logger = Logger(label: "bletransfer") { DaemonLogHandler.standardError(label: $0) }
-        logger.logLevel = common.verbose ? .debug : .warning
-        let session: BluetoothSession
-        do {
-            session = try await BluetoothSession.open(.system, logger: logger)
-        } catch {
-            throw failureExit(RoleFailure(.unavailable, "\(error)"), json: json)
-        }
+        let (session, _) = try await RoleRun.openSession(verbose: common.verbose, json: json)
         defer { session.close() }
 
         var limits = TransferLimits.default
@@ -174,17 +167,7 @@ struct ReceiveCommand: AsyncParsableCommand {
         }
         await renderer.value
 
-        switch outcome {
-        case .finished:
-            return
-        case .failed(let error):
-            let failure = (error as? any ClassifiedFailure) ?? RoleFailure(.software, "unexpected failure: \(error)")
-            throw failureExit(failure, json: json)
-        case .timedOut(let seconds):
-            throw failureExit(RoleFailure(.timedOut, "timed out after \(RoleRun.format(seconds)) s"), json: json)
-        case .interrupted(let signal):
-            throw ExitCode(128 + signal)
-        }
+        try await RoleRun.end(outcome, json: json) { seconds in "timed out after \(RoleRun.format(seconds)) s" }
     }
 
     private func makeSink(payloads: ReceivedPayloads) throws -> any MessageSink {
@@ -217,10 +200,4 @@ struct PayloadRecordingSink: MessageSink {
         await payloads.put(message.payload, sequence: sequence)
         return nil
     }
-}
-
-/// `exitCode(reporting:json:)` under a name that a command's own static `exitCode(for:)` does
-/// not shadow.
-private func failureExit(_ failure: any ClassifiedFailure, json: Bool) -> ExitCode {
-    exitCode(reporting: failure, json: json)
 }

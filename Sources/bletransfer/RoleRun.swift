@@ -1,6 +1,10 @@
 import ArgumentParser
+import BlueZ
 import Dispatch
+import DaemonSupport
+import Logging
 import Roles
+import Transfer
 
 #if canImport(Glibc)
 import Glibc
@@ -48,8 +52,7 @@ enum RoleRun {
                     } catch {
                         return nil
                     }
-                    let (seconds, attoseconds) = timeout.components
-                    return .deadline(Double(seconds) + Double(attoseconds) / 1e18)
+                    return .deadline(timeout.seconds)
                 }
             }
             var first: Race?
@@ -68,6 +71,36 @@ enum RoleRun {
         }
     }
 
+    /// The system-bus session a command's role runs on, and the logger it logs through
+    /// (warnings, or debug with --verbose; DaemonLogHandler escapes what a peer may have put
+    /// into a line). A bus that cannot be reached ends the command: one line, status 69.
+    static func openSession(verbose: Bool, json: Bool) async throws -> (BluetoothSession, Logger) {
+        var logger = Logger(label: "bletransfer") { DaemonLogHandler.standardError(label: $0) }
+        logger.logLevel = verbose ? .debug : .warning
+        do {
+            return (try await BluetoothSession.open(.system, logger: logger), logger)
+        } catch {
+            throw exit(reporting: RoleFailure(.unavailable, "\(error)"), json: json)
+        }
+    }
+
+    /// Ends a command the way its role ended: returns when the role finished; otherwise throws
+    /// the exit code, after one line for a failure or the deadline (`timedOut` words it),
+    /// or 128 + the signal that stopped it.
+    static func end(_ outcome: Outcome, json: Bool, timedOut: (Double) async -> String) async throws {
+        switch outcome {
+        case .finished:
+            return
+        case .failed(let error):
+            let failure = (error as? any ClassifiedFailure) ?? RoleFailure(.software, "unexpected failure: \(error)")
+            throw exit(reporting: failure, json: json)
+        case .timedOut(let seconds):
+            throw exit(reporting: RoleFailure(.timedOut, await timedOut(seconds)), json: json)
+        case .interrupted(let signal):
+            throw ExitCode(128 + signal)
+        }
+    }
+
     /// `exitCode(reporting:json:)` for use inside a command, where ParsableCommand's own static
     /// `exitCode(for:)` hides the free function.
     static func exit(reporting failure: any ClassifiedFailure, json: Bool) -> ExitCode {
@@ -76,34 +109,5 @@ enum RoleRun {
 
     static func format(_ seconds: Double) -> String {
         seconds == seconds.rounded() ? String(Int(seconds)) : String(seconds)
-    }
-}
-
-/// Turns SIGINT/SIGTERM into an async stream while it lives (their default action, ending the
-/// process at once, would leave our GATT application and advertisement registered).
-final class SignalWatcher: @unchecked Sendable {
-    // @unchecked Sendable: the properties are constants; dispatch sources may be cancelled
-    // from any thread, and `stop()` is all that touches them after init.
-    let stream: AsyncStream<Int32>
-    private let sources: [any DispatchSourceSignal]
-    private let watched: [Int32]
-
-    init(signals: [Int32]) {
-        let (stream, continuation) = AsyncStream<Int32>.makeStream()
-        self.stream = stream
-        self.watched = signals
-        self.sources = signals.map { number in
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { continuation.yield(number) }
-            source.resume()
-            return source
-        }
-    }
-
-    /// Restores the default actions: a second Ctrl-C during the final exit ends the process.
-    func stop() {
-        for source in sources { source.cancel() }
-        for number in watched { signal(number, SIG_DFL) }
     }
 }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Daemon
 import BlueZ
 import DaemonSupport
 import Dispatch
@@ -108,16 +109,7 @@ struct SendCommand: AsyncParsableCommand {
             throw RoleRun.exit(reporting: error, json: json)
         }
 
-        // DaemonLogHandler escapes what a peer may have put into a log line (SafeText).
-        var logger = Logger(label: "bletransfer") { DaemonLogHandler.standardError(label: $0) }
-        logger.logLevel = common.verbose ? .debug : .warning
-
-        let session: BluetoothSession
-        do {
-            session = try await BluetoothSession.open(.system, logger: logger)
-        } catch {
-            throw RoleRun.exit(reporting: RoleFailure(.unavailable, "\(error)"), json: json)
-        }
+        let (session, logger) = try await RoleRun.openSession(verbose: common.verbose, json: json)
         defer { session.close() }
 
         var configuration = bounds.applied(to: PeripheralConfiguration(
@@ -142,19 +134,10 @@ struct SendCommand: AsyncParsableCommand {
         }
         await renderer.value
 
-        switch outcome {
-        case .finished:
-            return
-        case .failed(let error):
-            let failure = (error as? any ClassifiedFailure) ?? RoleFailure(.software, "unexpected failure: \(error)")
-            throw RoleRun.exit(reporting: failure, json: json)
-        case .timedOut(let seconds):
+        let wanted = forever ? "" : " of \(count ?? 1)"
+        try await RoleRun.end(outcome, json: json) { seconds in
             let delivered = await source.deliveredCount
-            let wanted = forever ? "" : " of \(count ?? 1)"
-            throw RoleRun.exit(reporting: RoleFailure(.timedOut,
-                "timed out after \(RoleRun.format(seconds)) s with \(delivered)\(wanted) message(s) delivered"), json: json)
-        case .interrupted(let signal):
-            throw ExitCode(128 + signal)
+            return "timed out after \(RoleRun.format(seconds)) s with \(delivered)\(wanted) message(s) delivered"
         }
     }
 }

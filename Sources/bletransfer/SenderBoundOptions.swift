@@ -36,17 +36,23 @@ struct SenderBoundOptions: ParsableArguments {
         if let unsubscribeTimeout { _ = try OptionValidation.duration(unsubscribeTimeout, option: "--unsubscribe-timeout") }
     }
 
+    /// `--ack-timeout` as a duration (validated already); nil when not given.
+    var acknowledgementTimeoutDuration: Duration? {
+        acknowledgementTimeout.flatMap { try? OptionValidation.duration($0, option: "--ack-timeout") }
+    }
+
+    /// `--unsubscribe-timeout` as a duration (validated already); nil when not given.
+    var unsubscribeTimeoutDuration: Duration? {
+        unsubscribeTimeout.flatMap { try? OptionValidation.duration($0, option: "--unsubscribe-timeout") }
+    }
+
     /// `configuration` with these options applied (validated already).
     func applied(to configuration: PeripheralConfiguration) -> PeripheralConfiguration {
         var configuration = configuration
         configuration.compatDelivery = compatDelivery
         configuration.valueSizeLimit = valueSize
-        if let acknowledgementTimeout, let limit = try? OptionValidation.duration(acknowledgementTimeout, option: "") {
-            configuration.acknowledgementTimeout = limit
-        }
-        if let unsubscribeTimeout, let limit = try? OptionValidation.duration(unsubscribeTimeout, option: "") {
-            configuration.unsubscribeTimeout = limit
-        }
+        if let limit = acknowledgementTimeoutDuration { configuration.acknowledgementTimeout = limit }
+        if let limit = unsubscribeTimeoutDuration { configuration.unsubscribeTimeout = limit }
         return configuration
     }
 }

@@ -1,4 +1,5 @@
 import BlueZ
+import Daemon
 import Foundation
 
 /// Rendering of `bletransfer status`: text for people, one JSON object for scripts.

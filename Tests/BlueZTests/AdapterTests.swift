@@ -1,6 +1,7 @@
 import BlueZ
 import DBus
 import Testing
+import TestSupport
 
 @Suite("Adapters, bluetoothd presence and status against BlueZoo on a private bus",
        .enabled(if: TestTools.haveBlueZoo, "needs dbus-daemon and bluezoo (pip install bluezoo)"),
@@ -162,12 +163,12 @@ struct ServicePresenceTests {
             if let zoo { print("BlueZoo log:\n\(zoo.log)") }
             session.close()
             await zoo?.stop()
-            await bus.stop()
+            bus.stop()
             throw error
         }
         session.close()
         await zoo?.stop()
-        await bus.stop()
+        bus.stop()
     }
 
     @Test("a policy that refuses org.bluez gives accessDenied and a permission-denied verdict")
@@ -191,12 +192,12 @@ struct ServicePresenceTests {
             print("BlueZoo log:\n\(zoo.log)")
             session.close()
             await zoo.stop()
-            await bus.stop()
+            bus.stop()
             throw error
         }
         session.close()
         await zoo.stop()
-        await bus.stop()
+        bus.stop()
     }
 
     @Test("no system bus at the given address is a clear error")

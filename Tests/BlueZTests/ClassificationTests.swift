@@ -1,3 +1,4 @@
+import BluetoothModel
 import BlueZ
 import DBus
 import Testing
@@ -12,13 +13,13 @@ struct ClassificationTests {
         ("E20A39F473F54BC4A12F17D1AD07A961", "e20a39f4-73f5-4bc4-a12f-17d1ad07a961"),
     ])
     func normalise(input: String, expected: String) {
-        #expect(BluetoothUUIDString.normalize(input) == expected)
+        #expect(BluetoothUUID(parsing: input)?.canonical == expected)
     }
 
     @Test("malformed UUID strings are refused", arguments: ["", "18", "180G", "E20A39F4-73F5-4BC4-A12F-17D1AD07A96", "E20A39F4_73F5-4BC4-A12F-17D1AD07A961"])
     func malformed(input: String) {
-        #expect(BluetoothUUIDString.normalize(input) == nil)
-        #expect(!BluetoothUUIDString.matches(input, input))
+        #expect(BluetoothUUID(parsing: input) == nil)
+        #expect(!BluetoothUUID.matches(input, input))
     }
 
     @Test("D-Bus errors map to what they mean for Bluetooth")

@@ -1,6 +1,8 @@
+import BluetoothModel
 import BlueZ
 import DBus
 import Testing
+import TestSupport
 
 /// The transfer service of Apple's sample; these tests only need some 128-bit UUIDs.
 private let serviceUUID = "E20A39F4-73F5-4BC4-A12F-17D1AD07A961"
@@ -140,7 +142,7 @@ struct GATTTests {
             #expect(properties.connected && properties.servicesResolved)
             #expect(device.service(uuid: serviceUUID)?.isPrimary == true)
             #expect(Set(characteristic.flags) == ["read", "write", "write-without-response", "notify"])
-            #expect(BluetoothUUIDString.matches(characteristic.uuid, characteristicUUID))
+            #expect(BluetoothUUID.matches(characteristic.uuid, characteristicUUID))
             #expect(characteristic.mtu != nil)
             // A device BlueZ already knows is reported again on the next look, without discovery.
             let again = try await first(try pair.central.adapter(named: "hci0").sightings(serviceUUID: serviceUUID))

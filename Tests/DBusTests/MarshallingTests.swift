@@ -1,5 +1,6 @@
 @testable import DBus
 import PropertyBased
+import TestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -205,7 +206,7 @@ import Glibc
             let original = try message()
             try original.append(values)
             var bytes = try original.marshalled()
-            var rng = SplitMix64(seed: seed)
+            var rng = SeededGenerator(seed: seed)
             switch rng.next() % 4 {
             case 0:  // flip bytes
                 for _ in 0..<(1 + Int(rng.next() % 4)) {
@@ -236,18 +237,5 @@ import Glibc
         #expect(throws: DBusError.self) { try Message.demarshal([]) }
         #expect(throws: DBusError.self) { try Message.demarshal([0x6c]) }
         #expect(throws: DBusError.self) { try Message.demarshal([UInt8](repeating: 0, count: 16)) }
-    }
-}
-
-/// A tiny deterministic generator for mutation positions (seeded from the property checker).
-struct SplitMix64 {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

@@ -1,9 +1,10 @@
 import DBus
 import Testing
+import TestSupport
 
 @Suite struct SmokeTests {
     @Test func callTheBusAndOurselves() async throws {
-        let bus = try PrivateBus.start()
+        let bus = try await PrivateBus.start()
         defer { bus.stop() }
         let server = try await DBusConnection.connect(address: bus.address)
         let client = try await DBusConnection.connect(address: bus.address)

@@ -3,6 +3,7 @@ import Foundation
 @testable import Roles
 import Testing
 import Transfer
+import TestSupport
 
 /// The central against BlueZoo: a private bus, two mock adapters (hci0 for the central, hci1
 /// for a scripted peripheral built on the BlueZ layer).

@@ -3,6 +3,7 @@ import Foundation
 @testable import Roles
 import Testing
 import Transfer
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -454,7 +455,7 @@ import Glibc
 
 /// Work that waits, ignoring cancellation, until released: an unresponsive D-Bus peer.
 private final class StuckWork: Sendable {
-    private let state = LockedValue<(finished: Bool, continuation: CheckedContinuation<Void, Never>?, released: Bool)>(
+    private let state = Mutex<(finished: Bool, continuation: CheckedContinuation<Void, Never>?, released: Bool)>(
         (false, nil, false))
 
     var hasFinished: Bool { state.withLock { $0.finished } }

@@ -3,6 +3,7 @@ import Foundation
 @testable import Roles
 import Testing
 import Transfer
+import TestSupport
 
 /// Our send → our receive over BlueZoo: the Peripheral engine on hci0, the Central engine on
 /// hci1, each with its own session, as two processes would be.

@@ -4,6 +4,7 @@ import Foundation
 @testable import Roles
 import Testing
 import Transfer
+import TestSupport
 
 /// The peripheral engine against BlueZoo: a private bus, two mock adapters (hci0 for our
 /// peripheral, hci1 for a scripted central built on the BlueZ layer).

@@ -2,6 +2,7 @@ import BlueZ
 import DBus
 import Foundation
 import Transfer
+import TestSupport
 
 /// A minimal central for the peripheral's bus tests, built straight on the BlueZ layer (not on
 /// our Central engine, so the peripheral is tested against an independent receiver). It

@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 import Testing
 import Transfer
+import TestSupport
 
 /// `bletransfer send` as a user runs it: exit statuses, one-line errors, signals, and a real
 /// transfer from a piped standard input over BlueZoo.

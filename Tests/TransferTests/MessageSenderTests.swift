@@ -1,5 +1,6 @@
 import Testing
 @testable import Transfer
+import TestSupport
 
 @Suite struct MessageSenderTests {
     @Test func emptyCompatMessageIsJustEOM() {

@@ -1,5 +1,6 @@
 import Testing
 @testable import Transfer
+import TestSupport
 
 /// A deterministic, coverage-free mutation fuzzer over everything a peer controls: notification
 /// values (receiver), HELLO and ACK writes (peripheral). It runs in every `swift test`; the

@@ -1,6 +1,7 @@
 import PropertyBased
 import Testing
 @testable import Transfer
+import TestSupport
 
 /// Framed messages survive notifications that overtake each other (BlueZ with EATT spreads one
 /// characteristic's notifications over several ATT bearers); compat is read in arrival order.

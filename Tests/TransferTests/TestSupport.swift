@@ -1,4 +1,5 @@
 @testable import Transfer
+import TestSupport
 
 /// All values a sender produces, in order.
 func allValues(_ sender: MessageSender) -> [[UInt8]] {
@@ -28,24 +29,6 @@ func appleStyleValues(_ payload: [UInt8], chunkSize: Int = 20) -> [[UInt8]] {
     stride(from: 0, to: payload.count, by: chunkSize).map {
         Array(payload[$0..<min($0 + chunkSize, payload.count)])
     } + [WireFormat.endOfMessage]
-}
-
-/// A deterministic generator (SplitMix64) so failures reproduce.
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
-func randomBytes(_ count: Int, seed: UInt64) -> [UInt8] {
-    var generator = SeededGenerator(seed: seed)
-    return (0..<count).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
 }
 
 /// Payloads every format test runs over, named for failure messages.

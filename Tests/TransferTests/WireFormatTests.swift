@@ -1,5 +1,6 @@
 import Testing
 @testable import Transfer
+import TestSupport
 
 /// The byte layouts documented in README.md, "Wire formats", checked byte for byte.
 @Suite struct WireFormatTests {

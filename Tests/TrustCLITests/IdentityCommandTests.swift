@@ -1,3 +1,5 @@
+import Daemon
+import enum Daemon.ExitStatus  // Swift Testing has an ExitStatus too
 import Foundation
 import Testing
 import Trust
@@ -54,7 +56,7 @@ private func scratchDirectory() throws -> String {
     }
 
     @Test func failuresMapToDistinctExitStatuses() {
-        let cases: [(TrustError, bletransfer.ExitStatus)] = [
+        let cases: [(TrustError, ExitStatus)] = [
             (.identityExists(path: "p"), .usage),
             (.identityMissing(path: "p"), .noInput),
             (.identityTooOpen(path: "p", mode: 0o644), .permissionDenied),
@@ -63,7 +65,7 @@ private func scratchDirectory() throws -> String {
             (.fileAccess(path: "p", operation: "write", errno: ENOSPC), .ioError),
         ]
         for (error, status) in cases {
-            #expect(bletransfer.ExitStatus(IdentityLocation.failure(error).kind) == status)
+            #expect(ExitStatus(IdentityLocation.failure(error).kind) == status)
             #expect(!IdentityLocation.failure(error).userMessage.contains("\n"))
         }
     }

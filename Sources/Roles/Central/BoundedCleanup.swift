@@ -1,3 +1,5 @@
+import Synchronization
+
 /// Runs clean-up work (unsubscribe, disconnect, stop discovery) to completion even when the
 /// calling task was cancelled — a torn-down transfer must still release the link — but never
 /// longer than `limit`, so an unresponsive bluetoothd cannot hold the central.
@@ -28,14 +30,13 @@ func boundedCleanup(limit: Duration, _ work: @escaping @Sendable () async -> Voi
 func withTimeLimit<T: Sendable>(_ limit: Duration, onTimeout: @escaping @Sendable () -> any Error,
                                 _ body: @escaping @Sendable () async throws -> T) async throws -> T {
     let outcome = FirstOutcome<T>()
-    let worker = LockedValue<Task<Void, Never>?>(nil)
     let result = await withTaskCancellationHandler {
         await withCheckedContinuation { (continuation: CheckedContinuation<Result<T, any Error>, Never>) in
             outcome.install(continuation)
             let task = Task {
                 do { outcome.resolve(.success(try await body())) } catch { outcome.resolve(.failure(error)) }
             }
-            worker.withLock { $0 = task }
+            outcome.setWorker(task)
             let timer = Task {
                 guard (try? await Task.sleep(for: limit)) != nil else { return }
                 task.cancel()
@@ -49,7 +50,7 @@ func withTimeLimit<T: Sendable>(_ limit: Duration, onTimeout: @escaping @Sendabl
             if Task.isCancelled { task.cancel() }
         }
     } onCancel: {
-        worker.withLock { $0?.cancel() }
+        outcome.cancelWorker()
     }
     return try result.get()
 }
@@ -61,9 +62,11 @@ private final class FirstOutcome<T: Sendable>: Sendable {
         var continuation: CheckedContinuation<Result<T, any Error>, Never>?
         var early: Result<T, any Error>?
         var resolved = false
+        /// The task running the body, cancelled when the caller is.
+        var worker: Task<Void, Never>?
     }
 
-    private let state = LockedValue(State())
+    private let state = Mutex(State())
 
     func install(_ continuation: CheckedContinuation<Result<T, any Error>, Never>) {
         state.withLock { state in
@@ -73,6 +76,14 @@ private final class FirstOutcome<T: Sendable>: Sendable {
                 state.continuation = continuation
             }
         }
+    }
+
+    func setWorker(_ task: Task<Void, Never>) {
+        state.withLock { $0.worker = task }
+    }
+
+    func cancelWorker() {
+        state.withLock { $0.worker }?.cancel()
     }
 
     func resolve(_ result: Result<T, any Error>) {

@@ -2,6 +2,7 @@ import BlueZ
 import DBus
 import Foundation
 import Transfer
+import Synchronization
 
 /// The receiving role: Apple's central flow over BlueZ. Waits for `poweredOn`, scans for the
 /// transfer service, connects, subscribes, reassembles, verifies, acknowledges (framed),
@@ -290,7 +291,7 @@ public final class Central: Sendable {
     }
 
     private static func offers(_ service: String, _ properties: DeviceProperties) -> Bool {
-        properties.uuids.contains { BluetoothUUIDString.matches($0, service) }
+        properties.uuids.contains { BluetoothUUID.matches($0, service) }
     }
 
     private func stopDiscovery(_ adapter: Adapter) async {
@@ -603,11 +604,11 @@ final class RunState: Sendable {
         var unacknowledgedOrder: [String] = []
     }
 
-    private let inner: LockedValue<Inner>
+    private let inner: Mutex<Inner>
     private let started = ContinuousClock.now
 
     init(book: PeerBook) {
-        inner = LockedValue(Inner(book: book))
+        inner = Mutex(Inner(book: book))
     }
 
     var elapsed: Duration { ContinuousClock.now - started }

@@ -63,11 +63,11 @@ struct MessageAssembly: Sendable {
     /// The failure when the transfer fell below `minimumRate` at `time`; nil while it keeps up.
     func rateShortfall(at time: Duration) -> TransferFailure? {
         guard minimumRate > 0, time > rateGrace else { return nil }
-        let owed = Double(minimumRate) * Self.seconds(time - rateGrace)
+        let owed = Double(minimumRate) * (time - rateGrace).seconds
         guard Double(receiver.progress.bytesSoFar) < owed else { return nil }
         return .refused(
             bound: "min-rate",
-            reason: "too slow: \(receiver.progress.bytesSoFar) bytes in \((Self.seconds(time) * 10).rounded() / 10) s, "
+            reason: "too slow: \(receiver.progress.bytesSoFar) bytes in \((time.seconds * 10).rounded() / 10) s, "
                 + "below \(minimumRate) bytes/s after \(Self.describe(rateGrace)) (--min-rate)")
     }
 
@@ -143,7 +143,7 @@ struct MessageAssembly: Sendable {
                     lastProgressAt = time
                     report = ProgressReport(
                         progress: progress, bytesPerSecond: meter?.bytesPerSecond,
-                        secondsRemaining: meter?.estimatedRemaining.map(Self.seconds))
+                        secondsRemaining: meter?.estimatedRemaining?.seconds)
                 }
                 if first, let format = receiver.detectedFormat {
                     return .formatDetected(format == .framed ? .framed : .compat, progress: report)
@@ -153,13 +153,8 @@ struct MessageAssembly: Sendable {
         }
     }
 
-    static func seconds(_ duration: Duration) -> Double {
-        let (whole, attoseconds) = duration.components
-        return Double(whole) + Double(attoseconds) / 1e18
-    }
-
     static func describe(_ duration: Duration) -> String {
-        let value = seconds(duration)
+        let value = duration.seconds
         return value == value.rounded() ? "\(Int(value)) s" : "\(value) s"
     }
 }

@@ -1,33 +1,20 @@
 import BlueZ
 import DBus
 import Foundation
+import TestSupport
+import Synchronization
 
-/// Test fixture: a private dbus-daemon (nothing touches the machine's system bus) and, on it,
-/// the BlueZoo mock of org.bluez (`pip install bluezoo`), whose adapters see each other's
-/// advertisements and serve each other's GATT applications.
-///
-/// BlueZoo picks its bus through sd-bus: `sd_bus_open_system()` honours
-/// DBUS_SYSTEM_BUS_ADDRESS, so the process gets the private bus address there.
-enum TestTools {
-    static func find(_ name: String) -> String? {
-        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
-        for directory in path.split(separator: ":") {
-            let candidate = "\(directory)/\(name)"
-            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
-        }
-        return nil
-    }
-
-    static let dbusDaemon = find("dbus-daemon")
-    static let bluezoo = find("bluezoo")
-    static var haveBlueZoo: Bool { dbusDaemon != nil && bluezoo != nil }
-    static var haveDBusDaemon: Bool { dbusDaemon != nil }
-}
+// Test fixture: a private dbus-daemon (TestSupport's PrivateBus: nothing touches the machine's
+// system bus) and, on it, the BlueZoo mock of org.bluez (`pip install bluezoo`), whose adapters
+// see each other's advertisements and serve each other's GATT applications.
+//
+// BlueZoo picks its bus through sd-bus: `sd_bus_open_system()` honours
+// DBUS_SYSTEM_BUS_ADDRESS, so the process gets the private bus address there.
 
 /// A child process whose exit can be awaited without blocking a thread.
 final class ChildProcess: Sendable {
     let process: Process
-    private let exit = Locked<(exited: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+    private let exit = Mutex<(exited: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
 
     init(executable: String, arguments: [String], environment: [String: String] = [:],
          standardOutput: Any? = nil, standardError: Any? = nil) throws {
@@ -40,9 +27,9 @@ final class ChildProcess: Sendable {
         if let standardOutput { process.standardOutput = standardOutput }
         if let standardError { process.standardError = standardError }
         self.process = process
-        let exit = self.exit
-        process.terminationHandler = { _ in
-            let waiters = exit.withLock { state -> [CheckedContinuation<Void, Never>] in
+        process.terminationHandler = { [weak self] _ in
+            guard let self else { return }  // nobody is left to wait for the exit
+            let waiters = self.exit.withLock { state -> [CheckedContinuation<Void, Never>] in
                 state.exited = true
                 defer { state.waiters = [] }
                 return state.waiters
@@ -72,107 +59,15 @@ final class ChildProcess: Sendable {
     }
 }
 
-/// `Locked` is internal to BlueZ; the tests keep their own copy of the idea.
-final class Locked<Value>: @unchecked Sendable {
-    // @unchecked Sendable: `value` is only touched under `lock`.
-    private let lock = NSLock()
-    private var value: Value
-    init(_ value: Value) { self.value = value }
-    func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
-        lock.lock()
-        defer { lock.unlock() }
-        return try body(&value)
-    }
-}
-
-/// A private dbus-daemon in its own temporary directory.
-final class PrivateBus: Sendable {
-    enum Policy: Sendable {
-        /// Anyone may own any name and call anything.
-        case permissive
-        /// Like permissive, but nobody may send to org.bluez (AccessDenied, as on a locked-down host).
-        case denyBlueZ
-    }
-
-    let directory: URL
-    let address: String
-    private let daemon: ChildProcess
-
-    private init(directory: URL, address: String, daemon: ChildProcess) {
-        self.directory = directory
-        self.address = address
-        self.daemon = daemon
-    }
-
-    static func start(policy: Policy = .permissive) async throws -> PrivateBus {
-        guard let executable = TestTools.dbusDaemon else { throw TestSetupError("dbus-daemon not found") }
-        let directory = FileManager.default.temporaryDirectory
-            .appendingPathComponent("bletransfer-bus-\(UUID().uuidString.prefix(8))")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let deny = policy == .denyBlueZ ? #"<deny send_destination="org.bluez"/>"# : ""
-        let config = """
-            <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
-             "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-            <busconfig>
-              <type>custom</type>
-              <listen>unix:path=\(directory.path)/bus</listen>
-              <auth>EXTERNAL</auth>
-              <policy context="default">
-                <allow user="*"/>
-                <allow own="*"/>
-                <allow send_destination="*" eavesdrop="true"/>
-                <allow receive_sender="*"/>
-                \(deny)
-              </policy>
-            </busconfig>
-            """
-        let configURL = directory.appendingPathComponent("bus.conf")
-        try config.write(to: configURL, atomically: true, encoding: .utf8)
-        let output = Pipe()
-        let daemon = try ChildProcess(executable: executable,
-                                      arguments: ["--config-file=\(configURL.path)", "--nofork", "--print-address"],
-                                      standardOutput: output,
-                                      standardError: FileHandle(forWritingAtPath: "/dev/null"))
-        // dbus-daemon prints its address once it listens: that line is the readiness signal.
-        let line = await readLine(from: output.fileHandleForReading)
-        guard let address = line?.trimmingCharacters(in: .whitespacesAndNewlines), !address.isEmpty else {
-            await daemon.stop()
-            throw TestSetupError("dbus-daemon did not print its address")
-        }
-        return PrivateBus(directory: directory, address: address, daemon: daemon)
-    }
-
-    func stop() async {
-        await daemon.stop()
-        try? FileManager.default.removeItem(at: directory)
-    }
-
-    private static func readLine(from handle: FileHandle) async -> String? {
-        await withCheckedContinuation { continuation in
-            // A blocking read, kept off the cooperative pool.
-            DispatchQueue.global().async {
-                var bytes: [UInt8] = []
-                while true {
-                    let chunk = handle.readData(ofLength: 1)
-                    guard let byte = chunk.first else { break }
-                    if byte == UInt8(ascii: "\n") { break }
-                    bytes.append(byte)
-                }
-                continuation.resume(returning: bytes.isEmpty ? nil : String(decoding: bytes, as: UTF8.self))
-            }
-        }
-    }
-}
-
 /// BlueZoo running on a private bus.
 final class BlueZoo: Sendable {
     let bus: PrivateBus
-    private let process: Locked<ChildProcess?>
+    private let process: Mutex<ChildProcess?>
     let logURL: URL
 
     private init(bus: PrivateBus, process: ChildProcess, logURL: URL) {
         self.bus = bus
-        self.process = Locked(process)
+        self.process = Mutex(process)
         self.logURL = logURL
     }
 
@@ -258,12 +153,12 @@ func withBlueZoo(adapters: Int = 2,
         if let zoo { print("BlueZoo log:\n\(zoo.log)") }
         session?.close()
         await zoo?.stop()
-        await bus.stop()
+        bus.stop()
         throw error
     }
     session?.close()
     await zoo?.stop()
-    await bus.stop()
+    bus.stop()
 }
 
 /// Collects elements of `sequence` until `done` says the collection is complete; fails with a

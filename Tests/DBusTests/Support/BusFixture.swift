@@ -1,6 +1,7 @@
 import DBus
 import Foundation
 import Synchronization
+import TestSupport
 
 /// A private bus with two connections to it: `server` exports, `client` calls.
 struct BusFixture: Sendable {
@@ -9,7 +10,7 @@ struct BusFixture: Sendable {
     let client: DBusConnection
 
     static func start() async throws -> BusFixture {
-        let bus = try PrivateBus.start()
+        let bus = try await PrivateBus.start()
         let server = try await DBusConnection.connect(address: bus.address)
         let client = try await DBusConnection.connect(address: bus.address)
         return BusFixture(bus: bus, server: server, client: client)

@@ -2,6 +2,7 @@ import BlueZ
 import DBus
 import Foundation
 import Transfer
+import TestSupport
 
 /// A minimal GATT peripheral for central tests, built straight on the BlueZ layer (not on our
 /// Peripheral engine, so the central is tested against an independent sender). It serves the

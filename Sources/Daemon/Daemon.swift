@@ -8,46 +8,87 @@ import Roles
 import SystemPackage
 import Transfer
 
-/// What `bletransfer daemon` was asked to do.
-struct DaemonSettings: Sendable {
-    var role: DaemonRoleKind
-    var adapterName: String?
-    var serviceUUID: BluetoothUUID
-    var characteristicUUID: BluetoothUUID
+/// What `bletransfer daemon` was asked to do (validated already by the command line).
+public struct DaemonSettings: Sendable {
+    public var role: DaemonRoleKind
+    public var adapterName: String?
+    public var serviceUUID: BluetoothUUID
+    public var characteristicUUID: BluetoothUUID
     /// Receiver: where messages are stored.
-    var outputDirectory: FilePath?
+    public var outputDirectory: FilePath?
     /// Sender: the directory whose files are sent.
-    var outbox: FilePath?
-    var localName: String
-    var offersAcquireNotify: Bool
-    var limits: TransferLimits
-    var minimumRSSI: Int?
-    var idleTimeout: Duration
-    var requestFramed: Bool
-    var minimumRate: Int = CentralConfiguration.defaultMinimumRate
-    var storageLimits: StorageLimits = .default
-    var settleTime: Duration
-    var json: Bool
-    /// Sender: how long a central may take, and the compat order guard.
-    var senderBounds = SenderBoundOptions()
+    public var outbox: FilePath?
+    public var localName: String
+    public var offersAcquireNotify: Bool
+    public var limits: TransferLimits
+    public var minimumRSSI: Int?
+    public var idleTimeout: Duration
+    public var requestFramed: Bool
+    public var minimumRate: Int = CentralConfiguration.defaultMinimumRate
+    public var storageLimits: StorageLimits = .default
+    public var settleTime: Duration
+    public var json: Bool
+    /// Sender: how long a central may take to acknowledge after `EOM` (nil: the sender's default).
+    public var acknowledgementTimeout: Duration?
+    /// Sender: how long a central may take to unsubscribe (nil: the sender's default).
+    public var unsubscribeTimeout: Duration?
     /// Sender: `--min-rate` (nil: the sender's default; 0: no floor).
-    var senderMinimumRate: Int?
+    public var senderMinimumRate: Int?
+    /// Sender: notifications or confirmed indications for Apple-flow centrals (`--compat-delivery`).
+    public var compatDelivery: CompatDelivery
+    /// Sender: `--value-size` (nil: what the link allows).
+    public var valueSizeLimit: Int?
+    /// What the start-up log line names as the version.
+    public var version: String
+
+    public init(role: DaemonRoleKind, adapterName: String?, serviceUUID: BluetoothUUID,
+                characteristicUUID: BluetoothUUID, outputDirectory: FilePath?, outbox: FilePath?,
+                localName: String, offersAcquireNotify: Bool, limits: TransferLimits, minimumRSSI: Int?,
+                idleTimeout: Duration, requestFramed: Bool,
+                minimumRate: Int = CentralConfiguration.defaultMinimumRate,
+                storageLimits: StorageLimits = .default, settleTime: Duration, json: Bool,
+                acknowledgementTimeout: Duration? = nil, unsubscribeTimeout: Duration? = nil,
+                senderMinimumRate: Int? = nil, compatDelivery: CompatDelivery = .automatic,
+                valueSizeLimit: Int? = nil, version: String) {
+        self.role = role
+        self.adapterName = adapterName
+        self.serviceUUID = serviceUUID
+        self.characteristicUUID = characteristicUUID
+        self.outputDirectory = outputDirectory
+        self.outbox = outbox
+        self.localName = localName
+        self.offersAcquireNotify = offersAcquireNotify
+        self.limits = limits
+        self.minimumRSSI = minimumRSSI
+        self.idleTimeout = idleTimeout
+        self.requestFramed = requestFramed
+        self.minimumRate = minimumRate
+        self.storageLimits = storageLimits
+        self.settleTime = settleTime
+        self.json = json
+        self.acknowledgementTimeout = acknowledgementTimeout
+        self.unsubscribeTimeout = unsubscribeTimeout
+        self.senderMinimumRate = senderMinimumRate
+        self.compatDelivery = compatDelivery
+        self.valueSizeLimit = valueSizeLimit
+        self.version = version
+    }
 }
 
 /// The daemon's life: set up the directory, tell systemd it is ready, keep the role running
 /// (`DaemonSupervisor`) while reporting what it does (`DaemonReporter`) and pinging the
 /// watchdog, until SIGTERM or SIGINT; then cancel the role, which unregisters everything
 /// before it returns, and exit 0.
-struct Daemon {
-    let settings: DaemonSettings
+public struct Daemon {
+    public let settings: DaemonSettings
     var notifier = SystemdNotifier()
     private let logger = Logger(label: "bletransfer.daemon")
 
-    init(settings: DaemonSettings) {
+    public init(settings: DaemonSettings) {
         self.settings = settings
     }
 
-    func run() async -> ExitStatus {
+    public func run() async -> ExitStatus {
         // A closed standard output (--json into a pipe that went away) must not kill the daemon.
         signal(SIGPIPE, SIG_IGN)
         let (reports, reportInput) = AsyncStream<DaemonReport>.makeStream(bufferingPolicy: .unbounded)
@@ -64,7 +105,7 @@ struct Daemon {
 
         var metadata: Logger.Metadata = [
             "role": "\(settings.role.rawValue)", "directory": "\(directory)",
-            "version": "\(BLETransferVersion.current)", "pid": "\(getpid())",
+            "version": "\(settings.version)", "pid": "\(getpid())",
         ]
         if let adapter = settings.adapterName { metadata["adapter"] = "\(adapter)" }
         if notifier.isActive { metadata["systemd"] = "notify" }
@@ -115,6 +156,26 @@ struct Daemon {
         return .success
     }
 
+    /// Runs a role while its events go to `emit`; returns (or throws) once the role has ended
+    /// and its last event was passed on (a role's event stream finishes when its run ends).
+    private static func run(forwarding events: AsyncStream<RoleEvent>,
+                            to emit: @escaping @Sendable (RoleEvent) -> Void,
+                            _ role: () async throws -> Void) async throws {
+        // Unstructured on purpose: a child task would be cancelled with the attempt and stop
+        // iterating, dropping what the role reports while it unregisters. This one ends when
+        // the stream does, and is awaited on every path.
+        let forward = Task {
+            for await event in events { emit(event) }
+        }
+        do {
+            try await role()
+        } catch {
+            await forward.value
+            throw error
+        }
+        await forward.value
+    }
+
     private struct SetupFailure: Error {
         let status: ExitStatus
         let message: String
@@ -141,16 +202,7 @@ struct Daemon {
                 idleTimeout: settings.idleTimeout, minimumRate: settings.minimumRate, stopOnCorruptMessage: false)
             let attempt: DaemonSupervisor.Attempt = { session, emit in
                 let central = Central(configuration: configuration, session: session)
-                let forward = Task {
-                    for await event in central.events { emit(event) }
-                }
-                do {
-                    try await central.run(sink: sink)
-                } catch {
-                    await forward.value
-                    throw error
-                }
-                await forward.value
+                try await Self.run(forwarding: central.events, to: emit) { try await central.run(sink: sink) }
             }
             return .success((attempt, path.string))
         case .sender:
@@ -164,26 +216,20 @@ struct Daemon {
                 let status: ExitStatus = if case .notWritable = error { .permissionDenied } else { .ioError }
                 return .failure(SetupFailure(status: status, message: "--outbox: \(error)"))
             }
-            var configuration = settings.senderBounds.applied(to: PeripheralConfiguration(
+            var configuration = PeripheralConfiguration(
                 adapterName: settings.adapterName, serviceUUID: settings.serviceUUID,
                 characteristicUUID: settings.characteristicUUID, localName: settings.localName,
-                offersAcquireNotify: settings.offersAcquireNotify))
+                offersAcquireNotify: settings.offersAcquireNotify)
+            if let limit = settings.acknowledgementTimeout { configuration.acknowledgementTimeout = limit }
+            if let limit = settings.unsubscribeTimeout { configuration.unsubscribeTimeout = limit }
             if let rate = settings.senderMinimumRate { configuration.minimumTransferRate = rate }
+            configuration.compatDelivery = settings.compatDelivery
+            configuration.valueSizeLimit = settings.valueSizeLimit
             let peripheralConfiguration = configuration
             let attempt: DaemonSupervisor.Attempt = { session, emit in
                 let peripheral = Peripheral(configuration: peripheralConfiguration, session: session,
                                             logger: Logger(label: "bletransfer.peripheral"))
-                // The peripheral's event stream finishes when its run ends.
-                let forward = Task {
-                    for await event in peripheral.events { emit(event) }
-                }
-                do {
-                    _ = try await peripheral.run(source: source)
-                } catch {
-                    await forward.value
-                    throw error
-                }
-                await forward.value
+                try await Self.run(forwarding: peripheral.events, to: emit) { _ = try await peripheral.run(source: source) }
             }
             return .success((attempt, path.string))
         }

@@ -1,10 +1,6 @@
 import BlueZ
 import DBus
-import Dispatch
 import Foundation
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// A private `dbus-daemon` with BlueZoo (the BlueZ D-Bus mock, `pip install bluezoo`) owning
 /// org.bluez on it, with adapters that see each other: hci0 and hci1 by default, powered. One
@@ -12,32 +8,28 @@ import Glibc
 ///
 /// Roles talk to it through `BluetoothSession.open(address:)`; a command under test gets
 /// `DBUS_SYSTEM_BUS_ADDRESS=address`.
-final class BlueZooBus: Sendable {
-    let address: String
-    let directory: URL
-    let adapterAddresses: [String]
-    private let daemon: Process
+public final class BlueZooBus: Sendable {
+    public let bus: PrivateBus
+    public var address: String { bus.address }
+    public var directory: URL { bus.directory }
+    public let adapterAddresses: [String]
     private let mock: Process
 
-    enum StartError: Error, CustomStringConvertible {
+    public enum StartError: Error, CustomStringConvertible {
         case missing(String)
-        case daemonPrintedNoAddress(String)
         case mockDidNotStart(String)
 
-        var description: String {
+        public var description: String {
             switch self {
             case .missing(let what): "\(what) is not installed"
-            case .daemonPrintedNoAddress(let output): "dbus-daemon printed no address: \(output)"
             case .mockDidNotStart(let log): "bluezoo did not bring up its adapters: \(log)"
             }
         }
     }
 
-    static let daemonPath = "/usr/bin/dbus-daemon"
-
     /// The Python interpreter BlueZoo was installed for: the one its entry script names.
-    static var bluezooPython: String? {
-        guard let script = executablePath(named: "bluezoo"),
+    public static var bluezooPython: String? {
+        guard let script = TestTools.bluezoo,
             let text = try? String(contentsOfFile: script, encoding: .utf8),
             let first = text.split(separator: "\n").first, first.hasPrefix("#!")
         else { return nil }
@@ -46,7 +38,7 @@ final class BlueZooBus: Sendable {
             return interpreter
         }
         // pyenv shims and `#!/usr/bin/env python3` scripts: the python3 on PATH.
-        return executablePath(named: "python3")
+        return TestTools.find("python3")
     }
 
     /// Runs BlueZoo with one behaviour of real BlueZ added (written next to the bus socket).
@@ -85,56 +77,16 @@ if __name__ == "__main__":
 
     /// Whether the tools exist: bus tests are enabled only then (CI installs both through
     /// scripts/setup.sh).
-    static var isAvailable: Bool {
-        FileManager.default.isExecutableFile(atPath: daemonPath) && bluezooPython != nil
-    }
-
-    static func executablePath(named name: String) -> String? {
-        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin"
-        for directory in path.split(separator: ":") {
-            let candidate = "\(directory)/\(name)"
-            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
-        }
-        return nil
+    public static var isAvailable: Bool {
+        FileManager.default.isExecutableFile(atPath: PrivateBus.daemonPath) && bluezooPython != nil
     }
 
     /// Starts the bus and the mock and returns once every adapter is exported and powered.
-    static func start(adapters: Int = 2, scanInterval: Int = 1) async throws -> BlueZooBus {
-        guard FileManager.default.isExecutableFile(atPath: daemonPath) else { throw StartError.missing(daemonPath) }
-        guard executablePath(named: "bluezoo") != nil, let python = bluezooPython else { throw StartError.missing("bluezoo") }
-
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bletransfer-zoo-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let config = directory.appendingPathComponent("bus.conf")
-        try busConfiguration(socketDirectory: directory.path).write(to: config, atomically: true, encoding: .utf8)
-
-        let daemon = Process()
-        daemon.executableURL = URL(fileURLWithPath: daemonPath)
-        daemon.arguments = ["--config-file=\(config.path)", "--nofork", "--print-address=1", "--nopidfile"]
-        let addressPipe = Pipe()
-        daemon.standardOutput = addressPipe
-        daemon.standardError = FileHandle.nullDevice
-        try daemon.run()
-        // The daemon prints its address once it listens: the bus is ready then. The read
-        // blocks, so it runs off the cooperative pool (parallel tests would starve it).
-        let handle = addressPipe.fileHandleForReading
-        let printed = await withCheckedContinuation { (continuation: CheckedContinuation<Data, Never>) in
-            DispatchQueue.global().async {
-                var bytes = Data()
-                while !bytes.contains(UInt8(ascii: "\n")) {
-                    let chunk = handle.availableData
-                    if chunk.isEmpty { break }
-                    bytes.append(chunk)
-                }
-                continuation.resume(returning: bytes)
-            }
-        }
-        let text = String(decoding: printed, as: UTF8.self)
-        guard let line = text.split(separator: "\n").first, line.hasPrefix("unix:") else {
-            kill(daemon)
-            throw StartError.daemonPrintedNoAddress(text)
-        }
-        let address = String(line)
+    public static func start(adapters: Int = 2, scanInterval: Int = 1) async throws -> BlueZooBus {
+        guard TestTools.bluezoo != nil, let python = bluezooPython else { throw StartError.missing("bluezoo") }
+        let bus = try await PrivateBus.start()
+        let directory = bus.directory
+        let address = bus.address
 
         let adapterAddresses = (0..<adapters).map { String(format: "00:AA:00:00:00:%02X", $0 + 1) }
         let mock = Process()
@@ -154,56 +106,44 @@ if __name__ == "__main__":
         mock.standardError = logHandle
         try mock.run()
 
-        let bus = BlueZooBus(address: address, directory: directory, adapterAddresses: adapterAddresses,
-                             daemon: daemon, mock: mock)
+        let zoo = BlueZooBus(bus: bus, adapterAddresses: adapterAddresses, mock: mock)
         do {
-            try await bus.waitUntilReady(adapters: adapters)
+            try await zoo.waitUntilReady(adapters: adapters)
         } catch {
             let output = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
-            bus.stop()
+            zoo.stop()
             throw StartError.mockDidNotStart("\(error); log: \(output.suffix(2000))")
         }
-        return bus
+        return zoo
     }
 
-    private init(address: String, directory: URL, adapterAddresses: [String], daemon: Process, mock: Process) {
-        self.address = address
-        self.directory = directory
+    private init(bus: PrivateBus, adapterAddresses: [String], mock: Process) {
+        self.bus = bus
         self.adapterAddresses = adapterAddresses
-        self.daemon = daemon
         self.mock = mock
     }
 
     deinit { stop() }
 
     /// A session on this bus, as a role opens it.
-    func openSession() async throws -> BluetoothSession {
+    public func openSession() async throws -> BluetoothSession {
         try await BluetoothSession.open(address: address)
     }
 
     /// Ends bluezoo (org.bluez loses its owner), then the bus. Idempotent.
-    func stop() {
+    public func stop() {
         stopMock()
-        Self.kill(daemon)
-        try? FileManager.default.removeItem(at: directory)
+        bus.stop()
     }
 
     /// Ends only bluezoo: to the roles, bluetoothd went away.
-    func stopMock() {
-        Self.kill(mock)
-    }
-
-    /// SIGKILL, not SIGTERM: children inherit the signal mask of the thread that spawned them,
-    /// and the test runner's threads block SIGTERM, so a child would never see it.
-    private static func kill(_ process: Process) {
-        guard process.isRunning else { return }
-        _ = Glibc.kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
+    public func stopMock() {
+        PrivateBus.killAndWait(mock)
     }
 
     /// Calls org.bluezoo.Manager1: a new adapter hci<index> (powered when the mock
     /// auto-enables adapters, as started here).
-    func addAdapter(index: UInt8, adapterAddress: String) async throws {
+    public func addAdapter(index: UInt8, adapterAddress: String) async throws {
         let connection = try await DBusConnection.connect(address: address)
         defer { connection.close() }
         _ = try await connection.call(destination: "org.bluez", path: "/org/bluezoo", interface: "org.bluezoo.Manager1",
@@ -211,7 +151,7 @@ if __name__ == "__main__":
     }
 
     /// Calls org.bluezoo.Manager1 (add or remove adapters at run time).
-    func removeAdapter(index: UInt8) async throws {
+    public func removeAdapter(index: UInt8) async throws {
         let connection = try await DBusConnection.connect(address: address)
         defer { connection.close() }
         _ = try await connection.call(destination: "org.bluez", path: "/org/bluezoo", interface: "org.bluezoo.Manager1",
@@ -246,24 +186,5 @@ if __name__ == "__main__":
             defer { group.cancelAll() }
             try await group.next()
         }
-    }
-
-    static func busConfiguration(socketDirectory: String) -> String {
-        """
-        <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
-         "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-        <busconfig>
-          <type>system</type>
-          <listen>unix:dir=\(socketDirectory)</listen>
-          <auth>EXTERNAL</auth>
-          <policy context="default">
-            <allow user="*"/>
-            <allow own="*"/>
-            <allow send_destination="*" eavesdrop="true"/>
-            <allow receive_sender="*"/>
-            <allow eavesdrop="true"/>
-          </policy>
-        </busconfig>
-        """
     }
 }

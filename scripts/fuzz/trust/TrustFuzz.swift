@@ -1,7 +1,7 @@
 // libFuzzer entry point over everything a peer or a local file controls in the Trust core: Noise
 // XX handshake messages in both roles, the frame reader and record opener, and the text of
 // authorized-peers and identity files. Built together with Sources/Trust/*.swift into one module
-// by Fuzz/Trust/fuzz-trust.sh, so it reaches internal API without `import Trust`.
+// by scripts/fuzz/trust/fuzz-trust.sh, so it reaches internal API without `import Trust`.
 //
 // Input layout: byte 0 selects what the rest is:
 //   0: a message-2 for an initiator that wrote message 1 (arbitrary bytes, one message)

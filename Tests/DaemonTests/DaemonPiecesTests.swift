@@ -1,4 +1,4 @@
-@testable import bletransfer
+@testable import Daemon
 import BlueZ
 import DaemonSupport
 import Foundation

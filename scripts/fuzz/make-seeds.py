@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes seed inputs for the Transfer fuzz harness (layout in Fuzz/TransferFuzz.swift)."""
+"""Writes seed inputs for the Transfer fuzz harness (layout in scripts/fuzz/TransferFuzz.swift)."""
 import hashlib, os, struct, sys
 
 out = sys.argv[1]

@@ -7,7 +7,7 @@ import Roles
 import Transfer
 
 /// How a command shows what its role is doing.
-enum EventOutputMode: Sendable, Equatable {
+public enum EventOutputMode: Sendable, Equatable {
     /// One JSON object per line on standard output, for scripts.
     case jsonLines
     /// A progress line redrawn on standard error (a terminal), plus notable events.
@@ -19,7 +19,7 @@ enum EventOutputMode: Sendable, Equatable {
 
     /// `--json` wins; otherwise a terminal on stderr gets progress, `--verbose` gets lines,
     /// and anything else stays quiet, as befits a pipe or a service.
-    static func choose(json: Bool, verbose: Bool, standardErrorIsTerminal: Bool = isatty(STDERR_FILENO) == 1) -> Self {
+    public static func choose(json: Bool, verbose: Bool, standardErrorIsTerminal: Bool = isatty(STDERR_FILENO) == 1) -> Self {
         if json { return .jsonLines }
         if verbose { return .logLines }
         return standardErrorIsTerminal ? .terminal : .quiet
@@ -28,16 +28,16 @@ enum EventOutputMode: Sendable, Equatable {
 
 /// Turns role events into output. Confined to one task (the command's), so it keeps plain
 /// mutable state.
-struct EventRenderer {
-    let mode: EventOutputMode
+public struct EventRenderer {
+    public let mode: EventOutputMode
     private var progressLineShown = false
     private var lastProgressDraw: ContinuousClock.Instant?
 
-    init(mode: EventOutputMode) {
+    public init(mode: EventOutputMode) {
         self.mode = mode
     }
 
-    mutating func render(_ event: RoleEvent, extra: [String: any Sendable] = [:]) {
+    public mutating func render(_ event: RoleEvent, extra: [String: any Sendable] = [:]) {
         switch mode {
         case .jsonLines:
             var object = Self.jsonObject(for: event)
@@ -53,7 +53,7 @@ struct EventRenderer {
     }
 
     /// Ends a pending progress line so that what follows starts on a fresh line.
-    mutating func finish() {
+    public mutating func finish() {
         if progressLineShown {
             Self.write("\n", to: STDERR_FILENO)
             progressLineShown = false
@@ -85,7 +85,7 @@ struct EventRenderer {
 
     /// The event in words, with every peer-controlled character escaped (``SafeText``): a
     /// device name or a reason quoting one cannot drive the terminal or forge a line.
-    static func sentence(for event: RoleEvent) -> String {
+    public static func sentence(for event: RoleEvent) -> String {
         SafeText.escape(rawSentence(for: event))
     }
 
@@ -128,13 +128,13 @@ struct EventRenderer {
         }
     }
 
-    static func describe(_ peer: PeerDescription) -> String {
+    public static func describe(_ peer: PeerDescription) -> String {
         var text = peer.address
         if let name = peer.name, !name.isEmpty { text += " (\(name))" }
         return text
     }
 
-    static func progressLine(_ progress: TransferProgress, rate: Double?, remaining: Double?) -> String {
+    public static func progressLine(_ progress: TransferProgress, rate: Double?, remaining: Double?) -> String {
         var parts: [String] = []
         if let total = progress.totalBytes, total > 0 {
             let fraction = min(1, Double(progress.bytesSoFar) / Double(total))
@@ -151,13 +151,13 @@ struct EventRenderer {
         return parts.joined(separator: " ")
     }
 
-    static func formatBytes(_ count: Int) -> String {
+    public static func formatBytes(_ count: Int) -> String {
         if count < 1024 { return "\(count) B" }
         if count < 1024 * 1024 { return String(format: "%.1f KiB", Double(count) / 1024) }
         return String(format: "%.1f MiB", Double(count) / (1024 * 1024))
     }
 
-    static func formatSeconds(_ seconds: Double) -> String {
+    public static func formatSeconds(_ seconds: Double) -> String {
         if seconds < 10 { return String(format: "%.1fs", seconds) }
         if seconds < 3600 { return "\(Int(seconds) / 60)m\(String(format: "%02d", Int(seconds) % 60))s" }
         return "\(Int(seconds) / 3600)h\(String(format: "%02d", Int(seconds) % 3600 / 60))m"
@@ -165,7 +165,7 @@ struct EventRenderer {
 
     // MARK: JSON
 
-    static func jsonObject(for event: RoleEvent) -> [String: any Sendable] {
+    public static func jsonObject(for event: RoleEvent) -> [String: any Sendable] {
         var object: [String: any Sendable] = ["time": ISO8601DateFormatter().string(from: Date())]
         func peer(_ peer: PeerDescription?) -> (any Sendable)? {
             guard let peer else { return nil }
@@ -258,7 +258,7 @@ struct EventRenderer {
         return object
     }
 
-    static func encode(_ object: [String: any Sendable]) -> String {
+    public static func encode(_ object: [String: any Sendable]) -> String {
         guard JSONSerialization.isValidJSONObject(object),
               let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]),
               let text = String(data: data, encoding: .utf8)
@@ -269,7 +269,7 @@ struct EventRenderer {
     /// JSONSerialization escapes C0 controls but writes C1 controls and bidi overrides as
     /// they are; a terminal showing the line would act on them. They can only occur inside
     /// strings, where `\uNNNN` means the same character, so the JSON value is unchanged.
-    static func jsonEscapingTerminalControls(_ json: String) -> String {
+    public static func jsonEscapingTerminalControls(_ json: String) -> String {
         guard json.unicodeScalars.contains(where: { SafeText.needsEscape($0) }) else { return json }
         var result = String.UnicodeScalarView()
         for scalar in json.unicodeScalars {
@@ -285,11 +285,11 @@ struct EventRenderer {
 
     // MARK: Raw output
 
-    static func writeLine(_ line: String, to fd: Int32) {
+    public static func writeLine(_ line: String, to fd: Int32) {
         write(line + "\n", to: fd)
     }
 
-    static func write(_ text: String, to fd: Int32) {
+    public static func write(_ text: String, to fd: Int32) {
         var bytes = Array(text.utf8)[...]
         while !bytes.isEmpty {
             let written = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
@@ -299,13 +299,5 @@ struct EventRenderer {
             }
             bytes = bytes.dropFirst(written)
         }
-    }
-}
-
-extension Duration {
-    /// The duration in seconds, as a Double.
-    var seconds: Double {
-        let (whole, attoseconds) = components
-        return Double(whole) + Double(attoseconds) / 1e18
     }
 }

@@ -1,7 +1,5 @@
-import ArgumentParser
-
 /// Process exit statuses, after sysexits(3), so scripts and systemd can tell failures apart.
-enum ExitStatus: Int32, Sendable, CaseIterable {
+public enum ExitStatus: Int32, Sendable, CaseIterable {
     case success = 0
     /// The command line was wrong: unknown option, malformed UUID, conflicting flags.
     case usage = 64
@@ -19,6 +17,4 @@ enum ExitStatus: Int32, Sendable, CaseIterable {
     case timedOut = 75
     /// The D-Bus policy or file permissions deny access.
     case permissionDenied = 77
-
-    var exitCode: ExitCode { ExitCode(rawValue) }
 }

@@ -2,6 +2,7 @@ import BlueZ
 import DBus
 import Foundation
 import Testing
+import TestSupport
 
 /// Two `bletransfer daemon` processes on BlueZoo's private bus: a sender serving an outbox on
 /// hci0, a receiver storing into an inbox on hci1.

@@ -4,8 +4,8 @@
 # for a bounded time. Exits non-zero when the fuzzer finds a crash, a failed precondition, a leak
 # or a run over the memory limit; the reproducer is left in $FUZZ_OUT/artifacts.
 #
-#   Fuzz/Trust/fuzz-trust.sh                 # 60 s
-#   FUZZ_SECONDS=600 Fuzz/Trust/fuzz-trust.sh
+#   scripts/fuzz/trust/fuzz-trust.sh                 # 60 s
+#   FUZZ_SECONDS=600 scripts/fuzz/trust/fuzz-trust.sh
 #
 # Environment: FUZZ_SECONDS (60), FUZZ_SCRATCH (.build-fuzz: SwiftPM scratch path used to build
 # swift-crypto, shared with the Transfer fuzzer), FUZZ_OUT ($FUZZ_SCRATCH/fuzz-trust-out).

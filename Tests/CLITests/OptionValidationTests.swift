@@ -1,0 +1,54 @@
+import ArgumentParser
+@testable import bletransfer
+import Testing
+
+/// The option checks that keep a user's typo from trapping: every one a usage error (64).
+@Suite struct OptionValidationTests {
+    @Test func durationsAreBoundedInsteadOfTrapping() throws {
+        #expect(try OptionValidation.duration(1.5, option: "--timeout") == .milliseconds(1500))
+        #expect(try OptionValidation.duration(0, option: "--settle-time", allowZero: true) == .zero)
+        for bad in [0, -1, 1e300, .infinity, .nan, 0.0001, OptionValidation.maximumSeconds + 1] {
+            #expect(throws: ValidationError.self) { try OptionValidation.duration(bad, option: "--timeout") }
+        }
+    }
+
+    @Test func maximumSizeIsBoundedByMemory() throws {
+        #expect(OptionValidation.maximumMessageSize(physicalMemory: 24 << 30) == 4 << 30)
+        #expect(OptionValidation.maximumMessageSize(physicalMemory: 512 << 20) == 128 << 20)
+        #expect(try OptionValidation.maximumMessageSizeOption(64 << 20, physicalMemory: 512 << 20) == 64 << 20)
+        for bad in [0, -5, Int.max, (128 << 20) + 1] {
+            #expect(throws: ValidationError.self) { try OptionValidation.maximumMessageSizeOption(bad, physicalMemory: 512 << 20) }
+        }
+    }
+
+    @Test func commandLinesWithHugeValuesAreUsageErrors() {
+        let cases: [[String]] = [
+            ["receive", "--max-size", "9223372036854775807"],
+            ["receive", "--timeout", "1e300"],
+            ["receive", "--idle-timeout", "1e17"],
+            ["receive", "--min-rate", "-1"],
+            ["receive", "--reserve", "10"],  // without --output-dir
+            ["receive", "--output-dir", "/tmp/x", "--quota-files", "0"],
+            ["send", "--timeout", "1e300", "hello"],
+            ["daemon", "--role", "sender", "--outbox", "/tmp/x", "--settle-time", "1e300"],
+            ["daemon", "--role", "receiver", "--output-dir", "/tmp/x", "--max-size", "9223372036854775807"],
+            ["daemon", "--role", "sender", "--outbox", "/tmp/x", "--reserve", "5"],
+            ["daemon", "--role", "receiver", "--output-dir", "/tmp/x", "--ack-timeout", "5"],
+            ["send", "--ack-timeout", "1e300", "hello"],
+            ["send", "--unsubscribe-timeout", "nan", "hello"],
+            ["send", "--min-rate", "-1", "hello"],
+        ]
+        for arguments in cases {
+            #expect(throws: (any Error).self, "\(arguments)") { _ = try BLETransferCommand.parseAsRoot(arguments) }
+            do {
+                _ = try BLETransferCommand.parseAsRoot(arguments)
+            } catch {
+                #expect(BLETransferCommand.exitCode(for: error) == .validationFailure, "\(arguments)")
+            }
+        }
+        #expect(throws: Never.self) {
+            _ = try BLETransferCommand.parseAsRoot(["receive", "--output-dir", "/tmp/x", "--reserve", "0", "--quota-bytes", "1000",
+                                             "--min-rate", "0", "--max-size", "1000000", "--timeout", "31536000"])
+        }
+    }
+}
