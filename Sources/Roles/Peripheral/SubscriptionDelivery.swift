@@ -54,9 +54,10 @@ struct SubscriptionDelivery: Sendable, Hashable {
         /// The central left. `drainedWhenClosed`: we closed the channel because of it, and
         /// bluetoothd had taken everything sent by then (nil: we did not close it).
         case hungUp(reason: String, drainedWhenClosed: Bool?)
-        /// A timer fired (`compatConfirmation` comes as `compatConfirmationDue`).
+        /// A timer fired. One that is not running (cancelled meanwhile) changes nothing.
         case timerFired(Timer)
-        /// The compat confirmation delay is over (or was zero); whether Bluetooth is still up.
+        /// The answer to `checkBluetoothNow` (asked when the compat confirmation delay is over,
+        /// or at once when it is zero): whether Bluetooth is still up. Ignored unless asked.
         case compatConfirmationDue(bluetoothUp: Bool)
         /// Everything ends (adapter off, run over).
         case shutDown(reason: String)
