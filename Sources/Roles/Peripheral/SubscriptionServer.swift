@@ -29,6 +29,9 @@ enum ServerActivity: Sendable {
 ///   going off looks the same as an unsubscription).
 /// - A subscription that ends earlier counts nothing; the next subscriber starts at byte 0.
 ///
+/// The decision itself is `SubscriptionDelivery`, a pure state machine; this actor keeps the
+/// I/O (channels, the transfer task, timers as tasks, events) and performs what it answers.
+///
 /// Bounds (a central in range may be broken or hostile): a subscription must move its message
 /// within `transferDeadline(forWireBytes:)` (a floor plus the size at a minimum rate), and
 /// after `EOM` was written a framed central must ACK within `acknowledgementTimeout`, a compat
@@ -54,26 +57,11 @@ actor SubscriptionServer {
         var meter: ProgressMeter
         var lastProgressEvent: ContinuousClock.Instant?
         var lastProgressBytes: Int?
-        /// Every value, `EOM` included, was handed to the channel.
-        var allValuesSent = false
-        /// ... and the channel says BlueZ took them.
-        var endOfMessageWritten = false
-        /// A fitting ACK that arrived before every value was handed over (the central cannot
-        /// have verified the payload then, but the transfer task may simply not have reported
-        /// its last step yet); it counts once the last value is out.
-        var earlyAcknowledgement = false
-        var delivered = false
-        var hungUp = false
-        var hangUpReason: String?
-        /// Whether bluetoothd had taken everything sent when we closed the channel because
-        /// the central was gone (nil: the channel was not closed by us then).
-        var drainedWhenClosed: Bool?
+        /// Whether the message counts as delivered, and what to do next.
+        var delivery: SubscriptionDelivery
         var transfer: Task<Void, Never>?
-        /// The wait for a late ACK (framed) or for the compat confirmation delay.
-        var pendingWait: Task<Void, Never>?
-        /// The subscription's deadline: the whole message, or (once `EOM` was written) the
-        /// ACK or the unsubscription.
-        var deadline: Task<Void, Never>?
+        /// The delivery's running timers (see `SubscriptionDelivery.Timer`).
+        var timers: [SubscriptionDelivery.Timer: Task<Void, Never>] = [:]
         /// Compat only: the link was seen with (or could have) several ATT bearers, so the
         /// central may get the values out of order (sticky once seen).
         var orderingRisk: EnhancedATTExposure?
@@ -258,12 +246,8 @@ actor SubscriptionServer {
         guard !isShutDown else { return }
         isShutDown = true
         offered = nil
-        if var subscription = current {
-            if !subscription.delivered {
-                emitEvent(.transferAborted(subscription.peer, reason: reason))
-            }
-            stop(&subscription)
-            current = nil
+        if let subscription = current {
+            feed(.shutDown(reason: reason), to: subscription.id)
         }
         activityContinuation.finish()
     }
@@ -282,10 +266,17 @@ actor SubscriptionServer {
         let sender = MessageSender(message: message, replyingTo: hello, maximumValueLength: valueLength)
         let format: TransferFormat = sender.format == .framed ? .framed : .compat
         let peer = describePeer(device)
+        let limits = SubscriptionDelivery.Limits(
+            acknowledgementTimeout: configuration.acknowledgementTimeout,
+            unsubscribeTimeout: configuration.unsubscribeTimeout,
+            acknowledgementGrace: configuration.acknowledgementGrace,
+            compatConfirmationDelay: configuration.compatConfirmationDelay)
         var subscription = Subscription(
             id: id, device: device, peer: peer, message: message, sequence: sequence, format: format,
             header: sender.header, channel: channel, startedAt: .now, usesSocket: usesSocket,
-            meter: ProgressMeter(totalBytes: message.payload.count))
+            meter: ProgressMeter(totalBytes: message.payload.count),
+            delivery: SubscriptionDelivery(format: format, confirmsIndications: indications,
+                                           totalBytes: message.payload.count, limits: limits))
         emitEvent(.subscribed(peer, mtu: sender.maximumValueLength + 3, format: format))
         if !channel.hasBackPressure {
             logger.debug("serving \(peer.address) through PropertiesChanged (no AcquireNotify): values paced, no back-pressure")
@@ -308,37 +299,77 @@ actor SubscriptionServer {
                 + "/etc/bluetooth/main.conf on either host (bletransfer status shows the setting)"))
         }
         if let limit = configuration.transferDeadline(forWireBytes: sender.valueCount * sender.maximumValueLength) {
-            arm(&subscription, after: limit, reason: "it did not take the \(message.payload.count)-byte message within \(Self.describe(limit)) (at least \(configuration.minimumTransferRate) bytes/s, --min-rate)")
+            let actions = subscription.delivery.begin(
+                transferDeadline: limit,
+                reason: "it did not take the \(message.payload.count)-byte message within \(Self.describe(limit)) (at least \(configuration.minimumTransferRate) bytes/s, --min-rate)")
+            perform(actions, on: &subscription)
         }
         current = subscription
         return id
     }
 
-    /// (Re)starts the subscription's deadline: when it strikes, the central is dropped.
-    private func arm(_ subscription: inout Subscription, after limit: Duration, reason: String) {
-        subscription.deadline?.cancel()
-        let id = subscription.id
-        subscription.deadline = Task {
-            try? await Task.sleep(for: limit)
-            guard !Task.isCancelled else { return }
-            await self.deadlinePassed(id, reason: reason)
-        }
+    /// Feeds `input` to subscription `id`'s delivery (if it is the current one) and performs
+    /// what it answers. Returns the actions performed.
+    @discardableResult
+    private func feed(_ input: SubscriptionDelivery.Input, to id: Int) -> [SubscriptionDelivery.Action] {
+        guard var subscription = current, subscription.id == id else { return [] }
+        let actions = subscription.delivery.handle(input)
+        let performed = perform(actions, on: &subscription)
+        current = subscription.delivery.isOver ? nil : subscription
+        return performed
     }
 
-    private func deadlinePassed(_ id: Int, reason: String) async {
-        guard var subscription = current, subscription.id == id else { return }
-        // This runs in the deadline task itself: ending the subscription must not cancel it,
-        // or the disconnect below would be cancelled before it reaches bluetoothd.
-        subscription.deadline = nil
-        let peer = subscription.peer
-        emitEvent(.centralDropped(peer, reason: reason))
-        let device = subscription.device
-        if subscription.delivered {
-            end(&subscription)   // counted already; only the channel is freed
-        } else {
-            abortCurrent(&subscription, reason: "central dropped: \(reason)")
+    /// Carries out the delivery's actions: the I/O, tasks and events it does not do itself.
+    @discardableResult
+    private func perform(_ actions: [SubscriptionDelivery.Action],
+                         on subscription: inout Subscription) -> [SubscriptionDelivery.Action] {
+        var queue = actions[...]
+        var performed: [SubscriptionDelivery.Action] = []
+        while let action = queue.popFirst() {
+            performed.append(action)
+            switch action {
+            case .deliver:
+                deliver(&subscription)
+            case .reportAborted(let reason):
+                emitEvent(.transferAborted(subscription.peer, reason: reason))
+            case .reportDropped(let reason):
+                emitEvent(.centralDropped(subscription.peer, reason: reason))
+            case .startTimer(let timer, let duration):
+                subscription.timers[timer]?.cancel()
+                let id = subscription.id
+                subscription.timers[timer] = Task {
+                    try? await Task.sleep(for: duration)
+                    guard !Task.isCancelled else { return }
+                    await self.timerFired(timer, subscription: id)
+                }
+            case .cancelTimer(let timer):
+                subscription.timers.removeValue(forKey: timer)?.cancel()
+            case .cancelTransfer:
+                subscription.transfer?.cancel()
+                subscription.transfer = nil
+            case .finishConfirmations:
+                subscription.confirmations?.finish()
+            case .closeChannel:
+                subscription.channel.close()
+            case .checkBluetoothNow:
+                queue.append(contentsOf: subscription.delivery.handle(.compatConfirmationDue(bluetoothUp: bluetoothStillUp())))
+            case .disconnect:
+                break   // awaited by the caller (`timerFired`), outside this synchronous step
+            case .end(let announce):
+                if announce { activityContinuation.yield(.subscriptionEnded) }
+            }
         }
-        if let device {
+        return performed
+    }
+
+    private func timerFired(_ timer: SubscriptionDelivery.Timer, subscription id: Int) async {
+        guard current?.id == id else { return }
+        // This runs in the timer's own task: ending the subscription must not cancel it, or the
+        // disconnect below would be cancelled before it reaches bluetoothd.
+        current?.timers[timer] = nil
+        let device = current?.device
+        let performed = feed(.timerFired(timer), to: id)
+        if performed.contains(.disconnect), let device {
             await disconnectDevice(device)
         }
     }
@@ -355,8 +386,7 @@ actor SubscriptionServer {
     }
 
     static func describe(_ duration: Duration) -> String {
-        let seconds = duration.components.seconds
-        return seconds >= 120 ? "\(seconds / 60) min \(seconds % 60) s" : "\(seconds) s"
+        SubscriptionDelivery.describe(duration)
     }
 
     /// Sends every value of `sender` in order, then drains the channel. Runs outside the actor
@@ -388,7 +418,6 @@ actor SubscriptionServer {
         guard var subscription = current, subscription.id == id else { return }
         let now = ContinuousClock.now
         subscription.meter.record(bytesSoFar: bytesSent, at: now - subscription.startedAt)
-        if finished { subscription.allValuesSent = true }
         let due = subscription.lastProgressEvent.map { now - $0 >= configuration.progressInterval } ?? true
         let isLast = bytesSent == subscription.message.payload.count && subscription.lastProgressBytes != bytesSent
         if due || isLast {
@@ -398,55 +427,38 @@ actor SubscriptionServer {
                                 bytesPerSecond: subscription.meter.bytesPerSecond,
                                 secondsRemaining: subscription.meter.estimatedRemaining.map(\.secondsValue)))
         }
-        if finished && subscription.earlyAcknowledgement {
-            deliver(&subscription)
-        }
         current = subscription
+        feed(.valueHandedOver(bytesSent: bytesSent, last: finished), to: id)
     }
 
     private func endOfMessageWritten(_ id: Int) {
-        guard var subscription = current, subscription.id == id else { return }
-        subscription.endOfMessageWritten = true
-        subscription.transfer = nil
-        if subscription.hungUp {
-            settleAfterHangUp(&subscription)
-            return
+        guard let subscription = current, subscription.id == id else { return }
+        current?.transfer = nil
+        let hungUp = subscription.delivery.hasHungUp
+        feed(.endOfMessageWritten, to: id)
+        if !hungUp {
+            let awaited = subscription.format == .framed ? "the ACK" : "the central to unsubscribe"
+            logger.debug("EOM written to \(subscription.peer.address); waiting for \(awaited)")
         }
-        let awaited = subscription.format == .framed ? "the ACK" : "the central to unsubscribe"
-        if subscription.delivered {
-            // Acknowledged before the transfer task reported EOM: the after-ACK deadline runs.
-        } else if subscription.format == .framed {
-            let limit = configuration.acknowledgementTimeout
-            arm(&subscription, after: limit, reason: "no ACK within \(Self.describe(limit)) of EOM (--ack-timeout)")
-        } else {
-            let limit = configuration.unsubscribeTimeout
-            arm(&subscription, after: limit, reason: "it did not unsubscribe within \(Self.describe(limit)) of EOM (--unsubscribe-timeout)")
-        }
-        current = subscription
-        logger.debug("EOM written to \(subscription.peer.address); waiting for \(awaited)")
     }
 
     private func transferFailed(_ id: Int, _ error: any Error) {
-        guard var subscription = current, subscription.id == id else { return }
-        subscription.transfer = nil
-        if subscription.hungUp {
-            // The hang-up came while the last values were being drained: not written.
-            settleAfterHangUp(&subscription)
-            return
-        }
-        current = subscription
+        guard current?.id == id else { return }
+        current?.transfer = nil
+        let failure: SubscriptionDelivery.TransferFailure
         switch error {
         case NotificationSocketError.closedByPeer:
-            hungUp(id, reason: "the central unsubscribed", closeChannel: false)
+            failure = .closedByPeer
         case is CancellationError, NotificationSocketError.closed:
-            break   // we stopped it; whoever did reports why
+            failure = .stoppedByUs   // we stopped it; whoever did reports why
         default:
-            abort(id, reason: "sending failed: \(error)")
+            failure = .other("\(error)")
         }
+        feed(.transferFailed(failure), to: id)
     }
 
     private func acknowledged(_ ack: Ack, device: String?) {
-        guard var subscription = current, let header = subscription.header, !subscription.delivered else {
+        guard let subscription = current, let header = subscription.header, !subscription.delivery.isDelivered else {
             logger.debug("ignored an ACK: no framed transfer awaits one")
             return
         }
@@ -458,136 +470,24 @@ actor SubscriptionServer {
             logger.debug("ignored an ACK from \(device): the transfer is with \(expected)")
             return
         }
-        guard subscription.allValuesSent else {
+        if !subscription.delivery.allValuesHandedOver {
             logger.debug("an ACK came before the whole message was sent; it counts once the last value is out")
-            subscription.earlyAcknowledgement = true
-            current = subscription
-            return
         }
-        deliver(&subscription)
-        if subscription.hungUp && subscription.transfer == nil {
-            end(&subscription)
-        } else {
-            // Acknowledged: a bletransfer central unsubscribes next; one that stays holds the
-            // characteristic (and advertising) from everybody else.
-            let limit = configuration.unsubscribeTimeout
-            arm(&subscription, after: limit, reason: "it stayed subscribed \(Self.describe(limit)) after its ACK (--unsubscribe-timeout)")
-            current = subscription
-        }
+        feed(.acknowledged, to: subscription.id)
     }
 
     /// The subscription ended from the central's side. `closeChannel`: stop sending at once
     /// (the device is gone, or BlueZ stopped a PropertiesChanged subscription); otherwise the
-    /// channel found out by itself (the socket's peer closed) and its next step fails.
-    ///
-    /// While the transfer task still runs, its verdict decides: values still to send fail,
-    /// and an `EOM` already handed over is drained (written) or not. That ordering matters:
-    /// a central that unsubscribes right after receiving `EOM` may be heard before the task
-    /// reported that `EOM` went out.
+    /// channel found out by itself (the socket's peer closed) and its next step fails. What
+    /// that means is the delivery's to decide (`SubscriptionDelivery`).
     private func hungUp(_ id: Int, reason: String, closeChannel: Bool) {
-        guard var subscription = current, subscription.id == id, !subscription.hungUp else { return }
-        subscription.hungUp = true
-        subscription.hangUpReason = reason
-        if closeChannel {
-            subscription.drainedWhenClosed = subscription.channel.isDrained
-            subscription.channel.close()
-        }
-        if subscription.transfer != nil {
-            if let confirmations = subscription.confirmations {
-                // The transfer waits for a confirmation that can no longer come, except one
-                // already on its way: Confirm is a D-Bus call and the hang-up a socket event,
-                // so the one for EOM may arrive second. Give it the ACK's grace, then stop.
-                let grace = configuration.acknowledgementGrace
-                subscription.pendingWait = Task {
-                    try? await Task.sleep(for: grace)
-                    guard !Task.isCancelled else { return }
-                    confirmations.finish()
-                }
-            }
-            current = subscription
-            return
-        }
-        settleAfterHangUp(&subscription)
-    }
-
-    /// Decides what a hang-up means once the transfer task has stopped.
-    private func settleAfterHangUp(_ subscription: inout Subscription) {
-        subscription.channel.close()
-        if subscription.allValuesSent && subscription.drainedWhenClosed == true {
-            // EOM had been taken by bluetoothd before we stopped the channel.
-            subscription.endOfMessageWritten = true
-        }
-        if subscription.delivered {
-            end(&subscription)
-        } else if subscription.endOfMessageWritten && subscription.format == .compat {
-            // The socket hangs up the same way when the central unsubscribes and when the link
-            // goes down (adapter switched off, bluetoothd leaving), and bluetoothd reads well
-            // ahead of the radio: confirm that Bluetooth is still up a moment later. A
-            // teardown meanwhile aborts the transfer through shutDown.
-            let delay = configuration.compatConfirmationDelay
-            let id = subscription.id
-            if delay <= .zero {
-                confirmCompatDelivery(&subscription)
-            } else {
-                subscription.pendingWait = Task {
-                    try? await Task.sleep(for: delay)
-                    guard !Task.isCancelled else { return }
-                    self.compatConfirmationDue(id)
-                }
-                current = subscription
-            }
-        } else if subscription.allValuesSent && subscription.format == .framed {
-            // The ACK may still be on its way (a D-Bus call racing the socket hang-up).
-            let grace = configuration.acknowledgementGrace
-            let id = subscription.id
-            subscription.pendingWait = Task {
-                try? await Task.sleep(for: grace)
-                guard !Task.isCancelled else { return }
-                self.acknowledgementMissing(id)
-            }
-            current = subscription
-        } else {
-            let progress = subscription.meter.progress
-            let reason = subscription.hangUpReason ?? "the subscription ended"
-            let detail = subscription.allValuesSent
-                ? "before EOM reached bluetoothd"
-                : "after \(progress.bytesSoFar) of \(progress.totalBytes ?? 0) bytes"
-            abortCurrent(&subscription, reason: "\(reason) \(detail)")
-        }
-    }
-
-    private func compatConfirmationDue(_ id: Int) {
-        guard var subscription = current, subscription.id == id, !subscription.delivered else { return }
-        confirmCompatDelivery(&subscription)
-    }
-
-    private func confirmCompatDelivery(_ subscription: inout Subscription) {
-        if bluetoothStillUp() {
-            deliver(&subscription)
-            end(&subscription)
-        } else {
-            abortCurrent(&subscription, reason: "Bluetooth went away as the central left; not counted")
-        }
-    }
-
-    private func acknowledgementMissing(_ id: Int) {
-        guard var subscription = current, subscription.id == id, !subscription.delivered else { return }
-        abortCurrent(&subscription, reason: "the central left without acknowledging the message")
-    }
-
-    private func abort(_ id: Int, reason: String) {
-        guard var subscription = current, subscription.id == id else { return }
-        abortCurrent(&subscription, reason: reason)
-    }
-
-    private func abortCurrent(_ subscription: inout Subscription, reason: String) {
-        emitEvent(.transferAborted(subscription.peer, reason: reason))
-        end(&subscription)
+        guard let subscription = current, subscription.id == id, !subscription.delivery.hasHungUp else { return }
+        // Read before the delivery asks for the channel to be closed.
+        let drained = closeChannel ? subscription.channel.isDrained : nil
+        feed(.hungUp(reason: reason, drainedWhenClosed: drained), to: id)
     }
 
     private func deliver(_ subscription: inout Subscription) {
-        guard !subscription.delivered else { return }
-        subscription.delivered = true
         let summary = MessageSummary(
             sequence: subscription.sequence, byteCount: subscription.message.payload.count, format: subscription.format,
             sha256: subscription.message.digest.map { byte in
@@ -601,23 +501,6 @@ actor SubscriptionServer {
         // receive (and count) this one again.
         if offered?.sequence == subscription.sequence { offered = nil }
         activityContinuation.yield(.delivered(subscription.message, summary, to: subscription.peer))
-    }
-
-    private func end(_ subscription: inout Subscription) {
-        stop(&subscription)
-        current = nil
-        activityContinuation.yield(.subscriptionEnded)
-    }
-
-    private func stop(_ subscription: inout Subscription) {
-        subscription.transfer?.cancel()
-        subscription.transfer = nil
-        subscription.deadline?.cancel()
-        subscription.deadline = nil
-        subscription.pendingWait?.cancel()
-        subscription.pendingWait = nil
-        subscription.confirmations?.finish()
-        subscription.channel.close()
     }
 }
 

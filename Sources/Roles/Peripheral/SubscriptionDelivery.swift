@@ -1,0 +1,336 @@
+import Transfer
+
+/// Whether one subscription's message counts as delivered, as a pure state machine: the
+/// `SubscriptionServer` feeds it what happened (values handed over, `EOM` written, a fitting
+/// ACK, a hang-up, a timer firing, a shutdown) and performs the actions it returns (deliver,
+/// report, start or cancel timers, close the channel, end). It reads no clock and does no I/O,
+/// so every input in every state can be tested.
+///
+/// The rules are the server's (see `SubscriptionServer`): framed counts on an ACK that fits
+/// and arrives after every value was handed over; compat counts on a hang-up after `EOM` was
+/// written, once Bluetooth is seen still up `compatConfirmationDelay` later. A hang-up while
+/// the transfer task still runs waits for its verdict: the last values may still be drained.
+struct SubscriptionDelivery: Sendable, Hashable {
+    /// The durations the rules use, from `PeripheralConfiguration`.
+    struct Limits: Sendable, Hashable {
+        var acknowledgementTimeout: Duration
+        var unsubscribeTimeout: Duration
+        var acknowledgementGrace: Duration
+        var compatConfirmationDelay: Duration
+    }
+
+    /// The timers one subscription runs; each at most once at a time.
+    enum Timer: Sendable, Hashable, CaseIterable {
+        /// The subscription's bound: the whole message, then the ACK or the unsubscription.
+        case deadline
+        /// After a hang-up with confirmed indications: how long a confirmation already on its
+        /// way may still arrive before the transfer stops waiting.
+        case confirmationGrace
+        /// Compat: how long after the hang-up Bluetooth must still be up.
+        case compatConfirmation
+        /// Framed: how long after the hang-up a late ACK still counts.
+        case acknowledgementGrace
+    }
+
+    /// How the transfer task stopped short.
+    enum TransferFailure: Sendable, Hashable {
+        /// The socket's peer closed it: the central unsubscribed.
+        case closedByPeer
+        /// We stopped it (cancelled, channel closed); whoever did reports why.
+        case stoppedByUs
+        /// Anything else, described.
+        case other(String)
+    }
+
+    enum Input: Sendable, Hashable {
+        /// The transfer task handed another value to the channel; `bytesSent` of the payload
+        /// so far, `last`: that was `EOM`.
+        case valueHandedOver(bytesSent: Int, last: Bool)
+        /// The transfer task drained the channel after `EOM`: bluetoothd took everything.
+        case endOfMessageWritten
+        case transferFailed(TransferFailure)
+        /// An ACK naming this subscription's session and digest, from its device.
+        case acknowledged
+        /// The central left. `drainedWhenClosed`: we closed the channel because of it, and
+        /// bluetoothd had taken everything sent by then (nil: we did not close it).
+        case hungUp(reason: String, drainedWhenClosed: Bool?)
+        /// A timer fired. One that is not running (cancelled meanwhile) changes nothing.
+        case timerFired(Timer)
+        /// The answer to `checkBluetoothNow` (asked when the compat confirmation delay is over,
+        /// or at once when it is zero): whether Bluetooth is still up. Ignored unless asked.
+        case compatConfirmationDue(bluetoothUp: Bool)
+        /// Everything ends (adapter off, run over).
+        case shutDown(reason: String)
+    }
+
+    enum Action: Sendable, Hashable {
+        /// The message counts as delivered (at most once).
+        case deliver
+        /// Report the transfer aborted with this reason (nothing counted).
+        case reportAborted(String)
+        /// Report the central dropped for missing its bound.
+        case reportDropped(String)
+        case startTimer(Timer, after: Duration)
+        case cancelTimer(Timer)
+        /// Stop the transfer task.
+        case cancelTransfer
+        /// Let the transfer stop waiting for indication confirmations.
+        case finishConfirmations
+        case closeChannel
+        /// Ask whether Bluetooth is still up now and feed `compatConfirmationDue` at once.
+        case checkBluetoothNow
+        /// Disconnect the central's device (it missed its bound).
+        case disconnect
+        /// The subscription is over; `announce`: tell the engine the characteristic is free.
+        case end(announce: Bool)
+    }
+
+    let format: TransferFormat
+    /// Values travel as confirmed indications.
+    let confirmsIndications: Bool
+    let totalBytes: Int
+    let limits: Limits
+
+    private(set) var transferRunning = true
+    private(set) var bytesSent = 0
+    /// Every value, `EOM` included, was handed to the channel.
+    private(set) var allValuesHandedOver = false
+    /// ... and bluetoothd took them.
+    private(set) var endOfMessageWritten = false
+    /// A fitting ACK came before every value was handed over; it counts once the last is out.
+    private(set) var earlyAcknowledgement = false
+    private(set) var isDelivered = false
+    private(set) var hangUpReason: String?
+    private(set) var drainedWhenClosed: Bool?
+    private(set) var runningTimers: Set<Timer> = []
+    /// Why the deadline, when it strikes, drops the central.
+    private(set) var deadlineReason: String?
+    /// A `checkBluetoothNow` was asked for and its answer not yet fed.
+    private var bluetoothCheckPending = false
+    private(set) var isOver = false
+
+    var hasHungUp: Bool { hangUpReason != nil }
+
+    init(format: TransferFormat, confirmsIndications: Bool, totalBytes: Int, limits: Limits) {
+        self.format = format
+        self.confirmsIndications = confirmsIndications
+        self.totalBytes = totalBytes
+        self.limits = limits
+    }
+
+    /// Arms the transfer deadline (nil: none) as the subscription starts.
+    mutating func begin(transferDeadline: Duration?, reason: String) -> [Action] {
+        guard let transferDeadline, !isOver else { return [] }
+        var actions: [Action] = []
+        arm(&actions, after: transferDeadline, reason: reason)
+        return actions
+    }
+
+    mutating func handle(_ input: Input) -> [Action] {
+        guard !isOver else { return [] }
+        var actions: [Action] = []
+        switch input {
+        case .valueHandedOver(let bytes, let last):
+            guard transferRunning else { break }
+            bytesSent = bytes
+            if last { allValuesHandedOver = true }
+            if last && earlyAcknowledgement { deliver(&actions) }
+        case .endOfMessageWritten:
+            guard transferRunning else { break }
+            transferRunning = false
+            endOfMessageWritten = true
+            if hasHungUp {
+                settleAfterHangUp(&actions)
+            } else if isDelivered {
+                // Acknowledged before the transfer task reported EOM: the after-ACK deadline runs.
+            } else if format == .framed {
+                let limit = limits.acknowledgementTimeout
+                arm(&actions, after: limit, reason: "no ACK within \(Self.describe(limit)) of EOM (--ack-timeout)")
+            } else {
+                let limit = limits.unsubscribeTimeout
+                arm(&actions, after: limit,
+                    reason: "it did not unsubscribe within \(Self.describe(limit)) of EOM (--unsubscribe-timeout)")
+            }
+        case .transferFailed(let failure):
+            guard transferRunning else { break }
+            transferRunning = false
+            if hasHungUp {
+                // The hang-up came while the last values were being drained: not written.
+                settleAfterHangUp(&actions)
+                break
+            }
+            switch failure {
+            case .closedByPeer:
+                hangUp(&actions, reason: "the central unsubscribed", drainedWhenClosed: nil)
+            case .stoppedByUs:
+                break
+            case .other(let description):
+                abort(&actions, reason: "sending failed: \(description)")
+            }
+        case .acknowledged:
+            guard format == .framed, !isDelivered else { break }
+            guard allValuesHandedOver else {
+                earlyAcknowledgement = true
+                break
+            }
+            deliver(&actions)
+            if hasHungUp && !transferRunning {
+                end(&actions, announce: true)
+            } else {
+                // A bletransfer central unsubscribes next; one that stays holds the
+                // characteristic (and advertising) from everybody else.
+                let limit = limits.unsubscribeTimeout
+                arm(&actions, after: limit,
+                    reason: "it stayed subscribed \(Self.describe(limit)) after its ACK (--unsubscribe-timeout)")
+            }
+        case .hungUp(let reason, let drained):
+            hangUp(&actions, reason: reason, drainedWhenClosed: drained)
+        case .timerFired(let timer):
+            guard runningTimers.remove(timer) != nil else { break }
+            timerFired(timer, &actions)
+        case .compatConfirmationDue(let bluetoothUp):
+            guard bluetoothCheckPending else { break }
+            bluetoothCheckPending = false
+            guard !isDelivered else { break }
+            if bluetoothUp {
+                deliver(&actions)
+                end(&actions, announce: true)
+            } else {
+                abort(&actions, reason: "Bluetooth went away as the central left; not counted")
+            }
+        case .shutDown(let reason):
+            if !isDelivered { actions.append(.reportAborted(reason)) }
+            end(&actions, announce: false)
+        }
+        return actions
+    }
+
+    private mutating func timerFired(_ timer: Timer, _ actions: inout [Action]) {
+        switch timer {
+        case .deadline:
+            let reason = deadlineReason ?? "it missed its deadline"
+            actions.append(.reportDropped(reason))
+            if isDelivered {
+                end(&actions, announce: true)   // counted already; only the channel is freed
+            } else {
+                abort(&actions, reason: "central dropped: \(reason)")
+            }
+            actions.append(.disconnect)
+        case .confirmationGrace:
+            actions.append(.finishConfirmations)
+        case .compatConfirmation:
+            // Bluetooth's state is read by whoever runs the timer and fed back.
+            bluetoothCheckPending = true
+            actions.append(.checkBluetoothNow)
+        case .acknowledgementGrace:
+            if !isDelivered {
+                abort(&actions, reason: "the central left without acknowledging the message")
+            }
+        }
+    }
+
+    /// The central left. While the transfer task still runs its verdict decides (values still
+    /// to send fail, an `EOM` already handed over is drained or not): a central that
+    /// unsubscribes right after receiving `EOM` may be heard before the task reported it.
+    private mutating func hangUp(_ actions: inout [Action], reason: String, drainedWhenClosed: Bool?) {
+        guard !hasHungUp else { return }
+        hangUpReason = reason
+        if let drainedWhenClosed {
+            self.drainedWhenClosed = drainedWhenClosed
+            actions.append(.closeChannel)
+        }
+        if transferRunning {
+            if confirmsIndications {
+                // The transfer waits for a confirmation that can no longer come, except one
+                // already on its way: Confirm is a D-Bus call and the hang-up a socket event,
+                // so the one for EOM may arrive second. Give it the ACK's grace, then stop.
+                start(.confirmationGrace, after: limits.acknowledgementGrace, &actions)
+            }
+            return
+        }
+        settleAfterHangUp(&actions)
+    }
+
+    /// Decides what a hang-up means once the transfer task has stopped.
+    private mutating func settleAfterHangUp(_ actions: inout [Action]) {
+        cancel(.confirmationGrace, &actions)   // the transfer waits for nothing any more
+        actions.append(.closeChannel)
+        if allValuesHandedOver && drainedWhenClosed == true {
+            // EOM had been taken by bluetoothd before we stopped the channel.
+            endOfMessageWritten = true
+        }
+        if isDelivered {
+            end(&actions, announce: true)
+        } else if endOfMessageWritten && format == .compat {
+            // The socket hangs up the same way when the central unsubscribes and when the link
+            // goes down, and bluetoothd reads well ahead of the radio: confirm that Bluetooth
+            // is still up a moment later. A teardown meanwhile aborts through shutDown.
+            let delay = limits.compatConfirmationDelay
+            if delay <= .zero {
+                bluetoothCheckPending = true
+                actions.append(.checkBluetoothNow)
+            } else {
+                start(.compatConfirmation, after: delay, &actions)
+            }
+        } else if allValuesHandedOver && format == .framed {
+            // The ACK may still be on its way (a D-Bus call racing the socket hang-up).
+            start(.acknowledgementGrace, after: limits.acknowledgementGrace, &actions)
+        } else {
+            let reason = hangUpReason ?? "the subscription ended"
+            let detail = allValuesHandedOver
+                ? "before EOM reached bluetoothd"
+                : "after \(bytesSent) of \(totalBytes) bytes"
+            abort(&actions, reason: "\(reason) \(detail)")
+        }
+    }
+
+    private mutating func deliver(_ actions: inout [Action]) {
+        guard !isDelivered else { return }
+        isDelivered = true
+        actions.append(.deliver)
+    }
+
+    private mutating func abort(_ actions: inout [Action], reason: String) {
+        actions.append(.reportAborted(reason))
+        end(&actions, announce: true)
+    }
+
+    /// Stops everything the subscription runs and ends it.
+    private mutating func end(_ actions: inout [Action], announce: Bool) {
+        if transferRunning {
+            transferRunning = false
+            actions.append(.cancelTransfer)
+        }
+        for timer in Timer.allCases where runningTimers.contains(timer) {
+            cancel(timer, &actions)
+        }
+        bluetoothCheckPending = false
+        if confirmsIndications { actions.append(.finishConfirmations) }
+        actions.append(.closeChannel)
+        actions.append(.end(announce: announce))
+        isOver = true
+    }
+
+    /// (Re)starts the deadline: when it strikes, the central is dropped for `reason`.
+    private mutating func arm(_ actions: inout [Action], after limit: Duration, reason: String) {
+        deadlineReason = reason
+        start(.deadline, after: limit, &actions)
+    }
+
+    private mutating func start(_ timer: Timer, after duration: Duration, _ actions: inout [Action]) {
+        cancel(timer, &actions)
+        runningTimers.insert(timer)
+        actions.append(.startTimer(timer, after: duration))
+    }
+
+    private mutating func cancel(_ timer: Timer, _ actions: inout [Action]) {
+        if runningTimers.remove(timer) != nil {
+            actions.append(.cancelTimer(timer))
+        }
+    }
+
+    static func describe(_ duration: Duration) -> String {
+        let seconds = duration.components.seconds
+        return seconds >= 120 ? "\(seconds / 60) min \(seconds % 60) s" : "\(seconds) s"
+    }
+}
