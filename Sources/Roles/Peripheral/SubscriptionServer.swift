@@ -425,7 +425,7 @@ actor SubscriptionServer {
             subscription.lastProgressBytes = bytesSent
             emitEvent(.progress(subscription.peer, subscription.meter.progress,
                                 bytesPerSecond: subscription.meter.bytesPerSecond,
-                                secondsRemaining: subscription.meter.estimatedRemaining.map(\.secondsValue)))
+                                secondsRemaining: subscription.meter.estimatedRemaining.map(\.seconds)))
         }
         current = subscription
         feed(.valueHandedOver(bytesSent: bytesSent, last: finished), to: id)
@@ -504,10 +504,3 @@ actor SubscriptionServer {
     }
 }
 
-extension Duration {
-    /// The duration in seconds.
-    fileprivate var secondsValue: Double {
-        let (whole, attoseconds) = components
-        return Double(whole) + Double(attoseconds) / 1e18
-    }
-}
