@@ -31,29 +31,15 @@ public struct GATTChannelSetting: Sendable, Equatable, Codable {
     /// Reads `[GATT] Channels` the way bluetoothd does (GKeyFile: `[Group]` headers, `Key =
     /// value`, `#` comments; an unparsable value leaves the default; clamped to 1…5).
     public static func parse(mainConf text: String, file: String?) -> GATTChannelSetting {
-        var group = ""
-        var channels: Int?
-        for rawLine in text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline) {
-            let line = rawLine.trimmingWhitespace()
-            if line.isEmpty || line.hasPrefix("#") { continue }
-            if line.hasPrefix("[") && line.hasSuffix("]") {
-                group = String(line.dropFirst().dropLast())
-                continue
-            }
-            guard group == "GATT", let equals = line.firstIndex(of: "=") else { continue }
-            let key = line[..<equals].trimmingWhitespace()
-            guard key == "Channels" else { continue }
-            let value = line[line.index(after: equals)...].trimmingWhitespace()
-            if let parsed = Int(value) { channels = min(max(parsed, 1), 5) }
-        }
+        let value = BluetoothdMainConf.value(of: "Channels", in: "GATT", text: text)
+        let channels = value.flatMap { Int($0) }.map { min(max($0, 1), 5) }
         return GATTChannelSetting(channels: channels ?? builtInDefault, file: file, isExplicit: channels != nil)
     }
 
     /// The setting of the running bluetoothd: the file named by its `-f`/`--configfile`
     /// option when its command line is readable, else `/etc/bluetooth/main.conf`.
     public static func current() -> GATTChannelSetting {
-        let path = GATTBearers.bluetoothdConfigFile() ?? "/etc/bluetooth/main.conf"
-        guard let text = GATTBearers.readSmallFile(path) else {
+        guard let (text, path) = BluetoothdMainConf.read() else {
             return GATTChannelSetting(channels: builtInDefault, file: nil, isExplicit: false)
         }
         return parse(mainConf: text, file: path)
@@ -175,7 +161,7 @@ public enum GATTBearers {
 }
 
 extension StringProtocol {
-    fileprivate func trimmingWhitespace() -> String {
+    func trimmingWhitespace() -> String {
         let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\r" }
         guard let first = firstIndex(where: { !isSpace($0) }), let last = lastIndex(where: { !isSpace($0) }) else {
             return ""

@@ -13,7 +13,8 @@ enum StatusOutput {
         }
     }
 
-    static func json(_ report: BluetoothStatusReport, gatt: GATTChannelSetting = .current()) throws -> String {
+    static func json(_ report: BluetoothStatusReport, gatt: GATTChannelSetting = .current(),
+                     link: LinkSpeedSetting = .current()) throws -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         let data = try encoder.encode(report)
@@ -31,6 +32,14 @@ enum StatusOutput {
         ]
         if let file = gatt.file { gattObject["file"] = file }
         object["gatt"] = gattObject
+        var linkObject: [String: Any] = [
+            "exchangeMTU": link.exchangeMTU,
+            "minConnectionInterval": link.minimumConnectionInterval ?? LinkSpeedSetting.kernelDefaultMinimumInterval,
+            "maxConnectionInterval": link.maximumConnectionInterval ?? LinkSpeedSetting.kernelDefaultMaximumInterval,
+            "connectionIntervalExplicit": link.minimumConnectionInterval != nil || link.maximumConnectionInterval != nil,
+        ]
+        if let file = link.file { linkObject["file"] = file }
+        object["link"] = linkObject
         let merged = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
         return String(decoding: merged, as: UTF8.self)
     }
@@ -52,7 +61,8 @@ enum StatusOutput {
         return "GATT channels: \(gatt.channels) (\(origin)): \(appleFlowOrdering(gatt))"
     }
 
-    static func text(_ report: BluetoothStatusReport, gatt: GATTChannelSetting = .current()) -> String {
+    static func text(_ report: BluetoothStatusReport, gatt: GATTChannelSetting = .current(),
+                     link: LinkSpeedSetting = .current()) -> String {
         var lines: [String] = []
         var bluetoothd = "bluetoothd: \(report.bluetoothd)"
         // The bus's AccessDenied text is a paragraph of policy detail; the verdict line says
@@ -106,6 +116,7 @@ enum StatusOutput {
         let receive = StatusManagerState.state(for: .central, report: report)
         lines.append("manager state: \(send.rawValue) for send, \(receive.rawValue) for receive")
         lines.append(gattLine(gatt))
+        lines.append("link: \(link.summary)")
         lines.append("\(report.verdict.status == .ready ? "ready" : "not ready"): \(report.verdict.message)")
         return lines.joined(separator: "\n") + "\n"
     }

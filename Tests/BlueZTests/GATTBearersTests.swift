@@ -58,3 +58,40 @@ import Testing
         #expect(!GATTBearers.exposure(to: "00:AA:01:09:00:42", setting: three, l2capTable: Self.table).mayReorder)
     }
 }
+
+@Suite struct LinkSpeedSettingTests {
+    @Test func defaultsWhenNothingIsSet() {
+        let setting = LinkSpeedSetting.parse(mainConf: "[LE]\n#MinConnectionInterval=6\n[GATT]\n#ExchangeMTU = 517\n", file: "/etc/bluetooth/main.conf")
+        #expect(setting.minimumConnectionInterval == nil && setting.maximumConnectionInterval == nil)
+        #expect(setting.exchangeMTU == 517)
+        #expect(setting.summary.contains("30–50 ms (kernel default)"))
+    }
+
+    @Test func readsIntervalsAndMTUFromTheirGroupsOnly() {
+        let text = """
+        [General]
+        MinConnectionInterval=99
+        [LE]
+        MinConnectionInterval = 6
+        MaxConnectionInterval=12
+        [GATT]
+        ExchangeMTU = 247
+        Channels = 1
+        """
+        let setting = LinkSpeedSetting.parse(mainConf: text, file: "m.conf")
+        #expect(setting.minimumConnectionInterval == 6)
+        #expect(setting.maximumConnectionInterval == 12)
+        #expect(setting.exchangeMTU == 247)
+        #expect(setting.summary.contains("7.5–15 ms ([LE] in m.conf)"))
+        #expect(setting.summary.contains("values up to 244 bytes"))
+        #expect(GATTChannelSetting.parse(mainConf: text, file: nil).channels == 1)
+    }
+
+    @Test func outOfRangeOrUnparsableValuesAreIgnoredOrClamped() {
+        let text = "[LE]\nMinConnectionInterval=5\nMaxConnectionInterval=fast\n[GATT]\nExchangeMTU=9000\n"
+        let setting = LinkSpeedSetting.parse(mainConf: text, file: nil)
+        #expect(setting.minimumConnectionInterval == nil)
+        #expect(setting.maximumConnectionInterval == nil)
+        #expect(setting.exchangeMTU == 517)
+    }
+}
