@@ -1,5 +1,6 @@
 @testable import Roles
 import Testing
+import TestSupport
 import Transfer
 
 /// The peripheral's delivery decision, without a server: named paths with their exact actions,
@@ -336,23 +337,11 @@ import Transfer
         + Array(repeating: .hungUp(reason: "the central unsubscribed", drainedWhenClosed: nil), count: 2)
         + Array(repeating: .hungUp(reason: "the central disconnected", drainedWhenClosed: true), count: 2)
 
-    /// SplitMix64: reproducible sequences from a printed seed.
-    struct SeededGenerator: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
-
     @Test(arguments: setups)
     func randomSequencesDeliverAtMostOnceOnlyWhenEarnedAndLeaveNoTimerRunning(setup: Setup) {
         var delivered = 0, aborted = 0
         for seed in UInt64(1)...2_000 {
-            var random = SeededGenerator(state: seed)
+            var random = SeededGenerator(seed: seed)   // TestSupport's: reproducible from the printed seed
             var delivery = setup.make()
             var running: Set<Delivery.Timer> = []
             var deliveries = 0
