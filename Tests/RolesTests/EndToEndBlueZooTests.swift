@@ -55,4 +55,42 @@ struct EndToEndBlueZooTests {
         #expect(summaries.map(\.format) == [framed ? .framed : .compat])
         #expect(summaries.first?.byteCount == bytes.count)
     }
+
+    @Test("with confirmed indications on Apple's characteristic, a bletransfer central takes the framed one (notify)")
+    func framedBesideIndications() async throws {
+        let bus = try await BlueZooBus.start()
+        defer { bus.stop() }
+        let bytes = CentralTestData.binary(30_000)
+
+        let senderSession = try await bus.openSession()
+        defer { senderSession.close() }
+        let peripheral = Peripheral(
+            configuration: PeripheralConfiguration(adapterName: "hci0", fallbackValueInterval: .zero,
+                                                   compatDelivery: .indications),
+            session: senderSession)
+        let source = RepeatingMessageSource(message: OutgoingMessage(payload: bytes), count: 1)
+        let sending = Task { try await peripheral.run(source: source) }
+        defer { sending.cancel() }
+
+        let receiverSession = try await bus.openSession()
+        defer { receiverSession.close() }
+        let central = Central(configuration: CentralTestData.configuration(adapter: "hci1", framed: true),
+                              session: receiverSession)
+        let sink = CollectingSink()
+        #expect(try await central.run(sink: sink, timeout: .seconds(60)) == 1)
+        #expect(try await sending.value == 1)
+        #expect(sink.messages.map(\.payload) == [bytes])
+        #expect(sink.messages.first?.format == .framed)
+    }
+}
+
+@Suite struct CompatDeliveryTests {
+    @Test func automaticIndicatesOnlyWhereEnhancedATTIsPossible() {
+        let one = GATTChannelSetting(channels: 1, file: nil, isExplicit: true)
+        let three = GATTChannelSetting(channels: 3, file: nil, isExplicit: false)
+        #expect(!CompatDelivery.automatic.usesIndications(on: one))
+        #expect(CompatDelivery.automatic.usesIndications(on: three))
+        #expect(!CompatDelivery.notifications.usesIndications(on: three))
+        #expect(CompatDelivery.indications.usesIndications(on: one))
+    }
 }
