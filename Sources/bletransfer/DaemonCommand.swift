@@ -107,6 +107,9 @@ struct DaemonCommand: AsyncParsableCommand {
             if senderBounds.acknowledgementTimeout != nil || senderBounds.unsubscribeTimeout != nil {
                 throw ValidationError("--ack-timeout and --unsubscribe-timeout are for --role sender")
             }
+            if senderBounds.valueSize != nil || senderBounds.compatDelivery != .automatic {
+                throw ValidationError("--value-size and --compat-delivery are for --role sender")
+            }
         case .sender:
             guard outbox != nil else { throw ValidationError("--role sender needs --outbox DIR") }
             if outputDirectory != nil { throw ValidationError("--output-dir is for --role receiver; the sender takes --outbox") }

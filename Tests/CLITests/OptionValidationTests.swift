@@ -37,6 +37,11 @@ import Testing
             ["send", "--ack-timeout", "1e300", "hello"],
             ["send", "--unsubscribe-timeout", "nan", "hello"],
             ["send", "--min-rate", "-1", "hello"],
+            ["send", "--value-size", "19", "hello"],
+            ["send", "--value-size", "513", "hello"],
+            ["send", "--compat-delivery", "sometimes", "hello"],
+            ["daemon", "--role", "receiver", "--output-dir", "/tmp/x", "--value-size", "20"],
+            ["daemon", "--role", "receiver", "--output-dir", "/tmp/x", "--compat-delivery", "notify"],
         ]
         for arguments in cases {
             #expect(throws: (any Error).self, "\(arguments)") { _ = try BLETransferCommand.parseAsRoot(arguments) }
@@ -45,6 +50,11 @@ import Testing
             } catch {
                 #expect(BLETransferCommand.exitCode(for: error) == .validationFailure, "\(arguments)")
             }
+        }
+        #expect(throws: Never.self) {
+            _ = try BLETransferCommand.parseAsRoot(["send", "--value-size", "20", "--compat-delivery", "indicate", "hello"])
+            _ = try BLETransferCommand.parseAsRoot(["daemon", "--role", "sender", "--outbox", "/tmp/x",
+                                                    "--value-size", "512", "--compat-delivery", "notify"])
         }
         #expect(throws: Never.self) {
             _ = try BLETransferCommand.parseAsRoot(["receive", "--output-dir", "/tmp/x", "--reserve", "0", "--quota-bytes", "1000",
