@@ -22,33 +22,10 @@ done
 seconds=${FUZZ_SECONDS:-60}
 scratch=${FUZZ_SCRATCH:-$root/.build-fuzz}
 out=${FUZZ_OUT:-$scratch/fuzz-trust-out}
-mkdir -p "$out/corpus" "$out/artifacts"
-
-# swift-crypto is built by SwiftPM; the Trust sources are compiled again below with fuzzer
-# instrumentation and linked against its objects.
-swift build --package-path "$root" --scratch-path "$scratch" --target Crypto >"$out/crypto-build.log" 2>&1 ||
-    { cat "$out/crypto-build.log"; exit 1; }
-bin=$(swift build --package-path "$root" --scratch-path "$scratch" --show-bin-path)
-crypto_sources="$scratch/checkouts/swift-crypto/Sources"
-
-objects=()
-for target in Crypto CryptoBoringWrapper CCryptoBoringSSLShims CCryptoBoringSSL; do
-    while IFS= read -r -d '' object; do objects+=("$object"); done \
-        < <(find "$bin/$target.build" -name '*.o' -print0)
-done
-
+# shellcheck source=../lib.sh
+. "$root/scripts/fuzz/lib.sh"
 harness="$out/trust-fuzz"
-swiftc -sanitize=fuzzer,address -parse-as-library -O -g \
-    -module-name TrustFuzz \
-    -I "$bin/Modules" \
-    -Xcc -fmodule-map-file="$crypto_sources/CCryptoBoringSSL/include/module.modulemap" \
-    -Xcc -fmodule-map-file="$crypto_sources/CCryptoBoringSSLShims/include/module.modulemap" \
-    -Xcc -I"$crypto_sources/CCryptoBoringSSL/include" \
-    -Xcc -I"$crypto_sources/CCryptoBoringSSLShims/include" \
-    "$root"/Sources/Trust/*.swift "$here/TrustFuzz.swift" \
-    "${objects[@]}" -lstdc++ \
-    -o "$harness" >"$out/harness-build.log" 2>&1 ||
-    { grep -v "Cannot export local symbol" "$out/harness-build.log"; exit 1; }
+fuzz_build "$harness" TrustFuzz "$root"/Sources/Trust/*.swift "$here/TrustFuzz.swift"
 
 # Seeds: one per mode (the layouts are in TrustFuzz.swift).
 seed() { printf "$2" >"$out/corpus/seed-$1"; }
@@ -61,15 +38,5 @@ seed peers '\004# peers\nbletransfer-x25519 AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBka
 seed identity '\004bletransfer-x25519-private AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE= me\n'
 
 echo "fuzzing the Trust core for ${seconds}s (corpus: $out/corpus)"
-status=0
-"$harness" "$out/corpus" \
-    -dict="$here/trust.dict" \
-    -max_total_time="$seconds" -rss_limit_mb=512 -max_len=4096 -timeout=10 \
-    -artifact_prefix="$out/artifacts/" -print_final_stats=1 \
-    >"$out/fuzz.log" 2>&1 || status=$?
-tail -n 20 "$out/fuzz.log"
-if [ "$status" -ne 0 ]; then
-    echo "fuzz-trust: the fuzzer found a problem (exit $status); reproducers in $out/artifacts" >&2
-    exit "$status"
-fi
+fuzz_run fuzz-trust "$harness" "$here/trust.dict"
 echo "fuzz-trust: no crash, leak or memory blow-up in ${seconds}s"
