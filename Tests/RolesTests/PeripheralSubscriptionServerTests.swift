@@ -38,6 +38,18 @@ import Transfer
         mutating func nextActivity() async -> ServerActivity? {
             await activity.next()
         }
+
+        struct NotSubscribed: Error {}
+
+        /// A central subscribes through AcquireNotify: our end goes to the server (returned as
+        /// `local` for queue checks), BlueZ's end is returned to read from.
+        mutating func subscribe(mtu: Int, indications: Bool = false) async throws
+            -> (local: NotificationSocket, bluez: NotificationSocket) {
+            let (local, bluez) = try NotificationSocket.makePair(mtu: mtu)
+            await server.acceptSocket(local, device: PeripheralSubscriptionServerTests.device, indications: indications)
+            guard case .subscribed? = await nextActivity() else { throw NotSubscribed() }
+            return (local, bluez)
+        }
     }
 
     /// Reads values from BlueZ's end until `EOM`; nil if the socket closed first.
@@ -89,12 +101,7 @@ import Transfer
         var harness = await Harness(message: payload)
         let hello = Hello(session: SessionID(rawValue: 0xDEAD_BEEF_0102_0304))
         await harness.server.write(hello.encoded, device: Self.device, mtu: 247)
-        let (local, bluez) = try NotificationSocket.makePair(mtu: 247)
-        await harness.server.acceptSocket(local, device: Self.device)
-        guard case .subscribed? = await harness.nextActivity() else {
-            Issue.record("expected a subscription")
-            return
-        }
+        let (_, bluez) = try await harness.subscribe(mtu: 247)
 
         var receiver = MessageReceiver(sentHello: hello)
         var received: ReceivedMessage?
@@ -234,12 +241,7 @@ import Transfer
         var harness = await Harness(grace: .milliseconds(20), message: Self.payload(300))
         let hello = Hello(session: SessionID(rawValue: 42))
         await harness.server.write(hello.encoded, device: Self.device, mtu: 100)
-        let (local, bluez) = try NotificationSocket.makePair(mtu: 100)
-        await harness.server.acceptSocket(local, device: Self.device)
-        guard case .subscribed? = await harness.nextActivity() else {
-            Issue.record("expected a subscription")
-            return
-        }
+        let (_, bluez) = try await harness.subscribe(mtu: 100)
         _ = try #require(try await Self.readUntilEndOfMessage(bluez))
         bluez.close()
         guard case .subscriptionEnded? = await harness.nextActivity() else {
@@ -390,12 +392,7 @@ import Transfer
     @Test func confirmedIndicationsDeliverInOrderAndAreNotMarkedAtRiskOverEnhancedATT() async throws {
         let payload = Self.payload(6000)
         var harness = await Harness(exposure: .present(count: 2), message: payload)
-        let (local, bluez) = try NotificationSocket.makePair(mtu: 185)
-        await harness.server.acceptSocket(local, device: Self.device, indications: true)
-        guard case .subscribed? = await harness.nextActivity() else {
-            Issue.record("expected a subscription")
-            return
-        }
+        let (local, bluez) = try await harness.subscribe(mtu: 185, indications: true)
         let values = try await Self.readConfirming(bluez, ours: local, server: harness.server)
         #expect(values.last == WireFormat.endOfMessage)
         #expect(Array(values.dropLast().joined()) == payload)
@@ -413,12 +410,7 @@ import Transfer
     @Test func aCentralLeavingBeforeConfirmingEOMIsNotCounted() async throws {
         let payload = Self.payload(2000)
         var harness = await Harness(grace: .milliseconds(50), exposure: .present(count: 2), message: payload)
-        let (local, bluez) = try NotificationSocket.makePair(mtu: 185)
-        await harness.server.acceptSocket(local, device: Self.device, indications: true)
-        guard case .subscribed? = await harness.nextActivity() else {
-            Issue.record("expected a subscription")
-            return
-        }
+        let (local, bluez) = try await harness.subscribe(mtu: 185, indications: true)
         let values = try await Self.readConfirming(bluez, ours: local, server: harness.server, confirmEndOfMessage: false)
         #expect(values.last == WireFormat.endOfMessage)
         bluez.close()
@@ -432,12 +424,7 @@ import Transfer
     @Test func anEOMConfirmationArrivingAfterTheHangUpStillCounts() async throws {
         let payload = Self.payload(1500)
         var harness = await Harness(exposure: .present(count: 2), message: payload)
-        let (local, bluez) = try NotificationSocket.makePair(mtu: 185)
-        await harness.server.acceptSocket(local, device: Self.device, indications: true)
-        guard case .subscribed? = await harness.nextActivity() else {
-            Issue.record("expected a subscription")
-            return
-        }
+        let (local, bluez) = try await harness.subscribe(mtu: 185, indications: true)
         let values = try await Self.readConfirming(bluez, ours: local, server: harness.server, confirmEndOfMessage: false)
         #expect(Array(values.dropLast().joined()) == payload)
         bluez.close()                                   // the unsubscription overtakes…
@@ -453,12 +440,7 @@ import Transfer
         // Newer BlueZ writes 0x01 to the AcquireNotify socket per confirmation.
         let payload = Self.payload(3000)
         var harness = await Harness(exposure: .present(count: 2), message: payload)
-        let (local, bluez) = try NotificationSocket.makePair(mtu: 185)
-        await harness.server.acceptSocket(local, device: Self.device, indications: true)
-        guard case .subscribed? = await harness.nextActivity() else {
-            Issue.record("expected a subscription")
-            return
-        }
+        let (_, bluez) = try await harness.subscribe(mtu: 185, indications: true)
         var values: [[UInt8]] = []
         while let value = try await bluez.receive() {
             values.append(value)
@@ -477,12 +459,7 @@ import Transfer
     @Test func valueSizeLimitCapsValuesBelowTheLinkMTU() async throws {
         let payload = Self.payload(1000)
         var harness = await Harness(valueSizeLimit: 20, message: payload)
-        let (local, bluez) = try NotificationSocket.makePair(mtu: 247)
-        await harness.server.acceptSocket(local, device: Self.device)
-        guard case .subscribed? = await harness.nextActivity() else {
-            Issue.record("expected a subscription")
-            return
-        }
+        let (_, bluez) = try await harness.subscribe(mtu: 247)
         let values = try #require(try await Self.readUntilEndOfMessage(bluez))
         #expect(values.allSatisfy { $0.count <= 20 })
         #expect(values.count == 1000 / 20 + 1)
@@ -492,12 +469,7 @@ import Transfer
     @Test func withNotificationsTheSameLinkIsMarkedAtRisk() async throws {
         let payload = Self.payload(1000)
         var harness = await Harness(exposure: .present(count: 2), message: payload)
-        let (local, bluez) = try NotificationSocket.makePair(mtu: 185)
-        await harness.server.acceptSocket(local, device: Self.device)
-        guard case .subscribed? = await harness.nextActivity() else {
-            Issue.record("expected a subscription")
-            return
-        }
+        let (_, bluez) = try await harness.subscribe(mtu: 185)
         _ = try #require(try await Self.readUntilEndOfMessage(bluez))
         bluez.close()
         guard case .delivered(_, let summary, _)? = await harness.nextActivity() else {
