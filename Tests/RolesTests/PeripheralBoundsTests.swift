@@ -175,5 +175,21 @@ import Transfer
             #expect(deadline <= configuration.transferTimeFloor + .seconds(365 * 24 * 3600))
         }
         #expect(Self.configuration(rate: 0).transferDeadline(forWireBytes: wireBytes) == nil, "0: no floor")
+        let confirmed = try #require(Self.configuration(rate: 256).transferDeadline(forWireBytes: wireBytes,
+                                                                                  confirmedValues: Int.max))
+        #expect(confirmed <= Self.configuration(rate: 256).transferTimeFloor + .seconds(365 * 24 * 3600))
+    }
+
+    @Test func confirmedIndicationsGetTimeForTheirRoundTrips() throws {
+        // 16 KiB in 20-byte values: 820 values; at 256 bytes/s that is 64 s, but 820 round
+        // trips of 60–100 ms need more.
+        let configuration = Self.configuration(rate: 256)
+        let plain = try #require(configuration.transferDeadline(forWireBytes: 820 * 20))
+        let confirmed = try #require(configuration.transferDeadline(forWireBytes: 820 * 20, confirmedValues: 820))
+        #expect(plain == configuration.transferTimeFloor + .milliseconds(64_062))
+        #expect(confirmed == configuration.transferTimeFloor + .seconds(205))
+        // Large values: the byte rate is the longer bound and stays.
+        let large = try #require(configuration.transferDeadline(forWireBytes: 32 * 512, confirmedValues: 32))
+        #expect(large == configuration.transferTimeFloor + .milliseconds(64_000))
     }
 }

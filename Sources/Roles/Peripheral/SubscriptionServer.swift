@@ -298,10 +298,14 @@ actor SubscriptionServer {
                 + "its values out of order and the central cannot tell. Set [GATT] Channels = 1 in "
                 + "/etc/bluetooth/main.conf on either host (bletransfer status shows the setting)"))
         }
-        if let limit = configuration.transferDeadline(forWireBytes: sender.valueCount * sender.maximumValueLength) {
+        if let limit = configuration.transferDeadline(forWireBytes: sender.valueCount * sender.maximumValueLength,
+                                                      confirmedValues: indications ? sender.valueCount : 0) {
+            let pace = indications
+                ? "at least \(configuration.minimumTransferRate) bytes/s or a confirmed value every \(PeripheralConfiguration.confirmedValueAllowance.seconds) s"
+                : "at least \(configuration.minimumTransferRate) bytes/s"
             let actions = subscription.delivery.begin(
                 transferDeadline: limit,
-                reason: "it did not take the \(message.payload.count)-byte message within \(Self.describe(limit)) (at least \(configuration.minimumTransferRate) bytes/s, --min-rate)")
+                reason: "it did not take the \(message.payload.count)-byte message within \(Self.describe(limit)) (\(pace), --min-rate)")
             perform(actions, on: &subscription)
         }
         current = subscription
