@@ -23,17 +23,16 @@ struct EndToEndBlueZooTests {
         }
     }
 
-    @Test("send → receive", arguments: Payload.allCases, [true, false])
-    func sendToReceive(payload: Payload, framed: Bool) async throws {
+    /// Runs our Peripheral on hci0 and our Central on hci1 over one BlueZoo bus, each with its
+    /// own session as two processes would; returns what arrived and what the sender reported.
+    static func transfer(_ bytes: [UInt8], sender configuration: PeripheralConfiguration, framed: Bool) async throws
+        -> (received: Int, delivered: Int, messages: [ReceivedMessage], summaries: [MessageSummary]) {
         let bus = try await BlueZooBus.start()
         defer { bus.stop() }
-        let bytes = payload.bytes
 
         let senderSession = try await bus.openSession()
         defer { senderSession.close() }
-        let peripheral = Peripheral(
-            configuration: PeripheralConfiguration(adapterName: "hci0", fallbackValueInterval: .zero),
-            session: senderSession)
+        let peripheral = Peripheral(configuration: configuration, session: senderSession)
         let source = RepeatingMessageSource(message: OutgoingMessage(payload: bytes), count: 1)
         let senderEvents = PeripheralEventLog(following: peripheral.events)
         let sending = Task { try await peripheral.run(source: source) }
@@ -46,41 +45,33 @@ struct EndToEndBlueZooTests {
         let sink = CollectingSink()
         let received = try await central.run(sink: sink, timeout: .seconds(60))
         let delivered = try await sending.value
-
-        #expect(received == 1)
-        #expect(delivered == 1)
-        #expect(sink.messages.map(\.payload) == [bytes])
-        #expect(sink.messages.first?.format == (framed ? .framed : .compat))
         let summaries = await senderEvents.allWhenFinished().compactMap(\.deliveredSummary)
-        #expect(summaries.map(\.format) == [framed ? .framed : .compat])
-        #expect(summaries.first?.byteCount == bytes.count)
+        return (received, delivered, sink.messages, summaries)
+    }
+
+    @Test("send → receive", arguments: Payload.allCases, [true, false])
+    func sendToReceive(payload: Payload, framed: Bool) async throws {
+        let bytes = payload.bytes
+        let run = try await Self.transfer(
+            bytes, sender: PeripheralConfiguration(adapterName: "hci0", fallbackValueInterval: .zero), framed: framed)
+        #expect(run.received == 1)
+        #expect(run.delivered == 1)
+        #expect(run.messages.map(\.payload) == [bytes])
+        #expect(run.messages.first?.format == (framed ? .framed : .compat))
+        #expect(run.summaries.map(\.format) == [framed ? .framed : .compat])
+        #expect(run.summaries.first?.byteCount == bytes.count)
     }
 
     @Test("with confirmed indications on Apple's characteristic, a bletransfer central takes the framed one (notify)")
     func framedBesideIndications() async throws {
-        let bus = try await BlueZooBus.start()
-        defer { bus.stop() }
         let bytes = CentralTestData.binary(30_000)
-
-        let senderSession = try await bus.openSession()
-        defer { senderSession.close() }
-        let peripheral = Peripheral(
-            configuration: PeripheralConfiguration(adapterName: "hci0", fallbackValueInterval: .zero,
+        let run = try await Self.transfer(
+            bytes, sender: PeripheralConfiguration(adapterName: "hci0", fallbackValueInterval: .zero,
                                                    compatDelivery: .indications),
-            session: senderSession)
-        let source = RepeatingMessageSource(message: OutgoingMessage(payload: bytes), count: 1)
-        let sending = Task { try await peripheral.run(source: source) }
-        defer { sending.cancel() }
-
-        let receiverSession = try await bus.openSession()
-        defer { receiverSession.close() }
-        let central = Central(configuration: CentralTestData.configuration(adapter: "hci1", framed: true),
-                              session: receiverSession)
-        let sink = CollectingSink()
-        #expect(try await central.run(sink: sink, timeout: .seconds(60)) == 1)
-        #expect(try await sending.value == 1)
-        #expect(sink.messages.map(\.payload) == [bytes])
-        #expect(sink.messages.first?.format == .framed)
+            framed: true)
+        #expect(run.received == 1 && run.delivered == 1)
+        #expect(run.messages.map(\.payload) == [bytes])
+        #expect(run.messages.first?.format == .framed)
     }
 }
 
