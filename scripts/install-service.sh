@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs bletransfer for unattended operation: the binary, a system user, the per-controller
-# systemd units, the udev rule that starts them, and /etc/default/bletransfer.
+# systemd units, the udev rule that starts them, /etc/default/bletransfer, the service's
+# identity (/var/lib/bletransfer/identity, created once) and /etc/bletransfer/authorized-peers
+# (created once, comments only: the daemons refuse to start until a peer's key is listed).
 #
 #   scripts/install-service.sh [--role receiver|sender] [--prefix /usr/local]
 #                              [--binary PATH] [--root DIR] [--no-start]
@@ -13,7 +15,8 @@
 #               is reloaded or started; DIR/etc must hold passwd, group, shadow, gshadow)
 #   --no-start  do not start daemons for controllers that are already present
 #   --uninstall remove binary, units, rule and documentation; keeps /etc/default/bletransfer,
-#               the user and /var/lib/bletransfer (received and unsent files)
+#               /etc/bletransfer, the user and /var/lib/bletransfer (received and unsent
+#               files, the service's identity)
 #
 # Safe to run again: an upgrade or a change of role is the same command.
 set -euo pipefail
@@ -69,6 +72,8 @@ rule_file="$rule_dir/70-bletransfer.rules"
 dbus_policy_dir="$root/etc/dbus-1/system.d"
 dbus_policy_file="$dbus_policy_dir/bletransfer.conf"
 env_file="$root/etc/default/bletransfer"
+trust_dir="$root/etc/bletransfer"
+peers_file="$trust_dir/authorized-peers"
 state_dir="$root/var/lib/bletransfer"
 units=("bletransfer-receiver@.service" "bletransfer-sender@.service")
 
@@ -108,7 +113,7 @@ if [ "$uninstall" -eq 1 ]; then
   for unit in "${units[@]}"; do rm -f "$unit_dir/$unit"; done
   rmdir "$doc_dir" 2>/dev/null || true
   reload_managers
-  note "removed; kept $root/etc/default/bletransfer, the user '$user' and $root/var/lib/bletransfer"
+  note "removed; kept $root/etc/default/bletransfer, $trust_dir, the user '$user' and $root/var/lib/bletransfer"
   exit 0
 fi
 
@@ -211,6 +216,33 @@ else
   install -d -m 2770 -o "$(uid_of "$user")" -g "$(gid_of "$group")" "$state_dir/outbox"
 fi
 
+# Trust: the daemons require the secure mode, so they need the service's identity and at
+# least one authorized peer. The identity is created once and never replaced (peers list its
+# public key). keygen runs as root because /var/lib/bletransfer belongs to root (the service
+# may write only its inbox or outbox); the file is handed to the service user right after, and
+# is mode 0600 throughout. With --root the user exists only in DIR/etc/passwd, so it is
+# chowned by number.
+identity="$state_dir/identity"
+key_name="$user@$(hostname -s 2>/dev/null || echo host)"
+if [ ! -e "$identity" ]; then
+  keygen_output=$("$bin_dir/bletransfer" keygen --identity "$identity" --name "$key_name" 2>&1) ||
+    die "bletransfer keygen --identity $identity failed: $(printf '%s' "$keygen_output" | tail -n 1)" 70
+  chown "$(uid_of "$user"):$(gid_of "$group")" "$identity"
+  chmod 0600 "$identity"
+  note "created the service's identity $identity"
+fi
+public_key=$("$bin_dir/bletransfer" id --identity "$identity" 2>&1 | head -n 1)
+case "$public_key" in
+  bletransfer-x25519\ *) ;;
+  *) die "bletransfer id --identity $identity failed: $public_key" 70 ;;
+esac
+install -d -m 0755 "$trust_dir"
+if [ ! -e "$peers_file" ]; then
+  install -m 0644 "$repo_dir/udev/authorized-peers" "$peers_file.new"
+  mv -f "$peers_file.new" "$peers_file"
+  note "created $peers_file (no peers yet)"
+fi
+
 # A role change stops the daemons of the other role.
 if [ -n "$previous_role" ] && [ "$previous_role" != "$role" ]; then
   stop_instances "$previous_role"
@@ -222,6 +254,10 @@ if [ "$start" -eq 1 ] && systemd_running && udev_running; then
 fi
 
 note "installed the $role daemon: $prefix/bin/bletransfer, $unit_dir/bletransfer-{receiver,sender}@.service, $rule_file, $dbus_policy_file, $env_file"
+note "the service's public key: $public_key"
+if ! grep -q '^[[:space:]]*bletransfer-x25519[[:space:]]' "$peers_file"; then
+  note "next: add the peer's public key line (bletransfer id on the peer) to $peers_file and this key to the peer's, then: systemctl restart 'bletransfer-*@*.service'"
+fi
 if [ "$live" -eq 1 ] && ! systemd_running; then
   note "systemd is not running: start by hand, e.g. runuser -u $user -- $prefix/bin/bletransfer daemon --role $role …"
 fi

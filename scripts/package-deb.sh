@@ -13,7 +13,8 @@
 # from the argument-parser definitions by swift-argument-parser's generate-manual tool, and the
 # bash, zsh and fish completions by the binary itself, so neither can drift from --help. The
 # units, udev rule and docs come from udev/ and docs/ as they are; only the binary's path is
-# rewritten (/usr/local/bin → /usr/bin). The D-Bus policy is packaged if udev/bletransfer-dbus.conf
+# rewritten (/usr/local/bin → /usr/bin). /etc/bletransfer/authorized-peers (comments only, from
+# udev/authorized-peers) is a conffile; the postinst creates the service's identity. The D-Bus policy is packaged if udev/bletransfer-dbus.conf
 # exists; without it the daemons reach BlueZ as members of the group "bluetooth" (sysusers.d).
 # Maintainer scripts and the sysusers.d/tmpfiles.d files are in scripts/deb/.
 #
@@ -91,7 +92,7 @@ chmod 0755 "$stage"
 d() { install -d -m 0755 "$stage/$1"; }
 d DEBIAN; d usr/bin; d usr/share/man/man1; d usr/share/doc/$package
 d usr/lib/systemd/system; d usr/lib/udev/rules.d; d usr/lib/sysusers.d; d usr/lib/tmpfiles.d
-d etc/default; d usr/share/bash-completion/completions; d usr/share/zsh/vendor-completions
+d etc/default; d etc/bletransfer; d usr/share/bash-completion/completions; d usr/share/zsh/vendor-completions
 d usr/share/fish/vendor_completions.d
 
 install -m 0755 "$binary" "$stage/usr/bin/bletransfer"
@@ -146,6 +147,7 @@ sed -e 's|^# scripts/install-service.sh --role sender installs this file with "s
 install -m 0644 scripts/deb/sysusers.conf "$stage/usr/lib/sysusers.d/bletransfer.conf"
 install -m 0644 scripts/deb/tmpfiles.conf "$stage/usr/lib/tmpfiles.d/bletransfer.conf"
 install -m 0644 scripts/deb/default "$stage/etc/default/bletransfer"
+install -m 0644 udev/authorized-peers "$stage/etc/bletransfer/authorized-peers"
 if [ -f udev/bletransfer-dbus.conf ]; then
   d usr/share/dbus-1/system.d
   install -m 0644 udev/bletransfer-dbus.conf "$stage/usr/share/dbus-1/system.d/bletransfer.conf"
@@ -164,7 +166,7 @@ commit=$("$stage/usr/bin/bletransfer" --version | sed -nE 's/.*\(commit ([^)]*)\
 } | gzip -9n > "$doc/changelog.gz"
 
 install -m 0755 scripts/deb/postinst scripts/deb/prerm scripts/deb/postrm "$stage/DEBIAN/"
-echo /etc/default/bletransfer > "$stage/DEBIAN/conffiles"
+printf '%s\n' /etc/default/bletransfer /etc/bletransfer/authorized-peers > "$stage/DEBIAN/conffiles"
 chmod 0644 "$stage/DEBIAN/conffiles"
 find "$stage/usr" "$stage/etc" -type f ! -path "$stage/usr/bin/*" -exec chmod 0644 {} +
 
@@ -195,7 +197,9 @@ Description: move text and files between two hosts over Bluetooth Low Energy
  framed, acknowledged format.
  .
  udev starts a receiver daemon for every Bluetooth controller as it appears
- (bletransfer-receiver@.service); see /usr/share/doc/bletransfer/unattended.md.
+ (bletransfer-receiver@.service). The daemons exchange messages only with the
+ peers whose public keys are listed in /etc/bletransfer/authorized-peers,
+ authenticated and encrypted; see /usr/share/doc/bletransfer/unattended.md.
 EOF
 
 rm -f "$deb"

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Tests scripts/install-service.sh in throwaway roots (--root), so nothing on this machine
-# changes, and checks the installed units with systemd-analyze and the udev rule's matches.
+# changes, and checks the installed units with systemd-analyze and the udev rule's matches,
+# the service's identity and authorized-peers file, and that the installed daemon refuses to
+# start without an authorized peer and starts once one is listed.
 #
-#   scripts/test-install-service.sh [--binary PATH]   (default: a stand-in executable)
+#   scripts/test-install-service.sh [--binary PATH]
+#       (default: .build/debug/bletransfer, else .build/release/bletransfer)
 #
 # Ends with "install-service: N passed, M failed"; exits non-zero when anything failed.
 set -uo pipefail
@@ -40,11 +43,19 @@ fi
 
 work=$(mktemp -d /tmp/bletransfer-install-test.XXXXXX)
 trap 'rm -rf "$work"' EXIT
+# A real build: the installer runs `bletransfer keygen` and `id`, and the checks run the daemon.
 if [ -z "$binary" ]; then
-  binary="$work/bletransfer"
-  printf '#!/bin/sh\necho bletransfer stand-in\n' > "$binary"
-  chmod 0755 "$binary"
+  for candidate in "$repo/.build/debug/bletransfer" "$repo/.build/release/bletransfer"; do
+    [ -x "$candidate" ] && { binary=$candidate; break; }
+  done
 fi
+if [ -z "$binary" ] || [ ! -x "$binary" ]; then
+  echo "test-install-service: no bletransfer binary (swift build, or --binary PATH)"
+  echo "install-service: 0 passed, 1 failed"
+  exit 1
+fi
+# The daemon checks run as the service user, who must be able to reach the trees in here.
+chmod 0755 "$work"
 
 # A root with just enough of /etc for useradd, and the distribution's units for
 # systemd-analyze verify (it resolves sysinit.target, basic.target… inside the root).
@@ -73,7 +84,7 @@ host_rule=$(ls /etc/udev/rules.d/70-bletransfer.rules 2>/dev/null || true)
 
 echo "=== receiver install into a throwaway root"
 r1=$(new_root r1)
-check "install --role receiver succeeds" bash "$installer" --root "$r1" --role receiver --binary "$binary"
+check "install --role receiver succeeds" bash -c 'bash "$1" --root "$2" --role receiver --binary "$3" > "$4" 2>&1' _ "$installer" "$r1" "$binary" "$work/r1-install.log"
 check "binary installed executable" test -x "$r1/usr/local/bin/bletransfer"
 check "binary is the given one" cmp "$binary" "$r1/usr/local/bin/bletransfer"
 check "receiver unit installed" test -f "$r1/etc/systemd/system/bletransfer-receiver@.service"
@@ -97,6 +108,17 @@ gid=$(awk -F: '$1 == "bletransfer" {print $3}' "$r1/etc/group")
 check "inbox created 0750 for the user" mode_is "$r1/var/lib/bletransfer/inbox" 750
 check "inbox owned by the user" owner_is "$r1/var/lib/bletransfer/inbox" "$uid:$gid"
 check "host user database untouched" test "$host_user" = "$(getent passwd bletransfer || true)"
+identity="$r1/var/lib/bletransfer/identity"
+peers="$r1/etc/bletransfer/authorized-peers"
+check "service identity created 0600" mode_is "$identity" 600
+check "service identity owned by the user" owner_is "$identity" "$uid:$gid"
+check "service identity is a bletransfer private key" grep -q '^bletransfer-x25519-private ' "$identity"
+public_key=$("$binary" id --identity "$identity" 2>/dev/null | head -n 1)
+check "the installer printed the service's public key line" grep -qxF "install-service: the service's public key: $public_key" "$work/r1-install.log"
+check "the installer printed the next step" grep -q "^install-service: next: add the peer's public key line .* $peers" "$work/r1-install.log"
+check "authorized-peers created 0644 in /etc/bletransfer" mode_is "$peers" 644
+check "authorized-peers holds comments only" bash -c "! grep -v '^#' '$peers' | grep -q '[^[:space:]]'"
+check "authorized-peers says what to put there" file_has "$peers" 'bletransfer-x25519 <base64'
 check "host rules untouched" test "$host_rule" = "$(ls /etc/udev/rules.d/70-bletransfer.rules 2>/dev/null || true)"
 check "systemd-analyze verify: both units clean" verify_units "$r1"
 if command -v systemd-analyze >/dev/null; then
@@ -105,14 +127,39 @@ if command -v systemd-analyze >/dev/null; then
   check "hardening exposure below 2.0" awk -v e="${exposure:-10}" 'BEGIN { exit !(e < 2.0) }'
 fi
 
+echo "=== the installed daemon and the authorized peers"
+# As the service user, with the installed files; at most 8 s (a daemon that started keeps
+# waiting for Bluetooth, which this machine may not have, until timeout's SIGTERM: status 124).
+run_daemon() { # root → stderr in $work/daemon.err, status in $work/daemon.rc
+  setpriv --reuid="$uid" --regid="$gid" --clear-groups -- timeout -s TERM 8 \
+    "$1/usr/local/bin/bletransfer" daemon --role receiver --adapter hci0 --output-dir "$1/var/lib/bletransfer/inbox" \
+    --identity "$1/var/lib/bletransfer/identity" --authorized-peers "$1/etc/bletransfer/authorized-peers" \
+    >/dev/null 2>"$work/daemon.err" </dev/null
+  echo $? > "$work/daemon.rc"
+}
+run_daemon "$r1"
+sed 's/^/     daemon without peers: /' "$work/daemon.err" | head -n 3
+check "without an authorized peer the daemon refuses to start (exit 78)" test "$(cat "$work/daemon.rc")" = 78
+check "... with one line naming the authorized-peers file" bash -c '[ "$(wc -l < "$1")" -eq 1 ] && grep -q "authorized-peers" "$1"' _ "$work/daemon.err"
+peer_identity="$work/peer-identity"
+"$binary" keygen --identity "$peer_identity" --name peer@test >/dev/null 2>&1
+"$binary" id --identity "$peer_identity" 2>/dev/null | head -n 1 >> "$peers"
+run_daemon "$r1"
+sed 's/^/     daemon with a peer: /' "$work/daemon.err" | head -n 3
+check "with the peer's key listed the daemon starts and keeps running (until timeout's SIGTERM)" test "$(cat "$work/daemon.rc")" = 124
+
 echo "=== running it again changes nothing and keeps local edits"
 echo 'BLETRANSFER_OPTIONS=--verbose' >> "$r1/etc/default/bletransfer"
+identity_before=$(md5sum < "$identity")
+peers_before=$(md5sum < "$peers")
 passwd_before=$(md5sum < "$r1/etc/passwd")
 group_before=$(md5sum < "$r1/etc/group")
 check "second install succeeds" bash "$installer" --root "$r1" --role receiver --binary "$binary"
 check "passwd unchanged" test "$passwd_before" = "$(md5sum < "$r1/etc/passwd")"
 check "group unchanged" test "$group_before" = "$(md5sum < "$r1/etc/group")"
 check "env file edits kept" file_has "$r1/etc/default/bletransfer" '^BLETRANSFER_OPTIONS=--verbose$'
+check "identity kept" test "$identity_before" = "$(md5sum < "$identity")"
+check "authorized peers kept" test "$peers_before" = "$(md5sum < "$peers")"
 check "no temporary files left" bash -c "! find '$r1' -name '.*.new' | grep -q ."
 
 echo "=== switching to the sender role"
@@ -150,6 +197,7 @@ check "rule removed" test ! -e "$r1/etc/udev/rules.d/70-bletransfer.rules"
 check "D-Bus policy removed" test ! -e "$r1/etc/dbus-1/system.d/bletransfer.conf"
 check "env file kept" test -f "$r1/etc/default/bletransfer"
 check "data kept" test -d "$r1/var/lib/bletransfer/outbox"
+check "identity and authorized peers kept" test -f "$identity" -a -f "$peers"
 check "user kept" grep -q '^bletransfer:' "$r1/etc/passwd"
 check "uninstall twice is fine" bash "$installer" --root "$r1" --uninstall
 

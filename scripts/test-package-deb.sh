@@ -2,8 +2,10 @@
 # Tests the Debian package in a throwaway root: a copy-on-write overlay of this machine's own
 # root, in RAM, in a mount namespace of its own, so nothing on this machine changes. There it
 # installs, removes and purges the package with dpkg and checks what each step leaves:
-#   - install: the binary runs without Swift, names its version and commit; service user and
-#     directories exist; units (with /usr/bin) verify; each man page lists the options its
+#   - install: the binary runs without Swift, names its version and commit; service user,
+#     directories and identity exist, /etc/bletransfer/authorized-peers holds comments only;
+#     the daemon, as the service user with its default paths, refuses to start (78, one line)
+#     and starts once a peer's key is listed; units (with /usr/bin) verify; each man page lists the options its
 #     command's --help lists; bash completes the subcommands;
 #   - remove: the binary is gone, the configuration (/etc/default/bletransfer), the user and
 #     the data stay (Debian's meaning of remove);
@@ -95,6 +97,26 @@ check "service user is not in group bluetooth (its D-Bus policy grants what it n
 check "the service user's D-Bus policy is installed" test -f /usr/share/dbus-1/system.d/bletransfer.conf
 check "inbox is bletransfer:bletransfer 750" bash -c '[ "$(stat -c "%U:%G %a" /var/lib/bletransfer/inbox)" = "bletransfer:bletransfer 750" ]'
 check "outbox is bletransfer:bletransfer 2770" bash -c '[ "$(stat -c "%U:%G %a" /var/lib/bletransfer/outbox)" = "bletransfer:bletransfer 2770" ]'
+check "service identity is bletransfer:bletransfer 600" bash -c '[ "$(stat -c "%U:%G %a" /var/lib/bletransfer/identity)" = "bletransfer:bletransfer 600" ]'
+public_key=$(bletransfer id --identity /var/lib/bletransfer/identity 2>&1 | head -n 1)
+check "the install printed the service's public key line ($public_key)" grep -qxF "bletransfer: the service's public key: $public_key" <<<"$out"
+check "the install printed the next step" grep -q "start once a peer's public key line is in /etc/bletransfer/authorized-peers" <<<"$out"
+check "/etc/bletransfer/authorized-peers holds comments only" bash -c '! grep -v "^#" /etc/bletransfer/authorized-peers | grep -q "[^[:space:]]"'
+check "/etc/bletransfer/authorized-peers is a conffile" bash -c 'dpkg-query -W -f="\${Conffiles}" bletransfer | grep -q /etc/bletransfer/authorized-peers'
+# The daemon as the unit starts it (service user, default paths), for at most 8 s: one that
+# started keeps waiting for Bluetooth until timeout's SIGTERM (status 124).
+run_daemon() {
+  runuser -u bletransfer -- timeout -s TERM 8 /usr/bin/bletransfer daemon --role receiver --adapter hci0 \
+    --output-dir /var/lib/bletransfer/inbox >/dev/null 2>/tmp/daemon.err </dev/null
+  echo $?
+}
+status=$(run_daemon)
+check "without an authorized peer the daemon refuses to start: status 78 ($status), one line ($(head -n 1 /tmp/daemon.err))" \
+  bash -c '[ "$1" = 78 ] && [ "$(wc -l < /tmp/daemon.err)" -eq 1 ] && grep -q authorized-peers /tmp/daemon.err' _ "$status"
+bletransfer keygen --identity /tmp/peer-identity --name peer@test >/dev/null 2>&1
+bletransfer id --identity /tmp/peer-identity | head -n 1 >> /etc/bletransfer/authorized-peers
+status=$(run_daemon)
+check "with a peer's key listed it starts and runs until stopped (status $status)" bash -c '[ "$1" = 124 ]' _ "$status"
 check "units run /usr/bin/bletransfer" bash -c 'grep -q "^ExecStart=/usr/bin/bletransfer daemon --role receiver" /usr/lib/systemd/system/bletransfer-receiver@.service && grep -q "^ExecStart=/usr/bin/bletransfer daemon --role sender" /usr/lib/systemd/system/bletransfer-sender@.service && ! grep -rq /usr/local /usr/lib/systemd/system/bletransfer-*'
 check "systemd-analyze verify accepts the units" bash -c 'out=$(systemd-analyze verify bletransfer-receiver@hci0.service bletransfer-sender@hci1.service 2>&1); echo "$out"; [ -z "$out" ]'
 check "udev rule starts the receiver per controller" grep -q 'ENV{SYSTEMD_WANTS}+="bletransfer-receiver@%k.service"' /usr/lib/udev/rules.d/70-bletransfer.rules
@@ -130,6 +152,7 @@ echo "BLETRANSFER_OPTIONS=--verbose" >> /etc/default/bletransfer
 out=$(dpkg -r bletransfer 2>&1) && ok "dpkg -r removes the package" || fail "dpkg -r removes the package" "$out"
 check "remove: binary, units, rule, man pages gone" bash -c '! ls /usr/bin/bletransfer /usr/lib/systemd/system/bletransfer-receiver@.service /usr/lib/udev/rules.d/70-bletransfer.rules /usr/share/man/man1/bletransfer.1.gz 2>/dev/null | grep -q .'
 check "remove: changed configuration, user and data stay" bash -c 'grep -q -- --verbose /etc/default/bletransfer && getent passwd bletransfer && test -d /var/lib/bletransfer/inbox'
+check "remove: the authorized peers and the identity stay" bash -c 'grep -q "^bletransfer-x25519 .* peer@test$" /etc/bletransfer/authorized-peers && test -f /var/lib/bletransfer/identity'
 
 out=$(dpkg -P bletransfer 2>&1) && ok "dpkg -P purges the package" || fail "dpkg -P purges the package" "$out"
 snapshot > /tmp/after
