@@ -90,7 +90,7 @@ let package = Package(
         .target(
             name: "Roles",
             dependencies: [
-                "Transfer", "BlueZ", "DBus", "DaemonSupport",
+                "Transfer", "Trust", "BlueZ", "DBus", "DaemonSupport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
@@ -100,7 +100,7 @@ let package = Package(
         .target(
             name: "Daemon",
             dependencies: [
-                "Roles", "Transfer", "BlueZ", "DaemonSupport",
+                "Roles", "Transfer", "Trust", "BlueZ", "DaemonSupport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ]

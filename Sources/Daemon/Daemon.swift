@@ -38,6 +38,8 @@ public struct DaemonSettings: Sendable {
     public var compatDelivery: CompatDelivery
     /// Sender: `--value-size` (nil: what the link allows).
     public var valueSizeLimit: Int?
+    /// The secure mode's keys and policy (nil: no keys, every peer served in the plain formats).
+    public var secureMode: SecureModePolicy?
     /// What the start-up log line names as the version.
     public var version: String
 
@@ -49,7 +51,8 @@ public struct DaemonSettings: Sendable {
                 storageLimits: StorageLimits = .default, settleTime: Duration, json: Bool,
                 acknowledgementTimeout: Duration? = nil, unsubscribeTimeout: Duration? = nil,
                 senderMinimumRate: Int? = nil, compatDelivery: CompatDelivery = .automatic,
-                valueSizeLimit: Int? = nil, version: String) {
+                valueSizeLimit: Int? = nil, secureMode: SecureModePolicy? = nil, version: String) {
+        self.secureMode = secureMode
         self.role = role
         self.adapterName = adapterName
         self.serviceUUID = serviceUUID
@@ -195,12 +198,13 @@ public struct Daemon {
                 let status: ExitStatus = if case .notWritable = error { .permissionDenied } else { .ioError }
                 return .failure(SetupFailure(status: status, message: "--output-dir: \(error)"))
             }
-            let configuration = CentralConfiguration(
+            var configuration = CentralConfiguration(
                 adapterName: settings.adapterName, serviceUUID: settings.serviceUUID,
                 characteristicUUID: settings.characteristicUUID, messageCount: nil,
                 minimumRSSI: settings.minimumRSSI, limits: settings.limits, requestFramed: settings.requestFramed,
                 idleTimeout: settings.idleTimeout, minimumRate: settings.minimumRate, stopOnCorruptMessage: false)
-            let attempt: DaemonSupervisor.Attempt = { session, emit in
+            configuration.secureMode = settings.secureMode
+            let attempt: DaemonSupervisor.Attempt = { [configuration] session, emit in
                 let central = Central(configuration: configuration, session: session)
                 try await Self.run(forwarding: central.events, to: emit) { try await central.run(sink: sink) }
             }
@@ -225,6 +229,7 @@ public struct Daemon {
             if let rate = settings.senderMinimumRate { configuration.minimumTransferRate = rate }
             configuration.compatDelivery = settings.compatDelivery
             configuration.valueSizeLimit = settings.valueSizeLimit
+            configuration.secureMode = settings.secureMode
             let peripheralConfiguration = configuration
             let attempt: DaemonSupervisor.Attempt = { session, emit in
                 let peripheral = Peripheral(configuration: peripheralConfiguration, session: session,

@@ -264,6 +264,11 @@ struct DaemonReporter {
             metadata["order_at_risk"] = "true"
             metadata["order_risk"] = "\(ordering.reason)"
         }
+        if let key = summary.peerKey {
+            // The sender of a received message, the receiver of a delivered one.
+            metadata["peer_key"] = "\(key.fingerprint)"
+            if let name = key.name { metadata["peer_key_name"] = "\(name)" }
+        }
         return metadata
     }
 

@@ -109,10 +109,11 @@ public struct EventRenderer {
             progressLine(progress, rate: rate, remaining: remaining)
         case .delivered(let message, let peer):
             "message \(message.sequence) delivered (\(formatBytes(message.byteCount)), \(message.format.rawValue))"
-                + (peer.map { " to \(describe($0))" } ?? "")
+                + (peer.map { " to \(describe($0))" } ?? "") + describeKey(message.peerKey)
         case .received(let message, let peer, let storedAt):
             "message \(message.sequence) received (\(formatBytes(message.byteCount)), \(message.format.rawValue))"
-                + (peer.map { " from \(describe($0))" } ?? "") + (storedAt.map { " → \($0)" } ?? "")
+                + (peer.map { " from \(describe($0))" } ?? "") + describeKey(message.peerKey)
+                + (storedAt.map { " → \($0)" } ?? "")
         case .transferAborted(let peer, let reason):
             "transfer" + (peer.map { " with \(describe($0))" } ?? "") + " aborted: \(reason); nothing kept"
         case .centralDropped(let peer, let reason):
@@ -126,6 +127,12 @@ public struct EventRenderer {
         case .warning(let text):
             "warning: \(text)"
         }
+    }
+
+    /// " (key SHA256:…, name)" for a peer the secure mode authenticated; empty otherwise.
+    public static func describeKey(_ key: AuthenticatedPeer?) -> String {
+        guard let key else { return "" }
+        return " (key \(key.fingerprint)" + (key.name.map { " \($0)" } ?? "") + ")"
     }
 
     public static func describe(_ peer: PeerDescription) -> String {
@@ -186,6 +193,11 @@ public struct EventRenderer {
             if let duration = summary.duration { value["seconds"] = duration.seconds }
             return value
         }
+        func key(_ key: AuthenticatedPeer) -> [String: any Sendable] {
+            var value: [String: any Sendable] = ["key": key.keyLine, "fingerprint": key.fingerprint]
+            if let name = key.name { value["name"] = name }
+            return value
+        }
         switch event {
         case .stateChanged(let from, let to, let detail):
             object["event"] = "state"
@@ -225,10 +237,12 @@ public struct EventRenderer {
             object["event"] = "delivered"
             object["message"] = message(summary)
             if let value = peer(target) { object["peer"] = value }
+            if let receiver = summary.peerKey { object["receiver"] = key(receiver) }
         case .received(let summary, let source, let storedAt):
             object["event"] = "received"
             object["message"] = message(summary)
             if let value = peer(source) { object["peer"] = value }
+            if let sender = summary.peerKey { object["sender"] = key(sender) }
             if let storedAt { object["path"] = storedAt }
         case .transferAborted(let target, let reason):
             object["event"] = "aborted"

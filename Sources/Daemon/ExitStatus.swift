@@ -17,4 +17,6 @@ public enum ExitStatus: Int32, Sendable, CaseIterable {
     case timedOut = 75
     /// The D-Bus policy or file permissions deny access.
     case permissionDenied = 77
+    /// The configuration cannot work: a daemon without an identity or authorized peers.
+    case configuration = 78
 }

@@ -26,6 +26,15 @@ struct DaemonCommand: AsyncParsableCommand {
             starting with "." or ending in .part, .tmp, .swp, "~"... are ignored; empty files \
             and files over --max-size go to DIR/failed/ with a NAME.reason file.
 
+            Only authorized peers: the daemon needs this host's identity ('bletransfer keygen') \
+            and an authorized-peers file listing at least one peer's public key line ('bletransfer \
+            id' prints it on the peer); it then exchanges messages only with those peers, in the \
+            secure mode: both keys authenticated, everything after the handshake encrypted, \
+            the outbox released only on an ACK the authorized receiver alone can produce. Any \
+            other device in range (Apple's flow, a script, an unlisted key) gets nothing and \
+            stores nothing; one log line names its address. --insecure-any-peer restores the \
+            plain formats for peers without keys.
+
             Either role survives the adapter being powered off, removed and plugged back, and \
             bluetoothd restarts: it says so in its log and status, waits, and resumes. So it \
             does when Bluetooth is unavailable at start or the D-Bus policy denies access \
@@ -40,7 +49,8 @@ struct DaemonCommand: AsyncParsableCommand {
             SIGTERM or SIGINT: the transfer under way is abandoned (nothing partial is kept; a \
             file being sent stays in the outbox), advertisement, GATT application and \
             discovery are unregistered, and the daemon exits 0. Other exit statuses: 64 usage, \
-            74 the directory cannot be created or used, 77 the directory is not writable. \
+            74 the directory cannot be created or used, 77 the directory is not writable, \
+            78 no identity or no authorized peer (and no --insecure-any-peer). \
             See docs/unattended.md for the systemd units and udev rule.
             """)
 
@@ -95,9 +105,19 @@ struct DaemonCommand: AsyncParsableCommand {
 
     @OptionGroup var bounds: ReceiverBoundOptions
 
+    @OptionGroup(title: "Trust")
+    var trust: TrustOptions
+
+    @Flag(name: .customLong("insecure-any-peer"), help: ArgumentHelp(
+        "Exchange messages with any peer in range, as Apple's flow and version 1 do: no identity or authorized peers needed. Peers offering the secure mode still get it when keys are there."))
+    var insecureAnyPeer = false
+
     @OptionGroup var common: CommonRoleOptions
 
     mutating func validate() throws {
+        if compat && !insecureAnyPeer {
+            throw ValidationError("--compat needs --insecure-any-peer: Apple's format has no secure mode")
+        }
         switch role {
         case .receiver:
             guard outputDirectory != nil else { throw ValidationError("--role receiver needs --output-dir DIR") }
@@ -142,6 +162,12 @@ struct DaemonCommand: AsyncParsableCommand {
     func run() async throws {
         let level = logLevel?.level ?? (common.verbose ? .debug : .info)
         DaemonLogHandler.bootstrap(logLevel: level)
+        let secureMode: SecureModePolicy?
+        do {
+            secureMode = try trust.daemonPolicy(insecureAnyPeer: insecureAnyPeer)
+        } catch {
+            throw bletransfer.exitCode(reporting: error, json: common.json)
+        }
         let settings = DaemonSettings(
             role: role, adapterName: common.adapter,
             serviceUUID: try common.serviceUUID, characteristicUUID: try common.characteristicUUID,
@@ -160,7 +186,7 @@ struct DaemonCommand: AsyncParsableCommand {
             unsubscribeTimeout: senderBounds.unsubscribeTimeoutDuration,
             senderMinimumRate: bounds.minimumRate,
             compatDelivery: senderBounds.compatDelivery, valueSizeLimit: senderBounds.valueSize,
-            version: BLETransferVersion.current)
+            secureMode: secureMode, version: BLETransferVersion.current)
         let status = await Daemon(settings: settings).run()
         if status != .success { throw status.exitCode }
     }

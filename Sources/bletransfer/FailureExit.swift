@@ -13,6 +13,7 @@ extension ExitStatus {
         case .ioError: self = .ioError
         case .timedOut: self = .timedOut
         case .permissionDenied: self = .permissionDenied
+        case .configuration: self = .configuration
         }
     }
 }

@@ -27,6 +27,22 @@ enum IdentityLocation {
         return homeDirectory + "/.config/bletransfer/identity"
     }
 
+    static let serviceAuthorizedPeersPath = "/etc/bletransfer/authorized-peers"
+
+    /// `/etc/bletransfer/authorized-peers` for the service user (an administrator edits it);
+    /// otherwise `authorized-peers` beside the default identity.
+    static func defaultAuthorizedPeersPath(userName: String?, environment: [String: String], homeDirectory: String) -> String {
+        if userName == serviceUser { return serviceAuthorizedPeersPath }
+        let identity = defaultPath(userName: userName, environment: environment, homeDirectory: homeDirectory)
+        return String(identity.dropLast("identity".count)) + "authorized-peers"
+    }
+
+    static func defaultAuthorizedPeersPathForThisProcess() -> String {
+        defaultAuthorizedPeersPath(
+            userName: currentUserName(), environment: ProcessInfo.processInfo.environment,
+            homeDirectory: NSHomeDirectory())
+    }
+
     static func defaultPathForThisProcess() -> String {
         defaultPath(
             userName: currentUserName(), environment: ProcessInfo.processInfo.environment,
@@ -52,7 +68,8 @@ enum IdentityLocation {
         case .identityExists, .malformedKey: kind = .usage
         case .identityMissing: kind = .noInput
         case .identityTooOpen: kind = .permissionDenied
-        case .malformedIdentity, .malformedAuthorizedPeers, .noAuthorizedPeers: kind = .dataError
+        case .malformedIdentity, .malformedAuthorizedPeers: kind = .dataError
+        case .noAuthorizedPeers: kind = .configuration
         case .fileAccess(_, _, let code):
             kind = code == EACCES || code == EPERM || code == EROFS ? .permissionDenied : code == ENOENT ? .noInput : .ioError
         }

@@ -87,9 +87,15 @@ struct ReceiveCommand: AsyncParsableCommand {
 
     @OptionGroup var bounds: ReceiverBoundOptions
 
+    @OptionGroup(title: "Trust")
+    var trust: TrustOptions
+
     @OptionGroup var common: CommonRoleOptions
 
     mutating func validate() throws {
+        if compat && trust.authorizedPeers != nil {
+            throw ValidationError("--compat and --authorized-peers cannot be combined: Apple's format has no secure mode")
+        }
         if bounds.isStorageSet && outputDirectory == nil {
             throw ValidationError("--reserve, --quota-bytes and --quota-files are for --output-dir DIR")
         }
@@ -116,6 +122,13 @@ struct ReceiveCommand: AsyncParsableCommand {
         // A closed pipe must be an error we report (exit 74), not a silent kill.
         signal(SIGPIPE, SIG_IGN)
 
+        let secureMode: SecureModePolicy?
+        do {
+            secureMode = try trust.interactivePolicy()
+        } catch {
+            throw RoleRun.exit(reporting: error, json: json)
+        }
+
         let payloads = ReceivedPayloads()
         let sink: any MessageSink
         do {
@@ -129,7 +142,7 @@ struct ReceiveCommand: AsyncParsableCommand {
 
         var limits = TransferLimits.default
         if let maximumSize { limits = TransferLimits(maximumMessageSize: maximumSize) }
-        let configuration = CentralConfiguration(
+        var configuration = CentralConfiguration(
             adapterName: common.adapter,
             serviceUUID: try common.serviceUUID,
             characteristicUUID: try common.characteristicUUID,
@@ -139,6 +152,7 @@ struct ReceiveCommand: AsyncParsableCommand {
             requestFramed: !compat,
             idleTimeout: idleTimeout.map { .milliseconds(Int64($0 * 1000)) } ?? .seconds(15),
             minimumRate: bounds.minimumRate ?? CentralConfiguration.defaultMinimumRate)
+        configuration.secureMode = secureMode
         let central = Central(configuration: configuration, session: session)
 
         let mode = common.outputMode

@@ -75,6 +75,9 @@ struct SendCommand: AsyncParsableCommand {
         valueName: "BYTES/S"))
     var minimumRate: Int?
 
+    @OptionGroup(title: "Trust")
+    var trust: TrustOptions
+
     @OptionGroup var common: CommonRoleOptions
 
     mutating func validate() throws {
@@ -109,6 +112,13 @@ struct SendCommand: AsyncParsableCommand {
             throw RoleRun.exit(reporting: error, json: json)
         }
 
+        let secureMode: SecureModePolicy?
+        do {
+            secureMode = try trust.interactivePolicy()
+        } catch {
+            throw RoleRun.exit(reporting: error, json: json)
+        }
+
         let (session, logger) = try await RoleRun.openSession(verbose: common.verbose, json: json)
         defer { session.close() }
 
@@ -119,6 +129,7 @@ struct SendCommand: AsyncParsableCommand {
             localName: name,
             offersAcquireNotify: !noAcquireNotify))
         if let minimumRate { configuration.minimumTransferRate = minimumRate }
+        configuration.secureMode = secureMode
         let peripheral = Peripheral(configuration: configuration, session: session, logger: logger)
         let source = RepeatingMessageSource(message: OutgoingMessage(payload: payload), count: forever ? nil : (count ?? 1))
 

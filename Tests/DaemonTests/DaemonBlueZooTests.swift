@@ -63,12 +63,12 @@ struct DaemonBlueZooTests {
         }
 
         let receiver = try DaemonProcess(
-            arguments: ["daemon", "--role", "receiver", "--adapter", "hci1", "--output-dir", workspace.inbox.path,
+            arguments: ["daemon", "--role", "receiver", "--insecure-any-peer", "--adapter", "hci1", "--output-dir", workspace.inbox.path,
                         "--json", "--log-level", "debug"],
             busAddress: bus.address, logFile: workspace.root.appendingPathComponent("receiver.log"))
         defer { receiver.kill() }
         let sender = try DaemonProcess(
-            arguments: ["daemon", "--role", "sender", "--adapter", "hci0", "--outbox", workspace.outbox.path,
+            arguments: ["daemon", "--role", "sender", "--insecure-any-peer", "--adapter", "hci0", "--outbox", workspace.outbox.path,
                         "--settle-time", "0", "--json", "--log-level", "debug"],
             busAddress: bus.address, logFile: workspace.root.appendingPathComponent("sender.log"))
         defer { sender.kill() }
@@ -117,11 +117,11 @@ struct DaemonBlueZooTests {
             try workspace.drop("m\(index + 1).txt", payload, secondsAgo: Double(100 - index))
         }
         let receiver = try DaemonProcess(
-            arguments: ["daemon", "--role", "receiver", "--adapter", "hci1", "--output-dir", workspace.inbox.path, "--json"],
+            arguments: ["daemon", "--role", "receiver", "--insecure-any-peer", "--adapter", "hci1", "--output-dir", workspace.inbox.path, "--json"],
             busAddress: bus.address, logFile: workspace.root.appendingPathComponent("receiver.log"))
         defer { receiver.kill() }
 
-        let senderArguments = ["daemon", "--role", "sender", "--adapter", "hci0", "--outbox", workspace.outbox.path,
+        let senderArguments = ["daemon", "--role", "sender", "--insecure-any-peer", "--adapter", "hci0", "--outbox", workspace.outbox.path,
                                "--settle-time", "0", "--json"]
         let first = try DaemonProcess(arguments: senderArguments, busAddress: bus.address,
                                       logFile: workspace.root.appendingPathComponent("sender1.log"))

@@ -38,6 +38,10 @@ public struct CentralConfiguration: Sendable {
     /// After an ACK sent as a write command (no completion exists for those), how long the
     /// link stays up before the central disconnects.
     public var acknowledgementSettle: Duration
+    /// Framed version 2's secure mode (nil: version 1 and compat only). With
+    /// `requiresSecure`, a peer that does not complete it gets nothing and nothing of it is
+    /// stored.
+    public var secureMode: SecureModePolicy?
     /// Whether the link to a peer ("AA:BB:…") may carry several ATT bearers, which can reorder
     /// a compat message (Apple's flow has no sequence numbers). Replaceable for tests.
     public var linkExposure: @Sendable (_ address: String) -> EnhancedATTExposure = { GATTBearers.exposure(to: $0) }

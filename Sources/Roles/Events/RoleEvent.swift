@@ -22,6 +22,9 @@ public enum TransferFormat: String, Sendable, Equatable, Codable {
     case compat
     /// bletransfer's own: header with length and SHA-256, payload, `EOM`, ACK.
     case framed
+    /// Framed version 2's secure mode: both hosts' keys authenticated, every byte after the
+    /// handshake encrypted, the ACK authenticated (docs/wire-v2.md).
+    case secure
 }
 
 /// Everything a role reports while it runs. The CLI renders these as progress on a TTY, as
@@ -75,9 +78,13 @@ public struct MessageSummary: Sendable, Equatable {
     /// For compat messages on a link that has, or may have, several ATT bearers (EATT): how
     /// the order of the values was protected (sender) or that it could not be (receiver).
     public var ordering: CompatOrdering?
+    /// Secure mode: the peer whose key the handshake authenticated (the sender of a received
+    /// message, the receiver of a delivered one).
+    public var peerKey: AuthenticatedPeer?
 
     public init(sequence: Int, byteCount: Int, format: TransferFormat, sha256: String? = nil, duration: Duration? = nil,
-                ordering: CompatOrdering? = nil) {
+                ordering: CompatOrdering? = nil, peerKey: AuthenticatedPeer? = nil) {
+        self.peerKey = peerKey
         self.sequence = sequence
         self.byteCount = byteCount
         self.format = format

@@ -18,6 +18,9 @@ public enum FailureKind: String, Sendable, Equatable, CaseIterable {
     case timedOut
     /// D-Bus policy or file permissions deny access.
     case permissionDenied
+    /// The configuration cannot work as given: a daemon without an identity or authorized
+    /// peers (and no --insecure-any-peer).
+    case configuration
 }
 
 /// An error that knows its kind and has a one-line message for the user.

@@ -58,6 +58,9 @@ public struct PeripheralConfiguration: Sendable {
     /// The longest value sent, below what the link allows (ATT MTU − 3); nil: the link's.
     /// Apple's sample sends 20-byte values; `send --value-size`.
     public var valueSizeLimit: Int?
+    /// Framed version 2's secure mode (nil: version 1 and compat only). With
+    /// `requiresSecure`, a central that does not complete it gets nothing.
+    public var secureMode: SecureModePolicy?
 
     /// The subscription deadline for a message of `wireBytes` bytes on the air:
     /// `transferTimeFloor` plus the bytes at `minimumTransferRate` — or, when each of

@@ -143,7 +143,7 @@ struct SubscriptionDelivery: Sendable, Hashable {
                 settleAfterHangUp(&actions)
             } else if isDelivered {
                 // Acknowledged before the transfer task reported EOM: the after-ACK deadline runs.
-            } else if format == .framed {
+            } else if format != .compat {
                 let limit = limits.acknowledgementTimeout
                 arm(&actions, after: limit, reason: "no ACK within \(Self.describe(limit)) of EOM (--ack-timeout)")
             } else {
@@ -168,7 +168,7 @@ struct SubscriptionDelivery: Sendable, Hashable {
                 abort(&actions, reason: "sending failed: \(description)")
             }
         case .acknowledged:
-            guard format == .framed, !isDelivered else { break }
+            guard format != .compat, !isDelivered else { break }
             guard allValuesHandedOver else {
                 earlyAcknowledgement = true
                 break
@@ -272,7 +272,7 @@ struct SubscriptionDelivery: Sendable, Hashable {
             } else {
                 start(.compatConfirmation, after: delay, &actions)
             }
-        } else if allValuesHandedOver && format == .framed {
+        } else if allValuesHandedOver && format != .compat {
             // The ACK may still be on its way (a D-Bus call racing the socket hang-up).
             start(.acknowledgementGrace, after: limits.acknowledgementGrace, &actions)
         } else {

@@ -1,0 +1,83 @@
+import ArgumentParser
+import Foundation
+import Roles
+import Trust
+
+/// `--identity` and `--authorized-peers` of `send`, `receive` and `daemon`: the keys of framed
+/// version 2's secure mode (docs/wire-v2.md, README "Trust").
+struct TrustOptions: ParsableArguments {
+    @Option(name: .long, help: ArgumentHelp(
+        "This host's private key (default: $XDG_CONFIG_HOME/bletransfer/identity, ~/.config/bletransfer/identity; /var/lib/bletransfer/identity for the service user). Create it with 'bletransfer keygen'.",
+        valueName: "PATH"))
+    var identity: String?
+
+    @Option(name: .customLong("authorized-peers"), help: ArgumentHelp(
+        "The peers' public key lines, one per line ('bletransfer id' prints a host's line). Given, only those peers exchange messages with this host, authenticated and encrypted.",
+        valueName: "PATH"))
+    var authorizedPeers: String?
+
+    func validate() throws {
+        if identity?.isEmpty == true { throw ValidationError("--identity: give a file path") }
+        if authorizedPeers?.isEmpty == true { throw ValidationError("--authorized-peers: give a file path") }
+    }
+
+    /// Interactive `send`/`receive`: Apple-compatible unless authorized peers are given; then
+    /// the secure mode is required. An identity alone trusts nobody, so it is refused.
+    func interactivePolicy() throws(RoleFailure) -> SecureModePolicy? {
+        guard let peersPath = authorizedPeers else {
+            if identity != nil {
+                throw RoleFailure(.usage, "--identity needs --authorized-peers: the keys of the peers to trust")
+            }
+            return nil
+        }
+        let identityPath = identity ?? IdentityLocation.defaultPathForThisProcess()
+        return SecureModePolicy(identity: try Self.loadIdentity(identityPath),
+                                authorizedPeers: try Self.loadPeers(peersPath), requiresSecure: true)
+    }
+
+    /// `daemon`: the secure mode is required; without an identity or an authorized peer the
+    /// daemon does not start (exit 78), unless `insecureAnyPeer`. With it, keys that are there
+    /// are used for the peers that offer the secure mode.
+    func daemonPolicy(insecureAnyPeer: Bool) throws(RoleFailure) -> SecureModePolicy? {
+        let identityPath = identity ?? IdentityLocation.defaultPathForThisProcess()
+        let peersPath = authorizedPeers ?? IdentityLocation.defaultAuthorizedPeersPathForThisProcess()
+        if insecureAnyPeer {
+            // Keys only when both were asked for or both exist; a broken file is still an error.
+            let wanted = identity != nil || authorizedPeers != nil
+            guard wanted || (FileManager.default.fileExists(atPath: identityPath)
+                             && FileManager.default.fileExists(atPath: peersPath)) else { return nil }
+            return SecureModePolicy(identity: try Self.loadIdentity(identityPath),
+                                    authorizedPeers: try Self.loadPeers(peersPath), requiresSecure: false)
+        }
+        let advice = "the daemon exchanges messages only with authorized peers: create this host's key with "
+            + "'bletransfer keygen --identity \(identityPath)', list each peer's 'bletransfer id' line in \(peersPath), "
+            + "or run with --insecure-any-peer"
+        let loadedIdentity: HostIdentity
+        do {
+            loadedIdentity = try HostIdentity.load(from: identityPath)
+        } catch .identityMissing {
+            throw RoleFailure(.configuration, "no identity at \(identityPath); \(advice)")
+        } catch {
+            throw IdentityLocation.failure(error)
+        }
+        let peers: AuthorizedPeers
+        do {
+            peers = try AuthorizedPeers.load(from: peersPath)
+        } catch .fileAccess(_, _, let code) where code == ENOENT {
+            throw RoleFailure(.configuration, "no authorized-peers file at \(peersPath); \(advice)")
+        } catch .noAuthorizedPeers {
+            throw RoleFailure(.configuration, "\(peersPath) lists no peer; \(advice)")
+        } catch {
+            throw IdentityLocation.failure(error)
+        }
+        return SecureModePolicy(identity: loadedIdentity, authorizedPeers: peers, requiresSecure: true)
+    }
+
+    private static func loadIdentity(_ path: String) throws(RoleFailure) -> HostIdentity {
+        do { return try HostIdentity.load(from: path) } catch { throw IdentityLocation.failure(error) }
+    }
+
+    private static func loadPeers(_ path: String) throws(RoleFailure) -> AuthorizedPeers {
+        do { return try AuthorizedPeers.load(from: path) } catch { throw IdentityLocation.failure(error) }
+    }
+}
