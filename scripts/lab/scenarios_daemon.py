@@ -34,11 +34,14 @@ def progress_of(total: int) -> str:
     return rf'"event":"progress"[^\n]*"total":{total}\b'
 
 
-def daemon_job(role: str, directory: str, until: str, deadline: int, extra: str = "") -> str:
+def daemon_job(role: str, directory: str, until: str, deadline: int, extra: str = "",
+               trust: str = "--insecure-any-peer") -> str:
     """Shell for one guest: start the daemon, wait until `until` (a shell test) holds, then
-    SIGTERM it and exit with its status, printing DAEMON-EXIT."""
+    SIGTERM it and exit with its status, printing DAEMON-EXIT. `trust` is the daemon's trust
+    options: by default any peer (these scenarios are not about trust; scenarios_secure.py
+    passes --identity and --authorized-peers)."""
     option = "--outbox" if role == "sender" else "--output-dir"
-    return (f'"$BLETRANSFER_BIN" daemon --role {role} --adapter hci0 {option} {shlex.quote(directory)} --json {extra} &\n'
+    return (f'"$BLETRANSFER_BIN" daemon --role {role} --adapter hci0 {option} {shlex.quote(directory)} --json {trust} {extra} &\n'
             f'pid=$!\nend=$((SECONDS + {deadline}))\n'
             f'while [ $SECONDS -lt $end ] && kill -0 $pid 2>/dev/null && ! ( {until} ); do sleep 0.5; done\n'
             f'echo "DAEMON-DONE after $SECONDS s"\n'

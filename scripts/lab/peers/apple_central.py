@@ -45,6 +45,9 @@ def parse_args():
     p.add_argument("--hold-after-eom", type=float, default=0,
                    help="hostile: after EOM neither acknowledge nor unsubscribe; wait up to this many seconds "
                         "for the peripheral to drop the link (prints DROPPED or HELD)")
+    p.add_argument("--record", default=None,
+                   help="append every notified value, as received, to this file (also values of a "
+                        "message that never completes): what a third party got from the peripheral")
     p.add_argument("--write-hello", default=None,
                    help="hex bytes written (without response) before subscribing; Apple's central writes nothing")
     return p.parse_args()
@@ -86,6 +89,9 @@ async def receive_one(args, index):
         if complete.is_set():
             return
         notifications += 1
+        if args.record:
+            with open(args.record, "ab") as f:
+                f.write(bytes(value))
         if first[0] is None:
             first[0] = time.monotonic()
             say("FIRST-VALUE")

@@ -1,0 +1,402 @@
+#!/usr/bin/env python3
+"""Lab scenarios for the secure mode (issue #16: only authorized peers exchange messages,
+authenticated and encrypted; docs/wire-v2.md).
+
+    BLETRANSFER_BIN=/path/to/bletransfer python3 scripts/lab/scenarios_secure.py [NAME...] [--reuse]
+
+Same runner and options as scenarios.py. Each scenario makes fresh keys on the guests
+(`bletransfer keygen` into the guest's own /tmp, so private keys never reach the run folder)
+and writes the authorized-peers files it needs.
+
+  secure-daemons              daemons holding each other's keys: files a → b through a power cycle
+                              of a's adapter; each once, identical, its xattr naming a's key
+  secure-vs-apple-central     a bleak central (Apple's flow) subscribes to a secure sender daemon:
+                              no payload byte, outbox unchanged, a log line names the central
+  secure-vs-apple-peripheral  a bless peripheral (Apple's flow) against a secure receiver daemon:
+                              nothing stored, a line names the peripheral, the daemon runs on
+  secure-unauthorized-key     bletransfer with a key the other side does not list, as sender and
+                              as receiver: nothing stored or sent, the refusal names its key
+  secure-no-plaintext         btmon captures of a plain framed and a secure 64 KiB transfer: the
+                              plain one shows the payload, the secure one not one 16-byte window
+  secure-throughput           1 MiB plain framed and secure a → b in the same run: seconds, their
+                              ratio, and subscription → first payload byte (the handshake's cost)
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shlex
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import scenarios  # noqa: E402
+from scenarios import Context, scenario, sha256  # noqa: E402
+from scenarios_daemon import count_files, daemon_job, prepare, progress_of, regular_files  # noqa: E402
+from scenarios_roles import first_at, stamped  # noqa: E402
+
+SEND = '"$BLETRANSFER_BIN" send --json'
+RECEIVE = '"$BLETRANSFER_BIN" receive --json'
+ADVERTISING = r'"event":"advertising"'
+# Guest-local (tmpfs): the private keys stay in the guest that made them.
+KEY_DIR = "/tmp/bletransfer-lab-keys"
+XATTR = "user.bletransfer.sender"
+WINDOW = 16
+
+
+@dataclass
+class Key:
+    line: str          # the public key line, "bletransfer-x25519 <base64> <name>"
+    fingerprint: str   # "SHA256:…", as `bletransfer id` prints it
+    identity: str      # the private key's path on its guest
+    host: str
+
+
+def keygen(ctx: Context, host: str, label: str) -> Key:
+    """A new identity on `host` named lab-<label>; its public key line and fingerprint."""
+    directory = f"{KEY_DIR}/{ctx.name}"
+    path = f"{directory}/{label}.identity"
+    job = ctx.lab.sh(host, f'mkdir -p {directory} && rm -f {path} && '
+                           f'"$BLETRANSFER_BIN" keygen --identity {path} --name lab-{label} >/dev/null && '
+                           f'"$BLETRANSFER_BIN" id --identity {path}', step=f"keygen {label}")
+    lines = job.stdout().splitlines()
+    line = next((s.strip() for s in lines if s.startswith("bletransfer-x25519 ")), "")
+    fingerprint = next((s.strip() for s in lines if s.startswith("SHA256:")), "")
+    ctx.check(line.endswith(f" lab-{label}") and fingerprint != "",
+              f"keygen on {host} printed a key line and a fingerprint: {job.stdout()!r}")
+    mode = ctx.lab.sh(host, f"stat -c %a {path}", step="identity mode").stdout().strip()
+    ctx.check(mode == "600", f"{path} is mode 0600, not {mode}")
+    return Key(line, fingerprint, path, host)
+
+
+def authorize(ctx: Context, host: str, label: str, keys: list) -> str:
+    """An authorized-peers file on `host` listing `keys`; returns its path there."""
+    path = f"{KEY_DIR}/{ctx.name}/{label}.peers"
+    text = "# authorized peers written by the lab\n" + "".join(k.line + "\n" for k in keys)
+    ctx.lab.sh(host, f"printf %s {shlex.quote(text)} > {path}", step=f"authorize {label}")
+    return path
+
+
+def trust(identity: Key, peers: str) -> str:
+    return f"--identity {identity.identity} --authorized-peers {peers}"
+
+
+def json_events(text: str, name: str) -> list:
+    """The JSON objects of one event kind in a command's output."""
+    found = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("{") and f'"event":"{name}"' in line:
+            try:
+                found.append(json.loads(line))
+            except ValueError:
+                pass
+    return found
+
+
+def address_of(ctx: Context, host: str) -> str:
+    address = ctx.lab.sh(host, "lab_address", step=f"address of {host}").stdout().strip().upper()
+    ctx.check(re.fullmatch(r"([0-9A-F]{2}:){5}[0-9A-F]{2}", address) is not None, f"address of {host}: {address!r}")
+    return address
+
+
+def lines_naming(text: str, *needles: str) -> list:
+    """Lines of `text` that contain every needle (case-insensitive); an address also matches
+    in BlueZ's object-path spelling (dev_AA_BB_…)."""
+    def has(line: str, needle: str) -> bool:
+        low = line.lower()
+        return needle.lower() in low or needle.replace(":", "_").lower() in low
+    return [line for line in text.splitlines() if all(has(line, n) for n in needles)]
+
+
+def log_lines(text: str) -> list:
+    """The log lines of a command's output (not the --json events)."""
+    return [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("{")]
+
+
+def payload_windows(payload: bytes) -> set:
+    return {payload[i:i + WINDOW] for i in range(len(payload) - WINDOW + 1)}
+
+
+def windows_found(data: bytes, windows: set) -> int:
+    """How many offsets of `data` start a 16-byte window of the payload."""
+    return sum(1 for i in range(len(data) - WINDOW + 1) if data[i:i + WINDOW] in windows)
+
+
+def known_payload(size: int, label: bytes) -> bytes:
+    """`size` bytes whose 16-byte windows do not repeat: SHA-256 of a counter."""
+    out = bytearray()
+    i = 0
+    while len(out) < size:
+        out += hashlib.sha256(label + i.to_bytes(8, "big")).digest()
+        i += 1
+    return bytes(out[:size])
+
+
+def fresh(ctx: Context) -> None:
+    """Empties this scenario's folder of payloads, outbox and inbox (a retried scenario starts
+    from nothing, not from what its first attempt left)."""
+    base = ctx.lab.run_dir / "payloads" / ctx.name
+    if base.exists():
+        shutil.rmtree(base)
+
+
+def daemon_alive_job(role: str, directory: str, seconds: int, trust_options: str, extra: str = "") -> str:
+    """A daemon that runs for `seconds` and is then stopped with SIGTERM: DAEMON-EXIT 0 and
+    DAEMON-DONE after ≥ `seconds` show it was still running at the end."""
+    return daemon_job(role, directory, f"[ $SECONDS -ge {seconds} ]", seconds + 30, extra, trust=trust_options)
+
+
+# =============================================================================================
+@scenario("secure-daemons", tags=("bletransfer", "daemon", "secure", "faults"), conf="default")
+def secure_daemons(ctx: Context):
+    """Secure daemons holding each other's keys: 6 files a → b through a power cycle of a's adapter."""
+    ctx.require_bletransfer()
+    fresh(ctx)
+    key_a, key_b = keygen(ctx, "a", "a"), keygen(ctx, "b", "b")
+    peers_a, peers_b = authorize(ctx, "a", "a", [key_b]), authorize(ctx, "b", "b", [key_a])
+    big = 200 * 1024 + 7
+    sizes = [1, 0, big, 20, 5000, 60001]
+    payloads = [os.urandom(n) for n in sizes]
+    payloads[3] = "Grüße, secure ✓\n".encode()[:20].ljust(20, b".")
+    outbox, inbox, host_outbox, host_inbox = prepare(ctx, payloads)
+    delivered = [p for p in payloads if p]  # the daemon moves an empty file to failed/ (documented)
+    n = len(delivered)
+    sender = daemon_job("sender", host_outbox, f'[ "$({count_files(host_outbox)})" -eq 0 ]', 300,
+                        "--settle-time 0", trust=trust(key_a, peers_a))
+    receiver = daemon_job("receiver", host_inbox, f'[ "$({count_files(host_inbox, "message-*")})" -ge {n} ]', 300,
+                          trust=trust(key_b, peers_b))
+    # a's adapter goes off a second into the big file (as the receiver reports it), on again 5.5 s later.
+    res = ctx.lab.run(a=sender, b=receiver, deadline=360, step="secure daemons",
+                      timeline=((("b", progress_of(big), 1.0), ("a", "power-off")),
+                                (("b", progress_of(big), 6.5), ("a", "power-on"))))
+    a_out, b_out = res.job("a").stdout(), res.job("b").stdout()
+    ctx.check("DAEMON-EXIT 0" in a_out and "DAEMON-EXIT 0" in b_out, "both daemons exited 0 on SIGTERM")
+    states = re.findall(r'"state":"(\w+)"', a_out)
+    ctx.check("poweredOff" in states and states.count("poweredOn") >= 2,
+              f"a's daemon saw its adapter go off and come back: {states}")
+    stored = regular_files(inbox)
+    ctx.check(not [p for p in stored if p.name.startswith(".")], f"no partial files: {[p.name for p in stored]}")
+    got = [p.read_bytes() for p in stored if p.name.startswith("message-")]
+    ctx.check(len(got) == n, f"{n} files stored, got {len(got)}")
+    ctx.check(sorted(sha256(g) for g in got) == sorted(sha256(p) for p in delivered),
+              "every non-empty file arrived exactly once, bit-identical")
+    ctx.check(regular_files(outbox) == [], f"outbox empty: {[p.name for p in regular_files(outbox)]}")
+    ctx.check(len(regular_files(outbox / "sent")) == n, f"sent/ holds {len(regular_files(outbox / 'sent'))} of {n}")
+    failed = [p.name for p in regular_files(outbox / "failed") if not p.name.endswith(".reason")]
+    ctx.check(failed == ["file002.dat"], f"the empty file went to failed/ with its reason: {failed}")
+    # Each stored file names its sender's key in an extended attribute (read on b, through the
+    # file system the daemon wrote to).
+    names = [shlex.quote(ctx.lab.host_path(p)) for p in stored if p.name.startswith("message-")]
+    job = ctx.lab.sh("b", "python3 -c 'import os, sys\nfor p in sys.argv[1:]:\n"
+                          f"    print(os.getxattr(p, \"{XATTR}\").decode())' " + " ".join(names),
+                     step="xattrs", check=False)
+    values = [v.strip() for v in job.stdout().splitlines()]
+    ctx.check(job.rc == 0 and len(values) == n and all(v == key_a.line for v in values),
+              f"{XATTR} of each stored file is a's key line: {values} {job.stderr()[-300:]!r}")
+    received = json_events(b_out, "received")
+    ctx.check(len(received) == n and all(e.get("message", {}).get("format") == "secure" for e in received),
+              f"{n} received events, format secure: {[e.get('message', {}).get('format') for e in received]}")
+    ctx.check(all(e.get("sender", {}).get("key") == key_a.line and e["sender"].get("fingerprint") == key_a.fingerprint
+                  for e in received), f"each received event carries a's key: {[e.get('sender') for e in received]}")
+    ctx.check(len(lines_naming(res.job("b").stderr(), key_a.fingerprint)) >= n,
+              "b's log names a's fingerprint for every message")
+    delivered_events = json_events(a_out, "delivered")
+    ctx.check(len(delivered_events) == n
+              and all(e.get("message", {}).get("format") == "secure" and e.get("receiver", {}).get("key") == key_b.line
+                      for e in delivered_events),
+              f"{n} delivered events, format secure, receiver b's key: "
+              f"{[(e.get('message', {}).get('format'), e.get('receiver')) for e in delivered_events]}")
+    formats = {e.get("format") for e in json_events(a_out, "subscribed") + json_events(b_out, "subscribed")}
+    ctx.check(formats == {"secure"}, f"every subscription was secure: {formats}")
+    ctx.figure("secure_daemons_seconds", round(res.seconds, 1))
+
+
+@scenario("secure-vs-apple-central", tags=("bletransfer", "daemon", "secure", "peers"), conf="default")
+def secure_vs_apple_central(ctx: Context):
+    """A bleak central following Apple's flow against a secure sender daemon: not one payload byte."""
+    ctx.require_bletransfer()
+    fresh(ctx)
+    key_a, key_b = keygen(ctx, "a", "a"), keygen(ctx, "b", "b")
+    peers_a = authorize(ctx, "a", "a", [key_b])  # the real receiver's key; the bleak script has none
+    payload = known_payload(4096, b"outbox")
+    outbox, _, host_outbox, _ = prepare(ctx, [payload])
+    record = ctx.path("central-values")
+    central_address = address_of(ctx, "b")
+    sender = daemon_job("sender", host_outbox, "false", 200, "--settle-time 0", trust=trust(key_a, peers_a))
+    central = ctx.central(None, extra=f"--record {shlex.quote(record)} --scan-timeout 60 --message-timeout 30") \
+        + "; echo CENTRAL-EXIT $?"
+    res = ctx.lab.run(a=sender, b=central, b_after=("a", ADVERTISING), finish_with="b", deadline=230,
+                      step="bleak central → secure sender")
+    b_out = res.job("b").stdout()
+    ctx.check("CONNECTED" in b_out, f"the central connected (so the daemon had something to refuse): {b_out[-400:]!r}")
+    got = ctx.read(record)
+    found = windows_found(got, payload_windows(payload))
+    ctx.check(found == 0, f"the central got {len(got)} bytes, {found} 16-byte windows of the payload among them")
+    ctx.check("RECEIVED" not in b_out, "the central completed no message")
+    ctx.check([p.name for p in regular_files(outbox)] == ["file001.dat"]
+              and (outbox / "file001.dat").read_bytes() == payload, "the outbox file is still there, unchanged")
+    ctx.check(regular_files(outbox / "sent") == [], "nothing moved to sent/")
+    ctx.check(json_events(res.job("a").stdout(), "delivered") == [], "no delivered event")
+    named = [line for line in log_lines(res.job("a").stderr()) if lines_naming(line, central_address)]
+    ctx.check(len(named) >= 1, f"a log line names the central's address {central_address}")
+    ctx.figure("secure_vs_central_subscribed", "SUBSCRIBED" in b_out)
+    ctx.figure("secure_vs_central_bytes_notified", len(got))
+    ctx.figure("secure_vs_central_log_lines", len(named))
+    print("\n".join(f"  a: {line}" for line in named[:3]))
+
+
+@scenario("secure-vs-apple-peripheral", tags=("bletransfer", "daemon", "secure", "peers"), conf="default")
+def secure_vs_apple_peripheral(ctx: Context):
+    """A bless peripheral following Apple's flow against a secure receiver daemon: nothing stored."""
+    ctx.require_bletransfer()
+    fresh(ctx)
+    key_a, key_b = keygen(ctx, "a", "a"), keygen(ctx, "b", "b")
+    peers_b = authorize(ctx, "b", "b", [key_a])  # a's real key; the bless script has none
+    payload = known_payload(300, b"bless")
+    msg = ctx.payload("message", payload)
+    _, inbox, _, host_inbox = prepare(ctx, [])
+    peripheral_address = address_of(ctx, "a")
+    seconds = 70
+    res = ctx.lab.run(a=ctx.peripheral(msg, chunk=20, count=0),
+                      b=daemon_alive_job("receiver", host_inbox, seconds, trust(key_b, peers_b)),
+                      b_after=("a", r"^READY"), finish_with="b", deadline=seconds + 60,
+                      step="bless peripheral → secure receiver")
+    b_out = res.job("b").stdout()
+    done = re.search(r"DAEMON-DONE after (\d+) s", b_out)
+    ctx.check("DAEMON-EXIT 0" in b_out and done is not None and int(done.group(1)) >= seconds,
+              f"the daemon ran the whole {seconds} s and exited 0 on SIGTERM ({done.group(0) if done else 'no DAEMON-DONE'})")
+    stored = [p.name for p in inbox.iterdir()] if inbox.exists() else []
+    ctx.check(stored == [], f"nothing stored, not even a partial file: {stored}")
+    ctx.check(json_events(b_out, "received") == [], "no received event")
+    named = [line for line in log_lines(res.job("b").stderr()) if lines_naming(line, peripheral_address)]
+    ctx.check(len(named) >= 1, f"a log line names the peripheral's address {peripheral_address}")
+    ctx.figure("secure_vs_peripheral_log_lines", len(named))
+    ctx.figure("secure_vs_peripheral_subscriptions", len(re.findall(r"^SUBSCRIBED", res.job("a").stdout(), re.M)))
+    print("\n".join(f"  b: {line}" for line in named[:3]))
+
+
+@scenario("secure-unauthorized-key", tags=("bletransfer", "daemon", "secure"), conf="default")
+def secure_unauthorized_key(ctx: Context):
+    """bletransfer with a key the other side does not list, as sender and as receiver: nothing passes."""
+    ctx.require_bletransfer()
+    fresh(ctx)
+    key_a, key_b = keygen(ctx, "a", "a"), keygen(ctx, "b", "b")
+    other_a, other_b = keygen(ctx, "a", "other-a"), keygen(ctx, "b", "other-b")
+
+    # 1. A secure `send` on a whose key b's receiver daemon does not list (b lists another key).
+    #    a itself lists b, so the handshake runs to the end and b is the side that refuses.
+    payload = known_payload(2000, b"unauthorized sender")
+    msg = ctx.payload("message", payload)
+    _, inbox, _, host_inbox = prepare(ctx, [])
+    send = (f"{SEND} --file {shlex.quote(msg)} --timeout 45 {trust(key_a, authorize(ctx, 'a', 'send', [key_b]))}"
+            "; echo SEND-EXIT $?")
+    receiver = daemon_job("receiver", host_inbox, "false", 150, trust=trust(key_b, authorize(ctx, "b", "daemon", [other_a])))
+    res = ctx.lab.run(a=send, b=receiver, finish_with="a", deadline=180, step="unauthorized send → secure receiver")
+    a_out, b_all = res.job("a").output(), res.job("b").output()
+    stored = [p.name for p in inbox.iterdir()] if inbox.exists() else []
+    ctx.check(stored == [], f"b stored nothing: {stored}")
+    ctx.check(json_events(b_all, "received") == [], "b reported no message")
+    refusal = lines_naming(b_all, key_a.fingerprint)
+    ctx.check(len(refusal) >= 1, f"b's refusal names a's fingerprint {key_a.fingerprint}")
+    status = re.search(r"SEND-EXIT (\d+)", a_out)
+    ctx.check(status is not None and status.group(1) != "0", f"send did not succeed: {status.group(0) if status else '?'}")
+    ctx.figure("unauthorized_sender_refusal", refusal[0].strip()[:160])
+    ctx.figure("unauthorized_sender_names_b", bool(lines_naming(a_out, key_b.fingerprint)))
+
+    # 2. A secure `receive` on b whose key a's sender daemon does not list (a lists another key).
+    payload = known_payload(2000, b"unauthorized receiver")
+    outbox, _, host_outbox, _ = prepare(ctx, [payload])
+    out = ctx.path("received")
+    sender = daemon_job("sender", host_outbox, "false", 150, "--settle-time 0",
+                        trust=trust(key_a, authorize(ctx, "a", "daemon", [other_b])))
+    receive = (f"{RECEIVE} --output {shlex.quote(out)} --timeout 45 {trust(key_b, authorize(ctx, 'b', 'receive', [key_a]))}"
+               "; echo RECEIVE-EXIT $?")
+    res = ctx.lab.run(a=sender, b=receive, b_after=("a", ADVERTISING), finish_with="b", deadline=180,
+                      step="unauthorized receive ← secure sender")
+    a_all, b_out = res.job("a").output(), res.job("b").output()
+    ctx.check(ctx.read(out) == b"", "b received nothing")
+    ctx.check(json_events(b_out, "received") == [], "b reported no message")
+    status = re.search(r"RECEIVE-EXIT (\d+)", b_out)
+    ctx.check(status is not None and status.group(1) != "0", f"receive did not succeed: {status.group(0) if status else '?'}")
+    ctx.check([p.name for p in regular_files(outbox)] == ["file001.dat"]
+              and (outbox / "file001.dat").read_bytes() == payload and regular_files(outbox / "sent") == [],
+              "a's outbox unchanged, nothing in sent/")
+    ctx.check(json_events(a_all, "delivered") == [], "a reported no delivery")
+    refusal = lines_naming(a_all, key_b.fingerprint)
+    ctx.check(len(refusal) >= 1, f"a's refusal names b's fingerprint {key_b.fingerprint}")
+    ctx.figure("unauthorized_receiver_refusal", refusal[0].strip()[:160])
+    ctx.figure("unauthorized_receiver_names_a", bool(lines_naming(b_out, key_a.fingerprint)))
+
+
+@scenario("secure-no-plaintext", tags=("bletransfer", "secure"), conf="default")
+def secure_no_plaintext(ctx: Context):
+    """btmon on a during a plain framed and a secure 64 KiB transfer: only the plain one shows the payload."""
+    ctx.require_bletransfer()
+    key_a, key_b = keygen(ctx, "a", "a"), keygen(ctx, "b", "b")
+    trust_a = trust(key_a, authorize(ctx, "a", "a", [key_b]))
+    trust_b = trust(key_b, authorize(ctx, "b", "b", [key_a]))
+    payload = known_payload(64 * 1024, b"no plaintext")
+    windows = payload_windows(payload)
+    ctx.check(len(windows) == len(payload) - WINDOW + 1, "the payload's 16-byte windows are all different")
+    msg = ctx.payload("message", payload)
+    for mode, a_trust, b_trust, want_format in (("plain", "", "", "framed"), ("secure", trust_a, trust_b, "secure")):
+        capture = ctx.path(f"{mode}.snoop")
+        out = ctx.path(f"{mode}-received")
+        # A second btmon beside the lab's own, for this transfer only.
+        a = (f"btmon -w {shlex.quote(capture)} >/dev/null 2>&1 & mon=$!; sleep 1\n"
+             f"{SEND} --file {shlex.quote(msg)} --timeout 200 {a_trust}; rc=$?\n"
+             "sleep 1; kill $mon; wait $mon; exit $rc")
+        res = ctx.lab.run(a=a, b=f"{RECEIVE} --output {shlex.quote(out)} --timeout 200 {b_trust}",
+                          b_after=("a", ADVERTISING), deadline=240, step=f"{mode} 64 KiB under btmon")
+        ctx.check(ctx.read(out) == payload, f"{mode}: the payload arrived intact")
+        formats = [e.get("message", {}).get("format") for e in json_events(res.job("b").stdout(), "received")]
+        ctx.check(formats == [want_format], f"{mode}: received as {formats}")
+        data = ctx.read(capture)
+        ctx.check(len(data) > len(payload), f"{mode}: the capture holds the transfer ({len(data)} bytes)")
+        found = windows_found(data, windows)
+        ctx.figure(f"btmon_{mode}_payload_windows", found)
+        if mode == "plain":
+            # The check below can fail: a capture of the plain transfer shows most of the payload.
+            ctx.check(found >= len(payload) // 2, f"plain: {found} payload windows in the capture (the check sees plaintext)")
+        else:
+            ctx.check(found == 0, f"secure: {found} 16-byte windows of the payload in the capture")
+
+
+@scenario("secure-throughput", tags=("bletransfer", "secure", "throughput"), conf="default")
+def secure_throughput(ctx: Context):
+    """1 MiB plain framed and 1 MiB secure, a → b, in the same run: seconds, ratio, handshake cost."""
+    ctx.require_bletransfer()
+    key_a, key_b = keygen(ctx, "a", "a"), keygen(ctx, "b", "b")
+    trust_a = trust(key_a, authorize(ctx, "a", "a", [key_b]))
+    trust_b = trust(key_b, authorize(ctx, "b", "b", [key_a]))
+    payload = os.urandom(1024 * 1024)
+    msg = ctx.payload("message", payload)
+    seconds = {}
+    for mode, a_trust, b_trust, want_format in (("plain", "", "", "framed"), ("secure", trust_a, trust_b, "secure")):
+        out = ctx.path(f"{mode}-received")
+        res = ctx.lab.run(a=f"{SEND} --file {shlex.quote(msg)} --timeout 600 {a_trust}",
+                          b=stamped(f"{RECEIVE} --output {shlex.quote(out)} --timeout 600 {b_trust}"),
+                          b_after=("a", ADVERTISING), deadline=660, step=f"{mode} 1 MiB")
+        ctx.check(ctx.read(out) == payload, f"{mode}: 1 MiB arrived intact")
+        text = res.job("b").stdout()
+        received = [json.loads(m) for m in re.findall(r'^[0-9.]+ (\{.*"event":"received".*\})$', text, re.M)]
+        ctx.check(len(received) == 1 and received[0]["message"].get("format") == want_format,
+                  f"{mode}: one message received as {want_format}: {[r['message'].get('format') for r in received]}")
+        seconds[mode] = float(received[0]["message"]["seconds"])
+        subscribed, first_byte = first_at(text, r'"event":"subscribed"'), first_at(text, r'"event":"progress"')
+        ctx.figure(f"{mode}_1mib_seconds", round(seconds[mode], 2))
+        if subscribed is not None and first_byte is not None:
+            ctx.figure(f"{mode}_subscribed_to_first_byte_s", round(first_byte - subscribed, 2))
+    ratio = seconds["plain"] / seconds["secure"]
+    # Issue #16's target is ≥ 0.95 (secure keeps 95 % of plain throughput); reported, not asserted:
+    # TCG guests on a shared machine are not radios.
+    ctx.figure("secure_throughput_ratio", round(ratio, 3))
+
+
+if __name__ == "__main__":
+    sys.exit(scenarios.main())
