@@ -15,7 +15,7 @@
 # Checks: plugging starts bletransfer-<role>@hci0.service (active, READY=1 seen, status line
 # set); it runs as user bletransfer (not in group bluetooth: its D-Bus policy file instead),
 # with its memory and task limits, can write its data directory and
-# nothing else; unplugging stops it. Ends with "hotplug: N passed, M failed".
+# nothing else, can read its identity and /etc/bletransfer/authorized-peers; unplugging stops it. Ends with "hotplug: N passed, M failed".
 set -uo pipefail
 cd "$(dirname "$0")/.."
 repo="$PWD"
@@ -115,8 +115,21 @@ chmod 0755 "$initrd_dir/init"
 cat > "$out/standin-daemon.py" <<'EOF'
 #!/usr/bin/python3
 # Stand-in for `bletransfer daemon` in the hot-plug check: speaks the notify protocol like the
-# real daemon and records what the service sandbox lets it do.
-import os, signal, socket, sys, time
+# real daemon and records what the service sandbox lets it do. install-service.sh also runs
+# `bletransfer keygen` and `bletransfer id`: the stand-in writes and prints a key line of the
+# same shape (random bytes, not a key: this check is about the sandbox, not about keys).
+import base64, os, signal, socket, sys, time
+if sys.argv[1:2] in (["keygen"], ["id"]):
+    path = sys.argv[sys.argv.index("--identity") + 1]
+    if sys.argv[1] == "keygen":
+        name = sys.argv[sys.argv.index("--name") + 1] if "--name" in sys.argv else "stand-in"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.write(fd, ("bletransfer-x25519-private %s %s\n" % (base64.b64encode(os.urandom(32)).decode(), name)).encode())
+        os.close(fd)
+    with open(path) as f:
+        _, key, name = f.read().split()
+    print("bletransfer-x25519 %s %s" % (key, name))
+    sys.exit(0)
 def notify(text):
     address = os.environ.get("NOTIFY_SOCKET")
     if not address:
@@ -139,6 +152,15 @@ def try_write(path):
     except OSError as e:
         return "denied(%s)" % e.strerror
 report.append("data_dir=" + try_write(os.path.join(data_dir, ".probe")))
+def try_read(path):
+    try:
+        with open(path) as f:
+            f.read()
+        return "readable"
+    except OSError as e:
+        return "denied(%s)" % e.strerror
+report.append("identity=" + try_read("/var/lib/bletransfer/identity"))
+report.append("authorized_peers=" + try_read("/etc/bletransfer/authorized-peers"))
 report.append("etc=" + try_write("/etc/bletransfer-probe"))
 report.append("var_lib=" + try_write("/var/lib/bletransfer-probe"))
 try:
@@ -223,6 +245,9 @@ check "its D-Bus policy file is installed" test -f /etc/dbus-1/system.d/bletrans
 check "memory is capped (MemoryMax=384M)" bash -c "[ \"\$(systemctl show -p MemoryMax --value $unit)\" = 402653184 ]"
 check "tasks are capped (TasksMax=64)" bash -c "[ \"\$(systemctl show -p TasksMax --value $unit)\" = 64 ]"
 check "may write its data directory" grep -qx "data_dir=writable" "$report"
+check "may read its identity" grep -qx "identity=readable" "$report"
+check "may read /etc/bletransfer/authorized-peers" grep -qx "authorized_peers=readable" "$report"
+check "the identity is the service user's, mode 600" bash -c "[ \"\$(stat -c '%U %a' /var/lib/bletransfer/identity)\" = 'bletransfer 600' ]"
 check "may not write /etc" grep -q "^etc=denied" "$report"
 check "may not write elsewhere in /var/lib" grep -q "^var_lib=denied" "$report"
 check "may not open internet sockets" grep -q "^inet=denied" "$report"

@@ -291,15 +291,34 @@ check "both guests boot systemd and answer ssh on 127.0.0.1:$port_a and :$port_b
 
 # ---- the package, over SSH ------------------------------------------------------------------
 if [ -n "$deb" ]; then
+  unit=bletransfer-receiver@hci0.service
   for h in a b; do
     # man-db's trigger rebuilds the whole manual index, minutes in an emulated guest reading
     # this machine's /usr over 9p; the guest is thrown away, so its index may stay stale.
     check "guest $h: dpkg -i over ssh" \
-      ssh_to "$h" 'rm -f /var/lib/man-db/auto-update && cat > /tmp/bletransfer.deb && dpkg -i /tmp/bletransfer.deb' < "$deb"
-    check "guest $h: controller plugged in, udev starts bletransfer-receiver@hci0.service" \
-      ssh_to "$h" 'systemctl start guest-controller.service &&
-        for i in $(seq 120); do systemctl is-active --quiet bletransfer-receiver@hci0.service && exit 0; sleep 1; done
-        systemctl status --no-pager bletransfer-receiver@hci0.service; journalctl -b --no-pager -n 40; exit 1'
+      ssh_to "$h" 'rm -f /var/lib/man-db/auto-update && cat > /tmp/bletransfer.deb && dpkg -i /tmp/bletransfer.deb > /tmp/dpkg.log 2>&1; status=$?; cat /tmp/dpkg.log; exit $status' < "$deb"
+    check "guest $h: the install printed the service's public key line" \
+      ssh_to "$h" 'grep -qxF "bletransfer: the service'"'"'s public key: $(bletransfer id --identity /var/lib/bletransfer/identity | head -n 1)" /tmp/dpkg.log'
+    # No peer is authorized yet: udev starts the daemon, which refuses (78) and is not retried.
+    check "guest $h: controller plugged in, udev starts $unit, which refuses: no authorized peer (78)" \
+      ssh_to "$h" "systemctl start guest-controller.service &&
+        for i in \$(seq 120); do
+          [ \"\$(systemctl show -P ExecMainStatus $unit)\" = 78 ] &&
+            journalctl -b --no-pager -u $unit | grep -q '/etc/bletransfer/authorized-peers lists no peer' && exit 0
+          sleep 1
+        done
+        systemctl status --no-pager $unit; journalctl -b --no-pager -n 40; exit 1"
+  done
+  # Each service lists the other's public key line, as docs/unattended.md says to.
+  key_a=$(ssh_to a 'bletransfer id --identity /var/lib/bletransfer/identity | head -n 1')
+  key_b=$(ssh_to b 'bletransfer id --identity /var/lib/bletransfer/identity | head -n 1')
+  check "each guest lists the other's service key" \
+    eval 'ssh_to a "echo \"$key_b\" >> /etc/bletransfer/authorized-peers" && ssh_to b "echo \"$key_a\" >> /etc/bletransfer/authorized-peers"'
+  for h in a b; do
+    check "guest $h: with the peer's key listed, $unit starts and stays up" \
+      ssh_to "$h" "systemctl restart $unit &&
+        for i in \$(seq 60); do systemctl is-active --quiet $unit && sleep 5 && systemctl is-active --quiet $unit && exit 0; sleep 1; done
+        systemctl status --no-pager $unit; journalctl -b --no-pager -n 40; exit 1"
     check "guest $h: the daemon runs as user bletransfer and reports a status" \
       ssh_to "$h" 'for i in $(seq 60); do systemctl show -P StatusText bletransfer-receiver@hci0.service | grep -q . && break; sleep 1; done
         ps -o user= -p "$(systemctl show -P MainPID bletransfer-receiver@hci0.service)" | grep -qx bletransfer &&
