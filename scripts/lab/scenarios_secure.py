@@ -4,7 +4,9 @@ authenticated and encrypted; docs/wire-v2.md).
 
     BLETRANSFER_BIN=/path/to/bletransfer python3 scripts/lab/scenarios_secure.py [NAME...] [--reuse]
 
-Same runner and options as scenarios.py. Each scenario makes fresh keys on the guests
+Same runner and options as scenarios.py. The daemon scenarios are tagged `virtual`: they read
+outboxes and inboxes through the run folder the guests share with this machine, which hw.py's
+real hosts do not. Each scenario makes fresh keys on the guests
 (`bletransfer keygen` into the guest's own /tmp, so private keys never reach the run folder)
 and writes the authorized-peers files it needs.
 
@@ -152,7 +154,7 @@ def daemon_alive_job(role: str, directory: str, seconds: int, trust_options: str
 
 
 # =============================================================================================
-@scenario("secure-daemons", tags=("bletransfer", "daemon", "secure", "faults"), conf="default")
+@scenario("secure-daemons", tags=("bletransfer", "daemon", "secure", "faults", "virtual"), conf="default")
 def secure_daemons(ctx: Context):
     """Secure daemons holding each other's keys: 6 files a → b through a power cycle of a's adapter."""
     ctx.require_bletransfer()
@@ -216,7 +218,7 @@ def secure_daemons(ctx: Context):
     ctx.figure("secure_daemons_seconds", round(res.seconds, 1))
 
 
-@scenario("secure-vs-apple-central", tags=("bletransfer", "daemon", "secure", "peers"), conf="default")
+@scenario("secure-vs-apple-central", tags=("bletransfer", "daemon", "secure", "peers", "virtual"), conf="default")
 def secure_vs_apple_central(ctx: Context):
     """A bleak central following Apple's flow against a secure sender daemon: not one payload byte."""
     ctx.require_bletransfer()
@@ -250,7 +252,7 @@ def secure_vs_apple_central(ctx: Context):
     print("\n".join(f"  a: {line}" for line in named[:3]))
 
 
-@scenario("secure-vs-apple-peripheral", tags=("bletransfer", "daemon", "secure", "peers"), conf="default")
+@scenario("secure-vs-apple-peripheral", tags=("bletransfer", "daemon", "secure", "peers", "virtual"), conf="default")
 def secure_vs_apple_peripheral(ctx: Context):
     """A bless peripheral following Apple's flow against a secure receiver daemon: nothing stored."""
     ctx.require_bletransfer()
@@ -280,7 +282,7 @@ def secure_vs_apple_peripheral(ctx: Context):
     print("\n".join(f"  b: {line}" for line in named[:3]))
 
 
-@scenario("secure-unauthorized-key", tags=("bletransfer", "daemon", "secure"), conf="default")
+@scenario("secure-unauthorized-key", tags=("bletransfer", "daemon", "secure", "virtual"), conf="default")
 def secure_unauthorized_key(ctx: Context):
     """bletransfer with a key the other side does not list, as sender and as receiver: nothing passes."""
     ctx.require_bletransfer()
