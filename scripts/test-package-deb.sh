@@ -123,7 +123,9 @@ check "udev rule starts the receiver per controller" grep -q 'ENV{SYSTEMD_WANTS}
 check "/etc/default/bletransfer is a conffile" bash -c 'dpkg-query -W -f="\${Conffiles}" bletransfer | grep -q /etc/default/bletransfer'
 
 # Each man page lists exactly the long options its command's --help lists.
-long_options() { grep -oE -- '--[a-z][a-z0-9-]+' | grep -vx -- '--generate-completion-script' | sort -u; }
+# A formatter may break a line after the hyphen inside an option named in prose
+# ("--insecure-any-" / "peer"): such lines are joined first.
+long_options() { sed -e ':a' -e '/[a-z]-$/N' -e 's/-\n[[:space:]]*/-/' -e 'ta' | grep -oE -- '--[a-z][a-z0-9-]+' | grep -vx -- '--generate-completion-script' | sort -u; }
 for command in "" send receive status daemon; do
   page=bletransfer${command:+-$command}
   help_opts=$(/usr/bin/bletransfer $command --help 2>&1 | long_options)
