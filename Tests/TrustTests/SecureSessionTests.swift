@@ -241,6 +241,18 @@ import Testing
         #expect(pair.sender.state == (outcome == 2 ? .failed : .acknowledged))
     }
 
+    @Test func aWriteAfterTheAckIsRefusedButTheMessageStaysAcknowledged() throws {
+        var pair = try SessionPair(payload: testPayload(100), valueLength: 20)
+        let transcript = exchange(&pair)
+        #expect(pair.sender.state == .acknowledged)
+        let sequence = UInt16(transcript.written.count)
+        #expect(throws: SecureSessionError.protocolViolation("write after the message was acknowledged")) {
+            try pair.sender.receiveWrite([UInt8(sequence >> 8), UInt8(truncatingIfNeeded: sequence), 0x02, 0x00, 0x01, 0x00])
+        }
+        #expect(pair.sender.state == .acknowledged)
+        #expect(pair.sender.nextValue() == nil)
+    }
+
     @Test func acknowledgementIsRefusedOutOfPlace() throws {
         var pair = try SessionPair(payload: testPayload(10), valueLength: 20)
         #expect(throws: SecureSessionError.self) { try pair.receiver.acknowledgement(outcome: 0) }

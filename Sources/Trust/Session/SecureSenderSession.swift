@@ -128,9 +128,11 @@ public struct SecureSenderSession: Sendable {
         }
     }
 
+    /// Ends the session: nothing more is sent or read. An acknowledged message stays
+    /// acknowledged (the central holds it) whatever arrives after its ACK.
     private mutating func fail(_ error: SecureSessionError) {
         failure = error
-        state = .failed
+        if state != .acknowledged { state = .failed }
     }
 
     private mutating func handle(_ frame: Frame) throws(SecureSessionError) -> [Event] {
