@@ -39,6 +39,8 @@ let package = Package(
             pkgConfig: "bluez",
             providers: [.apt(["libbluetooth-dev"])]
         ),
+        // Extended attributes from the C library (no package needed).
+        .systemLibrary(name: "CFileAttributes"),
 
         // The Bluetooth vocabulary both Transfer and BlueZ speak: UUIDs, adapter power states.
         // Pure Swift, no dependencies; Transfer re-exports it.
@@ -90,7 +92,7 @@ let package = Package(
         .target(
             name: "Roles",
             dependencies: [
-                "Transfer", "Trust", "BlueZ", "DBus", "DaemonSupport",
+                "Transfer", "Trust", "BlueZ", "DBus", "DaemonSupport", "CFileAttributes",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
@@ -176,7 +178,7 @@ let package = Package(
         ),
         .testTarget(
             name: "RolesTests",
-            dependencies: ["Roles", "Transfer", "BlueZ", "DBus", "DaemonSupport", "TestSupport"]
+            dependencies: ["Roles", "Transfer", "Trust", "BlueZ", "DBus", "DaemonSupport", "TestSupport"]
         ),
         .testTarget(
             name: "DaemonTests",

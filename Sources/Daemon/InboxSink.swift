@@ -41,7 +41,7 @@ final class InboxSink: MessageSink {
         }
         let name = InboxFileName.make(receivedAt: now(), sequence: number, payload: message.payload)
         do {
-            return try directory.store(message.payload, baseName: name).string
+            return try directory.store(message.payload, baseName: name, sender: message.authenticatedSender).string
         } catch {
             // Numbers are not reused even when a write fails: names stay unique and ordered.
             throw SinkFailure(.ioError, "\(error)")

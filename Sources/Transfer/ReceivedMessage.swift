@@ -4,6 +4,9 @@ public struct ReceivedMessage: Sendable, Hashable {
     public var format: MessageSender.Format
     /// The verified header when framed, nil for compat.
     public var header: FramedHeader?
+    /// Secure mode: the public key line of the sender the handshake authenticated (its key
+    /// was in the authorized peers); nil otherwise. Stored with the file it becomes.
+    public var authenticatedSender: String?
 
     public init(payload: [UInt8], format: MessageSender.Format, header: FramedHeader? = nil) {
         self.payload = payload

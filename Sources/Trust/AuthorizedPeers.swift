@@ -18,6 +18,12 @@ public struct AuthorizedPeers: Sendable, Equatable {
         public var name: String?
         /// The line it was read from, 1-based.
         public var line: Int
+
+        public init(key: PeerKey, name: String?, line: Int) {
+            self.key = key
+            self.name = name
+            self.line = line
+        }
     }
 
     public struct Problem: Sendable, Equatable {

@@ -20,4 +20,27 @@ import Testing
         #expect(refused["event"] as? String == "refused")
         #expect(refused["bound"] as? String == "min-rate")
     }
+
+    @Test func aSecureMessageNamesItsPeersKeyInTheSentenceTheJSONAndTheLog() throws {
+        // A name in an authorized-peers file is the file owner's text, still escaped.
+        let key = AuthenticatedPeer(keyLine: "bletransfer-x25519 AAAA host\u{1B}[2J", fingerprint: "SHA256:abcd-ef01",
+                                    name: "host\u{1B}[2J")
+        let summary = MessageSummary(sequence: 1, byteCount: 5, format: .secure, sha256: "00", peerKey: key)
+        let peer = PeerDescription(address: "AA:BB:CC:DD:EE:FF")
+        let received = EventRenderer.sentence(for: .received(summary, from: peer, storedAt: "/in/m.txt"))
+        #expect(received.contains("secure") && received.contains("key SHA256:abcd-ef01"))
+        #expect(!received.unicodeScalars.contains { SafeText.needsEscape($0) })
+        let json = EventRenderer.jsonObject(for: .received(summary, from: peer, storedAt: "/in/m.txt"))
+        let sender = json["sender"] as? [String: any Sendable]
+        #expect(sender?["fingerprint"] as? String == "SHA256:abcd-ef01")
+        #expect(sender?["key"] as? String == key.keyLine)
+        #expect(json["receiver"] == nil)
+        let delivered = EventRenderer.jsonObject(for: .delivered(summary, to: peer))
+        #expect((delivered["receiver"] as? [String: any Sendable])?["fingerprint"] as? String == "SHA256:abcd-ef01")
+        #expect(DaemonReporter.metadata(summary)["peer_key"] == "SHA256:abcd-ef01")
+        // Without a key, nothing is added.
+        let plain = EventRenderer.jsonObject(for: .received(MessageSummary(sequence: 1, byteCount: 1, format: .framed),
+                                                            from: peer, storedAt: nil))
+        #expect(plain["sender"] == nil)
+    }
 }

@@ -141,3 +141,60 @@ private func scratchDirectory() throws -> String {
         #expect(try runCLI(["id"], environment: environment).status == 0)
     }
 }
+
+/// `--identity`, `--authorized-peers` and `--insecure-any-peer` of the roles, up to the point
+/// where Bluetooth would be needed.
+@Suite struct TrustOptionTests {
+    @Test func authorizedPeersDefaultBesideTheIdentityAndInEtcForTheService() {
+        #expect(IdentityLocation.defaultAuthorizedPeersPath(userName: "bletransfer", environment: [:], homeDirectory: "/h")
+                == "/etc/bletransfer/authorized-peers")
+        #expect(IdentityLocation.defaultAuthorizedPeersPath(userName: "alice", environment: ["XDG_CONFIG_HOME": "/x"],
+                                                            homeDirectory: "/h") == "/x/bletransfer/authorized-peers")
+        #expect(IdentityLocation.defaultAuthorizedPeersPath(userName: "alice", environment: [:], homeDirectory: "/home/alice")
+                == "/home/alice/.config/bletransfer/authorized-peers")
+    }
+
+    @Test func daemonRefusesToStartWithoutIdentityOrAuthorizedPeer() throws {
+        let directory = try scratchDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let environment = ["XDG_CONFIG_HOME": directory, "PATH": "/usr/bin:/bin", "HOME": directory]
+        let inbox = directory + "/inbox"
+
+        // No identity at all.
+        var run = try runCLI(["daemon", "--role", "receiver", "--output-dir", inbox], environment: environment)
+        #expect(run.status == ExitStatus.configuration.rawValue)
+        #expect(run.err.contains("no identity at \(directory)/bletransfer/identity") && run.err.contains("--insecure-any-peer"))
+        #expect(run.err.split(separator: "\n").count == 1)
+
+        // An identity, but no authorized-peers file, then one that lists nobody.
+        #expect(try runCLI(["keygen"], environment: environment).status == 0)
+        run = try runCLI(["daemon", "--role", "receiver", "--output-dir", inbox], environment: environment)
+        #expect(run.status == ExitStatus.configuration.rawValue)
+        #expect(run.err.contains("no authorized-peers file at \(directory)/bletransfer/authorized-peers"))
+        try "# nobody yet\n".write(toFile: directory + "/bletransfer/authorized-peers", atomically: true, encoding: .utf8)
+        run = try runCLI(["daemon", "--role", "sender", "--outbox", directory + "/outbox"], environment: environment)
+        #expect(run.status == ExitStatus.configuration.rawValue)
+        #expect(run.err.contains("lists no peer"))
+
+        // A malformed line is a data error naming the line, not silently skipped.
+        try "not a key\n".write(toFile: directory + "/bletransfer/authorized-peers", atomically: true, encoding: .utf8)
+        run = try runCLI(["daemon", "--role", "sender", "--outbox", directory + "/outbox"], environment: environment)
+        #expect(run.status == ExitStatus.dataError.rawValue)
+        #expect(run.err.contains("line 1"))
+    }
+
+    @Test func interactiveRolesNeedAuthorizedPeersForAnIdentityAndRefuseCompat() throws {
+        let directory = try scratchDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let environment = ["XDG_CONFIG_HOME": directory, "PATH": "/usr/bin:/bin", "HOME": directory]
+        var run = try runCLI(["receive", "--identity", directory + "/id"], environment: environment)
+        #expect(run.status == ExitStatus.usage.rawValue)
+        #expect(run.err.contains("--identity needs --authorized-peers"))
+        run = try runCLI(["send", "--authorized-peers", directory + "/missing", "hi"], environment: environment)
+        #expect(run.status == ExitStatus.noInput.rawValue)
+        run = try runCLI(["receive", "--compat", "--authorized-peers", directory + "/peers"], environment: environment)
+        #expect(run.status == ExitStatus.usage.rawValue)
+        run = try runCLI(["daemon", "--role", "receiver", "--output-dir", directory, "--compat"], environment: environment)
+        #expect(run.status == ExitStatus.usage.rawValue)
+    }
+}

@@ -2,6 +2,7 @@ import BlueZ
 import DBus
 import Foundation
 import Transfer
+import Trust
 import Synchronization
 
 /// The receiving role: Apple's central flow over BlueZ. Waits for `poweredOn`, scans for the
@@ -318,15 +319,32 @@ public final class Central: Sendable {
             let characteristic = try await resolveCharacteristic(on: device)
 
             var hello: Hello?
+            var secureSession: SecureReceiverSession?
+            let policy = configuration.secureMode
             if configuration.requestFramed, let writeType = Self.writeType(for: characteristic.flags) {
-                let candidate = Hello(session: .random())
+                // With keys, a version-2 HELLO offering the secure mode; a version-1 peripheral
+                // reads its first 14 bytes as a version-1 HELLO and answers version 1.
+                let session = SessionID.random()
+                let helloV2 = policy.map { _ in HelloV2(session: session.rawValue, offered: [.secure]) }
+                let candidate = Hello(version: helloV2 == nil ? 1 : HelloV2.version, session: session)
                 do {
-                    try await characteristic.writeValue(candidate.encoded, type: writeType)
+                    try await characteristic.writeValue(helloV2?.encoded ?? candidate.encoded, type: writeType)
                     hello = candidate
+                    if let policy, let helloV2 {
+                        secureSession = SecureReceiverSession(
+                            identity: policy.identity, authorizedPeers: policy.authorizedPeers, hello: helloV2,
+                            maximumPayloadLength: configuration.limits.maximumMessageSize,
+                            maximumWriteLength: max(20, (characteristic.mtu ?? 23) - 3))
+                    }
                 } catch let error as BluetoothError {
                     try Self.rethrowIfFatal(error)
                     emit(.warning("could not ask \(EventText.describe(peer)) for the framed format (\(error)); expecting compat"))
                 }
+            }
+            if policy?.requiresSecure == true && secureSession == nil {
+                throw TransferFailure.refused(
+                    bound: "authorized-peers",
+                    reason: "it offers no way to start the secure mode (no writable transfer characteristic); nothing kept")
             }
 
             do {
@@ -341,7 +359,9 @@ public final class Central: Sendable {
             }
             guard let channel else { throw TransferFailure.transient("subscribing failed") }
 
-            let (message, duration) = try await receive(through: channel, from: device, peer: peer, hello: hello, sink: sink)
+            var (message, duration, assembly) = try await receive(
+                through: channel, from: device, peer: peer, hello: hello, secureSession: secureSession,
+                requiresSecure: policy?.requiresSecure ?? false, characteristic: characteristic, sink: sink)
 
             // A sender that never saw our ACK sends the same message again: it is stored
             // already, so it is acknowledged (and said), not stored twice.
@@ -351,7 +371,24 @@ public final class Central: Sendable {
             // Complete and verified: store, then tell the sender (an ACK means "stored").
             let sequence = earlierCopy == nil ? progressState.nextSequence() : 0
             let storedAt = earlierCopy != nil ? nil : try await sink.store(message, sequence: sequence, from: peer)
-            if let ack = WireFormat.ackValue(for: message) {
+            if assembly.isSecure {
+                // The sealed ACK: only this central, authenticated, could have produced it.
+                let type = Self.writeType(for: characteristic.flags) ?? .command
+                var confirmed = false
+                do {
+                    for value in try assembly.secureAcknowledgement(alreadyStored: earlierCopy != nil) {
+                        try await characteristic.writeValue(value, type: type)
+                    }
+                    confirmed = type == .request
+                    if !confirmed { try? await Task.sleep(for: configuration.acknowledgementSettle) }
+                } catch {
+                    emit(.warning("could not acknowledge the message to \(EventText.describe(peer)): \(Self.describe(error))"))
+                }
+                if !confirmed, let digest = message.digest {
+                    progressState.rememberUnacknowledged(from: peer.address, digest: digest,
+                                                         storedAt: storedAt ?? earlierCopy?.storedAt)
+                }
+            } else if let ack = WireFormat.ackValue(for: message) {
                 let type = Self.writeType(for: characteristic.flags) ?? .command
                 var confirmed = false
                 do {
@@ -381,7 +418,7 @@ public final class Central: Sendable {
                 // Framed values carry sequence numbers; compat ones do not, and on a link with
                 // several ATT bearers BlueZ may have handed them over out of order.
                 var ordering: CompatOrdering?
-                if message.format != .framed {
+                if message.format != .framed && !assembly.isSecure {
                     let exposure = configuration.linkExposure(peer.address)
                     if exposure.mayReorder {
                         ordering = .atRisk(because: "the link has \(exposure.summary)")
@@ -392,8 +429,9 @@ public final class Central: Sendable {
                 }
                 emit(.received(
                     MessageSummary(sequence: sequence, byteCount: message.payload.count,
-                                   format: message.format == .framed ? .framed : .compat,
-                                   sha256: message.digest.map(Self.hex), duration: duration, ordering: ordering),
+                                   format: assembly.isSecure ? .secure : message.format == .framed ? .framed : .compat,
+                                   sha256: message.digest.map(Self.hex), duration: duration, ordering: ordering,
+                                   peerKey: assembly.authenticatedSender),
                     from: peer, storedAt: storedAt))
             }
         } catch let failure as TransferFailure {
@@ -471,7 +509,9 @@ public final class Central: Sendable {
 
     /// Receives one message through `channel`, watching for the peer leaving and for silence.
     private func receive(through channel: CharacteristicSubscription, from device: Device, peer: PeerDescription,
-                         hello: Hello?, sink: any MessageSink) async throws -> (ReceivedMessage, Duration) {
+                         hello: Hello?, secureSession: SecureReceiverSession?, requiresSecure: Bool,
+                         characteristic: RemoteGATTCharacteristic,
+                         sink: any MessageSink) async throws -> (ReceivedMessage, Duration, MessageAssembly) {
         let clock = ContinuousClock()
         let subscribedAt = clock.now
         let (inputs, input) = AsyncStream<TransferInput>.makeStream()
@@ -494,13 +534,24 @@ public final class Central: Sendable {
         }
 
         var assembly = MessageAssembly(limits: configuration.limits, sentHello: hello, idleTimeout: configuration.idleTimeout,
-                                       minimumRate: configuration.minimumRate, rateGrace: configuration.rateGrace)
+                                       minimumRate: configuration.minimumRate, rateGrace: configuration.rateGrace,
+                                       secure: secureSession, requiresSecure: requiresSecure)
+        let writeType = Self.writeType(for: characteristic.flags) ?? .command
         let mtu = channel.mtu ?? 23
         var admittedAnnouncement = false
         var lastAdmissionCheck: Duration?
         for await item in inputs {
             let now = clock.now - subscribedAt
             let step = assembly.handle(item, at: now)
+            // The secure handshake's message 2, as the session produced it, before anything else.
+            for value in assembly.takeWrites() {
+                do {
+                    try await characteristic.writeValue(value, type: writeType)
+                } catch let error as BluetoothError {
+                    try Self.rethrowIfFatal(error)
+                    throw TransferFailure.transient("writing the secure handshake failed: \(error)")
+                }
+            }
             // Room on disk: a framed message once, with the length its header announces, before
             // any payload is taken; a compat one (no length) about once a second with what has
             // come so far. Refused, the link is dropped before EOM: the sender keeps its copy.
@@ -525,7 +576,7 @@ public final class Central: Sendable {
                 emit(.subscribed(peer, mtu: mtu, format: format))
                 if let report { emitProgress(report, peer: peer) }
             case .complete(let message, let duration):
-                return (message, duration)
+                return (message, duration, assembly)
             case .failed(let failure):
                 throw failure
             }

@@ -1,4 +1,5 @@
 import Transfer
+import Trust
 
 /// The receiving half of one subscription, without I/O: notification values, ends and clock
 /// ticks go in (with the time since the subscription started), and out comes what the central
@@ -37,6 +38,20 @@ struct MessageAssembly: Sendable {
     /// Progress is reported at most this often (and always for the last value before `EOM`).
     let progressInterval: Duration
     private var receiver: MessageReceiver
+    /// Secure mode: the session answering our version-2 HELLO, until the first values tell
+    /// whether the peer speaks it (`mode`).
+    private var secure: SecureReceiverSession?
+    private let requiresSecure: Bool
+    private var mode: Mode
+    /// Values that came before the one that tells the mode (EATT may reorder the first ones).
+    private var undecidedValues: [[UInt8]] = []
+    /// Secure mode: values to write to the peer, in order (`takeWrites`).
+    private var pendingWrites: [[UInt8]] = []
+    /// Secure mode: the sender the handshake authenticated.
+    private(set) var authenticatedSender: AuthenticatedPeer?
+    private var secureAnnouncedLength: Int?
+    private var secureBytesReceived = 0
+    private var secureValuesReceived = 0
     private var meter: ProgressMeter?
     private var lastActivity: Duration = .zero
     private var firstValueAt: Duration?
@@ -44,10 +59,28 @@ struct MessageAssembly: Sendable {
     private var lastProgressAt: Duration?
     private(set) var finished = false
 
+    private enum Mode: Sendable, Equatable {
+        /// A version-2 HELLO was written: the first values tell secure from version 1 or compat.
+        case undecided
+        /// Version 1 or compat, through `MessageReceiver`.
+        case plain
+        case secure
+    }
+
+    /// How many early values wait for the one that starts a version-2 stream before the
+    /// answer is taken for version 1 or compat.
+    static let undecidedValueLimit = 8
+
+    /// `secure`: the session for the version-2 HELLO we wrote (nil: none was written);
+    /// `requiresSecure`: any other answer is refused.
     init(limits: TransferLimits, sentHello: Hello?, idleTimeout: Duration, minimumRate: Int = 0,
          rateGrace: Duration = .seconds(20), progressInterval: Duration = .milliseconds(200),
-         undecidedSettle: Duration = .milliseconds(1500)) {
+         undecidedSettle: Duration = .milliseconds(1500), secure: SecureReceiverSession? = nil,
+         requiresSecure: Bool = false) {
         receiver = MessageReceiver(limits: limits, sentHello: sentHello)
+        self.secure = secure
+        self.requiresSecure = requiresSecure
+        mode = secure == nil ? .plain : .undecided
         self.idleTimeout = idleTimeout
         self.minimumRate = max(0, minimumRate)
         self.rateGrace = rateGrace
@@ -55,19 +88,35 @@ struct MessageAssembly: Sendable {
         self.progressInterval = progressInterval
     }
 
-    var valuesReceived: Int { receiver.valuesReceived }
-    var bytesReceived: Int { receiver.progress.bytesSoFar }
+    var valuesReceived: Int { mode == .secure ? secureValuesReceived : receiver.valuesReceived }
+    var bytesReceived: Int { mode == .secure ? secureBytesReceived : receiver.progress.bytesSoFar }
     /// The payload length a framed header announced; nil before it (or for compat).
-    var announcedLength: Int? { receiver.progress.totalBytes }
+    var announcedLength: Int? { mode == .secure ? secureAnnouncedLength : receiver.progress.totalBytes }
+    /// The transfer runs in the secure mode.
+    var isSecure: Bool { mode == .secure }
+
+    /// The values to write to the peer now, in order (the secure handshake's message 2).
+    mutating func takeWrites() -> [[UInt8]] {
+        defer { pendingWrites = [] }
+        return pendingWrites
+    }
+
+    /// Secure mode, after the message was stored: the values of the sealed ACK to write.
+    /// `alreadyStored`: an earlier copy was stored (outcome 01).
+    mutating func secureAcknowledgement(alreadyStored: Bool) throws(SecureSessionError) -> [[UInt8]] {
+        guard mode == .secure, var session = secure else { return [] }
+        defer { secure = session }
+        return try session.acknowledgement(outcome: alreadyStored ? 0x01 : 0x00)
+    }
 
     /// The failure when the transfer fell below `minimumRate` at `time`; nil while it keeps up.
     func rateShortfall(at time: Duration) -> TransferFailure? {
         guard minimumRate > 0, time > rateGrace else { return nil }
         let owed = Double(minimumRate) * (time - rateGrace).seconds
-        guard Double(receiver.progress.bytesSoFar) < owed else { return nil }
+        guard Double(bytesReceived) < owed else { return nil }
         return .refused(
             bound: "min-rate",
-            reason: "too slow: \(receiver.progress.bytesSoFar) bytes in \((time.seconds * 10).rounded() / 10) s, "
+            reason: "too slow: \(bytesReceived) bytes in \((time.seconds * 10).rounded() / 10) s, "
                 + "below \(minimumRate) bytes/s after \(Self.describe(rateGrace)) (--min-rate)")
     }
 
@@ -102,6 +151,9 @@ struct MessageAssembly: Sendable {
 
         case .ended(let reason):
             finished = true
+            if mode != .plain {
+                return .failed(.transient("\(reason) after \(bytesReceived) bytes of a secure transfer"))
+            }
             let error = receiver.finishWithoutEOM()
             return .failed(.transient(error.map { "\($0) (\(reason))" } ?? reason))
 
@@ -109,6 +161,138 @@ struct MessageAssembly: Sendable {
             lastActivity = time
             let first = firstValueAt == nil
             if first { firstValueAt = time }
+            switch mode {
+            case .plain:
+                return handlePlain(value, first: first, at: time)
+            case .secure:
+                return handleSecure([value], at: time)
+            case .undecided:
+                return decide(value, at: time)
+            }
+        }
+    }
+
+    /// A version-2 HELLO was written: the value that starts a version-2 stream (sequence 0,
+    /// the prefix) selects the secure session; a version-1 header, `EOM` or too many values
+    /// without it select `MessageReceiver` — or, when the secure mode is required, a refusal.
+    private mutating func decide(_ value: [UInt8], at time: Duration) -> Step {
+        if SecureReceiverSession.startsVersion2Stream(value) {
+            mode = .secure
+            let held = undecidedValues
+            undecidedValues = []
+            let step = handleSecure([value] + held, at: time)
+            if case .failed = step { return step }
+            if case .complete = step { return step }
+            if case .proceed(let progress) = step { return .formatDetected(.secure, progress: progress) }
+            return step
+        }
+        undecidedValues.append(value)
+        let looksPlain = value == WireFormat.endOfMessage || Self.startsVersion1Stream(value)
+        guard looksPlain || undecidedValues.count >= Self.undecidedValueLimit else { return .proceed(progress: nil) }
+        if requiresSecure {
+            finished = true
+            return .failed(.refused(bound: "authorized-peers",
+                                    reason: "it answered without the secure mode (Apple's format or framed version 1); "
+                                        + "this receiver takes messages from authorized peers only"))
+        }
+        mode = .plain
+        let held = undecidedValues
+        undecidedValues = []
+        var last: Step = .proceed(progress: nil)
+        for (index, value) in held.enumerated() {
+            last = handlePlain(value, first: index == 0, at: time)
+            switch last {
+            case .failed, .complete: return last
+            default: continue
+            }
+        }
+        return last
+    }
+
+    static func startsVersion1Stream(_ value: [UInt8]) -> Bool {
+        value.count >= 2 + FramedHeader.magic.count + 1 && value[0] == 0 && value[1] == 0
+            && value[2..<(2 + FramedHeader.magic.count)].elementsEqual(FramedHeader.magic)
+            && value[2 + FramedHeader.magic.count] == 1
+    }
+
+    private mutating func handleSecure(_ values: [[UInt8]], at time: Duration) -> Step {
+        guard var session = secure else { return .failed(.transient("no secure session")) }
+        defer { secure = session }
+        var progressed = false
+        for value in values {
+            secureValuesReceived += 1
+            let events: [SecureReceiverSession.Event]
+            do {
+                events = try session.receiveNotification(value)
+            } catch {
+                finished = true
+                return .failed(Self.failure(error))
+            }
+            for event in events {
+                switch event {
+                case .write(let write):
+                    pendingWrites.append(write)
+                case .senderAuthenticated(let peer):
+                    authenticatedSender = AuthenticatedPeer(peer)
+                case .header(let header):
+                    secureAnnouncedLength = Int(clamping: header.payloadLength)
+                    progressed = true
+                case .progress(let bytes):
+                    secureBytesReceived = bytes
+                    progressed = true
+                case .complete(let payload, _):
+                    finished = true
+                    var message = ReceivedMessage(
+                        payload: payload, format: .framed,
+                        header: FramedHeader(session: receiver.sentHello?.session ?? SessionID(rawValue: 0), payload: payload))
+                    message.authenticatedSender = authenticatedSender?.keyLine
+                    return .complete(message, duration: time - (firstValueAt ?? time))
+                case .closed, .endOfStream:
+                    break
+                }
+            }
+        }
+        if let shortfall = rateShortfall(at: time) {
+            finished = true
+            return .failed(shortfall)
+        }
+        guard progressed else { return .proceed(progress: nil) }
+        return .proceed(progress: report(TransferProgress(bytesSoFar: secureBytesReceived, totalBytes: secureAnnouncedLength),
+                                         first: false, at: time))
+    }
+
+    static func failure(_ error: SecureSessionError) -> TransferFailure {
+        switch error {
+        case .unauthorizedPeer(let key):
+            return .refused(bound: "authorized-peers",
+                            reason: "its key \(key.fingerprint) is not in the authorized peers; nothing kept")
+        case .notSecure:
+            return .refused(bound: "authorized-peers", reason: "it answered without the secure mode; nothing kept")
+        case .tooLarge(let announced, let limit):
+            return .corrupt(.announcedLengthExceedsLimit(announced: announced, limit: limit))
+        case .digestMismatch:
+            return .transient("the secure message did not verify (length or SHA-256); nothing kept")
+        default:
+            return .transient("secure session failed: \(error)")
+        }
+    }
+
+    private mutating func report(_ progress: TransferProgress, first: Bool, at time: Duration) -> ProgressReport? {
+        if meter == nil || meter?.totalBytes != progress.totalBytes {
+            meter = ProgressMeter(totalBytes: progress.totalBytes)
+        }
+        meter?.record(bytesSoFar: progress.bytesSoFar, at: time)
+        let due = lastProgressAt.map { time - $0 >= progressInterval } ?? true
+        let done = progress.totalBytes.map { progress.bytesSoFar >= $0 } ?? false
+        // A header value alone says nothing yet (no payload byte, no total).
+        let informative = progress.bytesSoFar > 0 || progress.totalBytes != nil
+        guard (due || done || first) && informative else { return nil }
+        lastProgressAt = time
+        return ProgressReport(progress: progress, bytesPerSecond: meter?.bytesPerSecond,
+                              secondsRemaining: meter?.estimatedRemaining?.seconds)
+    }
+
+    private mutating func handlePlain(_ value: [UInt8], first: Bool, at time: Duration) -> Step {
             let event: MessageReceiver.Event
             do {
                 event = try receiver.receive(value)
@@ -130,27 +314,12 @@ struct MessageAssembly: Sendable {
                 finished = true
                 return .complete(message, duration: time - (firstValueAt ?? time))
             case .progress(let progress):
-                if meter == nil || meter?.totalBytes != progress.totalBytes {
-                    meter = ProgressMeter(totalBytes: progress.totalBytes)
-                }
-                meter?.record(bytesSoFar: progress.bytesSoFar, at: time)
-                var report: ProgressReport?
-                let due = lastProgressAt.map { time - $0 >= progressInterval } ?? true
-                let done = progress.totalBytes.map { progress.bytesSoFar >= $0 } ?? false
-                // A header value alone says nothing yet (no payload byte, no total).
-                let informative = progress.bytesSoFar > 0 || progress.totalBytes != nil
-                if (due || done || first) && informative {
-                    lastProgressAt = time
-                    report = ProgressReport(
-                        progress: progress, bytesPerSecond: meter?.bytesPerSecond,
-                        secondsRemaining: meter?.estimatedRemaining?.seconds)
-                }
+                let report = report(progress, first: first, at: time)
                 if first, let format = receiver.detectedFormat {
                     return .formatDetected(format == .framed ? .framed : .compat, progress: report)
                 }
                 return .proceed(progress: report)
             }
-        }
     }
 
     static func describe(_ duration: Duration) -> String {

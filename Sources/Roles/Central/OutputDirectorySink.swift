@@ -21,7 +21,7 @@ public struct OutputDirectorySink: MessageSink {
     public func store(_ message: ReceivedMessage, sequence: Int, from peer: PeerDescription?) async throws -> String? {
         let name = Self.fileName(sequence: sequence, isText: message.text != nil, date: Date())
         do {
-            return try directory.store(message.payload, baseName: name).string
+            return try directory.store(message.payload, baseName: name, sender: message.authenticatedSender).string
         } catch {
             throw SinkFailure(.ioError, "\(error)")
         }

@@ -1,4 +1,5 @@
 import Transfer
+import Trust
 
 /// The HELLOs centrals wrote, by device, so that a subscription from a device that asked for
 /// the framed format gets it and every other subscription gets compat.
@@ -9,6 +10,8 @@ import Transfer
 struct HelloRegistry: Sendable {
     struct Entry: Sendable {
         var hello: Hello
+        /// The same HELLO read as version 2 (with its capability offer), when it is one.
+        var version2: HelloV2?
         var writtenAt: ContinuousClock.Instant
     }
 
@@ -22,9 +25,9 @@ struct HelloRegistry: Sendable {
     }
 
     /// Remembers (or replaces) the HELLO `device` wrote at `time`.
-    mutating func record(_ hello: Hello, from device: String, at time: ContinuousClock.Instant) {
+    mutating func record(_ hello: Hello, version2: HelloV2? = nil, from device: String, at time: ContinuousClock.Instant) {
         removeExpired(at: time)
-        entries[device] = Entry(hello: hello, writtenAt: time)
+        entries[device] = Entry(hello: hello, version2: version2, writtenAt: time)
         while entries.count > capacity,
               let oldest = entries.min(by: { $0.value.writtenAt < $1.value.writtenAt })?.key {
             entries[oldest] = nil
@@ -39,12 +42,18 @@ struct HelloRegistry: Sendable {
         return entry.hello
     }
 
+    /// The version-2 HELLO `device` wrote, if it is still valid at `time`.
+    func version2Hello(from device: String, at time: ContinuousClock.Instant) -> HelloV2? {
+        guard let entry = entries[device], time - entry.writtenAt <= lifetime else { return nil }
+        return entry.version2
+    }
+
     /// The device whose HELLO is the most recent still valid at `time`. For the StartNotify
     /// path, where BlueZ does not say which device subscribed.
-    func mostRecent(at time: ContinuousClock.Instant) -> (device: String, hello: Hello)? {
+    func mostRecent(at time: ContinuousClock.Instant) -> (device: String, hello: Hello, version2: HelloV2?)? {
         entries.filter { time - $0.value.writtenAt <= lifetime }
             .max(by: { $0.value.writtenAt < $1.value.writtenAt })
-            .map { ($0.key, $0.value.hello) }
+            .map { ($0.key, $0.value.hello, $0.value.version2) }
     }
 
     mutating func forget(_ device: String) {

@@ -61,6 +61,9 @@ struct SubscriptionDelivery: Sendable, Hashable {
         case compatConfirmationDue(bluetoothUp: Bool)
         /// Everything ends (adapter off, run over).
         case shutDown(reason: String)
+        /// We refused the central (an unlisted key, a failed secure session, a refusing ACK);
+        /// whoever refused reported why. Ends the subscription; nothing counts.
+        case refusedByUs
     }
 
     enum Action: Sendable, Hashable {
@@ -201,6 +204,8 @@ struct SubscriptionDelivery: Sendable, Hashable {
         case .shutDown(let reason):
             if !isDelivered { actions.append(.reportAborted(reason)) }
             end(&actions, announce: false)
+        case .refusedByUs:
+            end(&actions, announce: true)
         }
         return actions
     }

@@ -1,6 +1,7 @@
 import BlueZ
 import Logging
 import Transfer
+import Trust
 
 /// What the subscription server tells the engine that drives advertising and the message
 /// source.
@@ -41,6 +42,14 @@ enum ServerActivity: Sendable {
 ///
 /// Anything a central writes that is neither a HELLO nor a fitting ACK is ignored (logged at
 /// debug level); nothing a central writes is stored beyond the bounded HELLO table.
+///
+/// Secure mode (`PeripheralConfiguration.secureMode`, docs/wire-v2.md): a central whose
+/// version-2 HELLO offers `secure` gets a `SecureSenderSession` — handshake message 1, then
+/// nothing until its message 2 proved a key listed in the authorized peers; its writes during
+/// the session go to that session. It counts as delivered on the sealed ACK only that central
+/// can produce. When the policy requires the secure mode, any other subscriber (Apple's flow,
+/// version 1, an unlisted key) gets no value at all: one `centralDropped` line names it and
+/// its link is disconnected.
 actor SubscriptionServer {
     private struct Subscription {
         let id: Int
@@ -69,6 +78,16 @@ actor SubscriptionServer {
         /// the previous one confirmed (`indicationConfirmed`): the order survives any number
         /// of ATT bearers. Where those reports go.
         var confirmations: AsyncStream<Void>.Continuation?
+        /// Secure mode: the central's writes during the session, for the transfer task.
+        var secureWrites: AsyncStream<[UInt8]>.Continuation? = nil
+        /// Secure mode: the central the handshake authenticated.
+        var authenticatedPeer: AuthenticatedPeer?
+    }
+
+    /// What a central wrote before it subscribed: its HELLO, and the same read as version 2.
+    struct CentralHello: Sendable {
+        var hello: Hello?
+        var version2: HelloV2?
     }
 
     private let configuration: PeripheralConfiguration
@@ -139,7 +158,8 @@ actor SubscriptionServer {
             socket.close()
             return
         }
-        let hello = device.flatMap { hellos.hello(from: $0, at: .now) }
+        let hello = CentralHello(hello: device.flatMap { hellos.hello(from: $0, at: .now) },
+                                 version2: device.flatMap { hellos.version2Hello(from: $0, at: .now) })
         // A few values of queue on our side is enough: bluetoothd reads greedily, and a small
         // buffer keeps progress (and EAGAIN) close to what bluetoothd actually took.
         do {
@@ -175,11 +195,13 @@ actor SubscriptionServer {
     func acceptFallback(device: String?, characteristic: Int = 0, indications: Bool = false) {
         guard !isShutDown, current == nil, let emitOn = fallbackEmit else { return }
         let emit: @Sendable ([UInt8]) throws -> Void = { try emitOn($0, characteristic) }
-        let hello: Hello?
+        let hello: CentralHello
         if let device {
-            hello = hellos.hello(from: device, at: .now)
+            hello = CentralHello(hello: hellos.hello(from: device, at: .now),
+                                 version2: hellos.version2Hello(from: device, at: .now))
         } else {
-            hello = hellos.mostRecent(at: .now)?.hello
+            let recent = hellos.mostRecent(at: .now)
+            hello = CentralHello(hello: recent?.hello, version2: recent?.version2)
         }
         let valueLength = device.flatMap { mtus[$0] }.map(WireFormat.valueLength(forATTMTU:))
             ?? WireFormat.minimumValueLength
@@ -213,12 +235,19 @@ actor SubscriptionServer {
             }
             mtus[device] = mtu
         }
+        // While a secure session is subscribed, everything its central writes is stream values
+        // of that session (docs/wire-v2.md), never a HELLO or a version-1 ACK.
+        if let subscription = current, let writes = subscription.secureWrites,
+           device == nil || subscription.device == nil || device == subscription.device {
+            writes.yield(value)
+            return
+        }
         if let hello = WireFormat.parseHello(value) {
             guard let device else {
                 logger.debug("ignored a HELLO without a device")
                 return
             }
-            hellos.record(hello, from: device, at: .now)
+            hellos.record(hello, version2: HelloV2(parsing: value), from: device, at: .now)
             logger.debug("HELLO from \(device): framed version \(hello.version), session \(hello.session)")
             return
         }
@@ -254,17 +283,45 @@ actor SubscriptionServer {
 
     // MARK: Serving one subscription
 
-    private func start(channel: any NotificationChannel, device: String?, hello: Hello?, usesSocket: Bool,
-                       indications: Bool) -> Int? {
+    private func start(channel: any NotificationChannel, device: String?, hello centralHello: CentralHello,
+                       usesSocket: Bool, indications: Bool) -> Int? {
         guard let (message, sequence) = offered else {
             logger.debug("a central subscribed while there is nothing to send; ignored")
             return nil
         }
+        let valueLength = configuration.valueSizeLimit.map { min($0, channel.maximumValueLength) } ?? channel.maximumValueLength
+        if let policy = configuration.secureMode {
+            if let version2 = centralHello.version2, version2.offered.contains(.secure) {
+                return startSecure(channel: channel, device: device, hello: version2, policy: policy,
+                                   message: message, sequence: sequence, valueLength: valueLength,
+                                   usesSocket: usesSocket, indications: indications)
+            }
+            if policy.requiresSecure {
+                let offer = centralHello.version2 != nil ? "framed version 2 without the secure mode"
+                    : centralHello.hello != nil ? "framed version 1" : "Apple's flow, no HELLO"
+                refuse(device: device, reason: "it did not offer the secure mode (\(offer)); this sender serves "
+                       + "authorized peers only, nothing was sent")
+                return nil
+            }
+        }
+        let sender = MessageSender(message: message, replyingTo: centralHello.hello, maximumValueLength: valueLength)
+        return begin(channel: channel, device: device, message: message, sequence: sequence,
+                     format: sender.format == .framed ? .framed : .compat, header: sender.header,
+                     valueLength: sender.maximumValueLength, valueCount: sender.valueCount,
+                     usesSocket: usesSocket, indications: indications, secureWrites: nil) { id, confirmations in
+            await Self.transfer(sender, over: channel, confirmations: confirmations, subscription: id, server: self)
+        }
+    }
+
+    /// Starts serving one subscription: its delivery, events, the transfer task `transfer`
+    /// (given the subscription's id and, with indications, the confirmations) and its deadline.
+    fileprivate func begin(channel: any NotificationChannel, device: String?, message: OutgoingMessage, sequence: Int,
+                           format: TransferFormat, header: FramedHeader?, valueLength: Int, valueCount: Int,
+                           usesSocket: Bool, indications: Bool,
+                           secureWrites: AsyncStream<[UInt8]>.Continuation?,
+                           transfer: @escaping @Sendable (_ id: Int, _ confirmations: AsyncStream<Void>?) async -> Void) -> Int {
         let id = nextID
         nextID += 1
-        let valueLength = configuration.valueSizeLimit.map { min($0, channel.maximumValueLength) } ?? channel.maximumValueLength
-        let sender = MessageSender(message: message, replyingTo: hello, maximumValueLength: valueLength)
-        let format: TransferFormat = sender.format == .framed ? .framed : .compat
         let peer = describePeer(device)
         let limits = SubscriptionDelivery.Limits(
             acknowledgementTimeout: configuration.acknowledgementTimeout,
@@ -273,11 +330,12 @@ actor SubscriptionServer {
             compatConfirmationDelay: configuration.compatConfirmationDelay)
         var subscription = Subscription(
             id: id, device: device, peer: peer, message: message, sequence: sequence, format: format,
-            header: sender.header, channel: channel, startedAt: .now, usesSocket: usesSocket,
+            header: header, channel: channel, startedAt: .now, usesSocket: usesSocket,
             meter: ProgressMeter(totalBytes: message.payload.count),
             delivery: SubscriptionDelivery(format: format, confirmsIndications: indications,
-                                           totalBytes: message.payload.count, limits: limits))
-        emitEvent(.subscribed(peer, mtu: sender.maximumValueLength + 3, format: format))
+                                           totalBytes: message.payload.count, limits: limits),
+            secureWrites: secureWrites)
+        emitEvent(.subscribed(peer, mtu: valueLength + 3, format: format))
         if !channel.hasBackPressure {
             logger.debug("serving \(peer.address) through PropertiesChanged (no AcquireNotify): values paced, no back-pressure")
         }
@@ -290,16 +348,16 @@ actor SubscriptionServer {
             subscription.confirmations = continuation
             logger.debug("serving \(peer.address) with confirmed indications: one value in flight")
         }
-        subscription.transfer = Task {
-            await Self.transfer(sender, over: channel, confirmations: confirmations, subscription: id, server: self)
+        subscription.transfer = Task { [confirmations] in
+            await transfer(id, confirmations)
         }
         if format == .compat, !indications, let risk = compatOrderingRisk(&subscription) {
             emitEvent(.warning("Apple's format to \(peer.address) over a link that \(risk.reason): BlueZ may deliver "
                 + "its values out of order and the central cannot tell. Set [GATT] Channels = 1 in "
                 + "/etc/bluetooth/main.conf on either host (bletransfer status shows the setting)"))
         }
-        if let limit = configuration.transferDeadline(forWireBytes: sender.valueCount * sender.maximumValueLength,
-                                                      confirmedValues: indications ? sender.valueCount : 0) {
+        if let limit = configuration.transferDeadline(forWireBytes: valueCount * valueLength,
+                                                      confirmedValues: indications ? valueCount : 0) {
             let pace = indications
                 ? "at least \(configuration.minimumTransferRate) bytes/s or a confirmed value every \(PeripheralConfiguration.confirmedValueAllowance.seconds) s"
                 : "at least \(configuration.minimumTransferRate) bytes/s"
@@ -360,6 +418,7 @@ actor SubscriptionServer {
             case .disconnect:
                 break   // awaited by the caller (`timerFired`), outside this synchronous step
             case .end(let announce):
+                subscription.secureWrites?.finish()
                 if announce { activityContinuation.yield(.subscriptionEnded) }
             }
         }
@@ -441,7 +500,7 @@ actor SubscriptionServer {
         let hungUp = subscription.delivery.hasHungUp
         feed(.endOfMessageWritten, to: id)
         if !hungUp {
-            let awaited = subscription.format == .framed ? "the ACK" : "the central to unsubscribe"
+            let awaited = subscription.format == .compat ? "the central to unsubscribe" : "the ACK"
             logger.debug("EOM written to \(subscription.peer.address); waiting for \(awaited)")
         }
     }
@@ -500,7 +559,8 @@ actor SubscriptionServer {
             }.joined(),
             duration: .now - subscription.startedAt,
             ordering: subscription.format == .compat && subscription.confirmations == nil
-                ? compatOrderingRisk(&subscription) : nil)
+                ? compatOrderingRisk(&subscription) : nil,
+            peerKey: subscription.authenticatedPeer)
         // Offered no more: until the engine offers the next message, a new subscriber must not
         // receive (and count) this one again.
         if offered?.sequence == subscription.sequence { offered = nil }
@@ -508,3 +568,131 @@ actor SubscriptionServer {
     }
 }
 
+
+// MARK: Secure mode
+
+extension SubscriptionServer {
+    /// Serves `message` to a central whose version-2 HELLO offered the secure mode.
+    fileprivate func startSecure(channel: any NotificationChannel, device: String?, hello: HelloV2,
+                                 policy: SecureModePolicy, message: OutgoingMessage, sequence: Int, valueLength: Int,
+                                 usesSocket: Bool, indications: Bool) -> Int? {
+        let session: SecureSenderSession
+        do {
+            session = try SecureSenderSession(
+                identity: policy.identity, authorizedPeers: policy.authorizedPeers, hello: hello,
+                payload: message.payload, digest: message.digest, metadata: nil, maximumValueLength: valueLength)
+        } catch {
+            refuse(device: device, reason: "its secure session could not start: \(error)")
+            return nil
+        }
+        let (writes, writesContinuation) = AsyncStream<[UInt8]>.makeStream(bufferingPolicy: .bufferingOldest(Self.secureWriteBacklog))
+        return begin(channel: channel, device: device, message: message, sequence: sequence, format: .secure,
+                     header: nil, valueLength: valueLength,
+                     valueCount: SecureSenderSession.estimatedValueCount(payloadLength: message.payload.count,
+                                                                         maximumValueLength: valueLength),
+                     usesSocket: usesSocket, indications: indications, secureWrites: writesContinuation) { id, confirmations in
+            await Self.secureTransfer(session, over: channel, writes: writes, confirmations: confirmations,
+                                      subscription: id, server: self)
+        }
+    }
+
+    fileprivate func secureCentralAuthenticated(_ id: Int, _ peer: AuthenticatedPeer) {
+        guard current?.id == id else { return }
+        current?.authenticatedPeer = peer
+        logger.debug("secure session with \(current?.peer.address ?? "?"): central authenticated as \(peer.fingerprint)")
+    }
+
+    fileprivate func secureAcknowledged(_ id: Int) {
+        feed(.acknowledged, to: id)
+    }
+
+    fileprivate func secureRefusedByCentral(_ id: Int, outcome: UInt8) {
+        guard let subscription = current, subscription.id == id else { return }
+        let why = outcome == 0x03 ? "its digest did not match" : "it is over the receiver's limits"
+        emitEvent(.warning("\(subscription.peer.address) refused the message (\(why)); it stays to be sent again"))
+        feed(.refusedByUs, to: id)
+    }
+
+    fileprivate func secureSessionFailed(_ id: Int, _ error: SecureSessionError) {
+        guard let subscription = current, subscription.id == id else { return }
+        let reason: String
+        switch error {
+        case .unauthorizedPeer(let key):
+            reason = "its key \(key.fingerprint) is not in the authorized peers; nothing was sent after the handshake's first message"
+        default:
+            reason = "secure session failed: \(error); nothing counted"
+        }
+        emitEvent(.centralDropped(subscription.peer, reason: reason))
+        feed(.refusedByUs, to: id)
+        if let device = subscription.device {
+            let disconnect = disconnectDevice
+            Task { await disconnect(device) }
+        }
+    }
+
+    fileprivate func secureTransferFailed(_ id: Int, _ error: any Error) {
+        transferFailed(id, error)
+    }
+
+    /// Writes a central may have queued for its session before the transfer task reads them;
+    /// a central writing more is not following the protocol and its session fails on the gap.
+    static let secureWriteBacklog = 256
+
+    /// One line naming the central, no value sent, its link dropped.
+    fileprivate func refuse(device: String?, reason: String) {
+        emitEvent(.centralDropped(describePeer(device), reason: reason))
+        if let device {
+            let disconnect = disconnectDevice
+            Task { await disconnect(device) }
+        }
+    }
+
+    /// The secure session's transfer task: handshake message 1, the central's message 2 from its
+    /// writes, then message 3, the records and `EOM`; then the sealed ACK from its writes.
+    private static func secureTransfer(_ session: SecureSenderSession, over channel: any NotificationChannel,
+                                       writes: AsyncStream<[UInt8]>, confirmations: AsyncStream<Void>?,
+                                       subscription id: Int, server: SubscriptionServer) async {
+        var session = session
+        var written = writes.makeAsyncIterator()
+        var confirmed = confirmations?.makeAsyncIterator()
+        do {
+            while !session.endOfMessageSent {
+                while let value = session.nextValue() {
+                    try await channel.send(value)
+                    if confirmed != nil {
+                        guard await confirmed?.next() != nil else { throw NotificationSocketError.closed }
+                    }
+                    await server.progressed(id, bytesSent: session.payloadBytesSent, finished: session.endOfMessageSent)
+                }
+                if session.endOfMessageSent { break }
+                // The session waits for the central's handshake message (bounded by the deadline).
+                guard let value = await written.next() else { throw NotificationSocketError.closed }
+                for event in try session.receiveWrite(value) {
+                    if case .centralAuthenticated(let peer) = event {
+                        await server.secureCentralAuthenticated(id, AuthenticatedPeer(peer))
+                    }
+                }
+            }
+            try await channel.drain()
+            await server.endOfMessageWritten(id)
+            while let value = await written.next() {
+                for event in try session.receiveWrite(value) {
+                    switch event {
+                    case .acknowledged:
+                        await server.secureAcknowledged(id)
+                        return
+                    case .refusedByCentral(let outcome):
+                        await server.secureRefusedByCentral(id, outcome: outcome)
+                        return
+                    case .centralAuthenticated:
+                        break
+                    }
+                }
+            }
+        } catch let error as SecureSessionError {
+            await server.secureSessionFailed(id, error)
+        } catch {
+            await server.secureTransferFailed(id, error)
+        }
+    }
+}

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import CFileAttributes
 import Foundation
 import SystemPackage
 
@@ -34,10 +35,18 @@ public struct OutputDirectory: Sendable {
         removeStalePartialFiles()
     }
 
+    /// The extended attribute naming the key of the sender the secure mode authenticated: its
+    /// public key line (`getfattr -n user.bletransfer.sender FILE`).
+    public static let senderAttribute = "user.bletransfer.sender"
+
     /// Writes `payload` as a new file named after `baseName` (a number is added when the name
-    /// is taken) and returns its path. The file appears complete or not at all.
+    /// is taken) and returns its path. The file appears complete or not at all. `sender`: the
+    /// authenticated sender's public key line, stored as `senderAttribute` with the file where
+    /// the file system supports user extended attributes (`senderAttributeMissing` says when
+    /// it did not).
     @discardableResult
-    public func store(_ payload: some Collection<UInt8>, baseName: String) throws(OutputDirectoryError) -> FilePath {
+    public func store(_ payload: some Collection<UInt8>, baseName: String,
+                      sender: String? = nil) throws(OutputDirectoryError) -> FilePath {
         let partial = path.appending(Self.partialPrefix + UUID().uuidString)
         do {
             let fd = try FileDescriptor.open(
@@ -46,6 +55,13 @@ public struct OutputDirectory: Sendable {
             do {
                 try fd.closeAfter {
                     _ = try fd.writeAll(payload)
+                    if let sender {
+                        // Best effort: tmpfs before Linux 6.6 and some mounts have no user
+                        // xattrs; the event and the log line still name the sender.
+                        _ = Array(sender.utf8).withUnsafeBytes { bytes in
+                            fsetxattr(fd.rawValue, Self.senderAttribute, bytes.baseAddress, bytes.count, 0)
+                        }
+                    }
                     // Data must be on disk before the name appears, or a crash could leave a
                     // complete-looking name over an empty file.
                     guard fsync(fd.rawValue) == 0 else { throw Errno(rawValue: errno) }

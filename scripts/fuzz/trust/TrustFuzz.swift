@@ -11,10 +11,18 @@
 //   3: edits (as in 2, message = record index) applied to a genuine stream of sealed records,
 //      which is then fed to a frame reader in pieces of 1…64 bytes
 //   4: text of an authorized-peers file, an identity file and one public key line
+//   5: notification values for a SecureReceiverSession; byte 1 even: arbitrary values, odd:
+//      a genuine sender's values with edits (as in 2, message = value index) and swaps
+//   6: writes for a SecureSenderSession; byte 1 even: while it waits for message 2, odd: after
+//      a genuine handshake and message, while it waits for the ACK
+//   Values (5, 6) are `control (1) | length (1) | bytes`: control bit 7 puts the next sequence
+//   number in front, bit 6 delivers `EOM` instead, bit 5 (first value) puts a genuine prefix
+//   in front.
 // Every input is also parsed as a HELLO v2, the rest as the stream prefix answering it and as
 // the content of every record kind (decoded contents must encode to the same bytes).
 // Invariants (preconditions): no crash, typed one-line errors, a tampered transcript never
-// completes both sides, an opened record is always one that was sealed, in order.
+// completes both sides, an opened record is always one that was sealed, in order, a session
+// completes only with the message that was sent and acknowledges only on the genuine ACK.
 
 import Crypto
 
@@ -191,6 +199,149 @@ func fuzzFiles(_ input: ArraySlice<UInt8>) {
     }
 }
 
+// MARK: Secure sessions
+
+let fuzzPeripheral = HostIdentity(privateKey: fuzzInitiatorStatic, name: "peripheral")
+let fuzzCentral = HostIdentity(privateKey: fuzzResponderStatic, name: "central")
+let fuzzHello = HelloV2(session: 0x0102_0304_0506_0708, offered: [.secure, .meta])
+let fuzzPayload = (0..<700).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+let fuzzDigest = Array(SHA256.hash(data: fuzzPayload))
+
+func fuzzPeers(_ identity: HostIdentity) -> AuthorizedPeers {
+    AuthorizedPeers([AuthorizedPeers.Peer(key: identity.publicKey, name: identity.name, line: 1)])
+}
+
+/// `control | length | bytes` values as the layout above says.
+func fuzzValues(_ bytes: ArraySlice<UInt8>, firstSequence: Int) -> [[UInt8]] {
+    var values: [[UInt8]] = []
+    var sequence = firstSequence
+    var index = bytes.startIndex
+    while index + 2 <= bytes.endIndex {
+        let control = bytes[index]
+        let length = Int(bytes[index + 1])
+        let body = Array(bytes[(index + 2)..<min(bytes.endIndex, index + 2 + length)])
+        index += 2 + body.count
+        if control & 0x40 != 0 {
+            values.append([0x45, 0x4F, 0x4D])
+            continue
+        }
+        var value: [UInt8] = []
+        if control & 0x80 != 0 {
+            value = [UInt8(truncatingIfNeeded: sequence >> 8), UInt8(truncatingIfNeeded: sequence)]
+            sequence += 1
+        }
+        if values.isEmpty, control & 0x20 != 0 {
+            value += StreamPrefix(answering: fuzzHello, supports: [.secure]).encoded
+        }
+        values.append(value + body)
+    }
+    return values
+}
+
+func fuzzSender(valueLength: Int) -> SecureSenderSession {
+    try! SecureSenderSession(
+        identity: fuzzPeripheral, authorizedPeers: fuzzPeers(fuzzCentral), hello: fuzzHello, payload: fuzzPayload,
+        digest: fuzzDigest, metadata: FileMetadata(name: "f", modificationSeconds: 1, modificationNanoseconds: 2),
+        maximumValueLength: valueLength)
+}
+
+func fuzzReceiver(valueLength: Int) -> SecureReceiverSession {
+    SecureReceiverSession(
+        identity: fuzzCentral, authorizedPeers: fuzzPeers(fuzzPeripheral), hello: fuzzHello,
+        maximumPayloadLength: 1 << 20, maximumWriteLength: valueLength)
+}
+
+/// Feeds values to a receiver; a completed message must be the one sent. Returns the writes.
+func feed(_ receiver: inout SecureReceiverSession, _ values: [[UInt8]]) -> [[UInt8]] {
+    var writes: [[UInt8]] = []
+    for value in values {
+        do {
+            for event in try receiver.receiveNotification(value) {
+                switch event {
+                case .write(let value): writes.append(value)
+                case .complete(let payload, let header):
+                    precondition(payload == fuzzPayload && header.digest == fuzzDigest, "a forged message completed")
+                default: break
+                }
+            }
+        } catch {
+            checkOneLine(error)
+            precondition((try? receiver.receiveNotification([0, 0, 0, 0])) == nil, "read on after a failure")
+            return writes
+        }
+    }
+    return writes
+}
+
+func fuzzReceiverSession(_ input: ArraySlice<UInt8>) {
+    guard let mode = input.first else { return }
+    let valueLength = 20 + Int(input.dropFirst().first ?? 0) % 493
+    var receiver = fuzzReceiver(valueLength: valueLength)
+    if mode % 2 == 0 {
+        let values = fuzzValues(input.dropFirst(2), firstSequence: 0)
+        _ = feed(&receiver, values)
+        return
+    }
+    // A genuine exchange whose notifications are edited and swapped.
+    var sender = fuzzSender(valueLength: valueLength)
+    let planned = edits(input.dropFirst(2), targets: 256)
+    var generator = input.dropFirst(2).makeIterator()
+    var sent = 0
+    while true {
+        var batch: [[UInt8]] = []
+        while let value = sender.nextValue() { batch.append(value) }
+        guard !batch.isEmpty else { return }
+        for index in batch.indices { _ = apply(planned, target: (sent + index) % 256, to: &batch[index]) }
+        if let swap = generator.next(), batch.count > 1 {
+            batch.swapAt(Int(swap) % batch.count, (Int(swap) / 7) % batch.count)
+        }
+        sent += batch.count
+        for write in feed(&receiver, batch) {
+            do {
+                _ = try sender.receiveWrite(write)
+            } catch {
+                checkOneLine(error)
+                precondition(sender.nextValue() == nil, "sent on after a failure")
+                return
+            }
+        }
+    }
+}
+
+func fuzzSenderSession(_ input: ArraySlice<UInt8>) {
+    guard let mode = input.first else { return }
+    let valueLength = 20 + Int(input.dropFirst().first ?? 0) % 493
+    var sender = fuzzSender(valueLength: valueLength)
+    var notifications: [[UInt8]] = []
+    while let value = sender.nextValue() { notifications.append(value) }
+    var firstSequence = 0
+    if mode % 2 == 1 {
+        // Drive a genuine session to the point where the sender waits for the ACK.
+        var receiver = fuzzReceiver(valueLength: valueLength)
+        let message2 = feed(&receiver, notifications)
+        for write in message2 { _ = try! sender.receiveWrite(write) }
+        var rest: [[UInt8]] = []
+        while let value = sender.nextValue() { rest.append(value) }
+        _ = feed(&receiver, rest)
+        precondition(sender.state == .awaitingAck, "a genuine session did not reach the ACK")
+        firstSequence = message2.count
+    }
+    for value in fuzzValues(input.dropFirst(2), firstSequence: firstSequence) {
+        do {
+            for event in try sender.receiveWrite(value) {
+                switch event {
+                case .centralAuthenticated: preconditionFailure("a forged message 2 was authorized")
+                case .acknowledged, .refusedByCentral: preconditionFailure("a forged ACK was accepted")
+                }
+            }
+        } catch {
+            checkOneLine(error)
+            precondition(sender.state == .failed && sender.nextValue() == nil, "sent on after a failure")
+            return
+        }
+    }
+}
+
 @_cdecl("LLVMFuzzerTestOneInput")
 public func trustFuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     guard let data, size > 0 else { return 0 }
@@ -212,12 +363,14 @@ public func trustFuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CIn
             checkOneLine(error)
         }
     }
-    switch input[0] % 5 {
+    switch input[0] % 7 {
     case 0: fuzzHandshakeAsInitiator(rest)
     case 1: fuzzHandshakeAsResponder(rest)
     case 2: fuzzTamperedTranscript(rest)
     case 3: fuzzRecords(rest)
-    default: fuzzFiles(rest)
+    case 4: fuzzFiles(rest)
+    case 5: fuzzReceiverSession(rest)
+    default: fuzzSenderSession(rest)
     }
     return 0
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Fuzzes the Trust core (Noise XX handshake in both roles, tampered transcripts, the frame reader
-# and record opener, authorized-peers and identity file parsing) with libFuzzer + AddressSanitizer
+# and record opener, authorized-peers and identity file parsing, the secure sessions' state
+# machines fed arbitrary notification values and writes) with libFuzzer + AddressSanitizer
 # for a bounded time. Exits non-zero when the fuzzer finds a crash, a failed precondition, a leak
 # or a run over the memory limit; the reproducer is left in $FUZZ_OUT/artifacts.
 #
@@ -25,7 +26,7 @@ out=${FUZZ_OUT:-$scratch/fuzz-trust-out}
 # shellcheck source=../lib.sh
 . "$root/scripts/fuzz/lib.sh"
 harness="$out/trust-fuzz"
-fuzz_build "$harness" TrustFuzz "$root"/Sources/Trust/*.swift "$here/TrustFuzz.swift"
+fuzz_build "$harness" TrustFuzz "$root"/Sources/Trust/*.swift "$root"/Sources/Trust/Session/*.swift "$here/TrustFuzz.swift"
 
 # Seeds: one per mode (the layouts are in TrustFuzz.swift).
 seed() { printf "$2" >"$out/corpus/seed-$1"; }
@@ -36,6 +37,10 @@ seed tampered '\002\001\000\050\001\000\002\000\001\000\004'
 seed records '\003\001\000\003\001\000\004\000\000\000\001'
 seed peers '\004# peers\nbletransfer-x25519 AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8= laptop\n'
 seed identity '\004bletransfer-x25519-private AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE= me\n'
+seed receiver '\005\000\000\240\004\001\000\040\001\200\002\000\000\100\000'
+seed receiver-edited '\005\001\100\003\000\010\001\000'
+seed sender-handshake '\006\000\000\200\010\001\000\140\001\002\003\004\005'
+seed sender-ack '\006\001\000\200\010\002\000\066\001\002\003\004\005'
 
 echo "fuzzing the Trust core for ${seconds}s (corpus: $out/corpus)"
 fuzz_run fuzz-trust "$harness" "$here/trust.dict"

@@ -1,0 +1,267 @@
+import Crypto
+
+/// Central side (Noise responder) of one version-2 secure session carrying one message
+/// (docs/wire-v2.md, sections 2 to 4).
+///
+/// It reads the notification stream (prefix, message 1, message 3, sealed records, `EOM`) and
+/// produces its own write stream (message 2, later the sealed ACK), both as sequence-numbered
+/// values. The sender's key is checked against the authorized peers before any record is
+/// opened; every length a peer controls is bounded (frames by `FrameReader`, reordering by the
+/// window, the message by `maximumPayloadLength`, DATA by the announced length).
+public struct SecureReceiverSession: Sendable {
+    public enum Event: Sendable, Equatable {
+        /// A value to write to the characteristic, in order.
+        case write([UInt8])
+        case senderAuthenticated(AuthorizedPeers.Peer)
+        /// The announced message (its length is within `maximumPayloadLength`).
+        case header(MessageHeader)
+        case progress(bytesReceived: Int)
+        /// END verified: length and SHA-256 match the HEADER.
+        case complete(payload: [UInt8], header: MessageHeader)
+        case closed(reason: UInt8)
+        /// The bare `EOM` value, once every value before it arrived.
+        case endOfStream
+    }
+
+    private enum Phase: Sendable, Equatable {
+        case awaitingPrefix, awaitingMessage1, awaitingMessage3, awaitingHeader, receivingData, awaitingClose, closed
+    }
+
+    public private(set) var remotePeer: AuthorizedPeers.Peer?
+
+    private let identity: HostIdentity
+    private let authorizedPeers: AuthorizedPeers
+    private let hello: HelloV2
+    private let maximumPayloadLength: Int
+    private var phase = Phase.awaitingPrefix
+    private var notifications = SequencedStreamReader()
+    private var prefixBytes: [UInt8] = []
+    private var frames = FrameReader()
+    private var handshake: NoiseXXHandshake?
+    /// What the prefix chose; `.meta` allows metadata in the HEADER.
+    private var chosen: Capabilities = []
+    private var opener: RecordOpener?
+    private var sealer: RecordSealer?
+    private var writer: SequencedStreamWriter
+    private var header: MessageHeader?
+    private var payload: [UInt8] = []
+    private var isComplete = false
+    private var acknowledged = false
+    private var endOfMessageSeen = false
+    private var endOfStreamReported = false
+    private var failure: SecureSessionError?
+
+    /// - Parameters:
+    ///   - hello: the HELLO v2 this central wrote.
+    ///   - maximumPayloadLength: a HEADER announcing more is refused (`.tooLarge`) before DATA.
+    ///   - maximumWriteLength: ATT MTU − 3 for our writes (brought within 20...512).
+    public init(
+        identity: HostIdentity, authorizedPeers: AuthorizedPeers, hello: HelloV2,
+        maximumPayloadLength: Int, maximumWriteLength: Int
+    ) {
+        self.identity = identity
+        self.authorizedPeers = authorizedPeers
+        self.hello = hello
+        self.maximumPayloadLength = max(maximumPayloadLength, 0)
+        writer = SequencedStreamWriter(maximumValueLength: maximumWriteLength)
+    }
+
+    /// Whether a first notification value starts a version-2 stream: sequence number 0, the
+    /// prefix magic and version 2.
+    public static func startsVersion2Stream(_ value: [UInt8]) -> Bool {
+        let magic = StreamPrefix.magic
+        let start = SequencedStream.sequenceLength
+        return value.count > start + magic.count && value[0] == 0 && value[1] == 0
+            && value[start..<(start + magic.count)].elementsEqual(magic)
+            && value[start + magic.count] == HelloV2.version
+    }
+
+    /// One notification value. Any error ends the session; nothing of the message may be kept.
+    public mutating func receiveNotification(_ value: [UInt8]) throws(SecureSessionError) -> [Event] {
+        if let failure { throw failure }
+        do throws(SecureSessionError) {
+            guard !endOfStreamReported else { throw .protocolViolation("value after the end of the stream") }
+            if value == SequencedStream.endOfMessage {
+                guard !endOfMessageSeen else { throw .protocolViolation("EOM received twice") }
+                endOfMessageSeen = true
+                return endOfStreamIfDone()
+            }
+            var events: [Event] = []
+            for piece in try notifications.accept(value) {
+                events += try consume(piece)
+            }
+            return events + endOfStreamIfDone()
+        } catch {
+            fail(error)
+            throw error
+        }
+    }
+
+    /// After `.complete`, once the caller stored the payload (or refused it): the write values
+    /// of the sealed ACK. `outcome`: `00` stored, `01` already stored, `02` refused by a limit.
+    public mutating func acknowledgement(outcome: UInt8) throws(SecureSessionError) -> [[UInt8]] {
+        if let failure { throw failure }
+        guard isComplete, let header, var sealer else {
+            throw .protocolViolation("acknowledgement before the message was complete")
+        }
+        guard !acknowledged else { throw .protocolViolation("message acknowledged twice") }
+        guard let verdict = SecureAck.Outcome(rawValue: outcome), verdict != .refusedDigestMismatch else {
+            throw .protocolViolation("ACK outcome \(outcome) is not 00, 01 or 02")
+        }
+        do {
+            writer.append(try sealer.seal(RecordMessage.ack(SecureAck(message: header.message, digest: header.digest, outcome: verdict)).record))
+        } catch {
+            throw SecureSessionError(error)
+        }
+        self.sealer = sealer
+        acknowledged = true
+        writer.flush()
+        return writer.drain()
+    }
+
+    private mutating func fail(_ error: SecureSessionError) {
+        failure = error
+        payload = []
+    }
+
+    private mutating func endOfStreamIfDone() -> [Event] {
+        guard endOfMessageSeen, phase == .closed, notifications.heldCount == 0, !endOfStreamReported else { return [] }
+        endOfStreamReported = true
+        return [.endOfStream]
+    }
+
+    /// Stream bytes in order: the prefix first, frames after it.
+    private mutating func consume(_ piece: ArraySlice<UInt8>) throws(SecureSessionError) -> [Event] {
+        var rest = piece
+        var events: [Event] = []
+        if phase == .awaitingPrefix {
+            let taken = rest.prefix(StreamPrefix.encodedLength - prefixBytes.count)
+            prefixBytes += taken
+            rest = rest.dropFirst(taken.count)
+            guard prefixBytes.count == StreamPrefix.encodedLength else { return [] }
+            let prefix: StreamPrefix
+            do {
+                prefix = try StreamPrefix(parsing: prefixBytes, hello: hello)
+            } catch {
+                throw .protocolViolation(error.description)
+            }
+            guard prefix.chosen.contains(.secure) else { throw .notSecure }
+            chosen = prefix.chosen
+            handshake = NoiseXXHandshake(
+                role: .responder, staticKey: identity.privateKey,
+                prologue: StreamPrefix.prologue(hello: hello, prefix: prefix))
+            phase = .awaitingMessage1
+        }
+        guard !rest.isEmpty else { return events }
+        let completed: [Frame]
+        do {
+            completed = try frames.append(rest)
+        } catch {
+            throw SecureSessionError(error)
+        }
+        for frame in completed { events += try handle(frame) }
+        return events
+    }
+
+    private mutating func handle(_ frame: Frame) throws(SecureSessionError) -> [Event] {
+        switch phase {
+        case .awaitingPrefix:
+            throw .protocolViolation("frame before the stream prefix")
+        case .awaitingMessage1, .awaitingMessage3:
+            guard frame.type == .handshake, var handshake else {
+                throw .protocolViolation("record before the handshake finished")
+            }
+            defer { self.handshake = handshake }
+            do {
+                _ = try handshake.readMessage(frame.body)
+                if phase == .awaitingMessage1 {
+                    writer.append(Frame(type: .handshake, body: try handshake.writeMessage()).encoded)
+                    writer.flush()
+                    phase = .awaitingMessage3
+                    return writer.drain().map(Event.write)
+                }
+                let peer = try handshake.authorizeRemote(by: authorizedPeers)
+                let keys = try handshake.transportKeys()
+                remotePeer = peer
+                opener = keys.opener
+                sealer = keys.sealer
+                phase = .awaitingHeader
+                return [.senderAuthenticated(peer)]
+            } catch {
+                throw SecureSessionError(error)
+            }
+        case .awaitingHeader, .receivingData, .awaitingClose:
+            return try handle(try open(frame))
+        case .closed:
+            throw .protocolViolation("record after CLOSE")
+        }
+    }
+
+    private mutating func open(_ frame: Frame) throws(SecureSessionError) -> RecordMessage {
+        guard frame.type != .handshake else { throw .protocolViolation("handshake frame after the handshake") }
+        guard var opener else { throw .protocolViolation("record before the handshake finished") }
+        let record: Record
+        do {
+            record = try opener.open(frame)
+            self.opener = opener
+        } catch {
+            self.opener = opener
+            throw SecureSessionError(error)
+        }
+        do {
+            return try RecordMessage(parsing: record)
+        } catch {
+            throw SecureSessionError(error)
+        }
+    }
+
+    private mutating func handle(_ message: RecordMessage) throws(SecureSessionError) -> [Event] {
+        switch (phase, message) {
+        case (.awaitingHeader, .header(let announced)):
+            guard announced.message == SecureSenderSession.messageNumber else {
+                throw .protocolViolation("HEADER of message \(announced.message), message 0 expected")
+            }
+            guard announced.payloadLength <= UInt64(maximumPayloadLength) else {
+                throw .tooLarge(announced: announced.payloadLength, limit: maximumPayloadLength)
+            }
+            guard announced.metadata == nil || chosen.contains(.meta) else {
+                throw .protocolViolation("HEADER with file metadata, but meta was not chosen")
+            }
+            header = announced
+            payload.reserveCapacity(Int(announced.payloadLength))
+            phase = .receivingData
+            return [.header(announced)]
+        case (.receivingData, .data(let number, let offset, let bytes)):
+            guard let header, number == header.message else {
+                throw .protocolViolation("DATA of message \(number), message \(header?.message ?? 0) expected")
+            }
+            guard offset == UInt64(payload.count) else {
+                throw .protocolViolation("DATA at offset \(offset), \(payload.count) bytes held")
+            }
+            guard UInt64(bytes.count) <= header.payloadLength - UInt64(payload.count) else {
+                throw .protocolViolation("DATA beyond the announced \(header.payloadLength) bytes")
+            }
+            payload += bytes
+            return [.progress(bytesReceived: payload.count)]
+        case (.receivingData, .end(let number, let totalBytes)):
+            guard let header, number == header.message else {
+                throw .protocolViolation("END of message \(number), message \(header?.message ?? 0) expected")
+            }
+            guard totalBytes == header.payloadLength, UInt64(payload.count) == totalBytes,
+                Array(SHA256.hash(data: payload)) == header.digest
+            else { throw .digestMismatch }
+            isComplete = true
+            phase = .awaitingClose
+            let completed = payload
+            payload = []
+            return [.complete(payload: completed, header: header)]
+        case (.awaitingClose, .close(let reason)):
+            phase = .closed
+            return [.closed(reason: reason)]
+        case (_, .close(let reason)):
+            throw .protocolViolation("CLOSE (reason \(reason)) before the message was complete")
+        default:
+            throw .protocolViolation("\(message.record.kind) record out of place")
+        }
+    }
+}

@@ -1,0 +1,272 @@
+import Crypto
+
+/// Peripheral side (the data holder, Noise initiator) of one version-2 secure session carrying
+/// one message (docs/wire-v2.md, sections 2 to 4).
+///
+/// Notification stream: prefix and handshake message 1, then a pause until the central's
+/// message 2 arrived and its key was found among the authorized peers; then message 3, the
+/// sealed HEADER, DATA records, END and CLOSE `00`, and the bare `EOM`. The central's writes
+/// carry message 2 and later the sealed ACK. An unauthorized central gets nothing after
+/// message 1. Records are sealed lazily as values are taken: the payload is never copied whole.
+public struct SecureSenderSession: Sendable {
+    public enum State: Sendable, Equatable { case awaitingHandshake, sending, awaitingAck, acknowledged, failed }
+
+    public enum Event: Sendable, Equatable {
+        /// Message 2 was read and its key is authorized: message 3 and the records follow.
+        case centralAuthenticated(AuthorizedPeers.Peer)
+        /// A sealed ACK for our message with our full digest, outcome `00` or `01`.
+        case acknowledged(alreadyStored: Bool)
+        /// ACK outcome `02` or `03`: the central did not store the message (state `.failed`:
+        /// the session is over without delivery).
+        case refusedByCentral(outcome: UInt8)
+    }
+
+    /// The records after message 3, in the order they are sealed.
+    private enum NextRecord: Sendable, Equatable {
+        case header
+        case data(offset: Int)
+        case end
+        case close
+        case none
+    }
+
+    public private(set) var state: State
+    public let chosen: Capabilities
+    public private(set) var remotePeer: AuthorizedPeers.Peer?
+    public private(set) var payloadBytesSent = 0
+    public private(set) var endOfMessageSent = false
+
+    private let authorizedPeers: AuthorizedPeers
+    private let payload: [UInt8]
+    private let header: MessageHeader
+    private var handshake: NoiseXXHandshake
+    private var sealer: RecordSealer?
+    private var opener: RecordOpener?
+    private var writer: SequencedStreamWriter
+    private var writesReader = SequencedStreamReader()
+    private var frames = FrameReader()
+    private var nextRecord = NextRecord.header
+    /// Stream offsets at which a DATA record's frame ends, with the payload bytes sent through it.
+    private var payloadMarks: [(streamEnd: Int, payloadEnd: Int)] = []
+    private var payloadMarksStart = 0
+    /// Stream offset after the sealed END: an ACK before it was handed out cannot be genuine.
+    private var endRecordStreamEnd: Int?
+    private var failure: SecureSessionError?
+
+    /// Message number of the one message this session carries.
+    static let messageNumber: UInt32 = 0
+
+    /// - Parameters:
+    ///   - digest: SHA-256 of `payload` (32 bytes).
+    ///   - metadata: sent in the HEADER when the central offered `meta`.
+    ///   - maximumValueLength: ATT MTU − 3 (brought within 20...512).
+    /// - Throws: `.notSecure` if `hello` does not offer `secure`.
+    public init(
+        identity: HostIdentity, authorizedPeers: AuthorizedPeers, hello: HelloV2,
+        payload: [UInt8], digest: [UInt8], metadata: FileMetadata?,
+        maximumValueLength: Int
+    ) throws(SecureSessionError) {
+        guard hello.offered.contains(.secure) else { throw .notSecure }
+        guard digest.count == 32 else { throw .protocolViolation("message digest of \(digest.count) bytes, not 32") }
+        var chosen: Capabilities = .secure
+        if metadata != nil, hello.offered.contains(.meta) { chosen.insert(.meta) }
+        let prefix = StreamPrefix(answering: hello, supports: chosen)
+        self.chosen = prefix.chosen
+        self.authorizedPeers = authorizedPeers
+        self.payload = payload
+        header = MessageHeader(
+            message: Self.messageNumber, payloadLength: UInt64(payload.count), digest: digest,
+            metadata: chosen.contains(.meta) ? metadata : nil)
+        handshake = NoiseXXHandshake(
+            role: .initiator, staticKey: identity.privateKey,
+            prologue: StreamPrefix.prologue(hello: hello, prefix: prefix))
+        writer = SequencedStreamWriter(maximumValueLength: maximumValueLength)
+        state = .awaitingHandshake
+        do {
+            let message1 = try handshake.writeMessage()
+            writer.append(prefix.encoded + Frame(type: .handshake, body: message1).encoded)
+            writer.flush()
+        } catch {
+            throw SecureSessionError(error)
+        }
+    }
+
+    /// The next notification value, or nil while the session waits for the central (after
+    /// message 1; after `EOM`) or has failed.
+    public mutating func nextValue() -> [UInt8]? {
+        guard failure == nil, !endOfMessageSent else { return nil }
+        if sealer != nil { produceRecords() }
+        if let value = writer.nextValue() {
+            notePayloadHandedOut()
+            return value
+        }
+        guard sealer != nil, nextRecord == .none, writer.pendingCount == 0 else { return nil }
+        endOfMessageSent = true
+        if state == .sending { state = .awaitingAck }
+        return SequencedStream.endOfMessage
+    }
+
+    /// A value the central wrote during this session (`sequence (2) | piece`, possibly out of
+    /// order). Any error ends the session (state `.failed`).
+    public mutating func receiveWrite(_ value: [UInt8]) throws(SecureSessionError) -> [Event] {
+        if let failure { throw failure }
+        do throws(SecureSessionError) {
+            var events: [Event] = []
+            for piece in try writesReader.accept(value) {
+                let completed: [Frame]
+                do {
+                    completed = try frames.append(piece)
+                } catch {
+                    throw SecureSessionError(error)
+                }
+                for frame in completed { events += try handle(frame) }
+            }
+            return events
+        } catch {
+            fail(error)
+            throw error
+        }
+    }
+
+    /// Ends the session: nothing more is sent or read. An acknowledged message stays
+    /// acknowledged (the central holds it) whatever arrives after its ACK.
+    private mutating func fail(_ error: SecureSessionError) {
+        failure = error
+        if state != .acknowledged { state = .failed }
+    }
+
+    private mutating func handle(_ frame: Frame) throws(SecureSessionError) -> [Event] {
+        switch state {
+        case .awaitingHandshake:
+            guard frame.type == .handshake else {
+                throw .protocolViolation("record before the handshake finished")
+            }
+            do {
+                _ = try handshake.readMessage(frame.body)
+                let peer = try handshake.authorizeRemote(by: authorizedPeers)
+                let message3 = try handshake.writeMessage()
+                let keys = try handshake.transportKeys()
+                remotePeer = peer
+                sealer = keys.sealer
+                opener = keys.opener
+                writer.append(Frame(type: .handshake, body: message3).encoded)
+                state = .sending
+                return [.centralAuthenticated(peer)]
+            } catch {
+                throw SecureSessionError(error)
+            }
+        case .sending, .awaitingAck:
+            return [try handleAck(frame)]
+        case .acknowledged:
+            throw .protocolViolation("write after the message was acknowledged")
+        case .failed:
+            throw failure ?? .protocolViolation("session already failed")
+        }
+    }
+
+    private mutating func handleAck(_ frame: Frame) throws(SecureSessionError) -> Event {
+        guard frame.type != .handshake else { throw .protocolViolation("handshake frame after the handshake") }
+        guard var opener else { throw .protocolViolation("record before the handshake finished") }
+        let record: Record
+        do {
+            record = try opener.open(frame)
+            self.opener = opener
+        } catch {
+            self.opener = opener
+            throw SecureSessionError(error)
+        }
+        let message: RecordMessage
+        do {
+            message = try RecordMessage(parsing: record)
+        } catch {
+            throw SecureSessionError(error)
+        }
+        guard case .ack(let ack) = message else {
+            throw .protocolViolation("\(record.kind) record from the central, an ACK expected")
+        }
+        guard let endRecordStreamEnd, writer.bytesHandedOut >= endRecordStreamEnd else {
+            throw .protocolViolation("ACK before the message was sent")
+        }
+        guard ack.message == header.message else {
+            throw .protocolViolation("ACK for message \(ack.message), message \(header.message) was sent")
+        }
+        guard ack.digest == header.digest else { throw .protocolViolation("ACK names another SHA-256") }
+        switch ack.outcome {
+        case .stored, .alreadyStored:
+            state = .acknowledged
+            return .acknowledged(alreadyStored: ack.outcome == .alreadyStored)
+        case .refusedOverLimit, .refusedDigestMismatch:
+            state = .failed
+            return .refusedByCentral(outcome: ack.outcome.rawValue)
+        }
+    }
+
+    /// Seals records until the writer holds more than a value's worth, or everything is sealed
+    /// (then the stream is flushed: the central's ACK comes next).
+    private mutating func produceRecords() {
+        guard var sealer else { return }
+        defer { self.sealer = sealer }
+        while nextRecord != .none, !writer.hasFlushPending, writer.pendingCount < writer.pieceLength + 2 {
+            let record: RecordMessage
+            var payloadEnd: Int?
+            switch nextRecord {
+            case .header:
+                record = .header(header)
+                nextRecord = payload.isEmpty ? .end : .data(offset: 0)
+            case .data(let offset):
+                let end = min(offset + RecordMessage.dataBytesPerRecord, payload.count)
+                record = .data(message: header.message, offset: UInt64(offset), bytes: Array(payload[offset..<end]))
+                payloadEnd = end
+                nextRecord = end == payload.count ? .end : .data(offset: end)
+            case .end:
+                record = .end(message: header.message, totalBytes: header.payloadLength)
+                nextRecord = .close
+            case .close:
+                record = .close(reason: 0)
+                nextRecord = .none
+            case .none:
+                return
+            }
+            do {
+                writer.append(try sealer.seal(record.record))
+            } catch {
+                // 2^64 records or content over 16 KiB: neither happens with 4 KiB DATA records.
+                fail(SecureSessionError(error))
+                return
+            }
+            if let payloadEnd { payloadMarks.append((writer.bytesAppended, payloadEnd)) }
+            if case .end = record { endRecordStreamEnd = writer.bytesAppended }
+            if nextRecord == .none { writer.flush() }
+        }
+    }
+
+    private mutating func notePayloadHandedOut() {
+        while payloadMarksStart < payloadMarks.count, payloadMarks[payloadMarksStart].streamEnd <= writer.bytesHandedOut {
+            payloadBytesSent = payloadMarks[payloadMarksStart].payloadEnd
+            payloadMarksStart += 1
+        }
+        if payloadMarksStart > 64 {
+            payloadMarks.removeFirst(payloadMarksStart)
+            payloadMarksStart = 0
+        }
+    }
+
+    /// Upper bound of the notification values this session sends for `payloadLength`:
+    /// the values up to message 1, those of message 3 and the records (with the longest
+    /// metadata a HEADER can carry), each segment possibly one value longer for its short end,
+    /// and `EOM`.
+    public static func estimatedValueCount(payloadLength: Int, maximumValueLength: Int) -> Int {
+        let piece = SequencedStream.clampValueLength(maximumValueLength) - SequencedStream.sequenceLength
+        let recordOverhead = Frame.headerLength + 1 + NoiseCipherState.tagLength
+        let first = StreamPrefix.encodedLength + Frame.headerLength + NoiseXXHandshake.minimumLength(ofMessage: 0)
+        let longestMetadata = 1 + 255 + 8 + 4
+        let dataRecords = (max(payloadLength, 0) + RecordMessage.dataBytesPerRecord - 1) / RecordMessage.dataBytesPerRecord
+        let second =
+            Frame.headerLength + NoiseXXHandshake.minimumLength(ofMessage: 2)
+            + recordOverhead + 4 + 8 + 32 + 2 + longestMetadata  // HEADER
+            + dataRecords * (recordOverhead + 4 + 8) + max(payloadLength, 0)  // DATA
+            + recordOverhead + 4 + 8  // END
+            + recordOverhead + 1  // CLOSE
+        return (first + piece - 1) / piece + 1 + (second + piece - 1) / piece + 1 + 1
+    }
+}

@@ -1,0 +1,166 @@
+import BlueZ
+import Foundation
+@testable import Roles
+import Testing
+import Transfer
+import TestSupport
+import Trust
+
+/// The secure mode between our Peripheral (hci0) and our Central (hci1) over BlueZoo, and what
+/// each side does with a peer that is not authorized or does not speak it.
+@Suite(.serialized, .enabled(if: BlueZooBus.isAvailable, "needs dbus-daemon and bluezoo (pip install bluezoo)"),
+       .timeLimit(.minutes(3)))
+struct SecureEndToEndBlueZooTests {
+    static let senderKey = HostIdentity(name: "sender-host")
+    static let receiverKey = HostIdentity(name: "receiver-host")
+    static let strangerKey = HostIdentity(name: "stranger")
+
+    static func peers(_ identities: HostIdentity...) -> AuthorizedPeers {
+        AuthorizedPeers(identities.enumerated().map { index, identity in
+            AuthorizedPeers.Peer(key: identity.publicKey, name: identity.name, line: index + 1)
+        })
+    }
+
+    struct Run {
+        var received: Int
+        var receiveFailure: RoleFailure?
+        var delivered: Int
+        var messages: [ReceivedMessage]
+        var senderEvents: [RoleEvent]
+        var receiverEvents: [RoleEvent]
+    }
+
+    /// One sender run (at most one delivery) and one receiver run (one message, or `timeout`).
+    static func exchange(_ bytes: [UInt8], sender: SecureModePolicy?, receiver: SecureModePolicy?,
+                         framed: Bool = true, timeout: Duration = .seconds(60)) async throws -> Run {
+        let bus = try await BlueZooBus.start()
+        defer { bus.stop() }
+
+        let senderSession = try await bus.openSession()
+        defer { senderSession.close() }
+        var senderConfiguration = PeripheralConfiguration(adapterName: "hci0", fallbackValueInterval: .zero)
+        senderConfiguration.secureMode = sender
+        let peripheral = Peripheral(configuration: senderConfiguration, session: senderSession)
+        let source = RepeatingMessageSource(message: OutgoingMessage(payload: bytes), count: 1)
+        let senderLog = PeripheralEventLog(following: peripheral.events)
+        let sending = Task { try await peripheral.run(source: source) }
+
+        let receiverSession = try await bus.openSession()
+        defer { receiverSession.close() }
+        var receiverConfiguration = CentralTestData.configuration(adapter: "hci1", framed: framed)
+        receiverConfiguration.secureMode = receiver
+        let central = Central(configuration: receiverConfiguration, session: receiverSession)
+        let receiverLog = PeripheralEventLog(following: central.events)
+        let sink = CollectingSink()
+        var received = 0
+        var failure: RoleFailure?
+        do {
+            received = try await central.run(sink: sink, timeout: timeout)
+        } catch let error as RoleFailure {
+            failure = error
+        }
+        var delivered = 0
+        if received == 0 {
+            sending.cancel()
+            _ = try? await sending.value
+        } else {
+            delivered = try await sending.value
+        }
+        return Run(received: received, receiveFailure: failure, delivered: delivered, messages: sink.messages,
+                   senderEvents: await senderLog.allWhenFinished(), receiverEvents: await receiverLog.allWhenFinished())
+    }
+
+    static func droppedReasons(_ events: [RoleEvent]) -> [String] {
+        events.compactMap { if case .centralDropped(_, let reason) = $0 { reason } else { nil } }
+    }
+
+    static func refusedReasons(_ events: [RoleEvent]) -> [String] {
+        events.compactMap { if case .refused(_, let bound, let reason, _) = $0 { "\(bound): \(reason)" } else { nil } }
+    }
+
+    @Test("two hosts holding each other's keys: the message arrives, each side names the other's key",
+          arguments: [0, 1, 4096, 70_000])
+    func mutuallyAuthorized(size: Int) async throws {
+        let bytes = CentralTestData.binary(size)
+        let run = try await Self.exchange(
+            bytes,
+            sender: SecureModePolicy(identity: Self.senderKey, authorizedPeers: Self.peers(Self.receiverKey), requiresSecure: true),
+            receiver: SecureModePolicy(identity: Self.receiverKey, authorizedPeers: Self.peers(Self.senderKey), requiresSecure: true))
+        #expect(run.receiveFailure == nil)
+        #expect(run.received == 1 && run.delivered == 1)
+        #expect(run.messages.map(\.payload) == [bytes])
+        #expect(run.messages.first?.authenticatedSender == Self.senderKey.publicKey.line(name: "sender-host"))
+        let delivered = run.senderEvents.compactMap(\.deliveredSummary)
+        #expect(delivered.map(\.format) == [.secure])
+        #expect(delivered.first?.peerKey?.fingerprint == Self.receiverKey.publicKey.fingerprint)
+        let received = run.receiverEvents.compactMap { if case .received(let summary, _, _) = $0 { summary } else { nil } }
+        #expect(received.map(\.format) == [.secure])
+        #expect(received.first?.peerKey?.fingerprint == Self.senderKey.publicKey.fingerprint)
+        #expect(run.senderEvents.contains { if case .subscribed(_, _, .secure) = $0 { true } else { false } })
+    }
+
+    @Test("a receiver whose key the sender does not list gets nothing; the message stays undelivered")
+    func unauthorizedReceiver() async throws {
+        let run = try await Self.exchange(
+            Array("for authorized eyes only".utf8),
+            sender: SecureModePolicy(identity: Self.senderKey, authorizedPeers: Self.peers(Self.strangerKey), requiresSecure: true),
+            receiver: SecureModePolicy(identity: Self.receiverKey, authorizedPeers: Self.peers(Self.senderKey), requiresSecure: true),
+            timeout: .seconds(8))
+        #expect(run.received == 0 && run.messages.isEmpty)
+        #expect(run.delivered == 0)
+        #expect(run.senderEvents.compactMap(\.deliveredSummary).isEmpty)
+        let dropped = Self.droppedReasons(run.senderEvents)
+        #expect(dropped.contains { $0.contains(Self.receiverKey.publicKey.fingerprint) && $0.contains("not in the authorized peers") })
+    }
+
+    @Test("a sender whose key the receiver does not list: nothing stored, the sender keeps its message")
+    func unauthorizedSender() async throws {
+        let run = try await Self.exchange(
+            Array("from an unlisted key".utf8),
+            sender: SecureModePolicy(identity: Self.senderKey, authorizedPeers: Self.peers(Self.receiverKey), requiresSecure: true),
+            receiver: SecureModePolicy(identity: Self.receiverKey, authorizedPeers: Self.peers(Self.strangerKey), requiresSecure: true),
+            timeout: .seconds(8))
+        #expect(run.received == 0 && run.messages.isEmpty)
+        #expect(run.delivered == 0)
+        #expect(Self.refusedReasons(run.receiverEvents).contains {
+            $0.hasPrefix("authorized-peers:") && $0.contains(Self.senderKey.publicKey.fingerprint)
+        })
+    }
+
+    @Test("a central following Apple's flow against a sender requiring the secure mode gets no value")
+    func appleCentralAgainstSecureSender() async throws {
+        let run = try await Self.exchange(
+            Array("not for Apple's flow".utf8),
+            sender: SecureModePolicy(identity: Self.senderKey, authorizedPeers: Self.peers(Self.receiverKey), requiresSecure: true),
+            receiver: nil, framed: false, timeout: .seconds(8))
+        #expect(run.received == 0 && run.messages.isEmpty)
+        #expect(run.delivered == 0)
+        #expect(Self.droppedReasons(run.senderEvents).contains { $0.contains("did not offer the secure mode") })
+        // Not one value reached the central: no progress, no format detected.
+        #expect(!run.receiverEvents.contains { if case .subscribed(_, _, .compat) = $0 { true } else { false } })
+        #expect(!run.receiverEvents.contains { if case .progress = $0 { true } else { false } })
+    }
+
+    @Test("a version-1 sender (no keys) against a receiver requiring the secure mode: refused, nothing stored")
+    func plainSenderAgainstSecureReceiver() async throws {
+        let run = try await Self.exchange(
+            Array("plain framed".utf8), sender: nil,
+            receiver: SecureModePolicy(identity: Self.receiverKey, authorizedPeers: Self.peers(Self.senderKey), requiresSecure: true),
+            timeout: .seconds(8))
+        #expect(run.received == 0 && run.messages.isEmpty)
+        #expect(run.delivered == 0)
+        #expect(Self.refusedReasons(run.receiverEvents).contains { $0.contains("without the secure mode") })
+    }
+
+    @Test("with the secure mode allowed, not required: a version-1 sender is still received")
+    func secureOptionalFallsBackToVersion1() async throws {
+        let bytes = Array("version 1 still works".utf8)
+        let run = try await Self.exchange(
+            bytes, sender: nil,
+            receiver: SecureModePolicy(identity: Self.receiverKey, authorizedPeers: Self.peers(Self.senderKey), requiresSecure: false))
+        #expect(run.received == 1 && run.delivered == 1)
+        #expect(run.messages.map(\.payload) == [bytes])
+        #expect(run.messages.first?.format == .framed)
+        #expect(run.messages.first?.authenticatedSender == nil)
+    }
+}

@@ -1,0 +1,134 @@
+import Crypto
+import Foundation
+
+@testable import Trust
+
+/// A small seeded generator (SplitMix64), so that shuffled deliveries repeat run to run.
+struct SeededGenerator: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+func authorized(_ identities: HostIdentity...) -> AuthorizedPeers {
+    AuthorizedPeers(identities.enumerated().map { AuthorizedPeers.Peer(key: $1.publicKey, name: "peer\($0)", line: $0 + 1) })
+}
+
+func testPayload(_ count: Int, seed: UInt64 = 1) -> [UInt8] {
+    var generator = SeededGenerator(seed: seed)
+    return (0..<count).map { _ in UInt8.random(in: 0...255, using: &generator) }
+}
+
+/// Both ends of one session between fresh identities that authorize each other (unless told
+/// otherwise).
+struct SessionPair {
+    let peripheral: HostIdentity
+    let central: HostIdentity
+    var sender: SecureSenderSession
+    var receiver: SecureReceiverSession
+
+    init(
+        payload: [UInt8], valueLength: Int, metadata: FileMetadata? = nil,
+        offered: Capabilities = [.secure], maximumPayloadLength: Int = 1 << 30,
+        peripheral: HostIdentity = HostIdentity(), central: HostIdentity = HostIdentity(),
+        senderPeers: AuthorizedPeers? = nil, receiverPeers: AuthorizedPeers? = nil
+    ) throws {
+        self.peripheral = peripheral
+        self.central = central
+        let hello = HelloV2(session: 0x0102_0304_0506_0708, offered: offered)
+        sender = try SecureSenderSession(
+            identity: peripheral, authorizedPeers: senderPeers ?? authorized(central), hello: hello,
+            payload: payload, digest: Array(SHA256.hash(data: payload)), metadata: metadata,
+            maximumValueLength: valueLength)
+        receiver = SecureReceiverSession(
+            identity: central, authorizedPeers: receiverPeers ?? authorized(peripheral), hello: hello,
+            maximumPayloadLength: maximumPayloadLength, maximumWriteLength: valueLength)
+    }
+}
+
+/// What one exchange produced on both sides.
+struct Transcript {
+    var notified: [[UInt8]] = []
+    var written: [[UInt8]] = []
+    var receiverEvents: [SecureReceiverSession.Event] = []
+    var senderEvents: [SecureSenderSession.Event] = []
+    var receiverError: SecureSessionError?
+    var senderError: SecureSessionError?
+
+    var completedPayload: [UInt8]? {
+        for case .complete(let payload, _) in receiverEvents { return payload }
+        return nil
+    }
+    var sawComplete: Bool { completedPayload != nil }
+    var sawHeader: Bool { receiverEvents.contains { if case .header = $0 { true } else { false } } }
+    var sawEndOfStream: Bool { receiverEvents.contains(.endOfStream) }
+    var failed: Bool { receiverError != nil || senderError != nil }
+}
+
+/// Shuffles `values` in blocks of `block` consecutive values: none gets further than
+/// `block − 1` ahead of the next needed one, well within the reorder window.
+func shuffledWithinWindow(_ values: [[UInt8]], block: Int = 64, using generator: inout SeededGenerator) -> [[UInt8]] {
+    stride(from: 0, to: values.count, by: block).flatMap { start in
+        values[start..<min(start + block, values.count)].shuffled(using: &generator)
+    }
+}
+
+/// Feeds every value of one side into the other until neither has anything more. The receiver
+/// acknowledges `.complete` with `ackOutcome`. `tamper` may change a notification value (by its
+/// index in the order sent) or drop it (nil); `duplicate` delivers that notification twice.
+/// Errors are recorded, not thrown: the exchange stops at the first one.
+func exchange(
+    _ pair: inout SessionPair, shuffle seed: UInt64? = nil, ackOutcome: UInt8 = 0,
+    tamper: ((Int, [UInt8]) -> [UInt8])? = nil, duplicate: Int? = nil,
+    ackWrites: ((inout SecureReceiverSession, UInt8) throws(SecureSessionError) -> [[UInt8]])? = nil
+) -> Transcript {
+    var transcript = Transcript()
+    var generator = SeededGenerator(seed: seed ?? 0)
+    while transcript.failed == false {
+        var batch: [[UInt8]] = []
+        while let value = pair.sender.nextValue() {
+            let index = transcript.notified.count + batch.count
+            batch.append(value)
+            if index == duplicate { batch.append(value) }
+        }
+        if batch.isEmpty { break }
+        transcript.notified += batch
+        if let tamper { batch = batch.enumerated().map { tamper(transcript.notified.count - batch.count + $0, $1) } }
+        if seed != nil { batch = shuffledWithinWindow(batch, using: &generator) }
+        var writes: [[UInt8]] = []
+        do throws(SecureSessionError) {
+            for value in batch {
+                let events = try pair.receiver.receiveNotification(value)
+                transcript.receiverEvents += events
+                for event in events {
+                    switch event {
+                    case .write(let value): writes.append(value)
+                    case .complete:
+                        if let ackWrites {
+                            writes += try ackWrites(&pair.receiver, ackOutcome)
+                        } else {
+                            writes += try pair.receiver.acknowledgement(outcome: ackOutcome)
+                        }
+                    default: break
+                    }
+                }
+            }
+        } catch {
+            transcript.receiverError = error
+        }
+        transcript.written += writes
+        if seed != nil { writes = shuffledWithinWindow(writes, using: &generator) }
+        do throws(SecureSessionError) {
+            for value in writes { transcript.senderEvents += try pair.sender.receiveWrite(value) }
+        } catch {
+            transcript.senderError = error
+        }
+    }
+    return transcript
+}
