@@ -295,7 +295,7 @@ def secure_unauthorized_key(ctx: Context):
     payload = known_payload(2000, b"unauthorized sender")
     msg = ctx.payload("message", payload)
     _, inbox, _, host_inbox = prepare(ctx, [])
-    send = (f"{SEND} --file {shlex.quote(msg)} --timeout 45 {trust(key_a, authorize(ctx, 'a', 'send', [key_b]))}"
+    send = (f"{SEND} --file {shlex.quote(msg)} --timeout 25 {trust(key_a, authorize(ctx, 'a', 'send', [key_b]))}"
             "; echo SEND-EXIT $?")
     receiver = daemon_job("receiver", host_inbox, "false", 150, trust=trust(key_b, authorize(ctx, "b", "daemon", [other_a])))
     res = ctx.lab.run(a=send, b=receiver, finish_with="a", deadline=180, step="unauthorized send → secure receiver")
@@ -316,7 +316,7 @@ def secure_unauthorized_key(ctx: Context):
     out = ctx.path("received")
     sender = daemon_job("sender", host_outbox, "false", 150, "--settle-time 0",
                         trust=trust(key_a, authorize(ctx, "a", "daemon", [other_b])))
-    receive = (f"{RECEIVE} --output {shlex.quote(out)} --timeout 45 {trust(key_b, authorize(ctx, 'b', 'receive', [key_a]))}"
+    receive = (f"{RECEIVE} --output {shlex.quote(out)} --timeout 25 {trust(key_b, authorize(ctx, 'b', 'receive', [key_a]))}"
                "; echo RECEIVE-EXIT $?")
     res = ctx.lab.run(a=sender, b=receive, b_after=("a", ADVERTISING), finish_with="b", deadline=180,
                       step="unauthorized receive ← secure sender")
