@@ -387,7 +387,8 @@ def secure_throughput(ctx: Context):
         out = ctx.path(f"{mode}-received")
         res = ctx.lab.run(a=stamped(f"{SEND} --file {shlex.quote(msg)} --timeout 600 {a_trust}"),
                           b=stamped(f"{RECEIVE} --output {shlex.quote(out)} --timeout 600 {b_trust}"),
-                          b_after=("a", ADVERTISING), deadline=660, step=f"{mode} 1 MiB")
+                          b_after=("a", ADVERTISING), deadline=660, step=f"{mode} 1 MiB",
+                          finish_with="b")  # a receiver that gave up leaves send waiting for nothing
         ctx.check(ctx.read(out) == payload, f"{mode}: 1 MiB arrived intact")
         text = res.job("b").stdout()
         received = [json.loads(m) for m in re.findall(r'^[0-9.]+ (\{.*"event":"received".*\})$', text, re.M)]
