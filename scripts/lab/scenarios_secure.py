@@ -170,7 +170,7 @@ def secure_daemons(ctx: Context):
     n = len(delivered)
     sender = daemon_job("sender", host_outbox, f'[ "$({count_files(host_outbox)})" -eq 0 ]', 300,
                         "--settle-time 0", trust=trust(key_a, peers_a))
-    receiver = daemon_job("receiver", host_inbox, f'[ "$({count_files(host_inbox, "message-*")})" -ge {n} ]', 300,
+    receiver = daemon_job("receiver", host_inbox, f'[ "$({count_files(host_inbox)})" -ge {n} ]', 300,
                           trust=trust(key_b, peers_b))
     # a's adapter goes off a second into the big file (as the receiver reports it), on again 5.5 s later.
     res = ctx.lab.run(a=sender, b=receiver, deadline=360, step="secure daemons",
@@ -183,17 +183,25 @@ def secure_daemons(ctx: Context):
               f"a's daemon saw its adapter go off and come back: {states}")
     stored = regular_files(inbox)
     ctx.check(not [p for p in stored if p.name.startswith(".")], f"no partial files: {[p.name for p in stored]}")
-    got = [p.read_bytes() for p in stored if p.name.startswith("message-")]
+    visible = [p for p in stored if not p.name.startswith(".")]
+    got = [p.read_bytes() for p in visible]
     ctx.check(len(got) == n, f"{n} files stored, got {len(got)}")
     ctx.check(sorted(sha256(g) for g in got) == sorted(sha256(p) for p in delivered),
               "every non-empty file arrived exactly once, bit-identical")
+    # In the secure mode a file keeps its outbox name and modification time.
+    sent_names = {f"file{i:03d}.dat": data for i, data in enumerate(payloads, 1) if data}
+    ctx.check(sorted(p.name for p in visible) == sorted(sent_names)
+              and all(p.read_bytes() == sent_names[p.name] for p in visible),
+              f"each file stored under its outbox name: {sorted(p.name for p in visible)}")
+    mtimes = [int(p.stat().st_mtime) == 1_700_000_000 + int(p.name[4:7]) for p in visible]
+    ctx.figure("secure_daemons_mtimes_kept", f"{sum(mtimes)}/{n}")
     ctx.check(regular_files(outbox) == [], f"outbox empty: {[p.name for p in regular_files(outbox)]}")
     ctx.check(len(regular_files(outbox / "sent")) == n, f"sent/ holds {len(regular_files(outbox / 'sent'))} of {n}")
     failed = [p.name for p in regular_files(outbox / "failed") if not p.name.endswith(".reason")]
     ctx.check(failed == ["file002.dat"], f"the empty file went to failed/ with its reason: {failed}")
     # Each stored file names its sender's key in an extended attribute (read on b, through the
     # file system the daemon wrote to).
-    names = [shlex.quote(ctx.lab.host_path(p)) for p in stored if p.name.startswith("message-")]
+    names = [shlex.quote(ctx.lab.host_path(p)) for p in visible]
     job = ctx.lab.sh("b", "python3 -c 'import os, sys\nfor p in sys.argv[1:]:\n"
                           f"    print(os.getxattr(p, \"{XATTR}\").decode())' " + " ".join(names),
                      step="xattrs", check=False)
