@@ -43,6 +43,17 @@ struct SecureEndToEndBlueZooTests {
         let peripheral = Peripheral(configuration: senderConfiguration, session: senderSession)
         let source = RepeatingMessageSource(message: OutgoingMessage(payload: bytes), count: 1)
         let senderLog = PeripheralEventLog(following: peripheral.events)
+        let debugLog = Task {
+            guard ProcessInfo.processInfo.environment["SECURE_TEST_DEBUG"] != nil else { return }
+            var seen = 0
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .milliseconds(200))
+                let all = senderLog.all
+                for event in all.dropFirst(seen) { print("SENDER: \(event)") }
+                seen = all.count
+            }
+        }
+        defer { debugLog.cancel() }
         let sending = Task { try await peripheral.run(source: source) }
 
         let receiverSession = try await bus.openSession()
@@ -51,6 +62,17 @@ struct SecureEndToEndBlueZooTests {
         receiverConfiguration.secureMode = receiver
         let central = Central(configuration: receiverConfiguration, session: receiverSession)
         let receiverLog = PeripheralEventLog(following: central.events)
+        let debugReceiver = Task {
+            guard ProcessInfo.processInfo.environment["SECURE_TEST_DEBUG"] != nil else { return }
+            var seen = 0
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .milliseconds(200))
+                let all = receiverLog.all
+                for event in all.dropFirst(seen) { print("RECEIVER: \(event)") }
+                seen = all.count
+            }
+        }
+        defer { debugReceiver.cancel() }
         let sink = CollectingSink()
         var received = 0
         var failure: RoleFailure?

@@ -52,6 +52,8 @@ struct MessageAssembly: Sendable {
     private var secureAnnouncedLength: Int?
     private var secureBytesReceived = 0
     private var secureValuesReceived = 0
+    /// Secure mode: the message END verified, complete once the stream's `EOM` arrives.
+    private var verifiedMessage: ReceivedMessage?
     private var meter: ProgressMeter?
     private var lastActivity: Duration = .zero
     private var firstValueAt: Duration?
@@ -241,13 +243,22 @@ struct MessageAssembly: Sendable {
                     secureBytesReceived = bytes
                     progressed = true
                 case .complete(let payload, _):
-                    finished = true
                     var message = ReceivedMessage(
                         payload: payload, format: .framed,
                         header: FramedHeader(session: receiver.sentHello?.session ?? SessionID(rawValue: 0), payload: payload))
                     message.authenticatedSender = authenticatedSender?.keyLine
+                    verifiedMessage = message
+                    progressed = true
+                case .endOfStream:
+                    // As in version 1, the ACK follows `EOM`: by then the sender has handed over
+                    // its last value, so a hang-up right after the ACK cannot cut its stream.
+                    guard let message = verifiedMessage else {
+                        finished = true
+                        return .failed(.transient("the secure stream ended without a verified message"))
+                    }
+                    finished = true
                     return .complete(message, duration: time - (firstValueAt ?? time))
-                case .closed, .endOfStream:
+                case .closed:
                     break
                 }
             }

@@ -673,8 +673,14 @@ extension SubscriptionServer {
                     }
                 }
             }
-            try await channel.drain()
-            await server.endOfMessageWritten(id)
+            do {
+                try await channel.drain()
+                await server.endOfMessageWritten(id)
+            } catch {
+                // The central may have hung up right after its ACK: the ACK still counts
+                // within the grace the delivery gives it, so keep reading its writes.
+                await server.secureTransferFailed(id, error)
+            }
             while let value = await written.next() {
                 for event in try session.receiveWrite(value) {
                     switch event {
