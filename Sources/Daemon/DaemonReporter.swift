@@ -118,6 +118,8 @@ struct DaemonReporter {
             var metadata = Self.metadata(summary)
             if let peer { metadata.merge(Self.metadata(peer)) { _, new in new } }
             if let storedAt { metadata["path"] = "\(storedAt)" }
+            // The sender's word: escaped so that it cannot forge or break a log line.
+            if let name = summary.fileName { metadata["name"] = "\(SafeText.escape(name))" }
             metadata["count"] = "\(status.messages)"
             if let rss = status.residentBytes { metadata["rss"] = "\(rss)" }
             logger.info("message received", metadata: metadata)
