@@ -118,8 +118,6 @@ struct DaemonReporter {
             var metadata = Self.metadata(summary)
             if let peer { metadata.merge(Self.metadata(peer)) { _, new in new } }
             if let storedAt { metadata["path"] = "\(storedAt)" }
-            // The sender's word: escaped so that it cannot forge or break a log line.
-            if let name = summary.fileName { metadata["name"] = "\(SafeText.escape(name))" }
             metadata["count"] = "\(status.messages)"
             if let rss = status.residentBytes { metadata["rss"] = "\(rss)" }
             logger.info("message received", metadata: metadata)
@@ -261,6 +259,8 @@ struct DaemonReporter {
             "bytes": "\(summary.byteCount)", "format": "\(summary.format.rawValue)",
         ]
         if let digest = summary.sha256 { metadata["sha256"] = "\(digest)" }
+        // The sender's word: escaped so that it cannot forge or break a log line.
+        if let name = summary.fileName { metadata["name"] = "\(SafeText.escape(name))" }
         if let duration = summary.duration { metadata["seconds"] = "\(String(format: "%.3f", duration.seconds))" }
         if let ordering = summary.ordering {
             metadata["order_at_risk"] = "true"
