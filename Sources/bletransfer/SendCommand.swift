@@ -67,8 +67,7 @@ struct SendCommand: AsyncParsableCommand {
     var allowEmpty = false
 
     @Flag(name: .customLong("no-name"), help: ArgumentHelp(
-        "Do not send the file's name and modification time with --file (sent in the secure mode only).",
-        discussion: "Without it, a secure receiver with --output-dir stores the file under its name."))
+        "Do not send the file's name and modification time with --file (sent in the secure mode only)."))
     var noName = false
 
     @Flag(name: .customLong("no-acquire-notify"), help: ArgumentHelp(
