@@ -66,8 +66,10 @@ public struct OutputDirectory: Sendable {
                     }
                     if let modificationTime {
                         // The access time stays the arrival time; only the mtime is the sender's.
+                        // Best effort: a file system that cannot hold the time (FAT before 1980)
+                        // must not cost the message; it keeps its arrival time.
                         let times = [timespec(tv_sec: 0, tv_nsec: Self.timeOmitted), modificationTime]
-                        guard futimens(fd.rawValue, times) == 0 else { throw Errno(rawValue: errno) }
+                        _ = futimens(fd.rawValue, times)
                     }
                     // Data must be on disk before the name appears, or a crash could leave a
                     // complete-looking name over an empty file.
