@@ -341,7 +341,7 @@ public final class Central: Sendable {
                 // With keys, a version-2 HELLO offering the secure mode; a version-1 peripheral
                 // reads its first 14 bytes as a version-1 HELLO and answers version 1.
                 let session = SessionID.random()
-                let helloV2 = policy.map { _ in HelloV2(session: session.rawValue, offered: [.secure]) }
+                let helloV2 = policy.map { _ in HelloV2(session: session.rawValue, offered: [.secure, .meta]) }
                 let candidate = Hello(version: helloV2 == nil ? 1 : HelloV2.version, session: session)
                 do {
                     try await characteristic.writeValue(helloV2?.encoded ?? candidate.encoded, type: writeType)
@@ -447,7 +447,7 @@ public final class Central: Sendable {
                     MessageSummary(sequence: sequence, byteCount: message.payload.count,
                                    format: assembly.isSecure ? .secure : message.format == .framed ? .framed : .compat,
                                    sha256: message.digest.map(Self.hex), duration: duration, ordering: ordering,
-                                   peerKey: assembly.authenticatedSender),
+                                   peerKey: assembly.authenticatedSender, fileName: message.file?.name),
                     from: peer, storedAt: storedAt))
             }
         } catch let failure as TransferFailure {

@@ -242,11 +242,15 @@ struct MessageAssembly: Sendable {
                 case .progress(let bytes):
                     secureBytesReceived = bytes
                     progressed = true
-                case .complete(let payload, _):
+                case .complete(let payload, let header):
                     var message = ReceivedMessage(
                         payload: payload, format: .framed,
                         header: FramedHeader(session: receiver.sentHello?.session ?? SessionID(rawValue: 0), payload: payload))
                     message.authenticatedSender = authenticatedSender?.keyLine
+                    message.file = header.metadata.map {
+                        SentFileAttributes(name: $0.name, modificationSeconds: $0.modificationSeconds,
+                                           modificationNanoseconds: $0.modificationNanoseconds)
+                    }
                     verifiedMessage = message
                     progressed = true
                 case .endOfStream:
