@@ -99,6 +99,8 @@ public final class Central: Sendable {
                 if !sawFirstState {
                     sawFirstState = true
                     if let failure = transition.startupFailure { throw failure }
+                    let queue = configuration.notificationQueue
+                    if !queue.isSufficient { emit(.warning("notification queue: \(queue.summary)")) }
                     if transition.to == .poweredOff {
                         emit(.warning("waiting for the adapter to be powered on (e.g. bluetoothctl power on)"))
                     }

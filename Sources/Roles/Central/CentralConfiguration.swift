@@ -49,6 +49,8 @@ public struct CentralConfiguration: Sendable {
     /// the kernel can drop a scan's first report and a controller's duplicate filter then hides
     /// the device for the rest of that scan.
     public var scanRestartInterval: Duration = .seconds(4)
+    /// The kernel's queue on a notification socket, read once (the run warns when it is small).
+    public var notificationQueue: NotificationQueueLimit = .current()
     /// Whether the link to a peer ("AA:BB:…") may carry several ATT bearers, which can reorder
     /// a compat message (Apple's flow has no sequence numbers). Replaceable for tests.
     public var linkExposure: @Sendable (_ address: String) -> EnhancedATTExposure = { GATTBearers.exposure(to: $0) }

@@ -365,6 +365,11 @@ enum TransferFailure: Error, Sendable, Equatable, CustomStringConvertible {
             self = .transient(error.description)
         case .missingEndOfMessage:
             self = .transient(error.description)
+        case .reorderWindowExceeded:
+            // The gap never filled: a value was lost on its way, not forged — bluetoothd drops
+            // a notification its socket cannot queue (see NotificationQueueLimit). The sender
+            // keeps the message (no ACK); the next visit sends it again.
+            self = .transient("\(error.description): a notification was lost")
         default:
             self = .corrupt(error)
         }
