@@ -165,6 +165,8 @@ struct ReceiveCommand: AsyncParsableCommand {
                 var extra: [String: any Sendable] = [:]
                 if mode == .jsonLines {
                     extra["elapsed"] = (ContinuousClock.now - started).seconds
+                    // Wall-clock seconds since 1970, to line events up with other programs' logs.
+                    extra["time"] = Date().timeIntervalSince1970
                     if carriesPayload, case .received(let summary, _, _) = event,
                         let payload = await payloads.take(summary.sequence) {
                         extra["base64"] = Data(payload).base64EncodedString()
