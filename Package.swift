@@ -178,7 +178,10 @@ let package = Package(
         ),
         .testTarget(
             name: "RolesTests",
-            dependencies: ["Roles", "Transfer", "Trust", "BlueZ", "DBus", "DaemonSupport", "TestSupport"]
+            dependencies: [
+                "Roles", "Transfer", "Trust", "BlueZ", "DBus", "DaemonSupport", "TestSupport",
+                .product(name: "PropertyBased", package: "swift-property-based"),
+            ]
         ),
         .testTarget(
             name: "DaemonTests",

@@ -259,6 +259,8 @@ struct DaemonReporter {
             "bytes": "\(summary.byteCount)", "format": "\(summary.format.rawValue)",
         ]
         if let digest = summary.sha256 { metadata["sha256"] = "\(digest)" }
+        // The sender's word: escaped so that it cannot forge or break a log line.
+        if let name = summary.fileName { metadata["name"] = "\(SafeText.escape(name))" }
         if let duration = summary.duration { metadata["seconds"] = "\(String(format: "%.3f", duration.seconds))" }
         if let ordering = summary.ordering {
             metadata["order_at_risk"] = "true"

@@ -112,6 +112,7 @@ public struct EventRenderer {
                 + (peer.map { " to \(describe($0))" } ?? "") + describeKey(message.peerKey)
         case .received(let message, let peer, let storedAt):
             "message \(message.sequence) received (\(formatBytes(message.byteCount)), \(message.format.rawValue))"
+                + (message.fileName.map { " named \"\($0)\"" } ?? "")
                 + (peer.map { " from \(describe($0))" } ?? "") + describeKey(message.peerKey)
                 + (storedAt.map { " → \($0)" } ?? "")
         case .transferAborted(let peer, let reason):
@@ -243,6 +244,8 @@ public struct EventRenderer {
             object["message"] = message(summary)
             if let value = peer(source) { object["peer"] = value }
             if let sender = summary.peerKey { object["sender"] = key(sender) }
+            // As sent: JSON escapes it, a reader compares it with `path` to see the renaming.
+            if let name = summary.fileName { object["name"] = name }
             if let storedAt { object["path"] = storedAt }
         case .transferAborted(let target, let reason):
             object["event"] = "aborted"

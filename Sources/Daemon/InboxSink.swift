@@ -7,8 +7,10 @@ import Transfer
 
 /// The receiver daemon's `MessageSink`: each message becomes a new file in the output
 /// directory, written atomically (hidden partial file, flushed, then linked to its name; a
-/// name is never reused) and named by `InboxFileName` after its arrival time, so names sort
-/// in arrival order. The sequence number in the name counts the daemon's whole run, across
+/// name is never reused). A message whose sender named its file (secure mode, `meta`) keeps
+/// that name, sanitized and numbered when taken (``OutputDirectory/store(_:generatedName:)``);
+/// the others are named by `InboxFileName` after their arrival time, so they sort in arrival
+/// order. The sequence number in the name counts the daemon's whole run, across
 /// the role restarts that Bluetooth outages cause (the central's own count starts again).
 final class InboxSink: MessageSink {
     let directory: OutputDirectory
@@ -41,7 +43,7 @@ final class InboxSink: MessageSink {
         }
         let name = InboxFileName.make(receivedAt: now(), sequence: number, payload: message.payload)
         do {
-            return try directory.store(message.payload, baseName: name, sender: message.authenticatedSender).string
+            return try directory.store(message, generatedName: name).string
         } catch {
             // Numbers are not reused even when a write fails: names stay unique and ordered.
             throw SinkFailure(.ioError, "\(error)")

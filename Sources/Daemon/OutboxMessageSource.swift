@@ -78,7 +78,10 @@ actor OutboxMessageSource: MessageSource {
             if let serving, serving.file == file {
                 return serving.message
             }
-            let message = OutgoingMessage(payload: file.bytes)
+            // The outbox file's name travels with it (secure mode, when the receiver takes it).
+            let message = OutgoingMessage(payload: file.bytes, file: SentFileAttributes(
+                name: file.name, modificationSeconds: file.modificationSeconds,
+                modificationNanoseconds: file.modificationNanoseconds))
             serving = (file, message)
             report(.serving(file))
             return message

@@ -296,6 +296,7 @@ public actor Outbox {
         return .file(OutboxFile(
             name: candidate.name, path: path, bytes: bytes,
             modificationTime: FileTime(after.st_mtim).date,
+            modificationSeconds: Int64(after.st_mtim.tv_sec), modificationNanoseconds: UInt32(clamping: after.st_mtim.tv_nsec),
             device: candidate.identity.device, inode: candidate.identity.inode))
     }
 

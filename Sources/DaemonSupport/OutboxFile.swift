@@ -11,6 +11,10 @@ public struct OutboxFile: Sendable, Equatable, CustomStringConvertible {
     /// The payload: the file's bytes as they were when it was claimed.
     public let bytes: [UInt8]
     public let modificationTime: Date
+    /// The same time exactly as the file system holds it (`Date` keeps about a microsecond),
+    /// sent with the file: seconds since 1970 and nanoseconds.
+    public let modificationSeconds: Int64
+    public let modificationNanoseconds: UInt32
     /// Identity of the file (not of its name): a file replaced under the same name is another
     /// message.
     let device: UInt64

@@ -5,10 +5,14 @@ public struct OutgoingMessage: Sendable, Hashable {
     public let payload: [UInt8]
     /// SHA-256 of `payload`, 32 bytes.
     public let digest: [UInt8]
+    /// The file's name and modification time, sent in the secure mode when the central takes
+    /// them; nil for a message that is not a named file (or `send --no-name`).
+    public let file: SentFileAttributes?
 
-    public init(payload: [UInt8]) {
+    public init(payload: [UInt8], file: SentFileAttributes? = nil) {
         self.payload = payload
         self.digest = FramedHeader.sha256(payload)
+        self.file = file
     }
 
     /// The framed header announcing this message to the central that wrote `hello`.

@@ -7,6 +7,10 @@ public struct ReceivedMessage: Sendable, Hashable {
     /// Secure mode: the public key line of the sender the handshake authenticated (its key
     /// was in the authorized peers); nil otherwise. Stored with the file it becomes.
     public var authenticatedSender: String?
+    /// Secure mode with `meta`: the name and modification time the sender gave its file, as
+    /// sent (unsanitized: store and show it only through the output directory and `SafeText`);
+    /// nil for a message without them.
+    public var file: SentFileAttributes?
 
     public init(payload: [UInt8], format: MessageSender.Format, header: FramedHeader? = nil) {
         self.payload = payload

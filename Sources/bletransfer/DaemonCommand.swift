@@ -14,8 +14,9 @@ struct DaemonCommand: AsyncParsableCommand {
         discussion: """
             --role receiver (a central) scans for senders and stores every message as a new \
             file in --output-dir DIR: written under a hidden name, flushed, then given its \
-            final name (message-<UTC time>-<n>.txt, .bin when not text), so a reader of DIR \
-            never sees half a message; no file is ever replaced.
+            final name (message-<UTC time>-<n>.txt, .bin when not text; in the secure mode the \
+            sender's file name, sanitized, with its modification time), so a reader of DIR \
+            never sees half a message; no file is ever replaced (a taken name gets -1, -2...).
 
             --role sender (a peripheral) serves the files of --outbox DIR one after the other, \
             oldest modification time first, and moves each into DIR/sent/ once it was \

@@ -27,7 +27,9 @@ struct ReceiveCommand: AsyncParsableCommand {
             Output: without --output or --output-dir the message goes to standard output, byte \
             for byte (several messages one after another, nothing in between). --output PATH \
             replaces PATH atomically with the one message. --output-dir DIR stores each message \
-            in a new file (message-<UTC time>-<n>.txt or .bin), atomically, never overwriting.
+            in a new file (message-<UTC time>-<n>.txt or .bin), atomically, never overwriting; \
+            a file a secure sender named keeps its name (sanitized, -1, -2... before the \
+            extension when taken) and modification time. --output and standard output ignore names.
 
             Bounds: a transfer slower than --min-rate (after its first 20 s) is dropped and its \
             sender backs off; with --output-dir, a message is refused before it is received \
@@ -163,6 +165,8 @@ struct ReceiveCommand: AsyncParsableCommand {
                 var extra: [String: any Sendable] = [:]
                 if mode == .jsonLines {
                     extra["elapsed"] = (ContinuousClock.now - started).seconds
+                    // Wall-clock seconds since 1970, to line events up with other programs' logs.
+                    extra["time"] = Date().timeIntervalSince1970
                     if carriesPayload, case .received(let summary, _, _) = event,
                         let payload = await payloads.take(summary.sequence) {
                         extra["base64"] = Data(payload).base64EncodedString()

@@ -38,6 +38,10 @@ struct SendCommand: AsyncParsableCommand {
             numbers: on a link with Enhanced ATT bearers (BlueZ's default of 3 GATT channels) \
             its values may arrive out of order, and the sender says so (see bletransfer status).
 
+            In the secure mode, --file PATH also sends the file's name (the last component of \
+            PATH) and modification time, which a receiver with --output-dir keeps; --no-name \
+            sends neither. Apple's format and framed version 1 carry no name.
+
             An empty message is refused unless --allow-empty is given; a message over 64 MiB \
             is refused (both exit 65). Ctrl-C / SIGTERM unregister everything, then exit 130 / 143.
             """)
@@ -61,6 +65,10 @@ struct SendCommand: AsyncParsableCommand {
 
     @Flag(name: .customLong("allow-empty"), help: "Send an empty message instead of refusing it.")
     var allowEmpty = false
+
+    @Flag(name: .customLong("no-name"), help: ArgumentHelp(
+        "Do not send the file's name and modification time with --file (sent in the secure mode only)."))
+    var noName = false
 
     @Flag(name: .customLong("no-acquire-notify"), help: ArgumentHelp(
         "Do not offer AcquireNotify: notify through PropertiesChanged (no back-pressure).", visibility: .hidden))
@@ -105,9 +113,9 @@ struct SendCommand: AsyncParsableCommand {
     func run() async throws {
         let json = common.json
         let limit = TransferLimits.default.maximumMessageSize
-        let payload: [UInt8]
+        let message: OutgoingMessage
         do {
-            payload = try input.read(limit: limit, allowEmpty: allowEmpty)
+            message = try input.readMessage(limit: limit, allowEmpty: allowEmpty, sendsName: !noName)
         } catch {
             throw RoleRun.exit(reporting: error, json: json)
         }
@@ -131,7 +139,7 @@ struct SendCommand: AsyncParsableCommand {
         if let minimumRate { configuration.minimumTransferRate = minimumRate }
         configuration.secureMode = secureMode
         let peripheral = Peripheral(configuration: configuration, session: session, logger: logger)
-        let source = RepeatingMessageSource(message: OutgoingMessage(payload: payload), count: forever ? nil : (count ?? 1))
+        let source = RepeatingMessageSource(message: message, count: forever ? nil : (count ?? 1))
 
         let mode = common.outputMode
         let renderer = Task {

@@ -14,7 +14,8 @@ enum StatusOutput {
     }
 
     static func json(_ report: BluetoothStatusReport, gatt: GATTChannelSetting = .current(),
-                     link: LinkSpeedSetting = .current()) throws -> String {
+                     link: LinkSpeedSetting = .current(),
+                     notificationQueue: NotificationQueueLimit = .current()) throws -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         let data = try encoder.encode(report)
@@ -40,6 +41,10 @@ enum StatusOutput {
         ]
         if let file = link.file { linkObject["file"] = file }
         object["link"] = linkObject
+        var queueObject: [String: Any] = ["sufficient": notificationQueue.isSufficient,
+                                          "recommended": NotificationQueueLimit.recommended]
+        if let datagrams = notificationQueue.datagrams { queueObject["maxDatagrams"] = datagrams }
+        object["notificationQueue"] = queueObject
         let merged = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
         return String(decoding: merged, as: UTF8.self)
     }
@@ -62,7 +67,8 @@ enum StatusOutput {
     }
 
     static func text(_ report: BluetoothStatusReport, gatt: GATTChannelSetting = .current(),
-                     link: LinkSpeedSetting = .current()) -> String {
+                     link: LinkSpeedSetting = .current(),
+                     notificationQueue: NotificationQueueLimit = .current()) -> String {
         var lines: [String] = []
         var bluetoothd = "bluetoothd: \(report.bluetoothd)"
         // The bus's AccessDenied text is a paragraph of policy detail; the verdict line says
@@ -117,6 +123,7 @@ enum StatusOutput {
         lines.append("manager state: \(send.rawValue) for send, \(receive.rawValue) for receive")
         lines.append(gattLine(gatt))
         lines.append("link: \(link.summary)")
+        lines.append("notification queue: \(notificationQueue.summary)")
         lines.append("\(report.verdict.status == .ready ? "ready" : "not ready"): \(report.verdict.message)")
         return lines.joined(separator: "\n") + "\n"
     }

@@ -95,3 +95,18 @@ import Testing
         #expect(setting.exchangeMTU == 517)
     }
 }
+
+@Suite struct NotificationQueueLimitTests {
+    @Test func belowSystemdsDefaultIsFlaggedWithTheFix() {
+        let kernelDefault = NotificationQueueLimit(datagrams: 10)
+        #expect(!kernelDefault.isSufficient)
+        #expect(kernelDefault.summary.contains("net.unix.max_dgram_qlen = 512"))
+        #expect(!kernelDefault.summary.contains("\n"))
+        let systemd = NotificationQueueLimit(datagrams: 512)
+        #expect(systemd.isSufficient && !systemd.summary.contains("set net.unix"))
+        // Unreadable (another kernel, a sandbox): nothing to warn about, said as unknown.
+        #expect(NotificationQueueLimit(datagrams: nil).isSufficient)
+        #expect(NotificationQueueLimit(datagrams: nil).summary.hasPrefix("unknown"))
+        #expect(NotificationQueueLimit.current().datagrams != nil)
+    }
+}

@@ -15,6 +15,14 @@ import Glibc
 @Suite struct CentralLogicTests {
     // MARK: Back-off
 
+    @Test func aLostNotificationIsTransientAndACorruptMessageIsNot() {
+        // A gap that never fills is a value bluetoothd dropped: try again, do not end the run.
+        let lost = TransferFailure(ReceiveError.reorderWindowExceeded(sequence: 300, expected: 2))
+        #expect(lost == .transient("\(ReceiveError.reorderWindowExceeded(sequence: 300, expected: 2).description): a notification was lost"))
+        let corrupt = TransferFailure(ReceiveError.digestMismatch(announced: [1], computed: [2]))
+        #expect(corrupt == .corrupt(.digestMismatch(announced: [1], computed: [2])))
+    }
+
     @Test func backoffDoublesUpToItsCap() {
         let policy = BackoffPolicy(initial: .milliseconds(500), maximum: .seconds(3))
         #expect(policy.delay(afterFailures: 0) == .zero)

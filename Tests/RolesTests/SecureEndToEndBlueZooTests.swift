@@ -43,6 +43,8 @@ struct SecureEndToEndBlueZooTests {
         let peripheral = Peripheral(configuration: senderConfiguration, session: senderSession)
         let source = RepeatingMessageSource(message: OutgoingMessage(payload: bytes), count: 1)
         let senderLog = PeripheralEventLog(following: peripheral.events)
+        let senderTrace = Self.trace(senderLog, as: "SENDER")
+        defer { senderTrace.cancel() }
         let sending = Task { try await peripheral.run(source: source) }
 
         let receiverSession = try await bus.openSession()
@@ -51,6 +53,8 @@ struct SecureEndToEndBlueZooTests {
         receiverConfiguration.secureMode = receiver
         let central = Central(configuration: receiverConfiguration, session: receiverSession)
         let receiverLog = PeripheralEventLog(following: central.events)
+        let receiverTrace = Self.trace(receiverLog, as: "RECEIVER")
+        defer { receiverTrace.cancel() }
         let sink = CollectingSink()
         var received = 0
         var failure: RoleFailure?
@@ -68,6 +72,21 @@ struct SecureEndToEndBlueZooTests {
         }
         return Run(received: received, receiveFailure: failure, delivered: delivered, messages: sink.messages,
                    senderEvents: await senderLog.allWhenFinished(), receiverEvents: await receiverLog.allWhenFinished())
+    }
+
+    /// With SECURE_TEST_DEBUG set, prints each side's events as they come (a hanging test
+    /// shows where it stopped); otherwise does nothing.
+    static func trace(_ log: PeripheralEventLog, as side: String) -> Task<Void, Never> {
+        Task {
+            guard ProcessInfo.processInfo.environment["SECURE_TEST_DEBUG"] != nil else { return }
+            var seen = 0
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .milliseconds(200))
+                let all = log.all
+                for event in all.dropFirst(seen) { print("\(side): \(event)") }
+                seen = all.count
+            }
+        }
     }
 
     static func droppedReasons(_ events: [RoleEvent]) -> [String] {

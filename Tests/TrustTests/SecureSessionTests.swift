@@ -271,9 +271,11 @@ import Testing
         #expect(throws: SecureSessionError.self) { try pair.receiver.receiveNotification(SequencedStream.endOfMessage) }
     }
 
-    @Test func aValueTooFarAheadIsRefused() {
+    @Test func aValueTooFarAheadIsRefused() throws {
         var reader = SequencedStreamReader()
-        #expect(throws: SecureSessionError.self) { try reader.accept([1, 0, 7, 7]) }  // 256 ahead
+        #expect(try reader.accept([0, 255, 7, 7]).isEmpty)  // 255 ahead: held
+        #expect(throws: SecureSessionError.streamFailed("value 256 too far ahead of 0")) { try reader.accept([1, 0, 7, 7]) }
+        #expect(throws: SecureSessionError.self) { try reader.accept([0, 0] + [UInt8](repeating: 1, count: 511)) }  // 513 bytes
         var tooShort = SequencedStreamReader()
         #expect(throws: SecureSessionError.self) { try tooShort.accept([0, 0]) }
     }

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from scenarios import Context, scenario, sha256  # noqa: E402
+from scenarios import Context, l2cap_capacity, scenario, sha256  # noqa: E402
 
 SEND = '"$BLETRANSFER_BIN" send --json'
 RECEIVE = '"$BLETRANSFER_BIN" receive --json'
@@ -34,12 +34,15 @@ def states(text: str) -> list[str]:
 
 
 def transfer(ctx: Context, data: bytes, deadline: float = 300, name: str = "message") -> tuple:
-    """Our send on a (from a file), our receive on b (into a file); checks the bytes."""
+    """Our send on a (from a file), our receive on b (into a file); checks the bytes. b's job
+    ends with a line `RECEIVE-EXIT <seconds since 1970>`: when the receive process ended."""
     msg = ctx.payload(name, data)
     out = ctx.path(f"{name}-received")
     allow = " --allow-empty" if not data else ""
+    timed_receive = (f'{RECEIVE} --output {shlex.quote(out)} --timeout {int(deadline)}; '
+                     'rc=$?; echo "RECEIVE-EXIT $(date +%s.%N)"; exit $rc')
     res = ctx.lab.run(a=f"{SEND} --file {shlex.quote(msg)}{allow} --timeout {int(deadline)}",
-                      b=f"{RECEIVE} --output {shlex.quote(out)} --timeout {int(deadline)}",
+                      b=timed_receive,
                       b_after=ADVERTISING, deadline=deadline + 30, step=f"send → receive {len(data)} bytes",
                       expect={"a": 0, "b": 0})
     got = ctx.read(out)
@@ -85,8 +88,11 @@ def roles_empty(ctx: Context):
 
 @scenario("roles-1mib", tags=("bletransfer", "roles", "throughput"))
 def roles_1mib(ctx: Context):
-    """1 MiB random payload, bletransfer → bletransfer; throughput recorded."""
+    """1 MiB random payload, bletransfer → bletransfer; throughput, and its ratio to the link's
+    raw L2CAP capacity measured just before (the ceiling)."""
     ctx.require_bletransfer()
+    ceiling = l2cap_capacity(ctx, frames=256, sdu=4096)
+    ctx.figure("roles_1mib_ceiling_l2cap_kib_s", ceiling)
     data = os.urandom(1024 * 1024)
     res, _ = transfer(ctx, data, deadline=900, name="1mib")
     seconds = None
@@ -97,7 +103,18 @@ def roles_1mib(ctx: Context):
     if seconds:
         ctx.figure("roles_1mib_seconds", round(seconds, 1))
         ctx.figure("roles_1mib_kib_s", round(1024 / seconds, 1))
+        ctx.figure("roles_1mib_ceiling_ratio", round(1024 / seconds / max(ceiling, 1e-6), 2))
     ctx.figure("roles_1mib_wall_seconds", round(res.seconds, 1))
+    # From the stored message (the `received` event's wall-clock time) to the process's exit:
+    # issue #13 asks for at most 0.5 s (it was about 3 s of clean-up).
+    stored_at = None
+    for line in events(res.job("b").stdout(), "received"):
+        m = re.search(r'"time":([0-9.]+)', line)
+        if m:
+            stored_at = float(m.group(1))
+    exited = re.search(r"RECEIVE-EXIT ([0-9.]+)", res.job("b").stdout())
+    if stored_at is not None and exited:
+        ctx.figure("roles_1mib_stored_to_exit_s", round(float(exited.group(1)) - stored_at, 2))
 
 
 @scenario("roles-rescan", tags=("bletransfer", "roles"))

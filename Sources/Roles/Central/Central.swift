@@ -99,6 +99,8 @@ public final class Central: Sendable {
                 if !sawFirstState {
                     sawFirstState = true
                     if let failure = transition.startupFailure { throw failure }
+                    let queue = configuration.notificationQueue
+                    if !queue.isSufficient { emit(.warning("notification queue: \(queue.summary)")) }
                     if transition.to == .poweredOff {
                         emit(.warning("waiting for the adapter to be powered on (e.g. bluetoothctl power on)"))
                     }
@@ -252,6 +254,7 @@ public final class Central: Sendable {
             guard case .bluez(let name, _) = error, name == BlueZErrorName.inProgress else { throw error }
         }
         emit(.scanning(adapter: adapter.name))
+        var scanStartedAt = ContinuousClock.now
 
         for await item in inputs {
             let candidates: [Device]
@@ -280,7 +283,15 @@ public final class Central: Sendable {
             }
             let withProperties = offered.compactMap { device in device.properties.map { (device, $0) } }
             let choices = withProperties.map { PeerBook.Candidate(address: $0.1.address, rssi: $0.1.rssi.map(Int.init)) }
-            guard let index = progressState.withBook({ $0.choose(choices, at: now) }) else { continue }
+            guard let index = progressState.withBook({ $0.choose(choices, at: now) }) else {
+                if case .tick = item, ContinuousClock.now - scanStartedAt >= configuration.scanRestartInterval {
+                    // Nothing worth a visit yet: a fresh scan resets the controller's duplicate
+                    // filter and reports again a device whose first report was lost.
+                    scanStartedAt = ContinuousClock.now
+                    await restartDiscovery(adapter)
+                }
+                continue
+            }
             let (device, properties) = withProperties[index]
             let peer = PeerDescription(address: properties.address, name: properties.alias ?? properties.name,
                                        rssi: properties.rssi.map(Int.init))
@@ -293,6 +304,13 @@ public final class Central: Sendable {
 
     private static func offers(_ service: String, _ properties: DeviceProperties) -> Bool {
         properties.uuids.contains { BluetoothUUID.matches($0, service) }
+    }
+
+    private func restartDiscovery(_ adapter: Adapter) async {
+        await stopDiscovery(adapter)
+        // InProgress or a transient refusal: the ticker tries again at the next interval; the
+        // adapter going away reaches the state machine by its own path.
+        try? await adapter.startDiscovery()
     }
 
     private func stopDiscovery(_ adapter: Adapter) async {
@@ -325,7 +343,7 @@ public final class Central: Sendable {
                 // With keys, a version-2 HELLO offering the secure mode; a version-1 peripheral
                 // reads its first 14 bytes as a version-1 HELLO and answers version 1.
                 let session = SessionID.random()
-                let helloV2 = policy.map { _ in HelloV2(session: session.rawValue, offered: [.secure]) }
+                let helloV2 = policy.map { _ in HelloV2(session: session.rawValue, offered: [.secure, .meta]) }
                 let candidate = Hello(version: helloV2 == nil ? 1 : HelloV2.version, session: session)
                 do {
                     try await characteristic.writeValue(helloV2?.encoded ?? candidate.encoded, type: writeType)
@@ -431,7 +449,7 @@ public final class Central: Sendable {
                     MessageSummary(sequence: sequence, byteCount: message.payload.count,
                                    format: assembly.isSecure ? .secure : message.format == .framed ? .framed : .compat,
                                    sha256: message.digest.map(Self.hex), duration: duration, ordering: ordering,
-                                   peerKey: assembly.authenticatedSender),
+                                   peerKey: assembly.authenticatedSender, fileName: message.file?.name),
                     from: peer, storedAt: storedAt))
             }
         } catch let failure as TransferFailure {
@@ -451,7 +469,9 @@ public final class Central: Sendable {
         // Forgotten after a success too: BlueZ then reports the peer again only when it really
         // advertises again (a fresh InterfacesAdded), instead of offering a cached entry of a
         // sender that may have finished and left.
-        await cleanUp(channel: channel, device: device, adapter: adapter, forget: true, peer: peer)
+        let lastWanted = configuration.messageCount.map { progressState.receivedSnapshot >= $0 } ?? false
+        await cleanUp(channel: channel, device: device, adapter: adapter, forget: true, peer: peer,
+                      handingBack: lastWanted)
     }
 
     /// `Device1.Connect`, retrying transient failures with back-off.
@@ -591,9 +611,25 @@ public final class Central: Sendable {
     /// Apple's `cleanup()` order: unsubscribe, then disconnect. With `forget`, the device is
     /// also removed from BlueZ's cache (unless paired), so the next scan sees it only when it
     /// really advertises again.
+    ///
+    /// `handingBack`: the run ends with this visit (the last wanted message is stored and
+    /// acknowledged), so the user gets control back at once instead of after bluetoothd's
+    /// disconnection (its 2 s disconnect timer, then the link's teardown: about 3 s). The
+    /// link and the device record still go: `RemoveDevice` on a connected, unpaired device
+    /// makes bluetoothd mark it temporary, disconnect it and remove it as the link drops
+    /// (adapter-api.txt; BlueZ's adapter.c), whether or not we wait for the reply. We wait
+    /// only `handBackWait` for it, long enough for the call to leave this process.
     private func cleanUp(channel: CharacteristicSubscription?, device: Device, adapter: Adapter, forget: Bool,
-                         peer: PeerDescription) async {
+                         peer: PeerDescription, handingBack: Bool = false) async {
         let wasConnected = device.properties?.connected ?? false
+        if handingBack, forget, !(device.properties?.paired ?? false) {
+            await boundedCleanup(limit: configuration.handBackWait) {
+                await channel?.close()
+                try? await adapter.removeDevice(device)
+            }
+            if wasConnected || channel != nil { emit(.disconnected(peer)) }
+            return
+        }
         await boundedCleanup(limit: .seconds(10)) {
             await channel?.close()
             try? await device.disconnect()

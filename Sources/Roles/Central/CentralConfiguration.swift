@@ -42,6 +42,15 @@ public struct CentralConfiguration: Sendable {
     /// `requiresSecure`, a peer that does not complete it gets nothing and nothing of it is
     /// stored.
     public var secureMode: SecureModePolicy?
+    /// After the last wanted message: how long the run waits for `RemoveDevice` before it
+    /// returns (bluetoothd finishes the disconnection and the removal on its own).
+    public var handBackWait: Duration = .milliseconds(400)
+    /// A scan that has chosen nothing is restarted this often (StopDiscovery, StartDiscovery):
+    /// the kernel can drop a scan's first report and a controller's duplicate filter then hides
+    /// the device for the rest of that scan.
+    public var scanRestartInterval: Duration = .seconds(4)
+    /// The kernel's queue on a notification socket, read once (the run warns when it is small).
+    public var notificationQueue: NotificationQueueLimit = .current()
     /// Whether the link to a peer ("AA:BB:…") may carry several ATT bearers, which can reorder
     /// a compat message (Apple's flow has no sequence numbers). Replaceable for tests.
     public var linkExposure: @Sendable (_ address: String) -> EnhancedATTExposure = { GATTBearers.exposure(to: $0) }

@@ -52,6 +52,8 @@ struct MessageAssembly: Sendable {
     private var secureAnnouncedLength: Int?
     private var secureBytesReceived = 0
     private var secureValuesReceived = 0
+    /// Secure mode: the message END verified, complete once the stream's `EOM` arrives.
+    private var verifiedMessage: ReceivedMessage?
     private var meter: ProgressMeter?
     private var lastActivity: Duration = .zero
     private var firstValueAt: Duration?
@@ -240,14 +242,27 @@ struct MessageAssembly: Sendable {
                 case .progress(let bytes):
                     secureBytesReceived = bytes
                     progressed = true
-                case .complete(let payload, _):
-                    finished = true
+                case .complete(let payload, let header):
                     var message = ReceivedMessage(
                         payload: payload, format: .framed,
                         header: FramedHeader(session: receiver.sentHello?.session ?? SessionID(rawValue: 0), payload: payload))
                     message.authenticatedSender = authenticatedSender?.keyLine
+                    message.file = header.metadata.map {
+                        SentFileAttributes(name: $0.name, modificationSeconds: $0.modificationSeconds,
+                                           modificationNanoseconds: $0.modificationNanoseconds)
+                    }
+                    verifiedMessage = message
+                    progressed = true
+                case .endOfStream:
+                    // As in version 1, the ACK follows `EOM`: by then the sender has handed over
+                    // its last value, so a hang-up right after the ACK cannot cut its stream.
+                    guard let message = verifiedMessage else {
+                        finished = true
+                        return .failed(.transient("the secure stream ended without a verified message"))
+                    }
+                    finished = true
                     return .complete(message, duration: time - (firstValueAt ?? time))
-                case .closed, .endOfStream:
+                case .closed:
                     break
                 }
             }
@@ -350,6 +365,11 @@ enum TransferFailure: Error, Sendable, Equatable, CustomStringConvertible {
             self = .transient(error.description)
         case .missingEndOfMessage:
             self = .transient(error.description)
+        case .reorderWindowExceeded:
+            // The gap never filled: a value was lost on its way, not forged — bluetoothd drops
+            // a notification its socket cannot queue (see NotificationQueueLimit). The sender
+            // keeps the message (no ACK); the next visit sends it again.
+            self = .transient("\(error.description): a notification was lost")
         default:
             self = .corrupt(error)
         }

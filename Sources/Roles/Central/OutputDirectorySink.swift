@@ -3,7 +3,9 @@ import SystemPackage
 import Transfer
 
 /// Writes each message to its own new file in a directory (`--output-dir DIR`), through
-/// ``OutputDirectory``: atomic, never replacing a file. Names say when and what:
+/// ``OutputDirectory``: atomic, never replacing a file. A message that came with a file name
+/// (secure mode, `meta`) is stored under that name, sanitized and numbered when taken, with the
+/// sender's modification time; others get names that say when and what:
 /// `message-20250101-120000-1.txt` for UTF-8 text, `.bin` otherwise.
 public struct OutputDirectorySink: MessageSink {
     public let directory: OutputDirectory
@@ -19,9 +21,9 @@ public struct OutputDirectorySink: MessageSink {
     }
 
     public func store(_ message: ReceivedMessage, sequence: Int, from peer: PeerDescription?) async throws -> String? {
-        let name = Self.fileName(sequence: sequence, isText: message.text != nil, date: Date())
+        let generated = Self.fileName(sequence: sequence, isText: message.text != nil, date: Date())
         do {
-            return try directory.store(message.payload, baseName: name, sender: message.authenticatedSender).string
+            return try directory.store(message, generatedName: generated).string
         } catch {
             throw SinkFailure(.ioError, "\(error)")
         }
@@ -37,5 +39,17 @@ public struct OutputDirectorySink: MessageSink {
         formatter.timeZone = TimeZone(identifier: "UTC")
         formatter.dateFormat = "yyyyMMdd-HHmmss"
         return "message-\(formatter.string(from: date))-\(sequence).\(isText ? "txt" : "bin")"
+    }
+}
+
+extension OutputDirectory {
+    /// Stores a received message under the name its sender gave it (sanitized) or, without
+    /// one, under `generatedName`; with the sender's key and modification time when known.
+    public func store(_ message: ReceivedMessage, generatedName: String) throws(OutputDirectoryError) -> FilePath {
+        let name = message.file.flatMap { Self.sanitizedFileName($0.name) } ?? generatedName
+        let modified = message.file.flatMap {
+            Self.acceptedModificationTime(seconds: $0.modificationSeconds, nanoseconds: $0.modificationNanoseconds)
+        }
+        return try store(message.payload, baseName: name, sender: message.authenticatedSender, modificationTime: modified)
     }
 }

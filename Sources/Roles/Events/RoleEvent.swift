@@ -81,10 +81,14 @@ public struct MessageSummary: Sendable, Equatable {
     /// Secure mode: the peer whose key the handshake authenticated (the sender of a received
     /// message, the receiver of a delivered one).
     public var peerKey: AuthenticatedPeer?
+    /// The file name the sender gave the message (secure mode with `meta`), as sent: hostile
+    /// until escaped (`SafeText`) or JSON-encoded. Nil for a message without one.
+    public var fileName: String?
 
     public init(sequence: Int, byteCount: Int, format: TransferFormat, sha256: String? = nil, duration: Duration? = nil,
-                ordering: CompatOrdering? = nil, peerKey: AuthenticatedPeer? = nil) {
+                ordering: CompatOrdering? = nil, peerKey: AuthenticatedPeer? = nil, fileName: String? = nil) {
         self.peerKey = peerKey
+        self.fileName = fileName
         self.sequence = sequence
         self.byteCount = byteCount
         self.format = format

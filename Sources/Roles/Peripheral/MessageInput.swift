@@ -33,13 +33,29 @@ public enum MessageInput: Sendable, Equatable {
     ///   - standardInput: the descriptor to read for `.standardInput` (tests pass a pipe).
     public func read(limit: Int, allowEmpty: Bool,
                      standardInput: FileDescriptor = .standardInput) throws(Failure) -> [UInt8] {
+        try readMessage(limit: limit, allowEmpty: allowEmpty, sendsName: false, standardInput: standardInput).payload
+    }
+
+    /// Reads the whole message (as ``read(limit:allowEmpty:standardInput:)``) and, when
+    /// `sendsName` and the input is `--file PATH` of a regular file, attaches the file's name
+    /// (the last component of PATH) and modification time. A FIFO or `/dev/stdin` has no name
+    /// worth keeping (`63` for `<(cmd)`), nor has an argument or standard input.
+    public func readMessage(limit: Int, allowEmpty: Bool, sendsName: Bool,
+                            standardInput: FileDescriptor = .standardInput) throws(Failure) -> OutgoingMessage {
         let bytes: [UInt8]
+        var file: SentFileAttributes?
         switch self {
         case .argument(let text):
             bytes = Array(text.utf8)
             if bytes.count > limit { throw Self.tooLarge(bytes.count, limit: limit, what: "the message") }
         case .file(let path):
-            bytes = try Self.readFile(path, limit: limit)
+            let status: stat?
+            (bytes, status) = try Self.readFile(path, limit: limit)
+            if sendsName, let status, (status.st_mode & S_IFMT) == S_IFREG,
+               let name = FilePath(path).lastComponent?.string {
+                file = SentFileAttributes(name: name, modificationSeconds: Int64(status.st_mtim.tv_sec),
+                                          modificationNanoseconds: UInt32(clamping: status.st_mtim.tv_nsec))
+            }
         case .standardInput:
             if isatty(standardInput.rawValue) == 1 {
                 throw Failure(kind: .usage, userMessage:
@@ -51,7 +67,7 @@ public enum MessageInput: Sendable, Equatable {
             throw Failure(kind: .dataError, userMessage:
                 "the message is empty (\(self.sourceDescription) gave 0 bytes); pass --allow-empty to send an empty message")
         }
-        return bytes
+        return OutgoingMessage(payload: bytes, file: file)
     }
 
     var sourceDescription: String {
@@ -62,7 +78,9 @@ public enum MessageInput: Sendable, Equatable {
         }
     }
 
-    private static func readFile(_ path: String, limit: Int) throws(Failure) -> [UInt8] {
+    /// The bytes and, when `fstat` worked, the status of the file they were read from (the
+    /// modification time is taken after reading: the one of the bytes sent).
+    private static func readFile(_ path: String, limit: Int) throws(Failure) -> ([UInt8], stat?) {
         let descriptor: FileDescriptor
         do {
             descriptor = try FileDescriptor.open(FilePath(path), .readOnly, options: [.closeOnExec])
@@ -79,7 +97,9 @@ public enum MessageInput: Sendable, Equatable {
                 throw tooLarge(Int(status.st_size), limit: limit, what: "'\(path)'")
             }
         }
-        return try readAll(descriptor, limit: limit, what: "'\(path)'")
+        let bytes = try readAll(descriptor, limit: limit, what: "'\(path)'")
+        var after = stat()
+        return (bytes, fstat(descriptor.rawValue, &after) == 0 ? after : nil)
     }
 
     /// Reads to end of file, at most `limit` bytes (one more tells that the input is larger).

@@ -580,7 +580,8 @@ extension SubscriptionServer {
         do {
             session = try SecureSenderSession(
                 identity: policy.identity, authorizedPeers: policy.authorizedPeers, hello: hello,
-                payload: message.payload, digest: message.digest, metadata: nil, maximumValueLength: valueLength)
+                payload: message.payload, digest: message.digest,
+                metadata: Self.fileMetadata(message.file), maximumValueLength: valueLength)
         } catch {
             refuse(device: device, reason: "its secure session could not start: \(error)")
             return nil
@@ -593,6 +594,16 @@ extension SubscriptionServer {
                      usesSocket: usesSocket, indications: indications, secureWrites: writesContinuation) { id, confirmations in
             await Self.secureTransfer(session, over: channel, writes: writes, confirmations: confirmations,
                                       subscription: id, server: self)
+        }
+    }
+
+    /// The HEADER's metadata for a named message (sent when the central offered `meta`). A name
+    /// that is not one path component of at most 255 bytes cannot come from a file and is not
+    /// sent: the receiver then falls back to its generated name.
+    static func fileMetadata(_ file: SentFileAttributes?) -> FileMetadata? {
+        file.flatMap {
+            FileMetadata(name: $0.name, modificationSeconds: $0.modificationSeconds,
+                         modificationNanoseconds: $0.modificationNanoseconds)
         }
     }
 
@@ -673,8 +684,14 @@ extension SubscriptionServer {
                     }
                 }
             }
-            try await channel.drain()
-            await server.endOfMessageWritten(id)
+            do {
+                try await channel.drain()
+                await server.endOfMessageWritten(id)
+            } catch {
+                // The central may have hung up right after its ACK: the ACK still counts
+                // within the grace the delivery gives it, so keep reading its writes.
+                await server.secureTransferFailed(id, error)
+            }
             while let value = await written.next() {
                 for event in try session.receiveWrite(value) {
                     switch event {

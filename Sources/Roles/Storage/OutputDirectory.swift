@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import CFileAttributes
+import DaemonSupport
 import Foundation
 import SystemPackage
 
@@ -39,14 +40,15 @@ public struct OutputDirectory: Sendable {
     /// public key line (`getfattr -n user.bletransfer.sender FILE`).
     public static let senderAttribute = "user.bletransfer.sender"
 
-    /// Writes `payload` as a new file named after `baseName` (a number is added when the name
-    /// is taken) and returns its path. The file appears complete or not at all. `sender`: the
-    /// authenticated sender's public key line, stored as `senderAttribute` with the file where
-    /// the file system supports user extended attributes (`senderAttributeMissing` says when
-    /// it did not).
+    /// Writes `payload` as a new file named after `baseName` and returns its path. The file
+    /// appears complete or not at all, and never replaces one: `baseName` is sanitized
+    /// (``sanitizedFileName(_:)``) and, when the name is taken, numbered (``numbered(_:_:)``).
+    /// `sender`: the authenticated sender's public key line, stored as `senderAttribute` with
+    /// the file where the file system supports user extended attributes. `modificationTime`:
+    /// the file's mtime, set before the name appears (see ``acceptedModificationTime``).
     @discardableResult
     public func store(_ payload: some Collection<UInt8>, baseName: String,
-                      sender: String? = nil) throws(OutputDirectoryError) -> FilePath {
+                      sender: String? = nil, modificationTime: timespec? = nil) throws(OutputDirectoryError) -> FilePath {
         let partial = path.appending(Self.partialPrefix + UUID().uuidString)
         do {
             let fd = try FileDescriptor.open(
@@ -61,6 +63,13 @@ public struct OutputDirectory: Sendable {
                         _ = Array(sender.utf8).withUnsafeBytes { bytes in
                             fsetxattr(fd.rawValue, Self.senderAttribute, bytes.baseAddress, bytes.count, 0)
                         }
+                    }
+                    if let modificationTime {
+                        // The access time stays the arrival time; only the mtime is the sender's.
+                        // Best effort: a file system that cannot hold the time (FAT before 1980)
+                        // must not cost the message; it keeps its arrival time.
+                        let times = [timespec(tv_sec: 0, tv_nsec: Self.timeOmitted), modificationTime]
+                        _ = futimens(fd.rawValue, times)
                     }
                     // Data must be on disk before the name appears, or a crash could leave a
                     // complete-looking name over an empty file.
@@ -77,7 +86,7 @@ public struct OutputDirectory: Sendable {
         }
         defer { _ = unlink(partial.string) }
 
-        let safeBase = Self.sanitizedFileName(baseName)
+        let safeBase = Self.sanitizedFileName(baseName) ?? "message"
         for attempt in 0..<10_000 {
             let name = attempt == 0 ? safeBase : Self.numbered(safeBase, attempt)
             let final = path.appending(name)
@@ -91,6 +100,20 @@ public struct OutputDirectory: Sendable {
         throw .noFreeName(path.string, safeBase)
     }
 
+    /// `UTIME_OMIT` of <sys/stat.h> (`futimens` leaves that time as it is): a macro Swift
+    /// does not import.
+    static let timeOmitted = (1 << 30) - 2
+
+    /// The sender's modification time as a `timespec` for ``store(_:baseName:sender:modificationTime:)``,
+    /// or nil when it is outside 1970-01-01 ... one day after `now` (a clock far off, or a
+    /// hostile value): the file then keeps its arrival time.
+    public static func acceptedModificationTime(seconds: Int64, nanoseconds: UInt32,
+                                                now: Date = Date()) -> timespec? {
+        let latest = Int64(now.timeIntervalSince1970) + 86_400
+        guard seconds >= 0, seconds <= latest, nanoseconds < 1_000_000_000 else { return nil }
+        return timespec(tv_sec: Int(seconds), tv_nsec: Int(nanoseconds))
+    }
+
     /// Removes partial files left by an interrupted run; they never had a final name.
     public func removeStalePartialFiles() {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: path.string) else { return }
@@ -99,20 +122,67 @@ public struct OutputDirectory: Sendable {
         }
     }
 
-    /// The names a user sees: no path separators, no leading dot, nothing empty.
-    static func sanitizedFileName(_ name: String) -> String {
-        var cleaned = String(name.map { $0 == "/" || $0 == "\0" ? "_" : $0 })
-        while cleaned.hasPrefix(".") { cleaned.removeFirst() }
-        if cleaned.isEmpty { cleaned = "message" }
-        return String(cleaned.prefix(200))
+    /// The longest file name Linux file systems take, in bytes of UTF-8 (NAME_MAX).
+    public static let maximumNameBytes = 255
+    /// An extension longer than this (in bytes, with its dot) is not kept whole when a name is
+    /// cut: it is then likely no extension at all.
+    static let maximumExtensionBytes = 32
+
+    /// A name the sender chose (or one we generated) made into a single safe path component:
+    /// - `/` and NUL, and every character ``SafeText`` escapes (C0 and C1 controls, ESC, DEL,
+    ///   bidirectional overrides and marks, line and paragraph separators), become `_`;
+    /// - leading dots are removed: nothing hidden, never `.` or `..`, never our partial prefix;
+    /// - at most 255 bytes of UTF-8, cut at a character (Unicode scalar) boundary before the
+    ///   extension, which is kept.
+    ///
+    /// A name that is already safe comes back unchanged. Nil when nothing is left (empty, or
+    /// only dots): the caller uses its generated name.
+    public static func sanitizedFileName(_ name: String) -> String? {
+        var scalars = String.UnicodeScalarView()
+        for scalar in name.unicodeScalars {
+            // Scalars, not Characters: "." followed by a combining mark is one Character but
+            // still a leading dot on disk.
+            if scalars.isEmpty && scalar == "." { continue }
+            let unsafe = scalar == "/" || scalar == "\0" || SafeText.needsEscape(scalar)
+            scalars.append(unsafe ? "_" : scalar)
+        }
+        guard !scalars.isEmpty else { return nil }
+        return fitted(String(scalars), suffix: "")
     }
 
-    /// "message.txt" → "message-1.txt"; "message" → "message-1".
+    /// The name for the `number`th retry when `name` is taken: the number goes before the
+    /// extension, after a dash ("photo.jpg" → "photo-1.jpg", "notes" → "notes-1",
+    /// "message-20250101-120000-1.txt" → "message-20250101-120000-1-1.txt"), the stem cut so
+    /// that the whole stays within 255 bytes. One rule for sent and generated names.
     static func numbered(_ name: String, _ number: Int) -> String {
-        if let dot = name.lastIndex(of: "."), dot != name.startIndex {
-            return "\(name[..<dot])-\(number)\(name[dot...])"
+        fitted(name, suffix: "-\(number)")
+    }
+
+    /// `name` with `suffix` before its extension, the stem cut at a scalar boundary to fit
+    /// ``maximumNameBytes``. `name` holds no leading dot, so the stem is never empty.
+    private static func fitted(_ name: String, suffix: String) -> String {
+        let scalars = Array(name.unicodeScalars)
+        var stem = scalars[...]
+        var fileExtension: ArraySlice<Unicode.Scalar> = []
+        if let dot = scalars.lastIndex(of: "."), dot > 0 {
+            let candidate = scalars[dot...]
+            if String(String.UnicodeScalarView(candidate)).utf8.count <= maximumExtensionBytes {
+                stem = scalars[..<dot]
+                fileExtension = candidate
+            }
         }
-        return "\(name)-\(number)"
+        let budget = maximumNameBytes - suffix.utf8.count - String(String.UnicodeScalarView(fileExtension)).utf8.count
+        var stemBytes = 0
+        var kept = String.UnicodeScalarView()
+        for scalar in stem {
+            let width = String(scalar).utf8.count
+            guard stemBytes + width <= budget else { break }
+            stemBytes += width
+            kept.append(scalar)
+        }
+        kept.append(contentsOf: suffix.unicodeScalars)
+        kept.append(contentsOf: fileExtension)
+        return String(kept)
     }
 
     private func syncDirectory() {

@@ -198,21 +198,7 @@ public struct SecureReceiverSession: Sendable {
     }
 
     private mutating func open(_ frame: Frame) throws(SecureSessionError) -> RecordMessage {
-        guard frame.type != .handshake else { throw .protocolViolation("handshake frame after the handshake") }
-        guard var opener else { throw .protocolViolation("record before the handshake finished") }
-        let record: Record
-        do {
-            record = try opener.open(frame)
-            self.opener = opener
-        } catch {
-            self.opener = opener
-            throw SecureSessionError(error)
-        }
-        do {
-            return try RecordMessage(parsing: record)
-        } catch {
-            throw SecureSessionError(error)
-        }
+        try SessionRecords.open(frame, with: &opener).message
     }
 
     private mutating func handle(_ message: RecordMessage) throws(SecureSessionError) -> [Event] {

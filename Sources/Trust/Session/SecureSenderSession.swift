@@ -165,22 +165,7 @@ public struct SecureSenderSession: Sendable {
     }
 
     private mutating func handleAck(_ frame: Frame) throws(SecureSessionError) -> Event {
-        guard frame.type != .handshake else { throw .protocolViolation("handshake frame after the handshake") }
-        guard var opener else { throw .protocolViolation("record before the handshake finished") }
-        let record: Record
-        do {
-            record = try opener.open(frame)
-            self.opener = opener
-        } catch {
-            self.opener = opener
-            throw SecureSessionError(error)
-        }
-        let message: RecordMessage
-        do {
-            message = try RecordMessage(parsing: record)
-        } catch {
-            throw SecureSessionError(error)
-        }
+        let (record, message) = try SessionRecords.open(frame, with: &opener)
         guard case .ack(let ack) = message else {
             throw .protocolViolation("\(record.kind) record from the central, an ACK expected")
         }

@@ -212,13 +212,20 @@ lab_btmgmt() { timeout 15 btmgmt --index 0 "$@" < <(sleep 15); }
 
 # Raw link capacity: LE credit-based L2CAP (PSM 0x80) from this host to the peer, with l2test.
 # The receiver must be connectable and advertising: lab_l2test_receiver on it first.
+# LAB_L2TEST_MTU: bytes per SDU (default 512); above the channel's default MTU of 672 both
+# sides set their MTU to it (-I/-O) so that one SDU is one write.
+lab_l2test_mtu_options() {
+    [ "${LAB_L2TEST_MTU:-512}" -gt 672 ] && echo "-I $LAB_L2TEST_MTU -O $LAB_L2TEST_MTU"
+}
 lab_l2test_receiver() {  # $1 = seconds to listen
     lab_btmgmt connectable on >/dev/null && lab_btmgmt advertising on >/dev/null || return 1
     echo "L2TEST-LISTENING"
-    timeout -s INT "${1:-60}" l2test -r -V le_public -P 0x0080 -b "${LAB_L2TEST_MTU:-512}"
+    # shellcheck disable=SC2046  # the options are words on purpose
+    timeout -s INT "${1:-60}" l2test -r -V le_public -P 0x0080 -b "${LAB_L2TEST_MTU:-512}" $(lab_l2test_mtu_options)
     lab_btmgmt advertising off >/dev/null
     return 0
 }
 lab_l2test_sender() {  # $1 = peer address, $2 = frames
-    l2test -s -V le_public -P 0x0080 -b "${LAB_L2TEST_MTU:-512}" -N "${2:-400}" "$1"
+    # shellcheck disable=SC2046
+    l2test -s -V le_public -P 0x0080 -b "${LAB_L2TEST_MTU:-512}" $(lab_l2test_mtu_options) -N "${2:-400}" "$1"
 }

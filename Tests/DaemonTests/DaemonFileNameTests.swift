@@ -1,0 +1,69 @@
+@testable import Daemon
+import DaemonSupport
+import Foundation
+import Roles
+import SystemPackage
+import Testing
+import Transfer
+
+/// File names in the daemons: the outbox file's name goes out with it, the inbox keeps it
+/// (sanitized, never overwriting), and events and log lines carry it safely.
+@Suite struct DaemonFileNameTests {
+    static func temporaryDirectory() throws -> URL {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("bletransfer-names-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        return url
+    }
+
+    @Test("an outbox file is offered with its name and exact modification time")
+    func outboxFileCarriesItsName() async throws {
+        let url = try Self.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: url) }
+        let path = url.appendingPathComponent("photo.jpg").path
+        try Data([1, 2, 3]).write(to: URL(fileURLWithPath: path))
+        var times = [timespec(tv_sec: 0, tv_nsec: 0), timespec(tv_sec: 1_600_000_000, tv_nsec: 987_654_321)]
+        #expect(utimensat(AT_FDCWD, path, &times, 0) == 0)
+        let source = try OutboxMessageSource(directory: FilePath(url.path), maximumFileSize: 1000, settleTime: .zero)
+        let message = try #require(await source.current())
+        #expect(message.file == SentFileAttributes(name: "photo.jpg", modificationSeconds: 1_600_000_000,
+                                                   modificationNanoseconds: 987_654_321))
+    }
+
+    @Test("the inbox stores a named message under its sanitized name, a second one numbered, unnamed ones generated")
+    func inboxKeepsNames() async throws {
+        let url = try Self.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: url) }
+        let fixed = Date(timeIntervalSince1970: 1_738_324_805.042)
+        let sink = InboxSink(directory: try OutputDirectory(path: FilePath(url.path)), now: { fixed })
+        var named = ReceivedMessage(payload: Array("one".utf8), format: .framed)
+        named.file = SentFileAttributes(name: "../report.pdf", modificationSeconds: 1_600_000_000, modificationNanoseconds: 0)
+        _ = try await sink.store(named, sequence: 1, from: nil)
+        named.payload = Array("two".utf8)
+        _ = try await sink.store(named, sequence: 2, from: nil)
+        _ = try await sink.store(ReceivedMessage(payload: Array("three".utf8), format: .framed), sequence: 3, from: nil)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: url.path).sorted()
+            == ["_report-1.pdf", "_report.pdf", "message-20250131-120005.042-0003.txt"])
+        #expect(try Data(contentsOf: url.appendingPathComponent("_report.pdf")) == Data("one".utf8))
+        #expect(try Data(contentsOf: url.appendingPathComponent("_report-1.pdf")) == Data("two".utf8))
+    }
+
+    @Test("the received event carries the name as sent in JSON, escaped in the sentence and the log")
+    func eventsCarryTheName() throws {
+        let hostile = "photo\u{1B}[2J\u{202E}.jpg"
+        let summary = MessageSummary(sequence: 1, byteCount: 3, format: .secure, fileName: hostile)
+        let event = RoleEvent.received(summary, from: nil, storedAt: "/in/photo_[2J_.jpg")
+        let line = EventRenderer.encode(EventRenderer.jsonObject(for: event))
+        #expect(!line.unicodeScalars.contains { SafeText.needsEscape($0) })
+        let decoded = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
+        #expect(decoded?["name"] as? String == hostile)
+        #expect(decoded?["path"] as? String == "/in/photo_[2J_.jpg")
+        let sentence = EventRenderer.sentence(for: event)
+        #expect(sentence.contains("named \"photo\\x1b[2J\\u{202e}.jpg\""))
+        #expect(!sentence.unicodeScalars.contains { SafeText.needsEscape($0) })
+        #expect(DaemonReporter.metadata(summary)["name"] == "photo\\x1b[2J\\u{202e}.jpg")
+        // Without a name, nothing is added.
+        let plain = MessageSummary(sequence: 1, byteCount: 3, format: .secure)
+        #expect(EventRenderer.jsonObject(for: .received(plain, from: nil, storedAt: nil))["name"] == nil)
+        #expect(DaemonReporter.metadata(plain)["name"] == nil)
+    }
+}
