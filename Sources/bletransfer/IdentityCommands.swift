@@ -95,8 +95,9 @@ struct KeygenCommand: ParsableCommand {
 
             Default path: $XDG_CONFIG_HOME/bletransfer/identity (~/.config/bletransfer/identity \
             when XDG_CONFIG_HOME is unset); /var/lib/bletransfer/identity when run as the \
-            service user 'bletransfer', which the packaged daemons run as. To create the \
-            service's key: sudo -u bletransfer bletransfer keygen
+            service user 'bletransfer', which the packaged daemons run as. The package and \
+            scripts/install-service.sh create the service's key; 'sudo -u bletransfer \
+            bletransfer id' prints its line.
 
             Exit status: 0 created; 64 an identity exists already (give --force to replace it); \
             74 the file could not be written; 77 permission denied.

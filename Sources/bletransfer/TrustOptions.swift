@@ -49,17 +49,18 @@ struct TrustOptions: ParsableArguments {
             return SecureModePolicy(identity: try Self.loadIdentity(identityPath),
                                     authorizedPeers: try Self.loadPeers(peersPath), requiresSecure: false)
         }
-        let advice = "the daemon exchanges messages only with authorized peers: create this host's key with "
-            + "'bletransfer keygen --identity \(identityPath)', list each peer's 'bletransfer id' line in \(peersPath), "
-            + "or run with --insecure-any-peer"
+        let listPeers = "list each peer's 'bletransfer id' line in \(peersPath), or run with --insecure-any-peer"
         let loadedIdentity: HostIdentity
         do {
             loadedIdentity = try HostIdentity.load(from: identityPath)
         } catch .identityMissing {
-            throw RoleFailure(.configuration, "no identity at \(identityPath); \(advice)")
+            throw RoleFailure(.configuration, "no identity at \(identityPath); the daemon exchanges messages only with "
+                + "authorized peers: create this host's key with 'bletransfer keygen --identity \(identityPath)', "
+                + listPeers)
         } catch {
             throw IdentityLocation.failure(error)
         }
+        let advice = "the daemon exchanges messages only with authorized peers: " + listPeers
         let peers: AuthorizedPeers
         do {
             peers = try AuthorizedPeers.load(from: peersPath)

@@ -115,6 +115,14 @@ def roles_1mib(ctx: Context):
     exited = re.search(r"RECEIVE-EXIT ([0-9.]+)", res.job("b").stdout())
     if stored_at is not None and exited:
         ctx.figure("roles_1mib_stored_to_exit_s", round(float(exited.group(1)) - stored_at, 2))
+    # receive returned before bluetoothd finished the clean-up it asked for: within seconds
+    # there is still no device record and no link left on b.
+    left = ctx.lab.sh("b", 'for i in $(seq 1 12); do '
+                           'd=$(timeout 5 bluetoothctl devices 2>/dev/null | grep -c "^Device"); '
+                           'c=$(hcitool con 2>/dev/null | grep -c "LE "); '
+                           '[ "$d" = 0 ] && [ "$c" = 0 ] && { echo "CLEAN after ${i}s"; exit 0; }; sleep 1; done; '
+                           'echo "LEFT devices=$d links=$c"', step="nothing left after receive", check=False)
+    ctx.check("CLEAN" in left.stdout(), f"no device record or link left on b after receive: {left.stdout().strip()}")
 
 
 @scenario("roles-rescan", tags=("bletransfer", "roles"))

@@ -44,7 +44,7 @@ public struct CentralConfiguration: Sendable {
     public var secureMode: SecureModePolicy?
     /// After the last wanted message: how long the run waits for `RemoveDevice` before it
     /// returns (bluetoothd finishes the disconnection and the removal on its own).
-    public var handBackWait: Duration = .milliseconds(400)
+    public var handBackWait: Duration = .milliseconds(100)
     /// A scan that has chosen nothing is restarted this often (StopDiscovery, StartDiscovery):
     /// the kernel can drop a scan's first report and a controller's duplicate filter then hides
     /// the device for the rest of that scan.

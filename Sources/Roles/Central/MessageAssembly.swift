@@ -153,6 +153,11 @@ struct MessageAssembly: Sendable {
 
         case .ended(let reason):
             finished = true
+            if mode == .secure && authenticatedSender == nil {
+                // A sender refuses an unlisted central right after reading its key (message 2).
+                return .failed(.transient("\(reason) during the secure handshake: the sender may not list this "
+                                          + "host's key ('bletransfer id' prints it)"))
+            }
             if mode != .plain {
                 return .failed(.transient("\(reason) after \(bytesReceived) bytes of a secure transfer"))
             }

@@ -545,6 +545,11 @@ actor SubscriptionServer {
     /// that means is the delivery's to decide (`SubscriptionDelivery`).
     private func hungUp(_ id: Int, reason: String, closeChannel: Bool) {
         guard let subscription = current, subscription.id == id, !subscription.delivery.hasHungUp else { return }
+        var reason = reason
+        if subscription.format == .secure, subscription.authenticatedPeer != nil, !subscription.delivery.isDelivered {
+            // A receiver refuses an unlisted sender right after reading its key (message 3).
+            reason += " after the secure handshake (it may not list this host's key; 'bletransfer id' prints it)"
+        }
         // Read before the delivery asks for the channel to be closed.
         let drained = closeChannel ? subscription.channel.isDrained : nil
         feed(.hungUp(reason: reason, drainedWhenClosed: drained), to: id)
