@@ -150,7 +150,7 @@ let package = Package(
         .testTarget(
             name: "TrustTests",
             dependencies: [
-                "Trust", "Transfer",
+                "Trust", "Transfer", "TestSupport",
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ],
             // Prints the Noise known answers NoiseXXTests holds, from an independent implementation.

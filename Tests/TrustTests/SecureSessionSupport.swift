@@ -1,28 +1,15 @@
 import Crypto
 import Foundation
+import TestSupport
 
 @testable import Trust
-
-/// A small seeded generator (SplitMix64), so that shuffled deliveries repeat run to run.
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 func authorized(_ identities: HostIdentity...) -> AuthorizedPeers {
     AuthorizedPeers(identities.enumerated().map { AuthorizedPeers.Peer(key: $1.publicKey, name: "peer\($0)", line: $0 + 1) })
 }
 
 func testPayload(_ count: Int, seed: UInt64 = 1) -> [UInt8] {
-    var generator = SeededGenerator(seed: seed)
-    return (0..<count).map { _ in UInt8.random(in: 0...255, using: &generator) }
+    randomBytes(count, seed: seed)
 }
 
 /// Both ends of one session between fresh identities that authorize each other (unless told

@@ -389,28 +389,20 @@ public final class Central: Sendable {
             // Complete and verified: store, then tell the sender (an ACK means "stored").
             let sequence = earlierCopy == nil ? progressState.nextSequence() : 0
             let storedAt = earlierCopy != nil ? nil : try await sink.store(message, sequence: sequence, from: peer)
-            if assembly.isSecure {
-                // The sealed ACK: only this central, authenticated, could have produced it.
+            // The ACK means "stored": sealed in the secure mode (only this authenticated central
+            // could have produced it), version 1's otherwise; compat has none.
+            let plainAck = assembly.isSecure ? nil : WireFormat.ackValue(for: message)
+            if assembly.isSecure || plainAck != nil {
                 let type = Self.writeType(for: characteristic.flags) ?? .command
                 var confirmed = false
                 do {
-                    for value in try assembly.secureAcknowledgement(alreadyStored: earlierCopy != nil) {
-                        try await characteristic.writeValue(value, type: type)
+                    let values: [[UInt8]]
+                    if let plainAck {
+                        values = [plainAck]
+                    } else {
+                        values = try assembly.secureAcknowledgement(alreadyStored: earlierCopy != nil)
                     }
-                    confirmed = type == .request
-                    if !confirmed { try? await Task.sleep(for: configuration.acknowledgementSettle) }
-                } catch {
-                    emit(.warning("could not acknowledge the message to \(EventText.describe(peer)): \(Self.describe(error))"))
-                }
-                if !confirmed, let digest = message.digest {
-                    progressState.rememberUnacknowledged(from: peer.address, digest: digest,
-                                                         storedAt: storedAt ?? earlierCopy?.storedAt)
-                }
-            } else if let ack = WireFormat.ackValue(for: message) {
-                let type = Self.writeType(for: characteristic.flags) ?? .command
-                var confirmed = false
-                do {
-                    try await characteristic.writeValue(ack, type: type)
+                    for value in values { try await characteristic.writeValue(value, type: type) }
                     if type == .command {
                         // A write command has no completion: bluetoothd replies once it queued
                         // it, and a Disconnect issued at once can overtake it on a slow link.
