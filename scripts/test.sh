@@ -79,6 +79,8 @@ failing=$(grep -E 'Test .* failed after' "$out_dir/swift-test.log" | grep -vc 'T
 total=${total:-0}
 if [ "$swift_status" -ne 0 ] && [ "$failing" -eq 0 ]; then failing=1; fi
 record "swift test" $((total - failing < 0 ? 0 : total - failing)) "$failing"
+# Repeated at the very end, where a reader of a long CI log looks first.
+swift_failures=$(grep -E '✘ Test .* recorded an issue' "$out_dir/swift-test.log" | head -n 5)
 
 if [ -x scripts/fuzz-transfer.sh ]; then
   stage "fuzzing the receiver's parser (bounded)"
@@ -147,5 +149,6 @@ fi
 stage "done"
 echo "total wall time: ${SECONDS}s"
 [ "${#failures[@]}" -gt 0 ] && echo "failed tiers: ${failures[*]} (logs in $out_dir)"
+[ -n "${swift_failures:-}" ] && sed 's/^/swift test: /' <<<"$swift_failures" | cut -c1-400
 echo "summary: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
