@@ -152,8 +152,7 @@ public struct Adapter: Sendable, Hashable, CustomStringConvertible {
         do {
             _ = try await session.call(path: path, interface: BlueZInterface.adapter, method: "StopDiscovery")
         } catch let error as BluetoothError {
-            if case .bluez(let name, _) = error,
-                name == BlueZErrorName.failed || name == BlueZErrorName.notReady || name == BlueZErrorName.notAuthorized {
+            if case .bluez(let kind, _) = error, [.failed, .notReady, .notAuthorized].contains(kind) {
                 return
             }
             throw error

@@ -24,20 +24,3 @@ public enum BlueZInterface {
         "org.freedesktop.DBus.Properties",
     ]
 }
-
-/// Error names BlueZ uses (org.bluez.Error.*), for classification.
-public enum BlueZErrorName {
-    public static let inProgress = "org.bluez.Error.InProgress"
-    public static let failed = "org.bluez.Error.Failed"
-    public static let alreadyConnected = "org.bluez.Error.AlreadyConnected"
-    public static let notConnected = "org.bluez.Error.NotConnected"
-    public static let notReady = "org.bluez.Error.NotReady"
-    public static let notPermitted = "org.bluez.Error.NotPermitted"
-    public static let notSupported = "org.bluez.Error.NotSupported"
-    public static let notAuthorized = "org.bluez.Error.NotAuthorized"
-    public static let doesNotExist = "org.bluez.Error.DoesNotExist"
-    public static let alreadyExists = "org.bluez.Error.AlreadyExists"
-    public static let invalidArguments = "org.bluez.Error.InvalidArguments"
-    public static let invalidOffset = "org.bluez.Error.InvalidOffset"
-    public static let invalidValueLength = "org.bluez.Error.InvalidValueLength"
-}

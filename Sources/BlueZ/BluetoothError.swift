@@ -21,8 +21,8 @@ public enum BluetoothError: Error, Sendable, Equatable, CustomStringConvertible 
     case deviceDisconnected(String)
     /// A deadline we were given passed.
     case timedOut(String)
-    /// Any other error reply, name and message kept (org.bluez.Error.InProgress, ...).
-    case bluez(name: String, message: String)
+    /// Any other error reply: what its name means, and its message (org.bluez.Error.InProgress, ...).
+    case bluez(BlueZErrorKind, message: String)
 
     public var description: String {
         switch self {
@@ -46,15 +46,15 @@ public enum BluetoothError: Error, Sendable, Equatable, CustomStringConvertible 
             return "device \(device) disconnected"
         case .timedOut(let what):
             return "timed out: \(what)"
-        case .bluez(let name, let message):
-            return message.isEmpty ? name : "\(name): \(message)"
+        case .bluez(let kind, let message):
+            return message.isEmpty ? kind.errorName : "\(kind.errorName): \(message)"
         }
     }
 
     /// The D-Bus error name behind this error, when there is one.
     public var dbusErrorName: String? {
         switch self {
-        case .bluez(let name, _): return name
+        case .bluez(let kind, _): return kind.errorName
         case .accessDenied: return DBusError.accessDeniedName
         case .bluetoothdNotRunning: return DBusError.serviceUnknownName
         default: return nil
@@ -66,14 +66,14 @@ public enum BluetoothError: Error, Sendable, Equatable, CustomStringConvertible 
     /// (`Failed: le-connection-abort-by-local`, the `br-connection-*` family, "Software caused
     /// connection abort"), which BlueZ reports for collisions with scanning and busy links.
     public var isTransientConnectFailure: Bool {
-        guard case .bluez(let name, let message) = self else {
+        guard case .bluez(let kind, let message) = self else {
             if case .timedOut = self { return true }
             return false
         }
-        switch name {
-        case BlueZErrorName.inProgress, BlueZErrorName.notReady:
+        switch kind {
+        case .inProgress, .notReady, .connectionAttemptFailed, .dbusNoReply, .dbusTimeout:
             return true
-        case BlueZErrorName.failed, "org.bluez.Error.ConnectionAttemptFailed":
+        case .failed:
             let lowered = message.lowercased()
             return lowered.contains("le-connection-abort-by-local")
                 || lowered.contains("br-connection-")
@@ -81,9 +81,6 @@ public enum BluetoothError: Error, Sendable, Equatable, CustomStringConvertible 
                 || lowered.contains("connection-canceled")
                 || lowered.contains("timeout")
                 || lowered.contains("connection timed out")
-                || name == "org.bluez.Error.ConnectionAttemptFailed"
-        case DBusError.noReplyName, DBusError.timeoutName:
-            return true
         default:
             return false
         }
@@ -105,6 +102,6 @@ public enum BluetoothError: Error, Sendable, Equatable, CustomStringConvertible 
         if dbus.isUnknownObject {
             return BluetoothError.objectGone(dbus.message.isEmpty ? "object" : dbus.message)
         }
-        return BluetoothError.bluez(name: dbus.name, message: dbus.message)
+        return BluetoothError.bluez(BlueZErrorKind(errorName: dbus.name), message: dbus.message)
     }
 }

@@ -281,8 +281,8 @@ public final class BluetoothSession: Sendable {
             switch error {
             case .objectGone:
                 return nil
-            case .bluez(let name, _) where name == DBusError.invalidArgsName || name == DBusError.unknownInterfaceName
-                || name == DBusError.unknownObjectName || name == BlueZErrorName.doesNotExist:
+            case .bluez(.dbusInvalidArguments, _), .bluez(.dbusUnknownInterface, _), .bluez(.dbusUnknownObject, _),
+                 .bluez(.doesNotExist, _):
                 return nil
             default:
                 throw error

@@ -90,7 +90,7 @@ public struct Device: Sendable, Hashable, CustomStringConvertible {
         do {
             _ = try await session.call(path: path, interface: BlueZInterface.device, method: "Connect", timeout: timeout)
         } catch let error as BluetoothError {
-            if case .bluez(let name, _) = error, name == BlueZErrorName.alreadyConnected { return }
+            if case .bluez(.alreadyConnected, _) = error { return }
             throw error
         }
     }
@@ -122,7 +122,7 @@ public struct Device: Sendable, Hashable, CustomStringConvertible {
         do {
             _ = try await session.call(path: path, interface: BlueZInterface.device, method: "Disconnect")
         } catch let error as BluetoothError {
-            if case .bluez(let name, _) = error, name == BlueZErrorName.notConnected { return }
+            if case .bluez(.notConnected, _) = error { return }
             if case .objectGone = error { return }
             throw error
         }

@@ -287,17 +287,17 @@ public final class LocalGATTApplication: Sendable {
                     return [.bytes(try await read(options))]
                 }
                 guard flags.contains("read") else {
-                    throw DBusError(name: BlueZErrorName.notSupported, message: "read not supported")
+                    throw DBusError(name: BlueZErrorKind.notSupported.errorName, message: "read not supported")
                 }
                 let value = application.state.withLock { $0.characteristics[index].value }
                 guard options.offset <= value.count else {
-                    throw DBusError(name: BlueZErrorName.invalidOffset, message: "offset beyond the value")
+                    throw DBusError(name: BlueZErrorKind.invalidOffset.errorName, message: "offset beyond the value")
                 }
                 return [.bytes(value[options.offset...])]
             },
             DBusMethod(name: "WriteValue", in: "aya{sv}") { call in
                 guard let write = handlers.write else {
-                    throw DBusError(name: BlueZErrorName.notSupported, message: "write not supported")
+                    throw DBusError(name: BlueZErrorKind.notSupported.errorName, message: "write not supported")
                 }
                 let value = call.arguments.first?.bytes ?? []
                 let options = GATTRequestOptions(call.arguments.count > 1 ? (call.arguments[1].vardict ?? [:]) : [:])
@@ -360,7 +360,7 @@ public final class LocalGATTApplication: Sendable {
                 do {
                     pair = try NotificationSocket.makeExportPair(mtu: mtu)
                 } catch {
-                    throw DBusError(name: BlueZErrorName.failed, message: "\(error)")
+                    throw DBusError(name: BlueZErrorKind.failed.errorName, message: "\(error)")
                 }
                 let exported = UnixFileDescriptor(owning: pair.exported)
                 application.state.withLock { $0.characteristics[index].notifyAcquired = true }

@@ -102,7 +102,7 @@ public struct RemoteGATTCharacteristic: Sendable, Hashable, CustomStringConverti
         let reply = try await session.call(path: path, interface: BlueZInterface.gattCharacteristic, method: "ReadValue",
                                            arguments: [.vardict(options)])
         guard let bytes = reply.first?.bytes else {
-            throw BluetoothError.bluez(name: DBusError.invalidArgsName, message: "ReadValue replied without a byte array")
+            throw BluetoothError.bluez(.dbusInvalidArguments, message: "ReadValue replied without a byte array")
         }
         return bytes
     }
@@ -149,7 +149,7 @@ public struct RemoteGATTCharacteristic: Sendable, Hashable, CustomStringConverti
             _ = try await session.call(path: path, interface: BlueZInterface.gattCharacteristic, method: "StopNotify")
         } catch let error as BluetoothError {
             if case .objectGone = error { return }
-            if case .bluez(let name, _) = error, name == BlueZErrorName.failed || name == BlueZErrorName.notConnected {
+            if case .bluez(let kind, _) = error, kind == .failed || kind == .notConnected {
                 return
             }
             throw error
@@ -178,7 +178,7 @@ public struct RemoteGATTCharacteristic: Sendable, Hashable, CustomStringConverti
             let fd = descriptor.take()
         else {
             for value in reply { value.unixFD?.close() }
-            throw BluetoothError.bluez(name: DBusError.invalidArgsName, message: "\(method) replied without (fd, mtu)")
+            throw BluetoothError.bluez(.dbusInvalidArguments, message: "\(method) replied without (fd, mtu)")
         }
         return try NotificationSocket(adopting: fd, mtu: Int(mtu))
     }

@@ -28,16 +28,30 @@ struct ClassificationTests {
         #expect(BluetoothError.from(DBusError(name: DBusError.nameHasNoOwnerName, message: "x")) as? BluetoothError == .bluetoothdNotRunning)
         #expect(BluetoothError.from(DBusError(name: DBusError.accessDeniedName, message: "no")) as? BluetoothError == .accessDenied("no"))
         #expect(BluetoothError.from(DBusError(name: "org.bluez.Error.InProgress", message: "In Progress")) as? BluetoothError
-                == .bluez(name: "org.bluez.Error.InProgress", message: "In Progress"))
+                == .bluez(.inProgress, message: "In Progress"))
+    }
+
+    @Test("BlueZ error names become kinds and back; unknown names are kept as sent",
+          arguments: ["org.bluez.Error.InProgress", "org.bluez.Error.Failed", "org.bluez.Error.NotPermitted",
+                      "org.bluez.Error.InvalidLength", "org.freedesktop.DBus.Error.UnknownObject",
+                      "org.bluez.Error.SomethingNew", "not.a.bluez.Name"])
+    func errorKindRoundTrip(name: String) {
+        let kind = BlueZErrorKind(errorName: name)
+        #expect(kind.errorName == name)
+        let unknown = name == "org.bluez.Error.SomethingNew" || name == "not.a.bluez.Name"
+        #expect((kind == .other(name)) == unknown)
+        #expect(BluetoothError.bluez(kind, message: "m").description == "\(name): m")
     }
 
     @Test("transient connect failures are told apart from permanent ones")
     func transient() {
-        #expect(BluetoothError.bluez(name: BlueZErrorName.inProgress, message: "In Progress").isTransientConnectFailure)
-        #expect(BluetoothError.bluez(name: BlueZErrorName.failed, message: "le-connection-abort-by-local").isTransientConnectFailure)
-        #expect(BluetoothError.bluez(name: BlueZErrorName.failed, message: "br-connection-page-timeout").isTransientConnectFailure)
-        #expect(!BluetoothError.bluez(name: BlueZErrorName.failed, message: "Operation not supported").isTransientConnectFailure)
-        #expect(!BluetoothError.bluez(name: BlueZErrorName.doesNotExist, message: "").isTransientConnectFailure)
+        #expect(BluetoothError.bluez(.inProgress, message: "In Progress").isTransientConnectFailure)
+        #expect(BluetoothError.bluez(.failed, message: "le-connection-abort-by-local").isTransientConnectFailure)
+        #expect(BluetoothError.bluez(.failed, message: "br-connection-page-timeout").isTransientConnectFailure)
+        #expect(!BluetoothError.bluez(.failed, message: "Operation not supported").isTransientConnectFailure)
+        #expect(!BluetoothError.bluez(.doesNotExist, message: "").isTransientConnectFailure)
+        #expect(BluetoothError.bluez(.connectionAttemptFailed, message: "").isTransientConnectFailure)
+        #expect(BluetoothError.bluez(.dbusNoReply, message: "").isTransientConnectFailure)
         #expect(!BluetoothError.accessDenied("").isTransientConnectFailure)
         #expect(!BluetoothError.bluetoothdNotRunning.isTransientConnectFailure)
     }
@@ -47,7 +61,7 @@ struct ClassificationTests {
         let all: [BluetoothError] = [
             .systemBusUnavailable("no socket"), .bluetoothdNotRunning, .accessDenied("policy"), .noAdapter,
             .unknownAdapter(name: "hci3", available: []), .objectGone("device"), .notFound("service"),
-            .deviceDisconnected("peer"), .timedOut("connect"), .bluez(name: "org.bluez.Error.Failed", message: "boom"),
+            .deviceDisconnected("peer"), .timedOut("connect"), .bluez(.failed, message: "boom"),
         ]
         for error in all {
             #expect(!error.description.isEmpty)

@@ -1,5 +1,4 @@
 import BlueZ
-import DBus
 import Foundation
 import Transfer
 import Trust
@@ -251,7 +250,7 @@ public final class Central: Sendable {
         } catch let error as BluetoothError {
             try Self.rethrowIfFatal(error)
             // InProgress: a discovery session of ours is already starting or running.
-            guard case .bluez(let name, _) = error, name == BlueZErrorName.inProgress else { throw error }
+            guard case .bluez(.inProgress, _) = error else { throw error }
         }
         emit(.scanning(adapter: adapter.name))
         var scanStartedAt = ContinuousClock.now

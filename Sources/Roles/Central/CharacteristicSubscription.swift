@@ -1,5 +1,4 @@
 import BlueZ
-import DBus
 
 /// What arrives while a central is subscribed.
 enum TransferInput: Sendable, Equatable {

@@ -1,5 +1,4 @@
 import BlueZ
-import DBus
 
 /// Maps what BlueZ answers to registration into the failures a user sees.
 enum PeripheralFailure {
@@ -20,16 +19,16 @@ enum PeripheralFailure {
             return RoleFailure(.unavailable, bluetooth.description)
         case .notFound:
             return RoleFailure(.unavailable, bluetooth.description)
-        case .bluez(let name, let message):
-            switch name {
-            case BlueZErrorName.notPermitted where message.lowercased().contains("maximum"):
+        case .bluez(let kind, let message):
+            switch kind {
+            case .notPermitted where message.lowercased().contains("maximum"):
                 return RoleFailure(.unavailable,
                     "the adapter has no free advertising slot (another program is advertising): \(bluetooth.description)")
-            case BlueZErrorName.notAuthorized, DBusError.accessDeniedName:
+            case .notAuthorized:
                 return RoleFailure(.permissionDenied, "bluetoothd refused: \(bluetooth.description)")
-            case BlueZErrorName.alreadyExists:
+            case .alreadyExists:
                 return RoleFailure(.software, "bluetoothd says our objects are already registered: \(bluetooth.description)")
-            case "org.bluez.Error.InvalidLength":
+            case .invalidLength:
                 return RoleFailure(.usage, "the advertisement does not fit (shorten --name): \(bluetooth.description)")
             default:
                 return RoleFailure(.unavailable, "bluetoothd refused to register: \(bluetooth.description)")

@@ -1,5 +1,4 @@
 import BlueZ
-import DBus
 import Transfer
 
 /// Feeds what the BlueZ layer observes about bluetoothd and the chosen adapter into the
