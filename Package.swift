@@ -45,6 +45,12 @@ let package = Package(
         // The Bluetooth vocabulary both Transfer and BlueZ speak: UUIDs, adapter power states.
         // Pure Swift, no dependencies; Transfer re-exports it.
         .target(name: "BluetoothModel"),
+        // The one place that retries a C call interrupted by a signal (EINTR) and reads its
+        // errno: for the socket calls swift-system's FileDescriptor does not wrap.
+        .target(
+            name: "SystemCalls",
+            dependencies: [.product(name: "SystemPackage", package: "swift-system")]
+        ),
         // libdbus-1 wrapper: event loop thread, async calls, signals, exported objects.
         .target(
             name: "DBus",
@@ -58,7 +64,7 @@ let package = Package(
         .target(
             name: "BlueZ",
             dependencies: [
-                "BluetoothModel", "DBus", "CBlueZ",
+                "BluetoothModel", "DBus", "CBlueZ", "SystemCalls",
                 .product(name: "SystemPackage", package: "swift-system"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -77,6 +83,7 @@ let package = Package(
             name: "Trust",
             dependencies: [
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
         // What unattended operation needs: systemd notify protocol, journald-friendly logging,
@@ -92,7 +99,7 @@ let package = Package(
         .target(
             name: "Roles",
             dependencies: [
-                "Transfer", "Trust", "BlueZ", "DBus", "DaemonSupport", "CFileAttributes",
+                "Transfer", "Trust", "BlueZ", "DBus", "DaemonSupport", "CFileAttributes", "SystemCalls",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ]

@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
+import SystemPackage
 
 /// bluetoothd's `[GATT] Channels` setting: how many ATT bearers it opens or accepts per LE
 /// link. More than one means Enhanced ATT (EATT): besides the fixed ATT channel, credit-based
@@ -142,17 +143,12 @@ public enum GATTBearers {
 
     /// A text file of at most 1 MiB, or nil when it cannot be read.
     public static func readSmallFile(_ path: String) -> String? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
+        guard let file = try? FileDescriptor.open(FilePath(path), .readOnly, options: .closeOnExec) else { return nil }
+        defer { try? file.close() }
         var bytes: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 16 * 1024)
         while bytes.count < 1 << 20 {
-            let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if count < 0 {
-                if errno == EINTR { continue }
-                return nil
-            }
+            guard let count = try? buffer.withUnsafeMutableBytes({ try file.read(into: $0) }) else { return nil }
             if count == 0 { break }
             bytes.append(contentsOf: buffer.prefix(count))
         }

@@ -2,6 +2,7 @@ import Dispatch
 #if canImport(CBlueZ)
 import CBlueZ   // its <sys/socket.h> owns SOCK_NONBLOCK / SOCK_CLOEXEC in this target
 #endif
+import SystemCalls
 import SystemPackage
 import Synchronization
 
@@ -173,17 +174,15 @@ public final class NotificationSocket: @unchecked Sendable, CustomStringConverti
             throw NotificationSocketError.valueTooLong(length: value.count, maximum: maximumValueLength)
         }
         return try withDescriptor { fd -> Bool in
-            while true {
-                let result = value.withUnsafeBytes { buffer in
-                    sendPacket(fd, buffer.baseAddress, buffer.count)
-                }
-                if result >= 0 { return true }
-                switch errno {
-                case EINTR: continue
-                case EAGAIN, EWOULDBLOCK, ENOBUFS: return false
-                case EPIPE, ECONNRESET, ENOTCONN: throw NotificationSocketError.closedByPeer
-                default: throw NotificationSocketError.systemCall("send", Errno(rawValue: errno))
-                }
+            let outcome = retryingInterrupts {
+                value.withUnsafeBytes { buffer in sendPacket(fd, buffer.baseAddress, buffer.count) }
+            }
+            switch outcome {
+            case .completed: return true
+            case .wouldBlock, .failed(.noBufferSpace): return false
+            case .failed(.brokenPipe), .failed(.connectionReset), .failed(.socketNotConnected):
+                throw NotificationSocketError.closedByPeer
+            case .failed(let error): throw NotificationSocketError.systemCall("send", error)
             }
         }
     }
@@ -205,24 +204,18 @@ public final class NotificationSocket: @unchecked Sendable, CustomStringConverti
             try Task.checkCancellation()
             let bufferSize = receiveBufferSize
             let received: Int? = try withDescriptor { fd -> Int? in
-                while true {
-                    // MSG_TRUNC makes recv return the packet's real length, so a packet larger
-                    // than the buffer is detected instead of silently cut.
-                    let result = buffer.withUnsafeMutableBytes { raw in
-                        recv(fd, raw.baseAddress, raw.count, Int32(MSG_TRUNC))
-                    }
-                    if result >= 0 {
-                        if result > bufferSize {
-                            throw NotificationSocketError.packetTruncated(length: result, bufferSize: bufferSize)
-                        }
-                        return result
-                    }
-                    switch errno {
-                    case EINTR: continue
-                    case EAGAIN, EWOULDBLOCK: return nil
-                    case ECONNRESET, ENOTCONN, EPIPE: return 0
-                    default: throw NotificationSocketError.systemCall("recv", Errno(rawValue: errno))
-                    }
+                // MSG_TRUNC makes recv return the packet's real length, so a packet larger
+                // than the buffer is detected instead of silently cut.
+                let outcome = retryingInterrupts {
+                    buffer.withUnsafeMutableBytes { raw in recv(fd, raw.baseAddress, raw.count, Int32(MSG_TRUNC)) }
+                }
+                switch outcome {
+                case .completed(let length) where length > bufferSize:
+                    throw NotificationSocketError.packetTruncated(length: length, bufferSize: bufferSize)
+                case .completed(let length): return length
+                case .wouldBlock: return nil
+                case .failed(.connectionReset), .failed(.socketNotConnected), .failed(.brokenPipe): return 0
+                case .failed(let error): throw NotificationSocketError.systemCall("recv", error)
                 }
             }
             switch received {
@@ -243,16 +236,13 @@ public final class NotificationSocket: @unchecked Sendable, CustomStringConverti
             let outcome: Int?
             do {
                 outcome = try withDescriptor { fd -> Int? in
-                    while true {
-                        let result = scratch.withUnsafeMutableBytes { raw in
-                            recv(fd, raw.baseAddress, raw.count, 0)
-                        }
-                        if result >= 0 { return result }
-                        switch errno {
-                        case EINTR: continue
-                        case EAGAIN, EWOULDBLOCK: return nil
-                        default: return 0
-                        }
+                    let result = retryingInterrupts {
+                        scratch.withUnsafeMutableBytes { raw in recv(fd, raw.baseAddress, raw.count, 0) }
+                    }
+                    switch result {
+                    case .completed(let length): return length
+                    case .wouldBlock: return nil
+                    case .failed: return 0
                     }
                 }
             } catch {

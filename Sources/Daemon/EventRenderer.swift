@@ -5,6 +5,7 @@ import DaemonSupport
 import Foundation
 import Roles
 import Transfer
+import SystemPackage
 
 /// How a command shows what its role is doing.
 public enum EventOutputMode: Sendable, Equatable {
@@ -307,14 +308,7 @@ public struct EventRenderer {
     }
 
     public static func write(_ text: String, to fd: Int32) {
-        var bytes = Array(text.utf8)[...]
-        while !bytes.isEmpty {
-            let written = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-            if written < 0 {
-                if errno == EINTR { continue }
-                return  // a closed stderr/stdout must not take the role down
-            }
-            bytes = bytes.dropFirst(written)
-        }
+        // A closed stderr/stdout must not take the role down: its error is dropped.
+        _ = try? FileDescriptor(rawValue: fd).writeAll(Array(text.utf8))
     }
 }

@@ -6,6 +6,7 @@ import Darwin
 import Foundation
 import Logging
 import Synchronization
+import SystemPackage
 
 /// Where finished log lines go. `standardError` writes each line with a single `write(2)`
 /// under a process-wide lock, so lines from concurrent tasks never interleave.
@@ -43,21 +44,8 @@ final class FileDescriptorLineWriter: Sendable {
     }
 
     private static func writeAll(_ bytes: [UInt8], to fd: Int32) {
-        bytes.withUnsafeBytes { buffer in
-            var offset = 0
-            while offset < buffer.count {
-                #if canImport(Glibc)
-                let written = Glibc.write(fd, buffer.baseAddress! + offset, buffer.count - offset)
-                #else
-                let written = Darwin.write(fd, buffer.baseAddress! + offset, buffer.count - offset)
-                #endif
-                if written < 0 {
-                    if errno == EINTR { continue }
-                    return  // Nowhere left to report a failing log stream.
-                }
-                offset += written
-            }
-        }
+        // Nowhere is left to report a failing log stream: its error is dropped.
+        _ = try? FileDescriptor(rawValue: fd).writeAll(bytes)
     }
 }
 

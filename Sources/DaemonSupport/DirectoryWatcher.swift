@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 import Dispatch
+import SystemPackage
 
 /// Watches one directory through inotify and signals a `ChangeSignal` whenever a file in it
 /// is created, finished writing, moved in or out, removed, or changes attributes. The
@@ -26,12 +27,9 @@ final class DirectoryWatcher: Sendable {
             // The events themselves do not matter, only that something happened: drain the
             // queue (an overflow also lands here) and let the reader rescan.
             var buffer = [UInt8](repeating: 0, count: 4096)
-            while true {
-                let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-                if count > 0 { continue }
-                if count < 0 && errno == EINTR { continue }
-                break
-            }
+            let inotify = FileDescriptor(rawValue: fd)
+            // Non-blocking: EAGAIN (thrown) ends the drain, as does anything else.
+            while let count = try? buffer.withUnsafeMutableBytes({ try inotify.read(into: $0) }), count > 0 {}
             signal.signal()
         }
         source.setCancelHandler { close(fd) }

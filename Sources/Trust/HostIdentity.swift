@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import SystemPackage
 
 #if canImport(Glibc)
 import Glibc
@@ -101,11 +102,13 @@ public struct HostIdentity: Sendable {
         // An identity file is a few hundred bytes; anything over 64 KiB is not one.
         var bytes: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)
+        let file = FileDescriptor(rawValue: descriptor)
         while true {
-            let count = read(descriptor, &buffer, buffer.count)
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw .fileAccess(path: path, operation: "read", errno: errno)
+            let count: Int
+            do {
+                count = try buffer.withUnsafeMutableBytes { try file.read(into: $0) }
+            } catch {
+                throw .fileAccess(path: path, operation: "read", errno: (error as? Errno)?.rawValue ?? EIO)
             }
             if count == 0 { break }
             bytes += buffer[0..<count]
@@ -151,17 +154,11 @@ public struct HostIdentity: Sendable {
         }
         // mkstemp creates 0600 already; fchmod states it whatever the umask did.
         fchmod(descriptor, 0o600)
-        let bytes = Array(fileContents.utf8)
-        var written = 0
-        while written < bytes.count {
-            let count = bytes[written...].withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }
-            if count < 0 {
-                if errno == EINTR { continue }
-                let error = errno
-                close(descriptor)
-                throw .fileAccess(path: path, operation: "write", errno: error)
-            }
-            written += count
+        do {
+            _ = try FileDescriptor(rawValue: descriptor).writeAll(Array(fileContents.utf8))
+        } catch {
+            close(descriptor)
+            throw .fileAccess(path: path, operation: "write", errno: (error as? Errno)?.rawValue ?? EIO)
         }
         guard fsync(descriptor) == 0 else {
             let error = errno

@@ -3,6 +3,7 @@ import Glibc
 #endif
 import DaemonSupport
 import Transfer
+import SystemCalls
 
 /// Writes each message's bytes to a file descriptor (standard output by default), exactly as
 /// received: no newline added, nothing between consecutive messages. Partial writes and
@@ -37,25 +38,22 @@ public struct FileDescriptorSink: MessageSink {
     static func writeAll(_ bytes: [UInt8], to fd: Int32, name: String) throws(SinkFailure) {
         var offset = 0
         while offset < bytes.count {
-            let written = bytes.withUnsafeBytes { buffer in
-                write(fd, buffer.baseAddress! + offset, buffer.count - offset)
+            let outcome = retryingInterrupts {
+                bytes.withUnsafeBytes { buffer in write(fd, buffer.baseAddress! + offset, buffer.count - offset) }
             }
-            if written < 0 {
-                let code = errno
-                if code == EINTR { continue }
-                if code == EAGAIN || code == EWOULDBLOCK {
-                    // A non-blocking descriptor (a terminal or pipe someone else set up): wait
-                    // until it takes more instead of dropping bytes.
-                    var descriptor = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
-                    _ = poll(&descriptor, 1, -1)
-                    continue
-                }
-                if code == EPIPE {
-                    throw SinkFailure(.ioError, "cannot write the message to \(name): the reader went away (broken pipe)")
-                }
-                throw SinkFailure(.ioError, "cannot write the message to \(name): \(String(cString: strerror(code)))")
+            switch outcome {
+            case .completed(let written):
+                offset += written
+            case .wouldBlock:
+                // A non-blocking descriptor (a terminal or pipe someone else set up): wait
+                // until it takes more instead of dropping bytes.
+                var descriptor = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+                _ = retryingInterrupts { Int(poll(&descriptor, 1, -1)) }
+            case .failed(.brokenPipe):
+                throw SinkFailure(.ioError, "cannot write the message to \(name): the reader went away (broken pipe)")
+            case .failed(let error):
+                throw SinkFailure(.ioError, "cannot write the message to \(name): \(error.description)")
             }
-            offset += written
         }
     }
 }
