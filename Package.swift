@@ -55,7 +55,7 @@ let package = Package(
         .target(
             name: "DBus",
             dependencies: [
-                "CDBus",
+                "CDBus", "SystemCalls",
                 .product(name: "SystemPackage", package: "swift-system"),
                 .product(name: "Logging", package: "swift-log"),
             ]

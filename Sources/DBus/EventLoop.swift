@@ -1,5 +1,6 @@
 import CDBus
 import Synchronization
+import SystemCalls
 
 #if canImport(Glibc)
 import Glibc
@@ -213,11 +214,10 @@ final class EventLoop: @unchecked Sendable {
                 polledWatches.append(watch)
             }
 
-            let result = poll(&pollFDs, nfds_t(pollFDs.count), pollTimeoutMilliseconds())
-            if result < 0 {
-                if errno == EINTR { continue }
-                break  // cannot happen with valid arguments; leave rather than spin
-            }
+            let timeout = pollTimeoutMilliseconds()
+            let result = retryingInterrupts { Int(poll(&pollFDs, nfds_t(pollFDs.count), timeout)) }
+            // A failure cannot happen with valid arguments; leave rather than spin.
+            guard case .completed = result else { break }
             if pollFDs[0].revents != 0 { cdbus_wakeup_fd_drain(wakeupFD) }
             for index in 1..<pollFDs.count where pollFDs[index].revents != 0 {
                 guard let watch = polledWatches[index],
