@@ -1,21 +1,10 @@
-import Foundation
+import Synchronization
 
 /// A flag set once, read from any task.
-final class ClosedFlag: @unchecked Sendable {
-    // @unchecked Sendable: `flag` is only read and written while holding `lock`.
-    // (Synchronization.Atomic would do, but the package still declares macOS 13.)
-    private let lock = NSLock()
-    private var flag = false
+final class ClosedFlag: Sendable {
+    private let flag = Mutex(false)
 
-    var isSet: Bool {
-        lock.lock()
-        defer { lock.unlock() }
-        return flag
-    }
+    var isSet: Bool { flag.withLock { $0 } }
 
-    func set() {
-        lock.lock()
-        flag = true
-        lock.unlock()
-    }
+    func set() { flag.withLock { $0 = true } }
 }
