@@ -26,6 +26,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
         .package(url: "https://github.com/x-sheep/swift-property-based", from: "2.0.1"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
     ],
     targets: [
         // C libraries from apt, reached through thin shim modules.
@@ -111,6 +112,8 @@ let package = Package(
             dependencies: [
                 "Roles", "Transfer", "Trust", "BlueZ", "DaemonSupport",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
@@ -121,6 +124,7 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ],
             plugins: ["BuildInfoPlugin"]
         ),

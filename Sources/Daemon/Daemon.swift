@@ -5,6 +5,7 @@ import BlueZ
 import DaemonSupport
 import Logging
 import Roles
+import ServiceLifecycle
 import SystemPackage
 import Transfer
 
@@ -80,8 +81,9 @@ public struct DaemonSettings: Sendable {
 
 /// The daemon's life: set up the directory, tell systemd it is ready, keep the role running
 /// (`DaemonSupervisor`) while reporting what it does (`DaemonReporter`) and pinging the
-/// watchdog, until SIGTERM or SIGINT; then cancel the role, which unregisters everything
-/// before it returns, and exit 0.
+/// watchdog, until SIGTERM or SIGINT; then shut down gracefully — the role is cancelled and
+/// unregisters everything before it returns — and exit 0. The parts run as one
+/// swift-service-lifecycle `ServiceGroup` (DaemonServices.swift).
 public struct Daemon {
     public let settings: DaemonSettings
     var notifier = SystemdNotifier()
@@ -125,37 +127,38 @@ public struct Daemon {
         } catch {
             logger.warning("cannot notify systemd", metadata: ["error": "\(error)"])
         }
+        // Unstructured on purpose: it must outlive the services, to pass on what the role
+        // reports while it unregisters; it ends when `reportInput` is finished below.
         let reporting = Task {
             var reporter = reporter
             for await item in reports { reporter.handle(item) }
         }
-        let notifier = self.notifier
-        let logger = self.logger
-        let watchdog = Task {
-            await notifier.keepWatchdogAlive { error in
-                logger.warning("watchdog ping failed", metadata: ["error": "\(error)"])
-            }
-        }
-
         let bluezLogger = Logger(label: "bletransfer.bluez")
         let supervisor = DaemonSupervisor(
             openSession: { try await BluetoothSession.open(.system, logger: bluezLogger) },
             attempt: attempt, report: report)
-        let signals = SignalWatcher(signals: [SIGINT, SIGTERM])
-        let supervising = Task { await supervisor.run() }
-        for await signal in signals.stream {
-            report(.stopping(signal: signal))
-            break
+        // The group's own lines (started, shutting down) are debug detail next to ours.
+        var groupLogger = logger
+        groupLogger.logLevel = .warning
+        // Shut down in reverse order: after the stop signal, the role, then the watchdog.
+        let group = ServiceGroup(configuration: ServiceGroupConfiguration(
+            services: [
+                .init(service: WatchdogService(notifier: notifier, logger: logger),
+                      successTerminationBehavior: .ignore),
+                .init(service: RoleService(supervisor: supervisor),
+                      successTerminationBehavior: .gracefullyShutdownGroup),
+                .init(service: StopSignalService(report: report),
+                      successTerminationBehavior: .gracefullyShutdownGroup),
+            ],
+            logger: groupLogger))
+        do {
+            try await group.run()
+        } catch {
+            logger.error("daemon services failed", metadata: ["error": "\(error)"])
         }
-        // Cancelling the role unregisters advertisement and application, stops discovery,
-        // disconnects, and drops the transfer under way; it returns once that is done.
-        supervising.cancel()
-        await supervising.value
-        watchdog.cancel()
         reportInput.finish()
         await reporting.value
         logger.notice("daemon stopped")
-        signals.stop()
         return .success
     }
 

@@ -5,6 +5,7 @@ import DaemonSupport
 import Logging
 import Roles
 import Transfer
+import UnixSignals
 
 #if canImport(Glibc)
 import Glibc
@@ -30,8 +31,9 @@ enum RoleRun {
     }
 
     static func race(timeout: Duration?, _ role: @escaping @Sendable () async throws -> Void) async -> Outcome {
-        let signals = SignalWatcher(signals: [SIGINT, SIGTERM])
-        defer { signals.stop() }
+        // Trapped before the role starts, so an early Ctrl-C cannot end the process with our
+        // GATT application and advertisement still registered.
+        let signals = await UnixSignalsSequence(trapping: .sigint, .sigterm)
         return await withTaskGroup(of: Race?.self) { group in
             group.addTask {
                 do {
@@ -42,7 +44,7 @@ enum RoleRun {
                 }
             }
             group.addTask {
-                for await signal in signals.stream { return .signal(signal) }
+                for await signal in signals { return .signal(signal.rawValue) }
                 return nil   // cancelled: the role ended first
             }
             if let timeout {
