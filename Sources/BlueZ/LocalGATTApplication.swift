@@ -90,11 +90,11 @@ public enum LocalGATTEvent: Sendable, Hashable {
 
 public struct LocalGATTCharacteristic: Sendable {
     public var uuid: String
-    /// gatt-api.txt flags: "read", "write", "write-without-response", "notify", "indicate", ...
-    public var flags: [String]
+    /// What it offers (exported as gatt-api.txt's `Flags`: "read", "write", "notify", ...).
+    public var flags: [GATTCharacteristicFlag]
     public var handlers: LocalCharacteristicHandlers
 
-    public init(uuid: String, flags: [String], handlers: LocalCharacteristicHandlers) {
+    public init(uuid: String, flags: [GATTCharacteristicFlag], handlers: LocalCharacteristicHandlers) {
         self.uuid = uuid
         self.flags = flags
         self.handlers = handlers
@@ -286,7 +286,7 @@ public final class LocalGATTApplication: Sendable {
                 if let read = handlers.read {
                     return [.bytes(try await read(options))]
                 }
-                guard flags.contains("read") else {
+                guard flags.contains(.read) else {
                     throw DBusError(name: BlueZErrorKind.notSupported.errorName, message: "read not supported")
                 }
                 let value = application.state.withLock { $0.characteristics[index].value }
@@ -338,7 +338,7 @@ public final class LocalGATTApplication: Sendable {
         var properties: [DBusProperty] = [
             DBusProperty(name: "UUID", signature: "s", get: { .string(uuid) }),
             DBusProperty(name: "Service", signature: "o", get: { .objectPath(servicePath) }),
-            DBusProperty(name: "Flags", signature: "as", get: { .strings(flags) }),
+            DBusProperty(name: "Flags", signature: "as", get: { .strings(flags.map(\.bluezName)) }),
             DBusProperty(name: "Value", signature: "ay", get: {
                 .bytes(application.state.withLock { $0.characteristics[index].value })
             }),

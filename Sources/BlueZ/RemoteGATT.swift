@@ -45,8 +45,8 @@ public enum GATTWriteType: String, Sendable, Hashable {
 /// What BlueZ says about a remote characteristic.
 public struct RemoteCharacteristicProperties: Sendable, Hashable {
     public var uuid: String
-    /// "read", "write-without-response", "write", "notify", "indicate", ...
-    public var flags: [String]
+    /// What it supports: read, write-without-response, write, notify, indicate, ...
+    public var flags: [GATTCharacteristicFlag]
     /// The ATT MTU of the link (GattCharacteristic1.MTU, BlueZ ≥ 5.62).
     public var mtu: Int?
     public var notifying: Bool?
@@ -60,7 +60,7 @@ public struct RemoteCharacteristicProperties: Sendable, Hashable {
     init?(_ properties: [String: DBusValue]?) {
         guard let properties else { return nil }
         uuid = properties["UUID"]?.string ?? ""
-        flags = properties["Flags"]?.strings ?? []
+        flags = (properties["Flags"]?.strings ?? []).map(GATTCharacteristicFlag.init(bluezName:))
         mtu = properties["MTU"]?.uint16.map(Int.init)
         notifying = properties["Notifying"]?.bool
         notifyAcquired = properties["NotifyAcquired"]?.bool
@@ -86,7 +86,7 @@ public struct RemoteGATTCharacteristic: Sendable, Hashable, CustomStringConverti
     }
 
     public var uuid: String { properties?.uuid ?? "" }
-    public var flags: [String] { properties?.flags ?? [] }
+    public var flags: [GATTCharacteristicFlag] { properties?.flags ?? [] }
     /// The link's ATT MTU when BlueZ reports it (≥ 5.62), else nil.
     public var mtu: Int? { properties?.mtu }
     public var description: String { "characteristic \(uuid) (\(path))" }

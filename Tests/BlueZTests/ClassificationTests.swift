@@ -43,6 +43,15 @@ struct ClassificationTests {
         #expect(BluetoothError.bluez(kind, message: "m").description == "\(name): m")
     }
 
+    @Test("characteristic flags: BlueZ's names become flags and back; unknown ones are kept",
+          arguments: ["read", "write-without-response", "write", "notify", "indicate", "encrypt-authenticated-write",
+                      "authorize", "some-future-flag"])
+    func characteristicFlagRoundTrip(name: String) {
+        let flag = GATTCharacteristicFlag(bluezName: name)
+        #expect(flag.bluezName == name)
+        #expect((flag == .other(name)) == (name == "some-future-flag"))
+    }
+
     @Test("transient connect failures are told apart from permanent ones")
     func transient() {
         #expect(BluetoothError.bluez(.inProgress, message: "In Progress").isTransientConnectFailure)

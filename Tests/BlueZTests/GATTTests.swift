@@ -58,7 +58,7 @@ private func withPeripheral(acquire: Bool, _ body: (Pair) async throws -> Void) 
         let probe = PeripheralProbe()
         let service = LocalGATTService(uuid: serviceUUID, characteristics: [
             LocalGATTCharacteristic(uuid: characteristicUUID,
-                                    flags: ["read", "write", "write-without-response", "notify"],
+                                    flags: [.read, .write, .writeWithoutResponse, .notify],
                                     handlers: probe.handlers(readValue: Array("hello".utf8), acquire: acquire)),
         ])
         let hci1 = try peripheral.adapter(named: "hci1")
@@ -141,7 +141,7 @@ struct GATTTests {
             #expect(properties.uuids.contains(serviceUUIDLower))
             #expect(properties.connected && properties.servicesResolved)
             #expect(device.service(uuid: serviceUUID)?.isPrimary == true)
-            #expect(Set(characteristic.flags) == ["read", "write", "write-without-response", "notify"])
+            #expect(Set(characteristic.flags) == [.read, .write, .writeWithoutResponse, .notify])
             #expect(BluetoothUUID.matches(characteristic.uuid, characteristicUUID))
             #expect(characteristic.mtu != nil)
             // A device BlueZ already knows is reported again on the next look, without discovery.

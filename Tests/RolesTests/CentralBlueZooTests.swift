@@ -93,7 +93,7 @@ struct CentralBlueZooTests {
         defer { bus.stop() }
         let payload = Array("same again".utf8)
         let peripheral = try await ScriptedPeripheral.start(
-            on: bus, flags: ["notify", "write-without-response", "write"], script: [.framed(payload)])
+            on: bus, flags: [.notify, .writeWithoutResponse, .write], script: [.framed(payload)])
         let session = try await bus.openSession()
         defer { session.close() }
 

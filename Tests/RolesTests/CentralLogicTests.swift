@@ -334,10 +334,10 @@ import Glibc
     // MARK: Write types
 
     @Test func helloAndAckPreferConfirmedWrites() {
-        #expect(Central.writeType(for: ["notify", "write-without-response"]) == .command)
-        #expect(Central.writeType(for: ["notify", "write"]) == .request)
-        #expect(Central.writeType(for: ["notify", "write-without-response", "write"]) == .request)
-        #expect(Central.writeType(for: ["notify"]) == nil)
+        #expect(Central.writeType(for: [.notify, .writeWithoutResponse]) == .command)
+        #expect(Central.writeType(for: [.notify, .write]) == .request)
+        #expect(Central.writeType(for: [.notify, .writeWithoutResponse, .write]) == .request)
+        #expect(Central.writeType(for: [.notify]) == nil)
     }
 
     // MARK: A sender that did not see our ACK

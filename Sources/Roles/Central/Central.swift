@@ -653,9 +653,9 @@ public final class Central: Sendable {
     /// HELLO and ACK go as write requests when the characteristic takes them: the reply then
     /// means the peripheral has the value (the HELLO before we subscribe, the ACK before we
     /// disconnect). Apple's characteristic offers only write-without-response.
-    static func writeType(for flags: [String]) -> GATTWriteType? {
-        if flags.contains("write") { return .request }
-        if flags.contains("write-without-response") { return .command }
+    static func writeType(for flags: [GATTCharacteristicFlag]) -> GATTWriteType? {
+        if flags.contains(.write) { return .request }
+        if flags.contains(.writeWithoutResponse) { return .command }
         return nil
     }
 

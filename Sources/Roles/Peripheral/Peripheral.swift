@@ -131,12 +131,12 @@ public final class Peripheral: Sendable {
     /// we hold the HELLO before it subscribes (the subscription may travel on another ATT
     /// bearer with EATT) and the ACK before it disconnects. Centrals that never write, like
     /// Apple's, do not care.
-    static let characteristicFlags = ["notify", "write-without-response", "write"]
+    static let characteristicFlags: [GATTCharacteristicFlag] = [.notify, .writeWithoutResponse, .write]
 
     /// Apple's characteristic when it carries confirmed indications (`CompatDelivery`): an
     /// Apple-flow central subscribes to it as usual (BlueZ, bleak and CoreBluetooth enable
     /// indications when a characteristic has no `notify`).
-    static let indicatingCharacteristicFlags = ["indicate", "write-without-response", "write"]
+    static let indicatingCharacteristicFlags: [GATTCharacteristicFlag] = [.indicate, .writeWithoutResponse, .write]
 
     // MARK: One poweredOn period
 

@@ -87,7 +87,7 @@ final class ScriptedPeripheral: Sendable {
     static func start(on bus: BlueZooBus, adapterIndex: Int = 1, mechanism: Mechanism = .socket,
                       serviceUUID: BluetoothUUID = TransferUUIDs.appleSampleService,
                       characteristicUUID: BluetoothUUID = TransferUUIDs.appleSampleCharacteristic,
-                      flags: [String] = ["notify", "write-without-response"],
+                      flags: [GATTCharacteristicFlag] = [.notify, .writeWithoutResponse],
                       script: [Delivery]) async throws -> ScriptedPeripheral {
         let session = try await bus.openSession()
         let adapter = try session.adapter(named: "hci\(adapterIndex)")
