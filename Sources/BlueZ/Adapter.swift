@@ -4,7 +4,7 @@ import DBus
 /// What BlueZ says about an adapter (org.bluez.Adapter1, plus LEAdvertisingManager1 and
 /// GattManager1 when present), decoded from the session's cache.
 public struct AdapterProperties: Sendable, Hashable, Codable {
-    public var address: String
+    public var address: BluetoothAddress
     public var addressType: String?
     public var name: String?
     public var alias: String?
@@ -39,8 +39,10 @@ public struct AdapterProperties: Sendable, Hashable, Codable {
     }
 
     init?(_ interfaces: [String: [String: DBusValue]]) {
-        guard let adapter = interfaces[BlueZInterface.adapter] else { return nil }
-        address = adapter["Address"]?.string ?? "00:00:00:00:00:00"
+        guard let adapter = interfaces[BlueZInterface.adapter],
+              let address = adapter["Address"]?.string.flatMap({ BluetoothAddress($0) })
+        else { return nil }
+        self.address = address
         addressType = adapter["AddressType"]?.string
         name = adapter["Name"]?.string
         alias = adapter["Alias"]?.string
@@ -174,8 +176,8 @@ public struct Adapter: Sendable, Hashable, CustomStringConvertible {
             .map { Device(session: session, path: $0) }
     }
 
-    public func device(address: String) -> Device? {
-        devices().first { $0.properties?.address.uppercased() == address.uppercased() }
+    public func device(address: BluetoothAddress) -> Device? {
+        devices().first { $0.properties?.address == address }
     }
 
     /// Devices advertising (or known to offer) `serviceUUID`: first every device BlueZ

@@ -1,3 +1,4 @@
+import BluetoothModel
 import DBus
 import Logging
 import Synchronization
@@ -235,7 +236,10 @@ public final class BluetoothSession: Sendable {
             guard let first = all.first else { throw BluetoothError.noAdapter }
             return first
         }
-        if let match = all.first(where: { $0.name == name || $0.properties?.address.uppercased() == name.uppercased() }) {
+        let wantedAddress = BluetoothAddress(name)
+        if let match = all.first(where: { adapter in
+            adapter.name == name || (wantedAddress != nil && adapter.properties?.address == wantedAddress)
+        }) {
             return match
         }
         throw BluetoothError.unknownAdapter(name: name, available: all.map(\.name))

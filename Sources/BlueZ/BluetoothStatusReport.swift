@@ -81,7 +81,7 @@ public struct BluetoothStatusReport: Sendable, Codable, Hashable {
             let adapters = session.adapters().compactMap { adapter -> AdapterStatus? in
                 guard let properties = adapter.properties else { return nil }
                 return AdapterStatus(
-                    name: adapter.name, path: adapter.path.rawValue, address: properties.address, alias: properties.alias,
+                    name: adapter.name, path: adapter.path.rawValue, address: properties.address.description, alias: properties.alias,
                     powered: properties.powered, powerState: properties.powerState, discovering: properties.discovering,
                     roles: properties.roles, supportsLowEnergy: properties.supportsLowEnergy,
                     supportsAdvertising: properties.supportsAdvertising, advertising: properties.advertising,

@@ -3,7 +3,7 @@ import DBus
 
 /// What BlueZ says about a remote device (org.bluez.Device1), decoded from the cache.
 public struct DeviceProperties: Sendable, Hashable {
-    public var address: String
+    public var address: BluetoothAddress
     /// "public" or "random".
     public var addressType: String?
     public var name: String?
@@ -22,8 +22,10 @@ public struct DeviceProperties: Sendable, Hashable {
     public var adapter: ObjectPath?
 
     init?(_ properties: [String: DBusValue]?) {
-        guard let properties else { return nil }
-        address = properties["Address"]?.string ?? "00:00:00:00:00:00"
+        guard let properties, let address = properties["Address"]?.string.flatMap({ BluetoothAddress($0) }) else {
+            return nil
+        }
+        self.address = address
         addressType = properties["AddressType"]?.string
         name = properties["Name"]?.string
         alias = properties["Alias"]?.string
@@ -49,7 +51,7 @@ public struct DeviceProperties: Sendable, Hashable {
     }
 
     /// Alias, else name, else address: what to show a user.
-    public var displayName: String { alias ?? name ?? address }
+    public var displayName: String { alias ?? name ?? address.description }
 }
 
 /// A remote device (`/org/bluez/hciN/dev_XX_XX_XX_XX_XX_XX`). A handle: properties come from

@@ -1,3 +1,4 @@
+import Foundation
 import BluetoothModel
 import BlueZ
 import DBus
@@ -50,6 +51,25 @@ struct ClassificationTests {
         let flag = GATTCharacteristicFlag(bluezName: name)
         #expect(flag.bluezName == name)
         #expect((flag == .other(name)) == (name == "some-future-flag"))
+    }
+
+    @Test("Bluetooth addresses: either case parses to one value, printed upper-case; anything else is refused")
+    func addresses() throws {
+        let lower = try #require(BluetoothAddress("00:aa:01:0f:00:42"))
+        #expect(lower == BluetoothAddress("00:AA:01:0F:00:42"))
+        #expect(lower.description == "00:AA:01:0F:00:42")
+        #expect(lower.octets == [0x00, 0xAA, 0x01, 0x0F, 0x00, 0x42])
+        #expect(BluetoothAddress(deviceObjectPath: "/org/bluez/hci0/dev_00_AA_01_0F_00_42") == lower)
+        for bad in ["", "00:AA:01:0F:00", "00:AA:01:0F:00:42:00", "0:AA:01:0F:00:42", "00:AA:01:0F:00:4G",
+                    "00-AA-01-0F-00-42", "00:AA:01:0F:00:042", "00:AA::0F:00:42", "+0:AA:01:0F:00:42"] {
+            #expect(BluetoothAddress(bad) == nil, "\(bad)")
+        }
+        for bad in ["/org/bluez/hci0", "/org/bluez/hci0/dev_00_AA", "/org/bluez/hci0/dev_00_AA_01_0F_00_42/service0001"] {
+            #expect(BluetoothAddress(deviceObjectPath: bad) == nil, "\(bad)")
+        }
+        let encoded = try JSONEncoder().encode([lower])
+        #expect(String(decoding: encoded, as: UTF8.self) == #"["00:AA:01:0F:00:42"]"#)
+        #expect(try JSONDecoder().decode([BluetoothAddress].self, from: encoded) == [lower])
     }
 
     @Test("transient connect failures are told apart from permanent ones")

@@ -136,7 +136,7 @@ struct GATTTests {
         try await withPeripheral(acquire: false) { pair in
             let (device, characteristic) = try await connectToPeripheral(pair)
             let properties = try #require(device.properties)
-            #expect(properties.address == TestAddress.hci1)
+            #expect(properties.address.description == TestAddress.hci1)
             #expect(properties.name == "bletransfer-test")
             #expect(properties.uuids.contains(serviceUUIDLower))
             #expect(properties.connected && properties.servicesResolved)
@@ -166,7 +166,7 @@ struct GATTTests {
             #expect(hci0.devices().contains(device))
             try await hci0.removeDevice(device)
             try await pair.central.waitUntil("the device is gone") { _ in !device.exists }
-            #expect(hci0.device(address: TestAddress.hci1) == nil)
+            #expect(hci0.device(address: try #require(BluetoothAddress(TestAddress.hci1))) == nil)
         }
     }
 

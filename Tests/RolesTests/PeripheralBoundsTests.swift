@@ -36,7 +36,7 @@ import Transfer
             let disconnections = self.disconnections
             server = SubscriptionServer(
                 configuration: configuration, logger: Logger(label: "test"),
-                describePeer: { path in PeerDescription(address: path.flatMap(PeerResolver.address(fromDevicePath:)) ?? "unknown") },
+                describePeer: { path in PeerDescription(address: path.flatMap { BluetoothAddress(deviceObjectPath: $0)?.description } ?? "unknown") },
                 linkExposure: { _ in exposure },
                 // A cancelled task would not get the Disconnect call to bluetoothd: say so.
                 disconnectDevice: { disconnections.record(Task.isCancelled ? "cancelled: \($0)" : $0) },

@@ -151,9 +151,9 @@ import Transfer
     }
 
     @Test func peerAddressFromDevicePath() {
-        #expect(PeerResolver.address(fromDevicePath: "/org/bluez/hci0/dev_AA_BB_CC_DD_EE_0F") == "AA:BB:CC:DD:EE:0F")
-        #expect(PeerResolver.address(fromDevicePath: "/org/bluez/hci0") == nil)
-        #expect(PeerResolver.address(fromDevicePath: "/org/bluez/hci0/dev_AA_BB") == nil)
+        #expect(BluetoothAddress(deviceObjectPath: "/org/bluez/hci0/dev_AA_BB_CC_DD_EE_0F")?.description == "AA:BB:CC:DD:EE:0F")
+        #expect(BluetoothAddress(deviceObjectPath: "/org/bluez/hci0") == nil)
+        #expect(BluetoothAddress(deviceObjectPath: "/org/bluez/hci0/dev_AA_BB") == nil)
     }
 
     @Test func repeatingSourceServesCountTimes() async {

@@ -24,7 +24,7 @@ import Transfer
                 valueSizeLimit: valueSizeLimit)
             server = SubscriptionServer(
                 configuration: configuration, logger: Logger(label: "test"),
-                describePeer: { path in PeerDescription(address: path.flatMap(PeerResolver.address(fromDevicePath:)) ?? "unknown") },
+                describePeer: { path in PeerDescription(address: path.flatMap { BluetoothAddress(deviceObjectPath: $0)?.description } ?? "unknown") },
                 bluetoothStillUp: { bluetoothUp },
                 linkExposure: { _ in exposure },
                 emitEvent: { log.append($0) })

@@ -281,7 +281,7 @@ public final class Central: Sendable {
                 offered += known
             }
             let withProperties = offered.compactMap { device in device.properties.map { (device, $0) } }
-            let choices = withProperties.map { PeerBook.Candidate(address: $0.1.address, rssi: $0.1.rssi.map(Int.init)) }
+            let choices = withProperties.map { PeerBook.Candidate(address: $0.1.address.description, rssi: $0.1.rssi.map(Int.init)) }
             guard let index = progressState.withBook({ $0.choose(choices, at: now) }) else {
                 if case .tick = item, ContinuousClock.now - scanStartedAt >= configuration.scanRestartInterval {
                     // Nothing worth a visit yet: a fresh scan resets the controller's duplicate
@@ -292,7 +292,7 @@ public final class Central: Sendable {
                 continue
             }
             let (device, properties) = withProperties[index]
-            let peer = PeerDescription(address: properties.address, name: properties.alias ?? properties.name,
+            let peer = PeerDescription(address: properties.address.description, name: properties.alias ?? properties.name,
                                        rssi: properties.rssi.map(Int.init))
             emit(.peerFound(peer))
             await stopDiscovery(adapter)

@@ -1,4 +1,5 @@
 import BlueZ
+import BluetoothModel
 import DBus
 
 /// Turns the device object paths BlueZ passes to our characteristic into what events show.
@@ -8,18 +9,10 @@ enum PeerResolver {
             return PeerDescription(address: "unknown central")
         }
         if let properties = session.device(at: path)?.properties {
-            return PeerDescription(address: properties.address, name: properties.alias ?? properties.name,
+            return PeerDescription(address: properties.address.description, name: properties.alias ?? properties.name,
                                    rssi: properties.rssi.map(Int.init))
         }
-        return PeerDescription(address: address(fromDevicePath: devicePath) ?? devicePath)
-    }
-
-    /// "AA:BB:CC:DD:EE:FF" from ".../dev_AA_BB_CC_DD_EE_FF".
-    static func address(fromDevicePath path: String) -> String? {
-        guard let last = path.split(separator: "/").last, last.hasPrefix("dev_") else { return nil }
-        let octets = last.dropFirst(4).split(separator: "_")
-        guard octets.count == 6, octets.allSatisfy({ $0.count == 2 && $0.allSatisfy(\.isHexDigit) }) else { return nil }
-        return octets.joined(separator: ":")
+        return PeerDescription(address: BluetoothAddress(deviceObjectPath: devicePath)?.description ?? devicePath)
     }
 
     static func connectedDevices(under adapter: ObjectPath, in session: BluetoothSession) -> [ObjectPath] {
