@@ -40,11 +40,10 @@ import Testing
                         case .write(let value): writes.append(value)
                         case .complete(let payload, let header):
                             transcript.completed.append((header, payload))
-                            writes += try pair.receiver.acknowledgement(outcome: 0)
-                            if let receiverTakes, transcript.completed.count == receiverTakes {
-                                writes += try pair.receiver.close(reason: 1)
-                                transcript.closedByReceiver = true
-                            }
+                            // The last message it takes: CLOSE 01 with the ACK, as the central does.
+                            let closing = transcript.completed.count == receiverTakes
+                            writes += try pair.receiver.acknowledgement(outcome: 0, closingWith: closing ? 1 : nil)
+                            transcript.closedByReceiver = closing
                         default: break
                         }
                     }
@@ -61,6 +60,8 @@ import Testing
                         guard case .acknowledged = event else { continue }
                         transcript.acknowledged += 1
                         if let cutAfterAcks, transcript.acknowledged == cutAfterAcks { return transcript }
+                        // The receiver's CLOSE came with this ACK: nothing more to send.
+                        if pair.sender.state == .closedByCentral { continue }
                         if nextPayload < payloads.count {
                             let payload = payloads[nextPayload]
                             nextPayload += 1
@@ -160,6 +161,35 @@ import Testing
         #expect(pair.sender.nextValue() == nil)
         // After its CLOSE the receiver reads nothing more, whatever comes.
         #expect(try pair.receiver.receiveNotification([0xFF, 0xFF, 1, 2, 3]).isEmpty)
+    }
+
+    @Test func aCloseAfterTheAckStillWorksAsAWriteOfItsOwn() throws {
+        let payloads = Self.payloads(1)
+        var pair = try SessionPair(payload: payloads[0], valueLength: 182, offered: [.secure, .multi], wantsMulti: true)
+        var events: [SecureSenderSession.Event] = []
+        for _ in 0..<10 {
+            var written: [[UInt8]] = []
+            while let value = pair.sender.nextValue() {
+                for event in try pair.receiver.receiveNotification(value) {
+                    if case .write(let write) = event { written.append(write) }
+                    if case .complete = event {
+                        written += try pair.receiver.acknowledgement(outcome: 0)
+                        written += try pair.receiver.close(reason: 1)
+                    }
+                }
+            }
+            for value in written { events += try pair.sender.receiveWrite(value) }
+        }
+        #expect(events.suffix(2) == [.acknowledged(alreadyStored: false), .closedByCentral(reason: 1)])
+        #expect(pair.sender.acknowledgedCount == 1)
+    }
+
+    @Test func aCloseWithTheAckIsRefusedWithoutMulti() throws {
+        var pair = try SessionPair(payload: testPayload(10), valueLength: 182, offered: [.secure])
+        _ = exchange(&pair, ackWrites: { _, _ in [] })
+        #expect(throws: SecureSessionError.protocolViolation("CLOSE from the central in a session without multi")) {
+            try pair.receiver.acknowledgement(outcome: 0, closingWith: 1)
+        }
     }
 
     @Test func aCutAfterKAcksLosesOnlyTheMessageUnderWay() throws {

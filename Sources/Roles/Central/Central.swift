@@ -427,7 +427,11 @@ public final class Central: Sendable {
                 if let plainAck {
                     values = [plainAck]
                 } else {
-                    values = try assembly.secureAcknowledgement(alreadyStored: earlierCopy != nil)
+                    // The last message this run wants: CLOSE 01 goes with its ACK, so the
+                    // sender stops (what it started next stays to be sent again).
+                    let lastWanted = earlierCopy == nil
+                        && configuration.messageCount.map { progressState.receivedSnapshot + 1 >= $0 } ?? false
+                    values = try assembly.secureAcknowledgement(alreadyStored: earlierCopy != nil, closing: lastWanted)
                 }
                 for value in values { try await characteristic.writeValue(value, type: type) }
                 if type == .command {
@@ -599,20 +603,9 @@ public final class Central: Sendable {
             case .complete(let message, let duration):
                 try await takeMessage(message, duration: duration, assembly: &assembly, peer: peer,
                                       characteristic: characteristic, sink: sink)
+                // Over when the sender ended the stream or this side closed with its last ACK.
                 guard assembly.expectsMoreMessages else { return }
                 admittedAnnouncement = false
-                if let wanted = configuration.messageCount, progressState.receivedSnapshot >= wanted {
-                    // The run has all it wants: CLOSE 01 tells the sender to send no more (what
-                    // it started is not counted there and stays to be sent again).
-                    do {
-                        for value in try assembly.secureClose() {
-                            try await characteristic.writeValue(value, type: writeType)
-                        }
-                    } catch {
-                        emit(.warning("could not tell \(EventText.describe(peer)) to send no more (CLOSE): \(Self.describe(error))"))
-                    }
-                    return
-                }
             case .sessionEnded:
                 return
             case .failed(let failure):

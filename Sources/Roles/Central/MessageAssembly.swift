@@ -115,20 +115,15 @@ struct MessageAssembly: Sendable {
     }
 
     /// Secure mode, after the message was stored: the values of the sealed ACK to write.
-    /// `alreadyStored`: an earlier copy was stored (outcome 01).
-    mutating func secureAcknowledgement(alreadyStored: Bool) throws(SecureSessionError) -> [[UInt8]] {
+    /// `alreadyStored`: an earlier copy was stored (outcome 01). `closing` (a multi session
+    /// whose last wanted message this is): a sealed CLOSE `01` ("takes no more") goes with the
+    /// ACK, and the session is over.
+    mutating func secureAcknowledgement(alreadyStored: Bool, closing: Bool = false) throws(SecureSessionError) -> [[UInt8]] {
         guard mode == .secure, var session = secure else { return [] }
         defer { secure = session }
-        return try session.acknowledgement(outcome: alreadyStored ? 0x01 : 0x00)
-    }
-
-    /// Multi, after the ACK of the last message this side takes: the values of a sealed CLOSE
-    /// `01` ("takes no more"); the session is over.
-    mutating func secureClose() throws(SecureSessionError) -> [[UInt8]] {
-        guard mode == .secure, var session = secure else { return [] }
-        defer { secure = session }
-        finished = true
-        return try session.close(reason: 0x01)
+        let close = closing && session.carriesSeveralMessages
+        if close { finished = true }
+        return try session.acknowledgement(outcome: alreadyStored ? 0x01 : 0x00, closingWith: close ? 0x01 : nil)
     }
 
     /// The failure when the transfer fell below `minimumRate` at `time`; nil while it keeps up.

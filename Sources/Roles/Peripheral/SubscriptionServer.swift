@@ -656,7 +656,8 @@ extension SubscriptionServer {
     /// Multi: the current message of subscription `id` was acknowledged before the stream's
     /// end. It counts as delivered now; returns the next message to send in this session, or
     /// nil when the session closes (none ready now, the fairness rule, or the central left).
-    fileprivate func secureAcknowledgedInSession(_ id: Int) async -> OutgoingMessage? {
+    /// `wantsNext`: false when the central closed in the same write (it takes no more).
+    fileprivate func secureAcknowledgedInSession(_ id: Int, wantsNext: Bool) async -> OutgoingMessage? {
         guard var subscription = current, subscription.id == id, !subscription.delivery.hasHungUp else { return nil }
         // Counted before anything is awaited: a hang-up meanwhile must not report it lost.
         perform(subscription.delivery.handle(.countedInSession), on: &subscription)
@@ -666,7 +667,7 @@ extension SubscriptionServer {
             && ContinuousClock.now - subscription.sessionStartedAt < configuration.sessionTimeShare
         if offered?.sequence == subscription.sequence { offered = nil }
         current = subscription.delivery.isOver ? nil : subscription
-        let next = await continueSession(subscription.message, summary, subscription.peer, fair)
+        let next = await continueSession(subscription.message, summary, subscription.peer, fair && wantsNext)
         if let next { offered = next }
         guard let next, !isShutDown, var ongoing = current, ongoing.id == id, !ongoing.delivery.hasHungUp else {
             if !fair, current?.id == id {
@@ -770,7 +771,12 @@ extension SubscriptionServer {
                     case .centralAuthenticated(let peer):
                         await server.secureCentralAuthenticated(id, AuthenticatedPeer(peer))
                     case .acknowledged:
-                        if let next = await server.secureAcknowledgedInSession(id) {
+                        // An ACK and the central's CLOSE may come in one write: count, send no more.
+                        let centralClosed = session.state == .closedByCentral
+                        let next = await server.secureAcknowledgedInSession(id, wantsNext: !centralClosed)
+                        if centralClosed {
+                            continue
+                        } else if let next {
                             try session.sendNext(payload: next.payload, digest: next.digest,
                                                  metadata: fileMetadata(next.file))
                         } else {

@@ -116,7 +116,10 @@ public struct SecureReceiverSession: Sendable {
 
     /// After `.complete`, once the caller stored the payload (or refused it): the write values
     /// of the sealed ACK. `outcome`: `00` stored, `01` already stored, `02` refused by a limit.
-    public mutating func acknowledgement(outcome: UInt8) throws(SecureSessionError) -> [[UInt8]] {
+    /// `closingWith` (multi only): a sealed CLOSE with that reason follows the ACK in the same
+    /// writes (no round trip more), and nothing is read after it.
+    public mutating func acknowledgement(outcome: UInt8, closingWith closeReason: UInt8? = nil)
+        throws(SecureSessionError) -> [[UInt8]] {
         if let failure { throw failure }
         guard isComplete, let header, var sealer else {
             throw .protocolViolation("acknowledgement before the message was complete")
@@ -125,13 +128,18 @@ public struct SecureReceiverSession: Sendable {
         guard let verdict = SecureAck.Outcome(rawValue: outcome), verdict != .refusedDigestMismatch else {
             throw .protocolViolation("ACK outcome \(outcome) is not 00, 01 or 02")
         }
+        guard closeReason == nil || carriesSeveralMessages else {
+            throw .protocolViolation("CLOSE from the central in a session without multi")
+        }
         do {
             writer.append(try sealer.seal(RecordMessage.ack(SecureAck(message: header.message, digest: header.digest, outcome: verdict)).record))
+            if let closeReason { writer.append(try sealer.seal(RecordMessage.close(reason: closeReason).record)) }
         } catch {
             throw SecureSessionError(error)
         }
         self.sealer = sealer
         acknowledged = true
+        if closeReason != nil { closedByUs = true }
         writer.flush()
         return writer.drain()
     }
