@@ -148,6 +148,42 @@ import Testing
         #expect(throws: SecureSessionError.self) { try pair.sender.finish() }
     }
 
+    @Test func aReceiverRefusesTheNextHeaderBeforeItAcknowledged() throws {
+        // A receiver that has not acknowledged message 0 is fed the sender's message 1 (the
+        // sender got its ACK from a copy of the receiver: sessions are values). A sender that
+        // does not wait cannot make it hold more than one message.
+        let payloads = Self.payloads(2)
+        var pair = try SessionPair(payload: payloads[0], valueLength: 182, offered: [.secure, .multi], wantsMulti: true)
+        var notYetAcknowledging: SecureReceiverSession?
+        var failure: SecureSessionError?
+        rounds: for _ in 0..<10 {
+            var written: [[UInt8]] = []
+            while let value = pair.sender.nextValue() {
+                if var slow = notYetAcknowledging {
+                    do { _ = try slow.receiveNotification(value) } catch {
+                        failure = error
+                        break rounds
+                    }
+                    notYetAcknowledging = slow
+                    continue
+                }
+                for event in try pair.receiver.receiveNotification(value) {
+                    if case .write(let write) = event { written.append(write) }
+                    if case .complete = event {
+                        notYetAcknowledging = pair.receiver
+                        written += try pair.receiver.acknowledgement(outcome: 0)
+                    }
+                }
+            }
+            for value in written {
+                for event in try pair.sender.receiveWrite(value) where event == .acknowledged(alreadyStored: false) {
+                    try pair.sender.sendNext(payload: payloads[1], digest: Array(SHA256.hash(data: payloads[1])), metadata: nil)
+                }
+            }
+        }
+        #expect(failure == .protocolViolation("HEADER of message 1 before message 0 was acknowledged"))
+    }
+
     @Test func theReceiverClosesAfterTheMessagesItTakes() throws {
         let payloads = Self.payloads(5)
         var pair = try SessionPair(payload: payloads[0], valueLength: 244, offered: [.secure, .multi], wantsMulti: true)

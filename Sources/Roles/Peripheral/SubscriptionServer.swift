@@ -695,6 +695,14 @@ extension SubscriptionServer {
         return next.message
     }
 
+    /// Multi: the current message's END reached bluetoothd and its ACK is awaited: the
+    /// delivery's ACK timeout starts (the transfer task keeps running for the next message).
+    fileprivate func secureEndWritten(_ id: Int) {
+        guard let subscription = current, subscription.id == id, !subscription.delivery.hasHungUp else { return }
+        feed(.endOfMessageWritten, to: id)
+        logger.debug("END of message \(subscription.sequence) written to \(subscription.peer.address); waiting for its ACK")
+    }
+
     /// Multi: the central wrote CLOSE (it takes no more). A message under way is not counted
     /// and stays to be sent again; the subscription ends (the central unsubscribes next).
     fileprivate func secureClosedByCentral(_ id: Int, reason: UInt8) {
@@ -753,6 +761,8 @@ extension SubscriptionServer {
         var session = session
         var written = writes.makeAsyncIterator()
         var confirmed = confirmations?.makeAsyncIterator()
+        /// Multi: the message whose END bluetoothd took; its ACK is awaited.
+        var endWritten: UInt32?
         do {
             while !session.endOfMessageSent {
                 while let value = session.nextValue() {
@@ -763,6 +773,13 @@ extension SubscriptionServer {
                     await server.progressed(id, bytesSent: session.payloadBytesSent, finished: session.endOfMessageSent)
                 }
                 if session.endOfMessageSent { break }
+                if session.state == .awaitingAck, endWritten != session.currentMessageNumber {
+                    // The stream pauses for this message's ACK: with its END handed over (the
+                    // socket's small buffer keeps that close to what bluetoothd took), the ACK
+                    // timeout bounds the wait, as after EOM in a one-message session.
+                    endWritten = session.currentMessageNumber
+                    await server.secureEndWritten(id)
+                }
                 // The session waits for the central's handshake message or, in a multi session,
                 // for the ACK of the message just sent (both bounded by the deadline).
                 guard let value = await written.next() else { throw NotificationSocketError.closed }
