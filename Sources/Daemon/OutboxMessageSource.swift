@@ -78,15 +78,37 @@ actor OutboxMessageSource: MessageSource {
             if let serving, serving.file == file {
                 return serving.message
             }
-            // The outbox file's name travels with it (secure mode, when the receiver takes it).
-            let message = OutgoingMessage(payload: file.bytes, file: SentFileAttributes(
-                name: file.name, modificationSeconds: file.modificationSeconds,
-                modificationNanoseconds: file.modificationNanoseconds))
+            let message = Self.message(for: file)
             serving = (file, message)
             report(.serving(file))
             return message
         }
         return nil
+    }
+
+    /// The first ready outbox file, without waiting for one (a multi session's next message).
+    func nextAvailableNow() async -> OutgoingMessage? {
+        guard !Task.isCancelled else { return nil }
+        let file: OutboxFile?
+        do {
+            file = try await outbox.next()
+        } catch {
+            report(.unreadable(error, retryIn: retryDelay))
+            return nil
+        }
+        guard let file else { return nil }
+        if let serving, serving.file == file { return serving.message }
+        let message = Self.message(for: file)
+        serving = (file, message)
+        report(.serving(file))
+        return message
+    }
+
+    private static func message(for file: OutboxFile) -> OutgoingMessage {
+        // The outbox file's name travels with it (secure mode, when the receiver takes it).
+        OutgoingMessage(payload: file.bytes, file: SentFileAttributes(
+            name: file.name, modificationSeconds: file.modificationSeconds,
+            modificationNanoseconds: file.modificationNanoseconds))
     }
 
     func markDelivered(_ message: OutgoingMessage, summary: MessageSummary, to peer: PeerDescription?) async {

@@ -182,4 +182,117 @@ struct SecureEndToEndBlueZooTests {
         #expect(run.messages.first?.format == .framed)
         #expect(run.messages.first?.authenticatedSender == nil)
     }
+
+    // MARK: Several messages in one session (multi)
+
+    /// A daemon-like source: every message is ready now, each served once, in order.
+    actor ListMessageSource: MessageSource {
+        let messages: [OutgoingMessage]
+        private(set) var deliveredCount = 0
+
+        init(_ messages: [OutgoingMessage]) { self.messages = messages }
+
+        func current() async -> OutgoingMessage? {
+            deliveredCount < messages.count ? messages[deliveredCount] : nil
+        }
+
+        func nextAvailableNow() async -> OutgoingMessage? { await current() }
+
+        func markDelivered(_ message: OutgoingMessage, summary: MessageSummary, to peer: PeerDescription?) async {
+            if message == messages[deliveredCount] { deliveredCount += 1 }
+        }
+    }
+
+    /// The sender serves `messages` (stopped once the receiver's run is over); the receiver
+    /// takes `wanted`.
+    static func multiExchange(_ messages: [OutgoingMessage], wanted: Int) async throws
+        -> (run: Run, stillToSend: Int) {
+        let bus = try await BlueZooBus.start()
+        defer { bus.stop() }
+        let senderSession = try await bus.openSession()
+        defer { senderSession.close() }
+        var senderConfiguration = PeripheralConfiguration(adapterName: "hci0", fallbackValueInterval: .zero)
+        senderConfiguration.secureMode = SecureModePolicy(identity: Self.senderKey, authorizedPeers: Self.peers(Self.receiverKey),
+                                                          requiresSecure: true)
+        let peripheral = Peripheral(configuration: senderConfiguration, session: senderSession)
+        let source = ListMessageSource(messages)
+        let senderLog = PeripheralEventLog(following: peripheral.events)
+        let sending = Task { try await peripheral.run(source: source) }
+
+        let receiverSession = try await bus.openSession()
+        defer { receiverSession.close() }
+        var receiverConfiguration = CentralTestData.configuration(count: wanted, adapter: "hci1")
+        receiverConfiguration.secureMode = SecureModePolicy(identity: Self.receiverKey, authorizedPeers: Self.peers(Self.senderKey),
+                                                            requiresSecure: true)
+        let central = Central(configuration: receiverConfiguration, session: receiverSession)
+        let receiverLog = PeripheralEventLog(following: central.events)
+        let sink = CollectingSink()
+        var failure: RoleFailure?
+        var received = 0
+        do {
+            received = try await central.run(sink: sink, timeout: .seconds(60))
+        } catch let error as RoleFailure {
+            failure = error
+        }
+        var delivered = 0
+        if wanted >= messages.count {
+            delivered = (try? await sending.value) ?? 0
+        } else {
+            // The sender still holds messages: it waits for the next central. Let the session
+            // it served end on its side (the central's CLOSE), then stop it.
+            for _ in 0..<100 where !senderLog.all.contains(where: { if case .advertising = $0 { true } else { false } }) {
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            sending.cancel()
+            _ = try? await sending.value
+            delivered = await source.deliveredCount
+        }
+        let run = Run(received: received, receiveFailure: failure, delivered: delivered, messages: sink.messages,
+                      senderEvents: await senderLog.allWhenFinished(), receiverEvents: await receiverLog.allWhenFinished())
+        return (run, messages.count - (await source.deliveredCount))
+    }
+
+    static func named(_ count: Int) -> [OutgoingMessage] {
+        (0..<count).map { index in
+            OutgoingMessage(payload: CentralTestData.binary(500 + index * 900, seed: UInt8(index + 1)),
+                            file: SentFileAttributes(name: "file-\(index).bin", modificationSeconds: 1_700_000_000 + Int64(index),
+                                                     modificationNanoseconds: 0))
+        }
+    }
+
+    static func subscriptions(_ events: [RoleEvent]) -> Int {
+        events.filter { if case .subscribed = $0 { true } else { false } }.count
+    }
+
+    static func connections(_ events: [RoleEvent]) -> Int {
+        events.filter { if case .connected = $0 { true } else { false } }.count
+    }
+
+    @Test("five messages ready at the sender travel in ONE subscription, each acknowledged and counted")
+    func fiveMessagesInOneSession() async throws {
+        let messages = Self.named(5)
+        let (run, left) = try await Self.multiExchange(messages, wanted: 5)
+        #expect(run.receiveFailure == nil)
+        #expect(run.received == 5 && run.delivered == 5 && left == 0)
+        #expect(run.messages.map(\.payload) == messages.map(\.payload))
+        #expect(run.messages.map { $0.file?.name } == messages.map { $0.file?.name })
+        #expect(Self.subscriptions(run.senderEvents) == 1)
+        #expect(Self.connections(run.receiverEvents) == 1)
+        let delivered = run.senderEvents.compactMap(\.deliveredSummary)
+        #expect(delivered.map(\.sequence) == [1, 2, 3, 4, 5])
+        #expect(delivered.allSatisfy { $0.format == .secure })
+    }
+
+    @Test("receive --count 3 from a sender holding 5: three in one visit, two stay to be sent")
+    func receiverTakesThreeInOneVisit() async throws {
+        let messages = Self.named(5)
+        let (run, left) = try await Self.multiExchange(messages, wanted: 3)
+        #expect(run.receiveFailure == nil)
+        #expect(run.received == 3)
+        #expect(run.messages.map(\.payload) == messages.prefix(3).map(\.payload))
+        #expect(Self.connections(run.receiverEvents) == 1)
+        #expect(Self.subscriptions(run.senderEvents) == 1)
+        // Counted on their ACKs only: the fourth, cut by the central's CLOSE, stays.
+        #expect(run.delivered == 3 && left == 2)
+    }
 }

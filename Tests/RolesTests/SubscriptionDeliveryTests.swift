@@ -54,6 +54,29 @@ import Transfer
 
     // MARK: Named paths
 
+    @Test func aMultiSessionsLastMessageCountedBeforeItsEndWaitsOnlyForTheCentralToLeave() {
+        var delivery = Delivery(format: .secure, confirmsIndications: false, totalBytes: Self.totalBytes, limits: Self.limits)
+        _ = delivery.begin(transferDeadline: .seconds(60), reason: "too slow")
+        #expect(delivery.handle(.valueHandedOver(bytesSent: Self.totalBytes, last: false)) == [])
+        // Counted by the server on its ACK (no deliver action here), before CLOSE and EOM.
+        #expect(delivery.handle(.countedInSession) == [.cancelTimer(.deadline), .startTimer(.deadline, after: .seconds(30))])
+        #expect(delivery.isDelivered)
+        #expect(delivery.handle(.countedInSession) == [])
+        #expect(delivery.handle(.valueHandedOver(bytesSent: Self.totalBytes, last: true)) == [])
+        #expect(delivery.handle(.endOfMessageWritten) == [])
+        // The central unsubscribes: the subscription ends, nothing reported lost.
+        let actions = delivery.handle(.hungUp(reason: "the central unsubscribed", drainedWhenClosed: nil))
+        #expect(!actions.contains { if case .reportAborted = $0 { true } else { false } })
+        #expect(!actions.contains(.deliver))
+        #expect(actions.last == .end(announce: true))
+    }
+
+    @Test func countedInSessionMeansNothingOutsideTheSecureMode() {
+        var delivery = Setup(format: .framed, indications: false, compatDelay: .zero).make()
+        #expect(delivery.handle(.countedInSession) == [])
+        #expect(!delivery.isDelivered)
+    }
+
     @Test func framedIsDeliveredOnAnAckAfterEveryValueThenAwaitsTheUnsubscription() {
         var delivery = Setup(format: .framed, indications: false, compatDelay: .zero).make()
         #expect(delivery.begin(transferDeadline: .seconds(60), reason: "too slow")

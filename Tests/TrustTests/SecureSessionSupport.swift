@@ -24,7 +24,8 @@ struct SessionPair {
         payload: [UInt8], valueLength: Int, metadata: FileMetadata? = nil,
         offered: Capabilities = [.secure], maximumPayloadLength: Int = 1 << 30,
         peripheral: HostIdentity = HostIdentity(), central: HostIdentity = HostIdentity(),
-        senderPeers: AuthorizedPeers? = nil, receiverPeers: AuthorizedPeers? = nil
+        senderPeers: AuthorizedPeers? = nil, receiverPeers: AuthorizedPeers? = nil,
+        wantsMulti: Bool = false
     ) throws {
         self.peripheral = peripheral
         self.central = central
@@ -32,7 +33,7 @@ struct SessionPair {
         sender = try SecureSenderSession(
             identity: peripheral, authorizedPeers: senderPeers ?? authorized(central), hello: hello,
             payload: payload, digest: Array(SHA256.hash(data: payload)), metadata: metadata,
-            maximumValueLength: valueLength)
+            maximumValueLength: valueLength, wantsMulti: wantsMulti)
         receiver = SecureReceiverSession(
             identity: central, authorizedPeers: receiverPeers ?? authorized(peripheral), hello: hello,
             maximumPayloadLength: maximumPayloadLength, maximumWriteLength: valueLength)

@@ -7,10 +7,14 @@ Same runner and options as scenarios.py (this file registers its scenarios, then
 file's main()). Both daemons run as in production, one per guest on hci0; faults come from the
 lab (power-off / power-on, restart-bluetoothd) while files are moving.
 
+Both scenarios run keyed daemons (each lists the other's key: the secure mode, where one
+connection carries every file ready); the other daemon scenarios use --insecure-any-peer.
+
   daemon-twenty-files  sender daemon on a with 20 files in its outbox, receiver daemon on b;
                        each adapter is power-cycled once and each bluetoothd restarted once,
                        each fault a second into one of four 150 kB files (so mid-transfer). All 20 arrive exactly once, bit-identical, nothing
-                       partial, the outbox ends empty, sent/ holds the 20.
+                       partial, each under its outbox name, in outbox order,
+                       the outbox ends empty, sent/ holds the 20.
   daemon-rss-100       100 small messages; the receiver's resident memory after 1, 10, 50 and
                        100 messages (from its "received" events) — it should stay flat.
 """
@@ -70,9 +74,17 @@ def regular_files(directory: Path) -> list:
     return sorted(p for p in directory.iterdir() if p.is_file()) if directory.exists() else []
 
 
+def keyed_daemons(ctx: Context) -> tuple:
+    """Trust options for a sender daemon on a and a receiver daemon on b holding each other's
+    keys: the secure mode, so one connection carries every file ready (multi)."""
+    from scenarios_secure import authorize, keygen, trust  # scenarios_secure imports this module
+    key_a, key_b = keygen(ctx, "a", "a"), keygen(ctx, "b", "b")
+    return (trust(key_a, authorize(ctx, "a", "a", [key_b])), trust(key_b, authorize(ctx, "b", "b", [key_a])))
+
+
 @scenario("daemon-twenty-files", tags=("bletransfer", "daemon", "faults"), conf="default")
 def daemon_twenty_files(ctx: Context):
-    """Daemons: 20 outbox files a → b through a power cycle and a bluetoothd restart on each side."""
+    """Keyed daemons: 20 outbox files a → b through a power cycle and a bluetoothd restart on each side."""
     ctx.require_bletransfer()
     sizes = [5, 20, 21, 150001, 500, 1000, 150002, 3, 4096, 10000, 7, 150003, 300, 1500, 8000, 150004, 1,
              250, 3000, 20000]
@@ -81,8 +93,10 @@ def daemon_twenty_files(ctx: Context):
     payloads[7] = b"EOM"
     outbox, inbox, host_outbox, host_inbox = prepare(ctx, payloads)
     n = len(payloads)
-    sender = daemon_job("sender", host_outbox, f'[ "$({count_files(host_outbox)})" -eq 0 ]', 540, "--settle-time 0")
-    receiver = daemon_job("receiver", host_inbox, f'[ "$({count_files(host_inbox, "message-*")})" -ge {n} ]', 540)
+    trust_a, trust_b = keyed_daemons(ctx)
+    sender = daemon_job("sender", host_outbox, f'[ "$({count_files(host_outbox)})" -eq 0 ]', 540, "--settle-time 0",
+                        trust=trust_a)
+    receiver = daemon_job("receiver", host_inbox, f'[ "$({count_files(host_inbox)})" -ge {n} ]', 540, trust=trust_b)
     # Each fault strikes a second into one of the four large files (~4 s each here), on the side
     # it names: mid-transfer, never while a central is still setting a link up (where the guest
     # kernel has a bug, see scripts/lab/README.md).
@@ -106,7 +120,9 @@ def daemon_twenty_files(ctx: Context):
     stored = regular_files(inbox)
     hidden = [p.name for p in stored if p.name.startswith(".")]
     ctx.check(not hidden, f"no partial files in the inbox: {hidden}")
-    got = [p.read_bytes() for p in stored if p.name.startswith("message-")]
+    # The secure mode keeps the outbox names (file001.dat …), so sorted names say nothing of
+    # the order: the receiver's events do.
+    got = [p.read_bytes() for p in stored]
     want = {hashlib.sha256(p).hexdigest() for p in payloads}
     got_digests = [hashlib.sha256(g).hexdigest() for g in got]
     ctx.check(len(got) == n, f"{n} files stored, got {len(got)}")
@@ -114,20 +130,28 @@ def daemon_twenty_files(ctx: Context):
               "every file arrived exactly once, bit-identical")
     ctx.check(regular_files(outbox) == [], f"outbox empty: {[p.name for p in regular_files(outbox)]}")
     ctx.check(len(regular_files(outbox / "sent")) == n, f"sent/ holds {len(regular_files(outbox / 'sent'))} of {n}")
-    ctx.check(got == payloads, "files arrived in outbox order")
+    ctx.check(sorted(p.name for p in stored) == [f"file{i:03d}.dat" for i in range(1, n + 1)]
+              and all((inbox / f"file{i:03d}.dat").read_bytes() == data for i, data in enumerate(payloads, 1)),
+              "each file stored under its outbox name")
+    order = [json.loads(line).get("name") for line in b_out.splitlines()
+             if line.startswith("{") and '"event":"received"' in line]
+    ctx.check(order == [f"file{i:03d}.dat" for i in range(1, n + 1)], f"files arrived in outbox order: {order}")
+    ctx.figure("daemon_twenty_files_visits", b_out.count('"event":"connected"'))
     ctx.figure("daemon_twenty_files_seconds", round(res.seconds, 1))
     ctx.figure("daemon_twenty_files_bytes", sum(sizes))
 
 
 @scenario("daemon-rss-100", tags=("bletransfer", "daemon"), conf="default")
 def daemon_rss_100(ctx: Context):
-    """Daemons: 100 small messages a → b; the receiver's RSS after 1, 10, 50, 100 messages."""
+    """Keyed daemons: 100 small messages a → b; the receiver's RSS after 1, 10, 50, 100 messages."""
     ctx.require_bletransfer()
     payloads = [f"message {i:03d} ".encode() + os.urandom(40) for i in range(1, 101)]
     outbox, inbox, host_outbox, host_inbox = prepare(ctx, payloads)
     n = len(payloads)
-    sender = daemon_job("sender", host_outbox, f'[ "$({count_files(host_outbox)})" -eq 0 ]', 840, "--settle-time 0")
-    receiver = daemon_job("receiver", host_inbox, f'[ "$({count_files(host_inbox, "message-*")})" -ge {n} ]', 840)
+    trust_a, trust_b = keyed_daemons(ctx)
+    sender = daemon_job("sender", host_outbox, f'[ "$({count_files(host_outbox)})" -eq 0 ]', 840, "--settle-time 0",
+                        trust=trust_a)
+    receiver = daemon_job("receiver", host_inbox, f'[ "$({count_files(host_inbox)})" -ge {n} ]', 840, trust=trust_b)
     res = ctx.lab.run(a=sender, b=receiver, deadline=900, step="hundred messages")
     received = []
     for line in res.job("b").stdout().splitlines():
@@ -139,6 +163,7 @@ def daemon_rss_100(ctx: Context):
         if rss.get(k):
             ctx.figure(f"receiver_rss_mib_after_{k}", round(rss[k] / 1048576, 1))
     ctx.figure("daemon_100_messages_seconds", round(res.seconds, 1))
+    ctx.figure("daemon_100_messages_visits", res.job("b").stdout().count('"event":"connected"'))
     ctx.check(rss.get(100) is not None and rss.get(10) is not None and rss[100] <= rss[10] * 1.25,
               f"RSS flat from message 10 to 100: {rss.get(10)} → {rss.get(100)}")
 

@@ -342,7 +342,7 @@ public final class Central: Sendable {
                 // With keys, a version-2 HELLO offering the secure mode; a version-1 peripheral
                 // reads its first 14 bytes as a version-1 HELLO and answers version 1.
                 let session = SessionID.random()
-                let helloV2 = policy.map { _ in HelloV2(session: session.rawValue, offered: [.secure, .meta]) }
+                let helloV2 = policy.map { _ in HelloV2(session: session.rawValue, offered: [.secure, .meta, .multi]) }
                 let candidate = Hello(version: helloV2 == nil ? 1 : HelloV2.version, session: session)
                 do {
                     try await characteristic.writeValue(helloV2?.encoded ?? candidate.encoded, type: writeType)
@@ -376,73 +376,9 @@ public final class Central: Sendable {
             }
             guard let channel else { throw TransferFailure.transient("subscribing failed") }
 
-            var (message, duration, assembly) = try await receive(
+            try await receive(
                 through: channel, from: device, peer: peer, hello: hello, secureSession: secureSession,
                 requiresSecure: policy?.requiresSecure ?? false, characteristic: characteristic, sink: sink)
-
-            // A sender that never saw our ACK sends the same message again: it is stored
-            // already, so it is acknowledged (and said), not stored twice.
-            let earlierCopy = message.digest.flatMap {
-                progressState.takeUnacknowledged(from: peer.address, digest: $0)
-            }
-            // Complete and verified: store, then tell the sender (an ACK means "stored").
-            let sequence = earlierCopy == nil ? progressState.nextSequence() : 0
-            let storedAt = earlierCopy != nil ? nil : try await sink.store(message, sequence: sequence, from: peer)
-            // The ACK means "stored": sealed in the secure mode (only this authenticated central
-            // could have produced it), version 1's otherwise; compat has none.
-            let plainAck = assembly.isSecure ? nil : WireFormat.ackValue(for: message)
-            if assembly.isSecure || plainAck != nil {
-                let type = Self.writeType(for: characteristic.flags) ?? .command
-                var confirmed = false
-                do {
-                    let values: [[UInt8]]
-                    if let plainAck {
-                        values = [plainAck]
-                    } else {
-                        values = try assembly.secureAcknowledgement(alreadyStored: earlierCopy != nil)
-                    }
-                    for value in values { try await characteristic.writeValue(value, type: type) }
-                    if type == .command {
-                        // A write command has no completion: bluetoothd replies once it queued
-                        // it, and a Disconnect issued at once can overtake it on a slow link.
-                        // No signal tells when it left, so give the link a moment.
-                        try? await Task.sleep(for: configuration.acknowledgementSettle)
-                    } else {
-                        confirmed = true  // a write request is answered by the sender's application
-                    }
-                } catch {
-                    emit(.warning("could not acknowledge the message to \(EventText.describe(peer)): \(Self.describe(error))"))
-                }
-                if !confirmed, let digest = message.digest {
-                    progressState.rememberUnacknowledged(from: peer.address, digest: digest,
-                                                         storedAt: storedAt ?? earlierCopy?.storedAt)
-                }
-            }
-            if let earlierCopy {
-                let place = earlierCopy.storedAt.map { " (stored as \($0))" } ?? ""
-                emit(.warning("\(EventText.describe(peer)) sent again the message it had not seen acknowledged, "
-                              + "sha256 \(message.digest.map(Self.hex) ?? "?")\(place): acknowledged, not stored twice"))
-            } else {
-                progressState.markReceived()
-                // Framed values carry sequence numbers; compat ones do not, and on a link with
-                // several ATT bearers BlueZ may have handed them over out of order.
-                var ordering: CompatOrdering?
-                if message.format != .framed && !assembly.isSecure {
-                    let exposure = configuration.linkExposure(peer.address)
-                    if exposure.mayReorder {
-                        ordering = .atRisk(because: "the link has \(exposure.summary)")
-                        emit(.warning("message \(sequence) from \(EventText.describe(peer)) came in Apple's format over "
-                            + "a link with \(exposure.summary): its bytes may be out of order and nothing in that "
-                            + "format can tell. Set [GATT] Channels = 1 in /etc/bluetooth/main.conf on either host"))
-                    }
-                }
-                emit(.received(
-                    MessageSummary(sequence: sequence, byteCount: message.payload.count,
-                                   format: assembly.isSecure ? .secure : message.format == .framed ? .framed : .compat,
-                                   sha256: message.digest.map(Self.hex), duration: duration, ordering: ordering,
-                                   peerKey: assembly.authenticatedSender, fileName: message.file?.name),
-                    from: peer, storedAt: storedAt))
-            }
         } catch let failure as TransferFailure {
             // A refusal gets its own event (one line) from the caller.
             if channel != nil, !failure.isRefusal {
@@ -463,6 +399,82 @@ public final class Central: Sendable {
         let lastWanted = configuration.messageCount.map { progressState.receivedSnapshot >= $0 } ?? false
         await cleanUp(channel: channel, device: device, adapter: adapter, forget: true, peer: peer,
                       handingBack: lastWanted)
+    }
+
+    /// One complete, verified message of a visit: store it, then tell the sender (an ACK means
+    /// "stored"), then report it. In a secure session that carries several messages this runs
+    /// once per message, and the stream goes on after the ACK.
+    private func takeMessage(_ message: ReceivedMessage, duration: Duration, assembly: inout MessageAssembly,
+                             peer: PeerDescription, characteristic: RemoteGATTCharacteristic,
+                             sink: any MessageSink) async throws {
+
+        // A sender that never saw our ACK sends the same message again: it is stored
+        // already, so it is acknowledged (and said), not stored twice.
+        let earlierCopy = message.digest.flatMap {
+            progressState.takeUnacknowledged(from: peer.address, digest: $0)
+        }
+        // Complete and verified: store, then tell the sender (an ACK means "stored").
+        let sequence = earlierCopy == nil ? progressState.nextSequence() : 0
+        let storedAt = earlierCopy != nil ? nil : try await sink.store(message, sequence: sequence, from: peer)
+        // The ACK means "stored": sealed in the secure mode (only this authenticated central
+        // could have produced it), version 1's otherwise; compat has none.
+        let plainAck = assembly.isSecure ? nil : WireFormat.ackValue(for: message)
+        if assembly.isSecure || plainAck != nil {
+            let type = Self.writeType(for: characteristic.flags) ?? .command
+            var confirmed = false
+            do {
+                let values: [[UInt8]]
+                if let plainAck {
+                    values = [plainAck]
+                } else {
+                    // The last message this run wants: CLOSE 01 goes with its ACK, so the
+                    // sender stops (what it started next stays to be sent again).
+                    let lastWanted = earlierCopy == nil
+                        && configuration.messageCount.map { progressState.receivedSnapshot + 1 >= $0 } ?? false
+                    values = try assembly.secureAcknowledgement(alreadyStored: earlierCopy != nil, closing: lastWanted)
+                }
+                for value in values { try await characteristic.writeValue(value, type: type) }
+                if type == .command {
+                    // A write command has no completion: bluetoothd replies once it queued
+                    // it, and a Disconnect issued at once can overtake it on a slow link.
+                    // No signal tells when it left, so give the link a moment.
+                    try? await Task.sleep(for: configuration.acknowledgementSettle)
+                } else {
+                    confirmed = true  // a write request is answered by the sender's application
+                }
+            } catch {
+                emit(.warning("could not acknowledge the message to \(EventText.describe(peer)): \(Self.describe(error))"))
+            }
+            if !confirmed, let digest = message.digest {
+                progressState.rememberUnacknowledged(from: peer.address, digest: digest,
+                                                     storedAt: storedAt ?? earlierCopy?.storedAt)
+            }
+        }
+        if let earlierCopy {
+            let place = earlierCopy.storedAt.map { " (stored as \($0))" } ?? ""
+            emit(.warning("\(EventText.describe(peer)) sent again the message it had not seen acknowledged, "
+                          + "sha256 \(message.digest.map(Self.hex) ?? "?")\(place): acknowledged, not stored twice"))
+        } else {
+            progressState.markReceived()
+            // Framed values carry sequence numbers; compat ones do not, and on a link with
+            // several ATT bearers BlueZ may have handed them over out of order.
+            var ordering: CompatOrdering?
+            if message.format != .framed && !assembly.isSecure {
+                let exposure = configuration.linkExposure(peer.address)
+                if exposure.mayReorder {
+                    ordering = .atRisk(because: "the link has \(exposure.summary)")
+                    emit(.warning("message \(sequence) from \(EventText.describe(peer)) came in Apple's format over "
+                        + "a link with \(exposure.summary): its bytes may be out of order and nothing in that "
+                        + "format can tell. Set [GATT] Channels = 1 in /etc/bluetooth/main.conf on either host"))
+                }
+            }
+            emit(.received(
+                MessageSummary(sequence: sequence, byteCount: message.payload.count,
+                               format: assembly.isSecure ? .secure : message.format == .framed ? .framed : .compat,
+                               sha256: message.digest.map(Self.hex), duration: duration, ordering: ordering,
+                               peerKey: assembly.authenticatedSender, fileName: message.file?.name),
+                from: peer, storedAt: storedAt))
+        }
     }
 
     /// `Device1.Connect`, retrying transient failures with back-off.
@@ -518,11 +530,13 @@ public final class Central: Sendable {
         }
     }
 
-    /// Receives one message through `channel`, watching for the peer leaving and for silence.
+    /// Receives one message through `channel` (or, in a secure session that carries several,
+    /// each in turn until the sender closes or the run has all it wants), watching for the
+    /// peer leaving and for silence. Each message is stored and acknowledged as it completes.
     private func receive(through channel: CharacteristicSubscription, from device: Device, peer: PeerDescription,
                          hello: Hello?, secureSession: SecureReceiverSession?, requiresSecure: Bool,
                          characteristic: RemoteGATTCharacteristic,
-                         sink: any MessageSink) async throws -> (ReceivedMessage, Duration, MessageAssembly) {
+                         sink: any MessageSink) async throws {
         let clock = ContinuousClock()
         let subscribedAt = clock.now
         let (inputs, input) = AsyncStream<TransferInput>.makeStream()
@@ -587,7 +601,13 @@ public final class Central: Sendable {
                 emit(.subscribed(peer, mtu: mtu, format: format))
                 if let report { emitProgress(report, peer: peer) }
             case .complete(let message, let duration):
-                return (message, duration, assembly)
+                try await takeMessage(message, duration: duration, assembly: &assembly, peer: peer,
+                                      characteristic: characteristic, sink: sink)
+                // Over when the sender ended the stream or this side closed with its last ACK.
+                guard assembly.expectsMoreMessages else { return }
+                admittedAnnouncement = false
+            case .sessionEnded:
+                return
             case .failed(let failure):
                 throw failure
             }

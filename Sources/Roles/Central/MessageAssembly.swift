@@ -11,8 +11,12 @@ struct MessageAssembly: Sendable {
         case proceed(progress: ProgressReport?)
         /// The first value arrived and tells the format.
         case formatDetected(TransferFormat, progress: ProgressReport?)
-        /// `EOM` arrived and the message verified.
+        /// `EOM` arrived and the message verified; in a secure session carrying several
+        /// messages (`multi`), the message's END verified and more may follow
+        /// (`expectsMoreMessages`).
         case complete(ReceivedMessage, duration: Duration)
+        /// Multi: the sender closed the session (CLOSE, `EOM`) after its last message.
+        case sessionEnded
         /// The transfer cannot end well; nothing of it may be kept.
         case failed(TransferFailure)
     }
@@ -52,6 +56,10 @@ struct MessageAssembly: Sendable {
     private var secureAnnouncedLength: Int?
     private var secureBytesReceived = 0
     private var secureValuesReceived = 0
+    /// Multi: payload bytes of the messages completed earlier in this session (for the rate).
+    private var secureBytesOfEarlierMessages = 0
+    /// Multi: when the current message's first value came (its duration counts from there).
+    private var messageStartedAt: Duration?
     /// Secure mode: the message END verified, complete once the stream's `EOM` arrives.
     private var verifiedMessage: ReceivedMessage?
     private var meter: ProgressMeter?
@@ -96,6 +104,9 @@ struct MessageAssembly: Sendable {
     var announcedLength: Int? { mode == .secure ? secureAnnouncedLength : receiver.progress.totalBytes }
     /// The transfer runs in the secure mode.
     var isSecure: Bool { mode == .secure }
+    /// A secure session that carries several messages (`multi` chosen) and has not ended:
+    /// after a `.complete`, the next message or the sender's CLOSE follows.
+    var expectsMoreMessages: Bool { mode == .secure && !finished && (secure?.carriesSeveralMessages ?? false) }
 
     /// The values to write to the peer now, in order (the secure handshake's message 2).
     mutating func takeWrites() -> [[UInt8]] {
@@ -104,18 +115,23 @@ struct MessageAssembly: Sendable {
     }
 
     /// Secure mode, after the message was stored: the values of the sealed ACK to write.
-    /// `alreadyStored`: an earlier copy was stored (outcome 01).
-    mutating func secureAcknowledgement(alreadyStored: Bool) throws(SecureSessionError) -> [[UInt8]] {
+    /// `alreadyStored`: an earlier copy was stored (outcome 01). `closing` (a multi session
+    /// whose last wanted message this is): a sealed CLOSE `01` ("takes no more") goes with the
+    /// ACK, and the session is over.
+    mutating func secureAcknowledgement(alreadyStored: Bool, closing: Bool = false) throws(SecureSessionError) -> [[UInt8]] {
         guard mode == .secure, var session = secure else { return [] }
         defer { secure = session }
-        return try session.acknowledgement(outcome: alreadyStored ? 0x01 : 0x00)
+        let close = closing && session.carriesSeveralMessages
+        if close { finished = true }
+        return try session.acknowledgement(outcome: alreadyStored ? 0x01 : 0x00, closingWith: close ? 0x01 : nil)
     }
 
     /// The failure when the transfer fell below `minimumRate` at `time`; nil while it keeps up.
     func rateShortfall(at time: Duration) -> TransferFailure? {
         guard minimumRate > 0, time > rateGrace else { return nil }
         let owed = Double(minimumRate) * (time - rateGrace).seconds
-        guard Double(bytesReceived) < owed else { return nil }
+        let received = bytesReceived + (mode == .secure ? secureBytesOfEarlierMessages : 0)
+        guard Double(received) < owed else { return nil }
         return .refused(
             bound: "min-rate",
             reason: "too slow: \(bytesReceived) bytes in \((time.seconds * 10).rounded() / 10) s, "
@@ -243,6 +259,8 @@ struct MessageAssembly: Sendable {
                     authenticatedSender = AuthenticatedPeer(peer)
                 case .header(let header):
                     secureAnnouncedLength = Int(clamping: header.payloadLength)
+                    secureBytesReceived = 0
+                    if session.completedCount > 0 { messageStartedAt = time }
                     progressed = true
                 case .progress(let bytes):
                     secureBytesReceived = bytes
@@ -256,8 +274,21 @@ struct MessageAssembly: Sendable {
                         SentFileAttributes(name: $0.name, modificationSeconds: $0.modificationSeconds,
                                            modificationNanoseconds: $0.modificationNanoseconds)
                     }
+                    if session.carriesSeveralMessages {
+                        // Stored and acknowledged now: the sender waits for the ACK before the
+                        // next HEADER (or its CLOSE), so no later event shares this value.
+                        secureBytesOfEarlierMessages += payload.count
+                        let startedAt = messageStartedAt ?? firstValueAt ?? time
+                        return .complete(message, duration: time - startedAt)
+                    }
                     verifiedMessage = message
                     progressed = true
+                case .endOfStream where session.carriesSeveralMessages:
+                    finished = true
+                    guard session.completedCount > 0 else {
+                        return .failed(.transient("the secure stream ended without a verified message"))
+                    }
+                    return .sessionEnded
                 case .endOfStream:
                     // As in version 1, the ACK follows `EOM`: by then the sender has handed over
                     // its last value, so a hang-up right after the ACK cannot cut its stream.

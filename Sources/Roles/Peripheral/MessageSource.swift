@@ -17,4 +17,14 @@ public protocol MessageSource: Sendable {
     /// `message` (the one `current()` returned) was delivered to `peer`; the next call to
     /// `current()` moves on.
     func markDelivered(_ message: OutgoingMessage, summary: MessageSummary, to peer: PeerDescription?) async
+
+    /// After `markDelivered`: the next message if one is ready now, without waiting (nil: none
+    /// now). A secure session that carries several messages (`multi`) sends it in the same
+    /// subscription; otherwise the session closes and `current()` is asked as usual.
+    func nextAvailableNow() async -> OutgoingMessage?
+}
+
+extension MessageSource {
+    /// A source that cannot tell without waiting: one message per session.
+    public func nextAvailableNow() async -> OutgoingMessage? { nil }
 }

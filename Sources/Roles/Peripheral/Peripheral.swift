@@ -180,6 +180,15 @@ public final class Peripheral: Sendable {
                 guard let path = ObjectPath(rawValue: devicePath) else { return }
                 try? await Device(session: session, path: path).disconnect()
             },
+            continueSession: { message, summary, peer, wantsNext in
+                // A multi session's message: counted as the engine counts any delivery, then the
+                // next one if it is ready now (the engine offers later ones as usual).
+                await source.markDelivered(message, summary: summary, to: peer)
+                await counter.recordDelivery()
+                onEvent(.delivered(summary, to: peer))
+                guard wantsNext, let next = await source.nextAvailableNow() else { return nil }
+                return (next, await counter.nextSequence)
+            },
             emitEvent: onEvent)
         let adapterPath = adapter.path
         /// What BlueZ's calls on the characteristic at `index` do; `indications`: it carries
@@ -291,6 +300,11 @@ public final class Peripheral: Sendable {
                 guard let next = await source.current() else { return Task.isCancelled ? .interrupted : .exhausted }
                 await server.offer(next, sequence: await counter.nextSequence)
             case .subscriptionEnded:
+                if !(await server.hasOffer) {
+                    // A multi session counted its messages itself: offer the next one now.
+                    guard let next = await source.current() else { return Task.isCancelled ? .interrupted : .exhausted }
+                    await server.offer(next, sequence: await counter.nextSequence)
+                }
                 try await advertise(true)
             }
         }

@@ -61,6 +61,11 @@ public struct PeripheralConfiguration: Sendable {
     /// Framed version 2's secure mode (nil: version 1 and compat only). With
     /// `requiresSecure`, a central that does not complete it gets nothing.
     public var secureMode: SecureModePolicy?
+    /// Secure mode, `multi` (docs/wire-v2.md, section 4): a central served this many messages
+    /// in one session gets CLOSE after the last, and the next central in range has its turn.
+    public var sessionMessageLimit: Int = PeripheralConfiguration.defaultSessionMessageLimit
+    /// ... and no new message starts in a session that has lasted this long.
+    public var sessionTimeShare: Duration = PeripheralConfiguration.defaultSessionTimeShare
 
     /// The subscription deadline for a message of `wireBytes` bytes on the air:
     /// `transferTimeFloor` plus the bytes at `minimumTransferRate` — or, when each of
@@ -122,5 +127,8 @@ public struct PeripheralConfiguration: Sendable {
     }
 
     public static let defaultLocalName = "bletransfer"
+    /// The fairness rule of a multi session: at most 256 messages or 60 s of starting new ones.
+    public static let defaultSessionMessageLimit = 256
+    public static let defaultSessionTimeShare: Duration = .seconds(60)
 }
 

@@ -18,6 +18,10 @@ public actor RepeatingMessageSource: MessageSource {
         return message
     }
 
+    public func nextAvailableNow() async -> OutgoingMessage? {
+        await current()
+    }
+
     public func markDelivered(_ message: OutgoingMessage, summary: MessageSummary, to peer: PeerDescription?) async {
         deliveredCount += 1
     }

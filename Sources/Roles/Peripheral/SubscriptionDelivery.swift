@@ -51,6 +51,10 @@ struct SubscriptionDelivery: Sendable, Hashable {
         case transferFailed(TransferFailure)
         /// An ACK naming this subscription's session and digest, from its device.
         case acknowledged
+        /// A multi session's message was acknowledged before the stream's end and counted by
+        /// the server itself (no `deliver` action); the stream goes on to the next message or
+        /// to CLOSE and `EOM`, after which the central has `unsubscribeTimeout` to leave.
+        case countedInSession
         /// The central left. `drainedWhenClosed`: we closed the channel because of it, and
         /// bluetoothd had taken everything sent by then (nil: we did not close it).
         case hungUp(reason: String, drainedWhenClosed: Bool?)
@@ -186,6 +190,12 @@ struct SubscriptionDelivery: Sendable, Hashable {
                 arm(&actions, after: limit,
                     reason: "it stayed subscribed \(Self.describe(limit)) after its ACK (--unsubscribe-timeout)")
             }
+        case .countedInSession:
+            guard format == .secure, !isDelivered else { break }
+            isDelivered = true
+            let limit = limits.unsubscribeTimeout
+            arm(&actions, after: limit,
+                reason: "it stayed subscribed \(Self.describe(limit)) after the session's last ACK (--unsubscribe-timeout)")
         case .hungUp(let reason, let drained):
             hangUp(&actions, reason: reason, drainedWhenClosed: drained)
         case .timerFired(let timer):

@@ -56,12 +56,18 @@ actor SubscriptionServer {
         /// The device's object path, when BlueZ said who subscribed.
         let device: String?
         let peer: PeerDescription
-        let message: OutgoingMessage
-        let sequence: Int
+        /// The message being served (in a multi session, the current one).
+        var message: OutgoingMessage
+        var sequence: Int
         let format: TransferFormat
         let header: FramedHeader?
         let channel: any NotificationChannel
-        let startedAt: ContinuousClock.Instant
+        /// When the current message started (the subscription's start for the first).
+        var startedAt: ContinuousClock.Instant
+        /// When the subscription started: the fairness rule of a multi session counts from it.
+        let sessionStartedAt: ContinuousClock.Instant
+        /// Messages counted as delivered in this subscription (multi).
+        var deliveredInSession = 0
         let usesSocket: Bool
         var meter: ProgressMeter
         var lastProgressEvent: ContinuousClock.Instant?
@@ -97,7 +103,15 @@ actor SubscriptionServer {
     private let bluetoothStillUp: @Sendable () -> Bool
     private let linkExposure: @Sendable (_ address: String) -> EnhancedATTExposure
     private let disconnectDevice: @Sendable (_ devicePath: String) async -> Void
+    private let continueSession: ContinueSession
     private var fallbackEmit: (@Sendable (_ value: [UInt8], _ characteristic: Int) throws -> Void)?
+
+    /// A multi session's message was acknowledged: count it as delivered (the source, the
+    /// counter, the `delivered` event) and, when `wantsNext`, return the next message ready now
+    /// with its sequence number (nil: none now, the session closes).
+    typealias ContinueSession = @Sendable (_ delivered: OutgoingMessage, _ summary: MessageSummary,
+                                           _ peer: PeerDescription, _ wantsNext: Bool) async
+        -> (message: OutgoingMessage, sequence: Int)?
 
     nonisolated let activity: AsyncStream<ServerActivity>
     private let activityContinuation: AsyncStream<ServerActivity>.Continuation
@@ -116,6 +130,7 @@ actor SubscriptionServer {
          bluetoothStillUp: @escaping @Sendable () -> Bool = { true },
          linkExposure: @escaping @Sendable (_ address: String) -> EnhancedATTExposure = { GATTBearers.exposure(to: $0) },
          disconnectDevice: @escaping @Sendable (_ devicePath: String) async -> Void = { _ in },
+         continueSession: @escaping ContinueSession = { _, _, _, _ in nil },
          emitEvent: @escaping @Sendable (RoleEvent) -> Void) {
         self.configuration = configuration
         self.logger = logger
@@ -123,6 +138,7 @@ actor SubscriptionServer {
         self.bluetoothStillUp = bluetoothStillUp
         self.linkExposure = linkExposure
         self.disconnectDevice = disconnectDevice
+        self.continueSession = continueSession
         self.emitEvent = emitEvent
         self.hellos = HelloRegistry(capacity: configuration.helloCapacity, lifetime: configuration.helloLifetime)
         (activity, activityContinuation) = AsyncStream<ServerActivity>.makeStream()
@@ -140,6 +156,10 @@ actor SubscriptionServer {
     }
 
     var isServing: Bool { current != nil }
+
+    /// A message is offered to the next subscriber (after a multi session counted its last
+    /// message, none is until the engine offers one).
+    var hasOffer: Bool { offered != nil }
 
     // MARK: Calls from BlueZ
 
@@ -330,7 +350,7 @@ actor SubscriptionServer {
             compatConfirmationDelay: configuration.compatConfirmationDelay)
         var subscription = Subscription(
             id: id, device: device, peer: peer, message: message, sequence: sequence, format: format,
-            header: header, channel: channel, startedAt: .now, usesSocket: usesSocket,
+            header: header, channel: channel, startedAt: .now, sessionStartedAt: .now, usesSocket: usesSocket,
             meter: ProgressMeter(totalBytes: message.payload.count),
             delivery: SubscriptionDelivery(format: format, confirmsIndications: indications,
                                            totalBytes: message.payload.count, limits: limits),
@@ -356,18 +376,24 @@ actor SubscriptionServer {
                 + "its values out of order and the central cannot tell. Set [GATT] Channels = 1 in "
                 + "/etc/bluetooth/main.conf on either host (bletransfer status shows the setting)"))
         }
-        if let limit = configuration.transferDeadline(forWireBytes: valueCount * valueLength,
-                                                      confirmedValues: indications ? valueCount : 0) {
-            let pace = indications
-                ? "at least \(configuration.minimumTransferRate) bytes/s or a confirmed value every \(PeripheralConfiguration.confirmedValueAllowance.seconds) s"
-                : "at least \(configuration.minimumTransferRate) bytes/s"
-            let actions = subscription.delivery.begin(
-                transferDeadline: limit,
-                reason: "it did not take the \(message.payload.count)-byte message within \(Self.describe(limit)) (\(pace), --min-rate)")
-            perform(actions, on: &subscription)
-        }
+        armTransferDeadline(&subscription, valueCount: valueCount, valueLength: valueLength, indications: indications)
         current = subscription
         return id
+    }
+
+    /// Arms the bound for the subscription's current message: its values at the minimum rate
+    /// (and, in a multi session, its ACK: the stream pauses for it before the next message).
+    private func armTransferDeadline(_ subscription: inout Subscription, valueCount: Int, valueLength: Int,
+                                     indications: Bool) {
+        guard let limit = configuration.transferDeadline(forWireBytes: valueCount * valueLength,
+                                                         confirmedValues: indications ? valueCount : 0) else { return }
+        let pace = indications
+            ? "at least \(configuration.minimumTransferRate) bytes/s or a confirmed value every \(PeripheralConfiguration.confirmedValueAllowance.seconds) s"
+            : "at least \(configuration.minimumTransferRate) bytes/s"
+        let actions = subscription.delivery.begin(
+            transferDeadline: limit,
+            reason: "it did not take the \(subscription.message.payload.count)-byte message within \(Self.describe(limit)) (\(pace), --min-rate)")
+        perform(actions, on: &subscription)
     }
 
     /// Feeds `input` to subscription `id`'s delivery (if it is the current one) and performs
@@ -556,7 +582,15 @@ actor SubscriptionServer {
     }
 
     private func deliver(_ subscription: inout Subscription) {
-        let summary = MessageSummary(
+        let summary = self.summary(of: &subscription)
+        // Offered no more: until the engine offers the next message, a new subscriber must not
+        // receive (and count) this one again.
+        if offered?.sequence == subscription.sequence { offered = nil }
+        activityContinuation.yield(.delivered(subscription.message, summary, to: subscription.peer))
+    }
+
+    private func summary(of subscription: inout Subscription) -> MessageSummary {
+        MessageSummary(
             sequence: subscription.sequence, byteCount: subscription.message.payload.count, format: subscription.format,
             sha256: subscription.message.digest.map { byte in
                 let hex = String(byte, radix: 16)
@@ -566,10 +600,6 @@ actor SubscriptionServer {
             ordering: subscription.format == .compat && subscription.confirmations == nil
                 ? compatOrderingRisk(&subscription) : nil,
             peerKey: subscription.authenticatedPeer)
-        // Offered no more: until the engine offers the next message, a new subscriber must not
-        // receive (and count) this one again.
-        if offered?.sequence == subscription.sequence { offered = nil }
-        activityContinuation.yield(.delivered(subscription.message, summary, to: subscription.peer))
     }
 }
 
@@ -586,7 +616,8 @@ extension SubscriptionServer {
             session = try SecureSenderSession(
                 identity: policy.identity, authorizedPeers: policy.authorizedPeers, hello: hello,
                 payload: message.payload, digest: message.digest,
-                metadata: Self.fileMetadata(message.file), maximumValueLength: valueLength)
+                metadata: Self.fileMetadata(message.file), maximumValueLength: valueLength,
+                wantsMulti: configuration.sessionMessageLimit > 1)
         } catch {
             refuse(device: device, reason: "its secure session could not start: \(error)")
             return nil
@@ -620,6 +651,65 @@ extension SubscriptionServer {
 
     fileprivate func secureAcknowledged(_ id: Int) {
         feed(.acknowledged, to: id)
+    }
+
+    /// Multi: the current message of subscription `id` was acknowledged before the stream's
+    /// end. It counts as delivered now; returns the next message to send in this session, or
+    /// nil when the session closes (none ready now, the fairness rule, or the central left).
+    /// `wantsNext`: false when the central closed in the same write (it takes no more).
+    fileprivate func secureAcknowledgedInSession(_ id: Int, wantsNext: Bool) async -> OutgoingMessage? {
+        guard var subscription = current, subscription.id == id, !subscription.delivery.hasHungUp else { return nil }
+        // Counted before anything is awaited: a hang-up meanwhile must not report it lost.
+        perform(subscription.delivery.handle(.countedInSession), on: &subscription)
+        subscription.deliveredInSession += 1
+        let summary = self.summary(of: &subscription)
+        let fair = subscription.deliveredInSession < configuration.sessionMessageLimit
+            && ContinuousClock.now - subscription.sessionStartedAt < configuration.sessionTimeShare
+        if offered?.sequence == subscription.sequence { offered = nil }
+        current = subscription.delivery.isOver ? nil : subscription
+        let next = await continueSession(subscription.message, summary, subscription.peer, fair && wantsNext)
+        if let next { offered = next }
+        guard let next, !isShutDown, var ongoing = current, ongoing.id == id, !ongoing.delivery.hasHungUp else {
+            if !fair, current?.id == id {
+                logger.info("closing the session with \(subscription.peer.address) after \(subscription.deliveredInSession) messages: others get a turn")
+            }
+            return nil
+        }
+        // A fresh delivery (and bound) for the next message; the last one's timers stop.
+        for timer in ongoing.timers.values { timer.cancel() }
+        ongoing.timers = [:]
+        ongoing.delivery = SubscriptionDelivery(format: ongoing.format, confirmsIndications: ongoing.confirmations != nil,
+                                                totalBytes: next.message.payload.count, limits: ongoing.delivery.limits)
+        ongoing.message = next.message
+        ongoing.sequence = next.sequence
+        ongoing.startedAt = .now
+        ongoing.meter = ProgressMeter(totalBytes: next.message.payload.count)
+        ongoing.lastProgressEvent = nil
+        ongoing.lastProgressBytes = nil
+        let valueLength = ongoing.channel.maximumValueLength
+        let values = SecureSenderSession.estimatedValueCount(payloadLength: next.message.payload.count,
+                                                             maximumValueLength: valueLength)
+        armTransferDeadline(&ongoing, valueCount: values, valueLength: valueLength,
+                            indications: ongoing.confirmations != nil)
+        current = ongoing
+        return next.message
+    }
+
+    /// Multi: the current message's END reached bluetoothd and its ACK is awaited: the
+    /// delivery's ACK timeout starts (the transfer task keeps running for the next message).
+    fileprivate func secureEndWritten(_ id: Int) {
+        guard let subscription = current, subscription.id == id, !subscription.delivery.hasHungUp else { return }
+        feed(.endOfMessageWritten, to: id)
+        logger.debug("END of message \(subscription.sequence) written to \(subscription.peer.address); waiting for its ACK")
+    }
+
+    /// Multi: the central wrote CLOSE (it takes no more). A message under way is not counted
+    /// and stays to be sent again; the subscription ends (the central unsubscribes next).
+    fileprivate func secureClosedByCentral(_ id: Int, reason: UInt8) {
+        guard let subscription = current, subscription.id == id else { return }
+        let pending = subscription.delivery.isDelivered ? "" : "; message \(subscription.sequence) stays to be sent again"
+        logger.info("\(subscription.peer.address) closed the session (reason \(reason)) after \(subscription.deliveredInSession) messages\(pending)")
+        feed(.refusedByUs, to: id)
     }
 
     fileprivate func secureRefusedByCentral(_ id: Int, outcome: UInt8) {
@@ -671,6 +761,8 @@ extension SubscriptionServer {
         var session = session
         var written = writes.makeAsyncIterator()
         var confirmed = confirmations?.makeAsyncIterator()
+        /// Multi: the message whose END bluetoothd took; its ACK is awaited.
+        var endWritten: UInt32?
         do {
             while !session.endOfMessageSent {
                 while let value = session.nextValue() {
@@ -681,11 +773,38 @@ extension SubscriptionServer {
                     await server.progressed(id, bytesSent: session.payloadBytesSent, finished: session.endOfMessageSent)
                 }
                 if session.endOfMessageSent { break }
-                // The session waits for the central's handshake message (bounded by the deadline).
+                if session.state == .awaitingAck, endWritten != session.currentMessageNumber {
+                    // The stream pauses for this message's ACK: with its END handed over (the
+                    // socket's small buffer keeps that close to what bluetoothd took), the ACK
+                    // timeout bounds the wait, as after EOM in a one-message session.
+                    endWritten = session.currentMessageNumber
+                    await server.secureEndWritten(id)
+                }
+                // The session waits for the central's handshake message or, in a multi session,
+                // for the ACK of the message just sent (both bounded by the deadline).
                 guard let value = await written.next() else { throw NotificationSocketError.closed }
                 for event in try session.receiveWrite(value) {
-                    if case .centralAuthenticated(let peer) = event {
+                    switch event {
+                    case .centralAuthenticated(let peer):
                         await server.secureCentralAuthenticated(id, AuthenticatedPeer(peer))
+                    case .acknowledged:
+                        // An ACK and the central's CLOSE may come in one write: count, send no more.
+                        let centralClosed = session.state == .closedByCentral
+                        let next = await server.secureAcknowledgedInSession(id, wantsNext: !centralClosed)
+                        if centralClosed {
+                            continue
+                        } else if let next {
+                            try session.sendNext(payload: next.payload, digest: next.digest,
+                                                 metadata: fileMetadata(next.file))
+                        } else {
+                            try session.finish()
+                        }
+                    case .closedByCentral(let reason):
+                        await server.secureClosedByCentral(id, reason: reason)
+                        return
+                    case .refusedByCentral(let outcome):
+                        await server.secureRefusedByCentral(id, outcome: outcome)
+                        return
                     }
                 }
             }
@@ -697,6 +816,8 @@ extension SubscriptionServer {
                 // within the grace the delivery gives it, so keep reading its writes.
                 await server.secureTransferFailed(id, error)
             }
+            // Multi: every message counted on its ACK; after CLOSE the central only unsubscribes.
+            if session.carriesSeveralMessages { return }
             while let value = await written.next() {
                 for event in try session.receiveWrite(value) {
                     switch event {
@@ -706,7 +827,7 @@ extension SubscriptionServer {
                     case .refusedByCentral(let outcome):
                         await server.secureRefusedByCentral(id, outcome: outcome)
                         return
-                    case .centralAuthenticated:
+                    case .centralAuthenticated, .closedByCentral:
                         break
                     }
                 }

@@ -1,13 +1,18 @@
 import Crypto
 
-/// Central side (Noise responder) of one version-2 secure session carrying one message
-/// (docs/wire-v2.md, sections 2 to 4).
+/// Central side (Noise responder) of one version-2 secure session carrying one message, or with
+/// `multi` several in turn (docs/wire-v2.md, sections 2 to 4).
 ///
 /// It reads the notification stream (prefix, message 1, message 3, sealed records, `EOM`) and
 /// produces its own write stream (message 2, later the sealed ACK), both as sequence-numbered
 /// values. The sender's key is checked against the authorized peers before any record is
 /// opened; every length a peer controls is bounded (frames by `FrameReader`, reordering by the
 /// window, the message by `maximumPayloadLength`, DATA by the announced length).
+///
+/// With `multi` each message is handed out (`.complete`) as its END verifies, to be stored and
+/// acknowledged (`acknowledgement`) before the next HEADER may follow; only one message is
+/// held at a time. The sender ends the stream with CLOSE `00` and `EOM`; this side may end it
+/// earlier with `close(reason:)` (CLOSE `01`: it takes no more).
 public struct SecureReceiverSession: Sendable {
     public enum Event: Sendable, Equatable {
         /// A value to write to the characteristic, in order.
@@ -18,6 +23,7 @@ public struct SecureReceiverSession: Sendable {
         case progress(bytesReceived: Int)
         /// END verified: length and SHA-256 match the HEADER.
         case complete(payload: [UInt8], header: MessageHeader)
+        /// The sender's CLOSE: no more messages in this session.
         case closed(reason: UInt8)
         /// The bare `EOM` value, once every value before it arrived.
         case endOfStream
@@ -40,6 +46,10 @@ public struct SecureReceiverSession: Sendable {
     private var handshake: NoiseXXHandshake?
     /// What the prefix chose; `.meta` allows metadata in the HEADER.
     private var chosen: Capabilities = []
+    /// The number the next HEADER must carry (one more per message in a multi session).
+    private var expectedMessage: UInt32 = 0
+    /// This side wrote CLOSE: it reads nothing more.
+    private var closedByUs = false
     private var opener: RecordOpener?
     private var sealer: RecordSealer?
     private var writer: SequencedStreamWriter
@@ -68,6 +78,11 @@ public struct SecureReceiverSession: Sendable {
 
     /// Whether a first notification value starts a version-2 stream: sequence number 0, the
     /// prefix magic and version 2.
+    /// The sender chose `multi`: several messages may follow in this session.
+    public var carriesSeveralMessages: Bool { chosen.contains(.multi) }
+    /// How many messages completed (verified) in this session.
+    public private(set) var completedCount = 0
+
     public static func startsVersion2Stream(_ value: [UInt8]) -> Bool {
         let magic = StreamPrefix.magic
         let start = SequencedStream.sequenceLength
@@ -79,6 +94,8 @@ public struct SecureReceiverSession: Sendable {
     /// One notification value. Any error ends the session; nothing of the message may be kept.
     public mutating func receiveNotification(_ value: [UInt8]) throws(SecureSessionError) -> [Event] {
         if let failure { throw failure }
+        // After our CLOSE the rest of the stream is of no interest (the sender stops).
+        if closedByUs { return [] }
         do throws(SecureSessionError) {
             guard !endOfStreamReported else { throw .protocolViolation("value after the end of the stream") }
             if value == SequencedStream.endOfMessage {
@@ -99,7 +116,10 @@ public struct SecureReceiverSession: Sendable {
 
     /// After `.complete`, once the caller stored the payload (or refused it): the write values
     /// of the sealed ACK. `outcome`: `00` stored, `01` already stored, `02` refused by a limit.
-    public mutating func acknowledgement(outcome: UInt8) throws(SecureSessionError) -> [[UInt8]] {
+    /// `closingWith` (multi only): a sealed CLOSE with that reason follows the ACK in the same
+    /// writes (no round trip more), and nothing is read after it.
+    public mutating func acknowledgement(outcome: UInt8, closingWith closeReason: UInt8? = nil)
+        throws(SecureSessionError) -> [[UInt8]] {
         if let failure { throw failure }
         guard isComplete, let header, var sealer else {
             throw .protocolViolation("acknowledgement before the message was complete")
@@ -108,13 +128,36 @@ public struct SecureReceiverSession: Sendable {
         guard let verdict = SecureAck.Outcome(rawValue: outcome), verdict != .refusedDigestMismatch else {
             throw .protocolViolation("ACK outcome \(outcome) is not 00, 01 or 02")
         }
+        guard closeReason == nil || carriesSeveralMessages else {
+            throw .protocolViolation("CLOSE from the central in a session without multi")
+        }
         do {
             writer.append(try sealer.seal(RecordMessage.ack(SecureAck(message: header.message, digest: header.digest, outcome: verdict)).record))
+            if let closeReason { writer.append(try sealer.seal(RecordMessage.close(reason: closeReason).record)) }
         } catch {
             throw SecureSessionError(error)
         }
         self.sealer = sealer
         acknowledged = true
+        if closeReason != nil { closedByUs = true }
+        writer.flush()
+        return writer.drain()
+    }
+
+    /// Multi, after acknowledging the last message it takes: the write values of a sealed
+    /// CLOSE (`01`: this side takes no more). Nothing is read after it.
+    public mutating func close(reason: UInt8) throws(SecureSessionError) -> [[UInt8]] {
+        if let failure { throw failure }
+        guard carriesSeveralMessages, isComplete, acknowledged, var sealer else {
+            throw .protocolViolation("CLOSE only after an acknowledged message of a multi session")
+        }
+        do {
+            writer.append(try sealer.seal(RecordMessage.close(reason: reason).record))
+        } catch {
+            throw SecureSessionError(error)
+        }
+        self.sealer = sealer
+        closedByUs = true
         writer.flush()
         return writer.drain()
     }
@@ -204,8 +247,12 @@ public struct SecureReceiverSession: Sendable {
     private mutating func handle(_ message: RecordMessage) throws(SecureSessionError) -> [Event] {
         switch (phase, message) {
         case (.awaitingHeader, .header(let announced)):
-            guard announced.message == SecureSenderSession.messageNumber else {
-                throw .protocolViolation("HEADER of message \(announced.message), message 0 expected")
+            guard announced.message == expectedMessage else {
+                throw .protocolViolation("HEADER of message \(announced.message), message \(expectedMessage) expected")
+            }
+            // Stop-and-wait: the sender starts a message only after the last one's ACK.
+            guard completedCount == 0 || acknowledged else {
+                throw .protocolViolation("HEADER of message \(announced.message) before message \(expectedMessage - 1) was acknowledged")
             }
             guard announced.payloadLength <= UInt64(maximumPayloadLength) else {
                 throw .tooLarge(announced: announced.payloadLength, limit: maximumPayloadLength)
@@ -214,6 +261,8 @@ public struct SecureReceiverSession: Sendable {
                 throw .protocolViolation("HEADER with file metadata, but meta was not chosen")
             }
             header = announced
+            isComplete = false
+            acknowledged = false
             payload.reserveCapacity(Int(announced.payloadLength))
             phase = .receivingData
             return [.header(announced)]
@@ -237,11 +286,24 @@ public struct SecureReceiverSession: Sendable {
                 Array(SHA256.hash(data: payload)) == header.digest
             else { throw .digestMismatch }
             isComplete = true
-            phase = .awaitingClose
+            completedCount += 1
+            // Multi: the next HEADER or the CLOSE may follow (after our ACK).
+            if carriesSeveralMessages {
+                phase = .awaitingHeader
+                expectedMessage = number &+ 1
+            } else {
+                phase = .awaitingClose
+            }
             let completed = payload
             payload = []
             return [.complete(payload: completed, header: header)]
         case (.awaitingClose, .close(let reason)):
+            phase = .closed
+            return [.closed(reason: reason)]
+        case (.awaitingHeader, .close(let reason)) where carriesSeveralMessages && completedCount > 0:
+            guard acknowledged else {
+                throw .protocolViolation("CLOSE before message \(expectedMessage - 1) was acknowledged")
+            }
             phase = .closed
             return [.closed(reason: reason)]
         case (_, .close(let reason)):

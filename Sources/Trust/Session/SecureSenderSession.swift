@@ -1,21 +1,34 @@
 import Crypto
 
 /// Peripheral side (the data holder, Noise initiator) of one version-2 secure session carrying
-/// one message (docs/wire-v2.md, sections 2 to 4).
+/// one message, or with `multi` several in turn (docs/wire-v2.md, sections 2 to 4).
 ///
 /// Notification stream: prefix and handshake message 1, then a pause until the central's
 /// message 2 arrived and its key was found among the authorized peers; then message 3, the
 /// sealed HEADER, DATA records, END and CLOSE `00`, and the bare `EOM`. The central's writes
 /// carry message 2 and later the sealed ACK. An unauthorized central gets nothing after
 /// message 1. Records are sealed lazily as values are taken: the payload is never copied whole.
+///
+/// With `multi` chosen the stream pauses after each END (stop-and-wait: at most one message is
+/// unacknowledged, so a hostile central can make this side hold no more than one message) and
+/// the caller, on `.acknowledged`, either starts the next message (`sendNext`) or ends the
+/// stream (`finish`: CLOSE `00` and `EOM`). A CLOSE written by the central ends the session at
+/// once (`.closedByCentral`); a message not yet acknowledged then counts as not delivered.
 public struct SecureSenderSession: Sendable {
-    public enum State: Sendable, Equatable { case awaitingHandshake, sending, awaitingAck, acknowledged, failed }
+    public enum State: Sendable, Equatable {
+        case awaitingHandshake, sending, awaitingAck, acknowledged, failed
+        /// The central wrote CLOSE: nothing more is sent or read.
+        case closedByCentral
+    }
 
     public enum Event: Sendable, Equatable {
         /// Message 2 was read and its key is authorized: message 3 and the records follow.
         case centralAuthenticated(AuthorizedPeers.Peer)
         /// A sealed ACK for our message with our full digest, outcome `00` or `01`.
         case acknowledged(alreadyStored: Bool)
+        /// The central wrote CLOSE with this reason (`01`: it takes no more messages). A
+        /// message not acknowledged before it is not delivered.
+        case closedByCentral(reason: UInt8)
         /// ACK outcome `02` or `03`: the central did not store the message (state `.failed`:
         /// the session is over without delivery).
         case refusedByCentral(outcome: UInt8)
@@ -37,8 +50,15 @@ public struct SecureSenderSession: Sendable {
     public private(set) var endOfMessageSent = false
 
     private let authorizedPeers: AuthorizedPeers
-    private let payload: [UInt8]
-    private let header: MessageHeader
+    private var payload: [UInt8]
+    private var header: MessageHeader
+    /// `multi` was chosen: the stream pauses after each END for its ACK, and the caller
+    /// decides what follows (`sendNext`, `finish`).
+    public var carriesSeveralMessages: Bool { chosen.contains(.multi) }
+    /// How many messages were acknowledged in this session.
+    public private(set) var acknowledgedCount = 0
+    /// The message number of the message being sent (or last sent).
+    public var currentMessageNumber: UInt32 { header.message }
     private var handshake: NoiseXXHandshake
     private var sealer: RecordSealer?
     private var opener: RecordOpener?
@@ -51,31 +71,49 @@ public struct SecureSenderSession: Sendable {
     private var payloadMarksStart = 0
     /// Stream offset after the sealed END: an ACK before it was handed out cannot be genuine.
     private var endRecordStreamEnd: Int?
+    /// CLOSE `00` is sealed: `EOM` follows once it is handed out.
+    private var closeSealed = false
     private var failure: SecureSessionError?
 
-    /// Message number of the one message this session carries.
+    /// Message number of the first (or only) message a session carries.
     static let messageNumber: UInt32 = 0
 
     /// - Parameters:
     ///   - digest: SHA-256 of `payload` (32 bytes).
     ///   - metadata: sent in the HEADER when the central offered `meta`.
     ///   - maximumValueLength: ATT MTU − 3 (brought within 20...512).
+    ///   - wantsMulti: this side may have more messages; `multi` is chosen when the central
+    ///     offered it.
     /// - Throws: `.notSecure` if `hello` does not offer `secure`.
     public init(
         identity: HostIdentity, authorizedPeers: AuthorizedPeers, hello: HelloV2,
         payload: [UInt8], digest: [UInt8], metadata: FileMetadata?,
-        maximumValueLength: Int
+        maximumValueLength: Int, wantsMulti: Bool = false
+    ) throws(SecureSessionError) {
+        try self.init(identity: identity, authorizedPeers: authorizedPeers, hello: hello, payload: payload,
+                      digest: digest, metadata: metadata, maximumValueLength: maximumValueLength,
+                      wantsMulti: wantsMulti, firstMessageNumber: Self.messageNumber)
+    }
+
+    /// `firstMessageNumber`: what the first HEADER carries (0 on the wire; tests make a sender
+    /// that numbers wrongly).
+    init(
+        identity: HostIdentity, authorizedPeers: AuthorizedPeers, hello: HelloV2,
+        payload: [UInt8], digest: [UInt8], metadata: FileMetadata?,
+        maximumValueLength: Int, wantsMulti: Bool, firstMessageNumber: UInt32
     ) throws(SecureSessionError) {
         guard hello.offered.contains(.secure) else { throw .notSecure }
         guard digest.count == 32 else { throw .protocolViolation("message digest of \(digest.count) bytes, not 32") }
         var chosen: Capabilities = .secure
-        if metadata != nil, hello.offered.contains(.meta) { chosen.insert(.meta) }
+        // `meta` is chosen whenever offered in a multi session: a later message may be named.
+        if metadata != nil || wantsMulti, hello.offered.contains(.meta) { chosen.insert(.meta) }
+        if wantsMulti, hello.offered.contains(.multi) { chosen.insert(.multi) }
         let prefix = StreamPrefix(answering: hello, supports: chosen)
         self.chosen = prefix.chosen
         self.authorizedPeers = authorizedPeers
         self.payload = payload
         header = MessageHeader(
-            message: Self.messageNumber, payloadLength: UInt64(payload.count), digest: digest,
+            message: firstMessageNumber, payloadLength: UInt64(payload.count), digest: digest,
             metadata: chosen.contains(.meta) ? metadata : nil)
         handshake = NoiseXXHandshake(
             role: .initiator, staticKey: identity.privateKey,
@@ -94,16 +132,45 @@ public struct SecureSenderSession: Sendable {
     /// The next notification value, or nil while the session waits for the central (after
     /// message 1; after `EOM`) or has failed.
     public mutating func nextValue() -> [UInt8]? {
-        guard failure == nil, !endOfMessageSent else { return nil }
+        guard failure == nil, !endOfMessageSent, state != .closedByCentral else { return nil }
         if sealer != nil { produceRecords() }
         if let value = writer.nextValue() {
             notePayloadHandedOut()
             return value
         }
-        guard sealer != nil, nextRecord == .none, writer.pendingCount == 0 else { return nil }
+        guard sealer != nil, closeSealed, writer.pendingCount == 0 else { return nil }
         endOfMessageSent = true
         if state == .sending { state = .awaitingAck }
         return SequencedStream.endOfMessage
+    }
+
+    /// Multi: after `.acknowledged`, the next message of this session (number + 1), sent
+    /// right away. Its payload bytes are counted from 0 again (`payloadBytesSent`).
+    public mutating func sendNext(payload: [UInt8], digest: [UInt8], metadata: FileMetadata?) throws(SecureSessionError) {
+        guard carriesSeveralMessages else { throw .protocolViolation("a next message, but multi was not chosen") }
+        guard state == .acknowledged, failure == nil, nextRecord == .none, !closeSealed else {
+            throw .protocolViolation("a next message before the last one was acknowledged")
+        }
+        guard digest.count == 32 else { throw .protocolViolation("message digest of \(digest.count) bytes, not 32") }
+        guard header.message < UInt32.max else { throw .protocolViolation("message numbers exhausted") }
+        self.payload = payload
+        header = MessageHeader(
+            message: header.message + 1, payloadLength: UInt64(payload.count), digest: digest,
+            metadata: chosen.contains(.meta) ? metadata : nil)
+        payloadBytesSent = 0
+        payloadMarks = []
+        payloadMarksStart = 0
+        endRecordStreamEnd = nil
+        nextRecord = .header
+        state = .sending
+    }
+
+    /// Multi: after `.acknowledged`, ends the stream: CLOSE `00` ("no more messages") and `EOM`.
+    public mutating func finish() throws(SecureSessionError) {
+        guard state == .acknowledged, failure == nil, nextRecord == .none, !closeSealed else {
+            throw .protocolViolation("the session is finished only after an acknowledged message")
+        }
+        nextRecord = .close
     }
 
     /// A value the central wrote during this session (`sequence (2) | piece`, possibly out of
@@ -157,8 +224,13 @@ public struct SecureSenderSession: Sendable {
             }
         case .sending, .awaitingAck:
             return [try handleAck(frame)]
+        case .acknowledged where carriesSeveralMessages:
+            // Between messages only a CLOSE may come (the central takes no more).
+            return [try handleAck(frame)]
         case .acknowledged:
             throw .protocolViolation("write after the message was acknowledged")
+        case .closedByCentral:
+            throw .protocolViolation("write after the central's CLOSE")
         case .failed:
             throw failure ?? .protocolViolation("session already failed")
         }
@@ -166,7 +238,11 @@ public struct SecureSenderSession: Sendable {
 
     private mutating func handleAck(_ frame: Frame) throws(SecureSessionError) -> Event {
         let (record, message) = try SessionRecords.open(frame, with: &opener)
-        guard case .ack(let ack) = message else {
+        if case .close(let reason) = message, carriesSeveralMessages {
+            state = .closedByCentral
+            return .closedByCentral(reason: reason)
+        }
+        guard case .ack(let ack) = message, state != .acknowledged else {
             throw .protocolViolation("\(record.kind) record from the central, an ACK expected")
         }
         guard let endRecordStreamEnd, writer.bytesHandedOut >= endRecordStreamEnd else {
@@ -179,6 +255,7 @@ public struct SecureSenderSession: Sendable {
         switch ack.outcome {
         case .stored, .alreadyStored:
             state = .acknowledged
+            acknowledgedCount += 1
             return .acknowledged(alreadyStored: ack.outcome == .alreadyStored)
         case .refusedOverLimit, .refusedDigestMismatch:
             state = .failed
@@ -205,9 +282,11 @@ public struct SecureSenderSession: Sendable {
                 nextRecord = end == payload.count ? .end : .data(offset: end)
             case .end:
                 record = .end(message: header.message, totalBytes: header.payloadLength)
-                nextRecord = .close
+                // Multi: the stream pauses for the ACK; the caller then chooses what follows.
+                nextRecord = carriesSeveralMessages ? .none : .close
             case .close:
                 record = .close(reason: 0)
+                closeSealed = true
                 nextRecord = .none
             case .none:
                 return
@@ -220,7 +299,13 @@ public struct SecureSenderSession: Sendable {
                 return
             }
             if let payloadEnd { payloadMarks.append((writer.bytesAppended, payloadEnd)) }
-            if case .end = record { endRecordStreamEnd = writer.bytesAppended }
+            if case .end = record {
+                endRecordStreamEnd = writer.bytesAppended
+                if carriesSeveralMessages {
+                    state = .awaitingAck
+                    writer.flush()
+                }
+            }
             if nextRecord == .none { writer.flush() }
         }
     }
