@@ -84,7 +84,6 @@ let package = Package(
             name: "Trust",
             dependencies: [
                 .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
         // What unattended operation needs: systemd notify protocol, journald-friendly logging,

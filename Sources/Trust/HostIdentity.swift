@@ -1,6 +1,5 @@
 import Crypto
 import Foundation
-import SystemPackage
 
 #if canImport(Glibc)
 import Glibc
@@ -102,13 +101,14 @@ public struct HostIdentity: Sendable {
         // An identity file is a few hundred bytes; anything over 64 KiB is not one.
         var bytes: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)
-        let file = FileDescriptor(rawValue: descriptor)
+        // Plain C calls with their own EINTR retry, unlike the rest of the package
+        // (swift-system, SystemCalls): Trust depends on swift-crypto alone, so that the fuzz
+        // harness (scripts/fuzz/trust) can compile its sources by themselves.
         while true {
-            let count: Int
-            do {
-                count = try buffer.withUnsafeMutableBytes { try file.read(into: $0) }
-            } catch {
-                throw .fileAccess(path: path, operation: "read", errno: (error as? Errno)?.rawValue ?? EIO)
+            let count = read(descriptor, &buffer, buffer.count)
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw .fileAccess(path: path, operation: "read", errno: errno)
             }
             if count == 0 { break }
             bytes += buffer[0..<count]
@@ -154,11 +154,17 @@ public struct HostIdentity: Sendable {
         }
         // mkstemp creates 0600 already; fchmod states it whatever the umask did.
         fchmod(descriptor, 0o600)
-        do {
-            _ = try FileDescriptor(rawValue: descriptor).writeAll(Array(fileContents.utf8))
-        } catch {
-            close(descriptor)
-            throw .fileAccess(path: path, operation: "write", errno: (error as? Errno)?.rawValue ?? EIO)
+        let bytes = Array(fileContents.utf8)
+        var written = 0
+        while written < bytes.count {
+            let count = bytes[written...].withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                let error = errno
+                close(descriptor)
+                throw .fileAccess(path: path, operation: "write", errno: error)
+            }
+            written += count
         }
         guard fsync(descriptor) == 0 else {
             let error = errno

@@ -332,6 +332,7 @@ func fuzzSenderSession(_ input: ArraySlice<UInt8>) {
                 switch event {
                 case .centralAuthenticated: preconditionFailure("a forged message 2 was authorized")
                 case .acknowledged, .refusedByCentral: preconditionFailure("a forged ACK was accepted")
+                case .closedByCentral: preconditionFailure("a forged CLOSE was accepted")
                 }
             }
         } catch {
