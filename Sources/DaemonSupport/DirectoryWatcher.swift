@@ -4,8 +4,10 @@ import Dispatch
 import SystemPackage
 
 /// Watches one directory through inotify and signals a `ChangeSignal` whenever a file in it
-/// is created, finished writing, moved in or out, removed, or changes attributes. The
-/// descriptor is read by a dispatch source, so nothing polls and no thread blocks.
+/// is created, finished writing, moved in, or changes attributes, or the directory itself
+/// goes. Files leaving (moved out, removed) are not reported: a departure never makes a file
+/// ready to send, and the outbox's own moves to `sent/` must not make it list the directory
+/// again. The descriptor is read by a dispatch source, so nothing polls and no thread blocks.
 final class DirectoryWatcher: Sendable {
     // Dispatch sources are thread-safe objects; the reference is only used to cancel it.
     private nonisolated(unsafe) let source: any DispatchSourceRead
@@ -15,7 +17,7 @@ final class DirectoryWatcher: Sendable {
     init?(directory: String, signal: ChangeSignal) {
         let fd = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
         guard fd >= 0 else { return nil }
-        let mask = UInt32(IN_CREATE | IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_ATTRIB
+        let mask = UInt32(IN_CREATE | IN_CLOSE_WRITE | IN_MOVED_TO | IN_ATTRIB
             | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR)
         guard inotify_add_watch(fd, directory, mask) >= 0 else {
             close(fd)

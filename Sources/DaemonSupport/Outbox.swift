@@ -44,6 +44,16 @@ public actor Outbox {
     private var claims: [FileIdentity: FileDescriptor] = [:]
     /// Bad files that could not be moved to `failed/`, skipped until their status changes.
     private var skipped: Set<FileIdentity> = []
+    /// The last full listing, reused by `next()` while the directory watcher saw no arrival
+    /// (see `currentCandidates(reusable:)`); nil without a watcher.
+    private var listing: Listing?
+    /// How many times the directory was read and every entry examined (tests check that a
+    /// drain does not list again per message).
+    private(set) var fullListings = 0
+
+    /// How long `next()` may reuse a listing: a safety net for file systems whose changes
+    /// the watcher cannot see (a network share written from another host).
+    static let listingReuseLimit: Duration = .seconds(10)
 
     public static let defaultSettleTime: Duration = .seconds(2)
     static let ignoredSuffixes = [".part", ".partial", ".tmp", ".temp", ".swp", ".crdownload", ".filepart", "~"]
@@ -96,8 +106,13 @@ public actor Outbox {
 
     /// The first file ready to send, now; nil when there is none. The file stays claimed by
     /// this instance (and returned again by later calls) until `markDelivered` or `release`.
+    ///
+    /// A daemon draining its outbox in one session calls this once per message, so it reuses
+    /// the previous listing while nothing arrived instead of examining every waiting file
+    /// again: on a slow file system (a network share) that examination, one `lstat` per
+    /// waiting file, was most of the time between two messages.
     public func next() throws(OutboxError) -> OutboxFile? {
-        try scan().file
+        try scan(reusingListing: true).file
     }
 
     /// Waits until a file is ready and returns it (see `next`). Wakes on directory changes
@@ -107,7 +122,9 @@ public actor Outbox {
         while true {
             try Task.checkCancellation()
             let seen = changes.generation
-            let result = try scan()
+            // Always a full listing here: it is also the periodic look for changes the watcher
+            // cannot see.
+            let result = try scan(reusingListing: false)
             if let file = result.file { return file }
             var timeout = rescanInterval
             if let settlesAt = result.nextSettleTime {
@@ -127,12 +144,21 @@ public actor Outbox {
         guard lstat(file.path.string, &status) == 0, FileIdentity(status) == FileIdentity(file) else { return nil }
         do {
             let name = try NoReplaceMove.moveAvoidingNames(file.path.string, into: sentDirectory.string, name: file.name)
+            forgetListed(FileIdentity(file))
             NoReplaceMove.syncDirectory(sentDirectory.string)
             NoReplaceMove.syncDirectory(directory.string)
             return sentDirectory.appending(name)
         } catch {
             throw .moveFailed(from: file.path.string, to: sentDirectory.string, error)
         }
+    }
+
+    /// The watcher's count of changes seen (tests wait on it instead of sleeping).
+    nonisolated var changeGeneration: UInt64 { changes.generation }
+
+    /// Returns once the watcher saw a change after `generation`, or after `timeout`.
+    nonisolated func waitForChange(after generation: UInt64, timeout: Duration) async {
+        await changes.wait(after: generation, timeout: timeout)
     }
 
     /// Gives up the claim on a file that was not delivered; it stays in the outbox.
@@ -144,6 +170,36 @@ public actor Outbox {
     /// files included, bad ones not yet moved included).
     public func pendingFileNames() throws(OutboxError) -> [String] {
         try candidates().map(\.name)
+    }
+
+    /// A listing and the watcher's generation read before it was taken.
+    private struct Listing {
+        var candidates: [Candidate]
+        let generation: UInt64
+        let takenAt: ContinuousClock.Instant
+    }
+
+    /// The waiting files, from a fresh listing or (`reusable`) from the last one while it is
+    /// still true: the watcher signalled nothing since (it reports arrivals, writes and
+    /// attribute changes, not departures, so our own moves to `sent/` keep it valid) and it is
+    /// not older than `listingReuseLimit`. Whatever changed in a listed file since is caught
+    /// when it is claimed (`claimAndRead` compares its change time); a file gone is skipped.
+    private func currentCandidates(reusable: Bool) throws(OutboxError) -> [Candidate] {
+        if reusable, let listing, listing.generation == changes.generation,
+           ContinuousClock.now - listing.takenAt < Self.listingReuseLimit {
+            return listing.candidates
+        }
+        // Read before listing: a change during the listing makes the next call list again.
+        let generation = changes.generation
+        let found = try candidates()
+        fullListings += 1
+        listing = watcher == nil ? nil : Listing(candidates: found, generation: generation, takenAt: .now)
+        return found
+    }
+
+    /// Drops a file that left the outbox through us from the reusable listing.
+    private func forgetListed(_ identity: FileIdentity) {
+        listing?.candidates.removeAll { $0.identity == identity }
     }
 
     // MARK: Scanning
@@ -180,10 +236,10 @@ public actor Outbox {
         }
     }
 
-    private func scan() throws(OutboxError) -> (file: OutboxFile?, nextSettleTime: FileTime?) {
+    private func scan(reusingListing: Bool) throws(OutboxError) -> (file: OutboxFile?, nextSettleTime: FileTime?) {
         let now = clock()
         var nextSettleTime: FileTime?
-        let found = try candidates()
+        let found = try currentCandidates(reusable: reusingListing)
         // Forget claims and skips of files that are gone or changed.
         let present = Set(found.map(\.identity))
         for identity in claims.keys where !present.contains(identity) { dropClaim(identity) }
@@ -212,7 +268,10 @@ public actor Outbox {
                 for identity in claims.keys where identity != candidate.identity { dropClaim(identity) }
                 return (file, nil)
             case .busy: continue
+            case .gone:
+                forgetListed(candidate.identity)
             case .changed:
+                listing = nil   // Its size and times are stale: list again next time.
                 nextSettleTime = min(nextSettleTime ?? now + settleTime, now + settleTime)
             case .unusable(let reason): quarantine(candidate, reason: reason)
             }
@@ -222,8 +281,10 @@ public actor Outbox {
 
     private enum ClaimResult {
         case file(OutboxFile)
-        /// Locked by another process, or gone.
+        /// Locked by another process.
         case busy
+        /// No longer in the outbox under that name (delivered by another daemon, removed).
+        case gone
         /// Modified while it was read: try again once it settled.
         case changed
         case unusable(String)
@@ -242,9 +303,9 @@ public actor Outbox {
                 fd = try FileDescriptor.open(
                     path, .readOnly, options: [.closeOnExec, .noFollow, .nonBlocking])
             } catch .noSuchFileOrDirectory {
-                return .busy
+                return .gone
             } catch .tooManySymbolicLinkLevels {
-                return .busy
+                return .gone
             } catch {
                 return .unusable("cannot open it: \(error)")
             }
@@ -265,7 +326,10 @@ public actor Outbox {
         guard fstat(fd.rawValue, &before) == 0, before.st_mode & S_IFMT == S_IFREG,
               lstat(path.string, &byName) == 0, FileIdentity(byName) == FileIdentity(before),
               FileIdentity(before) == candidate.identity
-        else { return giveUp(.busy) }
+        else { return giveUp(.gone) }
+        // Changed since it was listed (a reused listing may be seconds old): it must settle
+        // again before it is read.
+        guard FileTime(before.st_ctim) == candidate.changed else { return giveUp(.changed) }
 
         let limit = maxFileSize
         var bytes = [UInt8]()
@@ -302,6 +366,7 @@ public actor Outbox {
 
     private func quarantine(_ candidate: Candidate, reason: String) {
         dropClaim(candidate.identity)
+        forgetListed(candidate.identity)
         let source = directory.appending(candidate.name).string
         do {
             let name = try NoReplaceMove.moveAvoidingNames(source, into: failedDirectory.string, name: candidate.name)

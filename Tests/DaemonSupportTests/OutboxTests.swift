@@ -323,4 +323,51 @@ final class Notices: Sendable {
             _ = try await outbox.next()
         }
     }
+
+    @Test func drainingListsTheDirectoryOnceNotOncePerFile() async throws {
+        let fixture = try OutboxFixture()
+        for index in 1...20 {
+            try fixture.drop(String(format: "m%02d", index), "payload \(index)", secondsAgo: 100 - index)
+        }
+        let outbox = try fixture.outbox()
+        #expect(outbox.watchesChanges)
+        var served: [String] = []
+        while let file = try await outbox.next() {
+            served.append(file.name)
+            #expect(try await outbox.markDelivered(file) != nil)
+        }
+        #expect(served == (1...20).map { String(format: "m%02d", $0) })
+        #expect(try fixture.names(in: "sent").count == 20)
+        // Our own moves to sent/ do not invalidate the listing; only the first call lists.
+        #expect(await outbox.fullListings < 3)
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aFileArrivingDuringADrainIsServed() async throws {
+        let fixture = try OutboxFixture()
+        try fixture.drop("first", "1", secondsAgo: 30)
+        try fixture.drop("second", "2", secondsAgo: 20)
+        let outbox = try fixture.outbox()
+        let first = try #require(try await outbox.next())
+        #expect(first.name == "first")
+        let seen = outbox.changeGeneration
+        try fixture.drop("newcomer", "3", secondsAgo: 25)   // sorts before "second"
+        await outbox.waitForChange(after: seen, timeout: .seconds(30))
+        #expect(outbox.changeGeneration != seen)
+        #expect(try await outbox.markDelivered(first) != nil)
+        #expect(try await outbox.next()?.name == "newcomer")
+    }
+
+    @Test func aListedFileRemovedMeanwhileIsSkipped() async throws {
+        let fixture = try OutboxFixture()
+        try fixture.drop("a", "1", secondsAgo: 30)
+        try fixture.drop("b", "2", secondsAgo: 20)
+        try fixture.drop("c", "3", secondsAgo: 10)
+        let outbox = try fixture.outbox()
+        let a = try #require(try await outbox.next())
+        // Removal raises no change notification: the reused listing still names b.
+        #expect(unlink(fixture.directory + "/b") == 0)
+        #expect(try await outbox.markDelivered(a) != nil)
+        #expect(try await outbox.next()?.name == "c")
+    }
 }
