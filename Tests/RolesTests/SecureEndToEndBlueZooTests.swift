@@ -295,4 +295,77 @@ struct SecureEndToEndBlueZooTests {
         // Counted on their ACKs only: the fourth, cut by the central's CLOSE, stays.
         #expect(run.delivered == 3 && left == 2)
     }
+
+    /// Serves its messages like `ListMessageSource`, but stalls once, before the message
+    /// after `stallAfter` deliveries, longer than the central's idle timeout: the central
+    /// gives up on a session that already stored messages.
+    actor StallingMessageSource: MessageSource {
+        let messages: [OutgoingMessage]
+        let stallAfter: Int
+        let stall: Duration
+        private var stalled = false
+        private(set) var deliveredCount = 0
+
+        init(_ messages: [OutgoingMessage], stallAfter: Int, stall: Duration) {
+            (self.messages, self.stallAfter, self.stall) = (messages, stallAfter, stall)
+        }
+
+        func current() async -> OutgoingMessage? {
+            deliveredCount < messages.count ? messages[deliveredCount] : nil
+        }
+
+        func nextAvailableNow() async -> OutgoingMessage? {
+            if deliveredCount == stallAfter, !stalled {
+                stalled = true
+                try? await Task.sleep(for: stall)   // the stall under test, not a wait for an event
+            }
+            return await current()
+        }
+
+        func markDelivered(_ message: OutgoingMessage, summary: MessageSummary, to peer: PeerDescription?) async {
+            if deliveredCount < messages.count, message == messages[deliveredCount] { deliveredCount += 1 }
+        }
+    }
+
+    @Test("a session cut after two stored messages: the sender is visited again at once, not backed off")
+    func sessionCutAfterStoredMessagesIsNotBackedOff() async throws {
+        let messages = Self.named(4)
+        let bus = try await BlueZooBus.start()
+        defer { bus.stop() }
+        let senderSession = try await bus.openSession()
+        defer { senderSession.close() }
+        var senderConfiguration = PeripheralConfiguration(adapterName: "hci0", fallbackValueInterval: .zero)
+        senderConfiguration.secureMode = SecureModePolicy(identity: Self.senderKey, authorizedPeers: Self.peers(Self.receiverKey),
+                                                          requiresSecure: true)
+        let peripheral = Peripheral(configuration: senderConfiguration, session: senderSession)
+        let source = StallingMessageSource(messages, stallAfter: 2, stall: .seconds(4))
+        let sending = Task { try await peripheral.run(source: source) }
+
+        let receiverSession = try await bus.openSession()
+        defer { receiverSession.close() }
+        // Idle timeout 1 s; a failed visit would wait at least the back-off's 100 ms.
+        var receiverConfiguration = CentralTestData.configuration(count: 4, adapter: "hci1", idle: .seconds(1))
+        receiverConfiguration.secureMode = SecureModePolicy(identity: Self.receiverKey, authorizedPeers: Self.peers(Self.senderKey),
+                                                            requiresSecure: true)
+        let central = Central(configuration: receiverConfiguration, session: receiverSession)
+        let receiverLog = PeripheralEventLog(following: central.events)
+        let sink = CollectingSink()
+        // The run is bounded and its outcome is not the point: after a central-side disconnect
+        // BlueZoo may hand later subscriptions no device (the sender then cannot match their
+        // HELLO), so only what the central decides after the cut is checked.
+        let received = (try? await central.run(sink: sink, timeout: .seconds(12))) ?? sink.messages.count
+        sending.cancel()
+        _ = try? await sending.value
+        let events = await receiverLog.allWhenFinished()
+
+        #expect(received >= 2)
+        #expect(Array(sink.messages.prefix(2).map(\.payload)) == messages.prefix(2).map(\.payload))
+        #expect(Self.connections(events) >= 2)
+        let retries = events.compactMap { event -> Duration? in
+            if case .retrying(_, let delay) = event { delay } else { nil }
+        }
+        // The visit that stored two messages and then timed out is retried without a pause
+        // (a failed visit waits at least the back-off's 100 ms).
+        #expect(retries.first == .zero)
+    }
 }

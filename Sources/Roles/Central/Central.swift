@@ -170,6 +170,7 @@ public final class Central: Sendable {
                 continue
             }
             let (device, peer) = found
+            let receivedBeforeVisit = progressState.receivedSnapshot
             do {
                 try await visit(device, peer: peer, adapter: adapter, sink: sink)
                 let now = progressState.elapsed
@@ -183,7 +184,16 @@ public final class Central: Sendable {
                 case .unsuitable, .refused: true
                 default: false
                 }
-                let delay = progressState.withBook { $0.recordFailure(peer.address, at: now, severe: severe) }
+                // A visit that stored messages before the link failed (a multi session cut
+                // midway) proved the sender: it is visited again at once, not backed off.
+                let storedSome = progressState.receivedSnapshot > receivedBeforeVisit
+                let delay: Duration = progressState.withBook { book in
+                    if storedSome && !severe {
+                        book.recordSuccess(peer.address, at: now)
+                        return .zero
+                    }
+                    return book.recordFailure(peer.address, at: now, severe: severe)
+                }
                 if case .refused(let bound, let reason) = failure {
                     emit(.refused(peer, bound: bound, reason: reason, delay: delay))
                     continue
@@ -197,7 +207,14 @@ public final class Central: Sendable {
             } catch {
                 if Task.isCancelled { return .cancelled }
                 let now = progressState.elapsed
-                let delay = progressState.withBook { $0.recordFailure(peer.address, at: now) }
+                let storedSome = progressState.receivedSnapshot > receivedBeforeVisit
+                let delay: Duration = progressState.withBook { book in
+                    guard !storedSome else {
+                        book.recordSuccess(peer.address, at: now)
+                        return .zero
+                    }
+                    return book.recordFailure(peer.address, at: now)
+                }
                 emit(.retrying(reason: "\(EventText.describe(peer)): \(Self.describe(error))", delay: delay))
             }
         }
