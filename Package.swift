@@ -99,7 +99,7 @@ let package = Package(
         .target(
             name: "Roles",
             dependencies: [
-                "Transfer", "Trust", "BlueZ", "DBus", "DaemonSupport", "CFileAttributes", "SystemCalls",
+                "Transfer", "Trust", "BlueZ", "DaemonSupport", "CFileAttributes", "SystemCalls",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
@@ -119,7 +119,7 @@ let package = Package(
         .executableTarget(
             name: "bletransfer",
             dependencies: [
-                "Daemon", "Roles", "Transfer", "BlueZ", "DBus", "DaemonSupport", "Trust",
+                "Daemon", "Roles", "Transfer", "BlueZ", "DaemonSupport", "Trust",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),

@@ -82,9 +82,9 @@ public enum DiscoveryTransport: String, Sendable {
 /// each time, methods call bluetoothd.
 public struct Adapter: Sendable, Hashable, CustomStringConvertible {
     public let session: BluetoothSession
-    public let path: ObjectPath
+    package let path: ObjectPath
 
-    public init(session: BluetoothSession, path: ObjectPath) {
+    package init(session: BluetoothSession, path: ObjectPath) {
         self.session = session
         self.path = path
     }

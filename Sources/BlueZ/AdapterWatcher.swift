@@ -3,7 +3,7 @@ import DBus
 /// The facts about an adapter a role needs to decide whether it can work.
 public struct AdapterFacts: Sendable, Hashable {
     public var name: String
-    public var path: ObjectPath
+    package var path: ObjectPath
     public var powered: Bool
     public var powerState: String?
     public var supportsLowEnergy: Bool

@@ -11,7 +11,7 @@ import Synchronization
 /// `Device`, `RemoteGATTCharacteristic`, ...) reads its properties from this cache, so reading
 /// them costs no round trip, and waits are built on `changes()` instead of polling.
 public final class BluetoothSession: Sendable {
-    public let connection: DBusConnection
+    package let connection: DBusConnection
     private let ownsConnection: Bool
     private let cache: Mutex<CacheState>
     private let tasks = Mutex<[Task<Void, Never>]>([])
@@ -33,7 +33,12 @@ public final class BluetoothSession: Sendable {
     /// Opens a private connection to the system bus (honouring DBUS_SYSTEM_BUS_ADDRESS) and
     /// loads BlueZ's tree. Throws `BluetoothError.systemBusUnavailable` when there is no bus;
     /// an absent bluetoothd or a refusing policy is not an error here but a `serviceState`.
-    public static func open(_ bus: DBusConnection.Bus = .system, logger: Logger? = nil) async throws -> BluetoothSession {
+    public static func open(logger: Logger? = nil) async throws -> BluetoothSession {
+        try await open(.system, logger: logger)
+    }
+
+    /// Same, on `bus`.
+    package static func open(_ bus: DBusConnection.Bus, logger: Logger? = nil) async throws -> BluetoothSession {
         let connection: DBusConnection
         do {
             connection = try await DBusConnection.connect(bus)
@@ -55,7 +60,7 @@ public final class BluetoothSession: Sendable {
     }
 
     /// Wraps an existing connection. With `ownsConnection`, `close()` closes it too.
-    public init(connection: DBusConnection, ownsConnection: Bool = false, logger: Logger? = nil) async throws {
+    package init(connection: DBusConnection, ownsConnection: Bool = false, logger: Logger? = nil) async throws {
         self.connection = connection
         self.ownsConnection = ownsConnection
         self.logger = logger ?? Logger(label: "bletransfer.bluez")
@@ -149,26 +154,26 @@ public final class BluetoothSession: Sendable {
     }
 
     /// A snapshot of the whole cached tree.
-    public func objects() -> [BlueZObject] {
+    package func objects() -> [BlueZObject] {
         cache.withLock { state in
             state.objects.map { BlueZObject(path: $0.key, interfaces: $0.value) }
         }.sorted { $0.path < $1.path }
     }
 
     /// The object at `path`, if BlueZ has it.
-    public func object(at path: ObjectPath) -> BlueZObject? {
+    package func object(at path: ObjectPath) -> BlueZObject? {
         cache.withLock { state in
             state.objects[path].map { BlueZObject(path: path, interfaces: $0) }
         }
     }
 
     /// The cached properties of one interface of one object.
-    public func properties(of path: ObjectPath, interface: String) -> [String: DBusValue]? {
+    package func properties(of path: ObjectPath, interface: String) -> [String: DBusValue]? {
         cache.withLock { $0.objects[path]?[interface] }
     }
 
     /// Paths of objects implementing `interface`, optionally only below `ancestor`.
-    public func paths(implementing interface: String, under ancestor: ObjectPath? = nil) -> [ObjectPath] {
+    package func paths(implementing interface: String, under ancestor: ObjectPath? = nil) -> [ObjectPath] {
         cache.withLock { state in
             state.objects.compactMap { path, interfaces in
                 guard interfaces[interface] != nil else { return nil }
@@ -182,7 +187,7 @@ public final class BluetoothSession: Sendable {
     /// returns, so "subscribe, then read the cache, then consume" misses nothing (a change may
     /// be seen both in the cache and in the stream; consumers treat changes as idempotent).
     /// The stream ends when the session closes or the bus connection is lost.
-    public func changes() -> AsyncStream<BlueZChange> {
+    package func changes() -> AsyncStream<BlueZChange> {
         let (stream, continuation) = AsyncStream<BlueZChange>.makeStream()
         let id: Int? = cache.withLock { state in
             guard !state.closed else { return nil }
@@ -246,15 +251,47 @@ public final class BluetoothSession: Sendable {
     }
 
     /// The device at `path` (e.g. from a `changes()` event).
-    public func device(at path: ObjectPath) -> Device? {
+    package func device(at path: ObjectPath) -> Device? {
         guard properties(of: path, interface: BlueZInterface.device) != nil else { return nil }
         return Device(session: self, path: path)
+    }
+
+    /// The device `reference` names, while BlueZ has it.
+    public func device(_ reference: DeviceReference) -> Device? {
+        device(at: reference.path)
+    }
+
+    /// The devices connected through `adapter`, as the cache has them.
+    public func connectedDevices(on adapter: Adapter) -> [DeviceReference] {
+        paths(implementing: BlueZInterface.device, under: adapter.path).filter {
+            device(at: $0)?.properties?.connected == true
+        }.map(DeviceReference.init(path:))
+    }
+
+    /// Devices under `adapter` that disconnected (`Connected` became false) or that BlueZ
+    /// removed, from now on, in the order BlueZ reported them. Ends when the session closes.
+    public func deviceDepartures(on adapter: Adapter) -> some AsyncSequence<DeviceReference, Never> & Sendable {
+        let adapterPath = adapter.path
+        return changes().compactMap { @Sendable change -> DeviceReference? in
+            let gone: ObjectPath?
+            switch change {
+            case .propertiesChanged(let path, let interface, let changed, _)
+                where interface == BlueZInterface.device && changed["Connected"]?.bool == false:
+                gone = path
+            case .interfacesRemoved(let path, let interfaces) where interfaces.contains(BlueZInterface.device):
+                gone = path
+            default:
+                gone = nil
+            }
+            guard let path = gone, path.isDescendant(of: adapterPath) else { return nil }
+            return DeviceReference(path: path)
+        }
     }
 
     // MARK: Calls
 
     /// A method call to org.bluez with errors mapped to `BluetoothError`.
-    public func call(path: ObjectPath, interface: String, method: String, arguments: [DBusValue] = [],
+    package func call(path: ObjectPath, interface: String, method: String, arguments: [DBusValue] = [],
                      timeout: Duration = .seconds(25)) async throws -> [DBusValue] {
         do {
             return try await connection.call(destination: BlueZInterface.service, path: path, interface: interface,
@@ -267,7 +304,7 @@ public final class BluetoothSession: Sendable {
     }
 
     /// org.freedesktop.DBus.Properties.Set on an org.bluez object.
-    public func setProperty(path: ObjectPath, interface: String, name: String, value: DBusValue) async throws {
+    package func setProperty(path: ObjectPath, interface: String, name: String, value: DBusValue) async throws {
         _ = try await call(path: path, interface: BlueZInterface.properties, method: "Set",
                            arguments: [.string(interface), .string(name), .variant(value)])
     }
@@ -276,7 +313,7 @@ public final class BluetoothSession: Sendable {
     /// signals a moment after the fact (a method reply can overtake the signals emitted just
     /// before it on their way through the cache), so decisions that must not act on stale
     /// data ("is it really disconnected?") ask here. nil when the object or interface is gone.
-    public func currentProperties(of path: ObjectPath, interface: String) async throws -> [String: DBusValue]? {
+    package func currentProperties(of path: ObjectPath, interface: String) async throws -> [String: DBusValue]? {
         do {
             let reply = try await call(path: path, interface: BlueZInterface.properties, method: "GetAll",
                                        arguments: [.string(interface)])

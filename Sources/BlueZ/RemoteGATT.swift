@@ -4,9 +4,9 @@ import DBus
 /// A service on a remote device (org.bluez.GattService1 under a device path).
 public struct RemoteGATTService: Sendable, Hashable, CustomStringConvertible {
     public let session: BluetoothSession
-    public let path: ObjectPath
+    package let path: ObjectPath
 
-    public init(session: BluetoothSession, path: ObjectPath) {
+    package init(session: BluetoothSession, path: ObjectPath) {
         self.session = session
         self.path = path
     }
@@ -18,7 +18,7 @@ public struct RemoteGATTService: Sendable, Hashable, CustomStringConvertible {
     /// Lower-case 128-bit UUID as BlueZ reports it ("" once the service is gone).
     public var uuid: String { cached["UUID"]?.string ?? "" }
     public var isPrimary: Bool { cached["Primary"]?.bool ?? false }
-    public var device: ObjectPath? { cached["Device"]?.objectPath }
+    package var device: ObjectPath? { cached["Device"]?.objectPath }
     public var description: String { "service \(uuid) (\(path))" }
 
     public func characteristics() -> [RemoteGATTCharacteristic] {
@@ -74,9 +74,9 @@ public struct RemoteCharacteristicProperties: Sendable, Hashable {
 /// (`startNotify` + `valueUpdates`) or through a socket (`acquireNotify`).
 public struct RemoteGATTCharacteristic: Sendable, Hashable, CustomStringConvertible {
     public let session: BluetoothSession
-    public let path: ObjectPath
+    package let path: ObjectPath
 
-    public init(session: BluetoothSession, path: ObjectPath) {
+    package init(session: BluetoothSession, path: ObjectPath) {
         self.session = session
         self.path = path
     }

@@ -135,7 +135,7 @@ public struct Daemon {
         }
         let bluezLogger = Logger(label: "bletransfer.bluez")
         let supervisor = DaemonSupervisor(
-            openSession: { try await BluetoothSession.open(.system, logger: bluezLogger) },
+            openSession: { try await BluetoothSession.open(logger: bluezLogger) },
             attempt: attempt, report: report)
         // The group's own lines (started, shutting down) are debug detail next to ours.
         var groupLogger = logger

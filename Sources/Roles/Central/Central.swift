@@ -275,7 +275,7 @@ public final class Central: Sendable {
             var offered = candidates
             if case .sighting = item {
                 let known = adapter.devices().filter { device in
-                    guard device.path != candidates.first?.path, let properties = device.properties else { return false }
+                    guard device.reference != candidates.first?.reference, let properties = device.properties else { return false }
                     return properties.rssi != nil && Self.offers(service, properties)
                 }
                 offered += known

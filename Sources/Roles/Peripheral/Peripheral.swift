@@ -1,5 +1,4 @@
 import BlueZ
-import DBus
 import Logging
 import Transfer
 
@@ -170,15 +169,14 @@ public final class Peripheral: Sendable {
         let configuration = self.configuration
         let server = SubscriptionServer(
             configuration: configuration, logger: logger,
-            describePeer: { PeerResolver.describe(devicePath: $0, in: session) },
+            describePeer: { PeerResolver.describe($0, in: session) },
             bluetoothStillUp: {
                 guard session.serviceState.isRunning, let properties = adapter.properties else { return false }
                 return properties.powered && (properties.powerState ?? "on") == "on"
             },
-            disconnectDevice: { devicePath in
+            disconnectDevice: { device in
                 // Drops a central that missed a bound; a failure (already gone) changes nothing.
-                guard let path = ObjectPath(rawValue: devicePath) else { return }
-                try? await Device(session: session, path: path).disconnect()
+                try? await Device(session: session, reference: device).disconnect()
             },
             continueSession: { message, summary, peer, wantsNext in
                 // A multi session's message: counted as the engine counts any delivery, then the
@@ -190,25 +188,24 @@ public final class Peripheral: Sendable {
                 return (next, await counter.nextSequence)
             },
             emitEvent: onEvent)
-        let adapterPath = adapter.path
         /// What BlueZ's calls on the characteristic at `index` do; `indications`: it carries
         /// confirmed indications.
         func handlers(index: Int, indications: Bool) -> LocalCharacteristicHandlers {
             let acquireNotify: @Sendable (NotifySubscription) async -> Void = { subscription in
                 // bluetoothd names the subscriber; a stack that does not (BlueZoo forwards a
                 // client's own AcquireNotify options) leaves the only connected device.
-                let device = subscription.options.device?.rawValue
-                    ?? PeerResolver.onlyConnectedDevice(under: adapterPath, in: session)
+                let device = subscription.options.device
+                    ?? PeerResolver.onlyConnectedDevice(on: adapter, in: session)
                 await server.acceptSocket(subscription.socket, device: device, indications: indications)
             }
             let confirmed: @Sendable () async -> Void = { await server.indicationConfirmed() }
             let confirm = indications ? confirmed : nil
             return LocalCharacteristicHandlers(
                 write: { value, options in
-                    await server.write(value, device: options.device?.rawValue, mtu: options.mtu)
+                    await server.write(value, device: options.device, mtu: options.mtu)
                 },
                 startNotify: {
-                    let device = PeerResolver.onlyConnectedDevice(under: adapterPath, in: session)
+                    let device = PeerResolver.onlyConnectedDevice(on: adapter, in: session)
                     await server.acceptFallback(device: device, characteristic: index, indications: indications)
                 },
                 stopNotify: {
@@ -239,7 +236,7 @@ public final class Peripheral: Sendable {
         let advertisement = LEAdvertisement(session: session, configuration: AdvertisementConfiguration(
             serviceUUIDs: [configuration.serviceUUID.canonical], localName: configuration.localName))
         let watcher = Task {
-            await Self.watchDisconnections(under: adapterPath, session: session, server: server)
+            await Self.watchDisconnections(on: adapter, session: session, server: server)
         }
 
         let outcome: ServingOutcome
@@ -268,7 +265,7 @@ public final class Peripheral: Sendable {
                                counter: DeliveryCounter,
                                onEvent: @escaping @Sendable (RoleEvent) -> Void) async throws -> ServingOutcome {
         try await Self.uncancelled { try await application.register(on: adapter) }
-        logger.debug("GATT application registered at \(application.root) on \(adapter.name)")
+        logger.debug("GATT application registered at \(application) on \(adapter.name)")
 
         guard let first = await source.current() else { return Task.isCancelled ? .interrupted : .exhausted }
         try Task.checkCancellation()
@@ -322,22 +319,11 @@ public final class Peripheral: Sendable {
 
     /// Ends a subscription whose central disconnected without unsubscribing first (BlueZ
     /// normally hangs up the notify socket then too; the BlueZ mock does not).
-    private static func watchDisconnections(under adapter: ObjectPath, session: BluetoothSession,
+    private static func watchDisconnections(on adapter: Adapter, session: BluetoothSession,
                                             server: SubscriptionServer) async {
-        for await change in session.changes() {
-            let gone: ObjectPath?
-            switch change {
-            case .propertiesChanged(let path, let interface, let changed, _)
-                where interface == BlueZInterface.device && changed["Connected"]?.bool == false:
-                gone = path
-            case .interfacesRemoved(let path, let interfaces) where interfaces.contains(BlueZInterface.device):
-                gone = path
-            default:
-                gone = nil
-            }
-            guard let path = gone, path.isDescendant(of: adapter) else { continue }
-            let noneConnected = PeerResolver.connectedDevices(under: adapter, in: session).isEmpty
-            await server.deviceDisconnected(path.rawValue, noneConnected: noneConnected)
+        for await device in session.deviceDepartures(on: adapter) {
+            let noneConnected = session.connectedDevices(on: adapter).isEmpty
+            await server.deviceDisconnected(device, noneConnected: noneConnected)
         }
     }
 
