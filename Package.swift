@@ -202,7 +202,7 @@ let package = Package(
         .testTarget(
             name: "CLITests",
             dependencies: [
-                "bletransfer",
+                "bletransfer", "Roles",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
