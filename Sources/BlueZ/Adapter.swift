@@ -202,6 +202,7 @@ public struct Adapter: Sendable, Hashable, CustomStringConvertible {
                 continuation.yield(DeviceSighting(device: device, kind: .alreadyKnown))
             }
         }
+        // Unstructured: it feeds the stream this returns, after this returns; the stream's end cancels it.
         let task = Task {
             for await change in changes {
                 switch change {

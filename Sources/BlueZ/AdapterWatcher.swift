@@ -50,6 +50,7 @@ extension BluetoothSession {
         var initialTracker = AdapterTracker(session: self, wantedName: adapterName)
         for event in initialTracker.start() { continuation.yield(event) }
         let startedTracker = initialTracker
+        // Unstructured: it feeds the stream this returns, after this returns; the stream's end cancels it.
         let task = Task {
             var tracker = startedTracker
             for await change in changes {

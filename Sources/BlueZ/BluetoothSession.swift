@@ -88,6 +88,7 @@ public final class BluetoothSession: Sendable {
             refusalLogger.warning("refused a D-Bus call to our objects from \(sender) (\(call)): only org.bluez's owner may call them")
         }
 
+        // Unstructured: these four live as long as the session, not as a call; kept in `tasks`, cancelled by `close()` and deinit.
         let forwardBlueZ = Task {
             for await signal in bluezSignals {
                 inputContinuation.yield(.bluez(signal))
@@ -434,6 +435,7 @@ public final class BluetoothSession: Sendable {
 
     private func scheduleRetry(owner: String, attempt: Int) {
         let continuation = pumpInput
+        // Unstructured: a delayed input for the pump, which must not wait itself; kept in `tasks`, cancelled by `close()`.
         let task = Task {
             // A short pause before asking again: there is no signal for "the ObjectManager
             // is now attached" when no object was added yet.

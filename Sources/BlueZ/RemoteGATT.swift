@@ -121,6 +121,7 @@ public struct RemoteGATTCharacteristic: Sendable, Hashable, CustomStringConverti
         let changes = session.changes()
         let path = self.path
         let (stream, continuation) = AsyncStream<[UInt8]>.makeStream()
+        // Unstructured: it feeds the stream this returns, after this returns; the stream's end cancels it.
         let task = Task {
             for await change in changes {
                 switch change {

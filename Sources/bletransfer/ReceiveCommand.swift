@@ -152,6 +152,7 @@ struct ReceiveCommand: AsyncParsableCommand {
 
         let mode = common.outputMode
         let carriesPayload = json && output == nil && outputDirectory == nil
+        // Unstructured: renders while the role runs in `RoleRun.race`; ends with the event stream and is awaited below.
         let renderer = Task {
             var renderer = EventRenderer(mode: mode)
             for await event in central.events {

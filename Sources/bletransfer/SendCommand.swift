@@ -136,6 +136,7 @@ struct SendCommand: AsyncParsableCommand {
         let source = RepeatingMessageSource(message: message, count: forever ? nil : (count ?? 1))
 
         let mode = common.outputMode
+        // Unstructured: renders while the role runs in `RoleRun.race`; ends with the event stream and is awaited below.
         let renderer = Task {
             var renderer = EventRenderer(mode: mode)
             for await event in peripheral.events { renderer.render(event) }

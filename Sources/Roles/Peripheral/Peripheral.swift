@@ -46,6 +46,7 @@ public final class Peripheral: Sendable {
                                         requirement: .peripheral)
         if let failure = driver.unknownAdapterFailure() { throw failure }
         let (inputs, inputContinuation) = AsyncStream<EngineInput>.makeStream()
+        // Unstructured: merges the state transitions into the engine's one input stream; cancelled when the engine loop ends.
         let forwarder = Task {
             for await transition in driver.transitions() {
                 inputContinuation.yield(.transition(transition))
@@ -81,6 +82,7 @@ public final class Peripheral: Sendable {
                         hasBeenPoweredOn = true
                         generation += 1
                         let current = generation
+                        // Unstructured: one poweredOn period's work, which the engine loop cancels when the state leaves poweredOn.
                         serving = (current, Task {
                             let outcome = await self.serve(source: source, adapter: adapter, counter: counter,
                                                            onEvent: onEvent)
@@ -235,22 +237,21 @@ public final class Peripheral: Sendable {
         }
         let advertisement = LEAdvertisement(session: session, configuration: AdvertisementConfiguration(
             serviceUUIDs: [configuration.serviceUUID.canonical], localName: configuration.localName))
-        let watcher = Task {
-            await Self.watchDisconnections(on: adapter, session: session, server: server)
-        }
-
-        let outcome: ServingOutcome
-        do {
-            outcome = try await serveMessages(source: source, adapter: adapter, application: application,
-                                              advertisement: advertisement, server: server, counter: counter,
-                                              onEvent: onEvent)
-        } catch {
-            outcome = classify(error, adapter: adapter)
+        let outcome = await withTaskGroup(of: Void.self, returning: ServingOutcome.self) { group in
+            // Beside the serving, for as long as it lasts: centrals that leave without unsubscribing.
+            group.addTask { await Self.watchDisconnections(on: adapter, session: session, server: server) }
+            defer { group.cancelAll() }
+            do {
+                return try await serveMessages(source: source, adapter: adapter, application: application,
+                                               advertisement: advertisement, server: server, counter: counter,
+                                               onEvent: onEvent)
+            } catch {
+                return classify(error, adapter: adapter)
+            }
         }
 
         // Teardown runs in a task of its own: this one may be cancelled, and a cancelled task
         // cannot make the D-Bus calls that unregister.
-        watcher.cancel()
         let reason = outcome.isExhausted ? "the run ended" : "Bluetooth is not available any more"
         await Task {
             await server.shutDown(reason: reason)
@@ -314,6 +315,7 @@ public final class Peripheral: Sendable {
     private static func uncancelled<Result: Sendable>(
         _ call: @escaping @Sendable () async throws -> Result
     ) async throws -> Result {
+        // Unstructured on purpose: a fresh task does not inherit this one's cancellation.
         try await Task { try await call() }.value
     }
 

@@ -193,6 +193,7 @@ actor SubscriptionServer {
             socket.close()
             return
         }
+        // Unstructured: watches the socket for the subscription's life while the actor serves other calls; ends at the hang-up.
         Task {
             if indications {
                 // BlueZ 5.66 reports each confirmation with a Confirm call; later versions (and
@@ -368,6 +369,7 @@ actor SubscriptionServer {
             subscription.confirmations = continuation
             logger.debug("serving \(peer.address) with confirmed indications: one value in flight")
         }
+        // Unstructured: the transfer outlives this actor call; the subscription holds it and cancels it when it ends.
         subscription.transfer = Task { [confirmations] in
             await transfer(id, confirmations)
         }
@@ -425,6 +427,7 @@ actor SubscriptionServer {
             case .startTimer(let timer, let duration):
                 subscription.timers[timer]?.cancel()
                 let id = subscription.id
+                // Unstructured: a timer the delivery machine cancels or restarts; the subscription holds it.
                 subscription.timers[timer] = Task {
                     try? await Task.sleep(for: duration)
                     guard !Task.isCancelled else { return }
@@ -732,6 +735,7 @@ extension SubscriptionServer {
         feed(.refusedByUs, to: id)
         if let device = subscription.device {
             let disconnect = disconnectDevice
+            // Unstructured: the disconnection must not hold the actor, and must happen even if the subscription's task is cancelled.
             Task { await disconnect(device) }
         }
     }
@@ -749,6 +753,7 @@ extension SubscriptionServer {
         emitEvent(.centralDropped(describePeer(device), reason: reason))
         if let device {
             let disconnect = disconnectDevice
+            // Unstructured: the disconnection must not hold the actor, and must happen even if the subscription's task is cancelled.
             Task { await disconnect(device) }
         }
     }
