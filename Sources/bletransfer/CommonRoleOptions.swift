@@ -45,21 +45,13 @@ struct CommonRoleOptions: ParsableArguments {
 
     var outputMode: EventOutputMode { .choose(json: json, verbose: verbose) }
 
-    /// `options` aimed at the adapter and UUIDs these name.
-    func targeting(_ options: SenderOptions) throws -> SenderOptions {
+    /// `options` aimed at the adapter and UUIDs these name, with the secure mode `secureMode`.
+    func targeting<Options: RoleOptions>(_ options: Options, secureMode: SecureModePolicy?) throws -> Options {
         var options = options
         options.adapterName = adapter
         options.serviceUUID = try serviceUUID
         options.characteristicUUID = try characteristicUUID
-        return options
-    }
-
-    /// `options` aimed at the adapter and UUIDs these name.
-    func targeting(_ options: ReceiverOptions) throws -> ReceiverOptions {
-        var options = options
-        options.adapterName = adapter
-        options.serviceUUID = try serviceUUID
-        options.characteristicUUID = try characteristicUUID
+        options.secureMode = secureMode
         return options
     }
 

@@ -181,12 +181,9 @@ struct DaemonCommand: AsyncParsableCommand {
         } catch {
             throw bletransfer.exitCode(reporting: error, json: common.json)
         }
-        var receiver = try common.targeting(receiverOptions)
-        receiver.secureMode = secureMode
-        var sender = try common.targeting(senderOptions)
-        sender.secureMode = secureMode
         let settings = DaemonSettings(
-            role: role, receiver: receiver, sender: sender,
+            role: role, receiver: try common.targeting(receiverOptions, secureMode: secureMode),
+            sender: try common.targeting(senderOptions, secureMode: secureMode),
             outputDirectory: outputDirectory.map { FilePath($0) }, outbox: outbox.map { FilePath($0) },
             maximumMessageSize: maximumSize ?? TransferLimits.default.maximumMessageSize,
             settleTime: settleTime.flatMap { try? OptionValidation.duration($0, option: "--settle-time", allowZero: true) }

@@ -144,8 +144,7 @@ struct ReceiveCommand: AsyncParsableCommand {
         let (session, _) = try await RoleRun.openSession(verbose: common.verbose, json: json)
         defer { session.close() }
 
-        var options = try common.targeting(receiverOptions)
-        options.secureMode = secureMode
+        let options = try common.targeting(receiverOptions, secureMode: secureMode)
         let central = Central(configuration: options.configuration(messageCount: forever ? nil : (count ?? 1),
                                                                    stopOnCorruptMessage: true),
                               session: session)

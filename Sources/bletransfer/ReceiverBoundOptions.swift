@@ -28,7 +28,7 @@ struct ReceiverBoundOptions: ParsableArguments {
     var isStorageSet: Bool { reserve != nil || quotaBytes != nil || quotaFiles != nil }
 
     /// The receiver's options: these, and what the command takes besides (adapter and UUIDs
-    /// come from `CommonRoleOptions.targeting(_:)`).
+    /// come from `CommonRoleOptions.targeting(_:secureMode:)`).
     func receiverOptions(minimumRSSI: Int?, maximumSize: Int?, idleTimeout: Double?, compat: Bool) -> ReceiverOptions {
         ReceiverOptions(minimumRSSI: minimumRSSI, maximumSize: maximumSize, idleTimeout: idleTimeout,
                         requestFramed: !compat, minimumRate: minimumRate,

@@ -130,8 +130,7 @@ struct SendCommand: AsyncParsableCommand {
         let (session, logger) = try await RoleRun.openSession(verbose: common.verbose, json: json)
         defer { session.close() }
 
-        var options = try common.targeting(senderOptions)
-        options.secureMode = secureMode
+        let options = try common.targeting(senderOptions, secureMode: secureMode)
         let peripheral = Peripheral(configuration: options.configuration, session: session, logger: logger)
         let source = RepeatingMessageSource(message: message, count: forever ? nil : (count ?? 1))
 

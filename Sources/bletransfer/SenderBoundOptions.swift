@@ -29,7 +29,7 @@ struct SenderBoundOptions: ParsableArguments {
     var valueSize: Int?
 
     /// The sender's options: these, and what the command takes besides (adapter and UUIDs
-    /// come from `CommonRoleOptions.targeting(_:)`).
+    /// come from `CommonRoleOptions.targeting(_:secureMode:)`).
     func senderOptions(localName: String, offersAcquireNotify: Bool, minimumRate: Int?) -> SenderOptions {
         SenderOptions(localName: localName, offersAcquireNotify: offersAcquireNotify,
                       acknowledgementTimeout: acknowledgementTimeout, unsubscribeTimeout: unsubscribeTimeout,

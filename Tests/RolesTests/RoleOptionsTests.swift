@@ -35,10 +35,7 @@ import Transfer
             (SenderOptions(valueSize: 19), "--value-size"),
             (SenderOptions(valueSize: 513), "--value-size"),
         ]
-        for (options, option) in bad {
-            #expect(throws: InvalidOption.self, "\(option)") { try options.validate() }
-            do { try options.validate() } catch { #expect(error.option == option) }
-        }
+        for (options, option) in bad { expectRefusal(of: option) { () throws(InvalidOption) in try options.validate() } }
     }
 
     @Test func receiverOptionsMapOntoTheConfiguration() throws {
@@ -74,9 +71,16 @@ import Transfer
             (ReceiverOptions(quotaBytes: 0), "--quota-bytes"),
             (ReceiverOptions(quotaFiles: 0), "--quota-files"),
         ]
-        for (options, option) in bad {
-            #expect(throws: InvalidOption.self, "\(option)") { try options.validate() }
-            do { try options.validate() } catch { #expect(error.option == option) }
+        for (options, option) in bad { expectRefusal(of: option) { () throws(InvalidOption) in try options.validate() } }
+    }
+
+    /// `validate` throws, naming `option`.
+    private func expectRefusal(of option: String, _ validate: () throws(InvalidOption) -> Void) {
+        do {
+            try validate()
+            Issue.record("\(option) should have been refused")
+        } catch {
+            #expect(error.option == option)
         }
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import Transfer
 
 /// An option value a user typed that no run can take: one line naming the option and what
 /// it takes. The command line reports it as a usage error (exit status 64).
@@ -48,7 +49,7 @@ public enum OptionValidation {
         else {
             throw InvalidOption(option, "give a number of seconds from \(lowest) to \(Int(maximumSeconds)) (a year)")
         }
-        return .milliseconds(Int64((seconds * 1000).rounded()))
+        return .milliseconds(roundingSeconds: seconds)
     }
 
     /// A size option in bytes: from `minimum` to `maximum`.
