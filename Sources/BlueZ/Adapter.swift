@@ -151,13 +151,8 @@ public struct Adapter: Sendable, Hashable, CustomStringConvertible {
     /// Stops our discovery session. "Not discovering" (org.bluez.Error.Failed "No discovery
     /// started") is not an error here: the caller wanted it stopped and it is.
     public func stopDiscovery() async throws {
-        do {
-            _ = try await session.call(path: path, interface: BlueZInterface.adapter, method: "StopDiscovery")
-        } catch let error as BluetoothError {
-            if case .bluez(let kind, _) = error, [.failed, .notReady, .notAuthorized].contains(kind) {
-                return
-            }
-            throw error
+        try await session.call(path: path, interface: BlueZInterface.adapter, method: "StopDiscovery") { error in
+            if case .bluez(let kind, _) = error { [.failed, .notReady, .notAuthorized].contains(kind) } else { false }
         }
     }
 

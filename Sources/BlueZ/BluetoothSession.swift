@@ -304,6 +304,17 @@ public final class BluetoothSession: Sendable {
         }
     }
 
+    /// A call whose wanted effect may already hold: BlueZ's errors that say so
+    /// (`alreadyDone`, e.g. "not connected" for Disconnect) count as success; others are thrown.
+    package func call(path: ObjectPath, interface: String, method: String, timeout: Duration = .seconds(25),
+                      succeedingOn alreadyDone: (BluetoothError) -> Bool) async throws {
+        do {
+            _ = try await call(path: path, interface: interface, method: method, timeout: timeout)
+        } catch let error as BluetoothError where alreadyDone(error) {
+            return
+        }
+    }
+
     /// org.freedesktop.DBus.Properties.Set on an org.bluez object.
     package func setProperty(path: ObjectPath, interface: String, name: String, value: DBusValue) async throws {
         _ = try await call(path: path, interface: BlueZInterface.properties, method: "Set",

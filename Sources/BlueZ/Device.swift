@@ -97,11 +97,8 @@ public struct Device: Sendable, Hashable, CustomStringConvertible {
     /// One `Device1.Connect` attempt. `AlreadyConnected` counts as success. Failures are
     /// `BluetoothError`s; check `isTransientConnectFailure` to decide on a retry.
     public func connectOnce(timeout: Duration = .seconds(30)) async throws {
-        do {
-            _ = try await session.call(path: path, interface: BlueZInterface.device, method: "Connect", timeout: timeout)
-        } catch let error as BluetoothError {
-            if case .bluez(.alreadyConnected, _) = error { return }
-            throw error
+        try await session.call(path: path, interface: BlueZInterface.device, method: "Connect", timeout: timeout) { error in
+            if case .bluez(.alreadyConnected, _) = error { true } else { false }
         }
     }
 
@@ -129,12 +126,11 @@ public struct Device: Sendable, Hashable, CustomStringConvertible {
 
     /// `Device1.Disconnect`. Not being connected is not an error.
     public func disconnect() async throws {
-        do {
-            _ = try await session.call(path: path, interface: BlueZInterface.device, method: "Disconnect")
-        } catch let error as BluetoothError {
-            if case .bluez(.notConnected, _) = error { return }
-            if case .objectGone = error { return }
-            throw error
+        try await session.call(path: path, interface: BlueZInterface.device, method: "Disconnect") { error in
+            switch error {
+            case .bluez(.notConnected, _), .objectGone: true
+            default: false
+            }
         }
     }
 

@@ -146,14 +146,11 @@ public struct RemoteGATTCharacteristic: Sendable, Hashable, CustomStringConverti
 
     /// Ends our notify session. Not notifying / already gone is not an error.
     public func stopNotify() async throws {
-        do {
-            _ = try await session.call(path: path, interface: BlueZInterface.gattCharacteristic, method: "StopNotify")
-        } catch let error as BluetoothError {
-            if case .objectGone = error { return }
-            if case .bluez(let kind, _) = error, kind == .failed || kind == .notConnected {
-                return
+        try await session.call(path: path, interface: BlueZInterface.gattCharacteristic, method: "StopNotify") { error in
+            switch error {
+            case .objectGone, .bluez(.failed, _), .bluez(.notConnected, _): true
+            default: false
             }
-            throw error
         }
     }
 

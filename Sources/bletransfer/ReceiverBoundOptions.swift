@@ -30,8 +30,15 @@ struct ReceiverBoundOptions: ParsableArguments {
     /// The receiver's options: these, and what the command takes besides (adapter and UUIDs
     /// come from `CommonRoleOptions.targeting(_:secureMode:)`).
     func receiverOptions(minimumRSSI: Int?, maximumSize: Int?, idleTimeout: Double?, compat: Bool) -> ReceiverOptions {
-        ReceiverOptions(minimumRSSI: minimumRSSI, maximumSize: maximumSize, idleTimeout: idleTimeout,
-                        requestFramed: !compat, minimumRate: minimumRate,
-                        reserve: reserve, quotaBytes: quotaBytes, quotaFiles: quotaFiles)
+        var options = ReceiverOptions()
+        options.minimumRSSI = minimumRSSI
+        options.maximumSize = maximumSize
+        options.idleTimeout = idleTimeout
+        options.requestFramed = !compat
+        options.minimumRate = minimumRate
+        options.reserve = reserve
+        options.quotaBytes = quotaBytes
+        options.quotaFiles = quotaFiles
+        return options
     }
 }

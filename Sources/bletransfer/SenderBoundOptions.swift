@@ -31,9 +31,15 @@ struct SenderBoundOptions: ParsableArguments {
     /// The sender's options: these, and what the command takes besides (adapter and UUIDs
     /// come from `CommonRoleOptions.targeting(_:secureMode:)`).
     func senderOptions(localName: String, offersAcquireNotify: Bool, minimumRate: Int?) -> SenderOptions {
-        SenderOptions(localName: localName, offersAcquireNotify: offersAcquireNotify,
-                      acknowledgementTimeout: acknowledgementTimeout, unsubscribeTimeout: unsubscribeTimeout,
-                      minimumRate: minimumRate, compatDelivery: compatDelivery, valueSize: valueSize)
+        var options = SenderOptions()
+        options.localName = localName
+        options.offersAcquireNotify = offersAcquireNotify
+        options.acknowledgementTimeout = acknowledgementTimeout
+        options.unsubscribeTimeout = unsubscribeTimeout
+        options.minimumRate = minimumRate
+        options.compatDelivery = compatDelivery
+        options.valueSize = valueSize
+        return options
     }
 }
 

@@ -81,13 +81,7 @@ import Testing
         defer { fixture.stop() }
         let release = Gate()
         defer { release.open() }
-        try fixture.server.export(
-            [DBusInterface(name: "org.example.Slow", methods: [
-                DBusMethod(name: "Hang") { _ in
-                    await release.wait()
-                    return []
-                }
-            ])], at: "/slow")
+        try fixture.exportHang(entered: Gate(), release: release)
         let error = await #expect(throws: DBusError.self) {
             try await fixture.call("/slow", "org.example.Slow", "Hang", timeout: .milliseconds(200))
         }
@@ -183,14 +177,7 @@ import Testing
         let entered = Gate()
         let release = Gate()
         defer { release.open() }
-        try fixture.server.export(
-            [DBusInterface(name: "org.example.Slow", methods: [
-                DBusMethod(name: "Hang") { _ in
-                    entered.open()
-                    await release.wait()
-                    return []
-                }
-            ])], at: "/slow")
+        try fixture.exportHang(entered: entered, release: release)
         let pending = Task { try await fixture.call("/slow", "org.example.Slow", "Hang") }
         await entered.wait()
         fixture.client.close()
@@ -212,14 +199,7 @@ import Testing
         let entered = Gate()
         let release = Gate()
         defer { release.open() }
-        try fixture.server.export(
-            [DBusInterface(name: "org.example.Slow", methods: [
-                DBusMethod(name: "Hang") { _ in
-                    entered.open()
-                    await release.wait()
-                    return []
-                }
-            ])], at: "/slow")
+        try fixture.exportHang(entered: entered, release: release)
         let signals = try await fixture.client.signals(matching: MatchRule(interface: "org.example.Never"))
         let pending = Task { try await fixture.call("/slow", "org.example.Slow", "Hang") }
         await entered.wait()

@@ -11,9 +11,16 @@ import Transfer
         #expect(defaults.compatDelivery == .automatic)
         #expect(defaults.offersAcquireNotify)
 
-        let options = SenderOptions(adapterName: "hci1", localName: "box", offersAcquireNotify: false,
-                                    acknowledgementTimeout: 2.5, unsubscribeTimeout: 7, minimumRate: 0,
-                                    compatDelivery: .indications, valueSize: 20)
+        let options = changed(SenderOptions()) {
+            $0.adapterName = "hci1"
+            $0.localName = "box"
+            $0.offersAcquireNotify = false
+            $0.acknowledgementTimeout = 2.5
+            $0.unsubscribeTimeout = 7
+            $0.minimumRate = 0
+            $0.compatDelivery = .indications
+            $0.valueSize = 20
+        }
         try options.validate()
         let configuration = options.configuration
         #expect(configuration.adapterName == "hci1")
@@ -28,12 +35,12 @@ import Transfer
 
     @Test func senderOptionsRefuseWhatNoSenderTakes() {
         let bad: [(SenderOptions, String)] = [
-            (SenderOptions(localName: ""), "--name"),
-            (SenderOptions(acknowledgementTimeout: .nan), "--ack-timeout"),
-            (SenderOptions(unsubscribeTimeout: 1e300), "--unsubscribe-timeout"),
-            (SenderOptions(minimumRate: -1), "--min-rate"),
-            (SenderOptions(valueSize: 19), "--value-size"),
-            (SenderOptions(valueSize: 513), "--value-size"),
+            (changed(SenderOptions()) { $0.localName = "" }, "--name"),
+            (changed(SenderOptions()) { $0.acknowledgementTimeout = .nan }, "--ack-timeout"),
+            (changed(SenderOptions()) { $0.unsubscribeTimeout = 1e300 }, "--unsubscribe-timeout"),
+            (changed(SenderOptions()) { $0.minimumRate = -1 }, "--min-rate"),
+            (changed(SenderOptions()) { $0.valueSize = 19 }, "--value-size"),
+            (changed(SenderOptions()) { $0.valueSize = 513 }, "--value-size"),
         ]
         for (options, option) in bad { expectRefusal(of: option) { () throws(InvalidOption) in try options.validate() } }
     }
@@ -45,8 +52,17 @@ import Transfer
         #expect(defaults.limits == .default)
         #expect(defaults.requestFramed)
 
-        let options = ReceiverOptions(adapterName: "hci2", minimumRSSI: -70, maximumSize: 1000, idleTimeout: 1.5,
-                                      requestFramed: false, minimumRate: 0, reserve: 0, quotaBytes: 5000, quotaFiles: 3)
+        let options = changed(ReceiverOptions()) {
+            $0.adapterName = "hci2"
+            $0.minimumRSSI = -70
+            $0.maximumSize = 1000
+            $0.idleTimeout = 1.5
+            $0.requestFramed = false
+            $0.minimumRate = 0
+            $0.reserve = 0
+            $0.quotaBytes = 5000
+            $0.quotaFiles = 3
+        }
         try options.validate()
         let configuration = options.configuration(messageCount: nil, stopOnCorruptMessage: false)
         #expect(configuration.adapterName == "hci2")
@@ -62,14 +78,14 @@ import Transfer
 
     @Test func receiverOptionsRefuseWhatNoReceiverTakes() {
         let bad: [(ReceiverOptions, String)] = [
-            (ReceiverOptions(minimumRSSI: -128), "--min-rssi"),
-            (ReceiverOptions(minimumRSSI: 21), "--min-rssi"),
-            (ReceiverOptions(maximumSize: 0), "--max-size"),
-            (ReceiverOptions(idleTimeout: 0), "--idle-timeout"),
-            (ReceiverOptions(minimumRate: -5), "--min-rate"),
-            (ReceiverOptions(reserve: -1), "--reserve"),
-            (ReceiverOptions(quotaBytes: 0), "--quota-bytes"),
-            (ReceiverOptions(quotaFiles: 0), "--quota-files"),
+            (changed(ReceiverOptions()) { $0.minimumRSSI = -128 }, "--min-rssi"),
+            (changed(ReceiverOptions()) { $0.minimumRSSI = 21 }, "--min-rssi"),
+            (changed(ReceiverOptions()) { $0.maximumSize = 0 }, "--max-size"),
+            (changed(ReceiverOptions()) { $0.idleTimeout = 0 }, "--idle-timeout"),
+            (changed(ReceiverOptions()) { $0.minimumRate = -5 }, "--min-rate"),
+            (changed(ReceiverOptions()) { $0.reserve = -1 }, "--reserve"),
+            (changed(ReceiverOptions()) { $0.quotaBytes = 0 }, "--quota-bytes"),
+            (changed(ReceiverOptions()) { $0.quotaFiles = 0 }, "--quota-files"),
         ]
         for (options, option) in bad { expectRefusal(of: option) { () throws(InvalidOption) in try options.validate() } }
     }
@@ -82,5 +98,12 @@ import Transfer
         } catch {
             #expect(error.option == option)
         }
+    }
+
+    /// `options` after `change`.
+    private func changed<Options>(_ options: Options, _ change: (inout Options) -> Void) -> Options {
+        var options = options
+        change(&options)
+        return options
     }
 }

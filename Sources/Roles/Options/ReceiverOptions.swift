@@ -6,8 +6,8 @@ import Transfer
 /// mapping, so the two commands cannot drift apart.
 public struct ReceiverOptions: Sendable {
     public var adapterName: String?
-    public var serviceUUID: BluetoothUUID
-    public var characteristicUUID: BluetoothUUID
+    public var serviceUUID: BluetoothUUID = TransferUUIDs.appleSampleService
+    public var characteristicUUID: BluetoothUUID = TransferUUIDs.appleSampleCharacteristic
     /// `--min-rssi`, in dBm.
     public var minimumRSSI: Int?
     /// `--max-size`, in bytes.
@@ -15,7 +15,7 @@ public struct ReceiverOptions: Sendable {
     /// `--idle-timeout`, in seconds.
     public var idleTimeout: Double?
     /// Not `--compat`: ask bletransfer peripherals for the framed format.
-    public var requestFramed: Bool
+    public var requestFramed = true
     /// `--min-rate`, in bytes per second (0: no floor).
     public var minimumRate: Int?
     /// `--reserve`, `--quota-bytes`, `--quota-files` (directory output only).
@@ -28,26 +28,8 @@ public struct ReceiverOptions: Sendable {
     /// `--idle-timeout`'s default.
     public static let defaultIdleTimeout: Duration = .seconds(15)
 
-    public init(adapterName: String? = nil,
-                serviceUUID: BluetoothUUID = TransferUUIDs.appleSampleService,
-                characteristicUUID: BluetoothUUID = TransferUUIDs.appleSampleCharacteristic,
-                minimumRSSI: Int? = nil, maximumSize: Int? = nil, idleTimeout: Double? = nil,
-                requestFramed: Bool = true, minimumRate: Int? = nil,
-                reserve: Int? = nil, quotaBytes: Int? = nil, quotaFiles: Int? = nil,
-                secureMode: SecureModePolicy? = nil) {
-        self.adapterName = adapterName
-        self.serviceUUID = serviceUUID
-        self.characteristicUUID = characteristicUUID
-        self.minimumRSSI = minimumRSSI
-        self.maximumSize = maximumSize
-        self.idleTimeout = idleTimeout
-        self.requestFramed = requestFramed
-        self.minimumRate = minimumRate
-        self.reserve = reserve
-        self.quotaBytes = quotaBytes
-        self.quotaFiles = quotaFiles
-        self.secureMode = secureMode
-    }
+    /// Every option at its default; set the ones given.
+    public init() {}
 
     /// Whether any storage bound (`--reserve`, `--quota-bytes`, `--quota-files`) was given.
     public var isStorageSet: Bool { reserve != nil || quotaBytes != nil || quotaFiles != nil }

@@ -6,12 +6,12 @@ import Transfer
 /// cannot drift apart.
 public struct SenderOptions: Sendable {
     public var adapterName: String?
-    public var serviceUUID: BluetoothUUID
-    public var characteristicUUID: BluetoothUUID
+    public var serviceUUID: BluetoothUUID = TransferUUIDs.appleSampleService
+    public var characteristicUUID: BluetoothUUID = TransferUUIDs.appleSampleCharacteristic
     /// `--name`: the local name to advertise.
-    public var localName: String
+    public var localName: String = PeripheralConfiguration.defaultLocalName
     /// Not `--no-acquire-notify`.
-    public var offersAcquireNotify: Bool
+    public var offersAcquireNotify = true
     /// `--ack-timeout`, in seconds.
     public var acknowledgementTimeout: Double?
     /// `--unsubscribe-timeout`, in seconds.
@@ -19,32 +19,14 @@ public struct SenderOptions: Sendable {
     /// `--min-rate`, in bytes per second (0: no floor).
     public var minimumRate: Int?
     /// `--compat-delivery`.
-    public var compatDelivery: CompatDelivery
+    public var compatDelivery: CompatDelivery = .automatic
     /// `--value-size`, in bytes.
     public var valueSize: Int?
     /// The secure mode's keys and policy (nil: no keys).
     public var secureMode: SecureModePolicy?
 
-    public init(adapterName: String? = nil,
-                serviceUUID: BluetoothUUID = TransferUUIDs.appleSampleService,
-                characteristicUUID: BluetoothUUID = TransferUUIDs.appleSampleCharacteristic,
-                localName: String = PeripheralConfiguration.defaultLocalName,
-                offersAcquireNotify: Bool = true,
-                acknowledgementTimeout: Double? = nil, unsubscribeTimeout: Double? = nil,
-                minimumRate: Int? = nil, compatDelivery: CompatDelivery = .automatic, valueSize: Int? = nil,
-                secureMode: SecureModePolicy? = nil) {
-        self.adapterName = adapterName
-        self.serviceUUID = serviceUUID
-        self.characteristicUUID = characteristicUUID
-        self.localName = localName
-        self.offersAcquireNotify = offersAcquireNotify
-        self.acknowledgementTimeout = acknowledgementTimeout
-        self.unsubscribeTimeout = unsubscribeTimeout
-        self.minimumRate = minimumRate
-        self.compatDelivery = compatDelivery
-        self.valueSize = valueSize
-        self.secureMode = secureMode
-    }
+    /// Every option at its default; set the ones given.
+    public init() {}
 
     /// Throws the first option no sender can take, naming it.
     public func validate() throws(InvalidOption) {

@@ -44,6 +44,21 @@ struct BusFixture: Sendable {
 }
 
 /// A one-shot signal tasks can wait for; `open()` releases every waiter, now and later.
+extension BusFixture {
+    /// Exports `org.example.Slow.Hang` at /slow on the server: each call opens `entered`, then
+    /// answers only once `release` opens.
+    func exportHang(entered: Gate, release: Gate) throws {
+        try server.export(
+            [DBusInterface(name: "org.example.Slow", methods: [
+                DBusMethod(name: "Hang") { _ in
+                    entered.open()
+                    await release.wait()
+                    return []
+                }
+            ])], at: "/slow")
+    }
+}
+
 final class Gate: Sendable {
     private let state = Mutex<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
 
