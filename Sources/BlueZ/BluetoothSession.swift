@@ -207,6 +207,27 @@ public final class BluetoothSession: Sendable {
         return stream
     }
 
+    /// A stream that starts with `initial`, then yields what `translate` makes of each change
+    /// in `changes` (subscribe before reading the cache `initial` comes from), until it answers
+    /// nil, `changes` ends, or the consumer stops.
+    package func stream<Element: Sendable>(
+        following changes: AsyncStream<BlueZChange>, initial: [Element] = [],
+        _ translate: @escaping @Sendable (BlueZChange) -> [Element]?
+    ) -> AsyncStream<Element> {
+        let (stream, continuation) = AsyncStream<Element>.makeStream()
+        for element in initial { continuation.yield(element) }
+        // Unstructured: it feeds the stream this returns, after this returns; the stream's end cancels it.
+        let task = Task {
+            for await change in changes {
+                guard let elements = translate(change) else { break }
+                for element in elements { continuation.yield(element) }
+            }
+            continuation.finish()
+        }
+        continuation.onTermination = { _ in task.cancel() }
+        return stream
+    }
+
     /// Returns once `condition` (evaluated against the cache) holds: checked now and after
     /// every change. Throws `.timedOut(what)` after `timeout`, and `.systemBusUnavailable` if
     /// the session ends first.

@@ -118,26 +118,17 @@ public struct RemoteGATTCharacteristic: Sendable, Hashable, CustomStringConverti
     /// so the first notification is not missed. The stream ends when the characteristic goes
     /// away (disconnect removes it), bluetoothd leaves, or the consumer stops.
     public func valueUpdates() -> AsyncStream<[UInt8]> {
-        let changes = session.changes()
         let path = self.path
-        let (stream, continuation) = AsyncStream<[UInt8]>.makeStream()
-        // Unstructured: it feeds the stream this returns, after this returns; the stream's end cancels it.
-        let task = Task {
-            for await change in changes {
-                switch change {
-                case .propertiesChanged(path, BlueZInterface.gattCharacteristic, let changed, _):
-                    if let value = changed["Value"]?.bytes { continuation.yield(value) }
-                case .interfacesRemoved(path, _), .serviceVanished, .accessDenied:
-                    continuation.finish()
-                    return
-                default:
-                    continue
-                }
+        return session.stream(following: session.changes()) { change in
+            switch change {
+            case .propertiesChanged(path, BlueZInterface.gattCharacteristic, let changed, _):
+                changed["Value"]?.bytes.map { [$0] } ?? []
+            case .interfacesRemoved(path, _), .serviceVanished, .accessDenied:
+                nil
+            default:
+                []
             }
-            continuation.finish()
         }
-        continuation.onTermination = { _ in task.cancel() }
-        return stream
     }
 
     public func startNotify() async throws {
