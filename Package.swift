@@ -147,7 +147,7 @@ let package = Package(
         // executables tests look for, a seeded random generator.
         .target(
             name: "TestSupport",
-            dependencies: ["BlueZ", "DBus"],
+            dependencies: ["BlueZ", "DBus", "Trust"],
             path: "Tests/TestSupport"
         ),
         .testTarget(
