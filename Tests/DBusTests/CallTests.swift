@@ -79,9 +79,8 @@ import Testing
     @Test func aCallWithoutReplyTimesOut() async throws {
         let fixture = try await BusFixture.start()
         defer { fixture.stop() }
-        let release = Gate()
+        let (_, release) = try fixture.exportHang()
         defer { release.open() }
-        try fixture.exportHang(entered: Gate(), release: release)
         let error = await #expect(throws: DBusError.self) {
             try await fixture.call("/slow", "org.example.Slow", "Hang", timeout: .milliseconds(200))
         }
@@ -174,10 +173,8 @@ import Testing
     @Test func closingFailsPendingCallsAndLaterOnes() async throws {
         let fixture = try await BusFixture.start()
         defer { fixture.stop() }
-        let entered = Gate()
-        let release = Gate()
+        let (entered, release) = try fixture.exportHang()
         defer { release.open() }
-        try fixture.exportHang(entered: entered, release: release)
         let pending = Task { try await fixture.call("/slow", "org.example.Slow", "Hang") }
         await entered.wait()
         fixture.client.close()
@@ -196,10 +193,8 @@ import Testing
     @Test func losingTheBusEndsEverything() async throws {
         let fixture = try await BusFixture.start()
         defer { fixture.stop() }
-        let entered = Gate()
-        let release = Gate()
+        let (entered, release) = try fixture.exportHang()
         defer { release.open() }
-        try fixture.exportHang(entered: entered, release: release)
         let signals = try await fixture.client.signals(matching: MatchRule(interface: "org.example.Never"))
         let pending = Task { try await fixture.call("/slow", "org.example.Slow", "Hang") }
         await entered.wait()
