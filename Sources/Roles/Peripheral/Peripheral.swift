@@ -46,13 +46,24 @@ public final class Peripheral: Sendable {
                                         requirement: .peripheral)
         if let failure = driver.unknownAdapterFailure() { throw failure }
         let (inputs, inputContinuation) = AsyncStream<EngineInput>.makeStream()
-        // Unstructured: merges the state transitions into the engine's one input stream; cancelled when the engine loop ends.
-        let forwarder = Task {
-            for await transition in driver.transitions() {
-                inputContinuation.yield(.transition(transition))
+        return try await withThrowingTaskGroup(of: Void.self, returning: Int.self) { group in
+            // A child for the run's whole length: merges the state transitions into the engine's one input stream.
+            group.addTask {
+                for await transition in driver.transitions() {
+                    inputContinuation.yield(.transition(transition))
+                }
+                inputContinuation.yield(.stateStreamEnded)
             }
-            inputContinuation.yield(.stateStreamEnded)
+            defer { group.cancelAll() }
+            return try await runEngine(source: source, driver: driver, inputs: inputs,
+                                       inputContinuation: inputContinuation, onEvent: onEvent)
         }
+    }
+
+    /// The engine loop of `run`: follows the manager state, one `serve` per poweredOn period.
+    private func runEngine(source: some MessageSource, driver: ManagerStateDriver, inputs: AsyncStream<EngineInput>,
+                           inputContinuation: AsyncStream<EngineInput>.Continuation,
+                           onEvent: @escaping @Sendable (RoleEvent) -> Void) async throws -> Int {
         let counter = DeliveryCounter()
         var serving: (generation: Int, task: Task<Void, Never>)?
         var generation = 0
@@ -106,7 +117,6 @@ public final class Peripheral: Sendable {
                     switch outcome {
                     case .exhausted:
                         await stopServing()
-                        forwarder.cancel()
                         return await counter.delivered
                     case .failed(let failure):
                         await stopServing()
@@ -122,7 +132,6 @@ public final class Peripheral: Sendable {
             throw CancellationError()
         } catch {
             await stopServing()
-            forwarder.cancel()
             throw error
         }
     }
