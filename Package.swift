@@ -2,10 +2,13 @@
 import PackageDescription
 
 // Layers, top to bottom (dependencies point down only):
-//   bletransfer (CLI: parsing and validation only)
+//   bletransfer (CLI: parsing, and the checks that combine options)
 //     → Daemon (the daemon's run, event rendering, exit statuses)
-//     → Roles → Transfer (pure) and BlueZ → DBus → CDBus / CBlueZ (C shims)
-//   BluetoothModel (UUIDs, power states; pure) sits below both Transfer and BlueZ.
+//     → Roles (engines; the role options, checked and mapped once) → Transfer (pure) and BlueZ
+//     → DBus → CDBus / CBlueZ (C shims). Roles and above never import DBus: BlueZ's public API
+//     speaks in BlueZ types (`DeviceReference`, `Adapter`, typed streams); its D-Bus-typed
+//     members are `package`, for BlueZ's tests and the test support.
+//   BluetoothModel (UUIDs, addresses, power states; pure) sits below both Transfer and BlueZ.
 //   DaemonSupport (systemd, logging, signals, outbox) sits below Roles, Daemon and the CLI.
 // Tests: one target per library, CLITests for the command line; TestSupport (under Tests/)
 // holds what they share.
@@ -99,7 +102,7 @@ let package = Package(
         .target(
             name: "Roles",
             dependencies: [
-                "Transfer", "Trust", "BlueZ", "DBus", "DaemonSupport", "CFileAttributes", "SystemCalls",
+                "Transfer", "Trust", "BlueZ", "DaemonSupport", "CFileAttributes", "SystemCalls",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
@@ -119,7 +122,7 @@ let package = Package(
         .executableTarget(
             name: "bletransfer",
             dependencies: [
-                "Daemon", "Roles", "Transfer", "BlueZ", "DBus", "DaemonSupport", "Trust",
+                "Daemon", "Roles", "Transfer", "BlueZ", "DaemonSupport", "Trust",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),
@@ -144,10 +147,10 @@ let package = Package(
         ),
 
         // What several test targets share: a private dbus-daemon, BlueZoo on it, the
-        // executables tests look for, a seeded random generator.
+        // executables tests look for, a seeded random generator, authorized-peers files.
         .target(
             name: "TestSupport",
-            dependencies: ["BlueZ", "DBus"],
+            dependencies: ["BlueZ", "DBus", "Trust"],
             path: "Tests/TestSupport"
         ),
         .testTarget(
@@ -202,7 +205,7 @@ let package = Package(
         .testTarget(
             name: "CLITests",
             dependencies: [
-                "bletransfer",
+                "bletransfer", "Roles",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

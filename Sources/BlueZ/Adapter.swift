@@ -82,9 +82,9 @@ public enum DiscoveryTransport: String, Sendable {
 /// each time, methods call bluetoothd.
 public struct Adapter: Sendable, Hashable, CustomStringConvertible {
     public let session: BluetoothSession
-    public let path: ObjectPath
+    package let path: ObjectPath
 
-    public init(session: BluetoothSession, path: ObjectPath) {
+    package init(session: BluetoothSession, path: ObjectPath) {
         self.session = session
         self.path = path
     }
@@ -151,13 +151,8 @@ public struct Adapter: Sendable, Hashable, CustomStringConvertible {
     /// Stops our discovery session. "Not discovering" (org.bluez.Error.Failed "No discovery
     /// started") is not an error here: the caller wanted it stopped and it is.
     public func stopDiscovery() async throws {
-        do {
-            _ = try await session.call(path: path, interface: BlueZInterface.adapter, method: "StopDiscovery")
-        } catch let error as BluetoothError {
-            if case .bluez(let kind, _) = error, [.failed, .notReady, .notAuthorized].contains(kind) {
-                return
-            }
-            throw error
+        try await session.call(path: path, interface: BlueZInterface.adapter, method: "StopDiscovery") { error in
+            if case .bluez(let kind, _) = error { [.failed, .notReady, .notAuthorized].contains(kind) } else { false }
         }
     }
 
@@ -189,7 +184,6 @@ public struct Adapter: Sendable, Hashable, CustomStringConvertible {
         let session = self.session
         let adapterPath = self.path
         let changes = session.changes()   // subscribe before reading the cache
-        let (stream, continuation) = AsyncStream<DeviceSighting>.makeStream()
 
         @Sendable func matches(_ properties: DeviceProperties) -> Bool {
             guard let wanted else { return true }
@@ -197,41 +191,31 @@ public struct Adapter: Sendable, Hashable, CustomStringConvertible {
                 || properties.serviceData.keys.contains { BluetoothUUID(parsing: $0) == wanted }
         }
 
-        for device in devices() {
-            if let properties = device.properties, matches(properties) {
-                continuation.yield(DeviceSighting(device: device, kind: .alreadyKnown))
+        let known = devices().filter { device in device.properties.map(matches) ?? false }
+            .map { DeviceSighting(device: $0, kind: .alreadyKnown) }
+        return session.stream(following: changes, initial: known) { change in
+            switch change {
+            case .interfacesAdded(let path, let interfaces):
+                guard interfaces[BlueZInterface.device] != nil, path.isDescendant(of: adapterPath),
+                    let device = session.device(at: path), let properties = device.properties, matches(properties)
+                else { return [] }
+                return [DeviceSighting(device: device, kind: .discovered)]
+            case .propertiesChanged(let path, BlueZInterface.device, let changed, _):
+                // RSSI/ManufacturerData/ServiceData/UUIDs change when an advertisement
+                // is received again.
+                let advertisementKeys: Set<String> = ["RSSI", "UUIDs", "ServiceData", "ManufacturerData", "TxPower", "Name"]
+                guard path.isDescendant(of: adapterPath), !advertisementKeys.isDisjoint(with: changed.keys),
+                    let device = session.device(at: path), let properties = device.properties, matches(properties)
+                else { return [] }
+                return [DeviceSighting(device: device, kind: .updated)]
+            case .interfacesRemoved(let path, let names) where path == adapterPath && names.contains(BlueZInterface.adapter):
+                return nil
+            case .serviceVanished, .accessDenied:
+                return nil
+            default:
+                return []
             }
         }
-        let task = Task {
-            for await change in changes {
-                switch change {
-                case .interfacesAdded(let path, let interfaces):
-                    guard interfaces[BlueZInterface.device] != nil, path.isDescendant(of: adapterPath),
-                        let device = session.device(at: path), let properties = device.properties, matches(properties)
-                    else { continue }
-                    continuation.yield(DeviceSighting(device: device, kind: .discovered))
-                case .propertiesChanged(let path, BlueZInterface.device, let changed, _):
-                    // RSSI/ManufacturerData/ServiceData/UUIDs change when an advertisement
-                    // is received again.
-                    let advertisementKeys: Set<String> = ["RSSI", "UUIDs", "ServiceData", "ManufacturerData", "TxPower", "Name"]
-                    guard path.isDescendant(of: adapterPath), !advertisementKeys.isDisjoint(with: changed.keys),
-                        let device = session.device(at: path), let properties = device.properties, matches(properties)
-                    else { continue }
-                    continuation.yield(DeviceSighting(device: device, kind: .updated))
-                case .interfacesRemoved(let path, let names) where path == adapterPath && names.contains(BlueZInterface.adapter):
-                    continuation.finish()
-                    return
-                case .serviceVanished, .accessDenied:
-                    continuation.finish()
-                    return
-                default:
-                    continue
-                }
-            }
-            continuation.finish()
-        }
-        continuation.onTermination = { _ in task.cancel() }
-        return stream
     }
 }
 

@@ -3,7 +3,7 @@ import DBus
 /// The facts about an adapter a role needs to decide whether it can work.
 public struct AdapterFacts: Sendable, Hashable {
     public var name: String
-    public var path: ObjectPath
+    package var path: ObjectPath
     public var powered: Bool
     public var powerState: String?
     public var supportsLowEnergy: Bool
@@ -50,6 +50,7 @@ extension BluetoothSession {
         var initialTracker = AdapterTracker(session: self, wantedName: adapterName)
         for event in initialTracker.start() { continuation.yield(event) }
         let startedTracker = initialTracker
+        // Unstructured: it feeds the stream this returns, after this returns; the stream's end cancels it.
         let task = Task {
             var tracker = startedTracker
             for await change in changes {

@@ -28,19 +28,21 @@ public enum BluetoothServiceState: Sendable, Equatable, CustomStringConvertible 
 
 /// One object of BlueZ's tree: its interfaces and their properties (variant wrappers removed;
 /// the standard Introspectable/Peer/Properties interfaces left out).
-public struct BlueZObject: Sendable, Hashable {
-    public var path: ObjectPath
-    public var interfaces: [String: [String: DBusValue]]
+package struct BlueZObject: Sendable, Hashable {
+    package var path: ObjectPath
+    package var interfaces: [String: [String: DBusValue]]
 
-    public init(path: ObjectPath, interfaces: [String: [String: DBusValue]]) {
+    package init(path: ObjectPath, interfaces: [String: [String: DBusValue]]) {
         self.path = path
         self.interfaces = interfaces
     }
 }
 
-/// A change to the session's view of org.bluez, after it was applied to the cache (so reading
+/// A change to the session's view of org.bluez, in D-Bus terms (package-wide: BlueZ's own
+/// waits and the tests read it; code above BlueZ gets typed streams such as
+/// `deviceDepartures(on:)` and `adapterEvents`),, after it was applied to the cache (so reading
 /// the cache while handling a change sees the new state).
-public enum BlueZChange: Sendable, Equatable {
+package enum BlueZChange: Sendable, Equatable {
     /// bluetoothd (re)appeared and the cache was reloaded from GetManagedObjects.
     case serviceAppeared
     /// bluetoothd went away (or the bus did); the cache is now empty.
@@ -52,7 +54,7 @@ public enum BlueZChange: Sendable, Equatable {
     case propertiesChanged(ObjectPath, interface: String, changed: [String: DBusValue], invalidated: [String])
 
     /// The object path the change is about, if it is about one object.
-    public var path: ObjectPath? {
+    package var path: ObjectPath? {
         switch self {
         case .interfacesAdded(let path, _), .interfacesRemoved(let path, _),
             .propertiesChanged(let path, _, _, _):

@@ -11,7 +11,7 @@ import Synchronization
 /// `Device`, `RemoteGATTCharacteristic`, ...) reads its properties from this cache, so reading
 /// them costs no round trip, and waits are built on `changes()` instead of polling.
 public final class BluetoothSession: Sendable {
-    public let connection: DBusConnection
+    package let connection: DBusConnection
     private let ownsConnection: Bool
     private let cache: Mutex<CacheState>
     private let tasks = Mutex<[Task<Void, Never>]>([])
@@ -33,7 +33,12 @@ public final class BluetoothSession: Sendable {
     /// Opens a private connection to the system bus (honouring DBUS_SYSTEM_BUS_ADDRESS) and
     /// loads BlueZ's tree. Throws `BluetoothError.systemBusUnavailable` when there is no bus;
     /// an absent bluetoothd or a refusing policy is not an error here but a `serviceState`.
-    public static func open(_ bus: DBusConnection.Bus = .system, logger: Logger? = nil) async throws -> BluetoothSession {
+    public static func open(logger: Logger? = nil) async throws -> BluetoothSession {
+        try await open(.system, logger: logger)
+    }
+
+    /// Same, on `bus`.
+    package static func open(_ bus: DBusConnection.Bus, logger: Logger? = nil) async throws -> BluetoothSession {
         let connection: DBusConnection
         do {
             connection = try await DBusConnection.connect(bus)
@@ -55,7 +60,7 @@ public final class BluetoothSession: Sendable {
     }
 
     /// Wraps an existing connection. With `ownsConnection`, `close()` closes it too.
-    public init(connection: DBusConnection, ownsConnection: Bool = false, logger: Logger? = nil) async throws {
+    package init(connection: DBusConnection, ownsConnection: Bool = false, logger: Logger? = nil) async throws {
         self.connection = connection
         self.ownsConnection = ownsConnection
         self.logger = logger ?? Logger(label: "bletransfer.bluez")
@@ -83,6 +88,7 @@ public final class BluetoothSession: Sendable {
             refusalLogger.warning("refused a D-Bus call to our objects from \(sender) (\(call)): only org.bluez's owner may call them")
         }
 
+        // Unstructured: these four live as long as the session, not as a call; kept in `tasks`, cancelled by `close()` and deinit.
         let forwardBlueZ = Task {
             for await signal in bluezSignals {
                 inputContinuation.yield(.bluez(signal))
@@ -149,26 +155,26 @@ public final class BluetoothSession: Sendable {
     }
 
     /// A snapshot of the whole cached tree.
-    public func objects() -> [BlueZObject] {
+    package func objects() -> [BlueZObject] {
         cache.withLock { state in
             state.objects.map { BlueZObject(path: $0.key, interfaces: $0.value) }
         }.sorted { $0.path < $1.path }
     }
 
     /// The object at `path`, if BlueZ has it.
-    public func object(at path: ObjectPath) -> BlueZObject? {
+    package func object(at path: ObjectPath) -> BlueZObject? {
         cache.withLock { state in
             state.objects[path].map { BlueZObject(path: path, interfaces: $0) }
         }
     }
 
     /// The cached properties of one interface of one object.
-    public func properties(of path: ObjectPath, interface: String) -> [String: DBusValue]? {
+    package func properties(of path: ObjectPath, interface: String) -> [String: DBusValue]? {
         cache.withLock { $0.objects[path]?[interface] }
     }
 
     /// Paths of objects implementing `interface`, optionally only below `ancestor`.
-    public func paths(implementing interface: String, under ancestor: ObjectPath? = nil) -> [ObjectPath] {
+    package func paths(implementing interface: String, under ancestor: ObjectPath? = nil) -> [ObjectPath] {
         cache.withLock { state in
             state.objects.compactMap { path, interfaces in
                 guard interfaces[interface] != nil else { return nil }
@@ -182,7 +188,7 @@ public final class BluetoothSession: Sendable {
     /// returns, so "subscribe, then read the cache, then consume" misses nothing (a change may
     /// be seen both in the cache and in the stream; consumers treat changes as idempotent).
     /// The stream ends when the session closes or the bus connection is lost.
-    public func changes() -> AsyncStream<BlueZChange> {
+    package func changes() -> AsyncStream<BlueZChange> {
         let (stream, continuation) = AsyncStream<BlueZChange>.makeStream()
         let id: Int? = cache.withLock { state in
             guard !state.closed else { return nil }
@@ -198,6 +204,27 @@ public final class BluetoothSession: Sendable {
         continuation.onTermination = { [weak self] _ in
             _ = self?.cache.withLock { $0.subscribers.removeValue(forKey: id) }
         }
+        return stream
+    }
+
+    /// A stream that starts with `initial`, then yields what `translate` makes of each change
+    /// in `changes` (subscribe before reading the cache `initial` comes from), until it answers
+    /// nil, `changes` ends, or the consumer stops.
+    package func stream<Element: Sendable>(
+        following changes: AsyncStream<BlueZChange>, initial: [Element] = [],
+        _ translate: @escaping @Sendable (BlueZChange) -> [Element]?
+    ) -> AsyncStream<Element> {
+        let (stream, continuation) = AsyncStream<Element>.makeStream()
+        for element in initial { continuation.yield(element) }
+        // Unstructured: it feeds the stream this returns, after this returns; the stream's end cancels it.
+        let task = Task {
+            for await change in changes {
+                guard let elements = translate(change) else { break }
+                for element in elements { continuation.yield(element) }
+            }
+            continuation.finish()
+        }
+        continuation.onTermination = { _ in task.cancel() }
         return stream
     }
 
@@ -246,15 +273,47 @@ public final class BluetoothSession: Sendable {
     }
 
     /// The device at `path` (e.g. from a `changes()` event).
-    public func device(at path: ObjectPath) -> Device? {
+    package func device(at path: ObjectPath) -> Device? {
         guard properties(of: path, interface: BlueZInterface.device) != nil else { return nil }
         return Device(session: self, path: path)
+    }
+
+    /// The device `reference` names, while BlueZ has it.
+    public func device(_ reference: DeviceReference) -> Device? {
+        device(at: reference.path)
+    }
+
+    /// The devices connected through `adapter`, as the cache has them.
+    public func connectedDevices(on adapter: Adapter) -> [DeviceReference] {
+        paths(implementing: BlueZInterface.device, under: adapter.path).filter {
+            device(at: $0)?.properties?.connected == true
+        }.map(DeviceReference.init(path:))
+    }
+
+    /// Devices under `adapter` that disconnected (`Connected` became false) or that BlueZ
+    /// removed, from now on, in the order BlueZ reported them. Ends when the session closes.
+    public func deviceDepartures(on adapter: Adapter) -> some AsyncSequence<DeviceReference, Never> & Sendable {
+        let adapterPath = adapter.path
+        return changes().compactMap { @Sendable change -> DeviceReference? in
+            let gone: ObjectPath?
+            switch change {
+            case .propertiesChanged(let path, let interface, let changed, _)
+                where interface == BlueZInterface.device && changed["Connected"]?.bool == false:
+                gone = path
+            case .interfacesRemoved(let path, let interfaces) where interfaces.contains(BlueZInterface.device):
+                gone = path
+            default:
+                gone = nil
+            }
+            guard let path = gone, path.isDescendant(of: adapterPath) else { return nil }
+            return DeviceReference(path: path)
+        }
     }
 
     // MARK: Calls
 
     /// A method call to org.bluez with errors mapped to `BluetoothError`.
-    public func call(path: ObjectPath, interface: String, method: String, arguments: [DBusValue] = [],
+    package func call(path: ObjectPath, interface: String, method: String, arguments: [DBusValue] = [],
                      timeout: Duration = .seconds(25)) async throws -> [DBusValue] {
         do {
             return try await connection.call(destination: BlueZInterface.service, path: path, interface: interface,
@@ -266,8 +325,19 @@ public final class BluetoothSession: Sendable {
         }
     }
 
+    /// A call whose wanted effect may already hold: BlueZ's errors that say so
+    /// (`alreadyDone`, e.g. "not connected" for Disconnect) count as success; others are thrown.
+    package func call(path: ObjectPath, interface: String, method: String, timeout: Duration = .seconds(25),
+                      succeedingOn alreadyDone: (BluetoothError) -> Bool) async throws {
+        do {
+            _ = try await call(path: path, interface: interface, method: method, timeout: timeout)
+        } catch let error as BluetoothError where alreadyDone(error) {
+            return
+        }
+    }
+
     /// org.freedesktop.DBus.Properties.Set on an org.bluez object.
-    public func setProperty(path: ObjectPath, interface: String, name: String, value: DBusValue) async throws {
+    package func setProperty(path: ObjectPath, interface: String, name: String, value: DBusValue) async throws {
         _ = try await call(path: path, interface: BlueZInterface.properties, method: "Set",
                            arguments: [.string(interface), .string(name), .variant(value)])
     }
@@ -276,7 +346,7 @@ public final class BluetoothSession: Sendable {
     /// signals a moment after the fact (a method reply can overtake the signals emitted just
     /// before it on their way through the cache), so decisions that must not act on stale
     /// data ("is it really disconnected?") ask here. nil when the object or interface is gone.
-    public func currentProperties(of path: ObjectPath, interface: String) async throws -> [String: DBusValue]? {
+    package func currentProperties(of path: ObjectPath, interface: String) async throws -> [String: DBusValue]? {
         do {
             let reply = try await call(path: path, interface: BlueZInterface.properties, method: "GetAll",
                                        arguments: [.string(interface)])
@@ -397,6 +467,7 @@ public final class BluetoothSession: Sendable {
 
     private func scheduleRetry(owner: String, attempt: Int) {
         let continuation = pumpInput
+        // Unstructured: a delayed input for the pump, which must not wait itself; kept in `tasks`, cancelled by `close()`.
         let task = Task {
             // A short pause before asking again: there is no signal for "the ObjectManager
             // is now attached" when no object was added yet.

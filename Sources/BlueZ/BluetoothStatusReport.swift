@@ -55,15 +55,15 @@ public struct BluetoothStatusReport: Sendable, Codable, Hashable {
         public var message: String
     }
 
-    /// Opens a session on `bus` (or `address`), reads both views and closes the session.
-    public static func gather(adapterName: String?, bus: DBusConnection.Bus = .system, address: String? = nil) async -> BluetoothStatusReport {
+    /// Opens a session on the system bus (or the bus at `address`), reads both views and closes the session.
+    public static func gather(adapterName: String?, address: String? = nil) async -> BluetoothStatusReport {
         let kernel = KernelBluetooth.report()
         let session: BluetoothSession
         do {
             if let address {
                 session = try await BluetoothSession.open(address: address)
             } else {
-                session = try await BluetoothSession.open(bus)
+                session = try await BluetoothSession.open()
             }
         } catch {
             let message = (error as? BluetoothError)?.description ?? "\(error)"

@@ -19,7 +19,7 @@ public struct DeviceProperties: Sendable, Hashable {
     public var connected: Bool
     public var servicesResolved: Bool
     public var paired: Bool
-    public var adapter: ObjectPath?
+    package var adapter: ObjectPath?
 
     init?(_ properties: [String: DBusValue]?) {
         guard let properties, let address = properties["Address"]?.string.flatMap({ BluetoothAddress($0) }) else {
@@ -58,12 +58,20 @@ public struct DeviceProperties: Sendable, Hashable {
 /// the session's cache, methods call bluetoothd.
 public struct Device: Sendable, Hashable, CustomStringConvertible {
     public let session: BluetoothSession
-    public let path: ObjectPath
+    package let path: ObjectPath
 
-    public init(session: BluetoothSession, path: ObjectPath) {
+    package init(session: BluetoothSession, path: ObjectPath) {
         self.session = session
         self.path = path
     }
+
+    /// A handle on the device `reference` names (whether BlueZ still has it or not).
+    public init(session: BluetoothSession, reference: DeviceReference) {
+        self.init(session: session, path: reference.path)
+    }
+
+    /// Which device this is, without the session: to hold, compare and show.
+    public var reference: DeviceReference { DeviceReference(path: path) }
 
     public var properties: DeviceProperties? {
         DeviceProperties(session.properties(of: path, interface: BlueZInterface.device))
@@ -89,11 +97,8 @@ public struct Device: Sendable, Hashable, CustomStringConvertible {
     /// One `Device1.Connect` attempt. `AlreadyConnected` counts as success. Failures are
     /// `BluetoothError`s; check `isTransientConnectFailure` to decide on a retry.
     public func connectOnce(timeout: Duration = .seconds(30)) async throws {
-        do {
-            _ = try await session.call(path: path, interface: BlueZInterface.device, method: "Connect", timeout: timeout)
-        } catch let error as BluetoothError {
-            if case .bluez(.alreadyConnected, _) = error { return }
-            throw error
+        try await session.call(path: path, interface: BlueZInterface.device, method: "Connect", timeout: timeout) { error in
+            if case .bluez(.alreadyConnected, _) = error { true } else { false }
         }
     }
 
@@ -121,12 +126,11 @@ public struct Device: Sendable, Hashable, CustomStringConvertible {
 
     /// `Device1.Disconnect`. Not being connected is not an error.
     public func disconnect() async throws {
-        do {
-            _ = try await session.call(path: path, interface: BlueZInterface.device, method: "Disconnect")
-        } catch let error as BluetoothError {
-            if case .bluez(.notConnected, _) = error { return }
-            if case .objectGone = error { return }
-            throw error
+        try await session.call(path: path, interface: BlueZInterface.device, method: "Disconnect") { error in
+            switch error {
+            case .bluez(.notConnected, _), .objectGone: true
+            default: false
+            }
         }
     }
 

@@ -36,7 +36,7 @@ public struct AdvertisementConfiguration: Sendable, Hashable {
 /// `waitUntilReleased()` reports that.
 public final class LEAdvertisement: Sendable {
     public let session: BluetoothSession
-    public let path: ObjectPath
+    package let path: ObjectPath
     public let configuration: AdvertisementConfiguration
     private let state = Mutex(State())
 
@@ -47,7 +47,12 @@ public final class LEAdvertisement: Sendable {
         var releaseWaiters: [CheckedContinuation<Void, Never>] = []
     }
 
-    public init(session: BluetoothSession, configuration: AdvertisementConfiguration, path: ObjectPath? = nil) {
+    /// An advertisement to be exported at a fresh path of the session's.
+    public convenience init(session: BluetoothSession, configuration: AdvertisementConfiguration) {
+        self.init(session: session, configuration: configuration, path: nil)
+    }
+
+    package init(session: BluetoothSession, configuration: AdvertisementConfiguration, path: ObjectPath?) {
         self.session = session
         self.configuration = configuration
         self.path = path ?? session.makeExportPath("advertisement")

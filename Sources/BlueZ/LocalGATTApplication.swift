@@ -5,8 +5,8 @@ import Synchronization
 /// The `options` dictionary BlueZ passes to a local characteristic's methods (gatt-api.txt):
 /// which device asks, the link's ATT MTU, the link type, the offset and the write type.
 public struct GATTRequestOptions: Sendable, Hashable {
-    /// The remote device (its object path under our adapter).
-    public var device: ObjectPath?
+    /// The remote device (under our adapter).
+    public var device: DeviceReference?
     /// The negotiated ATT MTU.
     public var mtu: Int?
     /// "LE" or "BR/EDR".
@@ -15,7 +15,7 @@ public struct GATTRequestOptions: Sendable, Hashable {
     /// "command" (write without response), "request" (write with response), "reliable".
     public var writeType: String?
 
-    public init(device: ObjectPath? = nil, mtu: Int? = nil, link: String? = nil, offset: Int = 0, writeType: String? = nil) {
+    public init(device: DeviceReference? = nil, mtu: Int? = nil, link: String? = nil, offset: Int = 0, writeType: String? = nil) {
         self.device = device
         self.mtu = mtu
         self.link = link
@@ -24,7 +24,7 @@ public struct GATTRequestOptions: Sendable, Hashable {
     }
 
     init(_ options: [String: DBusValue]) {
-        device = options["device"]?.objectPath
+        device = options["device"]?.objectPath.map { DeviceReference(path: $0) }
         mtu = options["mtu"]?.uint16.map(Int.init)
         link = options["link"]?.string
         offset = options["offset"]?.uint16.map(Int.init) ?? 0
@@ -83,7 +83,7 @@ public enum LocalGATTEvent: Sendable, Hashable {
     case notifyStarted(characteristic: Int)
     case notifyStopped(characteristic: Int)
     /// BlueZ took an AcquireNotify socket (for `device`, when it said).
-    case notifyAcquired(characteristic: Int, device: ObjectPath?)
+    case notifyAcquired(characteristic: Int, device: DeviceReference?)
     /// That socket hung up (the subscriber left) or was closed by us.
     case notifyReleased(characteristic: Int)
 }
@@ -117,12 +117,12 @@ public struct LocalGATTService: Sendable {
 /// registered with `GattManager1.RegisterApplication` on an adapter. BlueZ calls
 /// `GetManagedObjects` on us before it answers the registration; the D-Bus layer serves that
 /// while our call waits.
-public final class LocalGATTApplication: Sendable {
+public final class LocalGATTApplication: Sendable, CustomStringConvertible {
     public let session: BluetoothSession
-    public let root: ObjectPath
-    public let servicePath: ObjectPath
+    package let root: ObjectPath
+    package let servicePath: ObjectPath
     /// One path per characteristic, in the order given.
-    public let characteristicPaths: [ObjectPath]
+    package let characteristicPaths: [ObjectPath]
     private let service: LocalGATTService
     private let state: Mutex<State>
 
@@ -140,7 +140,12 @@ public final class LocalGATTApplication: Sendable {
         var nextSubscriber = 0
     }
 
-    public init(session: BluetoothSession, service: LocalGATTService, root: ObjectPath? = nil) {
+    /// An application to be exported at a fresh path of the session's.
+    public convenience init(session: BluetoothSession, service: LocalGATTService) {
+        self.init(session: session, service: service, root: nil)
+    }
+
+    package init(session: BluetoothSession, service: LocalGATTService, root: ObjectPath?) {
         self.session = session
         self.service = service
         let root = root ?? session.makeExportPath("app")
@@ -151,7 +156,10 @@ public final class LocalGATTApplication: Sendable {
     }
 
     /// The adapter we are registered on, if any.
-    public var registeredAdapter: ObjectPath? { state.withLock { $0.registeredOn } }
+    /// Where it is exported (its ObjectManager's path), for logs.
+    public var description: String { root.rawValue }
+
+    package var registeredAdapter: ObjectPath? { state.withLock { $0.registeredOn } }
 
     /// Exports the objects and registers the application on `adapter`.
     public func register(on adapter: Adapter) async throws {

@@ -4,9 +4,9 @@ import DBus
 /// A service on a remote device (org.bluez.GattService1 under a device path).
 public struct RemoteGATTService: Sendable, Hashable, CustomStringConvertible {
     public let session: BluetoothSession
-    public let path: ObjectPath
+    package let path: ObjectPath
 
-    public init(session: BluetoothSession, path: ObjectPath) {
+    package init(session: BluetoothSession, path: ObjectPath) {
         self.session = session
         self.path = path
     }
@@ -18,7 +18,7 @@ public struct RemoteGATTService: Sendable, Hashable, CustomStringConvertible {
     /// Lower-case 128-bit UUID as BlueZ reports it ("" once the service is gone).
     public var uuid: String { cached["UUID"]?.string ?? "" }
     public var isPrimary: Bool { cached["Primary"]?.bool ?? false }
-    public var device: ObjectPath? { cached["Device"]?.objectPath }
+    package var device: ObjectPath? { cached["Device"]?.objectPath }
     public var description: String { "service \(uuid) (\(path))" }
 
     public func characteristics() -> [RemoteGATTCharacteristic] {
@@ -74,9 +74,9 @@ public struct RemoteCharacteristicProperties: Sendable, Hashable {
 /// (`startNotify` + `valueUpdates`) or through a socket (`acquireNotify`).
 public struct RemoteGATTCharacteristic: Sendable, Hashable, CustomStringConvertible {
     public let session: BluetoothSession
-    public let path: ObjectPath
+    package let path: ObjectPath
 
-    public init(session: BluetoothSession, path: ObjectPath) {
+    package init(session: BluetoothSession, path: ObjectPath) {
         self.session = session
         self.path = path
     }
@@ -118,25 +118,17 @@ public struct RemoteGATTCharacteristic: Sendable, Hashable, CustomStringConverti
     /// so the first notification is not missed. The stream ends when the characteristic goes
     /// away (disconnect removes it), bluetoothd leaves, or the consumer stops.
     public func valueUpdates() -> AsyncStream<[UInt8]> {
-        let changes = session.changes()
         let path = self.path
-        let (stream, continuation) = AsyncStream<[UInt8]>.makeStream()
-        let task = Task {
-            for await change in changes {
-                switch change {
-                case .propertiesChanged(path, BlueZInterface.gattCharacteristic, let changed, _):
-                    if let value = changed["Value"]?.bytes { continuation.yield(value) }
-                case .interfacesRemoved(path, _), .serviceVanished, .accessDenied:
-                    continuation.finish()
-                    return
-                default:
-                    continue
-                }
+        return session.stream(following: session.changes()) { change in
+            switch change {
+            case .propertiesChanged(path, BlueZInterface.gattCharacteristic, let changed, _):
+                changed["Value"]?.bytes.map { [$0] } ?? []
+            case .interfacesRemoved(path, _), .serviceVanished, .accessDenied:
+                nil
+            default:
+                []
             }
-            continuation.finish()
         }
-        continuation.onTermination = { _ in task.cancel() }
-        return stream
     }
 
     public func startNotify() async throws {
@@ -145,14 +137,11 @@ public struct RemoteGATTCharacteristic: Sendable, Hashable, CustomStringConverti
 
     /// Ends our notify session. Not notifying / already gone is not an error.
     public func stopNotify() async throws {
-        do {
-            _ = try await session.call(path: path, interface: BlueZInterface.gattCharacteristic, method: "StopNotify")
-        } catch let error as BluetoothError {
-            if case .objectGone = error { return }
-            if case .bluez(let kind, _) = error, kind == .failed || kind == .notConnected {
-                return
+        try await session.call(path: path, interface: BlueZInterface.gattCharacteristic, method: "StopNotify") { error in
+            switch error {
+            case .objectGone, .bluez(.failed, _), .bluez(.notConnected, _): true
+            default: false
             }
-            throw error
         }
     }
 

@@ -1,4 +1,5 @@
-/// A signal received from the bus.
+/// A signal received from the bus (the connection builds it: its memberwise initialiser is
+/// internal).
 public struct DBusSignal: Sendable {
     /// The sender's unique name (":1.42").
     public var sender: String
@@ -6,14 +7,6 @@ public struct DBusSignal: Sendable {
     public var interface: String
     public var member: String
     public var arguments: [DBusValue]
-
-    public init(sender: String, path: ObjectPath, interface: String, member: String, arguments: [DBusValue]) {
-        self.sender = sender
-        self.path = path
-        self.interface = interface
-        self.member = member
-        self.arguments = arguments
-    }
 }
 
 /// Signals matching one rule, in arrival order.

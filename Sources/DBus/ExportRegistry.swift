@@ -336,6 +336,7 @@ final class ExportRegistry: Sendable {
         to message: Message, out: Signature, _ work: @escaping @Sendable () async throws -> [DBusValue]
     ) {
         let loop = self.loop
+        // Unstructured: the event-loop thread must return at once (bluetoothd may call us while our own call waits for its reply).
         Task {
             let reply: Message
             do {

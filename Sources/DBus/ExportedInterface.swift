@@ -40,21 +40,14 @@ public struct DBusMethod: Sendable {
     }
 }
 
-/// An inbound method call, as a handler sees it.
+/// An inbound method call, as a handler sees it (the connection builds it: its memberwise
+/// initialiser is internal).
 public struct DBusMethodCall: Sendable {
     public var sender: String
     public var path: ObjectPath
     public var interface: String
     public var member: String
     public var arguments: [DBusValue]
-
-    public init(sender: String, path: ObjectPath, interface: String, member: String, arguments: [DBusValue]) {
-        self.sender = sender
-        self.path = path
-        self.interface = interface
-        self.member = member
-        self.arguments = arguments
-    }
 }
 
 /// A property we serve through org.freedesktop.DBus.Properties.

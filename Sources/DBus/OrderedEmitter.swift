@@ -8,6 +8,7 @@ final class OrderedEmitter: Sendable {
     init() {
         let (stream, continuation) = AsyncStream<Job>.makeStream()
         self.continuation = continuation
+        // Unstructured: lives as long as the emitter and ends when `finish()` ends the stream.
         Task {
             for await job in stream { await job() }
         }

@@ -12,70 +12,43 @@ import Transfer
 /// What `bletransfer daemon` was asked to do (validated already by the command line).
 public struct DaemonSettings: Sendable {
     public var role: DaemonRoleKind
-    public var adapterName: String?
-    public var serviceUUID: BluetoothUUID
-    public var characteristicUUID: BluetoothUUID
+    /// `--role receiver`: the options `receive` takes too (`ReceiverOptions` maps them).
+    public var receiver: ReceiverOptions
+    /// `--role sender`: the options `send` takes too (`SenderOptions` maps them).
+    public var sender: SenderOptions
     /// Receiver: where messages are stored.
     public var outputDirectory: FilePath?
     /// Sender: the directory whose files are sent.
     public var outbox: FilePath?
-    public var localName: String
-    public var offersAcquireNotify: Bool
-    public var limits: TransferLimits
-    public var minimumRSSI: Int?
-    public var idleTimeout: Duration
-    public var requestFramed: Bool
-    public var minimumRate: Int = CentralConfiguration.defaultMinimumRate
-    public var storageLimits: StorageLimits = .default
+    /// Sender: files larger than this go to failed/ (`--max-size`, which the receiver's
+    /// options carry for the receiver).
+    public var maximumMessageSize: Int
     public var settleTime: Duration
     public var json: Bool
-    /// Sender: how long a central may take to acknowledge after `EOM` (nil: the sender's default).
-    public var acknowledgementTimeout: Duration?
-    /// Sender: how long a central may take to unsubscribe (nil: the sender's default).
-    public var unsubscribeTimeout: Duration?
-    /// Sender: `--min-rate` (nil: the sender's default; 0: no floor).
-    public var senderMinimumRate: Int?
-    /// Sender: notifications or confirmed indications for Apple-flow centrals (`--compat-delivery`).
-    public var compatDelivery: CompatDelivery
-    /// Sender: `--value-size` (nil: what the link allows).
-    public var valueSizeLimit: Int?
-    /// The secure mode's keys and policy (nil: no keys, every peer served in the plain formats).
-    public var secureMode: SecureModePolicy?
     /// What the start-up log line names as the version.
     public var version: String
 
-    public init(role: DaemonRoleKind, adapterName: String?, serviceUUID: BluetoothUUID,
-                characteristicUUID: BluetoothUUID, outputDirectory: FilePath?, outbox: FilePath?,
-                localName: String, offersAcquireNotify: Bool, limits: TransferLimits, minimumRSSI: Int?,
-                idleTimeout: Duration, requestFramed: Bool,
-                minimumRate: Int = CentralConfiguration.defaultMinimumRate,
-                storageLimits: StorageLimits = .default, settleTime: Duration, json: Bool,
-                acknowledgementTimeout: Duration? = nil, unsubscribeTimeout: Duration? = nil,
-                senderMinimumRate: Int? = nil, compatDelivery: CompatDelivery = .automatic,
-                valueSizeLimit: Int? = nil, secureMode: SecureModePolicy? = nil, version: String) {
-        self.secureMode = secureMode
+    public init(role: DaemonRoleKind, receiver: ReceiverOptions, sender: SenderOptions,
+                outputDirectory: FilePath?, outbox: FilePath?,
+                maximumMessageSize: Int = TransferLimits.default.maximumMessageSize,
+                settleTime: Duration, json: Bool, version: String) {
         self.role = role
-        self.adapterName = adapterName
-        self.serviceUUID = serviceUUID
-        self.characteristicUUID = characteristicUUID
+        self.receiver = receiver
+        self.sender = sender
         self.outputDirectory = outputDirectory
         self.outbox = outbox
-        self.localName = localName
-        self.offersAcquireNotify = offersAcquireNotify
-        self.limits = limits
-        self.minimumRSSI = minimumRSSI
-        self.idleTimeout = idleTimeout
-        self.requestFramed = requestFramed
-        self.minimumRate = minimumRate
-        self.storageLimits = storageLimits
+        self.maximumMessageSize = maximumMessageSize
         self.settleTime = settleTime
         self.json = json
-        self.acknowledgementTimeout = acknowledgementTimeout
-        self.unsubscribeTimeout = unsubscribeTimeout
-        self.senderMinimumRate = senderMinimumRate
-        self.compatDelivery = compatDelivery
-        self.valueSizeLimit = valueSizeLimit
         self.version = version
+    }
+
+    /// The adapter the daemon's role uses (nil: BlueZ's first).
+    public var adapterName: String? {
+        switch role {
+        case .receiver: receiver.adapterName
+        case .sender: sender.adapterName
+        }
     }
 }
 
@@ -135,7 +108,7 @@ public struct Daemon {
         }
         let bluezLogger = Logger(label: "bletransfer.bluez")
         let supervisor = DaemonSupervisor(
-            openSession: { try await BluetoothSession.open(.system, logger: bluezLogger) },
+            openSession: { try await BluetoothSession.open(logger: bluezLogger) },
             attempt: attempt, report: report)
         // The group's own lines (started, shutting down) are debug detail next to ours.
         var groupLogger = logger
@@ -196,17 +169,13 @@ public struct Daemon {
             let path = settings.outputDirectory ?? FilePath(".")
             let sink: InboxSink
             do {
-                sink = try InboxSink(path: path, limits: settings.storageLimits)
+                sink = try InboxSink(path: path, limits: settings.receiver.storageLimits)
             } catch {
                 let status: ExitStatus = if case .notWritable = error { .permissionDenied } else { .ioError }
                 return .failure(SetupFailure(status: status, message: "--output-dir: \(error)"))
             }
-            var configuration = CentralConfiguration(
-                adapterName: settings.adapterName, serviceUUID: settings.serviceUUID,
-                characteristicUUID: settings.characteristicUUID, messageCount: nil,
-                minimumRSSI: settings.minimumRSSI, limits: settings.limits, requestFramed: settings.requestFramed,
-                idleTimeout: settings.idleTimeout, minimumRate: settings.minimumRate, stopOnCorruptMessage: false)
-            configuration.secureMode = settings.secureMode
+            // A daemon keeps receiving after a message that fails verification.
+            let configuration = settings.receiver.configuration(messageCount: nil, stopOnCorruptMessage: false)
             let attempt: DaemonSupervisor.Attempt = { [configuration] session, emit in
                 let central = Central(configuration: configuration, session: session)
                 try await Self.run(forwarding: central.events, to: emit) { try await central.run(sink: sink) }
@@ -217,23 +186,13 @@ public struct Daemon {
             let source: OutboxMessageSource
             do {
                 source = try OutboxMessageSource(
-                    directory: path, maximumFileSize: settings.limits.maximumMessageSize,
+                    directory: path, maximumFileSize: settings.maximumMessageSize,
                     settleTime: settings.settleTime, report: { report(.outbox($0)) })
             } catch {
                 let status: ExitStatus = if case .notWritable = error { .permissionDenied } else { .ioError }
                 return .failure(SetupFailure(status: status, message: "--outbox: \(error)"))
             }
-            var configuration = PeripheralConfiguration(
-                adapterName: settings.adapterName, serviceUUID: settings.serviceUUID,
-                characteristicUUID: settings.characteristicUUID, localName: settings.localName,
-                offersAcquireNotify: settings.offersAcquireNotify)
-            if let limit = settings.acknowledgementTimeout { configuration.acknowledgementTimeout = limit }
-            if let limit = settings.unsubscribeTimeout { configuration.unsubscribeTimeout = limit }
-            if let rate = settings.senderMinimumRate { configuration.minimumTransferRate = rate }
-            configuration.compatDelivery = settings.compatDelivery
-            configuration.valueSizeLimit = settings.valueSizeLimit
-            configuration.secureMode = settings.secureMode
-            let peripheralConfiguration = configuration
+            let peripheralConfiguration = settings.sender.configuration
             let attempt: DaemonSupervisor.Attempt = { session, emit in
                 let peripheral = Peripheral(configuration: peripheralConfiguration, session: session,
                                             logger: Logger(label: "bletransfer.peripheral"))

@@ -33,6 +33,7 @@ final class ChangeSignal: Sendable {
             state.nextWaiterID &+= 1
             return state.nextWaiterID
         }
+        // Unstructured: the timer races the continuation below; it only ends this waiter and is cancelled when the wait ends.
         let timer = Task { [self] in
             guard (try? await Task.sleep(for: timeout)) != nil else { return }
             end(id)

@@ -58,10 +58,18 @@ public enum LogLineFormatter {
     /// The message keeps its spaces but not its line breaks: the journal would split it into
     /// several entries, a reader of a plain log into unrelated lines.
     static func escapedMessage(_ message: String) -> String {
+        escaped(message, quoting: false)
+    }
+
+    /// `text` with line breaks, tabs and what `SafeText` flags escaped; with `quoting`, also
+    /// the quote and the backslash (for a value between quotes).
+    private static func escaped(_ text: String, quoting: Bool) -> String {
         var result = ""
-        result.unicodeScalars.reserveCapacity(message.unicodeScalars.count)
-        for scalar in message.unicodeScalars {
+        result.unicodeScalars.reserveCapacity(text.unicodeScalars.count)
+        for scalar in text.unicodeScalars {
             switch scalar {
+            case "\"" where quoting: result += "\\\""
+            case "\\" where quoting: result += "\\\\"
             case "\n": result += "\\n"
             case "\r": result += "\\r"
             case "\t": result += "\\t"
@@ -101,22 +109,6 @@ public enum LogLineFormatter {
                 || scalar.properties.isWhitespace
         }
         guard needsQuotes else { return text }
-        var result = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": result += "\\\""
-            case "\\": result += "\\\\"
-            case "\n": result += "\\n"
-            case "\r": result += "\\r"
-            case "\t": result += "\\t"
-            default:
-                if SafeText.needsEscape(scalar) {
-                    result += SafeText.escapeCode(scalar)
-                } else {
-                    result.unicodeScalars.append(scalar)
-                }
-            }
-        }
-        return result + "\""
+        return "\"" + escaped(text, quoting: true) + "\""
     }
 }

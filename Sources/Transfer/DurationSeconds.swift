@@ -6,3 +6,11 @@ extension Duration {
         return Double(whole) + Double(attoseconds) / 1e18
     }
 }
+
+extension Duration {
+    /// `seconds`, to the nearest millisecond: what options and estimates in seconds become.
+    /// The caller bounds `seconds` (finite, far below 9e15) so that the product cannot trap.
+    public static func milliseconds(roundingSeconds seconds: Double) -> Duration {
+        .milliseconds(Int64((seconds * 1000).rounded()))
+    }
+}

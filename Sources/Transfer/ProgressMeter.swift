@@ -60,6 +60,6 @@ public struct ProgressMeter: Sendable {
         guard let rate = bytesPerSecond, rate > 0 else { return nil }
         let secondsLeft = Double(remaining) / rate
         guard secondsLeft.isFinite, secondsLeft < 1e12 else { return nil }
-        return .milliseconds(Int64((secondsLeft * 1000).rounded()))
+        return .milliseconds(roundingSeconds: secondsLeft)
     }
 }

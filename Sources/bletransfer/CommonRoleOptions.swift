@@ -45,6 +45,16 @@ struct CommonRoleOptions: ParsableArguments {
 
     var outputMode: EventOutputMode { .choose(json: json, verbose: verbose) }
 
+    /// `options` aimed at the adapter and UUIDs these name, with the secure mode `secureMode`.
+    func targeting<Options: RoleOptions>(_ options: Options, secureMode: SecureModePolicy?) throws -> Options {
+        var options = options
+        options.adapterName = adapter
+        options.serviceUUID = try serviceUUID
+        options.characteristicUUID = try characteristicUUID
+        options.secureMode = secureMode
+        return options
+    }
+
     mutating func validate() throws {
         if let text = serviceUUIDText {
             do { _ = try BluetoothUUID(text) } catch { throw ValidationError("--service-uuid: \(error)") }
@@ -55,7 +65,7 @@ struct CommonRoleOptions: ParsableArguments {
         if let adapter, !Self.isAdapterName(adapter) {
             throw ValidationError("--adapter: '\(adapter)' is not an adapter name such as hci0")
         }
-        if let timeout { _ = try OptionValidation.duration(timeout, option: "--timeout") }
+        if let timeout { try checkingOptions { _ = try OptionValidation.duration(timeout, option: "--timeout") } }
         if json && verbose {
             throw ValidationError("--json and --verbose cannot be combined")
         }

@@ -143,21 +143,33 @@ struct DaemonCommand: AsyncParsableCommand {
         if outputDirectory?.isEmpty == true || outbox?.isEmpty == true {
             throw ValidationError("give a directory path, not an empty string")
         }
-        if let name {
-            do { _ = try AdvertisedName.validate(name) } catch { throw ValidationError("--name: \(error)") }
+        try checkingOptions {
+            switch role {
+            case .receiver: try receiverOptions.validate()
+            case .sender:
+                try senderOptions.validate()
+                if let maximumSize { _ = try OptionValidation.maximumMessageSizeOption(maximumSize) }
+            }
+            if let settleTime { _ = try OptionValidation.duration(settleTime, option: "--settle-time", allowZero: true) }
         }
-        if let maximumSize { _ = try OptionValidation.maximumMessageSizeOption(maximumSize) }
-        if let minimumRSSI, !(-127...20).contains(minimumRSSI) {
-            throw ValidationError("--min-rssi: give a signal strength in dBm between -127 and 20")
-        }
-        if let idleTimeout { _ = try OptionValidation.duration(idleTimeout, option: "--idle-timeout") }
-        if let settleTime { _ = try OptionValidation.duration(settleTime, option: "--settle-time", allowZero: true) }
         if common.timeout != nil {
             throw ValidationError("--timeout: a daemon runs until SIGTERM (use timeout(1) or systemd's RuntimeMaxSec=)")
         }
         if logLevel != nil && common.verbose {
             throw ValidationError("--log-level and --verbose cannot be combined")
         }
+    }
+
+    /// What `daemon --role receiver` takes that `receive` takes too, but the adapter, UUIDs and keys.
+    private var receiverOptions: ReceiverOptions {
+        bounds.receiverOptions(minimumRSSI: minimumRSSI, maximumSize: maximumSize, idleTimeout: idleTimeout, compat: compat)
+    }
+
+    /// What `daemon --role sender` takes that `send` takes too, but the adapter, UUIDs and keys.
+    /// Its `--min-rate` is the one option of both roles.
+    private var senderOptions: SenderOptions {
+        senderBounds.senderOptions(localName: name ?? PeripheralConfiguration.defaultLocalName,
+                                   offersAcquireNotify: !noAcquireNotify, minimumRate: bounds.minimumRate)
     }
 
     func run() async throws {
@@ -170,24 +182,13 @@ struct DaemonCommand: AsyncParsableCommand {
             throw bletransfer.exitCode(reporting: error, json: common.json)
         }
         let settings = DaemonSettings(
-            role: role, adapterName: common.adapter,
-            serviceUUID: try common.serviceUUID, characteristicUUID: try common.characteristicUUID,
+            role: role, receiver: try common.targeting(receiverOptions, secureMode: secureMode),
+            sender: try common.targeting(senderOptions, secureMode: secureMode),
             outputDirectory: outputDirectory.map { FilePath($0) }, outbox: outbox.map { FilePath($0) },
-            localName: name ?? PeripheralConfiguration.defaultLocalName,
-            offersAcquireNotify: !noAcquireNotify,
-            limits: maximumSize.map { TransferLimits(maximumMessageSize: $0) } ?? .default,
-            minimumRSSI: minimumRSSI,
-            idleTimeout: idleTimeout.map { .milliseconds(Int64($0 * 1000)) } ?? .seconds(15),
-            requestFramed: !compat,
-            minimumRate: bounds.minimumRate ?? CentralConfiguration.defaultMinimumRate,
-            storageLimits: bounds.storageLimits,
-            settleTime: settleTime.map { .milliseconds(Int64($0 * 1000)) } ?? Outbox.defaultSettleTime,
-            json: common.json,
-            acknowledgementTimeout: senderBounds.acknowledgementTimeoutDuration,
-            unsubscribeTimeout: senderBounds.unsubscribeTimeoutDuration,
-            senderMinimumRate: bounds.minimumRate,
-            compatDelivery: senderBounds.compatDelivery, valueSizeLimit: senderBounds.valueSize,
-            secureMode: secureMode, version: BLETransferVersion.current)
+            maximumMessageSize: maximumSize ?? TransferLimits.default.maximumMessageSize,
+            settleTime: settleTime.flatMap { try? OptionValidation.duration($0, option: "--settle-time", allowZero: true) }
+                ?? Outbox.defaultSettleTime,
+            json: common.json, version: BLETransferVersion.current)
         let status = await Daemon(settings: settings).run()
         if status != .success { throw status.exitCode }
     }

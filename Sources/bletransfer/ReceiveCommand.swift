@@ -104,18 +104,20 @@ struct ReceiveCommand: AsyncParsableCommand {
         if output != nil && outputDirectory != nil {
             throw ValidationError("give either --output or --output-dir, not both")
         }
-        if let count { _ = try OptionValidation.count(count, option: "--count") }
+        if let count { try checkingOptions { _ = try OptionValidation.count(count, option: "--count") } }
         if forever && count != nil {
             throw ValidationError("--count and --forever cannot be combined")
         }
         if output != nil && (forever || (count ?? 1) > 1) {
             throw ValidationError("--output holds one message; use --output-dir DIR with --count or --forever")
         }
-        if let minimumRSSI, !(-127...20).contains(minimumRSSI) {
-            throw ValidationError("--min-rssi: give a signal strength in dBm between -127 and 20")
-        }
-        if let maximumSize { _ = try OptionValidation.maximumMessageSizeOption(maximumSize) }
-        if let idleTimeout { _ = try OptionValidation.duration(idleTimeout, option: "--idle-timeout") }
+        try checkingOptions { try receiverOptions.validate() }
+    }
+
+    /// Everything `receive` takes that `daemon --role receiver` takes too, but the adapter,
+    /// UUIDs and keys.
+    private var receiverOptions: ReceiverOptions {
+        bounds.receiverOptions(minimumRSSI: minimumRSSI, maximumSize: maximumSize, idleTimeout: idleTimeout, compat: compat)
     }
 
     func run() async throws {
@@ -142,23 +144,14 @@ struct ReceiveCommand: AsyncParsableCommand {
         let (session, _) = try await RoleRun.openSession(verbose: common.verbose, json: json)
         defer { session.close() }
 
-        var limits = TransferLimits.default
-        if let maximumSize { limits = TransferLimits(maximumMessageSize: maximumSize) }
-        var configuration = CentralConfiguration(
-            adapterName: common.adapter,
-            serviceUUID: try common.serviceUUID,
-            characteristicUUID: try common.characteristicUUID,
-            messageCount: forever ? nil : (count ?? 1),
-            minimumRSSI: minimumRSSI,
-            limits: limits,
-            requestFramed: !compat,
-            idleTimeout: idleTimeout.map { .milliseconds(Int64($0 * 1000)) } ?? .seconds(15),
-            minimumRate: bounds.minimumRate ?? CentralConfiguration.defaultMinimumRate)
-        configuration.secureMode = secureMode
-        let central = Central(configuration: configuration, session: session)
+        let options = try common.targeting(receiverOptions, secureMode: secureMode)
+        let central = Central(configuration: options.configuration(messageCount: forever ? nil : (count ?? 1),
+                                                                   stopOnCorruptMessage: true),
+                              session: session)
 
         let mode = common.outputMode
         let carriesPayload = json && output == nil && outputDirectory == nil
+        // Unstructured: renders while the role runs in `RoleRun.race`; ends with the event stream and is awaited below.
         let renderer = Task {
             var renderer = EventRenderer(mode: mode)
             for await event in central.events {
@@ -190,7 +183,7 @@ struct ReceiveCommand: AsyncParsableCommand {
 
     private func makeSink(payloads: ReceivedPayloads) throws -> any MessageSink {
         if let output { return try SingleFileSink(path: FilePath(output)) }
-        if let outputDirectory { return try OutputDirectorySink(path: FilePath(outputDirectory), limits: bounds.storageLimits) }
+        if let outputDirectory { return try OutputDirectorySink(path: FilePath(outputDirectory), limits: receiverOptions.storageLimits) }
         if common.json { return PayloadRecordingSink(payloads: payloads) }
         return FileDescriptorSink()
     }

@@ -2,7 +2,8 @@ import ArgumentParser
 import Roles
 
 /// The receiver's bounds against peers that trickle or fill the disk; shared by `receive`
-/// and `daemon --role receiver`.
+/// and `daemon --role receiver`, so both parse and document them the same way;
+/// `ReceiverOptions` checks and maps them.
 struct ReceiverBoundOptions: ParsableArguments {
     @Option(name: .customLong("min-rate"), help: ArgumentHelp(
         "Drop a transfer slower than this many bytes per second, counted from the subscription after the first 20 s "
@@ -24,25 +25,20 @@ struct ReceiverBoundOptions: ParsableArguments {
         "Directory output: refuse a message once the directory holds this many (default: no quota).", valueName: "N"))
     var quotaFiles: Int?
 
-    var isAnySet: Bool { minimumRate != nil || reserve != nil || quotaBytes != nil || quotaFiles != nil }
     var isStorageSet: Bool { reserve != nil || quotaBytes != nil || quotaFiles != nil }
 
-    mutating func validate() throws {
-        if let minimumRate {
-            _ = try OptionValidation.count(minimumRate, option: "--min-rate", minimum: 0)
-        }
-        if let reserve {
-            _ = try OptionValidation.byteCount(reserve, option: "--reserve", minimum: 0, maximum: 1 << 50)
-        }
-        if let quotaBytes {
-            _ = try OptionValidation.byteCount(quotaBytes, option: "--quota-bytes", maximum: 1 << 50)
-        }
-        if let quotaFiles {
-            _ = try OptionValidation.count(quotaFiles, option: "--quota-files")
-        }
-    }
-
-    var storageLimits: StorageLimits {
-        StorageLimits(reserveBytes: reserve ?? StorageLimits.defaultReserveBytes, quotaBytes: quotaBytes, quotaFiles: quotaFiles)
+    /// The receiver's options: these, and what the command takes besides (adapter and UUIDs
+    /// come from `CommonRoleOptions.targeting(_:secureMode:)`).
+    func receiverOptions(minimumRSSI: Int?, maximumSize: Int?, idleTimeout: Double?, compat: Bool) -> ReceiverOptions {
+        var options = ReceiverOptions()
+        options.minimumRSSI = minimumRSSI
+        options.maximumSize = maximumSize
+        options.idleTimeout = idleTimeout
+        options.requestFramed = !compat
+        options.minimumRate = minimumRate
+        options.reserve = reserve
+        options.quotaBytes = quotaBytes
+        options.quotaFiles = quotaFiles
+        return options
     }
 }

@@ -80,7 +80,7 @@ enum RoleRun {
         var logger = Logger(label: "bletransfer") { DaemonLogHandler.standardError(label: $0) }
         logger.logLevel = verbose ? .debug : .warning
         do {
-            return (try await BluetoothSession.open(.system, logger: logger), logger)
+            return (try await BluetoothSession.open(logger: logger), logger)
         } catch {
             throw exit(reporting: RoleFailure(.unavailable, "\(error)"), json: json)
         }

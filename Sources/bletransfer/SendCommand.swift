@@ -89,19 +89,19 @@ struct SendCommand: AsyncParsableCommand {
     @OptionGroup var common: CommonRoleOptions
 
     mutating func validate() throws {
-        if let minimumRate { _ = try OptionValidation.count(minimumRate, option: "--min-rate", minimum: 0) }
+        try checkingOptions { try senderOptions.validate() }
         if message != nil && file != nil {
             throw ValidationError("give either MESSAGE or --file PATH, not both")
         }
-        if let count { _ = try OptionValidation.count(count, option: "--count") }
+        if let count { try checkingOptions { _ = try OptionValidation.count(count, option: "--count") } }
         if forever && count != nil {
             throw ValidationError("--count and --forever cannot be combined")
         }
-        do {
-            _ = try AdvertisedName.validate(name)
-        } catch {
-            throw ValidationError("--name: \(error)")
-        }
+    }
+
+    /// Everything `send` takes that `daemon --role sender` takes too, but the adapter, UUIDs and keys.
+    private var senderOptions: SenderOptions {
+        bounds.senderOptions(localName: name, offersAcquireNotify: !noAcquireNotify, minimumRate: minimumRate)
     }
 
     var input: MessageInput {
@@ -130,18 +130,12 @@ struct SendCommand: AsyncParsableCommand {
         let (session, logger) = try await RoleRun.openSession(verbose: common.verbose, json: json)
         defer { session.close() }
 
-        var configuration = bounds.applied(to: PeripheralConfiguration(
-            adapterName: common.adapter,
-            serviceUUID: try common.serviceUUID,
-            characteristicUUID: try common.characteristicUUID,
-            localName: name,
-            offersAcquireNotify: !noAcquireNotify))
-        if let minimumRate { configuration.minimumTransferRate = minimumRate }
-        configuration.secureMode = secureMode
-        let peripheral = Peripheral(configuration: configuration, session: session, logger: logger)
+        let options = try common.targeting(senderOptions, secureMode: secureMode)
+        let peripheral = Peripheral(configuration: options.configuration, session: session, logger: logger)
         let source = RepeatingMessageSource(message: message, count: forever ? nil : (count ?? 1))
 
         let mode = common.outputMode
+        // Unstructured: renders while the role runs in `RoleRun.race`; ends with the event stream and is awaited below.
         let renderer = Task {
             var renderer = EventRenderer(mode: mode)
             for await event in peripheral.events { renderer.render(event) }

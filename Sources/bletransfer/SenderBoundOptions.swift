@@ -3,8 +3,9 @@ import Roles
 import Transfer
 
 /// The sender's bounds on a central after `EOM`: shared by `send` and `daemon --role sender`, so
-/// both validate and document them the same way. (`--min-rate`, the bound during a transfer,
-/// is `send`'s own option and, in the daemon, the one `--min-rate` of both roles.)
+/// both parse and document them the same way; `SenderOptions` checks and maps them. (`--min-rate`,
+/// the bound during a transfer, is `send`'s own option and, in the daemon, the one `--min-rate`
+/// of both roles.)
 struct SenderBoundOptions: ParsableArguments {
     @Option(name: .customLong("ack-timeout"), help: ArgumentHelp(
         "Framed: seconds a central has to acknowledge after EOM before it is dropped (default 20).",
@@ -27,33 +28,18 @@ struct SenderBoundOptions: ParsableArguments {
         valueName: "BYTES"))
     var valueSize: Int?
 
-    mutating func validate() throws {
-        if let acknowledgementTimeout { _ = try OptionValidation.duration(acknowledgementTimeout, option: "--ack-timeout") }
-        if let valueSize {
-            _ = try OptionValidation.byteCount(valueSize, option: "--value-size", minimum: WireFormat.minimumValueLength,
-                                               maximum: WireFormat.maximumValueLength)
-        }
-        if let unsubscribeTimeout { _ = try OptionValidation.duration(unsubscribeTimeout, option: "--unsubscribe-timeout") }
-    }
-
-    /// `--ack-timeout` as a duration (validated already); nil when not given.
-    var acknowledgementTimeoutDuration: Duration? {
-        acknowledgementTimeout.flatMap { try? OptionValidation.duration($0, option: "--ack-timeout") }
-    }
-
-    /// `--unsubscribe-timeout` as a duration (validated already); nil when not given.
-    var unsubscribeTimeoutDuration: Duration? {
-        unsubscribeTimeout.flatMap { try? OptionValidation.duration($0, option: "--unsubscribe-timeout") }
-    }
-
-    /// `configuration` with these options applied (validated already).
-    func applied(to configuration: PeripheralConfiguration) -> PeripheralConfiguration {
-        var configuration = configuration
-        configuration.compatDelivery = compatDelivery
-        configuration.valueSizeLimit = valueSize
-        if let limit = acknowledgementTimeoutDuration { configuration.acknowledgementTimeout = limit }
-        if let limit = unsubscribeTimeoutDuration { configuration.unsubscribeTimeout = limit }
-        return configuration
+    /// The sender's options: these, and what the command takes besides (adapter and UUIDs
+    /// come from `CommonRoleOptions.targeting(_:secureMode:)`).
+    func senderOptions(localName: String, offersAcquireNotify: Bool, minimumRate: Int?) -> SenderOptions {
+        var options = SenderOptions()
+        options.localName = localName
+        options.offersAcquireNotify = offersAcquireNotify
+        options.acknowledgementTimeout = acknowledgementTimeout
+        options.unsubscribeTimeout = unsubscribeTimeout
+        options.minimumRate = minimumRate
+        options.compatDelivery = compatDelivery
+        options.valueSize = valueSize
+        return options
     }
 }
 

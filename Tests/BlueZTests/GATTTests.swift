@@ -180,7 +180,7 @@ struct GATTTests {
             let (value, options) = try await first(pair.probe.writes)
             #expect(value == [1, 2, 3])
             #expect(options.writeType == "command")
-            #expect(options.device?.rawValue == "/org/bluez/hci1/dev_00_11_22_33_44_01")
+            #expect(options.device?.description == "/org/bluez/hci1/dev_00_11_22_33_44_01")
             #expect(options.link == "LE")
 
             try await characteristic.writeValue([4], type: .request)
@@ -214,7 +214,7 @@ struct GATTTests {
             try await characteristic.startNotify()
             let subscription = try await first(pair.probe.subscriptions)
             #expect(try await first(events) == .notifyAcquired(characteristic: 0, device: subscription.options.device))
-            #expect(subscription.options.device?.rawValue == "/org/bluez/hci1/dev_00_11_22_33_44_01")
+            #expect(subscription.options.device?.description == "/org/bluez/hci1/dev_00_11_22_33_44_01")
             #expect(subscription.mtu == subscription.options.mtu)
             #expect(pair.application.isNotifyAcquired())
 

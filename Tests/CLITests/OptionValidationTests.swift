@@ -1,5 +1,6 @@
 import ArgumentParser
 @testable import bletransfer
+import Roles
 import Testing
 
 /// The option checks that keep a user's typo from trapping: every one a usage error (64).
@@ -8,7 +9,7 @@ import Testing
         #expect(try OptionValidation.duration(1.5, option: "--timeout") == .milliseconds(1500))
         #expect(try OptionValidation.duration(0, option: "--settle-time", allowZero: true) == .zero)
         for bad in [0, -1, 1e300, .infinity, .nan, 0.0001, OptionValidation.maximumSeconds + 1] {
-            #expect(throws: ValidationError.self) { try OptionValidation.duration(bad, option: "--timeout") }
+            #expect(throws: InvalidOption.self) { try OptionValidation.duration(bad, option: "--timeout") }
         }
     }
 
@@ -17,7 +18,7 @@ import Testing
         #expect(OptionValidation.maximumMessageSize(physicalMemory: 512 << 20) == 128 << 20)
         #expect(try OptionValidation.maximumMessageSizeOption(64 << 20, physicalMemory: 512 << 20) == 64 << 20)
         for bad in [0, -5, Int.max, (128 << 20) + 1] {
-            #expect(throws: ValidationError.self) { try OptionValidation.maximumMessageSizeOption(bad, physicalMemory: 512 << 20) }
+            #expect(throws: InvalidOption.self) { try OptionValidation.maximumMessageSizeOption(bad, physicalMemory: 512 << 20) }
         }
     }
 

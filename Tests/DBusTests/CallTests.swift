@@ -79,15 +79,8 @@ import Testing
     @Test func aCallWithoutReplyTimesOut() async throws {
         let fixture = try await BusFixture.start()
         defer { fixture.stop() }
-        let release = Gate()
+        let (_, release) = try fixture.exportHang()
         defer { release.open() }
-        try fixture.server.export(
-            [DBusInterface(name: "org.example.Slow", methods: [
-                DBusMethod(name: "Hang") { _ in
-                    await release.wait()
-                    return []
-                }
-            ])], at: "/slow")
         let error = await #expect(throws: DBusError.self) {
             try await fixture.call("/slow", "org.example.Slow", "Hang", timeout: .milliseconds(200))
         }
@@ -180,17 +173,8 @@ import Testing
     @Test func closingFailsPendingCallsAndLaterOnes() async throws {
         let fixture = try await BusFixture.start()
         defer { fixture.stop() }
-        let entered = Gate()
-        let release = Gate()
+        let (entered, release) = try fixture.exportHang()
         defer { release.open() }
-        try fixture.server.export(
-            [DBusInterface(name: "org.example.Slow", methods: [
-                DBusMethod(name: "Hang") { _ in
-                    entered.open()
-                    await release.wait()
-                    return []
-                }
-            ])], at: "/slow")
         let pending = Task { try await fixture.call("/slow", "org.example.Slow", "Hang") }
         await entered.wait()
         fixture.client.close()
@@ -209,17 +193,8 @@ import Testing
     @Test func losingTheBusEndsEverything() async throws {
         let fixture = try await BusFixture.start()
         defer { fixture.stop() }
-        let entered = Gate()
-        let release = Gate()
+        let (entered, release) = try fixture.exportHang()
         defer { release.open() }
-        try fixture.server.export(
-            [DBusInterface(name: "org.example.Slow", methods: [
-                DBusMethod(name: "Hang") { _ in
-                    entered.open()
-                    await release.wait()
-                    return []
-                }
-            ])], at: "/slow")
         let signals = try await fixture.client.signals(matching: MatchRule(interface: "org.example.Never"))
         let pending = Task { try await fixture.call("/slow", "org.example.Slow", "Hang") }
         await entered.wait()

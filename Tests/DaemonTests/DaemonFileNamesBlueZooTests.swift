@@ -34,9 +34,7 @@ struct DaemonFileNamesBlueZooTests {
 
         let senderKey = HostIdentity(name: "sender")
         let receiverKey = HostIdentity(name: "receiver")
-        func peers(_ identity: HostIdentity) -> AuthorizedPeers {
-            AuthorizedPeers([AuthorizedPeers.Peer(key: identity.publicKey, name: identity.name, line: 1)])
-        }
+        func peers(_ identity: HostIdentity) -> AuthorizedPeers { .listing(identity) }
 
         // The outbox reports the move into sent/: the signal that the sender counted the delivery.
         let (moves, movesContinuation) = AsyncStream<String>.makeStream()

@@ -9,7 +9,7 @@ import Transfer
 /// bound, after which it is dropped (disconnected), nothing undelivered is counted, and the
 /// next central is served. Driven without a bus, as `PeripheralSubscriptionServerTests`.
 @Suite struct PeripheralBoundsTests {
-    static let device = "/org/bluez/hci0/dev_11_22_33_44_55_66"
+    static let device = DeviceReference.named("/org/bluez/hci0/dev_11_22_33_44_55_66")
 
     /// Device paths the server asked to disconnect, in order.
     struct Disconnections: Sendable {
@@ -36,10 +36,10 @@ import Transfer
             let disconnections = self.disconnections
             server = SubscriptionServer(
                 configuration: configuration, logger: Logger(label: "test"),
-                describePeer: { path in PeerDescription(address: path.flatMap { BluetoothAddress(deviceObjectPath: $0)?.description } ?? "unknown") },
+                describePeer: { device in PeerDescription(address: device?.address?.description ?? "unknown") },
                 linkExposure: { _ in exposure },
                 // A cancelled task would not get the Disconnect call to bluetoothd: say so.
-                disconnectDevice: { disconnections.record(Task.isCancelled ? "cancelled: \($0)" : $0) },
+                disconnectDevice: { disconnections.record(Task.isCancelled ? "cancelled: \($0)" : $0.description) },
                 emitEvent: { log.append($0) })
             activity = server.activity.makeAsyncIterator()
             await server.offer(OutgoingMessage(payload: message), sequence: 1)
@@ -79,12 +79,12 @@ import Transfer
         guard case .subscriptionEnded? = await harness.next() else { Issue.record("expected the central to be dropped"); return }
         #expect(harness.deliveries == 0)
         #expect(harness.droppedReasons.count == 1 && harness.droppedReasons[0].contains("no ACK"))
-        #expect(await harness.disconnections.next() == Self.device)
+        #expect(await harness.disconnections.next() == Self.device.description)
         #expect(try await bluez.receive() == nil, "the dropped central's socket is closed")
 
         // The message is still offered: the next central gets it from byte 0.
         let (second, secondBlueZ) = try NotificationSocket.makePair(mtu: 185)
-        await harness.server.acceptSocket(second, device: "/org/bluez/hci0/dev_AA_BB_CC_DD_EE_FF")
+        await harness.server.acceptSocket(second, device: .named("/org/bluez/hci0/dev_AA_BB_CC_DD_EE_FF"))
         guard case .subscribed? = await harness.next() else { Issue.record("expected a second subscription"); return }
         let values = try #require(try await Self.readUntilEndOfMessage(secondBlueZ))
         #expect(Array(values.dropLast().joined()) == payload)
@@ -101,7 +101,7 @@ import Transfer
         #expect(harness.deliveries == 0)
         #expect(harness.droppedReasons.first?.contains("did not unsubscribe") == true)
         #expect(harness.log.all.contains { if case .transferAborted = $0 { return true } else { return false } })
-        #expect(await harness.disconnections.next() == Self.device)
+        #expect(await harness.disconnections.next() == Self.device.description)
     }
 
     @Test func centralThatStopsTakingValuesIsDroppedAtTheTransferDeadline() async throws {
@@ -116,7 +116,7 @@ import Transfer
         guard case .subscriptionEnded? = await harness.next() else { Issue.record("expected the central to be dropped"); return }
         #expect(harness.deliveries == 0)
         #expect(harness.droppedReasons.first?.contains("--min-rate") == true)
-        #expect(await harness.disconnections.next() == Self.device)
+        #expect(await harness.disconnections.next() == Self.device.description)
         bluez.close()
     }
 
@@ -134,7 +134,7 @@ import Transfer
         guard case .delivered? = await harness.next() else { Issue.record("expected a delivery"); return }
         guard case .subscriptionEnded? = await harness.next() else { Issue.record("expected the central to be released"); return }
         #expect(harness.droppedReasons.first?.contains("after its ACK") == true)
-        #expect(await harness.disconnections.next() == Self.device)
+        #expect(await harness.disconnections.next() == Self.device.description)
     }
 
     @Test func compatDeliveryOnALinkWithEnhancedATTIsMarkedAtRiskAndSaidSo() async throws {

@@ -1,4 +1,5 @@
 import Foundation
+import BlueZ
 import Glibc
 @testable import Roles
 import SystemPackage
@@ -139,15 +140,15 @@ import Transfer
         var registry = HelloRegistry(capacity: 3, lifetime: .seconds(10))
         let start = ContinuousClock.now
         for index in 0..<5 {
-            registry.record(Hello(session: SessionID(rawValue: UInt64(index))), from: "dev\(index)", at: start + .seconds(index))
+            registry.record(Hello(session: SessionID(rawValue: UInt64(index))), from: .named("/dev\(index)"), at: start + .seconds(index))
         }
         #expect(registry.entries.count == 3)
-        #expect(registry.hello(from: "dev0", at: start + .seconds(5)) == nil)   // evicted, the oldest
-        #expect(registry.hello(from: "dev4", at: start + .seconds(5))?.session.rawValue == 4)
-        #expect(registry.hello(from: "dev4", at: start + .seconds(15)) == nil)  // expired
-        #expect(registry.mostRecent(at: start + .seconds(5))?.device == "dev4")
-        registry.forget("dev4")
-        #expect(registry.hello(from: "dev4", at: start + .seconds(5)) == nil)
+        #expect(registry.hello(from: .named("/dev0"), at: start + .seconds(5)) == nil)   // evicted, the oldest
+        #expect(registry.hello(from: .named("/dev4"), at: start + .seconds(5))?.session.rawValue == 4)
+        #expect(registry.hello(from: .named("/dev4"), at: start + .seconds(15)) == nil)  // expired
+        #expect(registry.mostRecent(at: start + .seconds(5))?.device == .named("/dev4"))
+        registry.forget(.named("/dev4"))
+        #expect(registry.hello(from: .named("/dev4"), at: start + .seconds(5)) == nil)
     }
 
     @Test func peerAddressFromDevicePath() {

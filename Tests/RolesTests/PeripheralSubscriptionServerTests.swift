@@ -8,7 +8,7 @@ import Transfer
 /// The peripheral's delivery rules, driven directly (no bus): BlueZ's end of the AcquireNotify
 /// socket is the other half of a socket pair, writes and hang-ups are the calls BlueZ would make.
 @Suite struct PeripheralSubscriptionServerTests {
-    static let device = "/org/bluez/hci0/dev_11_22_33_44_55_66"
+    static let device = DeviceReference.named("/org/bluez/hci0/dev_11_22_33_44_55_66")
 
     struct Harness {
         let server: SubscriptionServer
@@ -24,7 +24,7 @@ import Transfer
                 valueSizeLimit: valueSizeLimit)
             server = SubscriptionServer(
                 configuration: configuration, logger: Logger(label: "test"),
-                describePeer: { path in PeerDescription(address: path.flatMap { BluetoothAddress(deviceObjectPath: $0)?.description } ?? "unknown") },
+                describePeer: { device in PeerDescription(address: device?.address?.description ?? "unknown") },
                 bluetoothStillUp: { bluetoothUp },
                 linkExposure: { _ in exposure },
                 emitEvent: { log.append($0) })
@@ -120,7 +120,7 @@ import Transfer
         await harness.server.write(WireFormat.ackValue(for: wrongSession), device: Self.device, mtu: 247)
         await harness.server.write([0x00, 0xFF, 0x13], device: Self.device, mtu: 247)
         await harness.server.write([UInt8](repeating: 0x41, count: 100_000), device: Self.device, mtu: 247)
-        await harness.server.write(WireFormat.ackValue(for: header), device: "/org/bluez/hci0/dev_99_99_99_99_99_99", mtu: 247)
+        await harness.server.write(WireFormat.ackValue(for: header), device: .named("/org/bluez/hci0/dev_99_99_99_99_99_99"), mtu: 247)
         await harness.server.write([], device: Self.device, mtu: 247)
 
         await harness.server.write(WireFormat.ackValue(for: header), device: Self.device, mtu: 247)
@@ -298,7 +298,7 @@ import Transfer
         await harness.server.acceptSocket(first, device: Self.device)
         _ = await harness.nextActivity()
         let (second, secondBlueZ) = try NotificationSocket.makePair(mtu: 23)
-        await harness.server.acceptSocket(second, device: "/org/bluez/hci0/dev_AA_AA_AA_AA_AA_AA")
+        await harness.server.acceptSocket(second, device: .named("/org/bluez/hci0/dev_AA_AA_AA_AA_AA_AA"))
         #expect(try await secondBlueZ.receive() == nil)
         #expect(harness.log.all.contains { if case .warning = $0 { true } else { false } })
         _ = firstBlueZ
@@ -359,7 +359,7 @@ import Transfer
     @Test func helloFromAnotherDeviceDoesNotMakeASubscriptionFramed() async throws {
         var harness = await Harness(message: Self.payload(10))
         await harness.server.write(Hello(session: SessionID(rawValue: 9)).encoded,
-                                   device: "/org/bluez/hci0/dev_AA_AA_AA_AA_AA_AA", mtu: 23)
+                                   device: .named("/org/bluez/hci0/dev_AA_AA_AA_AA_AA_AA"), mtu: 23)
         let (local, bluez) = try NotificationSocket.makePair(mtu: 23)
         await harness.server.acceptSocket(local, device: Self.device)
         _ = await harness.nextActivity()

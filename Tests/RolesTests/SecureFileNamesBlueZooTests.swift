@@ -20,9 +20,7 @@ struct SecureFileNamesBlueZooTests {
     static let senderKey = HostIdentity(name: "sender-host")
     static let receiverKey = HostIdentity(name: "receiver-host")
 
-    static func peers(_ identity: HostIdentity) -> AuthorizedPeers {
-        AuthorizedPeers([AuthorizedPeers.Peer(key: identity.publicKey, name: identity.name, line: 1)])
-    }
+    static func peers(_ identity: HostIdentity) -> AuthorizedPeers { .listing(identity) }
 
     static let senderPolicy = SecureModePolicy(identity: senderKey, authorizedPeers: peers(receiverKey), requiresSecure: true)
     static let receiverPolicy = SecureModePolicy(identity: receiverKey, authorizedPeers: peers(senderKey), requiresSecure: false)

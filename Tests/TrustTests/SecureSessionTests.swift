@@ -1,6 +1,7 @@
 import TestSupport
 import Crypto
 import Foundation
+import Transfer
 import Testing
 
 @testable import Trust
@@ -313,7 +314,7 @@ import Testing
         var pair = try SessionPair(payload: payload, valueLength: 509)
         let elapsed = clock.measure { transcript = exchange(&pair) }
         #expect(transcript.completedPayload == payload)
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        let seconds = elapsed.seconds
         print(
             "secure session, 1 MiB at 509-byte values (handshake, seal, frame, cut, reorder, open, SHA-256): "
                 + String(format: "%.1f ms, %.1f MB/s, %d values", seconds * 1000, Double(payload.count) / seconds / 1e6, transcript.notified.count))

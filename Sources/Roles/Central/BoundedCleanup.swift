@@ -11,6 +11,7 @@ func boundedCleanup(limit: Duration, _ work: @escaping @Sendable () async -> Voi
     let outcome = FirstOutcome<Void>()
     _ = await withCheckedContinuation { (continuation: CheckedContinuation<Result<Void, any Error>, Never>) in
         outcome.install(continuation)
+        // Unstructured on purpose (see above): the worker must not inherit cancellation, and the race must not wait for it.
         let worker = Task { await work() }
         let timer = Task {
             guard (try? await Task.sleep(for: limit)) != nil else { return }
@@ -33,6 +34,7 @@ func withTimeLimit<T: Sendable>(_ limit: Duration, onTimeout: @escaping @Sendabl
     let result = await withTaskCancellationHandler {
         await withCheckedContinuation { (continuation: CheckedContinuation<Result<T, any Error>, Never>) in
             outcome.install(continuation)
+            // Unstructured on purpose (see above): the body is abandoned, not awaited, when the limit passes.
             let task = Task {
                 do { outcome.resolve(.success(try await body())) } catch { outcome.resolve(.failure(error)) }
             }

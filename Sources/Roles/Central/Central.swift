@@ -73,6 +73,7 @@ public final class Central: Sendable {
         if let failure = driver.unknownAdapterFailure() { throw failure }
 
         let (controls, control) = AsyncStream<Control>.makeStream()
+        // Unstructured: merges the state transitions into the control stream; cancelled when the loop below ends.
         let stateTask = Task {
             for await transition in driver.transitions() {
                 control.yield(.transition(transition))
@@ -109,6 +110,7 @@ public final class Central: Sendable {
                     guard work == nil, let adapter = driver.currentAdapter() else { continue }
                     generation += 1
                     let current = generation
+                    // Unstructured: one poweredOn period's work, which the loop cancels when the state leaves poweredOn.
                     let task = Task {
                         let outcome = await self.work(on: adapter, sink: sink)
                         control.yield(.workEnded(generation: current, outcome))
@@ -292,7 +294,7 @@ public final class Central: Sendable {
             var offered = candidates
             if case .sighting = item {
                 let known = adapter.devices().filter { device in
-                    guard device.path != candidates.first?.path, let properties = device.properties else { return false }
+                    guard device.reference != candidates.first?.reference, let properties = device.properties else { return false }
                     return properties.rssi != nil && Self.offers(service, properties)
                 }
                 offered += known
@@ -557,6 +559,7 @@ public final class Central: Sendable {
         let clock = ContinuousClock()
         let subscribedAt = clock.now
         let (inputs, input) = AsyncStream<TransferInput>.makeStream()
+        // Unstructured: these three feed one visit's input stream and are cancelled when the visit ends.
         let forwarder = Task { await channel.forward(into: input) }
         let disconnectWatch = Task {
             try? await device.waitUntilDisconnected()

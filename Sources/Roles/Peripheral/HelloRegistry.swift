@@ -1,3 +1,4 @@
+import BlueZ
 import Transfer
 import Trust
 
@@ -17,7 +18,7 @@ struct HelloRegistry: Sendable {
 
     let capacity: Int
     let lifetime: Duration
-    private(set) var entries: [String: Entry] = [:]
+    private(set) var entries: [DeviceReference: Entry] = [:]
 
     init(capacity: Int, lifetime: Duration) {
         self.capacity = max(1, capacity)
@@ -25,7 +26,7 @@ struct HelloRegistry: Sendable {
     }
 
     /// Remembers (or replaces) the HELLO `device` wrote at `time`.
-    mutating func record(_ hello: Hello, version2: HelloV2? = nil, from device: String, at time: ContinuousClock.Instant) {
+    mutating func record(_ hello: Hello, version2: HelloV2? = nil, from device: DeviceReference, at time: ContinuousClock.Instant) {
         removeExpired(at: time)
         entries[device] = Entry(hello: hello, version2: version2, writtenAt: time)
         while entries.count > capacity,
@@ -37,26 +38,26 @@ struct HelloRegistry: Sendable {
     /// The HELLO `device` wrote, if it is still valid at `time`. It stays valid for later
     /// subscriptions of the same device (a central that subscribes again after an aborted
     /// transfer keeps its format), until it expires or is replaced.
-    func hello(from device: String, at time: ContinuousClock.Instant) -> Hello? {
+    func hello(from device: DeviceReference, at time: ContinuousClock.Instant) -> Hello? {
         guard let entry = entries[device], time - entry.writtenAt <= lifetime else { return nil }
         return entry.hello
     }
 
     /// The version-2 HELLO `device` wrote, if it is still valid at `time`.
-    func version2Hello(from device: String, at time: ContinuousClock.Instant) -> HelloV2? {
+    func version2Hello(from device: DeviceReference, at time: ContinuousClock.Instant) -> HelloV2? {
         guard let entry = entries[device], time - entry.writtenAt <= lifetime else { return nil }
         return entry.version2
     }
 
     /// The device whose HELLO is the most recent still valid at `time`. For the StartNotify
     /// path, where BlueZ does not say which device subscribed.
-    func mostRecent(at time: ContinuousClock.Instant) -> (device: String, hello: Hello, version2: HelloV2?)? {
+    func mostRecent(at time: ContinuousClock.Instant) -> (device: DeviceReference, hello: Hello, version2: HelloV2?)? {
         entries.filter { time - $0.value.writtenAt <= lifetime }
             .max(by: { $0.value.writtenAt < $1.value.writtenAt })
             .map { ($0.key, $0.value.hello, $0.value.version2) }
     }
 
-    mutating func forget(_ device: String) {
+    mutating func forget(_ device: DeviceReference) {
         entries[device] = nil
     }
 

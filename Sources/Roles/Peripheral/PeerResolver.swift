@@ -1,30 +1,22 @@
 import BlueZ
-import BluetoothModel
-import DBus
 
-/// Turns the device object paths BlueZ passes to our characteristic into what events show.
+/// Turns the devices BlueZ names in calls on our characteristic into what events show.
 enum PeerResolver {
-    static func describe(devicePath: String?, in session: BluetoothSession) -> PeerDescription {
-        guard let devicePath, let path = ObjectPath(rawValue: devicePath) else {
+    static func describe(_ device: DeviceReference?, in session: BluetoothSession) -> PeerDescription {
+        guard let device else {
             return PeerDescription(address: "unknown central")
         }
-        if let properties = session.device(at: path)?.properties {
+        if let properties = session.device(device)?.properties {
             return PeerDescription(address: properties.address.description, name: properties.alias ?? properties.name,
                                    rssi: properties.rssi.map(Int.init))
         }
-        return PeerDescription(address: BluetoothAddress(deviceObjectPath: devicePath)?.description ?? devicePath)
+        return PeerDescription(address: device.address?.description ?? device.description)
     }
 
-    static func connectedDevices(under adapter: ObjectPath, in session: BluetoothSession) -> [ObjectPath] {
-        session.paths(implementing: BlueZInterface.device, under: adapter).filter {
-            session.device(at: $0)?.properties?.connected == true
-        }
-    }
-
-    /// The device path when exactly one device is connected to `adapter`: the subscriber of
-    /// a StartNotify call, which carries no options naming it.
-    static func onlyConnectedDevice(under adapter: ObjectPath, in session: BluetoothSession) -> String? {
-        let connected = connectedDevices(under: adapter, in: session)
-        return connected.count == 1 ? connected[0].rawValue : nil
+    /// The device when exactly one device is connected to `adapter`: the subscriber of a
+    /// StartNotify call, which carries no options naming it.
+    static func onlyConnectedDevice(on adapter: Adapter, in session: BluetoothSession) -> DeviceReference? {
+        let connected = session.connectedDevices(on: adapter)
+        return connected.count == 1 ? connected[0] : nil
     }
 }

@@ -1,5 +1,4 @@
 import BlueZ
-import DBus
 import Logging
 import Transfer
 
@@ -47,12 +46,24 @@ public final class Peripheral: Sendable {
                                         requirement: .peripheral)
         if let failure = driver.unknownAdapterFailure() { throw failure }
         let (inputs, inputContinuation) = AsyncStream<EngineInput>.makeStream()
-        let forwarder = Task {
-            for await transition in driver.transitions() {
-                inputContinuation.yield(.transition(transition))
+        return try await withThrowingTaskGroup(of: Void.self, returning: Int.self) { group in
+            // A child for the run's whole length: merges the state transitions into the engine's one input stream.
+            group.addTask {
+                for await transition in driver.transitions() {
+                    inputContinuation.yield(.transition(transition))
+                }
+                inputContinuation.yield(.stateStreamEnded)
             }
-            inputContinuation.yield(.stateStreamEnded)
+            defer { group.cancelAll() }
+            return try await runEngine(source: source, driver: driver, inputs: inputs,
+                                       inputContinuation: inputContinuation, onEvent: onEvent)
         }
+    }
+
+    /// The engine loop of `run`: follows the manager state, one `serve` per poweredOn period.
+    private func runEngine(source: some MessageSource, driver: ManagerStateDriver, inputs: AsyncStream<EngineInput>,
+                           inputContinuation: AsyncStream<EngineInput>.Continuation,
+                           onEvent: @escaping @Sendable (RoleEvent) -> Void) async throws -> Int {
         let counter = DeliveryCounter()
         var serving: (generation: Int, task: Task<Void, Never>)?
         var generation = 0
@@ -82,6 +93,7 @@ public final class Peripheral: Sendable {
                         hasBeenPoweredOn = true
                         generation += 1
                         let current = generation
+                        // Unstructured: one poweredOn period's work, which the engine loop cancels when the state leaves poweredOn.
                         serving = (current, Task {
                             let outcome = await self.serve(source: source, adapter: adapter, counter: counter,
                                                            onEvent: onEvent)
@@ -105,7 +117,6 @@ public final class Peripheral: Sendable {
                     switch outcome {
                     case .exhausted:
                         await stopServing()
-                        forwarder.cancel()
                         return await counter.delivered
                     case .failed(let failure):
                         await stopServing()
@@ -121,7 +132,6 @@ public final class Peripheral: Sendable {
             throw CancellationError()
         } catch {
             await stopServing()
-            forwarder.cancel()
             throw error
         }
     }
@@ -170,15 +180,14 @@ public final class Peripheral: Sendable {
         let configuration = self.configuration
         let server = SubscriptionServer(
             configuration: configuration, logger: logger,
-            describePeer: { PeerResolver.describe(devicePath: $0, in: session) },
+            describePeer: { PeerResolver.describe($0, in: session) },
             bluetoothStillUp: {
                 guard session.serviceState.isRunning, let properties = adapter.properties else { return false }
                 return properties.powered && (properties.powerState ?? "on") == "on"
             },
-            disconnectDevice: { devicePath in
+            disconnectDevice: { device in
                 // Drops a central that missed a bound; a failure (already gone) changes nothing.
-                guard let path = ObjectPath(rawValue: devicePath) else { return }
-                try? await Device(session: session, path: path).disconnect()
+                try? await Device(session: session, reference: device).disconnect()
             },
             continueSession: { message, summary, peer, wantsNext in
                 // A multi session's message: counted as the engine counts any delivery, then the
@@ -190,25 +199,24 @@ public final class Peripheral: Sendable {
                 return (next, await counter.nextSequence)
             },
             emitEvent: onEvent)
-        let adapterPath = adapter.path
         /// What BlueZ's calls on the characteristic at `index` do; `indications`: it carries
         /// confirmed indications.
         func handlers(index: Int, indications: Bool) -> LocalCharacteristicHandlers {
             let acquireNotify: @Sendable (NotifySubscription) async -> Void = { subscription in
                 // bluetoothd names the subscriber; a stack that does not (BlueZoo forwards a
                 // client's own AcquireNotify options) leaves the only connected device.
-                let device = subscription.options.device?.rawValue
-                    ?? PeerResolver.onlyConnectedDevice(under: adapterPath, in: session)
+                let device = subscription.options.device
+                    ?? PeerResolver.onlyConnectedDevice(on: adapter, in: session)
                 await server.acceptSocket(subscription.socket, device: device, indications: indications)
             }
             let confirmed: @Sendable () async -> Void = { await server.indicationConfirmed() }
             let confirm = indications ? confirmed : nil
             return LocalCharacteristicHandlers(
                 write: { value, options in
-                    await server.write(value, device: options.device?.rawValue, mtu: options.mtu)
+                    await server.write(value, device: options.device, mtu: options.mtu)
                 },
                 startNotify: {
-                    let device = PeerResolver.onlyConnectedDevice(under: adapterPath, in: session)
+                    let device = PeerResolver.onlyConnectedDevice(on: adapter, in: session)
                     await server.acceptFallback(device: device, characteristic: index, indications: indications)
                 },
                 stopNotify: {
@@ -238,22 +246,21 @@ public final class Peripheral: Sendable {
         }
         let advertisement = LEAdvertisement(session: session, configuration: AdvertisementConfiguration(
             serviceUUIDs: [configuration.serviceUUID.canonical], localName: configuration.localName))
-        let watcher = Task {
-            await Self.watchDisconnections(under: adapterPath, session: session, server: server)
-        }
-
-        let outcome: ServingOutcome
-        do {
-            outcome = try await serveMessages(source: source, adapter: adapter, application: application,
-                                              advertisement: advertisement, server: server, counter: counter,
-                                              onEvent: onEvent)
-        } catch {
-            outcome = classify(error, adapter: adapter)
+        let outcome = await withTaskGroup(of: Void.self, returning: ServingOutcome.self) { group in
+            // Beside the serving, for as long as it lasts: centrals that leave without unsubscribing.
+            group.addTask { await Self.watchDisconnections(on: adapter, session: session, server: server) }
+            defer { group.cancelAll() }
+            do {
+                return try await serveMessages(source: source, adapter: adapter, application: application,
+                                               advertisement: advertisement, server: server, counter: counter,
+                                               onEvent: onEvent)
+            } catch {
+                return classify(error, adapter: adapter)
+            }
         }
 
         // Teardown runs in a task of its own: this one may be cancelled, and a cancelled task
         // cannot make the D-Bus calls that unregister.
-        watcher.cancel()
         let reason = outcome.isExhausted ? "the run ended" : "Bluetooth is not available any more"
         await Task {
             await server.shutDown(reason: reason)
@@ -268,7 +275,7 @@ public final class Peripheral: Sendable {
                                counter: DeliveryCounter,
                                onEvent: @escaping @Sendable (RoleEvent) -> Void) async throws -> ServingOutcome {
         try await Self.uncancelled { try await application.register(on: adapter) }
-        logger.debug("GATT application registered at \(application.root) on \(adapter.name)")
+        logger.debug("GATT application registered at \(application) on \(adapter.name)")
 
         guard let first = await source.current() else { return Task.isCancelled ? .interrupted : .exhausted }
         try Task.checkCancellation()
@@ -317,27 +324,17 @@ public final class Peripheral: Sendable {
     private static func uncancelled<Result: Sendable>(
         _ call: @escaping @Sendable () async throws -> Result
     ) async throws -> Result {
+        // Unstructured on purpose: a fresh task does not inherit this one's cancellation.
         try await Task { try await call() }.value
     }
 
     /// Ends a subscription whose central disconnected without unsubscribing first (BlueZ
     /// normally hangs up the notify socket then too; the BlueZ mock does not).
-    private static func watchDisconnections(under adapter: ObjectPath, session: BluetoothSession,
+    private static func watchDisconnections(on adapter: Adapter, session: BluetoothSession,
                                             server: SubscriptionServer) async {
-        for await change in session.changes() {
-            let gone: ObjectPath?
-            switch change {
-            case .propertiesChanged(let path, let interface, let changed, _)
-                where interface == BlueZInterface.device && changed["Connected"]?.bool == false:
-                gone = path
-            case .interfacesRemoved(let path, let interfaces) where interfaces.contains(BlueZInterface.device):
-                gone = path
-            default:
-                gone = nil
-            }
-            guard let path = gone, path.isDescendant(of: adapter) else { continue }
-            let noneConnected = PeerResolver.connectedDevices(under: adapter, in: session).isEmpty
-            await server.deviceDisconnected(path.rawValue, noneConnected: noneConnected)
+        for await device in session.deviceDepartures(on: adapter) {
+            let noneConnected = session.connectedDevices(on: adapter).isEmpty
+            await server.deviceDisconnected(device, noneConnected: noneConnected)
         }
     }
 

@@ -53,8 +53,8 @@ enum ServerActivity: Sendable {
 actor SubscriptionServer {
     private struct Subscription {
         let id: Int
-        /// The device's object path, when BlueZ said who subscribed.
-        let device: String?
+        /// The device, when BlueZ said who subscribed.
+        let device: DeviceReference?
         let peer: PeerDescription
         /// The message being served (in a multi session, the current one).
         var message: OutgoingMessage
@@ -99,10 +99,10 @@ actor SubscriptionServer {
     private let configuration: PeripheralConfiguration
     private let logger: Logger
     private let emitEvent: @Sendable (RoleEvent) -> Void
-    private let describePeer: @Sendable (String?) -> PeerDescription
+    private let describePeer: @Sendable (DeviceReference?) -> PeerDescription
     private let bluetoothStillUp: @Sendable () -> Bool
     private let linkExposure: @Sendable (_ address: String) -> EnhancedATTExposure
-    private let disconnectDevice: @Sendable (_ devicePath: String) async -> Void
+    private let disconnectDevice: @Sendable (_ device: DeviceReference) async -> Void
     private let continueSession: ContinueSession
     private var fallbackEmit: (@Sendable (_ value: [UInt8], _ characteristic: Int) throws -> Void)?
 
@@ -120,16 +120,16 @@ actor SubscriptionServer {
     private var hellos: HelloRegistry
     /// ATT MTU by device, from the options of their writes: the StartNotify path gets no MTU,
     /// and a value longer than MTU − 3 would be cut by bluetoothd without a word.
-    private var mtus: [String: Int] = [:]
+    private var mtus: [DeviceReference: Int] = [:]
     private var current: Subscription?
     private var nextID = 1
     private var isShutDown = false
 
     init(configuration: PeripheralConfiguration, logger: Logger,
-         describePeer: @escaping @Sendable (String?) -> PeerDescription,
+         describePeer: @escaping @Sendable (DeviceReference?) -> PeerDescription,
          bluetoothStillUp: @escaping @Sendable () -> Bool = { true },
          linkExposure: @escaping @Sendable (_ address: String) -> EnhancedATTExposure = { GATTBearers.exposure(to: $0) },
-         disconnectDevice: @escaping @Sendable (_ devicePath: String) async -> Void = { _ in },
+         disconnectDevice: @escaping @Sendable (_ device: DeviceReference) async -> Void = { _ in },
          continueSession: @escaping ContinueSession = { _, _, _, _ in nil },
          emitEvent: @escaping @Sendable (RoleEvent) -> Void) {
         self.configuration = configuration
@@ -166,7 +166,7 @@ actor SubscriptionServer {
     /// BlueZ called `AcquireNotify`: a central subscribed and `socket` carries our values.
     /// `indications`: the characteristic carries indications, and each value waits for the
     /// previous one's confirmation.
-    func acceptSocket(_ socket: NotificationSocket, device: String?, indications: Bool = false) {
+    func acceptSocket(_ socket: NotificationSocket, device: DeviceReference?, indications: Bool = false) {
         guard !isShutDown else {
             socket.close()
             return
@@ -193,6 +193,7 @@ actor SubscriptionServer {
             socket.close()
             return
         }
+        // Unstructured: watches the socket for the subscription's life while the actor serves other calls; ends at the hang-up.
         Task {
             if indications {
                 // BlueZ 5.66 reports each confirmation with a Confirm call; later versions (and
@@ -212,7 +213,7 @@ actor SubscriptionServer {
     /// BlueZ called `StartNotify` (no AcquireNotify offered, or a stack that does not use it).
     /// `device` is the subscriber when the caller could tell (the only connected device).
     /// `characteristic`: the index of the characteristic subscribed to.
-    func acceptFallback(device: String?, characteristic: Int = 0, indications: Bool = false) {
+    func acceptFallback(device: DeviceReference?, characteristic: Int = 0, indications: Bool = false) {
         guard !isShutDown, current == nil, let emitOn = fallbackEmit else { return }
         let emit: @Sendable ([UInt8]) throws -> Void = { try emitOn($0, characteristic) }
         let hello: CentralHello
@@ -248,7 +249,7 @@ actor SubscriptionServer {
     }
 
     /// A central wrote `value` (write without response) to our characteristic.
-    func write(_ value: [UInt8], device: String?, mtu: Int?) {
+    func write(_ value: [UInt8], device: DeviceReference?, mtu: Int?) {
         if let device, let mtu {
             if mtus[device] == nil && mtus.count >= configuration.helloCapacity * 4 {
                 mtus.removeAll()   // bounded; MTUs are re-learnt from the next writes
@@ -275,12 +276,12 @@ actor SubscriptionServer {
             acknowledged(ack, device: device)
             return
         }
-        logger.debug("ignored a \(value.count)-byte write from \(device ?? "an unknown device"): neither HELLO nor ACK")
+        logger.debug("ignored a \(value.count)-byte write from \(device?.description ?? "an unknown device"): neither HELLO nor ACK")
     }
 
     /// The device at `device` disconnected (or vanished). `noneConnected`: no device is
     /// connected to the adapter any more, which ends a subscription whose device is unknown.
-    func deviceDisconnected(_ device: String, noneConnected: Bool) {
+    func deviceDisconnected(_ device: DeviceReference, noneConnected: Bool) {
         hellos.forget(device)
         mtus[device] = nil
         guard let subscription = current else { return }
@@ -303,7 +304,7 @@ actor SubscriptionServer {
 
     // MARK: Serving one subscription
 
-    private func start(channel: any NotificationChannel, device: String?, hello centralHello: CentralHello,
+    private func start(channel: any NotificationChannel, device: DeviceReference?, hello centralHello: CentralHello,
                        usesSocket: Bool, indications: Bool) -> Int? {
         guard let (message, sequence) = offered else {
             logger.debug("a central subscribed while there is nothing to send; ignored")
@@ -335,7 +336,7 @@ actor SubscriptionServer {
 
     /// Starts serving one subscription: its delivery, events, the transfer task `transfer`
     /// (given the subscription's id and, with indications, the confirmations) and its deadline.
-    fileprivate func begin(channel: any NotificationChannel, device: String?, message: OutgoingMessage, sequence: Int,
+    fileprivate func begin(channel: any NotificationChannel, device: DeviceReference?, message: OutgoingMessage, sequence: Int,
                            format: TransferFormat, header: FramedHeader?, valueLength: Int, valueCount: Int,
                            usesSocket: Bool, indications: Bool,
                            secureWrites: AsyncStream<[UInt8]>.Continuation?,
@@ -368,6 +369,7 @@ actor SubscriptionServer {
             subscription.confirmations = continuation
             logger.debug("serving \(peer.address) with confirmed indications: one value in flight")
         }
+        // Unstructured: the transfer outlives this actor call; the subscription holds it and cancels it when it ends.
         subscription.transfer = Task { [confirmations] in
             await transfer(id, confirmations)
         }
@@ -425,6 +427,7 @@ actor SubscriptionServer {
             case .startTimer(let timer, let duration):
                 subscription.timers[timer]?.cancel()
                 let id = subscription.id
+                // Unstructured: a timer the delivery machine cancels or restarts; the subscription holds it.
                 subscription.timers[timer] = Task {
                     try? await Task.sleep(for: duration)
                     guard !Task.isCancelled else { return }
@@ -546,7 +549,7 @@ actor SubscriptionServer {
         feed(.transferFailed(failure), to: id)
     }
 
-    private func acknowledged(_ ack: Ack, device: String?) {
+    private func acknowledged(_ ack: Ack, device: DeviceReference?) {
         guard let subscription = current, let header = subscription.header, !subscription.delivery.isDelivered else {
             logger.debug("ignored an ACK: no framed transfer awaits one")
             return
@@ -608,7 +611,7 @@ actor SubscriptionServer {
 
 extension SubscriptionServer {
     /// Serves `message` to a central whose version-2 HELLO offered the secure mode.
-    fileprivate func startSecure(channel: any NotificationChannel, device: String?, hello: HelloV2,
+    fileprivate func startSecure(channel: any NotificationChannel, device: DeviceReference?, hello: HelloV2,
                                  policy: SecureModePolicy, message: OutgoingMessage, sequence: Int, valueLength: Int,
                                  usesSocket: Bool, indications: Bool) -> Int? {
         let session: SecureSenderSession
@@ -732,6 +735,7 @@ extension SubscriptionServer {
         feed(.refusedByUs, to: id)
         if let device = subscription.device {
             let disconnect = disconnectDevice
+            // Unstructured: the disconnection must not hold the actor, and must happen even if the subscription's task is cancelled.
             Task { await disconnect(device) }
         }
     }
@@ -745,10 +749,11 @@ extension SubscriptionServer {
     static let secureWriteBacklog = 256
 
     /// One line naming the central, no value sent, its link dropped.
-    fileprivate func refuse(device: String?, reason: String) {
+    fileprivate func refuse(device: DeviceReference?, reason: String) {
         emitEvent(.centralDropped(describePeer(device), reason: reason))
         if let device {
             let disconnect = disconnectDevice
+            // Unstructured: the disconnection must not hold the actor, and must happen even if the subscription's task is cancelled.
             Task { await disconnect(device) }
         }
     }

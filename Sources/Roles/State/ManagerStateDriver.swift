@@ -42,8 +42,10 @@ public struct ManagerStateDriver: Sendable {
         let hasAdapter: @Sendable () -> Bool = { [session, adapterName] in
             Self.findAdapter(in: session, named: adapterName) != nil
         }
+        // Unstructured: it feeds the stream this returns, after this returns; the stream's end cancels it (and its children below).
         let task = Task {
             let (inputs, input) = AsyncStream<DriverInput>.makeStream()
+            // Unstructured: merges adapter events into `inputs` beside the grace timer; cancelled by the defer below.
             let forward = Task {
                 for await event in adapterEvents { input.yield(.adapterEvent(event)) }
                 input.yield(.ended)
@@ -64,6 +66,7 @@ public struct ManagerStateDriver: Sendable {
                         if heldFirst == nil, graceTimer == nil, grace > .zero, let first = transitions.first,
                            first.to == .unsupported, first.reason == .noAdapter {
                             heldFirst = transitions
+                            // Unstructured: a timer the loop may cancel early (a later event supersedes it); cancelled by the defer above.
                             graceTimer = Task {
                                 guard (try? await Task.sleep(for: grace)) != nil else { return }
                                 input.yield(.graceEnded)

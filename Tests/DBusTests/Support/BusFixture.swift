@@ -44,6 +44,24 @@ struct BusFixture: Sendable {
 }
 
 /// A one-shot signal tasks can wait for; `open()` releases every waiter, now and later.
+extension BusFixture {
+    /// Exports `org.example.Slow.Hang` at /slow on the server: each call opens `entered`, then
+    /// answers only once `release` opens (open it when the test ends).
+    func exportHang() throws -> (entered: Gate, release: Gate) {
+        let entered = Gate()
+        let release = Gate()
+        try server.export(
+            [DBusInterface(name: "org.example.Slow", methods: [
+                DBusMethod(name: "Hang") { _ in
+                    entered.open()
+                    await release.wait()
+                    return []
+                }
+            ])], at: "/slow")
+        return (entered, release)
+    }
+}
+
 final class Gate: Sendable {
     private let state = Mutex<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
 

@@ -1,0 +1,90 @@
+import Foundation
+import Transfer
+
+/// An option value a user typed that no run can take: one line naming the option and what
+/// it takes. The command line reports it as a usage error (exit status 64).
+public struct InvalidOption: Error, Equatable, CustomStringConvertible {
+    /// The option as typed on the command line ("--ack-timeout").
+    public let option: String
+    /// What it takes ("give a number of seconds from 0.001 to 31622400 (a year)").
+    public let problem: String
+
+    public init(_ option: String, _ problem: String) {
+        self.option = option
+        self.problem = problem
+    }
+
+    public var description: String { "\(option): \(problem)" }
+}
+
+/// Checks shared by every size and duration option of `send`, `receive` and `daemon`, so
+/// that no value a user can type reaches arithmetic that traps (`Duration.milliseconds` of a
+/// huge `Double`, `header + limit` near `Int.max`) or an allocation the machine cannot make.
+public enum OptionValidation {
+    /// The longest duration any option takes: a year. Longer is never meant, and far below
+    /// what `Duration` holds, so conversions cannot overflow.
+    public static let maximumSeconds: Double = 366 * 24 * 3600
+    /// The shortest: a millisecond (durations are kept in milliseconds).
+    public static let minimumSeconds: Double = 0.001
+
+    /// The largest message any machine is allowed to accept, whatever its memory: a message is
+    /// held whole in memory before it is verified and written, and the framed header counts
+    /// lengths in 64 bits, so this keeps every sum far from overflow.
+    public static let hardMaximumMessageSize = 4 << 30
+
+    /// The largest `--max-size` this machine can hold: a quarter of its physical memory (the
+    /// message is held once while it arrives, once more while written), at most
+    /// `hardMaximumMessageSize`.
+    public static func maximumMessageSize(physicalMemory: UInt64 = ProcessInfo.processInfo.physicalMemory) -> Int {
+        let quarter = physicalMemory / 4
+        return quarter >= UInt64(hardMaximumMessageSize) ? hardMaximumMessageSize : Int(quarter)
+    }
+
+    /// A duration option in seconds: finite, at least a millisecond (or exactly 0 when
+    /// `allowZero`), at most a year.
+    public static func duration(_ seconds: Double, option: String, allowZero: Bool = false) throws(InvalidOption) -> Duration {
+        let lowest = allowZero ? "0" : "0.001"
+        guard seconds.isFinite, seconds <= maximumSeconds,
+              seconds >= minimumSeconds || (allowZero && seconds == 0)
+        else {
+            throw InvalidOption(option, "give a number of seconds from \(lowest) to \(Int(maximumSeconds)) (a year)")
+        }
+        return .milliseconds(roundingSeconds: seconds)
+    }
+
+    /// A size option in bytes: from `minimum` to `maximum`.
+    public static func byteCount(_ value: Int, option: String, minimum: Int = 1, maximum: Int = hardMaximumMessageSize,
+                                 why: String? = nil) throws(InvalidOption) -> Int {
+        guard value >= minimum, value <= maximum else {
+            let reason = why.map { " (\($0))" } ?? ""
+            throw InvalidOption(option, "give a number of bytes from \(minimum) to \(maximum)\(reason)")
+        }
+        return value
+    }
+
+    /// `--max-size`: positive, and no larger than this machine can hold.
+    public static func maximumMessageSizeOption(_ value: Int,
+                                                physicalMemory: UInt64 = ProcessInfo.processInfo.physicalMemory)
+        throws(InvalidOption) -> Int
+    {
+        let ceiling = maximumMessageSize(physicalMemory: physicalMemory)
+        return try byteCount(value, option: "--max-size", maximum: ceiling,
+                             why: "a message is held in memory: at most a quarter of this machine's \(physicalMemory >> 20) MiB, at most 4 GiB")
+    }
+
+    /// A count option (messages, files): from `minimum` to a billion.
+    public static func count(_ value: Int, option: String, minimum: Int = 1) throws(InvalidOption) -> Int {
+        guard value >= minimum, value <= 1_000_000_000 else {
+            throw InvalidOption(option, "give a number from \(minimum) to 1000000000")
+        }
+        return value
+    }
+
+    /// `--min-rssi`: a signal strength in dBm, from -127 to 20 (what HCI reports).
+    public static func signalStrength(_ value: Int, option: String) throws(InvalidOption) -> Int {
+        guard (-127...20).contains(value) else {
+            throw InvalidOption(option, "give a signal strength in dBm between -127 and 20")
+        }
+        return value
+    }
+}

@@ -1,0 +1,71 @@
+import Transfer
+
+/// The receiver's options as `receive` and `daemon --role receiver` both take them, in the
+/// units a user types (seconds, bytes; nil: the default). `validate()` is the one check of
+/// them, `configuration(messageCount:stopOnCorruptMessage:)` and `storageLimits` the one
+/// mapping, so the two commands cannot drift apart.
+public struct ReceiverOptions: Sendable {
+    public var adapterName: String?
+    public var serviceUUID: BluetoothUUID = TransferUUIDs.appleSampleService
+    public var characteristicUUID: BluetoothUUID = TransferUUIDs.appleSampleCharacteristic
+    /// `--min-rssi`, in dBm.
+    public var minimumRSSI: Int?
+    /// `--max-size`, in bytes.
+    public var maximumSize: Int?
+    /// `--idle-timeout`, in seconds.
+    public var idleTimeout: Double?
+    /// Not `--compat`: ask bletransfer peripherals for the framed format.
+    public var requestFramed = true
+    /// `--min-rate`, in bytes per second (0: no floor).
+    public var minimumRate: Int?
+    /// `--reserve`, `--quota-bytes`, `--quota-files` (directory output only).
+    public var reserve: Int?
+    public var quotaBytes: Int?
+    public var quotaFiles: Int?
+    /// The secure mode's keys and policy (nil: no keys).
+    public var secureMode: SecureModePolicy?
+
+    /// `--idle-timeout`'s default.
+    public static let defaultIdleTimeout: Duration = .seconds(15)
+
+    /// Every option at its default; set the ones given.
+    public init() {}
+
+    /// Whether any storage bound (`--reserve`, `--quota-bytes`, `--quota-files`) was given.
+    public var isStorageSet: Bool { reserve != nil || quotaBytes != nil || quotaFiles != nil }
+
+    /// Throws the first option no receiver can take, naming it.
+    public func validate() throws(InvalidOption) {
+        if let minimumRSSI { _ = try OptionValidation.signalStrength(minimumRSSI, option: "--min-rssi") }
+        if let maximumSize { _ = try OptionValidation.maximumMessageSizeOption(maximumSize) }
+        if let idleTimeout { _ = try OptionValidation.duration(idleTimeout, option: "--idle-timeout") }
+        if let minimumRate { _ = try OptionValidation.count(minimumRate, option: "--min-rate", minimum: 0) }
+        if let reserve { _ = try OptionValidation.byteCount(reserve, option: "--reserve", minimum: 0, maximum: 1 << 50) }
+        if let quotaBytes { _ = try OptionValidation.byteCount(quotaBytes, option: "--quota-bytes", maximum: 1 << 50) }
+        if let quotaFiles { _ = try OptionValidation.count(quotaFiles, option: "--quota-files") }
+    }
+
+    /// The message size limits `--max-size` sets.
+    public var limits: TransferLimits {
+        maximumSize.map { TransferLimits(maximumMessageSize: $0) } ?? .default
+    }
+
+    /// The storage bounds of directory output.
+    public var storageLimits: StorageLimits {
+        StorageLimits(reserveBytes: reserve ?? StorageLimits.defaultReserveBytes, quotaBytes: quotaBytes, quotaFiles: quotaFiles)
+    }
+
+    /// The central's configuration with these options applied. Call `validate()` first: a
+    /// value it would refuse is left at the configuration's default here.
+    public func configuration(messageCount: Int?, stopOnCorruptMessage: Bool) -> CentralConfiguration {
+        let idle = idleTimeout.flatMap { try? OptionValidation.duration($0, option: "--idle-timeout") }
+        var configuration = CentralConfiguration(
+            adapterName: adapterName, serviceUUID: serviceUUID, characteristicUUID: characteristicUUID,
+            messageCount: messageCount, minimumRSSI: minimumRSSI, limits: limits, requestFramed: requestFramed,
+            idleTimeout: idle ?? Self.defaultIdleTimeout,
+            minimumRate: minimumRate ?? CentralConfiguration.defaultMinimumRate,
+            stopOnCorruptMessage: stopOnCorruptMessage)
+        configuration.secureMode = secureMode
+        return configuration
+    }
+}

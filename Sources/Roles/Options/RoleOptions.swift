@@ -1,0 +1,15 @@
+import Transfer
+
+/// What both roles' options name the same way: the adapter, the transfer service and its
+/// characteristic, and the secure mode's keys.
+public protocol RoleOptions: Sendable {
+    /// "hci1"; nil: the first adapter BlueZ reports.
+    var adapterName: String? { get set }
+    var serviceUUID: BluetoothUUID { get set }
+    var characteristicUUID: BluetoothUUID { get set }
+    /// The secure mode's keys and policy (nil: no keys).
+    var secureMode: SecureModePolicy? { get set }
+}
+
+extension SenderOptions: RoleOptions {}
+extension ReceiverOptions: RoleOptions {}

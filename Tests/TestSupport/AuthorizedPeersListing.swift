@@ -1,0 +1,10 @@
+import Trust
+
+extension AuthorizedPeers {
+    /// An authorized-peers file listing `identities` by their names, one a line from line 1.
+    public static func listing(_ identities: HostIdentity...) -> AuthorizedPeers {
+        AuthorizedPeers(identities.enumerated().map { index, identity in
+            AuthorizedPeers.Peer(key: identity.publicKey, name: identity.name, line: index + 1)
+        })
+    }
+}
