@@ -41,6 +41,11 @@ public struct DaemonSettings: Sendable {
     public var valueSizeLimit: Int?
     /// The secure mode's keys and policy (nil: no keys, every peer served in the plain formats).
     public var secureMode: SecureModePolicy?
+    /// Receiver, secure mode: the resume spool's directory (nil: no resume).
+    public var resumeSpoolDirectory: String?
+    /// `--spool-dir` was given: a spool that cannot be used stops the daemon (otherwise a
+    /// warning, and messages cut midway start again from byte 0).
+    public var resumeSpoolIsExplicit = false
     /// What the start-up log line names as the version.
     public var version: String
 
@@ -207,6 +212,19 @@ public struct Daemon {
                 minimumRSSI: settings.minimumRSSI, limits: settings.limits, requestFramed: settings.requestFramed,
                 idleTimeout: settings.idleTimeout, minimumRate: settings.minimumRate, stopOnCorruptMessage: false)
             configuration.secureMode = settings.secureMode
+            if let directory = settings.resumeSpoolDirectory {
+                if settings.outputDirectory.map({ directory.hasPrefix($0.string.hasSuffix("/") ? $0.string : $0.string + "/") || directory == $0.string }) ?? false {
+                    return .failure(SetupFailure(status: .usage, message: "--spool-dir \(directory) is inside the output directory; give a private directory"))
+                }
+                do {
+                    configuration.resumeSpool = try ResumeSpool(directory: directory)
+                } catch {
+                    if settings.resumeSpoolIsExplicit {
+                        return .failure(SetupFailure(status: .ioError, message: "--spool-dir: \(error)"))
+                    }
+                    logger.warning("\(error); messages cut midway start again from byte 0 (--spool-dir sets another place)")
+                }
+            }
             let attempt: DaemonSupervisor.Attempt = { [configuration] session, emit in
                 let central = Central(configuration: configuration, session: session)
                 try await Self.run(forwarding: central.events, to: emit) { try await central.run(sink: sink) }

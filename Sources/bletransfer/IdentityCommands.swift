@@ -49,6 +49,14 @@ enum IdentityLocation {
             homeDirectory: NSHomeDirectory())
     }
 
+    /// The daemon's resume spool: `spool` in its state directory (/var/lib/bletransfer for the
+    /// service user, $STATE_DIRECTORY when systemd sets one), else the interactive default.
+    static func defaultDaemonSpoolDirectory() -> String {
+        if currentUserName() == serviceUser { return "/var/lib/bletransfer/spool" }
+        return ResumeSpool.defaultDaemonDirectory(environment: ProcessInfo.processInfo.environment,
+                                                  homeDirectory: NSHomeDirectory())
+    }
+
     static func currentUserName() -> String? {
         guard let entry = getpwuid(geteuid()), let name = entry.pointee.pw_name else { return nil }
         return String(cString: name)

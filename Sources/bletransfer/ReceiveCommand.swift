@@ -139,8 +139,18 @@ struct ReceiveCommand: AsyncParsableCommand {
             throw RoleRun.exit(reporting: failure, json: json)
         }
 
-        let (session, _) = try await RoleRun.openSession(verbose: common.verbose, json: json)
+        let (session, logger) = try await RoleRun.openSession(verbose: common.verbose, json: json)
         defer { session.close() }
+        let resumeSpool: ResumeSpool?
+        do {
+            resumeSpool = try bounds.resumeSpool(
+                secure: secureMode != nil,
+                defaultDirectory: ResumeSpool.defaultInteractiveDirectory(
+                    environment: ProcessInfo.processInfo.environment, homeDirectory: NSHomeDirectory()),
+                outputDirectory: outputDirectory, warn: { logger.warning("\($0)") })
+        } catch {
+            throw RoleRun.exit(reporting: error, json: json)
+        }
 
         var limits = TransferLimits.default
         if let maximumSize { limits = TransferLimits(maximumMessageSize: maximumSize) }
@@ -155,6 +165,7 @@ struct ReceiveCommand: AsyncParsableCommand {
             idleTimeout: idleTimeout.map { .milliseconds(Int64($0 * 1000)) } ?? .seconds(15),
             minimumRate: bounds.minimumRate ?? CentralConfiguration.defaultMinimumRate)
         configuration.secureMode = secureMode
+        configuration.resumeSpool = resumeSpool
         let central = Central(configuration: configuration, session: session)
 
         let mode = common.outputMode
