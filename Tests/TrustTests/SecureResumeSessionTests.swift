@@ -227,7 +227,7 @@ import Testing
             transcript.senderEvents += step.senderEvents
             step.receiverEvents = []
             #expect(step.receiverError == nil && step.senderError == nil)
-            guard pair.sender.state == .acknowledged else { break }
+            guard pair.sender.state == .acknowledged, !pair.sender.endOfMessageSent else { break }
             if sentSecond {
                 try pair.sender.finish()
             } else {
