@@ -213,7 +213,9 @@ public struct Daemon {
                 idleTimeout: settings.idleTimeout, minimumRate: settings.minimumRate, stopOnCorruptMessage: false)
             configuration.secureMode = settings.secureMode
             if let directory = settings.resumeSpoolDirectory {
-                if settings.outputDirectory.map({ directory.hasPrefix($0.string.hasSuffix("/") ? $0.string : $0.string + "/") || directory == $0.string }) ?? false {
+                let output = path.string.hasSuffix("/") ? path.string : path.string + "/"
+                if directory == path.string || directory.hasPrefix(output) {
+                    // Nothing partial may ever appear in the output directory.
                     return .failure(SetupFailure(status: .usage, message: "--spool-dir \(directory) is inside the output directory; give a private directory"))
                 }
                 do {

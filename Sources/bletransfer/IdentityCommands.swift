@@ -49,12 +49,12 @@ enum IdentityLocation {
             homeDirectory: NSHomeDirectory())
     }
 
-    /// The daemon's resume spool: `spool` in its state directory (/var/lib/bletransfer for the
-    /// service user, $STATE_DIRECTORY when systemd sets one), else the interactive default.
+    /// The daemon's resume spool: /var/lib/bletransfer/spool for the service user (the
+    /// unit's StateDirectory), else the interactive default.
     static func defaultDaemonSpoolDirectory() -> String {
-        if currentUserName() == serviceUser { return "/var/lib/bletransfer/spool" }
-        return ResumeSpool.defaultDaemonDirectory(environment: ProcessInfo.processInfo.environment,
-                                                  homeDirectory: NSHomeDirectory())
+        if currentUserName() == serviceUser { return ResumeSpool.serviceDaemonDirectory }
+        return ResumeSpool.defaultInteractiveDirectory(environment: ProcessInfo.processInfo.environment,
+                                                       homeDirectory: NSHomeDirectory())
     }
 
     static func currentUserName() -> String? {

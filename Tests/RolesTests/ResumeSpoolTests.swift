@@ -135,8 +135,6 @@ import Trust
                 == "/x/state/bletransfer/spool")
         #expect(ResumeSpool.defaultInteractiveDirectory(environment: ["XDG_STATE_HOME": "relative"], homeDirectory: "/home/u")
                 == "/home/u/.local/state/bletransfer/spool")
-        #expect(ResumeSpool.defaultDaemonDirectory(environment: ["STATE_DIRECTORY": "/var/lib/bletransfer"], homeDirectory: "/h")
-                == "/var/lib/bletransfer/spool")
-        #expect(ResumeSpool.defaultDaemonDirectory(environment: [:], homeDirectory: "/h") == "/h/.local/state/bletransfer/spool")
+        #expect(ResumeSpool.defaultInteractiveDirectory(environment: [:], homeDirectory: "/h") == "/h/.local/state/bletransfer/spool")
     }
 }

@@ -82,14 +82,10 @@ public final class ResumeSpool: Sendable {
         return homeDirectory + "/.local/state/bletransfer/spool"
     }
 
-    /// The default for the daemon: `spool` in the systemd StateDirectory
-    /// ($STATE_DIRECTORY, /var/lib/bletransfer), else as for `receive`.
-    public static func defaultDaemonDirectory(environment: [String: String], homeDirectory: String) -> String {
-        if let state = environment["STATE_DIRECTORY"]?.split(separator: ":").first, state.hasPrefix("/") {
-            return state + "/spool"
-        }
-        return defaultInteractiveDirectory(environment: environment, homeDirectory: homeDirectory)
-    }
+    /// The default for the daemon run by the service user: the unit's StateDirectory
+    /// `bletransfer/spool` (beside the inbox, never inside it).
+    public static let serviceDaemonDirectory = "/var/lib/bletransfer/spool"
+
 
     /// The file name of an entry: sender key, SHA-256 and length, all hex or decimal.
     static func entryName(sender: PeerKey, digest: [UInt8], length: UInt64) -> String {
