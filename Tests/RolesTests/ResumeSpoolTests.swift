@@ -1,6 +1,6 @@
-import Crypto
 import Foundation
 import Testing
+import Transfer
 import Trust
 
 @testable import Roles
@@ -12,7 +12,7 @@ import Trust
     }
 
     static func header(_ payload: [UInt8], message: UInt32 = 0) -> MessageHeader {
-        MessageHeader(message: message, payloadLength: UInt64(payload.count), digest: Array(SHA256.hash(data: payload)), metadata: nil)
+        MessageHeader(message: message, payloadLength: UInt64(payload.count), digest: OutgoingMessage(payload: payload).digest, metadata: nil)
     }
 
     static func key() -> PeerKey { HostIdentity().publicKey }
@@ -62,7 +62,7 @@ import Trust
 
     @Test func aFileInPlaceOfTheDirectoryIsUnusable() throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("spool-file-\(UUID().uuidString)").path
-        FileManager.default.createFile(atPath: path, contents: Data([1]))
+        _ = FileManager.default.createFile(atPath: path, contents: Data([1]))
         defer { try? FileManager.default.removeItem(atPath: path) }
         #expect(throws: ResumeSpool.SpoolError.self) { _ = try ResumeSpool(directory: path) }
     }
@@ -125,7 +125,7 @@ import Trust
         let header = Self.header(payload)
         // Bytes beyond the length can only come from tampering with the file.
         let name = ResumeSpool.entryName(sender: sender, digest: header.digest, length: 100)
-        FileManager.default.createFile(atPath: spool.directory + "/" + name, contents: Data(count: 200))
+        _ = FileManager.default.createFile(atPath: spool.directory + "/" + name, contents: Data(count: 200))
         #expect(spool.heldPrefix(sender: sender, header: header).isEmpty)
         #expect(spool.entries().isEmpty)
     }
