@@ -41,6 +41,7 @@ import re
 import shlex
 import shutil
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -592,6 +593,16 @@ def at_least(threshold: int) -> str:
     return "(?:" + "|".join(options) + ")"
 
 
+def power_cycle(host: str, outage: float):
+    """A timeline action: `host`'s adapter off, `outage` seconds, on again."""
+    def action(lab) -> None:
+        scenarios.say(f"  {host} adapter off for {outage:.0f} s")
+        lab.fault(host, "power-off")
+        time.sleep(outage)
+        lab.fault(host, "power-on")
+    return action
+
+
 def resume_link_cut_run(ctx: Context, size: int, cuts: tuple, deadline: int, outage: float = 5.0) -> None:
     """Secure daemons a → b over one file of `size` bytes; the link is cut once b's receiver
     reports each fraction of `cuts` of the message — b's adapter powered off, on again `outage`
@@ -623,8 +634,9 @@ def resume_link_cut_run(ctx: Context, size: int, cuts: tuple, deadline: int, out
     timeline = []
     for fraction in cuts:
         progress = rf'"bytes":{at_least(int(size * fraction))},[^\n]*"event":"progress"'
-        timeline.append((("b", progress, 0.0), ("b", "power-off")))
-        timeline.append((("b", progress, outage), ("b", "power-on")))
+        # Off (confirmed: hci0 down), the outage, on: in sequence, so that the power-on cannot
+        # overtake the power-off's check (the run's other triggers wait meanwhile).
+        timeline.append((("b", progress, 0.0), power_cycle("b", outage)))
     res = ctx.lab.run(a=sender, b=receiver, deadline=deadline + 60, step="resume", timeline=tuple(timeline))
     a_out, b_out = res.job("a").stdout(), res.job("b").stdout()
     ctx.check("DAEMON-EXIT 0" in a_out and "DAEMON-EXIT 0" in b_out, "both daemons exited 0 on SIGTERM")
