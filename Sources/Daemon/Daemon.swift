@@ -25,6 +25,11 @@ public struct DaemonSettings: Sendable {
     public var maximumMessageSize: Int
     public var settleTime: Duration
     public var json: Bool
+    /// Receiver, secure mode: the resume spool's directory (nil: no resume).
+    public var resumeSpoolDirectory: String?
+    /// `--spool-dir` was given: a spool that cannot be used stops the daemon (otherwise a
+    /// warning, and messages cut midway start again from byte 0).
+    public var resumeSpoolIsExplicit = false
     /// What the start-up log line names as the version.
     public var version: String
 
@@ -175,7 +180,22 @@ public struct Daemon {
                 return .failure(SetupFailure(status: status, message: "--output-dir: \(error)"))
             }
             // A daemon keeps receiving after a message that fails verification.
-            let configuration = settings.receiver.configuration(messageCount: nil, stopOnCorruptMessage: false)
+            var configuration = settings.receiver.configuration(messageCount: nil, stopOnCorruptMessage: false)
+            if let directory = settings.resumeSpoolDirectory {
+                let output = path.string.hasSuffix("/") ? path.string : path.string + "/"
+                if directory == path.string || directory.hasPrefix(output) {
+                    // Nothing partial may ever appear in the output directory.
+                    return .failure(SetupFailure(status: .usage, message: "--spool-dir \(directory) is inside the output directory; give a private directory"))
+                }
+                do {
+                    configuration.resumeSpool = try ResumeSpool(directory: directory)
+                } catch {
+                    if settings.resumeSpoolIsExplicit {
+                        return .failure(SetupFailure(status: .ioError, message: "--spool-dir: \(error)"))
+                    }
+                    logger.warning("\(error); messages cut midway start again from byte 0 (--spool-dir sets another place)")
+                }
+            }
             let attempt: DaemonSupervisor.Attempt = { [configuration] session, emit in
                 let central = Central(configuration: configuration, session: session)
                 try await Self.run(forwarding: central.events, to: emit) { try await central.run(sink: sink) }

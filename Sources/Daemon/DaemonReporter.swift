@@ -261,6 +261,8 @@ struct DaemonReporter {
         if let digest = summary.sha256 { metadata["sha256"] = "\(digest)" }
         // The sender's word: escaped so that it cannot forge or break a log line.
         if let name = summary.fileName { metadata["name"] = "\(SafeText.escape(name))" }
+        if let offset = summary.resumedFrom { metadata["resumed_from"] = "\(offset)" }
+        if let onAir = summary.payloadBytesOnAir { metadata["payload_bytes_on_air"] = "\(onAir)" }
         if let duration = summary.duration { metadata["seconds"] = "\(String(format: "%.3f", duration.seconds))" }
         if let ordering = summary.ordering {
             metadata["order_at_risk"] = "true"

@@ -240,11 +240,14 @@ public struct EventRenderer {
             object["message"] = message(summary)
             if let value = peer(target) { object["peer"] = value }
             if let receiver = summary.peerKey { object["receiver"] = key(receiver) }
+            if let onAir = summary.payloadBytesOnAir { object["payloadBytesOnAir"] = onAir }
+            if let offset = summary.resumedFrom { object["resumedFrom"] = offset }
         case .received(let summary, let source, let storedAt):
             object["event"] = "received"
             object["message"] = message(summary)
             if let value = peer(source) { object["peer"] = value }
             if let sender = summary.peerKey { object["sender"] = key(sender) }
+            if let offset = summary.resumedFrom { object["resumedFrom"] = offset }
             // As sent: JSON escapes it, a reader compares it with `path` to see the renaming.
             if let name = summary.fileName { object["name"] = name }
             if let storedAt { object["path"] = storedAt }

@@ -135,9 +135,9 @@ struct DaemonCommand: AsyncParsableCommand {
             guard outbox != nil else { throw ValidationError("--role sender needs --outbox DIR") }
             if outputDirectory != nil { throw ValidationError("--output-dir is for --role receiver; the sender takes --outbox") }
             // --min-rate bounds the peer in both roles (the sender: its centrals).
-            if minimumRSSI != nil || idleTimeout != nil || compat || bounds.isStorageSet {
+            if minimumRSSI != nil || idleTimeout != nil || compat || bounds.isStorageSet || bounds.spoolDirectory != nil {
                 throw ValidationError(
-                    "--min-rssi, --idle-timeout, --compat, --reserve, --quota-bytes and --quota-files are for --role receiver")
+                    "--min-rssi, --idle-timeout, --compat, --reserve, --quota-bytes, --quota-files and --spool-dir are for --role receiver")
             }
         }
         if outputDirectory?.isEmpty == true || outbox?.isEmpty == true {
@@ -181,7 +181,7 @@ struct DaemonCommand: AsyncParsableCommand {
         } catch {
             throw bletransfer.exitCode(reporting: error, json: common.json)
         }
-        let settings = DaemonSettings(
+        var settings = DaemonSettings(
             role: role, receiver: try common.targeting(receiverOptions, secureMode: secureMode),
             sender: try common.targeting(senderOptions, secureMode: secureMode),
             outputDirectory: outputDirectory.map { FilePath($0) }, outbox: outbox.map { FilePath($0) },
@@ -189,6 +189,10 @@ struct DaemonCommand: AsyncParsableCommand {
             settleTime: settleTime.flatMap { try? OptionValidation.duration($0, option: "--settle-time", allowZero: true) }
                 ?? Outbox.defaultSettleTime,
             json: common.json, version: BLETransferVersion.current)
+        if role == .receiver, secureMode != nil {
+            settings.resumeSpoolDirectory = bounds.spoolDirectory ?? IdentityLocation.defaultDaemonSpoolDirectory()
+            settings.resumeSpoolIsExplicit = bounds.spoolDirectory != nil
+        }
         let status = await Daemon(settings: settings).run()
         if status != .success { throw status.exitCode }
     }

@@ -49,6 +49,14 @@ enum IdentityLocation {
             homeDirectory: NSHomeDirectory())
     }
 
+    /// The daemon's resume spool: /var/lib/bletransfer/spool for the service user (the
+    /// unit's StateDirectory), else the interactive default.
+    static func defaultDaemonSpoolDirectory() -> String {
+        if currentUserName() == serviceUser { return ResumeSpool.serviceDaemonDirectory }
+        return ResumeSpool.defaultInteractiveDirectory(environment: ProcessInfo.processInfo.environment,
+                                                       homeDirectory: NSHomeDirectory())
+    }
+
     static func currentUserName() -> String? {
         guard let entry = getpwuid(geteuid()), let name = entry.pointee.pw_name else { return nil }
         return String(cString: name)

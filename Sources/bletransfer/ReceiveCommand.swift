@@ -141,13 +141,23 @@ struct ReceiveCommand: AsyncParsableCommand {
             throw RoleRun.exit(reporting: failure, json: json)
         }
 
-        let (session, _) = try await RoleRun.openSession(verbose: common.verbose, json: json)
+        let (session, logger) = try await RoleRun.openSession(verbose: common.verbose, json: json)
         defer { session.close() }
+        let resumeSpool: ResumeSpool?
+        do {
+            resumeSpool = try bounds.resumeSpool(
+                secure: secureMode != nil,
+                defaultDirectory: ResumeSpool.defaultInteractiveDirectory(
+                    environment: ProcessInfo.processInfo.environment, homeDirectory: NSHomeDirectory()),
+                outputDirectory: outputDirectory, warn: { logger.warning("\($0)") })
+        } catch {
+            throw RoleRun.exit(reporting: error, json: json)
+        }
 
         let options = try common.targeting(receiverOptions, secureMode: secureMode)
-        let central = Central(configuration: options.configuration(messageCount: forever ? nil : (count ?? 1),
-                                                                   stopOnCorruptMessage: true),
-                              session: session)
+        var configuration = options.configuration(messageCount: forever ? nil : (count ?? 1), stopOnCorruptMessage: true)
+        configuration.resumeSpool = resumeSpool
+        let central = Central(configuration: configuration, session: session)
 
         let mode = common.outputMode
         let carriesPayload = json && output == nil && outputDirectory == nil

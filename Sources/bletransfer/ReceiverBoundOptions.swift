@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import Roles
 
 /// The receiver's bounds against peers that trickle or fill the disk; shared by `receive`
@@ -25,6 +26,14 @@ struct ReceiverBoundOptions: ParsableArguments {
         "Directory output: refuse a message once the directory holds this many (default: no quota).", valueName: "N"))
     var quotaFiles: Int?
 
+    @Option(name: .customLong("spool-dir"), help: ArgumentHelp(
+        "Secure mode: keep the verified start of an unfinished message here, mode 0700, so that the next visit resumes it "
+            + "(default: $XDG_STATE_HOME/bletransfer/spool or ~/.local/state/bletransfer/spool; the daemon: spool in its "
+            + "state directory, /var/lib/bletransfer/spool). Never inside the output directory; at most 256 MiB, entries "
+            + "removed after 7 days.",
+        valueName: "DIR"))
+    var spoolDirectory: String?
+
     var isStorageSet: Bool { reserve != nil || quotaBytes != nil || quotaFiles != nil }
 
     /// The receiver's options: these, and what the command takes besides (adapter and UUIDs
@@ -40,5 +49,44 @@ struct ReceiverBoundOptions: ParsableArguments {
         options.quotaBytes = quotaBytes
         options.quotaFiles = quotaFiles
         return options
+    }
+
+    func validate() throws {
+        if spoolDirectory?.isEmpty == true { throw ValidationError("--spool-dir: give a directory path") }
+    }
+
+    /// The spool for `resume`: `--spool-dir`, else `defaultDirectory`. Nil without the secure
+    /// mode (nothing to resume) or when the default cannot be used (a warning says why; the
+    /// receiver then starts every message at byte 0). An unusable `--spool-dir` is an error.
+    func resumeSpool(secure: Bool, defaultDirectory: String, outputDirectory: String?,
+                     warn: (String) -> Void) throws(RoleFailure) -> ResumeSpool? {
+        guard secure else { return nil }
+        let directory = spoolDirectory ?? defaultDirectory
+        if let outputDirectory, Self.isWithin(directory, outputDirectory) {
+            // Nothing partial may ever appear in the output directory.
+            throw RoleFailure(.usage, "--spool-dir \(directory) is inside the output directory; give a private directory")
+        }
+        do {
+            return try ResumeSpool(directory: directory)
+        } catch {
+            if spoolDirectory != nil { throw RoleFailure(.ioError, "--spool-dir: \(error)") }
+            warn("\(error); messages cut midway start again from byte 0 (--spool-dir sets another place)")
+            return nil
+        }
+    }
+
+    /// Whether `path` is `directory` or below it (by absolute, standardized paths).
+    static func isWithin(_ path: String, _ directory: String) -> Bool {
+        let cwd = FileManager.default.currentDirectoryPath
+        func absolute(_ p: String) -> String {
+            let full = p.hasPrefix("/") ? p : cwd + "/" + p
+            return URL(fileURLWithPath: full).standardizedFileURL.resolvingSymlinksInPath().path
+        }
+        let inner = absolute(path), outer = absolute(directory)
+        return inner == outer || inner.hasPrefix(outer.hasSuffix("/") ? outer : outer + "/")
+    }
+
+    var storageLimits: StorageLimits {
+        StorageLimits(reserveBytes: reserve ?? StorageLimits.defaultReserveBytes, quotaBytes: quotaBytes, quotaFiles: quotaFiles)
     }
 }

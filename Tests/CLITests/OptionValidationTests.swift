@@ -13,6 +13,14 @@ import Testing
         }
     }
 
+    @Test func aSpoolInsideTheOutputDirectoryIsRecognized() {
+        #expect(ReceiverBoundOptions.isWithin("/tmp/out/spool", "/tmp/out"))
+        #expect(ReceiverBoundOptions.isWithin("/tmp/out", "/tmp/out/"))
+        #expect(ReceiverBoundOptions.isWithin("/tmp/out/a/../spool", "/tmp/out"))
+        #expect(!ReceiverBoundOptions.isWithin("/tmp/outside", "/tmp/out"))
+        #expect(!ReceiverBoundOptions.isWithin("/tmp", "/tmp/out"))
+    }
+
     @Test func maximumSizeIsBoundedByMemory() throws {
         #expect(OptionValidation.maximumMessageSize(physicalMemory: 24 << 30) == 4 << 30)
         #expect(OptionValidation.maximumMessageSize(physicalMemory: 512 << 20) == 128 << 20)
@@ -30,6 +38,8 @@ import Testing
             ["receive", "--min-rate", "-1"],
             ["receive", "--reserve", "10"],  // without --output-dir
             ["receive", "--output-dir", "/tmp/x", "--quota-files", "0"],
+            ["receive", "--spool-dir", ""],
+            ["daemon", "--role", "sender", "--outbox", "/tmp/x", "--spool-dir", "/tmp/spool"],
             ["send", "--timeout", "1e300", "hello"],
             ["daemon", "--role", "sender", "--outbox", "/tmp/x", "--settle-time", "1e300"],
             ["daemon", "--role", "receiver", "--output-dir", "/tmp/x", "--max-size", "9223372036854775807"],

@@ -32,7 +32,8 @@ struct SecureEndToEndBlueZooTests {
 
     /// One sender run (at most one delivery) and one receiver run (one message, or `timeout`).
     static func exchange(_ bytes: [UInt8], sender: SecureModePolicy?, receiver: SecureModePolicy?,
-                         framed: Bool = true, timeout: Duration = .seconds(60)) async throws -> Run {
+                         framed: Bool = true, timeout: Duration = .seconds(60),
+                         resumeSpool: ResumeSpool? = nil) async throws -> Run {
         let bus = try await BlueZooBus.start()
         defer { bus.stop() }
 
@@ -51,6 +52,7 @@ struct SecureEndToEndBlueZooTests {
         defer { receiverSession.close() }
         var receiverConfiguration = CentralTestData.configuration(adapter: "hci1", framed: framed)
         receiverConfiguration.secureMode = receiver
+        receiverConfiguration.resumeSpool = resumeSpool
         let central = Central(configuration: receiverConfiguration, session: receiverSession)
         let receiverLog = PeripheralEventLog(following: central.events)
         let receiverTrace = Self.trace(receiverLog, as: "RECEIVER")
@@ -95,6 +97,54 @@ struct SecureEndToEndBlueZooTests {
 
     static func refusedReasons(_ events: [RoleEvent]) -> [String] {
         events.compactMap { if case .refused(_, let bound, let reason, _) = $0 { "\(bound): \(reason)" } else { nil } }
+    }
+
+    @Test("a checkpoint in the receiver's spool: the sender continues from it, the rest only is notified",
+          arguments: [1, 150_000, 200_000])
+    func resumesFromTheSpool(held: Int) async throws {
+        let bytes = CentralTestData.binary(200_000)
+        let spool = try ResumeSpool(directory: FileManager.default.temporaryDirectory
+            .appendingPathComponent("spool-\(UUID().uuidString)").path)
+        defer { try? FileManager.default.removeItem(atPath: spool.directory) }
+        // What an earlier, cut visit left: the first `held` bytes from this sender.
+        let header = MessageHeader(message: 0, payloadLength: UInt64(bytes.count), digest: OutgoingMessage(payload: bytes).digest)
+        spool.append(sender: Self.senderKey.publicKey, header: header, offset: 0, bytes: Array(bytes[..<held]))
+        let run = try await Self.exchange(
+            bytes,
+            sender: SecureModePolicy(identity: Self.senderKey, authorizedPeers: Self.peers(Self.receiverKey), requiresSecure: true),
+            receiver: SecureModePolicy(identity: Self.receiverKey, authorizedPeers: Self.peers(Self.senderKey), requiresSecure: true),
+            resumeSpool: spool)
+        #expect(run.receiveFailure == nil)
+        #expect(run.received == 1 && run.delivered == 1)
+        #expect(run.messages.map(\.payload) == [bytes])
+        let received = run.receiverEvents.compactMap { if case .received(let summary, _, _) = $0 { summary } else { nil } }
+        #expect(received.first?.resumedFrom == held)
+        let delivered = try #require(run.senderEvents.compactMap(\.deliveredSummary).first)
+        #expect(delivered.resumedFrom == held)
+        // The sender skipped what the receiver held, after at most a few records from 0.
+        let onAir = try #require(delivered.payloadBytesOnAir)
+        #expect(onAir >= bytes.count - held)
+        #expect(onAir < bytes.count - held + 64 * 1024)
+        // Verified and stored: the checkpoint is gone.
+        #expect(spool.entries().isEmpty)
+    }
+
+    @Test("without a checkpoint, a receiver with a spool keeps none once the message is stored")
+    func spoolEmptyAfterAWholeMessage() async throws {
+        let bytes = CentralTestData.binary(50_000)
+        let spool = try ResumeSpool(directory: FileManager.default.temporaryDirectory
+            .appendingPathComponent("spool-\(UUID().uuidString)").path)
+        defer { try? FileManager.default.removeItem(atPath: spool.directory) }
+        let run = try await Self.exchange(
+            bytes,
+            sender: SecureModePolicy(identity: Self.senderKey, authorizedPeers: Self.peers(Self.receiverKey), requiresSecure: true),
+            receiver: SecureModePolicy(identity: Self.receiverKey, authorizedPeers: Self.peers(Self.senderKey), requiresSecure: true),
+            resumeSpool: spool)
+        #expect(run.messages.map(\.payload) == [bytes])
+        let delivered = run.senderEvents.compactMap(\.deliveredSummary).first
+        #expect(delivered?.resumedFrom == nil)
+        #expect(delivered?.payloadBytesOnAir == bytes.count)
+        #expect(spool.entries().isEmpty)
     }
 
     @Test("two hosts holding each other's keys: the message arrives, each side names the other's key",

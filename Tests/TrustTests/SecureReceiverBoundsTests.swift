@@ -85,7 +85,7 @@ struct HandcraftedSender {
     }
 
     static let violations: [(String, [RecordMessage])] = [
-        ("DATA at offset 1, 0 bytes held", [header(), .data(message: 0, offset: 1, bytes: [1])]),
+        ("DATA at offset 1, 0 expected", [header(), .data(message: 0, offset: 1, bytes: [1])]),
         ("DATA beyond the announced 10 bytes", [header(), .data(message: 0, offset: 0, bytes: payload + [11])]),
         ("DATA of message 1, message 0 expected", [header(), .data(message: 1, offset: 0, bytes: payload)]),
         ("HEADER of message 1, message 0 expected", [header(message: 1)]),

@@ -25,7 +25,7 @@ struct SessionPair {
         offered: Capabilities = [.secure], maximumPayloadLength: Int = 1 << 30,
         peripheral: HostIdentity = HostIdentity(), central: HostIdentity = HostIdentity(),
         senderPeers: AuthorizedPeers? = nil, receiverPeers: AuthorizedPeers? = nil,
-        wantsMulti: Bool = false
+        wantsMulti: Bool = false, heldPrefix: SecureReceiverSession.HeldPrefix? = nil
     ) throws {
         self.peripheral = peripheral
         self.central = central
@@ -36,7 +36,7 @@ struct SessionPair {
             maximumValueLength: valueLength, wantsMulti: wantsMulti)
         receiver = SecureReceiverSession(
             identity: central, authorizedPeers: receiverPeers ?? authorized(peripheral), hello: hello,
-            maximumPayloadLength: maximumPayloadLength, maximumWriteLength: valueLength)
+            maximumPayloadLength: maximumPayloadLength, maximumWriteLength: valueLength, heldPrefix: heldPrefix)
     }
 }
 

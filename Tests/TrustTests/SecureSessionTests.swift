@@ -82,8 +82,9 @@ import Testing
         let received = exchange(&withMeta)
         #expect(received.receiverEvents.contains { if case .complete(_, let header) = $0 { header.metadata == metadata } else { false } })
 
+        // `resume` is chosen whenever offered (without a checkpoint it costs nothing); `meta` not.
         var withoutMeta = try SessionPair(payload: [9, 9], valueLength: 182, metadata: metadata, offered: [.secure, .resume])
-        #expect(withoutMeta.sender.chosen == [.secure])
+        #expect(withoutMeta.sender.chosen == [.secure, .resume])
         let plain = exchange(&withoutMeta)
         #expect(plain.receiverEvents.contains { if case .complete(_, let header) = $0 { header.metadata == nil } else { false } })
     }

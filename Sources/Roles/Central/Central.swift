@@ -361,7 +361,10 @@ public final class Central: Sendable {
                 // With keys, a version-2 HELLO offering the secure mode; a version-1 peripheral
                 // reads its first 14 bytes as a version-1 HELLO and answers version 1.
                 let session = SessionID.random()
-                let helloV2 = policy.map { _ in HelloV2(session: session.rawValue, offered: [.secure, .meta, .multi]) }
+                // `resume` only with a spool to keep checkpoints in.
+                let spool = configuration.resumeSpool
+                let offered: Capabilities = spool == nil ? [.secure, .meta, .multi] : [.secure, .meta, .multi, .resume]
+                let helloV2 = policy.map { _ in HelloV2(session: session.rawValue, offered: offered) }
                 let candidate = Hello(version: helloV2 == nil ? 1 : HelloV2.version, session: session)
                 do {
                     try await characteristic.writeValue(helloV2?.encoded ?? candidate.encoded, type: writeType)
@@ -370,7 +373,8 @@ public final class Central: Sendable {
                         secureSession = SecureReceiverSession(
                             identity: policy.identity, authorizedPeers: policy.authorizedPeers, hello: helloV2,
                             maximumPayloadLength: configuration.limits.maximumMessageSize,
-                            maximumWriteLength: max(20, (characteristic.mtu ?? 23) - 3))
+                            maximumWriteLength: max(20, (characteristic.mtu ?? 23) - 3),
+                            heldPrefix: Self.heldPrefix(in: spool))
                     }
                 } catch let error as BluetoothError {
                     try Self.rethrowIfFatal(error)
@@ -491,9 +495,16 @@ public final class Central: Sendable {
                 MessageSummary(sequence: sequence, byteCount: message.payload.count,
                                format: assembly.isSecure ? .secure : message.format == .framed ? .framed : .compat,
                                sha256: message.digest.map(Self.hex), duration: duration, ordering: ordering,
-                               peerKey: assembly.authenticatedSender, fileName: message.file?.name),
+                               peerKey: assembly.authenticatedSender, fileName: message.file?.name,
+                               resumedFrom: assembly.resumedFrom),
                 from: peer, storedAt: storedAt))
         }
+    }
+
+    /// The checkpoint lookup a secure session makes on each HEADER (nil: no spool).
+    private static func heldPrefix(in spool: ResumeSpool?) -> SecureReceiverSession.HeldPrefix? {
+        guard let spool else { return nil }
+        return { key, header in spool.heldPrefix(sender: key, header: header) }
     }
 
     /// `Device1.Connect`, retrying transient failures with back-off.
@@ -580,7 +591,8 @@ public final class Central: Sendable {
 
         var assembly = MessageAssembly(limits: configuration.limits, sentHello: hello, idleTimeout: configuration.idleTimeout,
                                        minimumRate: configuration.minimumRate, rateGrace: configuration.rateGrace,
-                                       secure: secureSession, requiresSecure: requiresSecure)
+                                       secure: secureSession, requiresSecure: requiresSecure,
+                                       resumeSpool: configuration.resumeSpool)
         let writeType = Self.writeType(for: characteristic.flags) ?? .command
         let mtu = channel.mtu ?? 23
         var admittedAnnouncement = false

@@ -42,6 +42,9 @@ public struct CentralConfiguration: Sendable {
     /// `requiresSecure`, a peer that does not complete it gets nothing and nothing of it is
     /// stored.
     public var secureMode: SecureModePolicy?
+    /// Where checkpoints of unfinished secure messages are kept so that the next visit
+    /// resumes them (docs/wire-v2.md section 5); nil: `resume` is not offered.
+    public var resumeSpool: ResumeSpool?
     /// After the last wanted message: how long the run waits for `RemoveDevice` before it
     /// returns (bluetoothd finishes the disconnection and the removal on its own).
     public var handBackWait: Duration = .milliseconds(100)

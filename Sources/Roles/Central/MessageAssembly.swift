@@ -46,6 +46,14 @@ struct MessageAssembly: Sendable {
     /// whether the peer speaks it (`mode`).
     private var secure: SecureReceiverSession?
     private let requiresSecure: Bool
+    /// Resume: where the authenticated prefix of an unfinished message is kept as it arrives
+    /// (nil: no checkpoints, and `resume` is not offered).
+    private let resumeSpool: ResumeSpool?
+    /// Secure mode: the sender's key and the current message's HEADER (its spool entry).
+    private var senderKey: PeerKey?
+    private var currentHeader: MessageHeader?
+    /// Resume: the offset the current message continued from.
+    private(set) var resumedFrom: Int?
     private var mode: Mode
     /// Values that came before the one that tells the mode (EATT may reorder the first ones).
     private var undecidedValues: [[UInt8]] = []
@@ -86,7 +94,8 @@ struct MessageAssembly: Sendable {
     init(limits: TransferLimits, sentHello: Hello?, idleTimeout: Duration, minimumRate: Int = 0,
          rateGrace: Duration = .seconds(20), progressInterval: Duration = .milliseconds(200),
          undecidedSettle: Duration = .milliseconds(1500), secure: SecureReceiverSession? = nil,
-         requiresSecure: Bool = false) {
+         requiresSecure: Bool = false, resumeSpool: ResumeSpool? = nil) {
+        self.resumeSpool = resumeSpool
         receiver = MessageReceiver(limits: limits, sentHello: sentHello)
         self.secure = secure
         self.requiresSecure = requiresSecure
@@ -257,7 +266,21 @@ struct MessageAssembly: Sendable {
                     pendingWrites.append(write)
                 case .senderAuthenticated(let peer):
                     authenticatedSender = AuthenticatedPeer(peer)
+                    senderKey = peer.key
+                case .resumed(let offset):
+                    resumedFrom = offset
+                case .appended(let offset, let bytes):
+                    if let senderKey, let currentHeader {
+                        resumeSpool?.append(sender: senderKey, header: currentHeader, offset: offset, bytes: bytes)
+                    }
+                case .refusedDigestMismatch(let header):
+                    // The checkpoint (or what continued it) was bad: nothing of it is kept.
+                    if let senderKey { resumeSpool?.remove(sender: senderKey, header: header) }
+                    finished = true
+                    return .failed(.transient("the resumed message did not verify (SHA-256); its checkpoint is discarded and nothing kept"))
                 case .header(let header):
+                    currentHeader = header
+                    resumedFrom = nil
                     secureAnnouncedLength = Int(clamping: header.payloadLength)
                     secureBytesReceived = 0
                     if session.completedCount > 0 { messageStartedAt = time }
@@ -266,6 +289,8 @@ struct MessageAssembly: Sendable {
                     secureBytesReceived = bytes
                     progressed = true
                 case .complete(let payload, let header):
+                    // Verified: the central stores it next; its checkpoint is of no more use.
+                    if let senderKey { resumeSpool?.remove(sender: senderKey, header: header) }
                     var message = ReceivedMessage(
                         payload: payload, format: .framed,
                         header: FramedHeader(session: receiver.sentHello?.session ?? SessionID(rawValue: 0), payload: payload))

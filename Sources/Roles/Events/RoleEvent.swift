@@ -84,9 +84,18 @@ public struct MessageSummary: Sendable, Equatable {
     /// The file name the sender gave the message (secure mode with `meta`), as sent: hostile
     /// until escaped (`SafeText`) or JSON-encoded. Nil for a message without one.
     public var fileName: String?
+    /// Resume (secure mode): the offset the message continued from, the bytes the receiver
+    /// held from an earlier visit. Nil when it was sent or received from byte 0.
+    public var resumedFrom: Int?
+    /// Sender, secure mode: payload bytes this process notified for the message in all its
+    /// visits (a cut visit's bytes included, skipped ranges not).
+    public var payloadBytesOnAir: Int?
 
     public init(sequence: Int, byteCount: Int, format: TransferFormat, sha256: String? = nil, duration: Duration? = nil,
-                ordering: CompatOrdering? = nil, peerKey: AuthenticatedPeer? = nil, fileName: String? = nil) {
+                ordering: CompatOrdering? = nil, peerKey: AuthenticatedPeer? = nil, fileName: String? = nil,
+                resumedFrom: Int? = nil, payloadBytesOnAir: Int? = nil) {
+        self.resumedFrom = resumedFrom
+        self.payloadBytesOnAir = payloadBytesOnAir
         self.peerKey = peerKey
         self.fileName = fileName
         self.sequence = sequence

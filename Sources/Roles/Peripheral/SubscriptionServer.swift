@@ -88,6 +88,11 @@ actor SubscriptionServer {
         var secureWrites: AsyncStream<[UInt8]>.Continuation? = nil
         /// Secure mode: the central the handshake authenticated.
         var authenticatedPeer: AuthenticatedPeer?
+        /// Secure mode: the session's payload bytes on the air already added to
+        /// `payloadBytesOnAir`.
+        var sessionBytesOnAirCounted = 0
+        /// Resume: the offset the current message continued from.
+        var resumedFrom: Int?
     }
 
     /// What a central wrote before it subscribed: its HELLO, and the same read as version 2.
@@ -122,6 +127,11 @@ actor SubscriptionServer {
     /// and a value longer than MTU − 3 would be cut by bluetoothd without a word.
     private var mtus: [DeviceReference: Int] = [:]
     private var current: Subscription?
+    /// Secure mode: payload bytes notified per message (by SHA-256) over all visits of this
+    /// process until it is delivered: what resume saves shows here. Bounded (cleared past
+    /// `onAirMemory` messages).
+    private var payloadBytesOnAir: [[UInt8]: Int] = [:]
+    static let onAirMemory = 1024
     private var nextID = 1
     private var isShutDown = false
 
@@ -506,8 +516,15 @@ actor SubscriptionServer {
         }
     }
 
-    private func progressed(_ id: Int, bytesSent: Int, finished: Bool) {
+    private func progressed(_ id: Int, bytesSent: Int, finished: Bool, sessionBytesOnAir: Int? = nil) {
         guard var subscription = current, subscription.id == id else { return }
+        if let sessionBytesOnAir, sessionBytesOnAir > subscription.sessionBytesOnAirCounted {
+            if payloadBytesOnAir[subscription.message.digest] == nil, payloadBytesOnAir.count >= Self.onAirMemory {
+                payloadBytesOnAir = [:]
+            }
+            payloadBytesOnAir[subscription.message.digest, default: 0] += sessionBytesOnAir - subscription.sessionBytesOnAirCounted
+            subscription.sessionBytesOnAirCounted = sessionBytesOnAir
+        }
         let now = ContinuousClock.now
         subscription.meter.record(bytesSoFar: bytesSent, at: now - subscription.startedAt)
         let due = subscription.lastProgressEvent.map { now - $0 >= configuration.progressInterval } ?? true
@@ -602,7 +619,9 @@ actor SubscriptionServer {
             duration: .now - subscription.startedAt,
             ordering: subscription.format == .compat && subscription.confirmations == nil
                 ? compatOrderingRisk(&subscription) : nil,
-            peerKey: subscription.authenticatedPeer)
+            peerKey: subscription.authenticatedPeer,
+            resumedFrom: subscription.resumedFrom,
+            payloadBytesOnAir: subscription.format == .secure ? payloadBytesOnAir.removeValue(forKey: subscription.message.digest) : nil)
     }
 }
 
@@ -689,6 +708,7 @@ extension SubscriptionServer {
         ongoing.meter = ProgressMeter(totalBytes: next.message.payload.count)
         ongoing.lastProgressEvent = nil
         ongoing.lastProgressBytes = nil
+        ongoing.resumedFrom = nil
         let valueLength = ongoing.channel.maximumValueLength
         let values = SecureSenderSession.estimatedValueCount(payloadLength: next.message.payload.count,
                                                              maximumValueLength: valueLength)
@@ -713,6 +733,13 @@ extension SubscriptionServer {
         let pending = subscription.delivery.isDelivered ? "" : "; message \(subscription.sequence) stays to be sent again"
         logger.info("\(subscription.peer.address) closed the session (reason \(reason)) after \(subscription.deliveredInSession) messages\(pending)")
         feed(.refusedByUs, to: id)
+    }
+
+    /// Resume: the central holds the first `offset` bytes of the message under way.
+    fileprivate func secureResumed(_ id: Int, offset: UInt64) {
+        guard current?.id == id else { return }
+        current?.resumedFrom = Int(offset)
+        logger.info("\(current?.peer.address ?? "?") holds \(offset) bytes of message \(current?.sequence ?? 0) from an earlier visit: continuing from there")
     }
 
     fileprivate func secureRefusedByCentral(_ id: Int, outcome: UInt8) {
@@ -764,10 +791,48 @@ extension SubscriptionServer {
                                        writes: AsyncStream<[UInt8]>, confirmations: AsyncStream<Void>?,
                                        subscription id: Int, server: SubscriptionServer) async {
         var session = session
-        var written = writes.makeAsyncIterator()
+        // The writes are read between notifications too: a RESUME must take effect while DATA
+        // flows, not after the whole message went out.
+        let written = WriteInbox(limit: secureWriteBacklog)
+        let forwarding = Task { await written.drain(writes) }
+        defer { forwarding.cancel() }
         var confirmed = confirmations?.makeAsyncIterator()
         /// Multi: the message whose END bluetoothd took; its ACK is awaited.
         var endWritten: UInt32?
+        /// What the central's write means for the transfer task: false once the session is over.
+        func handleWrite(_ value: [UInt8]) async throws -> Bool {
+            for event in try session.receiveWrite(value) {
+                switch event {
+                case .centralAuthenticated(let peer):
+                    await server.secureCentralAuthenticated(id, AuthenticatedPeer(peer))
+                case .resumed(let offset):
+                    await server.secureResumed(id, offset: offset)
+                case .acknowledged:
+                    if !session.carriesSeveralMessages {
+                        await server.secureAcknowledged(id)
+                        return false
+                    }
+                    // An ACK and the central's CLOSE may come in one write: count, send no more.
+                    let centralClosed = session.state == .closedByCentral
+                    let next = await server.secureAcknowledgedInSession(id, wantsNext: !centralClosed)
+                    if centralClosed {
+                        continue
+                    } else if let next {
+                        try session.sendNext(payload: next.payload, digest: next.digest,
+                                             metadata: fileMetadata(next.file))
+                    } else {
+                        try session.finish()
+                    }
+                case .closedByCentral(let reason):
+                    await server.secureClosedByCentral(id, reason: reason)
+                    return false
+                case .refusedByCentral(let outcome):
+                    await server.secureRefusedByCentral(id, outcome: outcome)
+                    return false
+                }
+            }
+            return true
+        }
         do {
             while !session.endOfMessageSent {
                 while let value = session.nextValue() {
@@ -775,7 +840,12 @@ extension SubscriptionServer {
                     if confirmed != nil {
                         guard await confirmed?.next() != nil else { throw NotificationSocketError.closed }
                     }
-                    await server.progressed(id, bytesSent: session.payloadBytesSent, finished: session.endOfMessageSent)
+                    await server.progressed(id, bytesSent: session.payloadBytesSent, finished: session.endOfMessageSent,
+                                            sessionBytesOnAir: session.payloadBytesNotified)
+                    // After EOM the ACK is read below, once the stream is drained, as before.
+                    for write in session.endOfMessageSent ? [] : written.takeAvailable() {
+                        guard try await handleWrite(write) else { return }
+                    }
                 }
                 if session.endOfMessageSent { break }
                 if session.state == .awaitingAck, endWritten != session.currentMessageNumber {
@@ -788,30 +858,7 @@ extension SubscriptionServer {
                 // The session waits for the central's handshake message or, in a multi session,
                 // for the ACK of the message just sent (both bounded by the deadline).
                 guard let value = await written.next() else { throw NotificationSocketError.closed }
-                for event in try session.receiveWrite(value) {
-                    switch event {
-                    case .centralAuthenticated(let peer):
-                        await server.secureCentralAuthenticated(id, AuthenticatedPeer(peer))
-                    case .acknowledged:
-                        // An ACK and the central's CLOSE may come in one write: count, send no more.
-                        let centralClosed = session.state == .closedByCentral
-                        let next = await server.secureAcknowledgedInSession(id, wantsNext: !centralClosed)
-                        if centralClosed {
-                            continue
-                        } else if let next {
-                            try session.sendNext(payload: next.payload, digest: next.digest,
-                                                 metadata: fileMetadata(next.file))
-                        } else {
-                            try session.finish()
-                        }
-                    case .closedByCentral(let reason):
-                        await server.secureClosedByCentral(id, reason: reason)
-                        return
-                    case .refusedByCentral(let outcome):
-                        await server.secureRefusedByCentral(id, outcome: outcome)
-                        return
-                    }
-                }
+                guard try await handleWrite(value) else { return }
             }
             do {
                 try await channel.drain()
@@ -824,18 +871,7 @@ extension SubscriptionServer {
             // Multi: every message counted on its ACK; after CLOSE the central only unsubscribes.
             if session.carriesSeveralMessages { return }
             while let value = await written.next() {
-                for event in try session.receiveWrite(value) {
-                    switch event {
-                    case .acknowledged:
-                        await server.secureAcknowledged(id)
-                        return
-                    case .refusedByCentral(let outcome):
-                        await server.secureRefusedByCentral(id, outcome: outcome)
-                        return
-                    case .centralAuthenticated, .closedByCentral:
-                        break
-                    }
-                }
+                guard try await handleWrite(value) else { return }
             }
         } catch let error as SecureSessionError {
             await server.secureSessionFailed(id, error)

@@ -13,6 +13,12 @@ import Crypto
 /// acknowledged (`acknowledgement`) before the next HEADER may follow; only one message is
 /// held at a time. The sender ends the stream with CLOSE `00` and `EOM`; this side may end it
 /// earlier with `close(reason:)` (CLOSE `01`: it takes no more).
+///
+/// With `resume` chosen (section 5) a HEADER for which `heldPrefix` returns bytes (a checkpoint
+/// of an earlier session with the same sender, digest and length) is answered at once by a
+/// sealed RESUME with that offset; DATA bytes below it are skipped, the rest appended, and the
+/// SHA-256 over held + new bytes still decides. A resumed message that fails it is refused with
+/// a sealed ACK `03` (`.refusedDigestMismatch`), so the sender knows the checkpoint was bad.
 public struct SecureReceiverSession: Sendable {
     public enum Event: Sendable, Equatable {
         /// A value to write to the characteristic, in order.
@@ -27,7 +33,18 @@ public struct SecureReceiverSession: Sendable {
         case closed(reason: UInt8)
         /// The bare `EOM` value, once every value before it arrived.
         case endOfStream
+        /// Resume: the HEADER matched a checkpoint of `offset` bytes; a RESUME was written.
+        case resumed(offset: Int)
+        /// Resume: payload bytes newly appended at `offset` (skipped bytes are not repeated),
+        /// for the caller's checkpoint.
+        case appended(offset: Int, bytes: [UInt8])
+        /// Resume: a resumed message failed its SHA-256 or length; the sealed ACK `03` is in the
+        /// `.write` events before this one. The session is over (later calls throw).
+        case refusedDigestMismatch(MessageHeader)
     }
+
+    /// The bytes a checkpoint holds for this sender and message (empty: none).
+    public typealias HeldPrefix = @Sendable (PeerKey, MessageHeader) -> [UInt8]
 
     private enum Phase: Sendable, Equatable {
         case awaitingPrefix, awaitingMessage1, awaitingMessage3, awaitingHeader, receivingData, awaitingClose, closed
@@ -60,6 +77,11 @@ public struct SecureReceiverSession: Sendable {
     private var endOfMessageSeen = false
     private var endOfStreamReported = false
     private var failure: SecureSessionError?
+    private let heldPrefix: HeldPrefix?
+    /// Resume: the offset the next DATA record from the sender must carry (it may jump once,
+    /// forward to the RESUME offset, `resumeOffset`).
+    private var senderNextOffset = 0
+    private var resumeOffset: Int?
 
     /// - Parameters:
     ///   - hello: the HELLO v2 this central wrote.
@@ -67,8 +89,9 @@ public struct SecureReceiverSession: Sendable {
     ///   - maximumWriteLength: ATT MTU − 3 for our writes (brought within 20...512).
     public init(
         identity: HostIdentity, authorizedPeers: AuthorizedPeers, hello: HelloV2,
-        maximumPayloadLength: Int, maximumWriteLength: Int
+        maximumPayloadLength: Int, maximumWriteLength: Int, heldPrefix: HeldPrefix? = nil
     ) {
+        self.heldPrefix = heldPrefix
         self.identity = identity
         self.authorizedPeers = authorizedPeers
         self.hello = hello
@@ -105,8 +128,11 @@ public struct SecureReceiverSession: Sendable {
             }
             var events: [Event] = []
             for piece in try notifications.accept(value) {
+                // A refused resumed message ended the session: what follows is not read.
+                if failure != nil { return events }
                 events += try consume(piece)
             }
+            if failure != nil { return events }
             return events + endOfStreamIfDone()
         } catch {
             fail(error)
@@ -202,7 +228,7 @@ public struct SecureReceiverSession: Sendable {
         } catch {
             throw SecureSessionError(error)
         }
-        for frame in completed { events += try handle(frame) }
+        for frame in completed where failure == nil { events += try handle(frame) }
         return events
     }
 
@@ -240,6 +266,56 @@ public struct SecureReceiverSession: Sendable {
         }
     }
 
+    /// The write values of `record` sealed in this session's order (tests forge records the
+    /// receiver would not write).
+    mutating func forgeRecord(_ record: RecordMessage) throws(SecureSessionError) -> [[UInt8]] {
+        guard var sealer else { throw .protocolViolation("no keys yet") }
+        do {
+            writer.append(try sealer.seal(record.record))
+        } catch {
+            throw SecureSessionError(error)
+        }
+        self.sealer = sealer
+        writer.flush()
+        return writer.drain()
+    }
+
+    /// Takes `held` as the message's first bytes and writes the sealed RESUME at once.
+    private mutating func resume(_ announced: MessageHeader, holding held: [UInt8]) throws(SecureSessionError) -> [Event] {
+        guard var sealer else { throw .protocolViolation("RESUME before the handshake finished") }
+        do {
+            writer.append(try sealer.seal(RecordMessage.resume(message: announced.message, offset: UInt64(held.count)).record))
+        } catch {
+            throw SecureSessionError(error)
+        }
+        self.sealer = sealer
+        payload = held
+        resumeOffset = held.count
+        writer.flush()
+        return writer.drain().map(Event.write) + [.resumed(offset: held.count), .progress(bytesReceived: payload.count)]
+    }
+
+    /// A resumed message failed verification: the checkpoint was bad (or the sender's file
+    /// changed under the same digest, which SHA-256 rules out). A sealed ACK `03` tells the
+    /// sender; the session then ends as for any digest mismatch.
+    private mutating func refuseResumedMessage(_ header: MessageHeader) throws(SecureSessionError) -> [Event] {
+        guard var sealer else { throw .digestMismatch }
+        let writes: [[UInt8]]
+        do {
+            writer.append(try sealer.seal(RecordMessage.ack(SecureAck(message: header.message, digest: header.digest,
+                                                                      outcome: .refusedDigestMismatch)).record))
+        } catch {
+            throw SecureSessionError(error)
+        }
+        self.sealer = sealer
+        writer.flush()
+        writes = writer.drain()
+        failure = .digestMismatch
+        payload = []
+        phase = .closed
+        return writes.map(Event.write) + [.refusedDigestMismatch(header)]
+    }
+
     private mutating func open(_ frame: Frame) throws(SecureSessionError) -> RecordMessage {
         try SessionRecords.open(frame, with: &opener).message
     }
@@ -263,20 +339,41 @@ public struct SecureReceiverSession: Sendable {
             header = announced
             isComplete = false
             acknowledged = false
+            senderNextOffset = 0
+            resumeOffset = nil
+            payload = []
             payload.reserveCapacity(Int(announced.payloadLength))
             phase = .receivingData
-            return [.header(announced)]
+            var events: [Event] = [.header(announced)]
+            if chosen.contains(.resume), let heldPrefix, let sender = remotePeer?.key {
+                let held = heldPrefix(sender, announced)
+                if !held.isEmpty, UInt64(held.count) <= announced.payloadLength {
+                    events += try resume(announced, holding: held)
+                }
+            }
+            return events
         case (.receivingData, .data(let number, let offset, let bytes)):
             guard let header, number == header.message else {
                 throw .protocolViolation("DATA of message \(number), message \(header?.message ?? 0) expected")
             }
-            guard offset == UInt64(payload.count) else {
-                throw .protocolViolation("DATA at offset \(offset), \(payload.count) bytes held")
+            // The sender's DATA is contiguous, except for one jump forward to the RESUME offset.
+            let jumpsToResume = resumeOffset.map { $0 > senderNextOffset && offset == UInt64($0) } ?? false
+            guard offset == UInt64(senderNextOffset) || jumpsToResume else {
+                throw .protocolViolation("DATA at offset \(offset), \(senderNextOffset) expected")
             }
-            guard UInt64(bytes.count) <= header.payloadLength - UInt64(payload.count) else {
+            guard UInt64(bytes.count) <= header.payloadLength - offset else {
                 throw .protocolViolation("DATA beyond the announced \(header.payloadLength) bytes")
             }
-            payload += bytes
+            senderNextOffset = Int(offset) + bytes.count
+            // Bytes below what is held (a checkpoint) were sent before the RESUME was read.
+            let skip = max(0, payload.count - Int(offset))
+            guard skip < bytes.count else { return [] }
+            let fresh = Array(bytes[skip...])
+            let appendedAt = payload.count
+            payload += fresh
+            if chosen.contains(.resume) {
+                return [.appended(offset: appendedAt, bytes: fresh), .progress(bytesReceived: payload.count)]
+            }
             return [.progress(bytesReceived: payload.count)]
         case (.receivingData, .end(let number, let totalBytes)):
             guard let header, number == header.message else {
@@ -284,7 +381,10 @@ public struct SecureReceiverSession: Sendable {
             }
             guard totalBytes == header.payloadLength, UInt64(payload.count) == totalBytes,
                 Array(SHA256.hash(data: payload)) == header.digest
-            else { throw .digestMismatch }
+            else {
+                guard resumeOffset != nil else { throw .digestMismatch }
+                return try refuseResumedMessage(header)
+            }
             isComplete = true
             completedCount += 1
             // Multi: the next HEADER or the CLOSE may follow (after our ACK).

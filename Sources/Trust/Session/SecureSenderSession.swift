@@ -14,6 +14,10 @@ import Crypto
 /// the caller, on `.acknowledged`, either starts the next message (`sendNext`) or ends the
 /// stream (`finish`: CLOSE `00` and `EOM`). A CLOSE written by the central ends the session at
 /// once (`.closedByCentral`); a message not yet acknowledged then counts as not delivered.
+///
+/// With `resume` chosen (section 5) the central may write, once per message, a RESUME naming
+/// the message under way and the bytes it already holds from an earlier session: DATA then
+/// continues from that offset (or from where it already is, when that is further on).
 public struct SecureSenderSession: Sendable {
     public enum State: Sendable, Equatable {
         case awaitingHandshake, sending, awaitingAck, acknowledged, failed
@@ -32,6 +36,9 @@ public struct SecureSenderSession: Sendable {
         /// ACK outcome `02` or `03`: the central did not store the message (state `.failed`:
         /// the session is over without delivery).
         case refusedByCentral(outcome: UInt8)
+        /// The central holds the first `offset` bytes of the message under way (RESUME): DATA
+        /// continues from there.
+        case resumed(offset: UInt64)
     }
 
     /// The records after message 3, in the order they are sealed.
@@ -47,6 +54,11 @@ public struct SecureSenderSession: Sendable {
     public let chosen: Capabilities
     public private(set) var remotePeer: AuthorizedPeers.Peer?
     public private(set) var payloadBytesSent = 0
+    /// Payload bytes handed out in DATA records during the whole session, every message
+    /// counted, skipped ranges not: what this session put on the air as payload.
+    public private(set) var payloadBytesNotified = 0
+    /// Where the current message's DATA started after a RESUME (nil: not resumed).
+    public private(set) var resumedAt: UInt64?
     public private(set) var endOfMessageSent = false
 
     private let authorizedPeers: AuthorizedPeers
@@ -67,10 +79,14 @@ public struct SecureSenderSession: Sendable {
     private var frames = FrameReader()
     private var nextRecord = NextRecord.header
     /// Stream offsets at which a DATA record's frame ends, with the payload bytes sent through it.
-    private var payloadMarks: [(streamEnd: Int, payloadEnd: Int)] = []
+    private var payloadMarks: [(streamEnd: Int, payloadEnd: Int, bytes: Int)] = []
     private var payloadMarksStart = 0
     /// Stream offset after the sealed END: an ACK before it was handed out cannot be genuine.
     private var endRecordStreamEnd: Int?
+    /// Stream offset after the sealed HEADER: a RESUME before it was handed out cannot be genuine.
+    private var headerRecordStreamEnd: Int?
+    /// The central wrote RESUME for the current message (at most once per message).
+    private var resumeReceived = false
     /// CLOSE `00` is sealed: `EOM` follows once it is handed out.
     private var closeSealed = false
     private var failure: SecureSessionError?
@@ -88,11 +104,11 @@ public struct SecureSenderSession: Sendable {
     public init(
         identity: HostIdentity, authorizedPeers: AuthorizedPeers, hello: HelloV2,
         payload: [UInt8], digest: [UInt8], metadata: FileMetadata?,
-        maximumValueLength: Int, wantsMulti: Bool = false
+        maximumValueLength: Int, wantsMulti: Bool = false, acceptsResume: Bool = true
     ) throws(SecureSessionError) {
         try self.init(identity: identity, authorizedPeers: authorizedPeers, hello: hello, payload: payload,
                       digest: digest, metadata: metadata, maximumValueLength: maximumValueLength,
-                      wantsMulti: wantsMulti, firstMessageNumber: Self.messageNumber)
+                      wantsMulti: wantsMulti, acceptsResume: acceptsResume, firstMessageNumber: Self.messageNumber)
     }
 
     /// `firstMessageNumber`: what the first HEADER carries (0 on the wire; tests make a sender
@@ -100,7 +116,7 @@ public struct SecureSenderSession: Sendable {
     init(
         identity: HostIdentity, authorizedPeers: AuthorizedPeers, hello: HelloV2,
         payload: [UInt8], digest: [UInt8], metadata: FileMetadata?,
-        maximumValueLength: Int, wantsMulti: Bool, firstMessageNumber: UInt32
+        maximumValueLength: Int, wantsMulti: Bool, acceptsResume: Bool = true, firstMessageNumber: UInt32
     ) throws(SecureSessionError) {
         guard hello.offered.contains(.secure) else { throw .notSecure }
         guard digest.count == 32 else { throw .protocolViolation("message digest of \(digest.count) bytes, not 32") }
@@ -108,6 +124,8 @@ public struct SecureSenderSession: Sendable {
         // `meta` is chosen whenever offered in a multi session: a later message may be named.
         if metadata != nil || wantsMulti, hello.offered.contains(.meta) { chosen.insert(.meta) }
         if wantsMulti, hello.offered.contains(.multi) { chosen.insert(.multi) }
+        // Costs nothing when the central holds no checkpoint: it then writes no RESUME.
+        if acceptsResume, hello.offered.contains(.resume) { chosen.insert(.resume) }
         let prefix = StreamPrefix(answering: hello, supports: chosen)
         self.chosen = prefix.chosen
         self.authorizedPeers = authorizedPeers
@@ -161,6 +179,9 @@ public struct SecureSenderSession: Sendable {
         payloadMarks = []
         payloadMarksStart = 0
         endRecordStreamEnd = nil
+        headerRecordStreamEnd = nil
+        resumeReceived = false
+        resumedAt = nil
         nextRecord = .header
         state = .sending
     }
@@ -242,6 +263,9 @@ public struct SecureSenderSession: Sendable {
             state = .closedByCentral
             return .closedByCentral(reason: reason)
         }
+        if case .resume(let number, let offset) = message {
+            return try handleResume(message: number, offset: offset)
+        }
         guard case .ack(let ack) = message, state != .acknowledged else {
             throw .protocolViolation("\(record.kind) record from the central, an ACK expected")
         }
@@ -261,6 +285,33 @@ public struct SecureSenderSession: Sendable {
             state = .failed
             return .refusedByCentral(outcome: ack.outcome.rawValue)
         }
+    }
+
+    /// RESUME: bounded to the message under way, after its HEADER went out, at most once, and
+    /// within its length; anything else ends the session.
+    private mutating func handleResume(message number: UInt32, offset: UInt64) throws(SecureSessionError) -> Event {
+        guard chosen.contains(.resume) else { throw .protocolViolation("RESUME, but resume was not chosen") }
+        guard state == .sending || state == .awaitingAck else {
+            throw .protocolViolation("RESUME for message \(number) with no message under way")
+        }
+        guard let headerRecordStreamEnd, writer.bytesHandedOut >= headerRecordStreamEnd else {
+            throw .protocolViolation("RESUME before the message's HEADER was sent")
+        }
+        guard number == header.message else {
+            throw .protocolViolation("RESUME for message \(number), message \(header.message) is under way")
+        }
+        guard offset <= header.payloadLength else {
+            throw .protocolViolation("RESUME at offset \(offset), beyond the \(header.payloadLength) bytes of the message")
+        }
+        guard !resumeReceived else { throw .protocolViolation("RESUME twice for message \(number)") }
+        resumeReceived = true
+        resumedAt = offset
+        // Records already sealed go out as they are (their nonces are spent); the DATA not yet
+        // sealed starts at the held offset when that is further on.
+        if case .data(let next) = nextRecord, UInt64(next) < offset {
+            nextRecord = offset == header.payloadLength ? .end : .data(offset: Int(offset))
+        }
+        return .resumed(offset: offset)
     }
 
     /// Seals records until the writer holds more than a value's worth, or everything is sealed
@@ -298,7 +349,10 @@ public struct SecureSenderSession: Sendable {
                 fail(SecureSessionError(error))
                 return
             }
-            if let payloadEnd { payloadMarks.append((writer.bytesAppended, payloadEnd)) }
+            if let payloadEnd, case .data(_, _, let bytes) = record {
+                payloadMarks.append((writer.bytesAppended, payloadEnd, bytes.count))
+            }
+            if case .header = record { headerRecordStreamEnd = writer.bytesAppended }
             if case .end = record {
                 endRecordStreamEnd = writer.bytesAppended
                 if carriesSeveralMessages {
@@ -313,6 +367,7 @@ public struct SecureSenderSession: Sendable {
     private mutating func notePayloadHandedOut() {
         while payloadMarksStart < payloadMarks.count, payloadMarks[payloadMarksStart].streamEnd <= writer.bytesHandedOut {
             payloadBytesSent = payloadMarks[payloadMarksStart].payloadEnd
+            payloadBytesNotified += payloadMarks[payloadMarksStart].bytes
             payloadMarksStart += 1
         }
         if payloadMarksStart > 64 {

@@ -1,0 +1,72 @@
+import Synchronization
+
+/// The central's writes to a secure session, readable both ways the transfer task needs: taken
+/// without waiting between notifications (a RESUME must be read while DATA flows, not after),
+/// and awaited when the session pauses (handshake message 2, an ACK).
+///
+/// Bounded like the stream it drains: a central writing more than `limit` values before they
+/// are read loses the excess, and its session then fails on the gap in sequence numbers.
+final class WriteInbox: Sendable {
+    private struct State {
+        var values: [[UInt8]] = []
+        var finished = false
+        var waiter: CheckedContinuation<[UInt8]?, Never>?
+    }
+
+    private let state = Mutex(State())
+    let limit: Int
+
+    init(limit: Int) { self.limit = limit }
+
+    /// Forwards `writes` into the inbox until the stream ends (a task of its own).
+    func drain(_ writes: AsyncStream<[UInt8]>) async {
+        for await value in writes { post(value) }
+        finish()
+    }
+
+    func post(_ value: [UInt8]) {
+        let waiter: CheckedContinuation<[UInt8]?, Never>? = state.withLock { state in
+            if let waiter = state.waiter {
+                state.waiter = nil
+                return waiter
+            }
+            if state.values.count < limit { state.values.append(value) }
+            return nil
+        }
+        waiter?.resume(returning: value)
+    }
+
+    func finish() {
+        let waiter = state.withLock { state in
+            state.finished = true
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume(returning: nil)
+    }
+
+    /// The values written so far, without waiting.
+    func takeAvailable() -> [[UInt8]] {
+        state.withLock { state in
+            defer { state.values = [] }
+            return state.values
+        }
+    }
+
+    /// The next value, waiting for it; nil once the writes ended or the task is cancelled.
+    func next() async -> [UInt8]? {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<[UInt8]?, Never>) in
+                let ready: [UInt8]?? = state.withLock { state in
+                    if !state.values.isEmpty { return .some(state.values.removeFirst()) }
+                    if state.finished || Task.isCancelled { return .some(nil) }
+                    state.waiter = continuation
+                    return .none
+                }
+                if let ready { continuation.resume(returning: ready) }
+            }
+        } onCancel: {
+            finish()
+        }
+    }
+}
