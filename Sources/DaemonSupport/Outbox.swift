@@ -184,17 +184,17 @@ public actor Outbox {
     /// attribute changes, not departures, so our own moves to `sent/` keep it valid) and it is
     /// not older than `listingReuseLimit`. Whatever changed in a listed file since is caught
     /// when it is claimed (`claimAndRead` compares its change time); a file gone is skipped.
-    private func currentCandidates(reusable: Bool) throws(OutboxError) -> [Candidate] {
+    private func currentCandidates(reusable: Bool) throws(OutboxError) -> (candidates: [Candidate], reused: Bool) {
         if reusable, let listing, listing.generation == changes.generation,
            ContinuousClock.now - listing.takenAt < Self.listingReuseLimit {
-            return listing.candidates
+            return (listing.candidates, true)
         }
         // Read before listing: a change during the listing makes the next call list again.
         let generation = changes.generation
         let found = try candidates()
         fullListings += 1
         listing = watcher == nil ? nil : Listing(candidates: found, generation: generation, takenAt: .now)
-        return found
+        return (found, false)
     }
 
     /// Drops a file that left the outbox through us from the reusable listing.
@@ -237,9 +237,19 @@ public actor Outbox {
     }
 
     private func scan(reusingListing: Bool) throws(OutboxError) -> (file: OutboxFile?, nextSettleTime: FileTime?) {
+        let (found, reused) = try currentCandidates(reusable: reusingListing)
+        let result = scan(found)
+        if reused, result.file == nil {
+            // The reused listing offers nothing (drained, or its files left or changed): look
+            // at the directory itself before saying so.
+            return scan(try currentCandidates(reusable: false).candidates)
+        }
+        return result
+    }
+
+    private func scan(_ found: [Candidate]) -> (file: OutboxFile?, nextSettleTime: FileTime?) {
         let now = clock()
         var nextSettleTime: FileTime?
-        let found = try currentCandidates(reusable: reusingListing)
         // Forget claims and skips of files that are gone or changed.
         let present = Set(found.map(\.identity))
         for identity in claims.keys where !present.contains(identity) { dropClaim(identity) }

@@ -179,8 +179,11 @@ final class Notices: Sendable {
                 name: "empty", reason: "the file is empty, and an empty message cannot be sent",
                 movedTo: FilePath(fixture.directory + "/failed/empty")),
         ])
-        // A second bad file of the same name does not replace the first one in failed/.
+        // A second bad file of the same name does not replace the first one in failed/. (A
+        // drain reuses its listing until the watcher reports the arrival: wait for that.)
+        let seen = outbox.changeGeneration
         try fixture.drop("big.bin", bytes: [UInt8](repeating: 8, count: 200), secondsAgo: 40)
+        await outbox.waitForChange(after: seen, timeout: .seconds(30))
         #expect(try await outbox.next()?.name == "fits.bin")
         #expect(try fixture.names(in: "failed").contains("big-1.bin"))
         #expect(try fixture.names(in: "failed").contains("big-1.bin.reason"))
