@@ -44,7 +44,13 @@ struct EndToEndBlueZooTests {
                               session: receiverSession)
         let sink = CollectingSink()
         let received = try await central.run(sink: sink, timeout: .seconds(60))
-        let delivered = try await sending.value
+        // Bounded: a sender that never counts the delivery fails the test instead of hanging.
+        let watchdog = Task {
+            try await Task.sleep(for: .seconds(60))
+            sending.cancel()
+        }
+        let delivered = (try? await sending.value) ?? 0
+        watchdog.cancel()
         let summaries = await senderEvents.allWhenFinished().compactMap(\.deliveredSummary)
         return (received, delivered, sink.messages, summaries)
     }

@@ -799,6 +799,9 @@ extension SubscriptionServer {
         var confirmed = confirmations?.makeAsyncIterator()
         /// Multi: the message whose END bluetoothd took; its ACK is awaited.
         var endWritten: UInt32?
+        /// One-message session: the central's ACK arrived (read between notifications) before
+        /// the bare EOM went out. It counts once EOM reached bluetoothd, in version 1's order.
+        var acknowledgedBeforeEndOfMessage = false
         /// What the central's write means for the transfer task: false once the session is over.
         func handleWrite(_ value: [UInt8]) async throws -> Bool {
             for event in try session.receiveWrite(value) {
@@ -809,6 +812,11 @@ extension SubscriptionServer {
                     await server.secureResumed(id, offset: offset)
                 case .acknowledged:
                     if !session.carriesSeveralMessages {
+                        guard session.endOfMessageSent else {
+                            // A central may acknowledge on END; EOM still goes out first.
+                            acknowledgedBeforeEndOfMessage = true
+                            continue
+                        }
                         await server.secureAcknowledged(id)
                         return false
                     }
@@ -870,6 +878,10 @@ extension SubscriptionServer {
             }
             // Multi: every message counted on its ACK; after CLOSE the central only unsubscribes.
             if session.carriesSeveralMessages { return }
+            if acknowledgedBeforeEndOfMessage {
+                await server.secureAcknowledged(id)
+                return
+            }
             while let value = await written.next() {
                 guard try await handleWrite(value) else { return }
             }
