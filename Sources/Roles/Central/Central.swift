@@ -504,7 +504,7 @@ public final class Central: Sendable {
     /// The checkpoint lookup a secure session makes on each HEADER (nil: no spool).
     private static func heldPrefix(in spool: ResumeSpool?) -> SecureReceiverSession.HeldPrefix? {
         guard let spool else { return nil }
-        return { key, header in spool.heldPrefix(sender: key, header: header) }
+        return { key, header in ResumeSpool.checkpoints(header) ? spool.heldPrefix(sender: key, header: header) : [] }
     }
 
     /// `Device1.Connect`, retrying transient failures with back-off.

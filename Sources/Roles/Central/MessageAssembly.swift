@@ -270,7 +270,7 @@ struct MessageAssembly: Sendable {
                 case .resumed(let offset):
                     resumedFrom = offset
                 case .appended(let offset, let bytes):
-                    if let senderKey, let currentHeader {
+                    if let senderKey, let currentHeader, ResumeSpool.checkpoints(currentHeader) {
                         resumeSpool?.append(sender: senderKey, header: currentHeader, offset: offset, bytes: bytes)
                     }
                 case .refusedDigestMismatch(let header):
@@ -290,7 +290,7 @@ struct MessageAssembly: Sendable {
                     progressed = true
                 case .complete(let payload, let header):
                     // Verified: the central stores it next; its checkpoint is of no more use.
-                    if let senderKey { resumeSpool?.remove(sender: senderKey, header: header) }
+                    if let senderKey, ResumeSpool.checkpoints(header) { resumeSpool?.remove(sender: senderKey, header: header) }
                     var message = ReceivedMessage(
                         payload: payload, format: .framed,
                         header: FramedHeader(session: receiver.sentHello?.session ?? SessionID(rawValue: 0), payload: payload))

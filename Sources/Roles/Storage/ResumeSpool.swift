@@ -46,6 +46,16 @@ public final class ResumeSpool: Sendable {
         }
     }
 
+    /// Messages shorter than this keep no checkpoint: sent again whole, they cost less than
+    /// the file work of tracking them, which a daemon draining many small files would pay per
+    /// message.
+    public static let minimumCheckpointedLength: UInt64 = 64 * 1024
+
+    /// Whether a message with this header keeps a checkpoint (see `minimumCheckpointedLength`).
+    public static func checkpoints(_ header: MessageHeader) -> Bool {
+        header.payloadLength >= minimumCheckpointedLength
+    }
+
     public let directory: String
     public let bounds: Bounds
     /// Serializes the file operations of the sessions sharing this spool (one central runs one
