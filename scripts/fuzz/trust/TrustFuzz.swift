@@ -333,6 +333,7 @@ func fuzzSenderSession(_ input: ArraySlice<UInt8>) {
                 case .centralAuthenticated: preconditionFailure("a forged message 2 was authorized")
                 case .acknowledged, .refusedByCentral: preconditionFailure("a forged ACK was accepted")
                 case .closedByCentral: preconditionFailure("a forged CLOSE was accepted")
+                case .resumed: preconditionFailure("a forged RESUME was accepted")
                 }
             }
         } catch {
