@@ -44,13 +44,7 @@ struct EndToEndBlueZooTests {
                               session: receiverSession)
         let sink = CollectingSink()
         let received = try await central.run(sink: sink, timeout: .seconds(60))
-        // Bounded: a sender that never counts the delivery fails the test instead of hanging.
-        let watchdog = Task {
-            try await Task.sleep(for: .seconds(60))
-            sending.cancel()
-        }
-        let delivered = (try? await sending.value) ?? 0
-        watchdog.cancel()
+        let delivered = await value(of: sending, within: .seconds(60)) ?? 0
         let summaries = await senderEvents.allWhenFinished().compactMap(\.deliveredSummary)
         return (received, delivered, sink.messages, summaries)
     }

@@ -70,14 +70,7 @@ struct SecureEndToEndBlueZooTests {
             sending.cancel()
             _ = try? await sending.value
         } else {
-            // Bounded: a sender that never counts the delivery fails the test instead of
-            // hanging the suite (the suite's time limit cannot interrupt this wait).
-            let watchdog = Task {
-                try await Task.sleep(for: .seconds(60))
-                sending.cancel()
-            }
-            delivered = (try? await sending.value) ?? 0
-            watchdog.cancel()
+            delivered = await value(of: sending, within: .seconds(60)) ?? 0
         }
         return Run(received: received, receiveFailure: failure, delivered: delivered, messages: sink.messages,
                    senderEvents: await senderLog.allWhenFinished(), receiverEvents: await receiverLog.allWhenFinished())
@@ -293,12 +286,7 @@ struct SecureEndToEndBlueZooTests {
         }
         var delivered = 0
         if wanted >= messages.count {
-            let watchdog = Task {
-                try await Task.sleep(for: .seconds(60))
-                sending.cancel()
-            }
-            delivered = (try? await sending.value) ?? 0
-            watchdog.cancel()
+            delivered = await value(of: sending, within: .seconds(60)) ?? 0
         } else {
             // The sender still holds messages: it waits for the next central. Let the session
             // it served end on its side (the central's CLOSE), then stop it.
