@@ -77,9 +77,8 @@ def regular_files(directory: Path) -> list:
 def keyed_daemons(ctx: Context) -> tuple:
     """Trust options for a sender daemon on a and a receiver daemon on b holding each other's
     keys: the secure mode, so one connection carries every file ready (multi)."""
-    from scenarios_secure import authorize, keygen, trust  # scenarios_secure imports this module
-    key_a, key_b = keygen(ctx, "a", "a"), keygen(ctx, "b", "b")
-    return (trust(key_a, authorize(ctx, "a", "a", [key_b])), trust(key_b, authorize(ctx, "b", "b", [key_a])))
+    from scenarios_secure import mutual_trust  # scenarios_secure imports this module
+    return mutual_trust(ctx)
 
 
 @scenario("daemon-twenty-files", tags=("bletransfer", "daemon", "faults"), conf="default")

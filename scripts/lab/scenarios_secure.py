@@ -97,6 +97,19 @@ def trust(identity: Key, peers: str) -> str:
     return f"--identity {identity.identity} --authorized-peers {peers}"
 
 
+def mutual_keys(ctx: Context) -> tuple:
+    """Fresh keys on a and b, each side's authorized-peers file listing the other's key:
+    (key_a, key_b, peers_a, peers_b)."""
+    key_a, key_b = keygen(ctx, "a", "a"), keygen(ctx, "b", "b")
+    return key_a, key_b, authorize(ctx, "a", "a", [key_b]), authorize(ctx, "b", "b", [key_a])
+
+
+def mutual_trust(ctx: Context) -> tuple:
+    """Trust options for a and b holding each other's (fresh) keys: (trust_a, trust_b)."""
+    key_a, key_b, peers_a, peers_b = mutual_keys(ctx)
+    return trust(key_a, peers_a), trust(key_b, peers_b)
+
+
 def json_events(text: str, name: str) -> list:
     """The JSON objects of one event kind in a command's output."""
     found = []
@@ -169,8 +182,7 @@ def secure_daemons(ctx: Context):
     """Secure daemons holding each other's keys: 6 files a → b through a power cycle of a's adapter."""
     ctx.require_bletransfer()
     fresh(ctx)
-    key_a, key_b = keygen(ctx, "a", "a"), keygen(ctx, "b", "b")
-    peers_a, peers_b = authorize(ctx, "a", "a", [key_b]), authorize(ctx, "b", "b", [key_a])
+    key_a, key_b, peers_a, peers_b = mutual_keys(ctx)
     big = 200 * 1024 + 7
     sizes = [1, 0, big, 20, 5000, 60001]
     payloads = [os.urandom(n) for n in sizes]
@@ -357,9 +369,7 @@ def secure_unauthorized_key(ctx: Context):
 def secure_no_plaintext(ctx: Context):
     """btmon on a during a plain framed and a secure 64 KiB transfer: only the plain one shows the payload."""
     ctx.require_bletransfer()
-    key_a, key_b = keygen(ctx, "a", "a"), keygen(ctx, "b", "b")
-    trust_a = trust(key_a, authorize(ctx, "a", "a", [key_b]))
-    trust_b = trust(key_b, authorize(ctx, "b", "b", [key_a]))
+    trust_a, trust_b = mutual_trust(ctx)
     payload = known_payload(64 * 1024, b"no plaintext")
     windows = payload_windows(payload)
     ctx.check(len(windows) == len(payload) - WINDOW + 1, "the payload's 16-byte windows are all different")
@@ -435,8 +445,7 @@ def secure_multi(ctx: Context):
     """Secure daemons a → b: 100 files of 4 KiB over few connections, against one 400 KiB file."""
     ctx.require_bletransfer()
     fresh(ctx)
-    key_a, key_b = keygen(ctx, "a", "a"), keygen(ctx, "b", "b")
-    peers_a, peers_b = authorize(ctx, "a", "a", [key_b]), authorize(ctx, "b", "b", [key_a])
+    key_a, key_b, peers_a, peers_b = mutual_keys(ctx)
     small = [os.urandom(4096) for _ in range(100)]
     seconds_small, a_out, b_out, outbox, inbox = daemon_pair_run(
         ctx, small, key_a, key_b, peers_a, peers_b, "hundred", deadline=600)
@@ -472,9 +481,7 @@ def secure_multi(ctx: Context):
 def secure_throughput(ctx: Context):
     """1 MiB plain framed and 1 MiB secure, a → b, in the same run: seconds, ratio, handshake cost."""
     ctx.require_bletransfer()
-    key_a, key_b = keygen(ctx, "a", "a"), keygen(ctx, "b", "b")
-    trust_a = trust(key_a, authorize(ctx, "a", "a", [key_b]))
-    trust_b = trust(key_b, authorize(ctx, "b", "b", [key_a]))
+    trust_a, trust_b = mutual_trust(ctx)
     payload = os.urandom(1024 * 1024)
     msg = ctx.payload("message", payload)
     seconds = {}
@@ -511,22 +518,48 @@ def secure_throughput(ctx: Context):
     ctx.figure("secure_throughput_ratio", round(ratio, 3))
 
 
-def resume_run(ctx: Context, size: int, cuts: tuple, deadline: int) -> None:
-    """Secure daemons a → b over one file of `size` bytes; b's receiver daemon is stopped
-    (SIGTERM) once it reports each fraction of `cuts` of the message and started again with
-    the same spool; the last one runs until the file is stored."""
+def resume_setup(ctx: Context, size: int, deadline: int) -> tuple:
+    """What every resume run starts from: fresh keys on both guests, each side listing the
+    other's; one file of `size` random bytes in a's outbox, an empty inbox and an emptied spool
+    (guest-local) for b. Returns (the payload, the inbox, the inbox as the guests see it, the
+    spool, a's sender daemon job, which runs until the outbox is empty or `deadline` s, and the
+    command that starts b's receiver daemon with the spool)."""
     ctx.require_bletransfer()
     fresh(ctx)
-    key_a, key_b = keygen(ctx, "a", "a"), keygen(ctx, "b", "b")
-    peers_a, peers_b = authorize(ctx, "a", "a", [key_b]), authorize(ctx, "b", "b", [key_a])
+    key_a, key_b, peers_a, peers_b = mutual_keys(ctx)
     payload = os.urandom(size)
-    outbox, inbox, host_outbox, host_inbox = prepare(ctx, [payload])
+    _, inbox, host_outbox, host_inbox = prepare(ctx, [payload])
     spool = f"{KEY_DIR}/{ctx.name}/spool"
     ctx.lab.sh("b", f"rm -rf {spool}", step="empty spool")
     sender = daemon_job("sender", host_outbox, f'[ "$({count_files(host_outbox)})" -eq 0 ]', deadline,
                         "--settle-time 0", trust=trust(key_a, peers_a))
     receive = (f'"$BLETRANSFER_BIN" daemon --role receiver --adapter hci0 --output-dir {shlex.quote(host_inbox)} '
                f'--json --spool-dir {spool} {trust(key_b, peers_b)}')
+    return payload, inbox, host_inbox, spool, sender, receive
+
+
+def check_resumed_delivery(ctx: Context, a_out: str, b_out: str, inbox: Path, payload: bytes) -> int:
+    """The checks every resume run ends with: `payload` stored once in `inbox`, bit-identical,
+    nothing partial beside it; one `received` event on b (`b_out`), resumed; one `delivered`
+    event on a (`a_out`). Returns the payload bytes a counted on the air."""
+    stored = [p.read_bytes() for p in regular_files(inbox)]
+    ctx.check(stored == [payload], f"the file arrived once, bit-identical ({[len(s) for s in stored]} bytes stored)")
+    ctx.check(not [p.name for p in regular_files(inbox) if p.name.startswith(".")], "nothing partial in the output directory")
+    received = json_events(b_out, "received")
+    ctx.check(len(received) == 1 and received[0].get("resumedFrom", 0) > 0,
+              f"one received event, resumed: {[e.get('resumedFrom') for e in received]}")
+    delivered = json_events(a_out, "delivered")
+    on_air = delivered[0].get("payloadBytesOnAir") if len(delivered) == 1 else None
+    ctx.check(on_air is not None and on_air >= len(payload),
+              f"a delivered once and counted its payload bytes on the air: {on_air}")
+    return on_air
+
+
+def resume_run(ctx: Context, size: int, cuts: tuple, deadline: int) -> None:
+    """Secure daemons a → b over one file of `size` bytes; b's receiver daemon is stopped
+    (SIGTERM) once it reports each fraction of `cuts` of the message and started again with
+    the same spool; the last one runs until the file is stored."""
+    payload, inbox, host_inbox, spool, sender, receive = resume_setup(ctx, size, deadline)
     thresholds = " ".join(str(int(size * c)) for c in cuts)
     # Each visit's output goes to its own file (the byte counts of one daemon instance), then
     # to stdout. The spool's mode and entry sizes are printed after each stop.
@@ -559,15 +592,7 @@ def resume_run(ctx: Context, size: int, cuts: tuple, deadline: int) -> None:
     held = [int(files.split(":")[1]) for _, files in spools if ":" in files]
     ctx.check(all(h >= n - 8192 for h, n in zip(held, stopped)), f"each entry held what the visit had verified: {held}")
     ctx.check("SPOOL-AFTER 0" in b_out, "the spool entry went once the file was stored")
-    stored = [p.read_bytes() for p in regular_files(inbox)]
-    ctx.check(stored == [payload], f"the file arrived once, bit-identical ({[len(s) for s in stored]} bytes stored)")
-    ctx.check(not [p.name for p in regular_files(inbox) if p.name.startswith(".")], "nothing partial in the output directory")
-    received = json_events(b_out, "received")
-    ctx.check(len(received) == 1 and received[0].get("resumedFrom", 0) > 0,
-              f"one received event, resumed: {[(e.get('resumedFrom')) for e in received]}")
-    delivered = json_events(a_out, "delivered")
-    on_air = delivered[0].get("payloadBytesOnAir") if len(delivered) == 1 else None
-    ctx.check(on_air is not None and on_air >= size, f"a delivered once and counted its payload bytes on the air: {on_air}")
+    on_air = check_resumed_delivery(ctx, a_out, b_out, inbox, payload)
     resumed_lines = lines_naming(res.job("a").stderr(), "continuing from there")
     ctx.check(len(resumed_lines) == len(cuts), f"a continued {len(cuts)} times from b's checkpoint: {len(resumed_lines)}")
     visits = len(json_events(b_out, "connected"))
@@ -613,18 +638,8 @@ def resume_link_cut_run(ctx: Context, size: int, cuts: tuple, deadline: int, out
     accepting notifications for the whole outage (measured: 15 s at the link's full rate), which
     a real controller, out of credits, would refuse within a few KiB; that would measure the
     emulation, not resume. Powering b's adapter off drops the connection at once on both sides."""
-    ctx.require_bletransfer()
-    fresh(ctx)
-    key_a, key_b = keygen(ctx, "a", "a"), keygen(ctx, "b", "b")
-    peers_a, peers_b = authorize(ctx, "a", "a", [key_b]), authorize(ctx, "b", "b", [key_a])
-    payload = os.urandom(size)
-    outbox, inbox, host_outbox, host_inbox = prepare(ctx, [payload])
-    spool = f"{KEY_DIR}/{ctx.name}/spool"
-    ctx.lab.sh("b", f"rm -rf {spool}", step="empty spool")
-    sender = daemon_job("sender", host_outbox, f'[ "$({count_files(host_outbox)})" -eq 0 ]', deadline,
-                        "--settle-time 0", trust=trust(key_a, peers_a))
-    receiver = (f'"$BLETRANSFER_BIN" daemon --role receiver --adapter hci0 --output-dir {shlex.quote(host_inbox)} '
-                f'--json --spool-dir {spool} {trust(key_b, peers_b)} &\n'
+    payload, inbox, host_inbox, spool, sender, receive = resume_setup(ctx, size, deadline)
+    receiver = (f'{receive} &\n'
                 f'pid=$!\nt0=$(date +%s.%N)\nend=$((SECONDS + {deadline}))\n'
                 f'while [ $SECONDS -lt $end ] && kill -0 $pid 2>/dev/null && [ "$({count_files(host_inbox)})" -lt 1 ]; '
                 f'do sleep 0.1; done\n'
@@ -640,16 +655,8 @@ def resume_link_cut_run(ctx: Context, size: int, cuts: tuple, deadline: int, out
     res = ctx.lab.run(a=sender, b=receiver, deadline=deadline + 60, step="resume", timeline=tuple(timeline))
     a_out, b_out = res.job("a").stdout(), res.job("b").stdout()
     ctx.check("DAEMON-EXIT 0" in a_out and "DAEMON-EXIT 0" in b_out, "both daemons exited 0 on SIGTERM")
-    stored = [p.read_bytes() for p in regular_files(inbox)]
-    ctx.check(stored == [payload], f"the file arrived once, bit-identical ({[len(s) for s in stored]} bytes stored)")
-    ctx.check(not [p.name for p in regular_files(inbox) if p.name.startswith(".")], "nothing partial in the output directory")
     ctx.check("SPOOL-AFTER 700 0" in b_out, "the spool (0700) is empty once the file was stored")
-    received = json_events(b_out, "received")
-    ctx.check(len(received) == 1 and received[0].get("resumedFrom", 0) > 0,
-              f"one received event, resumed: {[e.get('resumedFrom') for e in received]}")
-    delivered = json_events(a_out, "delivered")
-    on_air = delivered[0].get("payloadBytesOnAir") if len(delivered) == 1 else None
-    ctx.check(on_air is not None and on_air >= size, f"a delivered once and counted its payload bytes on the air: {on_air}")
+    on_air = check_resumed_delivery(ctx, a_out, b_out, inbox, payload)
     resumes = len(lines_naming(res.job("a").stderr(), "continuing from there"))
     ctx.check(resumes >= 1, f"a continued from b's checkpoint: {resumes} times")
     visits = len(json_events(b_out, "connected"))
