@@ -81,6 +81,20 @@ def keyed_daemons(ctx: Context) -> tuple:
     return mutual_trust(ctx)
 
 
+def keyed_daemon_jobs(ctx: Context, payloads: list, deadline: int) -> tuple:
+    """An outbox holding `payloads` and an inbox (prepare()), and the shell for keyed
+    daemons (keyed_daemons()): a sender on a until its outbox is empty, a receiver on b until
+    its inbox holds every payload, each for at most `deadline` s. Returns (outbox, inbox,
+    sender, receiver)."""
+    outbox, inbox, host_outbox, host_inbox = prepare(ctx, payloads)
+    trust_a, trust_b = keyed_daemons(ctx)
+    sender = daemon_job("sender", host_outbox, f'[ "$({count_files(host_outbox)})" -eq 0 ]', deadline, "--settle-time 0",
+                        trust=trust_a)
+    receiver = daemon_job("receiver", host_inbox, f'[ "$({count_files(host_inbox)})" -ge {len(payloads)} ]', deadline,
+                          trust=trust_b)
+    return outbox, inbox, sender, receiver
+
+
 @scenario("daemon-twenty-files", tags=("bletransfer", "daemon", "faults"), conf="default")
 def daemon_twenty_files(ctx: Context):
     """Keyed daemons: 20 outbox files a → b through a power cycle and a bluetoothd restart on each side."""
@@ -90,12 +104,8 @@ def daemon_twenty_files(ctx: Context):
     payloads = [os.urandom(n) for n in sizes]
     payloads[0] = "Grüße ✓\n".encode()
     payloads[7] = b"EOM"
-    outbox, inbox, host_outbox, host_inbox = prepare(ctx, payloads)
+    outbox, inbox, sender, receiver = keyed_daemon_jobs(ctx, payloads, 540)
     n = len(payloads)
-    trust_a, trust_b = keyed_daemons(ctx)
-    sender = daemon_job("sender", host_outbox, f'[ "$({count_files(host_outbox)})" -eq 0 ]', 540, "--settle-time 0",
-                        trust=trust_a)
-    receiver = daemon_job("receiver", host_inbox, f'[ "$({count_files(host_inbox)})" -ge {n} ]', 540, trust=trust_b)
     # Each fault strikes a second into one of the four large files (~4 s each here), on the side
     # it names: mid-transfer, never while a central is still setting a link up (where the guest
     # kernel has a bug, see scripts/lab/README.md).
@@ -145,12 +155,8 @@ def daemon_rss_100(ctx: Context):
     """Keyed daemons: 100 small messages a → b; the receiver's RSS after 1, 10, 50, 100 messages."""
     ctx.require_bletransfer()
     payloads = [f"message {i:03d} ".encode() + os.urandom(40) for i in range(1, 101)]
-    outbox, inbox, host_outbox, host_inbox = prepare(ctx, payloads)
+    _, _, sender, receiver = keyed_daemon_jobs(ctx, payloads, 840)
     n = len(payloads)
-    trust_a, trust_b = keyed_daemons(ctx)
-    sender = daemon_job("sender", host_outbox, f'[ "$({count_files(host_outbox)})" -eq 0 ]', 840, "--settle-time 0",
-                        trust=trust_a)
-    receiver = daemon_job("receiver", host_inbox, f'[ "$({count_files(host_inbox)})" -ge {n} ]', 840, trust=trust_b)
     res = ctx.lab.run(a=sender, b=receiver, deadline=900, step="hundred messages")
     received = []
     for line in res.job("b").stdout().splitlines():
