@@ -9,28 +9,21 @@ text, printed.
 
 Lines on stdout: SCANNING, FOUND <addr>, CONNECTED, SUBSCRIBED, FIRST-VALUE, RECEIVED <json>, TEXT <text>.
 """
-import argparse
 import asyncio
 import hashlib
 import json
+import os
 import sys
 import time
 
 from bleak import BleakClient, BleakScanner
 
-DEFAULT_SERVICE = "E20A39F4-73F5-4BC4-A12F-17D1AD07A961"
-DEFAULT_CHARACTERISTIC = "08590F7E-DB05-467E-8757-72F6FAEB13D4"
-EOM = b"EOM"
-
-
-def say(*parts):
-    print(*parts, flush=True)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from peer_common import EOM, argument_parser, say  # noqa: E402
 
 
 def parse_args():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--service", default=DEFAULT_SERVICE)
-    p.add_argument("--characteristic", default=DEFAULT_CHARACTERISTIC)
+    p = argument_parser(__doc__)
     p.add_argument("--count", type=int, default=1, help="messages to receive")
     p.add_argument("--output", help="file for the received bytes ('.N' appended when --count > 1)")
     p.add_argument("--print-text", action="store_true", help="print each message as UTF-8 text")

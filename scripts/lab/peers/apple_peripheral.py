@@ -8,21 +8,20 @@ notifications followed by one notification equal to b"EOM".
 
 Lines on stdout (scenarios wait on them): READY, SUBSCRIBED, SENT <json>, WRITE <json>, DONE.
 """
-import argparse
 import array
 import socket
 import asyncio
 import hashlib
 import json
+import os
 import sys
 import time
 
 from bless import BlessServer, GATTAttributePermissions, GATTCharacteristicProperties
 import dbus_next.aio.message_bus as dbus_next_bus
 
-DEFAULT_SERVICE = "E20A39F4-73F5-4BC4-A12F-17D1AD07A961"
-DEFAULT_CHARACTERISTIC = "08590F7E-DB05-467E-8757-72F6FAEB13D4"
-EOM = b"EOM"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from peer_common import EOM, argument_parser, say  # noqa: E402
 
 
 def _tolerate_full_socket():
@@ -62,14 +61,8 @@ def _tolerate_full_socket():
     writer.write_callback = write_callback
 
 
-def say(*parts):
-    print(*parts, flush=True)
-
-
 def parse_args():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--service", default=DEFAULT_SERVICE)
-    p.add_argument("--characteristic", default=DEFAULT_CHARACTERISTIC)
+    p = argument_parser(__doc__)
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--message", help="text to send (UTF-8)")
     src.add_argument("--message-file", help="file whose bytes are sent")

@@ -13,7 +13,6 @@ central subscribes, misbehaves in one of two ways:
 Lines on stdout (scenarios wait on them): READY, HELLO <json>, SUBSCRIBED, SENT <json>,
 UNSUBSCRIBED.
 """
-import argparse
 import asyncio
 import json
 import os
@@ -22,15 +21,12 @@ import sys
 from bless import BlessServer, GATTAttributePermissions, GATTCharacteristicProperties
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from apple_peripheral import DEFAULT_CHARACTERISTIC, DEFAULT_SERVICE, _tolerate_full_socket  # noqa: E402
+from apple_peripheral import _tolerate_full_socket  # noqa: E402
+from peer_common import argument_parser, say  # noqa: E402
 
 HELLO_MAGIC = bytes([0x89, 0x42, 0x4C, 0x54, 0x48])
 HEADER_MAGIC = bytes([0x89, 0x42, 0x4C, 0x54, 0x46, 0x0D, 0x0A, 0x1A])
 FRAMED_VERSION = 1
-
-
-def say(*parts):
-    print(*parts, flush=True)
 
 
 def framed_header_values(session: bytes, announced: int, value_length: int = 20) -> list:
@@ -43,9 +39,7 @@ def framed_header_values(session: bytes, announced: int, value_length: int = 20)
 
 
 def parse_args():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--service", default=DEFAULT_SERVICE)
-    p.add_argument("--characteristic", default=DEFAULT_CHARACTERISTIC)
+    p = argument_parser(__doc__)
     mode = p.add_mutually_exclusive_group(required=True)
     mode.add_argument("--trickle", type=float, metavar="SECONDS")
     mode.add_argument("--announce", type=int, metavar="BYTES")
