@@ -104,7 +104,8 @@ ls /sys/class/bluetooth 2>/dev/null | grep -q "^${LAB_HCI:-hci0}$" ||
             (self.run_dir / "ctl" / h).mkdir(parents=True, exist_ok=True)
             (self.run_dir / h).mkdir(parents=True, exist_ok=True)
             rd = shlex.quote(self.remote_dir)
-            tar = subprocess.Popen(["tar", "-C", str(labmod.LAB_DIR.parent), "-cf", "-", "lab/peers", "lab/hw_lib.sh"],
+            tar = subprocess.Popen(["tar", "-C", str(labmod.LAB_DIR.parent), "-cf", "-", "lab/peers", "lab/hw_lib.sh",
+                                    "lab/common_lib.sh"],
                                    stdout=subprocess.PIPE)
             r = self.ssh(h, f"mkdir -p {rd}/ctl {rd}/payloads {rd}/{h} && tar -C {rd} -xf -", stdin=tar.stdout)
             tar.wait()

@@ -1,6 +1,8 @@
 # Helpers for real hosts (hw.py): the same names the scenarios use in the virtual lab, done
 # with the host's own bluetoothd and adapter. Privileged steps use `sudo -n` (configure
 # passwordless sudo for these commands, or run as root).
+# shellcheck source=scripts/lab/common_lib.sh
+. "$LAB_DIR/common_lib.sh"  # lab_forget_devices
 LAB_HOSTDIR="$LAB_OUT/$LAB_HOST"
 mkdir -p "$LAB_HOSTDIR"
 lab_log() { echo "[$LAB_HOST $(date +%T)] $*"; }
@@ -32,17 +34,6 @@ lab_baseline() {
     lab_hci_present || { lab_log "no adapter $(lab_hci)"; return 1; }
     lab_hci_up || lab_power on || return 1
     lab_forget_devices
-}
-
-# Remove every device bluetoothd knows. A known device keeps the UUIDs of its resolved GATT
-# services, not those it advertises now, so a central that filters on Device1.UUIDs would not
-# find a peer that it (or that found it) met before in another role; scenarios start clean.
-lab_forget_devices() {
-    local d
-    for d in $(timeout 10 bluetoothctl devices 2>/dev/null | awk '/^Device/ {print $2}'); do
-        timeout 10 bluetoothctl remove "$d" >/dev/null 2>&1
-    done
-    return 0
 }
 lab_l2test_receiver() {
     lab_btmgmt connectable on >/dev/null && lab_btmgmt advertising on >/dev/null || return 1

@@ -1,5 +1,7 @@
 # Guest-side helpers, sourced by the agent and by every command script the host sends.
 # Each function is one step a scenario or a fault can take; they print one line on failure.
+# shellcheck source=scripts/lab/common_lib.sh
+. "$LAB_DIR/common_lib.sh"  # lab_forget_devices
 LAB_HOSTDIR="$LAB_OUT/$LAB_HOST"
 BLUETOOTHD=/usr/libexec/bluetooth/bluetoothd
 [ -x "$BLUETOOTHD" ] || BLUETOOTHD=/usr/sbin/bluetoothd
@@ -194,17 +196,6 @@ lab_baseline() {  # $1 = bluetoothd configuration (default, channels1)
     lab_hci_present || lab_controller_attach || return 1
     lab_hci_up || lab_power on || return 1
     lab_forget_devices
-}
-
-# Remove every device bluetoothd knows. A known device keeps the UUIDs of its resolved GATT
-# services, not those it advertises now, so a central that filters on Device1.UUIDs would not
-# find a peer that it (or that found it) met before in another role; scenarios start clean.
-lab_forget_devices() {
-    local d
-    for d in $(timeout 10 bluetoothctl devices 2>/dev/null | awk '/^Device/ {print $2}'); do
-        timeout 10 bluetoothctl remove "$d" >/dev/null 2>&1
-    done
-    return 0
 }
 
 # btmgmt quits as soon as its stdin reaches EOF, before the controller answers: keep stdin open.
