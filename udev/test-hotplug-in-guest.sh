@@ -49,49 +49,19 @@ mkdir -p "$out"
 out="$(cd "$out" && pwd)"
 
 # --- initramfs: busybox, the modules, an init that builds the overlay root and starts systemd
+# shellcheck source=scripts/lab/initramfs_lib.sh
+. "$repo/scripts/lab/initramfs_lib.sh"
 initrd_dir="$out/initramfs"
 rm -rf "$initrd_dir"
-mkdir -p "$initrd_dir"/{bin,dev,proc,sys,lower,upper,newroot,lib/modules}
-cp "$busybox" "$initrd_dir/bin/busybox"
-: > "$initrd_dir/modules.list"
-declare -A seen=()
-add_module() { # name
-  local path deps dep
-  path=$(awk -F: -v m="$1" '{ n = $1; sub(/.*\//, "", n); sub(/\.ko(\.[a-z]+)?$/, "", n); gsub(/-/, "_", n) } n == m { print $1; exit }' "$moddir/modules.dep")
-  [ -n "$path" ] || return 0   # built into the kernel
-  [ -z "${seen[$path]:-}" ] || return 0
-  seen[$path]=1
-  deps=$(awk -F: -v p="$path" '$1 == p { print $2 }' "$moddir/modules.dep")
-  for dep in $deps; do
-    dep="${dep##*/}"; dep="${dep%%.ko*}"; add_module "${dep//-/_}"
-  done
-  mkdir -p "$initrd_dir/lib/modules/$(dirname "$path")"
-  case "$path" in
-    *.ko.xz) xz -dc "$moddir/$path" > "$initrd_dir/lib/modules/${path%.xz}"; path="${path%.xz}" ;;
-    *.ko.zst) zstd -qdc "$moddir/$path" > "$initrd_dir/lib/modules/${path%.zst}"; path="${path%.zst}" ;;
-    *) cp "$moddir/$path" "$initrd_dir/lib/modules/$path" ;;
-  esac
-  echo "$path" >> "$initrd_dir/modules.list"
-}
-for module in virtio_pci 9pnet_virtio 9p overlay bluetooth hci_vhci; do add_module "$module"; done
+initramfs_start
+for module in virtio_pci 9pnet_virtio 9p overlay bluetooth hci_vhci; do initramfs_add_module "$module"; done
 
-cat > "$initrd_dir/init" <<'EOF'
-#!/bin/busybox sh
-/bin/busybox --install -s /bin
-export PATH=/bin
-mount -t proc proc /proc
-mount -t sysfs sys /sys
-mount -t devtmpfs dev /dev
-fail() { echo "hotplug-init: $*"; sleep 1; poweroff -f; }
-while read -r m; do insmod "/lib/modules/$m" || fail "insmod $m"; done </modules.list
+{
+  initramfs_init_head hotplug-init
+  cat <<'EOF'
 for arg in $(cat /proc/cmdline); do
   case "$arg" in hotplug.out=*) OUT="${arg#hotplug.out=}" ;; esac
 done
-O9P="trans=virtio,version=9p2000.L,msize=512000"
-mount -t 9p -o "$O9P,ro,cache=mmap" hostroot /lower || fail "mount hostroot"
-mount -t tmpfs -o mode=755 tmpfs /upper
-mkdir -p /upper/data /upper/work
-mount -t overlay -o lowerdir=/lower,upperdir=/upper/data,workdir=/upper/work overlay /newroot || fail "mount overlay"
 mount -t 9p -o "$O9P,rw,cache=none" hotplugout "/newroot$OUT" || fail "mount out"
 for d in tmp run var/tmp; do mount -t tmpfs -o mode=1777 tmpfs "/newroot/$d"; done
 chmod 755 /newroot/run
@@ -108,8 +78,8 @@ ln -sf ../hotplug-check.service multi-user.target.wants/hotplug-check.service
 cd /
 exec switch_root /newroot /lib/systemd/systemd --log-target=console --show-status=0
 EOF
-chmod 0755 "$initrd_dir/init"
-(cd "$initrd_dir" && find . | cpio -o -H newc 2>/dev/null | gzip -1) > "$out/initramfs.cpio.gz"
+} > "$initrd_dir/init"
+initramfs_pack "$out/initramfs.cpio.gz"
 
 # --- what runs in the guest
 cat > "$out/standin-daemon.py" <<'EOF'

@@ -117,46 +117,18 @@ ssh_opts=(-o BatchMode=yes -o ConnectTimeout=10 -i "$run/id_ed25519" -o Identiti
 ssh_to() { local port=$port_a; [ "$1" = b ] && port=$port_b; shift; ssh "${ssh_opts[@]}" -p "$port" root@127.0.0.1 "$@"; }
 
 # ---- initramfs: modules, then an overlay root over this machine's and systemd --------------
+# shellcheck source=scripts/lab/initramfs_lib.sh
+. "$lab_dir/initramfs_lib.sh"
 initrd_dir="$run/initramfs"
-mkdir -p "$initrd_dir"/{bin,dev,proc,sys,lower,upper,newroot,lib/modules}
-cp "$busybox" "$initrd_dir/bin/busybox"
-: > "$initrd_dir/modules.list"
-declare -A seen=()
-add_module() { # name (with its dependencies first)
-  local path deps dep
-  path=$(awk -F: -v m="$1" '{ n = $1; sub(/.*\//, "", n); sub(/\.ko(\.[a-z]+)?$/, "", n); gsub(/-/, "_", n) } n == m { print $1; exit }' "$moddir/modules.dep")
-  [ -n "$path" ] || return 0
-  [ -z "${seen[$path]:-}" ] || return 0
-  seen[$path]=1
-  deps=$(awk -F: -v p="$path" '$1 == p { print $2 }' "$moddir/modules.dep")
-  for dep in $deps; do dep="${dep##*/}"; dep="${dep%%.ko*}"; add_module "${dep//-/_}"; done
-  mkdir -p "$initrd_dir/lib/modules/$(dirname "$path")"
-  case "$path" in
-    *.ko.xz) xz -dc "$moddir/$path" > "$initrd_dir/lib/modules/${path%.xz}"; path="${path%.xz}" ;;
-    *.ko.zst) zstd -qdc "$moddir/$path" > "$initrd_dir/lib/modules/${path%.zst}"; path="${path%.zst}" ;;
-    *) cp "$moddir/$path" "$initrd_dir/lib/modules/$path" ;;
-  esac
-  echo "$path" >> "$initrd_dir/modules.list"
-}
+initramfs_start
 for module in virtio_pci virtio_net virtio_console 9pnet_virtio 9p overlay af_alg algif_hash \
-    algif_skcipher cmac ecb bluetooth hci_uart; do add_module "$module"; done
-cat > "$initrd_dir/init" <<'EOF'
-#!/bin/busybox sh
-/bin/busybox --install -s /bin
-export PATH=/bin
-mount -t proc proc /proc
-mount -t sysfs sys /sys
-mount -t devtmpfs dev /dev
-fail() { echo "ssh-guest-init: $*"; sleep 1; poweroff -f; }
-while read -r m; do insmod "/lib/modules/$m" || fail "insmod $m"; done </modules.list
+    algif_skcipher cmac ecb bluetooth hci_uart; do initramfs_add_module "$module"; done
+{
+  initramfs_init_head ssh-guest-init
+  cat <<'EOF'
 for arg in $(cat /proc/cmdline); do
   case "$arg" in guest.run=*) RUN="${arg#guest.run=}" ;; guest.host=*) HOST="${arg#guest.host=}" ;; esac
 done
-O9P="trans=virtio,version=9p2000.L,msize=512000"
-mount -t 9p -o "$O9P,ro,cache=mmap" hostroot /lower || fail "mount hostroot"
-mount -t tmpfs -o mode=755 tmpfs /upper
-mkdir -p /upper/data /upper/work
-mount -t overlay -o lowerdir=/lower,upperdir=/upper/data,workdir=/upper/work overlay /newroot || fail "mount overlay"
 mount -t 9p -o "$O9P,rw,cache=none" run "/newroot$RUN" || fail "mount run folder"
 for d in tmp var/tmp; do mount -t tmpfs -o mode=1777 tmpfs "/newroot/$d"; done
 echo "lab-$HOST" > /newroot/etc/hostname
@@ -180,8 +152,8 @@ done
 cd /
 exec switch_root /newroot /lib/systemd/systemd --log-target=console --show-status=0
 EOF
-chmod 0755 "$initrd_dir/init"
-(cd "$initrd_dir" && find . | cpio -o -H newc 2>/dev/null | gzip -1) > "$run/initramfs.cpio.gz"
+} > "$initrd_dir/init"
+initramfs_pack "$run/initramfs.cpio.gz"
 
 # ---- the guests' own units ------------------------------------------------------------------
 for h in a b; do
