@@ -200,6 +200,15 @@ public struct EventRenderer {
             if let name = key.name { value["name"] = name }
             return value
         }
+        /// What a delivered and a received message both carry; the peer's key is named for
+        /// the role it played (`receiver` of a delivery, `sender` of a receipt).
+        func completed(_ event: String, _ summary: MessageSummary, peer target: PeerDescription?, peerKeyField: String) {
+            object["event"] = event
+            object["message"] = message(summary)
+            if let value = peer(target) { object["peer"] = value }
+            if let peerKey = summary.peerKey { object[peerKeyField] = key(peerKey) }
+            if let offset = summary.resumedFrom { object["resumedFrom"] = offset }
+        }
         switch event {
         case .stateChanged(let from, let to, let detail):
             object["event"] = "state"
@@ -236,18 +245,10 @@ public struct EventRenderer {
             if let rate { object["bytesPerSecond"] = rate }
             if let remaining { object["secondsRemaining"] = remaining }
         case .delivered(let summary, let target):
-            object["event"] = "delivered"
-            object["message"] = message(summary)
-            if let value = peer(target) { object["peer"] = value }
-            if let receiver = summary.peerKey { object["receiver"] = key(receiver) }
+            completed("delivered", summary, peer: target, peerKeyField: "receiver")
             if let onAir = summary.payloadBytesOnAir { object["payloadBytesOnAir"] = onAir }
-            if let offset = summary.resumedFrom { object["resumedFrom"] = offset }
         case .received(let summary, let source, let storedAt):
-            object["event"] = "received"
-            object["message"] = message(summary)
-            if let value = peer(source) { object["peer"] = value }
-            if let sender = summary.peerKey { object["sender"] = key(sender) }
-            if let offset = summary.resumedFrom { object["resumedFrom"] = offset }
+            completed("received", summary, peer: source, peerKeyField: "sender")
             // As sent: JSON escapes it, a reader compares it with `path` to see the renaming.
             if let name = summary.fileName { object["name"] = name }
             if let storedAt { object["path"] = storedAt }

@@ -104,10 +104,7 @@ struct ReceiveCommand: AsyncParsableCommand {
         if output != nil && outputDirectory != nil {
             throw ValidationError("give either --output or --output-dir, not both")
         }
-        if let count { try checkingOptions { _ = try OptionValidation.count(count, option: "--count") } }
-        if forever && count != nil {
-            throw ValidationError("--count and --forever cannot be combined")
-        }
+        try checkingRepetition(count: count, forever: forever)
         if output != nil && (forever || (count ?? 1) > 1) {
             throw ValidationError("--output holds one message; use --output-dir DIR with --count or --forever")
         }

@@ -93,10 +93,7 @@ struct SendCommand: AsyncParsableCommand {
         if message != nil && file != nil {
             throw ValidationError("give either MESSAGE or --file PATH, not both")
         }
-        if let count { try checkingOptions { _ = try OptionValidation.count(count, option: "--count") } }
-        if forever && count != nil {
-            throw ValidationError("--count and --forever cannot be combined")
-        }
+        try checkingRepetition(count: count, forever: forever)
     }
 
     /// Everything `send` takes that `daemon --role sender` takes too, but the adapter, UUIDs and keys.
