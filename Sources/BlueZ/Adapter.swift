@@ -60,9 +60,9 @@ public struct AdapterProperties: Sendable, Hashable, Codable {
 /// org.bluez.LEAdvertisingManager1's properties.
 public struct AdvertisingCapabilities: Sendable, Hashable, Codable {
     /// Advertisements currently registered.
-    public var activeInstances: Int?
+    @AlwaysEncoded public var activeInstances: Int?
     /// Further advertisements the controller can take.
-    public var supportedInstances: Int?
+    @AlwaysEncoded public var supportedInstances: Int?
     /// "tx-power", "appearance", "local-name".
     public var supportedIncludes: [String]
 
@@ -232,14 +232,4 @@ public struct DeviceSighting: Sendable, Hashable {
 
     public var device: Device
     public var kind: Kind
-}
-
-// JSON with stable keys: nil is written as null (see BluetoothStatusReport).
-extension AdvertisingCapabilities {
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(activeInstances, forKey: .activeInstances)
-        try container.encode(supportedInstances, forKey: .supportedInstances)
-        try container.encode(supportedIncludes, forKey: .supportedIncludes)
-    }
 }

@@ -2,22 +2,23 @@ import DBus
 
 /// Everything `bletransfer status` shows: bluetoothd's view of each adapter, the kernel's
 /// view of each HCI controller, and a verdict (usable or not, and why, in one line).
-/// Codable with stable keys for `--json`.
+/// Codable with stable keys for `--json`: optional values are `@AlwaysEncoded` (null, never
+/// left out), here and in the kernel and advertising records it includes.
 public struct BluetoothStatusReport: Sendable, Codable, Hashable {
     /// "running", "not-running", "access-denied", "no-system-bus".
     public var bluetoothd: String
     /// The D-Bus error message behind "access-denied" / "no-system-bus".
-    public var bluetoothdDetail: String?
+    @AlwaysEncoded public var bluetoothdDetail: String?
     public var kernel: KernelStatus
     public var adapters: [AdapterStatus]
     /// The adapter the verdict is about (`--adapter`, or the default one).
-    public var selectedAdapter: String?
+    @AlwaysEncoded public var selectedAdapter: String?
     public var verdict: Verdict
 
     public struct KernelStatus: Sendable, Codable, Hashable {
         /// "ok", "no-bluetooth-in-kernel", "error".
         public var state: String
-        public var detail: String?
+        @AlwaysEncoded public var detail: String?
         public var controllers: [KernelController]
     }
 
@@ -25,17 +26,17 @@ public struct BluetoothStatusReport: Sendable, Codable, Hashable {
         public var name: String
         public var path: String
         public var address: String
-        public var alias: String?
+        @AlwaysEncoded public var alias: String?
         public var powered: Bool
-        public var powerState: String?
+        @AlwaysEncoded public var powerState: String?
         public var discovering: Bool
-        public var roles: [String]?
+        @AlwaysEncoded public var roles: [String]?
         public var supportsLowEnergy: Bool
         public var supportsAdvertising: Bool
-        public var advertising: AdvertisingCapabilities?
+        @AlwaysEncoded public var advertising: AdvertisingCapabilities?
         public var gattServer: Bool
         /// The kernel's record of the same controller (matched by name), if it has one.
-        public var kernel: KernelController?
+        @AlwaysEncoded public var kernel: KernelController?
     }
 
     public struct Verdict: Sendable, Codable, Hashable {
@@ -164,48 +165,5 @@ public struct BluetoothStatusReport: Sendable, Codable, Hashable {
         var abilities = ["powered", "LE"]
         abilities.append(selected.supportsAdvertising ? "can advertise" : "cannot advertise")
         return (selected.name, Verdict(status: .ready, message: "\(selected.name) is ready (\(abilities.joined(separator: ", ")))"))
-    }
-}
-
-// JSON with stable keys: absent values are written as null instead of being left out, so
-// scripts can rely on every key being present.
-
-extension BluetoothStatusReport {
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(bluetoothd, forKey: .bluetoothd)
-        try container.encode(bluetoothdDetail, forKey: .bluetoothdDetail)
-        try container.encode(kernel, forKey: .kernel)
-        try container.encode(adapters, forKey: .adapters)
-        try container.encode(selectedAdapter, forKey: .selectedAdapter)
-        try container.encode(verdict, forKey: .verdict)
-    }
-}
-
-extension BluetoothStatusReport.KernelStatus {
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(state, forKey: .state)
-        try container.encode(detail, forKey: .detail)
-        try container.encode(controllers, forKey: .controllers)
-    }
-}
-
-extension BluetoothStatusReport.AdapterStatus {
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(name, forKey: .name)
-        try container.encode(path, forKey: .path)
-        try container.encode(address, forKey: .address)
-        try container.encode(alias, forKey: .alias)
-        try container.encode(powered, forKey: .powered)
-        try container.encode(powerState, forKey: .powerState)
-        try container.encode(discovering, forKey: .discovering)
-        try container.encode(roles, forKey: .roles)
-        try container.encode(supportsLowEnergy, forKey: .supportsLowEnergy)
-        try container.encode(supportsAdvertising, forKey: .supportsAdvertising)
-        try container.encode(advertising, forKey: .advertising)
-        try container.encode(gattServer, forKey: .gattServer)
-        try container.encode(kernel, forKey: .kernel)
     }
 }

@@ -15,7 +15,7 @@ public struct KernelController: Sendable, Hashable, Codable {
     public var isUp: Bool
     /// LMP feature "LE Supported (Controller)". nil when the controller was never initialised
     /// (all feature bits zero), so the kernel does not know yet.
-    public var supportsLowEnergy: Bool?
+    @AlwaysEncoded public var supportsLowEnergy: Bool?
     /// Bus type as libbluetooth names it ("USB", "UART", "VIRTUAL", ...).
     public var bus: String
 }
@@ -84,18 +84,5 @@ public enum KernelBluetooth {
     private static func decodeCString(_ buffer: [CChar]) -> String {
         let bytes = buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
         return String(decoding: bytes, as: UTF8.self)
-    }
-}
-
-// JSON with stable keys: nil is written as null (see BluetoothStatusReport).
-extension KernelController {
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(id, forKey: .id)
-        try container.encode(name, forKey: .name)
-        try container.encode(address, forKey: .address)
-        try container.encode(isUp, forKey: .isUp)
-        try container.encode(supportsLowEnergy, forKey: .supportsLowEnergy)
-        try container.encode(bus, forKey: .bus)
     }
 }

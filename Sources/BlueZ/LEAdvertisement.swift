@@ -38,11 +38,11 @@ public final class LEAdvertisement: Sendable {
     public let session: BluetoothSession
     package let path: ObjectPath
     public let configuration: AdvertisementConfiguration
+    private let registration: ManagerRegistration
     private let state = Mutex(State())
 
     private struct State {
         var exported = false
-        var registeredOn: ObjectPath?
         var released = false
         var releaseWaiters: [CheckedContinuation<Void, Never>] = []
     }
@@ -56,9 +56,10 @@ public final class LEAdvertisement: Sendable {
         self.session = session
         self.configuration = configuration
         self.path = path ?? session.makeExportPath("advertisement")
+        registration = ManagerRegistration(self.path, with: .advertising, in: session)
     }
 
-    public var isRegistered: Bool { state.withLock { $0.registeredOn != nil } }
+    public var isRegistered: Bool { registration.adapter != nil }
 
     /// Exports the advertisement and registers it on `adapter`. Errors keep BlueZ's names
     /// (e.g. org.bluez.Error.NotPermitted when no instance is free, InvalidLength when the
@@ -66,20 +67,13 @@ public final class LEAdvertisement: Sendable {
     public func register(on adapter: Adapter) async throws {
         try export()
         state.withLock { $0.released = false }
-        try await session.register(path, on: adapter.path, manager: BlueZInterface.advertisingManager,
-                                   method: "RegisterAdvertisement", rollback: unexport)
-        state.withLock { $0.registeredOn = adapter.path }
+        try await registration.register(on: adapter.path, rollback: unexport)
     }
 
     /// Unregisters (errors swallowed: on teardown BlueZ may already have dropped it) and
     /// removes the exported object.
     public func unregister() async {
-        let adapter = state.withLock { state -> ObjectPath? in
-            defer { state.registeredOn = nil }
-            return state.registeredOn
-        }
-        await session.unregister(path, from: adapter, manager: BlueZInterface.advertisingManager,
-                                 method: "UnregisterAdvertisement")
+        await registration.unregister()
         unexport()
     }
 
@@ -99,9 +93,9 @@ public final class LEAdvertisement: Sendable {
     public var wasReleased: Bool { state.withLock { $0.released } }
 
     private func markReleased() {
+        registration.forget()
         let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
             state.released = true
-            state.registeredOn = nil
             defer { state.releaseWaiters.removeAll() }
             return state.releaseWaiters
         }

@@ -124,6 +124,7 @@ public final class LocalGATTApplication: Sendable, CustomStringConvertible {
     /// One path per characteristic, in the order given.
     package let characteristicPaths: [ObjectPath]
     private let service: LocalGATTService
+    private let registration: ManagerRegistration
     private let state: Mutex<State>
 
     private struct CharacteristicState {
@@ -135,7 +136,6 @@ public final class LocalGATTApplication: Sendable, CustomStringConvertible {
     private struct State {
         var characteristics: [CharacteristicState]
         var exported = false
-        var registeredOn: ObjectPath?
         var subscribers: [Int: AsyncStream<LocalGATTEvent>.Continuation] = [:]
         var nextSubscriber = 0
     }
@@ -153,32 +153,26 @@ public final class LocalGATTApplication: Sendable, CustomStringConvertible {
         self.servicePath = root.appending("service0")
         self.characteristicPaths = service.characteristics.indices.map { root.appending("service0").appending("char\($0)") }
         self.state = Mutex(State(characteristics: Array(repeating: CharacteristicState(), count: service.characteristics.count)))
+        self.registration = ManagerRegistration(root, with: .gatt, in: session)
     }
 
-    /// The adapter we are registered on, if any.
     /// Where it is exported (its ObjectManager's path), for logs.
     public var description: String { root.rawValue }
 
-    package var registeredAdapter: ObjectPath? { state.withLock { $0.registeredOn } }
+    /// The adapter we are registered on, if any.
+    package var registeredAdapter: ObjectPath? { registration.adapter }
 
     /// Exports the objects and registers the application on `adapter`.
     public func register(on adapter: Adapter) async throws {
         try exportObjects()
-        try await session.register(root, on: adapter.path, manager: BlueZInterface.gattManager,
-                                   method: "RegisterApplication", rollback: unexportObjects)
-        state.withLock { $0.registeredOn = adapter.path }
+        try await registration.register(on: adapter.path, rollback: unexportObjects)
     }
 
     /// Unregisters (if registered) and removes the exported objects. Errors are swallowed:
     /// this runs on teardown, when bluetoothd or the adapter may already be gone (BlueZ then
     /// forgot the application anyway).
     public func unregister() async {
-        let adapter = state.withLock { state -> ObjectPath? in
-            defer { state.registeredOn = nil }
-            return state.registeredOn
-        }
-        await session.unregister(root, from: adapter, manager: BlueZInterface.gattManager,
-                                 method: "UnregisterApplication")
+        await registration.unregister()
         unexportObjects()
     }
 

@@ -163,39 +163,30 @@ extension DBusValue {
 
     /// `ay`
     public var bytes: [UInt8]? {
-        guard case .array(let element, let values) = lookingThroughVariant, element.rawValue == "y"
-        else { return nil }
-        var result: [UInt8] = []
-        result.reserveCapacity(values.count)
-        for value in values {
-            guard case .byte(let b) = value else { return nil }
-            result.append(b)
-        }
-        return result
+        elements(ofArrayWith: "y") { if case .byte(let b) = $0 { b } else { nil } }
     }
 
     /// `as`
     public var strings: [String]? {
-        guard case .array(let element, let values) = lookingThroughVariant, element.rawValue == "s"
-        else { return nil }
-        var result: [String] = []
-        result.reserveCapacity(values.count)
-        for value in values {
-            guard case .string(let s) = value else { return nil }
-            result.append(s)
-        }
-        return result
+        elements(ofArrayWith: "s") { if case .string(let s) = $0 { s } else { nil } }
     }
 
     /// `ao`
     public var objectPaths: [ObjectPath]? {
-        guard case .array(let element, let values) = lookingThroughVariant, element.rawValue == "o"
+        elements(ofArrayWith: "o") { if case .objectPath(let p) = $0 { p } else { nil } }
+    }
+
+    /// The elements of an array whose element signature is `elementSignature`, each taken out
+    /// by `unwrap`; nil when this is no such array or an element does not unwrap.
+    private func elements<Element>(ofArrayWith elementSignature: String,
+                                   _ unwrap: (DBusValue) -> Element?) -> [Element]? {
+        guard case .array(let element, let values) = lookingThroughVariant, element.rawValue == elementSignature
         else { return nil }
-        var result: [ObjectPath] = []
+        var result: [Element] = []
         result.reserveCapacity(values.count)
         for value in values {
-            guard case .objectPath(let p) = value else { return nil }
-            result.append(p)
+            guard let unwrapped = unwrap(value) else { return nil }
+            result.append(unwrapped)
         }
         return result
     }
