@@ -56,12 +56,6 @@ public final class Central: Sendable {
 
     // MARK: State-driven supervision
 
-    private enum Control: Sendable {
-        case transition(ManagerTransition)
-        case stateStreamEnded
-        case workEnded(generation: Int, WorkOutcome)
-    }
-
     private enum WorkOutcome: Sendable {
         case finished
         case failed(any ClassifiedFailure)
@@ -71,77 +65,28 @@ public final class Central: Sendable {
     private func runUntilDone(sink: any MessageSink) async throws -> Int {
         let driver = ManagerStateDriver(session: session, adapterName: configuration.adapterName, requirement: .central)
         if let failure = driver.unknownAdapterFailure() { throw failure }
-
-        let (controls, control) = AsyncStream<Control>.makeStream()
-        // Unstructured: merges the state transitions into the control stream; cancelled when the loop below ends.
-        let stateTask = Task {
-            for await transition in driver.transitions() {
-                control.yield(.transition(transition))
-            }
-            control.yield(.stateStreamEnded)
-        }
-        var work: (generation: Int, task: Task<Void, Never>)?
-        var generation = 0
-        var sawFirstState = false
-
-        func stopWork() async {
-            guard let current = work else { return }
-            work = nil
-            current.task.cancel()
-            await current.task.value
-        }
-
-        defer { stateTask.cancel() }
-        for await item in controls {
-            switch item {
-            case .transition(let transition):
+        let supervisor = ManagerStateSupervisor<WorkOutcome>(driver: driver)
+        return try await supervisor.run(
+            transitionSeen: { transition, history in
                 emit(transition.roleEvent)
-                if !sawFirstState {
-                    sawFirstState = true
-                    if let failure = transition.startupFailure { throw failure }
-                    let queue = configuration.notificationQueue
-                    if !queue.isSufficient { emit(.warning("notification queue: \(queue.summary)")) }
-                    if transition.to == .poweredOff {
-                        emit(.warning("waiting for the adapter to be powered on (e.g. bluetoothctl power on)"))
-                    }
+                guard history.isFirstTransition else { return }
+                if let failure = transition.startupFailure { throw failure }
+                let queue = configuration.notificationQueue
+                if !queue.isSufficient { emit(.warning("notification queue: \(queue.summary)")) }
+                if transition.to == .poweredOff {
+                    emit(.warning("waiting for the adapter to be powered on (e.g. bluetoothctl power on)"))
                 }
-                switch transition.action {
-                case .start, .resume:
-                    guard work == nil, let adapter = driver.currentAdapter() else { continue }
-                    generation += 1
-                    let current = generation
-                    // Unstructured: one poweredOn period's work, which the loop cancels when the state leaves poweredOn.
-                    let task = Task {
-                        let outcome = await self.work(on: adapter, sink: sink)
-                        control.yield(.workEnded(generation: current, outcome))
-                    }
-                    work = (current, task)
-                case .tearDown:
-                    // Cancelling abandons the transfer in progress: nothing partial reaches the
-                    // sink, the link is released, discovery stopped.
-                    await stopWork()
-                case .none:
-                    break
-                }
-            case .stateStreamEnded:
-                await stopWork()
-                throw RoleFailure(.unavailable, "lost the connection to the D-Bus system bus")
-            case .workEnded(let ended, let outcome):
-                guard work?.generation == ended else { continue }
-                work = nil
+            },
+            // Leaving poweredOn cancels the work: that abandons the transfer in progress
+            // (nothing partial reaches the sink), releases the link and stops discovery.
+            periodWork: { adapter in await self.work(on: adapter, sink: sink) },
+            periodEnded: { outcome in
                 switch outcome {
-                case .finished:
-                    return progressState.receivedSnapshot
-                case .failed(let failure):
-                    throw failure
-                case .cancelled:
-                    continue
+                case .finished: return progressState.receivedSnapshot
+                case .failed(let failure): throw failure
+                case .cancelled: return nil
                 }
-            }
-        }
-        // The run was cancelled (the stream ends on cancellation).
-        await stopWork()
-        throw CancellationError()
+            })
     }
 
     // MARK: Work in poweredOn
