@@ -192,9 +192,8 @@ public final class Peripheral: Sendable {
             }
         }
 
-        // Teardown runs in a task of its own: this one may be cancelled, and a cancelled task
-        // cannot make the D-Bus calls that unregister.
         let reason = outcome.isExhausted ? "the run ended" : "Bluetooth is not available any more"
+        // Unstructured: this task may be cancelled, and a cancelled task cannot make the D-Bus calls that unregister.
         await Task {
             await server.shutDown(reason: reason)
             await advertisement.unregister()
