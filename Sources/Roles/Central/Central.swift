@@ -56,12 +56,6 @@ public final class Central: Sendable {
 
     // MARK: State-driven supervision
 
-    private enum Control: Sendable {
-        case transition(ManagerTransition)
-        case stateStreamEnded
-        case workEnded(generation: Int, WorkOutcome)
-    }
-
     private enum WorkOutcome: Sendable {
         case finished
         case failed(any ClassifiedFailure)
@@ -71,77 +65,28 @@ public final class Central: Sendable {
     private func runUntilDone(sink: any MessageSink) async throws -> Int {
         let driver = ManagerStateDriver(session: session, adapterName: configuration.adapterName, requirement: .central)
         if let failure = driver.unknownAdapterFailure() { throw failure }
-
-        let (controls, control) = AsyncStream<Control>.makeStream()
-        // Unstructured: merges the state transitions into the control stream; cancelled when the loop below ends.
-        let stateTask = Task {
-            for await transition in driver.transitions() {
-                control.yield(.transition(transition))
-            }
-            control.yield(.stateStreamEnded)
-        }
-        var work: (generation: Int, task: Task<Void, Never>)?
-        var generation = 0
-        var sawFirstState = false
-
-        func stopWork() async {
-            guard let current = work else { return }
-            work = nil
-            current.task.cancel()
-            await current.task.value
-        }
-
-        defer { stateTask.cancel() }
-        for await item in controls {
-            switch item {
-            case .transition(let transition):
+        let supervisor = ManagerStateSupervisor<WorkOutcome>(driver: driver)
+        return try await supervisor.run(
+            transitionSeen: { transition, history in
                 emit(transition.roleEvent)
-                if !sawFirstState {
-                    sawFirstState = true
-                    if let failure = transition.startupFailure { throw failure }
-                    let queue = configuration.notificationQueue
-                    if !queue.isSufficient { emit(.warning("notification queue: \(queue.summary)")) }
-                    if transition.to == .poweredOff {
-                        emit(.warning("waiting for the adapter to be powered on (e.g. bluetoothctl power on)"))
-                    }
+                guard history.isFirstTransition else { return }
+                if let failure = transition.startupFailure { throw failure }
+                let queue = configuration.notificationQueue
+                if !queue.isSufficient { emit(.warning("notification queue: \(queue.summary)")) }
+                if transition.to == .poweredOff {
+                    emit(.warning("waiting for the adapter to be powered on (e.g. bluetoothctl power on)"))
                 }
-                switch transition.action {
-                case .start, .resume:
-                    guard work == nil, let adapter = driver.currentAdapter() else { continue }
-                    generation += 1
-                    let current = generation
-                    // Unstructured: one poweredOn period's work, which the loop cancels when the state leaves poweredOn.
-                    let task = Task {
-                        let outcome = await self.work(on: adapter, sink: sink)
-                        control.yield(.workEnded(generation: current, outcome))
-                    }
-                    work = (current, task)
-                case .tearDown:
-                    // Cancelling abandons the transfer in progress: nothing partial reaches the
-                    // sink, the link is released, discovery stopped.
-                    await stopWork()
-                case .none:
-                    break
-                }
-            case .stateStreamEnded:
-                await stopWork()
-                throw RoleFailure(.unavailable, "lost the connection to the D-Bus system bus")
-            case .workEnded(let ended, let outcome):
-                guard work?.generation == ended else { continue }
-                work = nil
+            },
+            // Leaving poweredOn cancels the work: that abandons the transfer in progress
+            // (nothing partial reaches the sink), releases the link and stops discovery.
+            periodWork: { adapter in await self.work(on: adapter, sink: sink) },
+            periodEnded: { outcome in
                 switch outcome {
-                case .finished:
-                    return progressState.receivedSnapshot
-                case .failed(let failure):
-                    throw failure
-                case .cancelled:
-                    continue
+                case .finished: return progressState.receivedSnapshot
+                case .failed(let failure): throw failure
+                case .cancelled: return nil
                 }
-            }
-        }
-        // The run was cancelled (the stream ends on cancellation).
-        await stopWork()
-        throw CancellationError()
+            })
     }
 
     // MARK: Work in poweredOn
@@ -237,27 +182,23 @@ public final class Central: Sendable {
     /// until their pause ends.
     private func discoverPeer(on adapter: Adapter) async throws -> (Device, PeerDescription) {
         let service = configuration.serviceUUID.canonical
-        let (inputs, input) = AsyncStream<ScanInput>.makeStream()
         // Subscribe (and take the cache snapshot) before discovery starts, so nothing is missed.
         let sightings = adapter.sightings(serviceUUID: service)
-        let forward = Task {
+        let forwardSightings = InputProducer<ScanInput> { input in
             for await sighting in sightings { input.yield(.sighting(sighting)) }
-            input.yield(.ended)
+            // The sightings end with the adapter; a cancelled scan has nothing to report.
+            if !Task.isCancelled { input.yield(.ended) }
         }
-        // Wakes the scan when a peer's back-off ends, for peers BlueZ keeps in its cache
-        // without reporting them again.
-        let ticker = Task {
-            while !Task.isCancelled {
-                try? await Task.sleep(for: .seconds(1))
-                input.yield(.tick)
-            }
+        // The ticks wake the scan when a peer's back-off ends, for peers BlueZ keeps in its
+        // cache without reporting them again.
+        return try await withMergedInputs(forwardSightings, .ticks(every: .seconds(1), .tick)) { inputs in
+            try await scan(adapter, for: service, inputs: inputs)
         }
-        defer {
-            forward.cancel()
-            ticker.cancel()
-            input.finish()
-        }
+    }
 
+    /// The scan of `discoverPeer`, fed by `inputs`.
+    private func scan(_ adapter: Adapter, for service: String,
+                      inputs: AsyncStream<ScanInput>) async throws -> (Device, PeerDescription) {
         do {
             try await adapter.setDiscoveryFilter(uuids: [service], transport: .le, duplicateData: true)
         } catch let error as BluetoothError {
@@ -569,82 +510,70 @@ public final class Central: Sendable {
                          sink: any MessageSink) async throws {
         let clock = ContinuousClock()
         let subscribedAt = clock.now
-        let (inputs, input) = AsyncStream<TransferInput>.makeStream()
-        // Unstructured: these three feed one visit's input stream and are cancelled when the visit ends.
-        let forwarder = Task { await channel.forward(into: input) }
-        let disconnectWatch = Task {
+        let forwardValues = InputProducer<TransferInput> { input in await channel.forward(into: input) }
+        let watchDisconnection = InputProducer<TransferInput> { input in
             try? await device.waitUntilDisconnected()
             if !Task.isCancelled { input.yield(.ended("the peripheral disconnected")) }
         }
-        let ticker = Task {
-            while !Task.isCancelled {
-                try? await Task.sleep(for: .milliseconds(500))
-                input.yield(.tick)
-            }
-        }
-        defer {
-            forwarder.cancel()
-            disconnectWatch.cancel()
-            ticker.cancel()
-            input.finish()
-        }
-
-        var assembly = MessageAssembly(limits: configuration.limits, sentHello: hello, idleTimeout: configuration.idleTimeout,
-                                       minimumRate: configuration.minimumRate, rateGrace: configuration.rateGrace,
-                                       secure: secureSession, requiresSecure: requiresSecure,
-                                       resumeSpool: configuration.resumeSpool)
-        let writeType = Self.writeType(for: characteristic.flags) ?? .command
-        let mtu = channel.mtu ?? 23
-        var admittedAnnouncement = false
-        var lastAdmissionCheck: Duration?
-        for await item in inputs {
-            let now = clock.now - subscribedAt
-            let step = assembly.handle(item, at: now)
-            // The secure handshake's message 2, as the session produced it, before anything else.
-            for value in assembly.takeWrites() {
-                do {
-                    try await characteristic.writeValue(value, type: writeType)
-                } catch let error as BluetoothError {
-                    try Self.rethrowIfFatal(error)
-                    throw TransferFailure.transient("writing the secure handshake failed: \(error)")
+        // The ticks let the assembly notice silence and a rate too low.
+        try await withMergedInputs(forwardValues, watchDisconnection, .ticks(every: .milliseconds(500), .tick)) { inputs in
+            var assembly = MessageAssembly(limits: configuration.limits, sentHello: hello, idleTimeout: configuration.idleTimeout,
+                                           minimumRate: configuration.minimumRate, rateGrace: configuration.rateGrace,
+                                           secure: secureSession, requiresSecure: requiresSecure,
+                                           resumeSpool: configuration.resumeSpool)
+            let writeType = Self.writeType(for: characteristic.flags) ?? .command
+            let mtu = channel.mtu ?? 23
+            var admittedAnnouncement = false
+            var lastAdmissionCheck: Duration?
+            for await item in inputs {
+                let now = clock.now - subscribedAt
+                let step = assembly.handle(item, at: now)
+                // The secure handshake's message 2, as the session produced it, before anything else.
+                for value in assembly.takeWrites() {
+                    do {
+                        try await characteristic.writeValue(value, type: writeType)
+                    } catch let error as BluetoothError {
+                        try Self.rethrowIfFatal(error)
+                        throw TransferFailure.transient("writing the secure handshake failed: \(error)")
+                    }
+                }
+                // Room on disk: a framed message once, with the length its header announces, before
+                // any payload is taken; a compat one (no length) about once a second with what has
+                // come so far. Refused, the link is dropped before EOM: the sender keeps its copy.
+                if case .value = item, !assembly.finished {
+                    var checked: Int?
+                    if let announced = assembly.announcedLength, !admittedAnnouncement {
+                        admittedAnnouncement = true
+                        checked = announced
+                    } else if assembly.announcedLength == nil,
+                              lastAdmissionCheck.map({ now - $0 >= .seconds(1) }) ?? true {
+                        lastAdmissionCheck = now
+                        checked = assembly.bytesReceived
+                    }
+                    if let checked, let refusal = sink.admissionRefusal(byteCount: checked) {
+                        throw TransferFailure.refused(bound: refusal.bound.rawValue, reason: refusal.reason)
+                    }
+                }
+                switch step {
+                case .proceed(let report):
+                    if let report { emitProgress(report, peer: peer) }
+                case .formatDetected(let format, let report):
+                    emit(.subscribed(peer, mtu: mtu, format: format))
+                    if let report { emitProgress(report, peer: peer) }
+                case .complete(let message, let duration):
+                    try await takeMessage(message, duration: duration, assembly: &assembly, peer: peer,
+                                          characteristic: characteristic, sink: sink)
+                    // Over when the sender ended the stream or this side closed with its last ACK.
+                    guard assembly.expectsMoreMessages else { return }
+                    admittedAnnouncement = false
+                case .sessionEnded:
+                    return
+                case .failed(let failure):
+                    throw failure
                 }
             }
-            // Room on disk: a framed message once, with the length its header announces, before
-            // any payload is taken; a compat one (no length) about once a second with what has
-            // come so far. Refused, the link is dropped before EOM: the sender keeps its copy.
-            if case .value = item, !assembly.finished {
-                var checked: Int?
-                if let announced = assembly.announcedLength, !admittedAnnouncement {
-                    admittedAnnouncement = true
-                    checked = announced
-                } else if assembly.announcedLength == nil,
-                          lastAdmissionCheck.map({ now - $0 >= .seconds(1) }) ?? true {
-                    lastAdmissionCheck = now
-                    checked = assembly.bytesReceived
-                }
-                if let checked, let refusal = sink.admissionRefusal(byteCount: checked) {
-                    throw TransferFailure.refused(bound: refusal.bound.rawValue, reason: refusal.reason)
-                }
-            }
-            switch step {
-            case .proceed(let report):
-                if let report { emitProgress(report, peer: peer) }
-            case .formatDetected(let format, let report):
-                emit(.subscribed(peer, mtu: mtu, format: format))
-                if let report { emitProgress(report, peer: peer) }
-            case .complete(let message, let duration):
-                try await takeMessage(message, duration: duration, assembly: &assembly, peer: peer,
-                                      characteristic: characteristic, sink: sink)
-                // Over when the sender ended the stream or this side closed with its last ACK.
-                guard assembly.expectsMoreMessages else { return }
-                admittedAnnouncement = false
-            case .sessionEnded:
-                return
-            case .failed(let failure):
-                throw failure
-            }
+            throw CancellationError()
         }
-        throw CancellationError()
     }
 
     private func emitProgress(_ report: MessageAssembly.ProgressReport, peer: PeerDescription) {

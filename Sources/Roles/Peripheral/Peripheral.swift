@@ -45,95 +45,34 @@ public final class Peripheral: Sendable {
         let driver = ManagerStateDriver(session: session, adapterName: configuration.adapterName,
                                         requirement: .peripheral)
         if let failure = driver.unknownAdapterFailure() { throw failure }
-        let (inputs, inputContinuation) = AsyncStream<EngineInput>.makeStream()
-        return try await withThrowingTaskGroup(of: Void.self, returning: Int.self) { group in
-            // A child for the run's whole length: merges the state transitions into the engine's one input stream.
-            group.addTask {
-                for await transition in driver.transitions() {
-                    inputContinuation.yield(.transition(transition))
-                }
-                inputContinuation.yield(.stateStreamEnded)
-            }
-            defer { group.cancelAll() }
-            return try await runEngine(source: source, driver: driver, inputs: inputs,
-                                       inputContinuation: inputContinuation, onEvent: onEvent)
-        }
-    }
-
-    /// The engine loop of `run`: follows the manager state, one `serve` per poweredOn period.
-    private func runEngine(source: some MessageSource, driver: ManagerStateDriver, inputs: AsyncStream<EngineInput>,
-                           inputContinuation: AsyncStream<EngineInput>.Continuation,
-                           onEvent: @escaping @Sendable (RoleEvent) -> Void) async throws -> Int {
         let counter = DeliveryCounter()
-        var serving: (generation: Int, task: Task<Void, Never>)?
-        var generation = 0
-        var hasBeenPoweredOn = false
-
-        func stopServing() async {
-            guard let current = serving else { return }
-            serving = nil
-            current.task.cancel()
-            await current.task.value
-        }
-
-        do {
-            for await input in inputs {
-                switch input {
-                case .transition(let transition):
-                    if transition.changed || !hasBeenPoweredOn {
-                        onEvent(transition.roleEvent)
-                    }
-                    switch transition.action {
-                    case .start, .resume:
-                        await stopServing()
-                        guard let adapter = driver.currentAdapter() else {
-                            logger.debug("poweredOn without an adapter to use; waiting")
-                            continue
-                        }
-                        hasBeenPoweredOn = true
-                        generation += 1
-                        let current = generation
-                        // Unstructured: one poweredOn period's work, which the engine loop cancels when the state leaves poweredOn.
-                        serving = (current, Task {
-                            let outcome = await self.serve(source: source, adapter: adapter, counter: counter,
-                                                           onEvent: onEvent)
-                            inputContinuation.yield(.servingEnded(generation: current, outcome))
-                        })
-                    case .tearDown:
-                        await stopServing()
-                    case .none:
-                        break
-                    }
-                    if !hasBeenPoweredOn {
-                        if let failure = driver.unknownAdapterFailure() { throw failure }
-                        if let failure = transition.startupFailure { throw failure }
-                        if transition.to == .poweredOff && transition.changed {
-                            onEvent(.warning("waiting for the adapter to be powered on (e.g. bluetoothctl power on)"))
-                        }
-                    }
-                case .servingEnded(let ended, let outcome):
-                    // An outcome from a period already torn down says nothing about now.
-                    guard ended == serving?.generation else { continue }
-                    switch outcome {
-                    case .exhausted:
-                        await stopServing()
-                        return await counter.delivered
-                    case .failed(let failure):
-                        await stopServing()
-                        throw failure
-                    case .interrupted:
-                        serving = nil   // the state stream reports why; serving starts again on poweredOn
-                    }
-                case .stateStreamEnded:
-                    throw RoleFailure(.unavailable, "lost the connection to the D-Bus system bus")
+        let supervisor = ManagerStateSupervisor<ServingOutcome>(driver: driver)
+        return try await supervisor.run(
+            transitionSeen: { transition, history in
+                if transition.changed || !history.hasStartedPeriod {
+                    onEvent(transition.roleEvent)
                 }
-            }
-            // The input stream only ends when this task is cancelled.
-            throw CancellationError()
-        } catch {
-            await stopServing()
-            throw error
-        }
+                // Until serving first starts, a state that waiting will not change ends the run;
+                // a start is not one (it serves, or waits for the adapter to show).
+                let starts = transition.action == .start || transition.action == .resume
+                guard !history.hasStartedPeriod, !starts else { return }
+                if let failure = driver.unknownAdapterFailure() { throw failure }
+                if let failure = transition.startupFailure { throw failure }
+                if transition.to == .poweredOff && transition.changed {
+                    onEvent(.warning("waiting for the adapter to be powered on (e.g. bluetoothctl power on)"))
+                }
+            },
+            adapterMissing: { logger.debug("poweredOn without an adapter to use; waiting") },
+            periodWork: { adapter in
+                await self.serve(source: source, adapter: adapter, counter: counter, onEvent: onEvent)
+            },
+            periodEnded: { outcome in
+                switch outcome {
+                case .exhausted: return await counter.delivered
+                case .failed(let failure): throw failure
+                case .interrupted: return nil  // the state stream says why; serving starts again on poweredOn
+                }
+            })
     }
 
     /// Apple's sample has `notify` and `write-without-response`. `write` is added so that a
@@ -149,12 +88,6 @@ public final class Peripheral: Sendable {
     static let indicatingCharacteristicFlags: [GATTCharacteristicFlag] = [.indicate, .writeWithoutResponse, .write]
 
     // MARK: One poweredOn period
-
-    private enum EngineInput: Sendable {
-        case transition(ManagerTransition)
-        case servingEnded(generation: Int, ServingOutcome)
-        case stateStreamEnded
-    }
 
     private enum ServingOutcome: Sendable {
         /// The source has nothing more to send.
@@ -259,9 +192,8 @@ public final class Peripheral: Sendable {
             }
         }
 
-        // Teardown runs in a task of its own: this one may be cancelled, and a cancelled task
-        // cannot make the D-Bus calls that unregister.
         let reason = outcome.isExhausted ? "the run ended" : "Bluetooth is not available any more"
+        // Unstructured: this task may be cancelled, and a cancelled task cannot make the D-Bus calls that unregister.
         await Task {
             await server.shutDown(reason: reason)
             await advertisement.unregister()

@@ -1,0 +1,119 @@
+import BlueZ
+import Transfer
+
+/// Follows the manager state for a role: one period of work for each time the adapter is
+/// `poweredOn`, started on ``RoleAction/start`` / ``RoleAction/resume`` and cancelled (and
+/// awaited) on ``RoleAction/tearDown``. What a transition or a period's outcome means — checks
+/// of the first state, warnings, when the run is done — stays with the role, in the closures
+/// it passes to ``run(transitionSeen:adapterMissing:periodWork:periodEnded:)``.
+struct ManagerStateSupervisor<PeriodOutcome: Sendable>: Sendable {
+    let driver: ManagerStateDriver
+
+    /// What the supervision had seen before the transition at hand.
+    struct History: Sendable {
+        /// The transition at hand is the first: the state the role found at start.
+        var isFirstTransition = true
+        /// A period's work was started before (the adapter has been usable).
+        var hasStartedPeriod = false
+    }
+
+    private enum Control: Sendable {
+        case transition(ManagerTransition)
+        case stateStreamEnded
+        case periodEnded(generation: Int, PeriodOutcome)
+    }
+
+    /// Follows the transitions until `periodEnded` has a result, the state stream ends, or the
+    /// run is cancelled. However it ends, the running period is cancelled and awaited first.
+    ///
+    /// - Parameters:
+    ///   - transitionSeen: the role's part of each transition, before the supervisor acts on
+    ///     it (so what it reports comes before anything the period does); a throw ends the run.
+    ///   - adapterMissing: `poweredOn`, but the driver finds no adapter to work on; no period
+    ///     runs until the next start.
+    ///   - periodWork: one `poweredOn` period's work on the adapter, until it returns or is
+    ///     cancelled.
+    ///   - periodEnded: what a period's outcome means: a result ends the run with it, nil
+    ///     waits for the next `poweredOn` period, a throw ends the run.
+    /// - Throws: what the role's closures throw; a ``RoleFailure`` when the state stream ends
+    ///   (the system bus is gone); `CancellationError` when cancelled.
+    func run<Result>(
+        transitionSeen: (ManagerTransition, History) throws -> Void,
+        adapterMissing: () -> Void = {},
+        periodWork: @escaping @Sendable (Adapter) async -> PeriodOutcome,
+        periodEnded: (PeriodOutcome) async throws -> Result?
+    ) async throws -> Result {
+        let driver = self.driver
+        let (controls, control) = AsyncStream<Control>.makeStream()
+        return try await withThrowingDiscardingTaskGroup { group in
+            // A child for the run's whole length: merges the state transitions into the control stream.
+            group.addTask {
+                for await transition in driver.transitions() {
+                    control.yield(.transition(transition))
+                }
+                // A cancelled run ends as cancelled, not as a lost bus.
+                if !Task.isCancelled { control.yield(.stateStreamEnded) }
+            }
+            defer {
+                group.cancelAll()
+                control.finish()
+            }
+
+            var history = History()
+            var generation = 0
+            var running: (generation: Int, task: Task<Void, Never>)?
+
+            func stopPeriod() async {
+                guard let current = running else { return }
+                running = nil
+                current.task.cancel()
+                await current.task.value
+            }
+
+            do {
+                for await item in controls {
+                    switch item {
+                    case .transition(let transition):
+                        try transitionSeen(transition, history)
+                        history.isFirstTransition = false
+                        switch transition.action {
+                        case .start, .resume:
+                            // The table tears a period down before the next start; one still
+                            // running here would belong to a state already left.
+                            await stopPeriod()
+                            guard let adapter = driver.currentAdapter() else {
+                                adapterMissing()
+                                continue
+                            }
+                            history.hasStartedPeriod = true
+                            generation += 1
+                            let current = generation
+                            // Unstructured: the loop cancels one period while the run goes on, which a task group cannot do to one child.
+                            let task = Task {
+                                let outcome = await periodWork(adapter)
+                                control.yield(.periodEnded(generation: current, outcome))
+                            }
+                            running = (current, task)
+                        case .tearDown:
+                            await stopPeriod()
+                        case .none:
+                            break
+                        }
+                    case .periodEnded(let ended, let outcome):
+                        // An outcome from a period already torn down says nothing about now.
+                        guard ended == running?.generation else { continue }
+                        await stopPeriod()  // it has ended: this only waits for its task to finish
+                        if let result = try await periodEnded(outcome) { return result }
+                    case .stateStreamEnded:
+                        throw RoleFailure(.unavailable, "lost the connection to the D-Bus system bus")
+                    }
+                }
+                // The control stream ends only when the run is cancelled.
+                throw CancellationError()
+            } catch {
+                await stopPeriod()
+                throw error
+            }
+        }
+    }
+}
