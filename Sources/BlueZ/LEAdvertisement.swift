@@ -33,7 +33,7 @@ public struct AdvertisementConfiguration: Sendable, Hashable {
 
 /// An exported LEAdvertisement1 registered through LEAdvertisingManager1. BlueZ calls
 /// `Release` when it drops the advertisement on its own (adapter powered off or removed);
-/// `waitUntilReleased()` reports that.
+/// it then counts as unregistered, and the next `register` starts afresh.
 public final class LEAdvertisement: Sendable {
     public let session: BluetoothSession
     package let path: ObjectPath
@@ -43,8 +43,6 @@ public final class LEAdvertisement: Sendable {
 
     private struct State {
         var exported = false
-        var released = false
-        var releaseWaiters: [CheckedContinuation<Void, Never>] = []
     }
 
     /// An advertisement to be exported at a fresh path of the session's.
@@ -66,7 +64,6 @@ public final class LEAdvertisement: Sendable {
     /// data does not fit).
     public func register(on adapter: Adapter) async throws {
         try export()
-        state.withLock { $0.released = false }
         try await registration.register(on: adapter.path, rollback: unexport)
     }
 
@@ -77,29 +74,8 @@ public final class LEAdvertisement: Sendable {
         unexport()
     }
 
-    /// Returns once BlueZ called `Release` on this advertisement (immediately if it already
-    /// did since the last `register`).
-    public func waitUntilReleased() async {
-        await withCheckedContinuation { continuation in
-            let resumeNow = state.withLock { state -> Bool in
-                if state.released { return true }
-                state.releaseWaiters.append(continuation)
-                return false
-            }
-            if resumeNow { continuation.resume() }
-        }
-    }
-
-    public var wasReleased: Bool { state.withLock { $0.released } }
-
     private func markReleased() {
         registration.forget()
-        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
-            state.released = true
-            defer { state.releaseWaiters.removeAll() }
-            return state.releaseWaiters
-        }
-        for waiter in waiters { waiter.resume() }
     }
 
     private func export() throws {

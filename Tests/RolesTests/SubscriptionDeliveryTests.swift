@@ -71,6 +71,45 @@ import Transfer
         #expect(actions.last == .end(announce: true))
     }
 
+    @Test func aMultiSessionsAckAfterTheHangUpStillCountsAndEndsOnceRecorded() {
+        var delivery = Delivery(format: .secure, confirmsIndications: false, totalBytes: Self.totalBytes, limits: Self.limits)
+        _ = delivery.begin(transferDeadline: .seconds(60), reason: "too slow")
+        #expect(delivery.handle(.valueHandedOver(bytesSent: Self.totalBytes, last: false)) == [])
+        // The message's END is out; the ACK is awaited (no EOM: the session may go on).
+        #expect(delivery.handle(.endOfMessageWritten) == [.cancelTimer(.deadline), .startTimer(.deadline, after: .seconds(20))])
+        // The central's hang-up (a socket event) overtakes its ACK (a D-Bus call): grace, not loss.
+        let hangUp = delivery.handle(.hungUp(reason: "the central unsubscribed", drainedWhenClosed: nil))
+        #expect(hangUp.contains(.startTimer(.acknowledgementGrace, after: .seconds(3))))
+        #expect(!hangUp.contains { if case .reportAborted = $0 { true } else { false } })
+        #expect(!delivery.isOver)
+        // The ACK arrives within the grace: counted, the grace stops, nothing ends yet ...
+        #expect(delivery.handle(.countedInSession) == [.cancelTimer(.acknowledgementGrace)])
+        #expect(delivery.isDelivered && !delivery.isOver)
+        // ... until the engine recorded the delivery.
+        let end = delivery.handle(.recordedAfterHangUp)
+        #expect(end.last == .end(announce: true))
+        #expect(!end.contains { if case .reportAborted = $0 { true } else { false } })
+        #expect(delivery.isOver)
+    }
+
+    @Test func aMultiSessionsHangUpWithoutAnAckIsLostWhenTheGraceRunsOut() {
+        var delivery = Delivery(format: .secure, confirmsIndications: false, totalBytes: Self.totalBytes, limits: Self.limits)
+        _ = delivery.handle(.valueHandedOver(bytesSent: Self.totalBytes, last: false))
+        _ = delivery.handle(.endOfMessageWritten)
+        _ = delivery.handle(.hungUp(reason: "the central unsubscribed", drainedWhenClosed: nil))
+        #expect(delivery.handle(.recordedAfterHangUp) == [])
+        let actions = delivery.handle(.timerFired(.acknowledgementGrace))
+        #expect(actions.first == .reportAborted("the central left without acknowledging the message"))
+        #expect(!delivery.isDelivered && delivery.isOver)
+    }
+
+    @Test func aMultiSessionsHangUpBeforeItsEndIsLostAtOnce() {
+        var delivery = Delivery(format: .secure, confirmsIndications: false, totalBytes: Self.totalBytes, limits: Self.limits)
+        _ = delivery.handle(.valueHandedOver(bytesSent: 4, last: false))
+        _ = delivery.handle(.transferFailed(.closedByPeer))
+        #expect(delivery.isOver && !delivery.isDelivered)
+    }
+
     @Test func countedInSessionMeansNothingOutsideTheSecureMode() {
         var delivery = Setup(format: .framed, indications: false, compatDelay: .zero).make()
         #expect(delivery.handle(.countedInSession) == [])

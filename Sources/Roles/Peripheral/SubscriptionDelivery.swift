@@ -55,6 +55,10 @@ struct SubscriptionDelivery: Sendable, Hashable {
         /// the server itself (no `deliver` action); the stream goes on to the next message or
         /// to CLOSE and `EOM`, after which the central has `unsubscribeTimeout` to leave.
         case countedInSession
+        /// A multi session's message counted after the central had hung up (its last ACK, a
+        /// D-Bus call, came after the socket's hang-up) is recorded as delivered by the engine:
+        /// the subscription ends now, not before, so the engine never offers it again.
+        case recordedAfterHangUp
         /// The central left. `drainedWhenClosed`: we closed the channel because of it, and
         /// bluetoothd had taken everything sent by then (nil: we did not close it).
         case hungUp(reason: String, drainedWhenClosed: Bool?)
@@ -193,9 +197,18 @@ struct SubscriptionDelivery: Sendable, Hashable {
         case .countedInSession:
             guard format == .secure, !isDelivered else { break }
             isDelivered = true
+            if hasHungUp {
+                // The ACK raced the central's unsubscribing and still counts; the grace that
+                // waited for it is over. The subscription ends on `recordedAfterHangUp`.
+                cancel(.acknowledgementGrace, &actions)
+                break
+            }
             let limit = limits.unsubscribeTimeout
             arm(&actions, after: limit,
                 reason: "it stayed subscribed \(Self.describe(limit)) after the session's last ACK (--unsubscribe-timeout)")
+        case .recordedAfterHangUp:
+            guard format == .secure, isDelivered, hasHungUp else { break }
+            end(&actions, announce: true)
         case .hungUp(let reason, let drained):
             hangUp(&actions, reason: reason, drainedWhenClosed: drained)
         case .timerFired(let timer):
@@ -287,8 +300,9 @@ struct SubscriptionDelivery: Sendable, Hashable {
             } else {
                 start(.compatConfirmation, after: delay, &actions)
             }
-        } else if allValuesHandedOver && format != .compat {
-            // The ACK may still be on its way (a D-Bus call racing the socket hang-up).
+        } else if format != .compat && (allValuesHandedOver || endOfMessageWritten) {
+            // The ACK may still be on its way (a D-Bus call racing the socket hang-up). In a
+            // multi session that is so once the message's END is out, before the stream's EOM.
             start(.acknowledgementGrace, after: limits.acknowledgementGrace, &actions)
         } else {
             let reason = hangUpReason ?? "the subscription ended"

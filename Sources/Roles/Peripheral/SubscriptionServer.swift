@@ -680,7 +680,11 @@ extension SubscriptionServer {
     /// nil when the session closes (none ready now, the fairness rule, or the central left).
     /// `wantsNext`: false when the central closed in the same write (it takes no more).
     fileprivate func secureAcknowledgedInSession(_ id: Int, wantsNext: Bool) async -> OutgoingMessage? {
-        guard var subscription = current, subscription.id == id, !subscription.delivery.hasHungUp else { return nil }
+        guard var subscription = current, subscription.id == id else { return nil }
+        // A sealed ACK can only come from the receiver that stored the message, so it counts
+        // even when the central's hang-up (a socket event) overtook it (a D-Bus call); then
+        // nothing more is sent.
+        let centralLeft = subscription.delivery.hasHungUp
         // Counted before anything is awaited: a hang-up meanwhile must not report it lost.
         perform(subscription.delivery.handle(.countedInSession), on: &subscription)
         subscription.deliveredInSession += 1
@@ -689,7 +693,11 @@ extension SubscriptionServer {
             && ContinuousClock.now - subscription.sessionStartedAt < configuration.sessionTimeShare
         if offered?.sequence == subscription.sequence { offered = nil }
         current = subscription.delivery.isOver ? nil : subscription
-        let next = await continueSession(subscription.message, summary, subscription.peer, fair && wantsNext)
+        let next = await continueSession(subscription.message, summary, subscription.peer, fair && wantsNext && !centralLeft)
+        if centralLeft {
+            feed(.recordedAfterHangUp, to: id)
+            return nil
+        }
         if let next { offered = next }
         guard let next, !isShutDown, var ongoing = current, ongoing.id == id, !ongoing.delivery.hasHungUp else {
             if !fair, current?.id == id {
