@@ -386,25 +386,28 @@ public final class Central: Sendable {
         if assembly.isSecure || plainAck != nil {
             let type = Self.writeType(for: characteristic.flags) ?? .command
             var confirmed = false
+            // The last message this run wants: in a multi session CLOSE 01 goes with its ACK,
+            // so the sender stops (what it started next stays to be sent again).
+            let lastWanted = earlierCopy == nil
+                && configuration.messageCount.map { progressState.receivedSnapshot + 1 >= $0 } ?? false
+            // In a multi session that goes on, the sender answers this ACK (its next message, or
+            // CLOSE and EOM) before this central leaves: the answer shows the ACK arrived.
+            let senderAnswers = plainAck == nil && assembly.expectsMoreMessages && !lastWanted
             do {
                 let values: [[UInt8]]
                 if let plainAck {
                     values = [plainAck]
                 } else {
-                    // The last message this run wants: CLOSE 01 goes with its ACK, so the
-                    // sender stops (what it started next stays to be sent again).
-                    let lastWanted = earlierCopy == nil
-                        && configuration.messageCount.map { progressState.receivedSnapshot + 1 >= $0 } ?? false
                     values = try assembly.secureAcknowledgement(alreadyStored: earlierCopy != nil, closing: lastWanted)
                 }
                 for value in values { try await characteristic.writeValue(value, type: type) }
-                if type == .command {
+                if type != .command {
+                    confirmed = true  // a write request is answered by the sender's application
+                } else if !senderAnswers {
                     // A write command has no completion: bluetoothd replies once it queued
                     // it, and a Disconnect issued at once can overtake it on a slow link.
                     // No signal tells when it left, so give the link a moment.
                     try? await Task.sleep(for: configuration.acknowledgementSettle)
-                } else {
-                    confirmed = true  // a write request is answered by the sender's application
                 }
             } catch {
                 emit(.warning("could not acknowledge the message to \(EventText.describe(peer)): \(Self.describe(error))"))
