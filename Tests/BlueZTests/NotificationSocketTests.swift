@@ -7,6 +7,13 @@ import Glibc
 
 @Suite("NotificationSocket over a local socketpair")
 struct NotificationSocketTests {
+    /// Sending on `socket` fails: its peer closed its end.
+    static func expectSendFailsWithPeerGone(_ socket: NotificationSocket, sourceLocation: SourceLocation = #_sourceLocation) async {
+        await #expect(throws: NotificationSocketError.closedByPeer, sourceLocation: sourceLocation) {
+            try await socket.send([0x2A])
+        }
+    }
+
     @Test("each send arrives as exactly one packet, boundaries kept")
     func packetBoundaries() async throws {
         let (sender, receiver) = try NotificationSocket.makePair(mtu: 23)
@@ -131,9 +138,7 @@ struct NotificationSocketTests {
         #expect(first == [1, 2, 3])
         let end = try await b.receive()
         #expect(end == nil)
-        await #expect(throws: NotificationSocketError.closedByPeer) {
-            try await b.send([4])
-        }
+        await Self.expectSendFailsWithPeerGone(b)
     }
 
     @Test("waitForHangUp returns when the peer goes away")
@@ -144,9 +149,7 @@ struct NotificationSocketTests {
         try await notifier.send([42])
         subscriber.close()
         await watcher.value
-        await #expect(throws: NotificationSocketError.closedByPeer) {
-            try await notifier.send([43])
-        }
+        await Self.expectSendFailsWithPeerGone(notifier)
     }
 
     @Test("close() fails a pending receive with .closed")

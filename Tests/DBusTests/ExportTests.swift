@@ -39,9 +39,8 @@ struct GattLikeApplication {
 
 @Suite struct ExportTests {
     @Test func propertiesGetGetAllSet() async throws {
-        let fixture = try await BusFixture.start()
+        let fixture = try await BusFixture.start(exporting: GattLikeApplication().export(on:))
         defer { fixture.stop() }
-        try GattLikeApplication().export(on: fixture.server)
         let properties = "org.freedesktop.DBus.Properties"
         let characteristic = "org.bluez.GattCharacteristic1"
 
@@ -71,9 +70,8 @@ struct GattLikeApplication {
     }
 
     @Test func getManagedObjectsListsTheTree() async throws {
-        let fixture = try await BusFixture.start()
+        let fixture = try await BusFixture.start(exporting: GattLikeApplication().export(on:))
         defer { fixture.stop() }
-        try GattLikeApplication().export(on: fixture.server)
         let reply = try await fixture.call("/app", "org.freedesktop.DBus.ObjectManager", "GetManagedObjects")
         let objects = try #require(reply.first?.managedObjects)
         #expect(Set(objects.keys) == ["/app/service0", "/app/service0/char0"])
@@ -82,9 +80,8 @@ struct GattLikeApplication {
     }
 
     @Test func introspectionDescribesObjectsAndChildren() async throws {
-        let fixture = try await BusFixture.start()
+        let fixture = try await BusFixture.start(exporting: GattLikeApplication().export(on:))
         defer { fixture.stop() }
-        try GattLikeApplication().export(on: fixture.server)
         let root = try await fixture.call("/", "org.freedesktop.DBus.Introspectable", "Introspect")
         #expect(root.first?.string?.contains("<node name=\"app\"/>") == true)
         let xml = try #require(try await fixture.call("/app/service0/char0", "org.freedesktop.DBus.Introspectable", "Introspect").first?.string)
@@ -117,9 +114,8 @@ struct GattLikeApplication {
     }
 
     @Test func unexportedObjectIsGone() async throws {
-        let fixture = try await BusFixture.start()
+        let fixture = try await BusFixture.start(exporting: GattLikeApplication().export(on:))
         defer { fixture.stop() }
-        try GattLikeApplication().export(on: fixture.server)
         fixture.server.unexport("/app/service0/char0")
         let error = await #expect(throws: DBusError.self) {
             try await fixture.call("/app/service0/char0", "org.bluez.GattCharacteristic1", "ReadValue", [.vardict([:])])
@@ -132,9 +128,8 @@ struct GattLikeApplication {
     // MARK: Inspected by clients we did not write
 
     @Test func dbusSendSeesTheManagedObjects() async throws {
-        let fixture = try await BusFixture.start()
+        let fixture = try await BusFixture.start(exporting: GattLikeApplication().export(on:))
         defer { fixture.stop() }
-        try GattLikeApplication().export(on: fixture.server)
         let (status, output) = try await runTool(
             "/usr/bin/dbus-send",
             ["--bus=\(fixture.bus.address)", "--print-reply", "--dest=\(fixture.server.uniqueName)", "/app",
@@ -147,9 +142,8 @@ struct GattLikeApplication {
     }
 
     @Test func busctlWalksAndIntrospectsTheTree() async throws {
-        let fixture = try await BusFixture.start()
+        let fixture = try await BusFixture.start(exporting: GattLikeApplication().export(on:))
         defer { fixture.stop() }
-        try GattLikeApplication().export(on: fixture.server)
         let tree = try await runTool(
             "/usr/bin/busctl", ["--address=\(fixture.bus.address)", "tree", "--list", fixture.server.uniqueName])
         #expect(tree.status == 0, "\(tree.output)")
@@ -178,9 +172,8 @@ struct GattLikeApplication {
     }
 
     @Test func gdbusIntrospectsTheObject() async throws {
-        let fixture = try await BusFixture.start()
+        let fixture = try await BusFixture.start(exporting: GattLikeApplication().export(on:))
         defer { fixture.stop() }
-        try GattLikeApplication().export(on: fixture.server)
         let (status, output) = try await runTool(
             "/usr/bin/gdbus",
             ["introspect", "--address", fixture.bus.address, "--dest", fixture.server.uniqueName,

@@ -24,18 +24,18 @@ import Glibc
         return result
     }
 
-    @Test func sendAnFdAndReadThroughTheReceivedOne() async throws {
-        let fixture = try await BusFixture.start()
-        defer { fixture.stop() }
-        try fixture.server.export(
-            [DBusInterface(name: "org.example.Pipe", methods: [
-                DBusMethod(name: "Drain", in: "h", out: "ay") { call in
-                    let fd = call.arguments[0].unixFD!
-                    defer { fd.close() }
-                    return [.bytes(FileDescriptorTests.readAll(fd.rawValue!))]
-                }
-            ])], at: "/pipe")
+    /// A fixture whose server exports `method` on org.example.Pipe at /pipe.
+    static func start(exportingPipe method: DBusMethod) async throws -> BusFixture {
+        try await BusFixture.start { try $0.export([DBusInterface(name: "org.example.Pipe", methods: [method])], at: "/pipe") }
+    }
 
+    @Test func sendAnFdAndReadThroughTheReceivedOne() async throws {
+        let fixture = try await Self.start(exportingPipe: DBusMethod(name: "Drain", in: "h", out: "ay") { call in
+            let fd = call.arguments[0].unixFD!
+            defer { fd.close() }
+            return [.bytes(FileDescriptorTests.readAll(fd.rawValue!))]
+        })
+        defer { fixture.stop() }
         let (readEnd, writeEnd) = makePipe()
         let payload = Array("bytes through a passed fd".utf8)
         #expect(write(writeEnd.rawValue!, payload, payload.count) == payload.count)
@@ -46,20 +46,16 @@ import Glibc
     }
 
     @Test func receiveAnFdInAReply() async throws {
-        let fixture = try await BusFixture.start()
-        defer { fixture.stop() }
         let payload = Array("written by the server".utf8)
-        try fixture.server.export(
-            [DBusInterface(name: "org.example.Pipe", methods: [
-                DBusMethod(name: "Open", out: "h") { _ in
-                    var ends: [Int32] = [0, 0]
-                    guard pipe(&ends) == 0 else { throw DBusError.failed("pipe") }
-                    let readEnd = UnixFileDescriptor(owning: ends[0])
-                    _ = write(ends[1], payload, payload.count)
-                    close(ends[1])
-                    return [.unixFD(readEnd)]  // dropped after the reply is built: its fd closes
-                }
-            ])], at: "/pipe")
+        let fixture = try await Self.start(exportingPipe: DBusMethod(name: "Open", out: "h") { _ in
+            var ends: [Int32] = [0, 0]
+            guard pipe(&ends) == 0 else { throw DBusError.failed("pipe") }
+            let readEnd = UnixFileDescriptor(owning: ends[0])
+            _ = write(ends[1], payload, payload.count)
+            close(ends[1])
+            return [.unixFD(readEnd)]  // dropped after the reply is built: its fd closes
+        })
+        defer { fixture.stop() }
         let reply = try await fixture.call("/pipe", "org.example.Pipe", "Open")
         let fd = try #require(reply.first?.unixFD)
         #expect(Self.readAll(fd.rawValue!) == payload)
@@ -67,16 +63,12 @@ import Glibc
     }
 
     @Test func fdsInsideContainersAndVariants() async throws {
-        let fixture = try await BusFixture.start()
+        let fixture = try await Self.start(exportingPipe: DBusMethod(name: "Count", in: "a{sv}", out: "u") { call in
+            let dict = call.arguments[0].vardict ?? [:]
+            let fds = dict.values.compactMap(\.unixFD)
+            return [.uint32(UInt32(fds.filter { fcntl($0.rawValue!, F_GETFD) != -1 }.count))]
+        })
         defer { fixture.stop() }
-        try fixture.server.export(
-            [DBusInterface(name: "org.example.Pipe", methods: [
-                DBusMethod(name: "Count", in: "a{sv}", out: "u") { call in
-                    let dict = call.arguments[0].vardict ?? [:]
-                    let fds = dict.values.compactMap(\.unixFD)
-                    return [.uint32(UInt32(fds.filter { fcntl($0.rawValue!, F_GETFD) != -1 }.count))]
-                }
-            ])], at: "/pipe")
         let first = makePipe()
         let second = makePipe()
         let reply = try await fixture.call(

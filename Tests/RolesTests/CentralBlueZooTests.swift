@@ -7,210 +7,188 @@ import TestSupport
 
 /// The central against BlueZoo: a private bus, two mock adapters (hci0 for the central, hci1
 /// for a scripted peripheral built on the BlueZ layer).
-@Suite(.serialized, .enabled(if: BlueZooBus.isAvailable, "needs dbus-daemon and bluezoo (pip install bluezoo)"),
-       .timeLimit(.minutes(2)))
+@Suite(.serialized, .needsBlueZoo, .timeLimit(.minutes(2)))
 struct CentralBlueZooTests {
-    @Test("compat: 20-byte values then EOM, several messages in a row, rescanning after each",
-          arguments: [ScriptedPeripheral.Mechanism.socket, .propertiesChanged])
-    func compatSeveralMessages(mechanism: ScriptedPeripheral.Mechanism) async throws {
+    /// What a central run against a scripted peripheral left behind.
+    struct Outcome {
+        /// The number of messages the run received, or why it failed.
+        let result: Result<Int, any Error>
+        /// Every event of the run.
+        let events: [RoleEvent]
+        /// What the peripheral saw.
+        let peripheral: ScriptedPeripheral.Recorder
+
+        var received: Int { get throws { try result.get() } }
+    }
+
+    /// Runs a central on hci0 of a fresh BlueZoo bus until it returns, against a scripted
+    /// peripheral on hci1 that answers each subscription with the next delivery of `script`.
+    func runCentral(
+        _ configuration: CentralConfiguration = CentralTestData.configuration(),
+        against script: [ScriptedPeripheral.Delivery], mechanism: ScriptedPeripheral.Mechanism = .socket,
+        flags: [GATTCharacteristicFlag] = [.notify, .writeWithoutResponse], sink: any MessageSink = CollectingSink()
+    ) async throws -> Outcome {
         let bus = try await BlueZooBus.start()
         defer { bus.stop() }
-        let messages = [CentralTestData.text, CentralTestData.binary(333), Array("third".utf8)]
-        let peripheral = try await ScriptedPeripheral.start(
-            on: bus, mechanism: mechanism, script: messages.map { .compat($0, chunk: 20) })
+        let peripheral = try await ScriptedPeripheral.start(on: bus, mechanism: mechanism, flags: flags, script: script)
         let session = try await bus.openSession()
         defer { session.close() }
 
-        let central = Central(configuration: CentralTestData.configuration(count: 3, framed: false), session: session)
+        let central = Central(configuration: configuration, session: session)
         let events = EventRecorder(central.events)
-        let sink = CollectingSink()
-        let received = try await central.run(sink: sink)
+        let result: Result<Int, any Error>
+        do { result = .success(try await central.run(sink: sink)) } catch { result = .failure(error) }
         await peripheral.stop()
+        return Outcome(result: result, events: await events.all(), peripheral: peripheral.recorder)
+    }
 
-        #expect(received == 3)
+    /// How a central with `configuration` fails on a fresh BlueZoo bus (`adapters` mock
+    /// adapters, changed by `prepare`) where no peripheral offers the service.
+    func centralFailure(
+        _ configuration: CentralConfiguration = CentralTestData.configuration(), adapters: Int = 2,
+        timeout: Duration? = nil, prepare: (BlueZooBus) async throws -> Void = { _ in },
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws -> RoleFailure? {
+        let bus = try await BlueZooBus.start(adapters: adapters)
+        defer { bus.stop() }
+        try await prepare(bus)
+        let session = try await bus.openSession()
+        defer { session.close() }
+        let central = Central(configuration: configuration, session: session)
+        return await #expect(throws: RoleFailure.self, sourceLocation: sourceLocation) {
+            try await central.run(sink: CollectingSink(), timeout: timeout)
+        }
+    }
+
+    @Test("compat: 20-byte values then EOM, several messages in a row, rescanning after each",
+          arguments: [ScriptedPeripheral.Mechanism.socket, .propertiesChanged])
+    func compatSeveralMessages(mechanism: ScriptedPeripheral.Mechanism) async throws {
+        let messages = [CentralTestData.text, CentralTestData.binary(333), Array("third".utf8)]
+        let sink = CollectingSink()
+        let run = try await runCentral(
+            CentralTestData.configuration(count: 3, framed: false),
+            against: messages.map { .compat($0, chunk: 20) }, mechanism: mechanism, sink: sink)
+
+        #expect(try run.received == 3)
         #expect(sink.messages.map(\.payload) == messages)
         #expect(sink.messages.allSatisfy { $0.format == .compat })
         #expect(sink.messages[0].text == String(decoding: CentralTestData.text, as: UTF8.self))
-        let all = await events.all()
-        #expect(all.compactMap(\.receivedSummary).map(\.sequence) == [1, 2, 3])
-        #expect(all.filter { if case .scanning = $0 { true } else { false } }.count >= 3)
-        #expect(peripheral.recorder.hellos.isEmpty)
+        #expect(run.events.compactMap(\.receivedSummary).map(\.sequence) == [1, 2, 3])
+        #expect(run.events.filter { if case .scanning = $0 { true } else { false } }.count >= 3)
+        #expect(run.peripheral.hellos.isEmpty)
     }
 
     @Test("framed: HELLO before subscribing, verified digest, ACK written")
     func framedMessageIsAcknowledged() async throws {
-        let bus = try await BlueZooBus.start()
-        defer { bus.stop() }
         let payload = CentralTestData.binary(1000)
-        let peripheral = try await ScriptedPeripheral.start(on: bus, script: [.framed(payload)])
-        let session = try await bus.openSession()
-        defer { session.close() }
-
-        let central = Central(configuration: CentralTestData.configuration(), session: session)
-        let events = EventRecorder(central.events)
         let sink = CollectingSink()
-        try await central.run(sink: sink)
-        await peripheral.stop()
+        let run = try await runCentral(against: [.framed(payload)], sink: sink)
 
+        _ = try run.received
         #expect(sink.messages.map(\.payload) == [payload])
         #expect(sink.messages.first?.format == .framed)
-        let hello = try #require(peripheral.recorder.hellos.first)
-        let ack = try #require(peripheral.recorder.acks.first)
+        let hello = try #require(run.peripheral.hellos.first)
+        let ack = try #require(run.peripheral.acks.first)
         #expect(ack.session == hello.session)
         #expect(ack.acknowledges(FramedHeader(session: hello.session, payload: payload)))
-        let all = await events.all()
-        #expect(all.compactMap(\.subscribedFormat) == [.framed])
-        #expect(all.compactMap(\.receivedSummary).first?.sha256?.count == 64)
+        #expect(run.events.compactMap(\.subscribedFormat) == [.framed])
+        #expect(run.events.compactMap(\.receivedSummary).first?.sha256?.count == 64)
     }
 
     @Test("a message sent again after an ACK that could not be confirmed is acknowledged, not stored twice")
     func resentMessageIsNotStoredTwice() async throws {
-        let bus = try await BlueZooBus.start()
-        defer { bus.stop() }
         let first = CentralTestData.binary(700), second = Array("next".utf8)
-        // write-without-response only: the central cannot know its ACK arrived.
-        let peripheral = try await ScriptedPeripheral.start(
-            on: bus, script: [.framed(first), .framed(first), .framed(second)])
-        let session = try await bus.openSession()
-        defer { session.close() }
-
-        let central = Central(configuration: CentralTestData.configuration(count: 2), session: session)
-        let events = EventRecorder(central.events)
         let sink = CollectingSink()
-        let received = try await central.run(sink: sink)
-        await peripheral.stop()
+        // write-without-response only: the central cannot know its ACK arrived.
+        let run = try await runCentral(
+            CentralTestData.configuration(count: 2), against: [.framed(first), .framed(first), .framed(second)], sink: sink)
 
-        #expect(received == 2)
+        #expect(try run.received == 2)
         #expect(sink.messages.map(\.payload) == [first, second])
-        #expect(peripheral.recorder.acks.count == 3)
-        let warnings = await events.all().compactMap { if case .warning(let text) = $0 { text } else { nil } }
+        #expect(run.peripheral.acks.count == 3)
+        let warnings = run.events.compactMap { if case .warning(let text) = $0 { text } else { nil } }
         #expect(warnings.filter { $0.contains("not stored twice") }.count == 1)
     }
 
     @Test("with confirmed ACKs (write requests) the same message twice is two messages")
     func sameMessageTwiceWithConfirmedAcksIsStoredTwice() async throws {
-        let bus = try await BlueZooBus.start()
-        defer { bus.stop() }
         let payload = Array("same again".utf8)
-        let peripheral = try await ScriptedPeripheral.start(
-            on: bus, flags: [.notify, .writeWithoutResponse, .write], script: [.framed(payload)])
-        let session = try await bus.openSession()
-        defer { session.close() }
-
-        let central = Central(configuration: CentralTestData.configuration(count: 2), session: session)
         let sink = CollectingSink()
-        let received = try await central.run(sink: sink)
-        await peripheral.stop()
+        let run = try await runCentral(
+            CentralTestData.configuration(count: 2), against: [.framed(payload)],
+            flags: [.notify, .writeWithoutResponse, .write], sink: sink)
 
-        #expect(received == 2)
+        #expect(try run.received == 2)
         #expect(sink.messages.map(\.payload) == [payload, payload])
     }
 
     @Test("a peer that ignores HELLO is read as compat")
     func helloIgnoredFallsBackToCompat() async throws {
-        let bus = try await BlueZooBus.start()
-        defer { bus.stop() }
-        let peripheral = try await ScriptedPeripheral.start(on: bus, script: [.compat(CentralTestData.text)])
-        let session = try await bus.openSession()
-        defer { session.close() }
-
-        let central = Central(configuration: CentralTestData.configuration(), session: session)
-        let events = EventRecorder(central.events)
         let sink = CollectingSink()
-        try await central.run(sink: sink)
-        await peripheral.stop()
+        let run = try await runCentral(against: [.compat(CentralTestData.text)], sink: sink)
 
-        #expect(await events.all().compactMap(\.subscribedFormat) == [.compat])
-        #expect(peripheral.recorder.hellos.count == 1)
-        #expect(peripheral.recorder.acks.isEmpty)
+        _ = try run.received
+        #expect(run.events.compactMap(\.subscribedFormat) == [.compat])
+        #expect(run.peripheral.hellos.count == 1)
+        #expect(run.peripheral.acks.isEmpty)
         #expect(sink.messages.map(\.payload) == [CentralTestData.text])
         #expect(sink.messages.first?.format == .compat)
     }
 
     @Test("digest mismatch: the run fails with dataError and nothing is stored")
     func corruptMessageIsRefused() async throws {
-        let bus = try await BlueZooBus.start()
-        defer { bus.stop() }
-        let peripheral = try await ScriptedPeripheral.start(on: bus, script: [.framedCorrupted(CentralTestData.binary(300))])
-        let session = try await bus.openSession()
-        defer { session.close() }
-
-        let central = Central(configuration: CentralTestData.configuration(), session: session)
-        let events = EventRecorder(central.events)
         let sink = CollectingSink()
-        let error = await #expect(throws: RoleFailure.self) { try await central.run(sink: sink) }
-        await peripheral.stop()
+        let run = try await runCentral(against: [.framedCorrupted(CentralTestData.binary(300))], sink: sink)
 
+        let error = #expect(throws: RoleFailure.self) { try run.received }
         #expect(error?.kind == .dataError)
         #expect(sink.messages.isEmpty)
-        #expect(peripheral.recorder.acks.isEmpty)
-        #expect(await events.all().contains { $0.isAborted })
+        #expect(run.peripheral.acks.isEmpty)
+        #expect(run.events.contains { $0.isAborted })
     }
 
     @Test("a peer that disconnects mid-transfer: nothing stored, retried, then the whole message")
     func disconnectMidTransferIsRetried() async throws {
-        let bus = try await BlueZooBus.start()
-        defer { bus.stop() }
         let payload = CentralTestData.binary(400)
-        let peripheral = try await ScriptedPeripheral.start(
-            on: bus, script: [.disconnectAfter(payload, bytes: 200), .compat(payload)])
-        let session = try await bus.openSession()
-        defer { session.close() }
-
-        let central = Central(configuration: CentralTestData.configuration(framed: false), session: session)
-        let events = EventRecorder(central.events)
         let sink = CollectingSink()
-        try await central.run(sink: sink)
-        await peripheral.stop()
+        let run = try await runCentral(
+            CentralTestData.configuration(framed: false),
+            against: [.disconnectAfter(payload, bytes: 200), .compat(payload)], sink: sink)
 
+        _ = try run.received
         #expect(sink.messages.map(\.payload) == [payload])
-        let all = await events.all()
-        #expect(all.contains { $0.isAborted })
-        #expect(all.contains { $0.isRetrying })
-        #expect(peripheral.recorder.subscriptions >= 2)
+        #expect(run.events.contains { $0.isAborted })
+        #expect(run.events.contains { $0.isRetrying })
+        #expect(run.peripheral.subscriptions >= 2)
     }
 
     @Test("a peer that stalls without EOM: the idle timeout drops the transfer, the retry succeeds")
     func stalledTransferTimesOut() async throws {
-        let bus = try await BlueZooBus.start()
-        defer { bus.stop() }
         let payload = CentralTestData.binary(100)
-        let peripheral = try await ScriptedPeripheral.start(
-            on: bus, script: [.stallAfter(payload, bytes: 60), .compat(payload)])
-        let session = try await bus.openSession()
-        defer { session.close() }
-
-        let central = Central(configuration: CentralTestData.configuration(idle: .seconds(1), framed: false), session: session)
-        let events = EventRecorder(central.events)
         let sink = CollectingSink()
-        try await central.run(sink: sink)
-        await peripheral.stop()
+        let run = try await runCentral(
+            CentralTestData.configuration(idle: .seconds(1), framed: false),
+            against: [.stallAfter(payload, bytes: 60), .compat(payload)], sink: sink)
 
+        _ = try run.received
         #expect(sink.messages.map(\.payload) == [payload])
-        #expect(await events.all().contains { event in
+        #expect(run.events.contains { event in
             if case .transferAborted(_, let reason) = event { reason.contains("stalled") } else { false }
         })
     }
 
     @Test("--output-dir: each message its own complete file, never overwritten")
     func outputDirectoryGetsWholeFiles() async throws {
-        let bus = try await BlueZooBus.start()
-        defer { bus.stop() }
         let messages = [Array("one".utf8), CentralTestData.binary(64)]
-        let peripheral = try await ScriptedPeripheral.start(
-            on: bus, script: [.disconnectAfter(messages[0], bytes: 2)] + messages.map { .compat($0) })
-        let session = try await bus.openSession()
-        defer { session.close() }
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("central-out-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
-        let sink = try OutputDirectorySink(path: .init(directory.path))
+        let run = try await runCentral(
+            CentralTestData.configuration(count: 2, framed: false),
+            against: [.disconnectAfter(messages[0], bytes: 2)] + messages.map { .compat($0) },
+            sink: try OutputDirectorySink(path: .init(directory.path)))
 
-        let central = Central(configuration: CentralTestData.configuration(count: 2, framed: false), session: session)
-        let events = EventRecorder(central.events)
-        try await central.run(sink: sink)
-        await peripheral.stop()
-
-        let stored = await events.all().compactMap { event -> String? in
+        _ = try run.received
+        let stored = run.events.compactMap { event -> String? in
             if case .received(_, _, let path) = event { path } else { nil }
         }
         #expect(stored.count == 2)
@@ -224,12 +202,7 @@ struct CentralBlueZooTests {
 
     @Test("unknown adapter name: usage failure listing the adapters present")
     func unknownAdapterIsAUsageError() async throws {
-        let bus = try await BlueZooBus.start()
-        defer { bus.stop() }
-        let session = try await bus.openSession()
-        defer { session.close() }
-        let central = Central(configuration: CentralTestData.configuration(adapter: "hci7"), session: session)
-        let error = await #expect(throws: RoleFailure.self) { try await central.run(sink: CollectingSink()) }
+        let error = try await centralFailure(CentralTestData.configuration(adapter: "hci7"))
         #expect(error?.kind == .usage)
         #expect(error?.userMessage.contains("hci0") == true)
         #expect(error?.userMessage.contains("hci1") == true)
@@ -237,26 +210,13 @@ struct CentralBlueZooTests {
 
     @Test("overall deadline: timedOut when no peripheral offers the service")
     func deadlinePasses() async throws {
-        let bus = try await BlueZooBus.start()
-        defer { bus.stop() }
-        let session = try await bus.openSession()
-        defer { session.close() }
-        let central = Central(configuration: CentralTestData.configuration(), session: session)
-        let error = await #expect(throws: RoleFailure.self) {
-            try await central.run(sink: CollectingSink(), timeout: .seconds(2))
-        }
+        let error = try await centralFailure(timeout: .seconds(2))
         #expect(error?.kind == .timedOut)
     }
 
     @Test("bluetoothd absent at start: unavailable at once")
     func noBluetoothdFailsFast() async throws {
-        let bus = try await BlueZooBus.start()
-        defer { bus.stop() }
-        bus.stopMock()
-        let session = try await bus.openSession()
-        defer { session.close() }
-        let central = Central(configuration: CentralTestData.configuration(), session: session)
-        let error = await #expect(throws: RoleFailure.self) { try await central.run(sink: CollectingSink()) }
+        let error = try await centralFailure { bus in bus.stopMock() }
         #expect(error?.kind == .unavailable)
     }
 
@@ -285,13 +245,7 @@ struct CentralBlueZooTests {
 
     @Test("bluetoothd without any adapter: unavailable once the grace has passed", .timeLimit(.minutes(1)))
     func noAdapterFailsAfterTheGrace() async throws {
-        let bus = try await BlueZooBus.start(adapters: 1)
-        defer { bus.stop() }
-        try await bus.removeAdapter(index: 0)
-        let session = try await bus.openSession()
-        defer { session.close() }
-        let central = Central(configuration: CentralTestData.configuration(), session: session)
-        let error = await #expect(throws: RoleFailure.self) { try await central.run(sink: CollectingSink()) }
+        let error = try await centralFailure(adapters: 1) { bus in try await bus.removeAdapter(index: 0) }
         #expect(error?.kind == .unavailable)
         #expect(error?.userMessage.contains("adapter") == true)
     }
@@ -335,19 +289,12 @@ struct CentralBlueZooTests {
 
     @Test("a sink that cannot write ends the run with ioError and no ACK is sent")
     func sinkFailureIsNotAcknowledged() async throws {
-        let bus = try await BlueZooBus.start()
-        defer { bus.stop() }
-        let peripheral = try await ScriptedPeripheral.start(on: bus, script: [.framed(CentralTestData.binary(100))])
-        let session = try await bus.openSession()
-        defer { session.close() }
+        let run = try await runCentral(
+            against: [.framed(CentralTestData.binary(100))], sink: CollectingSink(failing: SinkFailure(.ioError, "disk full")))
 
-        let central = Central(configuration: CentralTestData.configuration(), session: session)
-        let sink = CollectingSink(failing: SinkFailure(.ioError, "disk full"))
-        let error = await #expect(throws: SinkFailure.self) { try await central.run(sink: sink) }
-        await peripheral.stop()
-
+        let error = #expect(throws: SinkFailure.self) { try run.received }
         #expect(error?.kind == .ioError)
-        #expect(peripheral.recorder.hellos.count == 1)
-        #expect(peripheral.recorder.acks.isEmpty)
+        #expect(run.peripheral.hellos.count == 1)
+        #expect(run.peripheral.acks.isEmpty)
     }
 }

@@ -288,31 +288,37 @@ import Glibc
 
     // MARK: Manager state translation
 
-    @Test func bluetoothdAbsentAtStartFailsFast() {
-        var translator = ManagerInputTranslator(requirement: .central)
-        let transitions = translator.handle(.bluetoothdVanished, adapterPresent: { false })
-        #expect(transitions.map(\.to) == [.resetting])
-        #expect(transitions.first?.startupFailure?.kind == .unavailable)
+    /// An adapter event that ends the start at once: the state it reaches and the failure.
+    struct FailingStart: Sendable, CustomTestStringConvertible {
+        let testDescription: String
+        var requirement: RoleRequirement = .central
+        let event: AdapterEvent
+        var adapterPresent = false
+        let state: ManagerState
+        /// Checked where given.
+        var reason: ManagerStateReason?
+        let failure: FailureKind
     }
 
-    @Test func bluetoothdWithoutAdapterIsUnsupported() {
-        var translator = ManagerInputTranslator(requirement: .central)
-        let transitions = translator.handle(.bluetoothdAppeared, adapterPresent: { false })
-        #expect(transitions.map(\.to) == [.unsupported])
-        #expect(transitions.last?.reason == .noAdapter)
-        #expect(transitions.last?.startupFailure?.kind == .unavailable)
+    @Test("an adapter event that fails the start at once", arguments: [
+        FailingStart(testDescription: "bluetoothd absent at start fails fast",
+                     event: .bluetoothdVanished, state: .resetting, failure: .unavailable),
+        FailingStart(testDescription: "bluetoothd without an adapter is unsupported",
+                     event: .bluetoothdAppeared, state: .unsupported, reason: .noAdapter, failure: .unavailable),
+        FailingStart(testDescription: "access denied is unauthorized", requirement: .peripheral,
+                     event: .accessDenied, adapterPresent: true, state: .unauthorized, failure: .permissionDenied),
+    ])
+    func startFailsAtOnce(_ start: FailingStart) {
+        var translator = ManagerInputTranslator(requirement: start.requirement)
+        let transitions = translator.handle(start.event, adapterPresent: { start.adapterPresent })
+        #expect(transitions.map(\.to) == [start.state])
+        if let reason = start.reason { #expect(transitions.last?.reason == reason) }
+        #expect(transitions.last?.startupFailure?.kind == start.failure)
     }
 
     @Test func bluetoothdWithAnAdapterWaitsForTheAdapterReport() {
         var translator = ManagerInputTranslator(requirement: .central)
         #expect(translator.handle(.bluetoothdAppeared, adapterPresent: { true }).isEmpty)
-    }
-
-    @Test func accessDeniedIsUnauthorized() {
-        var translator = ManagerInputTranslator(requirement: .peripheral)
-        let transitions = translator.handle(.accessDenied, adapterPresent: { true })
-        #expect(transitions.map(\.to) == [.unauthorized])
-        #expect(transitions.first?.startupFailure?.kind == .permissionDenied)
     }
 
     @Test func unknownPowerStateIsIgnoredAndKnownOnesMap() {

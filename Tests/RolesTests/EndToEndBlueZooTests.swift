@@ -7,8 +7,7 @@ import TestSupport
 
 /// Our send → our receive over BlueZoo: the Peripheral engine on hci0, the Central engine on
 /// hci1, each with its own session, as two processes would be.
-@Suite(.serialized, .enabled(if: BlueZooBus.isAvailable, "needs dbus-daemon and bluezoo (pip install bluezoo)"),
-       .timeLimit(.minutes(2)))
+@Suite(.serialized, .needsBlueZoo, .timeLimit(.minutes(2)))
 struct EndToEndBlueZooTests {
     enum Payload: String, CaseIterable, Sendable {
         case text, utf8, binary, empty

@@ -14,8 +14,7 @@ import TestSupport
 /// PropertiesChanged fallback run here. What BlueZoo does not model: back-pressure from a
 /// radio, and hanging up the notify socket on disconnect (the engine watches Device1.Connected
 /// for that).
-@Suite(.serialized, .enabled(if: BlueZooBus.isAvailable, "needs dbus-daemon and bluezoo (pip install bluezoo)"),
-       .timeLimit(.minutes(2)))
+@Suite(.serialized, .needsBlueZoo, .timeLimit(.minutes(2)))
 struct PeripheralBlueZooTests {
     static let localName = "bletransfer-test"
 

@@ -24,8 +24,9 @@ import Transfer
         }
     }
 
-    struct Harness {
+    struct Harness: SubscriptionServerHarness {
         let server: SubscriptionServer
+        let accepted = AcceptedSockets()
         let log = PeripheralEventLog()
         let disconnections = Disconnections()
         var activity: AsyncStream<ServerActivity>.Iterator
@@ -45,7 +46,7 @@ import Transfer
             await server.offer(OutgoingMessage(payload: message), sequence: 1)
         }
 
-        mutating func next() async -> ServerActivity? { await activity.next() }
+        mutating func nextActivity() async -> ServerActivity? { await activity.next() }
 
         var droppedReasons: [String] {
             log.all.compactMap { if case .centralDropped(_, let reason) = $0 { return reason } else { return nil } }
@@ -70,22 +71,18 @@ import Transfer
     @Test func framedCentralThatNeverAcknowledgesIsDroppedAndTheNextOneIsServed() async throws {
         let payload = [UInt8](repeating: 0x41, count: 3000)
         var harness = await Harness(configuration: Self.configuration(ack: .milliseconds(300)), message: payload)
-        await harness.server.write(Hello(session: SessionID(rawValue: 77)).encoded, device: Self.device, mtu: 185)
-        let (local, bluez) = try NotificationSocket.makePair(mtu: 185)
-        await harness.server.acceptSocket(local, device: Self.device)
-        guard case .subscribed? = await harness.next() else { Issue.record("expected a subscription"); return }
+        let (_, bluez) = try await harness.subscribeFramed(session: 77, mtu: 185)
         _ = try #require(try await Self.readUntilEndOfMessage(bluez))
         // No ACK, socket kept open: the sender must not wait forever.
-        guard case .subscriptionEnded? = await harness.next() else { Issue.record("expected the central to be dropped"); return }
+        try await harness.nextSubscriptionEnd("expected the central to be dropped")
         #expect(harness.deliveries == 0)
         #expect(harness.droppedReasons.count == 1 && harness.droppedReasons[0].contains("no ACK"))
         #expect(await harness.disconnections.next() == Self.device.description)
         #expect(try await bluez.receive() == nil, "the dropped central's socket is closed")
 
         // The message is still offered: the next central gets it from byte 0.
-        let (second, secondBlueZ) = try NotificationSocket.makePair(mtu: 185)
-        await harness.server.acceptSocket(second, device: .named("/org/bluez/hci0/dev_AA_BB_CC_DD_EE_FF"))
-        guard case .subscribed? = await harness.next() else { Issue.record("expected a second subscription"); return }
+        let (_, secondBlueZ) = try await harness.subscribe(
+            mtu: 185, device: .named("/org/bluez/hci0/dev_AA_BB_CC_DD_EE_FF"), "expected a second subscription")
         let values = try #require(try await Self.readUntilEndOfMessage(secondBlueZ))
         #expect(Array(values.dropLast().joined()) == payload)
     }
@@ -93,11 +90,9 @@ import Transfer
     @Test func compatCentralThatNeverUnsubscribesIsDroppedAndNothingIsCounted() async throws {
         let payload = [UInt8](repeating: 0x42, count: 2000)
         var harness = await Harness(configuration: Self.configuration(unsubscribe: .milliseconds(300)), message: payload)
-        let (local, bluez) = try NotificationSocket.makePair(mtu: 185)
-        await harness.server.acceptSocket(local, device: Self.device)
-        guard case .subscribed? = await harness.next() else { Issue.record("expected a subscription"); return }
+        let (_, bluez) = try await harness.subscribe(mtu: 185)
         _ = try #require(try await Self.readUntilEndOfMessage(bluez))
-        guard case .subscriptionEnded? = await harness.next() else { Issue.record("expected the central to be dropped"); return }
+        try await harness.nextSubscriptionEnd("expected the central to be dropped")
         #expect(harness.deliveries == 0)
         #expect(harness.droppedReasons.first?.contains("did not unsubscribe") == true)
         #expect(harness.log.all.contains { if case .transferAborted = $0 { return true } else { return false } })
@@ -110,10 +105,8 @@ import Transfer
         let payload = [UInt8](repeating: 0x43, count: 256 * 1024)
         var harness = await Harness(configuration: Self.configuration(floor: .milliseconds(300), rate: 10_000_000),
                                     message: payload)
-        let (local, bluez) = try NotificationSocket.makePair(mtu: 185)
-        await harness.server.acceptSocket(local, device: Self.device)
-        guard case .subscribed? = await harness.next() else { Issue.record("expected a subscription"); return }
-        guard case .subscriptionEnded? = await harness.next() else { Issue.record("expected the central to be dropped"); return }
+        let (_, bluez) = try await harness.subscribe(mtu: 185)
+        try await harness.nextSubscriptionEnd("expected the central to be dropped")
         #expect(harness.deliveries == 0)
         #expect(harness.droppedReasons.first?.contains("--min-rate") == true)
         #expect(await harness.disconnections.next() == Self.device.description)
@@ -123,16 +116,12 @@ import Transfer
     @Test func framedCentralThatStaysSubscribedAfterItsAckIsReleasedAndCountedOnce() async throws {
         let payload = [UInt8](repeating: 0x44, count: 1000)
         var harness = await Harness(configuration: Self.configuration(unsubscribe: .milliseconds(300)), message: payload)
-        let hello = Hello(session: SessionID(rawValue: 78))
-        await harness.server.write(hello.encoded, device: Self.device, mtu: 185)
-        let (local, bluez) = try NotificationSocket.makePair(mtu: 185)
-        await harness.server.acceptSocket(local, device: Self.device)
-        guard case .subscribed? = await harness.next() else { Issue.record("expected a subscription"); return }
+        let (hello, bluez) = try await harness.subscribeFramed(session: 78, mtu: 185)
         _ = try #require(try await Self.readUntilEndOfMessage(bluez))
         let header = FramedHeader(session: hello.session, payload: payload)
         await harness.server.write(WireFormat.ackValue(for: header), device: Self.device, mtu: 185)
-        guard case .delivered? = await harness.next() else { Issue.record("expected a delivery"); return }
-        guard case .subscriptionEnded? = await harness.next() else { Issue.record("expected the central to be released"); return }
+        try await harness.nextDelivery()
+        try await harness.nextSubscriptionEnd("expected the central to be released")
         #expect(harness.droppedReasons.first?.contains("after its ACK") == true)
         #expect(await harness.disconnections.next() == Self.device.description)
     }
@@ -140,12 +129,10 @@ import Transfer
     @Test func compatDeliveryOnALinkWithEnhancedATTIsMarkedAtRiskAndSaidSo() async throws {
         let payload = [UInt8](repeating: 0x45, count: 700)
         var harness = await Harness(configuration: Self.configuration(), exposure: .present(count: 2), message: payload)
-        let (local, bluez) = try NotificationSocket.makePair(mtu: 185)
-        await harness.server.acceptSocket(local, device: Self.device)
-        guard case .subscribed? = await harness.next() else { Issue.record("expected a subscription"); return }
+        let (_, bluez) = try await harness.subscribe(mtu: 185)
         _ = try #require(try await Self.readUntilEndOfMessage(bluez))
         bluez.close()
-        guard case .delivered(_, let summary, _)? = await harness.next() else { Issue.record("expected a delivery"); return }
+        let summary = try await harness.nextDelivery().summary
         #expect(summary.ordering == .atRisk(because: "has 2 enhanced ATT bearers besides the fixed one"))
         #expect(harness.log.all.contains { if case .warning(let text) = $0 { return text.contains("out of order") } else { return false } })
     }
@@ -153,15 +140,11 @@ import Transfer
     @Test func framedDeliveryIsNeverMarkedAtRisk() async throws {
         let payload = [UInt8](repeating: 0x46, count: 700)
         var harness = await Harness(configuration: Self.configuration(), exposure: .present(count: 2), message: payload)
-        let hello = Hello(session: SessionID(rawValue: 79))
-        await harness.server.write(hello.encoded, device: Self.device, mtu: 185)
-        let (local, bluez) = try NotificationSocket.makePair(mtu: 185)
-        await harness.server.acceptSocket(local, device: Self.device)
-        guard case .subscribed? = await harness.next() else { Issue.record("expected a subscription"); return }
+        let (hello, bluez) = try await harness.subscribeFramed(session: 79, mtu: 185)
         _ = try #require(try await Self.readUntilEndOfMessage(bluez))
         await harness.server.write(WireFormat.ackValue(for: FramedHeader(session: hello.session, payload: payload)),
                                    device: Self.device, mtu: 185)
-        guard case .delivered(_, let summary, _)? = await harness.next() else { Issue.record("expected a delivery"); return }
+        let summary = try await harness.nextDelivery().summary
         #expect(summary.ordering == nil)
         bluez.close()
     }

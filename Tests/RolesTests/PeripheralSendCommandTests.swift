@@ -54,7 +54,7 @@ struct PeripheralSendCommandTests {
         #expect(result.standardError.split(separator: "\n").count == 1)
     }
 
-    @Test(.enabled(if: BlueZooBus.isAvailable))
+    @Test(.needsBlueZoo)
     func unknownAdapterExits64AndTimeoutExits75() async throws {
         let bus = try await BlueZooBus.start()
         defer { bus.stop() }
@@ -66,7 +66,7 @@ struct PeripheralSendCommandTests {
         #expect(timedOut.standardError.contains("timed out"))
     }
 
-    @Test("SIGTERM and SIGINT unregister, then exit 143 / 130", .enabled(if: BlueZooBus.isAvailable),
+    @Test("SIGTERM and SIGINT unregister, then exit 143 / 130", .needsBlueZoo,
           arguments: [(SIGTERM, Int32(143)), (SIGINT, Int32(130))])
     func signalsExitAfterCleanup(signal: Int32, status: Int32) async throws {
         let bus = try await BlueZooBus.start()
@@ -79,7 +79,7 @@ struct PeripheralSendCommandTests {
         #expect(!result.standardError.contains("error"))
     }
 
-    @Test("binary standard input arrives identical at a central", .enabled(if: BlueZooBus.isAvailable))
+    @Test("binary standard input arrives identical at a central", .needsBlueZoo)
     func standardInputOverBlueZoo() async throws {
         let bus = try await BlueZooBus.start()
         defer { bus.stop() }

@@ -10,8 +10,9 @@ import Transfer
 @Suite struct PeripheralSubscriptionServerTests {
     static let device = DeviceReference.named("/org/bluez/hci0/dev_11_22_33_44_55_66")
 
-    struct Harness {
+    struct Harness: SubscriptionServerHarness {
         let server: SubscriptionServer
+        let accepted = AcceptedSockets()
         let log: PeripheralEventLog
         var activity: AsyncStream<ServerActivity>.Iterator
 
@@ -38,18 +39,6 @@ import Transfer
         mutating func nextActivity() async -> ServerActivity? {
             await activity.next()
         }
-
-        struct NotSubscribed: Error {}
-
-        /// A central subscribes through AcquireNotify: our end goes to the server (returned as
-        /// `local` for queue checks), BlueZ's end is returned to read from.
-        mutating func subscribe(mtu: Int, indications: Bool = false) async throws
-            -> (local: NotificationSocket, bluez: NotificationSocket) {
-            let (local, bluez) = try NotificationSocket.makePair(mtu: mtu)
-            await server.acceptSocket(local, device: PeripheralSubscriptionServerTests.device, indications: indications)
-            guard case .subscribed? = await nextActivity() else { throw NotSubscribed() }
-            return (local, bluez)
-        }
     }
 
     /// Reads values from BlueZ's end until `EOM`; nil if the socket closed first.
@@ -72,10 +61,7 @@ import Transfer
         let (local, bluez) = try NotificationSocket.makePair(mtu: 185)
         await harness.server.acceptSocket(local, device: Self.device)
 
-        guard case .subscribed(let peer)? = await harness.nextActivity() else {
-            Issue.record("expected a subscription")
-            return
-        }
+        let peer = try await harness.nextSubscription()
         #expect(peer.address == "11:22:33:44:55:66")
         let values = try #require(try await Self.readUntilEndOfMessage(bluez))
         #expect(values.dropLast().allSatisfy { $0.count <= 182 && $0 != WireFormat.endOfMessage })
@@ -83,25 +69,17 @@ import Transfer
         #expect(harness.log.subscribedFormats == [.compat])
 
         bluez.close()   // the central unsubscribed: BlueZ releases the socket
-        guard case .delivered(let message, let summary, _)? = await harness.nextActivity() else {
-            Issue.record("expected a delivery")
-            return
-        }
+        let (message, summary) = try await harness.nextDelivery()
         #expect(message.payload == payload)
         #expect(summary.byteCount == 5000 && summary.format == .compat && summary.sequence == 1)
-        guard case .subscriptionEnded? = await harness.nextActivity() else {
-            Issue.record("expected the subscription to end")
-            return
-        }
+        try await harness.nextSubscriptionEnd()
         #expect(harness.log.abortReasons.isEmpty)
     }
 
     @Test func framedSubscriberIsDeliveredOnlyByAFittingAck() async throws {
         let payload = Array("grüße, 世界 ✓".utf8) + Self.payload(3000)
         var harness = await Harness(message: payload)
-        let hello = Hello(session: SessionID(rawValue: 0xDEAD_BEEF_0102_0304))
-        await harness.server.write(hello.encoded, device: Self.device, mtu: 247)
-        let (_, bluez) = try await harness.subscribe(mtu: 247)
+        let (hello, bluez) = try await harness.subscribeFramed(session: 0xDEAD_BEEF_0102_0304, mtu: 247)
 
         var receiver = MessageReceiver(sentHello: hello)
         var received: ReceivedMessage?
@@ -124,84 +102,52 @@ import Transfer
         await harness.server.write([], device: Self.device, mtu: 247)
 
         await harness.server.write(WireFormat.ackValue(for: header), device: Self.device, mtu: 247)
-        guard case .delivered(_, let summary, _)? = await harness.nextActivity() else {
-            Issue.record("expected a delivery after the ACK")
-            return
-        }
+        let summary = try await harness.nextDelivery("expected a delivery after the ACK").summary
         #expect(summary.format == .framed)
         #expect(summary.sha256 == message.digest?.map { String(format: "%02x", $0) }.joined())
 
         bluez.close()
-        guard case .subscriptionEnded? = await harness.nextActivity() else {
-            Issue.record("expected the subscription to end")
-            return
-        }
+        try await harness.nextSubscriptionEnd()
     }
 
     @Test func unsubscribingMidTransferCountsNothingAndTheNextSubscriberStartsAtByteZero() async throws {
         let payload = Self.payload(20_000)
         var harness = await Harness(message: payload)
 
-        let (first, firstBlueZ) = try NotificationSocket.makePair(mtu: 23)
-        await harness.server.acceptSocket(first, device: Self.device)
-        guard case .subscribed? = await harness.nextActivity() else {
-            Issue.record("expected a subscription")
-            return
-        }
+        let (_, firstBlueZ) = try await harness.subscribe(mtu: 23)
         for _ in 0..<10 { _ = try await firstBlueZ.receive() }
         firstBlueZ.close()
-        guard case .subscriptionEnded? = await harness.nextActivity() else {
-            Issue.record("an early unsubscription must end the subscription without a delivery")
-            return
-        }
+        try await harness.nextSubscriptionEnd("an early unsubscription must end the subscription without a delivery")
         #expect(harness.log.abortReasons.count == 1)
         #expect(harness.log.abortReasons.first?.contains("unsubscribed") == true)
 
-        let (second, secondBlueZ) = try NotificationSocket.makePair(mtu: 23)
-        await harness.server.acceptSocket(second, device: Self.device)
-        guard case .subscribed? = await harness.nextActivity() else {
-            Issue.record("expected a second subscription")
-            return
-        }
+        let (_, secondBlueZ) = try await harness.subscribe(mtu: 23, "expected a second subscription")
         let values = try #require(try await Self.readUntilEndOfMessage(secondBlueZ))
         #expect(Array(values.dropLast().joined()) == payload)
         secondBlueZ.close()
-        guard case .delivered? = await harness.nextActivity() else {
-            Issue.record("expected the second subscriber's delivery")
-            return
-        }
+        try await harness.nextDelivery("expected the second subscriber's delivery")
     }
 
     @Test func disconnectionRightAfterEOMWasReadCountsAsDelivered() async throws {
         // A fast central reads EOM, unsubscribes and disconnects before the sender's drain
         // poll comes round: what bluetoothd had read when we stopped the channel decides.
         var harness = await Harness(message: Self.payload(3000))
-        let (local, bluez) = try NotificationSocket.makePair(mtu: 185)
-        await harness.server.acceptSocket(local, device: Self.device)
-        _ = await harness.nextActivity()
+        let (_, bluez) = try await harness.subscribe(mtu: 185)
         _ = try #require(try await Self.readUntilEndOfMessage(bluez))
         await harness.server.deviceDisconnected(Self.device, noneConnected: true)
-        guard case .delivered? = await harness.nextActivity() else {
-            Issue.record("EOM was read before the central left: delivered")
-            return
-        }
+        try await harness.nextDelivery("EOM was read before the central left: delivered")
         _ = bluez
     }
 
     @Test func disconnectionWithValuesStillUnreadIsNotDelivered() async throws {
         var harness = await Harness(message: Self.payload(300))
-        let (local, bluez) = try NotificationSocket.makePair(mtu: 185)
-        await harness.server.acceptSocket(local, device: Self.device)
-        _ = await harness.nextActivity()
+        let (_, bluez) = try await harness.subscribe(mtu: 185)
         // Every value fits the socket at once, none is read: the central leaves.
         await harness.log.waitFor { event in
             if case .progress(_, let progress, _, _) = event { progress.bytesSoFar == 300 } else { false }
         }
         await harness.server.deviceDisconnected(Self.device, noneConnected: true)
-        guard case .subscriptionEnded? = await harness.nextActivity() else {
-            Issue.record("nothing was read: not delivered")
-            return
-        }
+        try await harness.nextSubscriptionEnd("nothing was read: not delivered")
         #expect(harness.log.abortReasons.count == 1)
         _ = bluez
     }
@@ -210,23 +156,16 @@ import Transfer
         // The adapter switched off: the socket hangs up as if the central unsubscribed, after
         // bluetoothd read everything (it reads ahead of the radio).
         var harness = await Harness(compatConfirmation: .milliseconds(10), bluetoothUp: false, message: Self.payload(500))
-        let (local, bluez) = try NotificationSocket.makePair(mtu: 185)
-        await harness.server.acceptSocket(local, device: Self.device)
-        _ = await harness.nextActivity()
+        let (_, bluez) = try await harness.subscribe(mtu: 185)
         _ = try #require(try await Self.readUntilEndOfMessage(bluez))
         bluez.close()
-        guard case .subscriptionEnded? = await harness.nextActivity() else {
-            Issue.record("not delivered when Bluetooth did not stay up")
-            return
-        }
+        try await harness.nextSubscriptionEnd("not delivered when Bluetooth did not stay up")
         #expect(harness.log.abortReasons.first?.contains("Bluetooth went away") == true)
     }
 
     @Test func teardownDuringTheCompatConfirmationCountsNothing() async throws {
         var harness = await Harness(compatConfirmation: .seconds(60), message: Self.payload(500))
-        let (local, bluez) = try NotificationSocket.makePair(mtu: 185)
-        await harness.server.acceptSocket(local, device: Self.device)
-        _ = await harness.nextActivity()
+        let (_, bluez) = try await harness.subscribe(mtu: 185)
         _ = try #require(try await Self.readUntilEndOfMessage(bluez))
         bluez.close()
         // Whether or not the server saw the hang-up yet, the teardown must count nothing.
@@ -239,25 +178,16 @@ import Transfer
 
     @Test func framedHangUpWithoutAckIsNotDelivered() async throws {
         var harness = await Harness(grace: .milliseconds(20), message: Self.payload(300))
-        let hello = Hello(session: SessionID(rawValue: 42))
-        await harness.server.write(hello.encoded, device: Self.device, mtu: 100)
-        let (_, bluez) = try await harness.subscribe(mtu: 100)
+        let (_, bluez) = try await harness.subscribeFramed(session: 42, mtu: 100)
         _ = try #require(try await Self.readUntilEndOfMessage(bluez))
         bluez.close()
-        guard case .subscriptionEnded? = await harness.nextActivity() else {
-            Issue.record("a framed transfer without ACK must end undelivered")
-            return
-        }
+        try await harness.nextSubscriptionEnd("a framed transfer without ACK must end undelivered")
         #expect(harness.log.abortReasons == ["the central left without acknowledging the message"])
     }
 
     @Test func ackArrivingAfterTheCentralLeftStillCounts() async throws {
         var harness = await Harness(grace: .seconds(30), message: Self.payload(300))
-        let hello = Hello(session: SessionID(rawValue: 43))
-        await harness.server.write(hello.encoded, device: Self.device, mtu: 100)
-        let (local, bluez) = try NotificationSocket.makePair(mtu: 100)
-        await harness.server.acceptSocket(local, device: Self.device)
-        _ = await harness.nextActivity()
+        let (hello, bluez) = try await harness.subscribeFramed(session: 43, mtu: 100)
         var receiver = MessageReceiver(sentHello: hello)
         var header: FramedHeader?
         while header == nil, let value = try await bluez.receive() {
@@ -267,36 +197,23 @@ import Transfer
         // (whatever the transfer task is doing at that moment, the outcome must be the same).
         await harness.server.deviceDisconnected(Self.device, noneConnected: true)
         await harness.server.write(WireFormat.ackValue(for: try #require(header)), device: Self.device, mtu: 100)
-        guard case .delivered? = await harness.nextActivity() else {
-            Issue.record("an ACK racing the hang-up must still count")
-            return
-        }
-        guard case .subscriptionEnded? = await harness.nextActivity() else {
-            Issue.record("expected the subscription to end")
-            return
-        }
+        try await harness.nextDelivery("an ACK racing the hang-up must still count")
+        try await harness.nextSubscriptionEnd()
     }
 
     @Test func disconnectionMidTransferCountsNothing() async throws {
         var harness = await Harness(message: Self.payload(50_000))
-        let (local, bluez) = try NotificationSocket.makePair(mtu: 23)
-        await harness.server.acceptSocket(local, device: Self.device)
-        _ = await harness.nextActivity()
+        let (_, bluez) = try await harness.subscribe(mtu: 23)
         _ = try await bluez.receive()
         await harness.server.deviceDisconnected(Self.device, noneConnected: true)
-        guard case .subscriptionEnded? = await harness.nextActivity() else {
-            Issue.record("a disconnection must end the subscription")
-            return
-        }
+        try await harness.nextSubscriptionEnd("a disconnection must end the subscription")
         #expect(harness.log.abortReasons.first?.contains("disconnected") == true)
         _ = bluez
     }
 
     @Test func aSecondSubscriberWhileServingIsRefused() async throws {
         var harness = await Harness(message: Self.payload(100_000))
-        let (first, firstBlueZ) = try NotificationSocket.makePair(mtu: 23)
-        await harness.server.acceptSocket(first, device: Self.device)
-        _ = await harness.nextActivity()
+        let (_, firstBlueZ) = try await harness.subscribe(mtu: 23)
         let (second, secondBlueZ) = try NotificationSocket.makePair(mtu: 23)
         await harness.server.acceptSocket(second, device: .named("/org/bluez/hci0/dev_AA_AA_AA_AA_AA_AA"))
         #expect(try await secondBlueZ.receive() == nil)
@@ -307,15 +224,10 @@ import Transfer
 
     @Test func aDeliveredMessageIsNotServedAgainUntilTheNextIsOffered() async throws {
         var harness = await Harness(message: Array("once".utf8))
-        let (local, bluez) = try NotificationSocket.makePair(mtu: 23)
-        await harness.server.acceptSocket(local, device: Self.device)
-        _ = await harness.nextActivity()
+        let (_, bluez) = try await harness.subscribe(mtu: 23)
         _ = try await Self.readUntilEndOfMessage(bluez)
         bluez.close()
-        guard case .delivered? = await harness.nextActivity() else {
-            Issue.record("expected a delivery")
-            return
-        }
+        try await harness.nextDelivery()
         _ = await harness.nextActivity()
         let (again, againBlueZ) = try NotificationSocket.makePair(mtu: 23)
         await harness.server.acceptSocket(again, device: Self.device)
@@ -330,19 +242,13 @@ import Transfer
         // The device wrote something first, so its MTU is known.
         await harness.server.write([0x01], device: Self.device, mtu: 100)
         await harness.server.acceptFallback(device: Self.device)
-        guard case .subscribed? = await harness.nextActivity() else {
-            Issue.record("expected a subscription")
-            return
-        }
+        try await harness.nextSubscription()
         await emitted.waitForEndOfMessage()
         let values = emitted.all
         #expect(values.dropLast().allSatisfy { $0.count <= 97 })
         #expect(Array(values.dropLast().joined()) == payload)
         await harness.server.fallbackStopped()
-        guard case .delivered? = await harness.nextActivity() else {
-            Issue.record("StopNotify after EOM must count as delivered")
-            return
-        }
+        try await harness.nextDelivery("StopNotify after EOM must count as delivered")
     }
 
     @Test func fallbackWithoutKnownMTUUsesTwentyByteValues() async throws {
@@ -360,9 +266,7 @@ import Transfer
         var harness = await Harness(message: Self.payload(10))
         await harness.server.write(Hello(session: SessionID(rawValue: 9)).encoded,
                                    device: .named("/org/bluez/hci0/dev_AA_AA_AA_AA_AA_AA"), mtu: 23)
-        let (local, bluez) = try NotificationSocket.makePair(mtu: 23)
-        await harness.server.acceptSocket(local, device: Self.device)
-        _ = await harness.nextActivity()
+        let (_, bluez) = try await harness.subscribe(mtu: 23)
         #expect(harness.log.subscribedFormats == [.compat])
         _ = bluez
         await harness.server.shutDown(reason: "test over")
@@ -398,10 +302,7 @@ import Transfer
         #expect(Array(values.dropLast().joined()) == payload)
 
         bluez.close()   // the central unsubscribed after EOM
-        guard case .delivered(_, let summary, _)? = await harness.nextActivity() else {
-            Issue.record("expected a delivery")
-            return
-        }
+        let summary = try await harness.nextDelivery().summary
         #expect(summary.format == .compat)
         #expect(summary.ordering == nil)
         #expect(!harness.log.all.contains { if case .warning(let text) = $0 { text.contains("out of order") } else { false } })
@@ -414,10 +315,7 @@ import Transfer
         let values = try await Self.readConfirming(bluez, ours: local, server: harness.server, confirmEndOfMessage: false)
         #expect(values.last == WireFormat.endOfMessage)
         bluez.close()
-        guard case .subscriptionEnded? = await harness.nextActivity() else {
-            Issue.record("expected the subscription to end without a delivery")
-            return
-        }
+        try await harness.nextSubscriptionEnd("expected the subscription to end without a delivery")
         #expect(!harness.log.abortReasons.isEmpty)
     }
 
@@ -429,10 +327,7 @@ import Transfer
         #expect(Array(values.dropLast().joined()) == payload)
         bluez.close()                                   // the unsubscription overtakes…
         await harness.server.indicationConfirmed()      // …the confirmation of EOM
-        guard case .delivered(_, let summary, _)? = await harness.nextActivity() else {
-            Issue.record("expected a delivery")
-            return
-        }
+        let summary = try await harness.nextDelivery().summary
         #expect(summary.ordering == nil)
     }
 
@@ -449,10 +344,7 @@ import Transfer
         }
         #expect(Array(values.dropLast().joined()) == payload)
         bluez.close()
-        guard case .delivered(_, let summary, _)? = await harness.nextActivity() else {
-            Issue.record("expected a delivery")
-            return
-        }
+        let summary = try await harness.nextDelivery().summary
         #expect(summary.ordering == nil)
     }
 
@@ -472,10 +364,7 @@ import Transfer
         let (_, bluez) = try await harness.subscribe(mtu: 185)
         _ = try #require(try await Self.readUntilEndOfMessage(bluez))
         bluez.close()
-        guard case .delivered(_, let summary, _)? = await harness.nextActivity() else {
-            Issue.record("expected a delivery")
-            return
-        }
+        let summary = try await harness.nextDelivery().summary
         #expect(summary.ordering != nil)
     }
 }

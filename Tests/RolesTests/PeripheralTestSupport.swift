@@ -1,5 +1,7 @@
+import BlueZ
 import Foundation
 @testable import Roles
+import Testing
 import Transfer
 
 /// Role events as they happen, with waits driven by the events themselves.
@@ -106,4 +108,78 @@ final class PeripheralEventLog: @unchecked Sendable {
 extension RoleEvent {
     var isAdvertising: Bool { if case .advertising = self { true } else { false } }
     var deliveredSummary: MessageSummary? { if case .delivered(let summary, _) = self { summary } else { nil } }
+}
+
+extension ServerActivity {
+    var subscriber: PeerDescription? { if case .subscribed(let peer) = self { peer } else { nil } }
+    var delivery: (message: OutgoingMessage, summary: MessageSummary)? {
+        if case .delivered(let message, let summary, _) = self { (message, summary) } else { nil }
+    }
+    var isSubscriptionEnd: Bool { if case .subscriptionEnded = self { true } else { false } }
+}
+
+/// Our ends of the sockets a harness handed to its server, kept open for the whole test as
+/// BlueZ keeps its references (the server's close, not their release, ends a subscription).
+final class AcceptedSockets: @unchecked Sendable {
+    // @unchecked Sendable: `sockets` is only touched while holding `lock`.
+    private let lock = NSLock()
+    private var sockets: [NotificationSocket] = []
+
+    func keep(_ socket: NotificationSocket) { lock.withLock { sockets.append(socket) } }
+}
+
+/// A `SubscriptionServer` driven without a bus, and the activity it reports.
+protocol SubscriptionServerHarness {
+    var server: SubscriptionServer { get }
+    var accepted: AcceptedSockets { get }
+    /// The next activity the server reports; nil once it ended.
+    mutating func nextActivity() async -> ServerActivity?
+}
+
+extension SubscriptionServerHarness {
+    /// The next activity, which must be a subscription: the subscriber.
+    @discardableResult
+    mutating func nextSubscription(_ comment: Comment = "expected a subscription",
+                                   sourceLocation: SourceLocation = #_sourceLocation) async throws -> PeerDescription {
+        let next = await nextActivity()
+        return try #require(next?.subscriber, comment, sourceLocation: sourceLocation)
+    }
+
+    /// The next activity, which must be a delivery: the message and its summary.
+    @discardableResult
+    mutating func nextDelivery(_ comment: Comment = "expected a delivery", sourceLocation: SourceLocation = #_sourceLocation)
+        async throws -> (message: OutgoingMessage, summary: MessageSummary) {
+        let next = await nextActivity()
+        return try #require(next?.delivery, comment, sourceLocation: sourceLocation)
+    }
+
+    /// The next activity, which must be the end of the subscription.
+    mutating func nextSubscriptionEnd(_ comment: Comment = "expected the subscription to end",
+                                      sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        let next = await nextActivity()
+        try #require(next?.isSubscriptionEnd == true, comment, sourceLocation: sourceLocation)
+    }
+
+    /// A central on `device` subscribes through AcquireNotify: our end goes to the server
+    /// (returned as `local` for queue checks), BlueZ's end is returned to read from. The
+    /// server must report the subscription.
+    mutating func subscribe(mtu: Int, device: DeviceReference = PeripheralSubscriptionServerTests.device,
+                            indications: Bool = false, _ comment: Comment = "expected a subscription",
+                            sourceLocation: SourceLocation = #_sourceLocation) async throws
+        -> (local: NotificationSocket, bluez: NotificationSocket) {
+        let (local, bluez) = try NotificationSocket.makePair(mtu: mtu)
+        accepted.keep(local)
+        await server.acceptSocket(local, device: device, indications: indications)
+        try await nextSubscription(comment, sourceLocation: sourceLocation)
+        return (local, bluez)
+    }
+
+    /// A framed central: writes a HELLO for `session`, then subscribes as `subscribe` does.
+    mutating func subscribeFramed(session: UInt64, mtu: Int, sourceLocation: SourceLocation = #_sourceLocation) async throws
+        -> (hello: Hello, bluez: NotificationSocket) {
+        let hello = Hello(session: SessionID(rawValue: session))
+        await server.write(hello.encoded, device: PeripheralSubscriptionServerTests.device, mtu: mtu)
+        let (_, bluez) = try await subscribe(mtu: mtu, sourceLocation: sourceLocation)
+        return (hello, bluez)
+    }
 }

@@ -8,8 +8,7 @@ import Trust
 
 /// The secure mode between our Peripheral (hci0) and our Central (hci1) over BlueZoo, and what
 /// each side does with a peer that is not authorized or does not speak it.
-@Suite(.serialized, .enabled(if: BlueZooBus.isAvailable, "needs dbus-daemon and bluezoo (pip install bluezoo)"),
-       .timeLimit(.minutes(3)))
+@Suite(.serialized, .needsBlueZoo, .timeLimit(.minutes(3)))
 struct SecureEndToEndBlueZooTests {
     static let senderKey = HostIdentity(name: "sender-host")
     static let receiverKey = HostIdentity(name: "receiver-host")
@@ -21,6 +20,11 @@ struct SecureEndToEndBlueZooTests {
         })
     }
 
+    /// The secure mode for `identity`, listing only `peer` as authorized.
+    static func policy(_ identity: HostIdentity, trusting peer: HostIdentity, requiresSecure: Bool = true) -> SecureModePolicy {
+        SecureModePolicy(identity: identity, authorizedPeers: peers(peer), requiresSecure: requiresSecure)
+    }
+
     struct Run {
         var received: Int
         var receiveFailure: RoleFailure?
@@ -30,6 +34,26 @@ struct SecureEndToEndBlueZooTests {
         var receiverEvents: [RoleEvent]
     }
 
+    /// Our Peripheral on hci0 of `bus` in `secureMode`, serving `source` in a task. Close the
+    /// session when done.
+    static func startSender(on bus: BlueZooBus, secureMode: SecureModePolicy?, source: some MessageSource) async throws
+        -> (session: BluetoothSession, events: PeripheralEventLog, sending: Task<Int, any Error>) {
+        let session = try await bus.openSession()
+        var configuration = PeripheralConfiguration(adapterName: "hci0", fallbackValueInterval: .zero)
+        configuration.secureMode = secureMode
+        let peripheral = Peripheral(configuration: configuration, session: session)
+        let events = PeripheralEventLog(following: peripheral.events)
+        return (session, events, Task { try await peripheral.run(source: source) })
+    }
+
+    /// Our Central on hci1 of `bus` with `configuration`. Close the session when done.
+    static func receiver(on bus: BlueZooBus, _ configuration: CentralConfiguration) async throws
+        -> (session: BluetoothSession, central: Central, events: PeripheralEventLog) {
+        let session = try await bus.openSession()
+        let central = Central(configuration: configuration, session: session)
+        return (session, central, PeripheralEventLog(following: central.events))
+    }
+
     /// One sender run (at most one delivery) and one receiver run (one message, or `timeout`).
     static func exchange(_ bytes: [UInt8], sender: SecureModePolicy?, receiver: SecureModePolicy?,
                          framed: Bool = true, timeout: Duration = .seconds(60),
@@ -37,24 +61,17 @@ struct SecureEndToEndBlueZooTests {
         let bus = try await BlueZooBus.start()
         defer { bus.stop() }
 
-        let senderSession = try await bus.openSession()
-        defer { senderSession.close() }
-        var senderConfiguration = PeripheralConfiguration(adapterName: "hci0", fallbackValueInterval: .zero)
-        senderConfiguration.secureMode = sender
-        let peripheral = Peripheral(configuration: senderConfiguration, session: senderSession)
         let source = RepeatingMessageSource(message: OutgoingMessage(payload: bytes), count: 1)
-        let senderLog = PeripheralEventLog(following: peripheral.events)
+        let (senderSession, senderLog, sending) = try await startSender(on: bus, secureMode: sender, source: source)
+        defer { senderSession.close() }
         let senderTrace = Self.trace(senderLog, as: "SENDER")
         defer { senderTrace.cancel() }
-        let sending = Task { try await peripheral.run(source: source) }
 
-        let receiverSession = try await bus.openSession()
-        defer { receiverSession.close() }
         var receiverConfiguration = CentralTestData.configuration(adapter: "hci1", framed: framed)
         receiverConfiguration.secureMode = receiver
         receiverConfiguration.resumeSpool = resumeSpool
-        let central = Central(configuration: receiverConfiguration, session: receiverSession)
-        let receiverLog = PeripheralEventLog(following: central.events)
+        let (receiverSession, central, receiverLog) = try await Self.receiver(on: bus, receiverConfiguration)
+        defer { receiverSession.close() }
         let receiverTrace = Self.trace(receiverLog, as: "RECEIVER")
         defer { receiverTrace.cancel() }
         let sink = CollectingSink()
@@ -91,6 +108,21 @@ struct SecureEndToEndBlueZooTests {
         }
     }
 
+    /// An exchange (8 s at the most) in which nothing may arrive: nothing received or stored,
+    /// nothing counted delivered.
+    static func refusedExchange(_ text: String, sender: SecureModePolicy?, receiver: SecureModePolicy?, framed: Bool = true,
+                                sourceLocation: SourceLocation = #_sourceLocation) async throws -> Run {
+        let run = try await exchange(Array(text.utf8), sender: sender, receiver: receiver, framed: framed, timeout: .seconds(8))
+        #expect(run.received == 0 && run.messages.isEmpty, sourceLocation: sourceLocation)
+        #expect(run.delivered == 0, sourceLocation: sourceLocation)
+        return run
+    }
+
+    /// An empty resume spool in a directory of its own.
+    static func temporarySpool() throws -> ResumeSpool {
+        try ResumeSpool(directory: FileManager.default.temporaryDirectory.appendingPathComponent("spool-\(UUID().uuidString)").path)
+    }
+
     static func droppedReasons(_ events: [RoleEvent]) -> [String] {
         events.compactMap { if case .centralDropped(_, let reason) = $0 { reason } else { nil } }
     }
@@ -103,16 +135,15 @@ struct SecureEndToEndBlueZooTests {
           arguments: [1, 150_000, 200_000])
     func resumesFromTheSpool(held: Int) async throws {
         let bytes = CentralTestData.binary(200_000)
-        let spool = try ResumeSpool(directory: FileManager.default.temporaryDirectory
-            .appendingPathComponent("spool-\(UUID().uuidString)").path)
+        let spool = try Self.temporarySpool()
         defer { try? FileManager.default.removeItem(atPath: spool.directory) }
         // What an earlier, cut visit left: the first `held` bytes from this sender.
         let header = MessageHeader(message: 0, payloadLength: UInt64(bytes.count), digest: OutgoingMessage(payload: bytes).digest)
         spool.append(sender: Self.senderKey.publicKey, header: header, offset: 0, bytes: Array(bytes[..<held]))
         let run = try await Self.exchange(
             bytes,
-            sender: SecureModePolicy(identity: Self.senderKey, authorizedPeers: Self.peers(Self.receiverKey), requiresSecure: true),
-            receiver: SecureModePolicy(identity: Self.receiverKey, authorizedPeers: Self.peers(Self.senderKey), requiresSecure: true),
+            sender: Self.policy(Self.senderKey, trusting: Self.receiverKey),
+            receiver: Self.policy(Self.receiverKey, trusting: Self.senderKey),
             resumeSpool: spool)
         #expect(run.receiveFailure == nil)
         #expect(run.received == 1 && run.delivered == 1)
@@ -132,13 +163,12 @@ struct SecureEndToEndBlueZooTests {
     @Test("without a checkpoint, a receiver with a spool keeps none once the message is stored")
     func spoolEmptyAfterAWholeMessage() async throws {
         let bytes = CentralTestData.binary(50_000)
-        let spool = try ResumeSpool(directory: FileManager.default.temporaryDirectory
-            .appendingPathComponent("spool-\(UUID().uuidString)").path)
+        let spool = try Self.temporarySpool()
         defer { try? FileManager.default.removeItem(atPath: spool.directory) }
         let run = try await Self.exchange(
             bytes,
-            sender: SecureModePolicy(identity: Self.senderKey, authorizedPeers: Self.peers(Self.receiverKey), requiresSecure: true),
-            receiver: SecureModePolicy(identity: Self.receiverKey, authorizedPeers: Self.peers(Self.senderKey), requiresSecure: true),
+            sender: Self.policy(Self.senderKey, trusting: Self.receiverKey),
+            receiver: Self.policy(Self.receiverKey, trusting: Self.senderKey),
             resumeSpool: spool)
         #expect(run.messages.map(\.payload) == [bytes])
         let delivered = run.senderEvents.compactMap(\.deliveredSummary).first
@@ -153,8 +183,8 @@ struct SecureEndToEndBlueZooTests {
         let bytes = CentralTestData.binary(size)
         let run = try await Self.exchange(
             bytes,
-            sender: SecureModePolicy(identity: Self.senderKey, authorizedPeers: Self.peers(Self.receiverKey), requiresSecure: true),
-            receiver: SecureModePolicy(identity: Self.receiverKey, authorizedPeers: Self.peers(Self.senderKey), requiresSecure: true))
+            sender: Self.policy(Self.senderKey, trusting: Self.receiverKey),
+            receiver: Self.policy(Self.receiverKey, trusting: Self.senderKey))
         #expect(run.receiveFailure == nil)
         #expect(run.received == 1 && run.delivered == 1)
         #expect(run.messages.map(\.payload) == [bytes])
@@ -168,42 +198,38 @@ struct SecureEndToEndBlueZooTests {
         #expect(run.senderEvents.contains { if case .subscribed(_, _, .secure) = $0 { true } else { false } })
     }
 
-    @Test("a receiver whose key the sender does not list gets nothing; the message stays undelivered")
-    func unauthorizedReceiver() async throws {
-        let run = try await Self.exchange(
-            Array("for authorized eyes only".utf8),
-            sender: SecureModePolicy(identity: Self.senderKey, authorizedPeers: Self.peers(Self.strangerKey), requiresSecure: true),
-            receiver: SecureModePolicy(identity: Self.receiverKey, authorizedPeers: Self.peers(Self.senderKey), requiresSecure: true),
-            timeout: .seconds(8))
-        #expect(run.received == 0 && run.messages.isEmpty)
-        #expect(run.delivered == 0)
-        #expect(run.senderEvents.compactMap(\.deliveredSummary).isEmpty)
-        let dropped = Self.droppedReasons(run.senderEvents)
-        #expect(dropped.contains { $0.contains(Self.receiverKey.publicKey.fingerprint) && $0.contains("not in the authorized peers") })
+    /// The side whose key the other side's authorized peers do not list.
+    enum Unlisted: CaseIterable, Sendable, CustomTestStringConvertible {
+        case receiver, sender
+        var testDescription: String { self == .receiver ? "an unlisted receiver" : "an unlisted sender" }
     }
 
-    @Test("a sender whose key the receiver does not list: nothing stored, the sender keeps its message")
-    func unauthorizedSender() async throws {
-        let run = try await Self.exchange(
-            Array("from an unlisted key".utf8),
-            sender: SecureModePolicy(identity: Self.senderKey, authorizedPeers: Self.peers(Self.receiverKey), requiresSecure: true),
-            receiver: SecureModePolicy(identity: Self.receiverKey, authorizedPeers: Self.peers(Self.strangerKey), requiresSecure: true),
-            timeout: .seconds(8))
-        #expect(run.received == 0 && run.messages.isEmpty)
-        #expect(run.delivered == 0)
-        #expect(Self.refusedReasons(run.receiverEvents).contains {
-            $0.hasPrefix("authorized-peers:") && $0.contains(Self.senderKey.publicKey.fingerprint)
-        })
+    @Test("a peer whose key the other side does not list: nothing stored, the sender keeps its message",
+          arguments: Unlisted.allCases)
+    func unauthorizedPeer(_ unlisted: Unlisted) async throws {
+        let run = try await Self.refusedExchange(
+            "for authorized eyes only",
+            sender: Self.policy(Self.senderKey, trusting: unlisted == .receiver ? Self.strangerKey : Self.receiverKey),
+            receiver: Self.policy(Self.receiverKey, trusting: unlisted == .sender ? Self.strangerKey : Self.senderKey))
+        #expect(run.senderEvents.compactMap(\.deliveredSummary).isEmpty)
+        switch unlisted {
+        case .receiver:
+            // The sender drops the central, naming its key.
+            #expect(Self.droppedReasons(run.senderEvents).contains {
+                $0.contains(Self.receiverKey.publicKey.fingerprint) && $0.contains("not in the authorized peers")
+            })
+        case .sender:
+            // The receiver refuses the sender, naming its key.
+            #expect(Self.refusedReasons(run.receiverEvents).contains {
+                $0.hasPrefix("authorized-peers:") && $0.contains(Self.senderKey.publicKey.fingerprint)
+            })
+        }
     }
 
     @Test("a central following Apple's flow against a sender requiring the secure mode gets no value")
     func appleCentralAgainstSecureSender() async throws {
-        let run = try await Self.exchange(
-            Array("not for Apple's flow".utf8),
-            sender: SecureModePolicy(identity: Self.senderKey, authorizedPeers: Self.peers(Self.receiverKey), requiresSecure: true),
-            receiver: nil, framed: false, timeout: .seconds(8))
-        #expect(run.received == 0 && run.messages.isEmpty)
-        #expect(run.delivered == 0)
+        let run = try await Self.refusedExchange(
+            "not for Apple's flow", sender: Self.policy(Self.senderKey, trusting: Self.receiverKey), receiver: nil, framed: false)
         #expect(Self.droppedReasons(run.senderEvents).contains { $0.contains("did not offer the secure mode") })
         // Not one value reached the central: no progress, no format detected.
         #expect(!run.receiverEvents.contains { if case .subscribed(_, _, .compat) = $0 { true } else { false } })
@@ -212,12 +238,8 @@ struct SecureEndToEndBlueZooTests {
 
     @Test("a version-1 sender (no keys) against a receiver requiring the secure mode: refused, nothing stored")
     func plainSenderAgainstSecureReceiver() async throws {
-        let run = try await Self.exchange(
-            Array("plain framed".utf8), sender: nil,
-            receiver: SecureModePolicy(identity: Self.receiverKey, authorizedPeers: Self.peers(Self.senderKey), requiresSecure: true),
-            timeout: .seconds(8))
-        #expect(run.received == 0 && run.messages.isEmpty)
-        #expect(run.delivered == 0)
+        let run = try await Self.refusedExchange(
+            "plain framed", sender: nil, receiver: Self.policy(Self.receiverKey, trusting: Self.senderKey))
         #expect(Self.refusedReasons(run.receiverEvents).contains { $0.contains("without the secure mode") })
     }
 
@@ -226,7 +248,7 @@ struct SecureEndToEndBlueZooTests {
         let bytes = Array("version 1 still works".utf8)
         let run = try await Self.exchange(
             bytes, sender: nil,
-            receiver: SecureModePolicy(identity: Self.receiverKey, authorizedPeers: Self.peers(Self.senderKey), requiresSecure: false))
+            receiver: Self.policy(Self.receiverKey, trusting: Self.senderKey, requiresSecure: false))
         #expect(run.received == 1 && run.delivered == 1)
         #expect(run.messages.map(\.payload) == [bytes])
         #expect(run.messages.first?.format == .framed)
@@ -259,23 +281,15 @@ struct SecureEndToEndBlueZooTests {
         -> (run: Run, stillToSend: Int) {
         let bus = try await BlueZooBus.start()
         defer { bus.stop() }
-        let senderSession = try await bus.openSession()
-        defer { senderSession.close() }
-        var senderConfiguration = PeripheralConfiguration(adapterName: "hci0", fallbackValueInterval: .zero)
-        senderConfiguration.secureMode = SecureModePolicy(identity: Self.senderKey, authorizedPeers: Self.peers(Self.receiverKey),
-                                                          requiresSecure: true)
-        let peripheral = Peripheral(configuration: senderConfiguration, session: senderSession)
         let source = ListMessageSource(messages)
-        let senderLog = PeripheralEventLog(following: peripheral.events)
-        let sending = Task { try await peripheral.run(source: source) }
+        let (senderSession, senderLog, sending) = try await startSender(
+            on: bus, secureMode: Self.policy(Self.senderKey, trusting: Self.receiverKey), source: source)
+        defer { senderSession.close() }
 
-        let receiverSession = try await bus.openSession()
-        defer { receiverSession.close() }
         var receiverConfiguration = CentralTestData.configuration(count: wanted, adapter: "hci1")
-        receiverConfiguration.secureMode = SecureModePolicy(identity: Self.receiverKey, authorizedPeers: Self.peers(Self.senderKey),
-                                                            requiresSecure: true)
-        let central = Central(configuration: receiverConfiguration, session: receiverSession)
-        let receiverLog = PeripheralEventLog(following: central.events)
+        receiverConfiguration.secureMode = Self.policy(Self.receiverKey, trusting: Self.senderKey)
+        let (receiverSession, central, receiverLog) = try await Self.receiver(on: bus, receiverConfiguration)
+        defer { receiverSession.close() }
         let sink = CollectingSink()
         var failure: RoleFailure?
         var received = 0
@@ -382,23 +396,16 @@ struct SecureEndToEndBlueZooTests {
         let messages = Self.named(4)
         let bus = try await BlueZooBus.start()
         defer { bus.stop() }
-        let senderSession = try await bus.openSession()
-        defer { senderSession.close() }
-        var senderConfiguration = PeripheralConfiguration(adapterName: "hci0", fallbackValueInterval: .zero)
-        senderConfiguration.secureMode = SecureModePolicy(identity: Self.senderKey, authorizedPeers: Self.peers(Self.receiverKey),
-                                                          requiresSecure: true)
-        let peripheral = Peripheral(configuration: senderConfiguration, session: senderSession)
         let source = StallingMessageSource(messages, stallAfter: 2, stall: .seconds(4))
-        let sending = Task { try await peripheral.run(source: source) }
+        let (senderSession, _, sending) = try await Self.startSender(
+            on: bus, secureMode: Self.policy(Self.senderKey, trusting: Self.receiverKey), source: source)
+        defer { senderSession.close() }
 
-        let receiverSession = try await bus.openSession()
-        defer { receiverSession.close() }
         // Idle timeout 1 s; a failed visit would wait at least the back-off's 100 ms.
         var receiverConfiguration = CentralTestData.configuration(count: 4, adapter: "hci1", idle: .seconds(1))
-        receiverConfiguration.secureMode = SecureModePolicy(identity: Self.receiverKey, authorizedPeers: Self.peers(Self.senderKey),
-                                                            requiresSecure: true)
-        let central = Central(configuration: receiverConfiguration, session: receiverSession)
-        let receiverLog = PeripheralEventLog(following: central.events)
+        receiverConfiguration.secureMode = Self.policy(Self.receiverKey, trusting: Self.senderKey)
+        let (receiverSession, central, receiverLog) = try await Self.receiver(on: bus, receiverConfiguration)
+        defer { receiverSession.close() }
         let sink = CollectingSink()
         // The run is bounded and its outcome is not the point: after a central-side disconnect
         // BlueZoo may hand later subscriptions no device (the sender then cannot match their

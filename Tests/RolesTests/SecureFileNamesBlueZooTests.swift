@@ -14,8 +14,7 @@ import Glibc
 /// File names travelling with files between our Peripheral (hci0) and our Central (hci1) over
 /// BlueZoo: in the secure mode a named message is stored under its name with its modification
 /// time; without a name, or in framed version 1, the receiver generates one as before.
-@Suite(.serialized, .enabled(if: BlueZooBus.isAvailable, "needs dbus-daemon and bluezoo (pip install bluezoo)"),
-       .timeLimit(.minutes(3)))
+@Suite(.serialized, .needsBlueZoo, .timeLimit(.minutes(3)))
 struct SecureFileNamesBlueZooTests {
     static let senderKey = HostIdentity(name: "sender-host")
     static let receiverKey = HostIdentity(name: "receiver-host")

@@ -15,18 +15,6 @@ public final class BlueZooBus: Sendable {
     public let adapterAddresses: [String]
     private let mock: Process
 
-    public enum StartError: Error, CustomStringConvertible {
-        case missing(String)
-        case mockDidNotStart(String)
-
-        public var description: String {
-            switch self {
-            case .missing(let what): "\(what) is not installed"
-            case .mockDidNotStart(let log): "bluezoo did not bring up its adapters: \(log)"
-            }
-        }
-    }
-
     /// The Python interpreter BlueZoo was installed for: the one its entry script names.
     public static var bluezooPython: String? {
         guard let script = TestTools.bluezoo,
@@ -83,7 +71,7 @@ if __name__ == "__main__":
 
     /// Starts the bus and the mock and returns once every adapter is exported and powered.
     public static func start(adapters: Int = 2, scanInterval: Int = 1) async throws -> BlueZooBus {
-        guard TestTools.bluezoo != nil, let python = bluezooPython else { throw StartError.missing("bluezoo") }
+        guard TestTools.bluezoo != nil, let python = bluezooPython else { throw TestBusStartError.missing("bluezoo") }
         let bus = try await PrivateBus.start()
         let directory = bus.directory
         let address = bus.address
@@ -112,7 +100,7 @@ if __name__ == "__main__":
         } catch {
             let output = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
             zoo.stop()
-            throw StartError.mockDidNotStart("\(error); log: \(output.suffix(2000))")
+            throw TestBusStartError.mockDidNotStart("\(error); log: \(output.suffix(2000))")
         }
         return zoo
     }
@@ -181,7 +169,7 @@ if __name__ == "__main__":
             }
             group.addTask {
                 try await Task.sleep(for: .seconds(20))
-                throw StartError.mockDidNotStart("adapters not powered within 20 s")
+                throw TestBusStartError.mockDidNotStart("adapters not powered within 20 s")
             }
             defer { group.cancelAll() }
             try await group.next()

@@ -6,6 +6,21 @@ import Glibc
 import Musl
 #endif
 
+/// Why a private bus, or the mock on it, did not come up.
+public enum TestBusStartError: Error, CustomStringConvertible {
+    case missing(String)
+    case noAddress(String)
+    case mockDidNotStart(String)
+
+    public var description: String {
+        switch self {
+        case .missing(let what): "\(what) is not installed"
+        case .noAddress(let output): "dbus-daemon printed no address: \(output)"
+        case .mockDidNotStart(let log): "bluezoo did not bring up its adapters: \(log)"
+        }
+    }
+}
+
 /// A private `dbus-daemon` for one test, so nothing touches the machine's own buses: started
 /// with a permissive configuration on a socket in a fresh temporary directory, stopped (and the
 /// directory removed) by `stop()` or deinit.
@@ -20,17 +35,6 @@ public final class PrivateBus: Sendable {
         case denyBlueZ
     }
 
-    public enum StartError: Error, CustomStringConvertible {
-        case daemonMissing(String)
-        case noAddress(String)
-        public var description: String {
-            switch self {
-            case .daemonMissing(let path): "dbus-daemon not found at \(path) (apt package 'dbus')"
-            case .noAddress(let output): "dbus-daemon printed no address: \(output)"
-            }
-        }
-    }
-
     public let address: String
     public let directory: URL
     private let process: Process
@@ -39,7 +43,7 @@ public final class PrivateBus: Sendable {
 
     public static func start(policy: Policy = .permissive) async throws -> PrivateBus {
         guard FileManager.default.isExecutableFile(atPath: daemonPath) else {
-            throw StartError.daemonMissing(daemonPath)
+            throw TestBusStartError.missing("dbus-daemon at \(daemonPath) (apt package 'dbus')")
         }
         let directory = FileManager.default.temporaryDirectory
             .appendingPathComponent("bletransfer-bus-\(UUID().uuidString)")
@@ -74,7 +78,7 @@ public final class PrivateBus: Sendable {
         guard let line = text.split(separator: "\n").first, line.hasPrefix("unix:") else {
             killAndWait(process)
             try? FileManager.default.removeItem(at: directory)
-            throw StartError.noAddress(text)
+            throw TestBusStartError.noAddress(text)
         }
         return PrivateBus(address: String(line), directory: directory, process: process)
     }

@@ -38,6 +38,14 @@ private func scratchDirectory() throws -> String {
     return path
 }
 
+/// Runs `body` with the path of an identity file (not created) in a fresh scratch directory,
+/// removed afterwards.
+private func withScratchIdentity(_ body: (_ path: String) throws -> Void) throws {
+    let directory = try scratchDirectory()
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    try body(directory + "/identity")
+}
+
 @Suite struct IdentityCommandTests {
     @Test func defaultPathsForUsersAndTheServiceUser() {
         #expect(
@@ -71,63 +79,58 @@ private func scratchDirectory() throws -> String {
     }
 
     @Test func keygenThenIdShowTheSameKey() throws {
-        let directory = try scratchDirectory()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        let path = directory + "/identity"
+        try withScratchIdentity { path in
+            let created = try runCLI(["keygen", "--identity", path, "--name", "lab host"])
+            #expect(created.status == 0)
+            let line = created.out.trimmingCharacters(in: .newlines)
+            let (key, name) = try PeerKey.parseLine(Substring(line))
+            #expect(name == "lab host")
+            #expect(created.err.contains(key.fingerprint))
+            #expect((try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int) == 0o600)
 
-        let created = try runCLI(["keygen", "--identity", path, "--name", "lab host"])
-        #expect(created.status == 0)
-        let line = created.out.trimmingCharacters(in: .newlines)
-        let (key, name) = try PeerKey.parseLine(Substring(line))
-        #expect(name == "lab host")
-        #expect(created.err.contains(key.fingerprint))
-        #expect((try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int) == 0o600)
-
-        let shown = try runCLI(["id", "--identity", path])
-        #expect(shown.status == 0)
-        #expect(shown.out == "\(line)\n\(key.fingerprint)\n")
-        #expect(try runCLI(["id", "--identity", path, "--fingerprint"]).out == key.fingerprint + "\n")
+            let shown = try runCLI(["id", "--identity", path])
+            #expect(shown.status == 0)
+            #expect(shown.out == "\(line)\n\(key.fingerprint)\n")
+            #expect(try runCLI(["id", "--identity", path, "--fingerprint"]).out == key.fingerprint + "\n")
+        }
     }
 
     @Test func keygenKeepsAnExistingIdentityUnlessForced() throws {
-        let directory = try scratchDirectory()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        let path = directory + "/identity"
-        let first = try runCLI(["keygen", "--identity", path])
-        #expect(first.status == 0)
+        try withScratchIdentity { path in
+            let first = try runCLI(["keygen", "--identity", path])
+            #expect(first.status == 0)
 
-        let again = try runCLI(["keygen", "--identity", path])
-        #expect(again.status == 64)
-        #expect(again.out.isEmpty)
-        #expect(again.err.hasPrefix("bletransfer: \(path) already exists") && again.err.filter { $0 == "\n" }.count == 1)
-        #expect(try runCLI(["id", "--identity", path]).out.hasPrefix(first.out))
+            let again = try runCLI(["keygen", "--identity", path])
+            #expect(again.status == 64)
+            #expect(again.out.isEmpty)
+            #expect(again.err.hasPrefix("bletransfer: \(path) already exists") && again.err.filter { $0 == "\n" }.count == 1)
+            #expect(try runCLI(["id", "--identity", path]).out.hasPrefix(first.out))
 
-        let forced = try runCLI(["keygen", "--identity", path, "--force"])
-        #expect(forced.status == 0)
-        #expect(forced.out != first.out)
-        #expect(try runCLI(["id", "--identity", path]).out.hasPrefix(forced.out))
+            let forced = try runCLI(["keygen", "--identity", path, "--force"])
+            #expect(forced.status == 0)
+            #expect(forced.out != first.out)
+            #expect(try runCLI(["id", "--identity", path]).out.hasPrefix(forced.out))
+        }
     }
 
     @Test func idRefusesMissingOpenAndMalformedFiles() throws {
-        let directory = try scratchDirectory()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        let path = directory + "/identity"
+        try withScratchIdentity { path in
+            let missing = try runCLI(["id", "--identity", path])
+            #expect(missing.status == 66)
+            #expect(missing.err == "bletransfer: no identity at \(path); create one with 'bletransfer keygen --identity \(path)'\n")
 
-        let missing = try runCLI(["id", "--identity", path])
-        #expect(missing.status == 66)
-        #expect(missing.err == "bletransfer: no identity at \(path); create one with 'bletransfer keygen --identity \(path)'\n")
+            #expect(try runCLI(["keygen", "--identity", path]).status == 0)
+            chmod(path, 0o644)
+            let open = try runCLI(["id", "--identity", path])
+            #expect(open.status == 77)
+            #expect(open.out.isEmpty && open.err.contains("chmod 600"))
 
-        #expect(try runCLI(["keygen", "--identity", path]).status == 0)
-        chmod(path, 0o644)
-        let open = try runCLI(["id", "--identity", path])
-        #expect(open.status == 77)
-        #expect(open.out.isEmpty && open.err.contains("chmod 600"))
-
-        _ = FileManager.default.createFile(atPath: path, contents: Data("not a key\n".utf8), attributes: [.posixPermissions: 0o600])
-        chmod(path, 0o600)
-        let malformed = try runCLI(["id", "--identity", path])
-        #expect(malformed.status == 65)
-        #expect(malformed.err.hasPrefix("bletransfer: \(path):1: "))
+            _ = FileManager.default.createFile(atPath: path, contents: Data("not a key\n".utf8), attributes: [.posixPermissions: 0o600])
+            chmod(path, 0o600)
+            let malformed = try runCLI(["id", "--identity", path])
+            #expect(malformed.status == 65)
+            #expect(malformed.err.hasPrefix("bletransfer: \(path):1: "))
+        }
     }
 
     @Test func keygenUsesTheXDGDefaultPath() throws {

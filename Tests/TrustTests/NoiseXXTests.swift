@@ -43,38 +43,35 @@ enum NoiseVectors {
 }
 
 @Suite struct NoiseXXTests {
-    @Test func initiatorWritesAndReadsTheKnownAnswers() throws {
-        var initiator = NoiseVectors.initiator()
-        #expect(try initiator.writeMessage(payload: NoiseVectors.payloads[0]) == NoiseVectors.messages[0])
-        #expect(try initiator.readMessage(NoiseVectors.messages[1]) == NoiseVectors.payloads[1])
-        #expect(initiator.remoteStaticKey == PeerKey(privateKey(NoiseVectors.responderStatic).publicKey))
-        #expect(try initiator.writeMessage(payload: NoiseVectors.payloads[2]) == NoiseVectors.messages[2])
-        #expect(initiator.isComplete)
-        #expect(initiator.handshakeHash == NoiseVectors.handshakeHash)
+    @Test("writes and reads the known answers", arguments: [NoiseXXHandshake.Role.initiator, .responder])
+    func knownAnswers(role: NoiseXXHandshake.Role) throws {
+        let isInitiator = role == .initiator
+        var handshake = isInitiator ? NoiseVectors.initiator() : NoiseVectors.responder()
+        let peerStatic = isInitiator ? NoiseVectors.responderStatic : NoiseVectors.initiatorStatic
+        for (index, message) in NoiseVectors.messages.enumerated() {
+            // The initiator writes messages 1 and 3 of XX, the responder message 2.
+            if isInitiator == index.isMultiple(of: 2) {
+                #expect(try handshake.writeMessage(payload: NoiseVectors.payloads[index]) == message)
+            } else {
+                #expect(try handshake.readMessage(message) == NoiseVectors.payloads[index])
+                // Messages 2 and 3 carry the sender's static key.
+                if index > 0 { #expect(handshake.remoteStaticKey == PeerKey(privateKey(peerStatic).publicKey)) }
+            }
+        }
+        #expect(handshake.isComplete)
+        #expect(handshake.handshakeHash == NoiseVectors.handshakeHash)
 
-        var (send, receive) = try #require(initiator.splitCipherStates())
-        for (plaintext, expected) in zip(NoiseVectors.transportPlaintexts, NoiseVectors.initiatorTransport) {
+        // The first cipher state is the initiator's sending one.
+        let (initiatorToResponder, responderToInitiator) = try #require(handshake.splitCipherStates())
+        var (send, receive) = isInitiator
+            ? (initiatorToResponder, responderToInitiator) : (responderToInitiator, initiatorToResponder)
+        let (sent, received) = isInitiator
+            ? (NoiseVectors.initiatorTransport, NoiseVectors.responderTransport)
+            : (NoiseVectors.responderTransport, NoiseVectors.initiatorTransport)
+        for (plaintext, expected) in zip(NoiseVectors.transportPlaintexts, sent) {
             #expect(try send.encrypt(associatedData: [], plaintext: plaintext) == expected)
         }
-        for (plaintext, ciphertext) in zip(NoiseVectors.transportPlaintexts, NoiseVectors.responderTransport) {
-            #expect(try receive.decrypt(associatedData: [], ciphertext: ciphertext) == plaintext)
-        }
-    }
-
-    @Test func responderWritesAndReadsTheKnownAnswers() throws {
-        var responder = NoiseVectors.responder()
-        #expect(try responder.readMessage(NoiseVectors.messages[0]) == NoiseVectors.payloads[0])
-        #expect(try responder.writeMessage(payload: NoiseVectors.payloads[1]) == NoiseVectors.messages[1])
-        #expect(try responder.readMessage(NoiseVectors.messages[2]) == NoiseVectors.payloads[2])
-        #expect(responder.remoteStaticKey == PeerKey(privateKey(NoiseVectors.initiatorStatic).publicKey))
-        #expect(responder.isComplete)
-        #expect(responder.handshakeHash == NoiseVectors.handshakeHash)
-
-        var (receive, send) = try #require(responder.splitCipherStates())
-        for (plaintext, expected) in zip(NoiseVectors.transportPlaintexts, NoiseVectors.responderTransport) {
-            #expect(try send.encrypt(associatedData: [], plaintext: plaintext) == expected)
-        }
-        for (plaintext, ciphertext) in zip(NoiseVectors.transportPlaintexts, NoiseVectors.initiatorTransport) {
+        for (plaintext, ciphertext) in zip(NoiseVectors.transportPlaintexts, received) {
             #expect(try receive.decrypt(associatedData: [], ciphertext: ciphertext) == plaintext)
         }
     }

@@ -11,31 +11,14 @@ import Testing
     static let valueLength = 182
     static let offered: Capabilities = [.secure, .resume]
 
-    /// What an interleaved exchange produced.
-    struct ResumeTranscript {
-        var receiverEvents: [SecureReceiverSession.Event] = []
-        var senderEvents: [SecureSenderSession.Event] = []
-        var receiverError: SecureSessionError?
-        var senderError: SecureSessionError?
-        var completedPayload: [UInt8]? {
-            for case .complete(let payload, _) in receiverEvents { return payload }
-            return nil
-        }
-        /// The bytes the receiver appended, in order, as a checkpoint would hold them.
-        var appended: [(offset: Int, bytes: [UInt8])] {
-            receiverEvents.compactMap { if case .appended(let offset, let bytes) = $0 { (offset, bytes) } else { nil } }
-        }
-    }
-
     /// Feeds the sender's values one at a time and the receiver's writes back right after
     /// each value (a link whose round trip is one value), until neither side has more.
     /// `forge` may replace the receiver's writes (by the count of values notified so far).
     static func interleaved(_ pair: inout SessionPair, forge: ((Int, inout SecureReceiverSession) throws(SecureSessionError) -> [[UInt8]]?)? = nil)
-        -> ResumeTranscript {
-        var transcript = ResumeTranscript()
-        var notified = 0
-        while transcript.receiverError == nil, transcript.senderError == nil, let value = pair.sender.nextValue() {
-            notified += 1
+        -> Transcript {
+        var transcript = Transcript()
+        while !transcript.failed, let value = pair.sender.nextValue() {
+            transcript.notified.append(value)
             var writes: [[UInt8]] = []
             do throws(SecureSessionError) {
                 let events = try pair.receiver.receiveNotification(value)
@@ -47,10 +30,11 @@ import Testing
                     default: break
                     }
                 }
-                if let forged = try forge?(notified, &pair.receiver) { writes += forged }
+                if let forged = try forge?(transcript.notified.count, &pair.receiver) { writes += forged }
             } catch {
                 transcript.receiverError = error
             }
+            transcript.written += writes
             do throws(SecureSessionError) {
                 for write in writes { transcript.senderEvents += try pair.sender.receiveWrite(write) }
             } catch {
@@ -151,50 +135,40 @@ import Testing
         }
     }
 
-    @Test func resumeBeyondTheLengthEndsTheSession() throws {
-        let payload = testPayload(20_000)
-        var pair = try Self.pair(payload: payload, held: [])
-        let transcript = Self.interleaved(&pair, forge: Self.forgedResume(afterValues: 4, message: 0, offset: 20_001))
-        guard case .protocolViolation(let reason) = transcript.senderError else {
-            Issue.record("expected a protocol violation, got \(String(describing: transcript.senderError))")
-            return
+    /// The reason of the protocol violation `error` should be; records an issue for anything else.
+    static func violationReason(_ error: SecureSessionError?, sourceLocation: SourceLocation = #_sourceLocation) -> String? {
+        guard case .protocolViolation(let reason) = error else {
+            Issue.record("expected a protocol violation, got \(String(describing: error))", sourceLocation: sourceLocation)
+            return nil
         }
-        #expect(reason.contains("beyond"))
+        return reason
+    }
+
+    /// A RESUME the sender must not accept, and what its refusal says.
+    struct BadResume: Sendable, CustomTestStringConvertible {
+        let testDescription: String
+        var offered: Capabilities = SecureResumeSessionTests.offered
+        var message: UInt32 = 0
+        let offset: UInt64
+        var times = 1
+        let reason: String
+    }
+
+    @Test("a RESUME the sender cannot honour ends the session", arguments: [
+        BadResume(testDescription: "beyond the length", offset: 20_001, reason: "beyond"),
+        BadResume(testDescription: "twice", offset: 100, times: 2, reason: "twice"),
+        BadResume(testDescription: "for another message", message: 1, offset: 100, reason: "message 1"),
+        BadResume(testDescription: "without the capability", offered: [.secure], offset: 100, reason: "not chosen"),
+    ])
+    func badResumeEndsTheSession(_ resume: BadResume) throws {
+        let payload = testPayload(20_000)
+        var pair = try Self.pair(payload: payload, held: [], offered: resume.offered)
+        let forge = Self.forgedResume(afterValues: 4, message: resume.message, offset: resume.offset, times: resume.times)
+        let transcript = Self.interleaved(&pair, forge: forge)
+        let reason = try #require(Self.violationReason(transcript.senderError))
+        #expect(reason.contains(resume.reason))
         #expect(pair.sender.state == .failed)
         #expect(pair.sender.nextValue() == nil)
-    }
-
-    @Test func resumeTwiceEndsTheSession() throws {
-        let payload = testPayload(20_000)
-        var pair = try Self.pair(payload: payload, held: [])
-        let transcript = Self.interleaved(&pair, forge: Self.forgedResume(afterValues: 4, message: 0, offset: 100, times: 2))
-        guard case .protocolViolation(let reason) = transcript.senderError else {
-            Issue.record("expected a protocol violation, got \(String(describing: transcript.senderError))")
-            return
-        }
-        #expect(reason.contains("twice"))
-    }
-
-    @Test func resumeForAnotherMessageEndsTheSession() throws {
-        let payload = testPayload(20_000)
-        var pair = try Self.pair(payload: payload, held: [])
-        let transcript = Self.interleaved(&pair, forge: Self.forgedResume(afterValues: 4, message: 1, offset: 100))
-        guard case .protocolViolation(let reason) = transcript.senderError else {
-            Issue.record("expected a protocol violation, got \(String(describing: transcript.senderError))")
-            return
-        }
-        #expect(reason.contains("message 1"))
-    }
-
-    @Test func resumeWithoutTheCapabilityEndsTheSession() throws {
-        let payload = testPayload(20_000)
-        var pair = try Self.pair(payload: payload, held: [], offered: [.secure])
-        let transcript = Self.interleaved(&pair, forge: Self.forgedResume(afterValues: 4, message: 0, offset: 100))
-        guard case .protocolViolation(let reason) = transcript.senderError else {
-            Issue.record("expected a protocol violation, got \(String(describing: transcript.senderError))")
-            return
-        }
-        #expect(reason.contains("not chosen"))
     }
 
     @Test func aForgedResumeMakesTheReceiverRefuseTheJump() throws {
@@ -204,11 +178,7 @@ import Testing
         var pair = try Self.pair(payload: payload, held: [])
         let transcript = Self.interleaved(&pair, forge: Self.forgedResume(afterValues: 4, message: 0, offset: 30_000))
         #expect(transcript.completedPayload == nil)
-        guard case .protocolViolation(let reason) = transcript.receiverError else {
-            Issue.record("expected a protocol violation, got \(String(describing: transcript.receiverError))")
-            return
-        }
-        #expect(reason.contains("DATA at offset 30000"))
+        #expect(Self.violationReason(transcript.receiverError)?.contains("DATA at offset 30000") == true)
     }
 
     @Test func multiResumesEachMessageOnItsOwn() throws {
@@ -219,7 +189,7 @@ import Testing
         var pair = try SessionPair(payload: first, valueLength: Self.valueLength, offered: [.secure, .multi, .resume],
                                    wantsMulti: true,
                                    heldPrefix: { _, header in header.digest == secondDigest ? Array(second[..<7_000]) : [] })
-        var transcript = ResumeTranscript()
+        var transcript = Transcript()
         var sentSecond = false
         for _ in 0..<10_000 {
             var step = Self.interleaved(&pair)

@@ -57,6 +57,10 @@ struct Transcript {
     var sawHeader: Bool { receiverEvents.contains { if case .header = $0 { true } else { false } } }
     var sawEndOfStream: Bool { receiverEvents.contains(.endOfStream) }
     var failed: Bool { receiverError != nil || senderError != nil }
+    /// The bytes the receiver appended, in order, as a checkpoint would hold them.
+    var appended: [(offset: Int, bytes: [UInt8])] {
+        receiverEvents.compactMap { if case .appended(let offset, let bytes) = $0 { (offset, bytes) } else { nil } }
+    }
 }
 
 /// Shuffles `values` in blocks of `block` consecutive values: none gets further than

@@ -16,6 +16,18 @@ struct BusFixture: Sendable {
         return BusFixture(bus: bus, server: server, client: client)
     }
 
+    /// A fixture whose server has exported what `export` exports (stopped again if that fails).
+    static func start(exporting export: (DBusConnection) throws -> Void) async throws -> BusFixture {
+        let fixture = try await start()
+        do {
+            try export(fixture.server)
+        } catch {
+            fixture.stop()
+            throw error
+        }
+        return fixture
+    }
+
     func stop() {
         client.close()
         server.close()
@@ -40,6 +52,15 @@ struct BusFixture: Sendable {
             interface: "org.freedesktop.DBus.Debug.Stats", method: "GetConnectionStats",
             arguments: [.string(connection.uniqueName)])
         return stats.first?.vardict?["MatchRules"]?.uint32
+    }
+
+    /// `matchRuleCount(of:)` once the bus has processed what the client sent before (a Ping
+    /// answered after it).
+    func settledMatchRuleCount(of connection: DBusConnection) async throws -> UInt32? {
+        _ = try await client.call(
+            destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus.Peer",
+            method: "Ping")
+        return try await matchRuleCount(of: connection)
     }
 }
 

@@ -1,6 +1,8 @@
 import BlueZ
 import Foundation
 @testable import Roles
+import Testing
+import TestSupport
 import Transfer
 
 /// A sink that keeps messages in memory.
@@ -121,5 +123,12 @@ enum CentralTestData {
             adapterName: adapter, messageCount: count, requestFramed: framed, idleTimeout: idle,
             connectTimeout: .seconds(10), servicesResolveTimeout: .seconds(10),
             backoff: BackoffPolicy(initial: .milliseconds(100), maximum: .seconds(1)))
+    }
+}
+
+extension Trait where Self == ConditionTrait {
+    /// Runs a suite or test only where BlueZoo can run (dbus-daemon and bluezoo installed).
+    static var needsBlueZoo: Self {
+        .enabled(if: BlueZooBus.isAvailable, "needs dbus-daemon and bluezoo (pip install bluezoo)")
     }
 }
