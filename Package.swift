@@ -4,12 +4,14 @@ import PackageDescription
 // Layers, top to bottom (dependencies point down only):
 //   bletransfer (CLI: parsing, and the checks that combine options)
 //     → Daemon (the daemon's run, event rendering, exit statuses)
-//     → Roles (engines; the role options, checked and mapped once) → Transfer (pure) and BlueZ
+//     → Roles (engines under one manager-state supervisor; the role options, checked and mapped
+//     once) → Transfer and Trust (pure: wire formats; keys, Noise XX, records) and BlueZ
 //     → DBus → CDBus / CBlueZ (C shims). Roles and above never import DBus: BlueZ's public API
 //     speaks in BlueZ types (`DeviceReference`, `Adapter`, typed streams); its D-Bus-typed
 //     members are `package`, for BlueZ's tests and the test support.
 //   BluetoothModel (UUIDs, addresses, power states; pure) sits below both Transfer and BlueZ.
 //   DaemonSupport (systemd, logging, signals, outbox) sits below Roles, Daemon and the CLI.
+//   SystemCalls (the one EINTR/EAGAIN helper) sits below everything that makes socket calls.
 // Tests: one target per library, CLITests for the command line; TestSupport (under Tests/)
 // holds what they share.
 let package = Package(
