@@ -99,7 +99,7 @@ import Transfer
         _ = delivery.handle(.hungUp(reason: "the central unsubscribed", drainedWhenClosed: nil))
         #expect(delivery.handle(.recordedAfterHangUp) == [])
         let actions = delivery.handle(.timerFired(.acknowledgementGrace))
-        #expect(actions.first == .reportAborted("the central left without acknowledging the message"))
+        #expect(actions.first == .reportAborted("the central left without acknowledging the message, after 10 of 10 bytes"))
         #expect(!delivery.isDelivered && delivery.isOver)
     }
 
@@ -209,7 +209,7 @@ import Transfer
             .deliver, .cancelTimer(.deadline), .cancelTimer(.acknowledgementGrace), .closeChannel, .end(announce: true),
         ])
         #expect(delivery.handle(.timerFired(.acknowledgementGrace)) == [
-            .reportAborted("the central left without acknowledging the message"),
+            .reportAborted("the central left without acknowledging the message, after 10 of 10 bytes"),
             .cancelTimer(.deadline), .closeChannel, .end(announce: true),
         ])
     }

@@ -252,7 +252,8 @@ struct SubscriptionDelivery: Sendable, Hashable {
             actions.append(.checkBluetoothNow)
         case .acknowledgementGrace:
             if !isDelivered {
-                abort(&actions, reason: "the central left without acknowledging the message")
+                // How far the stream had got says what the link may have lost in flight.
+                abort(&actions, reason: "the central left without acknowledging the message, after \(bytesSent) of \(totalBytes) bytes")
             }
         }
     }
