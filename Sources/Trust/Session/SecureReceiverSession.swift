@@ -19,6 +19,12 @@ import Crypto
 /// sealed RESUME with that offset; DATA bytes below it are skipped, the rest appended, and the
 /// SHA-256 over held + new bytes still decides. A resumed message that fails it is refused with
 /// a sealed ACK `03` (`.refusedDigestMismatch`), so the sender knows the checkpoint was bad.
+///
+/// A central without keys (`init(plainHello:…)`), or one with keys that allows peers without
+/// them (`acceptsPlain`), takes a prefix without `secure` as version 2's plain mode: no
+/// handshake, plain records (type `03`) in both directions, the same message rules and bounds;
+/// the payload is still checked against the HEADER's length and SHA-256, but nothing proves
+/// who sent it.
 public struct SecureReceiverSession: Sendable {
     public enum Event: Sendable, Equatable {
         /// A value to write to the characteristic, in order.
@@ -43,8 +49,9 @@ public struct SecureReceiverSession: Sendable {
         case refusedDigestMismatch(MessageHeader)
     }
 
-    /// The bytes a checkpoint holds for this sender and message (empty: none).
-    public typealias HeldPrefix = @Sendable (PeerKey, MessageHeader) -> [UInt8]
+    /// The bytes a checkpoint holds for this sender and message (empty: none). The key is nil
+    /// in the plain mode: the sender is not authenticated.
+    public typealias HeldPrefix = @Sendable (PeerKey?, MessageHeader) -> [UInt8]
 
     private enum Phase: Sendable, Equatable {
         case awaitingPrefix, awaitingMessage1, awaitingMessage3, awaitingHeader, receivingData, awaitingClose, closed
@@ -52,8 +59,10 @@ public struct SecureReceiverSession: Sendable {
 
     public private(set) var remotePeer: AuthorizedPeers.Peer?
 
-    private let identity: HostIdentity
-    private let authorizedPeers: AuthorizedPeers
+    /// Nil: a central without keys (plain mode only).
+    private let trust: (identity: HostIdentity, authorizedPeers: AuthorizedPeers)?
+    /// A prefix without `secure` is taken as the plain mode (otherwise `.notSecure`).
+    private let acceptsPlain: Bool
     private let hello: HelloV2
     private let maximumPayloadLength: Int
     private var phase = Phase.awaitingPrefix
@@ -87,13 +96,31 @@ public struct SecureReceiverSession: Sendable {
     ///   - hello: the HELLO v2 this central wrote.
     ///   - maximumPayloadLength: a HEADER announcing more is refused (`.tooLarge`) before DATA.
     ///   - maximumWriteLength: ATT MTU − 3 for our writes (brought within 20...512).
+    ///   - acceptsPlain: a sender that answers without `secure` is served in the plain mode
+    ///     (this side does not require the secure mode).
     public init(
         identity: HostIdentity, authorizedPeers: AuthorizedPeers, hello: HelloV2,
-        maximumPayloadLength: Int, maximumWriteLength: Int, heldPrefix: HeldPrefix? = nil
+        maximumPayloadLength: Int, maximumWriteLength: Int, heldPrefix: HeldPrefix? = nil,
+        acceptsPlain: Bool = false
     ) {
+        self.init(trust: (identity, authorizedPeers), acceptsPlain: acceptsPlain, hello: hello,
+                  maximumPayloadLength: maximumPayloadLength, maximumWriteLength: maximumWriteLength,
+                  heldPrefix: heldPrefix)
+    }
+
+    /// A central without keys: version 2's plain mode only (a sender that chose `secure`
+    /// cannot have, as this HELLO did not offer it).
+    public init(plainHello hello: HelloV2, maximumPayloadLength: Int, maximumWriteLength: Int,
+                heldPrefix: HeldPrefix? = nil) {
+        self.init(trust: nil, acceptsPlain: true, hello: hello, maximumPayloadLength: maximumPayloadLength,
+                  maximumWriteLength: maximumWriteLength, heldPrefix: heldPrefix)
+    }
+
+    private init(trust: (identity: HostIdentity, authorizedPeers: AuthorizedPeers)?, acceptsPlain: Bool,
+                 hello: HelloV2, maximumPayloadLength: Int, maximumWriteLength: Int, heldPrefix: HeldPrefix?) {
         self.heldPrefix = heldPrefix
-        self.identity = identity
-        self.authorizedPeers = authorizedPeers
+        self.trust = trust
+        self.acceptsPlain = acceptsPlain
         self.hello = hello
         self.maximumPayloadLength = max(maximumPayloadLength, 0)
         writer = SequencedStreamWriter(maximumValueLength: maximumWriteLength)
@@ -103,6 +130,8 @@ public struct SecureReceiverSession: Sendable {
     /// prefix magic and version 2.
     /// The sender chose `multi`: several messages may follow in this session.
     public var carriesSeveralMessages: Bool { chosen.contains(.multi) }
+    /// The sender chose the secure mode (false before the prefix arrived, and in the plain mode).
+    public var isSecure: Bool { chosen.contains(.secure) }
     /// How many messages completed (verified) in this session.
     public private(set) var completedCount = 0
 
@@ -214,12 +243,20 @@ public struct SecureReceiverSession: Sendable {
             } catch {
                 throw .protocolViolation(error.description)
             }
-            guard prefix.chosen.contains(.secure) else { throw .notSecure }
             chosen = prefix.chosen
-            handshake = NoiseXXHandshake(
-                role: .responder, staticKey: identity.privateKey,
-                prologue: StreamPrefix.prologue(hello: hello, prefix: prefix))
-            phase = .awaitingMessage1
+            if prefix.chosen.contains(.secure), let trust {
+                handshake = NoiseXXHandshake(
+                    role: .responder, staticKey: trust.identity.privateKey,
+                    prologue: StreamPrefix.prologue(hello: hello, prefix: prefix))
+                phase = .awaitingMessage1
+            } else {
+                // `secure` chosen without our keys cannot happen (not offered: `StreamPrefix`
+                // refuses it); without `secure`, the plain mode when this side allows it.
+                guard acceptsPlain, !prefix.chosen.contains(.secure) else { throw .notSecure }
+                opener = .plain
+                sealer = .plain
+                phase = .awaitingHeader
+            }
         }
         guard !rest.isEmpty else { return events }
         let completed: [Frame]
@@ -237,7 +274,7 @@ public struct SecureReceiverSession: Sendable {
         case .awaitingPrefix:
             throw .protocolViolation("frame before the stream prefix")
         case .awaitingMessage1, .awaitingMessage3:
-            guard frame.type == .handshake, var handshake else {
+            guard frame.type == .handshake, var handshake, let trust else {
                 throw .protocolViolation("record before the handshake finished")
             }
             defer { self.handshake = handshake }
@@ -249,7 +286,7 @@ public struct SecureReceiverSession: Sendable {
                     phase = .awaitingMessage3
                     return writer.drain().map(Event.write)
                 }
-                let peer = try handshake.authorizeRemote(by: authorizedPeers)
+                let peer = try handshake.authorizeRemote(by: trust.authorizedPeers)
                 let keys = try handshake.transportKeys()
                 remotePeer = peer
                 opener = keys.opener
@@ -345,8 +382,9 @@ public struct SecureReceiverSession: Sendable {
             payload.reserveCapacity(Int(announced.payloadLength))
             phase = .receivingData
             var events: [Event] = [.header(announced)]
-            if chosen.contains(.resume), let heldPrefix, let sender = remotePeer?.key {
-                let held = heldPrefix(sender, announced)
+            // The plain mode keys checkpoints by no sender (nil): the SHA-256 at END decides.
+            if chosen.contains(.resume), let heldPrefix, remotePeer != nil || !isSecure {
+                let held = heldPrefix(remotePeer?.key, announced)
                 if !held.isEmpty, UInt64(held.count) <= announced.payloadLength {
                     events += try resume(announced, holding: held)
                 }

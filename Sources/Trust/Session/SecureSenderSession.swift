@@ -3,6 +3,11 @@ import Crypto
 /// Peripheral side (the data holder, Noise initiator) of one version-2 secure session carrying
 /// one message, or with `multi` several in turn (docs/wire-v2.md, sections 2 to 4).
 ///
+/// Without keys (`init(plainAnswering:…)`) the same session runs in version 2's plain mode:
+/// the prefix without `secure`, no handshake, and plain records (type `03`) from the first
+/// byte after the prefix; `multi`, `meta` and `resume` work as in the secure mode, with
+/// nothing authenticated or encrypted.
+///
 /// Notification stream: prefix and handshake message 1, then a pause until the central's
 /// message 2 arrived and its key was found among the authorized peers; then message 3, the
 /// sealed HEADER, DATA records, END and CLOSE `00`, and the bare `EOM`. The central's writes
@@ -61,7 +66,8 @@ public struct SecureSenderSession: Sendable {
     public private(set) var resumedAt: UInt64?
     public private(set) var endOfMessageSent = false
 
-    private let authorizedPeers: AuthorizedPeers
+    /// Nil in the plain mode.
+    private let authorizedPeers: AuthorizedPeers?
     private var payload: [UInt8]
     private var header: MessageHeader
     /// `multi` was chosen: the stream pauses after each END for its ACK, and the caller
@@ -71,7 +77,8 @@ public struct SecureSenderSession: Sendable {
     public private(set) var acknowledgedCount = 0
     /// The message number of the message being sent (or last sent).
     public var currentMessageNumber: UInt32 { header.message }
-    private var handshake: NoiseXXHandshake
+    /// Nil in the plain mode.
+    private var handshake: NoiseXXHandshake?
     private var sealer: RecordSealer?
     private var opener: RecordOpener?
     private var writer: SequencedStreamWriter
@@ -111,6 +118,18 @@ public struct SecureSenderSession: Sendable {
                       wantsMulti: wantsMulti, acceptsResume: acceptsResume, firstMessageNumber: Self.messageNumber)
     }
 
+    /// Version 2's plain mode, for a sender without keys (or one that serves peers without
+    /// them): answers `hello` without `secure` whatever it offered, and sends plain records
+    /// right after the prefix.
+    public init(
+        plainAnswering hello: HelloV2, payload: [UInt8], digest: [UInt8], metadata: FileMetadata?,
+        maximumValueLength: Int, wantsMulti: Bool = false, acceptsResume: Bool = true
+    ) throws(SecureSessionError) {
+        try self.init(trust: nil, hello: hello, payload: payload, digest: digest, metadata: metadata,
+                      maximumValueLength: maximumValueLength, wantsMulti: wantsMulti, acceptsResume: acceptsResume,
+                      firstMessageNumber: Self.messageNumber)
+    }
+
     /// `firstMessageNumber`: what the first HEADER carries (0 on the wire; tests make a sender
     /// that numbers wrongly).
     init(
@@ -119,8 +138,19 @@ public struct SecureSenderSession: Sendable {
         maximumValueLength: Int, wantsMulti: Bool, acceptsResume: Bool = true, firstMessageNumber: UInt32
     ) throws(SecureSessionError) {
         guard hello.offered.contains(.secure) else { throw .notSecure }
+        try self.init(trust: (identity, authorizedPeers), hello: hello, payload: payload, digest: digest,
+                      metadata: metadata, maximumValueLength: maximumValueLength, wantsMulti: wantsMulti,
+                      acceptsResume: acceptsResume, firstMessageNumber: firstMessageNumber)
+    }
+
+    /// `trust` nil: the plain mode.
+    private init(
+        trust: (identity: HostIdentity, authorizedPeers: AuthorizedPeers)?, hello: HelloV2,
+        payload: [UInt8], digest: [UInt8], metadata: FileMetadata?,
+        maximumValueLength: Int, wantsMulti: Bool, acceptsResume: Bool, firstMessageNumber: UInt32
+    ) throws(SecureSessionError) {
         guard digest.count == 32 else { throw .protocolViolation("message digest of \(digest.count) bytes, not 32") }
-        var chosen: Capabilities = .secure
+        var chosen: Capabilities = trust == nil ? [] : .secure
         // `meta` is chosen whenever offered in a multi session: a later message may be named.
         if metadata != nil || wantsMulti, hello.offered.contains(.meta) { chosen.insert(.meta) }
         if wantsMulti, hello.offered.contains(.multi) { chosen.insert(.multi) }
@@ -128,15 +158,24 @@ public struct SecureSenderSession: Sendable {
         if acceptsResume, hello.offered.contains(.resume) { chosen.insert(.resume) }
         let prefix = StreamPrefix(answering: hello, supports: chosen)
         self.chosen = prefix.chosen
-        self.authorizedPeers = authorizedPeers
+        self.authorizedPeers = trust?.authorizedPeers
         self.payload = payload
         header = MessageHeader(
             message: firstMessageNumber, payloadLength: UInt64(payload.count), digest: digest,
             metadata: chosen.contains(.meta) ? metadata : nil)
-        handshake = NoiseXXHandshake(
-            role: .initiator, staticKey: identity.privateKey,
-            prologue: StreamPrefix.prologue(hello: hello, prefix: prefix))
         writer = SequencedStreamWriter(maximumValueLength: maximumValueLength)
+        guard let trust else {
+            // Plain: the records follow the prefix at once, in full-length values.
+            handshake = nil
+            sealer = .plain
+            opener = .plain
+            state = .sending
+            writer.append(prefix.encoded)
+            return
+        }
+        var handshake = NoiseXXHandshake(
+            role: .initiator, staticKey: trust.identity.privateKey,
+            prologue: StreamPrefix.prologue(hello: hello, prefix: prefix))
         state = .awaitingHandshake
         do {
             let message1 = try handshake.writeMessage()
@@ -145,7 +184,11 @@ public struct SecureSenderSession: Sendable {
         } catch {
             throw SecureSessionError(error)
         }
+        self.handshake = handshake
     }
+
+    /// The session runs in the secure mode (keys, handshake, sealed records).
+    public var isSecure: Bool { chosen.contains(.secure) }
 
     /// The next notification value, or nil while the session waits for the central (after
     /// message 1; after `EOM`) or has failed.
@@ -226,9 +269,10 @@ public struct SecureSenderSession: Sendable {
     private mutating func handle(_ frame: Frame) throws(SecureSessionError) -> [Event] {
         switch state {
         case .awaitingHandshake:
-            guard frame.type == .handshake else {
+            guard frame.type == .handshake, var handshake, let authorizedPeers else {
                 throw .protocolViolation("record before the handshake finished")
             }
+            defer { self.handshake = handshake }
             do {
                 _ = try handshake.readMessage(frame.body)
                 let peer = try handshake.authorizeRemote(by: authorizedPeers)
