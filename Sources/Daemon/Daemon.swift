@@ -25,7 +25,7 @@ public struct DaemonSettings: Sendable {
     public var maximumMessageSize: Int
     public var settleTime: Duration
     public var json: Bool
-    /// Receiver, secure mode: the resume spool's directory (nil: no resume).
+    /// Receiver, framed version 2: the resume spool's directory (nil: no resume).
     public var resumeSpoolDirectory: String?
     /// `--spool-dir` was given: a spool that cannot be used stops the daemon (otherwise a
     /// warning, and messages cut midway start again from byte 0).

@@ -189,7 +189,7 @@ struct DaemonCommand: AsyncParsableCommand {
             settleTime: settleTime.flatMap { try? OptionValidation.duration($0, option: "--settle-time", allowZero: true) }
                 ?? Outbox.defaultSettleTime,
             json: common.json, version: BLETransferVersion.current)
-        if role == .receiver, secureMode != nil {
+        if role == .receiver, !compat {
             settings.resumeSpoolDirectory = bounds.spoolDirectory ?? IdentityLocation.defaultDaemonSpoolDirectory()
             settings.resumeSpoolIsExplicit = bounds.spoolDirectory != nil
         }

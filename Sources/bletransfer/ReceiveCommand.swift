@@ -143,7 +143,7 @@ struct ReceiveCommand: AsyncParsableCommand {
         let resumeSpool: ResumeSpool?
         do {
             resumeSpool = try bounds.resumeSpool(
-                secure: secureMode != nil,
+                framed: receiverOptions.requestFramed,
                 defaultDirectory: ResumeSpool.defaultInteractiveDirectory(
                     environment: ProcessInfo.processInfo.environment, homeDirectory: NSHomeDirectory()),
                 outputDirectory: outputDirectory, warn: { logger.warning("\($0)") })

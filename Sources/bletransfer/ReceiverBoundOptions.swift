@@ -27,7 +27,7 @@ struct ReceiverBoundOptions: ParsableArguments {
     var quotaFiles: Int?
 
     @Option(name: .customLong("spool-dir"), help: ArgumentHelp(
-        "Secure mode: keep the verified start of an unfinished message here, mode 0700, so that the next visit resumes it "
+        "Framed version 2: keep the verified start of an unfinished message here, mode 0700, so that the next visit resumes it "
             + "(default: $XDG_STATE_HOME/bletransfer/spool or ~/.local/state/bletransfer/spool; the daemon: spool in its "
             + "state directory, /var/lib/bletransfer/spool). Never inside the output directory; at most 256 MiB, entries "
             + "removed after 7 days.",
@@ -55,12 +55,12 @@ struct ReceiverBoundOptions: ParsableArguments {
         if spoolDirectory?.isEmpty == true { throw ValidationError("--spool-dir: give a directory path") }
     }
 
-    /// The spool for `resume`: `--spool-dir`, else `defaultDirectory`. Nil without the secure
-    /// mode (nothing to resume) or when the default cannot be used (a warning says why; the
+    /// The spool for `resume`: `--spool-dir`, else `defaultDirectory`. Nil without the framed
+    /// format (`--compat`: nothing to resume) or when the default cannot be used (a warning says why; the
     /// receiver then starts every message at byte 0). An unusable `--spool-dir` is an error.
-    func resumeSpool(secure: Bool, defaultDirectory: String, outputDirectory: String?,
+    func resumeSpool(framed: Bool, defaultDirectory: String, outputDirectory: String?,
                      warn: (String) -> Void) throws(RoleFailure) -> ResumeSpool? {
-        guard secure else { return nil }
+        guard framed else { return nil }
         let directory = spoolDirectory ?? defaultDirectory
         if let outputDirectory, Self.isWithin(directory, outputDirectory) {
             // Nothing partial may ever appear in the output directory.

@@ -132,18 +132,19 @@ struct SecureEndToEndBlueZooTests {
     }
 
     @Test("a checkpoint in the receiver's spool: the sender continues from it, the rest only is notified",
-          arguments: [1, 150_000, 200_000])
-    func resumesFromTheSpool(held: Int) async throws {
+          arguments: [(1, true), (150_000, true), (200_000, true), (150_000, false)])
+    func resumesFromTheSpool(held: Int, keys: Bool) async throws {
         let bytes = CentralTestData.binary(200_000)
         let spool = try Self.temporarySpool()
         defer { try? FileManager.default.removeItem(atPath: spool.directory) }
         // What an earlier, cut visit left: the first `held` bytes from this sender.
         let header = MessageHeader(message: 0, payloadLength: UInt64(bytes.count), digest: OutgoingMessage(payload: bytes).digest)
-        spool.append(sender: Self.senderKey.publicKey, header: header, offset: 0, bytes: Array(bytes[..<held]))
+        // Without keys (the plain mode) a checkpoint is keyed by no sender.
+        spool.append(sender: keys ? Self.senderKey.publicKey : nil, header: header, offset: 0, bytes: Array(bytes[..<held]))
         let run = try await Self.exchange(
             bytes,
-            sender: Self.policy(Self.senderKey, trusting: Self.receiverKey),
-            receiver: Self.policy(Self.receiverKey, trusting: Self.senderKey),
+            sender: keys ? Self.policy(Self.senderKey, trusting: Self.receiverKey) : nil,
+            receiver: keys ? Self.policy(Self.receiverKey, trusting: Self.senderKey) : nil,
             resumeSpool: spool)
         #expect(run.receiveFailure == nil)
         #expect(run.received == 1 && run.delivered == 1)
@@ -236,16 +237,16 @@ struct SecureEndToEndBlueZooTests {
         #expect(!run.receiverEvents.contains { if case .progress = $0 { true } else { false } })
     }
 
-    @Test("a version-1 sender (no keys) against a receiver requiring the secure mode: refused, nothing stored")
+    @Test("a sender without keys (the plain mode) against a receiver requiring the secure mode: refused, nothing stored")
     func plainSenderAgainstSecureReceiver() async throws {
         let run = try await Self.refusedExchange(
             "plain framed", sender: nil, receiver: Self.policy(Self.receiverKey, trusting: Self.senderKey))
         #expect(Self.refusedReasons(run.receiverEvents).contains { $0.contains("without the secure mode") })
     }
 
-    @Test("with the secure mode allowed, not required: a version-1 sender is still received")
-    func secureOptionalFallsBackToVersion1() async throws {
-        let bytes = Array("version 1 still works".utf8)
+    @Test("with the secure mode allowed, not required: a sender without keys is received in the plain mode")
+    func secureOptionalFallsBackToPlain() async throws {
+        let bytes = Array("the plain mode still works".utf8)
         let run = try await Self.exchange(
             bytes, sender: nil,
             receiver: Self.policy(Self.receiverKey, trusting: Self.senderKey, requiresSecure: false))
@@ -277,17 +278,19 @@ struct SecureEndToEndBlueZooTests {
 
     /// The sender serves `messages` (stopped once the receiver's run is over); the receiver
     /// takes `wanted`.
-    static func multiExchange(_ messages: [OutgoingMessage], wanted: Int) async throws
+    /// `keys`: both hosts hold each other's keys (the secure mode); otherwise neither has any
+    /// (the plain mode).
+    static func multiExchange(_ messages: [OutgoingMessage], wanted: Int, keys: Bool = true) async throws
         -> (run: Run, stillToSend: Int) {
         let bus = try await BlueZooBus.start()
         defer { bus.stop() }
         let source = ListMessageSource(messages)
         let (senderSession, senderLog, sending) = try await startSender(
-            on: bus, secureMode: Self.policy(Self.senderKey, trusting: Self.receiverKey), source: source)
+            on: bus, secureMode: keys ? Self.policy(Self.senderKey, trusting: Self.receiverKey) : nil, source: source)
         defer { senderSession.close() }
 
         var receiverConfiguration = CentralTestData.configuration(count: wanted, adapter: "hci1")
-        receiverConfiguration.secureMode = Self.policy(Self.receiverKey, trusting: Self.senderKey)
+        receiverConfiguration.secureMode = keys ? Self.policy(Self.receiverKey, trusting: Self.senderKey) : nil
         let (receiverSession, central, receiverLog) = try await Self.receiver(on: bus, receiverConfiguration)
         defer { receiverSession.close() }
         let sink = CollectingSink()
@@ -332,10 +335,11 @@ struct SecureEndToEndBlueZooTests {
         events.filter { if case .connected = $0 { true } else { false } }.count
     }
 
-    @Test("five messages ready at the sender travel in ONE subscription, each acknowledged and counted")
-    func fiveMessagesInOneSession() async throws {
+    @Test("five messages ready at the sender travel in ONE subscription, each acknowledged and counted",
+          arguments: [true, false])
+    func fiveMessagesInOneSession(keys: Bool) async throws {
         let messages = Self.named(5)
-        let (run, left) = try await Self.multiExchange(messages, wanted: 5)
+        let (run, left) = try await Self.multiExchange(messages, wanted: 5, keys: keys)
         #expect(run.receiveFailure == nil)
         #expect(run.received == 5 && run.delivered == 5 && left == 0)
         #expect(run.messages.map(\.payload) == messages.map(\.payload))
@@ -344,13 +348,15 @@ struct SecureEndToEndBlueZooTests {
         #expect(Self.connections(run.receiverEvents) == 1)
         let delivered = run.senderEvents.compactMap(\.deliveredSummary)
         #expect(delivered.map(\.sequence) == [1, 2, 3, 4, 5])
-        #expect(delivered.allSatisfy { $0.format == .secure })
+        #expect(delivered.allSatisfy { $0.format == (keys ? .secure : .framed) })
+        #expect(run.messages.allSatisfy { ($0.authenticatedSender != nil) == keys })
     }
 
-    @Test("receive --count 3 from a sender holding 5: three in one visit, two stay to be sent")
-    func receiverTakesThreeInOneVisit() async throws {
+    @Test("receive --count 3 from a sender holding 5: three in one visit, two stay to be sent",
+          arguments: [true, false])
+    func receiverTakesThreeInOneVisit(keys: Bool) async throws {
         let messages = Self.named(5)
-        let (run, left) = try await Self.multiExchange(messages, wanted: 3)
+        let (run, left) = try await Self.multiExchange(messages, wanted: 3, keys: keys)
         #expect(run.receiveFailure == nil)
         #expect(run.received == 3)
         #expect(run.messages.map(\.payload) == messages.prefix(3).map(\.payload))

@@ -31,7 +31,8 @@ struct SecureFileNamesBlueZooTests {
     }
 
     /// One delivery of `message` into a fresh output directory.
-    static func exchange(_ message: OutgoingMessage, sender: SecureModePolicy?) async throws -> Run {
+    static func exchange(_ message: OutgoingMessage, sender: SecureModePolicy?,
+                         receiver: SecureModePolicy? = receiverPolicy) async throws -> Run {
         let bus = try await BlueZooBus.start()
         defer { bus.stop() }
         let directory = FilePath(FileManager.default.temporaryDirectory.appendingPathComponent("names-e2e-\(UUID().uuidString)").path)
@@ -46,7 +47,7 @@ struct SecureFileNamesBlueZooTests {
         let receiverSession = try await bus.openSession()
         defer { receiverSession.close() }
         var receiverConfiguration = CentralTestData.configuration(adapter: "hci1")
-        receiverConfiguration.secureMode = receiverPolicy
+        receiverConfiguration.secureMode = receiver
         let central = Central(configuration: receiverConfiguration, session: receiverSession)
         let receiverLog = PeripheralEventLog(following: central.events)
         let sink = try OutputDirectorySink(path: directory)
@@ -106,13 +107,27 @@ struct SecureFileNamesBlueZooTests {
         #expect(run.summaries.map(\.fileName) == [nil])
     }
 
-    @Test("a version-1 sender sends no name: the name is generated")
-    func version1KeepsGeneratedNames() async throws {
+    @Test("without keys on the sender, the plain mode carries the name")
+    func plainModeCarriesTheName() async throws {
         let run = try await Self.exchange(OutgoingMessage(payload: Array("plain".utf8), file: Self.photo), sender: nil)
         defer { try? FileManager.default.removeItem(atPath: run.directory.string) }
-        let name = run.storedPaths.first.flatMap { FilePath($0).lastComponent?.string } ?? ""
-        #expect(name.hasPrefix("message-") && name.hasSuffix(".txt"), "\(name)")
+        #expect(run.storedPaths == [run.directory.appending("photo.jpg").string])
         #expect(run.summaries.map(\.format) == [.framed])
-        #expect(run.summaries.map(\.fileName) == [nil])
+        #expect(run.summaries.map(\.fileName) == ["photo.jpg"])
+        #expect(run.summaries.map(\.peerKey) == [nil])
+    }
+
+    @Test("two hosts without keys: the plain mode carries the name and the mtime")
+    func keylessHostsKeepNames() async throws {
+        let run = try await Self.exchange(OutgoingMessage(payload: Array("no keys".utf8), file: Self.photo),
+                                          sender: nil, receiver: nil)
+        defer { try? FileManager.default.removeItem(atPath: run.directory.string) }
+        let stored = run.directory.appending("photo.jpg").string
+        #expect(run.storedPaths == [stored])
+        #expect(FileManager.default.contents(atPath: stored) == Data("no keys".utf8))
+        let modified = try FileManager.default.attributesOfItem(atPath: stored)[.modificationDate] as? Date
+        #expect(modified.map { Int($0.timeIntervalSince1970) } == Int(Self.photo.modificationSeconds))
+        #expect(run.summaries.map(\.format) == [.framed])
+        #expect(run.summaries.map(\.fileName) == ["photo.jpg"])
     }
 }

@@ -299,23 +299,30 @@ public final class Central: Sendable {
             var secureSession: SecureReceiverSession?
             let policy = configuration.secureMode
             if configuration.requestFramed, let writeType = Self.writeType(for: characteristic.flags) {
-                // With keys, a version-2 HELLO offering the secure mode; a version-1 peripheral
+                // A version-2 HELLO (the secure mode offered with keys); a version-1 peripheral
                 // reads its first 14 bytes as a version-1 HELLO and answers version 1.
                 let session = SessionID.random()
                 // `resume` only with a spool to keep checkpoints in.
                 let spool = configuration.resumeSpool
-                let offered: Capabilities = spool == nil ? [.secure, .meta, .multi] : [.secure, .meta, .multi, .resume]
-                let helloV2 = policy.map { _ in HelloV2(session: session.rawValue, offered: offered) }
-                let candidate = Hello(version: helloV2 == nil ? 1 : HelloV2.version, session: session)
+                var offered: Capabilities = [.meta, .multi]
+                if policy != nil { offered.insert(.secure) }
+                if spool != nil { offered.insert(.resume) }
+                let helloV2 = HelloV2(session: session.rawValue, offered: offered)
+                let candidate = Hello(version: HelloV2.version, session: session)
                 do {
-                    try await characteristic.writeValue(helloV2?.encoded ?? candidate.encoded, type: writeType)
+                    try await characteristic.writeValue(helloV2.encoded, type: writeType)
                     hello = candidate
-                    if let policy, let helloV2 {
+                    let maximumWriteLength = max(20, (characteristic.mtu ?? 23) - 3)
+                    if let policy {
                         secureSession = SecureReceiverSession(
                             identity: policy.identity, authorizedPeers: policy.authorizedPeers, hello: helloV2,
                             maximumPayloadLength: configuration.limits.maximumMessageSize,
-                            maximumWriteLength: max(20, (characteristic.mtu ?? 23) - 3),
-                            heldPrefix: Self.heldPrefix(in: spool))
+                            maximumWriteLength: maximumWriteLength, heldPrefix: Self.heldPrefix(in: spool),
+                            acceptsPlain: !policy.requiresSecure)
+                    } else {
+                        secureSession = SecureReceiverSession(
+                            plainHello: helloV2, maximumPayloadLength: configuration.limits.maximumMessageSize,
+                            maximumWriteLength: maximumWriteLength, heldPrefix: Self.heldPrefix(in: spool))
                     }
                 } catch let error as BluetoothError {
                     try Self.rethrowIfFatal(error)
@@ -382,8 +389,8 @@ public final class Central: Sendable {
         let storedAt = earlierCopy != nil ? nil : try await sink.store(message, sequence: sequence, from: peer)
         // The ACK means "stored": sealed in the secure mode (only this authenticated central
         // could have produced it), version 1's otherwise; compat has none.
-        let plainAck = assembly.isSecure ? nil : WireFormat.ackValue(for: message)
-        if assembly.isSecure || plainAck != nil {
+        let plainAck = assembly.isVersion2 ? nil : WireFormat.ackValue(for: message)
+        if assembly.isVersion2 || plainAck != nil {
             let type = Self.writeType(for: characteristic.flags) ?? .command
             var confirmed = false
             // The last message this run wants: in a multi session CLOSE 01 goes with its ACK,
@@ -426,7 +433,7 @@ public final class Central: Sendable {
             // Framed values carry sequence numbers; compat ones do not, and on a link with
             // several ATT bearers BlueZ may have handed them over out of order.
             var ordering: CompatOrdering?
-            if message.format != .framed && !assembly.isSecure {
+            if message.format != .framed && !assembly.isVersion2 {
                 let exposure = configuration.linkExposure(peer.address)
                 if exposure.mayReorder {
                     ordering = .atRisk(because: "the link has \(exposure.summary)")

@@ -78,11 +78,12 @@ struct MessageAssembly: Sendable {
     private(set) var finished = false
 
     private enum Mode: Sendable, Equatable {
-        /// A version-2 HELLO was written: the first values tell secure from version 1 or compat.
+        /// A version-2 HELLO was written: the first values tell version 2 from version 1 or compat.
         case undecided
         /// Version 1 or compat, through `MessageReceiver`.
-        case plain
-        case secure
+        case version1
+        /// Version 2, secure or plain, through `SecureReceiverSession`.
+        case version2
     }
 
     /// How many early values wait for the one that starts a version-2 stream before the
@@ -99,7 +100,7 @@ struct MessageAssembly: Sendable {
         receiver = MessageReceiver(limits: limits, sentHello: sentHello)
         self.secure = secure
         self.requiresSecure = requiresSecure
-        mode = secure == nil ? .plain : .undecided
+        mode = secure == nil ? .version1 : .undecided
         self.idleTimeout = idleTimeout
         self.minimumRate = max(0, minimumRate)
         self.rateGrace = rateGrace
@@ -107,15 +108,24 @@ struct MessageAssembly: Sendable {
         self.progressInterval = progressInterval
     }
 
-    var valuesReceived: Int { mode == .secure ? secureValuesReceived : receiver.valuesReceived }
-    var bytesReceived: Int { mode == .secure ? secureBytesReceived : receiver.progress.bytesSoFar }
+    var valuesReceived: Int { mode == .version2 ? secureValuesReceived : receiver.valuesReceived }
+    var bytesReceived: Int { mode == .version2 ? secureBytesReceived : receiver.progress.bytesSoFar }
     /// The payload length a framed header announced; nil before it (or for compat).
-    var announcedLength: Int? { mode == .secure ? secureAnnouncedLength : receiver.progress.totalBytes }
-    /// The transfer runs in the secure mode.
-    var isSecure: Bool { mode == .secure }
+    var announcedLength: Int? { mode == .version2 ? secureAnnouncedLength : receiver.progress.totalBytes }
+    /// The transfer runs in framed version 2 (secure or plain): its ACK is a record.
+    var isVersion2: Bool { mode == .version2 }
+    /// The transfer runs in version 2's secure mode.
+    var isSecure: Bool { mode == .version2 && (secure?.isSecure ?? false) }
     /// A secure session that carries several messages (`multi` chosen) and has not ended:
     /// after a `.complete`, the next message or the sender's CLOSE follows.
-    var expectsMoreMessages: Bool { mode == .secure && !finished && (secure?.carriesSeveralMessages ?? false) }
+    /// A secure session is (or will be, once the prefix is read) in the secure mode: the HELLO
+    /// offered it and the prefix, when read, chose it.
+    private var offeredSecureOrChoseIt: Bool {
+        guard let secure else { return false }
+        return secure.hasReadPrefix ? secure.isSecure : secure.offersSecure
+    }
+
+    var expectsMoreMessages: Bool { mode == .version2 && !finished && (secure?.carriesSeveralMessages ?? false) }
 
     /// The values to write to the peer now, in order (the secure handshake's message 2).
     mutating func takeWrites() -> [[UInt8]] {
@@ -128,7 +138,7 @@ struct MessageAssembly: Sendable {
     /// whose last wanted message this is): a sealed CLOSE `01` ("takes no more") goes with the
     /// ACK, and the session is over.
     mutating func secureAcknowledgement(alreadyStored: Bool, closing: Bool = false) throws(SecureSessionError) -> [[UInt8]] {
-        guard mode == .secure, var session = secure else { return [] }
+        guard mode == .version2, var session = secure else { return [] }
         defer { secure = session }
         let close = closing && session.carriesSeveralMessages
         if close { finished = true }
@@ -139,7 +149,7 @@ struct MessageAssembly: Sendable {
     func rateShortfall(at time: Duration) -> TransferFailure? {
         guard minimumRate > 0, time > rateGrace else { return nil }
         let owed = Double(minimumRate) * (time - rateGrace).seconds
-        let received = bytesReceived + (mode == .secure ? secureBytesOfEarlierMessages : 0)
+        let received = bytesReceived + (mode == .version2 ? secureBytesOfEarlierMessages : 0)
         guard Double(received) < owed else { return nil }
         return .refused(
             bound: "min-rate",
@@ -178,13 +188,14 @@ struct MessageAssembly: Sendable {
 
         case .ended(let reason):
             finished = true
-            if mode == .secure && authenticatedSender == nil {
+            if mode == .version2 && authenticatedSender == nil && offeredSecureOrChoseIt {
                 // A sender refuses an unlisted central right after reading its key (message 2).
                 return .failed(.transient("\(reason) during the secure handshake: the sender may not list this "
                                           + "host's key ('bletransfer id' prints it)"))
             }
-            if mode != .plain {
-                return .failed(.transient("\(reason) after \(bytesReceived) bytes of a secure transfer"))
+            if mode != .version1 {
+                let kind = isSecure ? "secure" : "framed"
+                return .failed(.transient("\(reason) after \(bytesReceived) bytes of a \(kind) transfer"))
             }
             let error = receiver.finishWithoutEOM()
             return .failed(.transient(error.map { "\($0) (\(reason))" } ?? reason))
@@ -194,9 +205,9 @@ struct MessageAssembly: Sendable {
             let first = firstValueAt == nil
             if first { firstValueAt = time }
             switch mode {
-            case .plain:
+            case .version1:
                 return handlePlain(value, first: first, at: time)
-            case .secure:
+            case .version2:
                 return handleSecure([value], at: time)
             case .undecided:
                 return decide(value, at: time)
@@ -209,17 +220,20 @@ struct MessageAssembly: Sendable {
     /// without it select `MessageReceiver` — or, when the secure mode is required, a refusal.
     private mutating func decide(_ value: [UInt8], at time: Duration) -> Step {
         if SecureReceiverSession.startsVersion2Stream(value) {
-            mode = .secure
+            mode = .version2
             let held = undecidedValues
             undecidedValues = []
             let step = handleSecure([value] + held, at: time)
             if case .failed = step { return step }
             if case .complete = step { return step }
-            if case .proceed(let progress) = step { return .formatDetected(.secure, progress: progress) }
+            if case .proceed(let progress) = step {
+                return .formatDetected(offeredSecureOrChoseIt ? .secure : .framed, progress: progress)
+            }
             return step
         }
         undecidedValues.append(value)
         let looksPlain = value == WireFormat.endOfMessage || Self.startsVersion1Stream(value)
+            || Self.cannotBeVersion2(value)
         guard looksPlain || undecidedValues.count >= Self.undecidedValueLimit else { return .proceed(progress: nil) }
         if requiresSecure {
             finished = true
@@ -227,18 +241,32 @@ struct MessageAssembly: Sendable {
                                     reason: "it answered without the secure mode (Apple's format or framed version 1); "
                                         + "this receiver takes messages from authorized peers only"))
         }
-        mode = .plain
+        mode = .version1
         let held = undecidedValues
         undecidedValues = []
         var last: Step = .proceed(progress: nil)
+        var detected: TransferFormat?
         for (index, value) in held.enumerated() {
             last = handlePlain(value, first: index == 0, at: time)
             switch last {
             case .failed, .complete: return last
+            case .formatDetected(let format, _): detected = format
             default: continue
             }
         }
+        // The format was told by the first held value: say it even when later ones followed.
+        if let detected, case .proceed(let progress) = last { return .formatDetected(detected, progress: progress) }
         return last
+    }
+
+    /// A value no version-2 sender sends: too short to carry a sequence number and a piece, a
+    /// first value (sequence 0) without the prefix, or a sequence number beyond the reorder
+    /// window, which a value overtaking the first could not have. A peer that ignored the HELLO
+    /// (Apple's flow) is thereby told at its first value, as without a version-2 HELLO.
+    static func cannotBeVersion2(_ value: [UInt8]) -> Bool {
+        guard value.count > WireFormat.framedSequenceLength else { return true }
+        let sequence = Int(value[0]) << 8 | Int(value[1])
+        return sequence == 0 || sequence >= WireFormat.reorderWindow
     }
 
     static func startsVersion1Stream(_ value: [UInt8]) -> Bool {
@@ -270,12 +298,12 @@ struct MessageAssembly: Sendable {
                 case .resumed(let offset):
                     resumedFrom = offset
                 case .appended(let offset, let bytes):
-                    if let senderKey, let currentHeader, ResumeSpool.checkpoints(currentHeader) {
+                    if senderKey != nil || !session.isSecure, let currentHeader, ResumeSpool.checkpoints(currentHeader) {
                         resumeSpool?.append(sender: senderKey, header: currentHeader, offset: offset, bytes: bytes)
                     }
                 case .refusedDigestMismatch(let header):
                     // The checkpoint (or what continued it) was bad: nothing of it is kept.
-                    if let senderKey { resumeSpool?.remove(sender: senderKey, header: header) }
+                    if senderKey != nil || !session.isSecure { resumeSpool?.remove(sender: senderKey, header: header) }
                     finished = true
                     return .failed(.transient("the resumed message did not verify (SHA-256); its checkpoint is discarded and nothing kept"))
                 case .header(let header):
@@ -290,7 +318,9 @@ struct MessageAssembly: Sendable {
                     progressed = true
                 case .complete(let payload, let header):
                     // Verified: the central stores it next; its checkpoint is of no more use.
-                    if let senderKey, ResumeSpool.checkpoints(header) { resumeSpool?.remove(sender: senderKey, header: header) }
+                    if senderKey != nil || !session.isSecure, ResumeSpool.checkpoints(header) {
+                        resumeSpool?.remove(sender: senderKey, header: header)
+                    }
                     var message = ReceivedMessage(
                         payload: payload, format: .framed,
                         header: FramedHeader(session: receiver.sentHello?.session ?? SessionID(rawValue: 0), payload: payload))
@@ -311,7 +341,7 @@ struct MessageAssembly: Sendable {
                 case .endOfStream where session.carriesSeveralMessages:
                     finished = true
                     guard session.completedCount > 0 else {
-                        return .failed(.transient("the secure stream ended without a verified message"))
+                        return .failed(.transient("the framed stream ended without a verified message"))
                     }
                     return .sessionEnded
                 case .endOfStream:
@@ -319,7 +349,7 @@ struct MessageAssembly: Sendable {
                     // its last value, so a hang-up right after the ACK cannot cut its stream.
                     guard let message = verifiedMessage else {
                         finished = true
-                        return .failed(.transient("the secure stream ended without a verified message"))
+                        return .failed(.transient("the framed stream ended without a verified message"))
                     }
                     finished = true
                     return .complete(message, duration: time - (firstValueAt ?? time))
@@ -347,7 +377,7 @@ struct MessageAssembly: Sendable {
         case .tooLarge(let announced, let limit):
             return .corrupt(.announcedLengthExceedsLimit(announced: announced, limit: limit))
         case .digestMismatch:
-            return .transient("the secure message did not verify (length or SHA-256); nothing kept")
+            return .transient("the message did not verify (length or SHA-256); nothing kept")
         default:
             return .transient("secure session failed: \(error)")
         }

@@ -97,6 +97,9 @@ struct SubscriptionDelivery: Sendable, Hashable {
     }
 
     let format: TransferFormat
+    /// Framed version 2 (secure or plain): ACKs are records of the session's stream, counted
+    /// in the session (`countedInSession`) and possibly after a hang-up.
+    let version2: Bool
     /// Values travel as confirmed indications.
     let confirmsIndications: Bool
     let totalBytes: Int
@@ -122,8 +125,9 @@ struct SubscriptionDelivery: Sendable, Hashable {
 
     var hasHungUp: Bool { hangUpReason != nil }
 
-    init(format: TransferFormat, confirmsIndications: Bool, totalBytes: Int, limits: Limits) {
+    init(format: TransferFormat, version2: Bool? = nil, confirmsIndications: Bool, totalBytes: Int, limits: Limits) {
         self.format = format
+        self.version2 = version2 ?? (format == .secure)
         self.confirmsIndications = confirmsIndications
         self.totalBytes = totalBytes
         self.limits = limits
@@ -195,7 +199,7 @@ struct SubscriptionDelivery: Sendable, Hashable {
                     reason: "it stayed subscribed \(Self.describe(limit)) after its ACK (--unsubscribe-timeout)")
             }
         case .countedInSession:
-            guard format == .secure, !isDelivered else { break }
+            guard version2, !isDelivered else { break }
             isDelivered = true
             if hasHungUp {
                 // The ACK raced the central's unsubscribing and still counts; the grace that
@@ -207,7 +211,7 @@ struct SubscriptionDelivery: Sendable, Hashable {
             arm(&actions, after: limit,
                 reason: "it stayed subscribed \(Self.describe(limit)) after the session's last ACK (--unsubscribe-timeout)")
         case .recordedAfterHangUp:
-            guard format == .secure, isDelivered, hasHungUp else { break }
+            guard version2, isDelivered, hasHungUp else { break }
             end(&actions, announce: true)
         case .hungUp(let reason, let drained):
             hangUp(&actions, reason: reason, drainedWhenClosed: drained)

@@ -323,9 +323,9 @@ actor SubscriptionServer {
         let valueLength = configuration.valueSizeLimit.map { min($0, channel.maximumValueLength) } ?? channel.maximumValueLength
         if let policy = configuration.secureMode {
             if let version2 = centralHello.version2, version2.offered.contains(.secure) {
-                return startSecure(channel: channel, device: device, hello: version2, policy: policy,
-                                   message: message, sequence: sequence, valueLength: valueLength,
-                                   usesSocket: usesSocket, indications: indications)
+                return startVersion2(channel: channel, device: device, hello: version2, policy: policy,
+                                     message: message, sequence: sequence, valueLength: valueLength,
+                                     usesSocket: usesSocket, indications: indications)
             }
             if policy.requiresSecure {
                 let offer = centralHello.version2 != nil ? "framed version 2 without the secure mode"
@@ -334,6 +334,13 @@ actor SubscriptionServer {
                        + "authorized peers only, nothing was sent")
                 return nil
             }
+        }
+        // A version-2 central without the secure mode on either side: version 2's plain mode
+        // (several messages, names, resume), nothing authenticated.
+        if let version2 = centralHello.version2 {
+            return startVersion2(channel: channel, device: device, hello: version2, policy: nil,
+                                 message: message, sequence: sequence, valueLength: valueLength,
+                                 usesSocket: usesSocket, indications: indications)
         }
         let sender = MessageSender(message: message, replyingTo: centralHello.hello, maximumValueLength: valueLength)
         return begin(channel: channel, device: device, message: message, sequence: sequence,
@@ -347,7 +354,8 @@ actor SubscriptionServer {
     /// Starts serving one subscription: its delivery, events, the transfer task `transfer`
     /// (given the subscription's id and, with indications, the confirmations) and its deadline.
     fileprivate func begin(channel: any NotificationChannel, device: DeviceReference?, message: OutgoingMessage, sequence: Int,
-                           format: TransferFormat, header: FramedHeader?, valueLength: Int, valueCount: Int,
+                           format: TransferFormat, version2: Bool = false, header: FramedHeader?,
+                           valueLength: Int, valueCount: Int,
                            usesSocket: Bool, indications: Bool,
                            secureWrites: AsyncStream<[UInt8]>.Continuation?,
                            transfer: @escaping @Sendable (_ id: Int, _ confirmations: AsyncStream<Void>?) async -> Void) -> Int {
@@ -363,7 +371,7 @@ actor SubscriptionServer {
             id: id, device: device, peer: peer, message: message, sequence: sequence, format: format,
             header: header, channel: channel, startedAt: .now, sessionStartedAt: .now, usesSocket: usesSocket,
             meter: ProgressMeter(totalBytes: message.payload.count),
-            delivery: SubscriptionDelivery(format: format, confirmsIndications: indications,
+            delivery: SubscriptionDelivery(format: format, version2: version2, confirmsIndications: indications,
                                            totalBytes: message.payload.count, limits: limits),
             secureWrites: secureWrites)
         emitEvent(.subscribed(peer, mtu: valueLength + 3, format: format))
@@ -621,7 +629,7 @@ actor SubscriptionServer {
                 ? compatOrderingRisk(&subscription) : nil,
             peerKey: subscription.authenticatedPeer,
             resumedFrom: subscription.resumedFrom,
-            payloadBytesOnAir: subscription.format == .secure ? payloadBytesOnAir.removeValue(forKey: subscription.message.digest) : nil)
+            payloadBytesOnAir: subscription.secureWrites != nil ? payloadBytesOnAir.removeValue(forKey: subscription.message.digest) : nil)
     }
 }
 
@@ -629,23 +637,31 @@ actor SubscriptionServer {
 // MARK: Secure mode
 
 extension SubscriptionServer {
-    /// Serves `message` to a central whose version-2 HELLO offered the secure mode.
-    fileprivate func startSecure(channel: any NotificationChannel, device: DeviceReference?, hello: HelloV2,
-                                 policy: SecureModePolicy, message: OutgoingMessage, sequence: Int, valueLength: Int,
-                                 usesSocket: Bool, indications: Bool) -> Int? {
+    /// Serves `message` to a central that wrote a version-2 HELLO: in the secure mode with
+    /// `policy` (the HELLO offered it), in the plain mode without.
+    fileprivate func startVersion2(channel: any NotificationChannel, device: DeviceReference?, hello: HelloV2,
+                                   policy: SecureModePolicy?, message: OutgoingMessage, sequence: Int, valueLength: Int,
+                                   usesSocket: Bool, indications: Bool) -> Int? {
         let session: SecureSenderSession
+        let wantsMulti = configuration.sessionMessageLimit > 1
         do {
-            session = try SecureSenderSession(
-                identity: policy.identity, authorizedPeers: policy.authorizedPeers, hello: hello,
-                payload: message.payload, digest: message.digest,
-                metadata: Self.fileMetadata(message.file), maximumValueLength: valueLength,
-                wantsMulti: configuration.sessionMessageLimit > 1)
+            if let policy {
+                session = try SecureSenderSession(
+                    identity: policy.identity, authorizedPeers: policy.authorizedPeers, hello: hello,
+                    payload: message.payload, digest: message.digest,
+                    metadata: Self.fileMetadata(message.file), maximumValueLength: valueLength, wantsMulti: wantsMulti)
+            } else {
+                session = try SecureSenderSession(
+                    plainAnswering: hello, payload: message.payload, digest: message.digest,
+                    metadata: Self.fileMetadata(message.file), maximumValueLength: valueLength, wantsMulti: wantsMulti)
+            }
         } catch {
-            refuse(device: device, reason: "its secure session could not start: \(error)")
+            refuse(device: device, reason: "its framed version 2 session could not start: \(error)")
             return nil
         }
         let (writes, writesContinuation) = AsyncStream<[UInt8]>.makeStream(bufferingPolicy: .bufferingOldest(Self.secureWriteBacklog))
-        return begin(channel: channel, device: device, message: message, sequence: sequence, format: .secure,
+        return begin(channel: channel, device: device, message: message, sequence: sequence,
+                     format: session.isSecure ? .secure : .framed, version2: true,
                      header: nil, valueLength: valueLength,
                      valueCount: SecureSenderSession.estimatedValueCount(payloadLength: message.payload.count,
                                                                          maximumValueLength: valueLength),
@@ -708,7 +724,8 @@ extension SubscriptionServer {
         // A fresh delivery (and bound) for the next message; the last one's timers stop.
         for timer in ongoing.timers.values { timer.cancel() }
         ongoing.timers = [:]
-        ongoing.delivery = SubscriptionDelivery(format: ongoing.format, confirmsIndications: ongoing.confirmations != nil,
+        ongoing.delivery = SubscriptionDelivery(format: ongoing.format, version2: true,
+                                                confirmsIndications: ongoing.confirmations != nil,
                                                 totalBytes: next.message.payload.count, limits: ongoing.delivery.limits)
         ongoing.message = next.message
         ongoing.sequence = next.sequence

@@ -11,7 +11,9 @@ import Trust
 /// same sender continues where the cut one stopped instead of at byte 0.
 ///
 /// An entry is keyed by the sender's static key and the message's SHA-256 and length from its
-/// HEADER (one file, named from the three). Bytes are appended as each DATA record opens, so an
+/// HEADER (one file, named from the three). In version 2's plain mode no key authenticates the
+/// sender: its entries share the name `plain` in place of the key, and only the SHA-256 over
+/// the whole message, checked at its END, decides whether a checkpoint was sound. Bytes are appended as each DATA record opens, so an
 /// entry survives a cut link and a killed receiver alike: at worst it ends a record short.
 /// Nothing partial ever reaches the output directory; the spool is a directory of its own,
 /// mode 0700, its files 0600.
@@ -97,18 +99,18 @@ public final class ResumeSpool: Sendable {
     public static let serviceDaemonDirectory = "/var/lib/bletransfer/spool"
 
 
-    /// The file name of an entry: sender key, SHA-256 and length, all hex or decimal.
-    static func entryName(sender: PeerKey, digest: [UInt8], length: UInt64) -> String {
-        hex(sender.rawBytes) + "-" + hex(digest) + "-" + String(length) + ".part"
+    /// The file name of an entry: sender key (or `plain`), SHA-256 and length, all hex or decimal.
+    static func entryName(sender: PeerKey?, digest: [UInt8], length: UInt64) -> String {
+        (sender.map { hex($0.rawBytes) } ?? "plain") + "-" + hex(digest) + "-" + String(length) + ".part"
     }
 
-    private func path(sender: PeerKey, header: MessageHeader) -> String {
+    private func path(sender: PeerKey?, header: MessageHeader) -> String {
         directory + "/" + Self.entryName(sender: sender, digest: header.digest, length: header.payloadLength)
     }
 
     /// The bytes held for this message (empty: no entry). A stale or oversized entry is
     /// removed instead.
-    public func heldPrefix(sender: PeerKey, header: MessageHeader) -> [UInt8] {
+    public func heldPrefix(sender: PeerKey?, header: MessageHeader) -> [UInt8] {
         lock.withLock { _ in
             let path = path(sender: sender, header: header)
             guard let data = FileManager.default.contents(atPath: path) else { return [] }
@@ -123,7 +125,7 @@ public final class ResumeSpool: Sendable {
     /// Appends `bytes` at `offset` of the message's entry (created 0600 at offset 0). Bytes
     /// that would not fit the spool's bound are not kept: the checkpoint stays shorter. An
     /// `offset` other than the entry's length (a gap, or bytes held already) leaves it as is.
-    public func append(sender: PeerKey, header: MessageHeader, offset: Int, bytes: [UInt8]) {
+    public func append(sender: PeerKey?, header: MessageHeader, offset: Int, bytes: [UInt8]) {
         guard !bytes.isEmpty else { return }
         lock.withLock { _ in
             let path = path(sender: sender, header: header)
@@ -150,7 +152,7 @@ public final class ResumeSpool: Sendable {
     }
 
     /// Removes the message's entry: it was stored, or it failed verification.
-    public func remove(sender: PeerKey, header: MessageHeader) {
+    public func remove(sender: PeerKey?, header: MessageHeader) {
         lock.withLock { _ in _ = unlink(path(sender: sender, header: header)) }
     }
 

@@ -132,6 +132,10 @@ public struct SecureReceiverSession: Sendable {
     public var carriesSeveralMessages: Bool { chosen.contains(.multi) }
     /// The sender chose the secure mode (false before the prefix arrived, and in the plain mode).
     public var isSecure: Bool { chosen.contains(.secure) }
+    /// The stream's prefix arrived: `isSecure` and `carriesSeveralMessages` are known.
+    public var hasReadPrefix: Bool { phase != .awaitingPrefix }
+    /// This central's HELLO offered the secure mode.
+    public var offersSecure: Bool { hello.offered.contains(.secure) }
     /// How many messages completed (verified) in this session.
     public private(set) var completedCount = 0
 
