@@ -124,3 +124,64 @@ func exchange(
     }
     return transcript
 }
+
+extension SessionPair {
+    /// The central of a plain session: without keys, or with keys (authorizing the peripheral's
+    /// identity, which a plain sender never shows) and the given policy on plain answers.
+    enum PlainCentral: Sendable {
+        case keyless
+        case keyed(acceptsPlain: Bool)
+    }
+
+    /// The session id every test HELLO carries.
+    static let testSession: UInt64 = 0x0102_0304_0506_0708
+
+    /// Both ends of one session in version 2's plain mode: the sender answers `offered` without
+    /// keys (`plainAnswering:`); the central is `central`.
+    init(
+        plainPayload payload: [UInt8], valueLength: Int, metadata: FileMetadata? = nil,
+        offered: Capabilities = [], central kind: PlainCentral = .keyless, maximumPayloadLength: Int = 1 << 30,
+        wantsMulti: Bool = false, heldPrefix: SecureReceiverSession.HeldPrefix? = nil
+    ) throws {
+        peripheral = HostIdentity()
+        central = HostIdentity()
+        let hello = HelloV2(session: Self.testSession, offered: offered)
+        sender = try SecureSenderSession(
+            plainAnswering: hello, payload: payload, digest: Array(SHA256.hash(data: payload)), metadata: metadata,
+            maximumValueLength: valueLength, wantsMulti: wantsMulti)
+        switch kind {
+        case .keyless:
+            receiver = SecureReceiverSession(
+                plainHello: hello, maximumPayloadLength: maximumPayloadLength, maximumWriteLength: valueLength,
+                heldPrefix: heldPrefix)
+        case .keyed(let acceptsPlain):
+            receiver = SecureReceiverSession(
+                identity: central, authorizedPeers: authorized(peripheral), hello: hello,
+                maximumPayloadLength: maximumPayloadLength, maximumWriteLength: valueLength, heldPrefix: heldPrefix,
+                acceptsPlain: acceptsPlain)
+        }
+    }
+}
+
+/// The bytes of a sequence-numbered stream: the values (in the order sent) without their
+/// numbers, the bare `EOM` left out (no stream value is 3 bytes long).
+func streamBytes(_ values: [[UInt8]]) -> [UInt8] {
+    values.filter { $0 != SequencedStream.endOfMessage }.flatMap { $0.dropFirst(SequencedStream.sequenceLength) }
+}
+
+/// The frames `bytes` hold, every byte used.
+func frames(in bytes: [UInt8]) throws -> [Frame] {
+    var reader = FrameReader()
+    let frames = try reader.append(bytes)
+    guard reader.bufferedByteCount == 0 else { throw FrameError.tooLong(reader.bufferedByteCount) }
+    return frames
+}
+
+/// A stream's bytes cut again into sequence-numbered values of `valueLength`, `EOM` last: what
+/// a sender would have notified had it sent these bytes.
+func sequencedValues(_ bytes: [UInt8], valueLength: Int) -> [[UInt8]] {
+    var writer = SequencedStreamWriter(maximumValueLength: valueLength)
+    writer.append(bytes)
+    writer.flush()
+    return writer.drain() + [SequencedStream.endOfMessage]
+}
