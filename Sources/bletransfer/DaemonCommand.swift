@@ -14,7 +14,7 @@ struct DaemonCommand: AsyncParsableCommand {
         discussion: """
             --role receiver (a central) scans for senders and stores every message as a new \
             file in --output-dir DIR: written under a hidden name, flushed, then given its \
-            final name (message-<UTC time>-<n>.txt, .bin when not text; in the secure mode the \
+            final name (message-<UTC time>-<n>.txt, .bin when not text; from a bletransfer sender the \
             sender's file name, sanitized, with its modification time), so a reader of DIR \
             never sees half a message; no file is ever replaced (a taken name gets -1, -2...).
 

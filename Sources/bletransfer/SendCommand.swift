@@ -38,7 +38,7 @@ struct SendCommand: AsyncParsableCommand {
             numbers: on a link with Enhanced ATT bearers (BlueZ's default of 3 GATT channels) \
             its values may arrive out of order, and the sender says so (see bletransfer status).
 
-            In the secure mode, --file PATH also sends the file's name (the last component of \
+            To a bletransfer receiver, --file PATH also sends the file's name (the last component of \
             PATH) and modification time, which a receiver with --output-dir keeps; --no-name \
             sends neither. Apple's format and framed version 1 carry no name.
 
@@ -67,7 +67,7 @@ struct SendCommand: AsyncParsableCommand {
     var allowEmpty = false
 
     @Flag(name: .customLong("no-name"), help: ArgumentHelp(
-        "Do not send the file's name and modification time with --file (sent in the secure mode only)."))
+        "Do not send the file's name and modification time with --file (sent to bletransfer receivers)."))
     var noName = false
 
     @Flag(name: .customLong("no-acquire-notify"), help: ArgumentHelp(

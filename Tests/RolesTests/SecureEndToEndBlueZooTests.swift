@@ -237,6 +237,21 @@ struct SecureEndToEndBlueZooTests {
         #expect(!run.receiverEvents.contains { if case .progress = $0 { true } else { false } })
     }
 
+    @Test("a central without keys against a sender requiring the secure mode: no value, and the central says why")
+    func keylessCentralAgainstSecureSender() async throws {
+        let run = try await Self.refusedExchange(
+            "not for hosts without keys", sender: Self.policy(Self.senderKey, trusting: Self.receiverKey), receiver: nil)
+        #expect(Self.droppedReasons(run.senderEvents).contains { $0.contains("framed version 2 without the secure mode") })
+        #expect(!run.receiverEvents.contains { if case .progress = $0 { true } else { false } })
+        let said = run.receiverEvents.compactMap { event -> String? in
+            switch event {
+            case .transferAborted(_, let reason), .retrying(let reason, _): reason
+            default: nil
+            }
+        }
+        #expect(said.contains { $0.contains("requires the secure mode") }, "\(said)")
+    }
+
     @Test("a sender without keys (the plain mode) against a receiver requiring the secure mode: refused, nothing stored")
     func plainSenderAgainstSecureReceiver() async throws {
         let run = try await Self.refusedExchange(

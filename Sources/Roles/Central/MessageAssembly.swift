@@ -193,6 +193,11 @@ struct MessageAssembly: Sendable {
                 return .failed(.transient("\(reason) during the secure handshake: the sender may not list this "
                                           + "host's key ('bletransfer id' prints it)"))
             }
+            if mode == .undecided && undecidedValues.isEmpty && !(secure?.offersSecure ?? true) {
+                // A sender that requires the secure mode drops a central without keys at once.
+                return .failed(.transient("\(reason) before sending anything: a sender that requires the secure mode "
+                                          + "serves only hosts with keys ('bletransfer keygen', README \"Trust\")"))
+            }
             if mode != .version1 {
                 let kind = isSecure ? "secure" : "framed"
                 return .failed(.transient("\(reason) after \(bytesReceived) bytes of a \(kind) transfer"))

@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""Lab scenarios for framed version 2's plain mode: bletransfer hosts WITHOUT keys.
+
+    BLETRANSFER_BIN=/path/to/bletransfer python3 scripts/lab/scenarios_plain.py [NAME...] [--reuse]
+
+Same runner and options as scenarios.py. Neither host has an identity or authorized peers, so
+neither side can require the secure mode: a central writes a version-2 HELLO without `secure`,
+the sender answers with plain records, and names, many messages per connection and resume work
+as between keyed hosts, unencrypted and unauthenticated.
+
+  plain-names    `send --file` on a, `receive --output-dir` on b: the file is stored under its
+                 own name with its modification time; a name holding an escape sequence is
+                 stored sanitized (`_` for ESC) and printed escaped; `--no-name` falls back to
+                 a generated name.
+  plain-daemons  daemons without keys (--insecure-any-peer): twelve outbox files, among them a
+                 300 kB one, arrive under their outbox names, bit-identical, exactly once, in a
+                 few visits (one connection carries every file ready).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shlex
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import scenarios  # noqa: E402
+from scenarios import Context, scenario  # noqa: E402
+from scenarios_daemon import count_files, daemon_job, prepare, regular_files  # noqa: E402
+from scenarios_secure import json_events  # noqa: E402
+
+SEND = '"$BLETRANSFER_BIN" send --json'
+RECEIVE = '"$BLETRANSFER_BIN" receive --json'
+ADVERTISING = ("a", r'"event":"advertising"')
+
+
+def named_payload(ctx: Context, name: str, data: bytes, mtime: int) -> str:
+    """A file called exactly `name` (in a folder of its own) for a to send; its host path."""
+    folder = ctx.lab.run_dir / "payloads" / f"{ctx.name}-files"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_bytes(data)
+    os.utime(path, (mtime, mtime))
+    ctx.lab.push_payloads()
+    return ctx.lab.host_path(path)
+
+
+def one_transfer(ctx: Context, source: str, inbox: str, step: str, send_extra: str = "") -> tuple:
+    res = ctx.lab.run(a=f"{SEND} --file {shlex.quote(source)} --timeout 200 {send_extra}",
+                      b=f"{RECEIVE} --output-dir {shlex.quote(inbox)} --timeout 200",
+                      b_after=ADVERTISING, deadline=240, step=step, expect={"a": 0, "b": 0})
+    return res.job("a").stdout(), res.job("b").stdout()
+
+
+@scenario("plain-names", tags=("bletransfer", "roles", "plain"))
+def plain_names(ctx: Context):
+    """Hosts without keys: `send --file` → `receive --output-dir` keeps the file's name and mtime."""
+    ctx.require_bletransfer()
+    inbox_local = ctx.lab.run_dir / "payloads" / f"{ctx.name}-inbox"
+    inbox_local.mkdir(parents=True, exist_ok=True)
+    inbox = ctx.lab.host_path(inbox_local)
+
+    data = os.urandom(50_000)
+    source = named_payload(ctx, "holiday photo.jpg", data, 1_700_000_123)
+    a_out, b_out = one_transfer(ctx, source, inbox, "named file, no keys")
+    stored = inbox_local / "holiday photo.jpg"
+    ctx.check(stored.exists() and stored.read_bytes() == data, "stored as 'holiday photo.jpg', bit-identical")
+    ctx.check(int(stored.stat().st_mtime) == 1_700_000_123, f"its mtime kept: {stored.stat().st_mtime}")
+    received = json_events(b_out, "received")
+    ctx.check(len(received) == 1 and received[0].get("name") == "holiday photo.jpg",
+              f"the received event names it: {[e.get('name') for e in received]}")
+    formats = [e.get("message", {}).get("format") for e in received]
+    ctx.check(formats == ["framed"], f"received in the framed format (plain mode): {formats}")
+    ctx.check("sender" not in received[0], "no sender key is claimed without keys")
+    ctx.check(len(json_events(a_out, "delivered")) == 1, "the sender counted one delivery")
+
+    hostile = "\x1b[2Jpwned.txt"
+    source = named_payload(ctx, hostile, b"hostile name", 1_700_000_000)
+    _, b_out = one_transfer(ctx, source, inbox, "name with an escape sequence")
+    ctx.check((inbox_local / "_[2Jpwned.txt").read_bytes() == b"hostile name",
+              f"stored sanitized as '_[2Jpwned.txt': {sorted(p.name for p in inbox_local.iterdir())}")
+    ctx.check("\x1b" not in b_out, "no raw ESC reached b's output")
+
+    source = named_payload(ctx, "secret-name.txt", b"no name sent", 1_700_000_000)
+    _, b_out = one_transfer(ctx, source, inbox, "--no-name", send_extra="--no-name")
+    generated = [p.name for p in inbox_local.iterdir() if p.name.startswith("message-")]
+    ctx.check(len(generated) == 1 and (inbox_local / generated[0]).read_bytes() == b"no name sent",
+              f"--no-name: a generated name ({generated})")
+    ctx.check(not (inbox_local / "secret-name.txt").exists() and "secret-name" not in b_out,
+              "--no-name: the name never reached b")
+
+
+@scenario("plain-daemons", tags=("bletransfer", "daemon", "plain"))
+def plain_daemons(ctx: Context):
+    """Daemons without keys: twelve outbox files arrive under their names in a few visits."""
+    ctx.require_bletransfer()
+    sizes = [5, 20, 21, 300_000, 500, 1000, 3, 4096, 10_000, 7, 8000, 1]
+    payloads = [os.urandom(n) for n in sizes]
+    n = len(payloads)
+    outbox, inbox, host_outbox, host_inbox = prepare(ctx, payloads)
+    sender = daemon_job("sender", host_outbox, f'[ "$({count_files(host_outbox)})" -eq 0 ]', 400, "--settle-time 0")
+    receiver = daemon_job("receiver", host_inbox, f'[ "$({count_files(host_inbox)})" -ge {n} ]', 400)
+    res = ctx.lab.run(a=sender, b=receiver, deadline=450, step="twelve files, no keys")
+    a_out, b_out = res.job("a").stdout(), res.job("b").stdout()
+    ctx.check("DAEMON-EXIT 0" in a_out and "DAEMON-EXIT 0" in b_out, "both daemons exited 0 on SIGTERM")
+    stored = regular_files(inbox)
+    ctx.check(sorted(p.name for p in stored) == [f"file{i:03d}.dat" for i in range(1, n + 1)],
+              f"each file stored under its outbox name: {[p.name for p in stored]}")
+    ctx.check(all((inbox / f"file{i:03d}.dat").read_bytes() == data for i, data in enumerate(payloads, 1)),
+              "every file bit-identical")
+    ctx.check(regular_files(outbox) == [] and len(regular_files(outbox / "sent")) == n,
+              "outbox empty, sent/ holds every file")
+    received = json_events(b_out, "received")
+    digests = [e.get("message", {}).get("sha256") for e in received]
+    ctx.check(len(received) == n and len(set(digests)) == n, f"{n} received events, each message once: {len(received)}")
+    ctx.check(all(e.get("message", {}).get("format") == "framed" for e in received), "all in the framed format")
+    visits = b_out.count('"event":"connected"')
+    ctx.figure("plain_daemons_visits", visits)
+    ctx.figure("plain_daemons_seconds", round(res.seconds, 1))
+    # One connection carries every file ready; a few more visits are allowed for files the
+    # sender's outbox watcher saw late or a session the fairness rule ended.
+    ctx.check(visits <= 3, f"{n} files in at most 3 visits, took {visits}")
+
+
+if __name__ == "__main__":
+    sys.exit(scenarios.main())
