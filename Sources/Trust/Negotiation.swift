@@ -13,9 +13,12 @@ public struct Capabilities: OptionSet, Sendable, Hashable {
     public static let resume = Capabilities(rawValue: 1 << 2)
     /// File name and modification time in the message header.
     public static let meta = Capabilities(rawValue: 1 << 3)
+    /// With `multi`: the sender may start the next message before the last one's ACK, with at
+    /// most two messages unacknowledged.
+    public static let pipeline = Capabilities(rawValue: 1 << 4)
 
     /// Every capability this build understands; other bits are cleared on receipt.
-    public static let known: Capabilities = [.secure, .multi, .resume, .meta]
+    public static let known: Capabilities = [.secure, .multi, .resume, .meta, .pipeline]
 
     var bytes: [UInt8] { (0..<4).map { UInt8(truncatingIfNeeded: rawValue >> (24 - 8 * UInt32($0))) } }
 

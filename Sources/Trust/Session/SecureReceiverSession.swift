@@ -81,8 +81,9 @@ public struct SecureReceiverSession: Sendable {
     private var writer: SequencedStreamWriter
     private var header: MessageHeader?
     private var payload: [UInt8] = []
-    private var isComplete = false
-    private var acknowledged = false
+    /// Messages verified (`.complete`) and not yet acknowledged, oldest first: at most one,
+    /// or two with `pipeline` (the next message may arrive while the last one is stored).
+    private var pendingAcks: [MessageHeader] = []
     private var endOfMessageSeen = false
     private var endOfStreamReported = false
     private var failure: SecureSessionError?
@@ -130,6 +131,8 @@ public struct SecureReceiverSession: Sendable {
     /// prefix magic and version 2.
     /// The sender chose `multi`: several messages may follow in this session.
     public var carriesSeveralMessages: Bool { chosen.contains(.multi) }
+    /// The sender chose `pipeline` (with `multi`): its next HEADER may come before our last ACK.
+    public var pipelines: Bool { chosen.contains(.pipeline) && carriesSeveralMessages }
     /// The sender chose the secure mode (false before the prefix arrived, and in the plain mode).
     public var isSecure: Bool { chosen.contains(.secure) }
     /// The stream's prefix arrived: `isSecure` and `carriesSeveralMessages` are known.
@@ -180,10 +183,9 @@ public struct SecureReceiverSession: Sendable {
     public mutating func acknowledgement(outcome: UInt8, closingWith closeReason: UInt8? = nil)
         throws(SecureSessionError) -> [[UInt8]] {
         if let failure { throw failure }
-        guard isComplete, let header, var sealer else {
-            throw .protocolViolation("acknowledgement before the message was complete")
+        guard let header = pendingAcks.first, var sealer else {
+            throw .protocolViolation("acknowledgement without a complete message awaiting one")
         }
-        guard !acknowledged else { throw .protocolViolation("message acknowledged twice") }
         guard let verdict = SecureAck.Outcome(rawValue: outcome), verdict != .refusedDigestMismatch else {
             throw .protocolViolation("ACK outcome \(outcome) is not 00, 01 or 02")
         }
@@ -197,7 +199,7 @@ public struct SecureReceiverSession: Sendable {
             throw SecureSessionError(error)
         }
         self.sealer = sealer
-        acknowledged = true
+        pendingAcks.removeFirst()
         if closeReason != nil { closedByUs = true }
         writer.flush()
         return writer.drain()
@@ -207,7 +209,7 @@ public struct SecureReceiverSession: Sendable {
     /// CLOSE (`01`: this side takes no more). Nothing is read after it.
     public mutating func close(reason: UInt8) throws(SecureSessionError) -> [[UInt8]] {
         if let failure { throw failure }
-        guard carriesSeveralMessages, isComplete, acknowledged, var sealer else {
+        guard carriesSeveralMessages, completedCount > 0, pendingAcks.isEmpty, var sealer else {
             throw .protocolViolation("CLOSE only after an acknowledged message of a multi session")
         }
         do {
@@ -368,8 +370,10 @@ public struct SecureReceiverSession: Sendable {
                 throw .protocolViolation("HEADER of message \(announced.message), message \(expectedMessage) expected")
             }
             // Stop-and-wait: the sender starts a message only after the last one's ACK.
-            guard completedCount == 0 || acknowledged else {
-                throw .protocolViolation("HEADER of message \(announced.message) before message \(expectedMessage - 1) was acknowledged")
+            // Stop-and-wait, or with `pipeline` a window of two: the message before the last
+            // must be acknowledged before the sender starts another.
+            guard pendingAcks.count <= (pipelines ? 1 : 0) else {
+                throw .protocolViolation("HEADER of message \(announced.message) before message \(pendingAcks[0].message) was acknowledged")
             }
             guard announced.payloadLength <= UInt64(maximumPayloadLength) else {
                 throw .tooLarge(announced: announced.payloadLength, limit: maximumPayloadLength)
@@ -378,8 +382,6 @@ public struct SecureReceiverSession: Sendable {
                 throw .protocolViolation("HEADER with file metadata, but meta was not chosen")
             }
             header = announced
-            isComplete = false
-            acknowledged = false
             senderNextOffset = 0
             resumeOffset = nil
             payload = []
@@ -427,7 +429,7 @@ public struct SecureReceiverSession: Sendable {
                 guard resumeOffset != nil else { throw .digestMismatch }
                 return try refuseResumedMessage(header)
             }
-            isComplete = true
+            pendingAcks.append(header)
             completedCount += 1
             // Multi: the next HEADER or the CLOSE may follow (after our ACK).
             if carriesSeveralMessages {
@@ -443,8 +445,8 @@ public struct SecureReceiverSession: Sendable {
             phase = .closed
             return [.closed(reason: reason)]
         case (.awaitingHeader, .close(let reason)) where carriesSeveralMessages && completedCount > 0:
-            guard acknowledged else {
-                throw .protocolViolation("CLOSE before message \(expectedMessage - 1) was acknowledged")
+            guard pendingAcks.isEmpty else {
+                throw .protocolViolation("CLOSE before message \(pendingAcks[0].message) was acknowledged")
             }
             phase = .closed
             return [.closed(reason: reason)]

@@ -92,6 +92,9 @@ public struct SecureSenderSession: Sendable {
     private var endRecordStreamEnd: Int?
     /// Stream offset after the sealed HEADER: a RESUME before it was handed out cannot be genuine.
     private var headerRecordStreamEnd: Int?
+    /// Pipeline: the message before the current one, whose END went out and whose ACK is
+    /// still awaited (at most one such message: a window of two).
+    private var unacknowledgedEarlier: (header: MessageHeader, endStreamEnd: Int)?
     /// The central wrote RESUME for the current message (at most once per message).
     private var resumeReceived = false
     /// CLOSE `00` is sealed: `EOM` follows once it is handed out.
@@ -154,6 +157,7 @@ public struct SecureSenderSession: Sendable {
         // `meta` is chosen whenever offered in a multi session: a later message may be named.
         if metadata != nil || wantsMulti, hello.offered.contains(.meta) { chosen.insert(.meta) }
         if wantsMulti, hello.offered.contains(.multi) { chosen.insert(.multi) }
+        if wantsMulti, hello.offered.isSuperset(of: [.multi, .pipeline]) { chosen.insert(.pipeline) }
         // Costs nothing when the central holds no checkpoint: it then writes no RESUME.
         if acceptsResume, hello.offered.contains(.resume) { chosen.insert(.resume) }
         let prefix = StreamPrefix(answering: hello, supports: chosen)
@@ -205,15 +209,34 @@ public struct SecureSenderSession: Sendable {
         return SequencedStream.endOfMessage
     }
 
-    /// Multi: after `.acknowledged`, the next message of this session (number + 1), sent
-    /// right away. Its payload bytes are counted from 0 again (`payloadBytesSent`).
+    /// `pipeline` was chosen (with `multi`): the next message may start before the last
+    /// one's ACK (`acceptsNextBeforeAck`), two messages at most unacknowledged.
+    public var pipelines: Bool { chosen.contains(.pipeline) && carriesSeveralMessages }
+
+    /// Pipeline: the current message's END went out, no earlier message awaits its ACK, and
+    /// the stream is not closing: `sendNext` may start the next message now.
+    public var acceptsNextBeforeAck: Bool {
+        pipelines && state == .awaitingAck && unacknowledgedEarlier == nil && nextRecord == .none
+            && !closeSealed && failure == nil && endRecordStreamEnd != nil
+    }
+
+    /// Messages sent (END handed out or sealed) whose ACK has not come: 0, 1, or 2 with `pipeline`.
+    public var unacknowledgedCount: Int {
+        (unacknowledgedEarlier == nil ? 0 : 1) + (state == .awaitingAck ? 1 : 0)
+    }
+
+    /// Multi: after `.acknowledged` (or, with `pipeline`, while `acceptsNextBeforeAck`), the
+    /// next message of this session (number + 1), sent right away. Its payload bytes are
+    /// counted from 0 again (`payloadBytesSent`).
     public mutating func sendNext(payload: [UInt8], digest: [UInt8], metadata: FileMetadata?) throws(SecureSessionError) {
         guard carriesSeveralMessages else { throw .protocolViolation("a next message, but multi was not chosen") }
-        guard state == .acknowledged, failure == nil, nextRecord == .none, !closeSealed else {
+        let pipelined = acceptsNextBeforeAck
+        guard state == .acknowledged || pipelined, failure == nil, nextRecord == .none, !closeSealed else {
             throw .protocolViolation("a next message before the last one was acknowledged")
         }
         guard digest.count == 32 else { throw .protocolViolation("message digest of \(digest.count) bytes, not 32") }
         guard header.message < UInt32.max else { throw .protocolViolation("message numbers exhausted") }
+        if pipelined, let endRecordStreamEnd { unacknowledgedEarlier = (header, endRecordStreamEnd) }
         self.payload = payload
         header = MessageHeader(
             message: header.message + 1, payloadLength: UInt64(payload.count), digest: digest,
@@ -288,10 +311,10 @@ public struct SecureSenderSession: Sendable {
                 throw SecureSessionError(error)
             }
         case .sending, .awaitingAck:
-            return [try handleAck(frame)]
+            return try handleAck(frame).map { [$0] } ?? []
         case .acknowledged where carriesSeveralMessages:
             // Between messages only a CLOSE may come (the central takes no more).
-            return [try handleAck(frame)]
+            return try handleAck(frame).map { [$0] } ?? []
         case .acknowledged:
             throw .protocolViolation("write after the message was acknowledged")
         case .closedByCentral:
@@ -301,14 +324,37 @@ public struct SecureSenderSession: Sendable {
         }
     }
 
-    private mutating func handleAck(_ frame: Frame) throws(SecureSessionError) -> Event {
+    /// The central's record while messages are under way: an ACK (for the earlier message
+    /// first, with `pipeline`), a RESUME or a CLOSE. Nil: nothing for the caller.
+    private mutating func handleAck(_ frame: Frame) throws(SecureSessionError) -> Event? {
         let (record, message) = try SessionRecords.open(frame, with: &opener)
         if case .close(let reason) = message, carriesSeveralMessages {
             state = .closedByCentral
             return .closedByCentral(reason: reason)
         }
         if case .resume(let number, let offset) = message {
+            // A RESUME for the earlier message came after its END: nothing is left to skip.
+            if let earlier = unacknowledgedEarlier, number == earlier.header.message,
+               offset <= earlier.header.payloadLength {
+                return nil
+            }
             return try handleResume(message: number, offset: offset)
+        }
+        if case .ack(let ack) = message, let earlier = unacknowledgedEarlier {
+            // ACKs come in order: this one must be the earlier message's.
+            guard ack.message == earlier.header.message else {
+                throw .protocolViolation("ACK for message \(ack.message), message \(earlier.header.message) awaits one first")
+            }
+            guard ack.digest == earlier.header.digest else { throw .protocolViolation("ACK names another SHA-256") }
+            switch ack.outcome {
+            case .stored, .alreadyStored:
+                unacknowledgedEarlier = nil
+                acknowledgedCount += 1
+                return .acknowledged(alreadyStored: ack.outcome == .alreadyStored)
+            case .refusedOverLimit, .refusedDigestMismatch:
+                state = .failed
+                return .refusedByCentral(outcome: ack.outcome.rawValue)
+            }
         }
         guard case .ack(let ack) = message, state != .acknowledged else {
             throw .protocolViolation("\(record.kind) record from the central, an ACK expected")
