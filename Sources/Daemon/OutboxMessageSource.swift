@@ -37,6 +37,9 @@ actor OutboxMessageSource: MessageSource {
     private let retryDelay: Duration
     /// The file being offered and its prepared message (hashed once, not per subscription).
     private var serving: (file: OutboxFile, message: OutgoingMessage)?
+    /// Pipeline: the file after `serving`, claimed and prepared while `serving` awaits its
+    /// ACK; `nextAvailableNow` hands it out once `serving` is delivered.
+    private var upcoming: (file: OutboxFile, message: OutgoingMessage)?
     private(set) var deliveredCount = 0
 
     /// - Parameter retryDelay: the pause before reading an outbox again that could not be
@@ -75,6 +78,8 @@ actor OutboxMessageSource: MessageSource {
             } catch {
                 return nil   // waitForFile throws nothing else
             }
+            // A file prepared ahead for a session that ended is prepared again when its turn comes.
+            upcoming = nil
             if let serving, serving.file == file {
                 return serving.message
             }
@@ -98,9 +103,33 @@ actor OutboxMessageSource: MessageSource {
         }
         guard let file else { return nil }
         if let serving, serving.file == file { return serving.message }
+        if let upcoming, upcoming.file == file {
+            // Prepared while the last one awaited its ACK: the same message, not hashed again.
+            serving = upcoming
+            self.upcoming = nil
+            report(.serving(file))
+            return upcoming.message
+        }
+        upcoming = nil
         let message = Self.message(for: file)
         serving = (file, message)
         report(.serving(file))
+        return message
+    }
+
+    /// The file after the one being served, ready now (pipeline); claimed, not counted.
+    func upcomingNow() async -> OutgoingMessage? {
+        guard !Task.isCancelled, let serving else { return nil }
+        if let upcoming { return upcoming.message }
+        let file: OutboxFile?
+        do {
+            file = try await outbox.next(after: serving.file)
+        } catch {
+            return nil
+        }
+        guard let file else { return nil }
+        let message = Self.message(for: file)
+        upcoming = (file, message)
         return message
     }
 

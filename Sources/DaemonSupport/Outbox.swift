@@ -115,6 +115,13 @@ public actor Outbox {
         try scan(reusingListing: true).file
     }
 
+    /// The first file ready to send after `held` (a file this instance claimed and has not
+    /// delivered yet), now; nil when there is none. Both stay claimed: a session that sends
+    /// the next file while `held` awaits its ACK keeps other daemons off either.
+    public func next(after held: OutboxFile) throws(OutboxError) -> OutboxFile? {
+        try scan(reusingListing: true, keeping: FileIdentity(held)).file
+    }
+
     /// Waits until a file is ready and returns it (see `next`). Wakes on directory changes
     /// and when a file still settling becomes ready; throws `CancellationError` when the task
     /// is cancelled.
@@ -236,18 +243,20 @@ public actor Outbox {
         }
     }
 
-    private func scan(reusingListing: Bool) throws(OutboxError) -> (file: OutboxFile?, nextSettleTime: FileTime?) {
+    /// `keeping`: a claimed file that is skipped and keeps its claim (see `next(after:)`).
+    private func scan(reusingListing: Bool, keeping: FileIdentity? = nil) throws(OutboxError)
+        -> (file: OutboxFile?, nextSettleTime: FileTime?) {
         let (found, reused) = try currentCandidates(reusable: reusingListing)
-        let result = scan(found)
+        let result = scan(found, keeping: keeping)
         if reused, result.file == nil {
             // The reused listing offers nothing (drained, or its files left or changed): look
             // at the directory itself before saying so.
-            return scan(try currentCandidates(reusable: false).candidates)
+            return scan(try currentCandidates(reusable: false).candidates, keeping: keeping)
         }
         return result
     }
 
-    private func scan(_ found: [Candidate]) -> (file: OutboxFile?, nextSettleTime: FileTime?) {
+    private func scan(_ found: [Candidate], keeping: FileIdentity? = nil) -> (file: OutboxFile?, nextSettleTime: FileTime?) {
         let now = clock()
         var nextSettleTime: FileTime?
         // Forget claims and skips of files that are gone or changed.
@@ -256,7 +265,7 @@ public actor Outbox {
         skipped = skipped.intersection(present)
 
         for candidate in found {
-            if skipped.contains(candidate.identity) { continue }
+            if skipped.contains(candidate.identity) || candidate.identity == keeping { continue }
             let settlesAt = candidate.changed + settleTime
             // A change time far in the future means the clock was set back; waiting for it
             // could take forever.
@@ -275,7 +284,9 @@ public actor Outbox {
             switch claimAndRead(candidate) {
             case .file(let file):
                 // One file at a time: moving on from a file gives it up for other daemons.
-                for identity in claims.keys where identity != candidate.identity { dropClaim(identity) }
+                for identity in claims.keys where identity != candidate.identity && identity != keeping {
+                    dropClaim(identity)
+                }
                 return (file, nil)
             case .busy: continue
             case .gone:

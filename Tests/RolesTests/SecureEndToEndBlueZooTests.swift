@@ -286,6 +286,11 @@ struct SecureEndToEndBlueZooTests {
 
         func nextAvailableNow() async -> OutgoingMessage? { await current() }
 
+        /// The message after the one awaiting its ACK (pipeline).
+        func upcomingNow() async -> OutgoingMessage? {
+            deliveredCount + 1 < messages.count ? messages[deliveredCount + 1] : nil
+        }
+
         func markDelivered(_ message: OutgoingMessage, summary: MessageSummary, to peer: PeerDescription?) async {
             if message == messages[deliveredCount] { deliveredCount += 1 }
         }

@@ -304,7 +304,7 @@ public final class Central: Sendable {
                 let session = SessionID.random()
                 // `resume` only with a spool to keep checkpoints in.
                 let spool = configuration.resumeSpool
-                var offered: Capabilities = [.meta, .multi]
+                var offered: Capabilities = [.meta, .multi, .pipeline]
                 if policy != nil { offered.insert(.secure) }
                 if spool != nil { offered.insert(.resume) }
                 let helloV2 = HelloV2(session: session.rawValue, offered: offered)
@@ -535,51 +535,65 @@ public final class Central: Sendable {
             let mtu = channel.mtu ?? 23
             var admittedAnnouncement = false
             var lastAdmissionCheck: Duration?
-            for await item in inputs {
-                let now = clock.now - subscribedAt
-                let step = assembly.handle(item, at: now)
-                // The secure handshake's message 2, as the session produced it, before anything else.
+            /// What the session wrote (the secure handshake's message 2, a RESUME), in order,
+            /// before anything else.
+            func writePending(_ assembly: inout MessageAssembly) async throws {
                 for value in assembly.takeWrites() {
                     do {
                         try await characteristic.writeValue(value, type: writeType)
                     } catch let error as BluetoothError {
                         try Self.rethrowIfFatal(error)
-                        throw TransferFailure.transient("writing the secure handshake failed: \(error)")
+                        throw TransferFailure.transient("writing to the sender failed: \(error)")
                     }
                 }
-                // Room on disk: a framed message once, with the length its header announces, before
-                // any payload is taken; a compat one (no length) about once a second with what has
-                // come so far. Refused, the link is dropped before EOM: the sender keeps its copy.
-                if case .value = item, !assembly.finished {
-                    var checked: Int?
-                    if let announced = assembly.announcedLength, !admittedAnnouncement {
-                        admittedAnnouncement = true
-                        checked = announced
-                    } else if assembly.announcedLength == nil,
-                              lastAdmissionCheck.map({ now - $0 >= .seconds(1) }) ?? true {
-                        lastAdmissionCheck = now
-                        checked = assembly.bytesReceived
-                    }
-                    if let checked, let refusal = sink.admissionRefusal(byteCount: checked) {
-                        throw TransferFailure.refused(bound: refusal.bound.rawValue, reason: refusal.reason)
-                    }
+            }
+            // Room on disk: a framed message once, with the length its header announces, before
+            // any payload is taken; a compat one (no length) about once a second with what has
+            // come so far. Refused, the link is dropped before EOM: the sender keeps its copy.
+            func checkAdmission(_ assembly: MessageAssembly, at now: Duration) throws {
+                guard !assembly.finished else { return }
+                var checked: Int?
+                if let announced = assembly.announcedLength, !admittedAnnouncement {
+                    admittedAnnouncement = true
+                    checked = announced
+                } else if assembly.announcedLength == nil,
+                          lastAdmissionCheck.map({ now - $0 >= .seconds(1) }) ?? true {
+                    lastAdmissionCheck = now
+                    checked = assembly.bytesReceived
                 }
-                switch step {
-                case .proceed(let report):
-                    if let report { emitProgress(report, peer: peer) }
-                case .formatDetected(let format, let report):
-                    emit(.subscribed(peer, mtu: mtu, format: format))
-                    if let report { emitProgress(report, peer: peer) }
-                case .complete(let message, let duration):
-                    try await takeMessage(message, duration: duration, assembly: &assembly, peer: peer,
-                                          characteristic: characteristic, sink: sink)
-                    // Over when the sender ended the stream or this side closed with its last ACK.
-                    guard assembly.expectsMoreMessages else { return }
-                    admittedAnnouncement = false
-                case .sessionEnded:
-                    return
-                case .failed(let failure):
-                    throw failure
+                if let checked, let refusal = sink.admissionRefusal(byteCount: checked) {
+                    throw TransferFailure.refused(bound: refusal.bound.rawValue, reason: refusal.reason)
+                }
+            }
+            for await item in inputs {
+                let now = clock.now - subscribedAt
+                var next: MessageAssembly.Step? = assembly.handle(item, at: now)
+                try await writePending(&assembly)
+                if case .value = item { try checkAdmission(assembly, at: now) }
+                while let step = next {
+                    next = nil
+                    switch step {
+                    case .proceed(let report):
+                        if let report { emitProgress(report, peer: peer) }
+                    case .formatDetected(let format, let report):
+                        emit(.subscribed(peer, mtu: mtu, format: format))
+                        if let report { emitProgress(report, peer: peer) }
+                    case .complete(let message, let duration):
+                        try await takeMessage(message, duration: duration, assembly: &assembly, peer: peer,
+                                              characteristic: characteristic, sink: sink)
+                        // Over when the sender ended the stream or this side closed with its last ACK.
+                        guard assembly.expectsMoreMessages else { return }
+                        admittedAnnouncement = false
+                        // With `pipeline` the next message may have come meanwhile, in values read already.
+                        let later = clock.now - subscribedAt
+                        next = assembly.continueAfterMessage(at: later)
+                        try await writePending(&assembly)
+                        if next != nil { try checkAdmission(assembly, at: later) }
+                    case .sessionEnded:
+                        return
+                    case .failed(let failure):
+                        throw failure
+                    }
                 }
             }
             throw CancellationError()

@@ -280,20 +280,38 @@ struct MessageAssembly: Sendable {
             && value[2 + FramedHeader.magic.count] == 1
     }
 
+    /// Multi with `pipeline`: what came after a `.complete` in the same values (the next
+    /// message's HEADER and DATA may share them), taken up by `continueAfterMessage` once the
+    /// completed message is stored and acknowledged.
+    private var stashedValues: [[UInt8]] = []
+    private var stashedEvents: [SecureReceiverSession.Event] = []
+
+    /// After a `.complete` of a multi session was stored and acknowledged: the step for what
+    /// arrived after it meanwhile in the values already read (nil: nothing).
+    mutating func continueAfterMessage(at time: Duration) -> Step? {
+        guard !finished, mode == .version2, !stashedValues.isEmpty || !stashedEvents.isEmpty else { return nil }
+        return handleSecure([], at: time)
+    }
+
     private mutating func handleSecure(_ values: [[UInt8]], at time: Duration) -> Step {
         guard var session = secure else { return .failed(.transient("no secure session")) }
         defer { secure = session }
         var progressed = false
-        for value in values {
-            secureValuesReceived += 1
-            let events: [SecureReceiverSession.Event]
-            do {
-                events = try session.receiveNotification(value)
-            } catch {
-                finished = true
-                return .failed(Self.failure(error))
+        stashedValues += values
+        while !stashedEvents.isEmpty || !stashedValues.isEmpty {
+            if stashedEvents.isEmpty {
+                let value = stashedValues.removeFirst()
+                secureValuesReceived += 1
+                do {
+                    stashedEvents = try session.receiveNotification(value)
+                } catch {
+                    finished = true
+                    stashedValues = []
+                    return .failed(Self.failure(error))
+                }
             }
-            for event in events {
+            while !stashedEvents.isEmpty {
+                let event = stashedEvents.removeFirst()
                 switch event {
                 case .write(let write):
                     pendingWrites.append(write)
@@ -335,8 +353,8 @@ struct MessageAssembly: Sendable {
                                            modificationNanoseconds: $0.modificationNanoseconds)
                     }
                     if session.carriesSeveralMessages {
-                        // Stored and acknowledged now: the sender waits for the ACK before the
-                        // next HEADER (or its CLOSE), so no later event shares this value.
+                        // Stored and acknowledged now; what followed it (with `pipeline`, the
+                        // next message may have) stays stashed for `continueAfterMessage`.
                         secureBytesOfEarlierMessages += payload.count
                         let startedAt = messageStartedAt ?? firstValueAt ?? time
                         return .complete(message, duration: time - startedAt)

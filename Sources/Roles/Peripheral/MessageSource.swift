@@ -22,9 +22,19 @@ public protocol MessageSource: Sendable {
     /// now). A secure session that carries several messages (`multi`) sends it in the same
     /// subscription; otherwise the session closes and `current()` is asked as usual.
     func nextAvailableNow() async -> OutgoingMessage?
+
+    /// While the message `current()` (or `nextAvailableNow()`) returned is still awaiting its
+    /// ACK: the message that will follow it, if one is ready now (nil: none, or the source
+    /// cannot tell). A session with `pipeline` starts sending it at once; once the current
+    /// message is delivered, `nextAvailableNow()` must return this same message (the session
+    /// ends otherwise). It stays claimed until then, and is not counted.
+    func upcomingNow() async -> OutgoingMessage?
 }
 
 extension MessageSource {
     /// A source that cannot tell without waiting: one message per session.
     public func nextAvailableNow() async -> OutgoingMessage? { nil }
+
+    /// A source that cannot look past its current message: no pipelining.
+    public func upcomingNow() async -> OutgoingMessage? { nil }
 }

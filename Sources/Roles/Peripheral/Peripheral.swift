@@ -131,6 +131,7 @@ public final class Peripheral: Sendable {
                 guard wantsNext, let next = await source.nextAvailableNow() else { return nil }
                 return (next, await counter.nextSequence)
             },
+            upcomingInSession: { await source.upcomingNow() },
             emitEvent: onEvent)
         /// What BlueZ's calls on the characteristic at `index` do; `indications`: it carries
         /// confirmed indications.

@@ -22,6 +22,12 @@ public actor RepeatingMessageSource: MessageSource {
         await current()
     }
 
+    /// The next repetition, while at least one more than the one awaiting its ACK is wanted.
+    public func upcomingNow() async -> OutgoingMessage? {
+        if let count, deliveredCount + 1 >= count { return nil }
+        return message
+    }
+
     public func markDelivered(_ message: OutgoingMessage, summary: MessageSummary, to peer: PeerDescription?) async {
         deliveredCount += 1
     }

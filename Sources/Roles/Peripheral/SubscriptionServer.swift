@@ -109,6 +109,8 @@ actor SubscriptionServer {
     private let linkExposure: @Sendable (_ address: String) -> EnhancedATTExposure
     private let disconnectDevice: @Sendable (_ device: DeviceReference) async -> Void
     private let continueSession: ContinueSession
+    /// Pipeline: the message that follows the one awaiting its ACK, ready now (nil: none).
+    private let upcomingInSession: @Sendable () async -> OutgoingMessage?
     private var fallbackEmit: (@Sendable (_ value: [UInt8], _ characteristic: Int) throws -> Void)?
 
     /// A multi session's message was acknowledged: count it as delivered (the source, the
@@ -141,7 +143,9 @@ actor SubscriptionServer {
          linkExposure: @escaping @Sendable (_ address: String) -> EnhancedATTExposure = { GATTBearers.exposure(to: $0) },
          disconnectDevice: @escaping @Sendable (_ device: DeviceReference) async -> Void = { _ in },
          continueSession: @escaping ContinueSession = { _, _, _, _ in nil },
+         upcomingInSession: @escaping @Sendable () async -> OutgoingMessage? = { nil },
          emitEvent: @escaping @Sendable (RoleEvent) -> Void) {
+        self.upcomingInSession = upcomingInSession
         self.configuration = configuration
         self.logger = logger
         self.describePeer = describePeer
@@ -743,6 +747,24 @@ extension SubscriptionServer {
         return next.message
     }
 
+    /// Pipeline: the current message's END is out and its ACK awaited; the message that
+    /// follows it, to be sent at once (nil: none ready, the fairness rule says stop, or the
+    /// central left). It is counted only after the current one, on its own ACK.
+    fileprivate func secureUpcoming(_ id: Int) async -> OutgoingMessage? {
+        guard let subscription = current, subscription.id == id, !subscription.delivery.hasHungUp, !isShutDown else {
+            return nil
+        }
+        // The fairness rule as on an ACK: the current message will be the session's next count.
+        let fair = subscription.deliveredInSession + 1 < configuration.sessionMessageLimit
+            && ContinuousClock.now - subscription.sessionStartedAt < configuration.sessionTimeShare
+        guard fair else { return nil }
+        let upcoming = await upcomingInSession()
+        if upcoming != nil {
+            logger.debug("\(subscription.peer.address): sending the next message ahead of message \(subscription.sequence)'s ACK")
+        }
+        return upcoming
+    }
+
     /// Multi: the current message's END reached bluetoothd and its ACK is awaited: the
     /// delivery's ACK timeout starts (the transfer task keeps running for the next message).
     fileprivate func secureEndWritten(_ id: Int) {
@@ -824,6 +846,11 @@ extension SubscriptionServer {
         var confirmed = confirmations?.makeAsyncIterator()
         /// Multi: the message whose END bluetoothd took; its ACK is awaited.
         var endWritten: UInt32?
+        /// Pipeline: the message sent after the one awaiting its ACK (what the source's
+        /// `upcomingNow` gave), and the message number it went out under.
+        var pipelined: (message: OutgoingMessage, number: UInt32)?
+        /// Pipeline: the message number for which the source was asked for what follows.
+        var askedUpcoming: UInt32?
         /// One-message session: the central's ACK arrived (read between notifications) before
         /// the bare EOM went out. It counts once EOM reached bluetoothd, in version 1's order.
         var acknowledgedBeforeEndOfMessage = false
@@ -847,6 +874,20 @@ extension SubscriptionServer {
                     }
                     // An ACK and the central's CLOSE may come in one write: count, send no more.
                     let centralClosed = session.state == .closedByCentral
+                    if let upcoming = pipelined {
+                        // The earlier message's ACK: counted; the one already under way
+                        // becomes the subscription's current message.
+                        pipelined = nil
+                        let next = await server.secureAcknowledgedInSession(id, wantsNext: !centralClosed)
+                        if centralClosed { continue }
+                        guard let next, next.digest == upcoming.message.digest else {
+                            throw SecureSessionError.protocolViolation(
+                                "the sender's next message changed while it was sent ahead; the session ends")
+                        }
+                        // Its END may already be out: its ACK wait starts now, under its own bound.
+                        if endWritten == upcoming.number { await server.secureEndWritten(id) }
+                        continue
+                    }
                     let next = await server.secureAcknowledgedInSession(id, wantsNext: !centralClosed)
                     if centralClosed {
                         continue
@@ -873,8 +914,12 @@ extension SubscriptionServer {
                     if confirmed != nil {
                         guard await confirmed?.next() != nil else { throw NotificationSocketError.closed }
                     }
-                    await server.progressed(id, bytesSent: session.payloadBytesSent, finished: session.endOfMessageSent,
-                                            sessionBytesOnAir: session.payloadBytesNotified)
+                    // A message sent ahead is reported once it is the current one (on the
+                    // earlier message's ACK): until then the progress is the earlier one's.
+                    if pipelined == nil {
+                        await server.progressed(id, bytesSent: session.payloadBytesSent, finished: session.endOfMessageSent,
+                                                sessionBytesOnAir: session.payloadBytesNotified)
+                    }
                     // After EOM the ACK is read below, once the stream is drained, as before.
                     for write in session.endOfMessageSent ? [] : written.takeAvailable() {
                         guard try await handleWrite(write) else { return }
@@ -884,9 +929,21 @@ extension SubscriptionServer {
                 if session.state == .awaitingAck, endWritten != session.currentMessageNumber {
                     // The stream pauses for this message's ACK: with its END handed over (the
                     // socket's small buffer keeps that close to what bluetoothd took), the ACK
-                    // timeout bounds the wait, as after EOM in a one-message session.
+                    // timeout bounds the wait, as after EOM in a one-message session. (With a
+                    // message sent ahead still uncounted, the current one is the earlier one,
+                    // whose bound is running: this END's wait starts on that ACK.)
                     endWritten = session.currentMessageNumber
-                    await server.secureEndWritten(id)
+                    if pipelined == nil { await server.secureEndWritten(id) }
+                }
+                // Pipeline: with this END out, the next message goes at once, before the ACK.
+                if session.acceptsNextBeforeAck, askedUpcoming != session.currentMessageNumber {
+                    askedUpcoming = session.currentMessageNumber
+                    if let upcoming = await server.secureUpcoming(id) {
+                        try session.sendNext(payload: upcoming.payload, digest: upcoming.digest,
+                                             metadata: fileMetadata(upcoming.file))
+                        pipelined = (upcoming, session.currentMessageNumber)
+                        continue
+                    }
                 }
                 // The session waits for the central's handshake message or, in a multi session,
                 // for the ACK of the message just sent (both bounded by the deadline).
