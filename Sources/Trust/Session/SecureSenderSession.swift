@@ -197,7 +197,9 @@ public struct SecureSenderSession: Sendable {
     /// The next notification value, or nil while the session waits for the central (after
     /// message 1; after `EOM`) or has failed.
     public mutating func nextValue() -> [UInt8]? {
-        guard failure == nil, !endOfMessageSent, state != .closedByCentral else { return nil }
+        // `.failed` without a `failure`: the central refused a message (ACK `02`/`03`), with
+        // `pipeline` possibly while the next one was under way; nothing more goes out.
+        guard failure == nil, !endOfMessageSent, state != .closedByCentral, state != .failed else { return nil }
         if sealer != nil { produceRecords() }
         if let value = writer.nextValue() {
             notePayloadHandedOut()
@@ -216,8 +218,11 @@ public struct SecureSenderSession: Sendable {
     /// Pipeline: the current message's END went out, no earlier message awaits its ACK, and
     /// the stream is not closing: `sendNext` may start the next message now.
     public var acceptsNextBeforeAck: Bool {
-        pipelines && state == .awaitingAck && unacknowledgedEarlier == nil && nextRecord == .none
-            && !closeSealed && failure == nil && endRecordStreamEnd != nil
+        // END sealed (`.awaitingAck`) is not END handed out: until then an ACK for the message
+        // cannot be genuine, and the earlier message's ACK is not checked against its END.
+        guard let endRecordStreamEnd, writer.bytesHandedOut >= endRecordStreamEnd else { return false }
+        return pipelines && state == .awaitingAck && unacknowledgedEarlier == nil && nextRecord == .none
+            && !closeSealed && failure == nil
     }
 
     /// Messages sent (END handed out or sealed) whose ACK has not come: 0, 1, or 2 with `pipeline`.
