@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Testing
 import TestSupport
 
 @testable import Trust
@@ -184,4 +185,19 @@ func sequencedValues(_ bytes: [UInt8], valueLength: Int) -> [[UInt8]] {
     writer.append(bytes)
     writer.flush()
     return writer.drain() + [SequencedStream.endOfMessage]
+}
+
+/// A failed expectation on a session shows its state, not every byte it holds.
+extension SecureSenderSession: CustomTestStringConvertible {
+    public var testDescription: String {
+        "SecureSenderSession(\(state), message \(currentMessageNumber), \(unacknowledgedCount) unacknowledged, "
+            + "\(acknowledgedCount) acknowledged, chosen \(chosen.rawValue))"
+    }
+}
+
+extension SecureReceiverSession: CustomTestStringConvertible {
+    public var testDescription: String {
+        "SecureReceiverSession(\(completedCount) completed, prefix read \(hasReadPrefix), multi \(carriesSeveralMessages), "
+            + "pipelines \(pipelines))"
+    }
 }
