@@ -183,6 +183,7 @@ public struct SecureReceiverSession: Sendable {
     public mutating func acknowledgement(outcome: UInt8, closingWith closeReason: UInt8? = nil)
         throws(SecureSessionError) -> [[UInt8]] {
         if let failure { throw failure }
+        guard !closedByUs else { throw .protocolViolation("acknowledgement after this side's CLOSE") }
         guard let header = pendingAcks.first, var sealer else {
             throw .protocolViolation("acknowledgement without a complete message awaiting one")
         }
@@ -342,7 +343,9 @@ public struct SecureReceiverSession: Sendable {
     /// changed under the same digest, which SHA-256 rules out). A sealed ACK `03` tells the
     /// sender; the session then ends as for any digest mismatch.
     private mutating func refuseResumedMessage(_ header: MessageHeader) throws(SecureSessionError) -> [Event] {
-        guard var sealer else { throw .digestMismatch }
+        // ACKs go in order: with an earlier message still unacknowledged (pipeline), an ACK
+        // `03` for this one would come first; the session just ends, as for any mismatch.
+        guard pendingAcks.isEmpty, var sealer else { throw .digestMismatch }
         let writes: [[UInt8]]
         do {
             writer.append(try sealer.seal(RecordMessage.ack(SecureAck(message: header.message, digest: header.digest,

@@ -339,7 +339,7 @@ public struct SecureSenderSession: Sendable {
         }
         if case .resume(let number, let offset) = message {
             // A RESUME for the earlier message came after its END: nothing is left to skip.
-            if let earlier = unacknowledgedEarlier, number == earlier.header.message,
+            if chosen.contains(.resume), let earlier = unacknowledgedEarlier, number == earlier.header.message,
                offset <= earlier.header.payloadLength {
                 return nil
             }
