@@ -120,6 +120,9 @@ def daemon_twenty_files(ctx: Context):
             (("b", progress_of(150004), 1.0), ("b", "restart-bluetoothd")),
         ))
     a_out, b_out = res.job("a").stdout(), res.job("b").stdout()
+    # Kept for a reader of a failure: each daemon's events, in the run folder.
+    for host, out in (("a", a_out), ("b", b_out)):
+        (ctx.lab.run_dir / f"{ctx.name}-{host}.out").write_text(out)
     ctx.check("DAEMON-EXIT 0" in a_out and "DAEMON-EXIT 0" in b_out, "both daemons exited 0 on SIGTERM")
     # Every fault reached the daemons (and they went on).
     for host, out in (("a", a_out), ("b", b_out)):

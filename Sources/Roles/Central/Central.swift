@@ -375,9 +375,14 @@ public final class Central: Sendable {
     /// One complete, verified message of a visit: store it, then tell the sender (an ACK means
     /// "stored"), then report it. In a secure session that carries several messages this runs
     /// once per message, and the stream goes on after the ACK.
+    ///
+    /// `acknowledging`: ACK writes still awaiting bluetoothd's reply. With `pipeline` the ACK of
+    /// a message the sender answers anyway is not waited for here: the next message, already on
+    /// its way, is taken meanwhile (the write stream's sequence numbers keep the ACKs in order
+    /// for the sender whatever order the replies come in).
     private func takeMessage(_ message: ReceivedMessage, duration: Duration, assembly: inout MessageAssembly,
                              peer: PeerDescription, characteristic: RemoteGATTCharacteristic,
-                             sink: any MessageSink) async throws {
+                             sink: any MessageSink, acknowledging: inout [Task<Void, Never>]) async throws {
 
         // A sender that never saw our ACK sends the same message again: it is stored
         // already, so it is acknowledged (and said), not stored twice.
@@ -407,7 +412,25 @@ public final class Central: Sendable {
                 } else {
                     values = try assembly.secureAcknowledgement(alreadyStored: earlierCopy != nil, closing: lastWanted)
                 }
-                for value in values { try await characteristic.writeValue(value, type: type) }
+                if senderAnswers, assembly.pipelines, type != .command {
+                    let progressState = self.progressState
+                    let storedWhere = storedAt ?? earlierCopy?.storedAt
+                    let digest = message.digest
+                    // Unstructured: the reply is awaited beside the next message's values;
+                    // the visit awaits every such task before it ends (`settle`).
+                    acknowledging.append(Task { [weak self] in
+                        do {
+                            for value in values { try await characteristic.writeValue(value, type: type) }
+                        } catch {
+                            self?.emit(.warning("could not acknowledge the message to \(EventText.describe(peer)): \(Self.describe(error))"))
+                            if let digest {
+                                progressState.rememberUnacknowledged(from: peer.address, digest: digest, storedAt: storedWhere)
+                            }
+                        }
+                    })
+                    confirmed = true  // or remembered by the task, should its write fail
+                }
+                for value in values where !confirmed { try await characteristic.writeValue(value, type: type) }
                 if type != .command {
                     confirmed = true  // a write request is answered by the sender's application
                 } else if !senderAnswers {
@@ -565,6 +588,13 @@ public final class Central: Sendable {
                     throw TransferFailure.refused(bound: refusal.bound.rawValue, reason: refusal.reason)
                 }
             }
+            // ACK writes whose replies are still awaited (pipeline); all are awaited before the
+            // visit goes on to leave, so that none is cut by the disconnection.
+            var acknowledging: [Task<Void, Never>] = []
+            func settle() async {
+                for task in acknowledging { await task.value }
+                acknowledging = []
+            }
             for await item in inputs {
                 let now = clock.now - subscribedAt
                 var next: MessageAssembly.Step? = assembly.handle(item, at: now)
@@ -580,9 +610,14 @@ public final class Central: Sendable {
                         if let report { emitProgress(report, peer: peer) }
                     case .complete(let message, let duration):
                         try await takeMessage(message, duration: duration, assembly: &assembly, peer: peer,
-                                              characteristic: characteristic, sink: sink)
+                                              characteristic: characteristic, sink: sink, acknowledging: &acknowledging)
                         // Over when the sender ended the stream or this side closed with its last ACK.
-                        guard assembly.expectsMoreMessages else { return }
+                        guard assembly.expectsMoreMessages else {
+                            await settle()
+                            return
+                        }
+                        // Two replies outstanding at most, as the sender's window.
+                        while acknowledging.count > 2 { await acknowledging.removeFirst().value }
                         admittedAnnouncement = false
                         // With `pipeline` the next message may have come meanwhile, in values read already.
                         let later = clock.now - subscribedAt
@@ -590,6 +625,7 @@ public final class Central: Sendable {
                         try await writePending(&assembly)
                         if next != nil { try checkAdmission(assembly, at: later) }
                     case .sessionEnded:
+                        await settle()
                         return
                     case .failed(let failure):
                         throw failure

@@ -114,6 +114,9 @@ struct MessageAssembly: Sendable {
     var announcedLength: Int? { mode == .version2 ? secureAnnouncedLength : receiver.progress.totalBytes }
     /// The transfer runs in framed version 2 (secure or plain): its ACK is a record.
     var isVersion2: Bool { mode == .version2 }
+    /// The sender chose `pipeline`: its next message may already be coming while this side
+    /// stores the last one and acknowledges it.
+    var pipelines: Bool { mode == .version2 && (secure?.pipelines ?? false) }
     /// The transfer runs in version 2's secure mode.
     var isSecure: Bool { mode == .version2 && (secure?.isSecure ?? false) }
     /// A secure session that carries several messages (`multi` chosen) and has not ended:

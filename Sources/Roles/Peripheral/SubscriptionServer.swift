@@ -699,7 +699,13 @@ extension SubscriptionServer {
     /// end. It counts as delivered now; returns the next message to send in this session, or
     /// nil when the session closes (none ready now, the fairness rule, or the central left).
     /// `wantsNext`: false when the central closed in the same write (it takes no more).
-    fileprivate func secureAcknowledgedInSession(_ id: Int, wantsNext: Bool) async -> OutgoingMessage? {
+    ///
+    /// `sentAhead` (pipeline): the message already sent after this one, with `endWritten`
+    /// telling whether its END is out. It becomes the current message whatever the fairness
+    /// rule says now (that was applied when it was started), and even when the central left:
+    /// its ACK may still come within the grace a hang-up gives, as this one's did.
+    fileprivate func secureAcknowledgedInSession(_ id: Int, wantsNext: Bool, sentAhead: OutgoingMessage? = nil,
+                                                 sentAheadEndWritten: Bool = false) async -> OutgoingMessage? {
         guard var subscription = current, subscription.id == id else { return nil }
         // A sealed ACK can only come from the receiver that stored the message, so it counts
         // even when the central's hang-up (a socket event) overtook it (a D-Bus call); then
@@ -713,13 +719,17 @@ extension SubscriptionServer {
             && ContinuousClock.now - subscription.sessionStartedAt < configuration.sessionTimeShare
         if offered?.sequence == subscription.sequence { offered = nil }
         current = subscription.delivery.isOver ? nil : subscription
-        let next = await continueSession(subscription.message, summary, subscription.peer, fair && wantsNext && !centralLeft)
-        if centralLeft {
+        let takesSentAhead = sentAhead != nil && wantsNext
+        let next = await continueSession(subscription.message, summary, subscription.peer,
+                                         takesSentAhead || (fair && wantsNext && !centralLeft))
+        if centralLeft && !takesSentAhead {
             feed(.recordedAfterHangUp, to: id)
             return nil
         }
         if let next { offered = next }
-        guard let next, !isShutDown, var ongoing = current, ongoing.id == id, !ongoing.delivery.hasHungUp else {
+        guard let next, !isShutDown, var ongoing = current, ongoing.id == id,
+              !ongoing.delivery.hasHungUp || takesSentAhead else {
+            if centralLeft { feed(.recordedAfterHangUp, to: id) }
             if !fair, current?.id == id {
                 logger.info("closing the session with \(subscription.peer.address) after \(subscription.deliveredInSession) messages: others get a turn")
             }
@@ -741,9 +751,21 @@ extension SubscriptionServer {
         let valueLength = ongoing.channel.maximumValueLength
         let values = SecureSenderSession.estimatedValueCount(payloadLength: next.message.payload.count,
                                                              maximumValueLength: valueLength)
+        let hangUp = ongoing.delivery.hangUpReason
         armTransferDeadline(&ongoing, valueCount: values, valueLength: valueLength,
                             indications: ongoing.confirmations != nil)
         current = ongoing
+        if takesSentAhead, sentAheadEndWritten {
+            // Its END is out: its ACK is awaited under the ACK timeout from now.
+            feed(.endOfMessageWritten, to: id)
+        }
+        if centralLeft, takesSentAhead {
+            // The central left with the message sent ahead outstanding: it counts only if
+            // its ACK comes within the grace (its END out), otherwise it is lost as any other.
+            if current?.id == id, current?.delivery.hasHungUp == false {
+                feed(.hungUp(reason: hangUp ?? "the central left", drainedWhenClosed: nil), to: id)
+            }
+        }
         return next.message
     }
 
@@ -878,14 +900,14 @@ extension SubscriptionServer {
                         // The earlier message's ACK: counted; the one already under way
                         // becomes the subscription's current message.
                         pipelined = nil
-                        let next = await server.secureAcknowledgedInSession(id, wantsNext: !centralClosed)
+                        let next = await server.secureAcknowledgedInSession(
+                            id, wantsNext: !centralClosed, sentAhead: upcoming.message,
+                            sentAheadEndWritten: endWritten == upcoming.number)
                         if centralClosed { continue }
                         guard let next, next.digest == upcoming.message.digest else {
                             throw SecureSessionError.protocolViolation(
                                 "the sender's next message changed while it was sent ahead; the session ends")
                         }
-                        // Its END may already be out: its ACK wait starts now, under its own bound.
-                        if endWritten == upcoming.number { await server.secureEndWritten(id) }
                         continue
                     }
                     let next = await server.secureAcknowledgedInSession(id, wantsNext: !centralClosed)
