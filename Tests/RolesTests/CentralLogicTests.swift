@@ -370,6 +370,29 @@ import Glibc
         #expect(state.takeUnacknowledged(from: "00:AA:01:00:00:42", digest: first) == nil)
     }
 
+    @Test func bothMessagesOfAPipelinedWindowAreRecognisedWhenSentAgainInOrder() {
+        let state = runState()
+        let (first, second, third) = (Array(repeating: UInt8(1), count: 32), Array(repeating: UInt8(2), count: 32),
+                                      Array(repeating: UInt8(3), count: 32))
+        // Three ACKs failed: only the last two (the window) are kept.
+        state.rememberUnacknowledged(from: "00:AA:01:00:00:42", digest: first, storedAt: "/in/a")
+        state.rememberUnacknowledged(from: "00:AA:01:00:00:42", digest: second, storedAt: "/in/b")
+        state.rememberUnacknowledged(from: "00:AA:01:00:00:42", digest: third, storedAt: "/in/c")
+        #expect(state.takeUnacknowledged(from: "00:AA:01:00:00:42", digest: second)?.storedAt == "/in/b")
+        #expect(state.takeUnacknowledged(from: "00:AA:01:00:00:42", digest: third)?.storedAt == "/in/c")
+        #expect(state.takeUnacknowledged(from: "00:AA:01:00:00:42", digest: third) == nil)
+    }
+
+    @Test func aSenderThatGotTheFirstAckResendsOnlyTheSecond() {
+        let state = runState()
+        let (first, second) = (Array(repeating: UInt8(1), count: 32), Array(repeating: UInt8(2), count: 32))
+        state.rememberUnacknowledged(from: "00:AA:01:00:00:42", digest: first, storedAt: nil)
+        state.rememberUnacknowledged(from: "00:AA:01:00:00:42", digest: second, storedAt: nil)
+        // The second is recognised; the first is dropped with it (the sender moved past it).
+        #expect(state.takeUnacknowledged(from: "00:AA:01:00:00:42", digest: second) != nil)
+        #expect(state.takeUnacknowledged(from: "00:AA:01:00:00:42", digest: first) == nil)
+    }
+
     @Test func peersAreKeptApart() {
         let state = runState()
         let digest = Array(repeating: UInt8(3), count: 32)

@@ -375,14 +375,9 @@ public final class Central: Sendable {
     /// One complete, verified message of a visit: store it, then tell the sender (an ACK means
     /// "stored"), then report it. In a secure session that carries several messages this runs
     /// once per message, and the stream goes on after the ACK.
-    ///
-    /// `acknowledging`: ACK writes still awaiting bluetoothd's reply. With `pipeline` the ACK of
-    /// a message the sender answers anyway is not waited for here: the next message, already on
-    /// its way, is taken meanwhile (the write stream's sequence numbers keep the ACKs in order
-    /// for the sender whatever order the replies come in).
     private func takeMessage(_ message: ReceivedMessage, duration: Duration, assembly: inout MessageAssembly,
                              peer: PeerDescription, characteristic: RemoteGATTCharacteristic,
-                             sink: any MessageSink, acknowledging: inout [Task<Void, Never>]) async throws {
+                             sink: any MessageSink) async throws {
 
         // A sender that never saw our ACK sends the same message again: it is stored
         // already, so it is acknowledged (and said), not stored twice.
@@ -412,25 +407,7 @@ public final class Central: Sendable {
                 } else {
                     values = try assembly.secureAcknowledgement(alreadyStored: earlierCopy != nil, closing: lastWanted)
                 }
-                if senderAnswers, assembly.pipelines, type != .command {
-                    let progressState = self.progressState
-                    let storedWhere = storedAt ?? earlierCopy?.storedAt
-                    let digest = message.digest
-                    // Unstructured: the reply is awaited beside the next message's values;
-                    // the visit awaits every such task before it ends (`settle`).
-                    acknowledging.append(Task { [weak self] in
-                        do {
-                            for value in values { try await characteristic.writeValue(value, type: type) }
-                        } catch {
-                            self?.emit(.warning("could not acknowledge the message to \(EventText.describe(peer)): \(Self.describe(error))"))
-                            if let digest {
-                                progressState.rememberUnacknowledged(from: peer.address, digest: digest, storedAt: storedWhere)
-                            }
-                        }
-                    })
-                    confirmed = true  // or remembered by the task, should its write fail
-                }
-                for value in values where !confirmed { try await characteristic.writeValue(value, type: type) }
+                for value in values { try await characteristic.writeValue(value, type: type) }
                 if type != .command {
                     confirmed = true  // a write request is answered by the sender's application
                 } else if !senderAnswers {
@@ -588,13 +565,6 @@ public final class Central: Sendable {
                     throw TransferFailure.refused(bound: refusal.bound.rawValue, reason: refusal.reason)
                 }
             }
-            // ACK writes whose replies are still awaited (pipeline); all are awaited before the
-            // visit goes on to leave, so that none is cut by the disconnection.
-            var acknowledging: [Task<Void, Never>] = []
-            func settle() async {
-                for task in acknowledging { await task.value }
-                acknowledging = []
-            }
             for await item in inputs {
                 let now = clock.now - subscribedAt
                 var next: MessageAssembly.Step? = assembly.handle(item, at: now)
@@ -610,14 +580,9 @@ public final class Central: Sendable {
                         if let report { emitProgress(report, peer: peer) }
                     case .complete(let message, let duration):
                         try await takeMessage(message, duration: duration, assembly: &assembly, peer: peer,
-                                              characteristic: characteristic, sink: sink, acknowledging: &acknowledging)
+                                              characteristic: characteristic, sink: sink)
                         // Over when the sender ended the stream or this side closed with its last ACK.
-                        guard assembly.expectsMoreMessages else {
-                            await settle()
-                            return
-                        }
-                        // Two replies outstanding at most, as the sender's window.
-                        while acknowledging.count > 2 { await acknowledging.removeFirst().value }
+                        guard assembly.expectsMoreMessages else { return }
                         admittedAnnouncement = false
                         // With `pipeline` the next message may have come meanwhile, in values read already.
                         let later = clock.now - subscribedAt
@@ -625,7 +590,6 @@ public final class Central: Sendable {
                         try await writePending(&assembly)
                         if next != nil { try checkAdmission(assembly, at: later) }
                     case .sessionEnded:
-                        await settle()
                         return
                     case .failed(let failure):
                         throw failure
@@ -717,9 +681,10 @@ final class RunState: Sendable {
         var received = 0
         var sequence = 0
         var fallbackNoticed = false
-        /// Per peer address, the last message whose ACK was not confirmed; at most
-        /// `unacknowledgedCapacity`, oldest first out (`unacknowledgedOrder`).
-        var unacknowledged: [String: UnacknowledgedMessage] = [:]
+        /// Per peer address, the last messages whose ACK was not confirmed, oldest first (two at
+        /// most: a pipelined sender has two unacknowledged); at most `unacknowledgedCapacity`
+        /// addresses, oldest first out (`unacknowledgedOrder`).
+        var unacknowledged: [String: [UnacknowledgedMessage]] = [:]
         var unacknowledgedOrder: [String] = []
     }
 
@@ -755,9 +720,11 @@ final class RunState: Sendable {
     /// A message stored whose ACK was not confirmed: its sender may send it again.
     func rememberUnacknowledged(from address: String, digest: [UInt8], storedAt: String?) {
         inner.withLock { state in
-            if state.unacknowledged.updateValue(UnacknowledgedMessage(digest: digest, storedAt: storedAt), forKey: address) == nil {
-                state.unacknowledgedOrder.append(address)
-            }
+            if state.unacknowledged[address] == nil { state.unacknowledgedOrder.append(address) }
+            var messages = state.unacknowledged[address, default: []]
+            messages.append(UnacknowledgedMessage(digest: digest, storedAt: storedAt))
+            if messages.count > Self.unacknowledgedPerPeer { messages.removeFirst(messages.count - Self.unacknowledgedPerPeer) }
+            state.unacknowledged[address] = messages
             // Rotating addresses must not grow this table: the oldest entry goes (its sender
             // then may get its message stored twice, never lost).
             while state.unacknowledgedOrder.count > Self.unacknowledgedCapacity {
@@ -768,17 +735,30 @@ final class RunState: Sendable {
 
     /// Bound of the per-address table of unconfirmed ACKs.
     static let unacknowledgedCapacity = 256
+    /// Unconfirmed ACKs kept per address: the sender's window (`pipeline`).
+    static let unacknowledgedPerPeer = 2
 
     var unacknowledgedCount: Int { inner.withLock { $0.unacknowledged.count } }
 
-    /// The earlier copy when `digest` is the message from `address` whose ACK was not
-    /// confirmed (forgotten then: a third identical message is a new one); nil otherwise.
-    /// Any other message from that peer means the sender moved on, so the record goes too.
+    /// The earlier copy when `digest` is a message from `address` whose ACK was not confirmed
+    /// (forgotten then, with those remembered before it: a sender sends again in order, so it
+    /// has moved past them; a third identical message is a new one); nil otherwise. Any other
+    /// message from that peer means the sender moved on, so the records go too.
     func takeUnacknowledged(from address: String, digest: [UInt8]) -> UnacknowledgedMessage? {
         inner.withLock { state in
-            guard let earlier = state.unacknowledged.removeValue(forKey: address) else { return nil }
-            state.unacknowledgedOrder.removeAll { $0 == address }
-            return earlier.digest == digest ? earlier : nil
+            guard var messages = state.unacknowledged.removeValue(forKey: address) else { return nil }
+            guard let index = messages.firstIndex(where: { $0.digest == digest }) else {
+                state.unacknowledgedOrder.removeAll { $0 == address }
+                return nil
+            }
+            let earlier = messages[index]
+            messages.removeFirst(index + 1)
+            if messages.isEmpty {
+                state.unacknowledgedOrder.removeAll { $0 == address }
+            } else {
+                state.unacknowledged[address] = messages
+            }
+            return earlier
         }
     }
 
