@@ -372,6 +372,19 @@ struct SecureEndToEndBlueZooTests {
         #expect(run.messages.allSatisfy { ($0.authenticatedSender != nil) == keys })
     }
 
+    @Test("the same message three times (send --count 3) is three messages, with ACKs the next message confirms",
+          arguments: [true, false])
+    func identicalMessagesAreEachStored(keys: Bool) async throws {
+        let message = OutgoingMessage(payload: CentralTestData.binary(3000, seed: 9))
+        let (run, left) = try await Self.multiExchange([message, message, message], wanted: 3, keys: keys)
+        #expect(run.receiveFailure == nil)
+        #expect(run.received == 3 && run.delivered == 3 && left == 0)
+        #expect(run.messages.map(\.payload) == Array(repeating: message.payload, count: 3))
+        #expect(Self.connections(run.receiverEvents) == 1)
+        let warnings = run.receiverEvents.compactMap { if case .warning(let text) = $0 { text } else { nil } }
+        #expect(!warnings.contains { $0.contains("not stored twice") }, "\(warnings)")
+    }
+
     @Test("receive --count 3 from a sender holding 5: three in one visit, two stay to be sent",
           arguments: [true, false])
     func receiverTakesThreeInOneVisit(keys: Bool) async throws {

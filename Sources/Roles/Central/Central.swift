@@ -375,9 +375,14 @@ public final class Central: Sendable {
     /// One complete, verified message of a visit: store it, then tell the sender (an ACK means
     /// "stored"), then report it. In a secure session that carries several messages this runs
     /// once per message, and the stream goes on after the ACK.
+    ///
+    /// `unconfirmed`: with `pipeline`, the ACK of a message the sender answers anyway goes as a
+    /// write command, without waiting for a reply (BlueZ takes one write request at a time); the
+    /// sender's later messages confirm it (`confirmAcknowledgements`). What is still unconfirmed
+    /// when the visit ends is remembered, so that a message sent again is not stored twice.
     private func takeMessage(_ message: ReceivedMessage, duration: Duration, assembly: inout MessageAssembly,
                              peer: PeerDescription, characteristic: RemoteGATTCharacteristic,
-                             sink: any MessageSink) async throws {
+                             sink: any MessageSink, unconfirmed: inout [UnconfirmedAcknowledgement]) async throws {
 
         // A sender that never saw our ACK sends the same message again: it is stored
         // already, so it is acknowledged (and said), not stored twice.
@@ -391,7 +396,7 @@ public final class Central: Sendable {
         // could have produced it), version 1's otherwise; compat has none.
         let plainAck = assembly.isVersion2 ? nil : WireFormat.ackValue(for: message)
         if assembly.isVersion2 || plainAck != nil {
-            let type = Self.writeType(for: characteristic.flags) ?? .command
+            let offeredType = Self.writeType(for: characteristic.flags) ?? .command
             var confirmed = false
             // The last message this run wants: in a multi session CLOSE 01 goes with its ACK,
             // so the sender stops (what it started next stays to be sent again).
@@ -400,6 +405,8 @@ public final class Central: Sendable {
             // In a multi session that goes on, the sender answers this ACK (its next message, or
             // CLOSE and EOM) before this central leaves: the answer shows the ACK arrived.
             let senderAnswers = plainAck == nil && assembly.expectsMoreMessages && !lastWanted
+            let answeredLater = senderAnswers && assembly.pipelines && characteristic.flags.contains(.writeWithoutResponse)
+            let type: GATTWriteType = answeredLater ? .command : offeredType
             do {
                 let values: [[UInt8]]
                 if let plainAck {
@@ -420,8 +427,13 @@ public final class Central: Sendable {
                 emit(.warning("could not acknowledge the message to \(EventText.describe(peer)): \(Self.describe(error))"))
             }
             if !confirmed, let digest = message.digest {
-                progressState.rememberUnacknowledged(from: peer.address, digest: digest,
-                                                     storedAt: storedAt ?? earlierCopy?.storedAt)
+                if answeredLater, let number = assembly.currentMessageNumber {
+                    unconfirmed.append(UnconfirmedAcknowledgement(
+                        message: number, digest: digest, storedAt: storedAt ?? earlierCopy?.storedAt))
+                } else {
+                    progressState.rememberUnacknowledged(from: peer.address, digest: digest,
+                                                         storedAt: storedAt ?? earlierCopy?.storedAt)
+                }
             }
         }
         if let earlierCopy {
@@ -565,6 +577,23 @@ public final class Central: Sendable {
                     throw TransferFailure.refused(bound: refusal.bound.rawValue, reason: refusal.reason)
                 }
             }
+            // ACKs written as commands in this session and not yet shown to have arrived.
+            var unconfirmed: [UnconfirmedAcknowledgement] = []
+            defer {
+                for ack in unconfirmed {
+                    progressState.rememberUnacknowledged(from: peer.address, digest: ack.digest, storedAt: ack.storedAt)
+                }
+            }
+            /// A HEADER of message m shows the ACKs up to m − 2 arrived (the window), the
+            /// sender's CLOSE all of them.
+            func confirmAcknowledgements(_ assembly: MessageAssembly) {
+                guard !unconfirmed.isEmpty else { return }
+                if assembly.senderClosed {
+                    unconfirmed = []
+                } else if let highest = assembly.highestHeaderNumber, highest >= 2 {
+                    unconfirmed.removeAll { $0.message <= highest - 2 }
+                }
+            }
             for await item in inputs {
                 let now = clock.now - subscribedAt
                 var next: MessageAssembly.Step? = assembly.handle(item, at: now)
@@ -572,6 +601,7 @@ public final class Central: Sendable {
                 if case .value = item { try checkAdmission(assembly, at: now) }
                 while let step = next {
                     next = nil
+                    confirmAcknowledgements(assembly)
                     switch step {
                     case .proceed(let report):
                         if let report { emitProgress(report, peer: peer) }
@@ -580,7 +610,7 @@ public final class Central: Sendable {
                         if let report { emitProgress(report, peer: peer) }
                     case .complete(let message, let duration):
                         try await takeMessage(message, duration: duration, assembly: &assembly, peer: peer,
-                                              characteristic: characteristic, sink: sink)
+                                              characteristic: characteristic, sink: sink, unconfirmed: &unconfirmed)
                         // Over when the sender ended the stream or this side closed with its last ACK.
                         guard assembly.expectsMoreMessages else { return }
                         admittedAnnouncement = false
@@ -590,6 +620,7 @@ public final class Central: Sendable {
                         try await writePending(&assembly)
                         if next != nil { try checkAdmission(assembly, at: later) }
                     case .sessionEnded:
+                        confirmAcknowledgements(assembly)
                         return
                     case .failed(let failure):
                         throw failure
@@ -765,6 +796,14 @@ final class RunState: Sendable {
     func withBook<T>(_ body: (inout PeerBook) -> T) -> T {
         inner.withLock { body(&$0.book) }
     }
+}
+
+/// A message of this visit acknowledged by a write command, until the sender's answer shows
+/// the ACK arrived.
+struct UnconfirmedAcknowledgement: Sendable {
+    var message: UInt32
+    var digest: [UInt8]
+    var storedAt: String?
 }
 
 /// A stored message whose sender may not have seen the ACK.

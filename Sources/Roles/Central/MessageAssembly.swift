@@ -117,6 +117,13 @@ struct MessageAssembly: Sendable {
     /// The sender chose `pipeline`: its next message may already be coming while this side
     /// stores the last one and acknowledges it.
     var pipelines: Bool { mode == .version2 && (secure?.pipelines ?? false) }
+    /// Version 2: the number of the message whose HEADER came last (nil: none yet). With
+    /// `pipeline`, a HEADER of message m shows the sender had the ACK of message m − 2.
+    private(set) var highestHeaderNumber: UInt32?
+    /// Version 2: the sender's CLOSE came; it sends one only once every message is acknowledged.
+    private(set) var senderClosed = false
+    /// Version 2: the number of the message under way (or just completed).
+    var currentMessageNumber: UInt32? { currentHeader?.message }
     /// The transfer runs in version 2's secure mode.
     var isSecure: Bool { mode == .version2 && (secure?.isSecure ?? false) }
     /// A secure session that carries several messages (`multi` chosen) and has not ended:
@@ -334,6 +341,7 @@ struct MessageAssembly: Sendable {
                     return .failed(.transient("the resumed message did not verify (SHA-256); its checkpoint is discarded and nothing kept"))
                 case .header(let header):
                     currentHeader = header
+                    highestHeaderNumber = max(highestHeaderNumber ?? 0, header.message)
                     resumedFrom = nil
                     secureAnnouncedLength = Int(clamping: header.payloadLength)
                     secureBytesReceived = 0
@@ -380,7 +388,7 @@ struct MessageAssembly: Sendable {
                     finished = true
                     return .complete(message, duration: time - (firstValueAt ?? time))
                 case .closed:
-                    break
+                    senderClosed = true
                 }
             }
         }

@@ -604,7 +604,8 @@ actor SubscriptionServer {
     private func hungUp(_ id: Int, reason: String, closeChannel: Bool) {
         guard let subscription = current, subscription.id == id, !subscription.delivery.hasHungUp else { return }
         var reason = reason
-        if subscription.format == .secure, subscription.authenticatedPeer != nil, !subscription.delivery.isDelivered {
+        if subscription.format == .secure, subscription.authenticatedPeer != nil, !subscription.delivery.isDelivered,
+           subscription.deliveredInSession == 0 {
             // A receiver refuses an unlisted sender right after reading its key (message 3).
             reason += " after the secure handshake (it may not list this host's key; 'bletransfer id' prints it)"
         }
