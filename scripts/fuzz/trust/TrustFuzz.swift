@@ -15,6 +15,9 @@
 //      a genuine sender's values with edits (as in 2, message = value index) and swaps
 //   6: writes for a SecureSenderSession; byte 1 even: while it waits for message 2, odd: after
 //      a genuine handshake and message, while it waits for the ACK
+//   7: notification values for a plain-mode SecureReceiverSession (a central without keys
+//      offering multi, meta, resume and pipeline); every message it completes is acknowledged
+//      at once, and must match its HEADER's length and SHA-256
 //   Values (5, 6) are `control (1) | length (1) | bytes`: control bit 7 puts the next sequence
 //   number in front, bit 6 delivers `EOM` instead, bit 5 (first value) puts a genuine prefix
 //   in front.
@@ -212,7 +215,8 @@ func fuzzPeers(_ identity: HostIdentity) -> AuthorizedPeers {
 }
 
 /// `control | length | bytes` values as the layout above says.
-func fuzzValues(_ bytes: ArraySlice<UInt8>, firstSequence: Int) -> [[UInt8]] {
+func fuzzValues(_ bytes: ArraySlice<UInt8>, firstSequence: Int,
+                prefix: [UInt8] = StreamPrefix(answering: fuzzHello, supports: [.secure]).encoded) -> [[UInt8]] {
     var values: [[UInt8]] = []
     var sequence = firstSequence
     var index = bytes.startIndex
@@ -231,7 +235,7 @@ func fuzzValues(_ bytes: ArraySlice<UInt8>, firstSequence: Int) -> [[UInt8]] {
             sequence += 1
         }
         if values.isEmpty, control & 0x20 != 0 {
-            value += StreamPrefix(answering: fuzzHello, supports: [.secure]).encoded
+            value += prefix
         }
         values.append(value + body)
     }
@@ -271,6 +275,38 @@ func feed(_ receiver: inout SecureReceiverSession, _ values: [[UInt8]]) -> [[UIn
         }
     }
     return writes
+}
+
+let fuzzPlainHello = HelloV2(session: 0x0102_0304_0506_0708, offered: [.meta, .multi, .resume, .pipeline])
+
+/// A central without keys: whatever the values, a completed message matches its HEADER, an
+/// error is one line and ends the session, and held checkpoint bytes never make it skip a check.
+func fuzzPlainReceiverSession(_ input: ArraySlice<UInt8>) {
+    let valueLength = 20 + Int(input.first ?? 0) % 493
+    let held = Array(fuzzPayload.prefix(Int(input.dropFirst().first ?? 0) * 3))
+    var receiver = SecureReceiverSession(
+        plainHello: fuzzPlainHello, maximumPayloadLength: 1 << 16, maximumWriteLength: valueLength,
+        heldPrefix: { key, header in
+            precondition(key == nil, "a plain session named a sender key")
+            return header.payloadLength >= UInt64(held.count) ? held : []
+        })
+    let prefix = StreamPrefix(answering: fuzzPlainHello, supports: [.meta, .multi, .resume, .pipeline]).encoded
+    for value in fuzzValues(input.dropFirst(2), firstSequence: 0, prefix: prefix) {
+        do {
+            for event in try receiver.receiveNotification(value) {
+                if case .complete(let payload, let header) = event {
+                    precondition(UInt64(payload.count) == header.payloadLength
+                                 && Array(SHA256.hash(data: payload)) == header.digest, "a message completed unverified")
+                    _ = try receiver.acknowledgement(outcome: 0)
+                }
+                if case .senderAuthenticated = event { preconditionFailure("a plain session authenticated a sender") }
+            }
+        } catch {
+            checkOneLine(error)
+            precondition((try? receiver.receiveNotification([0, 0, 0, 0])) == nil, "read on after a failure")
+            return
+        }
+    }
 }
 
 func fuzzReceiverSession(_ input: ArraySlice<UInt8>) {
@@ -365,14 +401,15 @@ public func trustFuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CIn
             checkOneLine(error)
         }
     }
-    switch input[0] % 7 {
+    switch input[0] % 8 {
     case 0: fuzzHandshakeAsInitiator(rest)
     case 1: fuzzHandshakeAsResponder(rest)
     case 2: fuzzTamperedTranscript(rest)
     case 3: fuzzRecords(rest)
     case 4: fuzzFiles(rest)
     case 5: fuzzReceiverSession(rest)
-    default: fuzzSenderSession(rest)
+    case 6: fuzzSenderSession(rest)
+    default: fuzzPlainReceiverSession(rest)
     }
     return 0
 }
