@@ -20,6 +20,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import sys
 import time
 import traceback
@@ -86,7 +87,9 @@ class Context:
         d = self.lab.run_dir / "payloads"
         d.mkdir(exist_ok=True)
         p = d / f"{self.name}-{name}"
-        if p.exists():
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p)   # a directory an earlier attempt of the scenario left
+        elif p.exists():
             p.unlink()
         return self.lab.host_path(p)
 
