@@ -716,8 +716,7 @@ extension SubscriptionServer {
         perform(subscription.delivery.handle(.countedInSession), on: &subscription)
         subscription.deliveredInSession += 1
         let summary = self.summary(of: &subscription)
-        let fair = subscription.deliveredInSession < configuration.sessionMessageLimit
-            && ContinuousClock.now - subscription.sessionStartedAt < configuration.sessionTimeShare
+        let fair = mayStartAnother(subscription, afterCounting: subscription.deliveredInSession)
         if offered?.sequence == subscription.sequence { offered = nil }
         current = subscription.delivery.isOver ? nil : subscription
         let takesSentAhead = sentAhead != nil && wantsNext
@@ -773,14 +772,19 @@ extension SubscriptionServer {
     /// Pipeline: the current message's END is out and its ACK awaited; the message that
     /// follows it, to be sent at once (nil: none ready, the fairness rule says stop, or the
     /// central left). It is counted only after the current one, on its own ACK.
+    /// The fairness rule (docs/wire-v2.md section 4): a session that has carried `delivered`
+    /// messages starts another only below `sessionMessageLimit` and within `sessionTimeShare`.
+    private func mayStartAnother(_ subscription: Subscription, afterCounting delivered: Int) -> Bool {
+        delivered < configuration.sessionMessageLimit
+            && ContinuousClock.now - subscription.sessionStartedAt < configuration.sessionTimeShare
+    }
+
     fileprivate func secureUpcoming(_ id: Int) async -> OutgoingMessage? {
         guard let subscription = current, subscription.id == id, !subscription.delivery.hasHungUp, !isShutDown else {
             return nil
         }
         // The fairness rule as on an ACK: the current message will be the session's next count.
-        let fair = subscription.deliveredInSession + 1 < configuration.sessionMessageLimit
-            && ContinuousClock.now - subscription.sessionStartedAt < configuration.sessionTimeShare
-        guard fair else { return nil }
+        guard mayStartAnother(subscription, afterCounting: subscription.deliveredInSession + 1) else { return nil }
         let upcoming = await upcomingInSession()
         if upcoming != nil {
             logger.debug("\(subscription.peer.address): sending the next message ahead of message \(subscription.sequence)'s ACK")
