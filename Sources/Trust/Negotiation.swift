@@ -16,9 +16,12 @@ public struct Capabilities: OptionSet, Sendable, Hashable {
     /// With `multi`: the sender may start the next message before the last one's ACK, with at
     /// most two messages unacknowledged.
     public static let pipeline = Capabilities(rawValue: 1 << 4)
+    /// The receiver reports what it holds (PROGRESS) and the sender keeps at most
+    /// `FlowWindow.bytes` of a message's payload beyond the last report in flight.
+    public static let window = Capabilities(rawValue: 1 << 5)
 
     /// Every capability this build understands; other bits are cleared on receipt.
-    public static let known: Capabilities = [.secure, .multi, .resume, .meta, .pipeline]
+    public static let known: Capabilities = [.secure, .multi, .resume, .meta, .pipeline, .window]
 
     var bytes: [UInt8] { (0..<4).map { UInt8(truncatingIfNeeded: rawValue >> (24 - 8 * UInt32($0))) } }
 
@@ -112,4 +115,17 @@ public struct StreamPrefix: Sendable, Hashable {
     public static func prologue(hello: HelloV2, prefix: StreamPrefix) -> [UInt8] {
         Array("bletransfer framed v2".utf8) + hello.encoded + prefix.encoded
     }
+}
+
+/// The `window` capability's numbers (docs/wire-v2.md, section 4): how far a sender may run
+/// ahead of what the receiver reported holding, and how often the receiver reports.
+public enum FlowWindow {
+    /// Payload bytes of a message the sender may have sent beyond the receiver's last report
+    /// (PROGRESS or RESUME; 0 at the HEADER). What a cut link can lose of a message is bounded
+    /// by this, instead of by every queue between the two applications.
+    public static let bytes = 64 * 1024
+    /// The receiver writes PROGRESS once it holds this many bytes more than it last reported.
+    /// At most `bytes` minus one DATA record, so a sender that stopped at its window always
+    /// gets a report.
+    public static let reportInterval = 16 * 1024
 }

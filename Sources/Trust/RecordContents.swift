@@ -13,6 +13,8 @@ public enum RecordMessage: Sendable, Equatable {
     case resume(message: UInt32, offset: UInt64)
     /// Both: no more messages (`00`), or the receiver cannot take more (`01`).
     case close(reason: UInt8)
+    /// C → P (`window`): the receiver holds the first `held` payload bytes of message `message`.
+    case progress(message: UInt32, held: UInt64)
 
     /// The most payload bytes the sender puts in one DATA record.
     public static let dataBytesPerRecord = 4096
@@ -31,6 +33,8 @@ public enum RecordMessage: Sendable, Equatable {
             return Record(kind: .resume, content: bigEndian(message) + bigEndian(offset))
         case .close(let reason):
             return Record(kind: .close, content: [reason])
+        case .progress(let message, let held):
+            return Record(kind: .progress, content: bigEndian(message) + bigEndian(held))
         }
     }
 
@@ -57,6 +61,8 @@ public enum RecordMessage: Sendable, Equatable {
             self = .resume(message: try reader.integer(), offset: try reader.integer())
         case .close:
             self = .close(reason: try reader.integer())
+        case .progress:
+            self = .progress(message: try reader.integer(), held: try reader.integer())
         }
         try reader.finish()
     }

@@ -92,6 +92,7 @@ public enum RecordKind: UInt8, Sendable, CaseIterable {
     case ack = 0x04
     case resume = 0x05
     case close = 0x06
+    case progress = 0x07
 }
 
 public struct Record: Sendable, Equatable {

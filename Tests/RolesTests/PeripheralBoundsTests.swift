@@ -4,6 +4,7 @@ import Logging
 @testable import Roles
 import Testing
 import Transfer
+import Trust
 
 /// A central in range may be broken or hostile: every way it can hold the sender ends at a
 /// bound, after which it is dropped (disconnected), nothing undelivered is counted, and the
@@ -111,6 +112,34 @@ import Transfer
         #expect(harness.droppedReasons.first?.contains("--min-rate") == true)
         #expect(await harness.disconnections.next() == Self.device.description)
         bluez.close()
+    }
+
+    /// A version-2 central (plain mode, `window`) that takes the first window of a 300 kB
+    /// message, reports nothing and leaves: the sender, paused for a PROGRESS, must not wait
+    /// for its transfer deadline (60 s here) to notice; nothing is counted.
+    @Test(arguments: [true, false])
+    func aCentralLeavingWhileTheSenderAwaitsProgressEndsTheSubscriptionAtOnce(deviceGone: Bool) async throws {
+        let payload = (0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+        var harness = await Harness(configuration: Self.configuration(), message: payload)
+        let hello = HelloV2(session: 79, offered: [.meta, .multi, .pipeline, .window])
+        await harness.server.write(hello.encoded, device: Self.device, mtu: 185)
+        let (_, bluez) = try await harness.subscribe(mtu: 185)
+        var receiver = SecureReceiverSession(plainHello: hello, maximumPayloadLength: 1 << 20, maximumWriteLength: 182)
+        var held = 0
+        // The sender stops at its window (64 KiB): read until the receiver holds what it can.
+        while held <= FlowWindow.bytes - RecordMessage.dataBytesPerRecord {
+            let value = try #require(try await bluez.receive(), "the stream ended at \(held) bytes")
+            for case .progress(let count) in try receiver.receiveNotification(value) { held = count }
+        }
+        #expect(held <= FlowWindow.bytes)
+        if deviceGone {
+            await harness.server.deviceDisconnected(Self.device, noneConnected: true)
+        } else {
+            bluez.close()   // the central unsubscribed: bluetoothd closed its end
+        }
+        try await harness.nextSubscriptionEnd("expected the subscription to end")
+        #expect(harness.deliveries == 0)
+        #expect(harness.log.all.contains { if case .transferAborted = $0 { return true } else { return false } })
     }
 
     @Test func framedCentralThatStaysSubscribedAfterItsAckIsReleasedAndCountedOnce() async throws {

@@ -326,10 +326,15 @@ struct SecureEndToEndBlueZooTests {
             delivered = await value(of: sending, within: .seconds(60)) ?? 0
         } else {
             // The sender still holds messages: it waits for the next central. Let the session
-            // it served end on its side (the central's CLOSE), then stop it.
-            for _ in 0..<100 where !senderLog.all.contains(where: { if case .advertising = $0 { true } else { false } }) {
-                try await Task.sleep(for: .milliseconds(50))
+            // it served end on its side (the central's CLOSE, its last ACK counted first): it
+            // then advertises again, its second `advertising`. Then stop it.
+            // Bounded: stopping the sender ends its events, which ends the wait.
+            let watchdog = Task {
+                try await Task.sleep(for: .seconds(30))
+                sending.cancel()
             }
+            await senderLog.waitFor(count: 2) { if case .advertising = $0 { true } else { false } }
+            watchdog.cancel()
             sending.cancel()
             _ = try? await sending.value
             delivered = await source.deliveredCount
@@ -396,7 +401,7 @@ struct SecureEndToEndBlueZooTests {
         #expect(Self.connections(run.receiverEvents) == 1)
         #expect(Self.subscriptions(run.senderEvents) == 1)
         // Counted on their ACKs only: the fourth, cut by the central's CLOSE, stays.
-        #expect(run.delivered == 3 && left == 2)
+        #expect(run.delivered == 3 && left == 2, "delivered \(run.delivered), left \(left)")
     }
 
     /// Serves its messages like `ListMessageSource`, but stalls once, before the message

@@ -130,7 +130,7 @@ import Testing
             }
             for event in events {
                 switch event {
-                case .write(let write):
+                case .write(let write), .progressWrite(let write):
                     toSender.append(write)
                 case .header(let header):
                     transcript.receiverOrder.append("header \(header.message)")

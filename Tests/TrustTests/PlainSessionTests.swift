@@ -69,7 +69,7 @@ import Testing
         var empty = RecordOpener.plain
         #expect(throws: RecordError.unknownKind(0)) { try empty.open(Frame(type: .plain, body: [])) }
         var unknown = RecordOpener.plain
-        #expect(throws: RecordError.unknownKind(7)) { try unknown.open(Frame(type: .plain, body: [7, 1, 2])) }
+        #expect(throws: RecordError.unknownKind(8)) { try unknown.open(Frame(type: .plain, body: [8, 1, 2])) }
     }
 
     @Test func aPlainOpenerRefusesSealedAndHandshakeFramesAndClosesAfter() throws {

@@ -25,7 +25,7 @@ import Testing
                 transcript.receiverEvents += events
                 for event in events {
                     switch event {
-                    case .write(let value): writes.append(value)
+                    case .write(let value), .progressWrite(let value): writes.append(value)
                     case .complete: writes += try pair.receiver.acknowledgement(outcome: 0)
                     default: break
                     }

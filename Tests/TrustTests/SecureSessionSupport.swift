@@ -101,7 +101,7 @@ func exchange(
                 transcript.receiverEvents += events
                 for event in events {
                     switch event {
-                    case .write(let value): writes.append(value)
+                    case .write(let value), .progressWrite(let value): writes.append(value)
                     case .complete:
                         if let ackWrites {
                             writes += try ackWrites(&pair.receiver, ackOutcome)

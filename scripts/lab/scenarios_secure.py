@@ -665,10 +665,12 @@ def resume_link_cut_run(ctx: Context, size: int, cuts: tuple, deadline: int, out
     label = "resume" if len(cuts) == 3 else "resume_ci"
     ratio = round(on_air / size, 3)
     # What was in flight when the link died: how far a's stream had got when its visit ended
-    # ("after N of M bytes") beyond what b held at the next visit ("holds K bytes"). In the lab
-    # this is deep (hundreds of KiB): b's bluetoothd and receiver, CPU-bound under TCG, read
-    # slower than the emulated link takes values, so a's stream runs far ahead of what b has
-    # verified. Resume cannot save those bytes; what it saves is everything b had verified.
+    # ("after N of M bytes") beyond what b held at the next visit ("holds K bytes"). Without
+    # the flow window this was deep in the lab (100 to 320 KB a cut): b's bluetoothd and
+    # receiver, CPU-bound under TCG, read slower than the emulated link takes values, and
+    # every queue between a's socket and b's let a's stream run ahead. With `window` a's
+    # stream stays within 64 KiB of what b reported holding, and b reports only what its
+    # spool already holds.
     a_err = res.job("a").stderr()
     ends = [int(n) for n in re.findall(r"after (\d+) of \d+ bytes", a_err)]
     holds = [int(n) for n in re.findall(r"holds (\d+) bytes of message", a_err)]
@@ -679,13 +681,11 @@ def resume_link_cut_run(ctx: Context, size: int, cuts: tuple, deadline: int, out
     ctx.figure(f"{label}_seconds", round(float(times.group(2)) - float(times.group(1)), 1) if times else None)
     ctx.figure(f"{label}_visits", visits)
     ctx.figure(f"{label}_resumes", resumes)
-    # Issue #13's goal is at most 1.2 × the payload. Asserted: below what starting again from
-    # byte 0 costs at the least (1 + the fractions cut), and, without what was in flight at
-    # the cuts, within the goal (what resume itself costs: a's DATA from 0 until it read the
-    # RESUME, a round trip of values per visit).
-    ctx.check(ratio < 1 + sum(cuts), f"payload bytes on the air below a restart from 0 ({1 + sum(cuts)}): {ratio}")
-    ctx.check((on_air - lost) / size <= 1.2,
-              f"without what was in flight at the cuts ({lost} bytes), at most 1.2 × the file: {(on_air - lost) / size:.3f}")
+    # Issue #13's goal: at most 1.2 × the payload on the air, the bytes in flight at the cuts
+    # included; what was in flight at most the window (64 KiB) a cut.
+    ctx.check(lost <= len(cuts) * 64 * 1024,
+              f"in flight at the cuts at most the flow window (64 KiB) each: {lost} bytes over {len(cuts)} cuts")
+    ctx.check(ratio <= 1.2, f"payload bytes on the air at most 1.2 × the file: {ratio}")
 
 
 @scenario("secure-resume", tags=("bletransfer", "daemon", "secure", "faults", "virtual", "long"), conf="default")

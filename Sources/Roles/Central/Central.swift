@@ -304,7 +304,7 @@ public final class Central: Sendable {
                 let session = SessionID.random()
                 // `resume` only with a spool to keep checkpoints in.
                 let spool = configuration.resumeSpool
-                var offered: Capabilities = [.meta, .multi, .pipeline]
+                var offered: Capabilities = [.meta, .multi, .pipeline, .window]
                 if policy != nil { offered.insert(.secure) }
                 if spool != nil { offered.insert(.resume) }
                 let helloV2 = HelloV2(session: session.rawValue, offered: offered)
@@ -544,15 +544,17 @@ public final class Central: Sendable {
                                            secure: secureSession, requiresSecure: requiresSecure,
                                            resumeSpool: configuration.resumeSpool)
             let writeType = Self.writeType(for: characteristic.flags) ?? .command
+            let unansweredType: GATTWriteType = characteristic.flags.contains(.writeWithoutResponse) ? .command : writeType
             let mtu = channel.mtu ?? 23
             var admittedAnnouncement = false
             var lastAdmissionCheck: Duration?
-            /// What the session wrote (the secure handshake's message 2, a RESUME), in order,
-            /// before anything else.
+            /// What the session wrote (the secure handshake's message 2, a RESUME, PROGRESS), in
+            /// order, before anything else. The sender reorders by sequence number what ATT
+            /// sends out of order (commands may overtake a request in bluetoothd's queues).
             func writePending(_ assembly: inout MessageAssembly) async throws {
-                for value in assembly.takeWrites() {
+                for write in assembly.takeWrites() {
                     do {
-                        try await characteristic.writeValue(value, type: writeType)
+                        try await characteristic.writeValue(write.value, type: write.unanswered ? unansweredType : writeType)
                     } catch let error as BluetoothError {
                         try Self.rethrowIfFatal(error)
                         throw TransferFailure.transient("writing to the sender failed: \(error)")

@@ -57,8 +57,8 @@ struct MessageAssembly: Sendable {
     private var mode: Mode
     /// Values that came before the one that tells the mode (EATT may reorder the first ones).
     private var undecidedValues: [[UInt8]] = []
-    /// Secure mode: values to write to the peer, in order (`takeWrites`).
-    private var pendingWrites: [[UInt8]] = []
+    /// Version 2: values to write to the peer, in order (`takeWrites`).
+    private var pendingWrites: [PendingWrite] = []
     /// Secure mode: the sender the handshake authenticated.
     private(set) var authenticatedSender: AuthenticatedPeer?
     private var secureAnnouncedLength: Int?
@@ -137,8 +137,17 @@ struct MessageAssembly: Sendable {
 
     var expectsMoreMessages: Bool { mode == .version2 && !finished && (secure?.carriesSeveralMessages ?? false) }
 
-    /// The values to write to the peer now, in order (the secure handshake's message 2).
-    mutating func takeWrites() -> [[UInt8]] {
+    /// A value the session wrote, and whether anything waits for its reply.
+    struct PendingWrite: Sendable, Equatable {
+        var value: [UInt8]
+        /// A PROGRESS report: nothing waits for it, so it may go as a write command (a write
+        /// request would hold up reading for a round trip at every report).
+        var unanswered: Bool
+    }
+
+    /// The values to write to the peer now, in order (the secure handshake's message 2, a
+    /// RESUME, PROGRESS reports).
+    mutating func takeWrites() -> [PendingWrite] {
         defer { pendingWrites = [] }
         return pendingWrites
     }
@@ -324,7 +333,9 @@ struct MessageAssembly: Sendable {
                 let event = stashedEvents.removeFirst()
                 switch event {
                 case .write(let write):
-                    pendingWrites.append(write)
+                    pendingWrites.append(PendingWrite(value: write, unanswered: false))
+                case .progressWrite(let write):
+                    pendingWrites.append(PendingWrite(value: write, unanswered: true))
                 case .senderAuthenticated(let peer):
                     authenticatedSender = AuthenticatedPeer(peer)
                     senderKey = peer.key

@@ -86,6 +86,9 @@ actor SubscriptionServer {
         var confirmations: AsyncStream<Void>.Continuation?
         /// Secure mode: the central's writes during the session, for the transfer task.
         var secureWrites: AsyncStream<[UInt8]>.Continuation? = nil
+        /// Version 2: where the transfer task reads those writes; interrupted on a hang-up, so
+        /// that a session paused for the central (its handshake, a PROGRESS) stops.
+        var writeInbox: WriteInbox? = nil
         /// Secure mode: the central the handshake authenticated.
         var authenticatedPeer: AuthenticatedPeer?
         /// Secure mode: the session's payload bytes on the air already added to
@@ -361,7 +364,7 @@ actor SubscriptionServer {
                            format: TransferFormat, version2: Bool = false, header: FramedHeader?,
                            valueLength: Int, valueCount: Int,
                            usesSocket: Bool, indications: Bool,
-                           secureWrites: AsyncStream<[UInt8]>.Continuation?,
+                           secureWrites: AsyncStream<[UInt8]>.Continuation?, writeInbox: WriteInbox? = nil,
                            transfer: @escaping @Sendable (_ id: Int, _ confirmations: AsyncStream<Void>?) async -> Void) -> Int {
         let id = nextID
         nextID += 1
@@ -377,7 +380,7 @@ actor SubscriptionServer {
             meter: ProgressMeter(totalBytes: message.payload.count),
             delivery: SubscriptionDelivery(format: format, version2: version2, confirmsIndications: indications,
                                            totalBytes: message.payload.count, limits: limits),
-            secureWrites: secureWrites)
+            secureWrites: secureWrites, writeInbox: writeInbox)
         emitEvent(.subscribed(peer, mtu: valueLength + 3, format: format))
         if !channel.hasBackPressure {
             logger.debug("serving \(peer.address) through PropertiesChanged (no AcquireNotify): values paced, no back-pressure")
@@ -612,6 +615,9 @@ actor SubscriptionServer {
         // Read before the delivery asks for the channel to be closed.
         let drained = closeChannel ? subscription.channel.isDrained : nil
         feed(.hungUp(reason: reason, drainedWhenClosed: drained), to: id)
+        // A transfer paused for the central (its handshake, a PROGRESS) would otherwise wait
+        // for its deadline: no send fails while nothing is sent.
+        subscription.writeInbox?.interrupt()
     }
 
     private func deliver(_ subscription: inout Subscription) {
@@ -665,13 +671,15 @@ extension SubscriptionServer {
             return nil
         }
         let (writes, writesContinuation) = AsyncStream<[UInt8]>.makeStream(bufferingPolicy: .bufferingOldest(Self.secureWriteBacklog))
+        let inbox = WriteInbox(limit: Self.secureWriteBacklog)
         return begin(channel: channel, device: device, message: message, sequence: sequence,
                      format: session.isSecure ? .secure : .framed, version2: true,
                      header: nil, valueLength: valueLength,
                      valueCount: SecureSenderSession.estimatedValueCount(payloadLength: message.payload.count,
                                                                          maximumValueLength: valueLength),
-                     usesSocket: usesSocket, indications: indications, secureWrites: writesContinuation) { id, confirmations in
-            await Self.secureTransfer(session, over: channel, writes: writes, confirmations: confirmations,
+                     usesSocket: usesSocket, indications: indications, secureWrites: writesContinuation,
+                     writeInbox: inbox) { id, confirmations in
+            await Self.secureTransfer(session, over: channel, writes: writes, into: inbox, confirmations: confirmations,
                                       subscription: id, server: self)
         }
     }
@@ -862,12 +870,12 @@ extension SubscriptionServer {
     /// The secure session's transfer task: handshake message 1, the central's message 2 from its
     /// writes, then message 3, the records and `EOM`; then the sealed ACK from its writes.
     private static func secureTransfer(_ session: SecureSenderSession, over channel: any NotificationChannel,
-                                       writes: AsyncStream<[UInt8]>, confirmations: AsyncStream<Void>?,
+                                       writes: AsyncStream<[UInt8]>, into written: WriteInbox,
+                                       confirmations: AsyncStream<Void>?,
                                        subscription id: Int, server: SubscriptionServer) async {
         var session = session
         // The writes are read between notifications too: a RESUME must take effect while DATA
         // flows, not after the whole message went out.
-        let written = WriteInbox(limit: secureWriteBacklog)
         let forwarding = Task { await written.drain(writes) }
         defer { forwarding.cancel() }
         var confirmed = confirmations?.makeAsyncIterator()
@@ -972,9 +980,12 @@ extension SubscriptionServer {
                         continue
                     }
                 }
-                // The session waits for the central's handshake message or, in a multi session,
-                // for the ACK of the message just sent (both bounded by the deadline).
-                guard let value = await written.next() else { throw NotificationSocketError.closed }
+                // The session waits for the central's handshake message, a PROGRESS (`window`) or,
+                // in a multi session, the ACK of the message just sent (all bounded by the
+                // deadline). A hang-up ends the wait unless an ACK is due: that may still come.
+                guard let value = await written.next(interruptible: session.unacknowledgedCount == 0) else {
+                    throw NotificationSocketError.closed
+                }
                 guard try await handleWrite(value) else { return }
             }
             do {

@@ -20,6 +20,10 @@ import Crypto
 /// SHA-256 over held + new bytes still decides. A resumed message that fails it is refused with
 /// a sealed ACK `03` (`.refusedDigestMismatch`), so the sender knows the checkpoint was bad.
 ///
+/// With `window` chosen (section 4) it writes PROGRESS, what it holds of the message under
+/// way, each time that grew by `FlowWindow.reportInterval`: the sender runs at most
+/// `FlowWindow.bytes` ahead of the last report.
+///
 /// A central without keys (`init(plainHello:…)`), or one with keys that allows peers without
 /// them (`acceptsPlain`), takes a prefix without `secure` as version 2's plain mode: no
 /// handshake, plain records (type `03`) in both directions, the same message rules and bounds;
@@ -29,6 +33,9 @@ public struct SecureReceiverSession: Sendable {
     public enum Event: Sendable, Equatable {
         /// A value to write to the characteristic, in order.
         case write([UInt8])
+        /// A value of a PROGRESS record, in order with the `.write` values: nothing waits for
+        /// its reply, so it may go as a write command.
+        case progressWrite([UInt8])
         case senderAuthenticated(AuthorizedPeers.Peer)
         /// The announced message (its length is within `maximumPayloadLength`).
         case header(MessageHeader)
@@ -92,6 +99,8 @@ public struct SecureReceiverSession: Sendable {
     /// forward to the RESUME offset, `resumeOffset`).
     private var senderNextOffset = 0
     private var resumeOffset: Int?
+    /// `window`: what the last PROGRESS (or RESUME) of the message under way said this side holds.
+    private var reportedHeld = 0
 
     /// - Parameters:
     ///   - hello: the HELLO v2 this central wrote.
@@ -335,8 +344,23 @@ public struct SecureReceiverSession: Sendable {
         self.sealer = sealer
         payload = held
         resumeOffset = held.count
+        reportedHeld = held.count
         writer.flush()
         return writer.drain().map(Event.write) + [.resumed(offset: held.count), .progress(bytesReceived: payload.count)]
+    }
+
+    /// `window`: a sealed PROGRESS saying this side holds the message's first `payload.count` bytes.
+    private mutating func reportProgress(of header: MessageHeader) throws(SecureSessionError) -> [Event] {
+        guard var sealer else { throw .protocolViolation("PROGRESS before the handshake finished") }
+        do {
+            writer.append(try sealer.seal(RecordMessage.progress(message: header.message, held: UInt64(payload.count)).record))
+        } catch {
+            throw SecureSessionError(error)
+        }
+        self.sealer = sealer
+        reportedHeld = payload.count
+        writer.flush()
+        return writer.drain().map(Event.progressWrite)
     }
 
     /// A resumed message failed verification: the checkpoint was bad (or the sender's file
@@ -387,6 +411,7 @@ public struct SecureReceiverSession: Sendable {
             header = announced
             senderNextOffset = 0
             resumeOffset = nil
+            reportedHeld = 0
             payload = []
             payload.reserveCapacity(Int(announced.payloadLength))
             phase = .receivingData
@@ -418,10 +443,16 @@ public struct SecureReceiverSession: Sendable {
             let fresh = Array(bytes[skip...])
             let appendedAt = payload.count
             payload += fresh
-            if chosen.contains(.resume) {
-                return [.appended(offset: appendedAt, bytes: fresh), .progress(bytesReceived: payload.count)]
+            var events: [Event] = []
+            if chosen.contains(.resume) { events.append(.appended(offset: appendedAt, bytes: fresh)) }
+            events.append(.progress(bytesReceived: payload.count))
+            // After `.appended`: the caller keeps the bytes in its checkpoint before it writes
+            // that it holds them. Not once the message is all here: its ACK follows.
+            if chosen.contains(.window), payload.count - reportedHeld >= FlowWindow.reportInterval,
+               UInt64(payload.count) < header.payloadLength {
+                events += try reportProgress(of: header)
             }
-            return [.progress(bytesReceived: payload.count)]
+            return events
         case (.receivingData, .end(let number, let totalBytes)):
             guard let header, number == header.message else {
                 throw .protocolViolation("END of message \(number), message \(header?.message ?? 0) expected")

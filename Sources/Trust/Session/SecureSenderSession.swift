@@ -23,6 +23,11 @@ import Crypto
 /// With `resume` chosen (section 5) the central may write, once per message, a RESUME naming
 /// the message under way and the bytes it already holds from an earlier session: DATA then
 /// continues from that offset (or from where it already is, when that is further on).
+///
+/// With `window` chosen (section 4) the central reports what it holds of the message under way
+/// (PROGRESS); DATA runs at most `FlowWindow.bytes` beyond the last report (or the RESUME
+/// offset, or 0), and the stream pauses there until the next one. What a cut link can lose of a
+/// message is thereby bounded, whatever the queues between the two applications hold.
 public struct SecureSenderSession: Sendable {
     public enum State: Sendable, Equatable {
         case awaitingHandshake, sending, awaitingAck, acknowledged, failed
@@ -97,6 +102,9 @@ public struct SecureSenderSession: Sendable {
     private var unacknowledgedEarlier: (header: MessageHeader, endStreamEnd: Int)?
     /// The central wrote RESUME for the current message (at most once per message).
     private var resumeReceived = false
+    /// `window`: payload bytes of the current message the central reported holding (PROGRESS,
+    /// RESUME); DATA may run `FlowWindow.bytes` beyond it.
+    private var centralHolds = 0
     /// CLOSE `00` is sealed: `EOM` follows once it is handed out.
     private var closeSealed = false
     private var failure: SecureSessionError?
@@ -114,11 +122,12 @@ public struct SecureSenderSession: Sendable {
     public init(
         identity: HostIdentity, authorizedPeers: AuthorizedPeers, hello: HelloV2,
         payload: [UInt8], digest: [UInt8], metadata: FileMetadata?,
-        maximumValueLength: Int, wantsMulti: Bool = false, acceptsResume: Bool = true
+        maximumValueLength: Int, wantsMulti: Bool = false, acceptsResume: Bool = true, acceptsWindow: Bool = true
     ) throws(SecureSessionError) {
         try self.init(identity: identity, authorizedPeers: authorizedPeers, hello: hello, payload: payload,
                       digest: digest, metadata: metadata, maximumValueLength: maximumValueLength,
-                      wantsMulti: wantsMulti, acceptsResume: acceptsResume, firstMessageNumber: Self.messageNumber)
+                      wantsMulti: wantsMulti, acceptsResume: acceptsResume, acceptsWindow: acceptsWindow,
+                      firstMessageNumber: Self.messageNumber)
     }
 
     /// Version 2's plain mode, for a sender without keys (or one that serves peers without
@@ -126,11 +135,11 @@ public struct SecureSenderSession: Sendable {
     /// right after the prefix.
     public init(
         plainAnswering hello: HelloV2, payload: [UInt8], digest: [UInt8], metadata: FileMetadata?,
-        maximumValueLength: Int, wantsMulti: Bool = false, acceptsResume: Bool = true
+        maximumValueLength: Int, wantsMulti: Bool = false, acceptsResume: Bool = true, acceptsWindow: Bool = true
     ) throws(SecureSessionError) {
         try self.init(trust: nil, hello: hello, payload: payload, digest: digest, metadata: metadata,
                       maximumValueLength: maximumValueLength, wantsMulti: wantsMulti, acceptsResume: acceptsResume,
-                      firstMessageNumber: Self.messageNumber)
+                      acceptsWindow: acceptsWindow, firstMessageNumber: Self.messageNumber)
     }
 
     /// `firstMessageNumber`: what the first HEADER carries (0 on the wire; tests make a sender
@@ -138,19 +147,21 @@ public struct SecureSenderSession: Sendable {
     init(
         identity: HostIdentity, authorizedPeers: AuthorizedPeers, hello: HelloV2,
         payload: [UInt8], digest: [UInt8], metadata: FileMetadata?,
-        maximumValueLength: Int, wantsMulti: Bool, acceptsResume: Bool = true, firstMessageNumber: UInt32
+        maximumValueLength: Int, wantsMulti: Bool, acceptsResume: Bool = true, acceptsWindow: Bool = true,
+        firstMessageNumber: UInt32
     ) throws(SecureSessionError) {
         guard hello.offered.contains(.secure) else { throw .notSecure }
         try self.init(trust: (identity, authorizedPeers), hello: hello, payload: payload, digest: digest,
                       metadata: metadata, maximumValueLength: maximumValueLength, wantsMulti: wantsMulti,
-                      acceptsResume: acceptsResume, firstMessageNumber: firstMessageNumber)
+                      acceptsResume: acceptsResume, acceptsWindow: acceptsWindow, firstMessageNumber: firstMessageNumber)
     }
 
     /// `trust` nil: the plain mode.
     private init(
         trust: (identity: HostIdentity, authorizedPeers: AuthorizedPeers)?, hello: HelloV2,
         payload: [UInt8], digest: [UInt8], metadata: FileMetadata?,
-        maximumValueLength: Int, wantsMulti: Bool, acceptsResume: Bool, firstMessageNumber: UInt32
+        maximumValueLength: Int, wantsMulti: Bool, acceptsResume: Bool, acceptsWindow: Bool,
+        firstMessageNumber: UInt32
     ) throws(SecureSessionError) {
         guard digest.count == 32 else { throw .protocolViolation("message digest of \(digest.count) bytes, not 32") }
         var chosen: Capabilities = trust == nil ? [] : .secure
@@ -160,6 +171,8 @@ public struct SecureSenderSession: Sendable {
         if wantsMulti, hello.offered.isSuperset(of: [.multi, .pipeline]) { chosen.insert(.pipeline) }
         // Costs nothing when the central holds no checkpoint: it then writes no RESUME.
         if acceptsResume, hello.offered.contains(.resume) { chosen.insert(.resume) }
+        // A central that reports what it holds bounds what a cut link loses.
+        if acceptsWindow, hello.offered.contains(.window) { chosen.insert(.window) }
         let prefix = StreamPrefix(answering: hello, supports: chosen)
         self.chosen = prefix.chosen
         self.authorizedPeers = trust?.authorizedPeers
@@ -253,6 +266,7 @@ public struct SecureSenderSession: Sendable {
         headerRecordStreamEnd = nil
         resumeReceived = false
         resumedAt = nil
+        centralHolds = 0
         nextRecord = .header
         state = .sending
     }
@@ -337,6 +351,10 @@ public struct SecureSenderSession: Sendable {
             state = .closedByCentral
             return .closedByCentral(reason: reason)
         }
+        if case .progress(let number, let held) = message {
+            try handleProgress(message: number, held: held)
+            return nil
+        }
         if case .resume(let number, let offset) = message {
             // A RESUME for the earlier message came after its END: nothing is left to skip.
             if chosen.contains(.resume), let earlier = unacknowledgedEarlier, number == earlier.header.message,
@@ -401,12 +419,49 @@ public struct SecureSenderSession: Sendable {
         guard !resumeReceived else { throw .protocolViolation("RESUME twice for message \(number)") }
         resumeReceived = true
         resumedAt = offset
+        centralHolds = max(centralHolds, Int(offset))
         // Records already sealed go out as they are (their nonces are spent); the DATA not yet
         // sealed starts at the held offset when that is further on.
         if case .data(let next) = nextRecord, UInt64(next) < offset {
             nextRecord = offset == header.payloadLength ? .end : .data(offset: Int(offset))
         }
         return .resumed(offset: offset)
+    }
+
+    /// PROGRESS (`window`): the central holds the first `held` bytes of message `number`. Only
+    /// for the message under way after its HEADER went out (or the one before it, with
+    /// `pipeline`, whose DATA is all out), and never beyond what was sent or resumed: a central
+    /// cannot widen the window past bytes it could have. A smaller report than an earlier one
+    /// changes nothing.
+    private mutating func handleProgress(message number: UInt32, held: UInt64) throws(SecureSessionError) {
+        guard chosen.contains(.window) else { throw .protocolViolation("PROGRESS, but window was not chosen") }
+        if let earlier = unacknowledgedEarlier, number == earlier.header.message {
+            guard held <= earlier.header.payloadLength else {
+                throw .protocolViolation("PROGRESS at \(held), beyond the \(earlier.header.payloadLength) bytes of message \(number)")
+            }
+            return
+        }
+        guard state == .sending || state == .awaitingAck, number == header.message,
+              let headerRecordStreamEnd, writer.bytesHandedOut >= headerRecordStreamEnd else {
+            throw .protocolViolation("PROGRESS for message \(number), which is not under way")
+        }
+        guard held <= UInt64(max(payloadBytesSent, Int(resumedAt ?? 0))) else {
+            throw .protocolViolation("PROGRESS at \(held), beyond the \(payloadBytesSent) bytes sent of message \(number)")
+        }
+        centralHolds = max(centralHolds, Int(held))
+    }
+
+    /// `window` chosen and the next DATA record would run past what the central reported
+    /// holding plus the window: the stream pauses until its next PROGRESS.
+    public var awaitsProgress: Bool {
+        guard case .data(let offset) = nextRecord else { return false }
+        return !mayHandOutData(at: offset)
+    }
+
+    private func mayHandOutData(at offset: Int) -> Bool {
+        guard chosen.contains(.window) else { return true }
+        let end = min(offset + RecordMessage.dataBytesPerRecord, payload.count)
+        return end <= centralHolds + FlowWindow.bytes
     }
 
     /// Seals records until the writer holds more than a value's worth, or everything is sealed
@@ -422,6 +477,12 @@ public struct SecureSenderSession: Sendable {
                 record = .header(header)
                 nextRecord = payload.isEmpty ? .end : .data(offset: 0)
             case .data(let offset):
+                // At the window's edge what is sealed goes out now, in a shorter value: the
+                // central can report holding it only once it has it all.
+                guard mayHandOutData(at: offset) else {
+                    writer.flush()
+                    return
+                }
                 let end = min(offset + RecordMessage.dataBytesPerRecord, payload.count)
                 record = .data(message: header.message, offset: UInt64(offset), bytes: Array(payload[offset..<end]))
                 payloadEnd = end

@@ -16,7 +16,7 @@
 //   6: writes for a SecureSenderSession; byte 1 even: while it waits for message 2, odd: after
 //      a genuine handshake and message, while it waits for the ACK
 //   7: notification values for a plain-mode SecureReceiverSession (a central without keys
-//      offering multi, meta, resume and pipeline); every message it completes is acknowledged
+//      offering multi, meta, resume, pipeline and window); every message it completes is acknowledged
 //      at once, and must match its HEADER's length and SHA-256
 //   Values (5, 6) are `control (1) | length (1) | bytes`: control bit 7 puts the next sequence
 //   number in front, bit 6 delivers `EOM` instead, bit 5 (first value) puts a genuine prefix
@@ -277,7 +277,7 @@ func feed(_ receiver: inout SecureReceiverSession, _ values: [[UInt8]]) -> [[UIn
     return writes
 }
 
-let fuzzPlainHello = HelloV2(session: 0x0102_0304_0506_0708, offered: [.meta, .multi, .resume, .pipeline])
+let fuzzPlainHello = HelloV2(session: 0x0102_0304_0506_0708, offered: [.meta, .multi, .resume, .pipeline, .window])
 
 /// A central without keys: whatever the values, a completed message matches its HEADER, an
 /// error is one line and ends the session, and held checkpoint bytes never make it skip a check.
@@ -290,7 +290,7 @@ func fuzzPlainReceiverSession(_ input: ArraySlice<UInt8>) {
             precondition(key == nil, "a plain session named a sender key")
             return header.payloadLength >= UInt64(held.count) ? held : []
         })
-    let prefix = StreamPrefix(answering: fuzzPlainHello, supports: [.meta, .multi, .resume, .pipeline]).encoded
+    let prefix = StreamPrefix(answering: fuzzPlainHello, supports: [.meta, .multi, .resume, .pipeline, .window]).encoded
     for value in fuzzValues(input.dropFirst(2), firstSequence: 0, prefix: prefix) {
         do {
             for event in try receiver.receiveNotification(value) {
