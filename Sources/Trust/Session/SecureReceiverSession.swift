@@ -319,10 +319,10 @@ public struct SecureReceiverSession: Sendable {
         }
     }
 
-    /// The write values of `record` sealed in this session's order (tests forge records the
-    /// receiver would not write).
-    mutating func forgeRecord(_ record: RecordMessage) throws(SecureSessionError) -> [[UInt8]] {
-        guard var sealer else { throw .protocolViolation("no keys yet") }
+    /// The write values of `record`, sealed in this session's order and flushed: what this side
+    /// writes at once (RESUME, PROGRESS).
+    private mutating func sealAndDrain(_ record: RecordMessage) throws(SecureSessionError) -> [[UInt8]] {
+        guard var sealer else { throw .protocolViolation("\(record.record.kind) before the handshake finished") }
         do {
             writer.append(try sealer.seal(record.record))
         } catch {
@@ -333,34 +333,26 @@ public struct SecureReceiverSession: Sendable {
         return writer.drain()
     }
 
+    /// The write values of `record` sealed in this session's order (tests forge records the
+    /// receiver would not write).
+    mutating func forgeRecord(_ record: RecordMessage) throws(SecureSessionError) -> [[UInt8]] {
+        try sealAndDrain(record)
+    }
+
     /// Takes `held` as the message's first bytes and writes the sealed RESUME at once.
     private mutating func resume(_ announced: MessageHeader, holding held: [UInt8]) throws(SecureSessionError) -> [Event] {
-        guard var sealer else { throw .protocolViolation("RESUME before the handshake finished") }
-        do {
-            writer.append(try sealer.seal(RecordMessage.resume(message: announced.message, offset: UInt64(held.count)).record))
-        } catch {
-            throw SecureSessionError(error)
-        }
-        self.sealer = sealer
+        let writes = try sealAndDrain(.resume(message: announced.message, offset: UInt64(held.count)))
         payload = held
         resumeOffset = held.count
         reportedHeld = held.count
-        writer.flush()
-        return writer.drain().map(Event.write) + [.resumed(offset: held.count), .progress(bytesReceived: payload.count)]
+        return writes.map(Event.write) + [.resumed(offset: held.count), .progress(bytesReceived: payload.count)]
     }
 
     /// `window`: a sealed PROGRESS saying this side holds the message's first `payload.count` bytes.
     private mutating func reportProgress(of header: MessageHeader) throws(SecureSessionError) -> [Event] {
-        guard var sealer else { throw .protocolViolation("PROGRESS before the handshake finished") }
-        do {
-            writer.append(try sealer.seal(RecordMessage.progress(message: header.message, held: UInt64(payload.count)).record))
-        } catch {
-            throw SecureSessionError(error)
-        }
-        self.sealer = sealer
+        let writes = try sealAndDrain(.progress(message: header.message, held: UInt64(payload.count)))
         reportedHeld = payload.count
-        writer.flush()
-        return writer.drain().map(Event.progressWrite)
+        return writes.map(Event.progressWrite)
     }
 
     /// A resumed message failed verification: the checkpoint was bad (or the sender's file
