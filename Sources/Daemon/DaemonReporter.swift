@@ -194,7 +194,7 @@ struct DaemonReporter {
             }
         }
         if json {
-            object["time"] = ISO8601DateFormatter().string(from: Date())
+            object["time"] = EventTimestamp.string()
             EventRenderer.writeLine(EventRenderer.encode(object), to: STDOUT_FILENO)
         }
     }
@@ -216,7 +216,7 @@ struct DaemonReporter {
         if json {
             var object: [String: any Sendable] = [
                 "event": "waiting", "kind": kind.rawValue, "message": message, "retrySeconds": retryIn.seconds,
-                "time": ISO8601DateFormatter().string(from: Date()),
+                "time": EventTimestamp.string(),
             ]
             if kind == .permissionDenied { object["advice"] = Self.permissionAdvice }
             EventRenderer.writeLine(EventRenderer.encode(object), to: STDOUT_FILENO)

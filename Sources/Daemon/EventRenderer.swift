@@ -175,7 +175,7 @@ public struct EventRenderer {
     // MARK: JSON
 
     public static func jsonObject(for event: RoleEvent) -> [String: any Sendable] {
-        var object: [String: any Sendable] = ["time": ISO8601DateFormatter().string(from: Date())]
+        var object: [String: any Sendable] = ["time": EventTimestamp.string()]
         func peer(_ peer: PeerDescription?) -> (any Sendable)? {
             guard let peer else { return nil }
             var value: [String: any Sendable] = ["address": peer.address]

@@ -6,6 +6,15 @@ import Testing
 
 /// What the CLI and the daemon print for role events.
 @Suite struct EventRendererTests {
+    @Test(arguments: [0.0, 1_795_578_725.715_899, 951_782_400.999, 4_102_444_799.5])
+    func eventTimesKeepTheFormatTheyAlwaysHad(seconds: Double) {
+        // ISO 8601 in UTC to the second, as ISO8601DateFormatter's default wrote it: scripts
+        // that parse the `time` field see no change.
+        let date = Date(timeIntervalSince1970: seconds)
+        #expect(EventTimestamp.string(for: date) == ISO8601DateFormatter().string(from: date))
+        #expect(EventTimestamp.string(for: date).wholeMatch(of: /\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ/) != nil)
+    }
+
     @Test func eventSentencesAndJSONCarryNoTerminalControls() throws {
         let peer = PeerDescription(address: "AA:BB:CC:DD:EE:FF", name: "x\u{1B}[31mred\u{9B}\u{202E}")
         let sentence = EventRenderer.sentence(for: .connected(peer))
