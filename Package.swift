@@ -143,7 +143,8 @@ let package = Package(
         .executableTarget(
             name: "bletransfer-bench",
             dependencies: [
-                "Transfer", "DBus",
+                "Transfer", "Trust", "Roles", "DBus",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

@@ -47,7 +47,7 @@ struct TransferBenchmark: AsyncParsableCommand {
         print("\n\(size / 1024 / 1024) MiB payload, \(runs) runs")
         var rows: [(String, Double)] = []
 
-        rows.append(("baseline: copy in value-sized appends", measure(runs) {
+        rows.append(("baseline: copy in value-sized appends", bestSeconds(of: runs) {
             var copy: [UInt8] = []
             copy.reserveCapacity(size)
             var offset = 0
@@ -58,13 +58,13 @@ struct TransferBenchmark: AsyncParsableCommand {
             }
             sink &+= copy.count
         }))
-        rows.append(("baseline: SHA-256", measure(runs) {
+        rows.append(("baseline: SHA-256", bestSeconds(of: runs) {
             sink &+= OutgoingMessage(payload: payload).digest.count
         }))
 
         let message = OutgoingMessage(payload: payload)
         for (format, replyHello) in [("compat", nil), ("framed", hello)] as [(String, Hello?)] {
-            rows.append(("\(format): chunk", measure(runs) {
+            rows.append(("\(format): chunk", bestSeconds(of: runs) {
                 var sender = MessageSender(message: message, replyingTo: replyHello, maximumValueLength: valueLength)
                 while let value = sender.nextValue() { sink &+= value.count }
             }))
@@ -74,7 +74,7 @@ struct TransferBenchmark: AsyncParsableCommand {
             values.reserveCapacity(sender.valueCount)
             while let value = sender.nextValue() { values.append(value) }
             var received: [UInt8] = []
-            rows.append(("\(format): reassemble\(format == "framed" ? " + verify" : "")", measure(runs) {
+            rows.append(("\(format): reassemble\(format == "framed" ? " + verify" : "")", bestSeconds(of: runs) {
                 var receiver = MessageReceiver(limits: limits, sentHello: hello)
                 for value in values {
                     if case .complete(let message) = try? receiver.receive(value) { received = message.payload }
@@ -89,7 +89,7 @@ struct TransferBenchmark: AsyncParsableCommand {
                 let keyed = values.indices.map { ($0 + Int(shuffleGenerator.next() % 9), $0) }
                 let reordered = keyed.sorted { $0 < $1 }.map { values[$0.1] }
                 received = []
-                rows.append(("framed: reassemble reordered ±8 + verify", measure(runs) {
+                rows.append(("framed: reassemble reordered ±8 + verify", bestSeconds(of: runs) {
                     var receiver = MessageReceiver(limits: limits, sentHello: hello)
                     for value in reordered {
                         if case .complete(let message) = try? receiver.receive(value) { received = message.payload }
@@ -102,7 +102,7 @@ struct TransferBenchmark: AsyncParsableCommand {
             values = []
 
             // Per subscription: the digest was computed once, when the message was prepared.
-            rows.append(("\(format): chunk → reassemble", measure(runs) {
+            rows.append(("\(format): chunk → reassemble", bestSeconds(of: runs) {
                 var sender = MessageSender(message: message, replyingTo: replyHello, maximumValueLength: valueLength)
                 var receiver = MessageReceiver(limits: limits, sentHello: hello)
                 while let value = sender.nextValue() {
@@ -122,44 +122,4 @@ struct TransferBenchmark: AsyncParsableCommand {
         }
         if sink == 42 { print("") }  // keeps the measured work observable
     }
-
-    /// Best wall time of `runs` calls, in seconds.
-    private func measure(_ runs: Int, _ body: () -> Void) -> Double {
-        let clock = ContinuousClock()
-        var best = Double.infinity
-        for _ in 0..<runs {
-            let elapsed = clock.measure(body)
-            best = min(best, elapsed.seconds)
-        }
-        return best
-    }
-}
-
-private struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
-private func format(_ value: Double, digits: Int) -> String {
-    guard value.isFinite else { return "-" }
-    var scale = 1.0
-    for _ in 0..<digits { scale *= 10 }
-    let rounded = (value * scale).rounded() / scale
-    if digits == 0 { return String(Int(rounded)) }
-    var text = String(rounded)
-    let decimals = text.split(separator: ".").last?.count ?? 0
-    if decimals < digits { text += String(repeating: "0", count: digits - decimals) }
-    return text
-}
-
-private func pad(_ text: String, _ width: Int, right: Bool = false) -> String {
-    let padding = String(repeating: " ", count: max(0, width - text.count))
-    return right ? padding + text : text + padding
 }

@@ -1,7 +1,7 @@
 import BlueZ
 
 /// What arrives while a central is subscribed.
-enum TransferInput: Sendable, Equatable {
+package enum TransferInput: Sendable, Equatable {
     /// One notification value.
     case value([UInt8])
     /// The subscription ended from the other side (socket closed, characteristic removed, the

@@ -5,8 +5,8 @@ import Trust
 /// ticks go in (with the time since the subscription started), and out comes what the central
 /// does next. Wraps the core's ``MessageReceiver`` with what a live link adds: an idle
 /// timeout, progress throttling, rate and ETA.
-struct MessageAssembly: Sendable {
-    enum Step: Sendable, Equatable {
+package struct MessageAssembly: Sendable {
+    package enum Step: Sendable, Equatable {
         /// Keep listening; report this progress when non-nil.
         case proceed(progress: ProgressReport?)
         /// The first value arrived and tells the format.
@@ -21,10 +21,10 @@ struct MessageAssembly: Sendable {
         case failed(TransferFailure)
     }
 
-    struct ProgressReport: Sendable, Equatable {
-        var progress: TransferProgress
-        var bytesPerSecond: Double?
-        var secondsRemaining: Double?
+    package struct ProgressReport: Sendable, Equatable {
+        package var progress: TransferProgress
+        package var bytesPerSecond: Double?
+        package var secondsRemaining: Double?
     }
 
     let idleTimeout: Duration
@@ -92,7 +92,7 @@ struct MessageAssembly: Sendable {
 
     /// `secure`: the session for the version-2 HELLO we wrote (nil: none was written);
     /// `requiresSecure`: any other answer is refused.
-    init(limits: TransferLimits, sentHello: Hello?, idleTimeout: Duration, minimumRate: Int = 0,
+    package init(limits: TransferLimits, sentHello: Hello?, idleTimeout: Duration, minimumRate: Int = 0,
          rateGrace: Duration = .seconds(20), progressInterval: Duration = .milliseconds(200),
          undecidedSettle: Duration = .milliseconds(1500), secure: SecureReceiverSession? = nil,
          requiresSecure: Bool = false, resumeSpool: ResumeSpool? = nil) {
@@ -135,19 +135,19 @@ struct MessageAssembly: Sendable {
         return secure.hasReadPrefix ? secure.isSecure : secure.offersSecure
     }
 
-    var expectsMoreMessages: Bool { mode == .version2 && !finished && (secure?.carriesSeveralMessages ?? false) }
+    package var expectsMoreMessages: Bool { mode == .version2 && !finished && (secure?.carriesSeveralMessages ?? false) }
 
     /// A value the session wrote, and whether anything waits for its reply.
-    struct PendingWrite: Sendable, Equatable {
-        var value: [UInt8]
+    package struct PendingWrite: Sendable, Equatable {
+        package var value: [UInt8]
         /// A PROGRESS report: nothing waits for it, so it may go as a write command (a write
         /// request would hold up reading for a round trip at every report).
-        var unanswered: Bool
+        package var unanswered: Bool
     }
 
     /// The values to write to the peer now, in order (the secure handshake's message 2, a
     /// RESUME, PROGRESS reports).
-    mutating func takeWrites() -> [PendingWrite] {
+    package mutating func takeWrites() -> [PendingWrite] {
         defer { pendingWrites = [] }
         return pendingWrites
     }
@@ -156,8 +156,8 @@ struct MessageAssembly: Sendable {
     /// `alreadyStored`: an earlier copy was stored (outcome 01). `closing` (a multi session
     /// whose last wanted message this is): a sealed CLOSE `01` ("takes no more") goes with the
     /// ACK, and the session is over.
-    mutating func secureAcknowledgement(alreadyStored: Bool, closing: Bool = false) throws(SecureSessionError) -> [[UInt8]] {
-        guard mode == .version2, var session = secure else { return [] }
+    package mutating func secureAcknowledgement(alreadyStored: Bool, closing: Bool = false) throws(SecureSessionError) -> [[UInt8]] {
+        guard mode == .version2, var session = secure.take() else { return [] }
         defer { secure = session }
         let close = closing && session.carriesSeveralMessages
         if close { finished = true }
@@ -176,7 +176,7 @@ struct MessageAssembly: Sendable {
                 + "below \(minimumRate) bytes/s after \(Self.describe(rateGrace)) (--min-rate)")
     }
 
-    mutating func handle(_ input: TransferInput, at time: Duration) -> Step {
+    package mutating func handle(_ input: TransferInput, at time: Duration) -> Step {
         guard !finished else { return .proceed(progress: nil) }
         switch input {
         case .tick:
@@ -313,7 +313,9 @@ struct MessageAssembly: Sendable {
     }
 
     private mutating func handleSecure(_ values: [[UInt8]], at time: Duration) -> Step {
-        guard var session = secure else { return .failed(.transient("no secure session")) }
+        // Taken out, not copied: while `secure` still held it, the session's payload buffer
+        // had two owners and every value appended copied the whole message so far (quadratic).
+        guard var session = secure.take() else { return .failed(.transient("no secure session")) }
         defer { secure = session }
         var progressed = false
         stashedValues += values
@@ -480,7 +482,7 @@ struct MessageAssembly: Sendable {
 }
 
 /// Why one visit to a peripheral did not yield a message, and what that means for the run.
-enum TransferFailure: Error, Sendable, Equatable, CustomStringConvertible {
+package enum TransferFailure: Error, Sendable, Equatable, CustomStringConvertible {
     /// Worth another try after a pause: connect aborted, services slow, peer gone mid-transfer,
     /// stalled, an answer to another central's request.
     case transient(String)
@@ -515,7 +517,7 @@ enum TransferFailure: Error, Sendable, Equatable, CustomStringConvertible {
         if case .refused = self { true } else { false }
     }
 
-    var description: String {
+    package var description: String {
         switch self {
         case .transient(let reason), .unsuitable(let reason): reason
         case .corrupt(let error): error.description

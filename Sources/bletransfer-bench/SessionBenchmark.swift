@@ -1,0 +1,135 @@
+import ArgumentParser
+import Crypto
+import Roles
+import Transfer
+import Trust
+
+/// Version 2 as two bletransfer hosts speak it, without a radio: a sender session hands out
+/// values, the central's reassembly (`MessageAssembly` over `SecureReceiverSession`, what
+/// `receive` runs) takes them, and its writes (PROGRESS, the ACK) go back, in the plain and
+/// the secure mode. Printed against a copy of the same bytes in value-sized appends; several
+/// sizes show whether the cost per byte stays flat as a message grows.
+struct SessionBenchmark: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "session",
+        abstract: "Version-2 send → receive throughput (MB/s), plain and secure, against a copy baseline."
+    )
+
+    @Option(help: "Payload sizes in MiB, comma-separated.")
+    var sizes: String = "1,16"
+
+    @Option(help: "Value length in bytes (ATT MTU − 3; 20 to 512).")
+    var valueLength: Int = 512
+
+    @Option(help: "Repetitions per measurement for a 1 MiB payload (fewer for larger ones).")
+    var repetitions: Int = 10
+
+    mutating func run() async throws {
+        let sizesInMiB = sizes.split(separator: ",").compactMap { Int($0.filter { !$0.isWhitespace }) }
+        guard !sizesInMiB.isEmpty, sizesInMiB.allSatisfy({ $0 > 0 }) else {
+            throw ValidationError("--sizes must be positive whole MiB counts, e.g. 1,16")
+        }
+        guard (20...512).contains(valueLength) else { throw ValidationError("--value-length must be 20 to 512") }
+        print("Version-2 session benchmark: \(valueLength)-byte values; MB = 10^6 bytes; best of N runs")
+        var perByte: [String: [Double]] = [:]
+        for mib in sizesInMiB {
+            let runs = max(2, repetitions / mib)
+            let rows = try benchmark(size: mib * 1024 * 1024, runs: runs)
+            for (name, seconds) in rows { perByte[name, default: []].append(seconds / Double(mib)) }
+        }
+        if sizesInMiB.count > 1, let smallest = sizesInMiB.min(), let largest = sizesInMiB.max(), largest > smallest {
+            // Linear work keeps this near 1; a copy of the message so far per value makes it
+            // grow with the size.
+            print("\nseconds per MiB at \(largest) MiB ÷ at \(smallest) MiB:")
+            for name in perByte.keys.sorted() {
+                guard let values = perByte[name], let first = values.first, let last = values.last else { continue }
+                print("  " + pad(name, 42) + pad(format(last / first, digits: 2), 8, right: true))
+            }
+        }
+    }
+
+    private func benchmark(size: Int, runs: Int) throws -> [(String, Double)] {
+        var generator = SplitMix(seed: UInt64(size))
+        var payload = [UInt8](repeating: 0, count: size)
+        for index in payload.indices { payload[index] = UInt8(truncatingIfNeeded: generator.next()) }
+        let digest = Array(SHA256.hash(data: payload))
+        print("\n\(size / 1024 / 1024) MiB payload, \(runs) runs")
+
+        var rows: [(String, Double)] = []
+        var sink = 0
+        rows.append(("baseline: copy in value-sized appends", bestSeconds(of: runs) {
+            var copy: [UInt8] = []
+            copy.reserveCapacity(size)
+            var offset = 0
+            while offset < size {
+                let end = min(offset + valueLength, size)
+                copy.append(contentsOf: payload[offset..<end])
+                offset = end
+            }
+            sink &+= copy.count
+        }))
+        for secure in [false, true] {
+            var failure: String?
+            let seconds = bestSeconds(of: runs) {
+                do {
+                    let received = try Self.transfer(payload, digest: digest, valueLength: valueLength, secure: secure)
+                    if received != payload { failure = "the received message differs from the one sent" }
+                } catch {
+                    failure = "\(error)"
+                }
+            }
+            if let failure { throw ValidationError("\(secure ? "secure" : "plain"): \(failure)") }
+            rows.append(("\(secure ? "secure" : "plain"): send → receive + verify", seconds))
+        }
+
+        let copyBytesPerSecond = Double(size) / rows[0].1
+        print(pad("measurement", 44) + pad("MB/s", 10, right: true) + pad("× copy", 10, right: true))
+        for (name, seconds) in rows {
+            let rate = Double(size) / seconds
+            print(pad(name, 44) + pad(format(rate / 1e6, digits: 1), 10, right: true)
+                  + pad(format(rate / copyBytesPerSecond, digits: 3), 10, right: true))
+        }
+        if sink == 42 { print("") }  // keeps the measured work observable
+        return rows
+    }
+
+    /// One message from a sender session to the central's reassembly; the central's writes
+    /// reach the sender before its next value. Returns the payload the central verified.
+    private static func transfer(_ payload: [UInt8], digest: [UInt8], valueLength: Int, secure: Bool) throws -> [UInt8] {
+        let helloV2 = HelloV2(session: 7, offered: secure ? [.secure, .meta, .multi, .window] : [.meta, .multi, .window])
+        var sender: SecureSenderSession
+        let receiver: SecureReceiverSession
+        if secure {
+            let peripheral = HostIdentity(), central = HostIdentity()
+            sender = try SecureSenderSession(
+                identity: peripheral, authorizedPeers: AuthorizedPeers([.init(key: central.publicKey, name: "c", line: 1)]),
+                hello: helloV2, payload: payload, digest: digest, metadata: nil, maximumValueLength: valueLength)
+            receiver = SecureReceiverSession(
+                identity: central, authorizedPeers: AuthorizedPeers([.init(key: peripheral.publicKey, name: "p", line: 1)]),
+                hello: helloV2, maximumPayloadLength: payload.count, maximumWriteLength: valueLength)
+        } else {
+            sender = try SecureSenderSession(plainAnswering: helloV2, payload: payload, digest: digest, metadata: nil,
+                                             maximumValueLength: valueLength)
+            receiver = SecureReceiverSession(plainHello: helloV2, maximumPayloadLength: payload.count,
+                                             maximumWriteLength: valueLength)
+        }
+        var assembly = MessageAssembly(
+            limits: TransferLimits(maximumMessageSize: payload.count),
+            sentHello: Hello(version: HelloV2.version, session: SessionID(rawValue: 7)),
+            idleTimeout: .seconds(3600), secure: receiver)
+        var time = Duration.zero
+        while true {
+            guard let value = sender.nextValue() else {
+                throw ValidationError("the sender stopped before the central had the message")
+            }
+            time += .microseconds(1)
+            let step = assembly.handle(.value(value), at: time)
+            for write in assembly.takeWrites() { _ = try sender.receiveWrite(write.value) }
+            switch step {
+            case .complete(let message, _): return message.payload
+            case .failed(let failure): throw ValidationError("the central failed: \(failure)")
+            case .proceed, .formatDetected, .sessionEnded: continue
+            }
+        }
+    }
+}
