@@ -1,4 +1,38 @@
-/// What the benchmarks share: a seeded generator for payloads and the table formatting.
+/// What the benchmarks share: payload sizes from the command line, seeded payloads, the copy
+/// baseline, the table formatting.
+
+import ArgumentParser
+
+/// `--sizes` ("1,64"): whole MiB counts, each positive.
+func parseSizesInMiB(_ text: String) throws -> [Int] {
+    let sizes = text.split(separator: ",").compactMap { Int($0.filter { !$0.isWhitespace }) }
+    guard !sizes.isEmpty, sizes.allSatisfy({ $0 > 0 }) else {
+        throw ValidationError("--sizes must be positive whole MiB counts, e.g. 1,64")
+    }
+    return sizes
+}
+
+/// `size` pseudo-random bytes, the same for the same size in every run.
+func seededPayload(size: Int) -> [UInt8] {
+    var generator = SplitMix(seed: UInt64(size))
+    var payload = [UInt8](repeating: 0, count: size)
+    for index in payload.indices { payload[index] = UInt8(truncatingIfNeeded: generator.next()) }
+    return payload
+}
+
+/// The baseline every transfer is printed against: `payload` copied into a new array in
+/// appends of `valueLength` bytes. Returns the bytes copied.
+func copyInValueSizedAppends(_ payload: [UInt8], valueLength: Int) -> Int {
+    var copy: [UInt8] = []
+    copy.reserveCapacity(payload.count)
+    var offset = 0
+    while offset < payload.count {
+        let end = min(offset + valueLength, payload.count)
+        copy.append(contentsOf: payload[offset..<end])
+        offset = end
+    }
+    return copy.count
+}
 
 struct SplitMix: RandomNumberGenerator {
     var state: UInt64

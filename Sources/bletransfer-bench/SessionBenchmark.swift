@@ -25,10 +25,7 @@ struct SessionBenchmark: AsyncParsableCommand {
     var repetitions: Int = 10
 
     mutating func run() async throws {
-        let sizesInMiB = sizes.split(separator: ",").compactMap { Int($0.filter { !$0.isWhitespace }) }
-        guard !sizesInMiB.isEmpty, sizesInMiB.allSatisfy({ $0 > 0 }) else {
-            throw ValidationError("--sizes must be positive whole MiB counts, e.g. 1,16")
-        }
+        let sizesInMiB = try parseSizesInMiB(sizes)
         guard (20...512).contains(valueLength) else { throw ValidationError("--value-length must be 20 to 512") }
         print("Version-2 session benchmark: \(valueLength)-byte values; MB = 10^6 bytes; best of N runs")
         var perByte: [String: [Double]] = [:]
@@ -49,24 +46,14 @@ struct SessionBenchmark: AsyncParsableCommand {
     }
 
     private func benchmark(size: Int, runs: Int) throws -> [(String, Double)] {
-        var generator = SplitMix(seed: UInt64(size))
-        var payload = [UInt8](repeating: 0, count: size)
-        for index in payload.indices { payload[index] = UInt8(truncatingIfNeeded: generator.next()) }
+        let payload = seededPayload(size: size)
         let digest = Array(SHA256.hash(data: payload))
         print("\n\(size / 1024 / 1024) MiB payload, \(runs) runs")
 
         var rows: [(String, Double)] = []
         var sink = 0
         rows.append(("baseline: copy in value-sized appends", bestSeconds(of: runs) {
-            var copy: [UInt8] = []
-            copy.reserveCapacity(size)
-            var offset = 0
-            while offset < size {
-                let end = min(offset + valueLength, size)
-                copy.append(contentsOf: payload[offset..<end])
-                offset = end
-            }
-            sink &+= copy.count
+            sink &+= copyInValueSizedAppends(payload, valueLength: valueLength)
         }))
         for secure in [false, true] {
             var failure: String?

@@ -22,10 +22,7 @@ struct TransferBenchmark: AsyncParsableCommand {
     static let fastestBLEBytesPerSecond = 175_000.0
 
     mutating func run() async throws {
-        let sizesInMiB = sizes.split(separator: ",").compactMap { Int($0.filter { !$0.isWhitespace }) }
-        guard !sizesInMiB.isEmpty, sizesInMiB.allSatisfy({ $0 > 0 }) else {
-            throw ValidationError("--sizes must be positive whole MiB counts, e.g. 1,64")
-        }
+        let sizesInMiB = try parseSizesInMiB(sizes)
         guard mtu >= 23 else { throw ValidationError("--mtu must be at least 23") }
         let valueLength = WireFormat.valueLength(forATTMTU: mtu)
         print("Transfer core benchmark: ATT MTU \(mtu) → \(valueLength)-byte values; MB = 10^6 bytes; best of N runs")
@@ -37,9 +34,7 @@ struct TransferBenchmark: AsyncParsableCommand {
     }
 
     private func benchmark(size: Int, valueLength: Int, runs: Int) throws {
-        var generator = SplitMix(seed: UInt64(size))
-        var payload = [UInt8](repeating: 0, count: size)
-        for index in payload.indices { payload[index] = UInt8(truncatingIfNeeded: generator.next()) }
+        let payload = seededPayload(size: size)
         let limits = TransferLimits(maximumMessageSize: size)
         let hello = Hello(session: SessionID(rawValue: 1))
         var sink = 0
@@ -48,15 +43,7 @@ struct TransferBenchmark: AsyncParsableCommand {
         var rows: [(String, Double)] = []
 
         rows.append(("baseline: copy in value-sized appends", bestSeconds(of: runs) {
-            var copy: [UInt8] = []
-            copy.reserveCapacity(size)
-            var offset = 0
-            while offset < size {
-                let end = min(offset + valueLength, size)
-                copy.append(contentsOf: payload[offset..<end])
-                offset = end
-            }
-            sink &+= copy.count
+            sink &+= copyInValueSizedAppends(payload, valueLength: valueLength)
         }))
         rows.append(("baseline: SHA-256", bestSeconds(of: runs) {
             sink &+= OutgoingMessage(payload: payload).digest.count
