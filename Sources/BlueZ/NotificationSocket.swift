@@ -62,13 +62,39 @@ public final class NotificationSocket: @unchecked Sendable, CustomStringConverti
     // descriptor number is read under that lock and kept open (use count) while a system call
     // or a dispatch source uses it, so a concurrent `close()` never closes it under them.
 
-    /// The ATT MTU BlueZ reported with the socket.
-    public let mtu: Int
-    /// The longest value one packet may carry: ATT MTU − 3 (the notification header).
-    public var maximumValueLength: Int { max(mtu - 3, 1) }
+    /// How long the packets may be each way.
+    public struct PacketLimits: Sendable, Equatable {
+        /// The longest packet `send` takes: ATT MTU − 3 for a GATT value, the channel's send
+        /// MTU for an L2CAP channel.
+        public var send: Int
+        /// The receive buffer: no packet that arrives may be longer.
+        public var receive: Int
+
+        public init(send: Int, receive: Int) {
+            self.send = max(send, 1)
+            self.receive = max(receive, 1)
+        }
+    }
+
+    /// What the kernel's queue-depth ioctl answers for this kind of socket.
+    public enum SendQueueReport: Sendable {
+        /// AF_UNIX (SIOCOUTQ): the bytes sent that the peer has not read yet.
+        case unsentBytes
+        /// AF_BLUETOOTH (TIOCOUTQ): the free room left in the send buffer.
+        case freeSpace
+    }
+
+    /// The ATT MTU BlueZ reported with the socket; for an L2CAP channel, its send MTU + 3
+    /// (what an ATT MTU would be for values of that length).
+    public var mtu: Int { maximumValueLength + 3 }
+    /// The longest value one packet may carry: ATT MTU − 3 (the notification header), or an
+    /// L2CAP channel's send MTU.
+    public var maximumValueLength: Int { state.withLock { $0.limits.send } }
+    private let queueReport: SendQueueReport
 
     private struct State {
         var fd: Int32
+        var limits: PacketLimits
         var closeRequested = false
         var fdClosed = false
         /// System calls in flight plus dispatch sources not yet cancelled.
@@ -77,37 +103,52 @@ public final class NotificationSocket: @unchecked Sendable, CustomStringConverti
     }
 
     private let state: Mutex<State>
-    private let receiveBufferSize: Int
+    private var receiveBufferSize: Int { state.withLock { $0.limits.receive } }
     private static let queue = DispatchQueue(label: "bletransfer.notification-socket")
 
     /// Takes ownership of `fd` (it is closed by `close()` or when this value is released) and
     /// makes it non-blocking.
-    public init(adopting fd: Int32, mtu: Int) throws(NotificationSocketError) {
+    public convenience init(adopting fd: Int32, mtu: Int) throws(NotificationSocketError) {
+        // Received values are at most MTU − 3 bytes; leave room for a full MTU in case a
+        // peer counts differently, and never go below the 23-byte LE minimum.
+        try self.init(adopting: fd, limits: PacketLimits(send: max(mtu - 3, 1), receive: max(mtu, 23)),
+                      queueReport: .unsentBytes)
+    }
+
+    /// Takes ownership of `fd` with explicit packet limits (an L2CAP channel's MTUs).
+    public init(adopting fd: Int32, limits: PacketLimits, queueReport: SendQueueReport) throws(NotificationSocketError) {
         let flags = fcntl(fd, F_GETFL)
         if flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0 {
             let error = Errno(rawValue: errno)
             closeDescriptor(fd)
             throw .systemCall("fcntl(O_NONBLOCK)", error)
         }
-        self.mtu = mtu
-        // Received values are at most MTU − 3 bytes; leave room for a full MTU in case a
-        // peer counts differently, and never go below the 23-byte LE minimum.
-        self.receiveBufferSize = max(mtu, 23)
-        self.state = Mutex(State(fd: fd))
+        self.queueReport = queueReport
+        self.state = Mutex(State(fd: fd, limits: limits))
+    }
+
+    /// Changes the packet limits (an L2CAP channel learns its MTUs once connected).
+    func setLimits(_ limits: PacketLimits) {
+        state.withLock { $0.limits = limits }
     }
 
     /// A connected pair, both ends owned by Swift values (tests, loopback).
     public static func makePair(mtu: Int) throws(NotificationSocketError) -> (NotificationSocket, NotificationSocket) {
+        try makePair(limits: PacketLimits(send: max(mtu - 3, 1), receive: max(mtu, 23)))
+    }
+
+    /// A connected pair with explicit packet limits on both ends.
+    public static func makePair(limits: PacketLimits) throws(NotificationSocketError) -> (NotificationSocket, NotificationSocket) {
         let (first, second) = try makeRawPair()
         let a: NotificationSocket
         do {
-            a = try NotificationSocket(adopting: first, mtu: mtu)
+            a = try NotificationSocket(adopting: first, limits: limits, queueReport: .unsentBytes)
         } catch {
             closeDescriptor(second)
             throw error
         }
         // On failure `second` is closed by the initialiser and `a` closes `first`.
-        let b = try NotificationSocket(adopting: second, mtu: mtu)
+        let b = try NotificationSocket(adopting: second, limits: limits, queueReport: .unsentBytes)
         return (a, b)
     }
 
@@ -124,7 +165,7 @@ public final class NotificationSocket: @unchecked Sendable, CustomStringConverti
         }
     }
 
-    private static func makeRawPair() throws(NotificationSocketError) -> (Int32, Int32) {
+    static func makeRawPair() throws(NotificationSocketError) -> (Int32, Int32) {
         var fds: [Int32] = [-1, -1]
         #if canImport(Glibc)
         let type = Int32(SOCK_SEQPACKET.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
@@ -263,10 +304,22 @@ public final class NotificationSocket: @unchecked Sendable, CustomStringConverti
     /// 0 once the peer took everything, and also once the peer closed (its queue is dropped).
     public var unsentByteCount: Int {
         get throws {
-            try withDescriptor { fd -> Int in
-                let result = bletransfer_socket_unsent_bytes(fd)
-                if result < 0 { throw NotificationSocketError.systemCall("ioctl(SIOCOUTQ)", Errno(rawValue: -result)) }
-                return Int(result)
+            switch queueReport {
+            case .unsentBytes:
+                return try withDescriptor { fd -> Int in
+                    let result = bletransfer_socket_unsent_bytes(fd)
+                    if result < 0 { throw NotificationSocketError.systemCall("ioctl(SIOCOUTQ)", Errno(rawValue: -result)) }
+                    return Int(result)
+                }
+            case .freeSpace:
+                // The kernel frees what it handed to the controller: held = buffer − free room.
+                let buffer = try sendBufferSize
+                let free = try withDescriptor { fd -> Int in
+                    let result = bletransfer_bt_socket_free_send_space(fd)
+                    if result < 0 { throw NotificationSocketError.systemCall("ioctl(TIOCOUTQ)", Errno(rawValue: -result)) }
+                    return Int(result)
+                }
+                return max(0, buffer - free)
             }
         }
     }
@@ -370,7 +423,7 @@ public final class NotificationSocket: @unchecked Sendable, CustomStringConverti
         }
     }
 
-    private func withDescriptor<Result>(_ body: (Int32) throws -> Result) throws -> Result {
+    func withDescriptor<Result>(_ body: (Int32) throws -> Result) throws -> Result {
         let fd = try acquireDescriptor()
         defer { releaseDescriptor() }
         return try body(fd)
@@ -378,9 +431,9 @@ public final class NotificationSocket: @unchecked Sendable, CustomStringConverti
 
     // MARK: Waiting for readiness
 
-    private enum Readiness { case readable, writable }
+    enum Readiness { case readable, writable }
 
-    private func waitUntil(_ readiness: Readiness) async throws {
+    func waitUntil(_ readiness: Readiness) async throws {
         let waiter = Waiter()
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in

@@ -106,4 +106,86 @@ static inline int bletransfer_socket_take_error(int fd) {
     return value;
 }
 
+/* LE credit-based L2CAP channels (the `l2cap` transport of framed version 2): socket set-up
+ * whose structs (sockaddr_l2) and option levels Swift reaches poorly. Every call returns
+ * -errno on failure. */
+#include <fcntl.h>
+#include <bluetooth/l2cap.h>
+
+/* A non-blocking, close-on-exec LE L2CAP socket bound to `local` ("XX:XX:..."; NULL or "" for
+ * any adapter) with `local_type` (BDADDR_LE_PUBLIC / BDADDR_LE_RANDOM) and PSM `psm` (0: the
+ * kernel picks a free dynamic one at listen), its receive MTU set to `receive_mtu`. */
+static inline int bletransfer_l2cap_le_socket(const char *local, uint8_t local_type, uint16_t psm, uint16_t receive_mtu) {
+    int fd = socket(AF_BLUETOOTH, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, BTPROTO_L2CAP);
+    if (fd < 0) return -errno;
+    struct sockaddr_l2 address;
+    memset(&address, 0, sizeof(address));
+    address.l2_family = AF_BLUETOOTH;
+    address.l2_bdaddr_type = local_type;
+    address.l2_psm = htobs(psm);
+    if (local != NULL && local[0] != '\0') {
+        if (str2ba(local, &address.l2_bdaddr) < 0) { close(fd); return -EINVAL; }
+    } else {
+        bacpy(&address.l2_bdaddr, BDADDR_ANY);
+    }
+    if (bind(fd, (struct sockaddr *)&address, sizeof(address)) < 0) { int e = errno; close(fd); return -e; }
+    uint16_t mtu = receive_mtu;
+    if (setsockopt(fd, SOL_BLUETOOTH, BT_RCVMTU, &mtu, sizeof(mtu)) < 0) { int e = errno; close(fd); return -e; }
+    return fd;
+}
+
+/* listen(2), then the PSM the socket is bound to (the kernel's pick when it was bound to 0). */
+static inline int bletransfer_l2cap_listen(int fd, int backlog, uint16_t *psm) {
+    if (listen(fd, backlog) < 0) return -errno;
+    struct sockaddr_l2 address;
+    socklen_t size = sizeof(address);
+    memset(&address, 0, sizeof(address));
+    if (getsockname(fd, (struct sockaddr *)&address, &size) < 0) return -errno;
+    *psm = btohs(address.l2_psm);
+    return 0;
+}
+
+/* accept4(2) (non-blocking, close-on-exec): the new fd, the peer's address into `peer` (at
+ * least 18 bytes) and its type. -EAGAIN when none is waiting. */
+static inline int bletransfer_l2cap_accept(int fd, char *peer, uint8_t *peer_type) {
+    struct sockaddr_l2 address;
+    socklen_t size = sizeof(address);
+    memset(&address, 0, sizeof(address));
+    int client = accept4(fd, (struct sockaddr *)&address, &size, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (client < 0) return -errno;
+    ba2str(&address.l2_bdaddr, peer);
+    *peer_type = address.l2_bdaddr_type;
+    return client;
+}
+
+/* connect(2) to `peer` of `peer_type` on `psm`: 0 when connected at once, -EINPROGRESS while
+ * the channel is being set up (wait until writable, then read SO_ERROR). */
+static inline int bletransfer_l2cap_connect(int fd, const char *peer, uint8_t peer_type, uint16_t psm) {
+    struct sockaddr_l2 address;
+    memset(&address, 0, sizeof(address));
+    address.l2_family = AF_BLUETOOTH;
+    address.l2_bdaddr_type = peer_type;
+    address.l2_psm = htobs(psm);
+    if (str2ba(peer, &address.l2_bdaddr) < 0) return -EINVAL;
+    if (connect(fd, (struct sockaddr *)&address, sizeof(address)) < 0) return -errno;
+    return 0;
+}
+
+/* The channel's receive and send MTU (the largest SDU each way). */
+static inline int bletransfer_l2cap_mtus(int fd, uint16_t *receive, uint16_t *send) {
+    socklen_t size = sizeof(*receive);
+    if (getsockopt(fd, SOL_BLUETOOTH, BT_RCVMTU, receive, &size) < 0) return -errno;
+    size = sizeof(*send);
+    if (getsockopt(fd, SOL_BLUETOOTH, BT_SNDMTU, send, &size) < 0) return -errno;
+    return 0;
+}
+
+/* Free room in a Bluetooth socket's send buffer: af_bluetooth answers TIOCOUTQ with
+ * sk_sndbuf − the bytes still held for sending, not with the queued bytes as AF_UNIX does. */
+static inline int bletransfer_bt_socket_free_send_space(int fd) {
+    int value = 0;
+    if (ioctl(fd, TIOCOUTQ, &value) < 0) return -errno;
+    return value;
+}
+
 #endif

@@ -92,10 +92,11 @@ struct DaemonReporter {
             logger.debug("connecting", metadata: metadata)
         case .connected(let peer):
             logger.debug("connected", metadata: Self.metadata(peer))
-        case .subscribed(let peer, let mtu, let format):
+        case .subscribed(let peer, let mtu, let format, let transport):
             var metadata = Self.metadata(peer)
             metadata["mtu"] = "\(mtu)"
             metadata["format"] = "\(format.rawValue)"
+            metadata["transport"] = "\(transport.rawValue)"
             logger.info("subscribed", metadata: metadata)
         case .progress(let peer, let progress, _, _):
             var metadata = peer.map(Self.metadata) ?? [:]

@@ -104,8 +104,11 @@ public struct EventRenderer {
             "connecting to \(describe(peer))" + (attempt > 1 ? " (attempt \(attempt))" : "")
         case .connected(let peer):
             "connected to \(describe(peer))"
-        case .subscribed(let peer, let mtu, let format):
-            "subscribed with \(describe(peer)), ATT MTU \(mtu), \(format.rawValue) format"
+        case .subscribed(let peer, let mtu, let format, let transport):
+            switch transport {
+            case .gatt: "subscribed with \(describe(peer)), ATT MTU \(mtu), \(format.rawValue) format"
+            case .l2cap: "subscribed with \(describe(peer)) over an L2CAP channel, MTU \(mtu), \(format.rawValue) format"
+            }
         case .progress(_, let progress, let rate, let remaining):
             progressLine(progress, rate: rate, remaining: remaining)
         case .delivered(let message, let peer):
@@ -232,11 +235,12 @@ public struct EventRenderer {
         case .connected(let target):
             object["event"] = "connected"
             object["peer"] = peer(target)
-        case .subscribed(let target, let mtu, let format):
+        case .subscribed(let target, let mtu, let format, let transport):
             object["event"] = "subscribed"
             object["peer"] = peer(target)
             object["mtu"] = mtu
             object["format"] = format.rawValue
+            object["transport"] = transport.rawValue
         case .progress(let target, let progress, let rate, let remaining):
             object["event"] = "progress"
             if let value = peer(target) { object["peer"] = value }

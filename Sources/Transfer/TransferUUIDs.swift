@@ -11,4 +11,10 @@ public enum TransferUUIDs {
     /// The same UUID whatever service UUID the user chooses (characteristics are scoped by
     /// their service).
     public static let framedCharacteristic = try! BluetoothUUID("3B1F6C52-8E0D-4A57-9C2B-61D4E7A09F35")
+    /// bletransfer's channel characteristic: readable, its value the PSM (2 bytes, little-endian,
+    /// as Apple's L2CAP PSM characteristic carries it) of the LE credit-based L2CAP channel on
+    /// which the sender serves framed version 2 (`channel`, docs/wire-v2.md section 6). Served
+    /// in the transfer service beside the data characteristic; centrals that do not look for it
+    /// (Apple's sample, bleak scripts) never see a difference.
+    public static let channelPSMCharacteristic = try! BluetoothUUID("D533DDA4-55B7-4586-A003-91C8B75809F9")
 }

@@ -19,9 +19,13 @@ public struct Capabilities: OptionSet, Sendable, Hashable {
     /// The receiver reports what it holds (PROGRESS) and the sender keeps at most
     /// `FlowWindow.bytes` of a message's payload beyond the last report in flight.
     public static let window = Capabilities(rawValue: 1 << 5)
+    /// The session runs over an LE credit-based L2CAP channel instead of GATT: values (SDUs) of
+    /// up to `SequencedStream.channelValueLengths.upperBound` bytes each way, never reordered.
+    /// Offered only in a HELLO sent on such a channel, and chosen exactly then.
+    public static let channel = Capabilities(rawValue: 1 << 6)
 
     /// Every capability this build understands; other bits are cleared on receipt.
-    public static let known: Capabilities = [.secure, .multi, .resume, .meta, .pipeline, .window]
+    public static let known: Capabilities = [.secure, .multi, .resume, .meta, .pipeline, .window, .channel]
 
     var bytes: [UInt8] { (0..<4).map { UInt8(truncatingIfNeeded: rawValue >> (24 - 8 * UInt32($0))) } }
 

@@ -24,6 +24,12 @@ struct CommonRoleOptions: ParsableArguments {
         valueName: "SECONDS"))
     var timeout: Double?
 
+    @Flag(name: .customLong("no-l2cap"), help: ArgumentHelp(
+        "Between two bletransfer hosts, keep the transfer on GATT notifications and writes instead of "
+        + "an L2CAP channel (framed version 2's `channel`: the sender publishes a PSM, the receiver "
+        + "opens it; faster, and without bluetoothd in the data path)."))
+    var noL2CAP = false
+
     @Flag(name: .long, help: "Print one JSON object per line on standard output, for scripts.")
     var json = false
 
@@ -52,6 +58,7 @@ struct CommonRoleOptions: ParsableArguments {
         options.serviceUUID = try serviceUUID
         options.characteristicUUID = try characteristicUUID
         options.secureMode = secureMode
+        options.usesL2CAP = !noL2CAP
         return options
     }
 

@@ -101,7 +101,7 @@ final class PeripheralEventLog: @unchecked Sendable {
     }
 
     var subscribedFormats: [TransferFormat] {
-        all.compactMap { if case .subscribed(_, _, let format) = $0 { format } else { nil } }
+        all.compactMap { if case .subscribed(_, _, let format, _) = $0 { format } else { nil } }
     }
 }
 

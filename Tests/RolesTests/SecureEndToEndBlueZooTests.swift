@@ -196,7 +196,7 @@ struct SecureEndToEndBlueZooTests {
         let received = run.receiverEvents.compactMap { if case .received(let summary, _, _) = $0 { summary } else { nil } }
         #expect(received.map(\.format) == [.secure])
         #expect(received.first?.peerKey?.fingerprint == Self.senderKey.publicKey.fingerprint)
-        #expect(run.senderEvents.contains { if case .subscribed(_, _, .secure) = $0 { true } else { false } })
+        #expect(run.senderEvents.contains { if case .subscribed(_, _, .secure, _) = $0 { true } else { false } })
     }
 
     /// The side whose key the other side's authorized peers do not list.
@@ -233,7 +233,7 @@ struct SecureEndToEndBlueZooTests {
             "not for Apple's flow", sender: Self.policy(Self.senderKey, trusting: Self.receiverKey), receiver: nil, framed: false)
         #expect(Self.droppedReasons(run.senderEvents).contains { $0.contains("did not offer the secure mode") })
         // Not one value reached the central: no progress, no format detected.
-        #expect(!run.receiverEvents.contains { if case .subscribed(_, _, .compat) = $0 { true } else { false } })
+        #expect(!run.receiverEvents.contains { if case .subscribed(_, _, .compat, _) = $0 { true } else { false } })
         #expect(!run.receiverEvents.contains { if case .progress = $0 { true } else { false } })
     }
 

@@ -293,13 +293,20 @@ def bletransfer_status(ctx: Context):
 # =============================================================================================
 # Raw link capacity.
 # =============================================================================================
-def l2cap_capacity(ctx: Context, frames: int = 400, sdu: int = 512) -> float:
-    """KiB/s of an LE credit-based L2CAP flood from b to a with l2test (`sdu` bytes per SDU,
-    the kernel's own credits): the raw capacity of the emulated link, without ATT or bluetoothd."""
-    addr = ctx.lab.sh("a", "lab_address", step="address of a").stdout().strip()
-    res = ctx.lab.run(a=f"LAB_L2TEST_MTU={sdu} lab_l2test_receiver 90", b=f"LAB_L2TEST_MTU={sdu} lab_l2test_sender {addr} {frames}",
-                      b_after=("a", "L2TEST-LISTENING"), deadline=150, step=f"l2test {frames} × {sdu} bytes")
-    text = res.job("a").output()
+def l2cap_capacity(ctx: Context, frames: int = 400, sdu: int = 512, sender: str = "b") -> float:
+    """KiB/s of an LE credit-based L2CAP flood from `sender` to the other host with l2test (`sdu`
+    bytes per SDU, both MTUs set to it, so the kernel grants credits for a whole SDU): the raw
+    capacity of the emulated link in that direction, without ATT or bluetoothd. The direction
+    matters here: host a runs the emulator and both HCI relays, so a's CPU is shared with
+    whatever a sends or receives (a → b measured 80–97 KiB/s when b → a gave 56–62)."""
+    receiver = "a" if sender == "b" else "b"
+    addr = ctx.lab.sh(receiver, "lab_address", step=f"address of {receiver}").stdout().strip()
+    jobs = {receiver: f"LAB_L2TEST_MTU={sdu} lab_l2test_receiver 90 {frames * sdu}",
+            sender: f"LAB_L2TEST_MTU={sdu} lab_l2test_sender {addr} {frames}"}
+    after = {"b_after": (receiver, "L2TEST-LISTENING")} if sender == "b" else {"a_after": (receiver, "L2TEST-LISTENING")}
+    res = ctx.lab.run(a=jobs["a"], b=jobs["b"], deadline=150, step=f"l2test {sender} → {receiver}, {frames} × {sdu} bytes",
+                      **after)
+    text = res.job(receiver).output()
     pairs = [(int(b), float(s)) for b, s in re.findall(r"(\d+) bytes in ([0-9.]+) sec", text)]
     total = sum(b for b, _ in pairs)
     secs = sum(s for _, s in pairs)

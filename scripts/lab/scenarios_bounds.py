@@ -161,3 +161,41 @@ def bounds_dbus_intruder(ctx: Context):
         ctx.check("refused a D-Bus call" in sender.stderr(), "the sender logged the refused caller")
     finally:
         stop(ctx, sender)
+
+
+@scenario("bounds-channel-intruder", tags=("bletransfer", "bounds", "l2cap"))
+def bounds_channel_intruder(ctx: Context):
+    """send on a publishes its L2CAP channel; from b, l2test opens it and stays silent, then opens
+    it and writes two SDUs of garbage: each channel is closed with one line naming b (no HELLO
+    within 5 s; not a HELLO), and the sender keeps serving: receive on b then gets the message
+    over the channel."""
+    ctx.require_bletransfer()
+    text = "served after two intruders on the channel"
+    sender = ctx.lab.start("a", f"{BIN} send --verbose {shlex.quote(text)} --timeout 300", step="send", deadline=330)
+    try:
+        wait_for(ctx, sender, r"L2CAP channel on PSM \d+", 120, "the sender listens on a PSM", "stderr")
+        psm = re.search(r"L2CAP channel on PSM (\d+)", sender.stderr()).group(1)
+        a_addr = ctx.lab.sh("a", "lab_address", step="address of a").stdout().strip()
+        b_addr = ctx.lab.sh("b", "lab_address", step="address of b").stdout().strip()
+        t0 = time.monotonic()
+        ctx.lab.sh("b", f"timeout 20 l2test -n -V le_public -P {psm} {a_addr}; true", step="silent intruder",
+                   check=False, deadline=40)
+        silent = wait_for(ctx, sender, r"dropped central .*wrote no HELLO", 30, "the silent intruder was dropped", "stderr")
+        ctx.figure("channel_silent_intruder_closed_after_s", round(silent - t0, 1))
+        ctx.lab.sh("b", f"timeout 20 l2test -s -N 2 -b 64 -V le_public -P {psm} {a_addr}; true", step="garbage intruder",
+                   check=False, deadline=40)
+        wait_for(ctx, sender, r"dropped central .*without a framed version 2 HELLO", 30,
+                 "the garbage intruder was dropped", "stderr")
+        drops = [line for line in sender.stderr().splitlines() if "dropped central" in line and "L2CAP" in line]
+        ctx.check(len(drops) == 2 and all(b_addr in line for line in drops),
+                  f"one line for each intruder, naming b ({b_addr}): {drops}")
+        res = ctx.lab.run(b=f"{BIN} receive --json --timeout 120", deadline=150, step="receive after the intruders")
+        out = res.job("b").stdout()
+        got = [e for e in events(out, "received")]
+        ctx.check(len(got) == 1 and got[0].get("text") == text, f"the honest receiver got the message: {got}")
+        ctx.check(any(e.get("transport") == "l2cap" for e in events(out, "subscribed")),
+                  "over the L2CAP channel")
+        sender.wait()
+        ctx.check(sender.rc == 0, f"the sender delivered and exited 0 (exit {sender.rc})")
+    finally:
+        stop(ctx, sender)

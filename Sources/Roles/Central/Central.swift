@@ -294,11 +294,18 @@ public final class Central: Sendable {
             try await connect(device, peer: peer)
             emit(.connected(peer))
             let characteristic = try await resolveCharacteristic(on: device)
+            // Framed version 2 over the sender's L2CAP channel when it publishes one: the channel
+            // then carries the HELLO, the values and our writes.
+            if let socket = await openChannel(on: device, adapter: adapter, peer: peer) {
+                channel = CharacteristicSubscription.channel(socket, characteristic: characteristic)
+            }
+            let overChannel = channel?.overChannel ?? false
 
             var hello: Hello?
             var secureSession: SecureReceiverSession?
             let policy = configuration.secureMode
-            if configuration.requestFramed, let writeType = Self.writeType(for: characteristic.flags) {
+            let helloWriteType: GATTWriteType? = overChannel ? .command : Self.writeType(for: characteristic.flags)
+            if configuration.requestFramed, let writeType = helloWriteType {
                 // A version-2 HELLO (the secure mode offered with keys); a version-1 peripheral
                 // reads its first 14 bytes as a version-1 HELLO and answers version 1.
                 let session = SessionID.random()
@@ -307,12 +314,17 @@ public final class Central: Sendable {
                 var offered: Capabilities = [.meta, .multi, .pipeline, .window]
                 if policy != nil { offered.insert(.secure) }
                 if spool != nil { offered.insert(.resume) }
+                if overChannel { offered.insert(.channel) }
                 let helloV2 = HelloV2(session: session.rawValue, offered: offered)
                 let candidate = Hello(version: HelloV2.version, session: session)
                 do {
-                    try await characteristic.writeValue(helloV2.encoded, type: writeType)
+                    if let channel, overChannel {
+                        try await channel.write(helloV2.encoded, type: writeType)
+                    } else {
+                        try await characteristic.writeValue(helloV2.encoded, type: writeType)
+                    }
                     hello = candidate
-                    let maximumWriteLength = max(20, (characteristic.mtu ?? 23) - 3)
+                    let maximumWriteLength = overChannel ? (channel?.mtu ?? 23) : max(20, (characteristic.mtu ?? 23) - 3)
                     if let policy {
                         secureSession = SecureReceiverSession(
                             identity: policy.identity, authorizedPeers: policy.authorizedPeers, hello: helloV2,
@@ -337,9 +349,11 @@ public final class Central: Sendable {
 
             do {
                 let state = progressState
-                channel = try await CharacteristicSubscription.subscribe(to: characteristic) { [weak self] text in
-                    // Peers without AcquireNotify (Apple's sample, bless) are normal: say it once.
-                    if state.firstFallbackNotice() { self?.emit(.warning(text)) }
+                if channel == nil {
+                    channel = try await CharacteristicSubscription.subscribe(to: characteristic) { [weak self] text in
+                        // Peers without AcquireNotify (Apple's sample, bless) are normal: say it once.
+                        if state.firstFallbackNotice() { self?.emit(.warning(text)) }
+                    }
                 }
             } catch let error as BluetoothError {
                 try Self.rethrowIfFatal(error)
@@ -347,9 +361,19 @@ public final class Central: Sendable {
             }
             guard let channel else { throw TransferFailure.transient("subscribing failed") }
 
-            try await receive(
+            let awaitingClose = try await receive(
                 through: channel, from: device, peer: peer, hello: hello, secureSession: secureSession,
                 requiresSecure: policy?.requiresSecure ?? false, characteristic: characteristic, sink: sink)
+            if !awaitingClose.isEmpty {
+                // Over a channel our last ACK has no reply: the sender closing the channel once it
+                // has read it is the confirmation. Without it, the message may come again.
+                if await !channel.waitForSenderClose(limit: configuration.channelCloseWait) {
+                    for message in awaitingClose {
+                        progressState.rememberUnacknowledged(from: peer.address, digest: message.digest,
+                                                             storedAt: message.storedAt)
+                    }
+                }
+            }
         } catch let failure as TransferFailure {
             // A refusal gets its own event (one line) from the caller.
             if channel != nil, !failure.isRefusal {
@@ -382,7 +406,9 @@ public final class Central: Sendable {
     /// when the visit ends is remembered, so that a message sent again is not stored twice.
     private func takeMessage(_ message: ReceivedMessage, duration: Duration, assembly: inout MessageAssembly,
                              peer: PeerDescription, characteristic: RemoteGATTCharacteristic,
-                             sink: any MessageSink, unconfirmed: inout [UnconfirmedAcknowledgement]) async throws {
+                             channel: CharacteristicSubscription,
+                             sink: any MessageSink, unconfirmed: inout [UnconfirmedAcknowledgement],
+                             awaitingClose: inout [UnacknowledgedMessage]) async throws {
 
         // A sender that never saw our ACK sends the same message again: it is stored
         // already, so it is acknowledged (and said), not stored twice.
@@ -396,7 +422,8 @@ public final class Central: Sendable {
         // could have produced it), version 1's otherwise; compat has none.
         let plainAck = assembly.isVersion2 ? nil : WireFormat.ackValue(for: message)
         if assembly.isVersion2 || plainAck != nil {
-            let offeredType = Self.writeType(for: characteristic.flags) ?? .command
+            // Over a channel every write is an SDU: nothing answers it, like a write command.
+            let offeredType: GATTWriteType = channel.overChannel ? .command : Self.writeType(for: characteristic.flags) ?? .command
             var confirmed = false
             // The last message this run wants: in a multi session CLOSE 01 goes with its ACK,
             // so the sender stops (what it started next stays to be sent again).
@@ -405,7 +432,8 @@ public final class Central: Sendable {
             // In a multi session that goes on, the sender answers this ACK (its next message, or
             // CLOSE and EOM) before this central leaves: the answer shows the ACK arrived.
             let senderAnswers = plainAck == nil && assembly.expectsMoreMessages && !lastWanted
-            let answeredLater = senderAnswers && assembly.pipelines && characteristic.flags.contains(.writeWithoutResponse)
+            let answeredLater = senderAnswers && assembly.pipelines
+                && (channel.overChannel || characteristic.flags.contains(.writeWithoutResponse))
             let type: GATTWriteType = answeredLater ? .command : offeredType
             do {
                 let values: [[UInt8]]
@@ -414,9 +442,11 @@ public final class Central: Sendable {
                 } else {
                     values = try assembly.secureAcknowledgement(alreadyStored: earlierCopy != nil, closing: lastWanted)
                 }
-                for value in values { try await characteristic.writeValue(value, type: type) }
+                for value in values { try await channel.write(value, type: type) }
                 if type != .command {
                     confirmed = true  // a write request is answered by the sender's application
+                } else if channel.overChannel && !senderAnswers {
+                    // Confirmed when the sender closes the channel, after the visit's last write.
                 } else if !senderAnswers {
                     // A write command has no completion: bluetoothd replies once it queued
                     // it, and a Disconnect issued at once can overtake it on a slow link.
@@ -427,7 +457,9 @@ public final class Central: Sendable {
                 emit(.warning("could not acknowledge the message to \(EventText.describe(peer)): \(Self.describe(error))"))
             }
             if !confirmed, let digest = message.digest {
-                if answeredLater, let number = assembly.currentMessageNumber {
+                if channel.overChannel && !senderAnswers {
+                    awaitingClose.append(UnacknowledgedMessage(digest: digest, storedAt: storedAt ?? earlierCopy?.storedAt))
+                } else if answeredLater, let number = assembly.currentMessageNumber {
                     unconfirmed.append(UnconfirmedAcknowledgement(
                         message: number, digest: digest, storedAt: storedAt ?? earlierCopy?.storedAt))
                 } else {
@@ -526,10 +558,13 @@ public final class Central: Sendable {
     /// Receives one message through `channel` (or, in a secure session that carries several,
     /// each in turn until the sender closes or the run has all it wants), watching for the
     /// peer leaving and for silence. Each message is stored and acknowledged as it completes.
+    ///
+    /// Returns the messages whose ACK only the sender's closing of the channel can confirm
+    /// (over a channel, the visit's last ones); empty over GATT.
     private func receive(through channel: CharacteristicSubscription, from device: Device, peer: PeerDescription,
                          hello: Hello?, secureSession: SecureReceiverSession?, requiresSecure: Bool,
                          characteristic: RemoteGATTCharacteristic,
-                         sink: any MessageSink) async throws {
+                         sink: any MessageSink) async throws -> [UnacknowledgedMessage] {
         let clock = ContinuousClock()
         let subscribedAt = clock.now
         let forwardValues = InputProducer<TransferInput> { input in await channel.forward(into: input) }
@@ -538,12 +573,12 @@ public final class Central: Sendable {
             if !Task.isCancelled { input.yield(.ended("the peripheral disconnected")) }
         }
         // The ticks let the assembly notice silence and a rate too low.
-        try await withMergedInputs(forwardValues, watchDisconnection, .ticks(every: .milliseconds(500), .tick)) { inputs in
+        return try await withMergedInputs(forwardValues, watchDisconnection, .ticks(every: .milliseconds(500), .tick)) { inputs in
             var assembly = MessageAssembly(limits: configuration.limits, sentHello: hello, idleTimeout: configuration.idleTimeout,
                                            minimumRate: configuration.minimumRate, rateGrace: configuration.rateGrace,
                                            secure: secureSession, requiresSecure: requiresSecure,
                                            resumeSpool: configuration.resumeSpool)
-            let writeType = Self.writeType(for: characteristic.flags) ?? .command
+            let writeType = channel.overChannel ? .command : Self.writeType(for: characteristic.flags) ?? .command
             let unansweredType: GATTWriteType = characteristic.flags.contains(.writeWithoutResponse) ? .command : writeType
             let mtu = channel.mtu ?? 23
             var admittedAnnouncement = false
@@ -554,7 +589,7 @@ public final class Central: Sendable {
             func writePending(_ assembly: inout MessageAssembly) async throws {
                 for write in assembly.takeWrites() {
                     do {
-                        try await characteristic.writeValue(write.value, type: write.unanswered ? unansweredType : writeType)
+                        try await channel.write(write.value, type: write.unanswered ? unansweredType : writeType)
                     } catch let error as BluetoothError {
                         try Self.rethrowIfFatal(error)
                         throw TransferFailure.transient("writing to the sender failed: \(error)")
@@ -579,8 +614,18 @@ public final class Central: Sendable {
                     throw TransferFailure.refused(bound: refusal.bound.rawValue, reason: refusal.reason)
                 }
             }
+            var announced = false
+            /// The `subscribed` event, once a visit.
+            func announceSubscription(_ format: TransferFormat) {
+                guard !announced else { return }
+                announced = true
+                emit(channel.overChannel ? .subscribed(peer, mtu: mtu, format: format, transport: .l2cap)
+                                         : .subscribed(peer, mtu: mtu, format: format))
+            }
             // ACKs written as commands in this session and not yet shown to have arrived.
             var unconfirmed: [UnconfirmedAcknowledgement] = []
+            // Over a channel, the last ACKs: confirmed once the sender closes it.
+            var awaitingClose: [UnacknowledgedMessage] = []
             defer {
                 for ack in unconfirmed {
                     progressState.rememberUnacknowledged(from: peer.address, digest: ack.digest, storedAt: ack.storedAt)
@@ -608,13 +653,17 @@ public final class Central: Sendable {
                     case .proceed(let report):
                         if let report { emitProgress(report, peer: peer) }
                     case .formatDetected(let format, let report):
-                        emit(.subscribed(peer, mtu: mtu, format: format))
+                        announceSubscription(format)
                         if let report { emitProgress(report, peer: peer) }
                     case .complete(let message, let duration):
+                        // A message whole in its first values completes before anything else
+                        // was said about the subscription: say it first.
+                        announceSubscription(assembly.isSecure ? .secure : message.format == .framed ? .framed : .compat)
                         try await takeMessage(message, duration: duration, assembly: &assembly, peer: peer,
-                                              characteristic: characteristic, sink: sink, unconfirmed: &unconfirmed)
+                                              characteristic: characteristic, channel: channel, sink: sink,
+                                              unconfirmed: &unconfirmed, awaitingClose: &awaitingClose)
                         // Over when the sender ended the stream or this side closed with its last ACK.
-                        guard assembly.expectsMoreMessages else { return }
+                        guard assembly.expectsMoreMessages else { return awaitingClose }
                         admittedAnnouncement = false
                         // With `pipeline` the next message may have come meanwhile, in values read already.
                         let later = clock.now - subscribedAt
@@ -623,7 +672,7 @@ public final class Central: Sendable {
                         if next != nil { try checkAdmission(assembly, at: later) }
                     case .sessionEnded:
                         confirmAcknowledgements(assembly)
-                        return
+                        return awaitingClose
                     case .failed(let failure):
                         throw failure
                     }
@@ -667,6 +716,48 @@ public final class Central: Sendable {
             }
         }
         if wasConnected || channel != nil { emit(.disconnected(peer)) }
+    }
+
+    /// The sender's L2CAP channel (framed version 2's `channel`), when its service publishes a
+    /// PSM and the channel opens within `channelConnectTimeout`; nil otherwise (no channel
+    /// characteristic: Apple's sample, bless, an older bletransfer; `--no-l2cap`), and the
+    /// visit goes on over GATT. A failure is one warning line; the PSM must be an LE dynamic one
+    /// (0x0080–0x00FF), so a hostile sender cannot point us at a fixed channel such as EATT's.
+    private func openChannel(on device: Device, adapter: Adapter, peer: PeerDescription) async -> NotificationSocket? {
+        guard configuration.requestFramed, let transport = configuration.channelTransport,
+              let published = try? device.characteristic(service: configuration.serviceUUID.canonical,
+                                                         characteristic: TransferUUIDs.channelPSMCharacteristic.canonical),
+              let remote = device.properties
+        else { return nil }
+        let local = adapter.properties
+        let limit = configuration.channelConnectTimeout
+        do {
+            let value = try await withTimeLimit(limit, onTimeout: { L2CAPChannelError.timedOut }) {
+                try await published.readValue()
+            }
+            guard value.count == 2 else {
+                emit(.warning("\(EventText.describe(peer)) publishes an L2CAP channel as \(value.count) bytes, not a PSM; using GATT notifications"))
+                return nil
+            }
+            let psm = UInt16(value[0]) | UInt16(value[1]) << 8
+            guard (0x0080...0x00FF).contains(psm) else {
+                emit(.warning("\(EventText.describe(peer)) publishes PSM \(psm), not an LE dynamic one; using GATT notifications"))
+                return nil
+            }
+            return try await withTimeLimit(limit, onTimeout: { L2CAPChannelError.timedOut }) {
+                try await transport.connect(adapter: local?.address, addressType: LEAddressType(bluez: local?.addressType),
+                                            to: remote.address, peerType: LEAddressType(bluez: remote.addressType),
+                                            psm: psm, receiveMTU: SequencedStream.channelValueLengths.upperBound)
+            }
+        } catch let error as BluetoothError {
+            if case .accessDenied = error { return nil }
+            emit(.warning("could not read the L2CAP channel of \(EventText.describe(peer)) (\(error)); using GATT notifications"))
+            return nil
+        } catch {
+            if Task.isCancelled { return nil }
+            emit(.warning("could not open the L2CAP channel of \(EventText.describe(peer)) (\(error)); using GATT notifications"))
+            return nil
+        }
     }
 
     // MARK: Helpers

@@ -52,6 +52,15 @@ public struct CentralConfiguration: Sendable {
     /// the kernel can drop a scan's first report and a controller's duplicate filter then hides
     /// the device for the rest of that scan.
     public var scanRestartInterval: Duration = .seconds(4)
+    /// Where framed version 2 may run over an L2CAP channel when the sender publishes one
+    /// (`channel`); nil (`--no-l2cap`): GATT notifications only.
+    public var channelTransport: (any ChannelTransport)? = L2CAPChannels()
+    /// How long opening that channel may take before the visit goes on over GATT.
+    public var channelConnectTimeout: Duration = .seconds(5)
+    /// After the visit's last ACK on a channel: how long to wait for the sender to close it,
+    /// which confirms the ACK arrived (a message whose ACK is unconfirmed is remembered, so
+    /// that its coming again is acknowledged, not stored twice).
+    public var channelCloseWait: Duration = .seconds(2)
     /// The kernel's queue on a notification socket, read once (the run warns when it is small).
     public var notificationQueue: NotificationQueueLimit = .current()
     /// Whether the link to a peer ("AA:BB:…") may carry several ATT bearers, which can reorder

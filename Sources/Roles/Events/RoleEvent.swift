@@ -27,6 +27,14 @@ public enum TransferFormat: String, Sendable, Equatable, Codable {
     case secure
 }
 
+/// How a subscription's values travel: GATT notifications and writes through bluetoothd, or
+/// an LE credit-based L2CAP channel between the two applications (framed version 2's
+/// `channel`, docs/wire-v2.md section 6).
+public enum TransferTransport: String, Sendable, Equatable {
+    case gatt
+    case l2cap
+}
+
 /// Everything a role reports while it runs. The CLI renders these as progress on a TTY, as
 /// one JSON object per line with `--json`, or as log lines in daemon mode.
 public enum RoleEvent: Sendable {
@@ -39,8 +47,9 @@ public enum RoleEvent: Sendable {
     case peerFound(PeerDescription)
     case connecting(PeerDescription, attempt: Int)
     case connected(PeerDescription)
-    /// A central subscribed (peripheral) or we subscribed (central); `mtu` is the ATT MTU.
-    case subscribed(PeerDescription, mtu: Int, format: TransferFormat)
+    /// A central subscribed (peripheral) or we subscribed (central); `mtu` is the ATT MTU, or
+    /// over an L2CAP channel (`transport`) the channel's MTU: the longest value either way.
+    case subscribed(PeerDescription, mtu: Int, format: TransferFormat, transport: TransferTransport = .gatt)
     /// Bytes of the current message moved so far.
     case progress(PeerDescription?, TransferProgress, bytesPerSecond: Double?, secondsRemaining: Double?)
     /// Peripheral: a message was delivered (acknowledged when framed; unsubscribed after

@@ -24,6 +24,8 @@ public struct ReceiverOptions: Sendable {
     public var quotaFiles: Int?
     /// The secure mode's keys and policy (nil: no keys).
     public var secureMode: SecureModePolicy?
+    /// Not `--no-l2cap`.
+    public var usesL2CAP = true
 
     /// `--idle-timeout`'s default.
     public static let defaultIdleTimeout: Duration = .seconds(15)
@@ -66,6 +68,7 @@ public struct ReceiverOptions: Sendable {
             minimumRate: minimumRate ?? CentralConfiguration.defaultMinimumRate,
             stopOnCorruptMessage: stopOnCorruptMessage)
         configuration.secureMode = secureMode
+        if !usesL2CAP { configuration.channelTransport = nil }
         return configuration
     }
 }

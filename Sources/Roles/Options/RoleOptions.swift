@@ -9,6 +9,8 @@ public protocol RoleOptions: Sendable {
     var characteristicUUID: BluetoothUUID { get set }
     /// The secure mode's keys and policy (nil: no keys).
     var secureMode: SecureModePolicy? { get set }
+    /// Not `--no-l2cap`: framed version 2 may run over an L2CAP channel.
+    var usesL2CAP: Bool { get set }
 }
 
 extension SenderOptions: RoleOptions {}

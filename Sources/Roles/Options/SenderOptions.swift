@@ -24,6 +24,8 @@ public struct SenderOptions: Sendable {
     public var valueSize: Int?
     /// The secure mode's keys and policy (nil: no keys).
     public var secureMode: SecureModePolicy?
+    /// Not `--no-l2cap`.
+    public var usesL2CAP = true
 
     /// Every option at its default; set the ones given.
     public init() {}
@@ -60,6 +62,7 @@ public struct SenderOptions: Sendable {
         }
         if let minimumRate { configuration.minimumTransferRate = minimumRate }
         configuration.secureMode = secureMode
+        if !usesL2CAP { configuration.channelTransport = nil }
         return configuration
     }
 }

@@ -1,6 +1,7 @@
 import BlueZ
 import Logging
 import Transfer
+import Trust
 
 /// The sending role (Apple's peripheral): advertises the transfer service and notifies each
 /// subscribed central the current message, from byte 0, then `EOM`.
@@ -173,6 +174,16 @@ public final class Peripheral: Sendable {
                 uuid: TransferUUIDs.framedCharacteristic.canonical, flags: Self.characteristicFlags,
                 handlers: handlers(index: 1, indications: false)))
         }
+        // Framed version 2 over an L2CAP channel: listen on a dynamic PSM and publish it in the
+        // service. Without one (--no-l2cap, a kernel without Bluetooth sockets) centrals get
+        // GATT notifications, as before.
+        let listener = openChannelListener(on: adapter)
+        if let listener {
+            let psm = listener.psm
+            characteristics.append(LocalGATTCharacteristic(
+                uuid: TransferUUIDs.channelPSMCharacteristic.canonical, flags: [.read],
+                handlers: LocalCharacteristicHandlers(read: { _ in [UInt8(truncatingIfNeeded: psm), UInt8(psm >> 8)] })))
+        }
         let application = LocalGATTApplication(session: session, service: LocalGATTService(
             uuid: configuration.serviceUUID.canonical, characteristics: characteristics))
         await server.attachFallbackEmitter { [application] value, characteristic in
@@ -183,7 +194,18 @@ public final class Peripheral: Sendable {
         let outcome = await withTaskGroup(of: Void.self, returning: ServingOutcome.self) { group in
             // Beside the serving, for as long as it lasts: centrals that leave without unsubscribing.
             group.addTask { await Self.watchDisconnections(on: adapter, session: session, server: server) }
-            defer { group.cancelAll() }
+            if let listener {
+                let timeout = configuration.channelHelloTimeout
+                let logger = self.logger
+                group.addTask {
+                    await Self.acceptChannels(from: listener, on: adapter, session: session, server: server,
+                                              helloTimeout: timeout, logger: logger, onEvent: onEvent)
+                }
+            }
+            defer {
+                group.cancelAll()
+                listener?.close()
+            }
             do {
                 return try await serveMessages(source: source, adapter: adapter, application: application,
                                                advertisement: advertisement, server: server, counter: counter,
@@ -259,6 +281,68 @@ public final class Peripheral: Sendable {
     ) async throws -> Result {
         // Unstructured on purpose: a fresh task does not inherit this one's cancellation.
         try await Task { try await call() }.value
+    }
+
+    /// The L2CAP listener of one poweredOn period, or nil (none configured, or the kernel
+    /// refused one: logged, and the period serves GATT only).
+    private func openChannelListener(on adapter: Adapter) -> (any ChannelListener)? {
+        guard let transport = configuration.channelTransport else { return nil }
+        let properties = adapter.properties
+        do {
+            let listener = try transport.listen(adapter: properties?.address,
+                                                addressType: LEAddressType(bluez: properties?.addressType),
+                                                receiveMTU: SequencedStream.channelValueLengths.upperBound)
+            logger.debug("framed version 2 also over an L2CAP channel on PSM \(listener.psm)")
+            return listener
+        } catch {
+            logger.debug("no L2CAP channel (\(error)); centrals get GATT notifications only")
+            return nil
+        }
+    }
+
+    /// Takes the centrals that open the L2CAP channel, one at a time: each must write a framed
+    /// version-2 HELLO offering `channel` as its first SDU within `helloTimeout`, and is then
+    /// served on that channel like a subscription (or refused, if one is being served). A
+    /// channel from an address that is not a connected device of this adapter, or that says
+    /// nothing fitting in time, is closed with one line naming the peer.
+    private static func acceptChannels(from listener: any ChannelListener, on adapter: Adapter,
+                                       session: BluetoothSession, server: SubscriptionServer,
+                                       helloTimeout: Duration, logger: Logger,
+                                       onEvent: @escaping @Sendable (RoleEvent) -> Void) async {
+        while !Task.isCancelled {
+            let accepted: AcceptedChannel
+            do {
+                accepted = try await listener.accept()
+            } catch {
+                if !Task.isCancelled { logger.debug("the L2CAP listener stopped: \(error)") }
+                return
+            }
+            // The kernel names the central's address; a transport that cannot (tests) leaves
+            // the only connected device.
+            let device: DeviceReference? = if let address = accepted.peer {
+                adapter.device(address: address).flatMap { $0.properties?.connected == true ? $0.reference : nil }
+            } else {
+                PeerResolver.onlyConnectedDevice(on: adapter, in: session)
+            }
+            let peer = PeerResolver.describe(device, in: session)
+            guard let device else {
+                logger.debug("closed an L2CAP channel from \(accepted.peer?.description ?? "an unknown address"): not a connected device of \(adapter.name)")
+                accepted.socket.close()
+                continue
+            }
+            let socket = accepted.socket
+            let first = try? await withTimeLimit(helloTimeout, onTimeout: { L2CAPChannelError.timedOut }) {
+                try await socket.receive()
+            }
+            guard let first, let hello = HelloV2(parsing: first), hello.offered.contains(.channel) else {
+                onEvent(.centralDropped(peer, reason: first == nil
+                    ? "it opened the L2CAP channel and wrote no HELLO within \(SubscriptionDelivery.describe(helloTimeout))"
+                    : "it opened the L2CAP channel without a framed version 2 HELLO offering it"))
+                socket.close()
+                continue
+            }
+            await server.acceptChannel(socket, device: device, hello: hello)
+        }
     }
 
     /// Ends a subscription whose central disconnected without unsubscribing first (BlueZ

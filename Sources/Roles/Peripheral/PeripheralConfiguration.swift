@@ -1,3 +1,4 @@
+import BlueZ
 import Transfer
 
 /// What a `Peripheral` serves and how.
@@ -66,6 +67,13 @@ public struct PeripheralConfiguration: Sendable {
     public var sessionMessageLimit: Int = PeripheralConfiguration.defaultSessionMessageLimit
     /// ... and no new message starts in a session that has lasted this long.
     public var sessionTimeShare: Duration = PeripheralConfiguration.defaultSessionTimeShare
+    /// Where framed version 2 may run over an L2CAP channel (`channel`): the sender listens on a
+    /// dynamic PSM and publishes it in the transfer service. nil (`--no-l2cap`), or a host
+    /// whose kernel has no Bluetooth sockets: GATT notifications only.
+    public var channelTransport: (any ChannelTransport)? = L2CAPChannels()
+    /// A central that opened the channel must write its HELLO within this; then the channel is
+    /// closed and the next central's turn comes (one is read at a time).
+    public var channelHelloTimeout: Duration = .seconds(5)
 
     /// The subscription deadline for a message of `wireBytes` bytes on the air:
     /// `transferTimeFloor` plus the bytes at `minimumTransferRate` — or, when each of

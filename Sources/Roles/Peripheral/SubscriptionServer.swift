@@ -96,6 +96,9 @@ actor SubscriptionServer {
         var sessionBytesOnAirCounted = 0
         /// Resume: the offset the current message continued from.
         var resumedFrom: Int?
+        /// The session runs over an L2CAP channel (`channel`): its values are the channel's
+        /// SDUs, and the central's writes arrive on the same socket, not as GATT writes.
+        var overChannel = false
     }
 
     /// What a central wrote before it subscribed: its HELLO, and the same read as version 2.
@@ -248,6 +251,42 @@ actor SubscriptionServer {
         _ = start(channel: channel, device: device, hello: hello, usesSocket: false, indications: indications)
     }
 
+    /// A central opened our L2CAP channel and wrote `hello` (a version-2 HELLO offering
+    /// `channel`) as its first SDU: the session runs on `socket` both ways. Refused (closed) while
+    /// another central is served or nothing is offered, as a second subscription would be.
+    func acceptChannel(_ socket: NotificationSocket, device: DeviceReference, hello: HelloV2) {
+        guard !isShutDown, current == nil else {
+            if current != nil {
+                logger.debug("\(device): opened the L2CAP channel while another central is served; closed it")
+            }
+            socket.close()
+            return
+        }
+        let centralHello = CentralHello(hello: Hello(version: HelloV2.version, session: SessionID(rawValue: hello.session)),
+                                        version2: hello)
+        guard let id = start(channel: SocketNotificationChannel(socket: socket), device: device, hello: centralHello,
+                             usesSocket: true, indications: false, overChannel: true)
+        else {
+            socket.close()
+            return
+        }
+        // Unstructured: reads the central's SDUs (its stream of writes) for the session's life
+        // while the actor serves other calls; ends when the central closes the channel.
+        Task {
+            while let value = try? await socket.receive() {
+                self.channelWrite(value, subscription: id)
+            }
+            self.hungUp(id, reason: "the central closed the L2CAP channel", closeChannel: false)
+        }
+    }
+
+    /// An SDU the central wrote on the channel of subscription `id`: the next value of its
+    /// session's write stream.
+    private func channelWrite(_ value: [UInt8], subscription id: Int) {
+        guard let subscription = current, subscription.id == id else { return }
+        subscription.secureWrites?.yield(value)
+    }
+
     /// bluetoothd reported an indication confirmed by the subscriber (`Confirm`).
     func indicationConfirmed() {
         current?.confirmations?.yield()
@@ -275,7 +314,7 @@ actor SubscriptionServer {
         }
         // While a secure session is subscribed, everything its central writes is stream values
         // of that session (docs/wire-v2.md), never a HELLO or a version-1 ACK.
-        if let subscription = current, let writes = subscription.secureWrites,
+        if let subscription = current, let writes = subscription.secureWrites, !subscription.overChannel,
            device == nil || subscription.device == nil || device == subscription.device {
             writes.yield(value)
             return
@@ -322,17 +361,20 @@ actor SubscriptionServer {
     // MARK: Serving one subscription
 
     private func start(channel: any NotificationChannel, device: DeviceReference?, hello centralHello: CentralHello,
-                       usesSocket: Bool, indications: Bool) -> Int? {
+                       usesSocket: Bool, indications: Bool, overChannel: Bool = false) -> Int? {
         guard let (message, sequence) = offered else {
             logger.debug("a central subscribed while there is nothing to send; ignored")
             return nil
         }
-        let valueLength = configuration.valueSizeLimit.map { min($0, channel.maximumValueLength) } ?? channel.maximumValueLength
+        // `--value-size` shapes GATT values (Apple's 20 bytes); a channel's SDUs are its own.
+        let valueLength = overChannel
+            ? min(channel.maximumValueLength, SequencedStream.channelValueLengths.upperBound)
+            : configuration.valueSizeLimit.map { min($0, channel.maximumValueLength) } ?? channel.maximumValueLength
         if let policy = configuration.secureMode {
             if let version2 = centralHello.version2, version2.offered.contains(.secure) {
                 return startVersion2(channel: channel, device: device, hello: version2, policy: policy,
                                      message: message, sequence: sequence, valueLength: valueLength,
-                                     usesSocket: usesSocket, indications: indications)
+                                     usesSocket: usesSocket, indications: indications, overChannel: overChannel)
             }
             if policy.requiresSecure {
                 let offer = centralHello.version2 != nil ? "framed version 2 without the secure mode"
@@ -347,7 +389,7 @@ actor SubscriptionServer {
         if let version2 = centralHello.version2 {
             return startVersion2(channel: channel, device: device, hello: version2, policy: nil,
                                  message: message, sequence: sequence, valueLength: valueLength,
-                                 usesSocket: usesSocket, indications: indications)
+                                 usesSocket: usesSocket, indications: indications, overChannel: overChannel)
         }
         let sender = MessageSender(message: message, replyingTo: centralHello.hello, maximumValueLength: valueLength)
         return begin(channel: channel, device: device, message: message, sequence: sequence,
@@ -365,6 +407,7 @@ actor SubscriptionServer {
                            valueLength: Int, valueCount: Int,
                            usesSocket: Bool, indications: Bool,
                            secureWrites: AsyncStream<[UInt8]>.Continuation?, writeInbox: WriteInbox? = nil,
+                           overChannel: Bool = false,
                            transfer: @escaping @Sendable (_ id: Int, _ confirmations: AsyncStream<Void>?) async -> Void) -> Int {
         let id = nextID
         nextID += 1
@@ -380,8 +423,9 @@ actor SubscriptionServer {
             meter: ProgressMeter(totalBytes: message.payload.count),
             delivery: SubscriptionDelivery(format: format, version2: version2, confirmsIndications: indications,
                                            totalBytes: message.payload.count, limits: limits),
-            secureWrites: secureWrites, writeInbox: writeInbox)
-        emitEvent(.subscribed(peer, mtu: valueLength + 3, format: format))
+            secureWrites: secureWrites, writeInbox: writeInbox, overChannel: overChannel)
+        emitEvent(overChannel ? .subscribed(peer, mtu: valueLength, format: format, transport: .l2cap)
+                              : .subscribed(peer, mtu: valueLength + 3, format: format))
         if !channel.hasBackPressure {
             logger.debug("serving \(peer.address) through PropertiesChanged (no AcquireNotify): values paced, no back-pressure")
         }
@@ -397,6 +441,9 @@ actor SubscriptionServer {
         // Unstructured: the transfer outlives this actor call; the subscription holds it and cancels it when it ends.
         subscription.transfer = Task { [confirmations] in
             await transfer(id, confirmations)
+            // Over a channel the transfer ends once nothing more will be sent or read: closing
+            // our end tells the central its last ACK arrived (it has no reply of its own).
+            if overChannel { channel.close() }
         }
         if format == .compat, !indications, let risk = compatOrderingRisk(&subscription) {
             emitEvent(.warning("Apple's format to \(peer.address) over a link that \(risk.reason): BlueZ may deliver "
@@ -652,7 +699,7 @@ extension SubscriptionServer {
     /// `policy` (the HELLO offered it), in the plain mode without.
     fileprivate func startVersion2(channel: any NotificationChannel, device: DeviceReference?, hello: HelloV2,
                                    policy: SecureModePolicy?, message: OutgoingMessage, sequence: Int, valueLength: Int,
-                                   usesSocket: Bool, indications: Bool) -> Int? {
+                                   usesSocket: Bool, indications: Bool, overChannel: Bool = false) -> Int? {
         let session: SecureSenderSession
         let wantsMulti = configuration.sessionMessageLimit > 1
         do {
@@ -660,11 +707,13 @@ extension SubscriptionServer {
                 session = try SecureSenderSession(
                     identity: policy.identity, authorizedPeers: policy.authorizedPeers, hello: hello,
                     payload: message.payload, digest: message.digest,
-                    metadata: Self.fileMetadata(message.file), maximumValueLength: valueLength, wantsMulti: wantsMulti)
+                    metadata: Self.fileMetadata(message.file), maximumValueLength: valueLength, wantsMulti: wantsMulti,
+                    overChannel: overChannel)
             } else {
                 session = try SecureSenderSession(
                     plainAnswering: hello, payload: message.payload, digest: message.digest,
-                    metadata: Self.fileMetadata(message.file), maximumValueLength: valueLength, wantsMulti: wantsMulti)
+                    metadata: Self.fileMetadata(message.file), maximumValueLength: valueLength, wantsMulti: wantsMulti,
+                    overChannel: overChannel)
             }
         } catch {
             refuse(device: device, reason: "its framed version 2 session could not start: \(error)")
@@ -676,9 +725,10 @@ extension SubscriptionServer {
                      format: session.isSecure ? .secure : .framed, version2: true,
                      header: nil, valueLength: valueLength,
                      valueCount: SecureSenderSession.estimatedValueCount(payloadLength: message.payload.count,
-                                                                         maximumValueLength: valueLength),
+                                                                         maximumValueLength: valueLength,
+                                                                         overChannel: overChannel),
                      usesSocket: usesSocket, indications: indications, secureWrites: writesContinuation,
-                     writeInbox: inbox) { id, confirmations in
+                     writeInbox: inbox, overChannel: overChannel) { id, confirmations in
             await Self.secureTransfer(session, over: channel, writes: writes, into: inbox, confirmations: confirmations,
                                       subscription: id, server: self)
         }
@@ -756,9 +806,12 @@ extension SubscriptionServer {
         ongoing.lastProgressEvent = nil
         ongoing.lastProgressBytes = nil
         ongoing.resumedFrom = nil
-        let valueLength = ongoing.channel.maximumValueLength
+        let valueLength = ongoing.overChannel
+            ? min(ongoing.channel.maximumValueLength, SequencedStream.channelValueLengths.upperBound)
+            : ongoing.channel.maximumValueLength
         let values = SecureSenderSession.estimatedValueCount(payloadLength: next.message.payload.count,
-                                                             maximumValueLength: valueLength)
+                                                             maximumValueLength: valueLength,
+                                                             overChannel: ongoing.overChannel)
         let hangUp = ongoing.delivery.hangUpReason
         armTransferDeadline(&ongoing, valueCount: values, valueLength: valueLength,
                             indications: ongoing.confirmations != nil)

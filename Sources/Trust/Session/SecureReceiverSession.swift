@@ -133,8 +133,14 @@ public struct SecureReceiverSession: Sendable {
         self.acceptsPlain = acceptsPlain
         self.hello = hello
         self.maximumPayloadLength = max(maximumPayloadLength, 0)
-        writer = SequencedStreamWriter(maximumValueLength: maximumWriteLength)
+        // A HELLO offering `channel` was written on an L2CAP channel: long values, in order.
+        let overChannel = hello.offered.contains(.channel)
+        writer = SequencedStreamWriter(maximumValueLength: maximumWriteLength, overChannel: overChannel)
+        notifications = SequencedStreamReader(overChannel: overChannel)
     }
+
+    /// This session runs over an L2CAP channel (its HELLO offered `channel`).
+    public var overChannel: Bool { hello.offered.contains(.channel) }
 
     /// Whether a first notification value starts a version-2 stream: sequence number 0, the
     /// prefix magic and version 2.
@@ -258,6 +264,12 @@ public struct SecureReceiverSession: Sendable {
                 prefix = try StreamPrefix(parsing: prefixBytes, hello: hello)
             } catch {
                 throw .protocolViolation(error.description)
+            }
+            // Over an L2CAP channel both sides know it; a sender that does not say so is not
+            // the one this channel was opened to.
+            guard prefix.chosen.contains(.channel) == overChannel else {
+                throw .protocolViolation(overChannel ? "the sender did not choose the channel it was reached on"
+                                                     : "the sender chose a channel over GATT")
             }
             chosen = prefix.chosen
             if prefix.chosen.contains(.secure), let trust {

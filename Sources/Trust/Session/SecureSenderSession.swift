@@ -122,12 +122,13 @@ public struct SecureSenderSession: Sendable {
     public init(
         identity: HostIdentity, authorizedPeers: AuthorizedPeers, hello: HelloV2,
         payload: [UInt8], digest: [UInt8], metadata: FileMetadata?,
-        maximumValueLength: Int, wantsMulti: Bool = false, acceptsResume: Bool = true, acceptsWindow: Bool = true
+        maximumValueLength: Int, wantsMulti: Bool = false, acceptsResume: Bool = true, acceptsWindow: Bool = true,
+        overChannel: Bool = false
     ) throws(SecureSessionError) {
         try self.init(identity: identity, authorizedPeers: authorizedPeers, hello: hello, payload: payload,
                       digest: digest, metadata: metadata, maximumValueLength: maximumValueLength,
                       wantsMulti: wantsMulti, acceptsResume: acceptsResume, acceptsWindow: acceptsWindow,
-                      firstMessageNumber: Self.messageNumber)
+                      overChannel: overChannel, firstMessageNumber: Self.messageNumber)
     }
 
     /// Version 2's plain mode, for a sender without keys (or one that serves peers without
@@ -135,11 +136,12 @@ public struct SecureSenderSession: Sendable {
     /// right after the prefix.
     public init(
         plainAnswering hello: HelloV2, payload: [UInt8], digest: [UInt8], metadata: FileMetadata?,
-        maximumValueLength: Int, wantsMulti: Bool = false, acceptsResume: Bool = true, acceptsWindow: Bool = true
+        maximumValueLength: Int, wantsMulti: Bool = false, acceptsResume: Bool = true, acceptsWindow: Bool = true,
+        overChannel: Bool = false
     ) throws(SecureSessionError) {
         try self.init(trust: nil, hello: hello, payload: payload, digest: digest, metadata: metadata,
                       maximumValueLength: maximumValueLength, wantsMulti: wantsMulti, acceptsResume: acceptsResume,
-                      acceptsWindow: acceptsWindow, firstMessageNumber: Self.messageNumber)
+                      acceptsWindow: acceptsWindow, overChannel: overChannel, firstMessageNumber: Self.messageNumber)
     }
 
     /// `firstMessageNumber`: what the first HEADER carries (0 on the wire; tests make a sender
@@ -148,12 +150,13 @@ public struct SecureSenderSession: Sendable {
         identity: HostIdentity, authorizedPeers: AuthorizedPeers, hello: HelloV2,
         payload: [UInt8], digest: [UInt8], metadata: FileMetadata?,
         maximumValueLength: Int, wantsMulti: Bool, acceptsResume: Bool = true, acceptsWindow: Bool = true,
-        firstMessageNumber: UInt32
+        overChannel: Bool = false, firstMessageNumber: UInt32
     ) throws(SecureSessionError) {
         guard hello.offered.contains(.secure) else { throw .notSecure }
         try self.init(trust: (identity, authorizedPeers), hello: hello, payload: payload, digest: digest,
                       metadata: metadata, maximumValueLength: maximumValueLength, wantsMulti: wantsMulti,
-                      acceptsResume: acceptsResume, acceptsWindow: acceptsWindow, firstMessageNumber: firstMessageNumber)
+                      acceptsResume: acceptsResume, acceptsWindow: acceptsWindow, overChannel: overChannel,
+                      firstMessageNumber: firstMessageNumber)
     }
 
     /// `trust` nil: the plain mode.
@@ -161,10 +164,16 @@ public struct SecureSenderSession: Sendable {
         trust: (identity: HostIdentity, authorizedPeers: AuthorizedPeers)?, hello: HelloV2,
         payload: [UInt8], digest: [UInt8], metadata: FileMetadata?,
         maximumValueLength: Int, wantsMulti: Bool, acceptsResume: Bool, acceptsWindow: Bool,
-        firstMessageNumber: UInt32
+        overChannel: Bool, firstMessageNumber: UInt32
     ) throws(SecureSessionError) {
         guard digest.count == 32 else { throw .protocolViolation("message digest of \(digest.count) bytes, not 32") }
+        // A HELLO read from an L2CAP channel must say so (it is bound into the prologue), and
+        // one read from GATT must not get the channel's long values.
+        guard !overChannel || hello.offered.contains(.channel) else {
+            throw .protocolViolation("a HELLO on an L2CAP channel that does not offer the channel capability")
+        }
         var chosen: Capabilities = trust == nil ? [] : .secure
+        if overChannel { chosen.insert(.channel) }
         // `meta` is chosen whenever offered in a multi session: a later message may be named.
         if metadata != nil || wantsMulti, hello.offered.contains(.meta) { chosen.insert(.meta) }
         if wantsMulti, hello.offered.contains(.multi) { chosen.insert(.multi) }
@@ -180,7 +189,8 @@ public struct SecureSenderSession: Sendable {
         header = MessageHeader(
             message: firstMessageNumber, payloadLength: UInt64(payload.count), digest: digest,
             metadata: chosen.contains(.meta) ? metadata : nil)
-        writer = SequencedStreamWriter(maximumValueLength: maximumValueLength)
+        writer = SequencedStreamWriter(maximumValueLength: maximumValueLength, overChannel: overChannel)
+        writesReader = SequencedStreamReader(overChannel: overChannel)
         guard let trust else {
             // Plain: the records follow the prefix at once, in full-length values.
             handshake = nil
@@ -536,8 +546,8 @@ public struct SecureSenderSession: Sendable {
     /// the values up to message 1, those of message 3 and the records (with the longest
     /// metadata a HEADER can carry), each segment possibly one value longer for its short end,
     /// and `EOM`.
-    public static func estimatedValueCount(payloadLength: Int, maximumValueLength: Int) -> Int {
-        let piece = SequencedStream.clampValueLength(maximumValueLength) - SequencedStream.sequenceLength
+    public static func estimatedValueCount(payloadLength: Int, maximumValueLength: Int, overChannel: Bool = false) -> Int {
+        let piece = SequencedStream.clampValueLength(maximumValueLength, overChannel: overChannel) - SequencedStream.sequenceLength
         let recordOverhead = Frame.headerLength + 1 + NoiseCipherState.tagLength
         let first = StreamPrefix.encodedLength + Frame.headerLength + NoiseXXHandshake.minimumLength(ofMessage: 0)
         let longestMetadata = 1 + 255 + 8 + 4

@@ -2,7 +2,7 @@
 /// each value is `sequence number (2, big-endian, wrapping) | piece` and carries the next bytes
 /// of one byte stream. The notification stream additionally ends with the bare `EOM` value,
 /// which the sessions handle themselves.
-enum SequencedStream {
+public enum SequencedStream {
     /// The value that ends the notification stream, as in version 1.
     static let endOfMessage: [UInt8] = [0x45, 0x4F, 0x4D]  // "EOM"
     static let sequenceLength = 2
@@ -10,9 +10,18 @@ enum SequencedStream {
     static let reorderWindow = 256
     /// Every ATT bearer carries 20 bytes; no attribute value exceeds 512.
     static let valueLengths = 20...512
+    /// Over an L2CAP channel (`channel`) a value is one SDU: up to 8 KiB, so that a 4 KiB DATA
+    /// record and its neighbours travel in one value and the per-value work (a system call on
+    /// each side) is paid once per several KiB.
+    public static let channelValueLengths = 20...8192
 
     static func clampValueLength(_ length: Int) -> Int {
-        min(max(length, valueLengths.lowerBound), valueLengths.upperBound)
+        clampValueLength(length, overChannel: false)
+    }
+
+    static func clampValueLength(_ length: Int, overChannel: Bool) -> Int {
+        let range = overChannel ? channelValueLengths : valueLengths
+        return min(max(length, range.lowerBound), range.upperBound)
     }
 }
 
@@ -33,8 +42,10 @@ struct SequencedStreamWriter: Sendable {
     private(set) var bytesHandedOut = 0
     private(set) var valuesHandedOut = 0
 
-    init(maximumValueLength: Int) {
-        pieceLength = SequencedStream.clampValueLength(maximumValueLength) - SequencedStream.sequenceLength
+    /// `overChannel`: values may be as long as an L2CAP channel's (`channelValueLengths`).
+    init(maximumValueLength: Int, overChannel: Bool = false) {
+        pieceLength = SequencedStream.clampValueLength(maximumValueLength, overChannel: overChannel)
+            - SequencedStream.sequenceLength
     }
 
     var pendingCount: Int { pending.count - pendingStart }
@@ -95,10 +106,21 @@ struct SequencedStreamWriter: Sendable {
 /// distance from the next one needed: `0..<reorderWindow` ahead is accepted, a recent number
 /// behind is a duplicate (a replay), anything else is too far ahead. At most `reorderWindow − 1`
 /// values of at most 512 bytes are held, so a peer cannot make it hold more than ~128 KiB.
+///
+/// Over an L2CAP channel (`overChannel`) values may be up to 8 KiB and arrive in order (the
+/// channel never reorders): nothing is held, a value out of order is a broken stream.
 struct SequencedStreamReader: Sendable {
     private var nextSequence: UInt16 = 0
     private var consumedCount = 0
     private var held: [UInt16: ArraySlice<UInt8>] = [:]
+    private let maximumValueLength: Int
+    private let reorderWindow: Int
+
+    init(overChannel: Bool = false) {
+        maximumValueLength = overChannel ? SequencedStream.channelValueLengths.upperBound
+            : SequencedStream.valueLengths.upperBound
+        reorderWindow = overChannel ? 1 : SequencedStream.reorderWindow
+    }
 
     var heldCount: Int { held.count }
 
@@ -107,8 +129,8 @@ struct SequencedStreamReader: Sendable {
         guard value.count > SequencedStream.sequenceLength else {
             throw .streamFailed("value of \(value.count) bytes, too short to carry stream bytes")
         }
-        guard value.count <= SequencedStream.valueLengths.upperBound else {
-            throw .streamFailed("value of \(value.count) bytes, over the attribute limit of 512")
+        guard value.count <= maximumValueLength else {
+            throw .streamFailed("value of \(value.count) bytes, over the limit of \(maximumValueLength)")
         }
         let sequence = UInt16(value[0]) << 8 | UInt16(value[1])
         let piece = value[SequencedStream.sequenceLength...]
@@ -122,13 +144,13 @@ struct SequencedStreamReader: Sendable {
             }
             return pieces
         }
-        if distance < SequencedStream.reorderWindow {
+        if distance < reorderWindow {
             guard held[sequence] == nil else { throw .streamFailed("value \(sequence) received twice") }
             held[sequence] = piece
             return []
         }
         let behind = Int(nextSequence &- sequence)
-        if behind <= min(consumedCount, 65536 - SequencedStream.reorderWindow) {
+        if behind <= min(consumedCount, 65536 - reorderWindow) {
             throw .streamFailed("value \(sequence) received twice")
         }
         throw .streamFailed("value \(sequence) too far ahead of \(nextSequence)")

@@ -95,7 +95,7 @@ extension RoleEvent {
     var isReceived: Bool { if case .received = self { true } else { false } }
     var isAborted: Bool { if case .transferAborted = self { true } else { false } }
     var isRetrying: Bool { if case .retrying = self { true } else { false } }
-    var subscribedFormat: TransferFormat? { if case .subscribed(_, _, let format) = self { format } else { nil } }
+    var subscribedFormat: TransferFormat? { if case .subscribed(_, _, let format, _) = self { format } else { nil } }
     var receivedSummary: MessageSummary? { if case .received(let summary, _, _) = self { summary } else { nil } }
     var isScanning: Bool { if case .scanning = self { true } else { false } }
     var isProgress: Bool { if case .progress = self { true } else { false } }
@@ -119,10 +119,14 @@ enum CentralTestData {
 
     static func configuration(count: Int? = 1, adapter: String = "hci0", idle: Duration = .seconds(5),
                               framed: Bool = true) -> CentralConfiguration {
-        CentralConfiguration(
+        var configuration = CentralConfiguration(
             adapterName: adapter, messageCount: count, requestFramed: framed, idleTimeout: idle,
             connectTimeout: .seconds(10), servicesResolveTimeout: .seconds(10),
             backoff: BackoffPolicy(initial: .milliseconds(100), maximum: .seconds(1)))
+        // GATT only, whatever the host's kernel offers: a real L2CAP socket would aim at
+        // BlueZoo's invented addresses (ChannelBlueZooTests use LoopbackChannels).
+        configuration.channelTransport = nil
+        return configuration
     }
 }
 

@@ -208,11 +208,28 @@ lab_btmgmt() { timeout 15 btmgmt --index 0 "$@" < <(sleep 15); }
 lab_l2test_mtu_options() {
     [ "${LAB_L2TEST_MTU:-512}" -gt 672 ] && echo "-I $LAB_L2TEST_MTU -O $LAB_L2TEST_MTU"
 }
-lab_l2test_receiver() {  # $1 = seconds to listen
+lab_l2test_receiver() {  # $1 = seconds to listen at most, $2 = bytes expected (optional)
     lab_btmgmt connectable on >/dev/null && lab_btmgmt advertising on >/dev/null || return 1
-    echo "L2TEST-LISTENING"
+    local out pid waited=0 got=0
+    out=$(mktemp /tmp/l2test-receiver.XXXXXX)
     # shellcheck disable=SC2046  # the options are words on purpose
-    timeout -s INT "${1:-60}" l2test -r -V le_public -P 0x0080 -b "${LAB_L2TEST_MTU:-512}" $(lab_l2test_mtu_options)
+    l2test -r -V le_public -P 0x0080 -b "${LAB_L2TEST_MTU:-512}" $(lab_l2test_mtu_options) >"$out" 2>&1 &
+    pid=$!
+    echo "L2TEST-LISTENING"
+    # l2test -r serves connection after connection: stop it once the first one ended or the
+    # expected bytes are in. (A background job ignores SIGINT: it is stopped with TERM.)
+    while kill -0 "$pid" 2>/dev/null && [ "$waited" -lt "$(( ${1:-60} * 10 ))" ]; do
+        grep -q "Disconnect" "$out" && break
+        if [ -n "${2:-}" ]; then
+            got=$(grep -oE '[0-9]+ bytes in' "$out" | awk '{n += $1} END {print n + 0}')
+            [ "$got" -ge "$2" ] && break
+        fi
+        sleep 0.2; waited=$((waited + 2))
+    done
+    kill -TERM "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
+    cat "$out"; rm -f "$out"
+    # The legacy advertising setting left on would make this host's own L2CAP connections
+    # (bletransfer receive opening a sender's channel) fail with EBUSY.
     lab_btmgmt advertising off >/dev/null
     return 0
 }

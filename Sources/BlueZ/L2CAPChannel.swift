@@ -1,0 +1,197 @@
+#if canImport(CBlueZ)
+import CBlueZ
+#endif
+import BluetoothModel
+import SystemPackage
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// The address type of an LE link end, as the kernel's `sockaddr_l2` wants it.
+public enum LEAddressType: UInt8, Sendable, Equatable {
+    case `public` = 1   // BDADDR_LE_PUBLIC
+    case random = 2     // BDADDR_LE_RANDOM
+
+    /// From BlueZ's `AddressType` property ("public" / "random"); public when unknown.
+    public init(bluez text: String?) {
+        self = text == "random" ? .random : .public
+    }
+}
+
+/// Why an L2CAP channel could not be opened or served.
+public enum L2CAPChannelError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// A system call failed: the call and its errno (EAFNOSUPPORT: no Bluetooth in this kernel).
+    case systemCall(String, Errno)
+    /// The peer did not accept the channel within the time allowed.
+    case timedOut
+    /// The listener was closed.
+    case closed
+
+    public var description: String {
+        switch self {
+        case let .systemCall(call, errno): return "\(call) failed: \(errno)"
+        case .timedOut: return "the channel was not set up in time"
+        case .closed: return "the channel listener was closed"
+        }
+    }
+}
+
+/// One end of a channel: a `SOCK_SEQPACKET` socket whose packets are the session's values
+/// (one `send` = one SDU), and the peer at its other end when known.
+public struct AcceptedChannel: Sendable {
+    public let socket: NotificationSocket
+    /// The central's address, as the kernel reported it (nil: the transport does not say).
+    public let peer: BluetoothAddress?
+
+    public init(socket: NotificationSocket, peer: BluetoothAddress?) {
+        self.socket = socket
+        self.peer = peer
+    }
+}
+
+/// A listening channel endpoint on a PSM: what a sender publishes and accepts centrals on.
+public protocol ChannelListener: Sendable {
+    /// The PSM centrals connect to.
+    var psm: UInt16 { get }
+    /// The next central that opened a channel; waits without blocking a thread. Throws
+    /// `L2CAPChannelError.closed` once `close()` was called, `CancellationError` when the
+    /// calling task is cancelled.
+    func accept() async throws -> AcceptedChannel
+    /// Stops listening; a waiting `accept` fails.
+    func close()
+}
+
+/// How a role opens channels: the kernel's LE credit-based L2CAP (`L2CAPChannels`), or a
+/// stand-in in tests, where the host has no Bluetooth.
+public protocol ChannelTransport: Sendable {
+    /// Listens on a free dynamic PSM of the adapter at `adapter` (nil: any adapter).
+    /// `receiveMTU`: the longest SDU a central may send.
+    func listen(adapter: BluetoothAddress?, addressType: LEAddressType, receiveMTU: Int) throws -> any ChannelListener
+    /// Opens a channel from the adapter at `adapter` to `peer` on `psm` over the LE link that
+    /// is already up. `receiveMTU`: the longest SDU the peer may send.
+    func connect(adapter: BluetoothAddress?, addressType: LEAddressType, to peer: BluetoothAddress,
+                 peerType: LEAddressType, psm: UInt16, receiveMTU: Int) async throws -> NotificationSocket
+}
+
+/// LE credit-based L2CAP channels (Core spec Vol 3 Part A, "LE Credit Based Flow Control
+/// Mode") through the kernel's `AF_BLUETOOTH` sockets. The kernel segments each SDU into
+/// link-layer-sized frames and paces them with credits, so an SDU is one whole value however
+/// long, and a receiver that does not read holds the sender back (the kernel returns credits
+/// only as its receive buffer takes SDUs). No privilege is needed for dynamic LE PSMs
+/// (0x0080–0x00FF) and no bluetoothd is involved: the data never passes through D-Bus or ATT.
+public struct L2CAPChannels: ChannelTransport {
+    public init() {}
+
+    /// At most this many centrals wait in the kernel for `accept`.
+    static let backlog: Int32 = 4
+
+    public func listen(adapter: BluetoothAddress?, addressType: LEAddressType, receiveMTU: Int) throws -> any ChannelListener {
+        let fd = Self.makeSocket(adapter: adapter, addressType: addressType, receiveMTU: receiveMTU)
+        guard fd >= 0 else { throw L2CAPChannelError.systemCall("socket/bind(L2CAP)", Errno(rawValue: -fd)) }
+        var psm: UInt16 = 0
+        let result = bletransfer_l2cap_listen(fd, Self.backlog, &psm)
+        guard result == 0 else {
+            _ = Glibc.close(fd)
+            throw L2CAPChannelError.systemCall("listen(L2CAP)", Errno(rawValue: -result))
+        }
+        // The listening socket only ever waits for readability (a central to accept).
+        let socket = try NotificationSocket(adopting: fd, limits: .init(send: 1, receive: 1), queueReport: .freeSpace)
+        return L2CAPListener(socket: socket, psm: psm)
+    }
+
+    public func connect(adapter: BluetoothAddress?, addressType: LEAddressType, to peer: BluetoothAddress,
+                        peerType: LEAddressType, psm: UInt16, receiveMTU: Int) async throws -> NotificationSocket {
+        let fd = Self.makeSocket(adapter: adapter, addressType: addressType, receiveMTU: receiveMTU)
+        guard fd >= 0 else { throw L2CAPChannelError.systemCall("socket/bind(L2CAP)", Errno(rawValue: -fd)) }
+        let started = bletransfer_l2cap_connect(fd, peer.description, peerType.rawValue, psm)
+        if started != 0 && started != -EINPROGRESS {
+            _ = Glibc.close(fd)
+            throw L2CAPChannelError.systemCall("connect(L2CAP)", Errno(rawValue: -started))
+        }
+        let socket = try NotificationSocket(adopting: fd, limits: .init(send: 1, receive: receiveMTU), queueReport: .freeSpace)
+        do {
+            if started != 0 {
+                // The kernel reports the outcome as writability plus SO_ERROR.
+                try await socket.waitUntilWritable()
+                let error = try socket.withDescriptor { bletransfer_socket_take_error($0) }
+                if error != 0 { throw L2CAPChannelError.systemCall("connect(L2CAP)", Errno(rawValue: error)) }
+            }
+            socket.setLimits(try Self.limits(of: socket))
+            return socket
+        } catch {
+            socket.close()
+            throw error
+        }
+    }
+
+    /// The channel's MTUs as the kernel negotiated them.
+    static func limits(of socket: NotificationSocket) throws -> NotificationSocket.PacketLimits {
+        try socket.withDescriptor { fd in
+            var receive: UInt16 = 0
+            var send: UInt16 = 0
+            let result = bletransfer_l2cap_mtus(fd, &receive, &send)
+            if result != 0 { throw L2CAPChannelError.systemCall("getsockopt(BT_SNDMTU/BT_RCVMTU)", Errno(rawValue: -result)) }
+            return NotificationSocket.PacketLimits(send: Int(send), receive: Int(receive))
+        }
+    }
+
+    private static func makeSocket(adapter: BluetoothAddress?, addressType: LEAddressType, receiveMTU: Int) -> Int32 {
+        let mtu = UInt16(clamping: max(receiveMTU, 23))
+        return bletransfer_l2cap_le_socket(adapter?.description ?? "", addressType.rawValue, 0, mtu)
+    }
+}
+
+/// A listening L2CAP socket on a dynamic PSM.
+final class L2CAPListener: ChannelListener {
+    let socket: NotificationSocket
+    let psm: UInt16
+
+    init(socket: NotificationSocket, psm: UInt16) {
+        self.socket = socket
+        self.psm = psm
+    }
+
+    func accept() async throws -> AcceptedChannel {
+        while true {
+            try Task.checkCancellation()
+            var peer = [CChar](repeating: 0, count: 18)
+            var peerType: UInt8 = 0
+            let result: Int32
+            do {
+                result = try socket.withDescriptor { fd in
+                    peer.withUnsafeMutableBufferPointer { bletransfer_l2cap_accept(fd, $0.baseAddress, &peerType) }
+                }
+            } catch NotificationSocketError.closed {
+                throw L2CAPChannelError.closed
+            }
+            if result >= 0 {
+                let channel = try NotificationSocket(adopting: result, limits: .init(send: 1, receive: 1), queueReport: .freeSpace)
+                do {
+                    channel.setLimits(try L2CAPChannels.limits(of: channel))
+                } catch {
+                    channel.close()
+                    throw error
+                }
+                let text = String(decoding: peer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+                return AcceptedChannel(socket: channel, peer: BluetoothAddress(text))
+            }
+            switch -result {
+            case EAGAIN, EINTR, ECONNABORTED:
+                do {
+                    try await socket.waitUntil(.readable)
+                } catch NotificationSocketError.closed {
+                    throw L2CAPChannelError.closed
+                }
+            default:
+                throw L2CAPChannelError.systemCall("accept(L2CAP)", Errno(rawValue: -result))
+            }
+        }
+    }
+
+    func close() {
+        socket.close()
+    }
+}

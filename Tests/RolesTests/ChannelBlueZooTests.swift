@@ -1,0 +1,181 @@
+import BlueZ
+import Foundation
+@testable import Roles
+import Testing
+import Transfer
+import TestSupport
+import Trust
+
+/// Framed version 2 over an L2CAP channel (`channel`) between our Peripheral (hci0) and our
+/// Central (hci1): GATT through BlueZoo, the channel through `LoopbackChannels` (this host has no
+/// Bluetooth sockets), so the engines run exactly their production paths on both.
+@Suite(.serialized, .needsBlueZoo, .timeLimit(.minutes(3)))
+struct ChannelBlueZooTests {
+    static let senderKey = HostIdentity(name: "sender-host")
+    static let receiverKey = HostIdentity(name: "receiver-host")
+
+    static func policy(_ identity: HostIdentity, trusting peer: HostIdentity) -> SecureModePolicy {
+        SecureModePolicy(identity: identity,
+                         authorizedPeers: AuthorizedPeers([AuthorizedPeers.Peer(key: peer.publicKey, name: peer.name, line: 1)]),
+                         requiresSecure: true)
+    }
+
+    struct Run {
+        var received: Int
+        var delivered: Int
+        var messages: [ReceivedMessage]
+        var senderEvents: [RoleEvent]
+        var receiverEvents: [RoleEvent]
+    }
+
+    /// Our Peripheral on hci0 offering the channel through `channels`, serving `source` in a task.
+    static func startSender(on bus: BlueZooBus, channels: LoopbackChannels?, secureMode: SecureModePolicy?,
+                            source: some MessageSource, helloTimeout: Duration = .seconds(5)) async throws
+        -> (session: BluetoothSession, events: PeripheralEventLog, sending: Task<Int, any Error>) {
+        let session = try await bus.openSession()
+        var configuration = PeripheralConfiguration(adapterName: "hci0", fallbackValueInterval: .zero)
+        configuration.secureMode = secureMode
+        configuration.channelTransport = channels
+        configuration.channelHelloTimeout = helloTimeout
+        let peripheral = Peripheral(configuration: configuration, session: session)
+        let events = PeripheralEventLog(following: peripheral.events)
+        return (session, events, Task { try await peripheral.run(source: source) })
+    }
+
+    /// `count` messages from a sender holding `payload` `count` times, received by our Central.
+    static func exchange(_ payload: [UInt8], count: Int = 1, channels: LoopbackChannels,
+                         receiverChannels: LoopbackChannels?? = .none,
+                         sender: SecureModePolicy? = nil, receiver: SecureModePolicy? = nil) async throws -> Run {
+        let bus = try await BlueZooBus.start()
+        defer { bus.stop() }
+        let source = RepeatingMessageSource(message: OutgoingMessage(payload: payload), count: count)
+        let (senderSession, senderLog, sending) = try await startSender(on: bus, channels: channels, secureMode: sender,
+                                                                      source: source)
+        defer { senderSession.close() }
+
+        var configuration = CentralTestData.configuration(count: count, adapter: "hci1")
+        configuration.channelTransport = receiverChannels ?? channels
+        configuration.secureMode = receiver
+        let receiverSession = try await bus.openSession()
+        defer { receiverSession.close() }
+        let central = Central(configuration: configuration, session: receiverSession)
+        let receiverLog = PeripheralEventLog(following: central.events)
+        let sink = CollectingSink()
+        let received = try await central.run(sink: sink, timeout: .seconds(60))
+        let delivered = await value(of: sending, within: .seconds(60)) ?? 0
+        return Run(received: received, delivered: delivered, messages: sink.messages,
+                   senderEvents: await senderLog.allWhenFinished(), receiverEvents: await receiverLog.allWhenFinished())
+    }
+
+    static func transports(_ events: [RoleEvent]) -> [TransferTransport] {
+        events.compactMap { if case .subscribed(_, _, _, let transport) = $0 { transport } else { nil } }
+    }
+
+    @Test("without keys: the message travels over the channel, both sides say so",
+          arguments: [0, 1, 8190, 8191, 200_000])
+    func plainOverTheChannel(size: Int) async throws {
+        let channels = LoopbackChannels()
+        let bytes = CentralTestData.binary(size)
+        let run = try await Self.exchange(bytes, channels: channels)
+        #expect(run.received == 1 && run.delivered == 1)
+        #expect(run.messages.map(\.payload) == [bytes])
+        #expect(Self.transports(run.senderEvents) == [.l2cap])
+        #expect(Self.transports(run.receiverEvents) == [.l2cap])
+        #expect(channels.connectionCount == 1)
+        // The channel's values are its own size, far beyond an ATT value.
+        let mtus = run.receiverEvents.compactMap { if case .subscribed(_, let mtu, _, _) = $0 { mtu } else { nil } }
+        #expect(mtus == [SequencedStream.channelValueLengths.upperBound])
+    }
+
+    @Test("with keys on both sides: the secure mode over the channel, each side names the other's key")
+    func secureOverTheChannel() async throws {
+        let channels = LoopbackChannels()
+        let bytes = CentralTestData.binary(100_000)
+        let run = try await Self.exchange(bytes, channels: channels,
+                                          sender: Self.policy(Self.senderKey, trusting: Self.receiverKey),
+                                          receiver: Self.policy(Self.receiverKey, trusting: Self.senderKey))
+        #expect(run.messages.map(\.payload) == [bytes])
+        #expect(run.messages.first?.authenticatedSender == Self.senderKey.publicKey.line(name: "sender-host"))
+        #expect(run.senderEvents.contains { if case .subscribed(_, _, .secure, .l2cap) = $0 { true } else { false } })
+        #expect(run.senderEvents.compactMap(\.deliveredSummary).first?.peerKey?.fingerprint
+                == Self.receiverKey.publicKey.fingerprint)
+    }
+
+    @Test("several messages in one visit over one channel, each acknowledged")
+    func severalMessagesOverOneChannel() async throws {
+        let channels = LoopbackChannels()
+        let bytes = CentralTestData.binary(30_000)
+        let run = try await Self.exchange(bytes, count: 3, channels: channels)
+        #expect(run.received == 3 && run.delivered == 3)
+        #expect(run.messages.map(\.payload) == [bytes, bytes, bytes])
+        #expect(channels.connectionCount == 1)
+        #expect(run.receiverEvents.filter { if case .connected = $0 { true } else { false } }.count == 1)
+    }
+
+    @Test("a channel that cannot be opened: the visit goes on over GATT, with one warning")
+    func fallsBackToGATT() async throws {
+        let channels = LoopbackChannels()
+        channels.refuseConnections()
+        let bytes = CentralTestData.binary(20_000)
+        let run = try await Self.exchange(bytes, channels: channels)
+        #expect(run.messages.map(\.payload) == [bytes])
+        #expect(Self.transports(run.receiverEvents) == [.gatt])
+        let warnings = run.receiverEvents.compactMap { if case .warning(let text) = $0 { text } else { nil } }
+        #expect(warnings.contains { $0.contains("L2CAP channel") && $0.contains("using GATT notifications") })
+    }
+
+    @Test("a receiver with --no-l2cap never opens the published channel")
+    func receiverWithoutChannel() async throws {
+        let channels = LoopbackChannels()
+        let bytes = CentralTestData.binary(5_000)
+        let run = try await Self.exchange(bytes, channels: channels, receiverChannels: .some(nil))
+        #expect(run.messages.map(\.payload) == [bytes])
+        #expect(Self.transports(run.senderEvents) == [.gatt])
+        #expect(channels.connectionCount == 0)
+    }
+
+    @Test("a central that opens the channel and writes no HELLO, or garbage, is dropped; the next is served",
+          arguments: [nil, Array("not a hello at all".utf8)])
+    func hostileChannelPeers(firstWrite: [UInt8]?) async throws {
+        let channels = LoopbackChannels()
+        let bus = try await BlueZooBus.start()
+        defer { bus.stop() }
+        let bytes = CentralTestData.binary(10_000)
+        let source = RepeatingMessageSource(message: OutgoingMessage(payload: bytes), count: 1)
+        let (senderSession, senderLog, sending) = try await Self.startSender(
+            on: bus, channels: channels, secureMode: nil, source: source, helloTimeout: .seconds(1))
+        defer { senderSession.close() }
+
+        // The hostile central: connected over BlueZoo, it opens the channel it read.
+        let intruder = try await ScriptedCentral.connect(on: bus)
+        let published = try intruder.device.characteristic(service: TransferUUIDs.appleSampleService.canonical,
+                                                           characteristic: TransferUUIDs.channelPSMCharacteristic.canonical)
+        let psmBytes = try await published.readValue()
+        let psm = UInt16(psmBytes[0]) | UInt16(psmBytes[1]) << 8
+        let socket = try await channels.connect(
+            adapter: intruder.adapter.properties?.address, addressType: .public,
+            to: try #require(intruder.device.properties?.address), peerType: .public, psm: psm, receiveMTU: 8192)
+        if let firstWrite { try await socket.send(firstWrite) }
+        // The sender closes it (no HELLO in a second, or not a HELLO) and says why, naming it.
+        #expect(try await socket.receive() == nil)
+        let dropped = await senderLog.waitFor { if case .centralDropped = $0 { true } else { false } }
+        #expect(dropped == true)
+        let reasons = senderLog.all.compactMap { if case .centralDropped(_, let reason) = $0 { reason } else { nil } }
+        #expect(reasons.contains { $0.contains("L2CAP channel") })
+        try? await intruder.device.disconnect()
+        intruder.session.close()
+
+        // An honest central still gets the message, over the channel.
+        var configuration = CentralTestData.configuration(adapter: "hci1")
+        configuration.channelTransport = channels
+        let receiverSession = try await bus.openSession()
+        defer { receiverSession.close() }
+        let central = Central(configuration: configuration, session: receiverSession)
+        let receiverLog = PeripheralEventLog(following: central.events)
+        let sink = CollectingSink()
+        #expect(try await central.run(sink: sink, timeout: .seconds(60)) == 1)
+        #expect(sink.messages.map(\.payload) == [bytes])
+        #expect(await value(of: sending, within: .seconds(60)) == 1)
+        #expect(Self.transports(await receiverLog.allWhenFinished()) == [.l2cap])
+    }
+}
