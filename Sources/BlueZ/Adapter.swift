@@ -162,6 +162,15 @@ public struct Adapter: Sendable, Hashable, CustomStringConvertible {
                                    arguments: [.objectPath(device.path)])
     }
 
+    /// Asks bluetoothd to remove `device` and returns once the request is on the bus, without
+    /// its reply: for a connected device bluetoothd replies only after its disconnection, which
+    /// it starts after a 2 s timer (adapter.c `remove_device`, device.c `DISCONNECT_TIMER`),
+    /// and completes on its own whether or not anyone waits.
+    public func requestRemoval(of device: Device) async throws {
+        try await session.callWithoutReply(path: path, interface: BlueZInterface.adapter, method: "RemoveDevice",
+                                           arguments: [.objectPath(device.path)])
+    }
+
     // MARK: Devices
 
     /// Devices BlueZ currently knows under this adapter (discovered, cached or paired).

@@ -313,6 +313,16 @@ public final class BluetoothSession: Sendable {
     // MARK: Calls
 
     /// A method call to org.bluez with errors mapped to `BluetoothError`.
+    /// A call to bluetoothd whose reply is not awaited, written to the bus before this returns.
+    package func callWithoutReply(path: ObjectPath, interface: String, method: String, arguments: [DBusValue] = []) async throws {
+        do {
+            try await connection.callWithoutReply(destination: BlueZInterface.service, path: path, interface: interface,
+                                                  method: method, arguments: arguments)
+        } catch {
+            throw BluetoothError.from(error)
+        }
+    }
+
     package func call(path: ObjectPath, interface: String, method: String, arguments: [DBusValue] = [],
                      timeout: Duration = .seconds(25)) async throws -> [DBusValue] {
         do {

@@ -124,6 +124,24 @@ public final class DBusConnection: Sendable {
         return try reply.arguments()
     }
 
+    /// A method call whose reply nobody waits for (the NO_REPLY_EXPECTED flag: the callee
+    /// sends none), written to the bus before this returns. For a last request a process makes
+    /// on its way out: the caller may close the connection and exit at once after it, and the
+    /// call still reaches its destination. Throws only when the call cannot be built or the
+    /// connection is gone.
+    public func callWithoutReply(
+        destination: String, path: ObjectPath, interface: String, method: String, arguments: [DBusValue] = []
+    ) async throws {
+        let message = try Message.methodCall(destination: destination, path: path, interface: interface, method: method)
+        try message.append(arguments)
+        dbus_message_set_no_reply(message.pointer, 1)
+        let loop = self.loop
+        let sent = await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+            loop.sendAndFlush(message) { continuation.resume(returning: $0) }
+        }
+        if !sent { throw DBusError.disconnected() }
+    }
+
     /// Sends a method call and returns the (non-error) reply message.
     func send(_ message: Message, timeout: Duration) async throws -> Message {
         let loop = self.loop

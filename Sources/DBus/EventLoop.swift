@@ -120,6 +120,23 @@ final class EventLoop: @unchecked Sendable {
         }
     }
 
+    /// Sends `message` and writes everything queued so far to the bus socket, then calls
+    /// `done` on the loop thread (at once, with false, when the connection is gone).
+    func sendAndFlush(_ message: Message, done: @escaping @Sendable (Bool) -> Void) {
+        let queued = enqueue { loop in
+            guard let connection = loop.connection else {
+                done(false)
+                return
+            }
+            _ = dbus_connection_send(connection, message.pointer, nil)
+            // A local socket: this writes at once unless the bus is not reading, which a
+            // message of a few hundred bytes does not wait for in practice.
+            dbus_connection_flush(connection)
+            done(true)
+        }
+        if !queued { done(false) }
+    }
+
     private func runQueuedJobs() {
         let jobs = queue.withLock { queue -> [Job] in
             queue.wakeupPending = false

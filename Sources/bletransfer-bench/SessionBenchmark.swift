@@ -18,7 +18,7 @@ struct SessionBenchmark: AsyncParsableCommand {
     @Option(help: "Payload sizes in MiB, comma-separated.")
     var sizes: String = "1,16"
 
-    @Option(help: "Value length in bytes (ATT MTU − 3; 20 to 512).")
+    @Option(help: "Value length in bytes: 20 to 512 (ATT MTU − 3) over GATT; 513 to 8192 runs the session as over an L2CAP channel (`channel`), one SDU a value.")
     var valueLength: Int = 512
 
     @Option(help: "Repetitions per measurement for a 1 MiB payload (fewer for larger ones).")
@@ -26,8 +26,9 @@ struct SessionBenchmark: AsyncParsableCommand {
 
     mutating func run() async throws {
         let sizesInMiB = try parseSizesInMiB(sizes)
-        guard (20...512).contains(valueLength) else { throw ValidationError("--value-length must be 20 to 512") }
-        print("Version-2 session benchmark: \(valueLength)-byte values; MB = 10^6 bytes; best of N runs")
+        guard (20...8192).contains(valueLength) else { throw ValidationError("--value-length must be 20 to 8192") }
+        print("Version-2 session benchmark: \(valueLength)-byte values\(valueLength > 512 ? " (L2CAP channel)" : ""); "
+              + "MB = 10^6 bytes; best of N runs")
         var perByte: [String: [Double]] = [:]
         for mib in sizesInMiB {
             let runs = max(2, repetitions / mib)
@@ -83,20 +84,25 @@ struct SessionBenchmark: AsyncParsableCommand {
     /// One message from a sender session to the central's reassembly; the central's writes
     /// reach the sender before its next value. Returns the payload the central verified.
     private static func transfer(_ payload: [UInt8], digest: [UInt8], valueLength: Int, secure: Bool) throws -> [UInt8] {
-        let helloV2 = HelloV2(session: 7, offered: secure ? [.secure, .meta, .multi, .window] : [.meta, .multi, .window])
+        // Values longer than an attribute's run as over an L2CAP channel.
+        let overChannel = valueLength > 512
+        var offered: Capabilities = secure ? [.secure, .meta, .multi, .window] : [.meta, .multi, .window]
+        if overChannel { offered.insert(.channel) }
+        let helloV2 = HelloV2(session: 7, offered: offered)
         var sender: SecureSenderSession
         let receiver: SecureReceiverSession
         if secure {
             let peripheral = HostIdentity(), central = HostIdentity()
             sender = try SecureSenderSession(
                 identity: peripheral, authorizedPeers: AuthorizedPeers([.init(key: central.publicKey, name: "c", line: 1)]),
-                hello: helloV2, payload: payload, digest: digest, metadata: nil, maximumValueLength: valueLength)
+                hello: helloV2, payload: payload, digest: digest, metadata: nil, maximumValueLength: valueLength,
+                overChannel: overChannel)
             receiver = SecureReceiverSession(
                 identity: central, authorizedPeers: AuthorizedPeers([.init(key: peripheral.publicKey, name: "p", line: 1)]),
                 hello: helloV2, maximumPayloadLength: payload.count, maximumWriteLength: valueLength)
         } else {
             sender = try SecureSenderSession(plainAnswering: helloV2, payload: payload, digest: digest, metadata: nil,
-                                             maximumValueLength: valueLength)
+                                             maximumValueLength: valueLength, overChannel: overChannel)
             receiver = SecureReceiverSession(plainHello: helloV2, maximumPayloadLength: payload.count,
                                              maximumWriteLength: valueLength)
         }

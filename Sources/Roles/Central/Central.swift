@@ -695,15 +695,16 @@ public final class Central: Sendable {
     /// disconnection (its 2 s disconnect timer, then the link's teardown: about 3 s). The
     /// link and the device record still go: `RemoveDevice` on a connected, unpaired device
     /// makes bluetoothd mark it temporary, disconnect it and remove it as the link drops
-    /// (adapter-api.txt; BlueZ's adapter.c), whether or not we wait for the reply. We wait
-    /// only `handBackWait` for it, long enough for the call to leave this process.
+    /// (adapter-api.txt; BlueZ's adapter.c), whether or not we wait for the reply, which comes
+    /// only after that disconnection. So the call is sent without a reply expected and written
+    /// to the bus before the run returns (`requestRemoval`), all within `handBackWait`.
     private func cleanUp(channel: CharacteristicSubscription?, device: Device, adapter: Adapter, forget: Bool,
                          peer: PeerDescription, handingBack: Bool = false) async {
         let wasConnected = device.properties?.connected ?? false
         if handingBack, forget, !(device.properties?.paired ?? false) {
             await boundedCleanup(limit: configuration.handBackWait) {
                 await channel?.close()
-                try? await adapter.removeDevice(device)
+                try? await adapter.requestRemoval(of: device)
             }
             if wasConnected || channel != nil { emit(.disconnected(peer)) }
             return

@@ -45,8 +45,9 @@ public struct CentralConfiguration: Sendable {
     /// Where checkpoints of unfinished secure messages are kept so that the next visit
     /// resumes them (docs/wire-v2.md section 5); nil: `resume` is not offered.
     public var resumeSpool: ResumeSpool?
-    /// After the last wanted message: how long the run waits for `RemoveDevice` before it
-    /// returns (bluetoothd finishes the disconnection and the removal on its own).
+    /// After the last wanted message: the most the run waits for `RemoveDevice` to be on the
+    /// bus before it returns (bluetoothd finishes the disconnection and the removal on its own;
+    /// it takes well under a millisecond unless the bus stalls).
     public var handBackWait: Duration = .milliseconds(100)
     /// A scan that has chosen nothing is restarted this often (StopDiscovery, StartDiscovery):
     /// the kernel can drop a scan's first report and a controller's duplicate filter then hides

@@ -326,7 +326,10 @@ public final class Peripheral: Sendable {
             }
             let peer = PeerResolver.describe(device, in: session)
             guard let device else {
-                logger.debug("closed an L2CAP channel from \(accepted.peer?.description ?? "an unknown address"): not a connected device of \(adapter.name)")
+                // Every honest central connected (and resolved our services) over GATT first.
+                onEvent(.centralDropped(PeerDescription(address: accepted.peer?.description ?? "an unknown address"),
+                                        reason: "it opened the L2CAP channel without a connection of \(adapter.name) "
+                                            + "bluetoothd knows (not a GATT client of this sender)"))
                 accepted.socket.close()
                 continue
             }

@@ -16,8 +16,9 @@
 //   6: writes for a SecureSenderSession; byte 1 even: while it waits for message 2, odd: after
 //      a genuine handshake and message, while it waits for the ACK
 //   7: notification values for a plain-mode SecureReceiverSession (a central without keys
-//      offering multi, meta, resume, pipeline and window); every message it completes is acknowledged
-//      at once, and must match its HEADER's length and SHA-256
+//      offering multi, meta, resume, pipeline and window; with bit 7 of byte 1 set, over an L2CAP
+//      channel: `channel` offered too, values in order only); every message it completes is
+//      acknowledged at once, and must match its HEADER's length and SHA-256
 //   Values (5, 6) are `control (1) | length (1) | bytes`: control bit 7 puts the next sequence
 //   number in front, bit 6 delivers `EOM` instead, bit 5 (first value) puts a genuine prefix
 //   in front.
@@ -278,19 +279,23 @@ func feed(_ receiver: inout SecureReceiverSession, _ values: [[UInt8]]) -> [[UIn
 }
 
 let fuzzPlainHello = HelloV2(session: 0x0102_0304_0506_0708, offered: [.meta, .multi, .resume, .pipeline, .window])
+let fuzzChannelHello = HelloV2(session: 0x0102_0304_0506_0708,
+                               offered: [.meta, .multi, .resume, .pipeline, .window, .channel])
 
 /// A central without keys: whatever the values, a completed message matches its HEADER, an
 /// error is one line and ends the session, and held checkpoint bytes never make it skip a check.
 func fuzzPlainReceiverSession(_ input: ArraySlice<UInt8>) {
     let valueLength = 20 + Int(input.first ?? 0) % 493
+    let overChannel = (input.first ?? 0) & 0x80 != 0
+    let hello = overChannel ? fuzzChannelHello : fuzzPlainHello
     let held = Array(fuzzPayload.prefix(Int(input.dropFirst().first ?? 0) * 3))
     var receiver = SecureReceiverSession(
-        plainHello: fuzzPlainHello, maximumPayloadLength: 1 << 16, maximumWriteLength: valueLength,
+        plainHello: hello, maximumPayloadLength: 1 << 16, maximumWriteLength: valueLength,
         heldPrefix: { key, header in
             precondition(key == nil, "a plain session named a sender key")
             return header.payloadLength >= UInt64(held.count) ? held : []
         })
-    let prefix = StreamPrefix(answering: fuzzPlainHello, supports: [.meta, .multi, .resume, .pipeline, .window]).encoded
+    let prefix = StreamPrefix(answering: hello, supports: hello.offered).encoded
     for value in fuzzValues(input.dropFirst(2), firstSequence: 0, prefix: prefix) {
         do {
             for event in try receiver.receiveNotification(value) {
