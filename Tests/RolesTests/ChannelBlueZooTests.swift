@@ -53,18 +53,27 @@ struct ChannelBlueZooTests {
                                                                       source: source)
         defer { senderSession.close() }
 
+        let (received, messages, receiverEvents) = try await receive(on: bus, count: count,
+                                                                     channels: receiverChannels ?? channels,
+                                                                     secureMode: receiver)
+        let delivered = await value(of: sending, within: .seconds(60)) ?? 0
+        return Run(received: received, delivered: delivered, messages: messages,
+                   senderEvents: await senderLog.allWhenFinished(), receiverEvents: receiverEvents)
+    }
+
+    /// Our Central on hci1 receiving `count` messages, opening channels through `channels`.
+    static func receive(on bus: BlueZooBus, count: Int = 1, channels: LoopbackChannels?, secureMode: SecureModePolicy? = nil)
+        async throws -> (received: Int, messages: [ReceivedMessage], events: [RoleEvent]) {
         var configuration = CentralTestData.configuration(count: count, adapter: "hci1")
-        configuration.channelTransport = receiverChannels ?? channels
-        configuration.secureMode = receiver
-        let receiverSession = try await bus.openSession()
-        defer { receiverSession.close() }
-        let central = Central(configuration: configuration, session: receiverSession)
-        let receiverLog = PeripheralEventLog(following: central.events)
+        configuration.channelTransport = channels
+        configuration.secureMode = secureMode
+        let session = try await bus.openSession()
+        defer { session.close() }
+        let central = Central(configuration: configuration, session: session)
+        let log = PeripheralEventLog(following: central.events)
         let sink = CollectingSink()
         let received = try await central.run(sink: sink, timeout: .seconds(60))
-        let delivered = await value(of: sending, within: .seconds(60)) ?? 0
-        return Run(received: received, delivered: delivered, messages: sink.messages,
-                   senderEvents: await senderLog.allWhenFinished(), receiverEvents: await receiverLog.allWhenFinished())
+        return (received, sink.messages, await log.allWhenFinished())
     }
 
     static func transports(_ events: [RoleEvent]) -> [TransferTransport] {
@@ -166,16 +175,10 @@ struct ChannelBlueZooTests {
         intruder.session.close()
 
         // An honest central still gets the message, over the channel.
-        var configuration = CentralTestData.configuration(adapter: "hci1")
-        configuration.channelTransport = channels
-        let receiverSession = try await bus.openSession()
-        defer { receiverSession.close() }
-        let central = Central(configuration: configuration, session: receiverSession)
-        let receiverLog = PeripheralEventLog(following: central.events)
-        let sink = CollectingSink()
-        #expect(try await central.run(sink: sink, timeout: .seconds(60)) == 1)
-        #expect(sink.messages.map(\.payload) == [bytes])
+        let honest = try await Self.receive(on: bus, channels: channels)
+        #expect(honest.received == 1)
+        #expect(honest.messages.map(\.payload) == [bytes])
         #expect(await value(of: sending, within: .seconds(60)) == 1)
-        #expect(Self.transports(await receiverLog.allWhenFinished()) == [.l2cap])
+        #expect(Self.transports(honest.events) == [.l2cap])
     }
 }

@@ -354,13 +354,17 @@ def first_at(text: str, pattern: str) -> float | None:
 
 @scenario("roles-latency", tags=("bletransfer", "roles", "throughput"), conf="channels1")
 def roles_latency(ctx: Context):
-    """Process start → first byte and → message complete for bletransfer receive, next to the
-    bleak central, both fed 16 KiB by bletransfer send (Channels=1: Apple's flow has no order)."""
+    """Process start → first byte and → message complete for bletransfer receive (over the L2CAP
+    channel, then over GATT with --no-l2cap), next to the bleak central, each fed 16 KiB by
+    bletransfer send (Channels=1: Apple's flow has no order)."""
     ctx.require_bletransfer()
     data = os.urandom(16 * 1024)
     msg = ctx.payload("message", data)
     for central, command, first_byte, complete in (
             ("bletransfer", f"{RECEIVE} --output {{out}} --timeout 240", r'"event":"progress"', r'"event":"received"'),
+            # The same over GATT: what reading the PSM and opening the channel cost before the first byte.
+            ("bletransfer_gatt", f"{RECEIVE} --no-l2cap --output {{out}} --timeout 240", r'"event":"progress"',
+             r'"event":"received"'),
             ("bleak", ctx.central("{out}", extra="--retry-for 120 --scan-timeout 60"), r"^FIRST-VALUE", r"^RECEIVED")):
         out = ctx.path(f"received-{central}")
         res = ctx.lab.run(a=f"{SEND} --file {shlex.quote(msg)} --timeout 240",
