@@ -104,7 +104,8 @@ public final class NotificationSocket: @unchecked Sendable, CustomStringConverti
 
     private let state: Mutex<State>
     private var receiveBufferSize: Int { state.withLock { $0.limits.receive } }
-    private static let queue = DispatchQueue(label: "bletransfer.notification-socket")
+    /// Runs every socket's readiness handlers (internal so that tests can hold it up).
+    static let queue = DispatchQueue(label: "bletransfer.notification-socket")
 
     /// Takes ownership of `fd` (it is closed by `close()` or when this value is released) and
     /// makes it non-blocking.
@@ -431,6 +432,9 @@ public final class NotificationSocket: @unchecked Sendable, CustomStringConverti
 
     // MARK: Waiting for readiness
 
+    /// Waits parked on this socket right now (for tests that must know a wait began).
+    var parkedWaitCount: Int { state.withLock { $0.waiters.count } }
+
     enum Readiness { case readable, writable }
 
     func waitUntil(_ readiness: Readiness) async throws {
@@ -449,7 +453,11 @@ public final class NotificationSocket: @unchecked Sendable, CustomStringConverti
                 case .writable: DispatchSource.makeWriteSource(fileDescriptor: fd, queue: Self.queue)
                 }
                 source.setEventHandler { [weak waiter] in waiter?.finish() }
-                source.setCancelHandler { [weak self] in self?.releaseDescriptor() }
+                // Strong on purpose: the source holds a use of the descriptor until this runs. Were
+                // the socket already gone (a weak capture), that use would never be released and the
+                // descriptor never closed: the peer would wait for a hang-up that never comes. The
+                // source lives only until it is cancelled, which every wait's end does.
+                source.setCancelHandler { self.releaseDescriptor() }
                 let key = ObjectIdentifier(waiter)
                 let registered = state.withLock { state -> Bool in
                     guard !state.closeRequested else { return false }

@@ -1,4 +1,6 @@
-import BlueZ
+import TestSupport
+import Dispatch
+@testable import BlueZ
 import Testing
 
 #if canImport(Glibc)
@@ -189,5 +191,35 @@ struct NotificationSocketTests {
         try await remote.send([3])
         #expect(try await local.receive() == [3])
     }
-}
 
+    @Test("a socket closed and dropped before its wait's clean-up ran still closes its descriptor: the peer sees the end")
+    func closedBeforeItsWaitCleanedUpHangsUpThePeer() async throws {
+        // A wait's dispatch source gives back its use of the descriptor in a cancel handler that
+        // runs later, on the sockets' queue. Hold that queue up while the socket is closed and
+        // dropped, as a busy host may: the descriptor must still be closed when the handler runs.
+        let peer: NotificationSocket
+        let parked: Task<Void, Never>
+        do {
+            let (local, remote) = try NotificationSocket.makePair(mtu: 23)
+            peer = remote
+            parked = Task { [local] in
+                _ = try? await local.receive()   // nothing sent: parks in a wait
+                local.close()
+            }
+            while local.parkedWaitCount == 0 { await Task.yield() }
+        }
+        defer { peer.close() }
+        let gate = DispatchSemaphore(value: 0)
+        await withCheckedContinuation { (held: CheckedContinuation<Void, Never>) in
+            NotificationSocket.queue.async {
+                held.resume()
+                gate.wait()
+            }
+        }
+        parked.cancel()          // the wait ends; its source's cancel handler is queued behind the gate
+        await parked.value       // the socket is closed and its last reference gone
+        gate.signal()
+        let ended = await value(of: Task { try await peer.receive() == nil }, within: .seconds(10))
+        #expect(ended == true, "the peer saw no end of stream: the descriptor was never closed")
+    }
+}

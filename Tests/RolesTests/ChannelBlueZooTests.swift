@@ -155,8 +155,10 @@ struct ChannelBlueZooTests {
             on: bus, channels: channels, secureMode: nil, source: source, helloTimeout: .seconds(1))
         defer { senderSession.close() }
 
-        // The hostile central: connected over BlueZoo, it opens the channel it read.
-        let intruder = try await ScriptedCentral.connect(on: bus)
+        // The hostile central: connected over BlueZoo, it opens the channel it read. Every wait
+        // here is bounded, so a failure says where it stopped.
+        let intruder = try #require(await value(of: Task { try await ScriptedCentral.connect(on: bus) },
+                                                within: .seconds(60)), "the intruder did not connect over GATT")
         let published = try intruder.device.characteristic(service: TransferUUIDs.appleSampleService.canonical,
                                                            characteristic: TransferUUIDs.channelPSMCharacteristic.canonical)
         let psmBytes = try await published.readValue()
@@ -166,9 +168,10 @@ struct ChannelBlueZooTests {
             to: try #require(intruder.device.properties?.address), peerType: .public, psm: psm, receiveMTU: 8192)
         if let firstWrite { try await socket.send(firstWrite) }
         // The sender closes it (no HELLO in a second, or not a HELLO) and says why, naming it.
-        #expect(try await socket.receive() == nil)
-        let dropped = await senderLog.waitFor { if case .centralDropped = $0 { true } else { false } }
-        #expect(dropped == true)
+        let closed = await value(of: Task { try await socket.receive() == nil }, within: .seconds(30))
+        #expect(closed == true, "the sender did not close the channel: \(senderLog.all)")
+        let dropped = await senderLog.waitFor(within: .seconds(30)) { if case .centralDropped = $0 { true } else { false } }
+        #expect(dropped, "no line about the intruder: \(senderLog.all)")
         let reasons = senderLog.all.compactMap { if case .centralDropped(_, let reason) = $0 { reason } else { nil } }
         #expect(reasons.contains { $0.contains("L2CAP channel") })
         try? await intruder.device.disconnect()
@@ -180,5 +183,73 @@ struct ChannelBlueZooTests {
         #expect(honest.messages.map(\.payload) == [bytes])
         #expect(await value(of: sending, within: .seconds(60)) == 1)
         #expect(Self.transports(honest.events) == [.l2cap])
+    }
+
+    @Test("a silent channel does not hold up the next central's HELLO")
+    func silentChannelDoesNotHoldUpTheNext() async throws {
+        let channels = LoopbackChannels()
+        let bus = try await BlueZooBus.start()
+        defer { bus.stop() }
+        let source = RepeatingMessageSource(message: OutgoingMessage(payload: CentralTestData.binary(5_000)), count: 1)
+        // A HELLO wait far longer than this test may take: the second channel must not queue behind it.
+        let (senderSession, senderLog, _) = try await Self.startSender(
+            on: bus, channels: channels, secureMode: nil, source: source, helloTimeout: .seconds(600))
+        defer { senderSession.close() }
+
+        let central = try #require(await value(of: Task { try await ScriptedCentral.connect(on: bus) }, within: .seconds(60)),
+                                   "the central did not connect over GATT")
+        defer { central.session.close() }
+        let published = try central.device.characteristic(service: TransferUUIDs.appleSampleService.canonical,
+                                                          characteristic: TransferUUIDs.channelPSMCharacteristic.canonical)
+        let psmBytes = try await published.readValue()
+        let psm = UInt16(psmBytes[0]) | UInt16(psmBytes[1]) << 8
+        let address = try #require(central.device.properties?.address)
+        let adapterAddress = central.adapter.properties?.address
+        let silent = try await channels.connect(adapter: adapterAddress, addressType: .public, to: address,
+                                                peerType: .public, psm: psm, receiveMTU: 8192)
+        defer { silent.close() }
+        let honest = try await channels.connect(adapter: adapterAddress, addressType: .public, to: address,
+                                                peerType: .public, psm: psm, receiveMTU: 8192)
+        defer { honest.close() }
+        try await honest.send(HelloV2(session: 5, offered: [.channel]).encoded)
+        // Served at once: the session's first value arrives while the silent channel still waits.
+        let first = await value(of: Task { try await honest.receive() }, within: .seconds(30))
+        #expect(first??.isEmpty == false, "the honest channel was not served: \(senderLog.all)")
+        #expect(!senderLog.all.contains { if case .centralDropped = $0 { true } else { false } })
+        try? await central.device.disconnect()
+    }
+
+    @Test("channels waiting for their HELLO are bounded: one more is closed at once, with one line")
+    func silentChannelsAreBounded() async throws {
+        let channels = LoopbackChannels()
+        let bus = try await BlueZooBus.start()
+        defer { bus.stop() }
+        let source = RepeatingMessageSource(message: OutgoingMessage(payload: CentralTestData.binary(5_000)), count: 1)
+        let (senderSession, senderLog, _) = try await Self.startSender(
+            on: bus, channels: channels, secureMode: nil, source: source, helloTimeout: .seconds(600))
+        defer { senderSession.close() }
+        let central = try #require(await value(of: Task { try await ScriptedCentral.connect(on: bus) }, within: .seconds(60)),
+                                   "the central did not connect over GATT")
+        defer { central.session.close() }
+        let published = try central.device.characteristic(service: TransferUUIDs.appleSampleService.canonical,
+                                                          characteristic: TransferUUIDs.channelPSMCharacteristic.canonical)
+        let psmBytes = try await published.readValue()
+        let psm = UInt16(psmBytes[0]) | UInt16(psmBytes[1]) << 8
+        let address = try #require(central.device.properties?.address)
+        var silent: [NotificationSocket] = []
+        defer { silent.forEach { $0.close() } }
+        for _ in 0...Peripheral.channelsAwaitingHello {
+            silent.append(try await channels.connect(adapter: central.adapter.properties?.address, addressType: .public,
+                                                     to: address, peerType: .public, psm: psm, receiveMTU: 8192))
+        }
+        // The one beyond the bound is closed at once; the others still wait.
+        let closed = await value(of: Task { [last = silent.last!] in try await last.receive() == nil }, within: .seconds(30))
+        #expect(closed == true)
+        let dropped = await senderLog.waitFor(within: .seconds(30)) { if case .centralDropped = $0 { true } else { false } }
+        #expect(dropped)
+        let reasons = senderLog.all.compactMap { if case .centralDropped(_, let reason) = $0 { reason } else { nil } }
+        #expect(reasons.count == 1)
+        #expect(reasons.first?.contains("had not written their HELLO") == true)
+        try? await central.device.disconnect()
     }
 }

@@ -6,10 +6,16 @@ import Transfer
 
 /// Role events as they happen, with waits driven by the events themselves.
 final class PeripheralEventLog: @unchecked Sendable {
-    // @unchecked Sendable: `events`, `waiters` and `finished` are only touched under `lock`.
+    // @unchecked Sendable: `events`, `waiters`, `boundedWaiters` and `finished` are only touched
+    // under `lock`.
     private let lock = NSLock()
     private var events: [RoleEvent] = []
     private var waiters: [(predicate: @Sendable (RoleEvent) -> Bool, continuation: CheckedContinuation<Bool?, Never>)] = []
+    /// Waits that also end (false) at their deadline, by id.
+    private var boundedWaiters: [Int: (predicate: @Sendable (RoleEvent) -> Bool, continuation: CheckedContinuation<Bool, Never>)] = [:]
+    private var nextWaiterID = 0
+    /// Bounded waits whose deadline passed before they were registered.
+    private var expiredWaiterIDs: Set<Int> = []
     private var finished = false
     private var finishWaiters: [CheckedContinuation<Void, Never>] = []
 
@@ -33,8 +39,47 @@ final class PeripheralEventLog: @unchecked Sendable {
             ready.append(waiter.continuation)
             return true
         }
+        let matched = boundedWaiters.filter { $0.value.predicate(event) }
+        for id in matched.keys { boundedWaiters[id] = nil }
         lock.unlock()
         for continuation in ready { continuation.resume(returning: true) }
+        for waiter in matched.values { waiter.continuation.resume(returning: true) }
+    }
+
+    /// True once an event matching `predicate` was emitted (or already had been); false when
+    /// the stream finished first or `limit` passed.
+    func waitFor(within limit: Duration, _ predicate: @escaping @Sendable (RoleEvent) -> Bool) async -> Bool {
+        let id = lock.withLock {
+            defer { nextWaiterID += 1 }
+            return nextWaiterID
+        }
+        let deadline = Task {
+            guard (try? await Task.sleep(for: limit)) != nil else { return }
+            self.expire(id)
+        }
+        defer { deadline.cancel() }
+        return await withCheckedContinuation { continuation in
+            lock.lock()
+            if events.contains(where: predicate) {
+                lock.unlock()
+                continuation.resume(returning: true)
+            } else if finished || expiredWaiterIDs.remove(id) != nil {
+                lock.unlock()
+                continuation.resume(returning: false)
+            } else {
+                boundedWaiters[id] = (predicate, continuation)
+                lock.unlock()
+            }
+        }
+    }
+
+    /// The bounded wait `id` reached its deadline (if it is still waiting).
+    private func expire(_ id: Int) {
+        lock.lock()
+        let waiter = boundedWaiters.removeValue(forKey: id)
+        if waiter == nil { expiredWaiterIDs.insert(id) }
+        lock.unlock()
+        waiter?.continuation.resume(returning: false)
     }
 
     private func finish() {
@@ -42,10 +87,13 @@ final class PeripheralEventLog: @unchecked Sendable {
         finished = true
         let pending = waiters
         waiters.removeAll()
+        let bounded = boundedWaiters.values
+        boundedWaiters.removeAll()
         let done = finishWaiters
         finishWaiters.removeAll()
         lock.unlock()
         for waiter in pending { waiter.continuation.resume(returning: false) }
+        for waiter in bounded { waiter.continuation.resume(returning: false) }
         for waiter in done { waiter.resume() }
     }
 

@@ -1,5 +1,6 @@
 import BlueZ
 import Logging
+import Synchronization
 import Transfer
 import Trust
 
@@ -300,51 +301,68 @@ public final class Peripheral: Sendable {
         }
     }
 
-    /// Takes the centrals that open the L2CAP channel, one at a time: each must write a framed
-    /// version-2 HELLO offering `channel` as its first SDU within `helloTimeout`, and is then
-    /// served on that channel like a subscription (or refused, if one is being served). A
-    /// channel from an address that is not a connected device of this adapter, or that says
-    /// nothing fitting in time, is closed with one line naming the peer.
+    /// Channels whose first SDU is awaited at once: more are refused on arrival, so a flood of
+    /// silent channels costs memory and descriptors up to this and no further, while one silent
+    /// channel never holds up an honest central's HELLO.
+    static let channelsAwaitingHello = 4
+
+    /// Accepts centrals' channels on `listener` until cancelled. Each channel's first SDU must be
+    /// a version-2 HELLO offering `channel` within `helloTimeout`; the wait for it runs beside
+    /// the others (at most `channelsAwaitingHello`), then the server takes the channel or it is
+    /// closed with one line naming the central.
     private static func acceptChannels(from listener: any ChannelListener, on adapter: Adapter,
                                        session: BluetoothSession, server: SubscriptionServer,
                                        helloTimeout: Duration, logger: Logger,
                                        onEvent: @escaping @Sendable (RoleEvent) -> Void) async {
-        while !Task.isCancelled {
-            let accepted: AcceptedChannel
-            do {
-                accepted = try await listener.accept()
-            } catch {
-                if !Task.isCancelled { logger.debug("the L2CAP listener stopped: \(error)") }
-                return
+        let awaitingHello = ChannelHelloWaits()
+        await withDiscardingTaskGroup { group in
+            while !Task.isCancelled {
+                let accepted: AcceptedChannel
+                do {
+                    accepted = try await listener.accept()
+                } catch {
+                    if !Task.isCancelled { logger.debug("the L2CAP listener stopped: \(error)") }
+                    group.cancelAll()
+                    return
+                }
+                // The kernel names the central's address; a transport that cannot (tests) leaves
+                // the only connected device.
+                let device: DeviceReference? = if let address = accepted.peer {
+                    adapter.device(address: address).flatMap { $0.properties?.connected == true ? $0.reference : nil }
+                } else {
+                    PeerResolver.onlyConnectedDevice(on: adapter, in: session)
+                }
+                let peer = PeerResolver.describe(device, in: session)
+                guard let device else {
+                    // Every honest central connected (and resolved our services) over GATT first.
+                    onEvent(.centralDropped(PeerDescription(address: accepted.peer?.description ?? "an unknown address"),
+                                            reason: "it opened the L2CAP channel without a connection of \(adapter.name) "
+                                                + "bluetoothd knows (not a GATT client of this sender)"))
+                    accepted.socket.close()
+                    continue
+                }
+                guard awaitingHello.admit(limit: channelsAwaitingHello) else {
+                    onEvent(.centralDropped(peer, reason: "it opened the L2CAP channel while \(channelsAwaitingHello) "
+                        + "others had not written their HELLO yet"))
+                    accepted.socket.close()
+                    continue
+                }
+                let socket = accepted.socket
+                group.addTask {
+                    defer { awaitingHello.release() }
+                    let first = try? await withTimeLimit(helloTimeout, onTimeout: { L2CAPChannelError.timedOut }) {
+                        try await socket.receive()
+                    }
+                    guard let first, let hello = HelloV2(parsing: first), hello.offered.contains(.channel) else {
+                        onEvent(.centralDropped(peer, reason: first == nil
+                            ? "it opened the L2CAP channel and wrote no HELLO within \(SubscriptionDelivery.describe(helloTimeout))"
+                            : "it opened the L2CAP channel without a framed version 2 HELLO offering it"))
+                        socket.close()
+                        return
+                    }
+                    await server.acceptChannel(socket, device: device, hello: hello)
+                }
             }
-            // The kernel names the central's address; a transport that cannot (tests) leaves
-            // the only connected device.
-            let device: DeviceReference? = if let address = accepted.peer {
-                adapter.device(address: address).flatMap { $0.properties?.connected == true ? $0.reference : nil }
-            } else {
-                PeerResolver.onlyConnectedDevice(on: adapter, in: session)
-            }
-            let peer = PeerResolver.describe(device, in: session)
-            guard let device else {
-                // Every honest central connected (and resolved our services) over GATT first.
-                onEvent(.centralDropped(PeerDescription(address: accepted.peer?.description ?? "an unknown address"),
-                                        reason: "it opened the L2CAP channel without a connection of \(adapter.name) "
-                                            + "bluetoothd knows (not a GATT client of this sender)"))
-                accepted.socket.close()
-                continue
-            }
-            let socket = accepted.socket
-            let first = try? await withTimeLimit(helloTimeout, onTimeout: { L2CAPChannelError.timedOut }) {
-                try await socket.receive()
-            }
-            guard let first, let hello = HelloV2(parsing: first), hello.offered.contains(.channel) else {
-                onEvent(.centralDropped(peer, reason: first == nil
-                    ? "it opened the L2CAP channel and wrote no HELLO within \(SubscriptionDelivery.describe(helloTimeout))"
-                    : "it opened the L2CAP channel without a framed version 2 HELLO offering it"))
-                socket.close()
-                continue
-            }
-            await server.acceptChannel(socket, device: device, hello: hello)
         }
     }
 
@@ -367,6 +385,24 @@ public final class Peripheral: Sendable {
             return .interrupted
         }
         return .failed(PeripheralFailure.classify(error))
+    }
+}
+
+/// How many accepted channels are waiting for their HELLO, shared by the tasks that wait.
+private final class ChannelHelloWaits: Sendable {
+    private let count = Mutex(0)
+
+    /// Counts one more wait unless `limit` are under way.
+    func admit(limit: Int) -> Bool {
+        count.withLock { count in
+            guard count < limit else { return false }
+            count += 1
+            return true
+        }
+    }
+
+    func release() {
+        count.withLock { $0 -= 1 }
     }
 }
 

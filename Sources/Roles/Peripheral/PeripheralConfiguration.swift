@@ -72,7 +72,7 @@ public struct PeripheralConfiguration: Sendable {
     /// whose kernel has no Bluetooth sockets: GATT notifications only.
     public var channelTransport: (any ChannelTransport)? = L2CAPChannels()
     /// A central that opened the channel must write its HELLO within this; then the channel is
-    /// closed and the next central's turn comes (one is read at a time).
+    /// closed with one line naming the central (up to `Peripheral.channelsAwaitingHello` are read at once).
     public var channelHelloTimeout: Duration = .seconds(5)
 
     /// The subscription deadline for a message of `wireBytes` bytes on the air:

@@ -257,7 +257,9 @@ actor SubscriptionServer {
     func acceptChannel(_ socket: NotificationSocket, device: DeviceReference, hello: HelloV2) {
         guard !isShutDown, current == nil else {
             if current != nil {
-                logger.debug("\(device): opened the L2CAP channel while another central is served; closed it")
+                // As a second subscription would be (BlueZ 5.66 would not even let it subscribe).
+                emitEvent(.centralDropped(describePeer(device), reason: "it opened the L2CAP channel while another "
+                    + "central is served; one at a time, advertising resumes when that one is done"))
             }
             socket.close()
             return
