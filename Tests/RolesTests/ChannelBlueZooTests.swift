@@ -76,6 +76,15 @@ struct ChannelBlueZooTests {
         return (received, sink.messages, await log.allWhenFinished())
     }
 
+    /// The PSM the sender publishes in its transfer service, read by a connected `central`.
+    static func publishedPSM(readBy central: ScriptedCentral) async throws -> UInt16 {
+        let published = try central.device.characteristic(service: TransferUUIDs.appleSampleService.canonical,
+                                                          characteristic: TransferUUIDs.channelPSMCharacteristic.canonical)
+        let bytes = try await published.readValue()
+        try #require(bytes.count == 2, "the PSM characteristic holds \(bytes.count) bytes")
+        return UInt16(bytes[0]) | UInt16(bytes[1]) << 8
+    }
+
     static func transports(_ events: [RoleEvent]) -> [TransferTransport] {
         events.compactMap { if case .subscribed(_, _, _, let transport) = $0 { transport } else { nil } }
     }
@@ -159,10 +168,7 @@ struct ChannelBlueZooTests {
         // here is bounded, so a failure says where it stopped.
         let intruder = try #require(await value(of: Task { try await ScriptedCentral.connect(on: bus) },
                                                 within: .seconds(60)), "the intruder did not connect over GATT")
-        let published = try intruder.device.characteristic(service: TransferUUIDs.appleSampleService.canonical,
-                                                           characteristic: TransferUUIDs.channelPSMCharacteristic.canonical)
-        let psmBytes = try await published.readValue()
-        let psm = UInt16(psmBytes[0]) | UInt16(psmBytes[1]) << 8
+        let psm = try await Self.publishedPSM(readBy: intruder)
         let socket = try await channels.connect(
             adapter: intruder.adapter.properties?.address, addressType: .public,
             to: try #require(intruder.device.properties?.address), peerType: .public, psm: psm, receiveMTU: 8192)
@@ -199,10 +205,7 @@ struct ChannelBlueZooTests {
         let central = try #require(await value(of: Task { try await ScriptedCentral.connect(on: bus) }, within: .seconds(60)),
                                    "the central did not connect over GATT")
         defer { central.session.close() }
-        let published = try central.device.characteristic(service: TransferUUIDs.appleSampleService.canonical,
-                                                          characteristic: TransferUUIDs.channelPSMCharacteristic.canonical)
-        let psmBytes = try await published.readValue()
-        let psm = UInt16(psmBytes[0]) | UInt16(psmBytes[1]) << 8
+        let psm = try await Self.publishedPSM(readBy: central)
         let address = try #require(central.device.properties?.address)
         let adapterAddress = central.adapter.properties?.address
         let silent = try await channels.connect(adapter: adapterAddress, addressType: .public, to: address,
@@ -231,10 +234,7 @@ struct ChannelBlueZooTests {
         let central = try #require(await value(of: Task { try await ScriptedCentral.connect(on: bus) }, within: .seconds(60)),
                                    "the central did not connect over GATT")
         defer { central.session.close() }
-        let published = try central.device.characteristic(service: TransferUUIDs.appleSampleService.canonical,
-                                                          characteristic: TransferUUIDs.channelPSMCharacteristic.canonical)
-        let psmBytes = try await published.readValue()
-        let psm = UInt16(psmBytes[0]) | UInt16(psmBytes[1]) << 8
+        let psm = try await Self.publishedPSM(readBy: central)
         let address = try #require(central.device.properties?.address)
         var silent: [NotificationSocket] = []
         defer { silent.forEach { $0.close() } }
