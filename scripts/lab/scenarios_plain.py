@@ -22,6 +22,7 @@ import hashlib
 import json
 import os
 import shlex
+import shutil
 import sys
 from pathlib import Path
 
@@ -60,6 +61,10 @@ def plain_names(ctx: Context):
     ctx.require_bletransfer()
     inbox_local = ctx.lab.run_dir / "payloads" / f"{ctx.name}-inbox"
     inbox_local.mkdir(parents=True, exist_ok=True)
+    # A retry starts from an empty inbox: a file an earlier attempt stored would make this
+    # one's copy arrive under a numbered name.
+    for leftover in inbox_local.iterdir():
+        shutil.rmtree(leftover) if leftover.is_dir() else leftover.unlink()
     inbox = ctx.lab.host_path(inbox_local)
 
     data = os.urandom(50_000)
