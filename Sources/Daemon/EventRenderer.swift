@@ -134,9 +134,11 @@ public struct EventRenderer {
         }
     }
 
-    /// " (key SHA256:…, name)" for a peer the secure mode authenticated; empty otherwise.
+    /// " (key SHA256:…, name)" for a peer whose key is listed; " (encrypted, not authenticated:
+    /// key SHA256:…)" for one a keyless run let in; empty for Apple's flow.
     public static func describeKey(_ key: AuthenticatedPeer?) -> String {
         guard let key else { return "" }
+        guard key.isListed else { return " (encrypted, not authenticated: key \(key.fingerprint))" }
         return " (key \(key.fingerprint)" + (key.name.map { " \($0)" } ?? "") + ")"
     }
 
@@ -199,7 +201,8 @@ public struct EventRenderer {
             return value
         }
         func key(_ key: AuthenticatedPeer) -> [String: any Sendable] {
-            var value: [String: any Sendable] = ["key": key.keyLine, "fingerprint": key.fingerprint]
+            var value: [String: any Sendable] = ["key": key.keyLine, "fingerprint": key.fingerprint,
+                                                 "authenticated": key.isListed]
             if let name = key.name { value["name"] = name }
             return value
         }

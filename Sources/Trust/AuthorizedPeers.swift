@@ -16,8 +16,11 @@ public struct AuthorizedPeers: Sendable, Equatable {
     public struct Peer: Sendable, Equatable {
         public var key: PeerKey
         public var name: String?
-        /// The line it was read from, 1-based.
+        /// The line it was read from, 1-based; 0 for a key no file lists (`anyKey`).
         public var line: Int
+        /// Whether an authorized-peers file lists this key: false for the key of a peer that
+        /// `anyKey` let in (encrypted, not authenticated).
+        public var isListed: Bool { line > 0 }
 
         public init(key: PeerKey, name: String?, line: Int) {
             self.key = key
@@ -33,10 +36,23 @@ public struct AuthorizedPeers: Sendable, Equatable {
 
     public private(set) var peers: [Peer]
     private var byKey: [PeerKey: Int]
+    /// Any key is let in (as an unlisted peer): the policy of a host that has no
+    /// authorized-peers file. Its sessions are encrypted but authenticate nobody.
+    public let acceptsAnyKey: Bool
+
+    /// Lets in any key: a session with it is encrypted, and the peer's key is only shown.
+    public static var anyKey: AuthorizedPeers { AuthorizedPeers(acceptingAnyKey: ()) }
+
+    private init(acceptingAnyKey: Void) {
+        peers = []
+        byKey = [:]
+        acceptsAnyKey = true
+    }
 
     public init(_ peers: [Peer] = []) {
         self.peers = []
         self.byKey = [:]
+        acceptsAnyKey = false
         for peer in peers where byKey[peer.key] == nil {
             byKey[peer.key] = self.peers.count
             self.peers.append(peer)
@@ -93,10 +109,12 @@ public struct AuthorizedPeers: Sendable, Equatable {
         return peers
     }
 
-    /// The entry for `key`, nil when the key is not authorized.
+    /// The entry for `key`, nil when the key is not authorized. With `acceptsAnyKey` an
+    /// unlisted key gets an entry without a name or line (`isListed` false).
     public func peer(for key: PeerKey) -> Peer? {
-        byKey[key].map { peers[$0] }
+        if let index = byKey[key] { return peers[index] }
+        return acceptsAnyKey ? Peer(key: key, name: nil, line: 0) : nil
     }
 
-    public func isAuthorized(_ key: PeerKey) -> Bool { byKey[key] != nil }
+    public func isAuthorized(_ key: PeerKey) -> Bool { peer(for: key) != nil }
 }

@@ -42,18 +42,23 @@ public struct HelloV2: Sendable, Hashable {
     public static let encodedLength = 18
 
     /// The session id's 8 bytes, big-endian, as in version 1.
-    public var session: UInt64
-    public var offered: Capabilities
+    public let session: UInt64
+    /// What the HELLO offers that this build knows (unknown bits cleared).
+    public let offered: Capabilities
+    /// The HELLO's bytes exactly as written, unknown bits and any later version's trailing
+    /// fields included: the handshake prologue binds these, so that an edit of any bit the
+    /// parser ignores still makes the handshake fail.
+    public let written: [UInt8]
 
     public init(session: UInt64, offered: Capabilities) {
         self.session = session
         self.offered = offered
+        written = Self.magic + [Self.version]
+            + (0..<8).map { UInt8(truncatingIfNeeded: session >> (56 - 8 * UInt64($0))) } + offered.bytes
     }
 
-    public var encoded: [UInt8] {
-        Self.magic + [Self.version] + (0..<8).map { UInt8(truncatingIfNeeded: session >> (56 - 8 * UInt64($0))) }
-            + offered.bytes
-    }
+    /// The bytes this central writes (equal to `written` for a HELLO it made).
+    public var encoded: [UInt8] { written }
 
     /// Nil for anything but a HELLO of version 2 or later with at least 18 bytes (a later
     /// version may append fields, which this one ignores). Unknown capability bits are cleared.
@@ -63,6 +68,7 @@ public struct HelloV2: Sendable, Hashable {
         }
         session = value[6..<14].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
         offered = Capabilities(bigEndian: value[14..<18]).intersection(.known)
+        written = value
     }
 }
 
@@ -115,9 +121,10 @@ public struct StreamPrefix: Sendable, Hashable {
         self.chosen = chosen
     }
 
-    /// The Noise prologue: `"bletransfer framed v2"`, the HELLO as written, this prefix as sent.
+    /// The Noise prologue: `"bletransfer framed v2"`, the HELLO's bytes exactly as written
+    /// (each side binds the bytes it wrote or read, not a re-encoding), this prefix as sent.
     public static func prologue(hello: HelloV2, prefix: StreamPrefix) -> [UInt8] {
-        Array("bletransfer framed v2".utf8) + hello.encoded + prefix.encoded
+        Array("bletransfer framed v2".utf8) + hello.written + prefix.encoded
     }
 }
 

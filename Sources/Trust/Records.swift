@@ -1,11 +1,11 @@
 /// Frames of a framed-version-2 stream (docs/wire-v2.md, section 1): `type (1) | length (2) |
 /// body`. Handshake messages travel in `handshake` frames, everything after the handshake in
-/// `sealed` records (or `plain` ones when `secure` was not chosen).
+/// `sealed` records. Type `03` (the plain records of earlier versions) is retired: a frame
+/// reader refuses it.
 public struct Frame: Sendable, Equatable {
     public enum FrameType: UInt8, Sendable {
         case handshake = 0x01
         case sealed = 0x02
-        case plain = 0x03
     }
 
     public static let headerLength = 3
@@ -117,7 +117,6 @@ public enum RecordError: Error, Sendable, Equatable, CustomStringConvertible {
     case tooLong(Int)
     case notSealed
     /// A sealed (or handshake) frame in a plain session.
-    case notPlain
     /// An earlier record failed; nothing more is opened in this direction.
     case closedAfterFailure
     case nonceExhausted
@@ -127,8 +126,7 @@ public enum RecordError: Error, Sendable, Equatable, CustomStringConvertible {
         case .authenticationFailed: return "record failed authentication (tampered, replayed, reordered or wrong key)"
         case .unknownKind(let kind): return "record of unknown kind \(kind)"
         case .tooLong(let length): return "record content of \(length) bytes, over the limit of \(Record.maximumContentLength)"
-        case .notSealed: return "plain frame in a secure session"
-        case .notPlain: return "sealed frame in a plain session"
+        case .notSealed: return "frame that is not a sealed record"
         case .closedAfterFailure: return "session closed after a failed record"
         case .nonceExhausted: return "record counter exhausted"
         }
@@ -137,15 +135,12 @@ public enum RecordError: Error, Sendable, Equatable, CustomStringConvertible {
 
 /// Seals records in one direction: ChaChaPoly with the direction's key, the counter as nonce,
 /// the frame header as associated data. Rekeys (Noise `Rekey()`) after every `rekeyInterval`
-/// records; the opener on the other side does the same at the same count.
-///
-/// A `plain` sealer (version 2 without `secure`) frames records as type `03`, `kind | content`,
-/// without encryption or tag: the same records, no protection.
+/// records; the opener on the other side does the same at the same count. There is no
+/// unprotected record: the plain records (type `03`) of earlier versions are retired.
 public struct RecordSealer: Sendable {
     public static let defaultRekeyInterval: UInt64 = 65536
 
-    /// Nil: plain records.
-    private var cipher: NoiseCipherState?
+    private var cipher: NoiseCipherState
     private let rekeyInterval: UInt64
     public private(set) var recordsSealed: UInt64 = 0
 
@@ -154,25 +149,10 @@ public struct RecordSealer: Sendable {
         self.rekeyInterval = max(rekeyInterval, 1)
     }
 
-    private init() {
-        cipher = nil
-        rekeyInterval = 1
-    }
-
-    /// Frames records as plain records (type `03`): nothing is encrypted.
-    public static var plain: RecordSealer { RecordSealer() }
-
-    public var isPlain: Bool { cipher == nil }
-
-    /// The frame (`02 | length | ciphertext+tag`, or `03 | length | kind | content`) carrying `record`.
+    /// The frame (`02 | length | ciphertext+tag`) carrying `record`.
     public mutating func seal(_ record: Record) throws(RecordError) -> [UInt8] {
         guard record.content.count <= Record.maximumContentLength else { throw .tooLong(record.content.count) }
         let plaintext = [record.kind.rawValue] + record.content
-        guard var cipher else {
-            recordsSealed += 1
-            return Frame.header(type: .plain, length: plaintext.count) + plaintext
-        }
-        defer { self.cipher = cipher }
         let header = Frame.header(type: .sealed, length: plaintext.count + NoiseCipherState.tagLength)
         let ciphertext: [UInt8]
         do {
@@ -187,13 +167,10 @@ public struct RecordSealer: Sendable {
 }
 
 /// Opens records in one direction, strictly in the order they were sealed. The first failure
-/// closes it for good: a session with one forged record is not trusted with the next.
-///
-/// A `plain` opener takes only plain records (type `03`) and a sealed one only sealed records:
-/// neither side of a session can switch the other's protection midway.
+/// closes it for good: a session with one forged record is not trusted with the next. Only
+/// sealed frames open; anything else (a plain record of the retired type `03`) is refused.
 public struct RecordOpener: Sendable {
-    /// Nil: plain records.
-    private var cipher: NoiseCipherState?
+    private var cipher: NoiseCipherState
     private let rekeyInterval: UInt64
     private var failed = false
     public private(set) var recordsOpened: UInt64 = 0
@@ -203,38 +180,22 @@ public struct RecordOpener: Sendable {
         self.rekeyInterval = max(rekeyInterval, 1)
     }
 
-    private init() {
-        cipher = nil
-        rekeyInterval = 1
-    }
-
-    /// Opens plain records (type `03`) only.
-    public static var plain: RecordOpener { RecordOpener() }
-
     public mutating func open(_ frame: Frame) throws(RecordError) -> Record {
         guard !failed else { throw .closedAfterFailure }
         do throws(RecordError) {
-            let plaintext: [UInt8]
-            if var cipher {
-                defer { self.cipher = cipher }
-                guard frame.type == .sealed else { throw .notSealed }
-                guard frame.body.count <= Record.maximumContentLength + 1 + NoiseCipherState.tagLength else {
-                    throw .tooLong(frame.body.count)
-                }
-                let header = Frame.header(type: .sealed, length: frame.body.count)
-                do {
-                    plaintext = try cipher.decrypt(associatedData: header, ciphertext: frame.body)
-                } catch {
-                    throw error == .nonceExhausted ? .nonceExhausted : .authenticationFailed
-                }
-                recordsOpened += 1
-                if recordsOpened % rekeyInterval == 0 { cipher.rekey() }
-            } else {
-                guard frame.type == .plain else { throw .notPlain }
-                guard frame.body.count <= Record.maximumContentLength + 1 else { throw .tooLong(frame.body.count) }
-                plaintext = frame.body
-                recordsOpened += 1
+            guard frame.type == .sealed else { throw .notSealed }
+            guard frame.body.count <= Record.maximumContentLength + 1 + NoiseCipherState.tagLength else {
+                throw .tooLong(frame.body.count)
             }
+            let header = Frame.header(type: .sealed, length: frame.body.count)
+            let plaintext: [UInt8]
+            do {
+                plaintext = try cipher.decrypt(associatedData: header, ciphertext: frame.body)
+            } catch {
+                throw error == .nonceExhausted ? .nonceExhausted : .authenticationFailed
+            }
+            recordsOpened += 1
+            if recordsOpened % rekeyInterval == 0 { cipher.rekey() }
             guard let first = plaintext.first, let kind = RecordKind(rawValue: first) else {
                 throw .unknownKind(plaintext.first ?? 0)
             }

@@ -21,14 +21,15 @@ struct TrustOptions: ParsableArguments {
         if authorizedPeers?.isEmpty == true { throw ValidationError("--authorized-peers: give a file path") }
     }
 
-    /// Interactive `send`/`receive`: Apple-compatible unless authorized peers are given; then
-    /// the secure mode is required. An identity alone trusts nobody, so it is refused.
+    /// Interactive `send`/`receive`: the framed protocol is always encrypted. Without
+    /// authorized peers any key is let in and Apple-flow peers are served (an identity given
+    /// alone only makes this host's key stable, so peers can recognise it); with them, only
+    /// those keys, and nothing for Apple's flow.
     func interactivePolicy() throws(RoleFailure) -> SecureModePolicy? {
         guard let peersPath = authorizedPeers else {
-            if identity != nil {
-                throw RoleFailure(.usage, "--identity needs --authorized-peers: the keys of the peers to trust")
-            }
-            return nil
+            guard let identity else { return nil }
+            return SecureModePolicy(identity: try Self.loadIdentity(identity), authorizedPeers: .anyKey,
+                                    requiresSecure: false)
         }
         let identityPath = identity ?? IdentityLocation.defaultPathForThisProcess()
         return SecureModePolicy(identity: try Self.loadIdentity(identityPath),

@@ -34,7 +34,7 @@ struct ChannelBlueZooTests {
         -> (session: BluetoothSession, events: PeripheralEventLog, sending: Task<Int, any Error>) {
         let session = try await bus.openSession()
         var configuration = PeripheralConfiguration(adapterName: "hci0", fallbackValueInterval: .zero)
-        configuration.secureMode = secureMode
+        configuration.secureMode = secureMode ?? .unauthenticated()
         configuration.channelTransport = channels
         configuration.channelHelloTimeout = helloTimeout
         let peripheral = Peripheral(configuration: configuration, session: session)
@@ -66,7 +66,7 @@ struct ChannelBlueZooTests {
         async throws -> (received: Int, messages: [ReceivedMessage], events: [RoleEvent]) {
         var configuration = CentralTestData.configuration(count: count, adapter: "hci1")
         configuration.channelTransport = channels
-        configuration.secureMode = secureMode
+        configuration.secureMode = secureMode ?? .unauthenticated()
         let session = try await bus.openSession()
         defer { session.close() }
         let central = Central(configuration: configuration, session: session)

@@ -35,12 +35,13 @@ import Trust
         let payload = PeripheralSubscriptionServerTests.payload(60_000)
         var harness = await Harness(message: payload)
         let (channel, central) = try NotificationSocket.makePair(limits: Self.limits)
-        let hello = HelloV2(session: 9, offered: [.channel, .window])
+        let hello = HelloV2(session: 9, offered: [.secure, .channel, .window])
         await harness.server.acceptChannel(channel, device: PeripheralSubscriptionServerTests.device, hello: hello)
         _ = try await harness.nextSubscription()
-        #expect(harness.log.all.contains { if case .subscribed(_, 8192, .framed, .l2cap) = $0 { true } else { false } })
+        #expect(harness.log.all.contains { if case .subscribed(_, 8192, .secure, .l2cap) = $0 { true } else { false } })
 
-        var receiver = SecureReceiverSession(plainHello: hello, maximumPayloadLength: 1 << 20, maximumWriteLength: 8192)
+        var receiver = SecureReceiverSession(identity: HostIdentity(), authorizedPeers: .anyKey, hello: hello,
+                                             maximumPayloadLength: 1 << 20, maximumWriteLength: 8192)
         var longest = 0
         var completed: [UInt8]?
         while completed == nil, let value = try await central.receive() {

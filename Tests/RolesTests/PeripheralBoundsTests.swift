@@ -121,10 +121,11 @@ import Trust
     func aCentralLeavingWhileTheSenderAwaitsProgressEndsTheSubscriptionAtOnce(deviceGone: Bool) async throws {
         let payload = (0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }
         var harness = await Harness(configuration: Self.configuration(), message: payload)
-        let hello = HelloV2(session: 79, offered: [.meta, .multi, .pipeline, .window])
+        let hello = HelloV2(session: 79, offered: [.secure, .meta, .multi, .pipeline, .window])
         await harness.server.write(hello.encoded, device: Self.device, mtu: 185)
         let (_, bluez) = try await harness.subscribe(mtu: 185)
-        var receiver = SecureReceiverSession(plainHello: hello, maximumPayloadLength: 1 << 20, maximumWriteLength: 182)
+        var receiver = SecureReceiverSession(identity: HostIdentity(), authorizedPeers: .anyKey, hello: hello,
+                                             maximumPayloadLength: 1 << 20, maximumWriteLength: 182)
         var held = 0
         // The sender stops at its window (64 KiB): read until the receiver holds what it can.
         while held <= FlowWindow.bytes - RecordMessage.dataBytesPerRecord {

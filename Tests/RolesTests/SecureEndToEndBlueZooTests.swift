@@ -40,7 +40,7 @@ struct SecureEndToEndBlueZooTests {
         -> (session: BluetoothSession, events: PeripheralEventLog, sending: Task<Int, any Error>) {
         let session = try await bus.openSession()
         var configuration = PeripheralConfiguration(adapterName: "hci0", fallbackValueInterval: .zero)
-        configuration.secureMode = secureMode
+        configuration.secureMode = secureMode ?? .unauthenticated()
         let peripheral = Peripheral(configuration: configuration, session: session)
         let events = PeripheralEventLog(following: peripheral.events)
         return (session, events, Task { try await peripheral.run(source: source) })
@@ -68,7 +68,7 @@ struct SecureEndToEndBlueZooTests {
         defer { senderTrace.cancel() }
 
         var receiverConfiguration = CentralTestData.configuration(adapter: "hci1", framed: framed)
-        receiverConfiguration.secureMode = receiver
+        receiverConfiguration.secureMode = receiver ?? .unauthenticated()
         receiverConfiguration.resumeSpool = resumeSpool
         let (receiverSession, central, receiverLog) = try await Self.receiver(on: bus, receiverConfiguration)
         defer { receiverSession.close() }
@@ -310,7 +310,7 @@ struct SecureEndToEndBlueZooTests {
         defer { senderSession.close() }
 
         var receiverConfiguration = CentralTestData.configuration(count: wanted, adapter: "hci1")
-        receiverConfiguration.secureMode = keys ? Self.policy(Self.receiverKey, trusting: Self.senderKey) : nil
+        receiverConfiguration.secureMode = keys ? Self.policy(Self.receiverKey, trusting: Self.senderKey) : .unauthenticated()
         let (receiverSession, central, receiverLog) = try await Self.receiver(on: bus, receiverConfiguration)
         defer { receiverSession.close() }
         let sink = CollectingSink()

@@ -40,14 +40,14 @@ struct SecureFileNamesBlueZooTests {
         let senderSession = try await bus.openSession()
         defer { senderSession.close() }
         var senderConfiguration = PeripheralConfiguration(adapterName: "hci0", fallbackValueInterval: .zero)
-        senderConfiguration.secureMode = sender
+        senderConfiguration.secureMode = sender ?? .unauthenticated()
         let peripheral = Peripheral(configuration: senderConfiguration, session: senderSession)
         let sending = Task { try await peripheral.run(source: RepeatingMessageSource(message: message, count: 1)) }
 
         let receiverSession = try await bus.openSession()
         defer { receiverSession.close() }
         var receiverConfiguration = CentralTestData.configuration(adapter: "hci1")
-        receiverConfiguration.secureMode = receiver
+        receiverConfiguration.secureMode = receiver ?? .unauthenticated()
         let central = Central(configuration: receiverConfiguration, session: receiverSession)
         let receiverLog = PeripheralEventLog(following: central.events)
         let sink = try OutputDirectorySink(path: directory)

@@ -11,7 +11,7 @@ import Testing
 /// (keys, handshake, sealed records) and plain.
 @Suite struct PipelineSessionTests {
     enum Mode: String, CaseIterable, Sendable, CustomTestStringConvertible {
-        case secure, plain
+        case secure, keyless
         var testDescription: String { rawValue }
     }
 
@@ -41,8 +41,8 @@ import Testing
         case .secure:
             try SessionPair(payload: first, valueLength: valueLength, offered: offered.union(.secure),
                             wantsMulti: wantsMulti, heldPrefix: heldPrefix)
-        case .plain:
-            try SessionPair(plainPayload: first, valueLength: valueLength, offered: offered, wantsMulti: wantsMulti,
+        case .keyless:
+            try SessionPair(keylessPayload: first, valueLength: valueLength, offered: offered, wantsMulti: wantsMulti,
                             heldPrefix: heldPrefix)
         }
     }
@@ -259,18 +259,19 @@ import Testing
     }
 
     @Test func thePipelineBitTravelsInTheHelloAndThePrefix() throws {
-        let hello = HelloV2(session: SessionPair.testSession, offered: [.multi, .pipeline])
+        let hello = HelloV2(session: SessionPair.testSession, offered: [.secure, .multi, .pipeline])
         // Bit 4 of the capabilities' last byte, kept on receipt (a known capability).
-        #expect(Array(hello.encoded.suffix(4)) == [0, 0, 0, 0x12])
-        #expect(HelloV2(parsing: hello.encoded)?.offered == [.multi, .pipeline])
+        #expect(Array(hello.encoded.suffix(4)) == [0, 0, 0, 0x13])
+        #expect(HelloV2(parsing: hello.encoded)?.offered == [.secure, .multi, .pipeline])
         #expect(Capabilities.known.contains(.pipeline))
-        let prefix = StreamPrefix(answering: hello, supports: [.multi, .pipeline])
-        #expect(try StreamPrefix(parsing: prefix.encoded, hello: hello).chosen == [.multi, .pipeline])
+        let prefix = StreamPrefix(answering: hello, supports: [.secure, .multi, .pipeline])
+        #expect(try StreamPrefix(parsing: prefix.encoded, hello: hello).chosen == [.secure, .multi, .pipeline])
         // A prefix that chose `pipeline` without `multi` (a sender of another build) does not
         // make the receiver pipeline: it carries one message.
-        var receiver = SecureReceiverSession(plainHello: hello, maximumPayloadLength: 1 << 20, maximumWriteLength: 182)
-        let alone = StreamPrefix(answering: hello, supports: [.pipeline])
-        #expect(alone.chosen == [.pipeline])
+        var receiver = SecureReceiverSession(identity: HostIdentity(), authorizedPeers: .anyKey, hello: hello,
+                                             maximumPayloadLength: 1 << 20, maximumWriteLength: 182)
+        let alone = StreamPrefix(answering: hello, supports: [.secure, .pipeline])
+        #expect(alone.chosen == [.secure, .pipeline])
         #expect(try receiver.receiveNotification([0, 0] + alone.encoded).isEmpty)
         #expect(receiver.hasReadPrefix)
         #expect(!receiver.pipelines)
@@ -338,14 +339,14 @@ import Testing
             #expect(Array(transcript.receiverEvents.suffix(2)) == [.closed(reason: 0), .endOfStream], "\(label)")
             #expect(transcript.notified.last == SequencedStream.endOfMessage, "\(label)")
 
-            // The ACKs on the wire name the messages in order, each with its full SHA-256
-            // (plain records can be read; sealed ones the sender's order check vouches for).
-            if mode == .plain {
-                let acks = try frames(in: streamBytes(transcript.written)).map(PlainSessionTests.message)
-                #expect(acks == payloads.enumerated().map { index, payload -> RecordMessage in
-                    .ack(SecureAck(message: UInt32(index), digest: Self.digest(payload), outcome: .stored))
-                }, "\(label)")
-            }
+            // Keys or not, every frame on the wire either way is a handshake message or a
+            // sealed record: nothing travels in clear after the prefix.
+            let prefixLength = StreamPrefix.encodedLength
+            let notifiedFrames = try frames(in: Array(streamBytes(transcript.notified).dropFirst(prefixLength)))
+            let writtenFrames = try frames(in: streamBytes(transcript.written))
+            #expect((notifiedFrames + writtenFrames).allSatisfy { $0.type == .sealed || $0.type == .handshake },
+                    "\(label)")
+            #expect(writtenFrames.filter { $0.type == .sealed }.count >= payloads.count, "\(label): one sealed ACK a message")
         }
     }
 

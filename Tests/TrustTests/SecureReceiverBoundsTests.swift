@@ -132,7 +132,7 @@ struct HandcraftedSender {
         // A plain record, a handshake frame after the handshake, an unknown frame type, an
         // over-long frame (refused from its 3-byte header).
         for (extra, expected) in [
-            (Frame(type: .plain, body: [6, 0]).encoded, "plain"),
+            ([0x03, 0, 2, 6, 0], "plain (retired type 03)"),
             (Frame(type: .handshake, body: [1, 2]).encoded, "handshake"),
             ([0x09, 0, 1, 0], "unknown"),
             ([0x02, 0xFF, 0xFF], "over-long"),

@@ -127,40 +127,27 @@ func exchange(
 }
 
 extension SessionPair {
-    /// The central of a plain session: without keys, or with keys (authorizing the peripheral's
-    /// identity, which a plain sender never shows) and the given policy on plain answers.
-    enum PlainCentral: Sendable {
-        case keyless
-        case keyed(acceptsPlain: Bool)
-    }
-
     /// The session id every test HELLO carries.
     static let testSession: UInt64 = 0x0102_0304_0506_0708
 
-    /// Both ends of one session in version 2's plain mode: the sender answers `offered` without
-    /// keys (`plainAnswering:`); the central is `central`.
+    /// Both ends of one session between keyless hosts: keys made for the run on each side and
+    /// any key let in (`AuthorizedPeers.anyKey`): encrypted, authenticating nobody. `offered`
+    /// always gains `secure`, as every central offers it.
     init(
-        plainPayload payload: [UInt8], valueLength: Int, metadata: FileMetadata? = nil,
-        offered: Capabilities = [], central kind: PlainCentral = .keyless, maximumPayloadLength: Int = 1 << 30,
+        keylessPayload payload: [UInt8], valueLength: Int, metadata: FileMetadata? = nil,
+        offered: Capabilities = [], maximumPayloadLength: Int = 1 << 30,
         wantsMulti: Bool = false, heldPrefix: SecureReceiverSession.HeldPrefix? = nil
     ) throws {
         peripheral = HostIdentity()
         central = HostIdentity()
-        let hello = HelloV2(session: Self.testSession, offered: offered)
+        let hello = HelloV2(session: Self.testSession, offered: offered.union(.secure))
         sender = try SecureSenderSession(
-            plainAnswering: hello, payload: payload, digest: Array(SHA256.hash(data: payload)), metadata: metadata,
+            identity: peripheral, authorizedPeers: .anyKey, hello: hello,
+            payload: payload, digest: Array(SHA256.hash(data: payload)), metadata: metadata,
             maximumValueLength: valueLength, wantsMulti: wantsMulti)
-        switch kind {
-        case .keyless:
-            receiver = SecureReceiverSession(
-                plainHello: hello, maximumPayloadLength: maximumPayloadLength, maximumWriteLength: valueLength,
-                heldPrefix: heldPrefix)
-        case .keyed(let acceptsPlain):
-            receiver = SecureReceiverSession(
-                identity: central, authorizedPeers: authorized(peripheral), hello: hello,
-                maximumPayloadLength: maximumPayloadLength, maximumWriteLength: valueLength, heldPrefix: heldPrefix,
-                acceptsPlain: acceptsPlain)
-        }
+        receiver = SecureReceiverSession(
+            identity: central, authorizedPeers: .anyKey, hello: hello,
+            maximumPayloadLength: maximumPayloadLength, maximumWriteLength: valueLength, heldPrefix: heldPrefix)
     }
 }
 

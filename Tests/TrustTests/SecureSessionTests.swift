@@ -131,7 +131,7 @@ import Testing
             identity: HostIdentity(), authorizedPeers: authorized(HostIdentity()), hello: hello,
             maximumPayloadLength: 100, maximumWriteLength: 182)
         let prefix = StreamPrefix(answering: hello, supports: [.meta])
-        let value = [0, 0] + prefix.encoded + Frame(type: .plain, body: [6, 0]).encoded
+        let value = [0, 0] + prefix.encoded + [0x03, 0, 2, 6, 0]
         #expect(SecureReceiverSession.startsVersion2Stream(value))
         #expect(throws: SecureSessionError.notSecure) { try receiver.receiveNotification(value) }
         #expect(throws: SecureSessionError.notSecure) { try receiver.receiveNotification(SequencedStream.endOfMessage) }

@@ -86,9 +86,10 @@ import Testing
         let payload = testPayload(1000)
         #expect(try Self.pair(mode, payload: payload).sender.chosen.contains(.window))
         #expect(!(try Self.pair(mode, payload: payload, offered: [.meta, .multi]).sender.chosen.contains(.window)))
-        let hello = HelloV2(session: 7, offered: [.window])
+        let hello = HelloV2(session: 7, offered: [.secure, .window])
         let declining = try SecureSenderSession(
-            plainAnswering: hello, payload: payload, digest: Array(SHA256.hash(data: payload)), metadata: nil,
+            identity: HostIdentity(), authorizedPeers: .anyKey, hello: hello,
+            payload: payload, digest: Array(SHA256.hash(data: payload)), metadata: nil,
             maximumValueLength: 182, acceptsWindow: false)
         #expect(!declining.chosen.contains(.window))
         #expect(Capabilities.known.contains(.window) && Capabilities.window.rawValue == 1 << 5)

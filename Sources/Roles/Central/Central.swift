@@ -306,13 +306,12 @@ public final class Central: Sendable {
             let policy = configuration.secureMode
             let helloWriteType: GATTWriteType? = overChannel ? .command : Self.writeType(for: characteristic.flags)
             if configuration.requestFramed, let writeType = helloWriteType {
-                // A version-2 HELLO (the secure mode offered with keys); a version-1 peripheral
-                // reads its first 14 bytes as a version-1 HELLO and answers version 1.
+                // The framed protocol's HELLO, always offering the encrypted session; a sender
+                // that answers anything but a secure stream or Apple's flow is refused.
                 let session = SessionID.random()
                 // `resume` only with a spool to keep checkpoints in.
                 let spool = configuration.resumeSpool
-                var offered: Capabilities = [.meta, .multi, .pipeline, .window]
-                if policy != nil { offered.insert(.secure) }
+                var offered: Capabilities = [.secure, .meta, .multi, .pipeline, .window]
                 if spool != nil { offered.insert(.resume) }
                 if overChannel { offered.insert(.channel) }
                 let helloV2 = HelloV2(session: session.rawValue, offered: offered)
@@ -325,23 +324,16 @@ public final class Central: Sendable {
                     }
                     hello = candidate
                     let maximumWriteLength = overChannel ? (channel?.mtu ?? 23) : max(20, (characteristic.mtu ?? 23) - 3)
-                    if let policy {
-                        secureSession = SecureReceiverSession(
-                            identity: policy.identity, authorizedPeers: policy.authorizedPeers, hello: helloV2,
-                            maximumPayloadLength: configuration.limits.maximumMessageSize,
-                            maximumWriteLength: maximumWriteLength, heldPrefix: Self.heldPrefix(in: spool),
-                            acceptsPlain: !policy.requiresSecure)
-                    } else {
-                        secureSession = SecureReceiverSession(
-                            plainHello: helloV2, maximumPayloadLength: configuration.limits.maximumMessageSize,
-                            maximumWriteLength: maximumWriteLength, heldPrefix: Self.heldPrefix(in: spool))
-                    }
+                    secureSession = SecureReceiverSession(
+                        identity: policy.identity, authorizedPeers: policy.authorizedPeers, hello: helloV2,
+                        maximumPayloadLength: configuration.limits.maximumMessageSize,
+                        maximumWriteLength: maximumWriteLength, heldPrefix: Self.heldPrefix(in: spool))
                 } catch let error as BluetoothError {
                     try Self.rethrowIfFatal(error)
                     emit(.warning("could not ask \(EventText.describe(peer)) for the framed format (\(error)); expecting compat"))
                 }
             }
-            if policy?.requiresSecure == true && secureSession == nil {
+            if policy.requiresSecure && secureSession == nil {
                 throw TransferFailure.refused(
                     bound: "authorized-peers",
                     reason: "it offers no way to start the secure mode (no writable transfer characteristic); nothing kept")
@@ -363,7 +355,7 @@ public final class Central: Sendable {
 
             let awaitingClose = try await receive(
                 through: channel, from: device, peer: peer, hello: hello, secureSession: secureSession,
-                requiresSecure: policy?.requiresSecure ?? false, characteristic: characteristic, sink: sink)
+                requiresSecure: policy.requiresSecure, characteristic: characteristic, sink: sink)
             if !awaitingClose.isEmpty {
                 // Over a channel our last ACK has no reply: the sender closing the channel once it
                 // has read it is the confirmation. Without it, the message may come again.
@@ -493,6 +485,9 @@ public final class Central: Sendable {
                                peerKey: assembly.authenticatedSender, fileName: message.file?.name,
                                resumedFrom: assembly.resumedFrom),
                 from: peer, storedAt: storedAt))
+            if let key = assembly.authenticatedSender, !key.isListed, progressState.firstUnauthenticatedNotice() {
+                emit(.warning(EventText.unauthenticatedNotice(peer: "the sender", key: key)))
+            }
         }
     }
 
@@ -806,6 +801,7 @@ final class RunState: Sendable {
         var received = 0
         var sequence = 0
         var fallbackNoticed = false
+        var unauthenticatedNoticed = false
         /// Per peer address, the last messages whose ACK was not confirmed, oldest first (two at
         /// most: a pipelined sender has two unacknowledged); at most `unacknowledgedCapacity`
         /// addresses, oldest first out (`unacknowledgedOrder`).
@@ -827,6 +823,14 @@ final class RunState: Sendable {
         inner.withLock { state in
             state.sequence += 1
             return state.sequence
+        }
+    }
+
+    /// True the first time only.
+    func firstUnauthenticatedNotice() -> Bool {
+        inner.withLock { state in
+            defer { state.unauthenticatedNoticed = true }
+            return !state.unauthenticatedNoticed
         }
     }
 
@@ -911,5 +915,13 @@ enum EventText {
     static func describe(_ peer: PeerDescription) -> String {
         if let name = peer.name, !name.isEmpty, name != peer.address { return "\(peer.address) (\(name))" }
         return peer.address
+    }
+
+    /// Said once per run when a framed session let in a key no authorized-peers file lists:
+    /// the transfer was encrypted, but nothing proved who was at the other end.
+    static func unauthenticatedNotice(peer: String, key: AuthenticatedPeer) -> String {
+        "encrypted but not authenticated: \(peer)'s key is \(key.fingerprint) (no authorized peers here); "
+            + "compare it with 'bletransfer id' on that host, then list that line in an authorized-peers file "
+            + "(--authorized-peers) so that only it is accepted"
     }
 }

@@ -41,7 +41,7 @@ public struct CentralConfiguration: Sendable {
     /// Framed version 2's secure mode (nil: version 1 and compat only). With
     /// `requiresSecure`, a peer that does not complete it gets nothing and nothing of it is
     /// stored.
-    public var secureMode: SecureModePolicy?
+    public var secureMode: SecureModePolicy = .unauthenticated()
     /// Where checkpoints of unfinished secure messages are kept so that the next visit
     /// resumes them (docs/wire-v2.md section 5); nil: `resume` is not offered.
     public var resumeSpool: ResumeSpool?

@@ -22,7 +22,8 @@ public struct ReceiverOptions: Sendable {
     public var reserve: Int?
     public var quotaBytes: Int?
     public var quotaFiles: Int?
-    /// The secure mode's keys and policy (nil: no keys).
+    /// The framed protocol's keys and policy (nil: none given; the run uses a key of its own,
+    /// authenticating nobody).
     public var secureMode: SecureModePolicy?
     /// Not `--no-l2cap`.
     public var usesL2CAP = true
@@ -67,7 +68,8 @@ public struct ReceiverOptions: Sendable {
             idleTimeout: idle ?? Self.defaultIdleTimeout,
             minimumRate: minimumRate ?? CentralConfiguration.defaultMinimumRate,
             stopOnCorruptMessage: stopOnCorruptMessage)
-        configuration.secureMode = secureMode
+        // Without keys of its own the run still encrypts, with a key made for it.
+        configuration.secureMode = secureMode ?? .unauthenticated()
         if !usesL2CAP { configuration.channelTransport = nil }
         return configuration
     }

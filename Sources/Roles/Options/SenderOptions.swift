@@ -22,7 +22,8 @@ public struct SenderOptions: Sendable {
     public var compatDelivery: CompatDelivery = .automatic
     /// `--value-size`, in bytes.
     public var valueSize: Int?
-    /// The secure mode's keys and policy (nil: no keys).
+    /// The framed protocol's keys and policy (nil: none given; the run uses a key of its own,
+    /// authenticating nobody).
     public var secureMode: SecureModePolicy?
     /// Not `--no-l2cap`.
     public var usesL2CAP = true
@@ -61,7 +62,8 @@ public struct SenderOptions: Sendable {
             configuration.unsubscribeTimeout = limit
         }
         if let minimumRate { configuration.minimumTransferRate = minimumRate }
-        configuration.secureMode = secureMode
+        // Without keys of its own the run still encrypts, with a key made for it.
+        configuration.secureMode = secureMode ?? .unauthenticated()
         if !usesL2CAP { configuration.channelTransport = nil }
         return configuration
     }

@@ -59,9 +59,10 @@ public struct PeripheralConfiguration: Sendable {
     /// The longest value sent, below what the link allows (ATT MTU − 3); nil: the link's.
     /// Apple's sample sends 20-byte values; `send --value-size`.
     public var valueSizeLimit: Int?
-    /// Framed version 2's secure mode (nil: version 1 and compat only). With
-    /// `requiresSecure`, a central that does not complete it gets nothing.
-    public var secureMode: SecureModePolicy?
+    /// Keys and policy of the framed protocol, which is always encrypted: by default a key
+    /// made for this run that lets in any central's key (encrypted, not authenticated). With
+    /// `requiresSecure`, a central that does not complete it (Apple's flow) gets nothing.
+    public var secureMode: SecureModePolicy = .unauthenticated()
     /// Secure mode, `multi` (docs/wire-v2.md, section 4): a central served this many messages
     /// in one session gets CLOSE after the last, and the next central in range has its turn.
     public var sessionMessageLimit: Int = PeripheralConfiguration.defaultSessionMessageLimit
@@ -74,6 +75,10 @@ public struct PeripheralConfiguration: Sendable {
     /// A central that opened the channel must write its HELLO within this; then the channel is
     /// closed with one line naming the central (up to `Peripheral.channelsAwaitingHello` are read at once).
     public var channelHelloTimeout: Duration = .seconds(5)
+    /// How long a central that wrote a HELLO has to answer the handshake's first message.
+    /// Nobody is authenticated before that answer: a silent central must not hold the sender
+    /// for the message's transfer deadline (an hour for a large file).
+    public var handshakeTimeout: Duration = .seconds(10)
 
     /// The subscription deadline for a message of `wireBytes` bytes on the air:
     /// `transferTimeFloor` plus the bytes at `minimumTransferRate` — or, when each of

@@ -142,6 +142,8 @@ actor SubscriptionServer {
     static let onAirMemory = 1024
     private var nextID = 1
     private var isShutDown = false
+    /// The unauthenticated-key notice was given (once per run).
+    private var unauthenticatedNoticed = false
 
     init(configuration: PeripheralConfiguration, logger: Logger,
          describePeer: @escaping @Sendable (DeviceReference?) -> PeerDescription,
@@ -372,28 +374,31 @@ actor SubscriptionServer {
         let valueLength = overChannel
             ? min(channel.maximumValueLength, SequencedStream.channelValueLengths.upperBound)
             : configuration.valueSizeLimit.map { min($0, channel.maximumValueLength) } ?? channel.maximumValueLength
-        if let policy = configuration.secureMode {
-            if let version2 = centralHello.version2, version2.offered.contains(.secure) {
-                return startVersion2(channel: channel, device: device, hello: version2, policy: policy,
-                                     message: message, sequence: sequence, valueLength: valueLength,
-                                     usesSocket: usesSocket, indications: indications, overChannel: overChannel)
-            }
-            if policy.requiresSecure {
-                let offer = centralHello.version2 != nil ? "framed version 2 without the secure mode"
-                    : centralHello.hello != nil ? "framed version 1" : "Apple's flow, no HELLO"
-                refuse(device: device, reason: "it did not offer the secure mode (\(offer)); this sender serves "
-                       + "authorized peers only, nothing was sent")
+        let policy = configuration.secureMode
+        // Two formats: the framed protocol, always encrypted, and Apple's flow (no HELLO).
+        // The framed version 1 and the unencrypted version-2 records are retired: such a
+        // central gets one line and nothing else.
+        if let version2 = centralHello.version2 {
+            guard version2.offered.contains(.secure) else {
+                refuse(device: device, reason: "it offered the framed protocol without encryption, which this "
+                       + "bletransfer no longer speaks; update bletransfer on that host; nothing was sent")
                 return nil
             }
-        }
-        // A version-2 central without the secure mode on either side: version 2's plain mode
-        // (several messages, names, resume), nothing authenticated.
-        if let version2 = centralHello.version2 {
-            return startVersion2(channel: channel, device: device, hello: version2, policy: nil,
+            return startVersion2(channel: channel, device: device, hello: version2, policy: policy,
                                  message: message, sequence: sequence, valueLength: valueLength,
                                  usesSocket: usesSocket, indications: indications, overChannel: overChannel)
         }
-        let sender = MessageSender(message: message, replyingTo: centralHello.hello, maximumValueLength: valueLength)
+        if centralHello.hello != nil {
+            refuse(device: device, reason: "it speaks framed version 1 (unencrypted), which this bletransfer no "
+                   + "longer speaks; update bletransfer on that host; nothing was sent")
+            return nil
+        }
+        if policy.requiresSecure {
+            refuse(device: device, reason: "it did not offer the encrypted framed protocol (Apple's flow, no HELLO); "
+                   + "this sender serves authorized peers only, nothing was sent")
+            return nil
+        }
+        let sender = MessageSender(message: message, replyingTo: nil, maximumValueLength: valueLength)
         return begin(channel: channel, device: device, message: message, sequence: sequence,
                      format: sender.format == .framed ? .framed : .compat, header: sender.header,
                      valueLength: sender.maximumValueLength, valueCount: sender.valueCount,
@@ -697,26 +702,20 @@ actor SubscriptionServer {
 // MARK: Secure mode
 
 extension SubscriptionServer {
-    /// Serves `message` to a central that wrote a version-2 HELLO: in the secure mode with
-    /// `policy` (the HELLO offered it), in the plain mode without.
+    /// Serves `message` to a central that wrote a HELLO offering the encrypted session, with
+    /// `policy`'s keys.
     fileprivate func startVersion2(channel: any NotificationChannel, device: DeviceReference?, hello: HelloV2,
-                                   policy: SecureModePolicy?, message: OutgoingMessage, sequence: Int, valueLength: Int,
+                                   policy: SecureModePolicy, message: OutgoingMessage, sequence: Int, valueLength: Int,
                                    usesSocket: Bool, indications: Bool, overChannel: Bool = false) -> Int? {
         let session: SecureSenderSession
         let wantsMulti = configuration.sessionMessageLimit > 1
+        let handshakeTimeout = configuration.handshakeTimeout
         do {
-            if let policy {
-                session = try SecureSenderSession(
-                    identity: policy.identity, authorizedPeers: policy.authorizedPeers, hello: hello,
-                    payload: message.payload, digest: message.digest,
-                    metadata: Self.fileMetadata(message.file), maximumValueLength: valueLength, wantsMulti: wantsMulti,
-                    overChannel: overChannel)
-            } else {
-                session = try SecureSenderSession(
-                    plainAnswering: hello, payload: message.payload, digest: message.digest,
-                    metadata: Self.fileMetadata(message.file), maximumValueLength: valueLength, wantsMulti: wantsMulti,
-                    overChannel: overChannel)
-            }
+            session = try SecureSenderSession(
+                identity: policy.identity, authorizedPeers: policy.authorizedPeers, hello: hello,
+                payload: message.payload, digest: message.digest,
+                metadata: Self.fileMetadata(message.file), maximumValueLength: valueLength, wantsMulti: wantsMulti,
+                overChannel: overChannel)
         } catch {
             refuse(device: device, reason: "its framed version 2 session could not start: \(error)")
             return nil
@@ -732,7 +731,7 @@ extension SubscriptionServer {
                      usesSocket: usesSocket, indications: indications, secureWrites: writesContinuation,
                      writeInbox: inbox, overChannel: overChannel) { id, confirmations in
             await Self.secureTransfer(session, over: channel, writes: writes, into: inbox, confirmations: confirmations,
-                                      subscription: id, server: self)
+                                      handshakeTimeout: handshakeTimeout, subscription: id, server: self)
         }
     }
 
@@ -749,6 +748,10 @@ extension SubscriptionServer {
     fileprivate func secureCentralAuthenticated(_ id: Int, _ peer: AuthenticatedPeer) {
         guard current?.id == id else { return }
         current?.authenticatedPeer = peer
+        if !peer.isListed, !unauthenticatedNoticed {
+            unauthenticatedNoticed = true
+            emitEvent(.warning(EventText.unauthenticatedNotice(peer: "the central", key: peer)))
+        }
         logger.debug("secure session with \(current?.peer.address ?? "?"): central authenticated as \(peer.fingerprint)")
     }
 
@@ -892,6 +895,8 @@ extension SubscriptionServer {
         switch error {
         case .unauthorizedPeer(let key):
             reason = "its key \(key.fingerprint) is not in the authorized peers; nothing was sent after the handshake's first message"
+        case .handshakeFailed(let detail) where detail.hasPrefix(Self.handshakeTimeoutPrefix):
+            reason = detail + "; nothing was sent after the handshake's first message"
         default:
             reason = "secure session failed: \(error); nothing counted"
         }
@@ -922,11 +927,35 @@ extension SubscriptionServer {
         }
     }
 
+    static let handshakeTimeoutPrefix = "no answer to the handshake within"
+
+    /// The central's next write while the session waits for its handshake message: nobody is
+    /// authenticated yet, so the wait is bounded by `limit` (seconds), not by the message's
+    /// transfer deadline. Nil: the writes ended (the central left).
+    private static func handshakeWrite(from written: WriteInbox, within limit: Duration) async throws -> [UInt8]? {
+        enum Outcome: Sendable { case value([UInt8]?), timedOut }
+        let outcome = await withTaskGroup(of: Outcome.self) { group in
+            group.addTask { .value(await written.next(interruptible: true)) }
+            group.addTask {
+                try? await Task.sleep(for: limit)
+                return .timedOut
+            }
+            let first = await group.next() ?? .timedOut
+            group.cancelAll()
+            return first
+        }
+        switch outcome {
+        case .value(let value): return value
+        case .timedOut:
+            throw SecureSessionError.handshakeFailed("\(handshakeTimeoutPrefix) \(limit.components.seconds) s")
+        }
+    }
+
     /// The secure session's transfer task: handshake message 1, the central's message 2 from its
     /// writes, then message 3, the records and `EOM`; then the sealed ACK from its writes.
     private static func secureTransfer(_ session: SecureSenderSession, over channel: any NotificationChannel,
                                        writes: AsyncStream<[UInt8]>, into written: WriteInbox,
-                                       confirmations: AsyncStream<Void>?,
+                                       confirmations: AsyncStream<Void>?, handshakeTimeout: Duration,
                                        subscription id: Int, server: SubscriptionServer) async {
         var session = session
         // The writes are read between notifications too: a RESUME must take effect while DATA
@@ -1038,9 +1067,10 @@ extension SubscriptionServer {
                 // The session waits for the central's handshake message, a PROGRESS (`window`) or,
                 // in a multi session, the ACK of the message just sent (all bounded by the
                 // deadline). A hang-up ends the wait unless an ACK is due: that may still come.
-                guard let value = await written.next(interruptible: session.unacknowledgedCount == 0) else {
-                    throw NotificationSocketError.closed
-                }
+                let next = session.state == .awaitingHandshake
+                    ? try await handshakeWrite(from: written, within: handshakeTimeout)
+                    : await written.next(interruptible: session.unacknowledgedCount == 0)
+                guard let value = next else { throw NotificationSocketError.closed }
                 guard try await handleWrite(value) else { return }
             }
             do {

@@ -1,13 +1,16 @@
 import Trust
 
-/// Who this host is and whom it exchanges messages with in framed version 2's secure mode
-/// (docs/wire-v2.md): a Noise XX handshake with both static keys, then encrypted records.
+/// Who this host is and whom it exchanges messages with in the framed protocol
+/// (docs/wire-v2.md): always a Noise XX handshake with both static keys, then encrypted records.
 ///
 /// `requiresSecure` is the policy of a side that was given authorized peers (interactive roles)
-/// and of every daemon unless `--insecure-any-peer`: a peer that does not complete the secure
-/// mode — Apple's flow, version 1, version 2 without `secure`, an unlisted key — gets and gives
-/// nothing. Without it, peers that offer the secure mode get it and the others are served as
-/// before.
+/// and of every daemon unless `--insecure-any-peer`: a peer that does not complete the framed
+/// protocol with a listed key — Apple's flow, an unlisted key — gets and gives nothing. Without
+/// it, Apple-flow peers are served in clear (their format cannot be encrypted).
+///
+/// `unauthenticated()` is the policy of a host without keys: a key made for the run, any peer's
+/// key let in (`AuthorizedPeers.anyKey`). A passive listener sees nothing of such a transfer; an
+/// active man in the middle could, which is what authorized peers are for.
 public struct SecureModePolicy: Sendable {
     public var identity: HostIdentity
     public var authorizedPeers: AuthorizedPeers
@@ -18,6 +21,14 @@ public struct SecureModePolicy: Sendable {
         self.authorizedPeers = authorizedPeers
         self.requiresSecure = requiresSecure
     }
+
+    /// No keys given: a fresh key for this run, any peer's key accepted, Apple's flow allowed.
+    public static func unauthenticated() -> SecureModePolicy {
+        SecureModePolicy(identity: HostIdentity(), authorizedPeers: .anyKey, requiresSecure: false)
+    }
+
+    /// Whether peers are authenticated (only listed keys) or merely encrypted to.
+    public var authenticates: Bool { !authorizedPeers.acceptsAnyKey }
 }
 
 /// The peer a secure session authenticated: its listed key and the name the authorized-peers
@@ -29,14 +40,19 @@ public struct AuthenticatedPeer: Sendable, Hashable {
     public var fingerprint: String
     /// The name after the key in the authorized-peers file, if any.
     public var name: String?
+    /// The key is listed in this host's authorized peers. False: the session was encrypted
+    /// with this key, but nothing says whose it is.
+    public var isListed: Bool
 
-    public init(keyLine: String, fingerprint: String, name: String?) {
+    public init(keyLine: String, fingerprint: String, name: String?, isListed: Bool = true) {
         self.keyLine = keyLine
         self.fingerprint = fingerprint
         self.name = name
+        self.isListed = isListed
     }
 
     public init(_ peer: AuthorizedPeers.Peer) {
-        self.init(keyLine: peer.key.line(name: peer.name), fingerprint: peer.key.fingerprint, name: peer.name)
+        self.init(keyLine: peer.key.line(name: peer.name), fingerprint: peer.key.fingerprint, name: peer.name,
+                  isListed: peer.isListed)
     }
 }

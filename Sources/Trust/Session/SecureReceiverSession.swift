@@ -24,11 +24,9 @@ import Crypto
 /// way, each time that grew by `FlowWindow.reportInterval`: the sender runs at most
 /// `FlowWindow.bytes` ahead of the last report.
 ///
-/// A central without keys (`init(plainHello:…)`), or one with keys that allows peers without
-/// them (`acceptsPlain`), takes a prefix without `secure` as version 2's plain mode: no
-/// handshake, plain records (type `03`) in both directions, the same message rules and bounds;
-/// the payload is still checked against the HEADER's length and SHA-256, but nothing proves
-/// who sent it.
+/// A prefix without `secure` is refused (`.notSecure`): every framed session is encrypted. A
+/// central without an identity of its own runs with a key made for the run, and
+/// `AuthorizedPeers.anyKey` accepts any sender's key (encrypted, not authenticated).
 public struct SecureReceiverSession: Sendable {
     public enum Event: Sendable, Equatable {
         /// A value to write to the characteristic, in order.
@@ -66,10 +64,7 @@ public struct SecureReceiverSession: Sendable {
 
     public private(set) var remotePeer: AuthorizedPeers.Peer?
 
-    /// Nil: a central without keys (plain mode only).
-    private let trust: (identity: HostIdentity, authorizedPeers: AuthorizedPeers)?
-    /// A prefix without `secure` is taken as the plain mode (otherwise `.notSecure`).
-    private let acceptsPlain: Bool
+    private let trust: (identity: HostIdentity, authorizedPeers: AuthorizedPeers)
     private let hello: HelloV2
     private let maximumPayloadLength: Int
     private var phase = Phase.awaitingPrefix
@@ -103,34 +98,16 @@ public struct SecureReceiverSession: Sendable {
     private var reportedHeld = 0
 
     /// - Parameters:
-    ///   - hello: the HELLO v2 this central wrote.
+    ///   - hello: the HELLO v2 this central wrote (it offers `secure`).
     ///   - maximumPayloadLength: a HEADER announcing more is refused (`.tooLarge`) before DATA.
     ///   - maximumWriteLength: ATT MTU − 3 for our writes (brought within 20...512).
-    ///   - acceptsPlain: a sender that answers without `secure` is served in the plain mode
-    ///     (this side does not require the secure mode).
     public init(
         identity: HostIdentity, authorizedPeers: AuthorizedPeers, hello: HelloV2,
-        maximumPayloadLength: Int, maximumWriteLength: Int, heldPrefix: HeldPrefix? = nil,
-        acceptsPlain: Bool = false
+        maximumPayloadLength: Int, maximumWriteLength: Int, heldPrefix: HeldPrefix? = nil
     ) {
-        self.init(trust: (identity, authorizedPeers), acceptsPlain: acceptsPlain, hello: hello,
-                  maximumPayloadLength: maximumPayloadLength, maximumWriteLength: maximumWriteLength,
-                  heldPrefix: heldPrefix)
-    }
-
-    /// A central without keys: version 2's plain mode only (a sender that chose `secure`
-    /// cannot have, as this HELLO did not offer it).
-    public init(plainHello hello: HelloV2, maximumPayloadLength: Int, maximumWriteLength: Int,
-                heldPrefix: HeldPrefix? = nil) {
-        self.init(trust: nil, acceptsPlain: true, hello: hello, maximumPayloadLength: maximumPayloadLength,
-                  maximumWriteLength: maximumWriteLength, heldPrefix: heldPrefix)
-    }
-
-    private init(trust: (identity: HostIdentity, authorizedPeers: AuthorizedPeers)?, acceptsPlain: Bool,
-                 hello: HelloV2, maximumPayloadLength: Int, maximumWriteLength: Int, heldPrefix: HeldPrefix?) {
+        let trust = (identity: identity, authorizedPeers: authorizedPeers)
         self.heldPrefix = heldPrefix
         self.trust = trust
-        self.acceptsPlain = acceptsPlain
         self.hello = hello
         self.maximumPayloadLength = max(maximumPayloadLength, 0)
         // A HELLO offering `channel` was written on an L2CAP channel: long values, in order.
@@ -272,19 +249,13 @@ public struct SecureReceiverSession: Sendable {
                                                      : "the sender chose a channel over GATT")
             }
             chosen = prefix.chosen
-            if prefix.chosen.contains(.secure), let trust {
-                handshake = NoiseXXHandshake(
-                    role: .responder, staticKey: trust.identity.privateKey,
-                    prologue: StreamPrefix.prologue(hello: hello, prefix: prefix))
-                phase = .awaitingMessage1
-            } else {
-                // `secure` chosen without our keys cannot happen (not offered: `StreamPrefix`
-                // refuses it); without `secure`, the plain mode when this side allows it.
-                guard acceptsPlain, !prefix.chosen.contains(.secure) else { throw .notSecure }
-                opener = .plain
-                sealer = .plain
-                phase = .awaitingHeader
-            }
+            // `secure` is always offered, so a sender that did not choose it is not one this
+            // version talks to (the retired plain mode).
+            guard prefix.chosen.contains(.secure) else { throw .notSecure }
+            handshake = NoiseXXHandshake(
+                role: .responder, staticKey: trust.identity.privateKey,
+                prologue: StreamPrefix.prologue(hello: hello, prefix: prefix))
+            phase = .awaitingMessage1
         }
         guard !rest.isEmpty else { return events }
         let completed: [Frame]
@@ -302,7 +273,7 @@ public struct SecureReceiverSession: Sendable {
         case .awaitingPrefix:
             throw .protocolViolation("frame before the stream prefix")
         case .awaitingMessage1, .awaitingMessage3:
-            guard frame.type == .handshake, var handshake, let trust else {
+            guard frame.type == .handshake, var handshake else {
                 throw .protocolViolation("record before the handshake finished")
             }
             defer { self.handshake = handshake }
@@ -421,7 +392,7 @@ public struct SecureReceiverSession: Sendable {
             phase = .receivingData
             var events: [Event] = [.header(announced)]
             // The plain mode keys checkpoints by no sender (nil): the SHA-256 at END decides.
-            if chosen.contains(.resume), let heldPrefix, remotePeer != nil || !isSecure {
+            if chosen.contains(.resume), let heldPrefix, remotePeer != nil {
                 let held = heldPrefix(remotePeer?.key, announced)
                 if !held.isEmpty, UInt64(held.count) <= announced.payloadLength {
                     events += try resume(announced, holding: held)

@@ -3,10 +3,9 @@ import Crypto
 /// Peripheral side (the data holder, Noise initiator) of one version-2 secure session carrying
 /// one message, or with `multi` several in turn (docs/wire-v2.md, sections 2 to 4).
 ///
-/// Without keys (`init(plainAnswering:…)`) the same session runs in version 2's plain mode:
-/// the prefix without `secure`, no handshake, and plain records (type `03`) from the first
-/// byte after the prefix; `multi`, `meta` and `resume` work as in the secure mode, with
-/// nothing authenticated or encrypted.
+/// Every framed session is secure: a host without an identity of its own runs it with a key
+/// made for the run, and `AuthorizedPeers.anyKey` accepts whatever key the central shows
+/// (encrypted, not authenticated).
 ///
 /// Notification stream: prefix and handshake message 1, then a pause until the central's
 /// message 2 arrived and its key was found among the authorized peers; then message 3, the
@@ -71,8 +70,7 @@ public struct SecureSenderSession: Sendable {
     public private(set) var resumedAt: UInt64?
     public private(set) var endOfMessageSent = false
 
-    /// Nil in the plain mode.
-    private let authorizedPeers: AuthorizedPeers?
+    private let authorizedPeers: AuthorizedPeers
     private var payload: [UInt8]
     private var header: MessageHeader
     /// `multi` was chosen: the stream pauses after each END for its ACK, and the caller
@@ -131,19 +129,6 @@ public struct SecureSenderSession: Sendable {
                       overChannel: overChannel, firstMessageNumber: Self.messageNumber)
     }
 
-    /// Version 2's plain mode, for a sender without keys (or one that serves peers without
-    /// them): answers `hello` without `secure` whatever it offered, and sends plain records
-    /// right after the prefix.
-    public init(
-        plainAnswering hello: HelloV2, payload: [UInt8], digest: [UInt8], metadata: FileMetadata?,
-        maximumValueLength: Int, wantsMulti: Bool = false, acceptsResume: Bool = true, acceptsWindow: Bool = true,
-        overChannel: Bool = false
-    ) throws(SecureSessionError) {
-        try self.init(trust: nil, hello: hello, payload: payload, digest: digest, metadata: metadata,
-                      maximumValueLength: maximumValueLength, wantsMulti: wantsMulti, acceptsResume: acceptsResume,
-                      acceptsWindow: acceptsWindow, overChannel: overChannel, firstMessageNumber: Self.messageNumber)
-    }
-
     /// `firstMessageNumber`: what the first HEADER carries (0 on the wire; tests make a sender
     /// that numbers wrongly).
     init(
@@ -153,26 +138,13 @@ public struct SecureSenderSession: Sendable {
         overChannel: Bool = false, firstMessageNumber: UInt32
     ) throws(SecureSessionError) {
         guard hello.offered.contains(.secure) else { throw .notSecure }
-        try self.init(trust: (identity, authorizedPeers), hello: hello, payload: payload, digest: digest,
-                      metadata: metadata, maximumValueLength: maximumValueLength, wantsMulti: wantsMulti,
-                      acceptsResume: acceptsResume, acceptsWindow: acceptsWindow, overChannel: overChannel,
-                      firstMessageNumber: firstMessageNumber)
-    }
-
-    /// `trust` nil: the plain mode.
-    private init(
-        trust: (identity: HostIdentity, authorizedPeers: AuthorizedPeers)?, hello: HelloV2,
-        payload: [UInt8], digest: [UInt8], metadata: FileMetadata?,
-        maximumValueLength: Int, wantsMulti: Bool, acceptsResume: Bool, acceptsWindow: Bool,
-        overChannel: Bool, firstMessageNumber: UInt32
-    ) throws(SecureSessionError) {
         guard digest.count == 32 else { throw .protocolViolation("message digest of \(digest.count) bytes, not 32") }
         // A HELLO read from an L2CAP channel must say so (it is bound into the prologue), and
         // one read from GATT must not get the channel's long values.
         guard !overChannel || hello.offered.contains(.channel) else {
             throw .protocolViolation("a HELLO on an L2CAP channel that does not offer the channel capability")
         }
-        var chosen: Capabilities = trust == nil ? [] : .secure
+        var chosen: Capabilities = .secure
         if overChannel { chosen.insert(.channel) }
         // `meta` is chosen whenever offered in a multi session: a later message may be named.
         if metadata != nil || wantsMulti, hello.offered.contains(.meta) { chosen.insert(.meta) }
@@ -184,24 +156,15 @@ public struct SecureSenderSession: Sendable {
         if acceptsWindow, hello.offered.contains(.window) { chosen.insert(.window) }
         let prefix = StreamPrefix(answering: hello, supports: chosen)
         self.chosen = prefix.chosen
-        self.authorizedPeers = trust?.authorizedPeers
+        self.authorizedPeers = authorizedPeers
         self.payload = payload
         header = MessageHeader(
             message: firstMessageNumber, payloadLength: UInt64(payload.count), digest: digest,
             metadata: chosen.contains(.meta) ? metadata : nil)
         writer = SequencedStreamWriter(maximumValueLength: maximumValueLength, overChannel: overChannel)
         writesReader = SequencedStreamReader(overChannel: overChannel)
-        guard let trust else {
-            // Plain: the records follow the prefix at once, in full-length values.
-            handshake = nil
-            sealer = .plain
-            opener = .plain
-            state = .sending
-            writer.append(prefix.encoded)
-            return
-        }
         var handshake = NoiseXXHandshake(
-            role: .initiator, staticKey: trust.identity.privateKey,
+            role: .initiator, staticKey: identity.privateKey,
             prologue: StreamPrefix.prologue(hello: hello, prefix: prefix))
         state = .awaitingHandshake
         do {
@@ -321,7 +284,7 @@ public struct SecureSenderSession: Sendable {
     private mutating func handle(_ frame: Frame) throws(SecureSessionError) -> [Event] {
         switch state {
         case .awaitingHandshake:
-            guard frame.type == .handshake, var handshake, let authorizedPeers else {
+            guard frame.type == .handshake, var handshake else {
                 throw .protocolViolation("record before the handshake finished")
             }
             defer { self.handshake = handshake }
