@@ -38,7 +38,7 @@ public struct AuthorizedPeers: Sendable, Equatable {
     private var byKey: [PeerKey: Int]
     /// Any key is let in (as an unlisted peer): the policy of a host that has no
     /// authorized-peers file. Its sessions are encrypted but authenticate nobody.
-    public let acceptsAnyKey: Bool
+    public private(set) var acceptsAnyKey: Bool
 
     /// Lets in any key: a session with it is encrypted, and the peer's key is only shown.
     public static var anyKey: AuthorizedPeers { AuthorizedPeers(acceptingAnyKey: ()) }
@@ -47,6 +47,14 @@ public struct AuthorizedPeers: Sendable, Equatable {
         peers = []
         byKey = [:]
         acceptsAnyKey = true
+    }
+
+    /// The same list, letting in unlisted keys too (as unlisted peers, encrypted to but not
+    /// authenticated): the policy of a side that does not require authorized peers.
+    public func acceptingAnyKey() -> AuthorizedPeers {
+        var copy = self
+        copy.acceptsAnyKey = true
+        return copy
     }
 
     public init(_ peers: [Peer] = []) {

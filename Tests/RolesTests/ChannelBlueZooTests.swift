@@ -214,7 +214,7 @@ struct ChannelBlueZooTests {
         let honest = try await channels.connect(adapter: adapterAddress, addressType: .public, to: address,
                                                 peerType: .public, psm: psm, receiveMTU: 8192)
         defer { honest.close() }
-        try await honest.send(HelloV2(session: 5, offered: [.channel]).encoded)
+        try await honest.send(HelloV2(session: 5, offered: [.secure, .channel]).encoded)
         // Served at once: the session's first value arrives while the silent channel still waits.
         let first = await value(of: Task { try await honest.receive() }, within: .seconds(30))
         #expect(first??.isEmpty == false, "the honest channel was not served: \(senderLog.all)")

@@ -62,7 +62,7 @@ import Trust
         #expect(try await central.receive() == WireFormat.endOfMessage)
         // The ACK arrived on the channel: the message counts, and the sender closes its end.
         let (message, summary) = try await harness.nextDelivery()
-        #expect(message.payload == payload && summary.format == .framed)
+        #expect(message.payload == payload && summary.format == .secure)
         #expect(try await central.receive() == nil)
     }
 }

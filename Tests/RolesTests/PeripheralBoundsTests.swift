@@ -130,7 +130,14 @@ import Trust
         // The sender stops at its window (64 KiB): read until the receiver holds what it can.
         while held <= FlowWindow.bytes - RecordMessage.dataBytesPerRecord {
             let value = try #require(try await bluez.receive(), "the stream ended at \(held) bytes")
-            for case .progress(let count) in try receiver.receiveNotification(value) { held = count }
+            for event in try receiver.receiveNotification(value) {
+                switch event {
+                case .progress(let count): held = count
+                // The handshake's answer goes back; PROGRESS does not (the sender must stop).
+                case .write(let write): await harness.server.write(write, device: Self.device, mtu: 185)
+                default: break
+                }
+            }
         }
         #expect(held <= FlowWindow.bytes)
         if deviceGone {

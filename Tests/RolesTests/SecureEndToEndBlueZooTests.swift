@@ -132,14 +132,14 @@ struct SecureEndToEndBlueZooTests {
     }
 
     @Test("a checkpoint in the receiver's spool: the sender continues from it, the rest only is notified",
-          arguments: [(1, true), (150_000, true), (200_000, true), (150_000, false)])
+          arguments: [(1, true), (150_000, true), (200_000, true)])
     func resumesFromTheSpool(held: Int, keys: Bool) async throws {
         let bytes = CentralTestData.binary(200_000)
         let spool = try Self.temporarySpool()
         defer { try? FileManager.default.removeItem(atPath: spool.directory) }
         // What an earlier, cut visit left: the first `held` bytes from this sender.
         let header = MessageHeader(message: 0, payloadLength: UInt64(bytes.count), digest: OutgoingMessage(payload: bytes).digest)
-        // Without keys (the plain mode) a checkpoint is keyed by no sender.
+        // Keyed by the sender's key (a keyless sender's key lives for one run: nothing resumes).
         spool.append(sender: keys ? Self.senderKey.publicKey : nil, header: header, offset: 0, bytes: Array(bytes[..<held]))
         let run = try await Self.exchange(
             bytes,
@@ -237,38 +237,36 @@ struct SecureEndToEndBlueZooTests {
         #expect(!run.receiverEvents.contains { if case .progress = $0 { true } else { false } })
     }
 
-    @Test("a central without keys against a sender requiring the secure mode: no value, and the central says why")
+    @Test("a central without keys against a sender requiring authorized peers: its run key is refused, no value")
     func keylessCentralAgainstSecureSender() async throws {
         let run = try await Self.refusedExchange(
             "not for hosts without keys", sender: Self.policy(Self.senderKey, trusting: Self.receiverKey), receiver: nil)
-        #expect(Self.droppedReasons(run.senderEvents).contains { $0.contains("framed version 2 without the secure mode") })
-        #expect(!run.receiverEvents.contains { if case .progress = $0 { true } else { false } })
-        let said = run.receiverEvents.compactMap { event -> String? in
-            switch event {
-            case .transferAborted(_, let reason), .retrying(let reason, _): reason
-            default: nil
-            }
-        }
-        #expect(said.contains { $0.contains("requires the secure mode") }, "\(said)")
+        #expect(Self.droppedReasons(run.senderEvents).contains { $0.contains("is not in the authorized peers") })
+        #expect(!run.receiverEvents.contains { if case .progress(_, let p, _, _) = $0 { p.bytesSoFar > 0 } else { false } })
     }
 
-    @Test("a sender without keys (the plain mode) against a receiver requiring the secure mode: refused, nothing stored")
-    func plainSenderAgainstSecureReceiver() async throws {
+    @Test("a sender without keys against a receiver requiring authorized peers: its run key is refused, nothing stored")
+    func keylessSenderAgainstSecureReceiver() async throws {
         let run = try await Self.refusedExchange(
-            "plain framed", sender: nil, receiver: Self.policy(Self.receiverKey, trusting: Self.senderKey))
-        #expect(Self.refusedReasons(run.receiverEvents).contains { $0.contains("without the secure mode") })
+            "keyless framed", sender: nil, receiver: Self.policy(Self.receiverKey, trusting: Self.senderKey))
+        #expect(Self.refusedReasons(run.receiverEvents).contains { $0.contains("is not in the authorized peers") })
     }
 
-    @Test("with the secure mode allowed, not required: a sender without keys is received in the plain mode")
-    func secureOptionalFallsBackToPlain() async throws {
-        let bytes = Array("the plain mode still works".utf8)
+    @Test("authorized peers allowed, not required: a sender without keys is received encrypted, its key unlisted")
+    func secureOptionalTakesAnUnlistedKeyEncrypted() async throws {
+        let bytes = Array("encrypted without keys".utf8)
         let run = try await Self.exchange(
             bytes, sender: nil,
             receiver: Self.policy(Self.receiverKey, trusting: Self.senderKey, requiresSecure: false))
         #expect(run.received == 1 && run.delivered == 1)
         #expect(run.messages.map(\.payload) == [bytes])
         #expect(run.messages.first?.format == .framed)
-        #expect(run.messages.first?.authenticatedSender == nil)
+        let summaries = run.receiverEvents.compactMap { event -> MessageSummary? in
+            if case .received(let summary, _, _) = event { summary } else { nil }
+        }
+        #expect(summaries.first?.format == .secure)
+        #expect(summaries.first?.peerKey?.isListed == false)
+        #expect(run.messages.first?.authenticatedSender != nil)
     }
 
     // MARK: Several messages in one session (multi)
@@ -373,8 +371,8 @@ struct SecureEndToEndBlueZooTests {
         #expect(Self.connections(run.receiverEvents) == 1)
         let delivered = run.senderEvents.compactMap(\.deliveredSummary)
         #expect(delivered.map(\.sequence) == [1, 2, 3, 4, 5])
-        #expect(delivered.allSatisfy { $0.format == (keys ? .secure : .framed) })
-        #expect(run.messages.allSatisfy { ($0.authenticatedSender != nil) == keys })
+        #expect(delivered.allSatisfy { $0.format == .secure })
+        #expect(run.messages.allSatisfy { $0.authenticatedSender != nil })
     }
 
     @Test("the same message three times (send --count 3) is three messages, with ACKs the next message confirms",

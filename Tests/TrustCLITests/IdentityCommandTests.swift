@@ -186,13 +186,14 @@ private func withScratchIdentity(_ body: (_ path: String) throws -> Void) throws
         #expect(run.err.contains("line 1"))
     }
 
-    @Test func interactiveRolesNeedAuthorizedPeersForAnIdentityAndRefuseCompat() throws {
+    @Test func interactiveRolesTakeAnIdentityAloneAndRefuseCompatWithPeers() throws {
         let directory = try scratchDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let environment = ["XDG_CONFIG_HOME": directory, "PATH": "/usr/bin:/bin", "HOME": directory]
+        // An identity alone makes this host's key stable (any peer's key is let in); it must exist.
         var run = try runCLI(["receive", "--identity", directory + "/id"], environment: environment)
-        #expect(run.status == ExitStatus.usage.rawValue)
-        #expect(run.err.contains("--identity needs --authorized-peers"))
+        #expect(run.status == ExitStatus.noInput.rawValue)
+        #expect(run.err.contains("no identity at"))
         run = try runCLI(["send", "--authorized-peers", directory + "/missing", "hi"], environment: environment)
         #expect(run.status == ExitStatus.noInput.rawValue)
         run = try runCLI(["receive", "--compat", "--authorized-peers", directory + "/peers"], environment: environment)

@@ -1,20 +1,20 @@
 #!/usr/bin/env python3
-"""Lab scenarios for framed version 2's plain mode: bletransfer hosts WITHOUT keys.
+"""Lab scenarios for bletransfer hosts WITHOUT keys: the framed protocol is still encrypted.
 
     BLETRANSFER_BIN=/path/to/bletransfer python3 scripts/lab/scenarios_plain.py [NAME...] [--reuse]
 
-Same runner and options as scenarios.py. Neither host has an identity or authorized peers, so
-neither side can require the secure mode: a central writes a version-2 HELLO without `secure`,
-the sender answers with plain records, and names, many messages per connection and resume work
-as between keyed hosts, unencrypted and unauthenticated.
+Same runner and options as scenarios.py. Neither host has an identity or authorized peers: each
+run makes a key of its own and lets in any peer's key, so the session is encrypted (Noise XX,
+sealed records) but authenticates nobody; names, many messages per connection and resume work
+as between keyed hosts, and each side says once that the peer's key was not authenticated.
 
-  plain-names    `send --file` on a, `receive --output-dir` on b: the file is stored under its
-                 own name with its modification time; a name holding an escape sequence is
-                 stored sanitized (`_` for ESC) and printed escaped; `--no-name` falls back to
-                 a generated name.
-  plain-daemons  daemons without keys (--insecure-any-peer): twelve outbox files, among them a
-                 300 kB one, arrive under their outbox names, bit-identical, exactly once, in a
-                 few visits (one connection carries every file ready).
+  keyless-names    `send --file` on a, `receive --output-dir` on b: the file is stored under its
+                   own name with its modification time; a name holding an escape sequence is
+                   stored sanitized (`_` for ESC) and printed escaped; `--no-name` falls back to
+                   a generated name.
+  keyless-daemons  daemons without keys (--insecure-any-peer): twelve outbox files, among them a
+                   300 kB one, arrive under their outbox names, bit-identical, exactly once, in a
+                   few visits (one connection carries every file ready).
 """
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def one_transfer(ctx: Context, source: str, inbox: str, step: str, send_extra: s
     return res.job("a").stdout(), res.job("b").stdout()
 
 
-@scenario("plain-names", tags=("bletransfer", "roles", "plain"))
+@scenario("keyless-names", tags=("bletransfer", "roles", "keyless"))
 def plain_names(ctx: Context):
     """Hosts without keys: `send --file` → `receive --output-dir` keeps the file's name and mtime."""
     ctx.require_bletransfer()
@@ -77,8 +77,13 @@ def plain_names(ctx: Context):
     ctx.check(len(received) == 1 and received[0].get("name") == "holiday photo.jpg",
               f"the received event names it: {[e.get('name') for e in received]}")
     formats = [e.get("message", {}).get("format") for e in received]
-    ctx.check(formats == ["framed"], f"received in the framed format (plain mode): {formats}")
-    ctx.check("sender" not in received[0], "no sender key is claimed without keys")
+    ctx.check(formats == ["secure"], f"received encrypted, without keys: {formats}")
+    sender_key = received[0].get("sender", {}) if received else {}
+    ctx.check(sender_key.get("authenticated") is False and str(sender_key.get("fingerprint", "")).startswith("SHA256:"),
+              f"the sender's run key is shown, not claimed as authenticated: {sender_key}")
+    notices = [e.get("message", "") for e in json_events(b_out, "warning")]
+    ctx.check(any("not authenticated" in n and "bletransfer id" in n for n in notices),
+              f"b says once that the sender was not authenticated, and what to do: {notices}")
     ctx.check(len(json_events(a_out, "delivered")) == 1, "the sender counted one delivery")
 
     hostile = "\x1b[2Jpwned.txt"
@@ -97,7 +102,7 @@ def plain_names(ctx: Context):
               "--no-name: the name never reached b")
 
 
-@scenario("plain-daemons", tags=("bletransfer", "daemon", "plain"))
+@scenario("keyless-daemons", tags=("bletransfer", "daemon", "keyless"))
 def plain_daemons(ctx: Context):
     """Daemons without keys: twelve outbox files arrive under their names in a few visits."""
     ctx.require_bletransfer()
@@ -120,10 +125,10 @@ def plain_daemons(ctx: Context):
     received = json_events(b_out, "received")
     digests = [e.get("message", {}).get("sha256") for e in received]
     ctx.check(len(received) == n and len(set(digests)) == n, f"{n} received events, each message once: {len(received)}")
-    ctx.check(all(e.get("message", {}).get("format") == "framed" for e in received), "all in the framed format")
+    ctx.check(all(e.get("message", {}).get("format") == "secure" for e in received), "all encrypted")
     visits = b_out.count('"event":"connected"')
-    ctx.figure("plain_daemons_visits", visits)
-    ctx.figure("plain_daemons_seconds", round(res.seconds, 1))
+    ctx.figure("keyless_daemons_visits", visits)
+    ctx.figure("keyless_daemons_seconds", round(res.seconds, 1))
     # One connection carries every file ready; a few more visits are allowed for files the
     # sender's outbox watcher saw late or a session the fairness rule ended.
     ctx.check(visits <= 3, f"{n} files in at most 3 visits, took {visits}")

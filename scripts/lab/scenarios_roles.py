@@ -64,8 +64,8 @@ def roles_text(ctx: Context):
                       expect={"a": 0, "b": 0})
     got = res.job("b").stdout().encode()
     ctx.check(got == text.encode(), f"standard output of receive is the message ({len(got)} bytes)")
-    framed = [e for e in events(res.job("a").stdout(), "subscribed") if '"format":"framed"' in e]
-    ctx.check(bool(framed), "two bletransfer hosts speak the framed format")
+    framed = [e for e in events(res.job("a").stdout(), "subscribed") if '"format":"secure"' in e]
+    ctx.check(bool(framed), "two bletransfer hosts without keys speak the framed protocol, encrypted")
 
 
 @scenario("roles-binary", tags=("bletransfer", "roles"))

@@ -255,21 +255,14 @@ package struct MessageAssembly: Sendable {
             }
             return step
         }
-        if Self.startsVersion1Stream(value) {
-            // Framed version 1 is retired: its messages travel in clear and nothing proves
-            // them. One line, nothing kept.
-            finished = true
-            return .failed(.refused(bound: "framed-version",
-                                    reason: "it speaks framed version 1, which this bletransfer no longer takes "
-                                        + "(unencrypted); update bletransfer on that host; nothing kept"))
-        }
         undecidedValues.append(value)
-        let looksPlain = value == WireFormat.endOfMessage || Self.cannotBeVersion2(value)
+        let looksPlain = value == WireFormat.endOfMessage || Self.startsVersion1Stream(value)
+            || Self.cannotBeVersion2(value)
         guard looksPlain || undecidedValues.count >= Self.undecidedValueLimit else { return .proceed(progress: nil) }
         if requiresSecure {
             finished = true
             return .failed(.refused(bound: "authorized-peers",
-                                    reason: "it answered in Apple's format (clear text, no key); "
+                                    reason: "it answered without the secure mode (Apple's format or framed version 1); "
                                         + "this receiver takes messages from authorized peers only"))
         }
         mode = .version1

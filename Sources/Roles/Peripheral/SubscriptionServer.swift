@@ -375,9 +375,9 @@ actor SubscriptionServer {
             ? min(channel.maximumValueLength, SequencedStream.channelValueLengths.upperBound)
             : configuration.valueSizeLimit.map { min($0, channel.maximumValueLength) } ?? channel.maximumValueLength
         let policy = configuration.secureMode
-        // Two formats: the framed protocol, always encrypted, and Apple's flow (no HELLO).
-        // The framed version 1 and the unencrypted version-2 records are retired: such a
-        // central gets one line and nothing else.
+        // Version 2 is always encrypted: its unencrypted records are retired, and such a
+        // central gets one line and nothing else. Apple's flow (no HELLO) and, for now, the
+        // version-1 framing stay for peers that speak nothing else.
         if let version2 = centralHello.version2 {
             guard version2.offered.contains(.secure) else {
                 refuse(device: device, reason: "it offered the framed protocol without encryption, which this "
@@ -388,17 +388,13 @@ actor SubscriptionServer {
                                  message: message, sequence: sequence, valueLength: valueLength,
                                  usesSocket: usesSocket, indications: indications, overChannel: overChannel)
         }
-        if centralHello.hello != nil {
-            refuse(device: device, reason: "it speaks framed version 1 (unencrypted), which this bletransfer no "
-                   + "longer speaks; update bletransfer on that host; nothing was sent")
-            return nil
-        }
         if policy.requiresSecure {
-            refuse(device: device, reason: "it did not offer the encrypted framed protocol (Apple's flow, no HELLO); "
-                   + "this sender serves authorized peers only, nothing was sent")
+            let offer = centralHello.hello != nil ? "framed version 1" : "Apple's flow, no HELLO"
+            refuse(device: device, reason: "it did not offer the secure mode (\(offer)); this sender serves "
+                   + "authorized peers only, nothing was sent")
             return nil
         }
-        let sender = MessageSender(message: message, replyingTo: nil, maximumValueLength: valueLength)
+        let sender = MessageSender(message: message, replyingTo: centralHello.hello, maximumValueLength: valueLength)
         return begin(channel: channel, device: device, message: message, sequence: sequence,
                      format: sender.format == .framed ? .framed : .compat, header: sender.header,
                      valueLength: sender.maximumValueLength, valueCount: sender.valueCount,

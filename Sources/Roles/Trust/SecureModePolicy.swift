@@ -18,7 +18,8 @@ public struct SecureModePolicy: Sendable {
 
     public init(identity: HostIdentity, authorizedPeers: AuthorizedPeers, requiresSecure: Bool) {
         self.identity = identity
-        self.authorizedPeers = authorizedPeers
+        // Not required: listed keys are named, any other key is let in unauthenticated.
+        self.authorizedPeers = requiresSecure ? authorizedPeers : authorizedPeers.acceptingAnyKey()
         self.requiresSecure = requiresSecure
     }
 
