@@ -41,11 +41,14 @@ struct SendCommand: AsyncParsableCommand {
             next one is served: no ACK within --ack-timeout of "EOM", no unsubscription within \
             --unsubscribe-timeout, or slower than --min-rate. Apple's format has no sequence \
             numbers: on a link with Enhanced ATT bearers (BlueZ's default of 3 GATT channels) \
-            its values may arrive out of order; --compat-delivery auto (the default) then sends \
-            indications, each confirmed before the next.
+            its values may arrive out of order.
+
+            --compat-delivery auto (the default) then sends indications, each confirmed before \
+            the next; notify sends notifications as Apple's sample does, indicate always \
+            indications.
 
             To a bletransfer receiver, --file PATH also sends the file's name (the last component \
-            of PATH) and modification time, which a receiver with --output-dir keeps; --no-name \
+            of PATH) and modification time, which a receiver storing into a directory keeps; --no-name \
             sends neither. Apple's format carries no name.
 
             An empty message is refused unless --allow-empty is given; a message over 64 MiB \

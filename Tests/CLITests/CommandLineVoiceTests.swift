@@ -12,13 +12,16 @@ private func outcome(_ arguments: [String]) -> CommandLineFront.Outcome? {
 }
 
 /// Runs the `bletransfer` executable built with the tests; returns exit status, stdout, stderr.
-private func runCLI(_ arguments: [String]) throws -> (status: Int32, out: String, err: String) {
+private func runCLI(_ arguments: [String], environment extra: [String: String] = [:]) throws
+    -> (status: Int32, out: String, err: String)
+{
     let test = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
     let process = Process()
     process.executableURL = URL(fileURLWithPath: test).deletingLastPathComponent().appendingPathComponent("bletransfer")
     process.arguments = arguments
     var environment = ProcessInfo.processInfo.environment
     environment["COLUMNS"] = "80"
+    environment.merge(extra) { _, new in new }
     process.environment = environment
     let out = Pipe(), err = Pipe()
     process.standardOutput = out
@@ -178,6 +181,22 @@ private func isOneVoice(_ text: String) -> Bool {
         #expect(bad.status == 64)
         #expect(bad.err.hasPrefix("bletransfer: error: the value '12Q' is invalid for '--max-size <BYTES>': unknown unit 'Q'"))
         #expect(isOneVoice(bad.err))
+    }
+
+    @Test func theDaemonsSetupFailuresSpeakTheSameVoice() throws {
+        let directory = NSTemporaryDirectory() + "voice-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let environment = ["XDG_CONFIG_HOME": directory, "HOME": directory]
+        let key = try runCLI(["keygen"], environment: environment)
+        #expect(key.status == 0)
+        try key.out.write(toFile: directory + "/bletransfer/authorized-peers", atomically: true, encoding: .utf8)
+        // /proc takes no new directories, whoever asks.
+        let run = try runCLI(["daemon", "--role", "receiver", "--output-dir", "/proc/bletransfer-voice/inbox"],
+                             environment: environment)
+        #expect(run.status == ExitStatus.cannotCreate.rawValue)
+        #expect(run.err == "bletransfer: error: --output-dir: cannot create directory /proc/bletransfer-voice/inbox: "
+                + "No such file or directory\n")
     }
 
     @Test func nearestIsByEditDistance() {
