@@ -82,7 +82,10 @@ public struct Daemon {
         switch prepareRole(report: report) {
         case .success(let prepared): (attempt, directory) = prepared
         case .failure(let failure):
-            logger.critical("\(failure.message)")
+            // In the command line's voice, as every failure before the daemon runs; the
+            // journal gets it as critical.
+            let priority = JournalStream.isStandardErrorJournal ? "<2>" : ""
+            EventRenderer.writeLine("\(priority)bletransfer: error: \(failure.message)", to: 2)
             return failure.status
         }
 
@@ -176,7 +179,11 @@ public struct Daemon {
             do {
                 sink = try InboxSink(path: path, limits: settings.receiver.storageLimits)
             } catch {
-                let status: ExitStatus = if case .notWritable = error { .permissionDenied } else { .ioError }
+                let status: ExitStatus = switch error {
+                case .notWritable: .permissionDenied
+                case .cannotCreate, .notADirectory: .cannotCreate
+                default: .ioError
+                }
                 return .failure(SetupFailure(status: status, message: "--output-dir: \(error)"))
             }
             // A daemon keeps receiving after a message that fails verification.
@@ -209,7 +216,11 @@ public struct Daemon {
                     directory: path, maximumFileSize: settings.maximumMessageSize,
                     settleTime: settings.settleTime, report: { report(.outbox($0)) })
             } catch {
-                let status: ExitStatus = if case .notWritable = error { .permissionDenied } else { .ioError }
+                let status: ExitStatus = switch error {
+                case .notWritable: .permissionDenied
+                case .cannotCreate: .cannotCreate
+                default: .ioError
+                }
                 return .failure(SetupFailure(status: status, message: "--outbox: \(error)"))
             }
             let peripheralConfiguration = settings.sender.configuration

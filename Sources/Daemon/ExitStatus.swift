@@ -11,6 +11,8 @@ public enum ExitStatus: Int32, Sendable, CaseIterable {
     case unavailable = 69
     /// A bug: something that should not happen did.
     case software = 70
+    /// An output file or directory cannot be created (or exists and must not be replaced).
+    case cannotCreate = 73
     /// Reading or writing a local file failed (disk full, permission on the output directory).
     case ioError = 74
     /// The deadline given with --timeout passed.

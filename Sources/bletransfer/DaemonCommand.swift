@@ -10,8 +10,14 @@ import Transfer
 struct DaemonCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "daemon",
-        abstract: "Receive into a directory, or send the files of an outbox, until stopped.",
-        discussion: """
+        abstract: "Receive into a directory, or send an outbox's files, until stopped.",
+        discussion: HelpText.discussion("""
+            Only with authorized peers ('bletransfer keygen', 'bletransfer id').
+
+            EXAMPLES:
+              bletransfer daemon --role receiver --output-dir /srv/inbox
+              bletransfer daemon --role sender --outbox /srv/outbox --adapter hci1
+            """, manual: """
             --role receiver (a central) scans for senders and stores every message as a new \
             file in --output-dir DIR: written under a hidden name, flushed, then given its \
             final name (message-<UTC time>-<n>.txt, .bin when not text; from a bletransfer sender the \
@@ -42,6 +48,9 @@ struct DaemonCommand: AsyncParsableCommand {
             (state "unauthorized": the log says which group or policy file to change; the \
             daemon retries every 30 s with a new bus connection, so no restart is needed).
 
+            The receiver's resume spool (--spool-dir) defaults to /var/lib/bletransfer/spool for \
+            the service user, else as for 'bletransfer receive'.
+
             Logging goes to standard error, one line per event, with the journal's priority \
             prefix under systemd. Under systemd (Type=notify) the daemon reports READY=1 once \
             its directory is set up, a STATUS= line (state, messages, resident memory), and \
@@ -49,71 +58,75 @@ struct DaemonCommand: AsyncParsableCommand {
 
             SIGTERM or SIGINT: the transfer under way is abandoned (nothing partial is kept; a \
             file being sent stays in the outbox), advertisement, GATT application and \
-            discovery are unregistered, and the daemon exits 0. Other exit statuses: 64 usage, \
-            74 the directory cannot be created or used, 77 the directory is not writable, \
-            78 no identity or no authorized peer (and no --insecure-any-peer). \
-            See docs/unattended.md for the systemd units and udev rule.
-            """)
+            discovery are unregistered, and the daemon exits 0. A directory that cannot be \
+            created ends it with 73, one it cannot write into with 77; no identity or no \
+            authorized peer (and no --insecure-any-peer) with 78, which systemd is told not to \
+            restart. See docs/unattended.md for the systemd units and udev rule.
+            """))
 
-    @Option(name: .long, help: ArgumentHelp("receiver or sender.", valueName: "ROLE"))
-    var role: DaemonRoleKind
+    @OptionGroup(title: "Role and directories")
+    var place: DaemonRoleOptions
 
-    @Option(name: .customLong("output-dir"), help: ArgumentHelp(
-        "Receiver: store each message as a new file in this directory (created if missing).", valueName: "DIR"))
-    var outputDirectory: String?
+    @OptionGroup(title: "Peers and trust")
+    var trust: TrustOptions
 
-    @Option(name: .long, help: ArgumentHelp(
-        "Sender: serve the files of this directory; delivered ones move to DIR/sent/ (created if missing).",
-        valueName: "DIR"))
-    var outbox: String?
+    @OptionGroup(title: "Peers and trust")
+    var openness: InsecureAnyPeerOption
 
-    @Option(name: .long, help: ArgumentHelp(
-        "Sender: the local name to advertise (at most \(AdvertisedName.maximumByteCount) bytes of UTF-8).",
-        valueName: "LOCALNAME"))
-    var name: String?
+    @OptionGroup(title: "Bluetooth")
+    var bluetooth: BluetoothOptions
 
-    @Option(name: .customLong("max-size"), help: ArgumentHelp(
-        "Largest message in bytes (default 64 MiB): the receiver refuses larger ones, the sender moves larger files to failed/.",
-        valueName: "BYTES"))
-    var maximumSize: Int?
+    @OptionGroup(title: "Bluetooth")
+    var advertisedName: AdvertisedNameOption
 
-    @Option(name: .customLong("min-rssi"), parsing: .unconditional, help: ArgumentHelp(
-        "Receiver: ignore senders heard weaker than this, in dBm (e.g. -70).", valueName: "DBM"))
-    var minimumRSSI: Int?
+    @OptionGroup(title: "Bluetooth")
+    var rssi: SignalStrengthOption
 
-    @Option(name: .customLong("idle-timeout"), help: ArgumentHelp(
-        "Receiver: drop a transfer when no notification arrives for this many seconds (default 15).",
-        valueName: "SECONDS"))
-    var idleTimeout: Double?
+    @OptionGroup(title: "Limits")
+    var size: DaemonSizeOption
 
-    @Flag(name: .long, help: "Receiver: do not ask for the framed format (behave like Apple's sample central).")
-    var compat = false
+    @OptionGroup(title: "Limits")
+    var bounds: ReceiverBoundOptions
 
-    @Option(name: .customLong("log-level"), help: ArgumentHelp(
-        "trace, debug, info, notice, warning, error or critical (default info; --verbose: debug).", valueName: "LEVEL"))
-    var logLevel: DaemonLogLevel?
+    @OptionGroup(title: "Limits")
+    var idle: IdleTimeoutOption
+
+    @OptionGroup(title: "Limits")
+    var senderBounds: SenderBoundOptions
+
+    @OptionGroup(title: "Logging")
+    var logging: DaemonLoggingOptions
+
+    @OptionGroup(title: "Advanced")
+    var format: CompatOption
+
+    @OptionGroup(title: "Advanced")
+    var delivery: SenderDeliveryOptions
+
+    @OptionGroup(title: "Advanced")
+    var transport: TransportOptions
+
+    @OptionGroup(title: "Advanced")
+    var spool: SpoolOption
 
     @Option(name: .customLong("settle-time"), help: ArgumentHelp(
-        "Sender: seconds a file must stay unchanged before it is read (default 2).", visibility: .hidden))
+        "Sender: how long a file must stay unchanged before it is read (default 2s).", visibility: .hidden),
+            transform: seconds)
     var settleTime: Double?
 
     @Flag(name: .customLong("no-acquire-notify"), help: ArgumentHelp(
         "Sender: do not offer AcquireNotify (notify through PropertiesChanged).", visibility: .hidden))
     var noAcquireNotify = false
 
-    @OptionGroup(title: "Sender: bounds on a central")
-    var senderBounds: SenderBoundOptions
-
-    @OptionGroup var bounds: ReceiverBoundOptions
-
-    @OptionGroup(title: "Trust")
-    var trust: TrustOptions
-
-    @Flag(name: .customLong("insecure-any-peer"), help: ArgumentHelp(
-        "Exchange messages with any peer in range, as Apple's flow and version 1 do: no identity or authorized peers needed. Peers offering the secure mode still get it when keys are there."))
-    var insecureAnyPeer = false
-
-    @OptionGroup var common: CommonRoleOptions
+    var role: DaemonRoleKind { place.role }
+    var outputDirectory: String? { place.outputDirectory }
+    var outbox: String? { place.outbox }
+    var name: String? { advertisedName.name }
+    var maximumSize: Int? { size.maximumSize }
+    var minimumRSSI: Int? { rssi.minimumRSSI }
+    var idleTimeout: Double? { idle.idleTimeout }
+    var compat: Bool { format.compat }
+    var insecureAnyPeer: Bool { openness.insecureAnyPeer }
 
     mutating func validate() throws {
         if compat && !insecureAnyPeer {
@@ -128,14 +141,14 @@ struct DaemonCommand: AsyncParsableCommand {
             if senderBounds.acknowledgementTimeout != nil || senderBounds.unsubscribeTimeout != nil {
                 throw ValidationError("--ack-timeout and --unsubscribe-timeout are for --role sender")
             }
-            if senderBounds.valueSize != nil || senderBounds.compatDelivery != .automatic {
+            if delivery.valueSize != nil || delivery.compatDelivery != .automatic {
                 throw ValidationError("--value-size and --compat-delivery are for --role sender")
             }
         case .sender:
             guard outbox != nil else { throw ValidationError("--role sender needs --outbox DIR") }
             if outputDirectory != nil { throw ValidationError("--output-dir is for --role receiver; the sender takes --outbox") }
             // --min-rate bounds the peer in both roles (the sender: its centrals).
-            if minimumRSSI != nil || idleTimeout != nil || compat || bounds.isStorageSet || bounds.spoolDirectory != nil {
+            if minimumRSSI != nil || idleTimeout != nil || compat || bounds.isStorageSet || spool.spoolDirectory != nil {
                 throw ValidationError(
                     "--min-rssi, --idle-timeout, --compat, --reserve, --quota-bytes, --quota-files and --spool-dir are for --role receiver")
             }
@@ -152,12 +165,6 @@ struct DaemonCommand: AsyncParsableCommand {
             }
             if let settleTime { _ = try OptionValidation.duration(settleTime, option: "--settle-time", allowZero: true) }
         }
-        if common.timeout != nil {
-            throw ValidationError("--timeout: a daemon runs until SIGTERM (use timeout(1) or systemd's RuntimeMaxSec=)")
-        }
-        if logLevel != nil && common.verbose {
-            throw ValidationError("--log-level and --verbose cannot be combined")
-        }
     }
 
     /// What `daemon --role receiver` takes that `receive` takes too, but the adapter, UUIDs and keys.
@@ -169,32 +176,78 @@ struct DaemonCommand: AsyncParsableCommand {
     /// Its `--min-rate` is the one option of both roles.
     private var senderOptions: SenderOptions {
         senderBounds.senderOptions(localName: name ?? PeripheralConfiguration.defaultLocalName,
-                                   offersAcquireNotify: !noAcquireNotify, minimumRate: bounds.minimumRate)
+                                   offersAcquireNotify: !noAcquireNotify, minimumRate: bounds.minimumRate,
+                                   delivery: delivery)
     }
 
     func run() async throws {
-        let level = logLevel?.level ?? (common.verbose ? .debug : .info)
+        let level = logging.logLevel?.level ?? (logging.verbose ? .debug : .info)
         DaemonLogHandler.bootstrap(logLevel: level)
         let secureMode: SecureModePolicy?
         do {
             secureMode = try trust.daemonPolicy(insecureAnyPeer: insecureAnyPeer)
         } catch {
-            throw bletransfer.exitCode(reporting: error, json: common.json)
+            throw bletransfer.exitCode(reporting: error, json: logging.json)
         }
         var settings = DaemonSettings(
-            role: role, receiver: try common.targeting(receiverOptions, secureMode: secureMode),
-            sender: try common.targeting(senderOptions, secureMode: secureMode),
+            role: role, receiver: try bluetooth.targeting(receiverOptions, secureMode: secureMode, transport: transport),
+            sender: try bluetooth.targeting(senderOptions, secureMode: secureMode, transport: transport),
             outputDirectory: outputDirectory.map { FilePath($0) }, outbox: outbox.map { FilePath($0) },
             maximumMessageSize: maximumSize ?? TransferLimits.default.maximumMessageSize,
             settleTime: settleTime.flatMap { try? OptionValidation.duration($0, option: "--settle-time", allowZero: true) }
                 ?? Outbox.defaultSettleTime,
-            json: common.json, version: BLETransferVersion.current)
+            json: logging.json, version: BLETransferVersion.current)
         if role == .receiver, !compat {
-            settings.resumeSpoolDirectory = bounds.spoolDirectory ?? IdentityLocation.defaultDaemonSpoolDirectory()
-            settings.resumeSpoolIsExplicit = bounds.spoolDirectory != nil
+            settings.resumeSpoolDirectory = spool.spoolDirectory ?? IdentityLocation.defaultDaemonSpoolDirectory()
+            settings.resumeSpoolIsExplicit = spool.spoolDirectory != nil
         }
         let status = await Daemon(settings: settings).run()
         if status != .success { throw status.exitCode }
+    }
+}
+
+/// `--role`, and the directory it works in.
+struct DaemonRoleOptions: ParsableArguments {
+    @Option(name: .long, help: ArgumentHelp("What the daemon does.", valueName: "ROLE"))
+    var role: DaemonRoleKind
+
+    @Option(name: .customLong("output-dir"), help: ArgumentHelp(
+        "Receiver: store each message as a new file here.", valueName: "DIR"))
+    var outputDirectory: String?
+
+    @Option(name: .long, help: ArgumentHelp(
+        "Sender: send its files, then move them to DIR/sent/.", valueName: "DIR"))
+    var outbox: String?
+}
+
+/// `--insecure-any-peer`.
+struct InsecureAnyPeerOption: ParsableArguments {
+    @Flag(name: .customLong("insecure-any-peer"), help: ArgumentHelp(
+        "Also exchange messages with peers that have no key."))
+    var insecureAnyPeer = false
+}
+
+/// The daemon's `--max-size`, which bounds both roles.
+struct DaemonSizeOption: ParsableArguments {
+    @Option(name: .customLong("max-size"), help: ArgumentHelp(
+        "Largest message received or file sent (default 64M).", valueName: "BYTES"), transform: bytes)
+    var maximumSize: Int?
+}
+
+/// `--log-level`, `-v`, `--json` of the daemon.
+struct DaemonLoggingOptions: ParsableArguments {
+    @Option(name: .customLong("log-level"), help: ArgumentHelp("Least priority logged (default info).", valueName: "LEVEL"))
+    var logLevel: DaemonLogLevel?
+
+    @Flag(name: .shortAndLong, help: "Log every step (--log-level debug).")
+    var verbose = false
+
+    @Flag(name: .long, help: "One JSON event per line on standard output.")
+    var json = false
+
+    mutating func validate() throws {
+        if json && verbose { throw ValidationError("--json and --verbose cannot be combined") }
+        if logLevel != nil && verbose { throw ValidationError("--log-level and --verbose cannot be combined") }
     }
 }
 

@@ -14,6 +14,7 @@ extension ExitStatus {
         case .timedOut: self = .timedOut
         case .permissionDenied: self = .permissionDenied
         case .configuration: self = .configuration
+        case .cannotCreate: self = .cannotCreate
         }
     }
 }
@@ -28,7 +29,7 @@ func exitCode(reporting failure: any ClassifiedFailure, json: Bool) -> ExitCode 
                                   "exitStatus": Int(status.rawValue)]),
             to: 1)
     }
-    EventRenderer.writeLine("bletransfer: \(failure.userMessage)", to: 2)
+    EventRenderer.writeLine("bletransfer: error: \(failure.userMessage)", to: 2)
     return status.exitCode
 }
 

@@ -67,17 +67,18 @@ enum IdentityLocation {
         "\(currentUserName() ?? "user")@\(ProcessInfo.processInfo.hostName.split(separator: ".").first.map(String.init) ?? "host")"
     }
 
-    /// The failure, with the exit status a script can tell apart: 64 usage (the file exists and
-    /// --force was not given), 65 malformed file, 66 no identity yet, 74 I/O error, 77 the file
-    /// is readable by others or access was denied.
+    /// The failure, with the exit status a script can tell apart: 64 usage (a malformed key
+    /// given on the command line), 66 no identity yet, 73 the identity exists and --force was
+    /// not given, 74 I/O error, 77 the file is readable by others or access was denied,
+    /// 78 a malformed identity or authorized-peers file, or one that lists nobody.
     static func failure(_ error: TrustError) -> RoleFailure {
         let kind: FailureKind
         switch error {
-        case .identityExists, .malformedKey: kind = .usage
+        case .malformedKey: kind = .usage
+        case .identityExists: kind = .cannotCreate
         case .identityMissing: kind = .noInput
         case .identityTooOpen: kind = .permissionDenied
-        case .malformedIdentity, .malformedAuthorizedPeers: kind = .dataError
-        case .noAuthorizedPeers: kind = .configuration
+        case .malformedIdentity, .malformedAuthorizedPeers, .noAuthorizedPeers: kind = .configuration
         case .fileAccess(_, _, let code):
             kind = code == EACCES || code == EPERM || code == EROFS ? .permissionDenied : code == ENOENT ? .noInput : .ioError
         }
@@ -89,33 +90,34 @@ struct KeygenCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "keygen",
         abstract: "Create this host's key pair and print its public key line.",
-        discussion: """
+        discussion: HelpText.discussion("""
+            Copy the line into the authorized-peers file of every peer that should talk to \
+            this host; 'bletransfer id' on a peer prints the line to put here.
+
+            EXAMPLES:
+              bletransfer keygen
+              sudo -u bletransfer bletransfer id    the service's line
+            """, manual: """
             bletransfer hosts recognise each other the way SSH hosts do: each has a Curve25519 \
             key pair (its identity), and each lists the public keys of the hosts it trusts in an \
-            authorized-peers file. keygen creates the key pair and prints the public key line, \
-            which you copy into the authorized-peers file of every peer that should talk to \
-            this host; run 'bletransfer id' there to get the line to put here.
+            authorized-peers file. keygen creates the key pair and prints the public key line.
 
             The private key is written with mode 0600 (readable by you only), atomically: a \
             crash leaves the old file or the new one, never half of one. An existing identity \
-            is kept unless you give --force; replacing it means every peer must be given the new \
-            line.
+            is kept (exit 73) unless you give --force; replacing it means every peer must be \
+            given the new line.
 
             Default path: $XDG_CONFIG_HOME/bletransfer/identity (~/.config/bletransfer/identity \
             when XDG_CONFIG_HOME is unset); /var/lib/bletransfer/identity when run as the \
             service user 'bletransfer', which the packaged daemons run as. The package and \
-            scripts/install-service.sh create the service's key; 'sudo -u bletransfer \
-            bletransfer id' prints its line.
-
-            Exit status: 0 created; 64 an identity exists already (give --force to replace it); \
-            74 the file could not be written; 77 permission denied.
-            """
+            scripts/install-service.sh create the service's key.
+            """)
     )
 
-    @Option(name: .long, help: ArgumentHelp("Where to write the private key (default: see above).", valueName: "path"))
+    @Option(name: .long, help: ArgumentHelp("Where to write the private key (default: ~/.config/bletransfer/identity).", valueName: "PATH"))
     var identity: String?
 
-    @Option(name: .long, help: ArgumentHelp("Name shown after the public key (default: user@host).", valueName: "name"))
+    @Option(name: .long, help: ArgumentHelp("Name shown after the public key (default: user@host).", valueName: "NAME"))
     var name: String?
 
     @Flag(name: .long, help: "Replace an existing identity (peers will need the new public key line).")
@@ -151,7 +153,11 @@ struct IdCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "id",
         abstract: "Print this host's public key line and its fingerprint.",
-        discussion: """
+        discussion: HelpText.discussion("""
+            EXAMPLES:
+              bletransfer id                 the line for a peer's authorized-peers file
+              bletransfer id --fingerprint   to compare by eye with the peer's
+            """, manual: """
             The first line is the public key line to copy into a peer's authorized-peers file \
             (one line per peer, an optional name after the key, '#' comments). The second line \
             is the key's fingerprint, short enough to compare by eye or read aloud: check that \
@@ -160,15 +166,11 @@ struct IdCommand: ParsableCommand {
 
             Default path: as for keygen, $XDG_CONFIG_HOME/bletransfer/identity \
             (~/.config/bletransfer/identity), or /var/lib/bletransfer/identity for the service \
-            user 'bletransfer'.
-
-            Exit status: 0 printed; 65 the file is not an identity; 66 no identity yet (run \
-            'bletransfer keygen'); 77 the file is readable by group or others (chmod 600 it) or \
-            cannot be read.
-            """
+            user 'bletransfer'. An identity readable by group or others is refused (chmod 600 it).
+            """)
     )
 
-    @Option(name: .long, help: ArgumentHelp("The identity to show (default: see above).", valueName: "path"))
+    @Option(name: .long, help: ArgumentHelp("The identity to show (default: as for keygen).", valueName: "PATH"))
     var identity: String?
 
     @Flag(name: .long, help: "Print the fingerprint only.")

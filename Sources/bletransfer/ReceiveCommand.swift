@@ -17,19 +17,27 @@ struct ReceiveCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "receive",
         abstract: "Scan for a sender, subscribe, and receive messages.",
-        discussion: """
-            Scans for the transfer service, connects to the first peripheral that offers it, \
-            subscribes to the transfer characteristic and collects notifications until "EOM", \
-            then unsubscribes, disconnects and scans again for the next message. Only a whole \
-            message is ever written: a transfer cut short (peer gone, silent for --idle-timeout \
-            seconds, Bluetooth switched off) is dropped and tried again.
+        usage: "bletransfer receive [<options>]",
+        discussion: HelpText.discussion("""
+            Without -o or --output-dir the message goes to standard output.
 
-            Output: without --output or --output-dir the message goes to standard output, byte \
-            for byte (several messages one after another, nothing in between). --output PATH \
-            replaces PATH atomically with the one message. --output-dir DIR stores each message \
-            in a new file (message-<UTC time>-<n>.txt or .bin), atomically, never overwriting; \
-            a file a secure sender named keeps its name (sanitized, -1, -2... before the \
-            extension when taken) and modification time. --output and standard output ignore names.
+            EXAMPLES:
+              bletransfer receive                       one message to standard output
+              bletransfer receive -o note.txt --timeout 2m
+              bletransfer receive --output-dir ~/inbox --forever --max-size 1G
+            """, manual: """
+            Scans for the transfer service, connects to the first peripheral that offers it, \
+            subscribes to the transfer characteristic and collects the message, then \
+            unsubscribes, disconnects and scans again for the next message. Only a whole \
+            message is ever written: a transfer cut short (peer gone, silent for --idle-timeout, \
+            Bluetooth switched off) is dropped and tried again.
+
+            Output: without --output or --output-dir (or with --output -) the message goes to \
+            standard output, byte for byte (several messages one after another, nothing in \
+            between). --output PATH replaces PATH atomically with the one message. --output-dir \
+            DIR stores each message in a new file (message-<UTC time>-<n>.txt or .bin), \
+            atomically, never overwriting; a file a bletransfer sender named keeps its name \
+            (sanitized, -1, -2... before the extension when taken) and modification time.
 
             Bounds: a transfer slower than --min-rate (after its first 20 s) is dropped and its \
             sender backs off; with --output-dir, a message is refused before it is received \
@@ -42,70 +50,79 @@ struct ReceiveCommand: AsyncParsableCommand {
             gets the exact bytes.
 
             Formats: before subscribing, receive asks the peripheral for the framed format \
-            (length + SHA-256, acknowledged after verification); a peer that does not answer it \
+            (encrypted records, acknowledged after verification); a peer that does not answer it \
             (Apple's sample, other tools) is read in Apple's format: chunks, then "EOM". \
             --compat never asks.
 
             --json prints one event per line on standard output; with no output option, the \
             "received" event carries the message: "base64" always, "text" when it is valid UTF-8.
 
+            Resume: a framed transfer cut short keeps its verified start in --spool-dir \
+            (default $XDG_STATE_HOME/bletransfer/spool or ~/.local/state/bletransfer/spool), \
+            mode 0700, never inside the output directory; at most 256 MiB, entries removed \
+            after 7 days.
+
             Bluetooth states: no bluetoothd, no adapter, no LE support or an access-denying D-Bus \
             policy at start end the command at once (69, or 77 when denied). A powered-off \
             adapter is waited for (a hint is printed); so is an adapter or bluetoothd that goes \
             away later: work resumes when it is back. --timeout bounds the whole run (75).
+            """))
 
-            Exit statuses: 0 all messages received, 64 usage, 65 a message failed verification \
-            (nothing written), 69 Bluetooth unavailable, 74 output could not be written, \
-            75 timed out, 77 permission denied, 130/143 interrupted.
-            """)
+    @OptionGroup(title: "Input and output")
+    var destination: ReceiveOutputOptions
 
-    @Option(name: .long, help: ArgumentHelp("Write the message to this file (replaced atomically).", valueName: "PATH"))
-    var output: String?
+    @OptionGroup(title: "Input and output")
+    var reporting: ReportingOptions
 
-    @Option(name: .customLong("output-dir"), help: ArgumentHelp(
-        "Write each message to a new file in this directory (created if missing).", valueName: "DIR"))
-    var outputDirectory: String?
-
-    @Option(name: .long, help: ArgumentHelp("Exit after this many messages (default 1).", valueName: "N"))
-    var count: Int?
-
-    @Flag(name: .long, help: "Keep receiving until interrupted.")
-    var forever = false
-
-    @Option(name: .customLong("min-rssi"), parsing: .unconditional, help: ArgumentHelp(
-        "Ignore peripherals heard weaker than this, in dBm (e.g. -70).", valueName: "DBM"))
-    var minimumRSSI: Int?
-
-    @Option(name: .customLong("max-size"), help: ArgumentHelp(
-        "Refuse messages larger than this many bytes (default 64 MiB).", valueName: "BYTES"))
-    var maximumSize: Int?
-
-    @Option(name: .customLong("idle-timeout"), help: ArgumentHelp(
-        "Drop a transfer when no notification arrives for this many seconds (default 15).", valueName: "SECONDS"))
-    var idleTimeout: Double?
-
-    @Flag(name: .long, help: "Do not ask for the framed format: behave exactly like Apple's sample central.")
-    var compat = false
-
-    @OptionGroup var bounds: ReceiverBoundOptions
-
-    @OptionGroup(title: "Trust")
+    @OptionGroup(title: "Peers and trust")
     var trust: TrustOptions
 
-    @OptionGroup var common: CommonRoleOptions
+    @OptionGroup(title: "Bluetooth")
+    var bluetooth: BluetoothOptions
+
+    @OptionGroup(title: "Bluetooth")
+    var rssi: SignalStrengthOption
+
+    @OptionGroup(title: "Limits")
+    var timeout: TimeoutOption
+
+    @OptionGroup(title: "Limits")
+    var messageLimits: ReceiverMessageOptions
+
+    @OptionGroup(title: "Limits")
+    var bounds: ReceiverBoundOptions
+
+    @OptionGroup(title: "Advanced")
+    var format: CompatOption
+
+    @OptionGroup(title: "Advanced")
+    var transport: TransportOptions
+
+    @OptionGroup(title: "Advanced")
+    var spool: SpoolOption
+
+    /// `--output`, unless it is `-` (standard output).
+    var outputPath: String? { destination.output == "-" ? nil : destination.output }
+    var outputDirectory: String? { destination.outputDirectory }
+    var count: Int? { destination.count }
+    var forever: Bool { destination.forever }
 
     mutating func validate() throws {
-        if compat && trust.authorizedPeers != nil {
+        if format.compat && trust.authorizedPeers != nil {
             throw ValidationError("--compat and --authorized-peers cannot be combined: Apple's format has no secure mode")
         }
         if bounds.isStorageSet && outputDirectory == nil {
             throw ValidationError("--reserve, --quota-bytes and --quota-files are for --output-dir DIR")
         }
-        if output != nil && outputDirectory != nil {
+        if destination.output != nil && outputDirectory != nil {
             throw ValidationError("give either --output or --output-dir, not both")
         }
+        if destination.output?.isEmpty == true { throw ValidationError("--output: give a file path, or - for standard output") }
+        if destination.output == "-" && reporting.json {
+            throw ValidationError("--output - and --json cannot be combined: --json prints its events on standard output")
+        }
         try checkingRepetition(count: count, forever: forever)
-        if output != nil && (forever || (count ?? 1) > 1) {
+        if outputPath != nil && (forever || (count ?? 1) > 1) {
             throw ValidationError("--output holds one message; use --output-dir DIR with --count or --forever")
         }
         try checkingOptions { try receiverOptions.validate() }
@@ -114,11 +131,12 @@ struct ReceiveCommand: AsyncParsableCommand {
     /// Everything `receive` takes that `daemon --role receiver` takes too, but the adapter,
     /// UUIDs and keys.
     private var receiverOptions: ReceiverOptions {
-        bounds.receiverOptions(minimumRSSI: minimumRSSI, maximumSize: maximumSize, idleTimeout: idleTimeout, compat: compat)
+        bounds.receiverOptions(minimumRSSI: rssi.minimumRSSI, maximumSize: messageLimits.maximumSize,
+                               idleTimeout: messageLimits.idleTimeout, compat: format.compat)
     }
 
     func run() async throws {
-        let json = common.json
+        let json = reporting.json
         let started = ContinuousClock.now
         // A closed pipe must be an error we report (exit 74), not a silent kill.
         signal(SIGPIPE, SIG_IGN)
@@ -138,12 +156,12 @@ struct ReceiveCommand: AsyncParsableCommand {
             throw RoleRun.exit(reporting: failure, json: json)
         }
 
-        let (session, logger) = try await RoleRun.openSession(verbose: common.verbose, json: json)
+        let (session, logger) = try await RoleRun.openSession(reporting: reporting)
         defer { session.close() }
         let resumeSpool: ResumeSpool?
         do {
             resumeSpool = try bounds.resumeSpool(
-                framed: receiverOptions.requestFramed,
+                spool: spool, framed: receiverOptions.requestFramed,
                 defaultDirectory: ResumeSpool.defaultInteractiveDirectory(
                     environment: ProcessInfo.processInfo.environment, homeDirectory: NSHomeDirectory()),
                 outputDirectory: outputDirectory, warn: { logger.warning("\($0)") })
@@ -151,13 +169,13 @@ struct ReceiveCommand: AsyncParsableCommand {
             throw RoleRun.exit(reporting: error, json: json)
         }
 
-        let options = try common.targeting(receiverOptions, secureMode: secureMode)
+        let options = try bluetooth.targeting(receiverOptions, secureMode: secureMode, transport: transport)
         var configuration = options.configuration(messageCount: forever ? nil : (count ?? 1), stopOnCorruptMessage: true)
         configuration.resumeSpool = resumeSpool
         let central = Central(configuration: configuration, session: session)
 
-        let mode = common.outputMode
-        let carriesPayload = json && output == nil && outputDirectory == nil
+        let mode = reporting.outputMode
+        let carriesPayload = json && outputPath == nil && outputDirectory == nil
         // Unstructured: renders while the role runs in `RoleRun.race`; ends with the event stream and is awaited below.
         let renderer = Task {
             var renderer = EventRenderer(mode: mode)
@@ -179,9 +197,9 @@ struct ReceiveCommand: AsyncParsableCommand {
             renderer.finish()
         }
 
-        let timeout = common.timeoutDuration
+        let deadline = self.timeout.duration
         let outcome = await RoleRun.race(timeout: nil) {
-            try await central.run(sink: sink, timeout: timeout)
+            try await central.run(sink: sink, timeout: deadline)
         }
         await renderer.value
 
@@ -189,11 +207,59 @@ struct ReceiveCommand: AsyncParsableCommand {
     }
 
     private func makeSink(payloads: ReceivedPayloads) throws -> any MessageSink {
-        if let output { return try SingleFileSink(path: FilePath(output)) }
+        if let outputPath { return try SingleFileSink(path: FilePath(outputPath)) }
         if let outputDirectory { return try OutputDirectorySink(path: FilePath(outputDirectory), limits: receiverOptions.storageLimits) }
-        if common.json { return PayloadRecordingSink(payloads: payloads) }
+        if reporting.json { return PayloadRecordingSink(payloads: payloads) }
         return FileDescriptorSink()
     }
+}
+
+/// Where `receive` puts messages, and how many it waits for.
+struct ReceiveOutputOptions: ParsableArguments {
+    @Option(name: .shortAndLong, help: ArgumentHelp(
+        "Write the message to this file (-: standard output).", valueName: "PATH"))
+    var output: String?
+
+    @Option(name: .customLong("output-dir"), help: ArgumentHelp(
+        "Write each message to a new file in this directory.", valueName: "DIR"))
+    var outputDirectory: String?
+
+    @Option(name: .long, help: ArgumentHelp("Exit after this many messages (default 1).", valueName: "N"))
+    var count: Int?
+
+    @Flag(name: .long, help: "Keep receiving until interrupted.")
+    var forever = false
+}
+
+/// `--min-rssi` of `receive` and `daemon --role receiver`.
+struct SignalStrengthOption: ParsableArguments {
+    @Option(name: .customLong("min-rssi"), parsing: .unconditional, help: ArgumentHelp(
+        "Ignore senders heard weaker than this (e.g. -70).", valueName: "DBM"))
+    var minimumRSSI: Int?
+}
+
+/// `--max-size` and `--idle-timeout` of `receive` (the daemon's `--max-size` bounds both roles).
+struct ReceiverMessageOptions: ParsableArguments {
+    @Option(name: .customLong("max-size"), help: ArgumentHelp(
+        "Refuse larger messages (default 64M).", valueName: "BYTES"), transform: bytes)
+    var maximumSize: Int?
+
+    @OptionGroup var idle: IdleTimeoutOption
+
+    var idleTimeout: Double? { idle.idleTimeout }
+}
+
+/// `--idle-timeout` of `receive` and `daemon --role receiver`.
+struct IdleTimeoutOption: ParsableArguments {
+    @Option(name: .customLong("idle-timeout"), help: ArgumentHelp(
+        "Drop a transfer silent this long (default 15s).", valueName: "TIME"), transform: seconds)
+    var idleTimeout: Double?
+}
+
+/// `--compat` of `receive` and `daemon --role receiver`.
+struct CompatOption: ParsableArguments {
+    @Flag(name: .long, help: "Behave like Apple's sample (no framed format).")
+    var compat = false
 }
 
 /// Messages waiting to be put into their `received` JSON event (standard output carries the

@@ -7,32 +7,21 @@ import Roles
 /// `ReceiverOptions` checks and maps them.
 struct ReceiverBoundOptions: ParsableArguments {
     @Option(name: .customLong("min-rate"), help: ArgumentHelp(
-        "Drop a transfer slower than this many bytes per second, counted from the subscription after the first 20 s "
-            + "(default \(CentralConfiguration.defaultMinimumRate); 0: no floor).",
-        valueName: "BYTES/S"))
+        "Drop slower transfers after 20s (default \(CentralConfiguration.defaultMinimumRate), 0: off).",
+        valueName: "BYTES/S"), transform: bytes)
     var minimumRate: Int?
 
     @Option(name: .long, help: ArgumentHelp(
-        "Directory output: refuse a message unless this many bytes stay free after it (default 64 MiB; 0: none).",
-        valueName: "BYTES"))
+        "--output-dir: keep this much disk free (default 64M).", valueName: "BYTES"), transform: bytes)
     var reserve: Int?
 
     @Option(name: .customLong("quota-bytes"), help: ArgumentHelp(
-        "Directory output: refuse a message that would bring the directory's messages over this many bytes (default: no quota).",
-        valueName: "BYTES"))
+        "--output-dir: hold at most this many bytes.", valueName: "BYTES"), transform: bytes)
     var quotaBytes: Int?
 
     @Option(name: .customLong("quota-files"), help: ArgumentHelp(
-        "Directory output: refuse a message once the directory holds this many (default: no quota).", valueName: "N"))
+        "--output-dir: hold at most this many messages.", valueName: "N"))
     var quotaFiles: Int?
-
-    @Option(name: .customLong("spool-dir"), help: ArgumentHelp(
-        "Framed version 2: keep the verified start of an unfinished message here, mode 0700, so that the next visit resumes it "
-            + "(default: $XDG_STATE_HOME/bletransfer/spool or ~/.local/state/bletransfer/spool; the daemon: spool in its "
-            + "state directory, /var/lib/bletransfer/spool). Never inside the output directory; at most 256 MiB, entries "
-            + "removed after 7 days.",
-        valueName: "DIR"))
-    var spoolDirectory: String?
 
     var isStorageSet: Bool { reserve != nil || quotaBytes != nil || quotaFiles != nil }
 
@@ -51,16 +40,13 @@ struct ReceiverBoundOptions: ParsableArguments {
         return options
     }
 
-    func validate() throws {
-        if spoolDirectory?.isEmpty == true { throw ValidationError("--spool-dir: give a directory path") }
-    }
-
     /// The spool for `resume`: `--spool-dir`, else `defaultDirectory`. Nil without the framed
     /// format (`--compat`: nothing to resume) or when the default cannot be used (a warning says why; the
     /// receiver then starts every message at byte 0). An unusable `--spool-dir` is an error.
-    func resumeSpool(framed: Bool, defaultDirectory: String, outputDirectory: String?,
+    func resumeSpool(spool: SpoolOption, framed: Bool, defaultDirectory: String, outputDirectory: String?,
                      warn: (String) -> Void) throws(RoleFailure) -> ResumeSpool? {
         guard framed else { return nil }
+        let spoolDirectory = spool.spoolDirectory
         let directory = spoolDirectory ?? defaultDirectory
         if let outputDirectory, Self.isWithin(directory, outputDirectory) {
             // Nothing partial may ever appear in the output directory.
@@ -88,5 +74,16 @@ struct ReceiverBoundOptions: ParsableArguments {
 
     var storageLimits: StorageLimits {
         StorageLimits(reserveBytes: reserve ?? StorageLimits.defaultReserveBytes, quotaBytes: quotaBytes, quotaFiles: quotaFiles)
+    }
+}
+
+/// `--spool-dir` of `receive` and `daemon --role receiver` (advanced).
+struct SpoolOption: ParsableArguments {
+    @Option(name: .customLong("spool-dir"), help: ArgumentHelp(
+        "Keep unfinished messages here, to resume them.", valueName: "DIR"))
+    var spoolDirectory: String?
+
+    func validate() throws {
+        if spoolDirectory?.isEmpty == true { throw ValidationError("--spool-dir: give a directory path") }
     }
 }

@@ -74,15 +74,16 @@ enum RoleRun {
     }
 
     /// The system-bus session a command's role runs on, and the logger it logs through
-    /// (warnings, or debug with --verbose; DaemonLogHandler escapes what a peer may have put
-    /// into a line). A bus that cannot be reached ends the command: one line, status 69.
-    static func openSession(verbose: Bool, json: Bool) async throws -> (BluetoothSession, Logger) {
+    /// (warnings, errors only with --quiet, debug with --verbose; DaemonLogHandler escapes what
+    /// a peer may have put into a line). A bus that cannot be reached ends the command: one
+    /// line, status 69.
+    static func openSession(reporting: ReportingOptions) async throws -> (BluetoothSession, Logger) {
         var logger = Logger(label: "bletransfer") { DaemonLogHandler.standardError(label: $0) }
-        logger.logLevel = verbose ? .debug : .warning
+        logger.logLevel = reporting.verbose ? .debug : reporting.quiet ? .error : .warning
         do {
             return (try await BluetoothSession.open(logger: logger), logger)
         } catch {
-            throw exit(reporting: RoleFailure(.unavailable, "\(error)"), json: json)
+            throw exit(reporting: RoleFailure(.unavailable, "\(error)"), json: reporting.json)
         }
     }
 

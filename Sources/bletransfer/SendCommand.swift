@@ -16,13 +16,18 @@ import Glibc
 struct SendCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "send",
-        abstract: "Advertise the transfer service and send a message to the centrals that subscribe.",
-        discussion: """
+        abstract: "Advertise the transfer service and send a message to centrals.",
+        discussion: HelpText.discussion("""
+            EXAMPLES:
+              bletransfer send "hello"                  send one message, then exit
+              bletransfer send -f photo.jpg --count 2   a file (with its name), twice
+              tar c docs | bletransfer send -q --timeout 5m
+            """, manual: """
             The message is MESSAGE, the contents of --file PATH, or standard input when neither \
             is given (read to its end, binary-safe). Each central that subscribes gets the \
             message from its first byte: in notifications of at most ATT MTU - 3 bytes and a \
-            final "EOM" (Apple's format), or framed with length and SHA-256 when it is a \
-            bletransfer receiver that asked for it.
+            final "EOM" (Apple's format), or in framed records, encrypted, when it is a \
+            bletransfer receiver.
 
             A message counts as delivered when the receiver acknowledged it (framed), or \
             unsubscribed after "EOM" was written (Apple's format; "written" means accepted by \
@@ -36,79 +41,83 @@ struct SendCommand: AsyncParsableCommand {
             next one is served: no ACK within --ack-timeout of "EOM", no unsubscription within \
             --unsubscribe-timeout, or slower than --min-rate. Apple's format has no sequence \
             numbers: on a link with Enhanced ATT bearers (BlueZ's default of 3 GATT channels) \
-            its values may arrive out of order, and the sender says so (see bletransfer status).
+            its values may arrive out of order.
 
-            To a bletransfer receiver, --file PATH also sends the file's name (the last component of \
-            PATH) and modification time, which a receiver with --output-dir keeps; --no-name \
-            sends neither. Apple's format and framed version 1 carry no name.
+            --compat-delivery auto (the default) then sends indications, each confirmed before \
+            the next; notify sends notifications as Apple's sample does, indicate always \
+            indications.
+
+            To a bletransfer receiver, --file PATH also sends the file's name (the last component \
+            of PATH) and modification time, which a receiver storing into a directory keeps; --no-name \
+            sends neither. Apple's format carries no name.
 
             An empty message is refused unless --allow-empty is given; a message over 64 MiB \
             is refused (both exit 65). Ctrl-C / SIGTERM unregister everything, then exit 130 / 143.
-            """)
+            """))
 
     @Argument(help: ArgumentHelp("The message to send (its UTF-8 bytes).", valueName: "MESSAGE"))
     var message: String?
 
-    @Option(name: .long, help: ArgumentHelp("Send the contents of this file.", valueName: "PATH"))
-    var file: String?
+    @OptionGroup(title: "Input and output")
+    var inputOptions: SendInputOptions
 
-    @Option(name: .long, help: ArgumentHelp(
-        "The local name to advertise (at most \(AdvertisedName.maximumByteCount) bytes of UTF-8).",
-        valueName: "LOCALNAME"))
-    var name: String = PeripheralConfiguration.defaultLocalName
+    @OptionGroup(title: "Input and output")
+    var reporting: ReportingOptions
 
-    @Option(name: .long, help: ArgumentHelp("Exit after the message was delivered this many times.", valueName: "N"))
-    var count: Int?
+    @OptionGroup(title: "Peers and trust")
+    var trust: TrustOptions
 
-    @Flag(name: .long, help: "Keep serving the message until interrupted.")
-    var forever = false
+    @OptionGroup(title: "Bluetooth")
+    var bluetooth: BluetoothOptions
 
-    @Flag(name: .customLong("allow-empty"), help: "Send an empty message instead of refusing it.")
-    var allowEmpty = false
+    @OptionGroup(title: "Bluetooth")
+    var advertisedName: AdvertisedNameOption
 
-    @Flag(name: .customLong("no-name"), help: ArgumentHelp(
-        "Do not send the file's name and modification time with --file (sent to bletransfer receivers)."))
-    var noName = false
+    @OptionGroup(title: "Limits")
+    var timeout: TimeoutOption
+
+    @OptionGroup(title: "Limits")
+    var rate: SenderRateOption
+
+    @OptionGroup(title: "Limits")
+    var bounds: SenderBoundOptions
+
+    @OptionGroup(title: "Advanced")
+    var delivery: SenderDeliveryOptions
+
+    @OptionGroup(title: "Advanced")
+    var transport: TransportOptions
 
     @Flag(name: .customLong("no-acquire-notify"), help: ArgumentHelp(
         "Do not offer AcquireNotify: notify through PropertiesChanged (no back-pressure).", visibility: .hidden))
     var noAcquireNotify = false
 
-    @OptionGroup(title: "Bounds on a central")
-    var bounds: SenderBoundOptions
-
-    @Option(name: .customLong("min-rate"), help: ArgumentHelp(
-        "Drop a central that takes the message slower than this many bytes per second, after a 60 s allowance "
-            + "(default \(PeripheralConfiguration.defaultMinimumTransferRate); 0: no floor).",
-        valueName: "BYTES/S"))
-    var minimumRate: Int?
-
-    @OptionGroup(title: "Trust")
-    var trust: TrustOptions
-
-    @OptionGroup var common: CommonRoleOptions
+    var allowEmpty: Bool { inputOptions.allowEmpty }
+    var noName: Bool { inputOptions.noName }
 
     mutating func validate() throws {
         try checkingOptions { try senderOptions.validate() }
-        if message != nil && file != nil {
+        if message != nil && inputOptions.file != nil {
             throw ValidationError("give either MESSAGE or --file PATH, not both")
         }
-        try checkingRepetition(count: count, forever: forever)
+        try checkingRepetition(count: inputOptions.count, forever: inputOptions.forever)
     }
 
     /// Everything `send` takes that `daemon --role sender` takes too, but the adapter, UUIDs and keys.
     private var senderOptions: SenderOptions {
-        bounds.senderOptions(localName: name, offersAcquireNotify: !noAcquireNotify, minimumRate: minimumRate)
+        bounds.senderOptions(localName: advertisedName.name ?? PeripheralConfiguration.defaultLocalName,
+                             offersAcquireNotify: !noAcquireNotify, minimumRate: rate.minimumRate, delivery: delivery)
     }
 
     var input: MessageInput {
         if let message { return .argument(message) }
-        if let file { return .file(file) }
+        if let file = inputOptions.file { return .file(file) }
         return .standardInput
     }
 
     func run() async throws {
-        let json = common.json
+        let json = reporting.json
+        let count = inputOptions.count, forever = inputOptions.forever
         let limit = TransferLimits.default.maximumMessageSize
         let message: OutgoingMessage
         do {
@@ -124,14 +133,14 @@ struct SendCommand: AsyncParsableCommand {
             throw RoleRun.exit(reporting: error, json: json)
         }
 
-        let (session, logger) = try await RoleRun.openSession(verbose: common.verbose, json: json)
+        let (session, logger) = try await RoleRun.openSession(reporting: reporting)
         defer { session.close() }
 
-        let options = try common.targeting(senderOptions, secureMode: secureMode)
+        let options = try bluetooth.targeting(senderOptions, secureMode: secureMode, transport: transport)
         let peripheral = Peripheral(configuration: options.configuration, session: session, logger: logger)
         let source = RepeatingMessageSource(message: message, count: forever ? nil : (count ?? 1))
 
-        let mode = common.outputMode
+        let mode = reporting.outputMode
         // Unstructured: renders while the role runs in `RoleRun.race`; ends with the event stream and is awaited below.
         let renderer = Task {
             var renderer = EventRenderer(mode: mode)
@@ -139,7 +148,7 @@ struct SendCommand: AsyncParsableCommand {
             renderer.finish()
         }
 
-        let outcome = await RoleRun.race(timeout: common.timeoutDuration) {
+        let outcome = await RoleRun.race(timeout: timeout.duration) {
             try await peripheral.run(source: source)
         }
         await renderer.value
@@ -150,4 +159,30 @@ struct SendCommand: AsyncParsableCommand {
             return "timed out after \(RoleRun.format(seconds)) s with \(delivered)\(wanted) message(s) delivered"
         }
     }
+}
+
+/// Where `send`'s message comes from and how often it goes.
+struct SendInputOptions: ParsableArguments {
+    @Option(name: .shortAndLong, help: ArgumentHelp("Send this file's contents (and its name).", valueName: "PATH"))
+    var file: String?
+
+    @Flag(name: .customLong("allow-empty"), help: "Send an empty message instead of refusing it.")
+    var allowEmpty = false
+
+    @Flag(name: .customLong("no-name"), help: "With --file: do not send the file's name and time.")
+    var noName = false
+
+    @Option(name: .long, help: ArgumentHelp("Exit after this many deliveries (default 1).", valueName: "N"))
+    var count: Int?
+
+    @Flag(name: .long, help: "Keep serving the message until interrupted.")
+    var forever = false
+}
+
+/// `send --min-rate`: the bound on a central during a transfer.
+struct SenderRateOption: ParsableArguments {
+    @Option(name: .customLong("min-rate"), help: ArgumentHelp(
+        "Drop slower centrals after 60s (default \(PeripheralConfiguration.defaultMinimumTransferRate), 0: off).",
+        valueName: "BYTES/S"), transform: bytes)
+    var minimumRate: Int?
 }

@@ -8,39 +8,46 @@ import Transfer
 /// of both roles.)
 struct SenderBoundOptions: ParsableArguments {
     @Option(name: .customLong("ack-timeout"), help: ArgumentHelp(
-        "Framed: seconds a central has to acknowledge after EOM before it is dropped (default 20).",
-        valueName: "SECONDS"))
+        "Drop a central not acknowledging by then (default 20s).", valueName: "TIME"), transform: seconds)
     var acknowledgementTimeout: Double?
 
     @Option(name: .customLong("unsubscribe-timeout"), help: ArgumentHelp(
-        "Seconds a central has to unsubscribe after EOM (Apple's format) or after its ACK before it is dropped (default 20).",
-        valueName: "SECONDS"))
+        "Drop a central still subscribed after EOM (default 20s).", valueName: "TIME"),
+            transform: seconds)
     var unsubscribeTimeout: Double?
 
-    // Not a bound, but shared by `send` and `daemon --role sender` in the same way.
-    @Option(name: .customLong("compat-delivery"), help: ArgumentHelp(
-        "How values reach a central following Apple's flow: notify (as Apple's sample; in order only over one ATT bearer), indicate (each value confirmed before the next: in order over any number of bearers, one round trip per value), auto (indicate when this host's bluetoothd runs Enhanced ATT, [GATT] Channels > 1, as BlueZ does by default; notify otherwise). bletransfer centrals are served notifications either way. (default: auto)",
-        valueName: "auto|notify|indicate"))
-    var compatDelivery: CompatDelivery = .automatic
-
-    @Option(name: .customLong("value-size"), help: ArgumentHelp(
-        "The longest notification value to send, in bytes (20-512; default: what the link allows, ATT MTU - 3). Apple's sample sends 20.",
-        valueName: "BYTES"))
-    var valueSize: Int?
-
-    /// The sender's options: these, and what the command takes besides (adapter and UUIDs
-    /// come from `CommonRoleOptions.targeting(_:secureMode:)`).
-    func senderOptions(localName: String, offersAcquireNotify: Bool, minimumRate: Int?) -> SenderOptions {
+    /// The sender's options: these, `delivery`, and what the command takes besides (adapter and
+    /// UUIDs come from `BluetoothOptions.targeting(_:secureMode:transport:)`).
+    func senderOptions(localName: String, offersAcquireNotify: Bool, minimumRate: Int?,
+                       delivery: SenderDeliveryOptions) -> SenderOptions {
         var options = SenderOptions()
         options.localName = localName
         options.offersAcquireNotify = offersAcquireNotify
         options.acknowledgementTimeout = acknowledgementTimeout
         options.unsubscribeTimeout = unsubscribeTimeout
         options.minimumRate = minimumRate
-        options.compatDelivery = compatDelivery
-        options.valueSize = valueSize
+        options.compatDelivery = delivery.compatDelivery
+        options.valueSize = delivery.valueSize
         return options
     }
+}
+
+/// How the sender shapes values for a central (advanced): shared by `send` and `daemon --role sender`.
+struct SenderDeliveryOptions: ParsableArguments {
+    @Option(name: .customLong("compat-delivery"), help: ArgumentHelp(
+        "How Apple's format is sent.", valueName: "MODE"))
+    var compatDelivery: CompatDelivery = .automatic
+
+    @Option(name: .customLong("value-size"), help: ArgumentHelp(
+        "Longest value sent, 20-512 (default: ATT MTU - 3).", valueName: "BYTES"), transform: bytes)
+    var valueSize: Int?
+}
+
+/// `--name` of `send` and `daemon --role sender`.
+struct AdvertisedNameOption: ParsableArguments {
+    @Option(name: .long, help: ArgumentHelp(
+        "Local name to advertise (at most \(AdvertisedName.maximumByteCount) bytes).", valueName: "NAME"))
+    var name: String?
 }
 
 extension CompatDelivery: ExpressibleByArgument {}

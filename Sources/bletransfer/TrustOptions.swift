@@ -7,12 +7,12 @@ import Trust
 /// version 2's secure mode (docs/wire-v2.md, README "Trust").
 struct TrustOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp(
-        "This host's private key (default: $XDG_CONFIG_HOME/bletransfer/identity, ~/.config/bletransfer/identity; /var/lib/bletransfer/identity for the service user). Create it with 'bletransfer keygen'.",
+        "This host's key (default in ~/.config/bletransfer).",
         valueName: "PATH"))
     var identity: String?
 
     @Option(name: .customLong("authorized-peers"), help: ArgumentHelp(
-        "The peers' public key lines, one per line ('bletransfer id' prints a host's line). Given, only those peers exchange messages with this host, authenticated and encrypted.",
+        "Talk only to the peers listed in this file.",
         valueName: "PATH"))
     var authorizedPeers: String?
 

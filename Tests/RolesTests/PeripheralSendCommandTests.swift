@@ -27,7 +27,7 @@ struct PeripheralSendCommandTests {
     @Test func missingOrDirectoryInputFileExits66() async throws {
         let missing = try await SendProcess.run(["--file", "/nonexistent/message.txt"], bus: "unix:path=/nonexistent/bus")
         #expect(missing.status == 66)
-        #expect(missing.standardError == "bletransfer: cannot open '/nonexistent/message.txt': no such file\n")
+        #expect(missing.standardError == "bletransfer: error: cannot open '/nonexistent/message.txt': no such file\n")
         let directory = try await SendProcess.run(["--file", "/tmp"], bus: "unix:path=/nonexistent/bus")
         #expect(directory.status == 66)
         #expect(directory.standardError.contains("is a directory"))

@@ -65,10 +65,11 @@ private func withScratchIdentity(_ body: (_ path: String) throws -> Void) throws
 
     @Test func failuresMapToDistinctExitStatuses() {
         let cases: [(TrustError, ExitStatus)] = [
-            (.identityExists(path: "p"), .usage),
+            (.identityExists(path: "p"), .cannotCreate),
             (.identityMissing(path: "p"), .noInput),
             (.identityTooOpen(path: "p", mode: 0o644), .permissionDenied),
-            (.malformedIdentity(path: "p", line: 1, reason: "r"), .dataError),
+            (.malformedIdentity(path: "p", line: 1, reason: "r"), .configuration),
+            (.noAuthorizedPeers(path: "p"), .configuration),
             (.fileAccess(path: "p", operation: "write", errno: EACCES), .permissionDenied),
             (.fileAccess(path: "p", operation: "write", errno: ENOSPC), .ioError),
         ]
@@ -101,9 +102,9 @@ private func withScratchIdentity(_ body: (_ path: String) throws -> Void) throws
             #expect(first.status == 0)
 
             let again = try runCLI(["keygen", "--identity", path])
-            #expect(again.status == 64)
+            #expect(again.status == ExitStatus.cannotCreate.rawValue)
             #expect(again.out.isEmpty)
-            #expect(again.err.hasPrefix("bletransfer: \(path) already exists") && again.err.filter { $0 == "\n" }.count == 1)
+            #expect(again.err.hasPrefix("bletransfer: error: \(path) already exists") && again.err.filter { $0 == "\n" }.count == 1)
             #expect(try runCLI(["id", "--identity", path]).out.hasPrefix(first.out))
 
             let forced = try runCLI(["keygen", "--identity", path, "--force"])
@@ -117,7 +118,7 @@ private func withScratchIdentity(_ body: (_ path: String) throws -> Void) throws
         try withScratchIdentity { path in
             let missing = try runCLI(["id", "--identity", path])
             #expect(missing.status == 66)
-            #expect(missing.err == "bletransfer: no identity at \(path); create one with 'bletransfer keygen --identity \(path)'\n")
+            #expect(missing.err == "bletransfer: error: no identity at \(path); create one with 'bletransfer keygen --identity \(path)'\n")
 
             #expect(try runCLI(["keygen", "--identity", path]).status == 0)
             chmod(path, 0o644)
@@ -128,8 +129,8 @@ private func withScratchIdentity(_ body: (_ path: String) throws -> Void) throws
             _ = FileManager.default.createFile(atPath: path, contents: Data("not a key\n".utf8), attributes: [.posixPermissions: 0o600])
             chmod(path, 0o600)
             let malformed = try runCLI(["id", "--identity", path])
-            #expect(malformed.status == 65)
-            #expect(malformed.err.hasPrefix("bletransfer: \(path):1: "))
+            #expect(malformed.status == ExitStatus.configuration.rawValue)
+            #expect(malformed.err.hasPrefix("bletransfer: error: \(path):1: "))
         }
     }
 
@@ -179,10 +180,10 @@ private func withScratchIdentity(_ body: (_ path: String) throws -> Void) throws
         #expect(run.status == ExitStatus.configuration.rawValue)
         #expect(run.err.contains("lists no peer"))
 
-        // A malformed line is a data error naming the line, not silently skipped.
+        // A malformed line is a configuration error naming the line, not silently skipped.
         try "not a key\n".write(toFile: directory + "/bletransfer/authorized-peers", atomically: true, encoding: .utf8)
         run = try runCLI(["daemon", "--role", "sender", "--outbox", directory + "/outbox"], environment: environment)
-        #expect(run.status == ExitStatus.dataError.rawValue)
+        #expect(run.status == ExitStatus.configuration.rawValue)
         #expect(run.err.contains("line 1"))
     }
 

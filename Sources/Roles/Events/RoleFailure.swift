@@ -16,6 +16,8 @@ public enum FailureKind: String, Sendable, Equatable, CaseIterable {
     case ioError
     /// The deadline passed.
     case timedOut
+    /// An output file or directory cannot be created, or exists and must not be replaced.
+    case cannotCreate
     /// D-Bus policy or file permissions deny access.
     case permissionDenied
     /// The configuration cannot work as given: a daemon without an identity or authorized

@@ -6,7 +6,7 @@ import Transfer
 public struct InvalidOption: Error, Equatable, CustomStringConvertible {
     /// The option as typed on the command line ("--ack-timeout").
     public let option: String
-    /// What it takes ("give a number of seconds from 0.001 to 31622400 (a year)").
+    /// What it takes ("give a duration from 1ms to 366d, such as 30s or 5m (a plain number is seconds)").
     public let problem: String
 
     public init(_ option: String, _ problem: String) {
@@ -15,6 +15,17 @@ public struct InvalidOption: Error, Equatable, CustomStringConvertible {
     }
 
     public var description: String { "\(option): \(problem)" }
+}
+
+/// Byte counts as the options' messages show them: in the largest binary multiple that divides
+/// them (64M, not 67108864), as the options take them.
+public enum ByteSize {
+    public static func text(_ bytes: Int) -> String {
+        for (suffix, shift) in [("T", 40), ("G", 30), ("M", 20), ("K", 10)] where bytes != 0 && bytes % (1 << shift) == 0 {
+            return "\(bytes >> shift)\(suffix)"
+        }
+        return String(bytes)
+    }
 }
 
 /// Checks shared by every size and duration option of `send`, `receive` and `daemon`, so
@@ -43,11 +54,11 @@ public enum OptionValidation {
     /// A duration option in seconds: finite, at least a millisecond (or exactly 0 when
     /// `allowZero`), at most a year.
     public static func duration(_ seconds: Double, option: String, allowZero: Bool = false) throws(InvalidOption) -> Duration {
-        let lowest = allowZero ? "0" : "0.001"
+        let lowest = allowZero ? "0" : "1ms"
         guard seconds.isFinite, seconds <= maximumSeconds,
               seconds >= minimumSeconds || (allowZero && seconds == 0)
         else {
-            throw InvalidOption(option, "give a number of seconds from \(lowest) to \(Int(maximumSeconds)) (a year)")
+            throw InvalidOption(option, "give a duration from \(lowest) to 366d, such as 30s or 5m (a plain number is seconds)")
         }
         return .milliseconds(roundingSeconds: seconds)
     }
@@ -57,7 +68,7 @@ public enum OptionValidation {
                                  why: String? = nil) throws(InvalidOption) -> Int {
         guard value >= minimum, value <= maximum else {
             let reason = why.map { " (\($0))" } ?? ""
-            throw InvalidOption(option, "give a number of bytes from \(minimum) to \(maximum)\(reason)")
+            throw InvalidOption(option, "give a size from \(ByteSize.text(minimum)) to \(ByteSize.text(maximum))\(reason)")
         }
         return value
     }
@@ -69,7 +80,7 @@ public enum OptionValidation {
     {
         let ceiling = maximumMessageSize(physicalMemory: physicalMemory)
         return try byteCount(value, option: "--max-size", maximum: ceiling,
-                             why: "a message is held in memory: at most a quarter of this machine's \(physicalMemory >> 20) MiB, at most 4 GiB")
+                             why: "a message is held in memory: at most a quarter of this machine's \(physicalMemory >> 20)M, at most 4G")
     }
 
     /// A count option (messages, files): from `minimum` to a billion.

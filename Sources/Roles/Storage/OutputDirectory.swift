@@ -27,13 +27,32 @@ public struct OutputDirectory: Sendable {
             do {
                 try FileManager.default.createDirectory(atPath: path.string, withIntermediateDirectories: true)
             } catch {
-                throw .cannotCreate(path.string, reason: error.localizedDescription)
+                throw .cannotCreate(path.string, reason: Self.reason(error))
             }
         }
         guard access(path.string, W_OK | X_OK) == 0 else {
             throw .notWritable(path.string, Errno(rawValue: errno))
         }
         removeStalePartialFiles()
+    }
+
+    /// Why FileManager could not do something, as strerror words it ("No such file or
+    /// directory"), not Foundation's sentence about an operation.
+    static func reason(_ error: any Error) -> String {
+        let nsError = error as NSError
+        if let underlying = nsError.userInfo[NSUnderlyingErrorKey] as? NSError, underlying.domain == NSPOSIXErrorDomain {
+            return String(describing: Errno(rawValue: Int32(underlying.code)))
+        }
+        if nsError.domain == NSPOSIXErrorDomain { return String(describing: Errno(rawValue: Int32(nsError.code))) }
+        let code: Int32? = switch (error as? CocoaError)?.code {
+        case .fileNoSuchFile?, .fileReadNoSuchFile?: ENOENT
+        case .fileWriteNoPermission?, .fileReadNoPermission?: EACCES
+        case .fileWriteVolumeReadOnly?: EROFS
+        case .fileWriteOutOfSpace?: ENOSPC
+        case .fileWriteFileExists?: EEXIST
+        default: nil
+        }
+        return code.map { String(describing: Errno(rawValue: $0)) } ?? error.localizedDescription
     }
 
     /// The extended attribute naming the key of the sender the secure mode authenticated: its
