@@ -56,7 +56,9 @@ check() { # description command…
 work=$(mktemp -d /tmp/bletransfer-deb-test.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 
+built_here=""
 if [ -z "$deb" ]; then
+  built_here=1
   started=$SECONDS
   if deb=$(bash scripts/package-deb.sh "${build_args[@]}" 2>"$work/package.log" | tail -n 1) && [ -f "$deb" ]; then
     passed=$((passed + 1)); echo "ok   scripts/package-deb.sh built $deb ($((SECONDS - started))s)"
@@ -85,10 +87,14 @@ if [ -z "$deb" ]; then
   fi
 fi
 deb=$(realpath "$deb")
+# A package built here names this checkout's commit in --version.
+expected_commit=""
+[ -z "$built_here" ] || expected_commit=$(git rev-parse --short=12 HEAD 2>/dev/null || true)
 
 # Everything below runs inside the namespace; its checks print ok/FAIL lines that are counted
 # here. The root is the overlay; /proc and /dev come from this machine, the package from $work.
 cp "$deb" "$work/package.deb"
+echo "$expected_commit" > "$work/expected-commit"
 cat > "$work/inside.sh" <<'INSIDE'
 set -uo pipefail
 ok() { echo "ok   $1"; }
@@ -115,6 +121,9 @@ echo "$out" | grep '^bletransfer:' | sed 's/^/     dpkg -i: /'
 
 version=$(/usr/bin/bletransfer --version 2>&1)
 check "--version names version and commit ($version)" grep -Eq '^[0-9]+\.[0-9]+\.[0-9]+ \(commit [0-9a-f]{7,}(-dirty)?\)$' <<<"$version"
+if [ -s /tmp/expected-commit ]; then
+  check "... the commit built from ($(cat /tmp/expected-commit))" grep -Eq "\(commit $(cat /tmp/expected-commit)(-dirty)?\)$" <<<"$version"
+fi
 check "the binary loads no Swift library" bash -c '! ldd /usr/bin/bletransfer | grep -E "libswift|libFoundation|libdispatch"'
 check "service user exists with nologin shell (sysusers.d)" bash -c 'getent passwd bletransfer | grep -q ":/var/lib/bletransfer:/usr/sbin/nologin$"'
 check "service user is not in group bluetooth (its D-Bus policy grants what it needs)" bash -c '! id -nG bletransfer | tr " " "\n" | grep -qx bluetooth'
@@ -236,7 +245,7 @@ unshare --mount --propagation private bash -c '
   mount -t proc proc "$w/root/proc"
   mount -t tmpfs tmp "$w/root/tmp"
   mount -t tmpfs run "$w/root/run"
-  cp "$w/package.deb" "$w/inside.sh" "$w/root/tmp/"
+  cp "$w/package.deb" "$w/inside.sh" "$w/expected-commit" "$w/root/tmp/"
   chroot "$w/root" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 bash /tmp/inside.sh
 ' _ "$work" > "$work/inside.log" 2>&1 < /dev/null
 cat "$work/inside.log"
