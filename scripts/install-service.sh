@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs bletransfer for unattended operation: the binary, a system user, the per-controller
-# systemd units, the udev rule that starts them, /etc/default/bletransfer, the service's
+# systemd units and their configuration check, the udev rule that starts them,
+# /etc/default/bletransfer (with the chosen role: BLETRANSFER_ROLE), the service's
 # identity (/var/lib/bletransfer/identity, created once) and /etc/bletransfer/authorized-peers
 # (created once, comments only: the daemons refuse to start until a peer's key is listed).
 #
@@ -8,13 +9,14 @@
 #                              [--binary PATH] [--root DIR] [--no-start]
 #   scripts/install-service.sh --uninstall [--prefix /usr/local] [--root DIR]
 #
-#   --role      which daemon udev starts for every Bluetooth controller (default: receiver)
+#   --role      which daemon runs on every Bluetooth controller (default: receiver); written
+#               as BLETRANSFER_ROLE= into /etc/default/bletransfer, where it is one line
 #   --prefix    where the binary and documentation go (default: /usr/local)
 #   --binary    the bletransfer executable to install (default: .build/release/bletransfer)
 #   --root      install into DIR as if it were / (nothing outside DIR is touched, no service
 #               is reloaded or started; DIR/etc must hold passwd, group, shadow, gshadow)
 #   --no-start  do not start daemons for controllers that are already present
-#   --uninstall remove binary, units, rule and documentation; keeps /etc/default/bletransfer,
+#   --uninstall remove binary, units, check, rule and documentation; keeps /etc/default/bletransfer,
 #               /etc/bletransfer, the user and /var/lib/bletransfer (received and unsent
 #               files, the service's identity)
 #
@@ -65,6 +67,7 @@ fi
 [ "$(id -u)" -eq 0 ] || die "run as root (sudo); it creates a system user and writes under /etc" 77
 
 bin_dir="$root$prefix/bin"
+libexec_dir="$root$prefix/libexec/bletransfer"
 doc_dir="$root$prefix/share/doc/bletransfer"
 unit_dir="$root/etc/systemd/system"
 rule_dir="$root/etc/udev/rules.d"
@@ -109,9 +112,9 @@ reload_managers() {
 
 if [ "$uninstall" -eq 1 ]; then
   stop_instances receiver sender
-  rm -f "$rule_file" "$bin_dir/bletransfer" "$doc_dir/unattended.md" "$dbus_policy_file"
+  rm -f "$rule_file" "$bin_dir/bletransfer" "$libexec_dir/check-configuration" "$doc_dir/unattended.md" "$dbus_policy_file"
   for unit in "${units[@]}"; do rm -f "$unit_dir/$unit"; done
-  rmdir "$doc_dir" 2>/dev/null || true
+  rmdir "$doc_dir" "$libexec_dir" 2>/dev/null || true
   reload_managers
   note "removed; kept $root/etc/default/bletransfer, $trust_dir, the user '$user' and $root/var/lib/bletransfer"
   exit 0
@@ -164,46 +167,54 @@ if has_group bluetooth && in_group "$user" bluetooth; then
 fi
 
 # Files.
-install -d -m 0755 "$bin_dir" "$doc_dir" "$unit_dir" "$rule_dir" "$root/etc/default"
+install -d -m 0755 "$bin_dir" "$libexec_dir" "$doc_dir" "$unit_dir" "$rule_dir" "$root/etc/default"
 # Copy then rename, so a running daemon's executable is never written in place.
 install -m 0755 "$binary" "$bin_dir/.bletransfer.new"
 mv -f "$bin_dir/.bletransfer.new" "$bin_dir/bletransfer"
+# The units' ExecCondition=: skips a unit that is not configured (role, authorized peer).
+install -m 0755 "$repo_dir/udev/check-configuration" "$libexec_dir/.check-configuration.new"
+mv -f "$libexec_dir/.check-configuration.new" "$libexec_dir/check-configuration"
 install -m 0644 "$repo_dir/docs/unattended.md" "$doc_dir/unattended.md"
 install -d -m 0755 "$dbus_policy_dir"
 install -m 0644 "$repo_dir/udev/bletransfer-dbus.conf" "$dbus_policy_dir/.bletransfer.conf.new"
 mv -f "$dbus_policy_dir/.bletransfer.conf.new" "$dbus_policy_file"
+# The units in udev/ name the packaged paths (/usr/bin…): here they name the prefix's.
 for unit in "${units[@]}"; do
-  sed -e "s|/usr/local/bin/bletransfer|$prefix/bin/bletransfer|g" \
-      -e "s|/usr/local/share/doc/bletransfer|$prefix/share/doc/bletransfer|g" \
+  sed -e "s|/usr/bin/bletransfer|$prefix/bin/bletransfer|g" \
+      -e "s|/usr/libexec/bletransfer/|$prefix/libexec/bletransfer/|g" \
+      -e "s|/usr/share/doc/bletransfer|$prefix/share/doc/bletransfer|g" \
       "$repo_dir/udev/$unit" > "$unit_dir/.$unit.new"
   chmod 0644 "$unit_dir/.$unit.new"
   mv -f "$unit_dir/.$unit.new" "$unit_dir/$unit"
 done
+# The role is one line of /etc/default/bletransfer (the units' ExecCondition= reads it); the
+# rule asks for both roles' units and is installed as it is. An install from before the role
+# line named the role in the rule instead.
 previous_role=""
-if [ -f "$rule_file" ]; then
-  previous_role=$(sed -n 's/.*bletransfer-\(receiver\|sender\)@%k\.service.*/\1/p' "$rule_file" | head -n 1)
+if [ -f "$env_file" ]; then
+  previous_role=$(sed -n 's/^[[:space:]]*BLETRANSFER_ROLE=["'\'']\{0,1\}\([a-z]*\).*/\1/p' "$env_file" | tail -n 1)
 fi
-sed -e "s|bletransfer-receiver@|bletransfer-$role@|g" \
-    -e "s|^# scripts/install-service.sh --role sender installs.*|# Installed by scripts/install-service.sh --role $role.|" \
-    -e '/^# "receiver"\.$/d' \
-    "$repo_dir/udev/70-bletransfer.rules" > "$rule_dir/.70-bletransfer.rules.new"
-chmod 0644 "$rule_dir/.70-bletransfer.rules.new"
+if [ -z "$previous_role" ] && [ -f "$rule_file" ]; then
+  previous_role=$(sed -n 's/.*SYSTEMD_WANTS}+="bletransfer-\(receiver\|sender\)@%k\.service".*/\1/p' "$rule_file" | head -n 1)
+fi
+install -m 0644 "$repo_dir/udev/70-bletransfer.rules" "$rule_dir/.70-bletransfer.rules.new"
 mv -f "$rule_dir/.70-bletransfer.rules.new" "$rule_file"
 
+# /etc/default/bletransfer: the package's file (debian/bletransfer.default) the first time,
+# with this prefix's documentation path; later runs keep every line but the role's.
 if [ ! -f "$env_file" ]; then
-  cat > "$env_file" <<'EOF'
-# Options for the bletransfer daemons started by udev (bletransfer-receiver@.service,
-# bletransfer-sender@.service). Restart them after a change:
-#   systemctl restart 'bletransfer-*@*.service'
-# Added to both roles:
-BLETRANSFER_OPTIONS=
-# Added to the receiver only (received files go to /var/lib/bletransfer/inbox):
-BLETRANSFER_RECEIVER_OPTIONS=
-# Added to the sender only (files to send go into /var/lib/bletransfer/outbox):
-BLETRANSFER_SENDER_OPTIONS=
-EOF
-  chmod 0644 "$env_file"
+  sed -e "s|/usr/share/doc/bletransfer|$prefix/share/doc/bletransfer|g" \
+    "$repo_dir/debian/bletransfer.default" > "$env_file.new"
+else
+  cp -p "$env_file" "$env_file.new"
 fi
+if grep -q '^[[:space:]]*BLETRANSFER_ROLE=' "$env_file.new"; then
+  sed -i "s/^[[:space:]]*BLETRANSFER_ROLE=.*/BLETRANSFER_ROLE=$role/" "$env_file.new"
+else
+  printf '# This host\x27s role: receiver or sender (scripts/install-service.sh --role).\nBLETRANSFER_ROLE=%s\n' "$role" >> "$env_file.new"
+fi
+chmod 0644 "$env_file.new"
+mv -f "$env_file.new" "$env_file"
 
 # The data directory exists before the first start, so files can be dropped into the outbox
 # right away; systemd's StateDirectory= keeps owner and mode right from then on.
@@ -253,7 +264,7 @@ if [ "$start" -eq 1 ] && systemd_running && udev_running; then
   udevadm trigger --action=add --subsystem-match=bluetooth
 fi
 
-note "installed the $role daemon: $prefix/bin/bletransfer, $unit_dir/bletransfer-{receiver,sender}@.service, $rule_file, $dbus_policy_file, $env_file"
+note "installed the $role daemon (BLETRANSFER_ROLE=$role in $env_file): $prefix/bin/bletransfer, $unit_dir/bletransfer-{receiver,sender}@.service, $rule_file, $dbus_policy_file"
 note "the service's public key: $public_key"
 if ! grep -q '^[[:space:]]*bletransfer-x25519[[:space:]]' "$peers_file"; then
   note "next: add the peer's public key line (bletransfer id on the peer) to $peers_file and this key to the peer's, then: systemctl restart 'bletransfer-*@*.service'"

@@ -5,7 +5,8 @@
 # start without an authorized peer and starts once one is listed.
 #
 #   scripts/test-install-service.sh [--binary PATH]
-#       (default: .build/debug/bletransfer, else .build/release/bletransfer)
+#       (default: .build/debug/bletransfer, else .build/release/bletransfer, else the
+#       package's static build .build-deb/release/bletransfer)
 #
 # Ends with "install-service: N passed, M failed"; exits non-zero when anything failed.
 set -uo pipefail
@@ -45,7 +46,7 @@ work=$(mktemp -d /tmp/bletransfer-install-test.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 # A real build: the installer runs `bletransfer keygen` and `id`, and the checks run the daemon.
 if [ -z "$binary" ]; then
-  for candidate in "$repo/.build/debug/bletransfer" "$repo/.build/release/bletransfer"; do
+  for candidate in "$repo/.build/debug/bletransfer" "$repo/.build/release/bletransfer" "$repo/.build-deb/release/bletransfer"; do
     [ -x "$candidate" ] && { binary=$candidate; break; }
   done
 fi
@@ -89,9 +90,12 @@ check "binary installed executable" test -x "$r1/usr/local/bin/bletransfer"
 check "binary is the given one" cmp "$binary" "$r1/usr/local/bin/bletransfer"
 check "receiver unit installed" test -f "$r1/etc/systemd/system/bletransfer-receiver@.service"
 check "sender unit installed" test -f "$r1/etc/systemd/system/bletransfer-sender@.service"
-check "udev rule wants the receiver" file_has "$r1/etc/udev/rules.d/70-bletransfer.rules" 'SYSTEMD_WANTS}+="bletransfer-receiver@%k.service"'
-check "udev rule names its role" file_has "$r1/etc/udev/rules.d/70-bletransfer.rules" 'install-service.sh --role receiver'
-check "env file created" file_has "$r1/etc/default/bletransfer" '^BLETRANSFER_RECEIVER_OPTIONS='
+check "udev rule installed as it is (both roles' units; the configuration picks one)" cmp "$repo/udev/70-bletransfer.rules" "$r1/etc/udev/rules.d/70-bletransfer.rules"
+check "env file created from the package's" file_has "$r1/etc/default/bletransfer" '^BLETRANSFER_RECEIVER_OPTIONS='
+check "env file chooses the role in one line (BLETRANSFER_ROLE=receiver)" bash -c '[ "$(grep -c "^BLETRANSFER_ROLE=" "$1")" = 1 ] && grep -qx "BLETRANSFER_ROLE=receiver" "$1"' _ "$r1/etc/default/bletransfer"
+check "configuration check installed" test -x "$r1/usr/local/libexec/bletransfer/check-configuration"
+check "units run the check first (ExecCondition=)" bash -c 'grep -qx "ExecCondition=/usr/local/libexec/bletransfer/check-configuration receiver" "$1/etc/systemd/system/bletransfer-receiver@.service" && grep -qx "ExecCondition=/usr/local/libexec/bletransfer/check-configuration sender" "$1/etc/systemd/system/bletransfer-sender@.service"' _ "$r1"
+check "units start /usr/local/bin/bletransfer" file_has "$r1/etc/systemd/system/bletransfer-receiver@.service" '^ExecStart=/usr/local/bin/bletransfer daemon --role receiver '
 check "documentation installed" test -f "$r1/usr/local/share/doc/bletransfer/unattended.md"
 check "system user created" grep -q '^bletransfer:x:[0-9]*:[0-9]*:bletransfer daemon:/var/lib/bletransfer:/usr/sbin/nologin$' "$r1/etc/passwd"
 check "user is a system user (uid < 1000)" awk -F: '$1 == "bletransfer" { exit !($3 < 1000) }' "$r1/etc/passwd"
@@ -137,6 +141,20 @@ run_daemon() { # root → stderr in $work/daemon.err, status in $work/daemon.rc
     >/dev/null 2>"$work/daemon.err" </dev/null
   echo $? > "$work/daemon.rc"
 }
+# The units' ExecCondition= as systemd runs it: as the service user, with the variables of
+# the env file (and the tree's authorized-peers file in place of /etc's). Prints
+# "STATUS LINES FIRST-LINE".
+condition() { # root role
+  local err status
+  err=$(setpriv --reuid="$uid" --regid="$gid" --clear-groups -- env -i PATH=/usr/bin:/bin sh -c \
+    'set -a; . "$1/etc/default/bletransfer"; BLETRANSFER_OPTIONS="$BLETRANSFER_OPTIONS --authorized-peers $1/etc/bletransfer/authorized-peers"; set +a
+     exec "$1/usr/local/libexec/bletransfer/check-configuration" "$2"' _ "$1" "$2" 2>&1 >/dev/null)
+  status=$?
+  echo "$status $(printf '%s' "$err" | grep -c .) $(printf '%s' "$err" | head -n 1)"
+}
+result=$(condition "$r1" receiver)
+echo "     receiver's condition without peers: $result"
+check "without an authorized peer the receiver unit is skipped (1) with one line naming the file" bash -c '[[ "$1" == "1 1 not started: "*"/etc/bletransfer/authorized-peers lists no peer;"* ]]' _ "$result"
 run_daemon "$r1"
 sed 's/^/     daemon without peers: /' "$work/daemon.err" | head -n 3
 check "without an authorized peer the daemon refuses to start (exit 78)" test "$(cat "$work/daemon.rc")" = 78
@@ -144,6 +162,9 @@ check "... with one line naming the authorized-peers file" bash -c '[ "$(wc -l <
 peer_identity="$work/peer-identity"
 "$binary" keygen --identity "$peer_identity" --name peer@test >/dev/null 2>&1
 "$binary" id --identity "$peer_identity" 2>/dev/null | head -n 1 >> "$peers"
+check "with the peer's key listed the receiver's condition passes (0, silent)" test "$(condition "$r1" receiver)" = "0 0 "
+result=$(condition "$r1" sender)
+check "the sender unit is skipped on a receiver host, one line" bash -c '[[ "$1" == "1 1 not started: this host'"'"'s role is receiver"* ]]' _ "$result"
 run_daemon "$r1"
 sed 's/^/     daemon with a peer: /' "$work/daemon.err" | head -n 3
 check "with the peer's key listed the daemon starts and keeps running (until timeout's SIGTERM)" test "$(cat "$work/daemon.rc")" = 124
@@ -164,8 +185,10 @@ check "no temporary files left" bash -c "! find '$r1' -name '.*.new' | grep -q .
 
 echo "=== switching to the sender role"
 check "install --role sender succeeds" bash "$installer" --root "$r1" --role sender --binary "$binary"
-check "udev rule wants the sender" file_has "$r1/etc/udev/rules.d/70-bletransfer.rules" 'SYSTEMD_WANTS}+="bletransfer-sender@%k.service"'
-check "udev rule no longer wants the receiver" file_lacks "$r1/etc/udev/rules.d/70-bletransfer.rules" 'bletransfer-receiver@'
+check "env file now chooses the sender, one role line" bash -c '[ "$(grep -c "^BLETRANSFER_ROLE=" "$1")" = 1 ] && grep -qx "BLETRANSFER_ROLE=sender" "$1"' _ "$r1/etc/default/bletransfer"
+check "env file's other edits kept" file_has "$r1/etc/default/bletransfer" '^BLETRANSFER_OPTIONS=--verbose$'
+check "udev rule unchanged" cmp "$repo/udev/70-bletransfer.rules" "$r1/etc/udev/rules.d/70-bletransfer.rules"
+check "the sender's condition passes, the receiver is skipped" bash -c '[ "$1" = "0 0 " ] && [[ "$2" == "1 1 not started: this host'"'"'s role is sender"* ]]' _ "$(condition "$r1" sender)" "$(condition "$r1" receiver)"
 check "outbox created setgid 2770" mode_is "$r1/var/lib/bletransfer/outbox" 2770
 check "outbox owned by the user" owner_is "$r1/var/lib/bletransfer/outbox" "$uid:$gid"
 
@@ -177,7 +200,13 @@ printf 'bletransfer:x:991:991:bletransfer daemon:/var/lib/bletransfer:/usr/sbin/
 printf 'bletransfer:!:19000::::::\n' >> "$r3/etc/shadow"
 sed -i 's/^bluetooth:x:990:$/bluetooth:x:990:bletransfer/' "$r3/etc/group"
 sed -i 's/^bluetooth:!::$/bluetooth:!::bletransfer/' "$r3/etc/gshadow"
+# An env file and a rule from before the role line (the rule then named the role).
+mkdir -p "$r3/etc/default" "$r3/etc/udev/rules.d"
+printf 'BLETRANSFER_OPTIONS=--verbose\n' > "$r3/etc/default/bletransfer"
+sed 's/bletransfer-receiver@%k.service bletransfer-sender@%k.service/bletransfer-sender@%k.service/' "$repo/udev/70-bletransfer.rules" > "$r3/etc/udev/rules.d/70-bletransfer.rules"
 check "install over the old setup succeeds" bash "$installer" --root "$r3" --role receiver --binary "$binary"
+check "the old env file gets the role line and keeps its own" bash -c 'grep -qx "BLETRANSFER_ROLE=receiver" "$1" && grep -qx "BLETRANSFER_OPTIONS=--verbose" "$1"' _ "$r3/etc/default/bletransfer"
+check "the old rule is replaced" cmp "$repo/udev/70-bletransfer.rules" "$r3/etc/udev/rules.d/70-bletransfer.rules"
 check "the user left group bluetooth" grep -q '^bluetooth:x:990:$' "$r3/etc/group"
 check "the policy file is there instead" test -f "$r3/etc/dbus-1/system.d/bletransfer.conf"
 
@@ -187,11 +216,14 @@ check "install --prefix /opt/bletransfer succeeds" bash "$installer" --root "$r2
 check "binary under the prefix" test -x "$r2/opt/bletransfer/bin/bletransfer"
 check "units start the binary under the prefix" file_has "$r2/etc/systemd/system/bletransfer-receiver@.service" '^ExecStart=/opt/bletransfer/bin/bletransfer daemon --role receiver --adapter %i --output-dir /var/lib/bletransfer/inbox '
 check "units point at the documentation under the prefix" file_has "$r2/etc/systemd/system/bletransfer-sender@.service" '^Documentation=file:/opt/bletransfer/share/doc/bletransfer/unattended.md$'
+check "units run the check under the prefix" file_has "$r2/etc/systemd/system/bletransfer-sender@.service" '^ExecCondition=/opt/bletransfer/libexec/bletransfer/check-configuration sender$'
+check "no unit names a path outside the prefix" bash -c '! grep -E "/usr/(bin|libexec|share/doc)/bletransfer|/usr/local" "$1"/etc/systemd/system/bletransfer-*.service' _ "$r2"
 check "systemd-analyze verify with the prefix" verify_units "$r2"
 
 echo "=== uninstall"
 check "uninstall succeeds" bash "$installer" --root "$r1" --uninstall
 check "binary removed" test ! -e "$r1/usr/local/bin/bletransfer"
+check "configuration check removed" test ! -e "$r1/usr/local/libexec/bletransfer"
 check "units removed" test ! -e "$r1/etc/systemd/system/bletransfer-receiver@.service" -a ! -e "$r1/etc/systemd/system/bletransfer-sender@.service"
 check "rule removed" test ! -e "$r1/etc/udev/rules.d/70-bletransfer.rules"
 check "D-Bus policy removed" test ! -e "$r1/etc/dbus-1/system.d/bletransfer.conf"
@@ -223,6 +255,7 @@ check "skips other subsystems" file_has "$rule" '^SUBSYSTEM!="bluetooth", GOTO="
 check "skips connections (DEVTYPE link)" file_has "$rule" '^ENV{DEVTYPE}!="host", GOTO="bletransfer_end"$'
 check "skips non-hci names" file_has "$rule" '^KERNEL!="hci\[0-9\]\*", GOTO="bletransfer_end"$'
 check "label closes the rule" file_has "$rule" '^LABEL="bletransfer_end"$'
+check "asks systemd for both roles' units (their ExecCondition= picks the configured one)" file_has "$rule" '^TAG+="systemd", ENV{SYSTEMD_WANTS}+="bletransfer-receiver@%k.service bletransfer-sender@%k.service"$'
 check "units bind to the controller's device unit" file_has "$repo/udev/bletransfer-receiver@.service" '^BindsTo=sys-subsystem-bluetooth-devices-%i.device$'
 
 echo

@@ -192,6 +192,11 @@ is_stopped() { ! systemctl is-active --quiet "$unit"; }
 # The report path is handed to the stand-in through the environment file.
 bash "$repo/scripts/install-service.sh" --role "$role" --binary "$out/standin-daemon.py" >>"$out/details.txt" 2>&1
 check "install-service.sh succeeds in the guest" test -x /usr/local/bin/bletransfer
+# The units start only once a peer is authorized (their ExecCondition=): the stand-in's own
+# key line will do, the stand-in does no handshake.
+"$out/standin-daemon.py" id --identity /var/lib/bletransfer/identity >> /etc/bletransfer/authorized-peers
+check "the units' configuration check lets the $role start" runuser -u bletransfer -- sh -c \
+  'set -a; . /etc/default/bletransfer; set +a; exec /usr/local/libexec/bletransfer/check-configuration "$0"' "$role"
 echo "HOTPLUG_REPORT=/var/lib/bletransfer/$([ "$role" = receiver ] && echo inbox || echo outbox)/.hotplug-report" >> /etc/default/bletransfer
 check "no controller before plugging" test ! -e /sys/class/bluetooth/hci0
 check "unit inactive before plugging" is_stopped
@@ -203,6 +208,13 @@ check "controller hci0 appears" wait_for 20 test -e /sys/class/bluetooth/hci0
 udevadm info /sys/class/bluetooth/hci0 >>"$out/details.txt" 2>&1
 check "udev asks systemd for the unit" bash -c "udevadm info /sys/class/bluetooth/hci0 | grep -q 'SYSTEMD_WANTS=.*$unit'"
 check "unit becomes active" wait_for 60 is_active
+# The rule asks for both roles' units; the other role's is skipped by its ExecCondition=.
+other=$([ "$role" = receiver ] && echo sender || echo receiver)
+other_unit="bletransfer-$other@hci0.service"
+other_skipped() { [ "$(systemctl show -p Result --value "$other_unit")" = exec-condition ] && ! systemctl is-failed --quiet "$other_unit"; }
+check "the $other unit is skipped (Result=exec-condition), not failed" wait_for 30 other_skipped
+journalctl --no-pager -u "$other_unit" >>"$out/details.txt" 2>&1
+check "... with one journal line naming this host's role" bash -c "journalctl --no-pager -u $other_unit | grep -q \"not started: this host's role is $role (BLETRANSFER_ROLE in /etc/default/bletransfer), not $other\""
 systemctl status --no-pager "$unit" >>"$out/details.txt" 2>&1
 check "unit's status line comes from the daemon" bash -c "systemctl show -p StatusText --value $unit | grep -qx 'stand-in ready'"
 report="/var/lib/bletransfer/$([ "$role" = receiver ] && echo inbox || echo outbox)/.hotplug-report"

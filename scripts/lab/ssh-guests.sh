@@ -271,22 +271,31 @@ if [ -n "$deb" ]; then
       ssh_to "$h" 'rm -f /var/lib/man-db/auto-update && cat > /tmp/bletransfer.deb && dpkg -i /tmp/bletransfer.deb > /tmp/dpkg.log 2>&1; status=$?; cat /tmp/dpkg.log; exit $status' < "$deb"
     check "guest $h: the install printed the service's public key line" \
       ssh_to "$h" 'grep -qxF "bletransfer: the service'"'"'s public key: $(bletransfer id --identity /var/lib/bletransfer/identity | head -n 1)" /tmp/dpkg.log'
-    # No peer is authorized yet: udev starts the daemon, which refuses (78) and is not retried.
-    check "guest $h: controller plugged in, udev starts $unit, which refuses: no authorized peer (78)" \
+    # Nothing is configured yet: udev asks for the unit, whose ExecCondition= skips it (not a
+    # failure, no retry) with one journal line saying what to configure.
+    check "guest $h: controller plugged in, udev asks for $unit, skipped: no role chosen (ExecCondition=)" \
       ssh_to "$h" "systemctl start guest-controller.service &&
         for i in \$(seq 120); do
-          [ \"\$(systemctl show -P ExecMainStatus $unit)\" = 78 ] &&
-            journalctl -b --no-pager -u $unit | grep -q '/etc/bletransfer/authorized-peers lists no peer' && exit 0
+          [ \"\$(systemctl show -P Result $unit)\" = exec-condition ] &&
+            journalctl -b --no-pager -u $unit | grep -q 'not started: no role chosen' && exit 0
           sleep 1
         done
         systemctl status --no-pager $unit; journalctl -b --no-pager -n 40; exit 1"
+    check "guest $h: $unit is skipped, not failed" \
+      ssh_to "$h" "! systemctl is-failed --quiet $unit"
   done
-  # Each service lists the other's public key line, as docs/unattended.md says to.
+  # Configure, as docs/packaging.md says: the role in one line, the other's public key line.
   key_a=$(ssh_to a 'bletransfer id --identity /var/lib/bletransfer/identity | head -n 1')
   key_b=$(ssh_to b 'bletransfer id --identity /var/lib/bletransfer/identity | head -n 1')
-  check "each guest lists the other's service key" \
-    eval 'ssh_to a "echo \"$key_b\" >> /etc/bletransfer/authorized-peers" && ssh_to b "echo \"$key_a\" >> /etc/bletransfer/authorized-peers"'
+  choose_receiver="sed -i 's/^BLETRANSFER_ROLE=.*/BLETRANSFER_ROLE=receiver/' /etc/default/bletransfer && grep -qx BLETRANSFER_ROLE=receiver /etc/default/bletransfer"
+  check "each guest chooses the receiver role in one line and lists the other's service key" \
+    eval 'ssh_to a "$choose_receiver" && ssh_to b "$choose_receiver" &&
+      ssh_to a "echo \"$key_b\" >> /etc/bletransfer/authorized-peers" && ssh_to b "echo \"$key_a\" >> /etc/bletransfer/authorized-peers"'
   for h in a b; do
+    check "guest $h: on a receiver host the sender unit stays skipped, one line saying so" \
+      ssh_to "$h" "systemctl restart bletransfer-sender@hci0.service;
+        [ \"\$(systemctl show -P Result bletransfer-sender@hci0.service)\" = exec-condition ] &&
+        journalctl -b --no-pager -u bletransfer-sender@hci0.service | grep -q \"not started: this host's role is receiver\""
     check "guest $h: with the peer's key listed, $unit starts and stays up" \
       ssh_to "$h" "systemctl restart $unit &&
         for i in \$(seq 60); do systemctl is-active --quiet $unit && sleep 5 && systemctl is-active --quiet $unit && exit 0; sleep 1; done
