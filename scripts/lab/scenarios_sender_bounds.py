@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from scenarios import Context, scenario  # noqa: E402
 
 BOUND = 8  # seconds: the scenario's --ack-timeout / --unsubscribe-timeout
-HELLO = "89424c544801" + "00000000deadbeef"  # magic, version 1, session (README "Wire formats")
+HELLO = "89424c544801" + "00000000deadbeef"  # magic, version 1, session (docs/wire-formats.md, "Retired: framed version 1")
 
 
 def hostile_then_receiver(ctx: Context, framed: bool) -> None:
