@@ -60,10 +60,13 @@ for module in virtio_pci 9pnet_virtio 9p overlay bluetooth hci_vhci; do initramf
   initramfs_init_head hotplug-init
   cat <<'EOF'
 for arg in $(cat /proc/cmdline); do
-  case "$arg" in hotplug.out=*) OUT="${arg#hotplug.out=}" ;; esac
+  case "$arg" in hotplug.out=*) OUT="${arg#hotplug.out=}" ;; hotplug.repo=*) REPO="${arg#hotplug.repo=}" ;; esac
 done
-mount -t 9p -o "$O9P,rw,cache=none" hotplugout "/newroot$OUT" || fail "mount out"
 for d in tmp run var/tmp; do mount -t tmpfs -o mode=1777 tmpfs "/newroot/$d"; done
+# The checkout (read-only) and the output folder at the same paths as here, over the guest's own
+# /tmp, /run and /var/tmp: a clone anywhere works.
+mkdir -p "/newroot$REPO" && mount -t 9p -o "$O9P,ro,cache=mmap" hotplugrepo "/newroot$REPO" || fail "mount the checkout"
+mkdir -p "/newroot$OUT" && mount -t 9p -o "$O9P,rw,cache=none" hotplugout "/newroot$OUT" || fail "mount out"
 chmod 755 /newroot/run
 # Only what the check needs starts: the host's own services stay off in the guest.
 cd /newroot/etc/systemd/system
@@ -260,11 +263,13 @@ echo "test-hotplug-in-guest: booting the guest (systemd under TCG takes a minute
 timeout 600 qemu-system-x86_64 -name bletransfer-hotplug -accel tcg -cpu max -smp 1 -m 1024 \
   -machine pc -nodefaults -no-user-config -display none -no-reboot \
   -kernel "$vmlinuz" -initrd "$out/initramfs.cpio.gz" \
-  -append "console=ttyS0 panic=-1 hotplug.out=$out systemd.show_status=0" \
+  -append "console=ttyS0 panic=-1 hotplug.out=$out hotplug.repo=$repo systemd.show_status=0" \
   -serial "file:$out/console.log" \
   -fsdev local,id=hostroot,path=/,readonly=on,security_model=none,multidevs=remap \
   -device virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot \
-  -fsdev "local,id=hotplugout,path=$out,security_model=none" \
+  -fsdev "local,id=hotplugrepo,path=${repo//,/,,},readonly=on,security_model=none,multidevs=remap" \
+  -device virtio-9p-pci,fsdev=hotplugrepo,mount_tag=hotplugrepo \
+  -fsdev "local,id=hotplugout,path=${out//,/,,},security_model=none" \
   -device virtio-9p-pci,fsdev=hotplugout,mount_tag=hotplugout
 status=$?
 [ "$status" -eq 0 ] || echo "test-hotplug-in-guest: qemu ended with status $status (console: $out/console.log)"

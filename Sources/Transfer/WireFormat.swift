@@ -1,4 +1,4 @@
-/// Constants and helpers of the two wire formats (see README.md, "Wire formats").
+/// Constants and helpers of the two wire formats (see docs/wire-formats.md).
 ///
 /// **Compat** (Apple's sample): payload in values of at most MTU−3 bytes, then a value equal to
 /// `EOM`. **Framed** (ours, after a HELLO): ``FramedHeader`` and payload as one byte stream cut

@@ -4,7 +4,7 @@ import Roles
 import Trust
 
 /// `--identity` and `--authorized-peers` of `send`, `receive` and `daemon`: the keys of framed
-/// version 2's secure mode (docs/wire-v2.md, README "Trust").
+/// version 2's secure mode (docs/wire-v2.md, docs/trust.md).
 struct TrustOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp(
         "This host's key (default in ~/.config/bletransfer).",

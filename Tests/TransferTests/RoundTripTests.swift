@@ -119,7 +119,7 @@ import Testing
             if !framed && payload.isEmpty {
                 // A peer that ignored our HELLO and sends an empty compat message (a lone EOM)
                 // looks like a framed message whose first value is late: the receiver waits,
-                // and the role settles it as compat after a pause (README, "Detection").
+                // and the role settles it as compat after a pause (docs/wire-formats.md, "Detection").
                 #expect(try reassemble(values, hello: hello) == nil)
                 var receiver = MessageReceiver(sentHello: hello)
                 for value in values { _ = try receiver.receive(value) }

@@ -2,7 +2,7 @@ import Testing
 @testable import Transfer
 import TestSupport
 
-/// The byte layouts documented in README.md, "Wire formats", checked byte for byte.
+/// The byte layouts documented in docs/wire-formats.md, checked byte for byte.
 @Suite struct WireFormatTests {
     let session = SessionID(rawValue: 0x0102_0304_0506_0708)
 

@@ -5,7 +5,7 @@
 //
 // Input layout: byte 0 = flags (bit 0: the central wrote a HELLO; bits 1-2: which size limit),
 // then values, each a 2-byte big-endian length (taken modulo 1024) followed by that many bytes.
-// Framed values start with their own 2-byte sequence number (see README.md, "Wire formats"), so the
+// Framed values start with their own 2-byte sequence number (see docs/wire-formats.md, "Framed values"), so the
 // fuzzer reorders, repeats and drops framed values by editing those bytes.
 
 let fuzzSession = SessionID(rawValue: 0x5EED)

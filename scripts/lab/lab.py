@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import hashlib
 import json
 import os
 import re
@@ -58,6 +59,69 @@ def tail(path: Path, lines: int) -> str:
 
 class LabError(Exception):
     """A step failed; the message already carries the diagnosis."""
+
+
+# What a guest has of its own (tmpfs or its kernel's), hiding the host's folders there. The
+# checkout and the run folder are shared with the guests explicitly, wherever they are; anything
+# else a guest must read (a binary, a Python) must not be under these.
+GUEST_PRIVATE = ("/tmp", "/run", "/var/tmp", "/var/lib/bluetooth", "/root/.cache", "/dev", "/proc",
+                 "/sys")
+
+
+def qemu_opt(path) -> str:
+    """A path inside a QEMU -fsdev option (a comma is written twice)."""
+    return str(path).replace(",", ",,")
+
+
+def hidden_from_guests(path) -> Optional[str]:
+    """The guest-private folder that hides `path` from the guests, or None when they see it."""
+    def inside(p: str, d) -> bool:
+        return p == str(d) or p.startswith(str(d).rstrip("/") + "/")
+    shared = (REPO.resolve(), OUT_ROOT.resolve())
+    # Both the path as written and where its symbolic links lead (a venv's python is a link out
+    # of the venv, whose packages stay beside it).
+    for p in (os.path.abspath(path), os.path.realpath(path)):
+        if any(inside(p, s) for s in shared):
+            continue
+        for d in GUEST_PRIVATE:
+            if inside(p, d):
+                return d
+    return None
+
+
+def check_guest_paths() -> None:
+    """Refuse, in one line, what the guests could not see or the kernel command line not carry."""
+    for what, path in (("the checkout", REPO), ("the run folder (LAB_OUT_ROOT)", OUT_ROOT),
+                       ("the lab scripts (LAB_DIR)", LAB_DIR)):
+        if any(c.isspace() for c in str(Path(path).resolve())):
+            raise LabError(f"{what} {Path(path).resolve()} has a space in its path, which the guests' "
+                           "kernel command line cannot carry: clone into a path without spaces")
+    if hidden_from_guests(LAB_DIR):
+        raise LabError(f"LAB_DIR={LAB_DIR} is outside the checkout {REPO.resolve()}, under "
+                       f"{hidden_from_guests(LAB_DIR)}, which the guests do not see")
+    candidates = [("BLETRANSFER_BIN", os.environ.get("BLETRANSFER_BIN")),
+                  ("LAB_BLUETOOTHD_CONF", os.environ.get("LAB_BLUETOOTHD_CONF"))]
+    python_path = LAB_CACHE / "python.path"
+    if python_path.exists():
+        candidates.append(("the peers' Python (LAB_CACHE)", python_path.read_text().strip()))
+    for what, path in candidates:
+        if path and hidden_from_guests(path):
+            raise LabError(f"{what}={path} is under {hidden_from_guests(path)}, which the guests have "
+                           "of their own: put it inside the checkout or outside that folder")
+
+
+def check_initramfs(initrd: Path) -> None:
+    """Refuse a cached initramfs built from another guest/init (run lab.sh setup)."""
+    stamp = Path(str(initrd) + ".stamp")
+    try:
+        digest = hashlib.md5((LAB_DIR / "guest" / "init").read_bytes()
+                             + Path("/bin/busybox").read_bytes()).hexdigest()[:12]
+        current = stamp.read_text().startswith(digest + "-")
+    except OSError:
+        current = False
+    if not current:
+        raise LabError(f"the initramfs in {LAB_CACHE} was built from another guest/init "
+                       "(run: scripts/lab/lab.sh setup)")
 
 
 @dataclass
@@ -210,8 +274,8 @@ class Lab:
         initrd = LAB_CACHE / "initramfs.cpio.gz"
         if not kernel.exists() or not initrd.exists():
             raise LabError(f"no guest kernel/initramfs in {LAB_CACHE} (run: lab.sh setup)")
-        if str(OUT_ROOT.resolve()).startswith("/tmp/") or str(LAB_DIR).startswith("/tmp/"):
-            raise LabError("the repository and LAB_OUT_ROOT must not be under /tmp: guests have their own /tmp")
+        check_initramfs(initrd)
+        check_guest_paths()
         run_id = run_id or datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
         run_dir = (OUT_ROOT / run_id).resolve()
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -277,7 +341,8 @@ class Lab:
     def _qemu_command(self, h: str, kernel: Path, initrd: Path, mem: str) -> list:
         rd = self.run_dir
         append = (f"console=ttyS0 quiet loglevel=3 panic=-1 lab.host={h} lab.out={rd} "
-                  f"lab.dir={LAB_DIR} lab.rootcache={os.environ.get('LAB_ROOT_CACHE', 'mmap')}")
+                  f"lab.dir={LAB_DIR} lab.repo={REPO.resolve()} "
+                  f"lab.rootcache={os.environ.get('LAB_ROOT_CACHE', 'mmap')}")
         cmd = [shutil.which("qemu-system-x86_64") or "qemu-system-x86_64",
                "-name", f"blelab-{h}", "-accel", "tcg", "-cpu", "max", "-smp", "1", "-m", mem,
                "-machine", "pc", "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
@@ -285,7 +350,12 @@ class Lab:
                "-serial", f"file:{rd / h / 'console.log'}",
                "-fsdev", "local,id=hostroot,path=/,readonly=on,security_model=none,multidevs=remap",
                "-device", "virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot",
-               "-fsdev", f"local,id=labout,path={rd},security_model=none",
+               # The checkout and the run folder, mounted at the same paths in the guest over its
+               # own /tmp, /var/tmp...: the lab runs from a clone anywhere.
+               "-fsdev", f"local,id=labrepo,path={qemu_opt(REPO.resolve())},readonly=on,"
+                         "security_model=none,multidevs=remap",
+               "-device", "virtio-9p-pci,fsdev=labrepo,mount_tag=labrepo",
+               "-fsdev", f"local,id=labout,path={qemu_opt(rd)},security_model=none",
                "-device", "virtio-9p-pci,fsdev=labout,mount_tag=labout",
                "-device", "virtio-serial-pci,id=vser0",
                "-chardev", f"pipe,id=ctl,path={self.sock_dir / (h + '.ctl')}",

@@ -104,13 +104,22 @@ print("\n".join(order))
 EOF
 }
 
+# What the initramfs is built from; lab.py checks its first part against guest/init too.
+initramfs_stamp() {
+    echo "$(cat "$LAB_DIR/guest/init" /bin/busybox | md5sum | cut -c1-12)-$(cat "$LAB_CACHE/kernel.version" 2>/dev/null)-${GUEST_MODULES[*]}"
+}
+
+initramfs_current() {
+    [ -f "$LAB_CACHE/initramfs.cpio.gz" ] && [ "$(cat "$LAB_CACHE/initramfs.cpio.gz.stamp" 2>/dev/null)" = "$(initramfs_stamp)" ]
+}
+
 setup_initramfs() {
     local kver mdir work out stamp
     kver="$(cat "$LAB_CACHE/kernel.version")"
     mdir="$LAB_CACHE/kernel/lib/modules/$kver"
     out="$LAB_CACHE/initramfs.cpio.gz"
-    stamp="$(cat "$LAB_DIR/guest/init" /bin/busybox | md5sum | cut -c1-12)-$kver-${GUEST_MODULES[*]}"
-    if [ -f "$out" ] && [ "$(cat "$out.stamp" 2>/dev/null)" = "$stamp" ]; then
+    stamp="$(initramfs_stamp)"
+    if initramfs_current; then
         say "initramfs: cached"; return
     fi
     work="$(mktemp -d)"
@@ -153,7 +162,6 @@ setup_python() {
 
 setup() {
     mkdir -p "$LAB_CACHE"
-    case "$LAB_CACHE" in /tmp/*) die "LAB_CACHE must not be under /tmp (guests have their own /tmp)";; esac
     setup_packages
     setup_kernel
     setup_initramfs
@@ -170,6 +178,7 @@ case "$cmd" in
         exec python3 "$LAB_DIR/scenarios.py" "$@" ;;
     help|-h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//' ;;
     *)
-        if [ ! -f "$LAB_CACHE/initramfs.cpio.gz" ]; then setup; fi
+        # A cache from an earlier guest/init (or none) is brought up to date first.
+        if ! initramfs_current; then setup; fi
         exec python3 "$LAB_DIR/lab.py" "$@" ;;
 esac

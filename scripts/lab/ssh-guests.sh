@@ -19,6 +19,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 repo=$PWD
 lab_dir="$repo/scripts/lab"
+case "$repo" in *[[:space:]]*) echo "ssh-guests: the checkout $repo has a space in its path, which the guests' kernel command line cannot carry: clone into a path without spaces" >&2; exit 1 ;; esac
 
 action=${1:-}
 [ $# -gt 0 ] && shift
@@ -127,10 +128,14 @@ for module in virtio_pci virtio_net virtio_console 9pnet_virtio 9p overlay af_al
   initramfs_init_head ssh-guest-init
   cat <<'EOF'
 for arg in $(cat /proc/cmdline); do
-  case "$arg" in guest.run=*) RUN="${arg#guest.run=}" ;; guest.host=*) HOST="${arg#guest.host=}" ;; esac
+  case "$arg" in guest.run=*) RUN="${arg#guest.run=}" ;; guest.host=*) HOST="${arg#guest.host=}" ;;
+    guest.repo=*) REPO="${arg#guest.repo=}" ;; esac
 done
-mount -t 9p -o "$O9P,rw,cache=none" run "/newroot$RUN" || fail "mount run folder"
 for d in tmp var/tmp; do mount -t tmpfs -o mode=1777 tmpfs "/newroot/$d"; done
+# The checkout (read-only) and the run folder at the same paths as here, over the guest's own
+# /tmp and /var/tmp: a clone anywhere works.
+mkdir -p "/newroot$REPO" && mount -t 9p -o "$O9P,ro,cache=mmap" repo "/newroot$REPO" || fail "mount the checkout at $REPO"
+mkdir -p "/newroot$RUN" && mount -t 9p -o "$O9P,rw,cache=none" run "/newroot$RUN" || fail "mount run folder"
 echo "lab-$HOST" > /newroot/etc/hostname
 # Configured as README.md tells hosts that talk to Apple-format peers: one ATT channel, so
 # EATT cannot reorder notifications (the peers-* scenarios expect it, as in the virtual lab).
@@ -229,11 +234,13 @@ for h in a b; do
   cmd=(qemu-system-x86_64 -name "ssh-guest-$h" -accel tcg -cpu max -smp 1 -m "$mem"
        -machine pc -nodefaults -no-user-config -display none -no-reboot
        -kernel "$vmlinuz" -initrd "$run/initramfs.cpio.gz"
-       -append "console=ttyS0 quiet loglevel=3 panic=-1 net.ifnames=0 guest.host=$h guest.run=$run"
+       -append "console=ttyS0 quiet loglevel=3 panic=-1 net.ifnames=0 guest.host=$h guest.run=$run guest.repo=$repo"
        -serial "file:$run/$h/console.log"
        -fsdev local,id=hostroot,path=/,readonly=on,security_model=none,multidevs=remap
        -device virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot
-       -fsdev "local,id=run,path=$run,security_model=none"
+       -fsdev "local,id=repo,path=${repo//,/,,},readonly=on,security_model=none,multidevs=remap"
+       -device virtio-9p-pci,fsdev=repo,mount_tag=repo
+       -fsdev "local,id=run,path=${run//,/,,},security_model=none"
        -device virtio-9p-pci,fsdev=run,mount_tag=run
        -netdev "user,id=net0,hostfwd=tcp:127.0.0.1:$port-:22"
        -device virtio-net-pci,netdev=net0

@@ -215,7 +215,7 @@ package struct MessageAssembly: Sendable {
             if mode == .undecided && undecidedValues.isEmpty && !(secure?.offersSecure ?? true) {
                 // A sender that requires the secure mode drops a central without keys at once.
                 return .failed(.transient("\(reason) before sending anything: a sender that requires the secure mode "
-                                          + "serves only hosts with keys ('bletransfer keygen', README \"Trust\")"))
+                                          + "serves only hosts with keys ('bletransfer keygen', docs/trust.md)"))
             }
             if mode != .version1 {
                 let kind = isSecure ? "secure" : "framed"

@@ -115,8 +115,16 @@ lab_emulator_start() {  # guest a
 
 lab_link_up() {  # guest a: bridge guest b's controller into the emulator
     lab_alive bridge && return 0
-    local port; port="$(lab_port lab.peer)" || { lab_log "no lab.peer port"; return 1; }
+    local port before; port="$(lab_port lab.peer)" || { lab_log "no lab.peer port"; return 1; }
+    before=$(cat "$LAB_HOSTDIR/bridge.log" 2>/dev/null | wc -l)
     lab_bg bridge python3 "$LAB_DIR/guest/hci_relay.py" --device "$port"
+    # b's kernel resets its controller as soon as it is attached and gives up after 2 s without
+    # an answer: return only once the relay holds its emulator connection (Python starts slowly
+    # in a guest on a loaded machine).
+    lab_wait 30 lab_bridge_connected "$before" || { lab_log "the bridge did not connect to the emulator"; return 1; }
+}
+lab_bridge_connected() {  # $1 = lines of bridge.log before this start
+    tail -n +"$(($1 + 1))" "$LAB_HOSTDIR/bridge.log" 2>/dev/null | grep -q ' <-> '
 }
 
 # Radio cut / restore between the two hosts (run on guest a, where both relays live): both

@@ -66,7 +66,7 @@ async def main():
     def on_write(characteristic, value, **_):
         value = bytes(value)
         # As a version-1 bletransfer peripheral reads a HELLO: version 1 or later, its first 14
-        # bytes (a version-2 HELLO is 18 bytes long; README, "Wire formats").
+        # bytes (a version-2 HELLO is 18 bytes long; docs/wire-v2.md, section 1).
         if len(value) >= 14 and value.startswith(HELLO_MAGIC) and value[5] >= 1:
             state["session"] = value[6:14]
             say("HELLO", json.dumps({"session": value[6:14].hex()}))
