@@ -143,7 +143,7 @@ struct ReceiveCommand: AsyncParsableCommand {
 
         let secureMode: SecureModePolicy?
         do {
-            secureMode = try trust.interactivePolicy()
+            secureMode = try trust.interactivePolicy(apple: format.compat)
         } catch {
             throw RoleRun.exit(reporting: error, json: json)
         }

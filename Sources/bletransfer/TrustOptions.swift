@@ -12,7 +12,7 @@ struct TrustOptions: ParsableArguments {
     var identity: String?
 
     @Option(name: .customLong("authorized-peers"), help: ArgumentHelp(
-        "Talk only to the peers listed in this file.",
+        "Only these keys (default in ~/.config/bletransfer).",
         valueName: "PATH"))
     var authorizedPeers: String?
 
@@ -21,19 +21,25 @@ struct TrustOptions: ParsableArguments {
         if authorizedPeers?.isEmpty == true { throw ValidationError("--authorized-peers: give a file path") }
     }
 
-    /// Interactive `send`/`receive`: the framed protocol is always encrypted. Without
-    /// authorized peers any key is let in and Apple-flow peers are served (an identity given
-    /// alone only makes this host's key stable, so peers can recognise it); with them, only
-    /// those keys, and nothing for Apple's flow.
-    func interactivePolicy() throws(RoleFailure) -> SecureModePolicy? {
-        guard let peersPath = authorizedPeers else {
-            guard let identity else { return nil }
-            return SecureModePolicy(identity: try Self.loadIdentity(identity), authorizedPeers: .anyKey,
+    /// Interactive `send`/`receive`: the framed protocol is always encrypted. The default
+    /// identity and authorized-peers files are used when they exist, exactly as if given (as
+    /// ssh reads its own files). Without authorized peers any key is let in and Apple-flow peers
+    /// are served (an identity alone only makes this host's key stable, so peers can recognise
+    /// it); with them, only those keys, and nothing for Apple's flow. `apple`: the run asked
+    /// for Apple's flow (`receive --compat`), so the default files are not read.
+    func interactivePolicy(apple: Bool = false) throws(RoleFailure) -> SecureModePolicy? {
+        let defaultPeers = apple ? nil : Self.existing(IdentityLocation.defaultAuthorizedPeersPathForThisProcess())
+        guard let peersPath = authorizedPeers ?? defaultPeers else {
+            let defaultIdentity = apple ? nil : Self.existing(IdentityLocation.defaultPathForThisProcess())
+            guard let identityPath = identity ?? defaultIdentity else { return nil }
+            return SecureModePolicy(identity: try Self.loadIdentity(identityPath), authorizedPeers: .anyKey,
                                     requiresSecure: false)
         }
+        // The list first: a broken list is the configuration problem to report.
+        let peers = try Self.loadPeers(peersPath)
         let identityPath = identity ?? IdentityLocation.defaultPathForThisProcess()
-        return SecureModePolicy(identity: try Self.loadIdentity(identityPath),
-                                authorizedPeers: try Self.loadPeers(peersPath), requiresSecure: true)
+        return SecureModePolicy(identity: try Self.loadIdentity(identityPath), authorizedPeers: peers,
+                                requiresSecure: true)
     }
 
     /// `daemon`: the secure mode is required; without an identity or an authorized peer the
@@ -73,6 +79,11 @@ struct TrustOptions: ParsableArguments {
             throw IdentityLocation.failure(error)
         }
         return SecureModePolicy(identity: loadedIdentity, authorizedPeers: peers, requiresSecure: true)
+    }
+
+    /// `path` when a file (or anything) is there: a default file is used only when it exists.
+    private static func existing(_ path: String) -> String? {
+        FileManager.default.fileExists(atPath: path) ? path : nil
     }
 
     private static func loadIdentity(_ path: String) throws(RoleFailure) -> HostIdentity {

@@ -107,17 +107,17 @@ struct SecureFileNamesBlueZooTests {
         #expect(run.summaries.map(\.fileName) == [nil])
     }
 
-    @Test("without keys on the sender, the plain mode carries the name")
-    func plainModeCarriesTheName() async throws {
+    @Test("without keys on the sender, the encrypted session carries the name, the sender's key unlisted")
+    func keylessSenderCarriesTheName() async throws {
         let run = try await Self.exchange(OutgoingMessage(payload: Array("plain".utf8), file: Self.photo), sender: nil)
         defer { try? FileManager.default.removeItem(atPath: run.directory.string) }
         #expect(run.storedPaths == [run.directory.appending("photo.jpg").string])
-        #expect(run.summaries.map(\.format) == [.framed])
+        #expect(run.summaries.map(\.format) == [.secure])
         #expect(run.summaries.map(\.fileName) == ["photo.jpg"])
-        #expect(run.summaries.map(\.peerKey) == [nil])
+        #expect(run.summaries.map { $0.peerKey?.isListed } == [false])
     }
 
-    @Test("two hosts without keys: the plain mode carries the name and the mtime")
+    @Test("two hosts without keys: the encrypted session carries the name and the mtime")
     func keylessHostsKeepNames() async throws {
         let run = try await Self.exchange(OutgoingMessage(payload: Array("no keys".utf8), file: Self.photo),
                                           sender: nil, receiver: nil)
@@ -127,7 +127,7 @@ struct SecureFileNamesBlueZooTests {
         #expect(FileManager.default.contents(atPath: stored) == Data("no keys".utf8))
         let modified = try FileManager.default.attributesOfItem(atPath: stored)[.modificationDate] as? Date
         #expect(modified.map { Int($0.timeIntervalSince1970) } == Int(Self.photo.modificationSeconds))
-        #expect(run.summaries.map(\.format) == [.framed])
+        #expect(run.summaries.map(\.format) == [.secure])
         #expect(run.summaries.map(\.fileName) == ["photo.jpg"])
     }
 }

@@ -187,6 +187,31 @@ private func withScratchIdentity(_ body: (_ path: String) throws -> Void) throws
         #expect(run.err.contains("line 1"))
     }
 
+    @Test func interactiveRolesReadTheDefaultTrustFilesWhenTheyExist() throws {
+        let directory = try scratchDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let environment = ["XDG_CONFIG_HOME": directory, "PATH": "/usr/bin:/bin", "HOME": directory]
+        try FileManager.default.createDirectory(atPath: directory + "/bletransfer", withIntermediateDirectories: true)
+        // A default authorized-peers file is read as if given: a malformed line is a
+        // configuration error naming it, before any Bluetooth is touched.
+        try "not a key\n".write(toFile: directory + "/bletransfer/authorized-peers", atomically: true, encoding: .utf8)
+        var run = try runCLI(["receive", "--timeout", "1"], environment: environment)
+        #expect(run.status == ExitStatus.configuration.rawValue, "\(run.err)")
+        #expect(run.err.contains("authorized-peers") && run.err.contains("line 1"), "\(run.err)")
+        run = try runCLI(["send", "--timeout", "1", "hi"], environment: environment)
+        #expect(run.status == ExitStatus.configuration.rawValue, "\(run.err)")
+        // A well-formed list without this host's identity: it says which file is missing.
+        let peer = HostIdentity(name: "peer")
+        try (peer.publicKeyLine + "\n").write(toFile: directory + "/bletransfer/authorized-peers", atomically: true,
+                                              encoding: .utf8)
+        run = try runCLI(["receive", "--timeout", "1"], environment: environment)
+        #expect(run.status == ExitStatus.noInput.rawValue, "\(run.err)")
+        #expect(run.err.contains("no identity at \(directory)/bletransfer/identity"), "\(run.err)")
+        // Apple's flow asked for explicitly: the default files are not read.
+        run = try runCLI(["receive", "--compat", "--timeout", "1"], environment: environment)
+        #expect(!run.err.contains("no identity"), "\(run.err)")
+    }
+
     @Test func interactiveRolesTakeAnIdentityAloneAndRefuseCompatWithPeers() throws {
         let directory = try scratchDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }

@@ -15,10 +15,11 @@
 //      a genuine sender's values with edits (as in 2, message = value index) and swaps
 //   6: writes for a SecureSenderSession; byte 1 even: while it waits for message 2, odd: after
 //      a genuine handshake and message, while it waits for the ACK
-//   7: notification values for a plain-mode SecureReceiverSession (a central without keys
-//      offering multi, meta, resume, pipeline and window; with bit 7 of byte 1 set, over an L2CAP
-//      channel: `channel` offered too, values in order only); every message it completes is
-//      acknowledged at once, and must match its HEADER's length and SHA-256
+//   7: notification values for a keyless SecureReceiverSession (a central with a run key that
+//      lets in any sender's key, offering secure, multi, meta, resume, pipeline and window; with
+//      bit 7 of byte 1 set, over an L2CAP channel: `channel` offered too, values in order only),
+//      the prefix in front answering without `secure` (the retired plain mode, refused) or with
+//      it; every message it completes is acknowledged at once, and must match its HEADER
 //   Values (5, 6) are `control (1) | length (1) | bytes`: control bit 7 puts the next sequence
 //   number in front, bit 6 delivers `EOM` instead, bit 5 (first value) puts a genuine prefix
 //   in front.
@@ -278,24 +279,28 @@ func feed(_ receiver: inout SecureReceiverSession, _ values: [[UInt8]]) -> [[UIn
     return writes
 }
 
-let fuzzPlainHello = HelloV2(session: 0x0102_0304_0506_0708, offered: [.meta, .multi, .resume, .pipeline, .window])
+let fuzzKeylessHello = HelloV2(session: 0x0102_0304_0506_0708,
+                               offered: [.secure, .meta, .multi, .resume, .pipeline, .window])
 let fuzzChannelHello = HelloV2(session: 0x0102_0304_0506_0708,
-                               offered: [.meta, .multi, .resume, .pipeline, .window, .channel])
+                               offered: [.secure, .meta, .multi, .resume, .pipeline, .window, .channel])
 
-/// A central without keys: whatever the values, a completed message matches its HEADER, an
-/// error is one line and ends the session, and held checkpoint bytes never make it skip a check.
-func fuzzPlainReceiverSession(_ input: ArraySlice<UInt8>) {
+/// A central without keys (a run key, any sender's key let in): whatever the values, a prefix
+/// without `secure` is refused, a completed message matches its HEADER, an error is one line
+/// and ends the session, and held checkpoint bytes are asked for a sender key only.
+func fuzzKeylessReceiverSession(_ input: ArraySlice<UInt8>) {
     let valueLength = 20 + Int(input.first ?? 0) % 493
     let overChannel = (input.first ?? 0) & 0x80 != 0
-    let hello = overChannel ? fuzzChannelHello : fuzzPlainHello
+    let plainPrefix = (input.first ?? 0) & 0x40 != 0
+    let hello = overChannel ? fuzzChannelHello : fuzzKeylessHello
     let held = Array(fuzzPayload.prefix(Int(input.dropFirst().first ?? 0) * 3))
     var receiver = SecureReceiverSession(
-        plainHello: hello, maximumPayloadLength: 1 << 16, maximumWriteLength: valueLength,
+        identity: HostIdentity(privateKey: fuzzResponderStatic), authorizedPeers: .anyKey, hello: hello,
+        maximumPayloadLength: 1 << 16, maximumWriteLength: valueLength,
         heldPrefix: { key, header in
-            precondition(key == nil, "a plain session named a sender key")
+            precondition(key != nil, "a checkpoint asked for without a sender key")
             return header.payloadLength >= UInt64(held.count) ? held : []
         })
-    let prefix = StreamPrefix(answering: hello, supports: hello.offered).encoded
+    let prefix = StreamPrefix(answering: hello, supports: plainPrefix ? hello.offered.subtracting(.secure) : hello.offered).encoded
     for value in fuzzValues(input.dropFirst(2), firstSequence: 0, prefix: prefix) {
         do {
             for event in try receiver.receiveNotification(value) {
@@ -304,7 +309,10 @@ func fuzzPlainReceiverSession(_ input: ArraySlice<UInt8>) {
                                  && Array(SHA256.hash(data: payload)) == header.digest, "a message completed unverified")
                     _ = try receiver.acknowledgement(outcome: 0)
                 }
-                if case .senderAuthenticated = event { preconditionFailure("a plain session authenticated a sender") }
+                if case .senderAuthenticated(let peer) = event {
+                    precondition(!plainPrefix, "a session without `secure` reached a sender key")
+                    precondition(!peer.isListed, "a key no file lists was taken as listed")
+                }
             }
         } catch {
             checkOneLine(error)
@@ -414,7 +422,7 @@ public func trustFuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CIn
     case 4: fuzzFiles(rest)
     case 5: fuzzReceiverSession(rest)
     case 6: fuzzSenderSession(rest)
-    default: fuzzPlainReceiverSession(rest)
+    default: fuzzKeylessReceiverSession(rest)
     }
     return 0
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fuzzes the Trust core (Noise XX handshake in both roles, tampered transcripts, the frame reader
 # and record opener, authorized-peers and identity file parsing, the secure sessions' state
-# machines fed arbitrary notification values and writes, in the secure and the plain mode) with libFuzzer + AddressSanitizer
+# machines fed arbitrary notification values and writes, keyed and keyless) with libFuzzer + AddressSanitizer
 # for a bounded time. Exits non-zero when the fuzzer finds a crash, a failed precondition, a leak
 # or a run over the memory limit; the reproducer is left in $FUZZ_OUT/artifacts.
 #
@@ -41,8 +41,8 @@ seed receiver '\005\000\000\240\004\001\000\040\001\200\002\000\000\100\000'
 seed receiver-edited '\005\001\100\003\000\010\001\000'
 seed sender-handshake '\006\000\000\200\010\001\000\140\001\002\003\004\005'
 seed sender-ack '\006\001\000\200\010\002\000\066\001\002\003\004\005'
-# A central without keys taking an empty plain message (HEADER, END, CLOSE, EOM).
-seed plain-receiver '\007\266\000\240\107\003\000\057\001\000\000\000\000\000\000\000\000\000\000\000\000\343\260\304\102\230\374\034\024\232\373\364\310\231\157\271\044\047\256\101\344\144\233\223\114\244\225\231\033\170\122\270\125\000\000\003\000\015\003\000\000\000\000\000\000\000\000\000\000\000\000\003\000\002\006\000\100\000'
+# A central without keys fed what a retired plain-mode sender sent (an empty message): refused.
+seed keyless-receiver '\007\266\000\240\107\003\000\057\001\000\000\000\000\000\000\000\000\000\000\000\000\343\260\304\102\230\374\034\024\232\373\364\310\231\157\271\044\047\256\101\344\144\233\223\114\244\225\231\033\170\122\270\125\000\000\003\000\015\003\000\000\000\000\000\000\000\000\000\000\000\000\003\000\002\006\000\100\000'
 
 echo "fuzzing the Trust core for ${seconds}s (corpus: $out/corpus)"
 fuzz_run fuzz-trust "$harness" "$here/trust.dict"
