@@ -66,10 +66,75 @@ enum StatusOutput {
         return "GATT channels: \(gatt.channels) (\(origin)): \(appleFlowOrdering(gatt))"
     }
 
+    /// The longest line `status` prints: longer ones wrap, their continuation indented.
+    static let width = 100
+
+    /// The commands that fix what the report shows wrong, most likely first.
+    static func fixes(_ report: BluetoothStatusReport) -> [String] {
+        switch report.bluetoothd {
+        case "not-running":
+            return ["sudo systemctl start bluetooth   (Debian: apt install bluez, if it is not installed)"]
+        case "access-denied":
+            return ["let this user talk to org.bluez: install the package's D-Bus policy "
+                    + "(/etc/dbus-1/system.d/bletransfer.conf, udev/bletransfer-dbus.conf in the source) "
+                    + "and run as the user it names, or as a user the system's policy allows"]
+        case "no-system-bus":
+            return ["sudo systemctl start dbus"]
+        default:
+            break
+        }
+        switch report.verdict.status {
+        case .ready:
+            return []
+        case .unknownAdapter:
+            let names = report.adapters.map(\.name)
+            return ["pick an adapter bluetoothd reports: "
+                    + (names.isEmpty ? "none is reported" : names.map { "--adapter \($0)" }.joined(separator: ", "))]
+        case .permissionDenied:
+            return ["check the D-Bus policy for org.bluez (docs/unattended.md, \"Permissions\")"]
+        case .unavailable:
+            guard let name = report.selectedAdapter, let adapter = report.adapters.first(where: { $0.name == name }) else {
+                return report.kernel.controllers.isEmpty
+                    ? ["plug in a Bluetooth LE adapter (lsusb, dmesg show it), then: rfkill unblock bluetooth"]
+                    : ["sudo systemctl restart bluetooth   (the kernel has the controller, bluetoothd does not show it)"]
+            }
+            if !adapter.supportsLowEnergy { return ["use an adapter with Bluetooth 4.0 (LE) or later: --adapter hciN"] }
+            if !adapter.powered { return ["rfkill unblock bluetooth && bluetoothctl power on"] }
+            return []
+        }
+    }
+
+    /// `line` cut at spaces into lines of at most `width` columns; continuations indented.
+    static func wrapped(_ line: String, width: Int = width) -> [String] {
+        guard line.count > width else { return [line] }
+        let indent = String(line.prefix { $0 == " " }) + "    "
+        var lines: [String] = []
+        var current = ""
+        for word in line.split(separator: " ", omittingEmptySubsequences: false) {
+            let candidate = current.isEmpty ? String(word) : current + " " + word
+            if candidate.count > width, !current.trimmingCharacters(in: .whitespaces).isEmpty {
+                lines.append(current)
+                current = indent + word
+            } else {
+                current = candidate
+            }
+        }
+        if !current.isEmpty { lines.append(current) }
+        return lines
+    }
+
     static func text(_ report: BluetoothStatusReport, gatt: GATTChannelSetting = .current(),
                      link: LinkSpeedSetting = .current(),
                      notificationQueue: NotificationQueueLimit = .current()) -> String {
         var lines: [String] = []
+        // The verdict first, then what fixes it, then the details.
+        lines.append("\(report.verdict.status == .ready ? "ready" : "not ready"): \(report.verdict.message)")
+        for fix in fixes(report) { lines.append("fix: \(fix)") }
+        if gatt.allowsEnhancedATT {
+            lines.append("note: to receive from Apple-flow peripherals (iPhone, bless), set [GATT] Channels = 1 in "
+                         + "/etc/bluetooth/main.conf, then: sudo systemctl restart bluetooth")
+        }
+        lines.append("")
         var bluetoothd = "bluetoothd: \(report.bluetoothd)"
         // The bus's AccessDenied text is a paragraph of policy detail; the verdict line says
         // it in one. `--json` keeps the full text.
@@ -124,8 +189,7 @@ enum StatusOutput {
         lines.append(gattLine(gatt))
         lines.append("link: \(link.summary)")
         lines.append("notification queue: \(notificationQueue.summary)")
-        lines.append("\(report.verdict.status == .ready ? "ready" : "not ready"): \(report.verdict.message)")
-        return lines.joined(separator: "\n") + "\n"
+        return lines.flatMap { wrapped($0) }.joined(separator: "\n") + "\n"
     }
 
     private static func kernelLine(_ controller: KernelController?) -> String {
