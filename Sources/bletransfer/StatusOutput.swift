@@ -130,7 +130,7 @@ enum StatusOutput {
         // The verdict first, then what fixes it, then the details.
         lines.append("\(report.verdict.status == .ready ? "ready" : "not ready"): \(report.verdict.message)")
         for fix in fixes(report) { lines.append("fix: \(fix)") }
-        if gatt.allowsEnhancedATT {
+        if gatt.allowsEnhancedATT, report.verdict.status == .ready {
             lines.append("note: to receive from Apple-flow peripherals (iPhone, bless), set [GATT] Channels = 1 in "
                          + "/etc/bluetooth/main.conf, then: sudo systemctl restart bluetooth")
         }
