@@ -46,7 +46,8 @@ final class InboxSink: MessageSink {
             return try directory.store(message, generatedName: name).string
         } catch {
             // Numbers are not reused even when a write fails: names stay unique and ordered.
-            throw SinkFailure(.ioError, "\(error)")
+            // One message that cannot be stored is refused; the daemon goes on serving.
+            throw MessageRefused(reason: "\(error)")
         }
     }
 }

@@ -287,6 +287,24 @@ struct CentralBlueZooTests {
         #expect(all.filter(\.isScanning).count >= 2)
     }
 
+    @Test("a message the sink refuses ends that visit only: no ACK, the peer is backed off, the next visit stores it")
+    func aRefusedMessageIsNotTheEndOfTheRun() async throws {
+        let bytes = CentralTestData.binary(100)
+        let sink = RefusingOnceSink()
+        let run = try await runCentral(against: [.framed(bytes), .framed(bytes)], sink: sink)
+
+        #expect(try run.received == 1)
+        #expect(sink.refusals == 1)
+        #expect(sink.messages.map(\.payload) == [bytes])
+        let refusals = run.events.compactMap { event -> String? in
+            if case .refused(_, let bound, let reason, _) = event { "\(bound): \(reason)" } else { nil }
+        }
+        #expect(refusals.count == 1 && refusals[0].hasPrefix("storage: the message could not be stored (disk full"),
+                "\(refusals)")
+        // Only the stored copy was acknowledged.
+        #expect(run.peripheral.acks.count == 1)
+    }
+
     @Test("a sink that cannot write ends the run with ioError and no ACK is sent")
     func sinkFailureIsNotAcknowledged() async throws {
         let run = try await runCentral(

@@ -20,6 +20,8 @@ struct ReceivedFileNameTests {
             && !bytes.contains(UInt8(ascii: "/")) && !bytes.contains(0)
             && !name.unicodeScalars.contains { SafeText.needsEscape($0) }
             && !name.hasPrefix(OutputDirectory.partialPrefix)
+            && !name.hasPrefix("-") && !name.unicodeScalars.contains { OutputDirectory.isInvisible($0) }
+            && name == name.precomposedStringWithCanonicalMapping
     }
 
     /// Scalars that hostile names are made of, mixed with ordinary and multi-byte ones.
@@ -68,6 +70,12 @@ struct ReceivedFileNameTests {
         (".bletransfer-partial-1234", "bletransfer-partial-1234"),
         ("line\u{2028}break\nname.txt", "line_break_name.txt"),
         (".\u{301}hidden", "\u{301}hidden"),
+        ("-rf", "_rf"),
+        ("--help.txt", "_-help.txt"),
+        ("a\u{200B}b.txt", "a_b.txt"),
+        ("\u{FEFF}bom.txt", "_bom.txt"),
+        ("soft\u{00AD}hyphen", "soft_hyphen"),
+        ("cafe\u{301}.txt", "caf\u{E9}.txt"),
     ] as [(String, String?)])
     func hostileName(name: String, expected: String?) {
         #expect(OutputDirectory.sanitizedFileName(name) == expected)
@@ -151,6 +159,35 @@ struct ReceivedFileNameTests {
             #expect(Self.modificationTime(stored).tv_sec >= before, "\(seconds)")
         }
         #expect(OutputDirectory.acceptedModificationTime(seconds: 0, nanoseconds: 0) != nil)
+    }
+
+    @Test func aNameTheFileSystemRefusesGivesWayToTheGeneratedOne() async throws {
+        let directory = try Self.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory.string) }
+        // A file system taking names of at most 24 bytes stands for eCryptfs (143).
+        let narrow = try OutputDirectory(path: directory, nameLimit: 24)
+        let long = String(repeating: "n", count: 40) + ".txt"
+        let stored = try narrow.store(Self.named("kept all the same", long), generatedName: "message-1.txt")
+        #expect(stored.lastComponent?.string == "message-1.txt")
+        #expect(FileManager.default.contents(atPath: stored.string) == Data("kept all the same".utf8))
+        // A name that fits is still used as sent.
+        let short = try narrow.store(Self.named("short", "short.txt"), generatedName: "message-2.txt")
+        #expect(short.lastComponent?.string == "short.txt")
+        // Without a sent name there is nothing to fall back to: the refusal is the error.
+        #expect(throws: OutputDirectoryError.self) {
+            try narrow.store(Array("x".utf8), baseName: long)
+        }
+        #expect(OutputDirectory.refusesName(.fileNameTooLong) && OutputDirectory.refusesName(.illegalByteSequence))
+        #expect(!OutputDirectory.refusesName(.noSpace))
+    }
+
+    @Test func aMessageADirectorySinkCannotStoreIsRefusedNotFatal() async throws {
+        let directory = try Self.temporaryDirectory()
+        let sink = try OutputDirectorySink(path: directory)
+        try FileManager.default.removeItem(atPath: directory.string)   // the disk went away under it
+        await #expect(throws: MessageRefused.self) {
+            try await sink.store(Self.named("lost", "lost.txt"), sequence: 1, from: nil)
+        }
     }
 
     @Test func messagesWithoutANameKeepGeneratedNames() async throws {

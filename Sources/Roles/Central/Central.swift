@@ -409,7 +409,13 @@ public final class Central: Sendable {
         }
         // Complete and verified: store, then tell the sender (an ACK means "stored").
         let sequence = earlierCopy == nil ? progressState.nextSequence() : 0
-        let storedAt = earlierCopy != nil ? nil : try await sink.store(message, sequence: sequence, from: peer)
+        let storedAt: String?
+        do {
+            storedAt = earlierCopy != nil ? nil : try await sink.store(message, sequence: sequence, from: peer)
+        } catch let refusal as MessageRefused {
+            // No ACK: the sender keeps the message; this peer is backed off, others served.
+            throw TransferFailure.refused(bound: "storage", reason: "the message could not be stored (\(refusal.reason))")
+        }
         // The ACK means "stored": sealed in the secure mode (only this authenticated central
         // could have produced it), version 1's otherwise; compat has none.
         let plainAck = assembly.isVersion2 ? nil : WireFormat.ackValue(for: message)

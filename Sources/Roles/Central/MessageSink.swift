@@ -5,8 +5,10 @@ import Transfer
 /// a part.
 public protocol MessageSink: Sendable {
     /// Stores one message. Returns where it went (a file path) for the `received` event, or
-    /// nil when there is no such place (standard output). Throws a ``ClassifiedFailure``
-    /// (usually `.ioError`) when the message could not be stored; the run then ends.
+    /// nil when there is no such place (standard output). Throws ``MessageRefused`` when this
+    /// message cannot be stored but others may be (a directory sink: the message is refused,
+    /// its sender keeps it, the run goes on), or a ``ClassifiedFailure`` (usually `.ioError`)
+    /// when nothing more can be (one output file, standard output closed): the run then ends.
     func store(_ message: ReceivedMessage, sequence: Int, from peer: PeerDescription?) async throws -> String?
 
     /// Why a message of `byteCount` bytes (announced, or received so far) could not be kept;
@@ -18,6 +20,17 @@ public protocol MessageSink: Sendable {
 extension MessageSink {
     /// Sinks without a bound (standard output, memory) take anything up to `--max-size`.
     public func admissionRefusal(byteCount: Int) -> StorageRefusal? { nil }
+}
+
+/// One message a sink could not store (a full disk, a file system error, a name it cannot
+/// hold even generated): the central refuses it with this reason and goes on; the sender,
+/// without an ACK, keeps it.
+public struct MessageRefused: Error, Sendable, CustomStringConvertible {
+    public var reason: String
+
+    public init(reason: String) { self.reason = reason }
+
+    public var description: String { reason }
 }
 
 /// The failure a sink reports when writing fails.

@@ -25,7 +25,8 @@ public struct OutputDirectorySink: MessageSink {
         do {
             return try directory.store(message, generatedName: generated).string
         } catch {
-            throw SinkFailure(.ioError, "\(error)")
+            // One message that cannot be stored is refused, not the end of the run.
+            throw MessageRefused(reason: "\(error)")
         }
     }
 
@@ -44,12 +45,21 @@ public struct OutputDirectorySink: MessageSink {
 
 extension OutputDirectory {
     /// Stores a received message under the name its sender gave it (sanitized) or, without
-    /// one, under `generatedName`; with the sender's key and modification time when known.
+    /// one, under `generatedName`; with the sender's key and modification time when known. A
+    /// sender's name the file system refuses (too long for it, a character it cannot hold), or
+    /// one with no free numbered variant left, gives way to `generatedName`: the message is
+    /// kept all the same.
     public func store(_ message: ReceivedMessage, generatedName: String) throws(OutputDirectoryError) -> FilePath {
-        let name = message.file.flatMap { Self.sanitizedFileName($0.name) } ?? generatedName
+        let sent = message.file.flatMap { Self.sanitizedFileName($0.name) }
         let modified = message.file.flatMap {
             Self.acceptedModificationTime(seconds: $0.modificationSeconds, nanoseconds: $0.modificationNanoseconds)
         }
-        return try store(message.payload, baseName: name, sender: message.authenticatedSender, modificationTime: modified)
+        do {
+            return try store(message.payload, baseName: sent ?? generatedName, sender: message.authenticatedSender,
+                             modificationTime: modified)
+        } catch .nameRefused, .noFreeName where sent != nil {
+            return try store(message.payload, baseName: generatedName, sender: message.authenticatedSender,
+                             modificationTime: modified)
+        }
     }
 }

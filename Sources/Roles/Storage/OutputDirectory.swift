@@ -12,6 +12,10 @@ import SystemPackage
 /// directory therefore sees whole messages or nothing.
 public struct OutputDirectory: Sendable {
     public let path: FilePath
+    /// The longest name, in bytes, the directory's file system takes (`pathconf`'s
+    /// `_PC_NAME_MAX`: 255 on most, 143 on eCryptfs). A longer name is refused before it is
+    /// tried, as the file system would refuse it.
+    public let nameLimit: Int
 
     /// Prefix of the partial files; anything with it is ours and unfinished.
     static let partialPrefix = ".bletransfer-partial-"
@@ -19,6 +23,12 @@ public struct OutputDirectory: Sendable {
     /// Opens (creating it when missing) the directory and removes partial files that an
     /// earlier, interrupted run left behind.
     public init(path: FilePath) throws(OutputDirectoryError) {
+        try self.init(path: path, nameLimit: nil)
+    }
+
+    /// `nameLimit`: the file system's name limit in bytes (nil: ask the file system). Tests
+    /// give a smaller one to stand for a file system such as eCryptfs.
+    package init(path: FilePath, nameLimit: Int?) throws(OutputDirectoryError) {
         self.path = path
         var isDirectory: ObjCBool = false
         if FileManager.default.fileExists(atPath: path.string, isDirectory: &isDirectory) {
@@ -33,6 +43,8 @@ public struct OutputDirectory: Sendable {
         guard access(path.string, W_OK | X_OK) == 0 else {
             throw .notWritable(path.string, Errno(rawValue: errno))
         }
+        let asked = pathconf(path.string, Int32(_PC_NAME_MAX))
+        self.nameLimit = nameLimit ?? (asked > 0 ? min(asked, Self.maximumNameBytes) : Self.maximumNameBytes)
         removeStalePartialFiles()
     }
 
@@ -108,15 +120,23 @@ public struct OutputDirectory: Sendable {
         let safeBase = Self.sanitizedFileName(baseName) ?? "message"
         for attempt in 0..<10_000 {
             let name = attempt == 0 ? safeBase : Self.numbered(safeBase, attempt)
+            guard name.utf8.count <= nameLimit else { throw .nameRefused(path.string, name, .fileNameTooLong) }
             let final = path.appending(name)
             if link(partial.string, final.string) == 0 {
                 syncDirectory()
                 return final
             }
             let error = Errno(rawValue: errno)
+            if Self.refusesName(error) { throw .nameRefused(path.string, name, error) }
             if error != .fileExists { throw .writeFailed(path.string, error) }
         }
         throw .noFreeName(path.string, safeBase)
+    }
+
+    /// Errors with which a file system refuses a name rather than the write: too long for it
+    /// (eCryptfs takes 143 bytes), a byte sequence or character it cannot hold (exFAT, VFAT).
+    static func refusesName(_ error: Errno) -> Bool {
+        error == .fileNameTooLong || error == .illegalByteSequence || error == .invalidArgument
     }
 
     /// `UTIME_OMIT` of <sys/stat.h> (`futimens` leaves that time as it is): a macro Swift
@@ -151,6 +171,12 @@ public struct OutputDirectory: Sendable {
     /// - `/` and NUL, and every character ``SafeText`` escapes (C0 and C1 controls, ESC, DEL,
     ///   bidirectional overrides and marks, line and paragraph separators), become `_`;
     /// - leading dots are removed: nothing hidden, never `.` or `..`, never our partial prefix;
+    /// - NFC: one spelling on disk for what looks the same (a decomposed "é" from another
+    ///   system is stored precomposed);
+    /// - invisible characters (zero-width spaces and joiners, the word joiner, the byte-order
+    ///   mark, soft hyphens, Hangul fillers…) become `_`, so two names that look alike are told
+    ///   apart on screen;
+    /// - a leading `-` becomes `_`: the name is never read as an option by `rm`, `ls`…;
     /// - at most 255 bytes of UTF-8, cut at a character (Unicode scalar) boundary before the
     ///   extension, which is kept.
     ///
@@ -158,15 +184,28 @@ public struct OutputDirectory: Sendable {
     /// only dots): the caller uses its generated name.
     public static func sanitizedFileName(_ name: String) -> String? {
         var scalars = String.UnicodeScalarView()
-        for scalar in name.unicodeScalars {
+        for scalar in name.precomposedStringWithCanonicalMapping.unicodeScalars {
             // Scalars, not Characters: "." followed by a combining mark is one Character but
             // still a leading dot on disk.
             if scalars.isEmpty && scalar == "." { continue }
-            let unsafe = scalar == "/" || scalar == "\0" || SafeText.needsEscape(scalar)
+            let unsafe = scalar == "/" || scalar == "\0" || SafeText.needsEscape(scalar) || isInvisible(scalar)
             scalars.append(unsafe ? "_" : scalar)
         }
-        guard !scalars.isEmpty else { return nil }
+        guard let first = scalars.first else { return nil }
+        if first == "-" { scalars.replaceSubrange(scalars.startIndex...scalars.startIndex, with: ["_"]) }
         return fitted(String(scalars), suffix: "")
+    }
+
+    /// Characters that take no room on screen (format and filler characters that
+    /// ``SafeText`` does not already escape).
+    static func isInvisible(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.value {
+        case 0x00AD, 0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x180E, 0x200B...0x200D, 0x2060...0x2064,
+             0x206A...0x206F, 0x3164, 0xFEFF, 0xFFA0:
+            return true
+        default:
+            return false
+        }
     }
 
     /// The name for the `number`th retry when `name` is taken: the number goes before the
@@ -218,6 +257,8 @@ public enum OutputDirectoryError: Error, Sendable, Equatable, CustomStringConver
     case notWritable(String, Errno)
     case writeFailed(String, Errno)
     case noFreeName(String, String)
+    /// The file system refused the name itself (too long for it, a character it cannot hold).
+    case nameRefused(String, String, Errno)
 
     public var description: String {
         switch self {
@@ -226,6 +267,7 @@ public enum OutputDirectoryError: Error, Sendable, Equatable, CustomStringConver
         case .notWritable(let path, let errno): "cannot write into \(path): \(errno)"
         case .writeFailed(let path, let errno): "writing a message into \(path) failed: \(errno)"
         case .noFreeName(let path, let base): "no free file name for \(base) in \(path)"
+        case .nameRefused(let path, let name, let errno): "the file system of \(path) refuses the name \(name): \(errno)"
         }
     }
 }

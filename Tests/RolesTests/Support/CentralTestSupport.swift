@@ -1,4 +1,5 @@
 import BlueZ
+import Synchronization
 import Foundation
 @testable import Roles
 import Testing
@@ -25,6 +26,28 @@ final class CollectingSink: MessageSink, @unchecked Sendable {
     func store(_ message: ReceivedMessage, sequence: Int, from peer: PeerDescription?) async throws -> String? {
         if let failure { throw failure }
         lock.withLock { stored.append(message) }
+        return nil
+    }
+}
+
+/// A directory sink whose first store fails as a full disk does (``MessageRefused``), then
+/// stores.
+final class RefusingOnceSink: MessageSink {
+    private let state = Mutex((refusals: 0, stored: [ReceivedMessage]()))
+
+    var refusals: Int { state.withLock { $0.refusals } }
+    var messages: [ReceivedMessage] { state.withLock { $0.stored } }
+
+    func store(_ message: ReceivedMessage, sequence: Int, from peer: PeerDescription?) async throws -> String? {
+        let refuse = state.withLock { state in
+            if state.refusals == 0 {
+                state.refusals += 1
+                return true
+            }
+            state.stored.append(message)
+            return false
+        }
+        if refuse { throw MessageRefused(reason: "disk full") }
         return nil
     }
 }
