@@ -38,12 +38,10 @@ public struct EventRenderer {
         self.mode = mode
     }
 
-    public mutating func render(_ event: RoleEvent, extra: [String: any Sendable] = [:]) {
+    public mutating func render(_ event: RoleEvent, extras: JSONEventExtras = JSONEventExtras()) {
         switch mode {
         case .jsonLines:
-            var object = Self.jsonObject(for: event)
-            for (key, value) in extra { object[key] = value }
-            Self.writeLine(Self.encode(object), to: STDOUT_FILENO)
+            Self.writeLine(Self.jsonLine(for: event, extras: extras), to: STDOUT_FILENO)
         case .logLines:
             Self.writeLine("bletransfer: " + Self.sentence(for: event), to: STDERR_FILENO)
         case .terminal:
@@ -179,124 +177,8 @@ public struct EventRenderer {
 
     // MARK: JSON
 
-    public static func jsonObject(for event: RoleEvent) -> [String: any Sendable] {
-        var object: [String: any Sendable] = ["time": EventTimestamp.string()]
-        func peer(_ peer: PeerDescription?) -> (any Sendable)? {
-            guard let peer else { return nil }
-            var value: [String: any Sendable] = ["address": peer.address]
-            if let name = peer.name { value["name"] = name }
-            if let rssi = peer.rssi { value["rssi"] = rssi }
-            return value
-        }
-        func message(_ summary: MessageSummary) -> [String: any Sendable] {
-            var value: [String: any Sendable] = [
-                "sequence": summary.sequence, "bytes": summary.byteCount, "format": summary.format.rawValue,
-            ]
-            if let ordering = summary.ordering {
-                value["orderAtRisk"] = true
-                value["orderRisk"] = ordering.reason
-            }
-            if let digest = summary.sha256 { value["sha256"] = digest }
-            if let duration = summary.duration { value["seconds"] = duration.seconds }
-            return value
-        }
-        func key(_ key: AuthenticatedPeer) -> [String: any Sendable] {
-            var value: [String: any Sendable] = ["key": key.keyLine, "fingerprint": key.fingerprint,
-                                                 "authenticated": key.isListed]
-            if let name = key.name { value["name"] = name }
-            return value
-        }
-        /// What a delivered and a received message both carry; the peer's key is named for
-        /// the role it played (`receiver` of a delivery, `sender` of a receipt).
-        func completed(_ event: String, _ summary: MessageSummary, peer target: PeerDescription?, peerKeyField: String) {
-            object["event"] = event
-            object["message"] = message(summary)
-            if let value = peer(target) { object["peer"] = value }
-            if let peerKey = summary.peerKey { object[peerKeyField] = key(peerKey) }
-            if let offset = summary.resumedFrom { object["resumedFrom"] = offset }
-        }
-        switch event {
-        case .stateChanged(let from, let to, let detail):
-            object["event"] = "state"
-            object["from"] = from.rawValue
-            object["state"] = to.rawValue
-            if let detail { object["detail"] = detail }
-        case .advertising(let adapter, let name):
-            object["event"] = "advertising"
-            object["adapter"] = adapter
-            if let name { object["localName"] = name }
-        case .scanning(let adapter):
-            object["event"] = "scanning"
-            object["adapter"] = adapter
-        case .peerFound(let found):
-            object["event"] = "found"
-            object["peer"] = peer(found)
-        case .connecting(let target, let attempt):
-            object["event"] = "connecting"
-            object["peer"] = peer(target)
-            object["attempt"] = attempt
-        case .connected(let target):
-            object["event"] = "connected"
-            object["peer"] = peer(target)
-        case .subscribed(let target, let mtu, let format, let transport):
-            object["event"] = "subscribed"
-            object["peer"] = peer(target)
-            object["mtu"] = mtu
-            object["format"] = format.rawValue
-            object["transport"] = transport.rawValue
-        case .progress(let target, let progress, let rate, let remaining):
-            object["event"] = "progress"
-            if let value = peer(target) { object["peer"] = value }
-            object["bytes"] = progress.bytesSoFar
-            if let total = progress.totalBytes { object["total"] = total }
-            if let rate { object["bytesPerSecond"] = rate }
-            if let remaining { object["secondsRemaining"] = remaining }
-        case .delivered(let summary, let target):
-            completed("delivered", summary, peer: target, peerKeyField: "receiver")
-            if let onAir = summary.payloadBytesOnAir { object["payloadBytesOnAir"] = onAir }
-        case .received(let summary, let source, let storedAt):
-            completed("received", summary, peer: source, peerKeyField: "sender")
-            // As sent: JSON escapes it, a reader compares it with `path` to see the renaming.
-            if let name = summary.fileName { object["name"] = name }
-            if let storedAt { object["path"] = storedAt }
-        case .transferAborted(let target, let reason):
-            object["event"] = "aborted"
-            if let value = peer(target) { object["peer"] = value }
-            object["reason"] = reason
-        case .centralDropped(let target, let reason):
-            object["event"] = "central-dropped"
-            object["peer"] = peer(target)
-            object["reason"] = reason
-        case .retrying(let reason, let delay):
-            object["event"] = "retrying"
-            object["reason"] = reason
-            object["delaySeconds"] = delay.seconds
-        case .disconnected(let target):
-            object["event"] = "disconnected"
-            object["peer"] = peer(target)
-        case .refused(let target, let bound, let reason, let delay):
-            object["event"] = "refused"
-            object["peer"] = peer(target)
-            object["bound"] = bound
-            object["reason"] = reason
-            object["delaySeconds"] = delay.seconds
-        case .warning(let text):
-            object["event"] = "warning"
-            object["message"] = text
-        }
-        return object
-    }
-
-    public static func encode(_ object: [String: any Sendable]) -> String {
-        guard JSONSerialization.isValidJSONObject(object),
-              let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]),
-              let text = String(data: data, encoding: .utf8)
-        else { return #"{"event":"error","message":"event could not be encoded"}"# }
-        return jsonEscapingTerminalControls(text)
-    }
-
-    /// JSONSerialization escapes C0 controls but writes C1 controls and bidi overrides as
-    /// they are; a terminal showing the line would act on them. They can only occur inside
+    /// JSON encoders escape C0 controls but write C1 controls and bidi overrides as they
+    /// are; a terminal showing the line would act on them. They can only occur inside
     /// strings, where `\uNNNN` means the same character, so the JSON value is unchanged.
     public static func jsonEscapingTerminalControls(_ json: String) -> String {
         guard json.unicodeScalars.contains(where: { SafeText.needsEscape($0) }) else { return json }

@@ -7,12 +7,12 @@ import Testing
 /// What the CLI and the daemon print for role events.
 @Suite struct EventRendererTests {
     @Test(arguments: [0.0, 1_795_578_725.715_899, 951_782_400.999, 4_102_444_799.5])
-    func eventTimesKeepTheFormatTheyAlwaysHad(seconds: Double) {
-        // ISO 8601 in UTC to the second, as ISO8601DateFormatter's default wrote it: scripts
-        // that parse the `time` field see no change.
+    func eventTimesAreISO8601WithMilliseconds(seconds: Double) {
+        // ISO 8601 in UTC with milliseconds; to the second, what ISO8601DateFormatter writes.
         let date = Date(timeIntervalSince1970: seconds)
-        #expect(EventTimestamp.string(for: date) == ISO8601DateFormatter().string(from: date))
-        #expect(EventTimestamp.string(for: date).wholeMatch(of: /\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ/) != nil)
+        let text = EventTimestamp.string(for: date)
+        #expect(text.wholeMatch(of: /\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z/) != nil)
+        #expect(text.prefix(19) + "Z" == ISO8601DateFormatter().string(from: date))
     }
 
     @Test func eventSentencesAndJSONCarryNoTerminalControls() throws {
@@ -20,14 +20,15 @@ import Testing
         let sentence = EventRenderer.sentence(for: .connected(peer))
         #expect(!sentence.unicodeScalars.contains { SafeText.needsEscape($0) })
         #expect(sentence.contains("\\x1b[31mred"))
-        let line = EventRenderer.encode(EventRenderer.jsonObject(for: .connected(peer)))
+        let line = EventRenderer.jsonLine(for: .connected(peer))
         #expect(!line.unicodeScalars.contains { SafeText.needsEscape($0) })
         // The JSON value is still the exact name.
         let decoded = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
         #expect((decoded?["peer"] as? [String: Any])?["name"] as? String == peer.name)
-        let refused = EventRenderer.jsonObject(for: .refused(peer, bound: "min-rate", reason: "slow", delay: .seconds(2)))
+        let refused = try EventRenderer.decodedJSON(for: .refused(peer, bound: "min-rate", reason: "slow", delay: .seconds(2)))
         #expect(refused["event"] as? String == "refused")
         #expect(refused["bound"] as? String == "min-rate")
+        #expect(refused["retrySeconds"] as? Double == 2)
     }
 
     @Test func aSecureMessageNamesItsPeersKeyInTheSentenceTheJSONAndTheLog() throws {
@@ -39,17 +40,24 @@ import Testing
         let received = EventRenderer.sentence(for: .received(summary, from: peer, storedAt: "/in/m.txt"))
         #expect(received.contains("secure") && received.contains("key SHA256:abcd-ef01"))
         #expect(!received.unicodeScalars.contains { SafeText.needsEscape($0) })
-        let json = EventRenderer.jsonObject(for: .received(summary, from: peer, storedAt: "/in/m.txt"))
-        let sender = json["sender"] as? [String: any Sendable]
+        let json = try EventRenderer.decodedJSON(for: .received(summary, from: peer, storedAt: "/in/m.txt"))
+        let sender = json["sender"] as? [String: Any]
         #expect(sender?["fingerprint"] as? String == "SHA256:abcd-ef01")
         #expect(sender?["key"] as? String == key.keyLine)
         #expect(json["receiver"] == nil)
-        let delivered = EventRenderer.jsonObject(for: .delivered(summary, to: peer))
-        #expect((delivered["receiver"] as? [String: any Sendable])?["fingerprint"] as? String == "SHA256:abcd-ef01")
+        let delivered = try EventRenderer.decodedJSON(for: .delivered(summary, to: peer))
+        #expect((delivered["receiver"] as? [String: Any])?["fingerprint"] as? String == "SHA256:abcd-ef01")
         #expect(DaemonReporter.metadata(summary)["peer_key"] == "SHA256:abcd-ef01")
         // Without a key, nothing is added.
-        let plain = EventRenderer.jsonObject(for: .received(MessageSummary(sequence: 1, byteCount: 1, format: .framed),
+        let plain = try EventRenderer.decodedJSON(for: .received(MessageSummary(sequence: 1, byteCount: 1, format: .framed),
                                                             from: peer, storedAt: nil))
         #expect(plain["sender"] == nil)
+    }
+}
+
+extension EventRenderer {
+    /// The event's JSON line, decoded.
+    static func decodedJSON(for event: RoleEvent) throws -> [String: Any] {
+        try #require(try JSONSerialization.jsonObject(with: Data(jsonLine(for: event).utf8)) as? [String: Any])
     }
 }
