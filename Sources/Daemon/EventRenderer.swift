@@ -31,11 +31,19 @@ public enum EventOutputMode: Sendable, Equatable {
 /// mutable state.
 public struct EventRenderer {
     public let mode: EventOutputMode
+    /// Shown at the head of the progress line: the file being sent, when there is one.
+    public var label: String?
     private var progressLineShown = false
     private var lastProgressDraw: ContinuousClock.Instant?
+    /// The peer of the current subscription, for the progress line.
+    private var currentPeer: PeerDescription?
+    /// When the current message's first bytes were seen.
+    private var transferStarted: ContinuousClock.Instant?
+    private var waitingHintShown = false
 
-    public init(mode: EventOutputMode) {
+    public init(mode: EventOutputMode, label: String? = nil) {
         self.mode = mode
+        self.label = label
     }
 
     public mutating func render(_ event: RoleEvent, extras: JSONEventExtras = JSONEventExtras()) {
@@ -60,24 +68,57 @@ public struct EventRenderer {
     }
 
     private mutating func renderOnTerminal(_ event: RoleEvent) {
-        if case .progress(_, let progress, let rate, let remaining) = event {
+        if case .progress(let peer, let progress, let rate, let remaining) = event {
             let now = ContinuousClock.now
+            if transferStarted == nil || progress.bytesSoFar == 0 { transferStarted = now }
             let complete = progress.totalBytes.map { progress.bytesSoFar >= $0 } ?? false
             if let last = lastProgressDraw, now - last < .milliseconds(100), !complete { return }
             lastProgressDraw = now
-            Self.write("\r\u{1B}[K" + SafeText.escape(Self.progressLine(progress, rate: rate, remaining: remaining)),
-                       to: STDERR_FILENO)
+            let line = Self.progressLine(progress, rate: rate, remaining: remaining,
+                                         elapsed: transferStarted.map { (now - $0).seconds }, label: label,
+                                         peer: (peer ?? currentPeer).map(Self.describe),
+                                         width: Self.terminalWidth())
+            Self.write("\r\u{1B}[K" + line, to: STDERR_FILENO)
             progressLineShown = true
             return
+        }
+        switch event {
+        case .subscribed(let peer, _, _, _), .connected(let peer):
+            currentPeer = peer
+        case .delivered, .received, .transferAborted, .centralDropped, .refused, .disconnected:
+            transferStarted = nil
+        default:
+            break
         }
         switch event {
         case .stateChanged, .advertising, .scanning, .connected, .subscribed, .delivered, .received,
              .transferAborted, .centralDropped, .retrying, .warning, .disconnected, .refused:
             finish()
             Self.writeLine(Self.sentence(for: event), to: STDERR_FILENO)
+            if !waitingHintShown, let hint = Self.waitingHint(for: event) {
+                waitingHintShown = true
+                Self.writeLine(hint, to: STDERR_FILENO)
+            }
         case .peerFound, .connecting, .progress:
             break
         }
+    }
+
+    /// While a role waits for its peer: what to run on the other host.
+    public static func waitingHint(for event: RoleEvent) -> String? {
+        switch event {
+        case .advertising: "waiting for a receiver; on the other host run: bletransfer receive"
+        case .scanning: "waiting for a sender; on the other host run: bletransfer send \"TEXT\" (or --file PATH)"
+        default: nil
+        }
+    }
+
+    /// The terminal's width in columns: standard error's window size, else `COLUMNS`, else 80.
+    public static func terminalWidth() -> Int {
+        var size = winsize()
+        if ioctl(STDERR_FILENO, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 { return Int(size.ws_col) }
+        if let columns = ProcessInfo.processInfo.environment["COLUMNS"].flatMap(Int.init), columns > 0 { return columns }
+        return 80
     }
 
     // MARK: Text
@@ -111,9 +152,11 @@ public struct EventRenderer {
             progressLine(progress, rate: rate, remaining: remaining)
         case .delivered(let message, let peer):
             "message \(message.sequence) delivered (\(formatBytes(message.byteCount)), \(message.format.rawValue))"
+                + summary(bytes: message.byteCount, duration: message.duration)
                 + (peer.map { " to \(describe($0))" } ?? "") + describeKey(message.peerKey)
         case .received(let message, let peer, let storedAt):
             "message \(message.sequence) received (\(formatBytes(message.byteCount)), \(message.format.rawValue))"
+                + summary(bytes: message.byteCount, duration: message.duration)
                 + (message.fileName.map { " named \"\($0)\"" } ?? "")
                 + (peer.map { " from \(describe($0))" } ?? "") + describeKey(message.peerKey)
                 + (storedAt.map { " → \($0)" } ?? "")
@@ -147,20 +190,51 @@ public struct EventRenderer {
     }
 
     public static func progressLine(_ progress: TransferProgress, rate: Double?, remaining: Double?) -> String {
-        var parts: [String] = []
+        progressLine(progress, rate: rate, remaining: remaining, elapsed: nil, label: nil, peer: nil, width: .max)
+    }
+
+    /// The progress line fitted to `width` columns: the parts that matter least (peer, the
+    /// bar, the label, elapsed time, ETA, rate) go first when it does not fit; what remains is
+    /// cut at `width`. `label` and `peer` are escaped (``SafeText``).
+    public static func progressLine(_ progress: TransferProgress, rate: Double?, remaining: Double?, elapsed: Double?,
+                                    label: String?, peer: String?, width: Int) -> String {
+        // (priority, text) in display order; a higher priority stays longer.
+        var parts: [(priority: Int, text: String)] = []
+        if let label { parts.append((3, ellipsized(SafeText.escape(label), to: 32))) }
+        if let peer { parts.append((1, "↔ " + ellipsized(SafeText.escape(peer), to: 40))) }
         if let total = progress.totalBytes, total > 0 {
             let fraction = min(1, Double(progress.bytesSoFar) / Double(total))
-            let width = 24
-            let filled = Int((fraction * Double(width)).rounded(.down))
-            parts.append("[" + String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled) + "]")
-            parts.append(String(format: "%3.0f%%", fraction * 100))
-            parts.append("\(formatBytes(progress.bytesSoFar)) of \(formatBytes(total))")
+            let barWidth = 24
+            let filled = Int((fraction * Double(barWidth)).rounded(.down))
+            parts.append((2, "[" + String(repeating: "#", count: filled) + String(repeating: ".", count: barWidth - filled) + "]"))
+            parts.append((9, String(format: "%3.0f%%", fraction * 100)))
+            parts.append((8, "\(formatBytes(progress.bytesSoFar)) of \(formatBytes(total))"))
         } else {
-            parts.append(formatBytes(progress.bytesSoFar))
+            parts.append((9, formatBytes(progress.bytesSoFar)))
         }
-        if let rate { parts.append(formatBytes(Int(rate)) + "/s") }
-        if let remaining { parts.append("ETA " + formatSeconds(remaining)) }
-        return parts.joined(separator: " ")
+        if let rate { parts.append((6, formatBytes(Int(rate)) + "/s")) }
+        if let elapsed { parts.append((4, formatSeconds(elapsed) + " elapsed")) }
+        if let remaining { parts.append((5, "ETA " + formatSeconds(remaining))) }
+        func joined() -> String { parts.map(\.text).joined(separator: " ") }
+        while joined().count > width, parts.count > 1,
+              let lowest = parts.indices.min(by: { parts[$0].priority < parts[$1].priority }) {
+            parts.remove(at: lowest)
+        }
+        let line = joined()
+        return line.count > width ? String(line.prefix(max(0, width))) : line
+    }
+
+    /// `text` cut to `limit` characters, its end replaced by "…" when cut.
+    static func ellipsized(_ text: String, to limit: Int) -> String {
+        text.count <= limit ? text : String(text.prefix(limit - 1)) + "…"
+    }
+
+    /// The closing words of a message: " in 3.2s, 3.1 KiB/s on average".
+    public static func summary(bytes: Int, duration: Duration?) -> String {
+        guard let duration else { return "" }
+        let seconds = duration.seconds
+        guard seconds > 0 else { return "" }
+        return " in \(formatSeconds(seconds)), \(formatBytes(Int(Double(bytes) / seconds)))/s on average"
     }
 
     public static func formatBytes(_ count: Int) -> String {

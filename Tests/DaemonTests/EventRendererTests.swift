@@ -3,6 +3,7 @@ import DaemonSupport
 import Foundation
 import Roles
 import Testing
+import Transfer
 
 /// What the CLI and the daemon print for role events.
 @Suite struct EventRendererTests {
@@ -53,7 +54,56 @@ import Testing
                                                             from: peer, storedAt: nil))
         #expect(plain["sender"] == nil)
     }
+
+    @Test func theProgressLineNamesTheFileAndPeerAndFitsTheTerminal() {
+        let progress = TransferProgress(bytesSoFar: 512 * 1024, totalBytes: 1024 * 1024)
+        let wide = EventRenderer.progressLine(progress, rate: 20_480, remaining: 25, elapsed: 25, label: "photo.jpg",
+                                              peer: "AA:BB:CC:DD:EE:FF (phone)", width: 200)
+        #expect(wide == "photo.jpg ↔ AA:BB:CC:DD:EE:FF (phone) [############............]  50% 512.0 KiB of 1.0 MiB"
+            + " 20.0 KiB/s 0m25s elapsed ETA 0m25s")
+        // Narrower: the peer goes first, then the bar, the name, elapsed, ETA, the rate.
+        for width in [100, 80, 60, 40, 30, 20, 10] {
+            let line = EventRenderer.progressLine(progress, rate: 20_480, remaining: 25, elapsed: 25, label: "photo.jpg",
+                                                  peer: "AA:BB:CC:DD:EE:FF (phone)", width: width)
+            #expect(line.count <= width, "\(width): \(line)")
+            #expect(line.contains(" 50%") || width < 10)
+        }
+        #expect(EventRenderer.progressLine(progress, rate: 20_480, remaining: 25, elapsed: 25, label: "photo.jpg",
+                                           peer: "AA:BB:CC:DD:EE:FF (phone)", width: 100)
+            == "photo.jpg [############............]  50% 512.0 KiB of 1.0 MiB 20.0 KiB/s 0m25s elapsed ETA 0m25s")
+        #expect(EventRenderer.progressLine(progress, rate: 20_480, remaining: 25, elapsed: 25, label: "photo.jpg",
+                                           peer: "AA:BB:CC:DD:EE:FF (phone)", width: 80)
+            == "photo.jpg  50% 512.0 KiB of 1.0 MiB 20.0 KiB/s 0m25s elapsed ETA 0m25s")
+        #expect(EventRenderer.progressLine(progress, rate: 20_480, remaining: 25, elapsed: 25, label: "photo.jpg",
+                                           peer: nil, width: 40) == " 50% 512.0 KiB of 1.0 MiB 20.0 KiB/s")
+        // A hostile file name is escaped and cut.
+        let hostile = EventRenderer.progressLine(progress, rate: nil, remaining: nil, elapsed: nil,
+                                                 label: "x\u{1B}[2J" + String(repeating: "n", count: 60), peer: nil,
+                                                 width: 200)
+        #expect(!hostile.unicodeScalars.contains { SafeText.needsEscape($0) })
+        #expect(hostile.hasPrefix("x\\x1b[2Jnnn") && hostile.contains("…"))
+        // The old three-argument form is unchanged.
+        #expect(EventRenderer.progressLine(progress, rate: nil, remaining: nil)
+            == "[############............]  50% 512.0 KiB of 1.0 MiB")
+    }
+
+    @Test func aMessagesLastLineSaysHowLongItTookAndTheAverageRate() {
+        let summary = MessageSummary(sequence: 1, byteCount: 10 * 1024, format: .framed, duration: .seconds(4))
+        let peer = PeerDescription(address: "AA:BB:CC:DD:EE:FF")
+        #expect(EventRenderer.sentence(for: .delivered(summary, to: peer))
+            == "message 1 delivered (10.0 KiB, framed) in 4.0s, 2.5 KiB/s on average to AA:BB:CC:DD:EE:FF")
+        #expect(EventRenderer.summary(bytes: 10, duration: nil) == "")
+        #expect(EventRenderer.summary(bytes: 10, duration: .zero) == "")
+    }
+
+    @Test func whileWaitingTheOtherHostsCommandIsNamed() {
+        #expect(EventRenderer.waitingHint(for: .advertising(adapter: "hci0", localName: nil))?
+            .contains("bletransfer receive") == true)
+        #expect(EventRenderer.waitingHint(for: .scanning(adapter: "hci0"))?.contains("bletransfer send") == true)
+        #expect(EventRenderer.waitingHint(for: .warning("w")) == nil)
+    }
 }
+
 
 extension EventRenderer {
     /// The event's JSON line, decoded.
