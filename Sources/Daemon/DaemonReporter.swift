@@ -60,7 +60,7 @@ struct DaemonReporter {
     // MARK: Role events
 
     private mutating func handle(_ event: RoleEvent) {
-        var extra: [String: any Sendable] = [:]
+        var extras = JSONEventExtras()
         switch event {
         case .stateChanged(let from, let to, let detail):
             status.state = to
@@ -111,8 +111,8 @@ struct DaemonReporter {
             metadata["count"] = "\(status.messages)"
             if let rss = status.residentBytes { metadata["rss"] = "\(rss)" }
             logger.info("message delivered", metadata: metadata)
-            extra["count"] = status.messages
-            if let rss = status.residentBytes { extra["rss"] = rss }
+            extras.count = status.messages
+            extras.rss = status.residentBytes
         case .received(let summary, let peer, let storedAt):
             status.messages += 1
             status.residentBytes = ProcessMemory.residentBytes()
@@ -122,8 +122,8 @@ struct DaemonReporter {
             metadata["count"] = "\(status.messages)"
             if let rss = status.residentBytes { metadata["rss"] = "\(rss)" }
             logger.info("message received", metadata: metadata)
-            extra["count"] = status.messages
-            if let rss = status.residentBytes { extra["rss"] = rss }
+            extras.count = status.messages
+            extras.rss = status.residentBytes
         case .transferAborted(let peer, let reason):
             var metadata = peer.map(Self.metadata) ?? [:]
             metadata["reason"] = "\(reason)"
@@ -146,57 +146,55 @@ struct DaemonReporter {
             logger.warning("\(text)")
         }
         if json {
-            EventRenderer.writeLine(EventRenderer.encode(Self.jsonObject(EventRenderer.jsonObject(for: event), extra)),
-                                    to: STDOUT_FILENO)
+            EventRenderer.writeLine(EventRenderer.jsonLine(for: event, extras: extras), to: STDOUT_FILENO)
         }
     }
 
     // MARK: Outbox events
 
     private mutating func handle(_ event: OutboxSourceEvent) {
-        var object: [String: any Sendable] = [:]
+        let line: String
         switch event {
         case .serving(let file):
             status.servingFile = file.name
             logger.info("offering outbox file", metadata: ["file": "\(file.name)", "bytes": "\(file.size)"])
-            object = ["event": "offering", "file": file.name, "bytes": file.size]
+            line = JSONEvents.line("offering", OfferingJSONEvent(file: file.name, bytes: file.size))
         case .moved(let file, let destination):
             status.servingFile = nil
             if let destination {
                 logger.info("outbox file sent", metadata: ["file": "\(file.name)", "path": "\(destination)"])
-                object = ["event": "sent", "file": file.name, "path": destination.string]
+                line = JSONEvents.line("sent", SentJSONEvent(file: file.name, path: destination.string))
             } else {
                 logger.warning("a delivered outbox file was no longer in the outbox; nothing moved",
                                metadata: ["file": "\(file.name)"])
-                object = ["event": "sent", "file": file.name]
+                line = JSONEvents.line("sent", SentJSONEvent(file: file.name))
             }
         case .moveFailed(let file, let error):
             status.servingFile = nil
             logger.error("delivered, but moving it to sent/ failed; it will be sent again",
                          metadata: ["file": "\(file.name)", "error": "\(error)"])
-            object = ["event": "error", "file": file.name, "message": "\(error)"]
+            line = JSONEvents.line("error", ErrorJSONEvent("\(error)", file: file.name))
         case .unreadable(let error, let retryIn):
             logger.error("cannot read the outbox", metadata: [
                 "error": "\(error)", "retry": "\(EventRenderer.formatSeconds(retryIn.seconds))",
             ])
-            object = ["event": "error", "message": "\(error)"]
+            line = JSONEvents.line("error", ErrorJSONEvent("\(error)"))
         case .notice(let notice):
             switch notice {
             case .quarantined(let name, let reason, let movedTo):
                 logger.warning("outbox file cannot be sent; moved to failed/", metadata: [
                     "file": "\(name)", "reason": "\(reason)", "path": "\(movedTo)",
                 ])
-                object = ["event": "failed", "file": name, "reason": reason, "path": movedTo.string]
+                line = JSONEvents.line("failed", FailedJSONEvent(file: name, reason: reason, path: movedTo.string))
             case .skipped(let name, let reason):
                 logger.error("outbox file cannot be sent and stays in the outbox", metadata: [
                     "file": "\(name)", "reason": "\(reason)",
                 ])
-                object = ["event": "failed", "file": name, "reason": reason]
+                line = JSONEvents.line("failed", FailedJSONEvent(file: name, reason: reason))
             }
         }
         if json {
-            object["time"] = EventTimestamp.string()
-            EventRenderer.writeLine(EventRenderer.encode(object), to: STDOUT_FILENO)
+            EventRenderer.writeLine(line, to: STDOUT_FILENO)
         }
     }
 
@@ -215,12 +213,9 @@ struct DaemonReporter {
             logger.debug("\(message)", metadata: metadata)
         }
         if json {
-            var object: [String: any Sendable] = [
-                "event": "waiting", "kind": kind.rawValue, "message": message, "retrySeconds": retryIn.seconds,
-                "time": EventTimestamp.string(),
-            ]
-            if kind == .permissionDenied { object["advice"] = Self.permissionAdvice }
-            EventRenderer.writeLine(EventRenderer.encode(object), to: STDOUT_FILENO)
+            let waiting = WaitingJSONEvent(kind: kind.rawValue, message: message, text: message, retrySeconds: retryIn.seconds,
+                                           advice: kind == .permissionDenied ? Self.permissionAdvice : nil)
+            EventRenderer.writeLine(JSONEvents.line("waiting", waiting), to: STDOUT_FILENO)
         }
     }
 
@@ -275,11 +270,5 @@ struct DaemonReporter {
             if let name = key.name { metadata["peer_key_name"] = "\(name)" }
         }
         return metadata
-    }
-
-    static func jsonObject(_ object: [String: any Sendable], _ extra: [String: any Sendable]) -> [String: any Sendable] {
-        var object = object
-        for (key, value) in extra { object[key] = value }
-        return object
     }
 }

@@ -31,19 +31,25 @@ public enum EventOutputMode: Sendable, Equatable {
 /// mutable state.
 public struct EventRenderer {
     public let mode: EventOutputMode
+    /// Shown at the head of the progress line: the file being sent, when there is one.
+    public var label: String?
     private var progressLineShown = false
     private var lastProgressDraw: ContinuousClock.Instant?
+    /// The peer of the current subscription, for the progress line.
+    private var currentPeer: PeerDescription?
+    /// When the current message's first bytes were seen.
+    private var transferStarted: ContinuousClock.Instant?
+    private var waitingHintShown = false
 
-    public init(mode: EventOutputMode) {
+    public init(mode: EventOutputMode, label: String? = nil) {
         self.mode = mode
+        self.label = label
     }
 
-    public mutating func render(_ event: RoleEvent, extra: [String: any Sendable] = [:]) {
+    public mutating func render(_ event: RoleEvent, extras: JSONEventExtras = JSONEventExtras()) {
         switch mode {
         case .jsonLines:
-            var object = Self.jsonObject(for: event)
-            for (key, value) in extra { object[key] = value }
-            Self.writeLine(Self.encode(object), to: STDOUT_FILENO)
+            Self.writeLine(Self.jsonLine(for: event, extras: extras), to: STDOUT_FILENO)
         case .logLines:
             Self.writeLine("bletransfer: " + Self.sentence(for: event), to: STDERR_FILENO)
         case .terminal:
@@ -62,24 +68,57 @@ public struct EventRenderer {
     }
 
     private mutating func renderOnTerminal(_ event: RoleEvent) {
-        if case .progress(_, let progress, let rate, let remaining) = event {
+        if case .progress(let peer, let progress, let rate, let remaining) = event {
             let now = ContinuousClock.now
+            if transferStarted == nil || progress.bytesSoFar == 0 { transferStarted = now }
             let complete = progress.totalBytes.map { progress.bytesSoFar >= $0 } ?? false
             if let last = lastProgressDraw, now - last < .milliseconds(100), !complete { return }
             lastProgressDraw = now
-            Self.write("\r\u{1B}[K" + SafeText.escape(Self.progressLine(progress, rate: rate, remaining: remaining)),
-                       to: STDERR_FILENO)
+            let line = Self.progressLine(progress, rate: rate, remaining: remaining,
+                                         elapsed: transferStarted.map { (now - $0).seconds }, label: label,
+                                         peer: (peer ?? currentPeer).map(Self.describe),
+                                         width: Self.terminalWidth())
+            Self.write("\r\u{1B}[K" + line, to: STDERR_FILENO)
             progressLineShown = true
             return
+        }
+        switch event {
+        case .subscribed(let peer, _, _, _), .connected(let peer):
+            currentPeer = peer
+        case .delivered, .received, .transferAborted, .centralDropped, .refused, .disconnected:
+            transferStarted = nil
+        default:
+            break
         }
         switch event {
         case .stateChanged, .advertising, .scanning, .connected, .subscribed, .delivered, .received,
              .transferAborted, .centralDropped, .retrying, .warning, .disconnected, .refused:
             finish()
             Self.writeLine(Self.sentence(for: event), to: STDERR_FILENO)
+            if !waitingHintShown, let hint = Self.waitingHint(for: event) {
+                waitingHintShown = true
+                Self.writeLine(hint, to: STDERR_FILENO)
+            }
         case .peerFound, .connecting, .progress:
             break
         }
+    }
+
+    /// While a role waits for its peer: what to run on the other host.
+    public static func waitingHint(for event: RoleEvent) -> String? {
+        switch event {
+        case .advertising: "waiting for a receiver; on the other host run: bletransfer receive"
+        case .scanning: "waiting for a sender; on the other host run: bletransfer send \"TEXT\" (or --file PATH)"
+        default: nil
+        }
+    }
+
+    /// The terminal's width in columns: standard error's window size, else `COLUMNS`, else 80.
+    public static func terminalWidth() -> Int {
+        var size = winsize()
+        if ioctl(STDERR_FILENO, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 { return Int(size.ws_col) }
+        if let columns = ProcessInfo.processInfo.environment["COLUMNS"].flatMap(Int.init), columns > 0 { return columns }
+        return 80
     }
 
     // MARK: Text
@@ -113,9 +152,11 @@ public struct EventRenderer {
             progressLine(progress, rate: rate, remaining: remaining)
         case .delivered(let message, let peer):
             "message \(message.sequence) delivered (\(formatBytes(message.byteCount)), \(message.format.rawValue))"
+                + summary(bytes: message.byteCount, duration: message.duration)
                 + (peer.map { " to \(describe($0))" } ?? "") + describeKey(message.peerKey)
         case .received(let message, let peer, let storedAt):
             "message \(message.sequence) received (\(formatBytes(message.byteCount)), \(message.format.rawValue))"
+                + summary(bytes: message.byteCount, duration: message.duration)
                 + (message.fileName.map { " named \"\($0)\"" } ?? "")
                 + (peer.map { " from \(describe($0))" } ?? "") + describeKey(message.peerKey)
                 + (storedAt.map { " → \($0)" } ?? "")
@@ -149,20 +190,51 @@ public struct EventRenderer {
     }
 
     public static func progressLine(_ progress: TransferProgress, rate: Double?, remaining: Double?) -> String {
-        var parts: [String] = []
+        progressLine(progress, rate: rate, remaining: remaining, elapsed: nil, label: nil, peer: nil, width: .max)
+    }
+
+    /// The progress line fitted to `width` columns: the parts that matter least (peer, the
+    /// bar, the label, elapsed time, ETA, rate) go first when it does not fit; what remains is
+    /// cut at `width`. `label` and `peer` are escaped (``SafeText``).
+    public static func progressLine(_ progress: TransferProgress, rate: Double?, remaining: Double?, elapsed: Double?,
+                                    label: String?, peer: String?, width: Int) -> String {
+        // (priority, text) in display order; a higher priority stays longer.
+        var parts: [(priority: Int, text: String)] = []
+        if let label { parts.append((3, ellipsized(SafeText.escape(label), to: 32))) }
+        if let peer { parts.append((1, "↔ " + ellipsized(SafeText.escape(peer), to: 40))) }
         if let total = progress.totalBytes, total > 0 {
             let fraction = min(1, Double(progress.bytesSoFar) / Double(total))
-            let width = 24
-            let filled = Int((fraction * Double(width)).rounded(.down))
-            parts.append("[" + String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled) + "]")
-            parts.append(String(format: "%3.0f%%", fraction * 100))
-            parts.append("\(formatBytes(progress.bytesSoFar)) of \(formatBytes(total))")
+            let barWidth = 24
+            let filled = Int((fraction * Double(barWidth)).rounded(.down))
+            parts.append((2, "[" + String(repeating: "#", count: filled) + String(repeating: ".", count: barWidth - filled) + "]"))
+            parts.append((9, String(format: "%3.0f%%", fraction * 100)))
+            parts.append((8, "\(formatBytes(progress.bytesSoFar)) of \(formatBytes(total))"))
         } else {
-            parts.append(formatBytes(progress.bytesSoFar))
+            parts.append((9, formatBytes(progress.bytesSoFar)))
         }
-        if let rate { parts.append(formatBytes(Int(rate)) + "/s") }
-        if let remaining { parts.append("ETA " + formatSeconds(remaining)) }
-        return parts.joined(separator: " ")
+        if let rate { parts.append((6, formatBytes(Int(rate)) + "/s")) }
+        if let elapsed { parts.append((4, formatSeconds(elapsed) + " elapsed")) }
+        if let remaining { parts.append((5, "ETA " + formatSeconds(remaining))) }
+        func joined() -> String { parts.map(\.text).joined(separator: " ") }
+        while joined().count > width, parts.count > 1,
+              let lowest = parts.indices.min(by: { parts[$0].priority < parts[$1].priority }) {
+            parts.remove(at: lowest)
+        }
+        let line = joined()
+        return line.count > width ? String(line.prefix(max(0, width))) : line
+    }
+
+    /// `text` cut to `limit` characters, its end replaced by "…" when cut.
+    static func ellipsized(_ text: String, to limit: Int) -> String {
+        text.count <= limit ? text : String(text.prefix(limit - 1)) + "…"
+    }
+
+    /// The closing words of a message: " in 3.2s, 3.1 KiB/s on average".
+    public static func summary(bytes: Int, duration: Duration?) -> String {
+        guard let duration else { return "" }
+        let seconds = duration.seconds
+        guard seconds > 0 else { return "" }
+        return " in \(formatSeconds(seconds)), \(formatBytes(Int(Double(bytes) / seconds)))/s on average"
     }
 
     public static func formatBytes(_ count: Int) -> String {
@@ -179,124 +251,8 @@ public struct EventRenderer {
 
     // MARK: JSON
 
-    public static func jsonObject(for event: RoleEvent) -> [String: any Sendable] {
-        var object: [String: any Sendable] = ["time": EventTimestamp.string()]
-        func peer(_ peer: PeerDescription?) -> (any Sendable)? {
-            guard let peer else { return nil }
-            var value: [String: any Sendable] = ["address": peer.address]
-            if let name = peer.name { value["name"] = name }
-            if let rssi = peer.rssi { value["rssi"] = rssi }
-            return value
-        }
-        func message(_ summary: MessageSummary) -> [String: any Sendable] {
-            var value: [String: any Sendable] = [
-                "sequence": summary.sequence, "bytes": summary.byteCount, "format": summary.format.rawValue,
-            ]
-            if let ordering = summary.ordering {
-                value["orderAtRisk"] = true
-                value["orderRisk"] = ordering.reason
-            }
-            if let digest = summary.sha256 { value["sha256"] = digest }
-            if let duration = summary.duration { value["seconds"] = duration.seconds }
-            return value
-        }
-        func key(_ key: AuthenticatedPeer) -> [String: any Sendable] {
-            var value: [String: any Sendable] = ["key": key.keyLine, "fingerprint": key.fingerprint,
-                                                 "authenticated": key.isListed]
-            if let name = key.name { value["name"] = name }
-            return value
-        }
-        /// What a delivered and a received message both carry; the peer's key is named for
-        /// the role it played (`receiver` of a delivery, `sender` of a receipt).
-        func completed(_ event: String, _ summary: MessageSummary, peer target: PeerDescription?, peerKeyField: String) {
-            object["event"] = event
-            object["message"] = message(summary)
-            if let value = peer(target) { object["peer"] = value }
-            if let peerKey = summary.peerKey { object[peerKeyField] = key(peerKey) }
-            if let offset = summary.resumedFrom { object["resumedFrom"] = offset }
-        }
-        switch event {
-        case .stateChanged(let from, let to, let detail):
-            object["event"] = "state"
-            object["from"] = from.rawValue
-            object["state"] = to.rawValue
-            if let detail { object["detail"] = detail }
-        case .advertising(let adapter, let name):
-            object["event"] = "advertising"
-            object["adapter"] = adapter
-            if let name { object["localName"] = name }
-        case .scanning(let adapter):
-            object["event"] = "scanning"
-            object["adapter"] = adapter
-        case .peerFound(let found):
-            object["event"] = "found"
-            object["peer"] = peer(found)
-        case .connecting(let target, let attempt):
-            object["event"] = "connecting"
-            object["peer"] = peer(target)
-            object["attempt"] = attempt
-        case .connected(let target):
-            object["event"] = "connected"
-            object["peer"] = peer(target)
-        case .subscribed(let target, let mtu, let format, let transport):
-            object["event"] = "subscribed"
-            object["peer"] = peer(target)
-            object["mtu"] = mtu
-            object["format"] = format.rawValue
-            object["transport"] = transport.rawValue
-        case .progress(let target, let progress, let rate, let remaining):
-            object["event"] = "progress"
-            if let value = peer(target) { object["peer"] = value }
-            object["bytes"] = progress.bytesSoFar
-            if let total = progress.totalBytes { object["total"] = total }
-            if let rate { object["bytesPerSecond"] = rate }
-            if let remaining { object["secondsRemaining"] = remaining }
-        case .delivered(let summary, let target):
-            completed("delivered", summary, peer: target, peerKeyField: "receiver")
-            if let onAir = summary.payloadBytesOnAir { object["payloadBytesOnAir"] = onAir }
-        case .received(let summary, let source, let storedAt):
-            completed("received", summary, peer: source, peerKeyField: "sender")
-            // As sent: JSON escapes it, a reader compares it with `path` to see the renaming.
-            if let name = summary.fileName { object["name"] = name }
-            if let storedAt { object["path"] = storedAt }
-        case .transferAborted(let target, let reason):
-            object["event"] = "aborted"
-            if let value = peer(target) { object["peer"] = value }
-            object["reason"] = reason
-        case .centralDropped(let target, let reason):
-            object["event"] = "central-dropped"
-            object["peer"] = peer(target)
-            object["reason"] = reason
-        case .retrying(let reason, let delay):
-            object["event"] = "retrying"
-            object["reason"] = reason
-            object["delaySeconds"] = delay.seconds
-        case .disconnected(let target):
-            object["event"] = "disconnected"
-            object["peer"] = peer(target)
-        case .refused(let target, let bound, let reason, let delay):
-            object["event"] = "refused"
-            object["peer"] = peer(target)
-            object["bound"] = bound
-            object["reason"] = reason
-            object["delaySeconds"] = delay.seconds
-        case .warning(let text):
-            object["event"] = "warning"
-            object["message"] = text
-        }
-        return object
-    }
-
-    public static func encode(_ object: [String: any Sendable]) -> String {
-        guard JSONSerialization.isValidJSONObject(object),
-              let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]),
-              let text = String(data: data, encoding: .utf8)
-        else { return #"{"event":"error","message":"event could not be encoded"}"# }
-        return jsonEscapingTerminalControls(text)
-    }
-
-    /// JSONSerialization escapes C0 controls but writes C1 controls and bidi overrides as
-    /// they are; a terminal showing the line would act on them. They can only occur inside
+    /// JSON encoders escape C0 controls but write C1 controls and bidi overrides as they
+    /// are; a terminal showing the line would act on them. They can only occur inside
     /// strings, where `\uNNNN` means the same character, so the JSON value is unchanged.
     public static func jsonEscapingTerminalControls(_ json: String) -> String {
         guard json.unicodeScalars.contains(where: { SafeText.needsEscape($0) }) else { return json }

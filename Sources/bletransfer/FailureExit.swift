@@ -25,8 +25,8 @@ func exitCode(reporting failure: any ClassifiedFailure, json: Bool) -> ExitCode 
     let status = ExitStatus(failure.kind)
     if json {
         EventRenderer.writeLine(
-            EventRenderer.encode(["event": "error", "kind": failure.kind.rawValue, "message": failure.userMessage,
-                                  "exitStatus": Int(status.rawValue)]),
+            JSONEvents.line("error", ErrorJSONEvent(failure.userMessage, kind: failure.kind.rawValue,
+                                                    exitStatus: Int(status.rawValue))),
             to: 1)
     }
     EventRenderer.writeLine("bletransfer: error: \(failure.userMessage)", to: 2)

@@ -180,19 +180,17 @@ struct ReceiveCommand: AsyncParsableCommand {
         let renderer = Task {
             var renderer = EventRenderer(mode: mode)
             for await event in central.events {
-                var extra: [String: any Sendable] = [:]
+                var extras = JSONEventExtras()
                 if mode == .jsonLines {
-                    extra["elapsed"] = (ContinuousClock.now - started).seconds
-                    // Wall-clock seconds since 1970, to line events up with other programs' logs.
-                    extra["time"] = Date().timeIntervalSince1970
+                    extras.elapsed = (ContinuousClock.now - started).seconds
                     if carriesPayload, case .received(let summary, _, _) = event,
                         let payload = await payloads.take(summary.sequence) {
-                        extra["base64"] = Data(payload).base64EncodedString()
+                        extras.base64 = Data(payload).base64EncodedString()
                         let text = String(decoding: payload, as: UTF8.self)
-                        if text.utf8.elementsEqual(payload) { extra["text"] = text }
+                        if text.utf8.elementsEqual(payload) { extras.text = text }
                     }
                 }
-                renderer.render(event, extra: extra)
+                renderer.render(event, extras: extras)
             }
             renderer.finish()
         }

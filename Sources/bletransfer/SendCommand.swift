@@ -141,9 +141,10 @@ struct SendCommand: AsyncParsableCommand {
         let source = RepeatingMessageSource(message: message, count: forever ? nil : (count ?? 1))
 
         let mode = reporting.outputMode
+        let label = inputOptions.file.map { FilePath($0).lastComponent?.string ?? $0 }
         // Unstructured: renders while the role runs in `RoleRun.race`; ends with the event stream and is awaited below.
         let renderer = Task {
-            var renderer = EventRenderer(mode: mode)
+            var renderer = EventRenderer(mode: mode, label: label)
             for await event in peripheral.events { renderer.render(event) }
             renderer.finish()
         }

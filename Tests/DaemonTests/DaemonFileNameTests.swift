@@ -52,7 +52,7 @@ import Transfer
         let hostile = "photo\u{1B}[2J\u{202E}.jpg"
         let summary = MessageSummary(sequence: 1, byteCount: 3, format: .secure, fileName: hostile)
         let event = RoleEvent.received(summary, from: nil, storedAt: "/in/photo_[2J_.jpg")
-        let line = EventRenderer.encode(EventRenderer.jsonObject(for: event))
+        let line = EventRenderer.jsonLine(for: event)
         #expect(!line.unicodeScalars.contains { SafeText.needsEscape($0) })
         let decoded = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
         #expect(decoded?["name"] as? String == hostile)
@@ -63,7 +63,7 @@ import Transfer
         #expect(DaemonReporter.metadata(summary)["name"] == "photo\\x1b[2J\\u{202e}.jpg")
         // Without a name, nothing is added.
         let plain = MessageSummary(sequence: 1, byteCount: 3, format: .secure)
-        #expect(EventRenderer.jsonObject(for: .received(plain, from: nil, storedAt: nil))["name"] == nil)
+        #expect(try EventRenderer.decodedJSON(for: .received(plain, from: nil, storedAt: nil))["name"] == nil)
         #expect(DaemonReporter.metadata(plain)["name"] == nil)
     }
 }

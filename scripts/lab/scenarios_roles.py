@@ -107,7 +107,7 @@ def roles_1mib(ctx: Context):
             rates.append(round(1024 / seconds, 1))
         stored_at = None
         for line in events(b_out, "received"):
-            m = re.search(r'"time":([0-9.]+)', line)
+            m = re.search(r'"unixTime":([0-9.]+)', line)
             if m:
                 stored_at = float(m.group(1))
         exited = re.search(r"RECEIVE-EXIT ([0-9.]+)", b_out)
