@@ -234,7 +234,8 @@ struct OptionTable {
             return nil
         }
         let command = subcommand.map { name in tool.command.subcommands?.first { $0.commandName == name } } ?? tool.command
-        guard let command else { return nil }
+        // A group (`peers`): its commands' options are their own; ArgumentParser's message stands.
+        guard let command, subcommand == nil || command.subcommands?.isEmpty != false else { return nil }
         // What ArgumentParser answers on every command.
         var table = OptionTable(long: ["help": false, "help-hidden": false, "experimental-dump-help": false],
                                 short: ["h": false])
