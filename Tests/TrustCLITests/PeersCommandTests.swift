@@ -87,6 +87,9 @@ private func runPeers(_ arguments: [String], input: String = "") throws -> (stat
         #expect(try runPeers(["fingerprint", laptop.publicKeyLine]).out == "\(fingerprint)  laptop\n")
         #expect(try runPeers(["fingerprint"], input: laptop.publicKey.line() + "\n").out == "\(fingerprint)\n")
         #expect(fingerprint.count == "SHA256:".count + 43)
+        let missing = try runPeers(["remove"])
+        #expect(missing.status == ExitStatus.usage.rawValue)
+        #expect(missing.err.hasSuffix("\nhint: see 'bletransfer peers remove --help'\n"))
         let bad = try runPeers(["fingerprint", "hello"])
         #expect(bad.status == ExitStatus.usage.rawValue && bad.err.hasPrefix("bletransfer: error: 'hello'"))
     }
