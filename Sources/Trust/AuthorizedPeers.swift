@@ -1,5 +1,11 @@
 import Foundation
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// The hosts this host exchanges messages with in secure mode, read from an authorized-peers
 /// file:
 ///
@@ -93,28 +99,92 @@ public struct AuthorizedPeers: Sendable, Equatable {
     }
 
     /// Reads and parses the file at `path`. An empty list is an error here: a daemon given an
-    /// authorized-peers file that authorizes nobody would refuse every peer, silently.
+    /// authorized-peers file that authorizes nobody would refuse every peer, silently. A file
+    /// that group or others can write, or that belongs to another user than root or the one
+    /// running, is refused (`checkOwnership`), as sshd's StrictModes does.
     public static func load(from path: String) throws(TrustError) -> AuthorizedPeers {
-        let data: Data
-        do {
-            data = try Data(contentsOf: URL(fileURLWithPath: path))
-        } catch let error as CocoaError {
-            let code: Int32 =
-                switch error.code {
-                case .fileReadNoSuchFile, .fileNoSuchFile: ENOENT
-                case .fileReadNoPermission: EACCES
-                default: EIO
-                }
-            throw .fileAccess(path: path, operation: "read", errno: code)
-        } catch {
-            throw .fileAccess(path: path, operation: "read", errno: EIO)
-        }
-        guard let text = String(data: data, encoding: .utf8) else {
-            throw .malformedAuthorizedPeers(path: path, problems: [Problem(line: 0, reason: "not UTF-8 text")])
-        }
-        let peers = try AuthorizedPeers(parsing: text, path: path)
+        let peers = try AuthorizedPeers(parsing: readText(from: path).text, path: path)
         guard !peers.peers.isEmpty else { throw .noAuthorizedPeers(path: path) }
         return peers
+    }
+
+    /// The identity of a file's version as `stat` tells it: a change of any field means the
+    /// file was rewritten (an atomic rename changes the inode, an edit in place the size or
+    /// the modification time) or its mode or owner changed (the status change time).
+    public struct FileStamp: Sendable, Hashable {
+        public var device: UInt64
+        public var inode: UInt64
+        public var size: Int64
+        public var modifiedSeconds: Int64
+        public var modifiedNanoseconds: Int64
+        public var changedSeconds: Int64
+        public var changedNanoseconds: Int64
+
+        init(_ status: stat) {
+            device = UInt64(status.st_dev)
+            inode = UInt64(status.st_ino)
+            size = Int64(status.st_size)
+            modifiedSeconds = Int64(status.st_mtim.tv_sec)
+            modifiedNanoseconds = Int64(status.st_mtim.tv_nsec)
+            changedSeconds = Int64(status.st_ctim.tv_sec)
+            changedNanoseconds = Int64(status.st_ctim.tv_nsec)
+        }
+
+        /// The stamp of the file at `path` now, nil when it cannot be examined.
+        public static func current(of path: String) -> FileStamp? {
+            var status = stat()
+            guard stat(path, &status) == 0 else { return nil }
+            return FileStamp(status)
+        }
+    }
+
+    /// Refuses a file whose mode or owner would let someone else than its owner (or root)
+    /// change who is authorized: writable by group or others, or owned by a user other than
+    /// `user` and root.
+    public static func checkOwnership(path: String, mode: UInt32, owner: UInt32, user: UInt32) throws(TrustError) {
+        if mode & 0o022 != 0 {
+            throw .authorizedPeersUnsafe(
+                path: path, reason: "is writable by group or others (mode \(String(mode & 0o777, radix: 8)))",
+                fix: "chmod go-w \(path)")
+        }
+        if owner != 0 && owner != user {
+            throw .authorizedPeersUnsafe(
+                path: path, reason: "belongs to user \(owner), not to root or to you (user \(user))",
+                fix: "chown \(user) \(path)")
+        }
+    }
+
+    /// The text of the authorized-peers file at `path` and its stamp, after the ownership
+    /// check. At most 1 MiB: a list of peers is a few lines.
+    public static func readText(from path: String) throws(TrustError) -> (text: String, stamp: FileStamp) {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw .fileAccess(path: path, operation: "read", errno: errno) }
+        defer { close(descriptor) }
+        var status = stat()
+        guard fstat(descriptor, &status) == 0 else { throw .fileAccess(path: path, operation: "read", errno: errno) }
+        let mode = UInt32(status.st_mode)
+        guard mode & UInt32(S_IFMT) == UInt32(S_IFREG) else {
+            throw .malformedAuthorizedPeers(path: path, problems: [Problem(line: 0, reason: "not a regular file")])
+        }
+        try checkOwnership(path: path, mode: mode, owner: UInt32(status.st_uid), user: UInt32(geteuid()))
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = read(descriptor, &buffer, buffer.count)
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw .fileAccess(path: path, operation: "read", errno: errno)
+            }
+            if count == 0 { break }
+            bytes += buffer[0..<count]
+            if bytes.count > 1 << 20 {
+                throw .malformedAuthorizedPeers(path: path, problems: [Problem(line: 0, reason: "over 1 MiB")])
+            }
+        }
+        guard let text = String(validating: bytes, as: UTF8.self) else {
+            throw .malformedAuthorizedPeers(path: path, problems: [Problem(line: 0, reason: "not UTF-8 text")])
+        }
+        return (text, FileStamp(status))
     }
 
     /// The entry for `key`, nil when the key is not authorized. With `acceptsAnyKey` an

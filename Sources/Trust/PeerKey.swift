@@ -30,18 +30,19 @@ public struct PeerKey: Sendable, Hashable, CustomStringConvertible {
 
     public var base64: String { Data(rawBytes).base64EncodedString() }
 
-    /// `SHA256:` and the first 10 bytes of the key's SHA-256 in five groups of four hex digits,
-    /// e.g. `SHA256:3f9a-21c0-77be-0d14-9a52`: 80 bits, short enough to read aloud and compare by
-    /// eye, long enough that nobody can make a second key with the same fingerprint.
+    /// `SHA256:` and the whole SHA-256 of the key in unpadded base64 (43 characters), the way
+    /// OpenSSH shows fingerprints, e.g. `SHA256:Yw3NKWbEM2aRElRIu7JbT/QSpJxzLbLIq8G4WBvXEN0`:
+    /// compared in full, no second key can be made to match it.
     public var fingerprint: String {
-        let hex = SHA256.hash(data: rawBytes).prefix(10).map { String(format: "%02x", $0) }.joined()
-        var groups: [Substring] = []
-        var rest = Substring(hex)
-        while !rest.isEmpty {
-            groups.append(rest.prefix(4))
-            rest = rest.dropFirst(4)
-        }
-        return "SHA256:" + groups.joined(separator: "-")
+        var encoded = Data(SHA256.hash(data: rawBytes)).base64EncodedString()
+        while encoded.hasSuffix("=") { encoded.removeLast() }
+        return "SHA256:" + encoded
+    }
+
+    /// Whether `text` is this key's fingerprint, with or without `SHA256:`.
+    public func hasFingerprint(_ text: String) -> Bool {
+        let given = text.hasPrefix("SHA256:") ? String(text.dropFirst(7)) : text
+        return !given.isEmpty && given == String(fingerprint.dropFirst(7))
     }
 
     /// The public key line, with `name` after the key when there is one.

@@ -23,6 +23,10 @@ public enum TrustError: Error, Sendable, Equatable, CustomStringConvertible {
     case malformedAuthorizedPeers(path: String, problems: [AuthorizedPeers.Problem])
     /// The authorized-peers file lists nobody.
     case noAuthorizedPeers(path: String)
+    /// The authorized-peers file could be changed by someone else than its owner (writable by
+    /// group or others) or belongs to another user than root or the one running: refused, as
+    /// sshd's StrictModes does. `fix` is the command that repairs it.
+    case authorizedPeersUnsafe(path: String, reason: String, fix: String)
 
     public var description: String {
         switch self {
@@ -44,6 +48,8 @@ public enum TrustError: Error, Sendable, Equatable, CustomStringConvertible {
             return "\(path): \(shown)\(more)"
         case .noAuthorizedPeers(let path):
             return "\(path) lists no peer; add the line 'bletransfer id' prints on each peer"
+        case .authorizedPeersUnsafe(let path, let reason, let fix):
+            return "\(path) \(reason); run '\(fix)' — whoever can write it can let any key in"
         }
     }
 

@@ -46,7 +46,7 @@ struct BLETransferCommand: AsyncParsableCommand {
         subcommands: [
             SendCommand.self, ReceiveCommand.self, StatusCommand.self, DaemonCommand.self,
             KeygenCommand.self,
-            IdCommand.self,
+            IdCommand.self, PeersCommand.self,
         ]
     )
 

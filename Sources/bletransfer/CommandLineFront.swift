@@ -83,7 +83,8 @@ enum CommandLineFront {
             // ArgumentParser's own messages begin with a capital or a count ("2 unexpected
             // arguments"); the commands' own are specific enough without a hint.
             let isArgumentParsers = Root.message(for: error).first.map { $0.isUppercase || $0.isNumber } ?? false
-            return .failure(message, hint: isArgumentParsers ? "see '\(helpCommand(subcommand))'" : nil)
+            let helpFor = groupCommand(in: arguments) ?? subcommand
+            return .failure(message, hint: isArgumentParsers ? "see '\(helpCommand(helpFor))'" : nil)
         }
         // Anything else is a bug: the commands report what a user can cause themselves.
         let message = Root.message(for: error)
@@ -117,6 +118,14 @@ enum CommandLineFront {
     static func subcommand(in arguments: [String]) -> String? {
         guard let first = arguments.first, subcommandNames.contains(first) else { return nil }
         return first
+    }
+
+    /// `peers remove` for `peers remove …`: a group's command the arguments name, if any.
+    static func groupCommand(in arguments: [String]) -> String? {
+        guard arguments.count >= 2,
+              let group = Root.configuration.subcommands.first(where: { $0._commandName == arguments[0] }),
+              group.configuration.subcommands.contains(where: { $0._commandName == arguments[1] }) else { return nil }
+        return arguments[0] + " " + arguments[1]
     }
 
     static func helpCommand(_ subcommand: String?) -> String {
@@ -234,7 +243,8 @@ struct OptionTable {
             return nil
         }
         let command = subcommand.map { name in tool.command.subcommands?.first { $0.commandName == name } } ?? tool.command
-        guard let command else { return nil }
+        // A group (`peers`): its commands' options are their own; ArgumentParser's message stands.
+        guard let command, subcommand == nil || command.subcommands?.isEmpty != false else { return nil }
         // What ArgumentParser answers on every command.
         var table = OptionTable(long: ["help": false, "help-hidden": false, "experimental-dump-help": false],
                                 short: ["h": false])

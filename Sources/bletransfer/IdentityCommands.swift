@@ -78,7 +78,7 @@ enum IdentityLocation {
         case .identityExists: kind = .cannotCreate
         case .identityMissing: kind = .noInput
         case .identityTooOpen: kind = .permissionDenied
-        case .malformedIdentity, .malformedAuthorizedPeers, .noAuthorizedPeers: kind = .configuration
+        case .malformedIdentity, .malformedAuthorizedPeers, .noAuthorizedPeers, .authorizedPeersUnsafe: kind = .configuration
         case .fileAccess(_, _, let code):
             kind = code == EACCES || code == EPERM || code == EROFS ? .permissionDenied : code == ENOENT ? .noInput : .ioError
         }

@@ -36,10 +36,9 @@ struct TrustOptions: ParsableArguments {
                                     requiresSecure: false)
         }
         // The list first: a broken list is the configuration problem to report.
-        let peers = try Self.loadPeers(peersPath)
+        try Self.checkPeers(peersPath)
         let identityPath = identity ?? IdentityLocation.defaultPathForThisProcess()
-        return SecureModePolicy(identity: try Self.loadIdentity(identityPath), authorizedPeers: peers,
-                                requiresSecure: true)
+        return try Self.policy(identity: try Self.loadIdentity(identityPath), peersPath: peersPath, requiresSecure: true)
     }
 
     /// `daemon`: the secure mode is required; without an identity or an authorized peer the
@@ -53,8 +52,8 @@ struct TrustOptions: ParsableArguments {
             let wanted = identity != nil || authorizedPeers != nil
             guard wanted || (FileManager.default.fileExists(atPath: identityPath)
                              && FileManager.default.fileExists(atPath: peersPath)) else { return nil }
-            return SecureModePolicy(identity: try Self.loadIdentity(identityPath),
-                                    authorizedPeers: try Self.loadPeers(peersPath), requiresSecure: false)
+            let loadedIdentity = try Self.loadIdentity(identityPath)
+            return try Self.policy(identity: loadedIdentity, peersPath: peersPath, requiresSecure: false)
         }
         let listPeers = "list each peer's 'bletransfer id' line in \(peersPath), or run with --insecure-any-peer"
         let loadedIdentity: HostIdentity
@@ -68,9 +67,8 @@ struct TrustOptions: ParsableArguments {
             throw IdentityLocation.failure(error)
         }
         let advice = "the daemon exchanges messages only with authorized peers: " + listPeers
-        let peers: AuthorizedPeers
         do {
-            peers = try AuthorizedPeers.load(from: peersPath)
+            return try SecureModePolicy(identity: loadedIdentity, authorizedPeersPath: peersPath, requiresSecure: true)
         } catch .fileAccess(_, _, let code) where code == ENOENT {
             throw RoleFailure(.configuration, "no authorized-peers file at \(peersPath); \(advice)")
         } catch .noAuthorizedPeers {
@@ -78,7 +76,6 @@ struct TrustOptions: ParsableArguments {
         } catch {
             throw IdentityLocation.failure(error)
         }
-        return SecureModePolicy(identity: loadedIdentity, authorizedPeers: peers, requiresSecure: true)
     }
 
     /// `path` when a file (or anything) is there: a default file is used only when it exists.
@@ -90,7 +87,18 @@ struct TrustOptions: ParsableArguments {
         do { return try HostIdentity.load(from: path) } catch { throw IdentityLocation.failure(error) }
     }
 
-    private static func loadPeers(_ path: String) throws(RoleFailure) -> AuthorizedPeers {
-        do { return try AuthorizedPeers.load(from: path) } catch { throw IdentityLocation.failure(error) }
+    private static func checkPeers(_ path: String) throws(RoleFailure) {
+        do { _ = try AuthorizedPeers.load(from: path) } catch { throw IdentityLocation.failure(error) }
+    }
+
+    /// The policy with the authorized peers of `peersPath`, re-read whenever the file changes,
+    /// so a peer added with 'bletransfer peers add' counts from the next connection on.
+    private static func policy(identity: HostIdentity, peersPath: String,
+                               requiresSecure: Bool) throws(RoleFailure) -> SecureModePolicy {
+        do {
+            return try SecureModePolicy(identity: identity, authorizedPeersPath: peersPath, requiresSecure: requiresSecure)
+        } catch {
+            throw IdentityLocation.failure(error)
+        }
     }
 }

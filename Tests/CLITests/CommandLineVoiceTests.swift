@@ -44,7 +44,7 @@ private func isOneVoice(_ text: String) -> Bool {
 @Suite struct HelpLayoutTests {
     static let helpRequests: [[String]] = [
         ["--help"], ["help", "send"], ["help", "receive"], ["help", "daemon"], ["help", "status"],
-        ["help", "keygen"], ["help", "id"], ["send", "--help"], ["daemon", "-h"],
+        ["help", "keygen"], ["help", "id"], ["help", "peers"], ["peers", "--help"], ["send", "--help"], ["daemon", "-h"],
     ]
 
     @Test(arguments: helpRequests)
@@ -114,7 +114,7 @@ private func isOneVoice(_ text: String) -> Bool {
         #expect(try #require(outcome(["recieve"])).standardError.contains("did you mean 'receive'?"))
         #expect(try #require(outcome(["stauts"])).standardError.contains("did you mean 'status'?"))
         let nothingClose = try #require(outcome(["frobnicate"]))
-        #expect(nothingClose.standardError.contains("hint: the commands are send, receive, status, daemon, keygen, id"))
+        #expect(nothingClose.standardError.contains("hint: the commands are send, receive, status, daemon, keygen, id, peers"))
     }
 
     @Test func helpForAnUnknownCommandFails() throws {

@@ -116,10 +116,12 @@ import Testing
         }
     }
 
-    @Test func theFingerprintIsShortStableAndDistinct() throws {
+    @Test func theFingerprintIsTheWholeHashStableAndDistinct() throws {
         let key = try PeerKey(rawBytes: [UInt8](0..<32))
-        // SHA-256 of 00 01 … 1f starts 630dcd2966c4336691125448bbb25b4ff412a49c732db2c8abc1b8581bd710dd.
-        #expect(key.fingerprint == "SHA256:630d-cd29-66c4-3366-9112")
+        // SHA-256 of 00 01 … 1f is 630dcd2966c4336691125448bbb25b4ff412a49c732db2c8abc1b8581bd710dd.
+        #expect(key.fingerprint == "SHA256:Yw3NKWbEM2aRElRIu7JbT/QSpJxzLbLIq8G4WBvXEN0")
+        #expect(key.hasFingerprint(key.fingerprint) && key.hasFingerprint(String(key.fingerprint.dropFirst(7))))
+        #expect(!key.hasFingerprint("SHA256:") && !key.hasFingerprint("Yw3NKWbE"))
         #expect(try PeerKey(rawBytes: [UInt8](1..<33)).fingerprint != key.fingerprint)
     }
 

@@ -90,7 +90,8 @@ def authorize(ctx: Context, host: str, label: str, keys: list) -> str:
     """An authorized-peers file on `host` listing `keys`; returns its path there."""
     path = f"{KEY_DIR}/{ctx.name}/{label}.peers"
     text = "# authorized peers written by the lab\n" + "".join(k.line + "\n" for k in keys)
-    ctx.lab.sh(host, f"printf %s {shlex.quote(text)} > {path}", step=f"authorize {label}")
+    # 0644 whatever the umask: bletransfer refuses a list that group or others can write.
+    ctx.lab.sh(host, f"printf %s {shlex.quote(text)} > {path} && chmod 644 {path}", step=f"authorize {label}")
     return path
 
 

@@ -6,8 +6,12 @@ import Trust
 /// the framed format gets it and every other subscription gets compat.
 ///
 /// Bounded and expiring: a hostile central writing HELLOs from ever new addresses cannot grow
-/// it past `capacity` (the least recently written entry is dropped), and a HELLO older than
-/// `lifetime` no longer counts. Pure: the caller supplies the time.
+/// it past `capacity`, and a HELLO older than `lifetime` no longer counts. When it is full, the
+/// least recently written entry of a device that is no longer connected makes room; entries of
+/// connected devices are kept, and a new HELLO is dropped when every entry is one: a device
+/// rotating addresses cannot push out the HELLO of a central that is still connected (each
+/// address it keeps connected costs it a link, and disconnected ones are forgotten). Pure:
+/// the caller supplies the time and which devices are connected.
 struct HelloRegistry: Sendable {
     struct Entry: Sendable {
         var hello: Hello
@@ -25,14 +29,22 @@ struct HelloRegistry: Sendable {
         self.lifetime = lifetime
     }
 
-    /// Remembers (or replaces) the HELLO `device` wrote at `time`.
-    mutating func record(_ hello: Hello, version2: HelloV2? = nil, from device: DeviceReference, at time: ContinuousClock.Instant) {
+    /// Remembers (or replaces) the HELLO `device` wrote at `time`. False when the table is
+    /// full of entries of devices `isConnected` says are connected: the HELLO is not kept.
+    @discardableResult
+    mutating func record(_ hello: Hello, version2: HelloV2? = nil, from device: DeviceReference,
+                         at time: ContinuousClock.Instant,
+                         isConnected: (DeviceReference) -> Bool = { _ in false }) -> Bool {
         removeExpired(at: time)
-        entries[device] = Entry(hello: hello, version2: version2, writtenAt: time)
-        while entries.count > capacity,
-              let oldest = entries.min(by: { $0.value.writtenAt < $1.value.writtenAt })?.key {
-            entries[oldest] = nil
+        if entries[device] == nil {
+            while entries.count >= capacity {
+                guard let oldest = entries.filter({ !isConnected($0.key) })
+                    .min(by: { $0.value.writtenAt < $1.value.writtenAt })?.key else { return false }
+                entries[oldest] = nil
+            }
         }
+        entries[device] = Entry(hello: hello, version2: version2, writtenAt: time)
+        return true
     }
 
     /// The HELLO `device` wrote, if it is still valid at `time`. It stays valid for later

@@ -149,7 +149,8 @@ public final class Peripheral: Sendable {
             let confirm = indications ? confirmed : nil
             return LocalCharacteristicHandlers(
                 write: { value, options in
-                    await server.write(value, device: options.device, mtu: options.mtu)
+                    await server.write(value, device: options.device, mtu: options.mtu,
+                                       connectedDevices: { session.connectedDevices(on: adapter) })
                 },
                 startNotify: {
                     let device = PeerResolver.onlyConnectedDevice(on: adapter, in: session)

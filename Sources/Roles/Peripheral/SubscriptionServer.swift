@@ -309,7 +309,10 @@ actor SubscriptionServer {
     }
 
     /// A central wrote `value` (write without response) to our characteristic.
-    func write(_ value: [UInt8], device: DeviceReference?, mtu: Int?) {
+    /// `connectedDevices`: the devices connected now, asked only when the HELLO table is full
+    /// (nil: unknown, every entry may make room).
+    func write(_ value: [UInt8], device: DeviceReference?, mtu: Int?,
+               connectedDevices: (@Sendable () -> [DeviceReference])? = nil) {
         if let device, let mtu {
             if mtus[device] == nil && mtus.count >= configuration.helloCapacity * 4 {
                 mtus.removeAll()   // bounded; MTUs are re-learnt from the next writes
@@ -328,7 +331,15 @@ actor SubscriptionServer {
                 logger.debug("ignored a HELLO without a device")
                 return
             }
-            hellos.record(hello, version2: HelloV2(parsing: value), from: device, at: .now)
+            var connected: Set<DeviceReference>?
+            let kept = hellos.record(hello, version2: HelloV2(parsing: value), from: device, at: .now) { other in
+                if connected == nil { connected = Set(connectedDevices?() ?? []) }
+                return connected?.contains(other) == true
+            }
+            guard kept else {
+                logger.debug("dropped a HELLO from \(device): the HELLO table is full of connected devices' entries")
+                return
+            }
             logger.debug("HELLO from \(device): framed version \(hello.version), session \(hello.session)")
             return
         }

@@ -13,14 +13,38 @@ import Trust
 /// active man in the middle could, which is what authorized peers are for.
 public struct SecureModePolicy: Sendable {
     public var identity: HostIdentity
-    public var authorizedPeers: AuthorizedPeers
     public var requiresSecure: Bool
+    /// A fixed list, or nil when `source` says.
+    private var fixedPeers: AuthorizedPeers
+    private var source: AuthorizedPeersSource?
+
+    /// The peers a session that starts now checks keys against: the file as it is now when the
+    /// policy was made from one (`init(identity:authorizedPeersSource:requiresSecure:)`).
+    /// Setting it fixes the list.
+    public var authorizedPeers: AuthorizedPeers {
+        get { source?.current() ?? fixedPeers }
+        set {
+            fixedPeers = newValue
+            source = nil
+        }
+    }
 
     public init(identity: HostIdentity, authorizedPeers: AuthorizedPeers, requiresSecure: Bool) {
         self.identity = identity
         // Not required: listed keys are named, any other key is let in unauthenticated.
-        self.authorizedPeers = requiresSecure ? authorizedPeers : authorizedPeers.acceptingAnyKey()
+        self.fixedPeers = requiresSecure ? authorizedPeers : authorizedPeers.acceptingAnyKey()
         self.requiresSecure = requiresSecure
+        self.source = nil
+    }
+
+    /// The peers the authorized-peers file at `path` lists, re-read when it changes
+    /// (`AuthorizedPeersSource`). Throws when the file cannot be loaded now.
+    public init(identity: HostIdentity, authorizedPeersPath path: String, requiresSecure: Bool) throws(TrustError) {
+        let source = try AuthorizedPeersSource(path: path, acceptsAnyKey: !requiresSecure)
+        self.identity = identity
+        self.fixedPeers = source.current()
+        self.requiresSecure = requiresSecure
+        self.source = source
     }
 
     /// No keys given: a fresh key for this run, any peer's key accepted, Apple's flow allowed.
@@ -37,7 +61,7 @@ public struct SecureModePolicy: Sendable {
 public struct AuthenticatedPeer: Sendable, Hashable {
     /// The public key line (`bletransfer-x25519 <base64> [name]`).
     public var keyLine: String
-    /// `SHA256:xxxx-…`, as `bletransfer id` prints it.
+    /// `SHA256:` and the key's whole SHA-256 in base64, as `bletransfer id` prints it.
     public var fingerprint: String
     /// The name after the key in the authorized-peers file, if any.
     public var name: String?

@@ -1,0 +1,57 @@
+import Logging
+import Synchronization
+import Trust
+
+/// An authorized-peers file as the roles see it: re-read when it changed, so that a peer added
+/// or removed counts from the next connection on, without a restart.
+///
+/// `current()` compares the file's stamp (device, inode, size, modification and status change
+/// times) with the one last read and reads the file again when it differs. A new text that
+/// cannot be used (malformed, unsafe permissions, gone) leaves the last good list in force,
+/// with a warning in the log once per version of the file.
+public final class AuthorizedPeersSource: Sendable {
+    private struct State {
+        var peers: AuthorizedPeers
+        var stamp: AuthorizedPeers.FileStamp?
+    }
+
+    public let path: String
+    /// Unlisted keys are let in too (a side that does not require authorized peers).
+    private let acceptsAnyKey: Bool
+    private let logger: Logger
+    private let state: Mutex<State>
+
+    /// Reads the file now: a file that cannot be loaded is the caller's error to report.
+    public init(path: String, acceptsAnyKey: Bool = false,
+                logger: Logger = Logger(label: "bletransfer.trust")) throws(TrustError) {
+        let (text, stamp) = try AuthorizedPeers.readText(from: path)
+        let peers = try AuthorizedPeers(parsing: text, path: path)
+        guard !peers.peers.isEmpty else { throw .noAuthorizedPeers(path: path) }
+        self.path = path
+        self.acceptsAnyKey = acceptsAnyKey
+        self.logger = logger
+        state = Mutex(State(peers: acceptsAnyKey ? peers.acceptingAnyKey() : peers, stamp: stamp))
+    }
+
+    /// The list as the file says now (or the last good one).
+    public func current() -> AuthorizedPeers {
+        let stamp = AuthorizedPeers.FileStamp.current(of: path)
+        return state.withLock { state in
+            guard stamp != state.stamp else { return state.peers }
+            state.stamp = stamp
+            do {
+                let read = try AuthorizedPeers.readText(from: path)
+                state.stamp = read.stamp
+                let peers = try AuthorizedPeers(parsing: read.text, path: path)
+                if peers.peers.isEmpty {
+                    logger.warning("\(path) lists no peer now: every peer is refused")
+                }
+                state.peers = acceptsAnyKey ? peers.acceptingAnyKey() : peers
+                logger.info("re-read \(path): \(peers.peers.count) authorized peer(s)")
+            } catch {
+                logger.warning("kept the authorized peers read before: \(error)")
+            }
+            return state.peers
+        }
+    }
+}

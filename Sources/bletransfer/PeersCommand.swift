@@ -1,0 +1,241 @@
+import ArgumentParser
+import Daemon
+import DaemonSupport
+import Foundation
+import Roles
+import Trust
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `bletransfer peers`: list and edit the authorized-peers file. The editing itself is
+/// `AuthorizedPeersFile`'s; these commands read, write and print.
+struct PeersCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "peers",
+        abstract: "List and edit the authorized-peers file.",
+        discussion: HelpText.discussion("""
+            Edits keep comments and every other line as they are, and replace the file \
+            atomically. Running roles and daemons read the change at their next connection.
+
+            EXAMPLES:
+              bletransfer peers list
+              bletransfer peers add 'bletransfer-x25519 q2V5…= laptop'
+              ssh laptop bletransfer id | bletransfer peers add -
+              bletransfer peers fingerprint 'bletransfer-x25519 q2V5…='
+              bletransfer peers rename laptop old-laptop
+              bletransfer peers remove old-laptop
+              sudo bletransfer peers add --authorized-peers \\
+                  /etc/bletransfer/authorized-peers 'bletransfer-x25519 …'
+            """, manual: """
+            The authorized-peers file lists, one line each, the public keys of the hosts this \
+            host exchanges messages with, as 'bletransfer id' prints them on each host: \
+            'bletransfer-x25519 <base64> [name]'. Lines starting with '#' are comments.
+
+            A peer is named by its name or by its fingerprint (SHA256:…, the whole SHA-256 of \
+            the key, as 'bletransfer id' and 'peers list' show it). Before adding a line \
+            received from elsewhere, compare 'peers fingerprint' of it with the fingerprint \
+            'bletransfer id' shows on the peer itself.
+
+            The file must not be writable by group or others and must belong to you or root \
+            (as sshd's StrictModes): otherwise the roles refuse it (exit 78).
+
+            Default path: $XDG_CONFIG_HOME/bletransfer/authorized-peers \
+            (~/.config/bletransfer/authorized-peers); /etc/bletransfer/authorized-peers for the \
+            service user 'bletransfer'.
+            """),
+        subcommands: [
+            PeersList.self, PeersAdd.self, PeersRemove.self, PeersRename.self, PeersFingerprint.self,
+        ]
+    )
+}
+
+/// `--authorized-peers PATH` of every `peers` command.
+struct PeersFileOption: ParsableArguments {
+    @Option(name: .customLong("authorized-peers"), help: ArgumentHelp(
+        "The file (default: as the roles use).", valueName: "PATH"))
+    var authorizedPeers: String?
+
+    func validate() throws {
+        if authorizedPeers?.isEmpty == true { throw ValidationError("--authorized-peers: give a file path") }
+    }
+
+    var path: String { authorizedPeers ?? IdentityLocation.defaultAuthorizedPeersPathForThisProcess() }
+}
+
+/// Reading and writing the file, with failures in the command line's voice.
+enum PeersFileAccess {
+    /// The file's text and mode; with `missingIsEmpty`, a file not there yet reads as empty.
+    static func read(_ path: String, missingIsEmpty: Bool) throws -> (file: AuthorizedPeersFile, mode: mode_t?) {
+        do {
+            let (text, _) = try AuthorizedPeers.readText(from: path)
+            var status = stat()
+            let mode = stat(path, &status) == 0 ? mode_t(status.st_mode) & 0o7777 : nil
+            return (AuthorizedPeersFile(text: text), mode)
+        } catch .fileAccess(_, _, let code) where code == ENOENT && missingIsEmpty {
+            return (AuthorizedPeersFile(text: ""), nil)
+        } catch {
+            throw bletransfer.exitCode(reporting: IdentityLocation.failure(error), json: false)
+        }
+    }
+
+    /// Replaces the file with `file`'s text, keeping its mode (0644 for a new file).
+    static func write(_ file: AuthorizedPeersFile, to path: String, mode: mode_t?) throws {
+        do {
+            try AtomicFile.replace(path: path, contents: file.text, mode: mode ?? 0o644)
+        } catch {
+            throw bletransfer.exitCode(reporting: IdentityLocation.failure(error), json: false)
+        }
+    }
+
+    static func fail(_ error: AuthorizedPeersFile.EditError) -> ExitCode {
+        let kind: FailureKind
+        switch error {
+        case .alreadyListed: kind = .cannotCreate
+        case .malformedLine, .invalidName, .noMatch, .ambiguous: kind = .usage
+        }
+        return bletransfer.exitCode(reporting: RoleFailure(kind, error.description), json: false)
+    }
+
+    /// The lines of standard input.
+    static func standardInputLines() -> [String] {
+        var lines: [String] = []
+        while let line = readLine(strippingNewline: true) { lines.append(line) }
+        return lines
+    }
+
+    /// Whether a line of input is worth reading as a key: not blank, not a comment, not the
+    /// fingerprint line `bletransfer id` prints after the key line.
+    static func isKeyLine(_ line: String) -> Bool {
+        let trimmed = line.trimmingCharacters(in: .whitespaces)
+        return !trimmed.isEmpty && !trimmed.hasPrefix("#") && !trimmed.hasPrefix("SHA256:")
+    }
+}
+
+struct PeersList: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "list", abstract: "List the authorized peers: name, fingerprint, key line.")
+
+    @OptionGroup var file: PeersFileOption
+
+    @Flag(name: .long, help: "One JSON object per peer, one a line.")
+    var json = false
+
+    func run() throws {
+        let path = file.path
+        let (peersFile, _) = try PeersFileAccess.read(path, missingIsEmpty: false)
+        do {
+            _ = try AuthorizedPeers(parsing: peersFile.text, path: path)
+        } catch {
+            EventRenderer.writeLine("bletransfer: warning: \(error.description)", to: 2)
+        }
+        for entry in peersFile.entries {
+            let line = entry.key.line(name: entry.name)
+            if json {
+                var object: [String: any Sendable] = ["fingerprint": entry.key.fingerprint, "key": line, "line": entry.line]
+                if let name = entry.name { object["name"] = name }
+                print(EventRenderer.encode(object))
+            } else {
+                print(SafeText.escape("\(entry.name ?? "-")  \(entry.key.fingerprint)  \(line)"))
+            }
+        }
+    }
+}
+
+struct PeersAdd: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "add", abstract: "Add a public key line ('-': the lines of standard input).")
+
+    @Argument(help: ArgumentHelp("'bletransfer-x25519 <base64> [name]', or '-'.", valueName: "LINE"))
+    var line: String
+
+    @OptionGroup var file: PeersFileOption
+
+    func run() throws {
+        let path = file.path
+        let given = line == "-" ? PeersFileAccess.standardInputLines().filter(PeersFileAccess.isKeyLine) : [line]
+        guard !given.isEmpty else {
+            throw bletransfer.exitCode(reporting: RoleFailure(.noInput, "no public key line on standard input"), json: false)
+        }
+        var (peersFile, mode) = try PeersFileAccess.read(path, missingIsEmpty: true)
+        var added: [AuthorizedPeersFile.Entry] = []
+        do {
+            // All or nothing: a refused line leaves the file as it was.
+            for keyLine in given { added.append(try peersFile.add(keyLine)) }
+        } catch {
+            throw PeersFileAccess.fail(error)
+        }
+        try PeersFileAccess.write(peersFile, to: path, mode: mode)
+        for entry in added {
+            EventRenderer.writeLine(SafeText.escape("bletransfer: added \(entry.name ?? "a peer") (\(entry.key.fingerprint)) to \(path)"), to: 2)
+        }
+    }
+}
+
+struct PeersRemove: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "remove", abstract: "Remove a peer, named by its name or fingerprint.")
+
+    @Argument(help: ArgumentHelp("A name, or a fingerprint (SHA256:…).", valueName: "NAME|FINGERPRINT"))
+    var peer: String
+
+    @OptionGroup var file: PeersFileOption
+
+    func run() throws {
+        let path = file.path
+        var (peersFile, mode) = try PeersFileAccess.read(path, missingIsEmpty: false)
+        let removed: AuthorizedPeersFile.Entry
+        do { removed = try peersFile.remove(peer) } catch { throw PeersFileAccess.fail(error) }
+        try PeersFileAccess.write(peersFile, to: path, mode: mode)
+        EventRenderer.writeLine(SafeText.escape("bletransfer: removed \(removed.name ?? "a peer") (\(removed.key.fingerprint)) from \(path)"), to: 2)
+        if peersFile.entries.isEmpty {
+            EventRenderer.writeLine("bletransfer: warning: \(path) lists no peer now; secure roles refuse every peer", to: 2)
+        }
+    }
+}
+
+struct PeersRename: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "rename", abstract: "Give a peer, named by its name or fingerprint, a new name.")
+
+    @Argument(help: ArgumentHelp("A name, or a fingerprint (SHA256:…).", valueName: "NAME|FINGERPRINT"))
+    var peer: String
+
+    @Argument(help: ArgumentHelp("The new name.", valueName: "NEWNAME"))
+    var newName: String
+
+    @OptionGroup var file: PeersFileOption
+
+    func run() throws {
+        let path = file.path
+        var (peersFile, mode) = try PeersFileAccess.read(path, missingIsEmpty: false)
+        do { try peersFile.rename(peer, to: newName) } catch { throw PeersFileAccess.fail(error) }
+        try PeersFileAccess.write(peersFile, to: path, mode: mode)
+    }
+}
+
+struct PeersFingerprint: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "fingerprint",
+        abstract: "Print the fingerprint of a public key line (none or '-': standard input's lines).")
+
+    @Argument(help: ArgumentHelp("'bletransfer-x25519 <base64> [name]'.", valueName: "LINE"))
+    var line: String?
+
+    func run() throws {
+        let given = line == nil || line == "-"
+            ? PeersFileAccess.standardInputLines().filter(PeersFileAccess.isKeyLine) : [line!]
+        guard !given.isEmpty else {
+            throw bletransfer.exitCode(reporting: RoleFailure(.noInput, "no public key line on standard input"), json: false)
+        }
+        for keyLine in given {
+            do {
+                let (key, name) = try AuthorizedPeersFile.parseGiven(keyLine)
+                print(SafeText.escape(name.map { "\(key.fingerprint)  \($0)" } ?? key.fingerprint))
+            } catch {
+                throw PeersFileAccess.fail(error)
+            }
+        }
+    }
+}

@@ -1,0 +1,108 @@
+import Daemon
+import enum Daemon.ExitStatus  // Swift Testing has an ExitStatus too
+import Foundation
+import Testing
+import Trust
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Runs the `bletransfer` executable built with the tests with `input` on standard input.
+private func runPeers(_ arguments: [String], input: String = "") throws -> (status: Int32, out: String, err: String) {
+    let test = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
+    let executable = URL(fileURLWithPath: test).deletingLastPathComponent().appendingPathComponent("bletransfer")
+    let process = Process()
+    process.executableURL = executable
+    process.arguments = ["peers"] + arguments
+    let inPipe = Pipe()
+    let out = Pipe()
+    let err = Pipe()
+    process.standardInput = inPipe
+    process.standardOutput = out
+    process.standardError = err
+    try process.run()
+    inPipe.fileHandleForWriting.write(Data(input.utf8))
+    try inPipe.fileHandleForWriting.close()
+    let outData = out.fileHandleForReading.readDataToEndOfFile()
+    let errData = err.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return (process.terminationStatus, String(decoding: outData, as: UTF8.self), String(decoding: errData, as: UTF8.self))
+}
+
+@Suite struct PeersCommandTests {
+    let laptop = HostIdentity(name: "laptop")
+    let phone = HostIdentity(name: "phone")
+
+    private func withScratchFile(_ body: (_ path: String) throws -> Void) throws {
+        let directory = NSTemporaryDirectory() + "peers-cli-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try body(directory + "/authorized-peers")
+    }
+
+    @Test func addListRenameRemoveKeepComments() throws {
+        try withScratchFile { path in
+            let file = ["--authorized-peers", path]
+            let added = try runPeers(["add", laptop.publicKeyLine] + file)
+            #expect(added.status == 0, "\(added.err)")
+            #expect(added.err.contains(laptop.publicKey.fingerprint))
+            var status = stat()
+            #expect(stat(path, &status) == 0 && status.st_mode & 0o777 == 0o644)
+            // A comment the administrator wrote stays where it is.
+            let text = try String(contentsOfFile: path, encoding: .utf8)
+            try AtomicFile.replace(path: path, contents: "# mine\n" + text, mode: 0o600)
+            // What `bletransfer id` prints: the key line, then its fingerprint.
+            let fromId = "# from ssh\n\(phone.publicKeyLine)\n\(phone.publicKey.fingerprint)\n"
+            #expect(try runPeers(["add", "-"] + file, input: fromId).status == 0)
+
+            let again = try runPeers(["add", phone.publicKeyLine] + file)
+            #expect(again.status == ExitStatus.cannotCreate.rawValue)
+            #expect(again.err.hasPrefix("bletransfer: error: ") && again.err.contains("already listed, at line 3"))
+            let bad = try runPeers(["add", "bletransfer-x25519 nope"] + file)
+            #expect(bad.status == ExitStatus.usage.rawValue && bad.err.contains("'bletransfer-x25519 nope'"))
+
+            let list = try runPeers(["list"] + file)
+            #expect(list.status == 0)
+            #expect(list.out == "laptop  \(laptop.publicKey.fingerprint)  \(laptop.publicKeyLine)\n"
+                + "phone  \(phone.publicKey.fingerprint)  \(phone.publicKeyLine)\n")
+            let json = try runPeers(["list", "--json"] + file).out.split(separator: "\n")
+            let first = try #require(JSONSerialization.jsonObject(with: Data(json[0].utf8)) as? [String: Any])
+            #expect(first["name"] as? String == "laptop" && first["fingerprint"] as? String == laptop.publicKey.fingerprint)
+            #expect(first["key"] as? String == laptop.publicKeyLine && first["line"] as? Int == 2)
+
+            #expect(try runPeers(["rename", "phone", "old phone"] + file).status == 0)
+            #expect(try runPeers(["remove", laptop.publicKey.fingerprint] + file).status == 0)
+            let missing = try runPeers(["remove", "laptop"] + file)
+            #expect(missing.status == ExitStatus.usage.rawValue && missing.err.contains("no peer named 'laptop'"))
+            let after = try String(contentsOfFile: path, encoding: .utf8)
+            #expect(after == "# mine\n\(phone.publicKey.line(name: "old phone"))\n")
+            // The mode the file had is kept.
+            #expect(stat(path, &status) == 0 && status.st_mode & 0o777 == 0o600)
+        }
+    }
+
+    @Test func fingerprintOfALineFromAnArgumentOrStandardInput() throws {
+        let fingerprint = laptop.publicKey.fingerprint
+        #expect(try runPeers(["fingerprint", laptop.publicKeyLine]).out == "\(fingerprint)  laptop\n")
+        #expect(try runPeers(["fingerprint"], input: laptop.publicKey.line() + "\n").out == "\(fingerprint)\n")
+        #expect(fingerprint.count == "SHA256:".count + 43)
+        let missing = try runPeers(["remove"])
+        #expect(missing.status == ExitStatus.usage.rawValue)
+        #expect(missing.err.hasSuffix("\nhint: see 'bletransfer peers remove --help'\n"))
+        let bad = try runPeers(["fingerprint", "hello"])
+        #expect(bad.status == ExitStatus.usage.rawValue && bad.err.hasPrefix("bletransfer: error: 'hello'"))
+    }
+
+    @Test func aFileOthersCanWriteIsRefusedWithTheFix() throws {
+        try withScratchFile { path in
+            try AtomicFile.replace(path: path, contents: laptop.publicKeyLine + "\n", mode: 0o664)
+            let list = try runPeers(["list", "--authorized-peers", path])
+            #expect(list.status == ExitStatus.configuration.rawValue)
+            #expect(list.err == "bletransfer: error: \(path) is writable by group or others (mode 664); "
+                + "run 'chmod go-w \(path)' — whoever can write it can let any key in\n")
+            let missing = try runPeers(["list", "--authorized-peers", path + ".none"])
+            #expect(missing.status == ExitStatus.noInput.rawValue)
+        }
+    }
+}

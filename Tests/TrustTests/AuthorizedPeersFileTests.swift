@@ -1,0 +1,129 @@
+import Foundation
+import Testing
+import Trust
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+@Suite struct AuthorizedPeersFileTests {
+    let laptop = try! PeerKey(rawBytes: [UInt8](0..<32))
+    let phone = try! PeerKey(rawBytes: [UInt8](1..<33))
+    let tablet = try! PeerKey(rawBytes: [UInt8](2..<34))
+
+    var text: String {
+        """
+        # the laptop
+        \(laptop.line(name: "laptop"))
+
+        not a key line, kept as it is
+          \(phone.line(name: "phone"))\t
+        # end
+
+        """
+    }
+
+    @Test func entriesAreTheWellFormedKeyLines() {
+        let file = AuthorizedPeersFile(text: text)
+        #expect(file.text == text)
+        #expect(file.entries.map(\.line) == [2, 5])
+        #expect(file.entries.map(\.name) == ["laptop", "phone"])
+        #expect(AuthorizedPeersFile(text: "").entries.isEmpty && AuthorizedPeersFile(text: "").text.isEmpty)
+        // A last line without a line break gets one.
+        #expect(AuthorizedPeersFile(text: "# x").text == "# x\n")
+    }
+
+    @Test func addAppendsAndKeepsEverythingElse() throws {
+        var file = AuthorizedPeersFile(text: text)
+        let added = try file.add("  \(tablet.line(name: "tablet"))  ")
+        #expect(added.line == 7 && added.key == tablet && added.name == "tablet")
+        #expect(file.text == text + tablet.line(name: "tablet") + "\n")
+        #expect(throws: AuthorizedPeersFile.EditError.alreadyListed(phone.line(name: "other"), line: 5)) {
+            try file.add(phone.line(name: "other"))
+        }
+        #expect {
+            try file.add("ssh-ed25519 AAAA me")
+        } throws: { error in
+            guard case .malformedLine(let line, _) = error as? AuthorizedPeersFile.EditError else { return false }
+            return line == "ssh-ed25519 AAAA me"
+        }
+        #expect(throws: AuthorizedPeersFile.EditError.invalidName("a\u{1B}[2Jb")) {
+            try file.add(tablet.line(name: "a\u{1B}[2Jb"))
+        }
+    }
+
+    @Test func removeByNameOrFingerprint() throws {
+        var file = AuthorizedPeersFile(text: text)
+        let removed = try file.remove("laptop")
+        #expect(removed.key == laptop)
+        #expect(!file.text.contains(laptop.base64) && file.text.contains("not a key line, kept as it is"))
+        #expect(file.text.hasPrefix("# the laptop\n\nnot a key line"))
+        let second = try file.remove(phone.fingerprint)
+        #expect(second.name == "phone")
+        #expect(file.entries.isEmpty)
+        #expect(throws: AuthorizedPeersFile.EditError.noMatch("phone")) { try file.remove("phone") }
+    }
+
+    @Test func aNameTwoLinesCarryIsAmbiguous() throws {
+        var file = AuthorizedPeersFile(text: laptop.line(name: "x") + "\n" + phone.line(name: "x") + "\n")
+        #expect(throws: AuthorizedPeersFile.EditError.ambiguous("x", lines: [1, 2])) { try file.remove("x") }
+        let removed = try file.remove(String(phone.fingerprint.dropFirst("SHA256:".count)))
+        #expect(removed.line == 2)
+    }
+
+    @Test func renameRewritesTheLineInPlace() throws {
+        var file = AuthorizedPeersFile(text: text)
+        try file.rename("phone", to: "old phone")
+        #expect(file.entries.map(\.name) == ["laptop", "old phone"])
+        #expect(file.lines[4] == phone.line(name: "old phone"))
+        #expect(file.lines.count == AuthorizedPeersFile(text: text).lines.count)
+        #expect(throws: AuthorizedPeersFile.EditError.invalidName("")) { try file.rename("laptop", to: "") }
+        #expect(throws: AuthorizedPeersFile.EditError.invalidName(" x")) { try file.rename("laptop", to: " x") }
+        // What it writes reads back as the same list.
+        let peers = try AuthorizedPeers(
+            parsing: file.text.replacingOccurrences(of: "not a key line, kept as it is\n", with: ""), path: "p")
+        #expect(peers.peer(for: phone)?.name == "old phone")
+    }
+
+    @Test func strictModesRefuseAFileOthersCanChange() throws {
+        #expect(throws: Never.self) { try AuthorizedPeers.checkOwnership(path: "p", mode: 0o100644, owner: 1000, user: 1000) }
+        #expect(throws: Never.self) { try AuthorizedPeers.checkOwnership(path: "p", mode: 0o100600, owner: 0, user: 1000) }
+        #expect(throws: TrustError.authorizedPeersUnsafe(path: "p", reason: "is writable by group or others (mode 664)",
+                                                          fix: "chmod go-w p")) {
+            try AuthorizedPeers.checkOwnership(path: "p", mode: 0o100664, owner: 1000, user: 1000)
+        }
+        #expect {
+            try AuthorizedPeers.checkOwnership(path: "p", mode: 0o100644, owner: 1001, user: 1000)
+        } throws: { error in
+            guard case .authorizedPeersUnsafe(_, _, let fix) = error as? TrustError else { return false }
+            return fix == "chown 1000 p"
+        }
+
+        let directory = NSTemporaryDirectory() + "strict-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = directory + "/authorized-peers"
+        try AtomicFile.replace(path: path, contents: laptop.line(name: "laptop") + "\n", mode: 0o644)
+        #expect(try AuthorizedPeers.load(from: path).peers.count == 1)
+        chmod(path, 0o666)
+        #expect {
+            try AuthorizedPeers.load(from: path)
+        } throws: { error in
+            let text = (error as? TrustError)?.description ?? ""
+            return text.contains("chmod go-w \(path)") && !text.contains("\n")
+        }
+    }
+
+    @Test func atomicReplaceKeepsTheModeAskedFor() throws {
+        let directory = NSTemporaryDirectory() + "atomic-" + UUID().uuidString
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = directory + "/sub/file"
+        try AtomicFile.replace(path: path, contents: "one\n", mode: 0o640)
+        try AtomicFile.replace(path: path, contents: "two\n", mode: 0o640)
+        #expect(try String(contentsOfFile: path, encoding: .utf8) == "two\n")
+        var status = stat()
+        #expect(stat(path, &status) == 0 && status.st_mode & 0o777 == 0o640)
+        // No temporary file is left behind.
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory + "/sub") == ["file"])
+    }
+}
