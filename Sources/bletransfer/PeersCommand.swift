@@ -133,13 +133,25 @@ struct PeersList: ParsableCommand {
         for entry in peersFile.entries {
             let line = entry.key.line(name: entry.name)
             if json {
-                var object: [String: any Sendable] = ["fingerprint": entry.key.fingerprint, "key": line, "line": entry.line]
-                if let name = entry.name { object["name"] = name }
-                print(EventRenderer.encode(object))
+                print(PeerListing(fingerprint: entry.key.fingerprint, key: line, line: entry.line, name: entry.name).json)
             } else {
                 print(SafeText.escape("\(entry.name ?? "-")  \(entry.key.fingerprint)  \(line)"))
             }
         }
+    }
+}
+
+/// One `peers list --json` line: sorted keys, slashes as they are, `name` left out when none.
+struct PeerListing: Encodable {
+    var fingerprint: String
+    var key: String
+    var line: Int
+    var name: String?
+
+    var json: String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return (try? encoder.encode(self)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
     }
 }
 
