@@ -223,7 +223,7 @@ struct DaemonRoleOptions: ParsableArguments {
 /// `--insecure-any-peer`.
 struct InsecureAnyPeerOption: ParsableArguments {
     @Flag(name: .customLong("insecure-any-peer"), help: ArgumentHelp(
-        "Also exchange messages with peers that have no key."))
+        "Also serve unlisted keys and Apple's flow (no key)."))
     var insecureAnyPeer = false
 }
 

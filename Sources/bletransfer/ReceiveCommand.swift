@@ -77,6 +77,9 @@ struct ReceiveCommand: AsyncParsableCommand {
     @OptionGroup(title: "Peers and trust")
     var trust: TrustOptions
 
+    @OptionGroup(title: "Peers and trust")
+    var openness: InsecureAnyPeerOption
+
     @OptionGroup(title: "Bluetooth")
     var bluetooth: BluetoothOptions
 
@@ -143,7 +146,7 @@ struct ReceiveCommand: AsyncParsableCommand {
 
         let secureMode: SecureModePolicy?
         do {
-            secureMode = try trust.interactivePolicy(apple: format.compat)
+            secureMode = try trust.interactivePolicy(anyPeer: openness.insecureAnyPeer || format.compat)
         } catch {
             throw RoleRun.exit(reporting: error, json: json)
         }

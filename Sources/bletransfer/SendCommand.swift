@@ -67,6 +67,9 @@ struct SendCommand: AsyncParsableCommand {
     @OptionGroup(title: "Peers and trust")
     var trust: TrustOptions
 
+    @OptionGroup(title: "Peers and trust")
+    var openness: InsecureAnyPeerOption
+
     @OptionGroup(title: "Bluetooth")
     var bluetooth: BluetoothOptions
 
@@ -128,7 +131,7 @@ struct SendCommand: AsyncParsableCommand {
 
         let secureMode: SecureModePolicy?
         do {
-            secureMode = try trust.interactivePolicy()
+            secureMode = try trust.interactivePolicy(anyPeer: openness.insecureAnyPeer)
         } catch {
             throw RoleRun.exit(reporting: error, json: json)
         }

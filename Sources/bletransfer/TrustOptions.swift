@@ -25,12 +25,13 @@ struct TrustOptions: ParsableArguments {
     /// identity and authorized-peers files are used when they exist, exactly as if given (as
     /// ssh reads its own files). Without authorized peers any key is let in and Apple-flow peers
     /// are served (an identity alone only makes this host's key stable, so peers can recognise
-    /// it); with them, only those keys, and nothing for Apple's flow. `apple`: the run asked
-    /// for Apple's flow (`receive --compat`), so the default files are not read.
-    func interactivePolicy(apple: Bool = false) throws(RoleFailure) -> SecureModePolicy? {
-        let defaultPeers = apple ? nil : Self.existing(IdentityLocation.defaultAuthorizedPeersPathForThisProcess())
+    /// it); with them, only those keys, and nothing for Apple's flow. `anyPeer`
+    /// (`--insecure-any-peer`, `receive --compat`): the default list is not read, and a list
+    /// given names its keys but lets in the others too, and Apple's flow.
+    func interactivePolicy(anyPeer: Bool = false) throws(RoleFailure) -> SecureModePolicy? {
+        let defaultPeers = anyPeer ? nil : Self.existing(IdentityLocation.defaultAuthorizedPeersPathForThisProcess())
         guard let peersPath = authorizedPeers ?? defaultPeers else {
-            let defaultIdentity = apple ? nil : Self.existing(IdentityLocation.defaultPathForThisProcess())
+            let defaultIdentity = Self.existing(IdentityLocation.defaultPathForThisProcess())
             guard let identityPath = identity ?? defaultIdentity else { return nil }
             return SecureModePolicy(identity: try Self.loadIdentity(identityPath), authorizedPeers: .anyKey,
                                     requiresSecure: false)
@@ -38,7 +39,8 @@ struct TrustOptions: ParsableArguments {
         // The list first: a broken list is the configuration problem to report.
         try Self.checkPeers(peersPath)
         let identityPath = identity ?? IdentityLocation.defaultPathForThisProcess()
-        return try Self.policy(identity: try Self.loadIdentity(identityPath), peersPath: peersPath, requiresSecure: true)
+        return try Self.policy(identity: try Self.loadIdentity(identityPath), peersPath: peersPath,
+                               requiresSecure: !anyPeer)
     }
 
     /// `daemon`: the secure mode is required; without an identity or an authorized peer the

@@ -200,6 +200,9 @@ private func withScratchIdentity(_ body: (_ path: String) throws -> Void) throws
         #expect(run.err.contains("authorized-peers") && run.err.contains("line 1"), "\(run.err)")
         run = try runCLI(["send", "--timeout", "1", "hi"], environment: environment)
         #expect(run.status == ExitStatus.configuration.rawValue, "\(run.err)")
+        // --insecure-any-peer asks for every peer: the default list is not read.
+        run = try runCLI(["send", "--insecure-any-peer", "--timeout", "1", "hi"], environment: environment)
+        #expect(run.status != ExitStatus.configuration.rawValue && !run.err.contains("line 1"), "\(run.err)")
         // A well-formed list without this host's identity: it says which file is missing.
         let peer = HostIdentity(name: "peer")
         try (peer.publicKeyLine + "\n").write(toFile: directory + "/bletransfer/authorized-peers", atomically: true,
