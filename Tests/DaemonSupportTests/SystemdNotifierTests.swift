@@ -30,8 +30,11 @@ final class NotifySocket: Sendable {
         var socketAddress = try #require(UnixSocketAddress(address))
         let result = socketAddress.withSockaddr { Glibc.bind(fd, $0, $1) }
         guard result == 0 else { throw POSIXError(.init(rawValue: errno)!) }
-        // A hang guard only: a test that waits for a datagram fails instead of hanging.
-        var timeout = timeval(tv_sec: 30, tv_usec: 0)
+        // A hang guard only: a test that waits for a datagram fails instead of hanging. Long,
+        // because the datagram comes from a task on the cooperative pool, which a loaded
+        // 2-core machine running the whole suite beside a virtual lab can keep busy for tens
+        // of seconds (seen: 30 s passed without the first ping).
+        var timeout = timeval(tv_sec: 120, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         return fd
     }
