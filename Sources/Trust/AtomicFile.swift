@@ -17,15 +17,32 @@ public enum AtomicFile {
         let parent = directory.isEmpty ? "." : directory
         try HostIdentity.makeDirectories(parent)
         let name = (path as NSString).lastPathComponent
-        var template = Array((parent + "/.\(name)-XXXXXX").utf8CString)
+        let temporary = try writeTemporary(in: parent, prefix: ".\(name)", contents: contents, mode: mode, for: path)
+        guard rename(temporary, path) == 0 else {
+            let error = errno
+            unlink(temporary)
+            throw .fileAccess(path: path, operation: "write", errno: error)
+        }
+        let directoryDescriptor = open(parent, O_RDONLY | O_CLOEXEC | O_DIRECTORY)
+        if directoryDescriptor >= 0 {
+            // The rename is done; a directory that cannot be flushed loses nothing but durability.
+            _ = fsync(directoryDescriptor)
+            close(directoryDescriptor)
+        }
+    }
+
+    /// Creates a temporary file `parent/prefix-XXXXXX` (mkstemp: 0600, so never readable by
+    /// others, not even briefly), sets `mode`, writes `contents` and flushes it to disk. Returns
+    /// its path; the caller gives it its final name (rename, or link) or unlinks it. Errors
+    /// name `path`, the file the temporary stands for; the temporary is gone after one.
+    static func writeTemporary(in parent: String, prefix: String, contents: String, mode: mode_t,
+                               for path: String) throws(TrustError) -> String {
+        var template = Array((parent + "/\(prefix)-XXXXXX").utf8CString)
         let descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
         guard descriptor >= 0 else { throw .fileAccess(path: parent, operation: "write in", errno: errno) }
         let temporary = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        var finished = false
-        defer {
-            if !finished { unlink(temporary) }
-        }
-        // mkstemp creates 0600; fchmod sets the mode asked for whatever the umask is.
+        defer { close(descriptor) }
+        // fchmod sets the mode asked for whatever the umask is.
         fchmod(descriptor, mode)
         let bytes = Array(contents.utf8)
         var written = 0
@@ -34,24 +51,36 @@ public enum AtomicFile {
             if count < 0 {
                 if errno == EINTR { continue }
                 let error = errno
-                close(descriptor)
+                unlink(temporary)
                 throw .fileAccess(path: path, operation: "write", errno: error)
             }
             written += count
         }
         guard fsync(descriptor) == 0 else {
             let error = errno
-            close(descriptor)
+            unlink(temporary)
             throw .fileAccess(path: path, operation: "write", errno: error)
         }
-        close(descriptor)
-        guard rename(temporary, path) == 0 else { throw .fileAccess(path: path, operation: "write", errno: errno) }
-        finished = true
-        let directoryDescriptor = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if directoryDescriptor >= 0 {
-            // The rename is done; a directory that cannot be flushed loses nothing but durability.
-            _ = fsync(directoryDescriptor)
-            close(directoryDescriptor)
+        return temporary
+    }
+}
+
+/// Reads an open trust file (an identity, an authorized-peers list) to its end, at most
+/// `limit` bytes: nil when it holds more. Plain C calls with their own EINTR retry, as Trust
+/// depends on swift-crypto alone (the fuzz harness compiles its sources by themselves).
+enum TrustFileReader {
+    static func readAll(_ descriptor: Int32, path: String, limit: Int) throws(TrustError) -> [UInt8]? {
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = read(descriptor, &buffer, buffer.count)
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw .fileAccess(path: path, operation: "read", errno: errno)
+            }
+            if count == 0 { return bytes }
+            bytes += buffer[0..<count]
+            if bytes.count > limit { return nil }
         }
     }
 }

@@ -167,19 +167,8 @@ public struct AuthorizedPeers: Sendable, Equatable {
             throw .malformedAuthorizedPeers(path: path, problems: [Problem(line: 0, reason: "not a regular file")])
         }
         try checkOwnership(path: path, mode: mode, owner: UInt32(status.st_uid), user: UInt32(geteuid()))
-        var bytes: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let count = read(descriptor, &buffer, buffer.count)
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw .fileAccess(path: path, operation: "read", errno: errno)
-            }
-            if count == 0 { break }
-            bytes += buffer[0..<count]
-            if bytes.count > 1 << 20 {
-                throw .malformedAuthorizedPeers(path: path, problems: [Problem(line: 0, reason: "over 1 MiB")])
-            }
+        guard let bytes = try TrustFileReader.readAll(descriptor, path: path, limit: 1 << 20) else {
+            throw .malformedAuthorizedPeers(path: path, problems: [Problem(line: 0, reason: "over 1 MiB")])
         }
         guard let text = String(validating: bytes, as: UTF8.self) else {
             throw .malformedAuthorizedPeers(path: path, problems: [Problem(line: 0, reason: "not UTF-8 text")])

@@ -99,22 +99,8 @@ public struct HostIdentity: Sendable {
         }
         guard mode & 0o077 == 0 else { throw .identityTooOpen(path: path, mode: mode) }
         // An identity file is a few hundred bytes; anything over 64 KiB is not one.
-        var bytes: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        // Plain C calls with their own EINTR retry, unlike the rest of the package
-        // (swift-system, SystemCalls): Trust depends on swift-crypto alone, so that the fuzz
-        // harness (scripts/fuzz/trust) can compile its sources by themselves.
-        while true {
-            let count = read(descriptor, &buffer, buffer.count)
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw .fileAccess(path: path, operation: "read", errno: errno)
-            }
-            if count == 0 { break }
-            bytes += buffer[0..<count]
-            if bytes.count > 65536 {
-                throw .malformedIdentity(path: path, line: 0, reason: "over 64 KiB, not an identity file")
-            }
+        guard let bytes = try TrustFileReader.readAll(descriptor, path: path, limit: 65536) else {
+            throw .malformedIdentity(path: path, line: 0, reason: "over 64 KiB, not an identity file")
         }
         guard let text = String(validating: bytes, as: UTF8.self) else {
             throw .malformedIdentity(path: path, line: 0, reason: "not UTF-8 text")
@@ -144,34 +130,12 @@ public struct HostIdentity: Sendable {
         try Self.makeDirectories(parent)
         if !replacing && FileManager.default.fileExists(atPath: path) { throw .identityExists(path: path) }
 
-        var template = Array((parent + "/.identity-XXXXXX").utf8CString)
-        let descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
-        guard descriptor >= 0 else { throw .fileAccess(path: parent, operation: "write in", errno: errno) }
-        let temporary = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        let temporary = try AtomicFile.writeTemporary(in: parent, prefix: ".identity", contents: fileContents,
+                                                      mode: 0o600, for: path)
         var finished = false
         defer {
             if !finished { unlink(temporary) }
         }
-        // mkstemp creates 0600 already; fchmod states it whatever the umask did.
-        fchmod(descriptor, 0o600)
-        let bytes = Array(fileContents.utf8)
-        var written = 0
-        while written < bytes.count {
-            let count = bytes[written...].withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }
-            if count < 0 {
-                if errno == EINTR { continue }
-                let error = errno
-                close(descriptor)
-                throw .fileAccess(path: path, operation: "write", errno: error)
-            }
-            written += count
-        }
-        guard fsync(descriptor) == 0 else {
-            let error = errno
-            close(descriptor)
-            throw .fileAccess(path: path, operation: "write", errno: error)
-        }
-        close(descriptor)
         if replacing {
             guard rename(temporary, path) == 0 else { throw .fileAccess(path: path, operation: "write", errno: errno) }
         } else {
