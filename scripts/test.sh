@@ -64,12 +64,26 @@ fi
 stage "unit and bus tests (swift test)"
 # In a session of its own, so that anything a test leaves running (a dbus-daemon, a mock)
 # is reaped afterwards instead of holding the output open or outliving CI.
-setsid swift test --skip-build >"$out_dir/swift-test.log" 2>&1 &
-test_pid=$!
-wait "$test_pid"
-swift_status=$?
-if pkill -KILL -s "$test_pid" 2>/dev/null; then
-  echo "test.sh: warning: processes left behind by the tests were killed" >&2
+run_swift_test() {  # $1: log file; sets swift_status
+  setsid swift test --skip-build >"$1" 2>&1 &
+  local test_pid=$!
+  wait "$test_pid"
+  swift_status=$?
+  if pkill -KILL -s "$test_pid" 2>/dev/null; then
+    echo "test.sh: warning: processes left behind by the tests were killed" >&2
+  fi
+}
+run_swift_test "$out_dir/swift-test.log"
+crash_report=""
+if ! grep -qE 'Test run with [0-9]+ tests?' "$out_dir/swift-test.log"; then
+  # No closing line: the test process died (a crash or a signal) and took every test's verdict
+  # with it. Its last words are kept and shown at the end; the run is made once more, so that
+  # the verdicts of the 600 tests are not lost to one crash. A second crash fails the tier.
+  crash_report=$(printf 'the first run ended without its summary (exit %s); its log ends with:\n%s' "$swift_status" \
+      "$(grep -vE '^\s*$' "$out_dir/swift-test.log" | tail -n 12 | cut -c1-240)")
+  mv "$out_dir/swift-test.log" "$out_dir/swift-test-crashed.log"
+  echo "test.sh: warning: swift test died without its summary (exit $swift_status; log swift-test-crashed.log); running it again" >&2
+  run_swift_test "$out_dir/swift-test.log"
 fi
 grep -vE 'Test .* started\.$|^(Test Suite|Test Case|\s+Executed)' "$out_dir/swift-test.log" | tail -n 60
 # Swift Testing closes with "Test run with N tests in M suites passed|failed ... (K issues)".
@@ -81,6 +95,11 @@ if [ "$swift_status" -ne 0 ] && [ "$failing" -eq 0 ]; then failing=1; fi
 record "swift test" $((total - failing < 0 ? 0 : total - failing)) "$failing"
 # Repeated at the very end, where a reader of a long CI log looks first.
 swift_failures=$(grep -E '✘ Test .* recorded an issue' "$out_dir/swift-test.log" | head -n 5)
+if [ -z "$summary_line" ]; then
+  swift_failures=$(printf 'ended without its summary again (exit %s); the log ends with:\n%s' "$swift_status" \
+      "$(grep -vE '^\s*$' "$out_dir/swift-test.log" | tail -n 12 | cut -c1-240)")
+fi
+if [ -n "$crash_report" ]; then swift_failures=$(printf '%s\n%s' "$crash_report" "$swift_failures"); fi
 
 if [ -x scripts/fuzz-transfer.sh ]; then
   stage "fuzzing the receiver's parser (bounded)"

@@ -143,7 +143,7 @@ import Transfer
         let directory = try OutputDirectory(path: .init(path))
         try directory.store(Array(repeating: 1, count: 100), baseName: "a.bin")
         try directory.store(Array(repeating: 2, count: 50), baseName: "b.bin")
-        FileManager.default.createFile(atPath: path + "/.hidden", contents: Data(count: 1000))
+        _ = FileManager.default.createFile(atPath: path + "/.hidden", contents: Data(count: 1000))
         let stored = directory.storedMessages()
         #expect(stored.bytes == 150)
         #expect(stored.files == 2)

@@ -1,6 +1,9 @@
 import BlueZ
 import DBus
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// A private `dbus-daemon` with BlueZoo (the BlueZ D-Bus mock, `pip install bluezoo`) owning
 /// org.bluez on it, with adapters that see each other: hci0 and hci1 by default, powered. One
@@ -13,7 +16,7 @@ public final class BlueZooBus: Sendable {
     public var address: String { bus.address }
     public var directory: URL { bus.directory }
     public let adapterAddresses: [String]
-    private let mock: Process
+    private let mock: SpawnedProcess
 
     /// The Python interpreter BlueZoo was installed for: the one its entry script names.
     public static var bluezooPython: String? {
@@ -77,22 +80,20 @@ if __name__ == "__main__":
         let address = bus.address
 
         let adapterAddresses = (0..<adapters).map { String(format: "00:AA:00:00:00:%02X", $0 + 1) }
-        let mock = Process()
         // BlueZoo's own module, run with the GATT tear-down real BlueZ does on disconnect.
-        mock.executableURL = URL(fileURLWithPath: python)
         let shim = directory.appendingPathComponent("bluezoo-with-gatt-teardown.py")
         try teardownShim.write(to: shim, atomically: true, encoding: .utf8)
-        mock.arguments = [shim.path, "--auto-enable", "--scan-interval", "\(scanInterval)", "-v"]
-            + adapterAddresses.flatMap { ["-a", $0] }
         var environment = ProcessInfo.processInfo.environment
         environment["DBUS_SYSTEM_BUS_ADDRESS"] = address
-        mock.environment = environment
         let log = directory.appendingPathComponent("bluezoo.log")
-        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
-        let logHandle = try FileHandle(forWritingTo: log)
-        mock.standardOutput = logHandle
-        mock.standardError = logHandle
-        try mock.run()
+        let logDescriptor = open(log.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard logDescriptor >= 0 else { throw SpawnError(call: "open \(log.path)", errno: errno) }
+        defer { close(logDescriptor) }
+        let mock = try SpawnedProcess(
+            executable: python,
+            arguments: [shim.path, "--auto-enable", "--scan-interval", "\(scanInterval)", "-v"]
+                + adapterAddresses.flatMap { ["-a", $0] },
+            environment: environment, standardOutput: .descriptor(logDescriptor), standardError: .descriptor(logDescriptor))
 
         let zoo = BlueZooBus(bus: bus, adapterAddresses: adapterAddresses, mock: mock)
         do {
@@ -105,7 +106,7 @@ if __name__ == "__main__":
         return zoo
     }
 
-    private init(bus: PrivateBus, adapterAddresses: [String], mock: Process) {
+    private init(bus: PrivateBus, adapterAddresses: [String], mock: SpawnedProcess) {
         self.bus = bus
         self.adapterAddresses = adapterAddresses
         self.mock = mock
@@ -126,7 +127,7 @@ if __name__ == "__main__":
 
     /// Ends only bluezoo: to the roles, bluetoothd went away.
     public func stopMock() {
-        PrivateBus.killAndWait(mock)
+        mock.stop()
     }
 
     /// Calls org.bluezoo.Manager1: a new adapter hci<index> (powered when the mock

@@ -37,7 +37,7 @@ public final class PrivateBus: Sendable {
 
     public let address: String
     public let directory: URL
-    private let process: Process
+    private let process: SpawnedProcess
 
     public static let daemonPath = "/usr/bin/dbus-daemon"
 
@@ -52,38 +52,51 @@ public final class PrivateBus: Sendable {
         try configuration(socketDirectory: directory.path, policy: policy)
             .write(to: config, atomically: true, encoding: .utf8)
 
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: daemonPath)
-        process.arguments = ["--config-file=\(config.path)", "--nofork", "--print-address=1", "--nopidfile"]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+        var ends: [Int32] = [-1, -1]
+        // Close-on-exec so that other tests' children do not inherit it (pipe2 is not exported
+        // to Swift; the window between the two calls only costs a copy that ends with its child).
+        guard pipe(&ends) == 0 else { throw SpawnError(call: "pipe", errno: errno) }
+        for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
+        let (readEnd, writeEnd) = (ends[0], ends[1])
+        let process: SpawnedProcess
+        do {
+            process = try SpawnedProcess(
+                executable: daemonPath,
+                arguments: ["--config-file=\(config.path)", "--nofork", "--print-address=1", "--nopidfile"],
+                standardOutput: .descriptor(writeEnd))
+        } catch {
+            close(readEnd)
+            close(writeEnd)
+            throw error
+        }
+        close(writeEnd)
 
         // The address is the first line the daemon prints once it listens. The read blocks, so
         // it runs off the cooperative pool (parallel tests would starve it).
-        let handle = output.fileHandleForReading
-        let printed = await withCheckedContinuation { (continuation: CheckedContinuation<Data, Never>) in
+        let printed = await withCheckedContinuation { (continuation: CheckedContinuation<[UInt8], Never>) in
             DispatchQueue.global().async {
-                var bytes = Data()
+                var bytes: [UInt8] = []
+                var chunk = [UInt8](repeating: 0, count: 512)
                 while !bytes.contains(UInt8(ascii: "\n")) {
-                    let chunk = handle.availableData
-                    if chunk.isEmpty { break }  // the daemon exited
-                    bytes.append(chunk)
+                    let count = chunk.withUnsafeMutableBytes { read(readEnd, $0.baseAddress, $0.count) }
+                    if count < 0 && errno == EINTR { continue }
+                    if count <= 0 { break }  // the daemon exited
+                    bytes += chunk[..<count]
                 }
+                close(readEnd)
                 continuation.resume(returning: bytes)
             }
         }
         let text = String(decoding: printed, as: UTF8.self)
         guard let line = text.split(separator: "\n").first, line.hasPrefix("unix:") else {
-            killAndWait(process)
+            process.stop()
             try? FileManager.default.removeItem(at: directory)
             throw TestBusStartError.noAddress(text)
         }
         return PrivateBus(address: String(line), directory: directory, process: process)
     }
 
-    private init(address: String, directory: URL, process: Process) {
+    private init(address: String, directory: URL, process: SpawnedProcess) {
         self.address = address
         self.directory = directory
         self.process = process
@@ -93,16 +106,8 @@ public final class PrivateBus: Sendable {
 
     /// Kills the daemon (every connection to it is lost) and removes its directory. Idempotent.
     public func stop() {
-        Self.killAndWait(process)
+        process.stop()
         try? FileManager.default.removeItem(at: directory)
-    }
-
-    /// SIGKILL, not SIGTERM: children inherit the signal mask of the thread that spawned them,
-    /// and the test runner's threads block SIGTERM, so a child would never see it.
-    public static func killAndWait(_ process: Process) {
-        guard process.isRunning else { return }
-        _ = kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
     }
 
     static func configuration(socketDirectory: String, policy: Policy) -> String {

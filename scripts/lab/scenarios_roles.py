@@ -374,3 +374,50 @@ def roles_latency(ctx: Context):
         text = res.job("b").stdout()
         ctx.figure(f"{central}_first_byte_s", first_at(text, first_byte))
         ctx.figure(f"{central}_complete_s", first_at(text, complete))
+
+
+VISIT_STEPS = ("state", "scanning", "found", "connected", "subscribed")
+
+
+def visit_timeline(text: str) -> dict:
+    """Seconds from the receive process's launch (the line `T0 <epoch>` printed just before it)
+    to the first event of each step, from the events' own `unixTime` (same guest clock; no
+    per-line stamping, whose forks cost tenths of a second under TCG)."""
+    t0 = re.search(r"^T0 ([0-9.]+)$", text, re.M)
+    marks = {}
+    for step in VISIT_STEPS:
+        line = next(iter(events(text, step)), None)
+        when = re.search(r'"unixTime":([0-9.]+)', line or "")
+        if t0 and when:
+            marks[step] = round(float(when.group(1)) - float(t0.group(1)), 2)
+    return marks
+
+
+def median(values: list) -> float | None:
+    ordered = sorted(values)
+    if not ordered:
+        return None
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else round((ordered[middle - 1] + ordered[middle]) / 2, 2)
+
+
+@scenario("first-visit", tags=("bletransfer", "roles", "throughput"), conf="default")
+def first_visit(ctx: Context):
+    """A newcomer's first wait: `send` already advertising on a, `receive` started on b; seconds
+    from receive's launch to its subscription, five runs, median and each step's median."""
+    ctx.require_bletransfer()
+    data = b"first visit\n"
+    msg = ctx.payload("first-visit", data)
+    runs = []
+    for attempt in range(1, 6):
+        out = ctx.path(f"first-visit-{attempt}")
+        res = ctx.lab.run(a=f"{SEND} --file {shlex.quote(msg)} --timeout 120",
+                          b=f"echo T0 $(date +%s.%N); exec {RECEIVE} --output {shlex.quote(out)} --timeout 90",
+                          b_after=ADVERTISING + (1.0,), deadline=150, step=f"first visit {attempt}")
+        ctx.check(ctx.read(out) == data, f"run {attempt}: message intact")
+        marks = visit_timeline(res.job("b").stdout())
+        ctx.check("subscribed" in marks, f"run {attempt}: the subscription is seen with its time")
+        ctx.figure(f"first_visit_run{attempt}", marks)
+        runs.append(marks)
+    for step in VISIT_STEPS:
+        ctx.figure(f"first_visit_{step}_median_s", median([m[step] for m in runs if step in m]))
