@@ -63,6 +63,12 @@ public struct AuthorizedPeers: Sendable, Equatable {
         return copy
     }
 
+    /// Only the listed peers whose key is one of `keys`, and no unlisted key: the addressee of
+    /// `send --to`, the senders of `receive --from`.
+    public func restricted(to keys: Set<PeerKey>) -> AuthorizedPeers {
+        AuthorizedPeers(peers.filter { keys.contains($0.key) })
+    }
+
     public init(_ peers: [Peer] = []) {
         self.peers = []
         self.byKey = [:]

@@ -25,6 +25,7 @@ struct ReceiveCommand: AsyncParsableCommand {
               bletransfer receive                       one message to standard output
               bletransfer receive -o note.txt --timeout 2m
               bletransfer receive --output-dir ~/inbox --forever --max-size 1G
+              bletransfer receive --from desk -o -      only from the peer listed as desk
             """, manual: """
             Scans for the transfer service, connects to the first peripheral that offers it, \
             subscribes to the transfer characteristic and collects the message, then \
@@ -80,6 +81,9 @@ struct ReceiveCommand: AsyncParsableCommand {
     @OptionGroup(title: "Peers and trust")
     var openness: InsecureAnyPeerOption
 
+    @OptionGroup(title: "Peers and trust")
+    var sender: FromPeerOption
+
     @OptionGroup(title: "Bluetooth")
     var bluetooth: BluetoothOptions
 
@@ -111,6 +115,10 @@ struct ReceiveCommand: AsyncParsableCommand {
     var forever: Bool { destination.forever }
 
     mutating func validate() throws {
+        if !sender.from.isEmpty && (format.compat || openness.insecureAnyPeer) {
+            throw ValidationError("--from takes messages only from that authorized peer: it cannot be combined with "
+                + (format.compat ? "--compat" : "--insecure-any-peer"))
+        }
         if format.compat && trust.authorizedPeers != nil {
             throw ValidationError("--compat and --authorized-peers cannot be combined: Apple's format has no secure mode")
         }
@@ -146,7 +154,8 @@ struct ReceiveCommand: AsyncParsableCommand {
 
         let secureMode: SecureModePolicy?
         do {
-            secureMode = try trust.interactivePolicy(anyPeer: openness.insecureAnyPeer || format.compat)
+            secureMode = try trust.interactivePolicy(anyPeer: openness.insecureAnyPeer || format.compat,
+                                                     addressing: PeerAddressing(option: "--from", peers: sender.from))
         } catch {
             throw RoleRun.exit(reporting: error, json: json)
         }
@@ -285,4 +294,11 @@ struct PayloadRecordingSink: MessageSink {
         await payloads.put(message.payload, sequence: sequence)
         return nil
     }
+}
+
+/// `receive --from`: only messages from these authorized peers.
+struct FromPeerOption: ParsableArguments {
+    @Option(name: .customLong("from"), help: ArgumentHelp(
+        "Only from this authorized peer (name or fingerprint; repeatable).", valueName: "PEER"))
+    var from: [String] = []
 }

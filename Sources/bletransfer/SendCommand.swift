@@ -21,6 +21,7 @@ struct SendCommand: AsyncParsableCommand {
             EXAMPLES:
               bletransfer send "hello"                  send one message, then exit
               bletransfer send -f photo.jpg --count 2   a file (with its name), twice
+              bletransfer send --to laptop -f notes.txt only to the peer listed as laptop
               tar c docs | bletransfer send -q --timeout 5m
             """, manual: """
             The message is MESSAGE, the contents of --file PATH, or standard input when neither \
@@ -70,6 +71,9 @@ struct SendCommand: AsyncParsableCommand {
     @OptionGroup(title: "Peers and trust")
     var openness: InsecureAnyPeerOption
 
+    @OptionGroup(title: "Peers and trust")
+    var addressee: ToPeerOption
+
     @OptionGroup(title: "Bluetooth")
     var bluetooth: BluetoothOptions
 
@@ -100,6 +104,9 @@ struct SendCommand: AsyncParsableCommand {
 
     mutating func validate() throws {
         try checkingOptions { try senderOptions.validate() }
+        if !addressee.to.isEmpty && openness.insecureAnyPeer {
+            throw ValidationError("--to sends only to that authorized peer: it cannot be combined with --insecure-any-peer")
+        }
         if message != nil && inputOptions.file != nil {
             throw ValidationError("give either MESSAGE or --file PATH, not both")
         }
@@ -131,7 +138,8 @@ struct SendCommand: AsyncParsableCommand {
 
         let secureMode: SecureModePolicy?
         do {
-            secureMode = try trust.interactivePolicy(anyPeer: openness.insecureAnyPeer)
+            secureMode = try trust.interactivePolicy(anyPeer: openness.insecureAnyPeer,
+                                                     addressing: PeerAddressing(option: "--to", peers: addressee.to))
         } catch {
             throw RoleRun.exit(reporting: error, json: json)
         }
@@ -189,4 +197,11 @@ struct SenderRateOption: ParsableArguments {
         "Drop slower centrals after 60s (default \(PeripheralConfiguration.defaultMinimumTransferRate), 0: off).",
         valueName: "BYTES/S"), transform: bytes)
     var minimumRate: Int?
+}
+
+/// `send --to`: only to these authorized peers.
+struct ToPeerOption: ParsableArguments {
+    @Option(name: .customLong("to"), help: ArgumentHelp(
+        "Only to this authorized peer (name or fingerprint; repeatable).", valueName: "PEER"))
+    var to: [String] = []
 }

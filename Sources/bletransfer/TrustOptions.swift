@@ -28,7 +28,13 @@ struct TrustOptions: ParsableArguments {
     /// it); with them, only those keys, and nothing for Apple's flow. `anyPeer`
     /// (`--insecure-any-peer`, `receive --compat`): the default list is not read, and a list
     /// given names its keys but lets in the others too, and Apple's flow.
-    func interactivePolicy(anyPeer: Bool = false) throws(RoleFailure) -> SecureModePolicy? {
+    ///
+    /// `addressing`: the peers of `send --to` / `receive --from` (names or fingerprints from the
+    /// authorized-peers file); only they are let in, authenticated, whatever `anyPeer` says.
+    func interactivePolicy(anyPeer: Bool = false, addressing: PeerAddressing? = nil) throws(RoleFailure) -> SecureModePolicy? {
+        if let addressing, !addressing.peers.isEmpty {
+            return try addressedPolicy(addressing)
+        }
         let defaultPeers = anyPeer ? nil : Self.existing(IdentityLocation.defaultAuthorizedPeersPathForThisProcess())
         guard let peersPath = authorizedPeers ?? defaultPeers else {
             let defaultIdentity = Self.existing(IdentityLocation.defaultPathForThisProcess())
@@ -41,6 +47,41 @@ struct TrustOptions: ParsableArguments {
         let identityPath = identity ?? IdentityLocation.defaultPathForThisProcess()
         return try Self.policy(identity: try Self.loadIdentity(identityPath), peersPath: peersPath,
                                requiresSecure: !anyPeer)
+    }
+
+    /// Only the peers `addressing` names, each found in the authorized-peers file (given or
+    /// default) by name or fingerprint; a name the file does not hold ends the command (78)
+    /// with the way to list or add it.
+    private func addressedPolicy(_ addressing: PeerAddressing) throws(RoleFailure) -> SecureModePolicy {
+        let peersPath = authorizedPeers ?? IdentityLocation.defaultAuthorizedPeersPathForThisProcess()
+        guard FileManager.default.fileExists(atPath: peersPath) else {
+            throw RoleFailure(.configuration, "\(addressing.option) \(addressing.peers[0]): no authorized peers at \(peersPath); "
+                + "add that host's key first: 'bletransfer peers add LINE' with the line 'bletransfer id' prints there")
+        }
+        try Self.checkPeers(peersPath)
+        let file: AuthorizedPeersFile
+        do {
+            file = AuthorizedPeersFile(text: try AuthorizedPeers.readText(from: peersPath).text)
+        } catch {
+            throw IdentityLocation.failure(error)
+        }
+        var keys = Set<PeerKey>()
+        for given in addressing.peers {
+            do {
+                keys.insert(try file.entry(matching: given).key)
+            } catch {
+                throw RoleFailure(.configuration, "\(addressing.option) \(given): \(error) in \(peersPath); "
+                    + "'bletransfer peers list' shows the names")
+            }
+        }
+        let identityPath = identity ?? IdentityLocation.defaultPathForThisProcess()
+        let loadedIdentity = try Self.loadIdentity(identityPath)
+        do {
+            return try SecureModePolicy(identity: loadedIdentity, authorizedPeersPath: peersPath, requiresSecure: true,
+                                        restrictedTo: keys)
+        } catch {
+            throw IdentityLocation.failure(error)
+        }
     }
 
     /// `daemon`: the secure mode is required; without an identity or an authorized peer the
@@ -103,4 +144,11 @@ struct TrustOptions: ParsableArguments {
             throw IdentityLocation.failure(error)
         }
     }
+}
+
+/// The peers a command is limited to (`send --to`, `receive --from`): names or fingerprints of
+/// the authorized-peers file, and the option they came from (for messages).
+struct PeerAddressing {
+    var option: String
+    var peers: [String]
 }

@@ -62,6 +62,29 @@ import Trust
         #expect(!policy.authenticates)
     }
 
+    @Test func anAddressedPolicyLetsInOnlyItsPeerAndLosesItWithTheFile() throws {
+        let directory = try scratch()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = directory + "/authorized-peers"
+        try AtomicFile.replace(path: path, contents: "\(alice.publicKeyLine)\n\(bob.publicKeyLine)\n", mode: 0o600)
+        // `send --to alice`: bob is listed too, but is not the addressee; not requiring keys
+        // otherwise changes nothing (an addressee is always authenticated).
+        let policy = try SecureModePolicy(identity: HostIdentity(), authorizedPeersPath: path, requiresSecure: false,
+                                          restrictedTo: [alice.publicKey])
+        #expect(policy.requiresSecure && policy.authenticates)
+        #expect(policy.authorizedPeers.isAuthorized(alice.publicKey))
+        #expect(!policy.authorizedPeers.isAuthorized(bob.publicKey))
+        #expect(!policy.authorizedPeers.isAuthorized(HostIdentity().publicKey))
+
+        // Alice removed from the file: nobody is let in, not even bob.
+        try AtomicFile.replace(path: path, contents: "\(bob.publicKeyLine)\n", mode: 0o600)
+        #expect(!policy.authorizedPeers.isAuthorized(alice.publicKey))
+        #expect(!policy.authorizedPeers.isAuthorized(bob.publicKey))
+        // Listed again: let in again.
+        try AtomicFile.replace(path: path, contents: "\(bob.publicKeyLine)\n\(alice.publicKeyLine)\n", mode: 0o600)
+        #expect(policy.authorizedPeers.peer(for: alice.publicKey)?.name == "alice")
+    }
+
     @Test func aFixedListStaysFixed() {
         var policy = SecureModePolicy(identity: HostIdentity(), authorizedPeers: .listing(alice), requiresSecure: true)
         #expect(policy.authorizedPeers.isAuthorized(alice.publicKey) && policy.authenticates)

@@ -10,11 +10,15 @@ import Glibc
 
 /// Runs the `bletransfer` executable built with the tests with `input` on standard input.
 private func runPeers(_ arguments: [String], input: String = "") throws -> (status: Int32, out: String, err: String) {
+    try runTool(["peers"] + arguments, input: input)
+}
+
+private func runTool(_ arguments: [String], input: String = "") throws -> (status: Int32, out: String, err: String) {
     let test = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
     let executable = URL(fileURLWithPath: test).deletingLastPathComponent().appendingPathComponent("bletransfer")
     let process = Process()
     process.executableURL = executable
-    process.arguments = ["peers"] + arguments
+    process.arguments = arguments
     let inPipe = Pipe()
     let out = Pipe()
     let err = Pipe()
@@ -79,6 +83,30 @@ private func runPeers(_ arguments: [String], input: String = "") throws -> (stat
             #expect(after == "# mine\n\(phone.publicKey.line(name: "old phone"))\n")
             // The mode the file had is kept.
             #expect(stat(path, &status) == 0 && status.st_mode & 0o777 == 0o600)
+        }
+    }
+
+    /// `send --to` / `receive --from` name a peer of the authorized-peers file; what cannot be
+    /// found ends the command before any Bluetooth is touched, with the way to fix it.
+    @Test func addressingNamesAListedPeerOrSaysHowToListIt() throws {
+        try withScratchFile { path in
+            let identity = path + ".identity"
+            #expect(try runTool(["keygen", "--identity", identity]).status == 0)
+            let trust = ["--authorized-peers", path, "--identity", identity]
+            let missing = try runTool(["send", "--to", "laptop", "hi"] + trust)
+            #expect(missing.status == ExitStatus.configuration.rawValue)
+            #expect(missing.err.contains("--to laptop: no authorized peers at \(path)") && missing.err.contains("peers add"))
+
+            #expect(try runPeers(["add", laptop.publicKeyLine, "--authorized-peers", path]).status == 0)
+            let unknown = try runTool(["receive", "--from", "desk"] + trust)
+            #expect(unknown.status == ExitStatus.configuration.rawValue)
+            #expect(unknown.err.contains("--from desk: no peer named 'desk'") && unknown.err.contains("peers list"))
+            #expect(unknown.err.split(separator: "\n").count == 1)
+
+            let open = try runTool(["send", "--to", "laptop", "--insecure-any-peer", "hi"] + trust)
+            #expect(open.status == ExitStatus.usage.rawValue)
+            let compat = try runTool(["receive", "--from", laptop.publicKey.fingerprint, "--compat"])
+            #expect(compat.status == ExitStatus.usage.rawValue)
         }
     }
 

@@ -367,6 +367,57 @@ def secure_unauthorized_key(ctx: Context):
     ctx.figure("unauthorized_receiver_names_a", bool(lines_naming(b_out, key_a.fingerprint)))
 
 
+@scenario("peers-addressing", tags=("bletransfer", "secure", "peers", "virtual"), conf="default")
+def peers_addressing(ctx: Context):
+    """`send --to` and `receive --from` between keyed hosts that list each other and one more
+    peer: a message addressed to the other peer is not given to b; b does not take a message
+    from a sender it was not told to take from; addressed rightly, it arrives, named."""
+    ctx.require_bletransfer()
+    fresh(ctx)
+    key_a, key_b = keygen(ctx, "a", "a"), keygen(ctx, "b", "b")
+    # A third host each side knows; its key is made on the guest and never used by a process.
+    ghost_a, ghost_b = keygen(ctx, "a", "ghost-a"), keygen(ctx, "b", "ghost-b")
+    trust_a = trust(key_a, authorize(ctx, "a", "a", [key_b, ghost_a]))
+    trust_b = trust(key_b, authorize(ctx, "b", "b", [key_a, ghost_b]))
+    payload = known_payload(3000, b"addressed")
+    msg = ctx.payload("message", payload)
+
+    def attempt(to: str, sender_from: str, label: str, seconds: int) -> tuple:
+        out = ctx.path(f"received-{label}")
+        from_option = f" --from {shlex.quote(sender_from)}" if sender_from else ""
+        res = ctx.lab.run(
+            a=f"{SEND} --file {shlex.quote(msg)} --timeout {seconds} --to {shlex.quote(to)} {trust_a}; echo SEND-EXIT $?",
+            b=f"{RECEIVE} --output {shlex.quote(out)} --timeout {seconds}{from_option} {trust_b}; echo RECEIVE-EXIT $?",
+            b_after=("a", ADVERTISING), deadline=seconds + 40, step=label)
+        return res.job("a").output(), res.job("b").output(), out
+
+    # 1. Addressed to the other peer: b is listed on a, but is not the addressee.
+    a_out, b_out, out = attempt("lab-ghost-a", "", "send --to another peer", 25)
+    ctx.check("SEND-EXIT 75" in a_out and json_events(a_out, "delivered") == [], "a delivered nothing and timed out (75)")
+    ctx.check("RECEIVE-EXIT 75" in b_out and ctx.read(out) == b"", "b received nothing and timed out (75)")
+    ctx.check(len(lines_naming(a_out, key_b.fingerprint)) >= 1, f"a's refusal names b's fingerprint {key_b.fingerprint}")
+
+    # 2. b takes only from the other peer: a is listed on b, but is not the one asked for.
+    a_out, b_out, out = attempt("lab-b", "lab-ghost-b", "receive --from another peer", 25)
+    ctx.check("RECEIVE-EXIT 75" in b_out and ctx.read(out) == b"" and json_events(b_out, "received") == [],
+              "b received nothing and timed out (75)")
+    ctx.check("SEND-EXIT 75" in a_out and json_events(a_out, "delivered") == [], "a delivered nothing and timed out (75)")
+    ctx.check(len(lines_naming(b_out, key_a.fingerprint)) >= 1, f"b's refusal names a's fingerprint {key_a.fingerprint}")
+
+    # 3. Addressed rightly (by fingerprint on one side, by name on the other): it arrives.
+    a_out, b_out, out = attempt(key_b.fingerprint, "lab-a", "addressed rightly", 90)
+    ctx.check("SEND-EXIT 0" in a_out and "RECEIVE-EXIT 0" in b_out, "both ended with 0")
+    ctx.check(ctx.read(out) == payload, "b stored the message whole")
+    received = json_events(b_out, "received")
+    sender = received[0].get("sender", {}) if received else {}
+    ctx.check(sender.get("name") == "lab-a" and sender.get("authenticated") is True
+              and sender.get("fingerprint") == key_a.fingerprint, f"the message is from lab-a, authenticated: {sender}")
+    delivered = json_events(a_out, "delivered")
+    receiver = delivered[0].get("receiver", {}) if delivered else {}
+    ctx.check(receiver.get("name") == "lab-b" and receiver.get("fingerprint") == key_b.fingerprint,
+              f"a delivered to lab-b: {receiver}")
+
+
 @scenario("secure-no-plaintext", tags=("bletransfer", "secure"), conf="default")
 def secure_no_plaintext(ctx: Context):
     """btmon on a during 64 KiB in Apple's flow, keyless framed and keyed framed: only Apple's flow shows the payload."""

@@ -18,19 +18,29 @@ public final class AuthorizedPeersSource: Sendable {
     public let path: String
     /// Unlisted keys are let in too (a side that does not require authorized peers).
     private let acceptsAnyKey: Bool
+    /// Only these of the listed keys count (`send --to`, `receive --from`), whatever else the
+    /// file lists; removing one from the file still revokes it.
+    private let restriction: Set<PeerKey>?
     private let logger: Logger
     private let state: Mutex<State>
 
     /// Reads the file now: a file that cannot be loaded is the caller's error to report.
-    public init(path: String, acceptsAnyKey: Bool = false,
+    public init(path: String, acceptsAnyKey: Bool = false, restrictedTo restriction: Set<PeerKey>? = nil,
                 logger: Logger = Logger(label: "bletransfer.trust")) throws(TrustError) {
         let (text, stamp) = try AuthorizedPeers.readText(from: path)
         let peers = try AuthorizedPeers(parsing: text, path: path)
         guard !peers.peers.isEmpty else { throw .noAuthorizedPeers(path: path) }
         self.path = path
         self.acceptsAnyKey = acceptsAnyKey
+        self.restriction = restriction
         self.logger = logger
-        state = Mutex(State(peers: acceptsAnyKey ? peers.acceptingAnyKey() : peers, stamp: stamp))
+        state = Mutex(State(peers: Self.inForce(peers, acceptsAnyKey: acceptsAnyKey, restriction: restriction),
+                            stamp: stamp))
+    }
+
+    private static func inForce(_ peers: AuthorizedPeers, acceptsAnyKey: Bool, restriction: Set<PeerKey>?) -> AuthorizedPeers {
+        if let restriction { return peers.restricted(to: restriction) }
+        return acceptsAnyKey ? peers.acceptingAnyKey() : peers
     }
 
     /// The list as the file says now (or the last good one).
@@ -46,7 +56,10 @@ public final class AuthorizedPeersSource: Sendable {
                 if peers.peers.isEmpty {
                     logger.warning("\(path) lists no peer now: every peer is refused")
                 }
-                state.peers = acceptsAnyKey ? peers.acceptingAnyKey() : peers
+                state.peers = Self.inForce(peers, acceptsAnyKey: acceptsAnyKey, restriction: restriction)
+                if restriction != nil && state.peers.peers.isEmpty && !peers.peers.isEmpty {
+                    logger.warning("\(path) no longer lists the peer asked for: every peer is refused")
+                }
                 logger.info("re-read \(path): \(peers.peers.count) authorized peer(s)")
             } catch {
                 logger.warning("kept the authorized peers read before: \(error)")

@@ -39,8 +39,13 @@ public struct SecureModePolicy: Sendable {
 
     /// The peers the authorized-peers file at `path` lists, re-read when it changes
     /// (`AuthorizedPeersSource`). Throws when the file cannot be loaded now.
-    public init(identity: HostIdentity, authorizedPeersPath path: String, requiresSecure: Bool) throws(TrustError) {
-        let source = try AuthorizedPeersSource(path: path, acceptsAnyKey: !requiresSecure)
+    ///
+    /// `restrictedTo`: only these listed keys (`send --to`, `receive --from`); the policy then
+    /// requires them whatever `requiresSecure` says.
+    public init(identity: HostIdentity, authorizedPeersPath path: String, requiresSecure: Bool,
+                restrictedTo restriction: Set<PeerKey>? = nil) throws(TrustError) {
+        let requiresSecure = requiresSecure || restriction != nil
+        let source = try AuthorizedPeersSource(path: path, acceptsAnyKey: !requiresSecure, restrictedTo: restriction)
         self.identity = identity
         self.fixedPeers = source.current()
         self.requiresSecure = requiresSecure
