@@ -103,15 +103,17 @@ public struct MessageHeader: Sendable, Equatable {
     }
 }
 
-/// A file's name (one path component) and modification time, as the `meta` capability sends it:
-/// name length (1) · UTF-8 name · seconds since 1970 (8, signed) · nanoseconds (4).
+/// A file's name and modification time, as the `meta` capability sends it: name length (1) ·
+/// UTF-8 name · seconds since 1970 (8, signed) · nanoseconds (4). The name is one path
+/// component, or for a file of a tree a relative path: components joined by `/`, none of them
+/// empty, `.` or `..` (the receiver still makes each one safe; this only keeps the wire clean).
 public struct FileMetadata: Sendable, Equatable {
     public var name: String
     public var modificationSeconds: Int64
     public var modificationNanoseconds: UInt32
 
-    /// Nil for a name that is not a single safe path component: empty, over 255 UTF-8 bytes,
-    /// `.` or `..`, or containing `/` or NUL.
+    /// Nil for a name that is not a clean relative path: empty, over 255 UTF-8 bytes, with
+    /// NUL, starting or ending with `/`, or with an empty, `.` or `..` component.
     public init?(name: String, modificationSeconds: Int64, modificationNanoseconds: UInt32) {
         guard Self.isSafeName(Array(name.utf8)), modificationNanoseconds < 1_000_000_000 else { return nil }
         self.name = name
@@ -120,8 +122,10 @@ public struct FileMetadata: Sendable, Equatable {
     }
 
     static func isSafeName(_ bytes: [UInt8]) -> Bool {
-        !bytes.isEmpty && bytes.count <= 255 && bytes != [0x2E] && bytes != [0x2E, 0x2E]
-            && !bytes.contains(0x2F) && !bytes.contains(0)
+        guard !bytes.isEmpty, bytes.count <= 255, !bytes.contains(0) else { return false }
+        return bytes.split(separator: 0x2F, omittingEmptySubsequences: false).allSatisfy { component in
+            !component.isEmpty && !component.elementsEqual([0x2E]) && !component.elementsEqual([0x2E, 0x2E])
+        }
     }
 
     var encoded: [UInt8] {
@@ -134,7 +138,7 @@ public struct FileMetadata: Sendable, Equatable {
         let length: UInt8 = try reader.integer()
         let bytes = try reader.bytes(Int(length))
         guard Self.isSafeName(bytes), let name = String(validating: bytes, as: UTF8.self) else {
-            throw .malformed(kind: .header, reason: "file name is not one safe UTF-8 path component")
+            throw .malformed(kind: .header, reason: "file name is not a clean UTF-8 relative path")
         }
         let seconds: UInt64 = try reader.integer()
         let nanoseconds: UInt32 = try reader.integer()

@@ -182,7 +182,12 @@ struct ReceiveCommand: AsyncParsableCommand {
         }
 
         let options = try bluetooth.targeting(receiverOptions, secureMode: secureMode, transport: transport)
-        var configuration = options.configuration(messageCount: forever ? nil : (count ?? 1), stopOnCorruptMessage: true)
+        // Into a directory without --count: every file of the sender's session (a tree, several
+        // files), then stop.
+        let wholeSession = outputDirectory != nil && count == nil && !forever
+        var configuration = options.configuration(messageCount: forever || wholeSession ? nil : (count ?? 1),
+                                                  stopOnCorruptMessage: true)
+        configuration.endsWithSendersSession = wholeSession
         configuration.resumeSpool = resumeSpool
         let central = Central(configuration: configuration, session: session)
 
@@ -234,7 +239,8 @@ struct ReceiveOutputOptions: ParsableArguments {
         "Write each message to a new file in this directory.", valueName: "DIR"))
     var outputDirectory: String?
 
-    @Option(name: .long, help: ArgumentHelp("Exit after this many messages (default 1).", valueName: "N"))
+    @Option(name: .long, help: ArgumentHelp(
+        "Exit after this many messages (default 1; --output-dir: all of one send).", valueName: "N"))
     var count: Int?
 
     @Flag(name: .long, help: "Keep receiving until interrupted.")

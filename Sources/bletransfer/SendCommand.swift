@@ -107,10 +107,16 @@ struct SendCommand: AsyncParsableCommand {
         if !addressee.to.isEmpty && openness.insecureAnyPeer {
             throw ValidationError("--to sends only to that authorized peer: it cannot be combined with --insecure-any-peer")
         }
-        if message != nil && inputOptions.file != nil {
+        if message != nil && !inputOptions.file.isEmpty {
             throw ValidationError("give either MESSAGE or --file PATH, not both")
         }
         try checkingRepetition(count: inputOptions.count, forever: inputOptions.forever)
+        if sendsFileSet {
+            if inputOptions.count != nil || inputOptions.forever {
+                throw ValidationError("--count and --forever repeat one message; several files or a directory go once each")
+            }
+            if noName { throw ValidationError("--no-name is for one file: the files of a tree or a list are told apart by their names") }
+        }
     }
 
     /// Everything `send` takes that `daemon --role sender` takes too, but the adapter, UUIDs and keys.
@@ -121,11 +127,19 @@ struct SendCommand: AsyncParsableCommand {
 
     var input: MessageInput {
         if let message { return .argument(message) }
-        if let file = inputOptions.file { return .file(file) }
+        if let file = inputOptions.file.first { return .file(file) }
         return .standardInput
     }
 
+    /// Several `--file` paths, or one that is a directory: each file goes once, named.
+    var sendsFileSet: Bool {
+        var status = stat()
+        return inputOptions.file.count > 1
+            || (inputOptions.file.count == 1 && stat(inputOptions.file[0], &status) == 0 && status.st_mode & S_IFMT == S_IFDIR)
+    }
+
     func run() async throws {
+        if sendsFileSet { return try await runFileSet() }
         let json = reporting.json
         let count = inputOptions.count, forever = inputOptions.forever
         let limit = TransferLimits.default.maximumMessageSize
@@ -152,7 +166,7 @@ struct SendCommand: AsyncParsableCommand {
         let source = RepeatingMessageSource(message: message, count: forever ? nil : (count ?? 1))
 
         let mode = reporting.outputMode
-        let label = inputOptions.file.map { FilePath($0).lastComponent?.string ?? $0 }
+        let label = inputOptions.file.first.map { FilePath($0).lastComponent?.string ?? $0 }
         // Unstructured: renders while the role runs in `RoleRun.race`; ends with the event stream and is awaited below.
         let renderer = Task {
             var renderer = EventRenderer(mode: mode, label: label)
@@ -171,12 +185,65 @@ struct SendCommand: AsyncParsableCommand {
             return "timed out after \(RoleRun.format(seconds)) s with \(delivered)\(wanted) message(s) delivered"
         }
     }
+
+    /// `send --file A --file DIR…`: every file once, in order, each with its name (a tree's
+    /// files with their paths), in as few sessions as the central allows.
+    private func runFileSet() async throws {
+        let json = reporting.json
+        let limit = TransferLimits.default.maximumMessageSize
+        let set: FileSet
+        do {
+            set = try FileSet.collect(inputOptions.file, limit: limit)
+        } catch {
+            throw RoleRun.exit(reporting: error, json: json)
+        }
+        let secureMode: SecureModePolicy?
+        do {
+            secureMode = try trust.interactivePolicy(anyPeer: openness.insecureAnyPeer,
+                                                     addressing: PeerAddressing(option: "--to", peers: addressee.to))
+        } catch {
+            throw RoleRun.exit(reporting: error, json: json)
+        }
+
+        let (session, logger) = try await RoleRun.openSession(reporting: reporting)
+        defer { session.close() }
+        for note in set.notes { logger.warning("\(note)") }
+
+        let options = try bluetooth.targeting(senderOptions, secureMode: secureMode, transport: transport)
+        let peripheral = Peripheral(configuration: options.configuration, session: session, logger: logger)
+        let source = FileSetSource(set: set, limit: limit)
+
+        let mode = reporting.outputMode
+        let label = "\(set.entries.count) files"
+        // Unstructured: renders while the role runs in `RoleRun.race`; ends with the event stream and is awaited below.
+        let renderer = Task {
+            var renderer = EventRenderer(mode: mode, label: label)
+            for await event in peripheral.events { renderer.render(event) }
+            renderer.finish()
+        }
+        let outcome = await RoleRun.race(timeout: timeout.duration) {
+            try await peripheral.run(source: source)
+        }
+        await renderer.value
+
+        let total = set.entries.count
+        try await RoleRun.end(outcome, json: json) { seconds in
+            let delivered = await source.deliveredCount
+            return "timed out after \(RoleRun.format(seconds)) s with \(delivered) of \(total) file(s) delivered"
+        }
+        let problems = await source.problems
+        if let last = problems.last {
+            for problem in problems.dropLast() { logger.error("\(problem)") }
+            throw RoleRun.exit(reporting: RoleFailure(.noInput, last + " (\(problems.count) file(s) not sent)"), json: json)
+        }
+    }
 }
 
 /// Where `send`'s message comes from and how often it goes.
 struct SendInputOptions: ParsableArguments {
-    @Option(name: .shortAndLong, help: ArgumentHelp("Send this file's contents (and its name).", valueName: "PATH"))
-    var file: String?
+    @Option(name: .shortAndLong, help: ArgumentHelp(
+        "Send this file (and its name), or a directory's tree; repeatable.", valueName: "PATH"))
+    var file: [String] = []
 
     @Flag(name: .customLong("allow-empty"), help: "Send an empty message instead of refusing it.")
     var allowEmpty = false

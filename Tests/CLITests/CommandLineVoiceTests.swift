@@ -134,9 +134,9 @@ private func isOneVoice(_ text: String) -> Bool {
 
     @Test func anUnknownOptionWithAValueIsReportedAsUnknown() throws {
         // Not as the MESSAGE its value would otherwise have become.
-        let run = try #require(outcome(["send", "--to", "hostb", "--file", "x"]))
+        let run = try #require(outcome(["send", "--recipient", "hostb", "--file", "x"]))
         #expect(run.status == ExitStatus.usage.rawValue)
-        #expect(run.standardError.hasPrefix("bletransfer: error: unknown option '--to' for 'send'\n"))
+        #expect(run.standardError.hasPrefix("bletransfer: error: unknown option '--recipient' for 'send'\n"))
         #expect(isOneVoice(run.standardError))
     }
 
@@ -266,7 +266,7 @@ private func isOneVoice(_ text: String) -> Bool {
 @Suite struct ShortOptionTests {
     @Test func shortOptionsAndStandardOutput() throws {
         let send = try #require(try BLETransferCommand.parseAsRoot(["send", "-f", "/etc/hostname", "-q"]) as? SendCommand)
-        #expect(send.inputOptions.file == "/etc/hostname" && send.reporting.quiet)
+        #expect(send.inputOptions.file == ["/etc/hostname"] && send.reporting.quiet)
         #expect(send.reporting.outputMode == .quiet)
         let receive = try #require(try BLETransferCommand.parseAsRoot(["receive", "-o", "note.txt", "-v"]) as? ReceiveCommand)
         #expect(receive.outputPath == "note.txt" && receive.reporting.verbose)

@@ -33,14 +33,19 @@ import Testing
     }
 
     @Test func unsafeFileNamesAreRefusedBothWays() throws {
-        for name in ["", ".", "..", "a/b", "/etc/passwd", "nul\0byte", String(repeating: "x", count: 256)] {
+        for name in ["", ".", "..", "/etc/passwd", "a//b", "a/", "a/../b", "./a", "docs/..", "nul\0byte",
+                     String(repeating: "x", count: 256)] {
             #expect(FileMetadata(name: name, modificationSeconds: 0, modificationNanoseconds: 0) == nil)
+        }
+        // A file of a tree: its path relative to the tree's parent.
+        for name in ["a/b", "docs/notes/2024/plan.md", "..a/b..", ".hidden/x"] {
+            #expect(FileMetadata(name: name, modificationSeconds: 0, modificationNanoseconds: 0)?.name == name)
         }
         #expect(FileMetadata(name: "ok", modificationSeconds: 0, modificationNanoseconds: 1_000_000_000) == nil)
         // A peer that sends one anyway: refused when parsed.
         let content = [0, 0, 0, 0] + [UInt8](repeating: 0, count: 8) + digest + [0, 15, 2, 0x2E, 0x2E]
             + [UInt8](repeating: 0, count: 12)
-        #expect(throws: RecordContentError.malformed(kind: .header, reason: "file name is not one safe UTF-8 path component")) {
+        #expect(throws: RecordContentError.malformed(kind: .header, reason: "file name is not a clean UTF-8 relative path")) {
             try RecordMessage(parsing: Record(kind: .header, content: content))
         }
     }

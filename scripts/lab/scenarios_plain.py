@@ -136,3 +136,50 @@ def plain_daemons(ctx: Context):
 
 if __name__ == "__main__":
     sys.exit(scenarios.main())
+
+
+@scenario("files-tree", tags=("bletransfer", "roles", "keyless", "files"))
+def files_tree(ctx: Context):
+    """`send --file DIR --file FILE` → `receive --output-dir`: a tree (nested folders, an empty
+    file, a symbolic link that is not followed) and a file beside it arrive in one session,
+    laid out as sent with their mtimes; receive stops by itself once the sender's session ends."""
+    ctx.require_bletransfer()
+    base = ctx.lab.run_dir / "payloads" / f"{ctx.name}-source"
+    inbox_local = ctx.lab.run_dir / "payloads" / f"{ctx.name}-inbox"
+    for folder in (base, inbox_local):
+        if folder.exists():
+            shutil.rmtree(folder)
+    files = {
+        "docs/readme.txt": b"read me\n",
+        "docs/notes/2024/plan.md": os.urandom(30_000),
+        "docs/empty.txt": b"",
+        "docs/caf\u00e9 menu.txt": "cr\u00e8me br\u00fbl\u00e9e\n".encode(),
+        "single.bin": os.urandom(5_000),
+    }
+    for index, (name, data) in enumerate(files.items()):
+        path = base / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        os.utime(path, (1_700_000_000 + index, 1_700_000_000 + index))
+    (base / "docs" / "passwd-link").symlink_to("/etc/passwd")
+    inbox_local.mkdir(parents=True)
+    ctx.lab.push_payloads()
+    docs, single = ctx.lab.host_path(base / "docs"), ctx.lab.host_path(base / "single.bin")
+    inbox = ctx.lab.host_path(inbox_local)
+
+    res = ctx.lab.run(a=f"{SEND} --file {shlex.quote(docs)} --file {shlex.quote(single)} --timeout 200",
+                      b=f"{RECEIVE} --output-dir {shlex.quote(inbox)} --timeout 200",
+                      b_after=ADVERTISING, deadline=240, step="a tree and a file", expect={"a": 0, "b": 0})
+    for index, (name, data) in enumerate(files.items()):
+        stored = inbox_local / name
+        ctx.check(stored.is_file() and stored.read_bytes() == data, f"{name}: stored bit-identical")
+        ctx.check(stored.is_file() and int(stored.stat().st_mtime) == 1_700_000_000 + index, f"{name}: its mtime kept")
+    ctx.check(not (inbox_local / "docs" / "passwd-link").exists(), "the symbolic link was not followed or sent")
+    a_all = res.job("a").output()
+    ctx.check("symbolic link" in a_all, "send said it left the symbolic link out")
+    b_out = res.job("b").stdout()
+    received = json_events(b_out, "received")
+    ctx.check(len(received) == len(files), f"{len(received)} received events for {len(files)} files")
+    subscriptions = json_events(b_out, "subscribed")
+    ctx.figure("files_tree_visits", len(subscriptions))
+    ctx.check(len(json_events(res.job("a").stdout(), "delivered")) == len(files), "a counted every delivery")

@@ -42,6 +42,10 @@ public final class Central: Sendable {
                 if let wanted, wanted > 1 {
                     return RoleFailure(.timedOut, "timed out after \(seconds) (\(state.receivedSnapshot) of \(wanted) messages received)")
                 }
+                if wanted == nil, state.receivedSnapshot > 0 {
+                    return RoleFailure(.timedOut, "timed out after \(seconds) with \(state.receivedSnapshot) message(s) received, "
+                        + "before the sender ended its session; run again to take the rest")
+                }
                 return RoleFailure(.timedOut, "timed out after \(seconds) without receiving a message")
             }) {
                 try await self.runUntilDone(sink: sink)
@@ -122,6 +126,10 @@ public final class Central: Sendable {
                 try await visit(device, peer: peer, adapter: adapter, sink: sink)
                 let now = progressState.elapsed
                 progressState.withBook { $0.recordSuccess(peer.address, at: now) }
+                if configuration.messageCount == nil, configuration.endsWithSendersSession,
+                   progressState.receivedSnapshot > receivedBeforeVisit {
+                    return .finished
+                }
             } catch is CancellationError {
                 return .cancelled
             } catch let failure as TransferFailure {

@@ -9,6 +9,11 @@ public struct CentralConfiguration: Sendable {
     public var characteristicUUID: BluetoothUUID
     /// Messages to receive before `run` returns; nil keeps receiving until cancelled.
     public var messageCount: Int?
+    /// With `messageCount` nil: `run` returns after the first visit that stored at least one
+    /// message and ended as the sender chose (it closed the session: nothing more for us), so
+    /// `receive --output-dir` takes all the files of one `send` and stops. A visit cut short
+    /// does not count: the next one takes what is left.
+    public var endsWithSendersSession = false
     /// Advertisements weaker than this (dBm) are ignored; nil accepts any strength.
     public var minimumRSSI: Int?
     public var limits: TransferLimits

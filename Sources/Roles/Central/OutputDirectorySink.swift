@@ -44,20 +44,21 @@ public struct OutputDirectorySink: MessageSink {
 }
 
 extension OutputDirectory {
-    /// Stores a received message under the name its sender gave it (sanitized) or, without
-    /// one, under `generatedName`; with the sender's key and modification time when known. A
+    /// Stores a received message under the name its sender gave it (sanitized; a relative path
+    /// recreates the tree's directories inside this one) or, without one, under `generatedName`; with the sender's key and modification time when known. A
     /// sender's name the file system refuses (too long for it, a character it cannot hold), or
     /// one with no free numbered variant left, gives way to `generatedName`: the message is
     /// kept all the same.
     public func store(_ message: ReceivedMessage, generatedName: String) throws(OutputDirectoryError) -> FilePath {
-        let sent = message.file.flatMap { Self.sanitizedFileName($0.name) }
+        // A tree's file keeps its relative path; `store` makes each component safe.
+        let sent = message.file.map(\.name).flatMap { Self.sanitizedRelativePath($0).file != nil ? $0 : nil }
         let modified = message.file.flatMap {
             Self.acceptedModificationTime(seconds: $0.modificationSeconds, nanoseconds: $0.modificationNanoseconds)
         }
         do {
             return try store(message.payload, baseName: sent ?? generatedName, sender: message.authenticatedSender,
                              modificationTime: modified)
-        } catch .nameRefused, .noFreeName where sent != nil {
+        } catch .nameRefused where sent != nil, .noFreeName where sent != nil {
             return try store(message.payload, baseName: generatedName, sender: message.authenticatedSender,
                              modificationTime: modified)
         }

@@ -743,8 +743,8 @@ extension SubscriptionServer {
     }
 
     /// The HEADER's metadata for a named message (sent when the central offered `meta`). A name
-    /// that is not one path component of at most 255 bytes cannot come from a file and is not
-    /// sent: the receiver then falls back to its generated name.
+    /// that is not a clean relative path of at most 255 bytes is not sent: the receiver then
+    /// falls back to its generated name.
     static func fileMetadata(_ file: SentFileAttributes?) -> FileMetadata? {
         file.flatMap {
             FileMetadata(name: $0.name, modificationSeconds: $0.modificationSeconds,

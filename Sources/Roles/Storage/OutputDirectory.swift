@@ -74,6 +74,10 @@ public struct OutputDirectory: Sendable {
     /// Writes `payload` as a new file named after `baseName` and returns its path. The file
     /// appears complete or not at all, and never replaces one: `baseName` is sanitized
     /// (``sanitizedFileName(_:)``) and, when the name is taken, numbered (``numbered(_:_:)``).
+    /// A `baseName` with `/` is a path relative to this directory (a file of a tree the sender
+    /// sent): ``sanitizedRelativePath(_:)`` makes each component safe, and the directories are
+    /// created (or entered) one at a time without following a symbolic link, so the file lands
+    /// inside this directory whatever the name or the directory's contents say.
     /// `sender`: the authenticated sender's public key line, stored as `senderAttribute` with
     /// the file where the file system supports user extended attributes. `modificationTime`:
     /// the file's mtime, set before the name appears (see ``acceptedModificationTime``).
@@ -117,20 +121,78 @@ public struct OutputDirectory: Sendable {
         }
         defer { _ = unlink(partial.string) }
 
-        let safeBase = Self.sanitizedFileName(baseName) ?? "message"
+        let (directories, fileName) = Self.sanitizedRelativePath(baseName)
+        let safeBase = fileName ?? "message"
+        let (parent, relativeDirectory) = try openDirectories(directories)
+        defer { _ = close(parent) }
         for attempt in 0..<10_000 {
             let name = attempt == 0 ? safeBase : Self.numbered(safeBase, attempt)
             guard name.utf8.count <= nameLimit else { throw .nameRefused(path.string, name, .fileNameTooLong) }
-            let final = path.appending(name)
-            if link(partial.string, final.string) == 0 {
-                syncDirectory()
-                return final
+            if linkat(AT_FDCWD, partial.string, parent, name, 0) == 0 {
+                _ = fsync(parent)
+                return relativeDirectory.reduce(path) { $0.appending($1) }.appending(name)
             }
             let error = Errno(rawValue: errno)
             if Self.refusesName(error) { throw .nameRefused(path.string, name, error) }
             if error != .fileExists { throw .writeFailed(path.string, error) }
         }
         throw .noFreeName(path.string, safeBase)
+    }
+
+    /// The most directories a received path may nest; deeper ones are not created (the file
+    /// goes into the deepest one allowed).
+    public static let maximumDepth = 32
+
+    /// A relative path the sender gave, made safe component by component: each one as
+    /// ``sanitizedFileName(_:)`` makes a name (so never `.`, `..`, hidden, an option, or with
+    /// control or invisible characters); empty components and those with nothing left are
+    /// dropped, so `../../etc/passwd` is `etc/passwd` and `/abs/x` is `abs/x`. At most
+    /// ``maximumDepth`` directories are kept. The file name is nil when the last component
+    /// leaves nothing (the caller's generated name is used).
+    public static func sanitizedRelativePath(_ name: String) -> (directories: [String], file: String?) {
+        let components = name.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
+        guard let last = components.last else { return ([], nil) }
+        let directories = components.dropLast().compactMap(sanitizedFileName)
+        return (Array(directories.prefix(maximumDepth)), sanitizedFileName(last))
+    }
+
+    /// Opens this directory and, under it, each of `components` in turn, creating what is
+    /// missing. A component that exists as anything but a directory (a file, a symbolic link)
+    /// is passed by for a numbered variant (`docs` → `docs-1`), never followed or replaced.
+    /// Returns the innermost directory's descriptor (the caller closes it) and the components
+    /// as used.
+    private func openDirectories(_ components: [String]) throws(OutputDirectoryError) -> (Int32, [String]) {
+        var current = open(path.string, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard current >= 0 else { throw .writeFailed(path.string, Errno(rawValue: errno)) }
+        var used: [String] = []
+        for component in components {
+            var entered: Int32 = -1
+            for attempt in 0..<100 where entered < 0 {
+                let name = attempt == 0 ? component : Self.numbered(component, attempt)
+                guard name.utf8.count <= nameLimit else { break }
+                if mkdirat(current, name, 0o755) != 0 && errno != EEXIST {
+                    let error = Errno(rawValue: errno)
+                    _ = close(current)
+                    if Self.refusesName(error) { throw .nameRefused(path.string, name, error) }
+                    throw .writeFailed(path.string, error)
+                }
+                let next = openat(current, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                if next >= 0 {
+                    entered = next
+                    used.append(name)
+                } else if errno != ENOTDIR && errno != ELOOP {
+                    let error = Errno(rawValue: errno)
+                    _ = close(current)
+                    throw .writeFailed(path.string, error)
+                }
+            }
+            _ = close(current)
+            guard entered >= 0 else {
+                throw .nameRefused(path.string, (used + [component]).joined(separator: "/"), .fileExists)
+            }
+            current = entered
+        }
+        return (current, used)
     }
 
     /// Errors with which a file system refuses a name rather than the write: too long for it
@@ -241,13 +303,6 @@ public struct OutputDirectory: Sendable {
         kept.append(contentsOf: suffix.unicodeScalars)
         kept.append(contentsOf: fileExtension)
         return String(kept)
-    }
-
-    private func syncDirectory() {
-        let fd = open(path.string, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { return }
-        _ = fsync(fd)
-        _ = close(fd)
     }
 }
 

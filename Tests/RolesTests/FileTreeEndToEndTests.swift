@@ -1,0 +1,124 @@
+import BlueZ
+import Foundation
+@testable import Roles
+import SystemPackage
+import Testing
+import Transfer
+import TestSupport
+import Trust
+
+/// `send --file DIR` → `receive --output-dir`: a tree, its files read one at a time, goes in one
+/// session and is laid out again under the receiver's directory, which a hostile name cannot
+/// leave.
+@Suite(.serialized, .needsBlueZoo, .timeLimit(.minutes(3)))
+struct FileTreeEndToEndTests {
+    private func scratch(_ label: String) throws -> String {
+        let directory = NSTemporaryDirectory() + "tree-\(label)-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        return directory
+    }
+
+    private func write(_ text: String, to path: String) throws {
+        try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent,
+                                                withIntermediateDirectories: true)
+        try Data(text.utf8).write(to: URL(fileURLWithPath: path))
+    }
+
+    @Test("a directory's tree and a file beside it arrive in one session, laid out as sent; the receiver then stops")
+    func aTreeArrivesLaidOutAsSent() async throws {
+        let source = try scratch("source")
+        let inbox = try scratch("inbox")
+        defer {
+            try? FileManager.default.removeItem(atPath: source)
+            try? FileManager.default.removeItem(atPath: inbox)
+        }
+        try write("top\n", to: source + "/docs/readme.txt")
+        try write("deep\n", to: source + "/docs/notes/2024/plan.md")
+        try write("", to: source + "/docs/empty.txt")
+        try write("alone\n", to: source + "/single.bin")
+        try FileManager.default.createSymbolicLink(atPath: source + "/docs/link", withDestinationPath: "/etc/passwd")
+
+        let set = try FileSet.collect([source + "/docs", source + "/single.bin"], limit: 1 << 20)
+        #expect(set.entries.map(\.name) == ["docs/empty.txt", "docs/notes/2024/plan.md", "docs/readme.txt", "single.bin"])
+        #expect(set.notes.count == 1 && set.notes[0].contains("symbolic link"))
+
+        let bus = try await BlueZooBus.start()
+        defer { bus.stop() }
+        let files = FileSetSource(set: set, limit: 1 << 20)
+        let (senderSession, _, sending) = try await SecureEndToEndBlueZooTests.startSender(
+            on: bus, secureMode: nil, source: files)
+        defer { senderSession.close() }
+
+        var configuration = CentralTestData.configuration(count: nil, adapter: "hci1")
+        configuration.endsWithSendersSession = true
+        let (receiverSession, central, receiverLog) = try await SecureEndToEndBlueZooTests.receiver(on: bus, configuration)
+        defer { receiverSession.close() }
+        let sink = try OutputDirectorySink(path: FilePath(inbox))
+        let received = try await central.run(sink: sink, timeout: .seconds(90))
+        #expect(received == 4)
+        #expect(await value(of: sending, within: .seconds(60)) == 4)
+        #expect(await files.deliveredCount == 4)
+        #expect(await files.problems.isEmpty)
+
+        #expect(try String(contentsOfFile: inbox + "/docs/readme.txt", encoding: .utf8) == "top\n")
+        #expect(try String(contentsOfFile: inbox + "/docs/notes/2024/plan.md", encoding: .utf8) == "deep\n")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: inbox + "/docs/empty.txt")).isEmpty)
+        #expect(try String(contentsOfFile: inbox + "/single.bin", encoding: .utf8) == "alone\n")
+        #expect(!FileManager.default.fileExists(atPath: inbox + "/docs/link"))
+        let visits = await receiverLog.allWhenFinished().filter { if case .subscribed = $0 { true } else { false } }
+        #expect(visits.count == 1)
+    }
+}
+
+/// Where a received relative path lands: always inside the output directory, whatever the
+/// sender wrote and whatever the directory already holds.
+@Suite struct ReceivedPathTests {
+    private func withDirectory(_ body: (OutputDirectory, String) throws -> Void) throws {
+        let path = NSTemporaryDirectory() + "paths-" + UUID().uuidString
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try body(try OutputDirectory(path: FilePath(path)), path)
+    }
+
+    @Test(arguments: [
+        ("../../etc/passwd", "etc/passwd"), ("/abs/x", "abs/x"), ("a/./b/../c", "a/b/c"), ("a//b", "a/b"),
+        ("..hidden/.x", "hidden/x"), ("-rf/\u{202E}txt.exe", "_rf/_txt.exe"), ("docs/", "docs"),
+    ])
+    func hostileComponentsAreMadeSafe(sent: String, stored: String) throws {
+        try withDirectory { directory, path in
+            let final = try directory.store(Array("x".utf8), baseName: sent)
+            #expect(final.string == path + "/" + stored)
+            #expect(FileManager.default.fileExists(atPath: path + "/" + stored))
+        }
+    }
+
+    @Test func aSymbolicLinkOrAFileInTheWayIsNeverFollowedOrReplaced() throws {
+        try withDirectory { directory, path in
+            let outside = NSTemporaryDirectory() + "outside-" + UUID().uuidString
+            try FileManager.default.createDirectory(atPath: outside, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(atPath: outside) }
+            // Planted in the inbox: a link named like the sender's directory, pointing out.
+            try FileManager.default.createSymbolicLink(atPath: path + "/docs", withDestinationPath: outside)
+            try Data("mine".utf8).write(to: URL(fileURLWithPath: path + "/notes"))
+
+            let first = try directory.store(Array("a".utf8), baseName: "docs/a.txt")
+            #expect(first.string == path + "/docs-1/a.txt")
+            #expect(try FileManager.default.contentsOfDirectory(atPath: outside).isEmpty)
+            let second = try directory.store(Array("b".utf8), baseName: "notes/b.txt")
+            #expect(second.string == path + "/notes-1/b.txt")
+            #expect(try String(contentsOfFile: path + "/notes", encoding: .utf8) == "mine")
+            // The same tree again: the same directories, the file numbered, nothing replaced.
+            let again = try directory.store(Array("c".utf8), baseName: "docs/a.txt")
+            #expect(again.string == path + "/docs-1/a-1.txt")
+        }
+    }
+
+    @Test func depthIsBounded() throws {
+        try withDirectory { directory, path in
+            let deep = (0..<40).map { "d\($0)" }.joined(separator: "/") + "/leaf"
+            let final = try directory.store(Array("x".utf8), baseName: deep)
+            let relative = String(final.string.dropFirst(path.count + 1))
+            #expect(relative.split(separator: "/").count == OutputDirectory.maximumDepth + 1)
+            #expect(relative.hasSuffix("/leaf"))
+        }
+    }
+}
