@@ -196,6 +196,7 @@ public struct Daemon {
                 }
                 do {
                     configuration.resumeSpool = try ResumeSpool(directory: directory)
+                    configuration.receiptJournal = ReceiptJournal(directory: path.string, stateDirectory: directory)
                 } catch {
                     if settings.resumeSpoolIsExplicit {
                         return .failure(SetupFailure(status: .ioError, message: "--spool-dir: \(error)"))

@@ -74,7 +74,8 @@ public struct FramedHeader: Sendable, Hashable {
             digest: Array(bytes[digestOffset..<encodedLength]))
     }
 
-    static func sha256(_ payload: [UInt8]) -> [UInt8] {
+    /// SHA-256 of `payload`, 32 bytes.
+    public static func sha256(_ payload: [UInt8]) -> [UInt8] {
         Array(SHA256.hash(data: payload))
     }
 }

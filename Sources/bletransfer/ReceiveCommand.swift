@@ -189,6 +189,9 @@ struct ReceiveCommand: AsyncParsableCommand {
                                                   stopOnCorruptMessage: true)
         configuration.endsWithSendersSession = wholeSession
         configuration.resumeSpool = resumeSpool
+        if let outputDirectory, let resumeSpool {
+            configuration.receiptJournal = ReceiptJournal(directory: outputDirectory, stateDirectory: resumeSpool.directory)
+        }
         let central = Central(configuration: configuration, session: session)
 
         let mode = reporting.outputMode

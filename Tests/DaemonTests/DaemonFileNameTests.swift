@@ -36,7 +36,7 @@ import Transfer
         let fixed = Date(timeIntervalSince1970: 1_738_324_805.042)
         let sink = InboxSink(directory: try OutputDirectory(path: FilePath(url.path)), now: { fixed })
         var named = ReceivedMessage(payload: Array("one".utf8), format: .framed)
-        named.file = SentFileAttributes(name: "../report.pdf", modificationSeconds: 1_600_000_000, modificationNanoseconds: 0)
+        named.file = SentFileAttributes(name: "-report.pdf", modificationSeconds: 1_600_000_000, modificationNanoseconds: 0)
         _ = try await sink.store(named, sequence: 1, from: nil)
         named.payload = Array("two".utf8)
         _ = try await sink.store(named, sequence: 2, from: nil)

@@ -28,9 +28,13 @@ struct PeripheralSendCommandTests {
         let missing = try await SendProcess.run(["--file", "/nonexistent/message.txt"], bus: "unix:path=/nonexistent/bus")
         #expect(missing.status == 66)
         #expect(missing.standardError == "bletransfer: error: cannot open '/nonexistent/message.txt': no such file\n")
-        let directory = try await SendProcess.run(["--file", "/tmp"], bus: "unix:path=/nonexistent/bus")
+        // A directory is sent as its tree; one without a regular file has nothing to send.
+        let empty = NSTemporaryDirectory() + "empty-tree-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: empty + "/sub", withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: empty) }
+        let directory = try await SendProcess.run(["--file", empty], bus: "unix:path=/nonexistent/bus")
         #expect(directory.status == 66)
-        #expect(directory.standardError.contains("is a directory"))
+        #expect(directory.standardError.contains("hold no regular file"))
     }
 
     @Test func emptyMessageExits65UnlessAllowed() async throws {

@@ -761,3 +761,50 @@ def secure_resume_restart(ctx: Context):
 
 if __name__ == "__main__":
     sys.exit(scenarios.main())
+
+
+@scenario("chaos-exactly-once", tags=("bletransfer", "daemon", "secure", "faults", "virtual"), conf="default")
+def chaos_exactly_once(ctx: Context):
+    """Keyed daemons a → b, twelve outbox files; b's receiver daemon is SIGKILLed each time a
+    new file appears in its inbox (so, often, between storing a file and its sender seeing the
+    ACK) and started again: every file arrives exactly once, none numbered as a second copy."""
+    ctx.require_bletransfer()
+    fresh(ctx)
+    key_a, key_b, peers_a, peers_b = mutual_keys(ctx)
+    payloads = [os.urandom(n) for n in (3000, 40, 12000, 700, 5000, 1, 9000, 2500, 300, 16000, 64, 4096)]
+    n = len(payloads)
+    outbox, inbox, host_outbox, host_inbox = prepare(ctx, payloads)
+    spool = f"{KEY_DIR}/{ctx.name}/spool"
+    ctx.lab.sh("b", f"rm -rf {spool}", step="empty spool")
+    sender = daemon_job("sender", host_outbox, f'[ "$({count_files(host_outbox)})" -eq 0 ]', 420,
+                        "--settle-time 0", trust=trust(key_a, peers_a))
+    count = count_files(host_inbox)
+    receiver = (f'kills=0; end=$((SECONDS + 420))\n'
+                f'while [ $SECONDS -lt $end ] && [ "$({count})" -lt {n} ]; do\n'
+                f'  "$BLETRANSFER_BIN" daemon --role receiver --adapter hci0 --output-dir {shlex.quote(host_inbox)} '
+                f'--json --spool-dir {spool} {trust(key_b, peers_b)} &\n'
+                f'  pid=$!; before=$({count})\n'
+                f'  while [ $SECONDS -lt $end ] && kill -0 $pid 2>/dev/null && [ "$({count})" -le "$before" ]; do sleep 0.05; done\n'
+                f'  kill -KILL $pid 2>/dev/null; wait $pid 2>/dev/null; kills=$((kills + 1))\n'
+                f'done\n'
+                # The last file may have been stored just before its kill: one more run lets a
+                # sender that did not see its ACK send it again, and the journal answer it.
+                f'"$BLETRANSFER_BIN" daemon --role receiver --adapter hci0 --output-dir {shlex.quote(host_inbox)} '
+                f'--json --spool-dir {spool} {trust(key_b, peers_b)} &\n'
+                f'pid=$!; t=$((SECONDS + 60)); while [ $SECONDS -lt $t ] && [ -n "$(ls -A {shlex.quote(host_outbox)} | grep -v "^sent$")" ]; '
+                f'do sleep 0.5; done\n'
+                f'kill -TERM $pid; wait $pid; echo "KILLS $kills"\n')
+    res = ctx.lab.run(a=sender, b=receiver, deadline=520, step="twelve files through receiver kills")
+    stored = regular_files(inbox)
+    names = sorted(p.name for p in stored)
+    expected = [f"file{i:03d}.dat" for i in range(1, n + 1)]
+    ctx.check(names == expected, f"each file stored once under its own name: {names}")
+    for i, data in enumerate(payloads, 1):
+        path = inbox / f"file{i:03d}.dat"
+        ctx.check(path.exists() and path.read_bytes() == data, f"file{i:03d}.dat bit-identical")
+    ctx.check(regular_files(outbox) == [], "a's outbox is empty (every file delivered and moved to sent/)")
+    b_all = res.job("b").output()
+    kills = re.search(r"KILLS (\d+)", b_all)
+    ctx.figure("chaos_receiver_kills", int(kills.group(1)) if kills else None)
+    ctx.figure("chaos_sent_again_acknowledged", len(lines_naming(b_all, "not stored twice")))
+    ctx.figure("chaos_files", n)

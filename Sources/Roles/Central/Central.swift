@@ -286,6 +286,21 @@ public final class Central: Sendable {
         }
     }
 
+    // MARK: Receipts
+
+    /// Who sent a message, for the receipt journal: the key of an authenticated (listed)
+    /// sender, which stays the same across addresses and restarts; otherwise its address.
+    static func receiptSender(_ key: AuthenticatedPeer?, peer: PeerDescription) -> String {
+        if let key, key.isListed { return key.fingerprint }
+        return peer.address
+    }
+
+    /// The sender has this ACK: the journal forgets the message.
+    private func forgetReceipt(sender: String?, digest: [UInt8]) {
+        guard let sender else { return }
+        configuration.receiptJournal?.forget(sender: sender, digest: Self.hex(digest))
+    }
+
     // MARK: One visit
 
     /// Connect, resolve, subscribe, receive one message, store it, acknowledge, unsubscribe,
@@ -293,6 +308,7 @@ public final class Central: Sendable {
     /// message), a ``ClassifiedFailure`` for what ends the run.
     private func visit(_ device: Device, peer: PeerDescription, adapter: Adapter, sink: any MessageSink) async throws {
         var channel: CharacteristicSubscription?
+        progressState.beginVisit()
         // Room for nothing at all (the reserve alone is broken, a quota full): do not even
         // connect. The message's own length is checked once the sender announces it.
         if let refusal = sink.admissionRefusal(byteCount: 0) {
@@ -372,6 +388,8 @@ public final class Central: Sendable {
                         progressState.rememberUnacknowledged(from: peer.address, digest: message.digest,
                                                              storedAt: message.storedAt)
                     }
+                } else {
+                    for message in awaitingClose { forgetReceipt(sender: message.sender, digest: message.digest) }
                 }
             }
         } catch let failure as TransferFailure {
@@ -412,17 +430,37 @@ public final class Central: Sendable {
 
         // A sender that never saw our ACK sends the same message again: it is stored
         // already, so it is acknowledged (and said), not stored twice.
-        let earlierCopy = message.digest.flatMap {
+        let sender = Self.receiptSender(assembly.authenticatedSender, peer: peer)
+        let visit = progressState.visit
+        var earlierCopy = message.digest.flatMap {
             progressState.takeUnacknowledged(from: peer.address, digest: $0)
         }
-        // Complete and verified: store, then tell the sender (an ACK means "stored").
+        // Stored by an earlier run of this receiver (killed, restarted) that the sender never
+        // saw acknowledged: counted now, as the message is there.
+        var storedByEarlierRun = false
+        if earlierCopy == nil, let journal = configuration.receiptJournal, let digest = message.digest,
+           let found = journal.earlierCopy(sender: sender, digest: Self.hex(digest), size: message.payload.count,
+                                           excludingVisit: visit) {
+            earlierCopy = UnacknowledgedMessage(digest: digest, storedAt: found)
+            storedByEarlierRun = true
+        }
+        // Complete and verified: store, then tell the sender (an ACK means "stored"). What is
+        // about to be stored is on disk first, so that no crash makes it stored twice.
         let sequence = earlierCopy == nil ? progressState.nextSequence() : 0
         let storedAt: String?
+        if earlierCopy == nil, let digest = message.digest {
+            configuration.receiptJournal?.willStore(sender: sender, digest: Self.hex(digest), size: message.payload.count,
+                                                    name: message.file?.name, visit: visit)
+        }
         do {
             storedAt = earlierCopy != nil ? nil : try await sink.store(message, sequence: sequence, from: peer)
         } catch let refusal as MessageRefused {
+            if let digest = message.digest { forgetReceipt(sender: sender, digest: digest) }
             // No ACK: the sender keeps the message; this peer is backed off, others served.
             throw TransferFailure.refused(bound: "storage", reason: "the message could not be stored (\(refusal.reason))")
+        }
+        if earlierCopy == nil, let digest = message.digest {
+            configuration.receiptJournal?.stored(sender: sender, digest: Self.hex(digest), visit: visit, at: storedAt)
         }
         // The ACK means "stored": sealed in the secure mode (only this authenticated central
         // could have produced it), version 1's otherwise; compat has none.
@@ -462,18 +500,22 @@ public final class Central: Sendable {
             } catch {
                 emit(.warning("could not acknowledge the message to \(EventText.describe(peer)): \(Self.describe(error))"))
             }
-            if !confirmed, let digest = message.digest {
+            if confirmed, let digest = message.digest {
+                forgetReceipt(sender: sender, digest: digest)
+            } else if let digest = message.digest {
                 if channel.overChannel && !senderAnswers {
-                    awaitingClose.append(UnacknowledgedMessage(digest: digest, storedAt: storedAt ?? earlierCopy?.storedAt))
+                    awaitingClose.append(UnacknowledgedMessage(digest: digest, storedAt: storedAt ?? earlierCopy?.storedAt,
+                                                               sender: sender))
                 } else if answeredLater, let number = assembly.currentMessageNumber {
                     unconfirmed.append(UnconfirmedAcknowledgement(
-                        message: number, digest: digest, storedAt: storedAt ?? earlierCopy?.storedAt))
+                        message: number, digest: digest, storedAt: storedAt ?? earlierCopy?.storedAt, sender: sender))
                 } else {
                     progressState.rememberUnacknowledged(from: peer.address, digest: digest,
                                                          storedAt: storedAt ?? earlierCopy?.storedAt)
                 }
             }
         }
+        if storedByEarlierRun { progressState.markReceived() }
         if let earlierCopy {
             let place = earlierCopy.storedAt.map { " (stored as \($0))" } ?? ""
             emit(.warning("\(EventText.describe(peer)) sent again the message it had not seen acknowledged, "
@@ -644,11 +686,16 @@ public final class Central: Sendable {
             /// sender's CLOSE all of them.
             func confirmAcknowledgements(_ assembly: MessageAssembly) {
                 guard !unconfirmed.isEmpty else { return }
+                let answered: [UnconfirmedAcknowledgement]
                 if assembly.senderClosed {
-                    unconfirmed = []
+                    answered = unconfirmed
                 } else if let highest = assembly.highestHeaderNumber, highest >= 2 {
-                    unconfirmed.removeAll { $0.message <= highest - 2 }
+                    answered = unconfirmed.filter { $0.message <= highest - 2 }
+                } else {
+                    answered = []
                 }
+                unconfirmed.removeAll { ack in answered.contains { $0.message == ack.message } }
+                for ack in answered { forgetReceipt(sender: ack.sender, digest: ack.digest) }
             }
             for await item in inputs {
                 let now = clock.now - subscribedAt
@@ -821,6 +868,7 @@ final class RunState: Sendable {
         /// addresses, oldest first out (`unacknowledgedOrder`).
         var unacknowledged: [String: [UnacknowledgedMessage]] = [:]
         var unacknowledgedOrder: [String] = []
+        var visit = ""
     }
 
     private let inner: Mutex<Inner>
@@ -858,6 +906,13 @@ final class RunState: Sendable {
 
     func markReceived() {
         inner.withLock { $0.received += 1 }
+    }
+
+    /// A token of the visit under way: receipts it wrote are not taken for earlier copies.
+    var visit: String { inner.withLock { $0.visit } }
+
+    func beginVisit() {
+        inner.withLock { $0.visit = UUID().uuidString }
     }
 
     /// A message stored whose ACK was not confirmed: its sender may send it again.
@@ -916,12 +971,16 @@ struct UnconfirmedAcknowledgement: Sendable {
     var message: UInt32
     var digest: [UInt8]
     var storedAt: String?
+    /// The sender as the receipt journal names it.
+    var sender: String
 }
 
 /// A stored message whose sender may not have seen the ACK.
 struct UnacknowledgedMessage: Sendable, Equatable {
     var digest: [UInt8]
     var storedAt: String?
+    /// The sender as the receipt journal names it (nil: not journalled).
+    var sender: String? = nil
 }
 
 /// Short texts the roles put into events.

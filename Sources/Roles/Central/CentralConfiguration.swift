@@ -14,6 +14,10 @@ public struct CentralConfiguration: Sendable {
     /// `receive --output-dir` takes all the files of one `send` and stops. A visit cut short
     /// does not count: the next one takes what is left.
     public var endsWithSendersSession = false
+    /// The on-disk memory of stored messages whose ACK may not have reached their sender
+    /// (``ReceiptJournal``): with it, a message sent again after this process was killed or
+    /// restarted is acknowledged, not stored twice. Directory outputs only.
+    public var receiptJournal: ReceiptJournal?
     /// Advertisements weaker than this (dBm) are ignored; nil accepts any strength.
     public var minimumRSSI: Int?
     public var limits: TransferLimits

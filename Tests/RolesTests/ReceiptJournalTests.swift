@@ -1,0 +1,152 @@
+import BlueZ
+import Foundation
+@testable import Roles
+import SystemPackage
+import Testing
+import Transfer
+import TestSupport
+import Trust
+
+private func scratch(_ label: String) throws -> String {
+    let directory = NSTemporaryDirectory() + "receipts-\(label)-" + UUID().uuidString
+    try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    return directory
+}
+
+private func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x", $0) }.joined() }
+
+/// What the receiver remembers across its own death: a message stored and not known to be
+/// acknowledged is found again, one never stored is not taken for stored.
+@Suite struct ReceiptJournalTests {
+    @Test func aStoredMessageIsFoundByALaterRunAndForgottenOnceAcknowledged() throws {
+        let inbox = try scratch("inbox"), state = try scratch("state")
+        defer { for d in [inbox, state] { try? FileManager.default.removeItem(atPath: d) } }
+        let payload = Array("hello".utf8)
+        let digest = hex(FramedHeader.sha256(payload))
+        let stored = try OutputDirectory(path: FilePath(inbox)).store(payload, baseName: "a.txt").string
+
+        let first = ReceiptJournal(directory: inbox, stateDirectory: state)
+        first.willStore(sender: "SHA256:k", digest: digest, size: 5, name: "a.txt", visit: "v1")
+        first.stored(sender: "SHA256:k", digest: digest, visit: "v1", at: stored)
+        // The same visit sending the same bytes again means a second message.
+        #expect(first.earlierCopy(sender: "SHA256:k", digest: digest, size: 5, excludingVisit: "v1") == nil)
+
+        // A new process (the receiver was killed): the entry is read back.
+        let second = ReceiptJournal(directory: inbox, stateDirectory: state)
+        #expect(second.earlierCopy(sender: "SHA256:k", digest: digest, size: 5, excludingVisit: "v2") == stored)
+        #expect(second.earlierCopy(sender: "SHA256:other", digest: digest, size: 5, excludingVisit: "v2") == nil)
+        second.forget(sender: "SHA256:k", digest: digest)
+        #expect(ReceiptJournal(directory: inbox, stateDirectory: state).count == 0)
+    }
+
+    @Test func aReceiverKilledBetweenStoringAndNotingItFindsTheFileByItsDigest() throws {
+        let inbox = try scratch("inbox"), state = try scratch("state")
+        defer { for d in [inbox, state] { try? FileManager.default.removeItem(atPath: d) } }
+        let payload = Array("the real one".utf8)
+        let digest = hex(FramedHeader.sha256(payload))
+        let directory = try OutputDirectory(path: FilePath(inbox))
+        // A file of the same name and size but other bytes was there before: passed over.
+        _ = try directory.store(Array("not the one!".utf8), baseName: "docs/b.txt")
+        let journal = ReceiptJournal(directory: inbox, stateDirectory: state)
+        journal.willStore(sender: "00:11", digest: digest, size: payload.count, name: "docs/b.txt", visit: "v1")
+        let stored = try directory.store(payload, baseName: "docs/b.txt").string   // then killed
+        #expect(stored.hasSuffix("/docs/b-1.txt"))
+
+        let after = ReceiptJournal(directory: inbox, stateDirectory: state)
+        #expect(after.earlierCopy(sender: "00:11", digest: digest, size: payload.count, excludingVisit: "v2") == stored)
+        #expect(after.all.first?.storedAt == stored)
+    }
+
+    @Test func aMessageNeverStoredOrSinceRemovedIsStoredAgain() throws {
+        let inbox = try scratch("inbox"), state = try scratch("state")
+        defer { for d in [inbox, state] { try? FileManager.default.removeItem(atPath: d) } }
+        let payload = Array("gone".utf8)
+        let digest = hex(FramedHeader.sha256(payload))
+        let journal = ReceiptJournal(directory: inbox, stateDirectory: state)
+        // Killed before the file got its name.
+        journal.willStore(sender: "k", digest: digest, size: 4, name: "c.txt", visit: "v1")
+        #expect(ReceiptJournal(directory: inbox, stateDirectory: state)
+            .earlierCopy(sender: "k", digest: digest, size: 4, excludingVisit: "v2") == nil)
+        #expect(ReceiptJournal(directory: inbox, stateDirectory: state).count == 0)
+
+        // Stored, then taken away by the user before the sender came back.
+        let stored = try OutputDirectory(path: FilePath(inbox)).store(payload, baseName: "c.txt").string
+        journal.willStore(sender: "k", digest: digest, size: 4, name: "c.txt", visit: "v3")
+        journal.stored(sender: "k", digest: digest, visit: "v3", at: stored)
+        try FileManager.default.removeItem(atPath: stored)
+        #expect(ReceiptJournal(directory: inbox, stateDirectory: state)
+            .earlierCopy(sender: "k", digest: digest, size: 4, excludingVisit: "v4") == nil)
+    }
+
+    @Test func theJournalIsBounded() throws {
+        let inbox = try scratch("inbox"), state = try scratch("state")
+        defer { for d in [inbox, state] { try? FileManager.default.removeItem(atPath: d) } }
+        let journal = ReceiptJournal(directory: inbox, stateDirectory: state)
+        for index in 0..<(ReceiptJournal.capacity + 10) {
+            journal.willStore(sender: "k", digest: String(index), size: 1, name: nil, visit: "v")
+        }
+        #expect(ReceiptJournal(directory: inbox, stateDirectory: state).count == ReceiptJournal.capacity)
+    }
+}
+
+/// A sink that stores the message and then dies, as a receiver killed after the file got its
+/// name and before the ACK was written.
+private struct DyingAfterStoringSink: MessageSink {
+    let inner: OutputDirectorySink
+    func store(_ message: ReceivedMessage, sequence: Int, from peer: PeerDescription?) async throws -> String? {
+        _ = try await inner.store(message, sequence: sequence, from: peer)
+        throw SinkFailure(.ioError, "killed after storing")
+    }
+}
+
+@Suite(.serialized, .needsBlueZoo, .timeLimit(.minutes(3)))
+struct ExactlyOnceAcrossReceiverRunsTests {
+    @Test("a receiver killed after storing and before its ACK: the next run acknowledges the message sent again, one file")
+    func aMessageSentAgainAfterTheReceiverDiedIsNotStoredTwice() async throws {
+        let inbox = try scratch("inbox"), state = try scratch("state")
+        defer { for d in [inbox, state] { try? FileManager.default.removeItem(atPath: d) } }
+        // The second run on another adapter: BlueZoo does not let the sender tell a reconnecting
+        // central from the one that died; the receiver's key, which the journal goes by, is the same.
+        let bus = try await BlueZooBus.start(adapters: 3)
+        defer { bus.stop() }
+        let payload = CentralTestData.binary(3000)
+        let message = OutgoingMessage(payload: payload, file: SentFileAttributes(
+            name: "report.bin", modificationSeconds: 1_700_000_000, modificationNanoseconds: 0))
+        let source = RepeatingMessageSource(message: message, count: 1)
+        let (senderSession, _, sending) = try await SecureEndToEndBlueZooTests.startSender(
+            on: bus, secureMode: SecureEndToEndBlueZooTests.policy(SecureEndToEndBlueZooTests.senderKey,
+                                                                  trusting: SecureEndToEndBlueZooTests.receiverKey),
+            source: source)
+        defer { senderSession.close() }
+
+        func receiverRun(_ sink: any MessageSink, adapter: String) async throws -> (Int, RoleFailure?) {
+            var configuration = CentralTestData.configuration(count: 1, adapter: adapter)
+            configuration.secureMode = SecureEndToEndBlueZooTests.policy(SecureEndToEndBlueZooTests.receiverKey,
+                                                                         trusting: SecureEndToEndBlueZooTests.senderKey)
+            configuration.receiptJournal = ReceiptJournal(directory: inbox, stateDirectory: state)
+            let (session, central, _) = try await SecureEndToEndBlueZooTests.receiver(on: bus, configuration)
+            defer { session.close() }
+            do {
+                return (try await central.run(sink: sink, timeout: .seconds(60)), nil)
+            } catch let failure as RoleFailure {
+                return (0, failure)
+            } catch let failure as SinkFailure {
+                return (0, RoleFailure(failure.kind, failure.userMessage))
+            }
+        }
+
+        let sink = try OutputDirectorySink(path: FilePath(inbox))
+        let (_, death) = try await receiverRun(DyingAfterStoringSink(inner: sink), adapter: "hci1")
+        #expect(death != nil)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: inbox) == ["report.bin"])
+        #expect(await source.deliveredCount == 0)
+
+        // The next run of the receiver: the sender offers the message again.
+        let (received, failure) = try await receiverRun(try OutputDirectorySink(path: FilePath(inbox)), adapter: "hci2")
+        #expect(failure == nil && received == 1, "\(String(describing: failure)), \(received)")
+        #expect(await value(of: sending, within: .seconds(60)) == 1)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: inbox) == ["report.bin"])
+        // Acknowledged and seen: nothing left to remember.
+        #expect(ReceiptJournal(directory: inbox, stateDirectory: state).count == 0)
+    }
+}
