@@ -32,6 +32,9 @@ public struct DaemonSettings: Sendable {
     public var resumeSpoolIsExplicit = false
     /// What the start-up log line names as the version.
     public var version: String
+    /// Receiver: each authenticated sender's messages in a folder named after it
+    /// (`--folder-per-sender`).
+    public var folderPerSender = false
 
     public init(role: DaemonRoleKind, receiver: ReceiverOptions, sender: SenderOptions,
                 outputDirectory: FilePath?, outbox: FilePath?,
@@ -177,7 +180,8 @@ public struct Daemon {
             let path = settings.outputDirectory ?? FilePath(".")
             let sink: InboxSink
             do {
-                sink = try InboxSink(path: path, limits: settings.receiver.storageLimits)
+                sink = try InboxSink(path: path, limits: settings.receiver.storageLimits,
+                                     folderPerSender: settings.folderPerSender)
             } catch {
                 let status: ExitStatus = switch error {
                 case .notWritable: .permissionDenied

@@ -4,6 +4,7 @@ import Roles
 import Synchronization
 import SystemPackage
 import Transfer
+import Trust
 
 /// The receiver daemon's `MessageSink`: each message becomes a new file in the output
 /// directory, written atomically (hidden partial file, flushed, then linked to its name; a
@@ -15,18 +16,31 @@ import Transfer
 final class InboxSink: MessageSink {
     let directory: OutputDirectory
     let limits: StorageLimits
+    /// `--folder-per-sender`: a message whose sender the secure mode authenticated goes into a
+    /// folder named after it (``senderFolder(_:)``); others stay at the top.
+    let folderPerSender: Bool
     private let sequence = Mutex(0)
     private let now: @Sendable () -> Date
 
-    init(directory: OutputDirectory, limits: StorageLimits = .default, now: @escaping @Sendable () -> Date = Date.init) {
+    init(directory: OutputDirectory, limits: StorageLimits = .default, folderPerSender: Bool = false,
+         now: @escaping @Sendable () -> Date = Date.init) {
         self.directory = directory
         self.limits = limits
+        self.folderPerSender = folderPerSender
         self.now = now
     }
 
     /// Opens (creating when missing) `path`; leftovers of an interrupted run are removed.
-    convenience init(path: FilePath, limits: StorageLimits = .default) throws(OutputDirectoryError) {
-        self.init(directory: try OutputDirectory(path: path), limits: limits)
+    convenience init(path: FilePath, limits: StorageLimits = .default, folderPerSender: Bool = false) throws(OutputDirectoryError) {
+        self.init(directory: try OutputDirectory(path: path), limits: limits, folderPerSender: folderPerSender)
+    }
+
+    /// The folder of a sender: the name its key has in the authorized-peers file, or its
+    /// fingerprint for a key listed without one (or let in unlisted); made one safe path
+    /// component when stored. Nil without a key (Apple's flow).
+    static func senderFolder(_ keyLine: String?) -> String? {
+        guard let keyLine, let (key, name) = try? PeerKey.parseLine(Substring(keyLine)) else { return nil }
+        return name ?? key.fingerprint
     }
 
     func admissionRefusal(byteCount: Int) -> StorageRefusal? {
@@ -43,7 +57,8 @@ final class InboxSink: MessageSink {
         }
         let name = InboxFileName.make(receivedAt: now(), sequence: number, payload: message.payload)
         do {
-            return try directory.store(message, generatedName: name).string
+            let folder = folderPerSender ? Self.senderFolder(message.authenticatedSender) : nil
+            return try directory.store(message, generatedName: name, folder: folder).string
         } catch {
             // Numbers are not reused even when a write fails: names stay unique and ordered.
             // One message that cannot be stored is refused; the daemon goes on serving.

@@ -147,6 +147,7 @@ struct DaemonCommand: AsyncParsableCommand {
         case .sender:
             guard outbox != nil else { throw ValidationError("--role sender needs --outbox DIR") }
             if outputDirectory != nil { throw ValidationError("--output-dir is for --role receiver; the sender takes --outbox") }
+            if place.folderPerSender { throw ValidationError("--folder-per-sender is for --role receiver") }
             // --min-rate bounds the peer in both roles (the sender: its centrals).
             if minimumRSSI != nil || idleTimeout != nil || compat || bounds.isStorageSet || spool.spoolDirectory != nil {
                 throw ValidationError(
@@ -197,6 +198,7 @@ struct DaemonCommand: AsyncParsableCommand {
             settleTime: settleTime.flatMap { try? OptionValidation.duration($0, option: "--settle-time", allowZero: true) }
                 ?? Outbox.defaultSettleTime,
             json: logging.json, version: BLETransferVersion.current)
+        settings.folderPerSender = place.folderPerSender
         if role == .receiver, !compat {
             settings.resumeSpoolDirectory = spool.spoolDirectory ?? IdentityLocation.defaultDaemonSpoolDirectory()
             settings.resumeSpoolIsExplicit = spool.spoolDirectory != nil
@@ -218,6 +220,9 @@ struct DaemonRoleOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp(
         "Sender: send its files, then move them to DIR/sent/.", valueName: "DIR"))
     var outbox: String?
+
+    @Flag(name: .customLong("folder-per-sender"), help: "Receiver: each sender's files in a folder of its name.")
+    var folderPerSender = false
 }
 
 /// `--insecure-any-peer`.

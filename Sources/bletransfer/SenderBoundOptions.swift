@@ -8,7 +8,7 @@ import Transfer
 /// of both roles.)
 struct SenderBoundOptions: ParsableArguments {
     @Option(name: .customLong("ack-timeout"), help: ArgumentHelp(
-        "Drop a central not acknowledging by then (default 20s).", valueName: "TIME"), transform: seconds)
+        "Drop a central not ACKing by then (default 20s).", valueName: "TIME"), transform: seconds)
     var acknowledgementTimeout: Double?
 
     @Option(name: .customLong("unsubscribe-timeout"), help: ArgumentHelp(

@@ -5,6 +5,7 @@ import Roles
 import SystemPackage
 import Testing
 import Transfer
+import Trust
 
 /// File names in the daemons: the outbox file's name goes out with it, the inbox keeps it
 /// (sanitized, never overwriting), and events and log lines carry it safely.
@@ -45,6 +46,30 @@ import Transfer
             == ["_report-1.pdf", "_report.pdf", "message-20250131-120005.042-0003.txt"])
         #expect(try Data(contentsOf: url.appendingPathComponent("_report.pdf")) == Data("one".utf8))
         #expect(try Data(contentsOf: url.appendingPathComponent("_report-1.pdf")) == Data("two".utf8))
+    }
+
+    @Test("--folder-per-sender: each authenticated sender's files in a folder of its name (or fingerprint), others at the top")
+    func foldersPerSender() async throws {
+        let url = try Self.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: url) }
+        let fixed = Date(timeIntervalSince1970: 1_738_324_805.042)
+        let sink = InboxSink(directory: try OutputDirectory(path: FilePath(url.path)), folderPerSender: true, now: { fixed })
+        let laptop = HostIdentity(name: "unused")
+        var fromLaptop = ReceivedMessage(payload: Array("one".utf8), format: .framed)
+        fromLaptop.authenticatedSender = laptop.publicKey.line(name: "../laptop")
+        fromLaptop.file = SentFileAttributes(name: "docs/a.txt", modificationSeconds: 1_600_000_000, modificationNanoseconds: 0)
+        let first = try #require(try await sink.store(fromLaptop, sequence: 1, from: nil))
+        #expect(first == url.path + "/_laptop/docs/a.txt")
+
+        var unnamed = ReceivedMessage(payload: Array("two".utf8), format: .framed)
+        unnamed.authenticatedSender = laptop.publicKey.line(name: nil)
+        let second = try #require(try await sink.store(unnamed, sequence: 2, from: nil))
+        let folder = try #require(OutputDirectory.sanitizedFileName(laptop.publicKey.fingerprint))
+        #expect(second.hasPrefix(url.path + "/" + folder + "/message-"))
+
+        let third = try #require(try await sink.store(ReceivedMessage(payload: Array("three".utf8), format: .compat),
+                                                      sequence: 3, from: nil))
+        #expect(FilePath(third).removingLastComponent().string == url.path)
     }
 
     @Test("the received event carries the name as sent in JSON, escaped in the sentence and the log")

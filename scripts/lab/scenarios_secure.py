@@ -808,3 +808,36 @@ def chaos_exactly_once(ctx: Context):
     ctx.figure("chaos_receiver_kills", int(kills.group(1)) if kills else None)
     ctx.figure("chaos_sent_again_acknowledged", len(lines_naming(b_all, "not stored twice")))
     ctx.figure("chaos_files", n)
+
+
+@scenario("peers-revocation", tags=("bletransfer", "daemon", "secure", "peers", "virtual"), conf="default")
+def peers_revocation(ctx: Context):
+    """Keyed daemons a → b: a first file arrives; then a's key is removed from b's
+    authorized-peers file with `bletransfer peers remove` while b's daemon runs, and a second
+    file put into a's outbox: b refuses a on its next connection, without a restart."""
+    ctx.require_bletransfer()
+    fresh(ctx)
+    key_a, key_b, peers_a, peers_b = mutual_keys(ctx)
+    first, second = os.urandom(3000), os.urandom(3000)
+    outbox, inbox, host_outbox, host_inbox = prepare(ctx, [first])
+    sender = daemon_job("sender", host_outbox, "false", 150, "--settle-time 0", trust=trust(key_a, peers_a))
+    receiver = daemon_job("receiver", host_inbox, "[ $SECONDS -ge 100 ]", 110, trust=trust(key_b, peers_b))
+
+    def revoke_and_offer(lab) -> None:
+        lab.sh("b", f'"$BLETRANSFER_BIN" peers remove lab-a --authorized-peers {peers_b}', step="peers remove lab-a")
+        hidden = outbox / ".file002.dat"
+        hidden.write_bytes(second)
+        hidden.rename(outbox / "file002.dat")
+        scenarios.say("  a's key removed from b's list; file002.dat put into a's outbox")
+
+    res = ctx.lab.run(a=sender, b=receiver, finish_with="b", deadline=180, step="revocation on a running daemon",
+                      timeline=((("b", r'"event":"received"', 1.0), revoke_and_offer),))
+    stored = [p.name for p in regular_files(inbox)]
+    ctx.check(stored == ["file001.dat"] and (inbox / "file001.dat").read_bytes() == first,
+              f"only the first file was stored: {stored}")
+    ctx.check((outbox / "file002.dat").exists(), "a still holds the second file")
+    b_all = res.job("b").output()
+    refusals = lines_naming(b_all, key_a.fingerprint, "not authorized")
+    ctx.check(len(refusals) >= 1, f"b refused a's key {key_a.fingerprint} once it was removed")
+    ctx.check("DAEMON-EXIT 0" in b_all, "b's daemon ran through, no restart")
+    ctx.figure("revocation_refusal", refusals[0].strip()[:160] if refusals else None)

@@ -49,17 +49,21 @@ extension OutputDirectory {
     /// sender's name the file system refuses (too long for it, a character it cannot hold), or
     /// one with no free numbered variant left, gives way to `generatedName`: the message is
     /// kept all the same.
-    public func store(_ message: ReceivedMessage, generatedName: String) throws(OutputDirectoryError) -> FilePath {
+    ///
+    /// `folder`: a directory under this one to store into (made one safe component), as the
+    /// receiver daemon's `--folder-per-sender` names each sender's.
+    public func store(_ message: ReceivedMessage, generatedName: String, folder: String? = nil) throws(OutputDirectoryError) -> FilePath {
         // A tree's file keeps its relative path; `store` makes each component safe.
         let sent = message.file.map(\.name).flatMap { Self.sanitizedRelativePath($0).file != nil ? $0 : nil }
         let modified = message.file.flatMap {
             Self.acceptedModificationTime(seconds: $0.modificationSeconds, nanoseconds: $0.modificationNanoseconds)
         }
+        let prefix = folder.flatMap(Self.sanitizedFileName).map { $0 + "/" } ?? ""
         do {
-            return try store(message.payload, baseName: sent ?? generatedName, sender: message.authenticatedSender,
+            return try store(message.payload, baseName: prefix + (sent ?? generatedName), sender: message.authenticatedSender,
                              modificationTime: modified)
         } catch .nameRefused where sent != nil, .noFreeName where sent != nil {
-            return try store(message.payload, baseName: generatedName, sender: message.authenticatedSender,
+            return try store(message.payload, baseName: prefix + generatedName, sender: message.authenticatedSender,
                              modificationTime: modified)
         }
     }
