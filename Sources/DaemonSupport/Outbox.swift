@@ -351,6 +351,12 @@ public actor Outbox {
         // Changed since it was listed (a reused listing may be seconds old): it must settle
         // again before it is read.
         guard FileTime(before.st_ctim) == candidate.changed else { return giveUp(.changed) }
+        // A hard link lets whoever can write the outbox (the service's group) have the daemon
+        // read and send a file they cannot read themselves (its key, with
+        // fs.protected_hardlinks=0): only files with no other name are sent.
+        guard before.st_nlink == 1 else {
+            return giveUp(.unusable("it has \(before.st_nlink) hard links; copy it into the outbox instead of linking it"))
+        }
 
         let limit = maxFileSize
         var bytes = [UInt8]()

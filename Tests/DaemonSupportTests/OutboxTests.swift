@@ -189,6 +189,20 @@ final class Notices: Sendable {
         #expect(try fixture.names(in: "failed").contains("big-1.bin.reason"))
     }
 
+    @Test func quarantinesAHardLinkedFile() async throws {
+        let fixture = try OutboxFixture()
+        let elsewhere = NSTemporaryDirectory() + "outside-" + UUID().uuidString
+        try Data("private key".utf8).write(to: URL(fileURLWithPath: elsewhere))
+        defer { unlink(elsewhere) }
+        #expect(link(elsewhere, fixture.directory + "/linked") == 0)
+        try fixture.setModificationTime(fixture.directory + "/linked", secondsAgo: 10)
+        try fixture.drop("copied", "y", secondsAgo: 5)
+        let outbox = try fixture.outbox()
+        #expect(try await outbox.next()?.name == "copied")
+        #expect(try fixture.names(in: "failed") == ["linked", "linked.reason"])
+        #expect(try fixture.contents("failed/linked.reason").contains("2 hard links"))
+    }
+
     @Test(.enabled(if: geteuid() != 0, "root reads any file"))
     func quarantinesUnreadableFiles() async throws {
         let fixture = try OutboxFixture()

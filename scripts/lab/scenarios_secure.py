@@ -626,14 +626,14 @@ def resume_run(ctx: Context, size: int, cuts: tuple, deadline: int) -> None:
                 f'    [ "${{got:-0}}" -ge $cut ] && break\n    sleep 0.2\n  done\n'
                 f'  kill -TERM $pid; wait $pid; echo "VISIT $i STOPPED rc=$? at ${{got:-0}} bytes"\n'
                 f'  cat $out\n'
-                f'  echo "SPOOL $(stat -c %a {spool}) $(find {spool} -type f -printf \'%m:%s \')"\n'
+                f'  echo "SPOOL $(stat -c %a {spool}) $(find {spool} -type f -name \'*.part\' -printf \'%m:%s \')"\n'
                 f'done\n'
                 f'out=/tmp/resume-visit-last.out\n{receive} > $out 2>&1 &\npid=$!\n'
                 f'while [ $SECONDS -lt $end ] && kill -0 $pid 2>/dev/null && [ "$({count_files(host_inbox)})" -lt 1 ]; '
                 f'do sleep 0.1; done\n'
                 f'echo "ALL-STORED $t0 $(date +%s.%N)"\n'
                 f'kill -TERM $pid; wait $pid; rc=$?; cat $out\n'
-                f'echo "SPOOL-AFTER $(find {spool} -type f | wc -l)"\necho "DAEMON-EXIT $rc"; exit $rc\n')
+                f'echo "SPOOL-AFTER $(find {spool} -type f -name \'*.part\' | wc -l)"\necho "DAEMON-EXIT $rc"; exit $rc\n')
     res = ctx.lab.run(a=sender, b=receiver, deadline=deadline + 60, step="resume")
     a_out, b_out = res.job("a").stdout(), res.job("b").stdout()
     ctx.check("DAEMON-EXIT 0" in a_out and "DAEMON-EXIT 0" in b_out, "both daemons exited 0 on SIGTERM")
@@ -698,7 +698,7 @@ def resume_link_cut_run(ctx: Context, size: int, cuts: tuple, deadline: int, out
                 f'while [ $SECONDS -lt $end ] && kill -0 $pid 2>/dev/null && [ "$({count_files(host_inbox)})" -lt 1 ]; '
                 f'do sleep 0.1; done\n'
                 f'echo "ALL-STORED $t0 $(date +%s.%N)"\n'
-                f'echo "SPOOL-AFTER $(stat -c %a {spool}) $(find {spool} -type f | wc -l)"\n'
+                f'echo "SPOOL-AFTER $(stat -c %a {spool}) $(find {spool} -type f -name \'*.part\' | wc -l)"\n'
                 f'kill -TERM $pid; wait $pid; rc=$?; echo "DAEMON-EXIT $rc"; exit $rc\n')
     timeline = []
     for fraction in cuts:
@@ -812,7 +812,8 @@ def chaos_exactly_once(ctx: Context):
 
 @scenario("peers-revocation", tags=("bletransfer", "daemon", "secure", "peers", "virtual"), conf="default")
 def peers_revocation(ctx: Context):
-    """Keyed daemons a → b: a first file arrives; then a's key is removed from b's
+    """Keyed daemons a → b: a first file arrives (in b's folder for a: --folder-per-sender);
+    then a's key is removed from b's
     authorized-peers file with `bletransfer peers remove` while b's daemon runs, and a second
     file put into a's outbox: b refuses a on its next connection, without a restart."""
     ctx.require_bletransfer()
@@ -821,7 +822,8 @@ def peers_revocation(ctx: Context):
     first, second = os.urandom(3000), os.urandom(3000)
     outbox, inbox, host_outbox, host_inbox = prepare(ctx, [first])
     sender = daemon_job("sender", host_outbox, "false", 150, "--settle-time 0", trust=trust(key_a, peers_a))
-    receiver = daemon_job("receiver", host_inbox, "[ $SECONDS -ge 100 ]", 110, trust=trust(key_b, peers_b))
+    receiver = daemon_job("receiver", host_inbox, "[ $SECONDS -ge 100 ]", 110, "--folder-per-sender",
+                          trust=trust(key_b, peers_b))
 
     def revoke_and_offer(lab) -> None:
         lab.sh("b", f'"$BLETRANSFER_BIN" peers remove lab-a --authorized-peers {peers_b}', step="peers remove lab-a")
@@ -832,9 +834,9 @@ def peers_revocation(ctx: Context):
 
     res = ctx.lab.run(a=sender, b=receiver, finish_with="b", deadline=180, step="revocation on a running daemon",
                       timeline=((("b", r'"event":"received"', 1.0), revoke_and_offer),))
-    stored = [p.name for p in regular_files(inbox)]
-    ctx.check(stored == ["file001.dat"] and (inbox / "file001.dat").read_bytes() == first,
-              f"only the first file was stored: {stored}")
+    stored = sorted(str(p.relative_to(inbox)) for p in inbox.rglob("*") if p.is_file())
+    ctx.check(stored == ["lab-a/file001.dat"] and (inbox / "lab-a" / "file001.dat").read_bytes() == first,
+              f"only the first file was stored, in a's folder (--folder-per-sender): {stored}")
     ctx.check((outbox / "file002.dat").exists(), "a still holds the second file")
     b_all = res.job("b").output()
     refusals = lines_naming(b_all, key_a.fingerprint, "not authorized")

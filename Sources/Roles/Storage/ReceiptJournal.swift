@@ -135,6 +135,11 @@ public final class ReceiptJournal: Sendable {
         entries.withLock { list in
             change(&list)
             if list.count > Self.capacity { list.removeFirst(list.count - Self.capacity) }
+            // Nothing to remember: no file (the spool's directory holds only what is pending).
+            if list.isEmpty {
+                _ = unlink(path)
+                return
+            }
             guard let data = try? JSONEncoder().encode(list) else { return }
             // Best effort: a journal that cannot be written costs only the protection against
             // duplicates, never a message.
