@@ -134,6 +134,14 @@ public final class Central: Sendable {
                 return .cancelled
             } catch let failure as TransferFailure {
                 if Task.isCancelled { return .cancelled }
+                // One send's session: a sender that has given its last message may close the
+                // link rather than the session. Whatever ended a visit that stored messages,
+                // the run has what that send offered; a sender that still holds files keeps
+                // them for the next `receive` (nothing is acknowledged that was not stored).
+                if configuration.messageCount == nil, configuration.endsWithSendersSession,
+                   progressState.receivedSnapshot > receivedBeforeVisit {
+                    return .finished
+                }
                 let now = progressState.elapsed
                 let severe: Bool = switch failure {
                 case .unsuitable, .refused: true

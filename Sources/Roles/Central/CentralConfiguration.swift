@@ -10,9 +10,9 @@ public struct CentralConfiguration: Sendable {
     /// Messages to receive before `run` returns; nil keeps receiving until cancelled.
     public var messageCount: Int?
     /// With `messageCount` nil: `run` returns after the first visit that stored at least one
-    /// message and ended as the sender chose (it closed the session: nothing more for us), so
-    /// `receive --output-dir` takes all the files of one `send` and stops. A visit cut short
-    /// does not count: the next one takes what is left.
+    /// message, however it ended (the sender closed the session, or the link after its last
+    /// message), so `receive --output-dir` takes the files of one `send` session and stops. A
+    /// visit cut after some of them leaves the rest with the sender, for the next run.
     public var endsWithSendersSession = false
     /// The on-disk memory of stored messages whose ACK may not have reached their sender
     /// (``ReceiptJournal``): with it, a message sent again after this process was killed or
