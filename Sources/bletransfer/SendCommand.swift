@@ -150,6 +150,21 @@ struct SendCommand: AsyncParsableCommand {
             throw RoleRun.exit(reporting: error, json: json)
         }
 
+        let source = RepeatingMessageSource(message: message, count: forever ? nil : (count ?? 1))
+        let wanted = forever ? "" : " of \(count ?? 1)"
+        _ = try await serve(source, label: inputOptions.file.first.map { FilePath($0).lastComponent?.string ?? $0 }) { seconds in
+            let delivered = await source.deliveredCount
+            return "timed out after \(RoleRun.format(seconds)) s with \(delivered)\(wanted) message(s) delivered"
+        }
+    }
+
+    /// The trust policy, a session and a peripheral serving `source`, its events rendered,
+    /// until the source is exhausted, the deadline passes (one line, 75 — `timedOut` words it)
+    /// or a signal stops it. `notes` are logged once the session is open. Returns the logger,
+    /// for what the caller still has to say.
+    private func serve(_ source: some MessageSource, label: String?, notes: [String] = [],
+                       timedOut: (Double) async -> String) async throws -> Logger {
+        let json = reporting.json
         let secureMode: SecureModePolicy?
         do {
             secureMode = try trust.interactivePolicy(anyPeer: openness.insecureAnyPeer,
@@ -160,30 +175,23 @@ struct SendCommand: AsyncParsableCommand {
 
         let (session, logger) = try await RoleRun.openSession(reporting: reporting)
         defer { session.close() }
+        for note in notes { logger.warning("\(note)") }
 
         let options = try bluetooth.targeting(senderOptions, secureMode: secureMode, transport: transport)
         let peripheral = Peripheral(configuration: options.configuration, session: session, logger: logger)
-        let source = RepeatingMessageSource(message: message, count: forever ? nil : (count ?? 1))
-
         let mode = reporting.outputMode
-        let label = inputOptions.file.first.map { FilePath($0).lastComponent?.string ?? $0 }
         // Unstructured: renders while the role runs in `RoleRun.race`; ends with the event stream and is awaited below.
         let renderer = Task {
             var renderer = EventRenderer(mode: mode, label: label)
             for await event in peripheral.events { renderer.render(event) }
             renderer.finish()
         }
-
         let outcome = await RoleRun.race(timeout: timeout.duration) {
             try await peripheral.run(source: source)
         }
         await renderer.value
-
-        let wanted = forever ? "" : " of \(count ?? 1)"
-        try await RoleRun.end(outcome, json: json) { seconds in
-            let delivered = await source.deliveredCount
-            return "timed out after \(RoleRun.format(seconds)) s with \(delivered)\(wanted) message(s) delivered"
-        }
+        try await RoleRun.end(outcome, json: json, timedOut: timedOut)
+        return logger
     }
 
     /// `send --file A --file DIR…`: every file once, in order, each with its name (a tree's
@@ -197,37 +205,9 @@ struct SendCommand: AsyncParsableCommand {
         } catch {
             throw RoleRun.exit(reporting: error, json: json)
         }
-        let secureMode: SecureModePolicy?
-        do {
-            secureMode = try trust.interactivePolicy(anyPeer: openness.insecureAnyPeer,
-                                                     addressing: PeerAddressing(option: "--to", peers: addressee.to))
-        } catch {
-            throw RoleRun.exit(reporting: error, json: json)
-        }
-
-        let (session, logger) = try await RoleRun.openSession(reporting: reporting)
-        defer { session.close() }
-        for note in set.notes { logger.warning("\(note)") }
-
-        let options = try bluetooth.targeting(senderOptions, secureMode: secureMode, transport: transport)
-        let peripheral = Peripheral(configuration: options.configuration, session: session, logger: logger)
         let source = FileSetSource(set: set, limit: limit)
-
-        let mode = reporting.outputMode
-        let label = "\(set.entries.count) files"
-        // Unstructured: renders while the role runs in `RoleRun.race`; ends with the event stream and is awaited below.
-        let renderer = Task {
-            var renderer = EventRenderer(mode: mode, label: label)
-            for await event in peripheral.events { renderer.render(event) }
-            renderer.finish()
-        }
-        let outcome = await RoleRun.race(timeout: timeout.duration) {
-            try await peripheral.run(source: source)
-        }
-        await renderer.value
-
         let total = set.entries.count
-        try await RoleRun.end(outcome, json: json) { seconds in
+        let logger = try await serve(source, label: "\(total) files", notes: set.notes) { seconds in
             let delivered = await source.deliveredCount
             return "timed out after \(RoleRun.format(seconds)) s with \(delivered) of \(total) file(s) delivered"
         }
