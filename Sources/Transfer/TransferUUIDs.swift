@@ -17,4 +17,7 @@ public enum TransferUUIDs {
     /// in the transfer service beside the data characteristic; centrals that do not look for it
     /// (Apple's sample, bleak scripts) never see a difference.
     public static let channelPSMCharacteristic = try! BluetoothUUID("D533DDA4-55B7-4586-A003-91C8B75809F9")
+    /// `bletransfer pair`'s service (docs/pairing.md): advertised, with a token and a PSM in
+    /// manufacturer data, only while two hosts look for each other. Never served over GATT.
+    public static let pairingService = try! BluetoothUUID("7C0F6A1E-5B2D-4E8F-9A3C-2D1B0E4F6A85")
 }

@@ -63,6 +63,8 @@ public enum RecordMessage: Sendable, Equatable {
             self = .close(reason: try reader.integer())
         case .progress:
             self = .progress(message: try reader.integer(), held: try reader.integer())
+        case .pairing:
+            throw .malformed(kind: .pairing, reason: "a pairing record in a transfer")
         }
         try reader.finish()
     }

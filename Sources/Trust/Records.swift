@@ -93,6 +93,8 @@ public enum RecordKind: UInt8, Sendable, CaseIterable {
     case resume = 0x05
     case close = 0x06
     case progress = 0x07
+    /// `bletransfer pair` only (PairingExchange): never part of a transfer.
+    case pairing = 0x10
 }
 
 public struct Record: Sendable, Equatable {

@@ -45,7 +45,7 @@ struct BLETransferCommand: AsyncParsableCommand {
         version: BLETransferVersion.current,
         subcommands: [
             SendCommand.self, ReceiveCommand.self, StatusCommand.self, DaemonCommand.self,
-            KeygenCommand.self,
+            PairCommand.self, KeygenCommand.self,
             IdCommand.self, PeersCommand.self,
         ]
     )

@@ -56,7 +56,8 @@ struct TrustOptions: ParsableArguments {
         let peersPath = authorizedPeers ?? IdentityLocation.defaultAuthorizedPeersPathForThisProcess()
         guard FileManager.default.fileExists(atPath: peersPath) else {
             throw RoleFailure(.configuration, "\(addressing.option) \(addressing.peers[0]): no authorized peers at \(peersPath); "
-                + "add that host's key first: 'bletransfer peers add LINE' with the line 'bletransfer id' prints there")
+                + "pair with that host first: 'bletransfer pair' on both hosts (or 'bletransfer peers add' the line "
+                + "'bletransfer id' prints there)")
         }
         try Self.checkPeers(peersPath)
         let file: AuthorizedPeersFile

@@ -13,7 +13,7 @@ private func runPeers(_ arguments: [String], input: String = "") throws -> (stat
     try runTool(["peers"] + arguments, input: input)
 }
 
-private func runTool(_ arguments: [String], input: String = "") throws -> (status: Int32, out: String, err: String) {
+func runTool(_ arguments: [String], input: String = "") throws -> (status: Int32, out: String, err: String) {
     let test = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
     let executable = URL(fileURLWithPath: test).deletingLastPathComponent().appendingPathComponent("bletransfer")
     let process = Process()

@@ -32,6 +32,9 @@ and writes the authorized-peers files it needs.
   secure-resume-ci            the same with 1 MiB cut once (sized for .ci/run)
   secure-resume-restart       1 MiB, b's receiver daemon stopped (SIGTERM) at about 50 % and started
                               again with the same spool: resumed across the restart
+  peers-pair                  `bletransfer pair` on both guests: b answers n (nothing added, 77 both),
+                              then both y (same code, each file lists the other), then a secure
+                              transfer a → b with exactly those files
 """
 from __future__ import annotations
 
@@ -844,3 +847,75 @@ def peers_revocation(ctx: Context):
     ctx.check(len(refusals) >= 1, f"b refused a's key {key_a.fingerprint} once it was removed")
     ctx.check("DAEMON-EXIT 0" in b_all, "b's daemon ran through, no restart")
     ctx.figure("revocation_refusal", refusals[0].get("reason", "")[:160] if refusals else None)
+
+
+def pair_run(ctx: Context, key_a: Key, key_b: Key, peers_a: str, peers_b: str,
+             answer_a: str, answer_b: str, label: str) -> tuple:
+    """`bletransfer pair` on both guests at once, each answering from standard input; their
+    outputs (stderr included) with the exit status appended."""
+    def command(key: Key, peers: str, answer: str) -> str:
+        return (f'echo {answer} | "$BLETRANSFER_BIN" pair --identity {key.identity} --authorized-peers {peers} '
+                f'--timeout 60 2>&1; echo PAIR-EXIT $?')
+    res = ctx.lab.run(a=command(key_a, peers_a, answer_a), b=command(key_b, peers_b, answer_b),
+                      deadline=120, step=label)
+    return res.job("a").output(), res.job("b").output()
+
+
+def shown_code(text: str) -> str:
+    found = re.search(r"code:\s+(\d{3} \d{3})", text)
+    return found.group(1) if found else ""
+
+
+@scenario("peers-pair", tags=("bletransfer", "secure", "peers"), conf="default")
+def peers_pair(ctx: Context):
+    """`bletransfer pair` between the two guests: first b answers n (nothing added on either
+    side, both 77), then both answer y (both show the same code; each authorized-peers file
+    lists the other under its name), then a secure transfer a → b with exactly those files."""
+    ctx.require_bletransfer()
+    fresh(ctx)
+    key_a, key_b = keygen(ctx, "a", "a"), keygen(ctx, "b", "b")
+    peers_a, peers_b = f"{KEY_DIR}/{ctx.name}/a.peers", f"{KEY_DIR}/{ctx.name}/b.peers"
+    ctx.lab.sh("a", f"rm -f {peers_a}", step="no peers file on a")
+    ctx.lab.sh("b", f"rm -f {peers_b}", step="no peers file on b")
+
+    # 1. Declined on b: nothing on either side.
+    started = time.monotonic()
+    a_out, b_out = pair_run(ctx, key_a, key_b, peers_a, peers_b, "y", "n", "pair, b declines")
+    ctx.check("PAIR-EXIT 77" in a_out and "PAIR-EXIT 77" in b_out,
+              f"both ended with 77 (declined): a said {a_out[-700:]!r}; b said {b_out[-700:]!r}")
+    ctx.check("declined on the other host" in a_out and "declined on this host" in b_out,
+              "each says where it was declined")
+    code_a, code_b = shown_code(a_out), shown_code(b_out)
+    ctx.check(code_a != "" and code_a == code_b, f"both showed the same code: {code_a!r} / {code_b!r}")
+    for host, path in (("a", peers_a), ("b", peers_b)):
+        exists = ctx.lab.sh(host, f"test -e {path} && echo YES || echo NO", step=f"peers file on {host}").stdout()
+        ctx.check("NO" in exists, f"no authorized-peers file on {host} after a declined pairing")
+    ctx.figure("pair_declined_seconds", round(time.monotonic() - started, 1))
+
+    # 2. Accepted on both.
+    started = time.monotonic()
+    a_out, b_out = pair_run(ctx, key_a, key_b, peers_a, peers_b, "y", "y", "pair, both accept")
+    ctx.figure("pair_seconds", round(time.monotonic() - started, 1))
+    ctx.check("PAIR-EXIT 0" in a_out and "PAIR-EXIT 0" in b_out,
+              f"both ended with 0: a said {a_out[-700:]!r}; b said {b_out[-700:]!r}")
+    code_a, code_b = shown_code(a_out), shown_code(b_out)
+    ctx.check(code_a != "" and code_a == code_b, f"both showed the same code: {code_a!r} / {code_b!r}")
+    ctx.check(key_b.fingerprint in a_out and key_a.fingerprint in b_out, "each showed the other's fingerprint")
+    listed_a = ctx.lab.sh("a", f"cat {peers_a}; stat -c %a {peers_a}", step="a's peers file").stdout()
+    listed_b = ctx.lab.sh("b", f"cat {peers_b}; stat -c %a {peers_b}", step="b's peers file").stdout()
+    ctx.check(key_b.line in listed_a.splitlines(), f"a lists b's key line as lab-b: {listed_a!r}")
+    ctx.check(key_a.line in listed_b.splitlines(), f"b lists a's key line as lab-a: {listed_b!r}")
+
+    # 3. A secure transfer with exactly those files.
+    payload = known_payload(2000, b"paired")
+    msg = ctx.payload("message", payload)
+    out = ctx.path("received")
+    res = ctx.lab.run(
+        a=f"{SEND} --file {shlex.quote(msg)} --timeout 90 {trust(key_a, peers_a)}",
+        b=f"{RECEIVE} --output {shlex.quote(out)} --timeout 90 {trust(key_b, peers_b)}",
+        b_after=("a", ADVERTISING), deadline=130, step="secure transfer after pairing")
+    ctx.check(ctx.read(out) == payload, "b stored the message whole")
+    received = json_events(res.job("b").output(), "received")
+    sender = received[0].get("sender", {}) if received else {}
+    ctx.check(sender.get("name") == "lab-a" and sender.get("authenticated") is True,
+              f"the message is from lab-a, authenticated: {sender}")

@@ -1002,7 +1002,7 @@ enum EventText {
     /// the transfer was encrypted, but nothing proved who was at the other end.
     static func unauthenticatedNotice(peer: String, key: AuthenticatedPeer) -> String {
         "encrypted but not authenticated: \(peer)'s key is \(key.fingerprint) (no authorized peers here); "
-            + "compare it with 'bletransfer id' on that host, then list that line in an authorized-peers file "
-            + "(--authorized-peers) so that only it is accepted"
+            + "to trust only that host, run 'bletransfer pair' on both hosts (or compare the key with "
+            + "'bletransfer id' there and 'bletransfer peers add' its line)"
     }
 }

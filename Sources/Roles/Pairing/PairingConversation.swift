@@ -1,0 +1,72 @@
+import BlueZ
+import Trust
+
+/// Runs a `PairingExchange` over the channel two hosts met on: carries its messages, bounds
+/// every wait, and asks the person once the code is known.
+public enum PairingConversation {
+    /// How long the other host may take for each protocol message.
+    public static let messageTimeout: Duration = .seconds(15)
+
+    /// - Parameters:
+    ///   - ask: shows the candidate and returns the person's answer (true: the codes match).
+    ///     The caller bounds it; the peer's answer is awaited `answerTimeout` plus
+    ///     `messageTimeout` at most, as long as the other person may take.
+    /// - Returns: the exchange's result; throws a `RoleFailure` when the other host breaks the
+    ///   protocol, leaves or falls silent.
+    public static func run(
+        _ meeting: PairingRendezvous.Meeting, identity: HostIdentity, name: String?, answerTimeout: Duration,
+        ask: @escaping @Sendable (PairingExchange.Candidate) async -> Bool
+    ) async throws -> PairingExchange.Result {
+        let socket = meeting.socket
+        var exchange = PairingExchange(role: meeting.role, identity: identity, name: name)
+        do {
+            try await send(try exchange.start(), on: socket)
+            if let first = meeting.firstMessage {
+                try await send(try exchange.receive(first), on: socket)
+            }
+            while case .exchanging = exchange.phase {
+                let message = try await next(from: socket, within: messageTimeout, peer: meeting.peerDescription)
+                try await send(try exchange.receive(message), on: socket)
+            }
+            guard case .comparing(let candidate) = exchange.phase else {
+                throw RoleFailure(.software, "pairing ended before the code was known")
+            }
+            let accepted = await ask(candidate)
+            try await send(try exchange.answer(accepted), on: socket)
+            while case .comparing = exchange.phase {
+                let message = try await next(from: socket, within: answerTimeout + messageTimeout,
+                                             peer: meeting.peerDescription)
+                _ = try exchange.receive(message)
+            }
+            // The answer must reach the other side before the channel closes.
+            try? await withTimeLimit(messageTimeout, onTimeout: { L2CAPChannelError.timedOut }) {
+                try await socket.waitUntilDrained()
+            }
+        } catch let error as PairingError {
+            throw RoleFailure(.dataError, "pairing with \(meeting.peerDescription) failed: \(error); nothing added")
+        }
+        guard case .finished(let result) = exchange.phase else {
+            throw RoleFailure(.software, "pairing ended without a result")
+        }
+        return result
+    }
+
+    private static func send(_ messages: [[UInt8]], on socket: NotificationSocket) async throws {
+        for message in messages { try await socket.send(message) }
+    }
+
+    private static func next(from socket: NotificationSocket, within limit: Duration, peer: String) async throws -> [UInt8] {
+        let message: [UInt8]?
+        do {
+            message = try await withTimeLimit(limit, onTimeout: { L2CAPChannelError.timedOut }) {
+                try await socket.receive()
+            }
+        } catch L2CAPChannelError.timedOut {
+            throw RoleFailure(.timedOut, "\(peer) did not answer within \(limit.components.seconds) s; nothing added")
+        }
+        guard let message else {
+            throw RoleFailure(.unavailable, "\(peer) left the pairing (the channel closed); nothing added")
+        }
+        return message
+    }
+}

@@ -1,0 +1,355 @@
+import Crypto
+
+/// One side of `bletransfer pair` (docs/pairing.md): a Noise XX handshake between the two
+/// hosts' identities, then numeric comparison with commitments, as Bluetooth LE Secure
+/// Connections does it, then each person's answer. Pure: messages in, messages out; the shell
+/// carries them as the SDUs of an L2CAP channel and asks the person.
+///
+/// The initiator is the host that opened the channel. Messages, one SDU each:
+///
+///     I → R  PAIR magic "BLTPAIR" · version 1 · Noise message 1 (e)
+///     R → I  Noise message 2 (e, ee, s, es)
+///     I → R  Noise message 3 (s, se)          both now hold h, the handshake hash
+///     R → I  sealed COMMIT  Cr = SHA-256("bletransfer pair commit" · h · Nr) · R's name
+///     I → R  sealed NONCE   Ni · I's name
+///     R → I  sealed REVEAL  Nr                 I checks Cr
+///     both   code = SHA-256("bletransfer pair code" · h · Ni · Nr), first 8 bytes mod 10⁶
+///     both   sealed ANSWER  01 (the codes match) or 00
+///
+/// Why commitments: a man in the middle runs one handshake with each host (h₁ ≠ h₂) and wants
+/// both codes equal. Without them he could try ephemeral keys or nonces until they are (about
+/// 10⁶ tries, milliseconds). With them, on the side where he is the responder he is bound to
+/// his nonce before he sees the initiator's, and on the side where he is the initiator he
+/// gives his nonce before the responder's is revealed: each code is uniformly random to him
+/// when he can no longer change it, so one attempt succeeds with probability 10⁻⁶, and a
+/// failed attempt is seen by the people comparing.
+public struct PairingExchange: Sendable {
+    public enum Role: Sendable, Equatable {
+        /// Opened the channel; writes Noise message 1 and the nonce.
+        case initiator
+        /// Accepted the channel; commits to its nonce first.
+        case responder
+    }
+
+    /// The other host, as the exchange proved it: the key it holds the private half of, the
+    /// name it gave, and the code both sides show.
+    public struct Candidate: Sendable, Equatable {
+        public var key: PeerKey
+        /// Nil when it gave none, or one that cannot be written in an authorized-peers line.
+        public var name: String?
+        /// Six digits.
+        public var code: String
+
+        /// "123 456": easier to read aloud and compare.
+        public var spacedCode: String { String(code.prefix(3)) + " " + String(code.suffix(3)) }
+    }
+
+    public enum Phase: Sendable, Equatable {
+        /// Messages are still being exchanged.
+        case exchanging
+        /// The code is known: ask the person (`answer`).
+        case comparing(Candidate)
+        /// Both answers are known.
+        case finished(Result)
+    }
+
+    public enum Result: Sendable, Equatable {
+        /// Both people said the codes match: add `candidate`.
+        case paired(Candidate)
+        /// One side or both said no: add nothing.
+        case declined(here: Bool, byPeer: Bool)
+    }
+
+    public static let magic: [UInt8] = Array("BLTPAIR".utf8)
+    public static let version: UInt8 = 1
+    /// The longest SDU either side sends (Noise message 2 with a name-free payload is 96
+    /// bytes; a sealed NONCE with a 64-byte name is about 120).
+    public static let maximumMessageLength = 512
+    /// Longest name sent; a longer one is cut (on a character boundary).
+    public static let maximumNameBytes = 64
+
+    public let role: Role
+    public private(set) var phase: Phase = .exchanging
+
+    private var handshake: NoiseXXHandshake
+    private var sealer: RecordSealer?
+    private var opener: RecordOpener?
+    private let ownName: String?
+    private let ownNonce: [UInt8]
+    private var peerNonce: [UInt8]?
+    private var peerName: String?
+    private var peerCommitment: [UInt8]?
+    private var handshakeHash: [UInt8] = []
+    private var candidate: Candidate?
+    private var ownAnswer: Bool?
+    private var peerAnswer: Bool?
+    /// What the next message from the peer must be.
+    private var expecting: Expected
+    private var started = false
+
+    private enum Expected: Equatable {
+        case pairHello, noise2, noise3, commit, nonce, reveal, answer, nothing
+    }
+
+    /// The sealed messages' first content byte.
+    enum SealedKind: UInt8 {
+        case commit = 1, nonce = 2, reveal = 3, answer = 4
+    }
+
+    static let prologue: [UInt8] = Array("bletransfer pair".utf8) + [version]
+    static let commitLabel: [UInt8] = Array("bletransfer pair commit".utf8)
+    static let codeLabel: [UInt8] = Array("bletransfer pair code".utf8)
+
+    /// - Parameters:
+    ///   - name: what this host calls itself (its identity's name).
+    ///   - nonce: 32 random bytes; tests give their own.
+    ///   - ephemeralKey: tests only.
+    public init(role: Role, identity: HostIdentity, name: String?, nonce: [UInt8]? = nil,
+                ephemeralKey: Curve25519.KeyAgreement.PrivateKey? = nil) {
+        self.role = role
+        ownName = name.map(Self.cut)
+        ownNonce = nonce ?? Array(SymmetricKey(size: .bits256).withUnsafeBytes { Array($0) })
+        handshake = NoiseXXHandshake(role: role == .initiator ? .initiator : .responder,
+                                     staticKey: identity.privateKey, prologue: Self.prologue, ephemeralKey: ephemeralKey)
+        expecting = role == .initiator ? .noise2 : .pairHello
+    }
+
+    /// The initiator's first message; nothing for the responder.
+    public mutating func start() throws(PairingError) -> [[UInt8]] {
+        guard !started else { throw .outOfOrder("started twice") }
+        started = true
+        guard role == .initiator else { return [] }
+        do {
+            return [Self.magic + [Self.version] + (try handshake.writeMessage())]
+        } catch {
+            throw .handshake(error)
+        }
+    }
+
+    /// Whether `message` opens a pairing (magic and version): what a listener checks before it
+    /// gives a channel to a responder.
+    public static func isPairingHello(_ message: [UInt8]) -> Bool {
+        message.count > magic.count + 1 && Array(message.prefix(magic.count)) == magic && message[magic.count] == version
+    }
+
+    /// Takes one message from the peer; returns what to send back.
+    public mutating func receive(_ message: [UInt8]) throws(PairingError) -> [[UInt8]] {
+        guard message.count <= Self.maximumMessageLength else { throw .malformed("a message of \(message.count) bytes") }
+        switch expecting {
+        case .pairHello:
+            guard Array(message.prefix(Self.magic.count)) == Self.magic, message.count > Self.magic.count else {
+                throw .notPairing
+            }
+            let version = message[Self.magic.count]
+            guard version == Self.version else { throw .unsupportedVersion(version) }
+            started = true
+            do {
+                _ = try handshake.readMessage(Array(message.dropFirst(Self.magic.count + 1)))
+                let reply = try handshake.writeMessage()
+                expecting = .noise3
+                return [reply]
+            } catch {
+                throw .handshake(error)
+            }
+        case .noise2:
+            let reply: [UInt8]
+            do {
+                _ = try handshake.readMessage(message)
+                reply = try handshake.writeMessage()
+            } catch {
+                throw .handshake(error)
+            }
+            try finishHandshake()
+            expecting = .commit
+            return [reply]
+        case .noise3:
+            do {
+                _ = try handshake.readMessage(message)
+            } catch {
+                throw .handshake(error)
+            }
+            try finishHandshake()
+            expecting = .nonce
+            return [try seal(.commit, Self.commitment(hash: handshakeHash, nonce: ownNonce) + Self.encodedName(ownName))]
+        case .commit:
+            var body = try open(message, expecting: .commit)
+            peerCommitment = try Self.take(32, from: &body)
+            peerName = try Self.decodeName(body)
+            expecting = .reveal
+            return [try seal(.nonce, ownNonce + Self.encodedName(ownName))]
+        case .nonce:
+            var body = try open(message, expecting: .nonce)
+            peerNonce = try Self.take(32, from: &body)
+            peerName = try Self.decodeName(body)
+            let reply = try seal(.reveal, ownNonce)
+            try compare()
+            return [reply]
+        case .reveal:
+            var body = try open(message, expecting: .reveal)
+            let nonce = try Self.take(32, from: &body)
+            guard body.isEmpty else { throw .malformed("bytes after the nonce") }
+            guard let peerCommitment, Self.commitment(hash: handshakeHash, nonce: nonce) == peerCommitment else {
+                throw .commitmentMismatch
+            }
+            peerNonce = nonce
+            try compare()
+            return []
+        case .answer:
+            let body = try open(message, expecting: .answer)
+            guard body.count == 1, body[0] <= 1 else { throw .malformed("an answer that is neither yes nor no") }
+            peerAnswer = body[0] == 1
+            expecting = .nothing
+            settle()
+            return []
+        case .nothing:
+            throw .outOfOrder("a message after the answer")
+        }
+    }
+
+    /// The person's answer (true: the codes match); returns the message carrying it.
+    public mutating func answer(_ accepted: Bool) throws(PairingError) -> [[UInt8]] {
+        guard case .comparing = phase, ownAnswer == nil else { throw .outOfOrder("an answer before the code is known") }
+        ownAnswer = accepted
+        let message = try seal(.answer, [accepted ? 1 : 0])
+        settle()
+        return [message]
+    }
+
+    /// The peer's key once the handshake proved it (before the code is compared: not yet trusted).
+    public var peerKey: PeerKey? { handshake.remoteStaticKey }
+
+    /// Whether the peer's answer arrived.
+    public var hasPeerAnswer: Bool { peerAnswer != nil }
+
+    // MARK: Steps
+
+    private mutating func finishHandshake() throws(PairingError) {
+        guard handshake.isComplete else { throw .outOfOrder("handshake not complete") }
+        do {
+            let keys = try handshake.transportKeys()
+            sealer = keys.sealer
+            opener = keys.opener
+        } catch {
+            throw .handshake(error)
+        }
+        handshakeHash = handshake.handshakeHash
+    }
+
+    private mutating func compare() throws(PairingError) {
+        guard let peerNonce, let key = handshake.remoteStaticKey else { throw .outOfOrder("no nonce or key") }
+        let (initiatorNonce, responderNonce) = role == .initiator ? (ownNonce, peerNonce) : (peerNonce, ownNonce)
+        let code = Self.code(hash: handshakeHash, initiatorNonce: initiatorNonce, responderNonce: responderNonce)
+        let candidate = Candidate(key: key, name: peerName, code: code)
+        self.candidate = candidate
+        expecting = .answer
+        phase = .comparing(candidate)
+    }
+
+    private mutating func settle() {
+        guard let ownAnswer, let peerAnswer, let candidate else { return }
+        phase = .finished(ownAnswer && peerAnswer ? .paired(candidate) : .declined(here: !ownAnswer, byPeer: !peerAnswer))
+    }
+
+    private mutating func seal(_ kind: SealedKind, _ body: [UInt8]) throws(PairingError) -> [UInt8] {
+        guard var sealer else { throw .outOfOrder("a sealed message before the handshake") }
+        defer { self.sealer = sealer }
+        do {
+            return try sealer.seal(Record(kind: .pairing, content: [kind.rawValue] + body))
+        } catch {
+            throw .record(error)
+        }
+    }
+
+    private mutating func open(_ message: [UInt8], expecting kind: SealedKind) throws(PairingError) -> [UInt8] {
+        guard var opener else { throw .outOfOrder("a sealed message before the handshake") }
+        defer { self.opener = opener }
+        var reader = FrameReader()
+        let frames: [Frame]
+        do {
+            frames = try reader.append(message)
+        } catch {
+            throw .malformed("\(error)")
+        }
+        guard frames.count == 1, reader.bufferedByteCount == 0 else { throw .malformed("not one sealed record") }
+        let record: Record
+        do {
+            record = try opener.open(frames[0])
+        } catch {
+            throw .record(error)
+        }
+        guard record.kind == .pairing, let first = record.content.first, let got = SealedKind(rawValue: first) else {
+            throw .malformed("a record that is not part of a pairing")
+        }
+        guard got == kind else { throw .outOfOrder("\(got) where \(kind) was due") }
+        return Array(record.content.dropFirst())
+    }
+
+    // MARK: Values
+
+    static func commitment(hash: [UInt8], nonce: [UInt8]) -> [UInt8] {
+        Array(SHA256.hash(data: commitLabel + hash + nonce))
+    }
+
+    static func code(hash: [UInt8], initiatorNonce: [UInt8], responderNonce: [UInt8]) -> String {
+        let digest = Array(SHA256.hash(data: codeLabel + hash + initiatorNonce + responderNonce))
+        let value = digest.prefix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) } % 1_000_000
+        let digits = String(value)
+        return String(repeating: "0", count: 6 - digits.count) + digits
+    }
+
+    static func cut(_ name: String) -> String {
+        var result = ""
+        for character in name where result.utf8.count + character.utf8.count <= maximumNameBytes {
+            result.append(character)
+        }
+        return result
+    }
+
+    static func encodedName(_ name: String?) -> [UInt8] {
+        let bytes = Array((name ?? "").utf8.prefix(maximumNameBytes))
+        return [UInt8(bytes.count)] + bytes
+    }
+
+    /// A name the peer gave: nil when empty or not writable in a key line.
+    static func decodeName(_ body: [UInt8]) throws(PairingError) -> String? {
+        guard let length = body.first, body.count == 1 + Int(length), length <= maximumNameBytes else {
+            throw .malformed("a name field that does not fit")
+        }
+        guard length > 0, let name = String(validating: body.dropFirst(), as: UTF8.self),
+              AuthorizedPeersFile.isValidName(name)
+        else { return nil }
+        return name
+    }
+
+    static func take(_ count: Int, from body: inout [UInt8]) throws(PairingError) -> [UInt8] {
+        guard body.count >= count else { throw .malformed("\(body.count) bytes where \(count) were due") }
+        let taken = Array(body.prefix(count))
+        body.removeFirst(count)
+        return taken
+    }
+}
+
+public enum PairingError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The first message is not a pairing's: someone else opened the channel.
+    case notPairing
+    case unsupportedVersion(UInt8)
+    case handshake(NoiseError)
+    case record(RecordError)
+    case malformed(String)
+    case outOfOrder(String)
+    /// The responder's nonce does not match what it committed to: a man in the middle, or a
+    /// broken peer. Nothing is shown, nothing added.
+    case commitmentMismatch
+
+    public var description: String {
+        switch self {
+        case .notPairing: return "the peer does not speak the pairing protocol"
+        case .unsupportedVersion(let version): return "the peer speaks pairing version \(version), this host \(PairingExchange.version)"
+        case .handshake(let error): return "key exchange failed: \(error)"
+        case .record(let error): return "a pairing message failed: \(error)"
+        case .malformed(let what): return "malformed pairing message: \(what)"
+        case .outOfOrder(let what): return "pairing message out of order: \(what)"
+        case .commitmentMismatch: return "the peer's nonce does not match its commitment (someone may be interfering)"
+        }
+    }
+}

@@ -1,0 +1,244 @@
+import ArgumentParser
+import BlueZ
+import Daemon
+import DaemonSupport
+import Dispatch
+import Foundation
+import Logging
+import Roles
+import Synchronization
+import Trust
+
+/// `bletransfer pair`: two hosts find each other over BLE, prove their keys, show the same code;
+/// when both people confirm it, each adds the other's key line to its authorized-peers file.
+struct PairCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "pair",
+        abstract: "Trust another host: both show a code, you confirm, each adds the other's key.",
+        discussion: HelpText.discussion("""
+            Run it on both hosts within the same minute. Each shows the other host's name, \
+            fingerprint and a six-digit code; answer y on each host only if both show the \
+            same code. Then each host's authorized-peers file lists the other, and send, \
+            receive and the daemons exchange messages between them, authenticated.
+
+            EXAMPLES:
+              bletransfer pair                      on both hosts
+              sudo bletransfer pair --service       for the packaged daemons' files
+              echo y | bletransfer pair             answer from a script (compare first!)
+            """, manual: """
+            The hosts meet over Bluetooth LE (an advertisement of the pairing service and an \
+            L2CAP channel), run a Noise XX key exchange between their identities, and derive \
+            the code from it with commitments (as Bluetooth LE Secure Connections' numeric \
+            comparison does): someone in the middle makes the codes agree once in a million \
+            tries, and the people comparing see it fail otherwise. Answering n on either host \
+            adds nothing on either. The answer is the first line of standard input: y or yes \
+            accepts, anything else or no line within 2 minutes declines.
+
+            A host without an identity gets one first (as 'bletransfer keygen' makes it). \
+            --service uses the packaged daemons' files (/var/lib/bletransfer/identity, \
+            /etc/bletransfer/authorized-peers); run it as root. Protocol and threat model: \
+            docs/pairing.md.
+
+            Exit status: 0 paired; 75 no other host found within --timeout, or it fell \
+            silent; 77 declined on this host or the other; 65 the other host broke the \
+            protocol; 69 Bluetooth unavailable; 78 a configuration problem.
+            """)
+    )
+
+    @Option(name: .long, help: ArgumentHelp(
+        "This host's identity (default: ~/.config/bletransfer/identity; made if missing).", valueName: "PATH"))
+    var identity: String?
+
+    @Option(name: .customLong("authorized-peers"), help: ArgumentHelp(
+        "The file to add the other host to (default: as the roles use).", valueName: "PATH"))
+    var authorizedPeers: String?
+
+    @Flag(name: .long, help: "Use the packaged daemons' identity and authorized-peers files (as root).")
+    var service = false
+
+    @Option(name: .long, help: ArgumentHelp("Adapter to use (default: the first BlueZ reports).", valueName: "hciN"))
+    var adapter: String?
+
+    @Option(name: .long, help: ArgumentHelp(
+        "How long to look for the other host (default: 2m; exit 75).", valueName: "TIME"), transform: seconds)
+    var timeout: Double = 120
+
+    @Flag(name: .shortAndLong, help: "Print every step on standard error.")
+    var verbose = false
+
+    /// How long a person may take to compare the codes.
+    static let answerTimeout: Duration = .seconds(120)
+
+    func validate() throws {
+        if service && (identity != nil || authorizedPeers != nil) {
+            throw ValidationError("--service chooses the files; leave out --identity and --authorized-peers")
+        }
+        if identity?.isEmpty == true { throw ValidationError("--identity: give a file path") }
+        if authorizedPeers?.isEmpty == true { throw ValidationError("--authorized-peers: give a file path") }
+        if let adapter, !BluetoothOptions.isAdapterName(adapter) {
+            throw ValidationError("--adapter: '\(adapter)' is not an adapter name such as hci0")
+        }
+        _ = try OptionValidation.duration(timeout, option: "--timeout")
+    }
+
+    var identityPath: String {
+        service ? IdentityLocation.serviceIdentityPath : identity ?? IdentityLocation.defaultPathForThisProcess()
+    }
+
+    var peersPath: String {
+        service ? IdentityLocation.serviceAuthorizedPeersPath
+            : authorizedPeers ?? IdentityLocation.defaultAuthorizedPeersPathForThisProcess()
+    }
+
+    func run() async throws {
+        let hostIdentity = try loadOrCreateIdentity()
+        // A file the roles would refuse is refused before anyone compares codes.
+        if FileManager.default.fileExists(atPath: peersPath) {
+            do {
+                // readText checks the mode and owner, as the roles do.
+                _ = try AuthorizedPeers.readText(from: peersPath)
+            } catch {
+                throw RoleRun.exit(reporting: IdentityLocation.failure(error), json: false)
+            }
+        }
+        var logger = Logger(label: "bletransfer") { DaemonLogHandler.standardError(label: $0) }
+        logger.logLevel = verbose ? .debug : .warning
+        let session: BluetoothSession
+        do {
+            session = try await BluetoothSession.open(logger: logger)
+        } catch {
+            throw RoleRun.exit(reporting: RoleFailure(.unavailable, "\(error)"), json: false)
+        }
+        defer { session.close() }
+        let chosenAdapter: Adapter
+        do {
+            chosenAdapter = try PairingRendezvous.adapter(in: session, named: adapter)
+        } catch {
+            throw RoleRun.exit(reporting: (error as? RoleFailure) ?? RoleFailure(.unavailable, "\(error)"), json: false)
+        }
+        let name = hostIdentity.name ?? IdentityLocation.defaultKeyName()
+        let limit = try OptionValidation.duration(timeout, option: "--timeout")
+        say("pairing as \(name) (\(hostIdentity.publicKey.fingerprint)); run 'bletransfer pair' on the other host "
+            + "now (looking for \(RoleRun.format(timeout)) s)")
+        let rendezvous = PairingRendezvous(session: session, adapter: chosenAdapter) { say($0) }
+        let outcome = Mutex<PairingExchange.Result?>(nil)
+        let ended = await RoleRun.race(timeout: nil) {
+            let meeting = try await rendezvous.meet(within: limit)
+            let result: PairingExchange.Result
+            do {
+                result = try await PairingConversation.run(
+                    meeting, identity: hostIdentity, name: name, answerTimeout: Self.answerTimeout,
+                    ask: { candidate in await Self.ask(about: candidate) })
+            } catch {
+                meeting.socket.close()
+                await rendezvous.forget(meeting)
+                throw error
+            }
+            meeting.socket.close()
+            await rendezvous.forget(meeting)
+            outcome.withLock { $0 = result }
+        }
+        try await RoleRun.end(ended, json: false, timedOut: { _ in "" })
+        guard let result = outcome.withLock({ $0 }) else {
+            throw RoleRun.exit(reporting: RoleFailure(.software, "pairing ended without a result"), json: false)
+        }
+        switch result {
+        case .paired(let candidate):
+            try add(candidate)
+        case .declined(let here, let byPeer):
+            let who = here && byPeer ? "on both hosts" : here ? "on this host" : "on the other host"
+            throw RoleRun.exit(reporting: RoleFailure(.permissionDenied, "pairing declined \(who); nothing added"), json: false)
+        }
+    }
+
+    /// The identity at `identityPath`, made first when there is none (not for `--service`:
+    /// the package makes the service's).
+    private func loadOrCreateIdentity() throws -> HostIdentity {
+        do {
+            return try HostIdentity.load(from: identityPath)
+        } catch .identityMissing where !service {
+            do {
+                let created = try KeygenCommand.perform(path: identityPath, name: IdentityLocation.defaultKeyName(), force: false)
+                say("made this host's identity at \(identityPath)")
+                return created
+            } catch {
+                throw RoleRun.exit(reporting: IdentityLocation.failure(error), json: false)
+            }
+        } catch {
+            throw RoleRun.exit(reporting: IdentityLocation.failure(error), json: false)
+        }
+    }
+
+    /// Adds the paired host's key line, under a name no other line of the file carries.
+    private func add(_ candidate: PairingExchange.Candidate) throws {
+        var (file, mode) = try PeersFileAccess.read(peersPath, missingIsEmpty: true)
+        if let listed = file.entries.first(where: { $0.key == candidate.key }) {
+            say("paired with \(listed.name ?? candidate.name ?? "the other host") (\(candidate.key.fingerprint)); "
+                + "\(peersPath) already lists it (line \(listed.line))")
+            return
+        }
+        let name = Self.uniqueName(candidate.name ?? "peer", taken: Set(file.entries.compactMap(\.name)))
+        do {
+            try file.add(candidate.key.line(name: name))
+        } catch {
+            throw PeersFileAccess.fail(error)
+        }
+        try PeersFileAccess.write(file, to: peersPath, mode: mode)
+        say("paired with \(name) (\(candidate.key.fingerprint)); added to \(peersPath)")
+    }
+
+    static func uniqueName(_ wanted: String, taken: Set<String>) -> String {
+        guard taken.contains(wanted) else { return wanted }
+        var index = 2
+        while taken.contains("\(wanted)-\(index)") { index += 1 }
+        return "\(wanted)-\(index)"
+    }
+
+    private func say(_ line: String) {
+        EventRenderer.writeLine(SafeText.escape("bletransfer: \(line)"), to: 2)
+    }
+
+    /// Shows the other host and the code; the first line of standard input answers.
+    static func ask(about candidate: PairingExchange.Candidate) async -> Bool {
+        let peer = SafeText.escape(candidate.name ?? "the other host")
+        EventRenderer.writeLine("""
+
+              other host:   \(peer)
+              fingerprint:  \(candidate.key.fingerprint)
+              code:         \(candidate.spacedCode)
+
+            Does \(peer) show the code \(candidate.spacedCode)? [y/N] 
+            """, to: 2)
+        guard let line = await StandardInputLine.read(within: answerTimeout) else {
+            EventRenderer.writeLine("bletransfer: no answer on standard input; declining", to: 2)
+            return false
+        }
+        return isYes(line)
+    }
+
+    static func isYes(_ line: String) -> Bool {
+        ["y", "yes"].contains(line.trimmingCharacters(in: .whitespaces).lowercased())
+    }
+}
+
+/// One line of standard input, read on a thread of its own (a read blocks, and the
+/// cooperative pool must not), given up after a time limit.
+enum StandardInputLine {
+    static func read(within limit: Duration) async -> String? {
+        let once = Mutex<CheckedContinuation<String?, Never>?>(nil)
+        return await withCheckedContinuation { continuation in
+            once.withLock { $0 = continuation }
+            let resume: @Sendable (String?) -> Void = { line in
+                once.withLock { pending in
+                    pending?.resume(returning: line)
+                    pending = nil
+                }
+            }
+            Thread.detachNewThread { resume(readLine(strippingNewline: true)) }
+            Thread.detachNewThread {
+                Thread.sleep(forTimeInterval: Double(limit.components.seconds))
+                resume(nil)
+            }
+        }
+    }
+}
