@@ -1,4 +1,5 @@
 import DaemonSupport
+import Foundation
 import Roles
 import SystemPackage
 import Transfer
@@ -23,6 +24,13 @@ enum OutboxSourceEvent: Sendable {
 /// it moves into `sent/` and the next file is served. An empty outbox makes `current()` wait
 /// (inotify, no polling loop) until a file is ready.
 ///
+/// Each sub-folder `NAME/` (other than `sent/`, `failed/` and hidden ones) is an outbox of its
+/// own whose files are addressed to the authorized peer NAME (its name or fingerprint in the
+/// authorized-peers file): only that peer is given them, and they move to `NAME/sent/`. Files
+/// at the top go to the first authorized peer that asks, and come first. When a central is
+/// refused a message addressed to someone else, `message(for:)` offers it what is there for it.
+/// New folders are found within `folderRescan` while the daemon waits.
+///
 /// Delivery is the only thing that moves a file: a transfer cut short (central gone, adapter
 /// off, bluetoothd restarted, SIGTERM) leaves the file where it is, and the next `current()` —
 /// in this run or the next start of the daemon — returns it again. The outbox itself holds
@@ -35,12 +43,23 @@ actor OutboxMessageSource: MessageSource {
     let outbox: Outbox
     private let report: @Sendable (OutboxSourceEvent) -> Void
     private let retryDelay: Duration
+    /// `outbox/NAME/` by NAME: the files only the peer NAME is given.
+    private var peerOutboxes: [String: Outbox] = [:]
     /// The file being offered and its prepared message (hashed once, not per subscription).
-    private var serving: (file: OutboxFile, message: OutgoingMessage)?
+    private var serving: Served?
     /// Pipeline: the file after `serving`, claimed and prepared while `serving` awaits its
     /// ACK; `nextAvailableNow` hands it out once `serving` is delivered.
-    private var upcoming: (file: OutboxFile, message: OutgoingMessage)?
+    private var upcoming: Served?
     private(set) var deliveredCount = 0
+
+    /// How often the outbox is listed for new peer folders while the daemon waits for a file.
+    static let folderRescan: Duration = .seconds(5)
+
+    private struct Served: Sendable {
+        let outbox: Outbox
+        let file: OutboxFile
+        let message: OutgoingMessage
+    }
 
     /// - Parameter retryDelay: the pause before reading an outbox again that could not be
     ///   listed (removed, permissions changed).
@@ -66,27 +85,16 @@ actor OutboxMessageSource: MessageSource {
 
     func current() async -> OutgoingMessage? {
         while !Task.isCancelled {
-            let file: OutboxFile
+            // A file prepared ahead for a session that ended is prepared again when its turn comes.
+            upcoming = nil
             do {
-                file = try await outbox.waitForFile()
-            } catch is CancellationError {
-                return nil
-            } catch let error as OutboxError {
+                if let ready = try await readyNow(for: nil) { return adopt(ready) }
+            } catch {
                 report(.unreadable(error, retryIn: retryDelay))
                 do { try await Task.sleep(for: retryDelay) } catch { return nil }
                 continue
-            } catch {
-                return nil   // waitForFile throws nothing else
             }
-            // A file prepared ahead for a session that ended is prepared again when its turn comes.
-            upcoming = nil
-            if let serving, serving.file == file {
-                return serving.message
-            }
-            let message = Self.message(for: file)
-            serving = (file, message)
-            report(.serving(file))
-            return message
+            if let arrived = await waitForAnyFile() { return adopt(arrived) }
         }
         return nil
     }
@@ -94,50 +102,48 @@ actor OutboxMessageSource: MessageSource {
     /// The first ready outbox file, without waiting for one (a multi session's next message).
     func nextAvailableNow() async -> OutgoingMessage? {
         guard !Task.isCancelled else { return nil }
-        let file: OutboxFile?
+        let ready: Served?
         do {
-            file = try await outbox.next()
+            ready = try await readyNow(for: nil)
         } catch {
             report(.unreadable(error, retryIn: retryDelay))
             return nil
         }
-        guard let file else { return nil }
-        if let serving, serving.file == file { return serving.message }
-        if let upcoming, upcoming.file == file {
+        guard let ready else { return nil }
+        if let upcoming, upcoming.file == ready.file {
             // Prepared while the last one awaited its ACK: the same message, not hashed again.
             serving = upcoming
             self.upcoming = nil
-            report(.serving(file))
+            report(.serving(upcoming.file))
             return upcoming.message
         }
         upcoming = nil
-        let message = Self.message(for: file)
-        serving = (file, message)
-        report(.serving(file))
-        return message
+        return adopt(ready)
     }
 
-    /// The file after the one being served, ready now (pipeline); claimed, not counted.
+    /// The file after the one being served, in the same folder, ready now (pipeline);
+    /// claimed, not counted.
     func upcomingNow() async -> OutgoingMessage? {
         guard !Task.isCancelled, let serving else { return nil }
         if let upcoming { return upcoming.message }
         let file: OutboxFile?
         do {
-            file = try await outbox.next(after: serving.file)
+            file = try await serving.outbox.next(after: serving.file)
         } catch {
             return nil
         }
         guard let file else { return nil }
-        let message = Self.message(for: file)
-        upcoming = (file, message)
-        return message
+        let prepared = Served(outbox: serving.outbox, file: file,
+                              message: Self.message(for: file, addressee: serving.message.addressee))
+        upcoming = prepared
+        return prepared.message
     }
 
-    private static func message(for file: OutboxFile) -> OutgoingMessage {
-        // The outbox file's name travels with it (secure mode, when the receiver takes it).
-        OutgoingMessage(payload: file.bytes, file: SentFileAttributes(
-            name: file.name, modificationSeconds: file.modificationSeconds,
-            modificationNanoseconds: file.modificationNanoseconds))
+    /// What is ready for `peer` now: its own folder's first file, else the top's.
+    func message(for peer: AuthenticatedPeer) async -> OutgoingMessage? {
+        guard let ready = try? await readyNow(for: peer) else { return nil }
+        upcoming = nil
+        return adopt(ready)
     }
 
     func markDelivered(_ message: OutgoingMessage, summary: MessageSummary, to peer: PeerDescription?) async {
@@ -145,11 +151,103 @@ actor OutboxMessageSource: MessageSource {
         self.serving = nil
         deliveredCount += 1
         do {
-            let destination = try await outbox.markDelivered(serving.file)
+            let destination = try await serving.outbox.markDelivered(serving.file)
             report(.moved(serving.file, movedTo: destination))
         } catch {
-            await outbox.release(serving.file)
+            await serving.outbox.release(serving.file)
             report(.moveFailed(serving.file, error))
         }
+    }
+
+    // MARK: Choosing
+
+    /// Makes `ready` the message being offered (the one prepared already when it is the same file).
+    private func adopt(_ ready: Served) -> OutgoingMessage {
+        if let serving, serving.file == ready.file, serving.outbox === ready.outbox { return serving.message }
+        serving = ready
+        report(.serving(ready.file))
+        return ready.message
+    }
+
+    /// The first ready file: with `peer`, of its folders then of the top; otherwise of the top,
+    /// then of each peer folder by name. Errors of the top outbox are thrown, a folder's skipped.
+    private func readyNow(for peer: AuthenticatedPeer?) async throws(OutboxError) -> Served? {
+        refreshFolders()
+        let folders = peerOutboxes.sorted { $0.key < $1.key }
+        let mine = folders.filter { name, _ in peer.map { $0.isListed && ($0.name == name || $0.fingerprint == name) } ?? false }
+        for (name, box) in mine {
+            if let file = try? await box.next() { return Served(outbox: box, file: file, message: Self.message(for: file, addressee: name)) }
+        }
+        if let file = try await outbox.next() {
+            return Served(outbox: outbox, file: file, message: Self.message(for: file, addressee: nil))
+        }
+        guard peer == nil else { return nil }
+        for (name, box) in folders {
+            if let file = try? await box.next() { return Served(outbox: box, file: file, message: Self.message(for: file, addressee: name)) }
+        }
+        return nil
+    }
+
+    /// Waits until any outbox has a ready file (nil after `folderRescan`, an error or
+    /// cancellation: the caller looks again). A second file found meanwhile is released.
+    private func waitForAnyFile() async -> Served? {
+        let boxes: [(String?, Outbox)] = [(nil, outbox)] + peerOutboxes.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
+        let retryDelay = self.retryDelay
+        let report = self.report
+        let found = await withTaskGroup(of: Served?.self) { group in
+            for (index, (name, box)) in boxes.enumerated() {
+                group.addTask {
+                    do {
+                        let file = try await box.waitForFile()
+                        return Served(outbox: box, file: file, message: Self.message(for: file, addressee: name))
+                    } catch let error as OutboxError {
+                        if index == 0 { report(.unreadable(error, retryIn: retryDelay)) }
+                        try? await Task.sleep(for: retryDelay)
+                        return nil
+                    } catch {
+                        return nil
+                    }
+                }
+            }
+            group.addTask {
+                try? await Task.sleep(for: Self.folderRescan)
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            while let extra = await group.next() {
+                if let extra { await extra.outbox.release(extra.file) }
+            }
+            return first
+        }
+        return found
+    }
+
+    /// Opens an outbox for each new peer folder and forgets folders that went away.
+    private func refreshFolders() {
+        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: outbox.directory.string) else { return }
+        var present = Set<String>()
+        for name in entries where !name.hasPrefix(".") && name != "sent" && name != "failed" {
+            var status = stat()
+            let path = outbox.directory.appending(name)
+            guard lstat(path.string, &status) == 0, status.st_mode & S_IFMT == S_IFDIR else { continue }
+            present.insert(name)
+            guard peerOutboxes[name] == nil else { continue }
+            let report = self.report
+            do {
+                peerOutboxes[name] = try Outbox(directory: path, maxFileSize: outbox.maxFileSize,
+                                                settleTime: outbox.settleTime, report: { report(.notice($0)) })
+            } catch {
+                report(.unreadable(error, retryIn: Self.folderRescan))
+            }
+        }
+        for name in peerOutboxes.keys where !present.contains(name) { peerOutboxes[name] = nil }
+    }
+
+    private static func message(for file: OutboxFile, addressee: String?) -> OutgoingMessage {
+        // The outbox file's name travels with it (secure mode, when the receiver takes it).
+        OutgoingMessage(payload: file.bytes, file: SentFileAttributes(
+            name: file.name, modificationSeconds: file.modificationSeconds,
+            modificationNanoseconds: file.modificationNanoseconds), addressee: addressee)
     }
 }

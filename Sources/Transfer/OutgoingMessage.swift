@@ -8,11 +8,15 @@ public struct OutgoingMessage: Sendable, Hashable {
     /// The file's name and modification time, sent in the secure mode when the central takes
     /// them; nil for a message that is not a named file (or `send --no-name`).
     public let file: SentFileAttributes?
+    /// The one authorized peer this message is for, by its name or fingerprint in the
+    /// authorized-peers file (a sender daemon's `outbox/NAME/`); nil: any peer the sender serves.
+    public let addressee: String?
 
-    public init(payload: [UInt8], file: SentFileAttributes? = nil) {
+    public init(payload: [UInt8], file: SentFileAttributes? = nil, addressee: String? = nil) {
         self.payload = payload
         self.digest = FramedHeader.sha256(payload)
         self.file = file
+        self.addressee = addressee
     }
 
     /// The framed header announcing this message to the central that wrote `hello`.

@@ -27,7 +27,9 @@ struct DaemonOutboxSourceTests {
 
         /// Writes `name` under a hidden name, sets its time, then renames it in (as users should).
         func drop(_ name: String, _ bytes: [UInt8], secondsAgo: Double = 100) throws {
-            let hidden = url.appendingPathComponent(".\(name).incoming")
+            // A name may hold a peer folder (`laptop/x.txt`): the hidden name is beside it.
+            let target = url.appendingPathComponent(name)
+            let hidden = target.deletingLastPathComponent().appendingPathComponent(".\(target.lastPathComponent).incoming")
             try Data(bytes).write(to: hidden)
             try FileManager.default.setAttributes(
                 [.modificationDate: Date(timeIntervalSinceNow: -secondsAgo)], ofItemAtPath: hidden.path)
@@ -91,6 +93,47 @@ struct DaemonOutboxSourceTests {
         let moved = outbox.events.all.compactMap { if case .moved(let file, let to) = $0 { (file.name, to) } else { nil } }
         #expect(moved.map(\.0) == ["c-oldest.bin", "a-middle.txt", "b-newest.txt"])
         #expect(moved.allSatisfy { $0.1 != nil })
+    }
+
+    @Test("outbox/NAME/ holds files for the peer NAME only: the top first, then each folder; message(for:) finds a peer's own")
+    func peerFoldersAreAddressed() async throws {
+        let outbox = try TemporaryOutbox()
+        try FileManager.default.createDirectory(at: outbox.url.appendingPathComponent("laptop"), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(at: outbox.url.appendingPathComponent("phone"), withIntermediateDirectories: true)
+        try outbox.drop("laptop/for-laptop.txt", Array("L".utf8), secondsAgo: 300)
+        try outbox.drop("phone/for-phone.txt", Array("P".utf8), secondsAgo: 300)
+        try outbox.drop("anyone.txt", Array("A".utf8), secondsAgo: 10)
+        let source = try outbox.source()
+        let laptop = AuthenticatedPeer(keyLine: "k", fingerprint: "SHA256:laptop", name: "laptop")
+        let tablet = AuthenticatedPeer(keyLine: "k", fingerprint: "SHA256:tablet", name: "tablet")
+
+        // The top comes first, for anyone.
+        let first = try #require(await source.current())
+        #expect(first.payload == Array("A".utf8) && first.addressee == nil)
+        #expect(first.isAddressed(to: tablet))
+        await source.markDelivered(first, summary: Self.summary(first), to: Self.peer)
+
+        // Then the folders by name, each message addressed to its folder's peer.
+        let second = try #require(await source.current())
+        #expect(second.payload == Array("L".utf8) && second.addressee == "laptop")
+        #expect(second.isAddressed(to: laptop) && !second.isAddressed(to: tablet))
+        // A peer with nothing of its own (and nothing at the top) keeps the current offer.
+        #expect(await source.message(for: tablet) == nil)
+        #expect(await source.current() == second)
+
+        // The phone, refused the laptop's file, is offered its own.
+        let phone = AuthenticatedPeer(keyLine: "k", fingerprint: "SHA256:phone", name: "phone")
+        let forPhone = try #require(await source.message(for: phone))
+        #expect(forPhone.payload == Array("P".utf8) && forPhone.addressee == "phone")
+        await source.markDelivered(forPhone, summary: Self.summary(forPhone), to: Self.peer)
+        #expect(try outbox.names(in: "phone/sent") == ["for-phone.txt"])
+        #expect(try outbox.names(in: "phone") == [])
+        // The laptop's file is still there, and offered again.
+        #expect(try outbox.names(in: "laptop") == ["for-laptop.txt"])
+        #expect(await source.current() == second)
+        // An unlisted key (encrypted, not authenticated) is never an addressee.
+        let unlisted = AuthenticatedPeer(keyLine: "k", fingerprint: "SHA256:laptop", name: "laptop", isListed: false)
+        #expect(!second.isAddressed(to: unlisted) && !second.isAddressed(to: nil))
     }
 
     @Test("a message that was not delivered stays in the outbox and is offered again, also after a restart")

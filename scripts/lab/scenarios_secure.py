@@ -35,6 +35,8 @@ and writes the authorized-peers files it needs.
   peers-pair                  `bletransfer pair` on both guests: b answers n (nothing added, 77 both),
                               then both y (same code, each file lists the other), then a secure
                               transfer a → b with exactly those files
+  peers-outbox-folders        a keyed sender daemon with outbox/lab-b/ and outbox/lab-a-ghost/: b gets
+                              the top file and its own; the other stays, b is told nothing of it
 """
 from __future__ import annotations
 
@@ -919,3 +921,40 @@ def peers_pair(ctx: Context):
     sender = received[0].get("sender", {}) if received else {}
     ctx.check(sender.get("name") == "lab-a" and sender.get("authenticated") is True,
               f"the message is from lab-a, authenticated: {sender}")
+
+
+@scenario("peers-outbox-folders", tags=("bletransfer", "daemon", "secure", "peers", "virtual"), conf="default")
+def peers_outbox_folders(ctx: Context):
+    """A keyed sender daemon on a whose authorized peers are b and a third host (lab-a-ghost):
+    its outbox holds a file at the top, one in `lab-b/` and one in `lab-a-ghost/` (served
+    first of the two folders). b's receiver daemon gets the top file and its own, the third
+    host's file stays with a, and a's log names the refusal (b told nothing about it)."""
+    ctx.require_bletransfer()
+    fresh(ctx)
+    key_a, key_b = keygen(ctx, "a", "a"), keygen(ctx, "b", "b")
+    ghost = keygen(ctx, "a", "a-ghost")
+    peers_a, peers_b = authorize(ctx, "a", "a", [key_b, ghost]), authorize(ctx, "b", "b", [key_a])
+    anyone, for_b, for_ghost = os.urandom(2500), os.urandom(3500), os.urandom(4500)
+    outbox, inbox, host_outbox, host_inbox = prepare(ctx, [anyone])
+    for folder, name, data in (("lab-a-ghost", "ghost.dat", for_ghost), ("lab-b", "for-b.dat", for_b)):
+        (outbox / folder).mkdir()
+        hidden = outbox / folder / f".{name}"
+        hidden.write_bytes(data)
+        hidden.rename(outbox / folder / name)
+    sender = daemon_job("sender", host_outbox, "false", 150, "--settle-time 0", trust=trust(key_a, peers_a))
+    # b runs on for 15 s after its second file, so that it visits a again and is refused the ghost's.
+    receiver = daemon_job("receiver", host_inbox,
+                          f'[ "$({count_files(host_inbox)})" -ge 2 ] && sleep 15 && true', 130,
+                          trust=trust(key_b, peers_b))
+    res = ctx.lab.run(a=sender, b=receiver, finish_with="b", deadline=180, step="outbox folders per peer")
+    stored = {p.name: p.read_bytes() for p in regular_files(inbox)}
+    ctx.check(stored == {"file001.dat": anyone, "for-b.dat": for_b},
+              f"b stored the top file and its own, identical: {sorted(stored)}")
+    ctx.check((outbox / "lab-a-ghost" / "ghost.dat").read_bytes() == for_ghost,
+              "the third host's file stays in a's outbox/lab-a-ghost/")
+    ctx.check((outbox / "lab-b" / "sent" / "for-b.dat").exists() and (outbox / "sent" / "file001.dat").exists(),
+              "delivered files moved to sent/ of their folder")
+    a_all = res.job("a").output()
+    refusals = lines_naming(a_all, "for lab-a-ghost, not for lab-b")
+    ctx.check(len(refusals) >= 1, "a's log says b was refused the message addressed to lab-a-ghost")
+    ctx.figure("outbox_folder_refusals", len(refusals))

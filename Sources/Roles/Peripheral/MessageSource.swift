@@ -29,6 +29,11 @@ public protocol MessageSource: Sendable {
     /// message is delivered, `nextAvailableNow()` must return this same message (the session
     /// ends otherwise). It stays claimed until then, and is not counted.
     func upcomingNow() async -> OutgoingMessage?
+
+    /// The offered message is addressed to another peer and `peer` (authorized) was refused
+    /// it: a message ready now that `peer` may have (addressed to it or to anyone), which then
+    /// becomes the current one; nil keeps the current one.
+    func message(for peer: AuthenticatedPeer) async -> OutgoingMessage?
 }
 
 extension MessageSource {
@@ -37,4 +42,7 @@ extension MessageSource {
 
     /// A source that cannot look past its current message: no pipelining.
     public func upcomingNow() async -> OutgoingMessage? { nil }
+
+    /// A source whose messages have no addressee never needs another.
+    public func message(for peer: AuthenticatedPeer) async -> OutgoingMessage? { nil }
 }

@@ -270,6 +270,11 @@ public final class Peripheral: Sendable {
                     await server.offer(next, sequence: await counter.nextSequence)
                 }
                 try await advertise(true)
+            case .addressedElsewhere(let peer):
+                // Its next visit gets what is addressed to it (or to anyone), if anything is.
+                if let mine = await source.message(for: peer) {
+                    await server.offer(mine, sequence: await counter.nextSequence)
+                }
             }
         }
         return .interrupted

@@ -13,6 +13,9 @@ enum ServerActivity: Sendable {
     case delivered(OutgoingMessage, MessageSummary, to: PeerDescription)
     /// The subscription is over (delivered or not); the characteristic is free again.
     case subscriptionEnded
+    /// An authorized central was refused because the offered message is addressed to another
+    /// peer: the engine may offer a message for this one instead, for its next visit.
+    case addressedElsewhere(AuthenticatedPeer)
 }
 
 /// The peripheral's GATT-side logic for one registration period, free of D-Bus: it takes the
@@ -399,10 +402,11 @@ actor SubscriptionServer {
                                  message: message, sequence: sequence, valueLength: valueLength,
                                  usesSocket: usesSocket, indications: indications, overChannel: overChannel)
         }
-        if policy.requiresSecure {
+        if policy.requiresSecure || message.addressee != nil {
             let offer = centralHello.hello != nil ? "framed version 1" : "Apple's flow, no HELLO"
-            refuse(device: device, reason: "it did not offer the secure mode (\(offer)); this sender serves "
-                   + "authorized peers only, nothing was sent")
+            let serves = message.addressee != nil ? "the message under way is addressed to an authorized peer"
+                : "this sender serves authorized peers only"
+            refuse(device: device, reason: "it did not offer the secure mode (\(offer)); \(serves), nothing was sent")
             return nil
         }
         let sender = MessageSender(message: message, replyingTo: centralHello.hello, maximumValueLength: valueLength)
@@ -719,7 +723,7 @@ extension SubscriptionServer {
         let handshakeTimeout = configuration.handshakeTimeout
         do {
             session = try SecureSenderSession(
-                identity: policy.identity, authorizedPeers: policy.authorizedPeers, hello: hello,
+                identity: policy.identity, authorizedPeers: policy.authorizedPeers.allowed(for: message), hello: hello,
                 payload: message.payload, digest: message.digest,
                 metadata: Self.fileMetadata(message.file), maximumValueLength: valueLength, wantsMulti: wantsMulti,
                 overChannel: overChannel)
@@ -797,7 +801,9 @@ extension SubscriptionServer {
             return nil
         }
         if let next { offered = next }
-        guard let next, !isShutDown, var ongoing = current, ongoing.id == id,
+        // A message for another peer waits for that peer's visit; this session ends.
+        guard let next, next.message.isAddressed(to: subscription.authenticatedPeer),
+              !isShutDown, var ongoing = current, ongoing.id == id,
               !ongoing.delivery.hasHungUp || takesSentAhead else {
             if centralLeft { feed(.recordedAfterHangUp, to: id) }
             if !fair, current?.id == id {
@@ -858,7 +864,8 @@ extension SubscriptionServer {
         }
         // The fairness rule as on an ACK: the current message will be the session's next count.
         guard mayStartAnother(subscription, afterCounting: subscription.deliveredInSession + 1) else { return nil }
-        let upcoming = await upcomingInSession()
+        var upcoming = await upcomingInSession()
+        if let message = upcoming, !message.isAddressed(to: subscription.authenticatedPeer) { upcoming = nil }
         if upcoming != nil {
             logger.debug("\(subscription.peer.address): sending the next message ahead of message \(subscription.sequence)'s ACK")
         }
@@ -901,7 +908,15 @@ extension SubscriptionServer {
         let reason: String
         switch error {
         case .unauthorizedPeer(let key):
-            reason = "its key \(key.fingerprint) is not in the authorized peers; nothing was sent after the handshake's first message"
+            if let addressee = subscription.message.addressee,
+               let listed = configuration.secureMode.authorizedPeers.peer(for: key), listed.isListed {
+                // Authorized, but not the one this message is for: told nothing about it.
+                reason = "the message under way is for \(addressee), not for \(listed.name ?? key.fingerprint); "
+                    + "nothing was sent after the handshake's first message"
+                activityContinuation.yield(.addressedElsewhere(AuthenticatedPeer(listed)))
+            } else {
+                reason = "its key \(key.fingerprint) is not in the authorized peers; nothing was sent after the handshake's first message"
+            }
         case .handshakeFailed(let detail) where detail.hasPrefix(Self.handshakeTimeoutPrefix):
             reason = detail + "; nothing was sent after the handshake's first message"
         default:

@@ -1,4 +1,5 @@
 import Crypto
+import Foundation
 
 /// One side of `bletransfer pair` (docs/pairing.md): a Noise XX handshake between the two
 /// hosts' identities, then numeric comparison with commitments, as Bluetooth LE Secure
@@ -299,10 +300,12 @@ public struct PairingExchange: Sendable {
 
     static func cut(_ name: String) -> String {
         var result = ""
-        for character in name where result.utf8.count + character.utf8.count <= maximumNameBytes {
+        for character in name {
+            guard result.utf8.count + character.utf8.count <= maximumNameBytes else { break }
             result.append(character)
         }
-        return result
+        // A cut that ends in a space would make the name one a key line cannot hold.
+        return result.count < name.count ? result.trimmingCharacters(in: .whitespaces) : result
     }
 
     static func encodedName(_ name: String?) -> [UInt8] {

@@ -1,0 +1,22 @@
+import Transfer
+import Trust
+
+extension OutgoingMessage {
+    /// Whether `peer` may be given this message: any peer for a message without an addressee;
+    /// otherwise only a listed peer whose name or fingerprint is the addressee.
+    public func isAddressed(to peer: AuthenticatedPeer?) -> Bool {
+        guard let addressee else { return true }
+        guard let peer, peer.isListed else { return false }
+        return peer.name == addressee || peer.fingerprint == addressee
+    }
+}
+
+extension AuthorizedPeers {
+    /// The peers `message` may go to: all of them for a message without an addressee;
+    /// otherwise only the listed peers its addressee names, and no unlisted key.
+    public func allowed(for message: OutgoingMessage) -> AuthorizedPeers {
+        guard let addressee = message.addressee else { return self }
+        let keys = peers.filter { $0.name == addressee || $0.key.fingerprint == addressee }.map(\.key)
+        return restricted(to: Set(keys))
+    }
+}
