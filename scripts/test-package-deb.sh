@@ -186,7 +186,7 @@ check "configured: the daemon starts and runs until stopped (status $status)" ba
 # A formatter may break a line after the hyphen inside an option named in prose
 # ("--insecure-any-" / "peer"): such lines are joined first.
 long_options() { sed -e ':a' -e '/[a-z]-$/N' -e 's/-\n[[:space:]]*/-/' -e 'ta' | grep -oE -- '--[a-z][a-z0-9-]+' | grep -vx -- '--generate-completion-script' | sort -u; }
-for command in "" send receive status daemon; do
+for command in "" send receive status daemon pair; do
   page=bletransfer${command:+-$command}
   help_opts=$(/usr/bin/bletransfer $command --help 2>&1 | long_options)
   man_opts=$(MANPAGER=cat MANWIDTH=200 man "$page" 2>&1 | col -b | long_options)

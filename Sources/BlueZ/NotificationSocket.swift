@@ -242,6 +242,10 @@ public final class NotificationSocket: @unchecked Sendable, CustomStringConverti
     /// end-of-stream on a SOCK_SEQPACKET socket and is reported as end-of-stream.
     public func receive() async throws -> [UInt8]? {
         var buffer = [UInt8](repeating: 0, count: receiveBufferSize)
+        // The kernel reports a connection's error (ECONNRESET when the peer hung up) before the
+        // packets still queued, and clears it as it reports it: one more read takes what the
+        // peer sent last (an L2CAP peer's final SDU followed at once by its disconnection).
+        var errorReported = false
         while true {
             try Task.checkCancellation()
             let bufferSize = receiveBufferSize
@@ -255,13 +259,17 @@ public final class NotificationSocket: @unchecked Sendable, CustomStringConverti
                 case .completed(let length) where length > bufferSize:
                     throw NotificationSocketError.packetTruncated(length: length, bufferSize: bufferSize)
                 case .completed(let length): return length
-                case .wouldBlock: return nil
-                case .failed(.connectionReset), .failed(.socketNotConnected), .failed(.brokenPipe): return 0
+                case .wouldBlock: return errorReported ? 0 : nil
+                case .failed(.connectionReset), .failed(.socketNotConnected), .failed(.brokenPipe):
+                    if errorReported { return 0 }
+                    errorReported = true
+                    return -1
                 case .failed(let error): throw NotificationSocketError.systemCall("recv", error)
                 }
             }
             switch received {
             case .some(0): return nil
+            case .some(-1): continue   // read once more for what is queued behind the error
             case .some(let count): return Array(buffer[0..<count])
             case .none: try await waitUntil(.readable)
             }

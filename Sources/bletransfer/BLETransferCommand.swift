@@ -12,6 +12,7 @@ struct BLETransferCommand: AsyncParsableCommand {
               bletransfer receive                   on host B: wait for one message
               bletransfer send "hello"              on host A: send it
               bletransfer send -f photo.jpg         a file, with its name
+              bletransfer pair                      on both hosts: trust each other (compare the code)
 
             EXIT STATUS (sysexits(3)):
               0    success
@@ -23,7 +24,7 @@ struct BLETransferCommand: AsyncParsableCommand {
               73   cannot create: the output directory, a key that exists
               74   I/O error: reading or writing a local file
               75   timed out (--timeout)
-              77   permission denied: D-Bus policy or file permissions
+              77   permission denied: D-Bus policy or file permissions; pairing declined
               78   configuration: identity or authorized peers missing or malformed
               130  interrupted (SIGINT); 143: terminated (SIGTERM)
             """, manual: """
@@ -35,7 +36,8 @@ struct BLETransferCommand: AsyncParsableCommand {
             The flow and the default UUIDs are those of Apple's CoreBluetooth "BTLE Transfer" \
             sample, so either side also works with an iPhone or Mac running that sample. \
             Between two bletransfer hosts messages are framed and encrypted; with \
-            authorized peers ('bletransfer keygen', 'bletransfer id') also authenticated.
+            authorized peers ('bletransfer pair', or 'bletransfer id' and 'peers add') also \
+            authenticated.
 
             Sizes take binary multiples: 1048576, 64K or 64KiB, 64M or 64MiB, 1G or 1GiB \
             (1K = 1024 bytes). Durations take units: 250ms, 30s, 5m, 1h; a plain number is \

@@ -15,6 +15,7 @@ struct PairCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "pair",
         abstract: "Trust another host: both show a code, you confirm, each adds the other's key.",
+        usage: "bletransfer pair [<options>]",
         discussion: HelpText.discussion("""
             Run it on both hosts within the same minute. Each shows the other host's name, \
             fingerprint and a six-digit code; answer y on each host only if both show the \

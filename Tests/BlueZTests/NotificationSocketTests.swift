@@ -30,6 +30,21 @@ struct NotificationSocketTests {
         }
     }
 
+    /// The kernel reports a reset before the packets still queued (and clears it as it does):
+    /// the last packet a peer sent just before hanging up must still be read, then the end.
+    /// A local socketpair reports ECONNRESET the same way when the closing end left packets of
+    /// its own unread, as an L2CAP channel does when its peer disconnects.
+    @Test("the last packet before a reset is read, then end-of-stream")
+    func lastPacketBeforeAReset() async throws {
+        let (ours, theirs) = try NotificationSocket.makePair(mtu: 23)
+        defer { ours.close() }
+        try await ours.send([0xAA])           // left unread by the other end: its close is a reset
+        try await theirs.send([1, 2, 3])      // its last word
+        theirs.close()
+        #expect(try await ours.receive() == [1, 2, 3])
+        #expect(try await ours.receive() == nil)
+    }
+
     @Test("a value longer than MTU - 3 is refused, an empty value too")
     func lengthChecks() async throws {
         let (sender, receiver) = try NotificationSocket.makePair(mtu: 23)

@@ -44,7 +44,7 @@ private func isOneVoice(_ text: String) -> Bool {
 @Suite struct HelpLayoutTests {
     static let helpRequests: [[String]] = [
         ["--help"], ["help", "send"], ["help", "receive"], ["help", "daemon"], ["help", "status"],
-        ["help", "keygen"], ["help", "id"], ["help", "peers"], ["peers", "--help"], ["send", "--help"], ["daemon", "-h"],
+        ["help", "keygen"], ["help", "id"], ["help", "peers"], ["help", "pair"], ["peers", "--help"], ["send", "--help"], ["daemon", "-h"],
     ]
 
     @Test(arguments: helpRequests)
@@ -114,7 +114,7 @@ private func isOneVoice(_ text: String) -> Bool {
         #expect(try #require(outcome(["recieve"])).standardError.contains("did you mean 'receive'?"))
         #expect(try #require(outcome(["stauts"])).standardError.contains("did you mean 'status'?"))
         let nothingClose = try #require(outcome(["frobnicate"]))
-        #expect(nothingClose.standardError.contains("hint: the commands are send, receive, status, daemon, keygen, id, peers"))
+        #expect(nothingClose.standardError.contains("hint: the commands are send, receive, status, daemon, pair, keygen, id, peers"))
     }
 
     @Test func helpForAnUnknownCommandFails() throws {
@@ -144,7 +144,7 @@ private func isOneVoice(_ text: String) -> Bool {
         let run = try #require(outcome(["daemon", "--role", "receiver", "--output-dir", "/tmp/x", "--timeout", "5"]))
         #expect(run.status == ExitStatus.usage.rawValue)
         #expect(run.standardError == "bletransfer: error: unknown option '--timeout' for 'daemon'\n"
-                + "hint: --timeout is an option of 'send', 'receive'\n")
+                + "hint: --timeout is an option of 'send', 'receive', 'pair'\n")
     }
 
     @Test(arguments: [

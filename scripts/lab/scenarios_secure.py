@@ -851,15 +851,31 @@ def peers_revocation(ctx: Context):
     ctx.figure("revocation_refusal", refusals[0].get("reason", "")[:160] if refusals else None)
 
 
-def pair_run(ctx: Context, key_a: Key, key_b: Key, peers_a: str, peers_b: str,
-             answer_a: str, answer_b: str, label: str) -> tuple:
-    """`bletransfer pair` on both guests at once, each answering from standard input; their
-    outputs (stderr included) with the exit status appended."""
-    def command(key: Key, peers: str, answer: str) -> str:
-        return (f'echo {answer} | "$BLETRANSFER_BIN" pair --identity {key.identity} --authorized-peers {peers} '
-                f'--timeout 60 2>&1; echo PAIR-EXIT $?')
-    res = ctx.lab.run(a=command(key_a, peers_a, answer_a), b=command(key_b, peers_b, answer_b),
-                      deadline=120, step=label)
+def default_home(ctx: Context, host: str) -> str:
+    """`XDG_CONFIG_HOME=…` for commands on `host`: the default identity and authorized-peers
+    files live under it, so no trust option is given (secure by default)."""
+    return f"XDG_CONFIG_HOME={KEY_DIR}/{ctx.name}/config-{host}"
+
+
+def default_keygen(ctx: Context, host: str, label: str) -> Key:
+    """A new identity at `host`'s default path, named lab-<label>."""
+    env = default_home(ctx, host)
+    job = ctx.lab.sh(host, f'rm -rf {KEY_DIR}/{ctx.name}/config-{host} && '
+                           f'{env} "$BLETRANSFER_BIN" keygen --name lab-{label} >/dev/null && {env} "$BLETRANSFER_BIN" id',
+                     step=f"keygen {label} (default path)")
+    lines = job.stdout().splitlines()
+    line = next((s.strip() for s in lines if s.startswith("bletransfer-x25519 ")), "")
+    fingerprint = next((s.strip() for s in lines if s.startswith("SHA256:")), "")
+    ctx.check(line.endswith(f" lab-{label}") and fingerprint != "", f"keygen on {host}: {job.stdout()!r}")
+    return Key(line, fingerprint, f"{KEY_DIR}/{ctx.name}/config-{host}/bletransfer/identity", host)
+
+
+def pair_run(ctx: Context, answer_a: str, answer_b: str, label: str) -> tuple:
+    """`bletransfer pair` on both guests at once with the default files, each answering from
+    standard input; their outputs (stderr included) with the exit status appended."""
+    def command(host: str, answer: str) -> str:
+        return f'echo {answer} | {default_home(ctx, host)} "$BLETRANSFER_BIN" pair --timeout 60 2>&1; echo PAIR-EXIT $?'
+    res = ctx.lab.run(a=command("a", answer_a), b=command("b", answer_b), deadline=120, step=label)
     return res.job("a").output(), res.job("b").output()
 
 
@@ -870,57 +886,70 @@ def shown_code(text: str) -> str:
 
 @scenario("peers-pair", tags=("bletransfer", "secure", "peers"), conf="default")
 def peers_pair(ctx: Context):
-    """`bletransfer pair` between the two guests: first b answers n (nothing added on either
-    side, both 77), then both answer y (both show the same code; each authorized-peers file
-    lists the other under its name), then a secure transfer a → b with exactly those files."""
+    """`bletransfer pair` between the two guests, with the default files only (no trust
+    option anywhere): first b answers n (nothing added on either side, both 77), then both
+    answer y (both show the same code; each authorized-peers file lists the other under its
+    name); then `send` → `receive` with no trust option is authenticated, and a bleak central
+    (Apple's flow) gets nothing from `send`."""
     ctx.require_bletransfer()
     fresh(ctx)
-    key_a, key_b = keygen(ctx, "a", "a"), keygen(ctx, "b", "b")
-    peers_a, peers_b = f"{KEY_DIR}/{ctx.name}/a.peers", f"{KEY_DIR}/{ctx.name}/b.peers"
-    ctx.lab.sh("a", f"rm -f {peers_a}", step="no peers file on a")
-    ctx.lab.sh("b", f"rm -f {peers_b}", step="no peers file on b")
+    key_a, key_b = default_keygen(ctx, "a", "a"), default_keygen(ctx, "b", "b")
+    peers = {host: f"{KEY_DIR}/{ctx.name}/config-{host}/bletransfer/authorized-peers" for host in "ab"}
 
     # 1. Declined on b: nothing on either side.
     started = time.monotonic()
-    a_out, b_out = pair_run(ctx, key_a, key_b, peers_a, peers_b, "y", "n", "pair, b declines")
+    a_out, b_out = pair_run(ctx, "y", "n", "pair, b declines")
     ctx.check("PAIR-EXIT 77" in a_out and "PAIR-EXIT 77" in b_out,
               f"both ended with 77 (declined): a said {a_out[-700:]!r}; b said {b_out[-700:]!r}")
     ctx.check("declined on the other host" in a_out and "declined on this host" in b_out,
               "each says where it was declined")
     code_a, code_b = shown_code(a_out), shown_code(b_out)
     ctx.check(code_a != "" and code_a == code_b, f"both showed the same code: {code_a!r} / {code_b!r}")
-    for host, path in (("a", peers_a), ("b", peers_b)):
-        exists = ctx.lab.sh(host, f"test -e {path} && echo YES || echo NO", step=f"peers file on {host}").stdout()
+    for host in "ab":
+        exists = ctx.lab.sh(host, f"test -e {peers[host]} && echo YES || echo NO", step=f"peers file on {host}").stdout()
         ctx.check("NO" in exists, f"no authorized-peers file on {host} after a declined pairing")
     ctx.figure("pair_declined_seconds", round(time.monotonic() - started, 1))
 
     # 2. Accepted on both.
     started = time.monotonic()
-    a_out, b_out = pair_run(ctx, key_a, key_b, peers_a, peers_b, "y", "y", "pair, both accept")
+    a_out, b_out = pair_run(ctx, "y", "y", "pair, both accept")
     ctx.figure("pair_seconds", round(time.monotonic() - started, 1))
     ctx.check("PAIR-EXIT 0" in a_out and "PAIR-EXIT 0" in b_out,
               f"both ended with 0: a said {a_out[-700:]!r}; b said {b_out[-700:]!r}")
     code_a, code_b = shown_code(a_out), shown_code(b_out)
     ctx.check(code_a != "" and code_a == code_b, f"both showed the same code: {code_a!r} / {code_b!r}")
     ctx.check(key_b.fingerprint in a_out and key_a.fingerprint in b_out, "each showed the other's fingerprint")
-    listed_a = ctx.lab.sh("a", f"cat {peers_a}; stat -c %a {peers_a}", step="a's peers file").stdout()
-    listed_b = ctx.lab.sh("b", f"cat {peers_b}; stat -c %a {peers_b}", step="b's peers file").stdout()
+    listed_a = ctx.lab.sh("a", f"cat {peers['a']}", step="a's peers file").stdout()
+    listed_b = ctx.lab.sh("b", f"cat {peers['b']}", step="b's peers file").stdout()
     ctx.check(key_b.line in listed_a.splitlines(), f"a lists b's key line as lab-b: {listed_a!r}")
     ctx.check(key_a.line in listed_b.splitlines(), f"b lists a's key line as lab-a: {listed_b!r}")
 
-    # 3. A secure transfer with exactly those files.
+    # 3. A transfer with the default files and no trust option: authenticated.
     payload = known_payload(2000, b"paired")
     msg = ctx.payload("message", payload)
     out = ctx.path("received")
     res = ctx.lab.run(
-        a=f"{SEND} --file {shlex.quote(msg)} --timeout 90 {trust(key_a, peers_a)}",
-        b=f"{RECEIVE} --output {shlex.quote(out)} --timeout 90 {trust(key_b, peers_b)}",
-        b_after=("a", ADVERTISING), deadline=130, step="secure transfer after pairing")
+        a=f"{default_home(ctx, 'a')} {SEND} --file {shlex.quote(msg)} --timeout 90",
+        b=f"{default_home(ctx, 'b')} {RECEIVE} --output {shlex.quote(out)} --timeout 90",
+        b_after=("a", ADVERTISING), deadline=130, step="transfer with the default files")
     ctx.check(ctx.read(out) == payload, "b stored the message whole")
     received = json_events(res.job("b").output(), "received")
     sender = received[0].get("sender", {}) if received else {}
     ctx.check(sender.get("name") == "lab-a" and sender.get("authenticated") is True,
               f"the message is from lab-a, authenticated: {sender}")
+
+    # 4. The same `send` toward an Apple-flow central (bleak on b): not one payload byte.
+    record = ctx.path("central-values")
+    central = ctx.central(None, extra=f"--record {shlex.quote(record)} --scan-timeout 40 --message-timeout 20") \
+        + "; echo CENTRAL-EXIT $?"
+    res = ctx.lab.run(a=f"{default_home(ctx, 'a')} {SEND} --file {shlex.quote(msg)} --timeout 45; echo SEND-EXIT $?",
+                      b=central, b_after=("a", ADVERTISING), deadline=90, step="default files vs an Apple-flow central")
+    got = ctx.read(record)
+    found = windows_found(got, payload_windows(payload))
+    ctx.check(found == 0 and "RECEIVED" not in res.job("b").stdout(),
+              f"the Apple-flow central got {len(got)} bytes, {found} 16-byte windows of the payload")
+    ctx.check("SEND-EXIT 75" in res.job("a").output() and json_events(res.job("a").output(), "delivered") == [],
+              "send delivered nothing and timed out (75)")
 
 
 @scenario("peers-outbox-folders", tags=("bletransfer", "daemon", "secure", "peers", "virtual"), conf="default")

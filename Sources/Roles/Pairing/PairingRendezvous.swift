@@ -17,6 +17,7 @@ public struct PairingRendezvous: Sendable {
     static let helloTimeout: Duration = .seconds(10)
     static let connectTimeout: Duration = .seconds(30)
     static let channelTimeout: Duration = .seconds(10)
+    static let servicesTimeout: Duration = .seconds(15)
 
     public let session: BluetoothSession
     public let adapter: Adapter
@@ -207,6 +208,11 @@ public struct PairingRendezvous: Sendable {
             do {
                 try await withTimeLimit(Self.connectTimeout, onTimeout: { L2CAPChannelError.timedOut }) {
                     try await device.connect(attempts: 3)
+                    // bluetoothd opens its own channels on a new link (GATT discovery, Enhanced
+                    // ATT); a channel opened while those are being set up was seen to have its
+                    // replies sent on one of theirs (Linux 6.1). Wait until bluetoothd is done,
+                    // as a transfer's central does before it opens its channel.
+                    try? await device.waitUntilServicesResolved(timeout: Self.servicesTimeout)
                 }
                 let transport = self.transport
                 let socket = try await withTimeLimit(Self.channelTimeout, onTimeout: { L2CAPChannelError.timedOut }) {
