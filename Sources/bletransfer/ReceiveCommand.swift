@@ -159,6 +159,10 @@ struct ReceiveCommand: AsyncParsableCommand {
         } catch {
             throw RoleRun.exit(reporting: error, json: json)
         }
+        if !reporting.quiet, sender.from.isEmpty,
+           let notice = trust.unauthenticatedNotice(anyPeer: openness.insecureAnyPeer || format.compat) {
+            EventRenderer.writeLine("bletransfer: warning: \(notice)", to: 2)
+        }
 
         let payloads = ReceivedPayloads()
         let sink: any MessageSink

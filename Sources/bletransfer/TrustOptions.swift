@@ -122,6 +122,17 @@ struct TrustOptions: ParsableArguments {
         }
     }
 
+    /// The first line of a run without authorized peers (none given, none at the default
+    /// path): what that means and how to change it. Nil when a list is in use, or when
+    /// `--insecure-any-peer` / `--compat` chose to let anyone in.
+    func unauthenticatedNotice(anyPeer: Bool) -> String? {
+        let defaultPath = IdentityLocation.defaultAuthorizedPeersPathForThisProcess()
+        guard !anyPeer, authorizedPeers == nil, Self.existing(defaultPath) == nil else { return nil }
+        return "no authorized peers (\(defaultPath)): transfers with bletransfer hosts are encrypted but not "
+            + "authenticated, and Apple-flow peers are served in clear; to trust only your own hosts, "
+            + "run 'bletransfer pair' on both"
+    }
+
     /// `path` when a file (or anything) is there: a default file is used only when it exists.
     private static func existing(_ path: String) -> String? {
         FileManager.default.fileExists(atPath: path) ? path : nil

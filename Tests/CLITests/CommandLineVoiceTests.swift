@@ -183,6 +183,32 @@ private func isOneVoice(_ text: String) -> Bool {
         #expect(isOneVoice(bad.err))
     }
 
+    /// Without authorized peers the first line says what that means and how to fix it; with a
+    /// list (or --insecure-any-peer, chosen on purpose) it is not said. No bus here: the run
+    /// then ends with 69, after that line.
+    @Test func aRunWithoutAuthorizedPeersSaysSoFirst() throws {
+        let directory = NSTemporaryDirectory() + "notice-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let environment = ["XDG_CONFIG_HOME": directory, "HOME": directory,
+                           "DBUS_SYSTEM_BUS_ADDRESS": "unix:path=\(directory)/no-bus"]
+        for command in [["send", "hi"], ["receive"]] {
+            let run = try runCLI(command + ["--timeout", "5"], environment: environment)
+            #expect(run.status == ExitStatus.unavailable.rawValue, "\(command): \(run.err)")
+            #expect(run.err.hasPrefix("bletransfer: warning: no authorized peers (\(directory)/bletransfer/authorized-peers): "),
+                    "\(command): \(run.err)")
+            #expect(run.err.contains("run 'bletransfer pair' on both"))
+            let chosen = try runCLI(command + ["--timeout", "5", "--insecure-any-peer"], environment: environment)
+            #expect(!chosen.err.contains("no authorized peers"), "\(command): \(chosen.err)")
+        }
+        let key = try runCLI(["keygen"], environment: environment)
+        try key.out.write(toFile: directory + "/bletransfer/authorized-peers", atomically: true, encoding: .utf8)
+        #expect(chmod(directory + "/bletransfer/authorized-peers", 0o644) == 0)
+        let listed = try runCLI(["send", "hi", "--timeout", "5"], environment: environment)
+        #expect(listed.status == ExitStatus.unavailable.rawValue, "\(listed.err)")
+        #expect(!listed.err.contains("no authorized peers"))
+    }
+
     @Test func theDaemonsSetupFailuresSpeakTheSameVoice() throws {
         let directory = NSTemporaryDirectory() + "voice-" + UUID().uuidString
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
