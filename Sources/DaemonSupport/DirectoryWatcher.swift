@@ -14,7 +14,8 @@ final class DirectoryWatcher: Sendable {
 
     /// Starts watching; nil when inotify is not available (no kernel support, or the
     /// per-user instance or watch limit is reached), in which case callers rescan on a timer.
-    init?(directory: String, signal: ChangeSignal) {
+    /// `completed` hears the names of files moved in or closed after writing.
+    init?(directory: String, signal: ChangeSignal, completed: CompletedNames? = nil) {
         let fd = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
         guard fd >= 0 else { return nil }
         let mask = UInt32(IN_CREATE | IN_CLOSE_WRITE | IN_MOVED_TO | IN_ATTRIB
@@ -26,12 +27,14 @@ final class DirectoryWatcher: Sendable {
         let source = DispatchSource.makeReadSource(
             fileDescriptor: fd, queue: DispatchQueue(label: "bletransfer.outbox.inotify"))
         source.setEventHandler {
-            // The events themselves do not matter, only that something happened: drain the
-            // queue (an overflow also lands here) and let the reader rescan.
+            // Drain the queue (an overflow also lands here) and let the reader rescan; names
+            // moved in or closed after writing are complete and need not settle.
             var buffer = [UInt8](repeating: 0, count: 4096)
             let inotify = FileDescriptor(rawValue: fd)
             // Non-blocking: EAGAIN (thrown) ends the drain, as does anything else.
-            while let count = try? buffer.withUnsafeMutableBytes({ try inotify.read(into: $0) }), count > 0 {}
+            while let count = try? buffer.withUnsafeMutableBytes({ try inotify.read(into: $0) }), count > 0 {
+                if let completed { Self.recordCompleted(buffer.prefix(count), into: completed) }
+            }
             signal.signal()
         }
         source.setCancelHandler { close(fd) }
@@ -40,5 +43,26 @@ final class DirectoryWatcher: Sendable {
     }
 
     deinit { source.cancel() }
+
+    /// The names of `IN_MOVED_TO` and `IN_CLOSE_WRITE` events in `events` (struct
+    /// inotify_event: wd, mask, cookie, len, then `len` bytes of NUL-padded name).
+    static func recordCompleted(_ events: ArraySlice<UInt8>, into completed: CompletedNames) {
+        let bytes = Array(events)
+        let now = FileTime.now()
+        var offset = 0
+        while offset + 16 <= bytes.count {
+            func word(_ at: Int) -> UInt32 {
+                bytes[offset + at ..< offset + at + 4].reversed().reduce(0) { $0 << 8 | UInt32($1) }
+            }
+            let mask = word(4)
+            let length = Int(word(12))
+            guard offset + 16 + length <= bytes.count else { return }
+            if mask & UInt32(IN_MOVED_TO | IN_CLOSE_WRITE) != 0, length > 0 {
+                let raw = bytes[offset + 16 ..< offset + 16 + length].prefix { $0 != 0 }
+                completed.record(String(decoding: raw, as: UTF8.self), at: now)
+            }
+            offset += 16 + length
+        }
+    }
 }
 #endif

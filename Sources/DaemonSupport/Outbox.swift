@@ -9,8 +9,10 @@ import SystemPackage
 /// - Ignored: names starting with `.`, names ending in `.part`, `.partial`, `.tmp`, `.temp`,
 ///   `.swp`, `.crdownload`, `.filepart` or `~`, and anything that is not a regular file
 ///   (subdirectories such as `sent/` and `failed/`, symbolic links, pipes).
-/// - Still being written: a file whose status changed (`ctime`: every write, rename or chmod)
-///   less than `settleTime` ago waits. Users should still drop files in atomically — write
+/// - Complete at once: a file the directory watcher saw moved in (written elsewhere, then
+///   renamed in) or closed after writing, and not changed since, is offered without waiting.
+/// - Still being written: any other file whose status changed (`ctime`: every write, rename or
+///   chmod) less than `settleTime` ago waits. Users should still drop files in atomically — write
 ///   them elsewhere on the same file system (or under a dot-name in the outbox) and `mv` them
 ///   in — because a writer that pauses longer than `settleTime` would otherwise be read early.
 /// - Delivered files are moved into `sent/`, files that can never be sent (over `maxFileSize`,
@@ -37,6 +39,8 @@ public actor Outbox {
 
     private nonisolated let changes = ChangeSignal()
     private nonisolated let watcher: DirectoryWatcher?
+    /// Files the watcher saw moved in or closed after writing: offered without settling.
+    private nonisolated let completed = CompletedNames()
     private nonisolated let report: @Sendable (OutboxNotice) -> Void
     private nonisolated let clock: @Sendable () -> FileTime
 
@@ -93,7 +97,7 @@ public actor Outbox {
         for path in [directory, sentDirectory, failedDirectory] {
             try Self.prepareDirectory(path.string)
         }
-        let watcher = watchChanges ? DirectoryWatcher(directory: directory.string, signal: changes) : nil
+        let watcher = watchChanges ? DirectoryWatcher(directory: directory.string, signal: changes, completed: completed) : nil
         self.watcher = watcher
         self.rescanInterval = rescanInterval ?? (watcher == nil ? .seconds(2) : .seconds(60))
     }
@@ -268,8 +272,10 @@ public actor Outbox {
             if skipped.contains(candidate.identity) || candidate.identity == keeping { continue }
             let settlesAt = candidate.changed + settleTime
             // A change time far in the future means the clock was set back; waiting for it
-            // could take forever.
-            if now < settlesAt && settlesAt - now <= settleTime {
+            // could take forever. A file moved in or closed after writing, and not changed
+            // since, is complete: it goes at once.
+            if now < settlesAt && settlesAt - now <= settleTime
+                && !completed.isComplete(candidate.name, changedAt: candidate.changed) {
                 nextSettleTime = min(nextSettleTime ?? settlesAt, settlesAt)
                 continue
             }

@@ -237,6 +237,49 @@ final class Notices: Sendable {
         #expect(file.name == "soon")
     }
 
+    /// Moved in the Maildir way: complete, offered at once however long the settle time.
+    @Test(.timeLimit(.minutes(1)))
+    func aFileMovedInGoesAtOnce() async throws {
+        let fixture = try OutboxFixture()
+        let outbox = try fixture.outbox(settleTime: .seconds(3600), rescanInterval: .seconds(3600))
+        #expect(outbox.watchesChanges)
+        let waiter = Task { try await outbox.waitForFile() }
+        try fixture.drop("moved-in", "complete")
+        #expect(try await valueCancellingOnExit(waiter).name == "moved-in")
+    }
+
+    /// Written in place: waits while the writer holds it open, goes once it is closed.
+    @Test(.timeLimit(.minutes(1)))
+    func aFileStillOpenForWritingWaitsUntilClosed() async throws {
+        let fixture = try OutboxFixture()
+        let outbox = try fixture.outbox(settleTime: .seconds(3600), rescanInterval: .seconds(3600))
+        let descriptor = open(fixture.directory + "/written", O_CREAT | O_WRONLY | O_CLOEXEC, 0o644)
+        #expect(descriptor >= 0)
+        #expect(write(descriptor, "half", 4) == 4)
+        #expect(try await outbox.next() == nil)
+        let waiter = Task { try await outbox.waitForFile() }
+        #expect(write(descriptor, " and the rest", 13) == 13)
+        close(descriptor)
+        let file = try await valueCancellingOnExit(waiter)
+        #expect(file.name == "written" && file.bytes == Array("half and the rest".utf8))
+    }
+
+    /// Closed after writing, then written again: its status changed after the close was seen,
+    /// so it settles as any file being written.
+    @Test func aFileChangedAfterItsCloseSettlesAgain() throws {
+        let completed = CompletedNames()
+        let seen = FileTime.now()
+        completed.record("report", at: seen)
+        #expect(completed.isComplete("report", changedAt: seen))
+        #expect(!completed.isComplete("report", changedAt: seen + .milliseconds(5)))
+        #expect(!completed.isComplete("other", changedAt: seen))
+        let bounded = CompletedNames(capacity: 2)
+        bounded.record("a", at: seen)
+        bounded.record("b", at: seen + .seconds(1))
+        bounded.record("c", at: seen + .seconds(2))
+        #expect(!bounded.isComplete("a", changedAt: seen) && bounded.isComplete("c", changedAt: seen))
+    }
+
     @Test(.timeLimit(.minutes(1)))
     func waitForFileWakesOnANewFile() async throws {
         let fixture = try OutboxFixture()

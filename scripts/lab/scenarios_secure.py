@@ -37,6 +37,8 @@ and writes the authorized-peers files it needs.
                               transfer a → b with exactly those files
   peers-outbox-folders        a keyed sender daemon with outbox/lab-b/ and outbox/lab-a-ghost/: b gets
                               the top file and its own; the other stays, b is told nothing of it
+  daemon-drop-latency         keyed idle daemons, default settle time: a 1 KiB file moved into a's
+                              outbox, seconds until it is in b's inbox (median of 3; goal ≤ 2)
 """
 from __future__ import annotations
 
@@ -987,3 +989,44 @@ def peers_outbox_folders(ctx: Context):
     refusals = lines_naming(a_all, "for lab-a-ghost, not for lab-b")
     ctx.check(len(refusals) >= 1, "a's log says b was refused the message addressed to lab-a-ghost")
     ctx.figure("outbox_folder_refusals", len(refusals))
+
+
+@scenario("daemon-drop-latency", tags=("bletransfer", "daemon", "secure", "virtual"), conf="default")
+def daemon_drop_latency(ctx: Context):
+    """Keyed daemons, both idle (a's outbox empty, b scanning), the default settle time: a
+    1 KiB file written elsewhere on a and moved into its outbox (the Maildir way) is offered at
+    once. Three drops; the figure is the median from the move to the file in b's inbox."""
+    ctx.require_bletransfer()
+    fresh(ctx)
+    key_a, key_b, peers_a, peers_b = mutual_keys(ctx)
+    # a's outbox on its own tmpfs, where inotify sees the move (the run folder is 9p).
+    outbox = f"{KEY_DIR}/{ctx.name}/outbox"
+    ctx.lab.sh("a", f"rm -rf {outbox} && mkdir -p {outbox}", step="a's outbox")
+    _, inbox, _, host_inbox = prepare(ctx, [])
+    payloads = [os.urandom(1024) for _ in range(3)]
+    latencies: list = []
+
+    def drop_three(lab) -> None:
+        for index, data in enumerate(payloads, 1):
+            staged = ctx.payload(f"drop{index}", data)
+            name = f"drop{index}.bin"
+            lab.sh("a", f"cp {shlex.quote(staged)} {outbox}/.{name}", step=f"stage {name}")
+            started = time.monotonic()
+            lab.sh("a", f"mv {outbox}/.{name} {outbox}/{name}", step=f"move {name} in")
+            # Measured from this side of the lab: the inbox is in the shared run folder.
+            while time.monotonic() - started < 30 and not (inbox / name).exists():
+                time.sleep(0.05)
+            latencies.append(round(time.monotonic() - started, 2) if (inbox / name).exists() else None)
+            scenarios.say(f"  {name}: in b's inbox after {latencies[-1]} s")
+            time.sleep(3)   # idle again: the sender's session is over, b is scanning
+
+    sender = daemon_job("sender", outbox, "false", 150, trust=trust(key_a, peers_a))
+    receiver = daemon_job("receiver", host_inbox, f'[ "$({count_files(host_inbox)})" -ge 3 ]', 140,
+                          trust=trust(key_b, peers_b))
+    ctx.lab.run(a=sender, b=receiver, finish_with="b", deadline=180, step="drops into an idle outbox",
+                timeline=((("b", r'"event":"scanning"', 3.0), drop_three),))
+    stored = {p.name: p.read_bytes() for p in regular_files(inbox)}
+    ctx.check(stored == {f"drop{i}.bin": payloads[i - 1] for i in (1, 2, 3)}, f"three files, identical: {sorted(stored)}")
+    measured = sorted(x for x in latencies if x is not None)
+    ctx.figure("drop_to_inbox_seconds", measured[len(measured) // 2] if measured else None)
+    ctx.figure("drop_to_inbox_all", latencies)
