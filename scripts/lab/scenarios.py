@@ -179,7 +179,7 @@ def peers_rescan(ctx: Context):
     exchange(ctx, b"message sent three times", sender="a", chunk=20, count=3)
 
 
-@scenario("peers-1mib", tags=("peers", "throughput"), conf="channels1")
+@scenario("peers-1mib", tags=("peers", "throughput", "long"), conf="channels1")
 def peers_1mib(ctx: Context):
     """1 MiB random payload, bless → bleak, 512-byte notifications; throughput recorded."""
     data = os.urandom(1024 * 1024)
