@@ -1,6 +1,7 @@
 import BlueZ
 import Foundation
 @testable import Roles
+import Synchronization
 import SystemPackage
 import Testing
 import Transfer
@@ -37,6 +38,31 @@ private func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x"
         #expect(second.earlierCopy(sender: "SHA256:other", digest: digest, size: 5, excludingVisit: "v2") == nil)
         second.forget(sender: "SHA256:k", digest: digest)
         #expect(ReceiptJournal(directory: inbox, stateDirectory: state).count == 0)
+    }
+
+    /// The sender read the ACK and was killed before it moved the file to sent/: after its
+    /// restart it offers the file again, and the receiver still knows it stored it — until the
+    /// retention after the acknowledgement has passed.
+    @Test func anAcknowledgedMessageIsKeptForTheRetentionThenForgotten() throws {
+        let inbox = try scratch("inbox"), state = try scratch("state")
+        defer { for d in [inbox, state] { try? FileManager.default.removeItem(atPath: d) } }
+        let payload = Array("acknowledged".utf8)
+        let digest = hex(FramedHeader.sha256(payload))
+        let stored = try OutputDirectory(path: FilePath(inbox)).store(payload, baseName: "b.txt").string
+        let now = Mutex<Double>(1_000_000)
+        let clock: @Sendable () -> Double = { now.withLock { $0 } }
+        let journal = ReceiptJournal(directory: inbox, stateDirectory: state, retention: .seconds(600), clock: clock)
+        journal.willStore(sender: "SHA256:k", digest: digest, size: payload.count, name: "b.txt", visit: "v1")
+        journal.stored(sender: "SHA256:k", digest: digest, visit: "v1", at: stored)
+        journal.acknowledged(sender: "SHA256:k", digest: digest)
+        now.withLock { $0 += 300 }
+        let restarted = ReceiptJournal(directory: inbox, stateDirectory: state, retention: .seconds(600), clock: clock)
+        #expect(restarted.earlierCopy(sender: "SHA256:k", digest: digest, size: payload.count, excludingVisit: "v2") == stored)
+        now.withLock { $0 += 400 }
+        // Any change prunes what is past its retention.
+        restarted.willStore(sender: "SHA256:k", digest: "00", size: 1, name: nil, visit: "v3")
+        #expect(restarted.earlierCopy(sender: "SHA256:k", digest: digest, size: payload.count, excludingVisit: "v3") == nil)
+        #expect(restarted.all.map(\.digest) == ["00"])
     }
 
     @Test func aReceiverKilledBetweenStoringAndNotingItFindsTheFileByItsDigest() throws {
@@ -146,7 +172,9 @@ struct ExactlyOnceAcrossReceiverRunsTests {
         #expect(failure == nil && received == 1, "\(String(describing: failure)), \(received)")
         #expect(await value(of: sending, within: .seconds(60)) == 1)
         #expect(try FileManager.default.contentsOfDirectory(atPath: inbox) == ["report.bin"])
-        // Acknowledged and seen: nothing left to remember.
-        #expect(ReceiptJournal(directory: inbox, stateDirectory: state).count == 0)
+        // Acknowledged and seen: kept only for the retention (a sender killed before its move
+        // to sent/ offers it again), marked so.
+        let kept = ReceiptJournal(directory: inbox, stateDirectory: state).all
+        #expect(kept.count == 1 && kept.allSatisfy { $0.acknowledgedAt != nil }, "\(kept)")
     }
 }

@@ -303,10 +303,11 @@ public final class Central: Sendable {
         return peer.address
     }
 
-    /// The sender has this ACK: the journal forgets the message.
+    /// The sender has this ACK: the journal keeps the message a while longer (a sender killed
+    /// before it moved its file to `sent/` offers it again), then forgets it.
     private func forgetReceipt(sender: String?, digest: [UInt8]) {
         guard let sender else { return }
-        configuration.receiptJournal?.forget(sender: sender, digest: Self.hex(digest))
+        configuration.receiptJournal?.acknowledged(sender: sender, digest: Self.hex(digest))
     }
 
     // MARK: One visit
@@ -463,7 +464,7 @@ public final class Central: Sendable {
         do {
             storedAt = earlierCopy != nil ? nil : try await sink.store(message, sequence: sequence, from: peer)
         } catch let refusal as MessageRefused {
-            if let digest = message.digest { forgetReceipt(sender: sender, digest: digest) }
+            if let digest = message.digest { configuration.receiptJournal?.forget(sender: sender, digest: Self.hex(digest)) }
             // No ACK: the sender keeps the message; this peer is backed off, others served.
             throw TransferFailure.refused(bound: "storage", reason: "the message could not be stored (\(refusal.reason))")
         }

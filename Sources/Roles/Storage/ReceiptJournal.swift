@@ -13,8 +13,11 @@ import Glibc
 /// stored.
 ///
 /// An entry is written (and flushed) **before** the message is stored, marked stored with its
-/// path once the file has its name, and removed once the sender is known to have the ACK. A
-/// message from the same sender with the same SHA-256 in a later visit finds it:
+/// path once the file has its name, marked acknowledged once the sender is known to have the
+/// ACK, and dropped `retention` after that: a sender killed between reading the ACK and
+/// moving its file to `sent/` offers the file again after its restart, and is answered
+/// "stored" then too. A message from the same sender with the same SHA-256 in a later visit
+/// finds it:
 /// - marked stored, and the file still there with that size: already stored;
 /// - not marked (the receiver died between the two writes): the file the message would have
 ///   become is looked for under its name and numbered variants, by size and SHA-256; found,
@@ -39,20 +42,29 @@ public final class ReceiptJournal: Sendable {
         public var storedAt: String?
         /// The visit that stored it (entries of the visit under way are not matched).
         public var visit: String
+        /// When the sender was known to have the ACK (seconds since 1970); nil until then.
+        public var acknowledgedAt: Double?
     }
 
     public let path: String
     /// The directory the messages are stored in (where the search after a crash looks).
     public let directory: String
     public static let capacity = 256
+    /// How long an acknowledged entry is kept: longer than a crashed sender takes to restart.
+    public static let defaultRetention: Duration = .seconds(3600)
+    public let retention: Duration
+    private let clock: @Sendable () -> Double
     private let entries: Mutex<[Entry]>
 
     /// The journal of the output directory `directory`, kept in `stateDirectory` (the resume
     /// spool's) under a name derived from the directory's absolute path. An unreadable or
     /// malformed file counts as empty: the journal only ever prevents duplicates, never a
     /// delivery.
-    public init(directory: String, stateDirectory: String) {
+    public init(directory: String, stateDirectory: String, retention: Duration = ReceiptJournal.defaultRetention,
+                clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }) {
         self.directory = directory
+        self.retention = retention
+        self.clock = clock
         let absolute = URL(fileURLWithPath: directory).standardizedFileURL.path
         let tag = FramedHeader.sha256(Array(absolute.utf8)).prefix(8).map { String(format: "%02x", $0) }.joined()
         path = (stateDirectory.hasSuffix("/") ? stateDirectory : stateDirectory + "/") + "receipts-\(tag).json"
@@ -79,7 +91,18 @@ public final class ReceiptJournal: Sendable {
         }
     }
 
-    /// The sender has the ACK (or the message was not stored after all): forget it.
+    /// The sender has the ACK: kept `retention` longer, for a sender that dies before it
+    /// moves the message to `sent/` and offers it again.
+    public func acknowledged(sender: String, digest: String) {
+        let now = clock()
+        update { list in
+            if let index = list.lastIndex(where: { $0.sender == sender && $0.digest == digest && $0.acknowledgedAt == nil }) {
+                list[index].acknowledgedAt = now
+            }
+        }
+    }
+
+    /// The message was not stored after all: forget it.
     public func forget(sender: String, digest: String) {
         update { list in
             if let index = list.lastIndex(where: { $0.sender == sender && $0.digest == digest }) {
@@ -132,8 +155,10 @@ public final class ReceiptJournal: Sendable {
     }
 
     private func update(_ change: (inout [Entry]) -> Void) {
+        let oldest = clock() - Double(retention.components.seconds)
         entries.withLock { list in
             change(&list)
+            list.removeAll { ($0.acknowledgedAt ?? .infinity) < oldest }
             if list.count > Self.capacity { list.removeFirst(list.count - Self.capacity) }
             // Nothing to remember: no file (the spool's directory holds only what is pending).
             if list.isEmpty {
