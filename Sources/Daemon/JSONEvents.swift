@@ -210,7 +210,7 @@ public struct WarningJSONEvent: Encodable, Sendable {
     public var message: String
     public var text: String
 
-    init(_ text: String) {
+    public init(_ text: String) {
         message = text
         self.text = text
     }

@@ -79,6 +79,17 @@ struct ReportingOptions: ParsableArguments {
 
     var outputMode: EventOutputMode { quiet ? .quiet : .choose(json: json, verbose: verbose) }
 
+    /// A warning before the role runs: a `warning` event with --json (standard error stays
+    /// for the one error line), one line on standard error otherwise, nothing with --quiet.
+    func warn(_ text: String) {
+        if quiet { return }
+        if json {
+            EventRenderer.writeLine(JSONEvents.line("warning", WarningJSONEvent(text)), to: 1)
+        } else {
+            EventRenderer.writeLine("bletransfer: warning: \(text)", to: 2)
+        }
+    }
+
     mutating func validate() throws {
         if json && verbose { throw ValidationError("--json and --verbose cannot be combined") }
         if quiet && (json || verbose) {

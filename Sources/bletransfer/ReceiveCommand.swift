@@ -159,9 +159,8 @@ struct ReceiveCommand: AsyncParsableCommand {
         } catch {
             throw RoleRun.exit(reporting: error, json: json)
         }
-        if !reporting.quiet, sender.from.isEmpty,
-           let notice = trust.unauthenticatedNotice(anyPeer: openness.insecureAnyPeer || format.compat) {
-            EventRenderer.writeLine("bletransfer: warning: \(notice)", to: 2)
+        if sender.from.isEmpty, let notice = trust.unauthenticatedNotice(anyPeer: openness.insecureAnyPeer || format.compat) {
+            reporting.warn(notice)
         }
 
         let payloads = ReceivedPayloads()

@@ -172,8 +172,8 @@ struct SendCommand: AsyncParsableCommand {
         } catch {
             throw RoleRun.exit(reporting: error, json: json)
         }
-        if !reporting.quiet, addressee.to.isEmpty, let notice = trust.unauthenticatedNotice(anyPeer: openness.insecureAnyPeer) {
-            EventRenderer.writeLine("bletransfer: warning: \(notice)", to: 2)
+        if addressee.to.isEmpty, let notice = trust.unauthenticatedNotice(anyPeer: openness.insecureAnyPeer) {
+            reporting.warn(notice)
         }
 
         let (session, logger) = try await RoleRun.openSession(reporting: reporting)
