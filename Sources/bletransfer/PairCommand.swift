@@ -223,23 +223,50 @@ struct PairCommand: AsyncParsableCommand {
 }
 
 /// One line of standard input, read on a thread of its own (a read blocks, and the
-/// cooperative pool must not), given up after a time limit.
+/// cooperative pool must not), given up after a time limit or when the task is cancelled
+/// (Ctrl-C during the question): nil then, and the reading thread is left to the process's end.
 enum StandardInputLine {
     static func read(within limit: Duration) async -> String? {
-        let once = Mutex<CheckedContinuation<String?, Never>?>(nil)
-        return await withCheckedContinuation { continuation in
-            once.withLock { $0 = continuation }
-            let resume: @Sendable (String?) -> Void = { line in
-                once.withLock { pending in
-                    pending?.resume(returning: line)
-                    pending = nil
+        let answer = FirstAnswer()
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                answer.install(continuation)
+                Thread.detachNewThread { answer.resume(readLine(strippingNewline: true)) }
+                Thread.detachNewThread {
+                    Thread.sleep(forTimeInterval: Double(limit.components.seconds))
+                    answer.resume(nil)
                 }
             }
-            Thread.detachNewThread { resume(readLine(strippingNewline: true)) }
-            Thread.detachNewThread {
-                Thread.sleep(forTimeInterval: Double(limit.components.seconds))
-                resume(nil)
+        } onCancel: {
+            answer.resume(nil)
+        }
+    }
+
+    /// Resumes the waiting continuation once, with whichever comes first; an answer that comes
+    /// before the continuation is installed (cancelled at once) is kept for it.
+    private final class FirstAnswer: Sendable {
+        private let state = Mutex<(continuation: CheckedContinuation<String?, Never>?, early: String??)>((nil, nil))
+
+        func install(_ continuation: CheckedContinuation<String?, Never>) {
+            let early: String?? = state.withLock { state in
+                if let early = state.early { return early }
+                state.continuation = continuation
+                return nil
             }
+            if let early { continuation.resume(returning: early) }
+        }
+
+        func resume(_ line: String?) {
+            let waiting: CheckedContinuation<String?, Never>? = state.withLock { state in
+                if let continuation = state.continuation {
+                    state.continuation = nil
+                    state.early = .some(line)
+                    return continuation
+                }
+                if state.early == nil { state.early = .some(line) }
+                return nil
+            }
+            waiting?.resume(returning: line)
         }
     }
 }
