@@ -174,7 +174,7 @@ actor OutboxMessageSource: MessageSource {
     private func readyNow(for peer: AuthenticatedPeer?) async throws(OutboxError) -> Served? {
         refreshFolders()
         let folders = peerOutboxes.sorted { $0.key < $1.key }
-        let mine = folders.filter { name, _ in peer.map { $0.isListed && ($0.name == name || $0.fingerprint == name) } ?? false }
+        let mine = folders.filter { name, _ in peer.map { $0.isListed && $0.isNamed(name) } ?? false }
         for (name, box) in mine {
             if let file = try? await box.next() { return Served(outbox: box, file: file, message: Self.message(for: file, addressee: name)) }
         }

@@ -44,6 +44,13 @@ public enum PairingConversation {
             }
         } catch let error as PairingError {
             throw RoleFailure(.dataError, "pairing with \(meeting.peerDescription) failed: \(error); nothing added")
+        } catch let failure as RoleFailure {
+            throw failure
+        } catch is CancellationError {
+            throw CancellationError()
+        } catch {
+            // The channel failed under us (a send to a peer that left, the link dropped).
+            throw RoleFailure(.unavailable, "\(meeting.peerDescription) left the pairing (\(error)); nothing added")
         }
         guard case .finished(let result) = exchange.phase else {
             throw RoleFailure(.software, "pairing ended without a result")

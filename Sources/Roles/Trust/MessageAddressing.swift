@@ -7,7 +7,15 @@ extension OutgoingMessage {
     public func isAddressed(to peer: AuthenticatedPeer?) -> Bool {
         guard let addressee else { return true }
         guard let peer, peer.isListed else { return false }
-        return peer.name == addressee || peer.fingerprint == addressee
+        return peer.isNamed(addressee)
+    }
+}
+
+extension AuthenticatedPeer {
+    /// Whether `addressee` (an outbox folder, `send --to`) names this peer: its name in the
+    /// authorized-peers file, or its fingerprint.
+    public func isNamed(_ addressee: String) -> Bool {
+        name == addressee || fingerprint == addressee
     }
 }
 
@@ -16,7 +24,7 @@ extension AuthorizedPeers {
     /// otherwise only the listed peers its addressee names, and no unlisted key.
     public func allowed(for message: OutgoingMessage) -> AuthorizedPeers {
         guard let addressee = message.addressee else { return self }
-        let keys = peers.filter { $0.name == addressee || $0.key.fingerprint == addressee }.map(\.key)
+        let keys = peers.filter { AuthenticatedPeer($0).isNamed(addressee) }.map(\.key)
         return restricted(to: Set(keys))
     }
 }
