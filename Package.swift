@@ -88,6 +88,7 @@ let package = Package(
         .target(
             name: "Trust",
             dependencies: [
+                "Transfer",
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
@@ -96,6 +97,7 @@ let package = Package(
         .target(
             name: "DaemonSupport",
             dependencies: [
+                "Transfer",
                 .product(name: "SystemPackage", package: "swift-system"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -146,6 +148,7 @@ let package = Package(
                 "Transfer", "Trust", "Roles", "DBus",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
 

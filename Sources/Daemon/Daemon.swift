@@ -38,7 +38,7 @@ public struct DaemonSettings: Sendable {
 
     public init(role: DaemonRoleKind, receiver: ReceiverOptions, sender: SenderOptions,
                 outputDirectory: FilePath?, outbox: FilePath?,
-                maximumMessageSize: Int = TransferLimits.default.maximumMessageSize,
+                maximumMessageSize: Int = Int.max,
                 settleTime: Duration, json: Bool, version: String) {
         self.role = role
         self.receiver = receiver

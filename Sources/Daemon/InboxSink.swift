@@ -47,6 +47,8 @@ final class InboxSink: MessageSink {
         directory.refusal(for: byteCount, limits: limits)
     }
 
+    var partialPayloadStore: (any PartialPayloadStore)? { directory.partialFiles() }
+
     /// How many messages were stored.
     var storedCount: Int { sequence.withLock { $0 } }
 
@@ -55,7 +57,8 @@ final class InboxSink: MessageSink {
             value += 1
             return value
         }
-        let name = InboxFileName.make(receivedAt: now(), sequence: number, payload: message.payload)
+        let name = InboxFileName.make(receivedAt: now(), sequence: number,
+                                     payload: message.body.file == nil ? message.payload : [])
         do {
             let folder = folderPerSender ? Self.senderFolder(message.authenticatedSender) : nil
             return try directory.store(message, generatedName: name, folder: folder).string

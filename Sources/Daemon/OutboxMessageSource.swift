@@ -246,7 +246,7 @@ actor OutboxMessageSource: MessageSource {
 
     private static func message(for file: OutboxFile, addressee: String?) -> OutgoingMessage {
         // The outbox file's name travels with it (secure mode, when the receiver takes it).
-        OutgoingMessage(payload: file.bytes, file: SentFileAttributes(
+        OutgoingMessage(body: file.body, digest: file.digest, file: SentFileAttributes(
             name: file.name, modificationSeconds: file.modificationSeconds,
             modificationNanoseconds: file.modificationNanoseconds), addressee: addressee)
     }

@@ -2,6 +2,7 @@
 import Glibc
 import Foundation
 import SystemPackage
+import Transfer
 
 /// The sender daemon's queue: a directory whose regular files are messages to send.
 ///
@@ -365,33 +366,36 @@ public actor Outbox {
         }
 
         let limit = maxFileSize
-        var bytes = [UInt8]()
+        guard Int(before.st_size) <= limit else {
+            return giveUp(.unusable("\(before.st_size) bytes is over the limit of \(limit) bytes"))
+        }
+        // The message reads its own descriptor as it is sent, from disk: any size, constant
+        // memory. The digest is taken now, in one pass; a file that changed during it (its
+        // ctime or size) settles again first.
+        // A new open file description of the same file (not a dup, which would share the
+        // claim's lock and hold it as long as the message lives).
+        let duplicate = open("/proc/self/fd/\(fd.rawValue)", O_RDONLY | O_CLOEXEC)
+        var reopened = stat()
+        guard duplicate >= 0 else { return giveUp(.unusable("cannot read it: \(Errno(rawValue: errno))")) }
+        guard fstat(duplicate, &reopened) == 0, FileIdentity(reopened) == FileIdentity(before) else {
+            _ = close(duplicate)
+            return giveUp(.gone)
+        }
+        let body = MessagePayload(file: PayloadFile(descriptor: duplicate, path: path.string), count: Int(before.st_size))
+        let digest: [UInt8]
         do {
-            // One byte more than expected reveals a file that grew meanwhile.
-            bytes = try [UInt8](unsafeUninitializedCapacity: min(limit, candidate.size) + 1) { buffer, count in
-                count = 0
-                let raw = UnsafeMutableRawBufferPointer(buffer)
-                while count < raw.count {
-                    let read = try fd.read(
-                        fromAbsoluteOffset: Int64(count), into: UnsafeMutableRawBufferPointer(rebasing: raw[count...]))
-                    if read == 0 { break }
-                    count += read
-                }
-            }
+            digest = try body.sha256()
         } catch {
             return giveUp(.unusable("cannot read it: \(error)"))
         }
         var after = stat()
         guard fstat(fd.rawValue, &after) == 0 else { return giveUp(.unusable("cannot read it: \(Errno(rawValue: errno))")) }
-        if FileTime(after.st_ctim) != FileTime(before.st_ctim) || Int(after.st_size) != bytes.count {
-            if bytes.count > limit {
-                return giveUp(.unusable("\(after.st_size) bytes is over the limit of \(limit) bytes"))
-            }
+        if FileTime(after.st_ctim) != FileTime(before.st_ctim) || after.st_size != before.st_size {
             return giveUp(.changed)
         }
         claims[candidate.identity] = fd
         return .file(OutboxFile(
-            name: candidate.name, path: path, bytes: bytes,
+            name: candidate.name, path: path, body: body, digest: digest,
             modificationTime: FileTime(after.st_mtim).date,
             modificationSeconds: Int64(after.st_mtim.tv_sec), modificationNanoseconds: UInt32(clamping: after.st_mtim.tv_nsec),
             device: candidate.identity.device, inode: candidate.identity.inode))

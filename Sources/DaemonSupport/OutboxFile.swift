@@ -1,3 +1,4 @@
+import Transfer
 import Foundation
 import SystemPackage
 
@@ -8,8 +9,10 @@ public struct OutboxFile: Sendable, Equatable, CustomStringConvertible {
     /// The file name inside the outbox.
     public let name: String
     public let path: FilePath
-    /// The payload: the file's bytes as they were when it was claimed.
-    public let bytes: [UInt8]
+    /// The payload: the claimed file, read from disk as it is sent (any size, constant memory).
+    public let body: MessagePayload
+    /// SHA-256 of the file's bytes, taken when it was claimed.
+    public let digest: [UInt8]
     public let modificationTime: Date
     /// The same time exactly as the file system holds it (`Date` keeps about a microsecond),
     /// sent with the file: seconds since 1970 and nanoseconds.
@@ -20,9 +23,20 @@ public struct OutboxFile: Sendable, Equatable, CustomStringConvertible {
     let device: UInt64
     let inode: UInt64
 
-    public var size: Int { bytes.count }
+    public var size: Int { body.count }
 
-    public var description: String { "\(name) (\(bytes.count) bytes)" }
+    /// The whole file in memory (tests and small files).
+    public var bytes: [UInt8] { (try? body.loadedBytes()) ?? [] }
+
+    public var description: String { "\(name) (\(size) bytes)" }
+
+    /// The same file claimed with the same contents (by length and SHA-256): two claims of one
+    /// file, each with its own descriptor, are equal.
+    public static func == (lhs: OutboxFile, rhs: OutboxFile) -> Bool {
+        lhs.name == rhs.name && lhs.path == rhs.path && lhs.digest == rhs.digest && lhs.size == rhs.size
+            && lhs.modificationSeconds == rhs.modificationSeconds && lhs.modificationNanoseconds == rhs.modificationNanoseconds
+            && lhs.device == rhs.device && lhs.inode == rhs.inode
+    }
 }
 
 /// Something the outbox did on its own that the daemon should log.

@@ -33,7 +33,10 @@ public struct MessageSender: Sendable {
     public var totalValues: Int? { valueCount }
 
     private let encodedHeader: [UInt8]
-    private let payload: [UInt8]
+    private let payload: MessagePayload
+    /// The payload's file could not be read: the values stopped before `EOM` (the receiver
+    /// keeps nothing of a message without its end), and this says why.
+    public private(set) var readFailure: PayloadReadError?
     private let streamLength: Int
     /// Stream bytes per value: the whole value for compat, less the sequence number for framed.
     private let pieceLength: Int
@@ -53,16 +56,16 @@ public struct MessageSender: Sendable {
         payload: [UInt8], format: Format, maximumValueLength: Int, session: SessionID = SessionID(rawValue: 0)
     ) {
         let header = format == .framed ? FramedHeader(session: session, payload: payload) : nil
-        self.init(payload: payload, header: header, maximumValueLength: maximumValueLength)
+        self.init(payload: MessagePayload(payload), header: header, maximumValueLength: maximumValueLength)
     }
 
     /// Framed when the subscriber wrote a HELLO, compat otherwise.
     public init(message: OutgoingMessage, replyingTo hello: Hello?, maximumValueLength: Int) {
         self.init(
-            payload: message.payload, header: hello.map(message.header(for:)), maximumValueLength: maximumValueLength)
+            payload: message.body, header: hello.map(message.header(for:)), maximumValueLength: maximumValueLength)
     }
 
-    private init(payload: [UInt8], header: FramedHeader?, maximumValueLength: Int) {
+    private init(payload: MessagePayload, header: FramedHeader?, maximumValueLength: Int) {
         let encodedHeader = header?.encoded ?? []
         let valueLength = WireFormat.clampValueLength(maximumValueLength)
         let streamLength = encodedHeader.count + payload.count
@@ -79,7 +82,7 @@ public struct MessageSender: Sendable {
             let dataValues = (streamLength + valueLength - 1) / valueLength
             let tailIsEndOfMessage =
                 streamLength % valueLength == eomLength
-                && Self.streamBytes(encodedHeader, payload, from: streamLength - eomLength, count: eomLength)
+                && (try? Self.streamBytes(encodedHeader, payload, from: streamLength - eomLength, count: eomLength))
                     == WireFormat.endOfMessage
             self.pieceLength = valueLength
             self.shortenedValueIndex = nil
@@ -93,7 +96,8 @@ public struct MessageSender: Sendable {
             let lastPieceLength = streamLength - lastIndex * pieceLength
             let lastValue =
                 Self.sequenceBytes(lastIndex)
-                + Self.streamBytes(encodedHeader, payload, from: streamLength - lastPieceLength, count: lastPieceLength)
+                + ((try? Self.streamBytes(encodedHeader, payload, from: streamLength - lastPieceLength,
+                                          count: lastPieceLength)) ?? [])
             self.pieceLength = pieceLength
             self.shortenedValueIndex = lastValue == WireFormat.endOfMessage ? lastIndex - 1 : nil
             self.valueCount = dataValues + 1
@@ -112,7 +116,16 @@ public struct MessageSender: Sendable {
     /// The next value to notify, `EOM` last, then nil. Keep a value until it was written (on
     /// back-pressure, retry the same value): calling again moves on.
     public mutating func nextValue() -> [UInt8]? {
-        if isFinished { return nil }
+        if isFinished || readFailure != nil { return nil }
+        do {
+            return try cutNextValue()
+        } catch {
+            readFailure = error
+            return nil
+        }
+    }
+
+    private mutating func cutNextValue() throws(PayloadReadError) -> [UInt8]? {
         let index = valuesSent
         valuesSent += 1
         let remaining = streamLength - streamOffset
@@ -125,11 +138,11 @@ public struct MessageSender: Sendable {
             if index == shortenedValueIndex { length -= 1 }
             var value = Self.sequenceBytes(index)
             value.reserveCapacity(WireFormat.framedSequenceLength + length)
-            Self.appendStreamBytes(encodedHeader, payload, from: streamOffset, count: length, to: &value)
+            try Self.appendStreamBytes(encodedHeader, payload, from: streamOffset, count: length, to: &value)
             streamOffset += length
             return value
         }
-        var value = Self.streamBytes(encodedHeader, payload, from: streamOffset, count: length)
+        var value = try Self.streamBytes(encodedHeader, payload, from: streamOffset, count: length)
         if length == remaining && value == WireFormat.endOfMessage {
             length -= 1
             value.removeLast()
@@ -151,27 +164,27 @@ public struct MessageSender: Sendable {
 
     /// Bytes `start..<start+count` of header-then-payload, copied into one value.
     private static func streamBytes(
-        _ encodedHeader: [UInt8], _ payload: [UInt8], from start: Int, count: Int
-    ) -> [UInt8] {
+        _ encodedHeader: [UInt8], _ payload: MessagePayload, from start: Int, count: Int
+    ) throws(PayloadReadError) -> [UInt8] {
         if start >= encodedHeader.count {
-            return Array(payload[(start - encodedHeader.count)..<(start + count - encodedHeader.count)])
+            return try payload.bytes(in: (start - encodedHeader.count)..<(start + count - encodedHeader.count))
         }
         var value: [UInt8] = []
         value.reserveCapacity(count)
-        appendStreamBytes(encodedHeader, payload, from: start, count: count, to: &value)
+        try appendStreamBytes(encodedHeader, payload, from: start, count: count, to: &value)
         return value
     }
 
     private static func appendStreamBytes(
-        _ encodedHeader: [UInt8], _ payload: [UInt8], from start: Int, count: Int, to value: inout [UInt8]
-    ) {
+        _ encodedHeader: [UInt8], _ payload: MessagePayload, from start: Int, count: Int, to value: inout [UInt8]
+    ) throws(PayloadReadError) {
         let end = start + count
         let headerLength = encodedHeader.count
         if start < headerLength {
             value.append(contentsOf: encodedHeader[start..<min(end, headerLength)])
         }
         if end > headerLength {
-            value.append(contentsOf: payload[max(0, start - headerLength)..<(end - headerLength)])
+            value.append(contentsOf: try payload.bytes(in: max(0, start - headerLength)..<(end - headerLength)))
         }
     }
 }

@@ -1,6 +1,8 @@
 /// A message received completely: `EOM` seen and, when framed, length and digest verified.
 public struct ReceivedMessage: Sendable, Hashable {
-    public var payload: [UInt8]
+    /// The payload: in memory, or (a large message coming to a directory) in a partial file
+    /// beside where it is stored.
+    public var body: MessagePayload
     public var format: MessageSender.Format
     /// The verified header when framed, nil for compat.
     public var header: FramedHeader?
@@ -13,10 +15,24 @@ public struct ReceivedMessage: Sendable, Hashable {
     public var file: SentFileAttributes?
 
     public init(payload: [UInt8], format: MessageSender.Format, header: FramedHeader? = nil) {
-        self.payload = payload
+        self.init(body: MessagePayload(payload), format: format, header: header)
+    }
+
+    public init(body: MessagePayload, format: MessageSender.Format, header: FramedHeader? = nil) {
+        self.body = body
         self.format = format
         self.header = header
     }
+
+    /// The whole payload in memory (read here from its file when it is in one; an unreadable
+    /// file gives nothing): for messages shown or written whole, and tests.
+    public var payload: [UInt8] {
+        get { (try? body.loadedBytes()) ?? [] }
+        set { body = MessagePayload(newValue) }
+    }
+
+    /// The payload's length in bytes.
+    public var byteCount: Int { body.count }
 
     /// SHA-256 of the payload when framed (verified), nil for compat.
     public var digest: [UInt8]? { header?.digest }
@@ -27,6 +43,8 @@ public struct ReceivedMessage: Sendable, Hashable {
     /// The payload as text, decoded from the complete byte sequence (so a character split across
     /// two notifications survives); nil when it is not valid UTF-8.
     public var text: String? {
+        // A payload in a file is a large one, taken for a file's bytes, not for text.
+        guard case .memory(let payload) = body.storage else { return nil }
         let decoded = String(decoding: payload, as: UTF8.self)
         // Decoding replaces invalid sequences with U+FFFD, which changes the bytes.
         return decoded.utf8.elementsEqual(payload) ? decoded : nil

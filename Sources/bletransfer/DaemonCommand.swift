@@ -194,7 +194,7 @@ struct DaemonCommand: AsyncParsableCommand {
             role: role, receiver: try bluetooth.targeting(receiverOptions, secureMode: secureMode, transport: transport),
             sender: try bluetooth.targeting(senderOptions, secureMode: secureMode, transport: transport),
             outputDirectory: outputDirectory.map { FilePath($0) }, outbox: outbox.map { FilePath($0) },
-            maximumMessageSize: maximumSize ?? TransferLimits.default.maximumMessageSize,
+            maximumMessageSize: maximumSize ?? Int.max,
             settleTime: settleTime.flatMap { try? OptionValidation.duration($0, option: "--settle-time", allowZero: true) }
                 ?? Outbox.defaultSettleTime,
             json: logging.json, version: BLETransferVersion.current)
@@ -235,7 +235,7 @@ struct InsecureAnyPeerOption: ParsableArguments {
 /// The daemon's `--max-size`, which bounds both roles.
 struct DaemonSizeOption: ParsableArguments {
     @Option(name: .customLong("max-size"), help: ArgumentHelp(
-        "Largest message received or file sent (default 64M).", valueName: "BYTES"), transform: bytes)
+        "Largest message received or file sent (default none).", valueName: "BYTES"), transform: bytes)
     var maximumSize: Int?
 }
 

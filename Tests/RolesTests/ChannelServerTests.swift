@@ -50,7 +50,7 @@ import Trust
                 switch event {
                 case .write(let write), .progressWrite(let write): try await central.send(write)
                 case .complete(let bytes, _):
-                    completed = bytes
+                    completed = try bytes.loadedBytes()
                     for ack in try receiver.acknowledgement(outcome: 0) { try await central.send(ack) }
                 default: break
                 }

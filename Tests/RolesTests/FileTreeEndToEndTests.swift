@@ -70,6 +70,41 @@ struct FileTreeEndToEndTests {
     }
 }
 
+extension FileTreeEndToEndTests {
+    @Test("a file over the partial-file threshold goes from disk to disk: identical, linked into place, nothing partial left")
+    func aLargeFileStreamsFromDiskToDisk() async throws {
+        let source = try scratch("big-source")
+        let inbox = try scratch("big-inbox")
+        defer {
+            try? FileManager.default.removeItem(atPath: source)
+            try? FileManager.default.removeItem(atPath: inbox)
+        }
+        let bytes = randomBytes(Int(OutputDirectory.partialFileThreshold) * 3 + 17, seed: 44)
+        try Data(bytes).write(to: URL(fileURLWithPath: source + "/large.bin"))
+        // The limit bounds what is read into memory; a regular file is read from disk as it goes.
+        let set = try FileSet.collect([source + "/large.bin"], limit: 1024)
+        let files = FileSetSource(set: set, limit: 1024)
+        let message = try #require(await files.nextAvailableNow())
+        #expect(message.body.file != nil, "a regular file is sent from disk, not read into memory")
+
+        let bus = try await BlueZooBus.start()
+        defer { bus.stop() }
+        let (senderSession, _, sending) = try await SecureEndToEndBlueZooTests.startSender(
+            on: bus, secureMode: nil, source: files)
+        defer { senderSession.close() }
+        var configuration = CentralTestData.configuration(count: nil, adapter: "hci1")
+        configuration.endsWithSendersSession = true
+        let (receiverSession, central, _) = try await SecureEndToEndBlueZooTests.receiver(on: bus, configuration)
+        defer { receiverSession.close() }
+        let sink = try OutputDirectorySink(path: FilePath(inbox))
+        #expect(try await central.run(sink: sink, timeout: .seconds(120)) == 1)
+        #expect(await value(of: sending, within: .seconds(60)) == 1)
+        #expect(try Array(Data(contentsOf: URL(fileURLWithPath: inbox + "/large.bin"))) == bytes)
+        let left = try FileManager.default.contentsOfDirectory(atPath: inbox)
+        #expect(left == ["large.bin"], "nothing partial stays: \(left)")
+    }
+}
+
 /// Where a received relative path lands: always inside the output directory, whatever the
 /// sender wrote and whatever the directory already holds.
 @Suite struct ReceivedPathTests {
@@ -120,5 +155,33 @@ struct FileTreeEndToEndTests {
             #expect(relative.split(separator: "/").count == OutputDirectory.maximumDepth + 1)
             #expect(relative.hasSuffix("/leaf"))
         }
+    }
+}
+
+/// A message that came into one of the directory's partial files is stored by a link: the
+/// stored file is that file, with the sender's time, and the partial name is gone.
+@Suite struct PartialFileStorageTests {
+    @Test func aPartialFileIsLinkedNotCopied() throws {
+        let path = NSTemporaryDirectory() + "partials-" + UUID().uuidString
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let directory = try OutputDirectory(path: FilePath(path))
+        let store = directory.partialFiles(from: 10)
+        #expect(try store.makePartialFile(length: 9) == nil, "below the threshold: memory")
+        var file = try #require(try store.makePartialFile(length: 20))
+        try file.write(Array("twenty bytes, exact.".utf8), at: 0)
+        var partialStatus = stat()
+        #expect(fstat(file.descriptor, &partialStatus) == 0)
+        let stored = try directory.store(MessagePayload(file: file, count: 20), baseName: "kept.txt",
+                                         modificationTime: timespec(tv_sec: 1_600_000_000, tv_nsec: 0))
+        var storedStatus = stat()
+        #expect(stat(stored.string, &storedStatus) == 0)
+        #expect(storedStatus.st_ino == partialStatus.st_ino, "linked, not copied")
+        #expect(storedStatus.st_mtim.tv_sec == 1_600_000_000)
+        file = try #require(try store.makePartialFile(length: 30))
+        _ = file
+        file = PayloadFile(descriptor: dup(0), path: "/nonexistent/none")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: path) == ["kept.txt"],
+                "the partial names went when their files were released")
+        #expect(try String(contentsOfFile: stored.string, encoding: .utf8) == "twenty bytes, exact.")
     }
 }

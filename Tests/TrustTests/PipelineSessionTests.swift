@@ -1,3 +1,4 @@
+import Transfer
 import Crypto
 import TestSupport
 import Testing
@@ -138,7 +139,7 @@ import Testing
                     if timing == .onNextHeader, !pending.isEmpty { try acknowledgeOldest() }
                 case .complete(let payload, let header):
                     transcript.receiverOrder.append("complete \(header.message)")
-                    transcript.completed.append((header, payload))
+                    transcript.completed.append((header, payload.payloadBytes))
                     pending.append(header)
                     transcript.maxPending = max(transcript.maxPending, pending.count)
                     if timing == .onNextComplete, pending.count == 2 { try acknowledgeOldest() }
@@ -356,7 +357,7 @@ import Testing
         let held = Array(payloads[2].prefix(5000))
         let third = Self.digest(payloads[2])
         let pair = try Self.pair(mode, first: payloads[0], valueLength: 182, heldPrefix: { _, header in
-            header.digest == third ? held : []
+            MessagePayload(header.digest == third ? held : [])
         })
         var driver = Driver(pair, payloads: payloads, timing: .onNextComplete)
         driver.run()
@@ -510,7 +511,7 @@ import Testing
         for value in values { taken += try acknowledging.receiveNotification(value) }
         let expected = MessageHeader(message: 2, payloadLength: 900, digest: Self.digest(payloads[2]))
         #expect(taken.contains(.header(expected)))
-        #expect(taken.contains(.complete(payload: payloads[2], header: expected)))
+        #expect(taken.contains(.complete(payload: MessagePayload(payloads[2]), header: expected)))
     }
 
     // MARK: - 4. ACKs in order

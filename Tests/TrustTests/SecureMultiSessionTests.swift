@@ -1,3 +1,4 @@
+import Transfer
 import Crypto
 import TestSupport
 import Testing
@@ -39,7 +40,7 @@ import Testing
                         switch event {
                         case .write(let value): writes.append(value)
                         case .complete(let payload, let header):
-                            transcript.completed.append((header, payload))
+                            transcript.completed.append((header, payload.payloadBytes))
                             // The last message it takes: CLOSE 01 with the ACK, as the central does.
                             let closing = transcript.completed.count == receiverTakes
                             writes += try pair.receiver.acknowledgement(outcome: 0, closingWith: closing ? 1 : nil)

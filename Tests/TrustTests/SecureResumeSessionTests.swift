@@ -1,3 +1,4 @@
+import Transfer
 import Crypto
 import TestSupport
 import Testing
@@ -45,7 +46,7 @@ import Testing
     }
 
     static func pair(payload: [UInt8], held: [UInt8], offered: Capabilities = offered) throws -> SessionPair {
-        try SessionPair(payload: payload, valueLength: valueLength, offered: offered, heldPrefix: { _, _ in held })
+        try SessionPair(payload: payload, valueLength: valueLength, offered: offered, heldPrefix: { _, _ in MessagePayload(held) })
     }
 
     @Test(arguments: [1, 4_096, 10_000, 39_999])
@@ -188,7 +189,7 @@ import Testing
         // Only the second message has a checkpoint.
         var pair = try SessionPair(payload: first, valueLength: Self.valueLength, offered: [.secure, .multi, .resume],
                                    wantsMulti: true,
-                                   heldPrefix: { _, header in header.digest == secondDigest ? Array(second[..<7_000]) : [] })
+                                   heldPrefix: { _, header in MessagePayload(header.digest == secondDigest ? Array(second[..<7_000]) : []) })
         var transcript = Transcript()
         var sentSecond = false
         for _ in 0..<10_000 {
@@ -205,7 +206,7 @@ import Testing
                 sentSecond = true
             }
         }
-        let completed = transcript.receiverEvents.compactMap { if case .complete(let payload, _) = $0 { payload } else { nil } }
+        let completed = transcript.receiverEvents.compactMap { if case .complete(let payload, _) = $0 { payload.payloadBytes } else { nil } }
         #expect(completed == [first, second])
         #expect(transcript.receiverEvents.filter { if case .resumed = $0 { true } else { false } } == [.resumed(offset: 7_000)])
         #expect(pair.sender.payloadBytesNotified < first.count + second.count - 7_000 + 2 * RecordMessage.dataBytesPerRecord)

@@ -1,3 +1,4 @@
+import Transfer
 import Crypto
 import Foundation
 import Testing
@@ -51,7 +52,7 @@ struct Transcript {
     var senderError: SecureSessionError?
 
     var completedPayload: [UInt8]? {
-        for case .complete(let payload, _) in receiverEvents { return payload }
+        for case .complete(let payload, _) in receiverEvents { return payload.payloadBytes }
         return nil
     }
     var sawComplete: Bool { completedPayload != nil }
@@ -187,4 +188,9 @@ extension SecureReceiverSession: CustomTestStringConvertible {
         "SecureReceiverSession(\(completedCount) completed, prefix read \(hasReadPrefix), multi \(carriesSeveralMessages), "
             + "pipelines \(pipelines))"
     }
+}
+
+extension MessagePayload {
+    /// The bytes, for comparing with what was sent.
+    var payloadBytes: [UInt8] { (try? loadedBytes()) ?? [] }
 }

@@ -183,3 +183,52 @@ def files_tree(ctx: Context):
     subscriptions = json_events(b_out, "subscribed")
     ctx.figure("files_tree_visits", len(subscriptions))
     ctx.check(len(json_events(res.job("a").stdout(), "delivered")) == len(files), "a counted every delivery")
+
+
+def with_peak_rss(command: str) -> str:
+    """`command` in the background, its peak resident set (VmHWM, which only grows) read from
+    /proc while it runs and printed as `PEAK-RSS-KIB N` when it ends; its exit status kept."""
+    return (f"{command} & pid=$!; peak=0; "
+            "while kill -0 $pid 2>/dev/null; do "
+            "v=$(awk '/^VmHWM/ {print $2}' /proc/$pid/status 2>/dev/null); [ -n \"$v\" ] && peak=$v; sleep 0.2; done; "
+            "wait $pid; rc=$?; echo \"PEAK-RSS-KIB $peak\"; exit $rc")
+
+
+def peak_rss_mib(output: str) -> float:
+    values = [int(line.split()[1]) for line in output.splitlines() if line.startswith("PEAK-RSS-KIB ")]
+    return round(values[-1] / 1024, 1) if values else -1.0
+
+
+@scenario("files-large", tags=("bletransfer", "roles", "keyless", "files"))
+def files_large(ctx: Context):
+    """`send --file` of a 1 MiB file → `receive --output-dir`: the sender reads it from disk as it
+    goes, the receiver writes it into a partial file in the output directory and links it to its
+    name once verified; stored identical, nothing partial left, both peak RSS printed (≤ 64 MiB)."""
+    ctx.require_bletransfer()
+    base = ctx.lab.run_dir / "payloads" / f"{ctx.name}-source"
+    inbox_local = ctx.lab.run_dir / "payloads" / f"{ctx.name}-inbox"
+    for folder in (base, inbox_local):
+        if folder.exists():
+            shutil.rmtree(folder)
+    base.mkdir(parents=True)
+    inbox_local.mkdir(parents=True)
+    data = os.urandom(1024 * 1024 + 13)
+    (base / "large.bin").write_bytes(data)
+    ctx.lab.push_payloads()
+    source, inbox = ctx.lab.host_path(base / "large.bin"), ctx.lab.host_path(inbox_local)
+    res = ctx.lab.run(a=with_peak_rss(f"{SEND} --file {shlex.quote(source)} --timeout 300"),
+                      b=with_peak_rss(f"{RECEIVE} --output-dir {shlex.quote(inbox)} --timeout 300"),
+                      b_after=ADVERTISING, deadline=340, step="a 1 MiB file", expect={"a": 0, "b": 0})
+    stored = inbox_local / "large.bin"
+    ctx.check(stored.is_file() and hashlib.sha256(stored.read_bytes()).digest() == hashlib.sha256(data).digest(),
+              "stored under its name, bit-identical")
+    left = sorted(p.name for p in inbox_local.iterdir())
+    ctx.check(left == ["large.bin"], f"nothing partial left in the output directory: {left}")
+    sender_mib, receiver_mib = peak_rss_mib(res.job("a").stdout()), peak_rss_mib(res.job("b").stdout())
+    ctx.figure("files_large_sender_peak_rss_mib", sender_mib)
+    ctx.figure("files_large_receiver_peak_rss_mib", receiver_mib)
+    ctx.check(0 < sender_mib <= 64 and 0 < receiver_mib <= 64,
+              f"peak RSS within 64 MiB: sender {sender_mib} MiB, receiver {receiver_mib} MiB")
+    received = json_events(res.job("b").stdout(), "received")
+    ctx.check(len(received) == 1 and received[0].get("message", {}).get("format") == "secure", "one encrypted message")
+    ctx.figure("files_large_seconds", round(res.seconds, 1))

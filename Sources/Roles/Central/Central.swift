@@ -359,8 +359,9 @@ public final class Central: Sendable {
                     let maximumWriteLength = overChannel ? (channel?.mtu ?? 23) : max(20, (characteristic.mtu ?? 23) - 3)
                     secureSession = SecureReceiverSession(
                         identity: policy.identity, authorizedPeers: policy.authorizedPeers, hello: helloV2,
-                        maximumPayloadLength: configuration.limits.maximumMessageSize,
-                        maximumWriteLength: maximumWriteLength, heldPrefix: Self.heldPrefix(in: spool))
+                        maximumPayloadLength: configuration.limits.maximumPayload(onDisk: sink.partialPayloadStore != nil),
+                        maximumWriteLength: maximumWriteLength, heldPrefix: Self.heldPrefix(in: spool),
+                        partialStore: sink.partialPayloadStore)
                 } catch let error as BluetoothError {
                     try Self.rethrowIfFatal(error)
                     emit(.warning("could not ask \(EventText.describe(peer)) for the framed format (\(error)); expecting compat"))
@@ -448,7 +449,7 @@ public final class Central: Sendable {
         // saw acknowledged: counted now, as the message is there.
         var storedByEarlierRun = false
         if earlierCopy == nil, let journal = configuration.receiptJournal, let digest = message.digest,
-           let found = journal.earlierCopy(sender: sender, digest: Self.hex(digest), size: message.payload.count,
+           let found = journal.earlierCopy(sender: sender, digest: Self.hex(digest), size: message.byteCount,
                                            excludingVisit: visit) {
             earlierCopy = UnacknowledgedMessage(digest: digest, storedAt: found)
             storedByEarlierRun = true
@@ -458,7 +459,7 @@ public final class Central: Sendable {
         let sequence = earlierCopy == nil ? progressState.nextSequence() : 0
         let storedAt: String?
         if earlierCopy == nil, let digest = message.digest {
-            configuration.receiptJournal?.willStore(sender: sender, digest: Self.hex(digest), size: message.payload.count,
+            configuration.receiptJournal?.willStore(sender: sender, digest: Self.hex(digest), size: message.byteCount,
                                                     name: message.file?.name, visit: visit)
         }
         do {
@@ -544,7 +545,7 @@ public final class Central: Sendable {
                 }
             }
             emit(.received(
-                MessageSummary(sequence: sequence, byteCount: message.payload.count,
+                MessageSummary(sequence: sequence, byteCount: message.byteCount,
                                format: assembly.isSecure ? .secure : message.format == .framed ? .framed : .compat,
                                sha256: message.digest.map(Self.hex), duration: duration, ordering: ordering,
                                peerKey: assembly.authenticatedSender, fileName: message.file?.name,
@@ -559,7 +560,9 @@ public final class Central: Sendable {
     /// The checkpoint lookup a secure session makes on each HEADER (nil: no spool).
     private static func heldPrefix(in spool: ResumeSpool?) -> SecureReceiverSession.HeldPrefix? {
         guard let spool else { return nil }
-        return { key, header in ResumeSpool.checkpoints(header) ? spool.heldPrefix(sender: key, header: header) : [] }
+        return { key, header in
+            ResumeSpool.checkpoints(header) ? spool.heldPrefixFile(sender: key, header: header) : MessagePayload([])
+        }
     }
 
     /// `Device1.Connect`, retrying transient failures with back-off.

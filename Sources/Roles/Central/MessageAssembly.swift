@@ -369,8 +369,9 @@ package struct MessageAssembly: Sendable {
                         resumeSpool?.remove(sender: senderKey, header: header)
                     }
                     var message = ReceivedMessage(
-                        payload: payload, format: .framed,
-                        header: FramedHeader(session: receiver.sentHello?.session ?? SessionID(rawValue: 0), payload: payload))
+                        body: payload, format: .framed,
+                        header: FramedHeader(session: receiver.sentHello?.session ?? SessionID(rawValue: 0),
+                                             payloadLength: payload.count, digest: header.digest))
                     message.authenticatedSender = authenticatedSender?.keyLine
                     message.file = header.metadata.map {
                         SentFileAttributes(name: $0.name, modificationSeconds: $0.modificationSeconds,

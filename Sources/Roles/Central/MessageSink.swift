@@ -15,9 +15,16 @@ public protocol MessageSink: Sendable {
     /// nil when it can. Asked before and while a message arrives, so that what cannot be
     /// stored is refused while its sender still has it (no ACK is written).
     func admissionRefusal(byteCount: Int) -> StorageRefusal?
+
+    /// Where a framed message's bytes are written as they come, so that storing it is a link
+    /// and its size costs no memory (a directory sink: a partial file in the directory); nil
+    /// holds messages in memory, bounded by `--max-size`.
+    var partialPayloadStore: (any PartialPayloadStore)? { get }
 }
 
 extension MessageSink {
+    public var partialPayloadStore: (any PartialPayloadStore)? { nil }
+
     /// Sinks without a bound (standard output, memory) take anything up to `--max-size`.
     public func admissionRefusal(byteCount: Int) -> StorageRefusal? { nil }
 }

@@ -34,6 +34,8 @@ public struct OutputDirectorySink: MessageSink {
         directory.refusal(for: byteCount, limits: limits)
     }
 
+    public var partialPayloadStore: (any PartialPayloadStore)? { directory.partialFiles() }
+
     static func fileName(sequence: Int, isText: Bool, date: Date) -> String {
         let formatter = DateFormatter()
         formatter.locale = Locale(identifier: "en_US_POSIX")
@@ -60,10 +62,10 @@ extension OutputDirectory {
         }
         let prefix = folder.flatMap(Self.sanitizedFileName).map { $0 + "/" } ?? ""
         do {
-            return try store(message.payload, baseName: prefix + (sent ?? generatedName), sender: message.authenticatedSender,
+            return try store(message.body, baseName: prefix + (sent ?? generatedName), sender: message.authenticatedSender,
                              modificationTime: modified)
         } catch .nameRefused where sent != nil, .noFreeName where sent != nil {
-            return try store(message.payload, baseName: prefix + generatedName, sender: message.authenticatedSender,
+            return try store(message.body, baseName: prefix + generatedName, sender: message.authenticatedSender,
                              modificationTime: modified)
         }
     }

@@ -38,12 +38,11 @@ public enum OptionValidation {
     /// The shortest: a millisecond (durations are kept in milliseconds).
     public static let minimumSeconds: Double = 0.001
 
-    /// The largest message any machine is allowed to accept, whatever its memory: a message is
-    /// held whole in memory before it is verified and written, and the framed header counts
-    /// lengths in 64 bits, so this keeps every sum far from overflow.
+    /// The largest message any machine holds in memory, whatever its memory (one going to
+    /// standard output or coming in Apple's flow is held whole before it is written).
     public static let hardMaximumMessageSize = 4 << 30
 
-    /// The largest `--max-size` this machine can hold: a quarter of its physical memory (the
+    /// The largest message this machine holds in memory: a quarter of its physical memory (the
     /// message is held once while it arrives, once more while written), at most
     /// `hardMaximumMessageSize`.
     public static func maximumMessageSize(physicalMemory: UInt64 = ProcessInfo.processInfo.physicalMemory) -> Int {
@@ -73,15 +72,17 @@ public enum OptionValidation {
         return value
     }
 
-    /// `--max-size`: positive, and no larger than this machine can hold.
-    public static func maximumMessageSizeOption(_ value: Int,
-                                                physicalMemory: UInt64 = ProcessInfo.processInfo.physicalMemory)
-        throws(InvalidOption) -> Int
-    {
-        let ceiling = maximumMessageSize(physicalMemory: physicalMemory)
-        return try byteCount(value, option: "--max-size", maximum: ceiling,
-                             why: "a message is held in memory: at most a quarter of this machine's \(physicalMemory >> 20)M, at most 4G")
+    /// `--max-size`: positive, at most a pebibyte. A message written to disk as it comes (a
+    /// directory receiver's framed messages, a sender's file) may be that large; one held in
+    /// memory (standard output, Apple's flow) is bounded by ``maximumMessageSize(physicalMemory:)``
+    /// whatever this says (``ReceiverOptions/limits``).
+    public static func maximumMessageSizeOption(_ value: Int) throws(InvalidOption) -> Int {
+        try byteCount(value, option: "--max-size", maximum: largestStoredMessageSize,
+                      why: "a message's size must fit a file")
     }
+
+    /// 1 PiB: beyond any disk a receiver has, and far from overflowing the sums of offsets.
+    public static let largestStoredMessageSize = 1 << 50
 
     /// A count option (messages, files): from `minimum` to a billion.
     public static func count(_ value: Int, option: String, minimum: Int = 1) throws(InvalidOption) -> Int {

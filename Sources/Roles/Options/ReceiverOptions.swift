@@ -48,9 +48,12 @@ public struct ReceiverOptions: Sendable {
         if let quotaFiles { _ = try OptionValidation.count(quotaFiles, option: "--quota-files") }
     }
 
-    /// The message size limits `--max-size` sets.
+    /// The message size limits `--max-size` sets: that many bytes on disk (a directory
+    /// receiver's framed messages), and in memory no more than this machine can hold.
     public var limits: TransferLimits {
-        maximumSize.map { TransferLimits(maximumMessageSize: $0) } ?? .default
+        guard let maximumSize else { return .default }
+        return TransferLimits(maximumMessageSize: min(maximumSize, OptionValidation.maximumMessageSize()),
+                              maximumStoredMessageSize: maximumSize)
     }
 
     /// The storage bounds of directory output.

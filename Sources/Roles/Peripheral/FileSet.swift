@@ -33,8 +33,9 @@ public struct FileSet: Sendable, Equatable {
     /// The longest name the wire carries (``FileMetadata``), in bytes of UTF-8.
     public static let maximumNameBytes = 255
 
-    /// Walks `paths`. Throws a one-line failure (exit 66, or 65 for a file over `limit` bytes)
-    /// for a path that cannot be read at all, a file over the limit, or no file at all.
+    /// Walks `paths`. Throws a one-line failure (exit 66) for a path that cannot be read at
+    /// all, or no file at all. A regular file of any size is sent from disk as it goes;
+    /// `limit` bounds what must be read into memory (a FIFO).
     public static func collect(_ paths: [String], limit: Int) throws(MessageInput.Failure) -> FileSet {
         var set = FileSet(entries: [], notes: [])
         for path in paths {
@@ -98,9 +99,6 @@ public struct FileSet: Sendable, Equatable {
     }
 
     private mutating func add(path: String, components: [String], status: stat, limit: Int) throws(MessageInput.Failure) {
-        if status.st_mode & S_IFMT == S_IFREG && Int(status.st_size) > limit {
-            throw Self.failure(.dataError, "'\(path)' is too large (\(status.st_size) bytes): the limit is \(limit) bytes")
-        }
         guard entries.count < Self.maximumCount else {
             throw Self.failure(.usage, "more than \(Self.maximumCount) files: send them in several runs")
         }
@@ -182,7 +180,7 @@ public actor FileSetSource: MessageSource {
                 SentFileAttributes(name: entry.name, modificationSeconds: $0.modificationSeconds,
                                    modificationNanoseconds: $0.modificationNanoseconds)
             }
-            let message = OutgoingMessage(payload: read.payload, file: file)
+            let message = OutgoingMessage(body: read.body, digest: read.digest, file: file)
             loaded[position] = message
             return message
         } catch {

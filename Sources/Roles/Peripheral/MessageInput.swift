@@ -49,6 +49,10 @@ public enum MessageInput: Sendable, Equatable {
             bytes = Array(text.utf8)
             if bytes.count > limit { throw Self.tooLarge(bytes.count, limit: limit, what: "the message") }
         case .file(let path):
+            var named = stat()
+            if stat(path, &named) == 0, named.st_mode & S_IFMT == S_IFREG {
+                return try Self.streamedFile(path, allowEmpty: allowEmpty, sendsName: sendsName, source: sourceDescription)
+            }
             let status: stat?
             (bytes, status) = try Self.readFile(path, limit: limit)
             if sendsName, let status, (status.st_mode & S_IFMT) == S_IFREG,
@@ -76,6 +80,27 @@ public enum MessageInput: Sendable, Equatable {
         case .file(let path): "'\(path)'"
         case .standardInput: "standard input"
         }
+    }
+
+    /// A regular file, sent from disk as it goes (any size, constant memory; its SHA-256 is
+    /// taken first, in one pass over it).
+    private static func streamedFile(_ path: String, allowEmpty: Bool, sendsName: Bool,
+                                     source: String) throws(Failure) -> OutgoingMessage {
+        let message: OutgoingMessage
+        let status: stat
+        do {
+            (message, status) = try OutgoingMessage.ofFile(at: path)
+        } catch {
+            throw Failure(kind: .noInput, userMessage: error.description)
+        }
+        if message.byteCount == 0 && !allowEmpty {
+            throw Failure(kind: .dataError, userMessage:
+                "the message is empty (\(source) gave 0 bytes); pass --allow-empty to send an empty message")
+        }
+        guard sendsName, let name = FilePath(path).lastComponent?.string else { return message }
+        let file = SentFileAttributes(name: name, modificationSeconds: Int64(status.st_mtim.tv_sec),
+                                      modificationNanoseconds: UInt32(clamping: status.st_mtim.tv_nsec))
+        return OutgoingMessage(body: message.body, digest: message.digest, file: file)
     }
 
     /// The bytes and, when `fstat` worked, the status of the file they were read from (the

@@ -438,9 +438,9 @@ actor SubscriptionServer {
         var subscription = Subscription(
             id: id, device: device, peer: peer, message: message, sequence: sequence, format: format,
             header: header, channel: channel, startedAt: .now, sessionStartedAt: .now, usesSocket: usesSocket,
-            meter: ProgressMeter(totalBytes: message.payload.count),
+            meter: ProgressMeter(totalBytes: message.byteCount),
             delivery: SubscriptionDelivery(format: format, version2: version2, confirmsIndications: indications,
-                                           totalBytes: message.payload.count, limits: limits),
+                                           totalBytes: message.byteCount, limits: limits),
             secureWrites: secureWrites, writeInbox: writeInbox, overChannel: overChannel)
         emitEvent(overChannel ? .subscribed(peer, mtu: valueLength, format: format, transport: .l2cap)
                               : .subscribed(peer, mtu: valueLength + 3, format: format))
@@ -484,7 +484,7 @@ actor SubscriptionServer {
             : "at least \(configuration.minimumTransferRate) bytes/s"
         let actions = subscription.delivery.begin(
             transferDeadline: limit,
-            reason: "it did not take the \(subscription.message.payload.count)-byte message within \(Self.describe(limit)) (\(pace), --min-rate)")
+            reason: "it did not take the \(subscription.message.byteCount)-byte message within \(Self.describe(limit)) (\(pace), --min-rate)")
         perform(actions, on: &subscription)
     }
 
@@ -589,6 +589,8 @@ actor SubscriptionServer {
                 }
                 await server.progressed(id, bytesSent: sender.bytesSent, finished: sender.isFinished)
             }
+            // The file failed or shrank while sent: no `EOM`, so the central keeps nothing.
+            if let failure = sender.readFailure { throw failure }
             try await channel.drain()
             await server.endOfMessageWritten(id)
         } catch {
@@ -608,7 +610,7 @@ actor SubscriptionServer {
         let now = ContinuousClock.now
         subscription.meter.record(bytesSoFar: bytesSent, at: now - subscription.startedAt)
         let due = subscription.lastProgressEvent.map { now - $0 >= configuration.progressInterval } ?? true
-        let isLast = bytesSent == subscription.message.payload.count && subscription.lastProgressBytes != bytesSent
+        let isLast = bytesSent == subscription.message.byteCount && subscription.lastProgressBytes != bytesSent
         if due || isLast {
             subscription.lastProgressEvent = now
             subscription.lastProgressBytes = bytesSent
@@ -695,7 +697,7 @@ actor SubscriptionServer {
 
     private func summary(of subscription: inout Subscription) -> MessageSummary {
         MessageSummary(
-            sequence: subscription.sequence, byteCount: subscription.message.payload.count, format: subscription.format,
+            sequence: subscription.sequence, byteCount: subscription.message.byteCount, format: subscription.format,
             sha256: subscription.message.digest.map { byte in
                 let hex = String(byte, radix: 16)
                 return byte < 16 ? "0" + hex : hex
@@ -724,7 +726,7 @@ extension SubscriptionServer {
         do {
             session = try SecureSenderSession(
                 identity: policy.identity, authorizedPeers: policy.authorizedPeers.allowed(for: message), hello: hello,
-                payload: message.payload, digest: message.digest,
+                payload: message.body, digest: message.digest,
                 metadata: Self.fileMetadata(message.file), maximumValueLength: valueLength, wantsMulti: wantsMulti,
                 overChannel: overChannel)
         } catch {
@@ -736,7 +738,7 @@ extension SubscriptionServer {
         return begin(channel: channel, device: device, message: message, sequence: sequence,
                      format: session.isSecure ? .secure : .framed, version2: true,
                      header: nil, valueLength: valueLength,
-                     valueCount: SecureSenderSession.estimatedValueCount(payloadLength: message.payload.count,
+                     valueCount: SecureSenderSession.estimatedValueCount(payloadLength: message.byteCount,
                                                                          maximumValueLength: valueLength,
                                                                          overChannel: overChannel),
                      usesSocket: usesSocket, indications: indications, secureWrites: writesContinuation,
@@ -816,18 +818,18 @@ extension SubscriptionServer {
         ongoing.timers = [:]
         ongoing.delivery = SubscriptionDelivery(format: ongoing.format, version2: true,
                                                 confirmsIndications: ongoing.confirmations != nil,
-                                                totalBytes: next.message.payload.count, limits: ongoing.delivery.limits)
+                                                totalBytes: next.message.byteCount, limits: ongoing.delivery.limits)
         ongoing.message = next.message
         ongoing.sequence = next.sequence
         ongoing.startedAt = .now
-        ongoing.meter = ProgressMeter(totalBytes: next.message.payload.count)
+        ongoing.meter = ProgressMeter(totalBytes: next.message.byteCount)
         ongoing.lastProgressEvent = nil
         ongoing.lastProgressBytes = nil
         ongoing.resumedFrom = nil
         let valueLength = ongoing.overChannel
             ? min(ongoing.channel.maximumValueLength, SequencedStream.channelValueLengths.upperBound)
             : ongoing.channel.maximumValueLength
-        let values = SecureSenderSession.estimatedValueCount(payloadLength: next.message.payload.count,
+        let values = SecureSenderSession.estimatedValueCount(payloadLength: next.message.byteCount,
                                                              maximumValueLength: valueLength,
                                                              overChannel: ongoing.overChannel)
         let hangUp = ongoing.delivery.hangUpReason
@@ -1033,7 +1035,7 @@ extension SubscriptionServer {
                     if centralClosed {
                         continue
                     } else if let next {
-                        try session.sendNext(payload: next.payload, digest: next.digest,
+                        try session.sendNext(payload: next.body, digest: next.digest,
                                              metadata: fileMetadata(next.file))
                     } else {
                         try session.finish()
@@ -1067,6 +1069,7 @@ extension SubscriptionServer {
                     }
                 }
                 if session.endOfMessageSent { break }
+                if let failure = session.localFailure { throw failure }
                 if session.state == .awaitingAck, endWritten != session.currentMessageNumber {
                     // The stream pauses for this message's ACK: with its END handed over (the
                     // socket's small buffer keeps that close to what bluetoothd took), the ACK
@@ -1080,7 +1083,7 @@ extension SubscriptionServer {
                 if session.acceptsNextBeforeAck, askedUpcoming != session.currentMessageNumber {
                     askedUpcoming = session.currentMessageNumber
                     if let upcoming = await server.secureUpcoming(id) {
-                        try session.sendNext(payload: upcoming.payload, digest: upcoming.digest,
+                        try session.sendNext(payload: upcoming.body, digest: upcoming.digest,
                                              metadata: fileMetadata(upcoming.file))
                         pipelined = (upcoming, session.currentMessageNumber)
                         continue

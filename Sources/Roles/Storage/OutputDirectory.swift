@@ -5,6 +5,7 @@ import CFileAttributes
 import DaemonSupport
 import Foundation
 import SystemPackage
+import Transfer
 
 /// A directory that receives messages, one file each, atomically and without ever replacing a
 /// file: the payload goes to a hidden partial file first, is flushed to disk, and only then
@@ -84,42 +85,51 @@ public struct OutputDirectory: Sendable {
     @discardableResult
     public func store(_ payload: some Collection<UInt8>, baseName: String,
                       sender: String? = nil, modificationTime: timespec? = nil) throws(OutputDirectoryError) -> FilePath {
-        let partial = path.appending(Self.partialPrefix + UUID().uuidString)
-        do {
-            let fd = try FileDescriptor.open(
-                partial, .writeOnly, options: [.create, .exclusiveCreate, .closeOnExec],
-                permissions: [.ownerReadWrite, .groupRead, .otherRead])
+        try store(MessagePayload(Array(payload)), baseName: baseName, sender: sender, modificationTime: modificationTime)
+    }
+
+    /// Stores `payload` as ``store(_:baseName:sender:modificationTime:)`` does. A payload that
+    /// came into one of this directory's partial files (``partialFiles(from:)``) is linked to
+    /// its name where it lies: no copy, whatever its size.
+    @discardableResult
+    public func store(_ payload: MessagePayload, baseName: String,
+                      sender: String? = nil, modificationTime: timespec? = nil) throws(OutputDirectoryError) -> FilePath {
+        let partial: FilePath
+        // Keeps the partial file open (and, released, removes its partial name) until linked.
+        var received: PayloadFile?
+        if let file = payload.file, isPartialFile(file) {
+            received = file
+            partial = FilePath(file.path)
             do {
-                try fd.closeAfter {
-                    _ = try fd.writeAll(payload)
-                    if let sender {
-                        // Best effort: tmpfs before Linux 6.6 and some mounts have no user
-                        // xattrs; the event and the log line still name the sender.
-                        _ = Array(sender.utf8).withUnsafeBytes { bytes in
-                            fsetxattr(fd.rawValue, Self.senderAttribute, bytes.baseAddress, bytes.count, 0)
-                        }
-                    }
-                    if let modificationTime {
-                        // The access time stays the arrival time; only the mtime is the sender's.
-                        // Best effort: a file system that cannot hold the time (FAT before 1980)
-                        // must not cost the message; it keeps its arrival time.
-                        let times = [timespec(tv_sec: 0, tv_nsec: Self.timeOmitted), modificationTime]
-                        _ = futimens(fd.rawValue, times)
-                    }
-                    // Data must be on disk before the name appears, or a crash could leave a
-                    // complete-looking name over an empty file.
-                    guard fsync(fd.rawValue) == 0 else { throw Errno(rawValue: errno) }
-                }
+                try Self.finish(file.descriptor, sender: sender, modificationTime: modificationTime)
             } catch {
-                _ = unlink(partial.string)
-                throw error
+                throw .writeFailed(path.string, error)
             }
-        } catch let error as Errno {
-            throw .writeFailed(path.string, error)
-        } catch {
-            throw .writeFailed(path.string, .ioError)
+        } else {
+            partial = path.appending(Self.partialPrefix + UUID().uuidString)
+            do {
+                let fd = try FileDescriptor.open(
+                    partial, .writeOnly, options: [.create, .exclusiveCreate, .closeOnExec],
+                    permissions: [.ownerReadWrite, .groupRead, .otherRead])
+                do {
+                    try fd.closeAfter {
+                        try Self.write(payload, to: fd)
+                        try Self.finish(fd.rawValue, sender: sender, modificationTime: modificationTime)
+                    }
+                } catch {
+                    _ = unlink(partial.string)
+                    throw error
+                }
+            } catch let error as Errno {
+                throw .writeFailed(path.string, error)
+            } catch {
+                throw .writeFailed(path.string, .ioError)
+            }
         }
-        defer { _ = unlink(partial.string) }
+        defer {
+            if received == nil { _ = unlink(partial.string) }
+            received = nil
+        }
 
         let (directories, fileName) = Self.sanitizedRelativePath(baseName)
         let safeBase = fileName ?? "message"
@@ -137,6 +147,72 @@ public struct OutputDirectory: Sendable {
             if error != .fileExists { throw .writeFailed(path.string, error) }
         }
         throw .noFreeName(path.string, safeBase)
+    }
+
+    /// Writes a payload to a new file, piece by piece when it is read from a file.
+    private static func write(_ payload: MessagePayload, to fd: FileDescriptor) throws {
+        guard payload.file != nil else {
+            _ = try fd.writeAll(payload.loadedBytes())
+            return
+        }
+        var offset = 0
+        while offset < payload.count {
+            let piece = try payload.bytes(in: offset..<min(payload.count, offset + (1 << 20)))
+            _ = try fd.writeAll(piece)
+            offset += piece.count
+        }
+    }
+
+    /// The sender's key and modification time, then the data on disk: before the name appears,
+    /// or a crash could leave a complete-looking name over an empty file.
+    private static func finish(_ fd: Int32, sender: String?, modificationTime: timespec?) throws(Errno) {
+        if let sender {
+            // Best effort: tmpfs before Linux 6.6 and some mounts have no user
+            // xattrs; the event and the log line still name the sender.
+            _ = Array(sender.utf8).withUnsafeBytes { bytes in
+                fsetxattr(fd, Self.senderAttribute, bytes.baseAddress, bytes.count, 0)
+            }
+        }
+        if let modificationTime {
+            // The access time stays the arrival time; only the mtime is the sender's.
+            // Best effort: a file system that cannot hold the time (FAT before 1980)
+            // must not cost the message; it keeps its arrival time.
+            let times = [timespec(tv_sec: 0, tv_nsec: Self.timeOmitted), modificationTime]
+            _ = futimens(fd, times)
+        }
+        guard fsync(fd) == 0 else { throw Errno(rawValue: errno) }
+    }
+
+    /// A partial file this directory made for a message coming in.
+    private func isPartialFile(_ file: PayloadFile) -> Bool {
+        let candidate = FilePath(file.path)
+        return file.removesPathWhenReleased && candidate.removingLastComponent() == path
+            && candidate.lastComponent?.string.hasPrefix(Self.partialPrefix) == true
+    }
+
+    /// Partial files in this directory for framed messages of at least `threshold` bytes:
+    /// they are written as they come and linked to their names once verified. Smaller ones
+    /// stay in memory (a file costs a flush either way; memory is the faster of the two).
+    public func partialFiles(from threshold: UInt64 = OutputDirectory.partialFileThreshold) -> any PartialPayloadStore {
+        PartialFiles(directory: path, threshold: threshold)
+    }
+
+    /// Messages from 256 KiB up come into a partial file, not memory.
+    public static let partialFileThreshold: UInt64 = 256 * 1024
+
+    private struct PartialFiles: PartialPayloadStore {
+        let directory: FilePath
+        let threshold: UInt64
+
+        func makePartialFile(length: UInt64) throws(PayloadReadError) -> PayloadFile? {
+            guard length >= threshold else { return nil }
+            let partial = directory.appending(OutputDirectory.partialPrefix + UUID().uuidString).string
+            let fd = open(partial, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+            guard fd >= 0 else {
+                throw PayloadReadError("cannot create a partial file in '\(directory.string)': \(Errno(rawValue: errno))")
+            }
+            return PayloadFile(descriptor: fd, path: partial, removesPathWhenReleased: true)
+        }
     }
 
     /// The most directories a received path may nest; deeper ones are not created (the file

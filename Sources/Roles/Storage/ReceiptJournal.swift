@@ -150,8 +150,10 @@ public final class ReceiptJournal: Sendable {
         var status = stat()
         guard lstat(path, &status) == 0, status.st_mode & S_IFMT == S_IFREG, Int(status.st_size) == size else { return false }
         guard checkDigest else { return true }
-        guard let data = FileManager.default.contents(atPath: path) else { return false }
-        return FramedHeader.sha256(Array(data)).map { String(format: "%02x", $0) }.joined() == digest
+        // Read in pieces: a stored file may be far larger than memory.
+        guard let (file, _) = try? PayloadFile.openForReading(path),
+              let sha256 = try? MessagePayload(file: file, count: size).sha256() else { return false }
+        return sha256.map { String(format: "%02x", $0) }.joined() == digest
     }
 
     private func update(_ change: (inout [Entry]) -> Void) {

@@ -4,6 +4,7 @@ import Glibc
 import Foundation
 import Synchronization
 import SystemPackage
+import Transfer
 import Trust
 
 /// The receiver's private store of unfinished secure messages (docs/wire-v2.md section 5): for
@@ -119,6 +120,23 @@ public final class ResumeSpool: Sendable {
                 return []
             }
             return Array(data)
+        }
+    }
+
+    /// The bytes held for this message as an open file, read in pieces (empty: no entry);
+    /// a stale or oversized entry is removed instead.
+    public func heldPrefixFile(sender: PeerKey?, header: MessageHeader) -> MessagePayload {
+        lock.withLock { _ in
+            let path = path(sender: sender, header: header)
+            let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+            guard descriptor >= 0 else { return MessagePayload([]) }
+            var info = stat()
+            guard fstat(descriptor, &info) == 0, UInt64(info.st_size) <= header.payloadLength else {
+                _ = close(descriptor)
+                unlink(path)
+                return MessagePayload([])
+            }
+            return MessagePayload(file: PayloadFile(descriptor: descriptor, path: path), count: Int(info.st_size))
         }
     }
 

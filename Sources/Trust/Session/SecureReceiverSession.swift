@@ -1,3 +1,4 @@
+import Transfer
 import Crypto
 
 /// Central side (Noise responder) of one version-2 secure session carrying one message, or with
@@ -39,7 +40,7 @@ public struct SecureReceiverSession: Sendable {
         case header(MessageHeader)
         case progress(bytesReceived: Int)
         /// END verified: length and SHA-256 match the HEADER.
-        case complete(payload: [UInt8], header: MessageHeader)
+        case complete(payload: MessagePayload, header: MessageHeader)
         /// The sender's CLOSE: no more messages in this session.
         case closed(reason: UInt8)
         /// The bare `EOM` value, once every value before it arrived.
@@ -56,7 +57,7 @@ public struct SecureReceiverSession: Sendable {
 
     /// The bytes a checkpoint holds for this sender and message (empty: none). The key is nil
     /// in the plain mode: the sender is not authenticated.
-    public typealias HeldPrefix = @Sendable (PeerKey?, MessageHeader) -> [UInt8]
+    public typealias HeldPrefix = @Sendable (PeerKey?, MessageHeader) -> MessagePayload
 
     private enum Phase: Sendable, Equatable {
         case awaitingPrefix, awaitingMessage1, awaitingMessage3, awaitingHeader, receivingData, awaitingClose, closed
@@ -82,7 +83,10 @@ public struct SecureReceiverSession: Sendable {
     private var sealer: RecordSealer?
     private var writer: SequencedStreamWriter
     private var header: MessageHeader?
-    private var payload: [UInt8] = []
+    /// The message under way: in memory, or in a partial file from `partialStore`.
+    private var payload = IncomingPayload(file: nil, expectedLength: 0)
+    /// Where a message's bytes go when they should not be held in memory (nil: memory).
+    private let partialStore: (any PartialPayloadStore)?
     /// Messages verified (`.complete`) and not yet acknowledged, oldest first: at most one,
     /// or two with `pipeline` (the next message may arrive while the last one is stored).
     private var pendingAcks: [MessageHeader] = []
@@ -103,8 +107,10 @@ public struct SecureReceiverSession: Sendable {
     ///   - maximumWriteLength: ATT MTU − 3 for our writes (brought within 20...512).
     public init(
         identity: HostIdentity, authorizedPeers: AuthorizedPeers, hello: HelloV2,
-        maximumPayloadLength: Int, maximumWriteLength: Int, heldPrefix: HeldPrefix? = nil
+        maximumPayloadLength: Int, maximumWriteLength: Int, heldPrefix: HeldPrefix? = nil,
+        partialStore: (any PartialPayloadStore)? = nil
     ) {
+        self.partialStore = partialStore
         let trust = (identity: identity, authorizedPeers: authorizedPeers)
         self.heldPrefix = heldPrefix
         self.trust = trust
@@ -218,7 +224,7 @@ public struct SecureReceiverSession: Sendable {
 
     private mutating func fail(_ error: SecureSessionError) {
         failure = error
-        payload = []
+        payload = IncomingPayload(file: nil, expectedLength: 0)
     }
 
     private mutating func endOfStreamIfDone() -> [Event] {
@@ -323,9 +329,20 @@ public struct SecureReceiverSession: Sendable {
     }
 
     /// Takes `held` as the message's first bytes and writes the sealed RESUME at once.
-    private mutating func resume(_ announced: MessageHeader, holding held: [UInt8]) throws(SecureSessionError) -> [Event] {
+    private mutating func resume(_ announced: MessageHeader, holding held: MessagePayload) throws(SecureSessionError) -> [Event] {
         let writes = try sealAndDrain(.resume(message: announced.message, offset: UInt64(held.count)))
-        payload = held
+        // In pieces: a checkpoint in a file is copied, never held whole.
+        var offset = 0
+        while offset < held.count {
+            let piece: [UInt8]
+            do {
+                piece = try held.bytes(in: offset..<min(held.count, offset + (1 << 20)))
+            } catch {
+                throw .storageFailed(error.description)
+            }
+            try append(piece)
+            offset += piece.count
+        }
         resumeOffset = held.count
         reportedHeld = held.count
         return writes.map(Event.write) + [.resumed(offset: held.count), .progress(bytesReceived: payload.count)]
@@ -356,9 +373,19 @@ public struct SecureReceiverSession: Sendable {
         writer.flush()
         writes = writer.drain()
         failure = .digestMismatch
-        payload = []
+        payload = IncomingPayload(file: nil, expectedLength: 0)
         phase = .closed
         return writes.map(Event.write) + [.refusedDigestMismatch(header)]
+    }
+
+    /// Bytes of the message under way, in order; a partial file that cannot take them ends
+    /// the session (`.storageFailed`): nothing of the message is acknowledged.
+    private mutating func append(_ bytes: [UInt8]) throws(SecureSessionError) {
+        do {
+            try payload.append(bytes)
+        } catch {
+            throw .storageFailed(error.description)
+        }
     }
 
     private mutating func open(_ frame: Frame) throws(SecureSessionError) -> RecordMessage {
@@ -387,8 +414,13 @@ public struct SecureReceiverSession: Sendable {
             senderNextOffset = 0
             resumeOffset = nil
             reportedHeld = 0
-            payload = []
-            payload.reserveCapacity(Int(announced.payloadLength))
+            let file: PayloadFile?
+            do {
+                file = try partialStore?.makePartialFile(length: announced.payloadLength)
+            } catch {
+                throw .storageFailed(error.description)
+            }
+            payload = IncomingPayload(file: file, expectedLength: Int(clamping: announced.payloadLength))
             phase = .receivingData
             var events: [Event] = [.header(announced)]
             // The plain mode keys checkpoints by no sender (nil): the SHA-256 at END decides.
@@ -417,7 +449,7 @@ public struct SecureReceiverSession: Sendable {
             guard skip < bytes.count else { return [] }
             let fresh = Array(bytes[skip...])
             let appendedAt = payload.count
-            payload += fresh
+            try append(fresh)
             var events: [Event] = []
             if chosen.contains(.resume) { events.append(.appended(offset: appendedAt, bytes: fresh)) }
             events.append(.progress(bytesReceived: payload.count))
@@ -433,7 +465,7 @@ public struct SecureReceiverSession: Sendable {
                 throw .protocolViolation("END of message \(number), message \(header?.message ?? 0) expected")
             }
             guard totalBytes == header.payloadLength, UInt64(payload.count) == totalBytes,
-                Array(SHA256.hash(data: payload)) == header.digest
+                payload.digest == header.digest
             else {
                 guard resumeOffset != nil else { throw .digestMismatch }
                 return try refuseResumedMessage(header)
@@ -447,8 +479,8 @@ public struct SecureReceiverSession: Sendable {
             } else {
                 phase = .awaitingClose
             }
-            let completed = payload
-            payload = []
+            let completed = payload.payload
+            payload = IncomingPayload(file: nil, expectedLength: 0)
             return [.complete(payload: completed, header: header)]
         case (.awaitingClose, .close(let reason)):
             phase = .closed

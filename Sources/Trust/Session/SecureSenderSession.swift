@@ -1,3 +1,4 @@
+import Transfer
 import Crypto
 
 /// Peripheral side (the data holder, Noise initiator) of one version-2 secure session carrying
@@ -71,7 +72,7 @@ public struct SecureSenderSession: Sendable {
     public private(set) var endOfMessageSent = false
 
     private let authorizedPeers: AuthorizedPeers
-    private var payload: [UInt8]
+    private var payload: MessagePayload
     private var header: MessageHeader
     /// `multi` was chosen: the stream pauses after each END for its ACK, and the caller
     /// decides what follows (`sendNext`, `finish`).
@@ -119,7 +120,7 @@ public struct SecureSenderSession: Sendable {
     /// - Throws: `.notSecure` if `hello` does not offer `secure`.
     public init(
         identity: HostIdentity, authorizedPeers: AuthorizedPeers, hello: HelloV2,
-        payload: [UInt8], digest: [UInt8], metadata: FileMetadata?,
+        payload: MessagePayload, digest: [UInt8], metadata: FileMetadata?,
         maximumValueLength: Int, wantsMulti: Bool = false, acceptsResume: Bool = true, acceptsWindow: Bool = true,
         overChannel: Bool = false
     ) throws(SecureSessionError) {
@@ -133,7 +134,7 @@ public struct SecureSenderSession: Sendable {
     /// that numbers wrongly).
     init(
         identity: HostIdentity, authorizedPeers: AuthorizedPeers, hello: HelloV2,
-        payload: [UInt8], digest: [UInt8], metadata: FileMetadata?,
+        payload: MessagePayload, digest: [UInt8], metadata: FileMetadata?,
         maximumValueLength: Int, wantsMulti: Bool, acceptsResume: Bool = true, acceptsWindow: Bool = true,
         overChannel: Bool = false, firstMessageNumber: UInt32
     ) throws(SecureSessionError) {
@@ -175,6 +176,11 @@ public struct SecureSenderSession: Sendable {
             throw SecureSessionError(error)
         }
         self.handshake = handshake
+    }
+
+    /// Why the session failed on this side (the payload's file could not be read), once it has.
+    public var localFailure: SecureSessionError? {
+        if case .payloadUnreadable = failure { failure } else { nil }
     }
 
     /// The session runs in the secure mode (keys, handshake, sealed records).
@@ -219,7 +225,7 @@ public struct SecureSenderSession: Sendable {
     /// Multi: after `.acknowledged` (or, with `pipeline`, while `acceptsNextBeforeAck`), the
     /// next message of this session (number + 1), sent right away. Its payload bytes are
     /// counted from 0 again (`payloadBytesSent`).
-    public mutating func sendNext(payload: [UInt8], digest: [UInt8], metadata: FileMetadata?) throws(SecureSessionError) {
+    public mutating func sendNext(payload: MessagePayload, digest: [UInt8], metadata: FileMetadata?) throws(SecureSessionError) {
         guard carriesSeveralMessages else { throw .protocolViolation("a next message, but multi was not chosen") }
         let pipelined = acceptsNextBeforeAck
         guard state == .acknowledged || pipelined, failure == nil, nextRecord == .none, !closeSealed else {
@@ -457,7 +463,17 @@ public struct SecureSenderSession: Sendable {
                     return
                 }
                 let end = min(offset + RecordMessage.dataBytesPerRecord, payload.count)
-                record = .data(message: header.message, offset: UInt64(offset), bytes: Array(payload[offset..<end]))
+                let bytes: [UInt8]
+                do {
+                    bytes = try payload.bytes(in: offset..<end)
+                } catch {
+                    // The file changed or failed under us: nothing more goes out (the central
+                    // keeps nothing of a message without its END), and the caller says why.
+                    failure = .payloadUnreadable(error.description)
+                    state = .failed
+                    return
+                }
+                record = .data(message: header.message, offset: UInt64(offset), bytes: bytes)
                 payloadEnd = end
                 nextRecord = end == payload.count ? .end : .data(offset: end)
             case .end:
@@ -522,5 +538,37 @@ public struct SecureSenderSession: Sendable {
             + recordOverhead + 4 + 8  // END
             + recordOverhead + 1  // CLOSE
         return (first + piece - 1) / piece + 1 + (second + piece - 1) / piece + 1 + 1
+    }
+}
+
+extension SecureSenderSession {
+    /// A session for a payload held in memory.
+    public init(
+        identity: HostIdentity, authorizedPeers: AuthorizedPeers, hello: HelloV2,
+        payload: [UInt8], digest: [UInt8], metadata: FileMetadata?,
+        maximumValueLength: Int, wantsMulti: Bool = false, acceptsResume: Bool = true, acceptsWindow: Bool = true,
+        overChannel: Bool = false
+    ) throws(SecureSessionError) {
+        try self.init(identity: identity, authorizedPeers: authorizedPeers, hello: hello, payload: MessagePayload(payload),
+                      digest: digest, metadata: metadata, maximumValueLength: maximumValueLength,
+                      wantsMulti: wantsMulti, acceptsResume: acceptsResume, acceptsWindow: acceptsWindow,
+                      overChannel: overChannel)
+    }
+
+    init(
+        identity: HostIdentity, authorizedPeers: AuthorizedPeers, hello: HelloV2,
+        payload: [UInt8], digest: [UInt8], metadata: FileMetadata?,
+        maximumValueLength: Int, wantsMulti: Bool, acceptsResume: Bool = true, acceptsWindow: Bool = true,
+        overChannel: Bool = false, firstMessageNumber: UInt32
+    ) throws(SecureSessionError) {
+        try self.init(identity: identity, authorizedPeers: authorizedPeers, hello: hello, payload: MessagePayload(payload),
+                      digest: digest, metadata: metadata, maximumValueLength: maximumValueLength,
+                      wantsMulti: wantsMulti, acceptsResume: acceptsResume, acceptsWindow: acceptsWindow,
+                      overChannel: overChannel, firstMessageNumber: firstMessageNumber)
+    }
+
+    /// The next message, held in memory.
+    public mutating func sendNext(payload: [UInt8], digest: [UInt8], metadata: FileMetadata?) throws(SecureSessionError) {
+        try sendNext(payload: MessagePayload(payload), digest: digest, metadata: metadata)
     }
 }

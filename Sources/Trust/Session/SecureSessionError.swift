@@ -17,6 +17,10 @@ public enum SecureSessionError: Error, Sendable, Equatable, CustomStringConverti
     case digestMismatch
     /// The sequence-numbered values: a duplicate, one too far ahead, one too short...
     case streamFailed(String)
+    /// This side could not read the message's file (it shrank or failed while sent).
+    case payloadUnreadable(String)
+    /// This side could not keep the message's bytes (its partial file failed: disk full…).
+    case storageFailed(String)
 
     public var description: String {
         switch self {
@@ -29,6 +33,8 @@ public enum SecureSessionError: Error, Sendable, Equatable, CustomStringConverti
             return "message of \(announced) bytes announced, over the limit of \(limit) bytes"
         case .digestMismatch: return "message length or SHA-256 differ from its header"
         case .streamFailed(let reason): return "value stream broken: \(reason)"
+        case .payloadUnreadable(let reason): return "the message could not be read: \(reason)"
+        case .storageFailed(let reason): return "the message could not be kept: \(reason)"
         }
     }
 
