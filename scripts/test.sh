@@ -104,7 +104,7 @@ if [ -n "$crash_report" ]; then swift_failures=$(printf '%s\n%s' "$crash_report"
 if [ -x scripts/fuzz-transfer.sh ]; then
   stage "fuzzing the receiver's parser (bounded)"
   # Reuses the debug build above for swift-crypto's objects; the corpus lives with the logs.
-  FUZZ_SCRATCH="$PWD/.build" FUZZ_OUT="$out_dir/fuzz" FUZZ_SECONDS="${FUZZ_SECONDS:-30}" \
+  FUZZ_SCRATCH="$PWD/.build" FUZZ_OUT="$out_dir/fuzz" FUZZ_SECONDS="${FUZZ_SECONDS:-20}" \
       bash scripts/fuzz-transfer.sh 2>&1 | tail -n 15
   if [ "${PIPESTATUS[0]}" -eq 0 ]; then
     record fuzz 1 0
@@ -114,7 +114,7 @@ if [ -x scripts/fuzz-transfer.sh ]; then
 fi
 
 stage "fuzzing the handshake and record parsers (bounded)"
-FUZZ_SCRATCH="$PWD/.build" FUZZ_OUT="$out_dir/fuzz-trust" FUZZ_SECONDS="${FUZZ_SECONDS:-30}" \
+FUZZ_SCRATCH="$PWD/.build" FUZZ_OUT="$out_dir/fuzz-trust" FUZZ_SECONDS="${FUZZ_SECONDS:-20}" \
     bash scripts/fuzz/trust/fuzz-trust.sh 2>&1 | tail -n 8
 if [ "${PIPESTATUS[0]}" -eq 0 ]; then
   record fuzz-trust 1 0

@@ -20,8 +20,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from scenarios import Context, scenario, sha256  # noqa: E402
 
-# Six repetitions in the suite (CI time); LAB_STOCK_REPEAT=20 for a closer look.
-REPEAT = int(os.environ.get("LAB_STOCK_REPEAT", "6"))
+# Four repetitions in the suite (CI time); LAB_STOCK_REPEAT=20 for a closer look.
+REPEAT = int(os.environ.get("LAB_STOCK_REPEAT", "4"))
 
 
 def json_events(text: str, name: str) -> list[dict]:
