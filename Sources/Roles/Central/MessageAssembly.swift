@@ -64,6 +64,8 @@ package struct MessageAssembly: Sendable {
     private var secureAnnouncedLength: Int?
     private var secureBytesReceived = 0
     private var secureValuesReceived = 0
+    /// Version 2: a HEADER came and its message has not completed yet.
+    private var messageUnderWay = false
     /// Multi: payload bytes of the messages completed earlier in this session (for the rate).
     private var secureBytesOfEarlierMessages = 0
     /// Multi: when the current message's first value came (its duration counts from there).
@@ -217,6 +219,12 @@ package struct MessageAssembly: Sendable {
                 return .failed(.transient("\(reason) before sending anything: a sender that requires the secure mode "
                                           + "serves only hosts with keys ('bletransfer keygen', docs/trust.md)"))
             }
+            if mode == .version2, !messageUnderWay, (secure?.completedCount ?? 0) > 0, secure?.carriesSeveralMessages == true {
+                // Every message that began was stored and acknowledged: a sender that hangs up
+                // now (before its CLOSE, or with our last ACK on its way) loses nothing. The
+                // session is over, not failed: no abort, no back-off.
+                return .sessionEnded
+            }
             if mode != .version1 {
                 let kind = isSecure ? "secure" : "framed"
                 return .failed(.transient("\(reason) after \(bytesReceived) bytes of a \(kind) transfer"))
@@ -353,6 +361,7 @@ package struct MessageAssembly: Sendable {
                     finished = true
                     return .failed(.transient("the resumed message did not verify (SHA-256); its checkpoint is discarded and nothing kept"))
                 case .header(let header):
+                    messageUnderWay = true
                     currentHeader = header
                     highestHeaderNumber = max(highestHeaderNumber ?? 0, header.message)
                     resumedFrom = nil
@@ -364,6 +373,7 @@ package struct MessageAssembly: Sendable {
                     secureBytesReceived = bytes
                     progressed = true
                 case .complete(let payload, let header):
+                    messageUnderWay = false
                     // Verified: the central stores it next; its checkpoint is of no more use.
                     if senderKey != nil || !session.isSecure, ResumeSpool.checkpoints(header) {
                         resumeSpool?.remove(sender: senderKey, header: header)
