@@ -34,6 +34,8 @@ public struct MessageSender: Sendable {
 
     private let encodedHeader: [UInt8]
     private let payload: MessagePayload
+    /// Reads the payload as the values go: one read per window for a payload in a file.
+    private var reader: PayloadWindowReader
     /// The payload's file could not be read: the values stopped before `EOM` (the receiver
     /// keeps nothing of a message without its end), and this says why.
     public private(set) var readFailure: PayloadReadError?
@@ -73,6 +75,7 @@ public struct MessageSender: Sendable {
         self.header = header
         self.encodedHeader = encodedHeader
         self.payload = payload
+        self.reader = PayloadWindowReader(payload)
         self.maximumValueLength = valueLength
         self.streamLength = streamLength
 
@@ -138,11 +141,11 @@ public struct MessageSender: Sendable {
             if index == shortenedValueIndex { length -= 1 }
             var value = Self.sequenceBytes(index)
             value.reserveCapacity(WireFormat.framedSequenceLength + length)
-            try Self.appendStreamBytes(encodedHeader, payload, from: streamOffset, count: length, to: &value)
+            try Self.appendStreamBytes(encodedHeader, &reader, from: streamOffset, count: length, to: &value)
             streamOffset += length
             return value
         }
-        var value = try Self.streamBytes(encodedHeader, payload, from: streamOffset, count: length)
+        var value = try Self.streamBytes(encodedHeader, &reader, from: streamOffset, count: length)
         if length == remaining && value == WireFormat.endOfMessage {
             length -= 1
             value.removeLast()
@@ -166,17 +169,24 @@ public struct MessageSender: Sendable {
     private static func streamBytes(
         _ encodedHeader: [UInt8], _ payload: MessagePayload, from start: Int, count: Int
     ) throws(PayloadReadError) -> [UInt8] {
+        var reader = PayloadWindowReader(payload)
+        return try streamBytes(encodedHeader, &reader, from: start, count: count)
+    }
+
+    private static func streamBytes(
+        _ encodedHeader: [UInt8], _ reader: inout PayloadWindowReader, from start: Int, count: Int
+    ) throws(PayloadReadError) -> [UInt8] {
         if start >= encodedHeader.count {
-            return try payload.bytes(in: (start - encodedHeader.count)..<(start + count - encodedHeader.count))
+            return try reader.bytes(in: (start - encodedHeader.count)..<(start + count - encodedHeader.count))
         }
         var value: [UInt8] = []
         value.reserveCapacity(count)
-        try appendStreamBytes(encodedHeader, payload, from: start, count: count, to: &value)
+        try appendStreamBytes(encodedHeader, &reader, from: start, count: count, to: &value)
         return value
     }
 
     private static func appendStreamBytes(
-        _ encodedHeader: [UInt8], _ payload: MessagePayload, from start: Int, count: Int, to value: inout [UInt8]
+        _ encodedHeader: [UInt8], _ reader: inout PayloadWindowReader, from start: Int, count: Int, to value: inout [UInt8]
     ) throws(PayloadReadError) {
         let end = start + count
         let headerLength = encodedHeader.count
@@ -184,7 +194,7 @@ public struct MessageSender: Sendable {
             value.append(contentsOf: encodedHeader[start..<min(end, headerLength)])
         }
         if end > headerLength {
-            value.append(contentsOf: try payload.bytes(in: max(0, start - headerLength)..<(end - headerLength)))
+            value.append(contentsOf: try reader.bytes(in: max(0, start - headerLength)..<(end - headerLength)))
         }
     }
 }

@@ -446,8 +446,18 @@ def secure_no_plaintext(ctx: Context):
              "sleep 1; kill $mon; wait $mon; exit $rc")
         res = ctx.lab.run(a=a, b=f"{RECEIVE} --output {shlex.quote(out)} --timeout 200 {b_trust}",
                           b_after=("a", ADVERTISING), deadline=240, step=f"{mode} 64 KiB under btmon")
-        ctx.check(ctx.read(out) == payload, f"{mode}: the payload arrived intact")
-        formats = [e.get("message", {}).get("format") for e in json_events(res.job("b").stdout(), "received")]
+        received_events = json_events(res.job("b").stdout(), "received")
+        got = ctx.read(out)
+        if mode == "apple":
+            # Apple's format over a link with enhanced ATT bearers (this is BlueZ's stock
+            # configuration) may arrive with values swapped, and then says so (orderAtRisk): the
+            # documented behaviour, as in the stock scenarios. What matters here is the capture.
+            at_risk = any(e.get("message", {}).get("orderAtRisk") for e in received_events)
+            ctx.check(got == payload or (at_risk and sorted(got) == sorted(payload)),
+                      f"apple: the payload arrived intact, or reordered by EATT and flagged orderAtRisk")
+        else:
+            ctx.check(got == payload, f"{mode}: the payload arrived intact")
+        formats = [e.get("message", {}).get("format") for e in received_events]
         ctx.check(formats == [want_format], f"{mode}: received as {formats}")
         data = ctx.read(capture)
         # btsnoop keeps each HCI fragment as a record of its own, and under TCG the monitor

@@ -72,7 +72,11 @@ public struct SecureSenderSession: Sendable {
     public private(set) var endOfMessageSent = false
 
     private let authorizedPeers: AuthorizedPeers
-    private var payload: MessagePayload
+    private var payload: MessagePayload {
+        didSet { payloadReader = PayloadWindowReader(payload) }
+    }
+    /// Reads the payload as DATA records are sealed: one read per window for a file.
+    private var payloadReader: PayloadWindowReader
     private var header: MessageHeader
     /// `multi` was chosen: the stream pauses after each END for its ACK, and the caller
     /// decides what follows (`sendNext`, `finish`).
@@ -159,6 +163,7 @@ public struct SecureSenderSession: Sendable {
         self.chosen = prefix.chosen
         self.authorizedPeers = authorizedPeers
         self.payload = payload
+        payloadReader = PayloadWindowReader(payload)
         header = MessageHeader(
             message: firstMessageNumber, payloadLength: UInt64(payload.count), digest: digest,
             metadata: chosen.contains(.meta) ? metadata : nil)
@@ -465,7 +470,7 @@ public struct SecureSenderSession: Sendable {
                 let end = min(offset + RecordMessage.dataBytesPerRecord, payload.count)
                 let bytes: [UInt8]
                 do {
-                    bytes = try payload.bytes(in: offset..<end)
+                    bytes = try payloadReader.bytes(in: offset..<end)
                 } catch {
                     // The file changed or failed under us: nothing more goes out (the central
                     // keeps nothing of a message without its END), and the caller says why.
