@@ -1,4 +1,8 @@
+// The fuzz harness (scripts/fuzz/trust) compiles Trust as one module with Transfer's
+// MessagePayload.swift in it, where there is no Transfer module to import.
+#if canImport(Transfer)
 import Transfer
+#endif
 import Crypto
 
 /// Peripheral side (the data holder, Noise initiator) of one version-2 secure session carrying
