@@ -374,7 +374,11 @@ public actor Outbox {
         // ctime or size) settles again first.
         // A new open file description of the same file (not a dup, which would share the
         // claim's lock and hold it as long as the message lives).
-        let duplicate = open("/proc/self/fd/\(fd.rawValue)", O_RDONLY | O_CLOEXEC)
+        var duplicate = open("/proc/self/fd/\(fd.rawValue)", O_RDONLY | O_CLOEXEC)
+        if duplicate < 0 {
+            // No /proc (a bare container): the name, checked below to be the same file.
+            duplicate = open(path.string, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
+        }
         var reopened = stat()
         guard duplicate >= 0 else { return giveUp(.unusable("cannot read it: \(Errno(rawValue: errno))")) }
         guard fstat(duplicate, &reopened) == 0, FileIdentity(reopened) == FileIdentity(before) else {
