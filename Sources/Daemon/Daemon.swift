@@ -199,7 +199,9 @@ public struct Daemon {
                     return .failure(SetupFailure(status: .usage, message: "--spool-dir \(directory) is inside the output directory; give a private directory"))
                 }
                 do {
-                    configuration.resumeSpool = try ResumeSpool(directory: directory)
+                    // Checkpoints stop growing at the same --reserve as stored messages.
+                    configuration.resumeSpool = try ResumeSpool(
+                        directory: directory, bounds: .init(reserveBytes: settings.receiver.storageLimits.reserveBytes))
                     configuration.receiptJournal = ReceiptJournal(directory: path.string, stateDirectory: directory)
                 } catch {
                     if settings.resumeSpoolIsExplicit {

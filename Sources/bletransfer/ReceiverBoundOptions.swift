@@ -53,7 +53,8 @@ struct ReceiverBoundOptions: ParsableArguments {
             throw RoleFailure(.usage, "--spool-dir \(directory) is inside the output directory; give a private directory")
         }
         do {
-            return try ResumeSpool(directory: directory)
+            // Checkpoints stop growing at the same --reserve as stored messages.
+            return try ResumeSpool(directory: directory, bounds: .init(reserveBytes: storageLimits.reserveBytes))
         } catch {
             if spoolDirectory != nil { throw RoleFailure(.ioError, "--spool-dir: \(error)") }
             warn("\(error); messages cut midway start again from byte 0 (--spool-dir sets another place)")

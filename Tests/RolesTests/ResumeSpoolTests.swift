@@ -95,6 +95,60 @@ import Trust
         #expect(spool.heldPrefix(sender: sender, header: Self.header(recent)).isEmpty)
     }
 
+    @Test func theEntryBoundEvictsTheOldestWhenAMessageStarts() throws {
+        let spool = try ResumeSpool(directory: Self.directory(), bounds: .init(maximumEntries: 3))
+        defer { try? FileManager.default.removeItem(atPath: spool.directory) }
+        let sender = Self.key()
+        let payloads = (1...4).map { [UInt8](repeating: UInt8($0), count: 100 * $0) }
+        for (age, payload) in zip([400, 300, 200], payloads) {
+            spool.append(sender: sender, header: Self.header(payload), offset: 0, bytes: payload)
+            let name = ResumeSpool.entryName(sender: sender, digest: Self.header(payload).digest,
+                                             length: UInt64(payload.count))
+            try FileManager.default.setAttributes([.modificationDate: Date(timeIntervalSinceNow: -Double(age))],
+                                                  ofItemAtPath: spool.directory + "/" + name)
+        }
+        #expect(spool.entries().count == 3)
+        // A fourth message: the oldest entry makes room, the others stay.
+        spool.append(sender: sender, header: Self.header(payloads[3]), offset: 0, bytes: payloads[3])
+        #expect(spool.entries().count == 3)
+        #expect(spool.heldPrefix(sender: sender, header: Self.header(payloads[0])).isEmpty)
+        for payload in payloads.dropFirst() {
+            #expect(spool.heldPrefix(sender: sender, header: Self.header(payload)) == payload)
+        }
+    }
+
+    @Test func heldBytesAreCountedAsAppendedAndRemoved() throws {
+        let spool = try ResumeSpool(directory: Self.directory())
+        defer { try? FileManager.default.removeItem(atPath: spool.directory) }
+        let sender = Self.key()
+        let first = [UInt8](repeating: 5, count: 10_000), second = [UInt8](repeating: 6, count: 3_000)
+        spool.append(sender: sender, header: Self.header(first), offset: 0, bytes: Array(first[0..<4000]))
+        spool.append(sender: sender, header: Self.header(first), offset: 4000, bytes: Array(first[4000...]))
+        spool.append(sender: sender, header: Self.header(second), offset: 0, bytes: second)
+        // Bytes held elsewhere (a gap) are not written, so not counted.
+        spool.append(sender: sender, header: Self.header(second), offset: 5000, bytes: [1, 2, 3])
+        #expect(spool.heldBytes == 13_000)
+        #expect(spool.heldBytes == spool.entries().map(\.bytes).reduce(0, +))
+        spool.remove(sender: sender, header: Self.header(first))
+        #expect(spool.heldBytes == 3_000)
+        spool.remove(sender: sender, header: Self.header(second))
+        #expect(spool.heldBytes == 0)
+    }
+
+    @Test func noByteIsKeptPastTheReserve() throws {
+        // A reserve no file system here has free: the checkpoint keeps nothing.
+        let spool = try ResumeSpool(directory: Self.directory(), bounds: .init(reserveBytes: Int.max / 2))
+        defer { try? FileManager.default.removeItem(atPath: spool.directory) }
+        let payload = [UInt8](repeating: 7, count: 1000)
+        spool.append(sender: Self.key(), header: Self.header(payload), offset: 0, bytes: payload)
+        #expect(spool.entries().isEmpty)
+        #expect(spool.heldBytes == 0)
+        // The same spool without a reserve keeps it.
+        let open = try ResumeSpool(directory: spool.directory)
+        open.append(sender: Self.key(), header: Self.header(payload), offset: 0, bytes: payload)
+        #expect(open.entries().count == 1)
+    }
+
     @Test func entriesPastTheAgeAreRemovedWhenOpenedOrCleaned() throws {
         let path = Self.directory()
         defer { try? FileManager.default.removeItem(atPath: path) }

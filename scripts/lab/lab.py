@@ -428,6 +428,11 @@ class Lab:
         for k in ("BLETRANSFER_BIN", "LAB_BLUETOOTHD_CONF"):
             if os.environ.get(k):
                 env[k] = os.environ[k]
+        binary = os.environ.get("BLETRANSFER_BIN")
+        if binary and os.path.isfile(binary):
+            # Names the build, so that each guest copies it into its memory once (guest/lib.sh).
+            st = os.stat(binary)
+            env["LAB_BIN_KEY"] = f"{st.st_size}-{st.st_mtime_ns}-{st.st_ino}"
         return "\n".join(f"export {k}={shlex.quote(v)}" for k, v in env.items())
 
     def start(self, host: str, command: str, step: str = "command", deadline: float = 60) -> Job:

@@ -20,22 +20,33 @@ import Trust
 /// mode 0700, its files 0600.
 ///
 /// Bounded: entries older than `maximumAge` (by their last write) go first, then the oldest
-/// until the spool fits `maximumBytes`; a message larger than what is left keeps a shorter
-/// checkpoint. Cleaned when opened and whenever an entry starts. An entry is removed once its
-/// message verified (it is then stored) or failed verification.
+/// until the spool fits `maximumBytes` and `maximumEntries`; a message larger than what is left
+/// keeps a shorter checkpoint, and no byte is kept where it would leave the file system less
+/// free than `reserveBytes` (the receiver's `--reserve`). Cleaned when opened and whenever an
+/// entry starts; the folder is listed only then, and the bytes held are counted as they are
+/// appended. An entry is removed once its message verified (it is then stored) or failed
+/// verification.
 public final class ResumeSpool: Sendable {
     public struct Bounds: Sendable, Hashable {
         /// The most bytes all entries may hold together.
         public var maximumBytes: Int
         /// An entry not written to for this long is removed.
         public var maximumAge: Duration
+        /// The most entries (unfinished messages) kept at once; a new one evicts the oldest.
+        public var maximumEntries: Int
+        /// Bytes the spool's file system keeps free: a checkpoint stops growing there.
+        public var reserveBytes: Int
 
         public static let defaultMaximumBytes = 256 << 20
         public static let defaultMaximumAge: Duration = .seconds(7 * 24 * 3600)
+        public static let defaultMaximumEntries = 64
 
-        public init(maximumBytes: Int = Bounds.defaultMaximumBytes, maximumAge: Duration = Bounds.defaultMaximumAge) {
+        public init(maximumBytes: Int = Bounds.defaultMaximumBytes, maximumAge: Duration = Bounds.defaultMaximumAge,
+                    maximumEntries: Int = Bounds.defaultMaximumEntries, reserveBytes: Int = 0) {
             self.maximumBytes = max(0, maximumBytes)
             self.maximumAge = maximumAge
+            self.maximumEntries = max(1, maximumEntries)
+            self.reserveBytes = max(0, reserveBytes)
         }
     }
 
@@ -62,8 +73,9 @@ public final class ResumeSpool: Sendable {
     public let directory: String
     public let bounds: Bounds
     /// Serializes the file operations of the sessions sharing this spool (one central runs one
-    /// session at a time, but the daemon's supervisor may overlap a closing and a new one).
-    private let lock = Mutex(())
+    /// session at a time, but the daemon's supervisor may overlap a closing and a new one), and
+    /// holds the bytes all entries hold, counted from the last listing on.
+    private let lock = Mutex(0)
 
     /// Creates `directory` (and missing parents, 0700) and cleans it.
     /// - Throws: `.unusable` when it cannot be created or is not a directory of ours.
@@ -112,11 +124,11 @@ public final class ResumeSpool: Sendable {
     /// The bytes held for this message (empty: no entry). A stale or oversized entry is
     /// removed instead.
     public func heldPrefix(sender: PeerKey?, header: MessageHeader) -> [UInt8] {
-        lock.withLock { _ in
+        lock.withLock { used in
             let path = path(sender: sender, header: header)
             guard let data = FileManager.default.contents(atPath: path) else { return [] }
             guard UInt64(data.count) <= header.payloadLength else {
-                unlink(path)
+                Self.removeEntry(path, counted: &used)
                 return []
             }
             return Array(data)
@@ -126,14 +138,14 @@ public final class ResumeSpool: Sendable {
     /// The bytes held for this message as an open file, read in pieces (empty: no entry);
     /// a stale or oversized entry is removed instead.
     public func heldPrefixFile(sender: PeerKey?, header: MessageHeader) -> MessagePayload {
-        lock.withLock { _ in
+        lock.withLock { used in
             let path = path(sender: sender, header: header)
             let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
             guard descriptor >= 0 else { return MessagePayload([]) }
             var info = stat()
             guard fstat(descriptor, &info) == 0, UInt64(info.st_size) <= header.payloadLength else {
                 _ = close(descriptor)
-                unlink(path)
+                Self.removeEntry(path, counted: &used)
                 return MessagePayload([])
             }
             return MessagePayload(file: PayloadFile(descriptor: descriptor, path: path), count: Int(info.st_size))
@@ -145,39 +157,55 @@ public final class ResumeSpool: Sendable {
     /// `offset` other than the entry's length (a gap, or bytes held already) leaves it as is.
     public func append(sender: PeerKey?, header: MessageHeader, offset: Int, bytes: [UInt8]) {
         guard !bytes.isEmpty else { return }
-        lock.withLock { _ in
+        lock.withLock { used in
             let path = path(sender: sender, header: header)
-            if offset == 0 { cleanLocked(now: Date(), keeping: nil) }
+            if offset == 0 { cleanLocked(now: Date(), keeping: nil, starting: path, used: &used) }
             var info = stat()
             let held = stat(path, &info) == 0 ? Int(info.st_size) : 0
             guard held == offset else { return }
             // Room: the other entries are evicted, oldest first, before this one is refused.
-            if usedBytes() + bytes.count > bounds.maximumBytes {
-                evict(toFit: bytes.count, keeping: path)
-                guard usedBytes() + bytes.count <= bounds.maximumBytes else { return }
+            if used + bytes.count > bounds.maximumBytes {
+                evict(toFit: bytes.count, keeping: path, used: &used)
+                guard used + bytes.count <= bounds.maximumBytes else { return }
             }
+            guard leavesReserve(afterWriting: bytes.count) else { return }
             do {
                 let file = try FileDescriptor.open(
                     FilePath(path), .writeOnly, options: [.create, .append, .noFollow, .closeOnExec],
                     permissions: [.ownerReadWrite])
                 defer { try? file.close() }
-                _ = try file.writeAll(bytes)
+                let written = try file.writeAll(bytes)
+                used += written
             } catch {
                 // A checkpoint is an optimization: a full disk only means a longer next visit.
+                // What a failed write left is counted at the next listing.
                 return
             }
         }
     }
 
-    /// Removes the message's entry: it was stored, or it failed verification.
-    public func remove(sender: PeerKey?, header: MessageHeader) {
-        lock.withLock { _ in _ = unlink(path(sender: sender, header: header)) }
+    /// Whether the spool's file system still has `reserveBytes` free once `count` more bytes
+    /// are written (always, without a reserve or when it cannot be read).
+    private func leavesReserve(afterWriting count: Int) -> Bool {
+        guard bounds.reserveBytes > 0 else { return true }
+        var info = statvfs()
+        guard statvfs(directory, &info) == 0 else { return true }
+        let free = Int(clamping: UInt64(info.f_bavail) &* UInt64(info.f_frsize))
+        return free - count >= bounds.reserveBytes
     }
 
-    /// Removes entries older than `maximumAge`, then the oldest until the bound holds.
-    public func clean(now: Date = Date()) {
-        lock.withLock { _ in cleanLocked(now: now, keeping: nil) }
+    /// Removes the message's entry: it was stored, or it failed verification.
+    public func remove(sender: PeerKey?, header: MessageHeader) {
+        lock.withLock { used in Self.removeEntry(path(sender: sender, header: header), counted: &used) }
     }
+
+    /// Removes entries older than `maximumAge`, then the oldest until the bounds hold.
+    public func clean(now: Date = Date()) {
+        lock.withLock { used in cleanLocked(now: now, keeping: nil, starting: nil, used: &used) }
+    }
+
+    /// The bytes all entries hold, as counted since the last listing.
+    public var heldBytes: Int { lock.withLock { $0 } }
 
     /// What the entries hold, oldest first.
     public func entries() -> [(name: String, bytes: Int, modified: Date)] {
@@ -203,18 +231,37 @@ public final class ResumeSpool: Sendable {
         return entries.sorted { $0.modified < $1.modified }
     }
 
-    private func usedBytes() -> Int { listEntries().reduce(0) { $0 + $1.bytes } }
+    /// Unlinks an entry, taking its bytes off the count.
+    private static func removeEntry(_ path: String, counted used: inout Int) {
+        var info = stat()
+        guard lstat(path, &info) == 0 else { return }
+        if unlink(path) == 0 { used = max(0, used - Int(info.st_size)) }
+    }
 
-    private func cleanLocked(now: Date, keeping: String?) {
+    /// Lists the folder (the only place it is listed): removes what is too old, then the oldest
+    /// until the byte bound holds and, when `starting` is a new entry, until it has room beside
+    /// the others; the count of bytes held is set from the listing.
+    private func cleanLocked(now: Date, keeping: String?, starting: String?, used: inout Int) {
         let oldest = now.addingTimeInterval(-Double(bounds.maximumAge.components.seconds))
-        for entry in listEntries() where entry.modified < oldest && entry.path != keeping { unlink(entry.path) }
-        evict(toFit: 0, keeping: keeping)
+        var entries: [Entry] = []
+        for entry in listEntries() {
+            if entry.modified < oldest && entry.path != keeping { unlink(entry.path) } else { entries.append(entry) }
+        }
+        used = entries.reduce(0) { $0 + $1.bytes }
+        let others = entries.filter { $0.path != starting }
+        var surplus = starting == nil ? others.count - bounds.maximumEntries : others.count + 1 - bounds.maximumEntries
+        for entry in others where surplus > 0 {
+            if unlink(entry.path) == 0 { used -= entry.bytes }
+            surplus -= 1
+        }
+        evict(toFit: 0, keeping: keeping, used: &used)
     }
 
     /// Removes the oldest entries (but `keeping`) until `extra` more bytes fit.
-    private func evict(toFit extra: Int, keeping: String?) {
+    private func evict(toFit extra: Int, keeping: String?, used: inout Int) {
+        guard used + extra > bounds.maximumBytes else { return }
         var entries = listEntries()
-        var used = entries.reduce(0) { $0 + $1.bytes }
+        used = entries.reduce(0) { $0 + $1.bytes }
         while used + extra > bounds.maximumBytes, let index = entries.firstIndex(where: { $0.path != keeping }) {
             unlink(entries[index].path)
             used -= entries[index].bytes
