@@ -121,18 +121,10 @@ public final class ResumeSpool: Sendable {
         directory + "/" + Self.entryName(sender: sender, digest: header.digest, length: header.payloadLength)
     }
 
-    /// The bytes held for this message (empty: no entry). A stale or oversized entry is
-    /// removed instead.
+    /// The bytes held for this message, in memory (empty: no entry, or one that cannot be
+    /// read); what `heldPrefixFile` holds.
     public func heldPrefix(sender: PeerKey?, header: MessageHeader) -> [UInt8] {
-        lock.withLock { used in
-            let path = path(sender: sender, header: header)
-            guard let data = FileManager.default.contents(atPath: path) else { return [] }
-            guard UInt64(data.count) <= header.payloadLength else {
-                Self.removeEntry(path, counted: &used)
-                return []
-            }
-            return Array(data)
-        }
+        (try? heldPrefixFile(sender: sender, header: header).loadedBytes()) ?? []
     }
 
     /// The bytes held for this message as an open file, read in pieces (empty: no entry);
@@ -159,7 +151,7 @@ public final class ResumeSpool: Sendable {
         guard !bytes.isEmpty else { return }
         lock.withLock { used in
             let path = path(sender: sender, header: header)
-            if offset == 0 { cleanLocked(now: Date(), keeping: nil, starting: path, used: &used) }
+            if offset == 0 { cleanLocked(now: Date(), starting: path, used: &used) }
             var info = stat()
             let held = stat(path, &info) == 0 ? Int(info.st_size) : 0
             guard held == offset else { return }
@@ -201,7 +193,7 @@ public final class ResumeSpool: Sendable {
 
     /// Removes entries older than `maximumAge`, then the oldest until the bounds hold.
     public func clean(now: Date = Date()) {
-        lock.withLock { used in cleanLocked(now: now, keeping: nil, starting: nil, used: &used) }
+        lock.withLock { used in cleanLocked(now: now, starting: nil, used: &used) }
     }
 
     /// The bytes all entries hold, as counted since the last listing.
@@ -241,11 +233,11 @@ public final class ResumeSpool: Sendable {
     /// Lists the folder (the only place it is listed): removes what is too old, then the oldest
     /// until the byte bound holds and, when `starting` is a new entry, until it has room beside
     /// the others; the count of bytes held is set from the listing.
-    private func cleanLocked(now: Date, keeping: String?, starting: String?, used: inout Int) {
+    private func cleanLocked(now: Date, starting: String?, used: inout Int) {
         let oldest = now.addingTimeInterval(-Double(bounds.maximumAge.components.seconds))
         var entries: [Entry] = []
         for entry in listEntries() {
-            if entry.modified < oldest && entry.path != keeping { unlink(entry.path) } else { entries.append(entry) }
+            if entry.modified < oldest { unlink(entry.path) } else { entries.append(entry) }
         }
         used = entries.reduce(0) { $0 + $1.bytes }
         let others = entries.filter { $0.path != starting }
@@ -254,7 +246,7 @@ public final class ResumeSpool: Sendable {
             if unlink(entry.path) == 0 { used -= entry.bytes }
             surplus -= 1
         }
-        evict(toFit: 0, keeping: keeping, used: &used)
+        evict(toFit: 0, keeping: nil, used: &used)
     }
 
     /// Removes the oldest entries (but `keeping`) until `extra` more bytes fit.
