@@ -51,6 +51,10 @@ actor OutboxMessageSource: MessageSource {
     /// ACK; `nextAvailableNow` hands it out once `serving` is delivered.
     private var upcoming: Served?
     private(set) var deliveredCount = 0
+    /// When the peer folders were last listed, and the outbox watcher's generation then.
+    private var foldersListed: (generation: UInt64, at: ContinuousClock.Instant)?
+    /// How many times the peer folders were listed (tests check a drain does not list per message).
+    private(set) var folderListings = 0
 
     /// How often the outbox is listed for new peer folders while the daemon waits for a file.
     static let folderRescan: Duration = .seconds(5)
@@ -224,10 +228,30 @@ actor OutboxMessageSource: MessageSource {
     }
 
     /// Opens an outbox for each new peer folder and forgets folders that went away.
+    /// Lists the outbox's peer folders again when they may have changed: the outbox's watcher
+    /// saw something arrive (a folder made or moved in is an arrival), it has no watcher, or
+    /// the last listing is `folderRescan` old (a folder removed is not signalled). A session
+    /// draining many files asks for the next one per ACK; listing the whole outbox each time
+    /// made every message cost as much as the files still waiting.
     private func refreshFolders() {
-        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: outbox.directory.string) else { return }
+        let generation = outbox.changeGeneration
+        if outbox.watchesChanges, let last = foldersListed, last.generation == generation,
+           ContinuousClock.now - last.at < Self.folderRescan {
+            return
+        }
+        foldersListed = (generation, .now)
+        folderListings += 1
+        guard let directory = opendir(outbox.directory.string) else { return }
+        defer { closedir(directory) }
         var present = Set<String>()
-        for name in entries where !name.hasPrefix(".") && name != "sent" && name != "failed" {
+        while let entry = readdir(directory) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
+            }
+            guard !name.hasPrefix("."), name != "sent", name != "failed" else { continue }
+            // The entry's own type where the file system gives it: no lstat per waiting file.
+            let type = entry.pointee.d_type
+            guard type == UInt8(DT_DIR) || type == UInt8(DT_UNKNOWN) else { continue }
             var status = stat()
             let path = outbox.directory.appending(name)
             guard lstat(path.string, &status) == 0, status.st_mode & S_IFMT == S_IFDIR else { continue }

@@ -165,11 +165,12 @@ public actor Outbox {
         }
     }
 
-    /// The watcher's count of changes seen (tests wait on it instead of sleeping).
-    nonisolated var changeGeneration: UInt64 { changes.generation }
+    /// The watcher's count of changes seen (arrivals, folders made or moved in included):
+    /// unchanged, nothing new appeared. Tests wait on it instead of sleeping.
+    public nonisolated var changeGeneration: UInt64 { changes.generation }
 
     /// Returns once the watcher saw a change after `generation`, or after `timeout`.
-    nonisolated func waitForChange(after generation: UInt64, timeout: Duration) async {
+    public nonisolated func waitForChange(after generation: UInt64, timeout: Duration) async {
         await changes.wait(after: generation, timeout: timeout)
     }
 

@@ -136,6 +136,34 @@ struct DaemonOutboxSourceTests {
         #expect(!second.isAddressed(to: unlisted) && !second.isAddressed(to: nil))
     }
 
+    @Test("draining many files lists the peer folders once, not per message; a folder made meanwhile is still found")
+    func aDrainDoesNotListTheFoldersPerMessage() async throws {
+        let outbox = try TemporaryOutbox()
+        for index in 0..<30 { try outbox.drop(String(format: "f%02d.txt", index), Array("\(index)".utf8), secondsAgo: Double(300 - index)) }
+        let source = try outbox.source()
+        let box = await source.outbox
+        guard box.watchesChanges else { return }  // no inotify: every call lists (a safety net)
+        var message = try #require(await source.current())
+        var served = 1
+        while true {
+            await source.markDelivered(message, summary: Self.summary(message), to: Self.peer)
+            guard let next = await source.nextAvailableNow() else { break }
+            message = next
+            served += 1
+        }
+        #expect(served == 30)
+        #expect(await source.folderListings == 1)
+
+        // A folder made (an arrival the watcher reports) is listed again and served.
+        let seen = box.changeGeneration
+        try FileManager.default.createDirectory(at: outbox.url.appendingPathComponent("laptop"), withIntermediateDirectories: true)
+        try outbox.drop("laptop/late.txt", Array("late".utf8))
+        await box.waitForChange(after: seen, timeout: .seconds(5))
+        let late = try #require(await source.nextAvailableNow())
+        #expect(late.payload == Array("late".utf8) && late.addressee == "laptop")
+        #expect(await source.folderListings == 2)
+    }
+
     @Test("a message that was not delivered stays in the outbox and is offered again, also after a restart")
     func undeliveredStays() async throws {
         let outbox = try TemporaryOutbox()
