@@ -25,11 +25,19 @@ import Glibc
 /// Entries of the visit under way are not matched: a sender sending the same bytes twice in one
 /// session (`send --count 2`) means two messages.
 ///
-/// One JSON file per output directory, kept with the resume spool (never in the output
-/// directory, where only whole messages appear), replaced atomically on every change; at most
-/// `capacity` entries, oldest out.
+/// One file per output directory, kept with the resume spool (never in the output directory,
+/// where only whole messages appear): a log of JSON lines, each the new state of one entry or
+/// its removal, appended as things happen. A message costs a few appended lines and two
+/// flushes (before storing, and once stored), not a rewrite of every entry: a daemon storing
+/// a hundred small files in one session did that work between each message and its ACK. The
+/// log is rewritten atomically (compacted) once it holds several times more lines than
+/// entries; a line cut short by a crash is skipped when read. At most `capacity` entries,
+/// oldest out.
 public final class ReceiptJournal: Sendable {
     public struct Entry: Codable, Sendable, Equatable {
+        /// Numbers the entries in the order they were made: a later line with the same number
+        /// replaces an entry, and two messages with the same bytes in one visit stay two.
+        public var id: Int
         /// Who sent it: the key fingerprint of an authenticated sender, else its address.
         public var sender: String
         /// Lower-case hex SHA-256 of the payload.
@@ -54,7 +62,23 @@ public final class ReceiptJournal: Sendable {
     public static let defaultRetention: Duration = .seconds(3600)
     public let retention: Duration
     private let clock: @Sendable () -> Double
-    private let entries: Mutex<[Entry]>
+    private let state: Mutex<LogState>
+
+    /// One line of the log: an entry as it now is, or the number of one removed.
+    private struct Line: Codable {
+        var entry: Entry?
+        var removed: Int?
+    }
+
+    /// The entries, in the order they were made, and the log they are kept in.
+    private struct LogState {
+        var entries: [Entry]
+        var nextID: Int
+        /// Lines in the file (entries and removals): compacted past `compactionThreshold`.
+        var lines: Int
+        /// The log, open for appending; -1 until the first change.
+        var descriptor: Int32 = -1
+    }
 
     /// The journal of the output directory `directory`, kept in `stateDirectory` (the resume
     /// spool's) under a name derived from the directory's absolute path. An unreadable or
@@ -67,24 +91,28 @@ public final class ReceiptJournal: Sendable {
         self.clock = clock
         let absolute = URL(fileURLWithPath: directory).standardizedFileURL.path
         let tag = FramedHeader.sha256(Array(absolute.utf8)).prefix(8).map { String(format: "%02x", $0) }.joined()
-        path = (stateDirectory.hasSuffix("/") ? stateDirectory : stateDirectory + "/") + "receipts-\(tag).json"
-        let data = FileManager.default.contents(atPath: path) ?? Data()
-        entries = Mutex((try? JSONDecoder().decode([Entry].self, from: data)) ?? [])
+        path = (stateDirectory.hasSuffix("/") ? stateDirectory : stateDirectory + "/") + "receipts-\(tag).jsonl"
+        state = Mutex(Self.read(path))
     }
 
-    public var count: Int { entries.withLock { $0.count } }
-    public var all: [Entry] { entries.withLock { $0 } }
+    deinit {
+        state.withLock { if $0.descriptor >= 0 { _ = close($0.descriptor) } }
+    }
+
+    public var count: Int { state.withLock { $0.entries.count } }
+    public var all: [Entry] { state.withLock { $0.entries } }
 
     /// Before storing: what is about to be stored, flushed to disk.
     public func willStore(sender: String, digest: String, size: Int, name: String?, visit: String) {
-        update { list in
-            list.append(Entry(sender: sender, digest: digest, size: size, name: name, storedAt: nil, visit: visit))
+        update(flush: true) { list, nextID in
+            list.append(Entry(id: nextID, sender: sender, digest: digest, size: size, name: name, storedAt: nil, visit: visit))
+            nextID += 1
         }
     }
 
-    /// After storing: where it went.
+    /// After storing: where it went, flushed to disk.
     public func stored(sender: String, digest: String, visit: String, at storedAt: String?) {
-        update { list in
+        update(flush: true) { list, _ in
             if let index = list.lastIndex(where: { $0.sender == sender && $0.digest == digest && $0.visit == visit }) {
                 list[index].storedAt = storedAt
             }
@@ -95,7 +123,8 @@ public final class ReceiptJournal: Sendable {
     /// moves the message to `sent/` and offers it again.
     public func acknowledged(sender: String, digest: String) {
         let now = clock()
-        update { list in
+        // Not flushed: lost in a power cut, the entry is only kept longer (up to `capacity`).
+        update(flush: false) { list, _ in
             if let index = list.lastIndex(where: { $0.sender == sender && $0.digest == digest && $0.acknowledgedAt == nil }) {
                 list[index].acknowledgedAt = now
             }
@@ -104,7 +133,8 @@ public final class ReceiptJournal: Sendable {
 
     /// The message was not stored after all: forget it.
     public func forget(sender: String, digest: String) {
-        update { list in
+        // Not flushed: an entry with no file behind it is dropped when it is next looked up.
+        update(flush: false) { list, _ in
             if let index = list.lastIndex(where: { $0.sender == sender && $0.digest == digest }) {
                 list.remove(at: index)
             }
@@ -114,8 +144,8 @@ public final class ReceiptJournal: Sendable {
     /// Where an earlier visit stored this message, if it did (see the type's description);
     /// nil when it must be stored. An entry found stays until `forget`.
     public func earlierCopy(sender: String, digest: String, size: Int, excludingVisit visit: String) -> String? {
-        let candidates = entries.withLock { list in
-            list.filter { $0.sender == sender && $0.digest == digest && $0.size == size && $0.visit != visit }
+        let candidates = state.withLock { current in
+            current.entries.filter { $0.sender == sender && $0.digest == digest && $0.size == size && $0.visit != visit }
         }
         for entry in candidates.reversed() {
             if let storedAt = entry.storedAt, Self.holds(storedAt, size: size, digest: digest, checkDigest: false) {
@@ -127,7 +157,10 @@ public final class ReceiptJournal: Sendable {
             }
         }
         // Nothing of it on disk: the entries only mislead from now on.
-        if !candidates.isEmpty { update { list in list.removeAll { candidates.contains($0) } } }
+        if !candidates.isEmpty {
+            let gone = Set(candidates.map(\.id))
+            update(flush: false) { list, _ in list.removeAll { gone.contains($0.id) } }
+        }
         return nil
     }
 
@@ -156,21 +189,121 @@ public final class ReceiptJournal: Sendable {
         return sha256.map { String(format: "%02x", $0) }.joined() == digest
     }
 
-    private func update(_ change: (inout [Entry]) -> Void) {
+    /// Applies `change` (which may number new entries from the `Int`), prunes what is past its
+    /// retention or beyond `capacity`, and appends a line per entry changed or removed;
+    /// `flush`: on disk before returning. Best effort: a journal that cannot be written costs
+    /// only the protection against duplicates, never a message.
+    private func update(flush: Bool, _ change: (inout [Entry], inout Int) -> Void) {
         let oldest = clock() - Double(retention.components.seconds)
-        entries.withLock { list in
-            change(&list)
-            list.removeAll { ($0.acknowledgedAt ?? .infinity) < oldest }
-            if list.count > Self.capacity { list.removeFirst(list.count - Self.capacity) }
+        state.withLock { current in
+            let before = Dictionary(current.entries.map { ($0.id, $0) }, uniquingKeysWith: { $1 })
+            change(&current.entries, &current.nextID)
+            current.entries.removeAll { ($0.acknowledgedAt ?? .infinity) < oldest }
+            if current.entries.count > Self.capacity { current.entries.removeFirst(current.entries.count - Self.capacity) }
             // Nothing to remember: no file (the spool's directory holds only what is pending).
-            if list.isEmpty {
+            if current.entries.isEmpty {
+                Self.closeLog(&current)
                 _ = unlink(path)
                 return
             }
-            guard let data = try? JSONEncoder().encode(list) else { return }
-            // Best effort: a journal that cannot be written costs only the protection against
-            // duplicates, never a message.
-            try? AtomicFile.replace(path: path, contents: String(decoding: data, as: UTF8.self), mode: 0o600)
+            let kept = Set(current.entries.map(\.id))
+            var lines = current.entries.filter { before[$0.id] != $0 }.map { Line(entry: $0) }
+            lines += before.keys.filter { !kept.contains($0) }.sorted().map { Line(removed: $0) }
+            guard !lines.isEmpty else { return }
+            if current.lines + lines.count > Self.compactionThreshold(entries: current.entries.count) {
+                compact(&current)
+            } else {
+                append(lines, to: &current, flush: flush)
+            }
         }
+    }
+
+    /// A log this many lines long is rewritten with one line per entry.
+    private static func compactionThreshold(entries: Int) -> Int { 4 * entries + 256 }
+
+    private func append(_ lines: [Line], to current: inout LogState, flush: Bool) {
+        let encoder = JSONEncoder()
+        var bytes: [UInt8] = []
+        for line in lines {
+            guard let data = try? encoder.encode(line) else { continue }
+            bytes += data
+            bytes.append(UInt8(ascii: "\n"))
+        }
+        if current.descriptor < 0 {
+            let parent = (path as NSString).deletingLastPathComponent
+            try? FileManager.default.createDirectory(atPath: parent, withIntermediateDirectories: true,
+                                                     attributes: [.posixPermissions: 0o700])
+            let descriptor = open(path, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
+            guard descriptor >= 0 else { return }
+            current.descriptor = descriptor
+            // A line a crash cut short ends here first, so the next one is not glued to it.
+            var status = stat()
+            var last: UInt8 = 0
+            if fstat(descriptor, &status) == 0, status.st_size > 0,
+               pread(descriptor, &last, 1, status.st_size - 1) == 1, last != UInt8(ascii: "\n") {
+                bytes.insert(UInt8(ascii: "\n"), at: 0)
+            }
+            // The log's own name must survive a crash too.
+            let directory = open(parent, O_RDONLY | O_CLOEXEC | O_DIRECTORY)
+            if directory >= 0 { _ = fsync(directory); _ = close(directory) }
+        }
+        var written = 0
+        while written < bytes.count {
+            let count = bytes[written...].withUnsafeBytes { Glibc.write(current.descriptor, $0.baseAddress, $0.count) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                // A line cut short is skipped when read; the next change starts a fresh log.
+                Self.closeLog(&current)
+                current.lines = Self.compactionThreshold(entries: current.entries.count) + 1
+                return
+            }
+            written += count
+        }
+        current.lines += lines.count
+        if flush { _ = fdatasync(current.descriptor) }
+    }
+
+    /// Rewrites the log with one line per entry (atomically: the old log or the new one).
+    private func compact(_ current: inout LogState) {
+        Self.closeLog(&current)
+        let encoder = JSONEncoder()
+        let text = current.entries.compactMap { entry in
+            (try? encoder.encode(Line(entry: entry))).map { String(decoding: $0, as: UTF8.self) + "\n" }
+        }.joined()
+        guard (try? AtomicFile.replace(path: path, contents: text, mode: 0o600)) != nil else { return }
+        current.lines = current.entries.count
+    }
+
+    private static func closeLog(_ current: inout LogState) {
+        if current.descriptor >= 0 { _ = close(current.descriptor) }
+        current.descriptor = -1
+        current.lines = 0
+    }
+
+    /// The entries a log holds: its lines replayed in order (a malformed one skipped).
+    private static func read(_ path: String) -> LogState {
+        guard let data = FileManager.default.contents(atPath: path) else { return LogState(entries: [], nextID: 0, lines: 0) }
+        let decoder = JSONDecoder()
+        var entries: [Entry] = []
+        var index: [Int: Int] = [:]
+        var lines = 0
+        var highestID = -1
+        for text in data.split(separator: UInt8(ascii: "\n")) {
+            guard let line = try? decoder.decode(Line.self, from: Data(text)) else { continue }
+            lines += 1
+            highestID = max(highestID, line.entry?.id ?? line.removed ?? -1)
+            if let entry = line.entry {
+                if let at = index[entry.id] { entries[at] = entry } else {
+                    index[entry.id] = entries.count
+                    entries.append(entry)
+                }
+            } else if let removed = line.removed, let at = index[removed] {
+                entries.remove(at: at)
+                index = Dictionary(uniqueKeysWithValues: entries.enumerated().map { ($1.id, $0) })
+            }
+        }
+        // The log is appended to from the next change on; one far longer than its entries is
+        // compacted then.
+        return LogState(entries: entries, nextID: highestID + 1, lines: lines)
     }
 }
