@@ -30,6 +30,7 @@ from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from lab import HOSTS, Lab, LabError, STATE_FILE, guard_signals, say  # noqa: E402
+from lab_events import peer_events  # noqa: E402
 
 SERVICE = "E20A39F4-73F5-4BC4-A12F-17D1AD07A961"
 CHARACTERISTIC = "08590F7E-DB05-467E-8757-72F6FAEB13D4"
@@ -125,11 +126,6 @@ class Context:
         self.figures[key] = value
         say(f"  figure {key} = {value}")
 
-    @staticmethod
-    def events(text: str, tag: str) -> list:
-        """JSON payloads of lines `TAG {json}` printed by the peers."""
-        return [json.loads(m.group(1)) for m in re.finditer(rf"^{tag} (\{{.*\}})$", text, re.M)]
-
 
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
@@ -149,7 +145,7 @@ def exchange(ctx: Context, data: bytes, sender: str = "a", chunk: int = 20, dead
     after = {receiver: (sender, r"^READY")}
     res = ctx.lab.run(a=cmds["a"], b=cmds["b"], deadline=deadline, step="exchange",
                       a_after=after.get("a"), b_after=after.get("b"))
-    received = ctx.events(res.job(receiver).stdout(), "RECEIVED")
+    received = peer_events(res.job(receiver).stdout(), "RECEIVED")
     ctx.check(len(received) == count, f"{count} message(s) received, got {len(received)}")
     for i, r in enumerate(received, 1):
         path = out if count == 1 else f"{out}.{i}"
@@ -273,7 +269,7 @@ def fault_link_cut(ctx: Context):
     ctx.check("RETRY" in b_out, "the central saw the cut (RETRY)")
     got = ctx.read(out)
     ctx.check(got == data, f"whole message after the link returned ({len(got)}/{len(data)} bytes)")
-    ctx.check(len(ctx.events(b_out, "RECEIVED")) == 1, "exactly one message written")
+    ctx.check(len(peer_events(b_out, "RECEIVED")) == 1, "exactly one message written")
 
 
 # =============================================================================================

@@ -8,7 +8,6 @@ client): nothing is mocked.
 """
 from __future__ import annotations
 
-import json
 import re
 import shlex
 import sys
@@ -17,16 +16,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from scenarios import Context, scenario, sha256  # noqa: E402
+from lab_events import json_events, peer_events  # noqa: E402
 
 BIN = '"$BLETRANSFER_BIN"'
 HOSTILE = '"$LAB_PYTHON" "$LAB_PEERS/hostile_peripheral.py"'
 INTRUDER = '"$LAB_PYTHON" "$LAB_PEERS/dbus_intruder.py"'
 # A local name with a colour change and a window-title change (OSC ... BEL) in it.
 EVIL_NAME = r"$'ev\e[31mIL\e]0;x\a'"
-
-
-def events(text: str, name: str) -> list:
-    return [json.loads(line) for line in text.splitlines() if f'"event":"{name}"' in line]
 
 
 def wait_for(ctx: Context, job, pattern: str, deadline: float, what: str, stream: str = "output") -> float:
@@ -99,13 +95,14 @@ def bounds_reserve(ctx: Context):
                           b=f"{BIN} receive --json --output-dir {mount} --reserve 2097152 --timeout 55",
                           b_after=("a", r'"event":"advertising"'), deadline=90, step="2.5 MiB into 4 MiB - 2 MiB",
                           expect={"a": 75, "b": 75})
-        refused = events(res.job("b").stdout(), "refused")
+        refused = json_events(res.job("b").stdout(), "refused")
         ctx.check(bool(refused) and all(e["bound"] == "reserve" for e in refused),
                   f"refused for the reserve: {[e.get('reason') for e in refused][:2]}")
         ctx.figure("reserve_refusals", len(refused))
-        ctx.check(not events(res.job("b").stdout(), "received"), "nothing was received")
-        ctx.check(not events(res.job("a").stdout(), "delivered"), "the sender delivered nothing (no ACK): it keeps the message")
-        progress = [e for e in events(res.job("b").stdout(), "progress") if e.get("bytes", 0) > 4096]
+        ctx.check(not json_events(res.job("b").stdout(), "received"), "nothing was received")
+        ctx.check(not json_events(res.job("a").stdout(), "delivered"),
+                  "the sender delivered nothing (no ACK): it keeps the message")
+        progress = [e for e in json_events(res.job("b").stdout(), "progress") if e.get("bytes", 0) > 4096]
         ctx.check(not progress, "refused before the payload came: no progress beyond the header")
         listing = ctx.lab.sh("b", f"ls -A {mount}", step="inbox listing").stdout().split()
         ctx.check(listing == [], f"the inbox is empty: {listing}")
@@ -151,7 +148,7 @@ def bounds_dbus_intruder(ctx: Context):
     try:
         wait_for(ctx, sender, r'"event":"advertising"', 120, "the sender advertises")
         intruder = ctx.lab.sh("a", f"{INTRUDER} --pid $(pgrep -n -x bletransfer)", step="intruder", check=False)
-        calls = [json.loads(m) for m in re.findall(r"^CALL (\{.*\})$", intruder.stdout(), re.M)]
+        calls = peer_events(intruder.stdout(), "CALL")
         ctx.check(len(calls) == 2 and all(c["error"] == "org.freedesktop.DBus.Error.AccessDenied" for c in calls),
                   f"every call refused with AccessDenied: {calls} {intruder.stderr()[-300:]}")
         out = ctx.path("received")
@@ -205,9 +202,9 @@ def bounds_channel_intruder(ctx: Context):
                   f"one line for each intruder, naming b ({b_addr}): {drops}")
         res = ctx.lab.run(b=f"{BIN} receive --json --timeout 120", deadline=150, step="receive after the intruders")
         out = res.job("b").stdout()
-        got = [e for e in events(out, "received")]
+        got = [e for e in json_events(out, "received")]
         ctx.check(len(got) == 1 and got[0].get("text") == text, f"the honest receiver got the message: {got}")
-        ctx.check(any(e.get("transport") == "l2cap" for e in events(out, "subscribed")),
+        ctx.check(any(e.get("transport") == "l2cap" for e in json_events(out, "subscribed")),
                   "over the L2CAP channel")
         sender.wait()
         ctx.check(sender.rc == 0, f"the sender delivered and exited 0 (exit {sender.rc})")

@@ -21,73 +21,24 @@ connection carries every file ready); the other daemon scenarios use --insecure-
 from __future__ import annotations
 
 import hashlib
-import json
 import os
-import re
-import shlex
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import scenarios  # noqa: E402
 from scenarios import Context, scenario  # noqa: E402
-
-
-def progress_of(total: int) -> str:
-    """A regex matching the first progress event of the message of `total` bytes."""
-    return rf'"event":"progress"[^\n]*"total":{total}\b'
-
-
-def daemon_job(role: str, directory: str, until: str, deadline: int, extra: str = "",
-               trust: str = "--insecure-any-peer") -> str:
-    """Shell for one guest: start the daemon, wait until `until` (a shell test) holds, then
-    SIGTERM it and exit with its status, printing DAEMON-EXIT. `trust` is the daemon's trust
-    options: by default any peer (these scenarios are not about trust; scenarios_secure.py
-    passes --identity and --authorized-peers)."""
-    option = "--outbox" if role == "sender" else "--output-dir"
-    return (f'"$BLETRANSFER_BIN" daemon --role {role} --adapter hci0 {option} {shlex.quote(directory)} --json {trust} {extra} &\n'
-            f'pid=$!\nend=$((SECONDS + {deadline}))\n'
-            f'while [ $SECONDS -lt $end ] && kill -0 $pid 2>/dev/null && ! ( {until} ); do sleep 0.5; done\n'
-            f'echo "DAEMON-DONE after $SECONDS s"\n'
-            f'kill -TERM $pid; wait $pid; rc=$?; echo "DAEMON-EXIT $rc"; exit $rc\n')
-
-
-def count_files(directory: str, pattern: str = "*") -> str:
-    return f'find {shlex.quote(directory)} -maxdepth 1 -type f -name {shlex.quote(pattern)} ! -name ".*" | wc -l'
-
-
-def prepare(ctx: Context, payloads: list) -> tuple:
-    """Outbox (files with increasing modification times) and an empty inbox in the run folder."""
-    base = ctx.lab.run_dir / "payloads" / ctx.name
-    outbox, inbox = base / "outbox", base / "inbox"
-    outbox.mkdir(parents=True, exist_ok=True)
-    inbox.mkdir(parents=True, exist_ok=True)
-    for i, data in enumerate(payloads, 1):
-        hidden = outbox / f".file{i:03d}.dat"
-        hidden.write_bytes(data)
-        os.utime(hidden, (1_700_000_000 + i, 1_700_000_000 + i))
-        hidden.rename(outbox / f"file{i:03d}.dat")
-    return outbox, inbox, ctx.lab.host_path(outbox), ctx.lab.host_path(inbox)
-
-
-def regular_files(directory: Path) -> list:
-    return sorted(p for p in directory.iterdir() if p.is_file()) if directory.exists() else []
-
-
-def keyed_daemons(ctx: Context) -> tuple:
-    """Trust options for a sender daemon on a and a receiver daemon on b holding each other's
-    keys: the secure mode, so one connection carries every file ready (multi)."""
-    from scenarios_secure import mutual_trust  # scenarios_secure imports this module
-    return mutual_trust(ctx)
+from lab_events import event_lines, json_events, progress_of, states  # noqa: E402
+from lab_fixtures import count_files, daemon_job, mutual_trust, prepare, regular_files  # noqa: E402
 
 
 def keyed_daemon_jobs(ctx: Context, payloads: list, deadline: int) -> tuple:
-    """An outbox holding `payloads` and an inbox (prepare()), and the shell for keyed
-    daemons (keyed_daemons()): a sender on a until its outbox is empty, a receiver on b until
-    its inbox holds every payload, each for at most `deadline` s. Returns (outbox, inbox,
-    sender, receiver)."""
+    """An outbox holding `payloads` and an inbox (prepare()), and the shell for daemons
+    holding each other's keys (mutual_trust(): the secure mode, so one connection carries every
+    file ready): a sender on a until its outbox is empty, a receiver on b until its inbox holds
+    every payload, each for at most `deadline` s. Returns (outbox, inbox, sender, receiver)."""
     outbox, inbox, host_outbox, host_inbox = prepare(ctx, payloads)
-    trust_a, trust_b = keyed_daemons(ctx)
+    trust_a, trust_b = mutual_trust(ctx)
     sender = daemon_job("sender", host_outbox, f'[ "$({count_files(host_outbox)})" -eq 0 ]', deadline, "--settle-time 0",
                         trust=trust_a)
     receiver = daemon_job("receiver", host_inbox, f'[ "$({count_files(host_inbox)})" -ge {len(payloads)} ]', deadline,
@@ -126,9 +77,9 @@ def daemon_twenty_files(ctx: Context):
     ctx.check("DAEMON-EXIT 0" in a_out and "DAEMON-EXIT 0" in b_out, "both daemons exited 0 on SIGTERM")
     # Every fault reached the daemons (and they went on).
     for host, out in (("a", a_out), ("b", b_out)):
-        states = re.findall(r'"state":"(\w+)"', out)
-        ctx.check(states.count("poweredOn") >= 3,
-                  f"host {host}: poweredOn at start, after the power cycle and after the restart: {states}")
+        seen = states(out)
+        ctx.check(seen.count("poweredOn") >= 3,
+                  f"host {host}: poweredOn at start, after the power cycle and after the restart: {seen}")
     stored = regular_files(inbox)
     hidden = [p.name for p in stored if p.name.startswith(".")]
     ctx.check(not hidden, f"no partial files in the inbox: {hidden}")
@@ -145,10 +96,9 @@ def daemon_twenty_files(ctx: Context):
     ctx.check(sorted(p.name for p in stored) == [f"file{i:03d}.dat" for i in range(1, n + 1)]
               and all((inbox / f"file{i:03d}.dat").read_bytes() == data for i, data in enumerate(payloads, 1)),
               "each file stored under its outbox name")
-    order = [json.loads(line).get("name") for line in b_out.splitlines()
-             if line.startswith("{") and '"event":"received"' in line]
+    order = [e.get("name") for e in json_events(b_out, "received")]
     ctx.check(order == [f"file{i:03d}.dat" for i in range(1, n + 1)], f"files arrived in outbox order: {order}")
-    ctx.figure("daemon_twenty_files_visits", b_out.count('"event":"connected"'))
+    ctx.figure("daemon_twenty_files_visits", len(event_lines(b_out, "connected")))
     ctx.figure("daemon_twenty_files_seconds", round(res.seconds, 1))
     ctx.figure("daemon_twenty_files_bytes", sum(sizes))
 
@@ -161,17 +111,14 @@ def daemon_rss_100(ctx: Context):
     _, _, sender, receiver = keyed_daemon_jobs(ctx, payloads, 840)
     n = len(payloads)
     res = ctx.lab.run(a=sender, b=receiver, deadline=900, step="hundred messages")
-    received = []
-    for line in res.job("b").stdout().splitlines():
-        if line.startswith("{") and '"event":"received"' in line:
-            received.append(json.loads(line))
+    received = json_events(res.job("b").stdout(), "received")
     ctx.check(len(received) >= n, f"{n} messages received, got {len(received)}")
     rss = {e["count"]: e.get("rss") for e in received if "count" in e}
     for k in (1, 10, 50, 100):
         if rss.get(k):
             ctx.figure(f"receiver_rss_mib_after_{k}", round(rss[k] / 1048576, 1))
     ctx.figure("daemon_100_messages_seconds", round(res.seconds, 1))
-    ctx.figure("daemon_100_messages_visits", res.job("b").stdout().count('"event":"connected"'))
+    ctx.figure("daemon_100_messages_visits", len(event_lines(res.job("b").stdout(), "connected")))
     ctx.check(rss.get(100) is not None and rss.get(10) is not None and rss[100] <= rss[10] * 1.25,
               f"RSS flat from message 10 to 100: {rss.get(10)} → {rss.get(100)}")
 

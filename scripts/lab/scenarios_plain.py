@@ -19,7 +19,6 @@ as between keyed hosts, and each side says once that the peer's key was not auth
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shlex
 import shutil
@@ -29,8 +28,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import scenarios  # noqa: E402
 from scenarios import Context, scenario  # noqa: E402
-from scenarios_daemon import count_files, daemon_job, prepare, regular_files  # noqa: E402
-from scenarios_secure import json_events  # noqa: E402
+from lab_events import event_lines, json_events  # noqa: E402
+from lab_fixtures import count_files, daemon_job, peak_rss_mib, prepare, regular_files, with_peak_rss  # noqa: E402
 
 SEND = '"$BLETRANSFER_BIN" send --json'
 RECEIVE = '"$BLETRANSFER_BIN" receive --json'
@@ -126,7 +125,7 @@ def plain_daemons(ctx: Context):
     digests = [e.get("message", {}).get("sha256") for e in received]
     ctx.check(len(received) == n and len(set(digests)) == n, f"{n} received events, each message once: {len(received)}")
     ctx.check(all(e.get("message", {}).get("format") == "secure" for e in received), "all encrypted")
-    visits = b_out.count('"event":"connected"')
+    visits = len(event_lines(b_out, "connected"))
     ctx.figure("keyless_daemons_visits", visits)
     ctx.figure("keyless_daemons_seconds", round(res.seconds, 1))
     # One connection carries every file ready; a few more visits are allowed for files the
@@ -192,20 +191,6 @@ def files_tree(ctx: Context):
     subscriptions = json_events(b_out, "subscribed")
     ctx.figure("files_tree_visits", len(subscriptions))
     ctx.check(len(json_events(res.job("a").stdout(), "delivered")) == len(files), "a counted every delivery")
-
-
-def with_peak_rss(command: str) -> str:
-    """`command` in the background, its peak resident set (VmHWM, which only grows) read from
-    /proc while it runs and printed as `PEAK-RSS-KIB N` when it ends; its exit status kept."""
-    return (f"{command} & pid=$!; peak=0; "
-            "while kill -0 $pid 2>/dev/null; do "
-            "v=$(awk '/^VmHWM/ {print $2}' /proc/$pid/status 2>/dev/null); [ -n \"$v\" ] && peak=$v; sleep 0.2; done; "
-            "wait $pid; rc=$?; echo \"PEAK-RSS-KIB $peak\"; exit $rc")
-
-
-def peak_rss_mib(output: str) -> float:
-    values = [int(line.split()[1]) for line in output.splitlines() if line.startswith("PEAK-RSS-KIB ")]
-    return round(values[-1] / 1024, 1) if values else -1.0
 
 
 @scenario("files-large", tags=("bletransfer", "roles", "keyless", "files"))

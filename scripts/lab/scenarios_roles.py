@@ -18,19 +18,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from scenarios import Context, l2cap_capacity, scenario, sha256  # noqa: E402
+from lab_events import (event_lines, first_at, last_event_number, median, rescan_gaps,  # noqa: E402
+                        stamped, states, visit_timeline)
 
 SEND = '"$BLETRANSFER_BIN" send --json'
 RECEIVE = '"$BLETRANSFER_BIN" receive --json'
 ADVERTISING = ("a", r'"event":"advertising"')
-
-
-def events(text: str, name: str) -> list[str]:
-    """The JSON lines of one event kind in a command's output."""
-    return [line for line in text.splitlines() if f'"event":"{name}"' in line]
-
-
-def states(text: str) -> list[str]:
-    return re.findall(r'"state":"(\w+)"', text)
 
 
 def transfer(ctx: Context, data: bytes, deadline: float = 300, name: str = "message", options: str = "") -> tuple:
@@ -49,7 +42,7 @@ def transfer(ctx: Context, data: bytes, deadline: float = 300, name: str = "mess
     got = ctx.read(out)
     ctx.check(got == data, f"{len(got)} bytes (sha256 {sha256(got)[:16]}) received, "
                            f"{len(data)} bytes (sha256 {sha256(data)[:16]}) sent")
-    ctx.check(len(events(res.job("a").stdout(), "delivered")) == 1, "the sender counted one delivery")
+    ctx.check(len(event_lines(res.job("a").stdout(), "delivered")) == 1, "the sender counted one delivery")
     return res, out
 
 
@@ -64,7 +57,7 @@ def roles_text(ctx: Context):
                       expect={"a": 0, "b": 0})
     got = res.job("b").stdout().encode()
     ctx.check(got == text.encode(), f"standard output of receive is the message ({len(got)} bytes)")
-    framed = [e for e in events(res.job("a").stdout(), "subscribed") if '"format":"secure"' in e]
+    framed = [e for e in event_lines(res.job("a").stdout(), "subscribed") if '"format":"secure"' in e]
     ctx.check(bool(framed), "two bletransfer hosts without keys speak the framed protocol, encrypted")
 
 
@@ -100,16 +93,12 @@ def roles_1mib(ctx: Context):
         floods.append(l2cap_capacity(ctx, frames=128, sdu=8192, sender="a"))
         res, _ = transfer(ctx, data, deadline=900, name=f"1mib-{attempt}")
         b_out = res.job("b").stdout()
-        ctx.check(any('"transport":"l2cap"' in e for e in events(b_out, "subscribed")),
+        ctx.check(any('"transport":"l2cap"' in e for e in event_lines(b_out, "subscribed")),
                   "two bletransfer hosts ran the transfer over the L2CAP channel")
-        seconds = seconds_of(b_out)
+        seconds = last_event_number(b_out, "received", "seconds")
         if seconds:
             rates.append(round(1024 / seconds, 1))
-        stored_at = None
-        for line in events(b_out, "received"):
-            m = re.search(r'"unixTime":([0-9.]+)', line)
-            if m:
-                stored_at = float(m.group(1))
+        stored_at = last_event_number(b_out, "received", "unixTime")
         exited = re.search(r"RECEIVE-EXIT ([0-9.]+)", b_out)
         if stored_at is not None and exited:
             # From the stored message to the process's exit: issue #13 asks for at most 0.5 s.
@@ -130,7 +119,7 @@ def roles_1mib(ctx: Context):
                     'sleep 1; done', step="the flood's link is gone", check=False)
     # The same payload over GATT notifications (--no-l2cap), for comparison.
     gatt, _ = transfer(ctx, data, deadline=900, name="1mib-gatt", options=" --no-l2cap")
-    gatt_seconds = seconds_of(gatt.job("b").stdout())
+    gatt_seconds = last_event_number(gatt.job("b").stdout(), "received", "seconds")
     ceiling = max(floods)
     ctx.figure("roles_1mib_ceiling_floods_kib_s", "/".join(str(f) for f in floods))
     ctx.figure("roles_1mib_ceiling_l2cap_kib_s", ceiling)
@@ -144,16 +133,6 @@ def roles_1mib(ctx: Context):
     if gatt_seconds:
         ctx.figure("roles_1mib_gatt_kib_s", round(1024 / gatt_seconds, 1))
         ctx.figure("roles_1mib_gatt_ceiling_ratio", round(1024 / gatt_seconds / max(ceiling, 1e-6), 2))
-
-
-def seconds_of(output: str) -> float | None:
-    """The `seconds` of the last `received` event in a receive's JSON output."""
-    seconds = None
-    for line in events(output, "received"):
-        m = re.search(r'"seconds":([0-9.]+)', line)
-        if m:
-            seconds = float(m.group(1))
-    return seconds
 
 
 @scenario("roles-rescan", tags=("bletransfer", "roles"))
@@ -179,11 +158,11 @@ def roles_rescan(ctx: Context):
         for name in listing:
             got = ctx.read(f"{out_dir}/{name}")
             ctx.check(got == data, f"{label}: {name} is the message ({len(got)} bytes)")
-        visits = len(events(b_out, "connected"))
+        visits = len(event_lines(b_out, "connected"))
         ctx.figure(f"roles_rescan_{label}_visits", visits)
         if not compat:
             ctx.check(visits == 1, f"framed: the three messages took one visit, took {visits}")
-    ctx.check(len(events(b_out, "scanning")) >= 3, "compat: the central scanned again after each message")
+    ctx.check(len(event_lines(b_out, "scanning")) >= 3, "compat: the central scanned again after each message")
     # Issue #13: the next visit starts within a second or two of the last disconnect (a
     # restarted scan, or a look at what BlueZ already knows), not after 35-45 s of luck.
     gaps = rescan_gaps(b_out)
@@ -191,21 +170,6 @@ def roles_rescan(ctx: Context):
     if gaps:
         ctx.figure("roles_rescan_gap_max_s", max(gaps))
         ctx.figure("roles_rescan_gap_median_s", sorted(gaps)[len(gaps) // 2])
-
-
-def rescan_gaps(stamped_output: str) -> list[float]:
-    """Seconds from each `disconnected` event to the next `connecting` one, from `stamped` output."""
-    gaps, left_at = [], None
-    for line in stamped_output.splitlines():
-        stamp, _, rest = line.partition(" ")
-        if not re.fullmatch(r"[0-9.]+", stamp):
-            continue
-        if '"event":"disconnected"' in rest:
-            left_at = float(stamp)
-        elif '"event":"connecting"' in rest and left_at is not None:
-            gaps.append(round(float(stamp) - left_at, 2))
-            left_at = None
-    return gaps
 
 
 @scenario("roles-send-to-bleak", tags=("bletransfer", "roles", "peers"), conf="channels1")
@@ -220,7 +184,7 @@ def roles_send_to_bleak(ctx: Context):
                       b_after=ADVERTISING, deadline=330, step="send → bleak central", expect={"a": 0, "b": 0})
     got = ctx.read(out)
     ctx.check(got == data, f"bleak central got {len(got)} of {len(data)} bytes, identical: {got == data}")
-    compat = [e for e in events(res.job("a").stdout(), "subscribed") if '"format":"compat"' in e]
+    compat = [e for e in event_lines(res.job("a").stdout(), "subscribed") if '"format":"compat"' in e]
     ctx.check(bool(compat), "a central that wrote no HELLO gets the compat format")
 
 
@@ -240,7 +204,7 @@ def roles_receive_from_bless(ctx: Context):
     ctx.check(len(listing) == 3, f"three messages received, found {listing}")
     for name in listing:
         ctx.check(ctx.read(f"{out_dir}/{name}") == data, f"{name} is the message")
-    first_byte = [e for e in events(res.job("b").stdout(), "progress")]
+    first_byte = [e for e in event_lines(res.job("b").stdout(), "progress")]
     ctx.check(bool(first_byte), "progress events were reported")
 
 
@@ -294,7 +258,7 @@ def roles_state_resetting(ctx: Context):
                       expect={"a": 0, "b": 0})
     seen = states(res.job("a").stdout())
     ctx.check("resetting" in seen and seen[-1] == "poweredOn", f"resetting then poweredOn reported, saw {seen}")
-    ctx.check(len(events(res.job("a").stdout(), "advertising")) >= 2, "advertising registered again")
+    ctx.check(len(event_lines(res.job("a").stdout(), "advertising")) >= 2, "advertising registered again")
     ctx.check(ctx.read(out) == data, "message delivered after the restart")
 
 
@@ -331,25 +295,8 @@ def roles_link_cut(ctx: Context):
     ctx.check(len(listing) == 1, f"exactly one file, no partial one, found {listing}")
     ctx.check(ctx.read(f"{out_dir}/{listing[0]}") == data if listing else False, "the file is the whole message")
     b_out = res.job("b").stdout()
-    ctx.check(bool(events(b_out, "aborted") or events(b_out, "retrying") or events(b_out, "disconnected")),
+    ctx.check(bool(event_lines(b_out, "aborted") or event_lines(b_out, "retrying") or event_lines(b_out, "disconnected")),
               "the receiver noticed the cut")
-
-
-def stamped(cmd: str) -> str:
-    """Runs `cmd` with every output line prefixed by the guest's clock (seconds since the epoch,
-    ns precision), after a line `T0 <start time>`; for latency figures."""
-    return (f"echo T0 $(date +%s.%N); {cmd} 2>&1 | "
-            "while IFS= read -r line; do echo \"$(date +%s.%N) $line\"; done")
-
-
-def first_at(text: str, pattern: str) -> float | None:
-    """Seconds from T0 to the first stamped line matching `pattern`."""
-    t0 = re.search(r"^T0 ([0-9.]+)$", text, re.M)
-    for line in text.splitlines():
-        stamp, _, rest = line.partition(" ")
-        if t0 and re.search(pattern, rest) and re.fullmatch(r"[0-9.]+", stamp):
-            return round(float(stamp) - float(t0.group(1)), 2)
-    return None
 
 
 @scenario("roles-latency", tags=("bletransfer", "roles", "throughput"), conf="channels1")
@@ -376,29 +323,8 @@ def roles_latency(ctx: Context):
         ctx.figure(f"{central}_complete_s", first_at(text, complete))
 
 
+# The steps of a receiver's visit that first-visit times, in the order they come.
 VISIT_STEPS = ("state", "scanning", "found", "connected", "subscribed")
-
-
-def visit_timeline(text: str) -> dict:
-    """Seconds from the receive process's launch (the line `T0 <epoch>` printed just before it)
-    to the first event of each step, from the events' own `unixTime` (same guest clock; no
-    per-line stamping, whose forks cost tenths of a second under TCG)."""
-    t0 = re.search(r"^T0 ([0-9.]+)$", text, re.M)
-    marks = {}
-    for step in VISIT_STEPS:
-        line = next(iter(events(text, step)), None)
-        when = re.search(r'"unixTime":([0-9.]+)', line or "")
-        if t0 and when:
-            marks[step] = round(float(when.group(1)) - float(t0.group(1)), 2)
-    return marks
-
-
-def median(values: list) -> float | None:
-    ordered = sorted(values)
-    if not ordered:
-        return None
-    middle = len(ordered) // 2
-    return ordered[middle] if len(ordered) % 2 else round((ordered[middle - 1] + ordered[middle]) / 2, 2)
 
 
 @scenario("first-visit", tags=("bletransfer", "roles", "throughput"), conf="default")
@@ -415,7 +341,7 @@ def first_visit(ctx: Context):
                           b=f"echo T0 $(date +%s.%N); exec {RECEIVE} --output {shlex.quote(out)} --timeout 90",
                           b_after=ADVERTISING + (1.0,), deadline=150, step=f"first visit {attempt}")
         ctx.check(ctx.read(out) == data, f"run {attempt}: message intact")
-        marks = visit_timeline(res.job("b").stdout())
+        marks = visit_timeline(res.job("b").stdout(), VISIT_STEPS)
         ctx.check("subscribed" in marks, f"run {attempt}: the subscription is seen with its time")
         ctx.figure(f"first_visit_run{attempt}", marks)
         runs.append(marks)

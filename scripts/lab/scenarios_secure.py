@@ -45,93 +45,26 @@ and writes the authorized-peers files it needs.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import shlex
 import shutil
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import scenarios  # noqa: E402
 from scenarios import Context, scenario, sha256  # noqa: E402
-from scenarios_daemon import count_files, daemon_job, prepare, progress_of, regular_files  # noqa: E402
-from scenarios_roles import first_at, stamped  # noqa: E402
+from lab_events import first_at, json_events, progress_of, stamped, stamped_events, states  # noqa: E402
+from lab_fixtures import (KEY_DIR, Key, authorize, count_files, daemon_job, keygen, mutual_keys,  # noqa: E402
+                          mutual_trust, prepare, regular_files, trust)
 
 SEND = '"$BLETRANSFER_BIN" send --json'
 RECEIVE = '"$BLETRANSFER_BIN" receive --json'
 ADVERTISING = r'"event":"advertising"'
-# Guest-local (tmpfs): the private keys stay in the guest that made them.
-KEY_DIR = "/tmp/bletransfer-lab-keys"
 XATTR = "user.bletransfer.sender"
 WINDOW = 16
-
-
-@dataclass
-class Key:
-    line: str          # the public key line, "bletransfer-x25519 <base64> <name>"
-    fingerprint: str   # "SHA256:…", as `bletransfer id` prints it
-    identity: str      # the private key's path on its guest
-    host: str
-
-
-def keygen(ctx: Context, host: str, label: str) -> Key:
-    """A new identity on `host` named lab-<label>; its public key line and fingerprint."""
-    directory = f"{KEY_DIR}/{ctx.name}"
-    path = f"{directory}/{label}.identity"
-    job = ctx.lab.sh(host, f'mkdir -p {directory} && rm -f {path} && '
-                           f'"$BLETRANSFER_BIN" keygen --identity {path} --name lab-{label} >/dev/null && '
-                           f'"$BLETRANSFER_BIN" id --identity {path}', step=f"keygen {label}")
-    lines = job.stdout().splitlines()
-    line = next((s.strip() for s in lines if s.startswith("bletransfer-x25519 ")), "")
-    fingerprint = next((s.strip() for s in lines if s.startswith("SHA256:")), "")
-    ctx.check(line.endswith(f" lab-{label}") and fingerprint != "",
-              f"keygen on {host} printed a key line and a fingerprint: {job.stdout()!r}")
-    mode = ctx.lab.sh(host, f"stat -c %a {path}", step="identity mode").stdout().strip()
-    ctx.check(mode == "600", f"{path} is mode 0600, not {mode}")
-    return Key(line, fingerprint, path, host)
-
-
-def authorize(ctx: Context, host: str, label: str, keys: list) -> str:
-    """An authorized-peers file on `host` listing `keys`; returns its path there."""
-    path = f"{KEY_DIR}/{ctx.name}/{label}.peers"
-    text = "# authorized peers written by the lab\n" + "".join(k.line + "\n" for k in keys)
-    # 0644 whatever the umask: bletransfer refuses a list that group or others can write.
-    ctx.lab.sh(host, f"printf %s {shlex.quote(text)} > {path} && chmod 644 {path}", step=f"authorize {label}")
-    return path
-
-
-def trust(identity: Key, peers: str) -> str:
-    return f"--identity {identity.identity} --authorized-peers {peers}"
-
-
-def mutual_keys(ctx: Context) -> tuple:
-    """Fresh keys on a and b, each side's authorized-peers file listing the other's key:
-    (key_a, key_b, peers_a, peers_b)."""
-    key_a, key_b = keygen(ctx, "a", "a"), keygen(ctx, "b", "b")
-    return key_a, key_b, authorize(ctx, "a", "a", [key_b]), authorize(ctx, "b", "b", [key_a])
-
-
-def mutual_trust(ctx: Context) -> tuple:
-    """Trust options for a and b holding each other's (fresh) keys: (trust_a, trust_b)."""
-    key_a, key_b, peers_a, peers_b = mutual_keys(ctx)
-    return trust(key_a, peers_a), trust(key_b, peers_b)
-
-
-def json_events(text: str, name: str) -> list:
-    """The JSON objects of one event kind in a command's output."""
-    found = []
-    for line in text.splitlines():
-        line = line.strip()
-        if line.startswith("{") and f'"event":"{name}"' in line:
-            try:
-                found.append(json.loads(line))
-            except ValueError:
-                pass
-    return found
 
 
 def address_of(ctx: Context, host: str) -> str:
@@ -211,9 +144,9 @@ def secure_daemons(ctx: Context):
                                 (("b", progress_of(big), 6.5), ("a", "power-on"))))
     a_out, b_out = res.job("a").stdout(), res.job("b").stdout()
     ctx.check("DAEMON-EXIT 0" in a_out and "DAEMON-EXIT 0" in b_out, "both daemons exited 0 on SIGTERM")
-    states = re.findall(r'"state":"(\w+)"', a_out)
-    ctx.check("poweredOff" in states and states.count("poweredOn") >= 2,
-              f"a's daemon saw its adapter go off and come back: {states}")
+    seen = states(a_out)
+    ctx.check("poweredOff" in seen and seen.count("poweredOn") >= 2,
+              f"a's daemon saw its adapter go off and come back: {seen}")
     stored = regular_files(inbox)
     ctx.check(not [p for p in stored if p.name.startswith(".")], f"no partial files: {[p.name for p in stored]}")
     visible = [p for p in stored if not p.name.startswith(".")]
@@ -566,7 +499,7 @@ def secure_throughput(ctx: Context):
                           finish_with="b")  # a receiver that gave up leaves send waiting for nothing
         ctx.check(ctx.read(out) == payload, f"{mode}: 1 MiB arrived intact")
         text = res.job("b").stdout()
-        received = [json.loads(m) for m in re.findall(r'^[0-9.]+ (\{.*"event":"received".*\})$', text, re.M)]
+        received = stamped_events(text, "received")
         ctx.check(len(received) == 1 and received[0]["message"].get("format") == want_format,
                   f"{mode}: one message received as {want_format}: {[r['message'].get('format') for r in received]}")
         seconds[mode] = float(received[0]["message"]["seconds"])

@@ -10,14 +10,13 @@ central was dropped.
 """
 from __future__ import annotations
 
-import json
-import re
 import shlex
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from scenarios import Context, scenario  # noqa: E402
+from lab_events import epoch_seconds, event_lines, json_events, peer_events  # noqa: E402
 
 BOUND = 8  # seconds: the scenario's --unsubscribe-timeout
 HANDSHAKE_BOUND = 10  # seconds: the sender's bound on an unanswered handshake
@@ -43,34 +42,27 @@ def hostile_then_receiver(ctx: Context, framed: bool) -> None:
         b_after=("a", r'"event":"advertising"'), deadline=330,
         step="hostile central, then bletransfer receive", expect={"a": 0, "b": 0})
     a_out, b_out = res.job("a").stdout(), res.job("b").stdout()
-    dropped = [json.loads(l) for l in a_out.splitlines() if '"event":"central-dropped"' in l]
+    dropped = json_events(a_out, "central-dropped")
     ctx.check(len(dropped) == 1, f"the sender dropped the hostile central once, saw {len(dropped)}")
     ctx.check(("handshake" in dropped[0]["reason"]) if framed else ("unsubscribe" in dropped[0]["reason"]),
               f"the reason names the bound: {dropped[0]['reason']!r}")
     if framed:
         # From the hostile central's subscription to its drop, by the sender's own clock.
-        events = [json.loads(l) for l in a_out.splitlines() if l.startswith("{")]
-        subscribed = next((e for e in events if e.get("event") == "subscribed"), None)
+        subscribed = next(iter(json_events(a_out, "subscribed")), None)
         ctx.check(subscribed is not None, "the hostile central subscribed")
-        after = parse_time(dropped[0]["time"]) - parse_time(subscribed["time"]) if subscribed else 1e9
+        after = epoch_seconds(dropped[0]["time"]) - epoch_seconds(subscribed["time"]) if subscribed else 1e9
         ctx.check(after <= HANDSHAKE_BOUND + 6, f"dropped {after:.1f} s after subscribing (bound {HANDSHAKE_BOUND} s)")
     else:
-        m = re.search(r'^DROPPED (\{.*\})$', b_out, re.M)
-        ctx.check(m is not None, "the hostile central saw its link dropped (it did not hold it for 120 s)")
-        after = json.loads(m.group(1))["seconds_after_eom"] if m else 1e9
+        seen = peer_events(b_out, "DROPPED")
+        ctx.check(bool(seen), "the hostile central saw its link dropped (it did not hold it for 120 s)")
+        after = seen[0]["seconds_after_eom"] if seen else 1e9
         ctx.check(after <= BOUND + 6, f"dropped {after} s after EOM (bound {BOUND} s)")
     ctx.figure(f"hostile_{'framed' if framed else 'compat'}_dropped_after_s", after)
     ctx.check(ctx.read(out) == text.encode(), "the next central received the message")
-    delivered = [l for l in a_out.splitlines() if '"event":"delivered"' in l]
+    delivered = event_lines(a_out, "delivered")
     ctx.check(len(delivered) == 1 and '"format":"secure"' in delivered[0],
               "exactly one delivery, to the real (encrypted framed) receiver")
-    ctx.check(len(re.findall(r'"event":"advertising"', a_out)) >= 2, "advertising resumed after the drop")
-
-
-def parse_time(text: str) -> float:
-    """Seconds since the epoch of an event's ISO 8601 `time`."""
-    from datetime import datetime
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    ctx.check(len(event_lines(a_out, "advertising")) >= 2, "advertising resumed after the drop")
 
 
 @scenario("bounds-central-never-acks", tags=("bletransfer", "bounds"))

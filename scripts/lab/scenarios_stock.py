@@ -10,29 +10,17 @@ payloads arrived identical (figures `*_identical`).
 """
 from __future__ import annotations
 
-import json
 import os
-import re
 import shlex
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from scenarios import Context, scenario, sha256  # noqa: E402
+from lab_events import json_events  # noqa: E402
 
 # Four repetitions in the suite (CI time); LAB_STOCK_REPEAT=20 for a closer look.
 REPEAT = int(os.environ.get("LAB_STOCK_REPEAT", "4"))
-
-
-def json_events(text: str, name: str) -> list[dict]:
-    out = []
-    for line in text.splitlines():
-        if f'"event":"{name}"' in line:
-            try:
-                out.append(json.loads(line))
-            except ValueError:
-                pass
-    return out
 
 
 def text_payload(size: int) -> bytes:
@@ -47,9 +35,9 @@ def send_to_bleak(ctx: Context, data: bytes, count: int, delivery: str, label: s
     msg = ctx.payload(f"message-{label}", data)
     out = ctx.path(f"received-{label}")
     res = ctx.lab.run(a=f'"$BLETRANSFER_BIN" send --json --compat-delivery {delivery} --file {shlex.quote(msg)} '
-                        f'--count {count} --timeout 900 {extra}',
+                        f'--count {count} --timeout 300 {extra}',
                       b=ctx.central(out, count=count, extra="--retry-for 120 --scan-timeout 60"),
-                      b_after=("a", r'"event":"advertising"'), deadline=960,
+                      b_after=("a", r'"event":"advertising"'), deadline=340,
                       step=f"send --compat-delivery {delivery} → bleak ×{count}", expect={"a": 0, "b": 0})
     delivered = json_events(res.job("a").stdout(), "delivered")
     ctx.check(len(delivered) == count, f"{label}: {count} deliveries counted, got {len(delivered)}")
@@ -116,8 +104,8 @@ def bless_to_receive(ctx: Context, chunk: int, tag: str):
     inbox = ctx.path("inbox")
     res = ctx.lab.run(a=ctx.peripheral(msg, chunk=chunk, count=REPEAT),
                       b=f'"$BLETRANSFER_BIN" receive --json --output-dir {shlex.quote(inbox)} '
-                        f'--count {REPEAT} --timeout 900',
-                      b_after=("a", r"^READY"), deadline=960, step=f"bless ({chunk}-byte values) → receive ×{REPEAT}",
+                        f'--count {REPEAT} --timeout 300',
+                      b_after=("a", r"^READY"), deadline=340, step=f"bless ({chunk}-byte values) → receive ×{REPEAT}",
                       expect={"a": 0, "b": 0})
     received = json_events(res.job("b").stdout(), "received")
     ctx.check(len(received) == REPEAT, f"{REPEAT} messages received, got {len(received)}")
