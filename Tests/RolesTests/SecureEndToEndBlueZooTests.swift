@@ -324,14 +324,16 @@ struct SecureEndToEndBlueZooTests {
             delivered = await value(of: sending, within: .seconds(60)) ?? 0
         } else {
             // The sender still holds messages: it waits for the next central. Let the session
-            // it served end on its side (the central's CLOSE, its last ACK counted first): it
-            // then advertises again, its second `advertising`. Then stop it.
+            // it served end on its side: it advertises again (its second `advertising`) and
+            // counts the last ACK, in either order (a sealed ACK counts even when the central's
+            // hang-up overtook it). Then stop it.
             // Bounded: stopping the sender ends its events, which ends the wait.
             let watchdog = Task {
                 try await Task.sleep(for: .seconds(30))
                 sending.cancel()
             }
             await senderLog.waitFor(count: 2) { if case .advertising = $0 { true } else { false } }
+            await senderLog.waitFor(count: wanted) { $0.deliveredSummary != nil }
             watchdog.cancel()
             sending.cancel()
             _ = try? await sending.value
