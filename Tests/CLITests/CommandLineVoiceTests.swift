@@ -23,14 +23,21 @@ private func runCLI(_ arguments: [String], environment extra: [String: String] =
     environment["COLUMNS"] = "80"
     environment.merge(extra) { _, new in new }
     process.environment = environment
-    let out = Pipe(), err = Pipe()
+    // Files, not pipes: a pipe's write end is inherited by any process another test spawns at
+    // the same moment (a private bus's dbus-daemon), and its end of file would wait for that one.
+    let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("bletransfer-cli-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: scratch) }
+    let outURL = scratch.appendingPathComponent("out"), errURL = scratch.appendingPathComponent("err")
+    _ = FileManager.default.createFile(atPath: outURL.path, contents: nil)
+    _ = FileManager.default.createFile(atPath: errURL.path, contents: nil)
+    let out = try FileHandle(forWritingTo: outURL), err = try FileHandle(forWritingTo: errURL)
+    defer { try? out.close(); try? err.close() }
     process.standardOutput = out
     process.standardError = err
     try process.run()
-    // The outputs are a screen at most: reading them to the end cannot block the child.
-    let outData = out.fileHandleForReading.readDataToEndOfFile()
-    let errData = err.fileHandleForReading.readDataToEndOfFile()
     process.waitUntilExit()
+    let outData = try Data(contentsOf: outURL), errData = try Data(contentsOf: errURL)
     return (process.terminationStatus, String(decoding: outData, as: UTF8.self), String(decoding: errData, as: UTF8.self))
 }
 

@@ -416,26 +416,33 @@ import Glibc
 
     @Test func descriptorSinkWritesEveryByte() async throws {
         var fds: [Int32] = [-1, -1]
+        // Close-on-exec: a process another test spawns meanwhile must not keep the write end open.
         #expect(pipe(&fds) == 0)
+        for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
         let readEnd = fds[0]
         let writeEnd = fds[1]
         defer { close(readEnd) }
         let payload = CentralTestData.binary(100_000)   // more than a pipe buffer holds
-        let reader = Task.detached { () -> [UInt8] in
-            var collected: [UInt8] = []
+        // The reader blocks in read(2): on a thread of its own, not the cooperative pool, whose
+        // few threads the sink's blocking write and other tests may all be holding.
+        let collected = Mutex<[UInt8]>([])
+        let readerDone = DispatchSemaphore(value: 0)
+        let reader = Thread {
             var buffer = [UInt8](repeating: 0, count: 4096)
             while true {
                 let count = read(readEnd, &buffer, buffer.count)
                 if count <= 0 { break }
-                collected += buffer[0..<count]
+                collected.withLock { $0 += buffer[0..<count] }
             }
-            return collected
+            readerDone.signal()
         }
+        reader.start()
         let sink = FileDescriptorSink(fileDescriptor: writeEnd, name: "a pipe")
         let stored = try await sink.store(Self.message(payload), sequence: 1, from: nil)
         close(writeEnd)
         #expect(stored == nil)
-        #expect(await reader.value == payload)
+        readerDone.wait()
+        #expect(collected.withLock { $0 } == payload)
     }
 
     @Test func descriptorSinkReportsABrokenPipe() async throws {
