@@ -178,7 +178,7 @@ let package = Package(
         // keygen and id, run as the built executable.
         .testTarget(
             name: "TrustCLITests",
-            dependencies: ["bletransfer", "Daemon", "Trust"]
+            dependencies: ["bletransfer", "Daemon", "Trust", "TestSupport"]
         ),
         .testTarget(
             name: "DBusTests",
@@ -193,7 +193,7 @@ let package = Package(
         ),
         .testTarget(
             name: "DaemonSupportTests",
-            dependencies: ["DaemonSupport"]
+            dependencies: ["DaemonSupport", .product(name: "SystemPackage", package: "swift-system")]
         ),
         .testTarget(
             name: "RolesTests",
@@ -211,7 +211,7 @@ let package = Package(
         .testTarget(
             name: "CLITests",
             dependencies: [
-                "bletransfer", "Roles",
+                "bletransfer", "Roles", "TestSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

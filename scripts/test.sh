@@ -64,8 +64,11 @@ fi
 stage "unit and bus tests (swift test)"
 # In a session of its own, so that anything a test leaves running (a dbus-daemon, a mock)
 # is reaped afterwards instead of holding the output open or outliving CI.
+# Bounded: a test that hangs (a blocking wait on the cooperative pool) costs at most
+# SWIFT_TEST_LIMIT seconds (a whole run takes 2-4 minutes), and is not run again.
+swift_test_limit=${SWIFT_TEST_LIMIT:-1200}
 run_swift_test() {  # $1: log file; sets swift_status
-  setsid swift test --skip-build >"$1" 2>&1 &
+  setsid timeout --kill-after=30 "$swift_test_limit" swift test --skip-build >"$1" 2>&1 &
   local test_pid=$!
   wait "$test_pid"
   swift_status=$?
@@ -75,7 +78,11 @@ run_swift_test() {  # $1: log file; sets swift_status
 }
 run_swift_test "$out_dir/swift-test.log"
 crash_report=""
-if ! grep -qE 'Test run with [0-9]+ tests?' "$out_dir/swift-test.log"; then
+if [ "$swift_status" -eq 124 ] || [ "$swift_status" -eq 137 ]; then
+  crash_report=$(printf 'swift test was stopped after %s s (a hang); its log ends with:\n%s' "$swift_test_limit" \
+      "$(grep -vE '^\s*$' "$out_dir/swift-test.log" | tail -n 12 | cut -c1-240)")
+  echo "test.sh: warning: swift test did not finish within $swift_test_limit s; not run again" >&2
+elif ! grep -qE 'Test run with [0-9]+ tests?' "$out_dir/swift-test.log"; then
   # No closing line: the test process died (a crash or a signal) and took every test's verdict
   # with it. Its last words are kept and shown at the end; the run is made once more, so that
   # the verdicts of the 600 tests are not lost to one crash. A second crash fails the tier.

@@ -241,17 +241,13 @@ actor OutboxMessageSource: MessageSource {
         }
         foldersListed = (generation, .now)
         folderListings += 1
-        guard let directory = opendir(outbox.directory.string) else { return }
-        defer { closedir(directory) }
+        guard let entries = try? DirectoryEntry.list(outbox.directory.string) else { return }
         var present = Set<String>()
-        while let entry = readdir(directory) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
-            }
+        for entry in entries {
+            let name = entry.name
             guard !name.hasPrefix("."), name != "sent", name != "failed" else { continue }
             // The entry's own type where the file system gives it: no lstat per waiting file.
-            let type = entry.pointee.d_type
-            guard type == UInt8(DT_DIR) || type == UInt8(DT_UNKNOWN) else { continue }
+            guard entry.mayBeDirectory else { continue }
             var status = stat()
             let path = outbox.directory.appending(name)
             guard lstat(path.string, &status) == 0, status.st_mode & S_IFMT == S_IFDIR else { continue }

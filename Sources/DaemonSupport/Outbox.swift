@@ -226,15 +226,15 @@ public actor Outbox {
     }
 
     private func candidates() throws(OutboxError) -> [Candidate] {
-        guard let dir = opendir(directory.string) else {
-            throw .cannotList(directory.string, Errno(rawValue: errno))
+        let entries: [DirectoryEntry]
+        do {
+            entries = try DirectoryEntry.list(directory.string)
+        } catch {
+            throw .cannotList(directory.string, error)
         }
-        defer { closedir(dir) }
         var found: [Candidate] = []
-        while let entry = readdir(dir) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
-            }
+        for entry in entries {
+            let name = entry.name
             guard !Self.isIgnoredName(name) else { continue }
             var status = stat()
             guard lstat(directory.appending(name).string, &status) == 0,

@@ -4,6 +4,7 @@ import enum Daemon.ExitStatus  // Swift Testing has an ExitStatus too
 import Foundation
 @testable import bletransfer
 import Testing
+import TestSupport
 
 /// What `arguments` come to before anything runs: help, or a usage error in the one voice.
 private func outcome(_ arguments: [String]) -> CommandLineFront.Outcome? {
@@ -11,34 +12,9 @@ private func outcome(_ arguments: [String]) -> CommandLineFront.Outcome? {
     return nil
 }
 
-/// Runs the `bletransfer` executable built with the tests; returns exit status, stdout, stderr.
-private func runCLI(_ arguments: [String], environment extra: [String: String] = [:]) throws
-    -> (status: Int32, out: String, err: String)
-{
-    let test = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: test).deletingLastPathComponent().appendingPathComponent("bletransfer")
-    process.arguments = arguments
-    var environment = ProcessInfo.processInfo.environment
-    environment["COLUMNS"] = "80"
-    environment.merge(extra) { _, new in new }
-    process.environment = environment
-    // Files, not pipes: a pipe's write end is inherited by any process another test spawns at
-    // the same moment (a private bus's dbus-daemon), and its end of file would wait for that one.
-    let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("bletransfer-cli-\(UUID().uuidString)")
-    try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
-    defer { try? FileManager.default.removeItem(at: scratch) }
-    let outURL = scratch.appendingPathComponent("out"), errURL = scratch.appendingPathComponent("err")
-    _ = FileManager.default.createFile(atPath: outURL.path, contents: nil)
-    _ = FileManager.default.createFile(atPath: errURL.path, contents: nil)
-    let out = try FileHandle(forWritingTo: outURL), err = try FileHandle(forWritingTo: errURL)
-    defer { try? out.close(); try? err.close() }
-    process.standardOutput = out
-    process.standardError = err
-    try process.run()
-    process.waitUntilExit()
-    let outData = try Data(contentsOf: outURL), errData = try Data(contentsOf: errURL)
-    return (process.terminationStatus, String(decoding: outData, as: UTF8.self), String(decoding: errData, as: UTF8.self))
+/// Runs the `bletransfer` executable built with the tests, 80 columns wide.
+private func runCLI(_ arguments: [String], environment extra: [String: String] = [:]) throws -> BuiltTool.Result {
+    try BuiltTool.run(arguments, extraEnvironment: ["COLUMNS": "80"].merging(extra) { _, new in new })
 }
 
 /// One line `bletransfer: error: …`, optionally one `hint: …` line, nothing else.

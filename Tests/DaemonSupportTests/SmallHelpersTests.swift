@@ -1,4 +1,5 @@
 import Foundation
+import SystemPackage
 import Testing
 
 @testable import DaemonSupport
@@ -54,5 +55,21 @@ import Testing
         for offset in stride(from: 0, to: size, by: 4096) { block[offset] = 1 }
         let after = try #require(ProcessMemory.residentBytes())
         #expect(after - before >= size / 2)
+    }
+}
+
+@Suite struct DirectoryEntryTests {
+    @Test func listsNamesAndTypesWithoutDots() throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("entries-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: root + "/folder", withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        try Data("x".utf8).write(to: URL(fileURLWithPath: root + "/file.txt"))
+        let entries = try DirectoryEntry.list(root).sorted { $0.name < $1.name }
+        #expect(entries.map(\.name) == ["file.txt", "folder"])
+        #expect(entries.map(\.mayBeDirectory) == [false, true])
+    }
+
+    @Test func aMissingDirectoryIsItsErrno() {
+        #expect(throws: Errno.noSuchFileOrDirectory) { try DirectoryEntry.list("/nonexistent-\(UUID().uuidString)") }
     }
 }

@@ -163,6 +163,24 @@ private func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x"
         #expect(ReceiptJournal(directory: inbox, stateDirectory: state).all.map(\.digest) == ["aa", "bb"])
     }
 
+    @Test("a line whose id is out of range (an edited log) is skipped; the log goes on", arguments: [Int.max, -1])
+    func anIdOutOfRangeIsSkipped(id: Int) throws {
+        let inbox = try scratch("inbox"), state = try scratch("state")
+        defer { for d in [inbox, state] { try? FileManager.default.removeItem(atPath: d) } }
+        let journal = ReceiptJournal(directory: inbox, stateDirectory: state)
+        journal.willStore(sender: "k", digest: "aa", size: 1, name: "a", visit: "v1")
+        let handle = try #require(FileHandle(forWritingAtPath: journal.path))
+        handle.seekToEndOfFile()
+        handle.write(Data("{\"entry\":{\"id\":\(id),\"sender\":\"k\",\"digest\":\"zz\",\"size\":1,\"visit\":\"v0\"}}\n".utf8))
+        handle.closeFile()
+        let reopened = ReceiptJournal(directory: inbox, stateDirectory: state)
+        #expect(reopened.all.map(\.digest) == ["aa"])
+        reopened.willStore(sender: "k", digest: "bb", size: 1, name: "b", visit: "v2")
+        let again = ReceiptJournal(directory: inbox, stateDirectory: state).all
+        #expect(again.map(\.digest) == ["aa", "bb"])
+        #expect(again.map(\.id) == [0, 1])
+    }
+
     @Test func theJournalIsBounded() throws {
         let inbox = try scratch("inbox"), state = try scratch("state")
         defer { for d in [inbox, state] { try? FileManager.default.removeItem(atPath: d) } }

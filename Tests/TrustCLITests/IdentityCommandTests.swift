@@ -2,6 +2,7 @@ import Daemon
 import enum Daemon.ExitStatus  // Swift Testing has an ExitStatus too
 import Foundation
 import Testing
+import TestSupport
 import Trust
 
 @testable import bletransfer
@@ -10,26 +11,9 @@ import Trust
 import Glibc
 #endif
 
-/// Runs the `bletransfer` executable built with the tests; returns exit status, stdout, stderr.
-private func runCLI(_ arguments: [String], environment: [String: String]? = nil) throws -> (
-    status: Int32, out: String, err: String
-) {
-    let test = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
-    let executable = URL(fileURLWithPath: test).deletingLastPathComponent().appendingPathComponent("bletransfer")
-    let process = Process()
-    process.executableURL = executable
-    process.arguments = arguments
-    if let environment { process.environment = environment }
-    let out = Pipe()
-    let err = Pipe()
-    process.standardOutput = out
-    process.standardError = err
-    try process.run()
-    // Both outputs are a few lines: reading them to the end cannot block the child.
-    let outData = out.fileHandleForReading.readDataToEndOfFile()
-    let errData = err.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return (process.terminationStatus, String(decoding: outData, as: UTF8.self), String(decoding: errData, as: UTF8.self))
+/// Runs the `bletransfer` executable built with the tests.
+private func runCLI(_ arguments: [String], environment: [String: String]? = nil) throws -> BuiltTool.Result {
+    try BuiltTool.run(arguments, environment: environment)
 }
 
 private func scratchDirectory() throws -> String {

@@ -2,6 +2,7 @@ import Daemon
 import enum Daemon.ExitStatus  // Swift Testing has an ExitStatus too
 import Foundation
 import Testing
+import TestSupport
 import Trust
 
 #if canImport(Glibc)
@@ -9,29 +10,12 @@ import Glibc
 #endif
 
 /// Runs the `bletransfer` executable built with the tests with `input` on standard input.
-private func runPeers(_ arguments: [String], input: String = "") throws -> (status: Int32, out: String, err: String) {
+private func runPeers(_ arguments: [String], input: String = "") throws -> BuiltTool.Result {
     try runTool(["peers"] + arguments, input: input)
 }
 
-func runTool(_ arguments: [String], input: String = "") throws -> (status: Int32, out: String, err: String) {
-    let test = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
-    let executable = URL(fileURLWithPath: test).deletingLastPathComponent().appendingPathComponent("bletransfer")
-    let process = Process()
-    process.executableURL = executable
-    process.arguments = arguments
-    let inPipe = Pipe()
-    let out = Pipe()
-    let err = Pipe()
-    process.standardInput = inPipe
-    process.standardOutput = out
-    process.standardError = err
-    try process.run()
-    inPipe.fileHandleForWriting.write(Data(input.utf8))
-    try inPipe.fileHandleForWriting.close()
-    let outData = out.fileHandleForReading.readDataToEndOfFile()
-    let errData = err.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return (process.terminationStatus, String(decoding: outData, as: UTF8.self), String(decoding: errData, as: UTF8.self))
+func runTool(_ arguments: [String], input: String = "") throws -> BuiltTool.Result {
+    try BuiltTool.run(arguments, input: input)
 }
 
 @Suite struct PeersCommandTests {

@@ -5,6 +5,7 @@ import Trust
 
 #if canImport(Glibc)
 import Glibc
+import SystemPackage
 #endif
 
 /// The receiver's memory, on disk, of messages it stored whose ACK its sender may not have
@@ -247,17 +248,13 @@ public final class ReceiptJournal: Sendable {
             let directory = open(parent, O_RDONLY | O_CLOEXEC | O_DIRECTORY)
             if directory >= 0 { _ = fsync(directory); _ = close(directory) }
         }
-        var written = 0
-        while written < bytes.count {
-            let count = bytes[written...].withUnsafeBytes { Glibc.write(current.descriptor, $0.baseAddress, $0.count) }
-            if count < 0 {
-                if errno == EINTR { continue }
-                // A line cut short is skipped when read; the next change starts a fresh log.
-                Self.closeLog(&current)
-                current.lines = Self.compactionThreshold(entries: current.entries.count) + 1
-                return
-            }
-            written += count
+        do {
+            _ = try FileDescriptor(rawValue: current.descriptor).writeAll(bytes)
+        } catch {
+            // A line cut short is skipped when read; the next change starts a fresh log.
+            Self.closeLog(&current)
+            current.lines = Self.compactionThreshold(entries: current.entries.count) + 1
+            return
         }
         current.lines += lines.count
         if flush { _ = fdatasync(current.descriptor) }
@@ -280,6 +277,9 @@ public final class ReceiptJournal: Sendable {
         current.lines = 0
     }
 
+    /// Ids are below this (2^53: a million changes a second for centuries).
+    static let idLimit = 1 << 53
+
     /// The entries a log holds: its lines replayed in order (a malformed one skipped).
     private static func read(_ path: String) -> LogState {
         guard let data = FileManager.default.contents(atPath: path) else { return LogState(entries: [], nextID: 0, lines: 0) }
@@ -289,7 +289,11 @@ public final class ReceiptJournal: Sendable {
         var lines = 0
         var highestID = -1
         for text in data.split(separator: UInt8(ascii: "\n")) {
-            guard let line = try? decoder.decode(Line.self, from: Data(text)) else { continue }
+            // An id out of range (a damaged or edited log) is a malformed line: counting on from
+            // it would overflow.
+            guard let line = try? decoder.decode(Line.self, from: Data(text)),
+                  (line.entry?.id ?? line.removed).map({ (0..<Self.idLimit).contains($0) }) ?? false
+            else { continue }
             lines += 1
             highestID = max(highestID, line.entry?.id ?? line.removed ?? -1)
             if let entry = line.entry {

@@ -1,0 +1,54 @@
+import Foundation
+
+/// The `bletransfer` executable that `swift test` builds beside the test bundle, run to its exit.
+///
+/// Input and output go through files, not pipes: a pipe's write end is inherited by any process
+/// another test spawns at the same moment (a private bus's dbus-daemon), so reading a pipe to its
+/// end of file would wait for that process too, and a blocking wait on the test runner's small
+/// cooperative pool can stall every test.
+public enum BuiltTool {
+    public struct Result: Sendable {
+        public var status: Int32
+        public var out: String
+        public var err: String
+    }
+
+    public static var executable: URL {
+        get throws {
+            let test = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
+            return URL(fileURLWithPath: test).deletingLastPathComponent().appendingPathComponent("bletransfer")
+        }
+    }
+
+    /// Runs the tool with `arguments`, `input` on its standard input, and `environment` (this
+    /// process's when nil, with `extraEnvironment` merged over it).
+    public static func run(_ arguments: [String], input: String = "", environment: [String: String]? = nil,
+                           extraEnvironment: [String: String] = [:]) throws -> Result {
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("bletransfer-tool-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let inURL = scratch.appendingPathComponent("in")
+        let outURL = scratch.appendingPathComponent("out"), errURL = scratch.appendingPathComponent("err")
+        try Data(input.utf8).write(to: inURL)
+        _ = FileManager.default.createFile(atPath: outURL.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: errURL.path, contents: nil)
+        let inHandle = try FileHandle(forReadingFrom: inURL)
+        let out = try FileHandle(forWritingTo: outURL), err = try FileHandle(forWritingTo: errURL)
+        defer { try? inHandle.close(); try? out.close(); try? err.close() }
+
+        let process = Process()
+        process.executableURL = try executable
+        process.arguments = arguments
+        if environment != nil || !extraEnvironment.isEmpty {
+            process.environment = (environment ?? ProcessInfo.processInfo.environment).merging(extraEnvironment) { _, new in new }
+        }
+        process.standardInput = inHandle
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        process.waitUntilExit()
+        let outData = try Data(contentsOf: outURL), errData = try Data(contentsOf: errURL)
+        return Result(status: process.terminationStatus, out: String(decoding: outData, as: UTF8.self),
+                      err: String(decoding: errData, as: UTF8.self))
+    }
+}
