@@ -130,58 +130,64 @@ public final class Central: Sendable {
                    progressState.receivedSnapshot > receivedBeforeVisit {
                     return .finished
                 }
-            } catch is CancellationError {
-                return .cancelled
-            } catch let failure as TransferFailure {
-                if Task.isCancelled { return .cancelled }
-                // One send's session: a sender that has given its last message may close the
-                // link rather than the session. Whatever ended a visit that stored messages,
-                // the run has what that send offered; a sender that still holds files keeps
-                // them for the next `receive` (nothing is acknowledged that was not stored).
-                if configuration.messageCount == nil, configuration.endsWithSendersSession,
-                   progressState.receivedSnapshot > receivedBeforeVisit {
-                    return .finished
-                }
-                let now = progressState.elapsed
-                let severe: Bool = switch failure {
-                case .unsuitable, .refused: true
-                default: false
-                }
-                // A visit that stored messages before the link failed (a multi session cut
-                // midway) proved the sender: it is visited again at once, not backed off.
-                let storedSome = progressState.receivedSnapshot > receivedBeforeVisit
-                let delay: Duration = progressState.withBook { book in
-                    if storedSome && !severe {
-                        book.recordSuccess(peer.address, at: now)
-                        return .zero
-                    }
-                    return book.recordFailure(peer.address, at: now, severe: severe)
-                }
-                if case .refused(let bound, let reason) = failure {
-                    emit(.refused(peer, bound: bound, reason: reason, delay: delay))
-                    continue
-                }
-                if case .corrupt(let error) = failure, configuration.stopOnCorruptMessage {
-                    return .failed(RoleFailure(.dataError, "message from \(EventText.describe(peer)) failed verification: \(error)"))
-                }
-                emit(.retrying(reason: "\(EventText.describe(peer)): \(failure)", delay: delay))
-            } catch let failure as any ClassifiedFailure {
-                return .failed(failure)
             } catch {
-                if Task.isCancelled { return .cancelled }
-                let now = progressState.elapsed
                 let storedSome = progressState.receivedSnapshot > receivedBeforeVisit
-                let delay: Duration = progressState.withBook { book in
-                    guard !storedSome else {
-                        book.recordSuccess(peer.address, at: now)
-                        return .zero
-                    }
-                    return book.recordFailure(peer.address, at: now)
-                }
-                emit(.retrying(reason: "\(EventText.describe(peer)): \(Self.describe(error))", delay: delay))
+                if let outcome = afterFailedVisit(error, peer: peer, storedSome: storedSome) { return outcome }
             }
         }
         return .cancelled
+    }
+
+    /// Books a visit that ended in `error` (`storedSome`: it stored messages first) and says
+    /// how the run goes on: nil to scan again, or the outcome that ends `work`.
+    private func afterFailedVisit(_ error: any Error, peer: PeerDescription, storedSome: Bool) -> WorkOutcome? {
+        if error is CancellationError { return .cancelled }
+        switch error {
+        case let failure as TransferFailure:
+            if Task.isCancelled { return .cancelled }
+            // One send's session: a sender that has given its last message may close the
+            // link rather than the session. Whatever ended a visit that stored messages,
+            // the run has what that send offered; a sender that still holds files keeps
+            // them for the next `receive` (nothing is acknowledged that was not stored).
+            if configuration.messageCount == nil, configuration.endsWithSendersSession, storedSome {
+                return .finished
+            }
+            let severe: Bool = switch failure {
+            case .unsuitable, .refused: true
+            default: false
+            }
+            let delay = backOff(peer, severe: severe, storedSome: storedSome)
+            if case .refused(let bound, let reason) = failure {
+                emit(.refused(peer, bound: bound, reason: reason, delay: delay))
+                return nil
+            }
+            if case .corrupt(let error) = failure, configuration.stopOnCorruptMessage {
+                return .failed(RoleFailure(.dataError, "message from \(EventText.describe(peer)) failed verification: \(error)"))
+            }
+            emit(.retrying(reason: "\(EventText.describe(peer)): \(failure)", delay: delay))
+            return nil
+        case let failure as any ClassifiedFailure:
+            return .failed(failure)
+        default:
+            if Task.isCancelled { return .cancelled }
+            let delay = backOff(peer, severe: false, storedSome: storedSome)
+            emit(.retrying(reason: "\(EventText.describe(peer)): \(Self.describe(error))", delay: delay))
+            return nil
+        }
+    }
+
+    /// How long `peer` waits after a failed visit. A visit that stored messages before the link
+    /// failed (a multi session cut midway) proved the sender: unless the failure is severe, it
+    /// is visited again at once, not backed off.
+    private func backOff(_ peer: PeerDescription, severe: Bool, storedSome: Bool) -> Duration {
+        let now = progressState.elapsed
+        return progressState.withBook { book in
+            if storedSome && !severe {
+                book.recordSuccess(peer.address, at: now)
+                return .zero
+            }
+            return book.recordFailure(peer.address, at: now, severe: severe)
+        }
     }
 
     // MARK: Discovery
@@ -332,46 +338,8 @@ public final class Central: Sendable {
             if let socket = await openChannel(on: device, adapter: adapter, peer: peer) {
                 channel = CharacteristicSubscription.channel(socket, characteristic: characteristic)
             }
-            let overChannel = channel?.overChannel ?? false
-
-            var hello: Hello?
-            var secureSession: SecureReceiverSession?
             let policy = configuration.secureMode
-            let helloWriteType: GATTWriteType? = overChannel ? .command : Self.writeType(for: characteristic.flags)
-            if configuration.requestFramed, let writeType = helloWriteType {
-                // The framed protocol's HELLO, always offering the encrypted session; a sender
-                // that answers anything but a secure stream or Apple's flow is refused.
-                let session = SessionID.random()
-                // `resume` only with a spool to keep checkpoints in.
-                let spool = configuration.resumeSpool
-                var offered: Capabilities = [.secure, .meta, .multi, .pipeline, .window]
-                if spool != nil { offered.insert(.resume) }
-                if overChannel { offered.insert(.channel) }
-                let helloV2 = HelloV2(session: session.rawValue, offered: offered)
-                let candidate = Hello(version: HelloV2.version, session: session)
-                do {
-                    if let channel, overChannel {
-                        try await channel.write(helloV2.encoded, type: writeType)
-                    } else {
-                        try await characteristic.writeValue(helloV2.encoded, type: writeType)
-                    }
-                    hello = candidate
-                    let maximumWriteLength = overChannel ? (channel?.mtu ?? 23) : max(20, (characteristic.mtu ?? 23) - 3)
-                    secureSession = SecureReceiverSession(
-                        identity: policy.identity, authorizedPeers: policy.authorizedPeers, hello: helloV2,
-                        maximumPayloadLength: configuration.limits.maximumPayload(onDisk: sink.partialPayloadStore != nil),
-                        maximumWriteLength: maximumWriteLength, heldPrefix: Self.heldPrefix(in: spool),
-                        partialStore: sink.partialPayloadStore)
-                } catch let error as BluetoothError {
-                    try Self.rethrowIfFatal(error)
-                    emit(.warning("could not ask \(EventText.describe(peer)) for the framed format (\(error)); expecting compat"))
-                }
-            }
-            if policy.requiresSecure && secureSession == nil {
-                throw TransferFailure.refused(
-                    bound: "authorized-peers",
-                    reason: "it offers no way to start the secure mode (no writable transfer characteristic); nothing kept")
-            }
+            let (hello, secureSession) = try await offerFramed(on: characteristic, channel: channel, peer: peer, sink: sink)
 
             do {
                 let state = progressState
@@ -390,18 +358,7 @@ public final class Central: Sendable {
             let awaitingClose = try await receive(
                 through: channel, from: device, peer: peer, hello: hello, secureSession: secureSession,
                 requiresSecure: policy.requiresSecure, characteristic: characteristic, sink: sink)
-            if !awaitingClose.isEmpty {
-                // Over a channel our last ACK has no reply: the sender closing the channel once it
-                // has read it is the confirmation. Without it, the message may come again.
-                if await !channel.waitForSenderClose(limit: configuration.channelCloseWait) {
-                    for message in awaitingClose {
-                        progressState.rememberUnacknowledged(from: peer.address, digest: message.digest,
-                                                             storedAt: message.storedAt)
-                    }
-                } else {
-                    for message in awaitingClose { forgetReceipt(sender: message.sender, digest: message.digest) }
-                }
-            }
+            await confirmByClose(awaitingClose, on: channel, peer: peer)
         } catch let failure as TransferFailure {
             // A refusal gets its own event (one line) from the caller.
             if channel != nil, !failure.isRefusal {
@@ -424,6 +381,70 @@ public final class Central: Sendable {
                       handingBack: lastWanted)
     }
 
+    /// Over a channel our last ACK has no reply: the sender closing the channel once it has
+    /// read it is the confirmation. Without it, the messages may come again, so they are
+    /// remembered as stored; with it, their receipts are done.
+    private func confirmByClose(_ awaitingClose: [UnacknowledgedMessage], on channel: CharacteristicSubscription,
+                                peer: PeerDescription) async {
+        guard !awaitingClose.isEmpty else { return }
+        if await !channel.waitForSenderClose(limit: configuration.channelCloseWait) {
+            for message in awaitingClose {
+                progressState.rememberUnacknowledged(from: peer.address, digest: message.digest, storedAt: message.storedAt)
+            }
+        } else {
+            for message in awaitingClose { forgetReceipt(sender: message.sender, digest: message.digest) }
+        }
+    }
+
+    /// Asks for the framed protocol when the run wants it and the peer takes writes: writes a
+    /// HELLO offering the encrypted session (over the channel when there is one) and makes the
+    /// session that will answer. A peer that takes no HELLO is left to Apple's flow, unless
+    /// the policy requires the secure mode: then it is refused.
+    private func offerFramed(on characteristic: RemoteGATTCharacteristic, channel: CharacteristicSubscription?,
+                             peer: PeerDescription, sink: any MessageSink) async throws
+        -> (hello: Hello?, session: SecureReceiverSession?) {
+        var hello: Hello?
+        var secureSession: SecureReceiverSession?
+        let policy = configuration.secureMode
+        let overChannel = channel?.overChannel ?? false
+        let helloWriteType: GATTWriteType? = overChannel ? .command : Self.writeType(for: characteristic.flags)
+        if configuration.requestFramed, let writeType = helloWriteType {
+            // The framed protocol's HELLO, always offering the encrypted session; a sender
+            // that answers anything but a secure stream or Apple's flow is refused.
+            let session = SessionID.random()
+            // `resume` only with a spool to keep checkpoints in.
+            let spool = configuration.resumeSpool
+            var offered: Capabilities = [.secure, .meta, .multi, .pipeline, .window]
+            if spool != nil { offered.insert(.resume) }
+            if overChannel { offered.insert(.channel) }
+            let helloV2 = HelloV2(session: session.rawValue, offered: offered)
+            let candidate = Hello(version: HelloV2.version, session: session)
+            do {
+                if let channel, overChannel {
+                    try await channel.write(helloV2.encoded, type: writeType)
+                } else {
+                    try await characteristic.writeValue(helloV2.encoded, type: writeType)
+                }
+                hello = candidate
+                let maximumWriteLength = overChannel ? (channel?.mtu ?? 23) : max(20, (characteristic.mtu ?? 23) - 3)
+                secureSession = SecureReceiverSession(
+                    identity: policy.identity, authorizedPeers: policy.authorizedPeers, hello: helloV2,
+                    maximumPayloadLength: configuration.limits.maximumPayload(onDisk: sink.partialPayloadStore != nil),
+                    maximumWriteLength: maximumWriteLength, heldPrefix: Self.heldPrefix(in: spool),
+                    partialStore: sink.partialPayloadStore)
+            } catch let error as BluetoothError {
+                try Self.rethrowIfFatal(error)
+                emit(.warning("could not ask \(EventText.describe(peer)) for the framed format (\(error)); expecting compat"))
+            }
+        }
+        if policy.requiresSecure && secureSession == nil {
+            throw TransferFailure.refused(
+                bound: "authorized-peers",
+                reason: "it offers no way to start the secure mode (no writable transfer characteristic); nothing kept")
+        }
+        return (hello, secureSession)
+    }
+
     /// One complete, verified message of a visit: store it, then tell the sender (an ACK means
     /// "stored"), then report it. In a secure session that carries several messages this runs
     /// once per message, and the stream goes on after the ACK.
@@ -437,10 +458,40 @@ public final class Central: Sendable {
                              channel: CharacteristicSubscription,
                              sink: any MessageSink, unconfirmed: inout [UnconfirmedAcknowledgement],
                              awaitingClose: inout [UnacknowledgedMessage]) async throws {
+        let taken = try await storeOnce(message, from: peer, authenticatedSender: assembly.authenticatedSender, sink: sink)
+        // The ACK means "stored": sealed in the secure mode (only this authenticated central
+        // could have produced it), version 1's otherwise; compat has none.
+        if assembly.isVersion2 || WireFormat.ackValue(for: message) != nil {
+            try await acknowledge(message, taken, assembly: &assembly, peer: peer, characteristic: characteristic,
+                                  channel: channel, unconfirmed: &unconfirmed, awaitingClose: &awaitingClose)
+        }
+        report(message, taken, duration: duration, assembly: assembly, peer: peer)
+    }
 
-        // A sender that never saw our ACK sends the same message again: it is stored
-        // already, so it is acknowledged (and said), not stored twice.
-        let sender = Self.receiptSender(assembly.authenticatedSender, peer: peer)
+    /// What `storeOnce` did with a message.
+    private struct TakenMessage {
+        /// The sender as the receipt journal names it.
+        var sender: String
+        /// The copy stored before (this run, or an earlier one), when the message came again.
+        var earlierCopy: UnacknowledgedMessage?
+        /// The earlier copy was stored by an earlier run of this receiver.
+        var storedByEarlierRun: Bool
+        /// The run's number for a message stored now (0 for one stored before).
+        var sequence: Int
+        /// Where it was stored now.
+        var storedAt: String?
+        /// Where it is stored, now or before.
+        var storedWhere: String? { storedAt ?? earlierCopy?.storedAt }
+    }
+
+    /// Stores a complete, verified message unless it is stored already. A sender that never saw
+    /// our ACK sends the same message again: it is stored already, so it is acknowledged (and
+    /// said), not stored twice. What is about to be stored is on disk first (the receipt
+    /// journal), so that no crash makes it stored twice. A message the sink refuses is a
+    /// refusal: no ACK, the sender keeps it, this peer is backed off and others are served.
+    private func storeOnce(_ message: ReceivedMessage, from peer: PeerDescription, authenticatedSender: AuthenticatedPeer?,
+                           sink: any MessageSink) async throws -> TakenMessage {
+        let sender = Self.receiptSender(authenticatedSender, peer: peer)
         let visit = progressState.visit
         var earlierCopy = message.digest.flatMap {
             progressState.takeUnacknowledged(from: peer.address, digest: $0)
@@ -454,106 +505,113 @@ public final class Central: Sendable {
             earlierCopy = UnacknowledgedMessage(digest: digest, storedAt: found)
             storedByEarlierRun = true
         }
-        // Complete and verified: store, then tell the sender (an ACK means "stored"). What is
-        // about to be stored is on disk first, so that no crash makes it stored twice.
-        let sequence = earlierCopy == nil ? progressState.nextSequence() : 0
-        let storedAt: String?
-        if earlierCopy == nil, let digest = message.digest {
-            configuration.receiptJournal?.willStore(sender: sender, digest: Self.hex(digest), size: message.byteCount,
-                                                    name: message.file?.name, visit: visit)
+        var taken = TakenMessage(sender: sender, earlierCopy: earlierCopy, storedByEarlierRun: storedByEarlierRun,
+                                 sequence: 0, storedAt: nil)
+        guard earlierCopy == nil else { return taken }
+        taken.sequence = progressState.nextSequence()
+        let journal = configuration.receiptJournal
+        let digest = message.digest.map(Self.hex)
+        if let digest {
+            journal?.willStore(sender: sender, digest: digest, size: message.byteCount, name: message.file?.name, visit: visit)
         }
         do {
-            storedAt = earlierCopy != nil ? nil : try await sink.store(message, sequence: sequence, from: peer)
+            taken.storedAt = try await sink.store(message, sequence: taken.sequence, from: peer)
         } catch let refusal as MessageRefused {
-            if let digest = message.digest { configuration.receiptJournal?.forget(sender: sender, digest: Self.hex(digest)) }
-            // No ACK: the sender keeps the message; this peer is backed off, others served.
+            if let digest { journal?.forget(sender: sender, digest: digest) }
             throw TransferFailure.refused(bound: "storage", reason: "the message could not be stored (\(refusal.reason))")
         }
-        if earlierCopy == nil, let digest = message.digest {
-            configuration.receiptJournal?.stored(sender: sender, digest: Self.hex(digest), visit: visit, at: storedAt)
-        }
-        // The ACK means "stored": sealed in the secure mode (only this authenticated central
-        // could have produced it), version 1's otherwise; compat has none.
+        if let digest { journal?.stored(sender: sender, digest: digest, visit: visit, at: taken.storedAt) }
+        return taken
+    }
+
+    /// Writes the ACK of a stored message and books what confirms it: the write's reply, the
+    /// sender's answer (its next message), or the sender's closing of the channel; what
+    /// nothing confirms is remembered, so that the message coming again is not stored twice.
+    private func acknowledge(_ message: ReceivedMessage, _ taken: TakenMessage, assembly: inout MessageAssembly,
+                             peer: PeerDescription, characteristic: RemoteGATTCharacteristic,
+                             channel: CharacteristicSubscription, unconfirmed: inout [UnconfirmedAcknowledgement],
+                             awaitingClose: inout [UnacknowledgedMessage]) async throws {
         let plainAck = assembly.isVersion2 ? nil : WireFormat.ackValue(for: message)
-        if assembly.isVersion2 || plainAck != nil {
-            // Over a channel every write is an SDU: nothing answers it, like a write command.
-            let offeredType: GATTWriteType = channel.overChannel ? .command : Self.writeType(for: characteristic.flags) ?? .command
-            var confirmed = false
-            // The last message this run wants: in a multi session CLOSE 01 goes with its ACK,
-            // so the sender stops (what it started next stays to be sent again).
-            let lastWanted = earlierCopy == nil
-                && configuration.messageCount.map { progressState.receivedSnapshot + 1 >= $0 } ?? false
-            // In a multi session that goes on, the sender answers this ACK (its next message, or
-            // CLOSE and EOM) before this central leaves: the answer shows the ACK arrived.
-            let senderAnswers = plainAck == nil && assembly.expectsMoreMessages && !lastWanted
-            let answeredLater = senderAnswers && assembly.pipelines
-                && (channel.overChannel || characteristic.flags.contains(.writeWithoutResponse))
-            let type: GATTWriteType = answeredLater ? .command : offeredType
-            do {
-                let values: [[UInt8]]
-                if let plainAck {
-                    values = [plainAck]
-                } else {
-                    values = try assembly.secureAcknowledgement(alreadyStored: earlierCopy != nil, closing: lastWanted)
-                }
-                for value in values { try await channel.write(value, type: type) }
-                if type != .command {
-                    confirmed = true  // a write request is answered by the sender's application
-                } else if channel.overChannel && !senderAnswers {
-                    // Confirmed when the sender closes the channel, after the visit's last write.
-                } else if !senderAnswers {
-                    // A write command has no completion: bluetoothd replies once it queued
-                    // it, and a Disconnect issued at once can overtake it on a slow link.
-                    // No signal tells when it left, so give the link a moment.
-                    try? await Task.sleep(for: configuration.acknowledgementSettle)
-                }
-            } catch {
-                emit(.warning("could not acknowledge the message to \(EventText.describe(peer)): \(Self.describe(error))"))
+        // Over a channel every write is an SDU: nothing answers it, like a write command.
+        let offeredType: GATTWriteType = channel.overChannel ? .command : Self.writeType(for: characteristic.flags) ?? .command
+        var confirmed = false
+        // The last message this run wants: in a multi session CLOSE 01 goes with its ACK,
+        // so the sender stops (what it started next stays to be sent again).
+        let lastWanted = taken.earlierCopy == nil
+            && configuration.messageCount.map { progressState.receivedSnapshot + 1 >= $0 } ?? false
+        // In a multi session that goes on, the sender answers this ACK (its next message, or
+        // CLOSE and EOM) before this central leaves: the answer shows the ACK arrived.
+        let senderAnswers = plainAck == nil && assembly.expectsMoreMessages && !lastWanted
+        let answeredLater = senderAnswers && assembly.pipelines
+            && (channel.overChannel || characteristic.flags.contains(.writeWithoutResponse))
+        let type: GATTWriteType = answeredLater ? .command : offeredType
+        do {
+            let values: [[UInt8]]
+            if let plainAck {
+                values = [plainAck]
+            } else {
+                values = try assembly.secureAcknowledgement(alreadyStored: taken.earlierCopy != nil, closing: lastWanted)
             }
-            if confirmed, let digest = message.digest {
-                forgetReceipt(sender: sender, digest: digest)
-            } else if let digest = message.digest {
-                if channel.overChannel && !senderAnswers {
-                    awaitingClose.append(UnacknowledgedMessage(digest: digest, storedAt: storedAt ?? earlierCopy?.storedAt,
-                                                               sender: sender))
-                } else if answeredLater, let number = assembly.currentMessageNumber {
-                    unconfirmed.append(UnconfirmedAcknowledgement(
-                        message: number, digest: digest, storedAt: storedAt ?? earlierCopy?.storedAt, sender: sender))
-                } else {
-                    progressState.rememberUnacknowledged(from: peer.address, digest: digest,
-                                                         storedAt: storedAt ?? earlierCopy?.storedAt)
-                }
+            for value in values { try await channel.write(value, type: type) }
+            if type != .command {
+                confirmed = true  // a write request is answered by the sender's application
+            } else if channel.overChannel && !senderAnswers {
+                // Confirmed when the sender closes the channel, after the visit's last write.
+            } else if !senderAnswers {
+                // A write command has no completion: bluetoothd replies once it queued
+                // it, and a Disconnect issued at once can overtake it on a slow link.
+                // No signal tells when it left, so give the link a moment.
+                try? await Task.sleep(for: configuration.acknowledgementSettle)
             }
+        } catch {
+            emit(.warning("could not acknowledge the message to \(EventText.describe(peer)): \(Self.describe(error))"))
         }
-        if storedByEarlierRun { progressState.markReceived() }
-        if let earlierCopy {
+        guard let digest = message.digest else { return }
+        if confirmed {
+            forgetReceipt(sender: taken.sender, digest: digest)
+        } else if channel.overChannel && !senderAnswers {
+            awaitingClose.append(UnacknowledgedMessage(digest: digest, storedAt: taken.storedWhere, sender: taken.sender))
+        } else if answeredLater, let number = assembly.currentMessageNumber {
+            unconfirmed.append(UnconfirmedAcknowledgement(
+                message: number, digest: digest, storedAt: taken.storedWhere, sender: taken.sender))
+        } else {
+            progressState.rememberUnacknowledged(from: peer.address, digest: digest, storedAt: taken.storedWhere)
+        }
+    }
+
+    /// Counts and reports a taken message: `received` for one stored now, a warning for one
+    /// that came again.
+    private func report(_ message: ReceivedMessage, _ taken: TakenMessage, duration: Duration,
+                        assembly: MessageAssembly, peer: PeerDescription) {
+        if taken.storedByEarlierRun { progressState.markReceived() }
+        if let earlierCopy = taken.earlierCopy {
             let place = earlierCopy.storedAt.map { " (stored as \($0))" } ?? ""
             emit(.warning("\(EventText.describe(peer)) sent again the message it had not seen acknowledged, "
                           + "sha256 \(message.digest.map(Self.hex) ?? "?")\(place): acknowledged, not stored twice"))
-        } else {
-            progressState.markReceived()
-            // Framed values carry sequence numbers; compat ones do not, and on a link with
-            // several ATT bearers BlueZ may have handed them over out of order.
-            var ordering: CompatOrdering?
-            if message.format != .framed && !assembly.isVersion2 {
-                let exposure = configuration.linkExposure(peer.address)
-                if exposure.mayReorder {
-                    ordering = .atRisk(because: "the link has \(exposure.summary)")
-                    emit(.warning("message \(sequence) from \(EventText.describe(peer)) came in Apple's format over "
-                        + "a link with \(exposure.summary): its bytes may be out of order and nothing in that "
-                        + "format can tell. Set [GATT] Channels = 1 in /etc/bluetooth/main.conf on either host"))
-                }
+            return
+        }
+        progressState.markReceived()
+        // Framed values carry sequence numbers; compat ones do not, and on a link with
+        // several ATT bearers BlueZ may have handed them over out of order.
+        var ordering: CompatOrdering?
+        if message.format != .framed && !assembly.isVersion2 {
+            let exposure = configuration.linkExposure(peer.address)
+            if exposure.mayReorder {
+                ordering = .atRisk(because: "the link has \(exposure.summary)")
+                emit(.warning("message \(taken.sequence) from \(EventText.describe(peer)) came in Apple's format over "
+                    + "a link with \(exposure.summary): its bytes may be out of order and nothing in that "
+                    + "format can tell. Set [GATT] Channels = 1 in /etc/bluetooth/main.conf on either host"))
             }
-            emit(.received(
-                MessageSummary(sequence: sequence, byteCount: message.byteCount,
-                               format: assembly.isSecure ? .secure : message.format == .framed ? .framed : .compat,
-                               sha256: message.digest.map(Self.hex), duration: duration, ordering: ordering,
-                               peerKey: assembly.authenticatedSender, fileName: message.file?.name,
-                               resumedFrom: assembly.resumedFrom),
-                from: peer, storedAt: storedAt))
-            if let key = assembly.authenticatedSender, !key.isListed, progressState.firstUnauthenticatedNotice() {
-                emit(.warning(EventText.unauthenticatedNotice(peer: "the sender", key: key)))
-            }
+        }
+        emit(.received(
+            MessageSummary(sequence: taken.sequence, byteCount: message.byteCount,
+                           format: assembly.isSecure ? .secure : message.format == .framed ? .framed : .compat,
+                           sha256: message.digest.map(Self.hex), duration: duration, ordering: ordering,
+                           peerKey: assembly.authenticatedSender, fileName: message.file?.name,
+                           resumedFrom: assembly.resumedFrom),
+            from: peer, storedAt: taken.storedAt))
+        if let key = assembly.authenticatedSender, !key.isListed, progressState.firstUnauthenticatedNotice() {
+            emit(.warning(EventText.unauthenticatedNotice(peer: "the sender", key: key)))
         }
     }
 
@@ -641,42 +699,8 @@ public final class Central: Sendable {
                                            minimumRate: configuration.minimumRate, rateGrace: configuration.rateGrace,
                                            secure: secureSession, requiresSecure: requiresSecure,
                                            resumeSpool: configuration.resumeSpool)
-            let writeType = channel.overChannel ? .command : Self.writeType(for: characteristic.flags) ?? .command
-            let unansweredType: GATTWriteType = characteristic.flags.contains(.writeWithoutResponse) ? .command : writeType
             let mtu = channel.mtu ?? 23
-            var admittedAnnouncement = false
-            var lastAdmissionCheck: Duration?
-            /// What the session wrote (the secure handshake's message 2, a RESUME, PROGRESS), in
-            /// order, before anything else. The sender reorders by sequence number what ATT
-            /// sends out of order (commands may overtake a request in bluetoothd's queues).
-            func writePending(_ assembly: inout MessageAssembly) async throws {
-                for write in assembly.takeWrites() {
-                    do {
-                        try await channel.write(write.value, type: write.unanswered ? unansweredType : writeType)
-                    } catch let error as BluetoothError {
-                        try Self.rethrowIfFatal(error)
-                        throw TransferFailure.transient("writing to the sender failed: \(error)")
-                    }
-                }
-            }
-            // Room on disk: a framed message once, with the length its header announces, before
-            // any payload is taken; a compat one (no length) about once a second with what has
-            // come so far. Refused, the link is dropped before EOM: the sender keeps its copy.
-            func checkAdmission(_ assembly: MessageAssembly, at now: Duration) throws {
-                guard !assembly.finished else { return }
-                var checked: Int?
-                if let announced = assembly.announcedLength, !admittedAnnouncement {
-                    admittedAnnouncement = true
-                    checked = announced
-                } else if assembly.announcedLength == nil,
-                          lastAdmissionCheck.map({ now - $0 >= .seconds(1) }) ?? true {
-                    lastAdmissionCheck = now
-                    checked = assembly.bytesReceived
-                }
-                if let checked, let refusal = sink.admissionRefusal(byteCount: checked) {
-                    throw TransferFailure.refused(bound: refusal.bound.rawValue, reason: refusal.reason)
-                }
-            }
+            var admission = AdmissionCheck()
             var announced = false
             /// The `subscribed` event, once a visit.
             func announceSubscription(_ format: TransferFormat) {
@@ -685,35 +709,22 @@ public final class Central: Sendable {
                 emit(channel.overChannel ? .subscribed(peer, mtu: mtu, format: format, transport: .l2cap)
                                          : .subscribed(peer, mtu: mtu, format: format))
             }
-            // ACKs written as commands in this session and not yet shown to have arrived.
-            var unconfirmed: [UnconfirmedAcknowledgement] = []
+            var unconfirmed = UnconfirmedAcknowledgements()
             // Over a channel, the last ACKs: confirmed once the sender closes it.
             var awaitingClose: [UnacknowledgedMessage] = []
             defer {
-                for ack in unconfirmed {
+                for ack in unconfirmed.pending {
                     progressState.rememberUnacknowledged(from: peer.address, digest: ack.digest, storedAt: ack.storedAt)
                 }
             }
-            /// A HEADER of message m shows the ACKs up to m − 2 arrived (the window), the
-            /// sender's CLOSE all of them.
             func confirmAcknowledgements(_ assembly: MessageAssembly) {
-                guard !unconfirmed.isEmpty else { return }
-                let answered: [UnconfirmedAcknowledgement]
-                if assembly.senderClosed {
-                    answered = unconfirmed
-                } else if let highest = assembly.highestHeaderNumber, highest >= 2 {
-                    answered = unconfirmed.filter { $0.message <= highest - 2 }
-                } else {
-                    answered = []
-                }
-                unconfirmed.removeAll { ack in answered.contains { $0.message == ack.message } }
-                for ack in answered { forgetReceipt(sender: ack.sender, digest: ack.digest) }
+                for ack in unconfirmed.takeConfirmed(by: assembly) { forgetReceipt(sender: ack.sender, digest: ack.digest) }
             }
             for await item in inputs {
                 let now = clock.now - subscribedAt
                 var next: MessageAssembly.Step? = assembly.handle(item, at: now)
-                try await writePending(&assembly)
-                if case .value = item { try checkAdmission(assembly, at: now) }
+                try await writePending(&assembly, to: channel, characteristic: characteristic)
+                if case .value = item { try admission.check(assembly, at: now, sink: sink) }
                 while let step = next {
                     next = nil
                     confirmAcknowledgements(assembly)
@@ -729,15 +740,15 @@ public final class Central: Sendable {
                         announceSubscription(assembly.isSecure ? .secure : message.format == .framed ? .framed : .compat)
                         try await takeMessage(message, duration: duration, assembly: &assembly, peer: peer,
                                               characteristic: characteristic, channel: channel, sink: sink,
-                                              unconfirmed: &unconfirmed, awaitingClose: &awaitingClose)
+                                              unconfirmed: &unconfirmed.pending, awaitingClose: &awaitingClose)
                         // Over when the sender ended the stream or this side closed with its last ACK.
                         guard assembly.expectsMoreMessages else { return awaitingClose }
-                        admittedAnnouncement = false
+                        admission.nextMessage()
                         // With `pipeline` the next message may have come meanwhile, in values read already.
                         let later = clock.now - subscribedAt
                         next = assembly.continueAfterMessage(at: later)
-                        try await writePending(&assembly)
-                        if next != nil { try checkAdmission(assembly, at: later) }
+                        try await writePending(&assembly, to: channel, characteristic: characteristic)
+                        if next != nil { try admission.check(assembly, at: later, sink: sink) }
                     case .sessionEnded:
                         confirmAcknowledgements(assembly)
                         return awaitingClose
@@ -747,6 +758,23 @@ public final class Central: Sendable {
                 }
             }
             throw CancellationError()
+        }
+    }
+
+    /// Writes what the session wrote (the secure handshake's message 2, a RESUME, PROGRESS), in
+    /// order, before anything else. The sender reorders by sequence number what ATT sends out
+    /// of order (commands may overtake a request in bluetoothd's queues).
+    private func writePending(_ assembly: inout MessageAssembly, to channel: CharacteristicSubscription,
+                              characteristic: RemoteGATTCharacteristic) async throws {
+        let writeType = channel.overChannel ? .command : Self.writeType(for: characteristic.flags) ?? .command
+        let unansweredType: GATTWriteType = characteristic.flags.contains(.writeWithoutResponse) ? .command : writeType
+        for write in assembly.takeWrites() {
+            do {
+                try await channel.write(write.value, type: write.unanswered ? unansweredType : writeType)
+            } catch let error as BluetoothError {
+                try Self.rethrowIfFatal(error)
+                throw TransferFailure.transient("writing to the sender failed: \(error)")
+            }
         }
     }
 

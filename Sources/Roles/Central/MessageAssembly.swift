@@ -340,79 +340,9 @@ package struct MessageAssembly: Sendable {
                 }
             }
             while !stashedEvents.isEmpty {
-                let event = stashedEvents.removeFirst()
-                switch event {
-                case .write(let write):
-                    pendingWrites.append(PendingWrite(value: write, unanswered: false))
-                case .progressWrite(let write):
-                    pendingWrites.append(PendingWrite(value: write, unanswered: true))
-                case .senderAuthenticated(let peer):
-                    authenticatedSender = AuthenticatedPeer(peer)
-                    senderKey = peer.key
-                case .resumed(let offset):
-                    resumedFrom = offset
-                case .appended(let offset, let bytes):
-                    if senderKey != nil || !session.isSecure, let currentHeader, ResumeSpool.checkpoints(currentHeader) {
-                        resumeSpool?.append(sender: senderKey, header: currentHeader, offset: offset, bytes: bytes)
-                    }
-                case .refusedDigestMismatch(let header):
-                    // The checkpoint (or what continued it) was bad: nothing of it is kept.
-                    if senderKey != nil || !session.isSecure { resumeSpool?.remove(sender: senderKey, header: header) }
-                    finished = true
-                    return .failed(.transient("the resumed message did not verify (SHA-256); its checkpoint is discarded and nothing kept"))
-                case .header(let header):
-                    messageUnderWay = true
-                    currentHeader = header
-                    highestHeaderNumber = max(highestHeaderNumber ?? 0, header.message)
-                    resumedFrom = nil
-                    secureAnnouncedLength = Int(clamping: header.payloadLength)
-                    secureBytesReceived = 0
-                    if session.completedCount > 0 { messageStartedAt = time }
-                    progressed = true
-                case .progress(let bytes):
-                    secureBytesReceived = bytes
-                    progressed = true
-                case .complete(let payload, let header):
-                    messageUnderWay = false
-                    // Verified: the central stores it next; its checkpoint is of no more use.
-                    if senderKey != nil || !session.isSecure, ResumeSpool.checkpoints(header) {
-                        resumeSpool?.remove(sender: senderKey, header: header)
-                    }
-                    var message = ReceivedMessage(
-                        body: payload, format: .framed,
-                        header: FramedHeader(session: receiver.sentHello?.session ?? SessionID(rawValue: 0),
-                                             payloadLength: payload.count, digest: header.digest))
-                    message.authenticatedSender = authenticatedSender?.keyLine
-                    message.file = header.metadata.map {
-                        SentFileAttributes(name: $0.name, modificationSeconds: $0.modificationSeconds,
-                                           modificationNanoseconds: $0.modificationNanoseconds)
-                    }
-                    if session.carriesSeveralMessages {
-                        // Stored and acknowledged now; what followed it (with `pipeline`, the
-                        // next message may have) stays stashed for `continueAfterMessage`.
-                        secureBytesOfEarlierMessages += payload.count
-                        let startedAt = messageStartedAt ?? firstValueAt ?? time
-                        return .complete(message, duration: time - startedAt)
-                    }
-                    verifiedMessage = message
-                    progressed = true
-                case .endOfStream where session.carriesSeveralMessages:
-                    finished = true
-                    guard session.completedCount > 0 else {
-                        return .failed(.transient("the framed stream ended without a verified message"))
-                    }
-                    return .sessionEnded
-                case .endOfStream:
-                    // As in version 1, the ACK follows `EOM`: by then the sender has handed over
-                    // its last value, so a hang-up right after the ACK cannot cut its stream.
-                    guard let message = verifiedMessage else {
-                        finished = true
-                        return .failed(.transient("the framed stream ended without a verified message"))
-                    }
-                    finished = true
-                    return .complete(message, duration: time - (firstValueAt ?? time))
-                case .closed:
-                    senderClosed = true
+                switch apply(stashedEvents.removeFirst(), of: session, at: time) {
+                case .next(let madeProgress): progressed = progressed || madeProgress
+                case .step(let step): return step
                 }
             }
         }
@@ -423,6 +353,91 @@ package struct MessageAssembly: Sendable {
         guard progressed else { return .proceed(progress: nil) }
         return .proceed(progress: report(TransferProgress(bytesSoFar: secureBytesReceived, totalBytes: secureAnnouncedLength),
                                          first: false, at: time))
+    }
+
+    /// What one event of the secure session did: went on (`progressed`: a progress report is
+    /// due), or ended the step with `Step`.
+    private enum EventResult {
+        case next(progressed: Bool)
+        case step(Step)
+    }
+
+    private mutating func apply(_ event: SecureReceiverSession.Event, of session: SecureReceiverSession,
+                                at time: Duration) -> EventResult {
+        switch event {
+        case .write(let write):
+            pendingWrites.append(PendingWrite(value: write, unanswered: false))
+        case .progressWrite(let write):
+            pendingWrites.append(PendingWrite(value: write, unanswered: true))
+        case .senderAuthenticated(let peer):
+            authenticatedSender = AuthenticatedPeer(peer)
+            senderKey = peer.key
+        case .resumed(let offset):
+            resumedFrom = offset
+        case .appended(let offset, let bytes):
+            if senderKey != nil || !session.isSecure, let currentHeader, ResumeSpool.checkpoints(currentHeader) {
+                resumeSpool?.append(sender: senderKey, header: currentHeader, offset: offset, bytes: bytes)
+            }
+        case .refusedDigestMismatch(let header):
+            // The checkpoint (or what continued it) was bad: nothing of it is kept.
+            if senderKey != nil || !session.isSecure { resumeSpool?.remove(sender: senderKey, header: header) }
+            finished = true
+            return .step(.failed(.transient("the resumed message did not verify (SHA-256); its checkpoint is discarded and nothing kept")))
+        case .header(let header):
+            messageUnderWay = true
+            currentHeader = header
+            highestHeaderNumber = max(highestHeaderNumber ?? 0, header.message)
+            resumedFrom = nil
+            secureAnnouncedLength = Int(clamping: header.payloadLength)
+            secureBytesReceived = 0
+            if session.completedCount > 0 { messageStartedAt = time }
+            return .next(progressed: true)
+        case .progress(let bytes):
+            secureBytesReceived = bytes
+            return .next(progressed: true)
+        case .complete(let payload, let header):
+            messageUnderWay = false
+            // Verified: the central stores it next; its checkpoint is of no more use.
+            if senderKey != nil || !session.isSecure, ResumeSpool.checkpoints(header) {
+                resumeSpool?.remove(sender: senderKey, header: header)
+            }
+            var message = ReceivedMessage(
+                body: payload, format: .framed,
+                header: FramedHeader(session: receiver.sentHello?.session ?? SessionID(rawValue: 0),
+                                     payloadLength: payload.count, digest: header.digest))
+            message.authenticatedSender = authenticatedSender?.keyLine
+            message.file = header.metadata.map {
+                SentFileAttributes(name: $0.name, modificationSeconds: $0.modificationSeconds,
+                                   modificationNanoseconds: $0.modificationNanoseconds)
+            }
+            if session.carriesSeveralMessages {
+                // Stored and acknowledged now; what followed it (with `pipeline`, the
+                // next message may have) stays stashed for `continueAfterMessage`.
+                secureBytesOfEarlierMessages += payload.count
+                let startedAt = messageStartedAt ?? firstValueAt ?? time
+                return .step(.complete(message, duration: time - startedAt))
+            }
+            verifiedMessage = message
+            return .next(progressed: true)
+        case .endOfStream where session.carriesSeveralMessages:
+            finished = true
+            guard session.completedCount > 0 else {
+                return .step(.failed(.transient("the framed stream ended without a verified message")))
+            }
+            return .step(.sessionEnded)
+        case .endOfStream:
+            // As in version 1, the ACK follows `EOM`: by then the sender has handed over
+            // its last value, so a hang-up right after the ACK cannot cut its stream.
+            guard let message = verifiedMessage else {
+                finished = true
+                return .step(.failed(.transient("the framed stream ended without a verified message")))
+            }
+            finished = true
+            return .step(.complete(message, duration: time - (firstValueAt ?? time)))
+        case .closed:
+            senderClosed = true
+        }
+        return .next(progressed: false)
     }
 
     static func failure(_ error: SecureSessionError) -> TransferFailure {

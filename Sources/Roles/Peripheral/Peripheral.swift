@@ -113,79 +113,8 @@ public final class Peripheral: Sendable {
                        onEvent: @escaping @Sendable (RoleEvent) -> Void) async -> ServingOutcome {
         let session = self.session
         let configuration = self.configuration
-        let server = SubscriptionServer(
-            configuration: configuration, logger: logger,
-            describePeer: { PeerResolver.describe($0, in: session) },
-            bluetoothStillUp: {
-                guard session.serviceState.isRunning, let properties = adapter.properties else { return false }
-                return properties.powered && (properties.powerState ?? "on") == "on"
-            },
-            disconnectDevice: { device in
-                // Drops a central that missed a bound; a failure (already gone) changes nothing.
-                try? await Device(session: session, reference: device).disconnect()
-            },
-            continueSession: { message, summary, peer, wantsNext in
-                // A multi session's message: counted as the engine counts any delivery, then the
-                // next one if it is ready now (the engine offers later ones as usual).
-                await source.markDelivered(message, summary: summary, to: peer)
-                await counter.recordDelivery()
-                onEvent(.delivered(summary, to: peer))
-                guard wantsNext, let next = await source.nextAvailableNow() else { return nil }
-                return (next, await counter.nextSequence)
-            },
-            upcomingInSession: { await source.upcomingNow() },
-            emitEvent: onEvent)
-        /// What BlueZ's calls on the characteristic at `index` do; `indications`: it carries
-        /// confirmed indications.
-        func handlers(index: Int, indications: Bool) -> LocalCharacteristicHandlers {
-            let acquireNotify: @Sendable (NotifySubscription) async -> Void = { subscription in
-                // bluetoothd names the subscriber; a stack that does not (BlueZoo forwards a
-                // client's own AcquireNotify options) leaves the only connected device.
-                let device = subscription.options.device
-                    ?? PeerResolver.onlyConnectedDevice(on: adapter, in: session)
-                await server.acceptSocket(subscription.socket, device: device, indications: indications)
-            }
-            let confirmed: @Sendable () async -> Void = { await server.indicationConfirmed() }
-            let confirm = indications ? confirmed : nil
-            return LocalCharacteristicHandlers(
-                write: { value, options in
-                    await server.write(value, device: options.device, mtu: options.mtu,
-                                       connectedDevices: { session.connectedDevices(on: adapter) })
-                },
-                startNotify: {
-                    let device = PeerResolver.onlyConnectedDevice(on: adapter, in: session)
-                    await server.acceptFallback(device: device, characteristic: index, indications: indications)
-                },
-                stopNotify: {
-                    await server.fallbackStopped()
-                },
-                acquireNotify: configuration.offersAcquireNotify ? acquireNotify : nil,
-                confirm: confirm)
-        }
-        // Apple's characteristic first (index 0); with indications on it, bletransfer's own
-        // notifying characteristic beside it, which bletransfer centrals prefer.
-        let channels = GATTChannelSetting.current()
-        let indicatesCompat = configuration.compatDelivery.usesIndications(on: channels)
-        logger.debug("Apple-flow centrals get \(indicatesCompat ? "confirmed indications" : "notifications") (--compat-delivery \(configuration.compatDelivery.rawValue), [GATT] Channels = \(channels.channels))")
-        var characteristics = [LocalGATTCharacteristic(
-            uuid: configuration.characteristicUUID.canonical,
-            flags: indicatesCompat ? Self.indicatingCharacteristicFlags : Self.characteristicFlags,
-            handlers: handlers(index: 0, indications: indicatesCompat))]
-        if indicatesCompat {
-            characteristics.append(LocalGATTCharacteristic(
-                uuid: TransferUUIDs.framedCharacteristic.canonical, flags: Self.characteristicFlags,
-                handlers: handlers(index: 1, indications: false)))
-        }
-        // Framed version 2 over an L2CAP channel: listen on a dynamic PSM and publish it in the
-        // service. Without one (--no-l2cap, a kernel without Bluetooth sockets) centrals get
-        // GATT notifications, as before.
-        let listener = openChannelListener(on: adapter)
-        if let listener {
-            let psm = listener.psm
-            characteristics.append(LocalGATTCharacteristic(
-                uuid: TransferUUIDs.channelPSMCharacteristic.canonical, flags: [.read],
-                handlers: LocalCharacteristicHandlers(read: { _ in [UInt8(truncatingIfNeeded: psm), UInt8(psm >> 8)] })))
-        }
+        let server = makeServer(source: source, adapter: adapter, counter: counter, onEvent: onEvent)
+        let (characteristics, listener) = transferCharacteristics(server: server, adapter: adapter)
         let application = LocalGATTApplication(session: session, service: LocalGATTService(
             uuid: configuration.serviceUUID.canonical, characteristics: characteristics))
         await server.attachFallbackEmitter { [application] value, characteristic in
@@ -225,6 +154,97 @@ public final class Peripheral: Sendable {
             await application.unregister()
         }.value
         return outcome
+    }
+
+    /// The subscription server of one powered-on period: counts each message of a multi
+    /// session as the engine counts any delivery and offers the next one ready now.
+    private func makeServer(source: some MessageSource, adapter: Adapter, counter: DeliveryCounter,
+                            onEvent: @escaping @Sendable (RoleEvent) -> Void) -> SubscriptionServer {
+        let session = self.session
+        return SubscriptionServer(
+            configuration: configuration, logger: logger,
+            describePeer: { PeerResolver.describe($0, in: session) },
+            bluetoothStillUp: {
+                guard session.serviceState.isRunning, let properties = adapter.properties else { return false }
+                return properties.powered && (properties.powerState ?? "on") == "on"
+            },
+            disconnectDevice: { device in
+                // Drops a central that missed a bound; a failure (already gone) changes nothing.
+                try? await Device(session: session, reference: device).disconnect()
+            },
+            continueSession: { message, summary, peer, wantsNext in
+                // A multi session's message: counted as the engine counts any delivery, then the
+                // next one if it is ready now (the engine offers later ones as usual).
+                await source.markDelivered(message, summary: summary, to: peer)
+                await counter.recordDelivery()
+                onEvent(.delivered(summary, to: peer))
+                guard wantsNext, let next = await source.nextAvailableNow() else { return nil }
+                return (next, await counter.nextSequence)
+            },
+            upcomingInSession: { await source.upcomingNow() },
+            emitEvent: onEvent)
+    }
+
+    /// What BlueZ's calls on the characteristic at `index` do; `indications`: it carries
+    /// confirmed indications.
+    private func handlers(index: Int, indications: Bool, server: SubscriptionServer, adapter: Adapter) -> LocalCharacteristicHandlers {
+        let session = self.session
+        let configuration = self.configuration
+        let acquireNotify: @Sendable (NotifySubscription) async -> Void = { subscription in
+            // bluetoothd names the subscriber; a stack that does not (BlueZoo forwards a
+            // client's own AcquireNotify options) leaves the only connected device.
+            let device = subscription.options.device
+                ?? PeerResolver.onlyConnectedDevice(on: adapter, in: session)
+            await server.acceptSocket(subscription.socket, device: device, indications: indications)
+        }
+        let confirmed: @Sendable () async -> Void = { await server.indicationConfirmed() }
+        let confirm = indications ? confirmed : nil
+        return LocalCharacteristicHandlers(
+            write: { value, options in
+                await server.write(value, device: options.device, mtu: options.mtu,
+                                   connectedDevices: { session.connectedDevices(on: adapter) })
+            },
+            startNotify: {
+                let device = PeerResolver.onlyConnectedDevice(on: adapter, in: session)
+                await server.acceptFallback(device: device, characteristic: index, indications: indications)
+            },
+            stopNotify: {
+                await server.fallbackStopped()
+            },
+            acquireNotify: configuration.offersAcquireNotify ? acquireNotify : nil,
+            confirm: confirm)
+    }
+
+    /// The transfer service's characteristics, and the L2CAP listener whose PSM one of them
+    /// publishes (nil without a channel).
+    private func transferCharacteristics(server: SubscriptionServer, adapter: Adapter)
+        -> ([LocalGATTCharacteristic], (any ChannelListener)?) {
+        let configuration = self.configuration
+        // Apple's characteristic first (index 0); with indications on it, bletransfer's own
+        // notifying characteristic beside it, which bletransfer centrals prefer.
+        let channels = GATTChannelSetting.current()
+        let indicatesCompat = configuration.compatDelivery.usesIndications(on: channels)
+        logger.debug("Apple-flow centrals get \(indicatesCompat ? "confirmed indications" : "notifications") (--compat-delivery \(configuration.compatDelivery.rawValue), [GATT] Channels = \(channels.channels))")
+        var characteristics = [LocalGATTCharacteristic(
+            uuid: configuration.characteristicUUID.canonical,
+            flags: indicatesCompat ? Self.indicatingCharacteristicFlags : Self.characteristicFlags,
+            handlers: handlers(index: 0, indications: indicatesCompat, server: server, adapter: adapter))]
+        if indicatesCompat {
+            characteristics.append(LocalGATTCharacteristic(
+                uuid: TransferUUIDs.framedCharacteristic.canonical, flags: Self.characteristicFlags,
+                handlers: handlers(index: 1, indications: false, server: server, adapter: adapter)))
+        }
+        // Framed version 2 over an L2CAP channel: listen on a dynamic PSM and publish it in the
+        // service. Without one (--no-l2cap, a kernel without Bluetooth sockets) centrals get
+        // GATT notifications, as before.
+        let listener = openChannelListener(on: adapter)
+        if let listener {
+            let psm = listener.psm
+            characteristics.append(LocalGATTCharacteristic(
+                uuid: TransferUUIDs.channelPSMCharacteristic.canonical, flags: [.read],
+                handlers: LocalCharacteristicHandlers(read: { _ in [UInt8(truncatingIfNeeded: psm), UInt8(psm >> 8)] })))
+        }
+        return (characteristics, listener)
     }
 
     private func serveMessages(source: some MessageSource, adapter: Adapter, application: LocalGATTApplication,

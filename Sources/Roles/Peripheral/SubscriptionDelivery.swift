@@ -151,65 +151,13 @@ struct SubscriptionDelivery: Sendable, Hashable {
             if last { allValuesHandedOver = true }
             if last && earlyAcknowledgement { deliver(&actions) }
         case .endOfMessageWritten:
-            guard transferRunning else { break }
-            transferRunning = false
-            endOfMessageWritten = true
-            if hasHungUp {
-                settleAfterHangUp(&actions)
-            } else if isDelivered {
-                // Acknowledged before the transfer task reported EOM: the after-ACK deadline runs.
-            } else if format != .compat {
-                let limit = limits.acknowledgementTimeout
-                arm(&actions, after: limit, reason: "no ACK within \(Self.describe(limit)) of EOM (--ack-timeout)")
-            } else {
-                let limit = limits.unsubscribeTimeout
-                arm(&actions, after: limit,
-                    reason: "it did not unsubscribe within \(Self.describe(limit)) of EOM (--unsubscribe-timeout)")
-            }
+            afterEndOfMessage(&actions)
         case .transferFailed(let failure):
-            guard transferRunning else { break }
-            transferRunning = false
-            if hasHungUp {
-                // The hang-up came while the last values were being drained: not written.
-                settleAfterHangUp(&actions)
-                break
-            }
-            switch failure {
-            case .closedByPeer:
-                hangUp(&actions, reason: "the central unsubscribed", drainedWhenClosed: nil)
-            case .stoppedByUs:
-                break
-            case .other(let description):
-                abort(&actions, reason: "sending failed: \(description)")
-            }
+            transferFailed(failure, &actions)
         case .acknowledged:
-            guard format != .compat, !isDelivered else { break }
-            guard allValuesHandedOver else {
-                earlyAcknowledgement = true
-                break
-            }
-            deliver(&actions)
-            if hasHungUp && !transferRunning {
-                end(&actions, announce: true)
-            } else {
-                // A bletransfer central unsubscribes next; one that stays holds the
-                // characteristic (and advertising) from everybody else.
-                let limit = limits.unsubscribeTimeout
-                arm(&actions, after: limit,
-                    reason: "it stayed subscribed \(Self.describe(limit)) after its ACK (--unsubscribe-timeout)")
-            }
+            acknowledged(&actions)
         case .countedInSession:
-            guard version2, !isDelivered else { break }
-            isDelivered = true
-            if hasHungUp {
-                // The ACK raced the central's unsubscribing and still counts; the grace that
-                // waited for it is over. The subscription ends on `recordedAfterHangUp`.
-                cancel(.acknowledgementGrace, &actions)
-                break
-            }
-            let limit = limits.unsubscribeTimeout
-            arm(&actions, after: limit,
-                reason: "it stayed subscribed \(Self.describe(limit)) after the session's last ACK (--unsubscribe-timeout)")
+            countedInSession(&actions)
         case .recordedAfterHangUp:
             guard version2, isDelivered, hasHungUp else { break }
             end(&actions, announce: true)
@@ -219,15 +167,7 @@ struct SubscriptionDelivery: Sendable, Hashable {
             guard runningTimers.remove(timer) != nil else { break }
             timerFired(timer, &actions)
         case .compatConfirmationDue(let bluetoothUp):
-            guard bluetoothCheckPending else { break }
-            bluetoothCheckPending = false
-            guard !isDelivered else { break }
-            if bluetoothUp {
-                deliver(&actions)
-                end(&actions, announce: true)
-            } else {
-                abort(&actions, reason: "Bluetooth went away as the central left; not counted")
-            }
+            compatConfirmationDue(bluetoothUp: bluetoothUp, &actions)
         case .shutDown(let reason):
             if !isDelivered { actions.append(.reportAborted(reason)) }
             end(&actions, announce: false)
@@ -235,6 +175,91 @@ struct SubscriptionDelivery: Sendable, Hashable {
             end(&actions, announce: true)
         }
         return actions
+    }
+
+    /// The transfer task wrote `EOM`: what the central must do next gets its deadline.
+    private mutating func afterEndOfMessage(_ actions: inout [Action]) {
+        guard transferRunning else { return }
+        transferRunning = false
+        endOfMessageWritten = true
+        if hasHungUp {
+            settleAfterHangUp(&actions)
+        } else if isDelivered {
+            // Acknowledged before the transfer task reported EOM: the after-ACK deadline runs.
+        } else if format != .compat {
+            let limit = limits.acknowledgementTimeout
+            arm(&actions, after: limit, reason: "no ACK within \(Self.describe(limit)) of EOM (--ack-timeout)")
+        } else {
+            let limit = limits.unsubscribeTimeout
+            arm(&actions, after: limit,
+                reason: "it did not unsubscribe within \(Self.describe(limit)) of EOM (--unsubscribe-timeout)")
+        }
+    }
+
+    /// The transfer task stopped before `EOM`.
+    private mutating func transferFailed(_ failure: TransferFailure, _ actions: inout [Action]) {
+        guard transferRunning else { return }
+        transferRunning = false
+        if hasHungUp {
+            // The hang-up came while the last values were being drained: not written.
+            settleAfterHangUp(&actions)
+            return
+        }
+        switch failure {
+        case .closedByPeer:
+            hangUp(&actions, reason: "the central unsubscribed", drainedWhenClosed: nil)
+        case .stoppedByUs:
+            return
+        case .other(let description):
+            abort(&actions, reason: "sending failed: \(description)")
+        }
+    }
+
+    /// The central's ACK (version 1): counted once every value was handed over.
+    private mutating func acknowledged(_ actions: inout [Action]) {
+        guard format != .compat, !isDelivered else { return }
+        guard allValuesHandedOver else {
+            earlyAcknowledgement = true
+            return
+        }
+        deliver(&actions)
+        if hasHungUp && !transferRunning {
+            end(&actions, announce: true)
+        } else {
+            // A bletransfer central unsubscribes next; one that stays holds the
+            // characteristic (and advertising) from everybody else.
+            let limit = limits.unsubscribeTimeout
+            arm(&actions, after: limit,
+                reason: "it stayed subscribed \(Self.describe(limit)) after its ACK (--unsubscribe-timeout)")
+        }
+    }
+
+    /// The session counted its last message delivered (version 2).
+    private mutating func countedInSession(_ actions: inout [Action]) {
+        guard version2, !isDelivered else { return }
+        isDelivered = true
+        if hasHungUp {
+            // The ACK raced the central's unsubscribing and still counts; the grace that
+            // waited for it is over. The subscription ends on `recordedAfterHangUp`.
+            cancel(.acknowledgementGrace, &actions)
+            return
+        }
+        let limit = limits.unsubscribeTimeout
+        arm(&actions, after: limit,
+            reason: "it stayed subscribed \(Self.describe(limit)) after the session's last ACK (--unsubscribe-timeout)")
+    }
+
+    /// Bluetooth's state read after a compat central left: up, the message counts.
+    private mutating func compatConfirmationDue(bluetoothUp: Bool, _ actions: inout [Action]) {
+        guard bluetoothCheckPending else { return }
+        bluetoothCheckPending = false
+        guard !isDelivered else { return }
+        if bluetoothUp {
+            deliver(&actions)
+            end(&actions, announce: true)
+        } else {
+            abort(&actions, reason: "Bluetooth went away as the central left; not counted")
+        }
     }
 
     private mutating func timerFired(_ timer: Timer, _ actions: inout [Action]) {

@@ -598,7 +598,7 @@ actor SubscriptionServer {
         }
     }
 
-    private func progressed(_ id: Int, bytesSent: Int, finished: Bool, sessionBytesOnAir: Int? = nil) {
+    fileprivate func progressed(_ id: Int, bytesSent: Int, finished: Bool, sessionBytesOnAir: Int? = nil) {
         guard var subscription = current, subscription.id == id else { return }
         if let sessionBytesOnAir, sessionBytesOnAir > subscription.sessionBytesOnAirCounted {
             if payloadBytesOnAir[subscription.message.digest] == nil, payloadBytesOnAir.count >= Self.onAirMemory {
@@ -622,7 +622,7 @@ actor SubscriptionServer {
         feed(.valueHandedOver(bytesSent: bytesSent, last: finished), to: id)
     }
 
-    private func endOfMessageWritten(_ id: Int) {
+    fileprivate func endOfMessageWritten(_ id: Int) {
         guard let subscription = current, subscription.id == id else { return }
         current?.transfer = nil
         let hungUp = subscription.delivery.hasHungUp
@@ -956,7 +956,7 @@ extension SubscriptionServer {
     /// The central's next write while the session waits for its handshake message: nobody is
     /// authenticated yet, so the wait is bounded by `limit` (seconds), not by the message's
     /// transfer deadline. Nil: the writes ended (the central left).
-    private static func handshakeWrite(from written: WriteInbox, within limit: Duration) async throws -> [UInt8]? {
+    fileprivate static func handshakeWrite(from written: WriteInbox, within limit: Duration) async throws -> [UInt8]? {
         enum Outcome: Sendable { case value([UInt8]?), timedOut }
         let outcome = await withTaskGroup(of: Outcome.self) { group in
             group.addTask { .value(await written.next(interruptible: true)) }
@@ -981,144 +981,180 @@ extension SubscriptionServer {
                                        writes: AsyncStream<[UInt8]>, into written: WriteInbox,
                                        confirmations: AsyncStream<Void>?, handshakeTimeout: Duration,
                                        subscription id: Int, server: SubscriptionServer) async {
-        var session = session
         // The writes are read between notifications too: a RESUME must take effect while DATA
         // flows, not after the whole message went out.
         let forwarding = Task { await written.drain(writes) }
         defer { forwarding.cancel() }
-        var confirmed = confirmations?.makeAsyncIterator()
-        /// Multi: the message whose END bluetoothd took; its ACK is awaited.
-        var endWritten: UInt32?
-        /// Pipeline: the message sent after the one awaiting its ACK (what the source's
-        /// `upcomingNow` gave), and the message number it went out under.
-        var pipelined: (message: OutgoingMessage, number: UInt32)?
-        /// Pipeline: the message number for which the source was asked for what follows.
-        var askedUpcoming: UInt32?
-        /// One-message session: the central's ACK arrived (read between notifications) before
-        /// the bare EOM went out. It counts once EOM reached bluetoothd, in version 1's order.
-        var acknowledgedBeforeEndOfMessage = false
-        /// What the central's write means for the transfer task: false once the session is over.
-        func handleWrite(_ value: [UInt8]) async throws -> Bool {
-            for event in try session.receiveWrite(value) {
-                switch event {
-                case .centralAuthenticated(let peer):
-                    await server.secureCentralAuthenticated(id, AuthenticatedPeer(peer))
-                case .resumed(let offset):
-                    await server.secureResumed(id, offset: offset)
-                case .acknowledged:
-                    if !session.carriesSeveralMessages {
-                        guard session.endOfMessageSent else {
-                            // A central may acknowledge on END; EOM still goes out first.
-                            acknowledgedBeforeEndOfMessage = true
-                            continue
-                        }
-                        await server.secureAcknowledged(id)
-                        return false
-                    }
-                    // An ACK and the central's CLOSE may come in one write: count, send no more.
-                    let centralClosed = session.state == .closedByCentral
-                    if let upcoming = pipelined {
-                        // The earlier message's ACK: counted; the one already under way
-                        // becomes the subscription's current message.
-                        pipelined = nil
-                        let next = await server.secureAcknowledgedInSession(
-                            id, wantsNext: !centralClosed, sentAhead: upcoming.message,
-                            sentAheadEndWritten: endWritten == upcoming.number)
-                        if centralClosed { continue }
-                        guard let next, next.digest == upcoming.message.digest else {
-                            throw SecureSessionError.protocolViolation(
-                                "the sender's next message changed while it was sent ahead; the session ends")
-                        }
-                        continue
-                    }
-                    let next = await server.secureAcknowledgedInSession(id, wantsNext: !centralClosed)
-                    if centralClosed {
-                        continue
-                    } else if let next {
-                        try session.sendNext(payload: next.body, digest: next.digest,
-                                             metadata: fileMetadata(next.file))
-                    } else {
-                        try session.finish()
-                    }
-                case .closedByCentral(let reason):
-                    await server.secureClosedByCentral(id, reason: reason)
-                    return false
-                case .refusedByCentral(let outcome):
-                    await server.secureRefusedByCentral(id, outcome: outcome)
-                    return false
-                }
-            }
-            return true
-        }
+        var transfer = SecureTransfer(session: session, id: id, server: server)
         do {
-            while !session.endOfMessageSent {
-                while let value = session.nextValue() {
-                    try await channel.send(value)
-                    if confirmed != nil {
-                        guard await confirmed?.next() != nil else { throw NotificationSocketError.closed }
-                    }
-                    // A message sent ahead is reported once it is the current one (on the
-                    // earlier message's ACK): until then the progress is the earlier one's.
-                    if pipelined == nil {
-                        await server.progressed(id, bytesSent: session.payloadBytesSent, finished: session.endOfMessageSent,
-                                                sessionBytesOnAir: session.payloadBytesNotified)
-                    }
-                    // After EOM the ACK is read below, once the stream is drained, as before.
-                    for write in session.endOfMessageSent ? [] : written.takeAvailable() {
-                        guard try await handleWrite(write) else { return }
-                    }
-                }
-                if session.endOfMessageSent { break }
-                if let failure = session.localFailure { throw failure }
-                if session.state == .awaitingAck, endWritten != session.currentMessageNumber {
-                    // The stream pauses for this message's ACK: with its END handed over (the
-                    // socket's small buffer keeps that close to what bluetoothd took), the ACK
-                    // timeout bounds the wait, as after EOM in a one-message session. (With a
-                    // message sent ahead still uncounted, the current one is the earlier one,
-                    // whose bound is running: this END's wait starts on that ACK.)
-                    endWritten = session.currentMessageNumber
-                    if pipelined == nil { await server.secureEndWritten(id) }
-                }
-                // Pipeline: with this END out, the next message goes at once, before the ACK.
-                if session.acceptsNextBeforeAck, askedUpcoming != session.currentMessageNumber {
-                    askedUpcoming = session.currentMessageNumber
-                    if let upcoming = await server.secureUpcoming(id) {
-                        try session.sendNext(payload: upcoming.body, digest: upcoming.digest,
-                                             metadata: fileMetadata(upcoming.file))
-                        pipelined = (upcoming, session.currentMessageNumber)
-                        continue
-                    }
-                }
-                // The session waits for the central's handshake message, a PROGRESS (`window`) or,
-                // in a multi session, the ACK of the message just sent (all bounded by the
-                // deadline). A hang-up ends the wait unless an ACK is due: that may still come.
-                let next = session.state == .awaitingHandshake
-                    ? try await handshakeWrite(from: written, within: handshakeTimeout)
-                    : await written.next(interruptible: session.unacknowledgedCount == 0)
-                guard let value = next else { throw NotificationSocketError.closed }
-                guard try await handleWrite(value) else { return }
-            }
-            do {
-                try await channel.drain()
-                await server.endOfMessageWritten(id)
-            } catch {
-                // The central may have hung up right after its ACK: the ACK still counts
-                // within the grace the delivery gives it, so keep reading its writes.
-                await server.secureTransferFailed(id, error)
-            }
-            // Multi: every message counted on its ACK; after CLOSE the central only unsubscribes.
-            if session.carriesSeveralMessages { return }
-            if acknowledgedBeforeEndOfMessage {
-                await server.secureAcknowledged(id)
-                return
-            }
-            while let value = await written.next() {
-                guard try await handleWrite(value) else { return }
-            }
+            try await transfer.run(over: channel, written: written, confirmations: confirmations,
+                                   handshakeTimeout: handshakeTimeout)
         } catch let error as SecureSessionError {
             await server.secureSessionFailed(id, error)
         } catch {
             await server.secureTransferFailed(id, error)
         }
+    }
+}
+
+/// One subscription's secure transfer (`SubscriptionServer.secureTransfer`): the session, and
+/// what the transfer task remembers of the messages under way.
+private struct SecureTransfer {
+    var session: SecureSenderSession
+    let id: Int
+    let server: SubscriptionServer
+    /// Multi: the message whose END bluetoothd took; its ACK is awaited.
+    var endWritten: UInt32?
+    /// Pipeline: the message sent after the one awaiting its ACK (what the source's
+    /// `upcomingNow` gave), and the message number it went out under.
+    var pipelined: (message: OutgoingMessage, number: UInt32)?
+    /// Pipeline: the message number for which the source was asked for what follows.
+    var askedUpcoming: UInt32?
+    /// One-message session: the central's ACK arrived (read between notifications) before
+    /// the bare EOM went out. It counts once EOM reached bluetoothd, in version 1's order.
+    var acknowledgedBeforeEndOfMessage = false
+
+    init(session: SecureSenderSession, id: Int, server: SubscriptionServer) {
+        self.session = session
+        self.id = id
+        self.server = server
+    }
+
+    /// Streams the session to its end; returns early once a write of the central ends it.
+    mutating func run(over channel: any NotificationChannel, written: WriteInbox, confirmations: AsyncStream<Void>?,
+                      handshakeTimeout: Duration) async throws {
+        var confirmed = confirmations?.makeAsyncIterator()
+        while !session.endOfMessageSent {
+            while let value = session.nextValue() {
+                try await channel.send(value)
+                if confirmed != nil {
+                    guard await confirmed?.next() != nil else { throw NotificationSocketError.closed }
+                }
+                // A message sent ahead is reported once it is the current one (on the
+                // earlier message's ACK): until then the progress is the earlier one's.
+                if pipelined == nil {
+                    await server.progressed(id, bytesSent: session.payloadBytesSent, finished: session.endOfMessageSent,
+                                            sessionBytesOnAir: session.payloadBytesNotified)
+                }
+                // After EOM the ACK is read below, once the stream is drained, as before.
+                for write in session.endOfMessageSent ? [] : written.takeAvailable() {
+                    guard try await handleWrite(write) else { return }
+                }
+            }
+            if session.endOfMessageSent { break }
+            if let failure = session.localFailure { throw failure }
+            if try await streamPaused() { continue }
+            // The session waits for the central's handshake message, a PROGRESS (`window`) or,
+            // in a multi session, the ACK of the message just sent (all bounded by the
+            // deadline). A hang-up ends the wait unless an ACK is due: that may still come.
+            let next = session.state == .awaitingHandshake
+                ? try await SubscriptionServer.handshakeWrite(from: written, within: handshakeTimeout)
+                : await written.next(interruptible: session.unacknowledgedCount == 0)
+            guard let value = next else { throw NotificationSocketError.closed }
+            guard try await handleWrite(value) else { return }
+        }
+        try await finish(over: channel, written: written)
+    }
+
+    /// The stream has nothing to send now. With a message's END handed over, its ACK is awaited
+    /// (the ACK timeout bounds the wait); with `pipeline` the next message goes at once.
+    /// Returns true when a message was started, so the stream goes on.
+    private mutating func streamPaused() async throws -> Bool {
+        if session.state == .awaitingAck, endWritten != session.currentMessageNumber {
+            // The socket's small buffer keeps "handed over" close to what bluetoothd took, so
+            // the wait is bounded as after EOM in a one-message session. (With a message sent
+            // ahead still uncounted, the current one is the earlier one, whose bound is
+            // running: this END's wait starts on that ACK.)
+            endWritten = session.currentMessageNumber
+            if pipelined == nil { await server.secureEndWritten(id) }
+        }
+        guard session.acceptsNextBeforeAck, askedUpcoming != session.currentMessageNumber else { return false }
+        askedUpcoming = session.currentMessageNumber
+        guard let upcoming = await server.secureUpcoming(id) else { return false }
+        try session.sendNext(payload: upcoming.body, digest: upcoming.digest,
+                             metadata: SubscriptionServer.fileMetadata(upcoming.file))
+        pipelined = (upcoming, session.currentMessageNumber)
+        return true
+    }
+
+    /// After `EOM`: drained, then (one message) the ACK from the central's writes.
+    private mutating func finish(over channel: any NotificationChannel, written: WriteInbox) async throws {
+        do {
+            try await channel.drain()
+            await server.endOfMessageWritten(id)
+        } catch {
+            // The central may have hung up right after its ACK: the ACK still counts
+            // within the grace the delivery gives it, so keep reading its writes.
+            await server.secureTransferFailed(id, error)
+        }
+        // Multi: every message counted on its ACK; after CLOSE the central only unsubscribes.
+        if session.carriesSeveralMessages { return }
+        if acknowledgedBeforeEndOfMessage {
+            await server.secureAcknowledged(id)
+            return
+        }
+        while let value = await written.next() {
+            guard try await handleWrite(value) else { return }
+        }
+    }
+
+    /// What the central's write means for the transfer task: false once the session is over.
+    mutating func handleWrite(_ value: [UInt8]) async throws -> Bool {
+        for event in try session.receiveWrite(value) {
+            switch event {
+            case .centralAuthenticated(let peer):
+                await server.secureCentralAuthenticated(id, AuthenticatedPeer(peer))
+            case .resumed(let offset):
+                await server.secureResumed(id, offset: offset)
+            case .acknowledged:
+                guard try await acknowledged() else { return false }
+            case .closedByCentral(let reason):
+                await server.secureClosedByCentral(id, reason: reason)
+                return false
+            case .refusedByCentral(let outcome):
+                await server.secureRefusedByCentral(id, outcome: outcome)
+                return false
+            }
+        }
+        return true
+    }
+
+    /// The central's ACK: counted, and in a multi session the next message started (or the
+    /// one sent ahead made current). False once the session is over.
+    private mutating func acknowledged() async throws -> Bool {
+        if !session.carriesSeveralMessages {
+            guard session.endOfMessageSent else {
+                // A central may acknowledge on END; EOM still goes out first.
+                acknowledgedBeforeEndOfMessage = true
+                return true
+            }
+            await server.secureAcknowledged(id)
+            return false
+        }
+        // An ACK and the central's CLOSE may come in one write: count, send no more.
+        let centralClosed = session.state == .closedByCentral
+        if let upcoming = pipelined {
+            // The earlier message's ACK: counted; the one already under way becomes the
+            // subscription's current message.
+            pipelined = nil
+            let next = await server.secureAcknowledgedInSession(
+                id, wantsNext: !centralClosed, sentAhead: upcoming.message,
+                sentAheadEndWritten: endWritten == upcoming.number)
+            if centralClosed { return true }
+            guard let next, next.digest == upcoming.message.digest else {
+                throw SecureSessionError.protocolViolation(
+                    "the sender's next message changed while it was sent ahead; the session ends")
+            }
+            return true
+        }
+        let next = await server.secureAcknowledgedInSession(id, wantsNext: !centralClosed)
+        if centralClosed {
+            return true
+        } else if let next {
+            try session.sendNext(payload: next.body, digest: next.digest, metadata: SubscriptionServer.fileMetadata(next.file))
+        } else {
+            try session.finish()
+        }
+        return true
     }
 }
