@@ -411,7 +411,12 @@ def daemon_pair_run(ctx: Context, payloads: list, key_a: Key, key_b: Key, peers_
                     label: str, deadline: int) -> tuple:
     """Secure daemons a → b over an outbox holding `payloads` (file001.dat …), until b stored
     them all. Returns (seconds from b's daemon start to the last file stored, a's output, b's
-    output, outbox, inbox)."""
+    output, outbox, inbox).
+
+    The daemons' folders are on each guest's own tmpfs, as a user's are on a local disk: in the
+    run folder (9p under TCG) every file operation of the measured run, a dozen per message on
+    each side, crossed to the host. They are copied from and back to the run folder around the
+    run, so the checks read them there."""
     base = ctx.lab.run_dir / "payloads" / ctx.name / label
     if base.exists():
         shutil.rmtree(base)
@@ -424,18 +429,26 @@ def daemon_pair_run(ctx: Context, payloads: list, key_a: Key, key_b: Key, peers_
         os.utime(hidden, (1_700_000_000 + i, 1_700_000_000 + i))
         hidden.rename(outbox / f"file{i:03d}.dat")
     host_outbox, host_inbox = ctx.lab.host_path(outbox), ctx.lab.host_path(inbox)
+    # ctx.name and label are plain words: these paths need no quoting.
+    local = f"/tmp/bletransfer-lab-folders/{ctx.name}/{label}"
+    local_outbox, local_inbox = f"{local}/outbox", f"{local}/inbox"
     n = len(payloads)
-    sender = daemon_job("sender", host_outbox, f'[ "$({count_files(host_outbox)})" -eq 0 ]', deadline,
-                        "--settle-time 0", trust=trust(key_a, peers_a))
+    drained = f'[ "$({count_files(local_outbox)})" -eq 0 ]'
+    sender_job = daemon_job("sender", local_outbox, drained, deadline, "--settle-time 0", trust=trust(key_a, peers_a))
+    sender = (f"rm -rf {local} && mkdir -p {local} && cp -a {shlex.quote(host_outbox)} {local_outbox} || exit 1\n"
+              f"(\n{sender_job})\n"
+              f"rc=$?\nrm -rf {shlex.quote(host_outbox)} && cp -a {local_outbox} {shlex.quote(host_outbox)}\nexit $rc\n")
     # The receiver's clock at its daemon's start and when the inbox first holds all n files
     # (looked at every 0.1 s: stamping every output line would cost a process per line).
-    receiver = (f'"$BLETRANSFER_BIN" daemon --role receiver --adapter hci0 --output-dir {shlex.quote(host_inbox)} '
+    receiver = (f"rm -rf {local} && mkdir -p {local_inbox} || exit 1\n"
+                f'"$BLETRANSFER_BIN" daemon --role receiver --adapter hci0 --output-dir {local_inbox} '
                 f'--json {trust(key_b, peers_b)} &\n'
                 f'pid=$!\nt0=$(date +%s.%N)\nend=$((SECONDS + {deadline}))\n'
-                f'while [ $SECONDS -lt $end ] && kill -0 $pid 2>/dev/null && [ "$({count_files(host_inbox)})" -lt {n} ]; '
+                f'while [ $SECONDS -lt $end ] && kill -0 $pid 2>/dev/null && [ "$({count_files(local_inbox)})" -lt {n} ]; '
                 f'do sleep 0.1; done\n'
                 f'echo "ALL-STORED $t0 $(date +%s.%N)"\n'
-                f'kill -TERM $pid; wait $pid; rc=$?; echo "DAEMON-EXIT $rc"; exit $rc\n')
+                f'kill -TERM $pid; wait $pid; rc=$?; echo "DAEMON-EXIT $rc"\n'
+                f'cp -a {local_inbox}/. {shlex.quote(host_inbox)}/\nexit $rc\n')
     res = ctx.lab.run(a=sender, b=receiver, deadline=deadline + 60, step=label)
     a_out, b_out = res.job("a").stdout(), res.job("b").stdout()
     ctx.check("DAEMON-EXIT 0" in a_out and "DAEMON-EXIT 0" in b_out, f"{label}: both daemons exited 0 on SIGTERM")
