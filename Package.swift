@@ -97,7 +97,7 @@ let package = Package(
         .target(
             name: "DaemonSupport",
             dependencies: [
-                "Transfer",
+                "Transfer", "SystemCalls",
                 .product(name: "SystemPackage", package: "swift-system"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -116,7 +116,7 @@ let package = Package(
         .target(
             name: "Daemon",
             dependencies: [
-                "Roles", "Transfer", "Trust", "BlueZ", "DaemonSupport",
+                "Roles", "Transfer", "Trust", "BlueZ", "DaemonSupport", "SystemCalls",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -193,7 +193,7 @@ let package = Package(
         ),
         .testTarget(
             name: "DaemonSupportTests",
-            dependencies: ["DaemonSupport", .product(name: "SystemPackage", package: "swift-system")]
+            dependencies: ["DaemonSupport", "SystemCalls", .product(name: "SystemPackage", package: "swift-system")]
         ),
         .testTarget(
             name: "RolesTests",

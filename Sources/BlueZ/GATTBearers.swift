@@ -4,6 +4,7 @@ import Glibc
 import Musl
 #endif
 import SystemPackage
+import SystemCalls
 
 /// bluetoothd's `[GATT] Channels` setting: how many ATT bearers it opens or accepts per LE
 /// link. More than one means Enhanced ATT (EATT): besides the fixed ATT channel, credit-based
@@ -118,12 +119,9 @@ public enum GATTBearers {
 
     /// The `-f`/`--configfile` argument of a running bluetoothd, when /proc shows one.
     static func bluetoothdConfigFile() -> String? {
-        guard let directory = opendir("/proc") else { return nil }
-        defer { closedir(directory) }
-        while let entry = readdir(directory) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
-            }
+        guard let entries = try? DirectoryEntry.list("/proc") else { return nil }
+        for entry in entries {
+            let name = entry.name
             guard !name.isEmpty, name.allSatisfy(\.isNumber),
                   readSmallFile("/proc/\(name)/comm")?.trimmingWhitespace() == "bluetoothd",
                   let commandLine = readSmallFile("/proc/\(name)/cmdline")

@@ -2,6 +2,7 @@ import DaemonSupport
 import Foundation
 import Roles
 import SystemPackage
+import SystemCalls
 import Transfer
 
 /// What the outbox-backed source did, for the daemon's log and status line.

@@ -2,6 +2,7 @@
 import Glibc
 import Foundation
 import SystemPackage
+import SystemCalls
 import Transfer
 
 /// The sender daemon's queue: a directory whose regular files are messages to send.

@@ -1,5 +1,6 @@
 import Foundation
 import SystemPackage
+import SystemCalls
 import Testing
 
 @testable import DaemonSupport

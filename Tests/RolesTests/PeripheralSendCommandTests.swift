@@ -204,6 +204,22 @@ final class SendProcess: @unchecked Sendable {
         kill(process.processIdentifier, number)
     }
 
+    /// What `pipe` holds now, read without waiting for its end of file. The child has exited, so
+    /// all it wrote is buffered; but a process another test spawned meanwhile (a private bus's
+    /// dbus-daemon) may have inherited the write end and keep it open for minutes.
+    private static func bufferedBytes(of pipe: Pipe) -> Data {
+        let descriptor = pipe.fileHandleForReading.fileDescriptor
+        _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK)
+        var data = Data()
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let count = read(descriptor, &buffer, buffer.count)
+            if count > 0 { data.append(contentsOf: buffer[0..<count]); continue }
+            if count < 0, errno == EINTR { continue }
+            return data   // 0: end of file; -1 with EAGAIN: nothing more buffered
+        }
+    }
+
     /// Waits for the process to exit (off the cooperative pool) and collects its output.
     func result() async -> Result {
         let process = self.process
@@ -213,14 +229,15 @@ final class SendProcess: @unchecked Sendable {
                 continuation.resume()
             }
         }
-        // Drain what the handlers have not delivered yet.
+        // Drain what the handlers have not delivered yet, then tell waiters the output ended.
         if let pipe = process.standardOutput as? Pipe {
             pipe.fileHandleForReading.readabilityHandler = nil
-            received(pipe.fileHandleForReading.readDataToEndOfFile(), error: false)
+            received(Self.bufferedBytes(of: pipe), error: false)
+            received(Data(), error: false)
         }
         if let pipe = process.standardError as? Pipe {
             pipe.fileHandleForReading.readabilityHandler = nil
-            received(pipe.fileHandleForReading.readDataToEndOfFile(), error: true)
+            received(Self.bufferedBytes(of: pipe), error: true)
         }
         return lock.withLock {
             Result(status: process.terminationStatus,

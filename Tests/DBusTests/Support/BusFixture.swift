@@ -106,18 +106,24 @@ final class Gate: Sendable {
     }
 }
 
-/// Runs an external program to completion without blocking a cooperative thread.
+/// Runs an external program to completion without blocking a cooperative thread. Its output
+/// goes to a file, not a pipe: a pipe's write end may be inherited by a process another test
+/// spawns meanwhile, and reading to end of file would then wait for that process too.
 func runTool(_ path: String, _ arguments: [String]) async throws -> (status: Int32, output: String) {
+    let outputURL = FileManager.default.temporaryDirectory.appendingPathComponent("bus-tool-\(UUID().uuidString)")
+    _ = FileManager.default.createFile(atPath: outputURL.path, contents: nil)
+    defer { try? FileManager.default.removeItem(at: outputURL) }
+    let output = try FileHandle(forWritingTo: outputURL)
+    defer { try? output.close() }
     let process = Process()
     process.executableURL = URL(fileURLWithPath: path)
     process.arguments = arguments
-    let output = Pipe()
     process.standardOutput = output
     process.standardError = output
     let status: Int32 = try await withCheckedThrowingContinuation { continuation in
         process.terminationHandler = { finished in continuation.resume(returning: finished.terminationStatus) }
         do { try process.run() } catch { continuation.resume(throwing: error) }
     }
-    let data = output.fileHandleForReading.readDataToEndOfFile()
+    let data = try Data(contentsOf: outputURL)
     return (status, String(decoding: data, as: UTF8.self))
 }
