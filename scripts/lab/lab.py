@@ -517,6 +517,18 @@ class Lab:
             if not j.ok():
                 raise LabError(self.diagnose(j))
 
+    def restart_air(self, conf: str = "default") -> None:
+        """The emulated radio from scratch before a retry: both bluetoothds, both controllers,
+        the emulator and the bridges, brought up again in boot order (a's emulator and bridge
+        before b's controller, whose kernel gives up on a silent one after 2 s). A link stuck in
+        the emulator (seen once: after a bluetoothd restart under a connecting peer, every later
+        connection hung) would otherwise fail the retry the same way."""
+        self.sh("b", "lab_kill bluetoothd; lab_kill btattach", step="radio down (b)", deadline=60)
+        self.sh("a", "for n in bluetoothd btattach pty bridge btvirt; do lab_kill $n; done",
+                step="radio down (a)", deadline=60)
+        for h in HOSTS:
+            self.sh(h, f"lab_baseline {conf}", step="radio up", deadline=120)
+
     # ---- two-host runs -------------------------------------------------------------------
     def run(self, a: Optional[str] = None, b: Optional[str] = None, deadline: float = 120,
             b_after: Optional[Trigger] = None, a_after: Optional[Trigger] = None,

@@ -359,7 +359,7 @@ def main() -> int:
             lab.scenario = s.name
             say(f"scenario {s.name}: {s.doc}")
             st = time.monotonic()
-            # A failed scenario is tried once more (LAB_RETRIES) from a fresh baseline: TCG
+            # A failed scenario is tried once more (LAB_RETRIES) on a fresh radio: TCG
             # guests on a loaded machine are not real radios. Its first failure is printed in
             # full and it is reported FLAKY, never as a plain PASS.
             retries = int(os.environ.get("LAB_RETRIES", "1"))
@@ -367,6 +367,8 @@ def main() -> int:
             for attempt in range(retries + 1):
                 ctx = Context(lab, s.name)
                 try:
+                    if attempt > 0:
+                        lab.restart_air(s.conf)
                     lab.ensure_ready(s.conf)
                     s.fn(ctx)
                     status, detail = "PASS", ""
@@ -381,7 +383,7 @@ def main() -> int:
                     break
                 first_failure = detail
                 print(detail, file=sys.stderr, flush=True)
-                say(f"  {s.name} failed (attempt {attempt + 1}); trying once more from a fresh baseline")
+                say(f"  {s.name} failed (attempt {attempt + 1}); trying once more on a fresh radio")
             if status == "PASS" and first_failure:
                 status = "FLAKY"
             secs = round(time.monotonic() - st, 1)

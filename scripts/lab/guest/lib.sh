@@ -26,6 +26,15 @@ lab_bg() {  # $1 = name; rest = command; started detached, pid in /run/lab/<name
     echo $! >"/run/lab/$name.pid"
 }
 
+# lab_bg for the chatty writers (bluetoothd -d, btmon): their output reaches the run folder in
+# batches (log_batcher.py) instead of a 9p round trip per line, which under TCG took a share of
+# the guest's one CPU in every connection. A tail read on failure may miss the last half second.
+lab_bg_batched() {  # $1 = name; rest = command
+    local name="$1"; shift
+    setsid "$@" > >(exec python3 "$LAB_DIR/guest/log_batcher.py" "$LAB_HOSTDIR/$name.log") 2>&1 </dev/null &
+    echo $! >"/run/lab/$name.pid"
+}
+
 lab_kill() {  # $1 = name; stops the process started by lab_bg
     local pid
     pid="$(cat "/run/lab/$1.pid" 2>/dev/null)" || return 0
@@ -56,11 +65,14 @@ CONF
         || lab_log "dbus-daemon failed"
 }
 
-# btmon keeps two records: the btsnoop file (for Wireshark / btmon -r) and its live decoding,
-# line-buffered, in btmon.log. Failures show the tail of the latter: btmon 5.66 crashes when it
-# decodes some ATT responses offline (btmon -r), but not live.
+# btmon keeps two records: the btsnoop file (for Wireshark / btmon -r) and its live decoding
+# in btmon.log. Failures show the tail of the latter: btmon 5.66 crashes when it decodes some
+# ATT responses offline (btmon -r), but not live. Both reach the run folder in batches: the
+# capture through a FIFO (btmon writes it per packet).
 lab_start_btmon() {
-    lab_bg btmon stdbuf -oL btmon -T -w "$LAB_HOSTDIR/btmon.snoop"
+    rm -f /run/lab/btmon.fifo && mkfifo /run/lab/btmon.fifo
+    setsid python3 "$LAB_DIR/guest/log_batcher.py" "$LAB_HOSTDIR/btmon.snoop" </run/lab/btmon.fifo >/dev/null 2>&1 &
+    lab_bg_batched btmon stdbuf -oL btmon -T -w /run/lab/btmon.fifo
 }
 
 lab_start_bluetoothd() {
@@ -69,7 +81,7 @@ lab_start_bluetoothd() {
     elif [ -f /run/lab/main.conf ]; then conf=(-f /run/lab/main.conf); fi
     echo "==== bluetoothd start $(date +%T)" >>"$LAB_HOSTDIR/bluetoothd.log"
     lab_radio normal
-    lab_bg bluetoothd "$BLUETOOTHD" -n -d "${conf[@]}"
+    lab_bg_batched bluetoothd "$BLUETOOTHD" -n -d "${conf[@]}"
     lab_wait 30 dbus-send --system --print-reply --dest=org.bluez / org.freedesktop.DBus.Peer.Ping \
         || { lab_log "bluetoothd did not come up"; return 1; }
 }
