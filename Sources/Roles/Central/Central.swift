@@ -332,12 +332,8 @@ public final class Central: Sendable {
         do {
             try await connect(device, peer: peer)
             emit(.connected(peer))
-            let characteristic = try await resolveCharacteristic(on: device)
-            // Framed version 2 over the sender's L2CAP channel when it publishes one: the channel
-            // then carries the HELLO, the values and our writes.
-            if let socket = await openChannel(on: device, adapter: adapter, peer: peer) {
-                channel = CharacteristicSubscription.channel(socket, characteristic: characteristic)
-            }
+            let characteristic: RemoteGATTCharacteristic
+            (characteristic, channel) = try await transferCharacteristicAndChannel(on: device, adapter: adapter, peer: peer)
             let policy = configuration.secureMode
             let (hello, secureSession) = try await offerFramed(on: characteristic, channel: channel, peer: peer, sink: sink)
 
@@ -360,6 +356,7 @@ public final class Central: Sendable {
                 requiresSecure: policy.requiresSecure, characteristic: characteristic, sink: sink)
             await confirmByClose(awaitingClose, on: channel, peer: peer)
         } catch let failure as TransferFailure {
+            progressState.forgetChannel(of: peer.address)
             // A refusal gets its own event (one line) from the caller.
             if channel != nil, !failure.isRefusal {
                 emit(.transferAborted(peer, reason: failure.description))
@@ -367,6 +364,7 @@ public final class Central: Sendable {
             await cleanUp(channel: channel, device: device, adapter: adapter, forget: true, peer: peer)
             throw failure
         } catch {
+            progressState.forgetChannel(of: peer.address)
             if channel != nil {
                 emit(.transferAborted(peer, reason: Task.isCancelled ? "stopped" : Self.describe(error)))
             }
@@ -461,8 +459,9 @@ public final class Central: Sendable {
         let taken = try await storeOnce(message, from: peer, authenticatedSender: assembly.authenticatedSender, sink: sink)
         // The ACK means "stored": sealed in the secure mode (only this authenticated central
         // could have produced it), version 1's otherwise; compat has none.
-        if assembly.isVersion2 || WireFormat.ackValue(for: message) != nil {
-            try await acknowledge(message, taken, assembly: &assembly, peer: peer, characteristic: characteristic,
+        let plainAck = assembly.isVersion2 ? nil : WireFormat.ackValue(for: message)
+        if assembly.isVersion2 || plainAck != nil {
+            try await acknowledge(message, taken, plainAck: plainAck, assembly: &assembly, peer: peer, characteristic: characteristic,
                                   channel: channel, unconfirmed: &unconfirmed, awaitingClose: &awaitingClose)
         }
         report(message, taken, duration: duration, assembly: assembly, peer: peer)
@@ -527,11 +526,12 @@ public final class Central: Sendable {
     /// Writes the ACK of a stored message and books what confirms it: the write's reply, the
     /// sender's answer (its next message), or the sender's closing of the channel; what
     /// nothing confirms is remembered, so that the message coming again is not stored twice.
-    private func acknowledge(_ message: ReceivedMessage, _ taken: TakenMessage, assembly: inout MessageAssembly,
+    /// `plainAck`: version 1's ACK value; nil in the secure mode, where the ACK is sealed.
+    private func acknowledge(_ message: ReceivedMessage, _ taken: TakenMessage, plainAck: [UInt8]?,
+                             assembly: inout MessageAssembly,
                              peer: PeerDescription, characteristic: RemoteGATTCharacteristic,
                              channel: CharacteristicSubscription, unconfirmed: inout [UnconfirmedAcknowledgement],
                              awaitingClose: inout [UnacknowledgedMessage]) async throws {
-        let plainAck = assembly.isVersion2 ? nil : WireFormat.ackValue(for: message)
         // Over a channel every write is an SDU: nothing answers it, like a write command.
         let offeredType: GATTWriteType = channel.overChannel ? .command : Self.writeType(for: characteristic.flags) ?? .command
         var confirmed = false
@@ -815,18 +815,43 @@ public final class Central: Sendable {
         if wasConnected || channel != nil { emit(.disconnected(peer)) }
     }
 
-    /// The sender's L2CAP channel (framed version 2's `channel`), when its service publishes a
-    /// PSM and the channel opens within `channelConnectTimeout`; nil otherwise (no channel
-    /// characteristic: Apple's sample, bless, an older bletransfer; `--no-l2cap`), and the
-    /// visit goes on over GATT. A failure is one warning line; the PSM must be an LE dynamic one
-    /// (0x0080–0x00FF), so a hostile sender cannot point us at a fixed channel such as EATT's.
-    private func openChannel(on device: Device, adapter: Adapter, peer: PeerDescription) async -> NotificationSocket? {
-        guard configuration.requestFramed, let transport = configuration.channelTransport,
+    /// The characteristic a visit transfers through and, when the sender has one, its L2CAP
+    /// channel (which then carries the HELLO, the values and our writes).
+    ///
+    /// A sender whose channel opened on the last visit gets it again at once, on the PSM it
+    /// published then, without waiting for BlueZ to discover the services: on a loaded host
+    /// that takes a second or more after each connection, and the channel needs none of them
+    /// (the handshake, not the service, tells who the sender is). Its characteristic is the one
+    /// resolved then, carried but not used over a channel. A PSM that no longer answers (the
+    /// sender restarted) is forgotten and the visit takes the usual path, as after any failed
+    /// visit.
+    private func transferCharacteristicAndChannel(on device: Device, adapter: Adapter, peer: PeerDescription) async throws
+        -> (RemoteGATTCharacteristic, CharacteristicSubscription?) {
+        if configuration.requestFramed, let known = progressState.knownChannel(of: peer.address) {
+            do {
+                let socket = try await connectChannel(to: device, psm: known.psm, adapter: adapter)
+                return (known.characteristic, .channel(socket, characteristic: known.characteristic))
+            } catch {
+                // Nothing to tell: the usual path follows, and says what it finds.
+                progressState.forgetChannel(of: peer.address)
+            }
+        }
+        let characteristic = try await resolveCharacteristic(on: device)
+        guard let (socket, psm) = await openChannel(on: device, adapter: adapter, peer: peer) else { return (characteristic, nil) }
+        progressState.rememberChannel(of: peer.address, KnownChannel(psm: psm, characteristic: characteristic))
+        return (characteristic, .channel(socket, characteristic: characteristic))
+    }
+
+    /// The sender's L2CAP channel (framed version 2's `channel`) and its PSM, when its service
+    /// publishes one and the channel opens within `channelConnectTimeout`; nil otherwise (no
+    /// channel characteristic: Apple's sample, bless, an older bletransfer; `--no-l2cap`), and
+    /// the visit goes on over GATT. A failure is one warning line; the PSM must be an LE dynamic
+    /// one (0x0080–0x00FF), so a hostile sender cannot point us at a fixed channel such as EATT's.
+    private func openChannel(on device: Device, adapter: Adapter, peer: PeerDescription) async -> (NotificationSocket, UInt16)? {
+        guard configuration.requestFramed, configuration.channelTransport != nil,
               let published = try? device.characteristic(service: configuration.serviceUUID.canonical,
-                                                         characteristic: TransferUUIDs.channelPSMCharacteristic.canonical),
-              let remote = device.properties
+                                                         characteristic: TransferUUIDs.channelPSMCharacteristic.canonical)
         else { return nil }
-        let local = adapter.properties
         let limit = configuration.channelConnectTimeout
         do {
             let value = try await withTimeLimit(limit, onTimeout: { L2CAPChannelError.timedOut }) {
@@ -841,11 +866,7 @@ public final class Central: Sendable {
                 emit(.warning("\(EventText.describe(peer)) publishes PSM \(psm), not an LE dynamic one; using GATT notifications"))
                 return nil
             }
-            return try await withTimeLimit(limit, onTimeout: { L2CAPChannelError.timedOut }) {
-                try await transport.connect(adapter: local?.address, addressType: LEAddressType(bluez: local?.addressType),
-                                            to: remote.address, peerType: LEAddressType(bluez: remote.addressType),
-                                            psm: psm, receiveMTU: SequencedStream.channelValueLengths.upperBound)
-            }
+            return (try await connectChannel(to: device, psm: psm, adapter: adapter), psm)
         } catch let error as BluetoothError {
             if case .accessDenied = error { return nil }
             emit(.warning("could not read the L2CAP channel of \(EventText.describe(peer)) (\(error)); using GATT notifications"))
@@ -854,6 +875,19 @@ public final class Central: Sendable {
             if Task.isCancelled { return nil }
             emit(.warning("could not open the L2CAP channel of \(EventText.describe(peer)) (\(error)); using GATT notifications"))
             return nil
+        }
+    }
+
+    /// Connects to the connected `device`'s channel on `psm` within `channelConnectTimeout`.
+    private func connectChannel(to device: Device, psm: UInt16, adapter: Adapter) async throws -> NotificationSocket {
+        guard let transport = configuration.channelTransport, let remote = device.properties else {
+            throw L2CAPChannelError.closed
+        }
+        let local = adapter.properties
+        return try await withTimeLimit(configuration.channelConnectTimeout, onTimeout: { L2CAPChannelError.timedOut }) {
+            try await transport.connect(adapter: local?.address, addressType: LEAddressType(bluez: local?.addressType),
+                                        to: remote.address, peerType: LEAddressType(bluez: remote.addressType),
+                                        psm: psm, receiveMTU: SequencedStream.channelValueLengths.upperBound)
         }
     }
 
@@ -909,6 +943,9 @@ final class RunState: Sendable {
         var unacknowledged: [String: [UnacknowledgedMessage]] = [:]
         var unacknowledgedOrder: [String] = []
         var visit = ""
+        /// Per sender address, the channel its last visit opened; bounded like `unacknowledged`.
+        var knownChannels: [String: KnownChannel] = [:]
+        var knownChannelOrder: [String] = []
     }
 
     private let inner: Mutex<Inner>
@@ -971,7 +1008,28 @@ final class RunState: Sendable {
         }
     }
 
-    /// Bound of the per-address table of unconfirmed ACKs.
+    /// The channel of `address`'s last visit, if it opened and no visit failed since.
+    func knownChannel(of address: String) -> KnownChannel? {
+        inner.withLock { $0.knownChannels[address] }
+    }
+
+    func rememberChannel(of address: String, _ channel: KnownChannel) {
+        inner.withLock { state in
+            if state.knownChannels.updateValue(channel, forKey: address) == nil { state.knownChannelOrder.append(address) }
+            while state.knownChannelOrder.count > Self.unacknowledgedCapacity {
+                state.knownChannels.removeValue(forKey: state.knownChannelOrder.removeFirst())
+            }
+        }
+    }
+
+    func forgetChannel(of address: String) {
+        inner.withLock { state in
+            guard state.knownChannels.removeValue(forKey: address) != nil else { return }
+            state.knownChannelOrder.removeAll { $0 == address }
+        }
+    }
+
+    /// Bound of the per-address table of unconfirmed ACKs (and of known channels).
     static let unacknowledgedCapacity = 256
     /// Unconfirmed ACKs kept per address: the sender's window (`pipeline`).
     static let unacknowledgedPerPeer = 2

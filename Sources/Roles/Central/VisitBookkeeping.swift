@@ -1,3 +1,5 @@
+import BlueZ
+
 /// Room on disk for the messages of a visit, checked as they come: a framed message once,
 /// with the length its header announces, before any payload is taken; a compat one (no
 /// length) about once a second with what has come so far. Refused, the link is dropped before
@@ -46,4 +48,11 @@ struct UnconfirmedAcknowledgements {
         pending.removeAll { ack in answered.contains { $0.message == ack.message } }
         return answered
     }
+}
+
+/// A sender's L2CAP channel as its last visit found it: the PSM its service published and the
+/// transfer characteristic resolved then.
+struct KnownChannel: Sendable {
+    var psm: UInt16
+    var characteristic: RemoteGATTCharacteristic
 }

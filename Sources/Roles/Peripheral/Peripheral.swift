@@ -351,23 +351,8 @@ public final class Peripheral: Sendable {
                     group.cancelAll()
                     return
                 }
-                // The kernel names the central's address; a transport that cannot (tests) leaves
-                // the only connected device.
-                let device: DeviceReference? = if let address = accepted.peer {
-                    adapter.device(address: address).flatMap { $0.properties?.connected == true ? $0.reference : nil }
-                } else {
-                    PeerResolver.onlyConnectedDevice(on: adapter, in: session)
-                }
-                let peer = PeerResolver.describe(device, in: session)
-                guard let device else {
-                    // Every honest central connected (and resolved our services) over GATT first.
-                    onEvent(.centralDropped(PeerDescription(address: accepted.peer?.description ?? "an unknown address"),
-                                            reason: "it opened the L2CAP channel without a connection of \(adapter.name) "
-                                                + "bluetoothd knows (not a GATT client of this sender)"))
-                    accepted.socket.close()
-                    continue
-                }
                 guard awaitingHello.admit(limit: channelsAwaitingHello) else {
+                    let peer = PeerResolver.describe(connectedDevice(accepted.peer, on: adapter, in: session), in: session)
                     onEvent(.centralDropped(peer, reason: "it opened the L2CAP channel while \(channelsAwaitingHello) "
                         + "others had not written their HELLO yet"))
                     accepted.socket.close()
@@ -376,6 +361,15 @@ public final class Peripheral: Sendable {
                 let socket = accepted.socket
                 group.addTask {
                     defer { awaitingHello.release() }
+                    guard let device = await connectionOf(accepted, on: adapter, in: session) else {
+                        // Every honest central connected over the link bluetoothd manages first.
+                        onEvent(.centralDropped(PeerDescription(address: accepted.peer?.description ?? "an unknown address"),
+                                                reason: "it opened the L2CAP channel without a connection of \(adapter.name) "
+                                                    + "bluetoothd knows (not a GATT client of this sender)"))
+                        socket.close()
+                        return
+                    }
+                    let peer = PeerResolver.describe(device, in: session)
                     let first = try? await withTimeLimit(helloTimeout, onTimeout: { L2CAPChannelError.timedOut }) {
                         try await socket.receive()
                     }
@@ -390,6 +384,29 @@ public final class Peripheral: Sendable {
                 }
             }
         }
+    }
+
+    /// How long a channel's central may take to show as connected in bluetoothd's objects. A
+    /// central that opens the channel as soon as its link is up (one that knows our PSM from an
+    /// earlier visit) can be faster than bluetoothd's report of the connection.
+    static let connectionReportWait: Duration = .seconds(3)
+
+    /// The connected device that opened `accepted`: the kernel names the central's address,
+    /// awaited for `connectionReportWait` among bluetoothd's devices; a transport that cannot
+    /// name it (tests) leaves the only connected device.
+    private static func connectionOf(_ accepted: AcceptedChannel, on adapter: Adapter,
+                                     in session: BluetoothSession) async -> DeviceReference? {
+        guard let address = accepted.peer else { return PeerResolver.onlyConnectedDevice(on: adapter, in: session) }
+        try? await session.waitUntil("\(address) is connected", timeout: connectionReportWait) { _ in
+            connectedDevice(address, on: adapter, in: session) != nil
+        }
+        return connectedDevice(address, on: adapter, in: session)
+    }
+
+    private static func connectedDevice(_ address: BluetoothAddress?, on adapter: Adapter,
+                                        in session: BluetoothSession) -> DeviceReference? {
+        guard let address else { return PeerResolver.onlyConnectedDevice(on: adapter, in: session) }
+        return adapter.device(address: address).flatMap { $0.properties?.connected == true ? $0.reference : nil }
     }
 
     /// Ends a subscription whose central disconnected without unsubscribing first (BlueZ
