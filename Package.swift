@@ -5,7 +5,8 @@ import PackageDescription
 //   bletransfer (CLI: parsing, and the checks that combine options)
 //     → Daemon (the daemon's run, event rendering, exit statuses)
 //     → Roles (engines under one manager-state supervisor; the role options, checked and mapped
-//     once) → Transfer and Trust (pure: wire formats; keys, Noise XX, records) and BlueZ
+//     once) → Storage (output directory, receipt journal, resume spool)
+//     → Transfer and Trust (pure: wire formats; keys, Noise XX, records) and BlueZ
 //     → DBus → CDBus / CBlueZ (C shims). Roles and above never import DBus: BlueZ's public API
 //     speaks in BlueZ types (`DeviceReference`, `Adapter`, typed streams); its D-Bus-typed
 //     members are `package`, for BlueZ's tests and the test support.
@@ -16,14 +17,12 @@ import PackageDescription
 // holds what they share.
 let package = Package(
     name: "bletransfer",
+    // The tool, and the one library meant for reuse: the typed BlueZ client (its public API
+    // speaks BluetoothModel's types and shows no D-Bus type). Every other target serves this
+    // package only.
     products: [
         .executable(name: "bletransfer", targets: ["bletransfer"]),
-        .library(name: "BluetoothModel", targets: ["BluetoothModel"]),
-        .library(name: "Transfer", targets: ["Transfer"]),
-        .library(name: "DBus", targets: ["DBus"]),
         .library(name: "BlueZ", targets: ["BlueZ"]),
-        .library(name: "Roles", targets: ["Roles"]),
-        .library(name: "Trust", targets: ["Trust"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -102,11 +101,21 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // Where received messages go on disk, and what a receiver keeps between visits and runs:
+        // the output directory (names, partial files, the disk's reserve), the receipt journal
+        // (each message stored once through a crash), the resume spool. No Bluetooth.
+        .target(
+            name: "Storage",
+            dependencies: [
+                "Transfer", "Trust", "DaemonSupport", "CFileAttributes",
+                .product(name: "SystemPackage", package: "swift-system"),
+            ]
+        ),
         // Peripheral (send) and Central (receive) engines over BlueZ.
         .target(
             name: "Roles",
             dependencies: [
-                "Transfer", "Trust", "BlueZ", "DaemonSupport", "CFileAttributes", "SystemCalls",
+                "Transfer", "Trust", "Storage", "BlueZ", "DaemonSupport", "CFileAttributes", "SystemCalls",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
@@ -116,7 +125,7 @@ let package = Package(
         .target(
             name: "Daemon",
             dependencies: [
-                "Roles", "Transfer", "Trust", "BlueZ", "DaemonSupport", "SystemCalls",
+                "Roles", "Transfer", "Trust", "Storage", "BlueZ", "DaemonSupport", "SystemCalls",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -126,7 +135,7 @@ let package = Package(
         .executableTarget(
             name: "bletransfer",
             dependencies: [
-                "Daemon", "Roles", "Transfer", "BlueZ", "DaemonSupport", "Trust",
+                "Daemon", "Roles", "Transfer", "BlueZ", "DaemonSupport", "Trust", "Storage",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),
@@ -145,7 +154,7 @@ let package = Package(
         .executableTarget(
             name: "bletransfer-bench",
             dependencies: [
-                "Transfer", "Trust", "Roles", "DBus",
+                "Transfer", "Trust", "Roles", "Storage", "DBus",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "SystemPackage", package: "swift-system"),
@@ -198,14 +207,14 @@ let package = Package(
         .testTarget(
             name: "RolesTests",
             dependencies: [
-                "Roles", "Transfer", "Trust", "BlueZ", "DBus", "DaemonSupport", "TestSupport",
+                "Roles", "Storage", "Transfer", "Trust", "BlueZ", "DBus", "DaemonSupport", "TestSupport",
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ]
         ),
         .testTarget(
             name: "DaemonTests",
             // DaemonBlueZooTests also run the `bletransfer` executable that `swift test` builds.
-            dependencies: ["Daemon", "Roles", "Transfer", "BlueZ", "DBus", "DaemonSupport", "TestSupport"]
+            dependencies: ["Daemon", "Roles", "Storage", "Transfer", "BlueZ", "DBus", "DaemonSupport", "TestSupport"]
         ),
         // The command line's own checks (option validation, usage errors).
         .testTarget(

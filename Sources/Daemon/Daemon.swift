@@ -6,6 +6,7 @@ import DaemonSupport
 import Logging
 import Roles
 import ServiceLifecycle
+import Storage
 import SystemPackage
 import Transfer
 

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Roles
+import Storage
 import Synchronization
 import SystemPackage
 import Transfer

@@ -3,6 +3,7 @@ import Daemon
 import DaemonSupport
 import Foundation
 import Roles
+import Storage
 import Trust
 
 #if canImport(Glibc)

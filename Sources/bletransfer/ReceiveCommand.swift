@@ -5,6 +5,7 @@ import DaemonSupport
 import Foundation
 import Logging
 import Roles
+import Storage
 import SystemPackage
 import Transfer
 

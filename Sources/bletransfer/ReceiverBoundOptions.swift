@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Roles
+import Storage
 
 /// The receiver's bounds against peers that trickle or fill the disk; shared by `receive`
 /// and `daemon --role receiver`, so both parse and document them the same way;

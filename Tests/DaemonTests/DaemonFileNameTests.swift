@@ -2,6 +2,7 @@
 import DaemonSupport
 import Foundation
 import Roles
+@testable import Storage
 import SystemPackage
 import Testing
 import Transfer

@@ -3,6 +3,7 @@ import BlueZ
 import DaemonSupport
 import Foundation
 import Roles
+@testable import Storage
 import Synchronization
 import SystemPackage
 import Testing

@@ -1,6 +1,7 @@
 import DaemonSupport
 import Foundation
 @testable import Roles
+@testable import Storage
 import Testing
 import Transfer
 
@@ -41,12 +42,11 @@ import Transfer
 
     @Test func transferAtTheRateCompletes() {
         let payload = CentralTestData.binary(2000)
-        let hello = Hello(session: SessionID(rawValue: 9))
-        var assembly = MessageAssembly(limits: .default, sentHello: hello, idleTimeout: .seconds(15),
+        var assembly = MessageAssembly(limits: .default, sentHello: nil, idleTimeout: .seconds(15),
                                        minimumRate: 100, rateGrace: .seconds(1))
         var last: MessageAssembly.Step?
-        // 20-byte values every 100 ms: 200 bytes/s (headers included), twice the floor.
-        for (index, value) in CentralLogicTests.framedValues(payload, hello: hello).enumerated() {
+        // 20-byte values every 100 ms: 200 bytes/s, twice the floor.
+        for (index, value) in CentralLogicTests.compatValues(payload).enumerated() {
             last = assembly.handle(.value(value), at: .milliseconds(100 * index))
         }
         guard case .complete(let message, _) = last else {
@@ -114,14 +114,27 @@ import Transfer
 
     @Test func unacknowledgedTableIsBounded() {
         let state = RunState(book: PeerBook(backoff: BackoffPolicy(), minimumRSSI: nil))
-        for index in 0..<(RunState.unacknowledgedCapacity + 100) {
+        for index in 0..<(RunState.addressCapacity + 100) {
             state.rememberUnacknowledged(from: "addr-\(index)", digest: [UInt8(index & 0xFF)], storedAt: nil)
         }
-        #expect(state.unacknowledgedCount == RunState.unacknowledgedCapacity)
+        #expect(state.unacknowledgedCount == RunState.addressCapacity)
         // The newest survive, the oldest went.
-        let newest = RunState.unacknowledgedCapacity + 99
+        let newest = RunState.addressCapacity + 99
         #expect(state.takeUnacknowledged(from: "addr-\(newest)", digest: [UInt8(newest & 0xFF)]) != nil)
         #expect(state.takeUnacknowledged(from: "addr-0", digest: [0]) == nil)
+    }
+
+    @Test func anAddressTableDropsTheAddressSetLongestAgoAndOnlyThat() {
+        var table = BoundedAddressTable<Int>(capacity: 3)
+        for (index, address) in ["a", "b", "c"].enumerated() { table.set(index, for: address) }
+        table.set(10, for: "a")   // a new value, not a new address: the order stays
+        table.set(3, for: "d")    // one address too many: "a", set first, goes
+        #expect(table.count == 3)
+        #expect(table["a"] == nil && table["b"] == 1 && table["c"] == 2 && table["d"] == 3)
+        #expect(table.removeValue(for: "c") == 2)
+        #expect(table.removeValue(for: "c") == nil)
+        table.set(4, for: "e")    // room again: nothing goes
+        #expect(table["b"] == 1 && table["d"] == 3 && table["e"] == 4 && table.count == 3)
     }
 
     // MARK: Storage limits

@@ -78,48 +78,20 @@ struct CentralBlueZooTests {
         #expect(run.peripheral.hellos.isEmpty)
     }
 
-    @Test("framed: HELLO before subscribing, verified digest, ACK written")
-    func framedMessageIsAcknowledged() async throws {
+    @Test("a sender answering in the retired framed version 1 is refused with one line; nothing of it is stored")
+    func version1AnswerIsRefused() async throws {
         let payload = CentralTestData.binary(1000)
         let sink = CollectingSink()
-        let run = try await runCentral(against: [.framed(payload)], sink: sink)
+        let run = try await runCentral(against: [.framed(payload), .compat(payload)], sink: sink)
 
         _ = try run.received
-        #expect(sink.messages.map(\.payload) == [payload])
-        #expect(sink.messages.first?.format == .framed)
-        let hello = try #require(run.peripheral.hellos.first)
-        let ack = try #require(run.peripheral.acks.first)
-        #expect(ack.session == hello.session)
-        #expect(ack.acknowledges(FramedHeader(session: hello.session, payload: payload)))
-        #expect(run.events.compactMap(\.subscribedFormat) == [.framed])
-        #expect(run.events.compactMap(\.receivedSummary).first?.sha256?.count == 64)
-    }
-
-    @Test("a message sent again after an ACK that could not be confirmed is acknowledged, not stored twice")
-    func resentMessageIsNotStoredTwice() async throws {
-        let first = CentralTestData.binary(700), second = Array("next".utf8)
-        let sink = CollectingSink()
-        // write-without-response only: the central cannot know its ACK arrived.
-        let run = try await runCentral(
-            CentralTestData.configuration(count: 2), against: [.framed(first), .framed(first), .framed(second)], sink: sink)
-
-        #expect(try run.received == 2)
-        #expect(sink.messages.map(\.payload) == [first, second])
-        #expect(run.peripheral.acks.count == 3)
-        let warnings = run.events.compactMap { if case .warning(let text) = $0 { text } else { nil } }
-        #expect(warnings.filter { $0.contains("not stored twice") }.count == 1)
-    }
-
-    @Test("with confirmed ACKs (write requests) the same message twice is two messages")
-    func sameMessageTwiceWithConfirmedAcksIsStoredTwice() async throws {
-        let payload = Array("same again".utf8)
-        let sink = CollectingSink()
-        let run = try await runCentral(
-            CentralTestData.configuration(count: 2), against: [.framed(payload)],
-            flags: [.notify, .writeWithoutResponse, .write], sink: sink)
-
-        #expect(try run.received == 2)
-        #expect(sink.messages.map(\.payload) == [payload, payload])
+        // Only the second visit's Apple-flow message was stored; the version-1 one got no ACK.
+        #expect(sink.messages.map(\.format) == [.compat])
+        #expect(run.peripheral.acks.isEmpty)
+        let refusals = run.events.compactMap { event -> String? in
+            if case .refused(_, let bound, let reason, _) = event { "\(bound): \(reason)" } else { nil }
+        }
+        #expect(refusals == ["framed-version: \(MessageAssembly.version1Refusal.description)"])
     }
 
     @Test("a peer that ignores HELLO is read as compat")
@@ -133,18 +105,6 @@ struct CentralBlueZooTests {
         #expect(run.peripheral.acks.isEmpty)
         #expect(sink.messages.map(\.payload) == [CentralTestData.text])
         #expect(sink.messages.first?.format == .compat)
-    }
-
-    @Test("digest mismatch: the run fails with dataError and nothing is stored")
-    func corruptMessageIsRefused() async throws {
-        let sink = CollectingSink()
-        let run = try await runCentral(against: [.framedCorrupted(CentralTestData.binary(300))], sink: sink)
-
-        let error = #expect(throws: RoleFailure.self) { try run.received }
-        #expect(error?.kind == .dataError)
-        #expect(sink.messages.isEmpty)
-        #expect(run.peripheral.acks.isEmpty)
-        #expect(run.events.contains { $0.isAborted })
     }
 
     @Test("a peer that disconnects mid-transfer: nothing stored, retried, then the whole message")
@@ -287,11 +247,11 @@ struct CentralBlueZooTests {
         #expect(all.filter(\.isScanning).count >= 2)
     }
 
-    @Test("a message the sink refuses ends that visit only: no ACK, the peer is backed off, the next visit stores it")
+    @Test("a message the sink refuses ends that visit only: the peer is backed off, the next visit stores it")
     func aRefusedMessageIsNotTheEndOfTheRun() async throws {
         let bytes = CentralTestData.binary(100)
         let sink = RefusingOnceSink()
-        let run = try await runCentral(against: [.framed(bytes), .framed(bytes)], sink: sink)
+        let run = try await runCentral(against: [.compat(bytes), .compat(bytes)], sink: sink)
 
         #expect(try run.received == 1)
         #expect(sink.refusals == 1)
@@ -301,14 +261,14 @@ struct CentralBlueZooTests {
         }
         #expect(refusals.count == 1 && refusals[0].hasPrefix("storage: the message could not be stored (disk full"),
                 "\(refusals)")
-        // Only the stored copy was acknowledged.
-        #expect(run.peripheral.acks.count == 1)
+        // Apple's flow has no ACK: the sender (which counts on the unsubscription) never saw one.
+        #expect(run.peripheral.acks.isEmpty)
     }
 
-    @Test("a sink that cannot write ends the run with ioError and no ACK is sent")
+    @Test("a sink that cannot write ends the run with ioError")
     func sinkFailureIsNotAcknowledged() async throws {
         let run = try await runCentral(
-            against: [.framed(CentralTestData.binary(100))], sink: CollectingSink(failing: SinkFailure(.ioError, "disk full")))
+            against: [.compat(CentralTestData.binary(100))], sink: CollectingSink(failing: SinkFailure(.ioError, "disk full")))
 
         let error = #expect(throws: SinkFailure.self) { try run.received }
         #expect(error?.kind == .ioError)

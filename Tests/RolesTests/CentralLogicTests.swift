@@ -75,13 +75,6 @@ import Glibc
         return values
     }
 
-    static func framedValues(_ payload: [UInt8], hello: Hello, chunk: Int = 20) -> [[UInt8]] {
-        var sender = MessageSender(message: OutgoingMessage(payload: payload), replyingTo: hello, maximumValueLength: chunk)
-        var values: [[UInt8]] = []
-        while let value = sender.nextValue() { values.append(value) }
-        return values
-    }
-
     @Test func compatValuesBecomeOneMessageAtEOM() {
         let payload = Array("Grüße ✓ — a message longer than one twenty-byte value".utf8)
         var assembly = MessageAssembly(limits: .default, sentHello: nil, idleTimeout: .seconds(5))
@@ -104,50 +97,36 @@ import Glibc
         #expect(assembly.handle(.value([1, 2, 3]), at: .seconds(1)) == .proceed(progress: nil))
     }
 
-    @Test func framedAnswerToOurHelloIsVerified() {
+    /// Version-1 framed values, as a retired bletransfer sender would answer a HELLO.
+    static func version1Values(_ payload: [UInt8], hello: Hello, chunk: Int = 20) -> [[UInt8]] {
+        var sender = MessageSender(message: OutgoingMessage(payload: payload), replyingTo: hello, maximumValueLength: chunk)
+        var values: [[UInt8]] = []
+        while let value = sender.nextValue() { values.append(value) }
+        return values
+    }
+
+    @Test func aVersion1AnswerIsRefusedAtItsFirstValueWithOneLine() {
         let hello = Hello(session: SessionID(rawValue: 42))
-        let payload = CentralTestData.binary(500)
         var assembly = MessageAssembly(limits: .default, sentHello: hello, idleTimeout: .seconds(5))
-        var last: MessageAssembly.Step?
-        for value in Self.framedValues(payload, hello: hello) {
-            last = assembly.handle(.value(value), at: .seconds(1))
-        }
-        guard case .complete(let message, _) = last else {
-            Issue.record("expected completion, got \(String(describing: last))")
-            return
-        }
-        #expect(message.format == .framed)
-        #expect(message.payload == payload)
-        #expect(message.digest == OutgoingMessage(payload: payload).digest)
-    }
-
-    @Test func corruptFramedPayloadIsADataFailure() {
-        let hello = Hello(session: SessionID(rawValue: 7))
-        var values = Self.framedValues(CentralTestData.binary(100), hello: hello)
-        // A payload byte (values start with a sequence number).
-        values[values.count - 2][values[values.count - 2].count - 1] ^= 0x01
-        var assembly = MessageAssembly(limits: .default, sentHello: hello, idleTimeout: .seconds(5))
-        var last: MessageAssembly.Step?
-        for value in values { last = assembly.handle(.value(value), at: .seconds(1)) }
-        guard case .failed(.corrupt(.digestMismatch)) = last else {
-            Issue.record("expected a digest mismatch, got \(String(describing: last))")
-            return
+        let values = Self.version1Values(CentralTestData.binary(500), hello: hello)
+        let first = assembly.handle(.value(values[0]), at: .seconds(1))
+        #expect(first == .failed(MessageAssembly.version1Refusal))
+        guard case .failed(.refused(let bound, let reason)) = first else { return }
+        #expect(bound == "framed-version")
+        #expect(reason.contains("framed version 1") && reason.contains("update bletransfer"))
+        // Nothing after the refusal counts: no message is ever completed from it.
+        for value in values.dropFirst() {
+            #expect(assembly.handle(.value(value), at: .seconds(2)) == .proceed(progress: nil))
         }
     }
 
-    @Test func answerToAnotherCentralsHelloIsRetriedNotRefused() {
-        let ours = Hello(session: SessionID(rawValue: 1))
-        let theirs = Hello(session: SessionID(rawValue: 2))
-        var assembly = MessageAssembly(limits: .default, sentHello: ours, idleTimeout: .seconds(5))
-        var last: MessageAssembly.Step?
-        for value in Self.framedValues(Array("x".utf8), hello: theirs) {
-            last = assembly.handle(.value(value), at: .seconds(1))
-            if case .failed = last { break }
-        }
-        guard case .failed(.transient) = last else {
-            Issue.record("expected a transient failure, got \(String(describing: last))")
-            return
-        }
+    @Test func aVersion1AnswerOvertakenByItsEOMIsRefusedToo() {
+        let hello = Hello(session: SessionID(rawValue: 4))
+        let sent = Self.version1Values([], hello: hello)
+        var assembly = MessageAssembly(limits: .default, sentHello: hello, idleTimeout: .seconds(15),
+                                       undecidedSettle: .seconds(1))
+        #expect(assembly.handle(.value(sent.last!), at: .zero) == .proceed(progress: nil))
+        #expect(assembly.handle(.value(sent[0]), at: .milliseconds(10)) == .failed(MessageAssembly.version1Refusal))
     }
 
     @Test func compatStreamOverTheLimitIsRefused() {
@@ -202,25 +181,6 @@ import Glibc
         #expect(message.format == .compat)
     }
 
-    @Test func framedHeaderOvertakenByEOMStillCompletesFramed() {
-        let hello = Hello(session: SessionID(rawValue: 4))
-        let sent = Self.framedValues([], hello: hello)
-        let values = [sent.last!] + sent.dropLast()  // EOM first, then the header's values
-        var assembly = MessageAssembly(limits: .default, sentHello: hello, idleTimeout: .seconds(15),
-                                       undecidedSettle: .seconds(1))
-        for (index, value) in values.dropLast().enumerated() {
-            _ = assembly.handle(.value(value), at: .milliseconds(index))
-        }
-        // A tick past the pause while the header is already in must not settle anything.
-        _ = assembly.handle(.tick, at: .milliseconds(500))
-        guard case .complete(let message, _) = assembly.handle(.value(values.last!), at: .milliseconds(600)) else {
-            Issue.record("expected the framed empty message")
-            return
-        }
-        #expect(message.format == .framed)
-        #expect(message.payload.isEmpty)
-    }
-
     @Test func valueAfterAnUndecidedEOMIsRefusedNotGuessed() {
         var assembly = MessageAssembly(limits: .default, sentHello: Hello(session: SessionID(rawValue: 5)),
                                        idleTimeout: .seconds(15), undecidedSettle: .seconds(1))
@@ -234,21 +194,25 @@ import Glibc
         #expect(failure == .corrupt(.missingStartOfMessage(valuesReceived: 2)))
     }
 
-    @Test func progressIsThrottledButTheFirstAndLastAreReported() {
-        let hello = Hello(session: SessionID(rawValue: 9))
-        let values = Self.framedValues(CentralTestData.binary(2000), hello: hello)
-        var assembly = MessageAssembly(limits: .default, sentHello: hello, idleTimeout: .seconds(5),
+    @Test func progressIsThrottledButTheFirstIsReported() {
+        let values = Self.compatValues(CentralTestData.binary(2000)).dropLast()  // without EOM
+        var assembly = MessageAssembly(limits: .default, sentHello: nil, idleTimeout: .seconds(5),
                                        progressInterval: .seconds(1))
         var reports: [TransferProgress] = []
         for (index, value) in values.enumerated() {
-            // All values within 100 ms: only the first and the final one are due.
+            // All values within 100 ms: only the first is due.
             switch assembly.handle(.value(value), at: .microseconds(index * 100)) {
             case .proceed(let report?), .formatDetected(_, let report?): reports.append(report.progress)
             default: break
             }
         }
-        #expect(reports.count == 2)
-        #expect(reports.last == TransferProgress(bytesSoFar: 2000, totalBytes: 2000))
+        #expect(reports == [TransferProgress(bytesSoFar: 20, totalBytes: nil)])
+        // A value a progress interval later is due again.
+        guard case .proceed(let report?) = assembly.handle(.value(Array(repeating: 7, count: 20)), at: .seconds(2)) else {
+            Issue.record("expected a progress report")
+            return
+        }
+        #expect(report.progress == TransferProgress(bytesSoFar: 2020, totalBytes: nil))
     }
 
     // MARK: Bounds

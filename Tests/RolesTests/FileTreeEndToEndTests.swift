@@ -1,6 +1,7 @@
 import BlueZ
 import Foundation
 @testable import Roles
+@testable import Storage
 import SystemPackage
 import Testing
 import Transfer

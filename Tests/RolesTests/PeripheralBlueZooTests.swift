@@ -80,33 +80,33 @@ struct PeripheralBlueZooTests {
         }
     }
 
-    @Test("framed: HELLO first, header + payload + EOM, delivered on the ACK", arguments: [true, false])
-    func framedDelivery(acquireNotify: Bool) async throws {
-        let bus = try await BlueZooBus.start()
+    @Test("a central offering the retired framed version 1 gets one line and no value; the next central gets the message")
+    func version1CentralIsRefused() async throws {
+        let bus = try await BlueZooBus.start(adapters: 3)
         defer { bus.stop() }
         let payload = CentralTestData.binary(3000)
-        let running = try await Running.start(on: bus, payload: payload, acquireNotify: acquireNotify)
+        let running = try await Running.start(on: bus, payload: payload)
 
-        let central = try await ScriptedCentral.connect(on: bus)
-        let hello = try await central.writeHello()
-        let (values, message) = try await central.receive(hello: hello, unsubscribe: false)
-        let received = try #require(message)
-        #expect(received.payload == payload)
-        #expect(received.format == .framed)
-        #expect(received.header?.session == hello.session)
-        try await central.acknowledge(received)
+        let retired = try await ScriptedCentral.connect(on: bus)
+        _ = try await retired.writeHello()
+        let updates = retired.characteristic.valueUpdates()
+        try await retired.characteristic.startNotify()
+        #expect(await running.events.waitFor(within: .seconds(20)) {
+            if case .centralDropped(_, let reason) = $0 { reason == SubscriptionServer.version1Refusal } else { false }
+        })
+        await retired.close()
+        _ = updates
+
+        // Never served, so advertising never paused: the next central finds the sender as it was.
+        let next = try await ScriptedCentral.connect(on: bus, adapterIndex: 2)
+        let (_, message) = try await next.receive(hello: nil)
         let (delivered, events) = try await running.finish()
-        await central.close()
+        await next.close()
 
+        #expect(message?.payload == payload)
         #expect(delivered == 1)
-        #expect(events.compactMap(\.subscribedFormat) == [.framed])
-        let summary = events.compactMap { if case .delivered(let summary, _) = $0 { summary } else { nil } }.first
-        #expect(summary?.format == .framed)
-        #expect(summary?.sha256 == received.digest?.map { String(format: "%02x", $0) }.joined())
-        if !acquireNotify {
-            // The HELLO's write options told the MTU (BlueZoo: 512), so the fallback used it.
-            #expect(values.dropLast().contains { $0.count > 20 })
-        }
+        // The version-1 central was never served: the only subscription is Apple's flow.
+        #expect(events.compactMap(\.subscribedFormat) == [.compat])
     }
 
     // BlueZoo cannot connect the same adapter pair twice (it exports the linked GATT objects
@@ -139,7 +139,7 @@ struct PeripheralBlueZooTests {
         #expect(await running.source.deliveredCount == 1)
     }
 
-    @Test("hostile writes (garbage, oversized, wrong-session ACK) are ignored; only the right ACK counts")
+    @Test("hostile writes (garbage, oversized, a retired version-1 ACK) are ignored; the message still counts once")
     func hostileWritesAreIgnored() async throws {
         let bus = try await BlueZooBus.start()
         defer { bus.stop() }
@@ -149,17 +149,13 @@ struct PeripheralBlueZooTests {
         let central = try await ScriptedCentral.connect(on: bus)
         try await central.write([0xFF, 0x00, 0x42])
         try await central.write([UInt8](repeating: 0x89, count: 512))
-        let hello = try await central.writeHello()
-        let (_, message) = try await central.receive(hello: hello, unsubscribe: false)
-        let received = try #require(message)
-        var forged = try #require(received.header)
-        forged.session = SessionID(rawValue: forged.session.rawValue ^ 1)
-        try await central.write(WireFormat.ackValue(for: forged))
-        try await central.write(Array(WireFormat.ackValue(for: try #require(received.header)).dropLast()))
+        let header = FramedHeader(session: SessionID(rawValue: 7), payload: payload)
+        try await central.write(WireFormat.ackValue(for: header))
         #expect(await running.source.deliveredCount == 0)
-        try await central.acknowledge(received)
+        let (_, message) = try await central.receive(hello: nil)
         let (delivered, _) = try await running.finish()
         await central.close()
+        #expect(message?.payload == payload)
         #expect(delivered == 1)
     }
 

@@ -69,11 +69,11 @@ import Trust
     }
 
 
-    @Test func framedCentralThatNeverAcknowledgesIsDroppedAndTheNextOneIsServed() async throws {
+    @Test func secureCentralThatNeverAcknowledgesIsDroppedAndTheNextOneIsServed() async throws {
         let payload = [UInt8](repeating: 0x41, count: 3000)
         var harness = await Harness(configuration: Self.configuration(ack: .milliseconds(300)), message: payload)
-        let (_, bluez) = try await harness.subscribeFramed(session: 77, mtu: 185)
-        _ = try #require(try await Self.readUntilEndOfMessage(bluez))
+        var (central, bluez) = try await harness.subscribeSecure(session: 77, mtu: 185)
+        _ = try #require(try await central.receive(from: bluez))
         // No ACK, socket kept open: the sender must not wait forever.
         try await harness.nextSubscriptionEnd("expected the central to be dropped")
         #expect(harness.deliveries == 0)
@@ -150,13 +150,12 @@ import Trust
         #expect(harness.log.all.contains { if case .transferAborted = $0 { return true } else { return false } })
     }
 
-    @Test func framedCentralThatStaysSubscribedAfterItsAckIsReleasedAndCountedOnce() async throws {
+    @Test func secureCentralThatStaysSubscribedAfterItsAckIsReleasedAndCountedOnce() async throws {
         let payload = [UInt8](repeating: 0x44, count: 1000)
         var harness = await Harness(configuration: Self.configuration(unsubscribe: .milliseconds(300)), message: payload)
-        let (hello, bluez) = try await harness.subscribeFramed(session: 78, mtu: 185)
-        _ = try #require(try await Self.readUntilEndOfMessage(bluez))
-        let header = FramedHeader(session: hello.session, payload: payload)
-        await harness.server.write(WireFormat.ackValue(for: header), device: Self.device, mtu: 185)
+        var (central, bluez) = try await harness.subscribeSecure(session: 78, mtu: 185)
+        _ = try #require(try await central.receive(from: bluez))
+        try await central.acknowledge()
         try await harness.nextDelivery()
         try await harness.nextSubscriptionEnd("expected the central to be released")
         #expect(harness.droppedReasons.first?.contains("after its ACK") == true)
@@ -174,13 +173,12 @@ import Trust
         #expect(harness.log.all.contains { if case .warning(let text) = $0 { return text.contains("out of order") } else { return false } })
     }
 
-    @Test func framedDeliveryIsNeverMarkedAtRisk() async throws {
+    @Test func secureDeliveryIsNeverMarkedAtRisk() async throws {
         let payload = [UInt8](repeating: 0x46, count: 700)
         var harness = await Harness(configuration: Self.configuration(), exposure: .present(count: 2), message: payload)
-        let (hello, bluez) = try await harness.subscribeFramed(session: 79, mtu: 185)
-        _ = try #require(try await Self.readUntilEndOfMessage(bluez))
-        await harness.server.write(WireFormat.ackValue(for: FramedHeader(session: hello.session, payload: payload)),
-                                   device: Self.device, mtu: 185)
+        var (central, bluez) = try await harness.subscribeSecure(session: 79, mtu: 185)
+        _ = try #require(try await central.receive(from: bluez))
+        try await central.acknowledge()
         let summary = try await harness.nextDelivery().summary
         #expect(summary.ordering == nil)
         bluez.close()

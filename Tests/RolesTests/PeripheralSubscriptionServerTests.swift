@@ -76,38 +76,43 @@ import Transfer
         #expect(harness.log.abortReasons.isEmpty)
     }
 
-    @Test func framedSubscriberIsDeliveredOnlyByAFittingAck() async throws {
+    @Test func secureSubscriberIsDeliveredOnlyByItsSealedAck() async throws {
         let payload = Array("grüße, 世界 ✓".utf8) + Self.payload(3000)
         var harness = await Harness(message: payload)
-        let (hello, bluez) = try await harness.subscribeFramed(session: 0xDEAD_BEEF_0102_0304, mtu: 247)
+        var (central, bluez) = try await harness.subscribeSecure(session: 0xDEAD_BEEF_0102_0304, mtu: 247)
 
-        var receiver = MessageReceiver(sentHello: hello)
-        var received: ReceivedMessage?
-        while received == nil, let value = try await bluez.receive() {
-            if case .complete(let message) = try receiver.receive(value) { received = message }
-        }
-        let message = try #require(received)
-        #expect(message.payload == payload)
-        #expect(message.format == .framed)
-        #expect(harness.log.subscribedFormats == [.framed])
+        #expect(try await central.receive(from: bluez) == payload)
+        #expect(harness.log.subscribedFormats == [.secure])
 
-        // Hostile or mistaken writes first: none of them may count.
-        let header = try #require(message.header)
-        var wrongSession = header
-        wrongSession.session = SessionID(rawValue: 1)
-        await harness.server.write(WireFormat.ackValue(for: wrongSession), device: Self.device, mtu: 247)
-        await harness.server.write([0x00, 0xFF, 0x13], device: Self.device, mtu: 247)
-        await harness.server.write([UInt8](repeating: 0x41, count: 100_000), device: Self.device, mtu: 247)
-        await harness.server.write(WireFormat.ackValue(for: header), device: .named("/org/bluez/hci0/dev_99_99_99_99_99_99"), mtu: 247)
-        await harness.server.write([], device: Self.device, mtu: 247)
+        // Writes of other devices while the session runs: none of them may count or reach it.
+        let stranger = DeviceReference.named("/org/bluez/hci0/dev_99_99_99_99_99_99")
+        await harness.server.write([0x00, 0xFF, 0x13], device: stranger, mtu: 247)
+        await harness.server.write([UInt8](repeating: 0x41, count: 100_000), device: stranger, mtu: 247)
+        await harness.server.write([], device: stranger, mtu: 247)
+        #expect(!harness.log.all.contains { if case .delivered = $0 { true } else { false } })
 
-        await harness.server.write(WireFormat.ackValue(for: header), device: Self.device, mtu: 247)
+        try await central.acknowledge()
         let summary = try await harness.nextDelivery("expected a delivery after the ACK").summary
-        #expect(summary.format == .framed)
-        #expect(summary.sha256 == message.digest?.map { String(format: "%02x", $0) }.joined())
+        #expect(summary.format == .secure)
+        #expect(summary.sha256 == OutgoingMessage(payload: payload).digest.map { String(format: "%02x", $0) }.joined())
 
         bluez.close()
         try await harness.nextSubscriptionEnd()
+    }
+
+    @Test func aVersion1CentralIsRefusedWithOneLineAndGetsNoValue() async throws {
+        var harness = await Harness(message: Self.payload(300))
+        let bluez = try await harness.subscribeVersion1(session: 41, mtu: 100)
+        // Not one value: the socket is closed at once.
+        #expect(try await bluez.receive() == nil)
+        let dropped = harness.log.all.compactMap { if case .centralDropped(_, let reason) = $0 { reason } else { nil } }
+        #expect(dropped == [SubscriptionServer.version1Refusal])
+        #expect(harness.log.subscribedFormats.isEmpty)
+        // The message is still offered: a central speaking the framed protocol gets it.
+        var (central, secureBlueZ) = try await harness.subscribeSecure(session: 42, mtu: 100)
+        #expect(try await central.receive(from: secureBlueZ) == Self.payload(300))
+        try await central.acknowledge()
+        try await harness.nextDelivery()
     }
 
     @Test func unsubscribingMidTransferCountsNothingAndTheNextSubscriberStartsAtByteZero() async throws {
@@ -176,10 +181,10 @@ import Transfer
         #expect(harness.log.abortReasons == ["the adapter was powered off"])
     }
 
-    @Test func framedHangUpWithoutAckIsNotDelivered() async throws {
+    @Test func secureHangUpWithoutAckIsNotDelivered() async throws {
         var harness = await Harness(grace: .milliseconds(20), message: Self.payload(300))
-        let (_, bluez) = try await harness.subscribeFramed(session: 42, mtu: 100)
-        _ = try #require(try await Self.readUntilEndOfMessage(bluez))
+        var (central, bluez) = try await harness.subscribeSecure(session: 42, mtu: 100)
+        #expect(try await central.receive(from: bluez) != nil)
         bluez.close()
         try await harness.nextSubscriptionEnd("a framed transfer without ACK must end undelivered")
         #expect(harness.log.abortReasons == ["the central left without acknowledging the message, after 300 of 300 bytes"])
@@ -187,16 +192,12 @@ import Transfer
 
     @Test func ackArrivingAfterTheCentralLeftStillCounts() async throws {
         var harness = await Harness(grace: .seconds(30), message: Self.payload(300))
-        let (hello, bluez) = try await harness.subscribeFramed(session: 43, mtu: 100)
-        var receiver = MessageReceiver(sentHello: hello)
-        var header: FramedHeader?
-        while header == nil, let value = try await bluez.receive() {
-            if case .complete(let message) = try receiver.receive(value) { header = message.header }
-        }
+        var (central, bluez) = try await harness.subscribeSecure(session: 43, mtu: 100)
+        #expect(try await central.receive(from: bluez) != nil)
         // The central leaves, and only after the server handled that does its ACK arrive
         // (whatever the transfer task is doing at that moment, the outcome must be the same).
         await harness.server.deviceDisconnected(Self.device, noneConnected: true)
-        await harness.server.write(WireFormat.ackValue(for: try #require(header)), device: Self.device, mtu: 100)
+        try await central.acknowledge()
         try await harness.nextDelivery("an ACK racing the hang-up must still count")
         try await harness.nextSubscriptionEnd()
     }

@@ -3,6 +3,7 @@ import Foundation
 @testable import Roles
 import Testing
 import Transfer
+import Trust
 
 /// Role events as they happen, with waits driven by the events themselves.
 final class PeripheralEventLog: @unchecked Sendable {
@@ -222,12 +223,65 @@ extension SubscriptionServerHarness {
         return (local, bluez)
     }
 
-    /// A framed central: writes a HELLO for `session`, then subscribes as `subscribe` does.
-    mutating func subscribeFramed(session: UInt64, mtu: Int, sourceLocation: SourceLocation = #_sourceLocation) async throws
-        -> (hello: Hello, bluez: NotificationSocket) {
-        let hello = Hello(session: SessionID(rawValue: session))
+    /// A framed central (the encrypted session over GATT, one message): writes a version-2
+    /// HELLO for `session`, then subscribes as `subscribe` does. Returns the central's side of
+    /// the session (a fresh key, any sender key taken) and BlueZ's end of the socket.
+    mutating func subscribeSecure(session: UInt64, mtu: Int, sourceLocation: SourceLocation = #_sourceLocation)
+        async throws -> (central: SecureCentral, bluez: NotificationSocket) {
+        let hello = HelloV2(session: session, offered: [.secure])
         await server.write(hello.encoded, device: PeripheralSubscriptionServerTests.device, mtu: mtu)
         let (_, bluez) = try await subscribe(mtu: mtu, sourceLocation: sourceLocation)
-        return (hello, bluez)
+        let receiver = SecureReceiverSession(identity: HostIdentity(), authorizedPeers: .anyKey, hello: hello,
+                                             maximumPayloadLength: 1 << 20, maximumWriteLength: mtu - 3)
+        return (SecureCentral(server: server, session: receiver, mtu: mtu), bluez)
+    }
+
+    /// A central that offered the retired framed version 1: writes its HELLO, then subscribes.
+    /// The server refuses it, so no subscription is reported; returns BlueZ's end of the socket.
+    mutating func subscribeVersion1(session: UInt64, mtu: Int) async throws -> NotificationSocket {
+        let hello = Hello(session: SessionID(rawValue: session))
+        await server.write(hello.encoded, device: PeripheralSubscriptionServerTests.device, mtu: mtu)
+        let (local, bluez) = try NotificationSocket.makePair(mtu: mtu)
+        accepted.keep(local)
+        await server.acceptSocket(local, device: PeripheralSubscriptionServerTests.device)
+        return bluez
+    }
+}
+
+/// The receiving side of an encrypted session against a `SubscriptionServer`: reads the
+/// session's values from BlueZ's end of the socket and writes its answers (handshake, ACK) to
+/// the server as the subscribed device's GATT writes.
+struct SecureCentral {
+    let server: SubscriptionServer
+    var session: SecureReceiverSession
+    let mtu: Int
+    var device = PeripheralSubscriptionServerTests.device
+
+    /// Reads until the message completes (its END verified) and the stream's `EOM` came, as
+    /// bluetoothd would take it (the sender waits for that before it counts an ACK); returns
+    /// the payload, or nil when the socket closed first. Writes no ACK.
+    mutating func receive(from bluez: NotificationSocket) async throws -> [UInt8]? {
+        var payload: [UInt8]?
+        while let value = try await bluez.receive() {
+            if value == WireFormat.endOfMessage, payload != nil { return payload }
+            for event in try session.receiveNotification(value) {
+                switch event {
+                case .write(let write), .progressWrite(let write):
+                    await server.write(write, device: device, mtu: mtu)
+                case .complete(let bytes, _):
+                    payload = try bytes.loadedBytes()
+                default:
+                    break
+                }
+            }
+        }
+        return nil
+    }
+
+    /// Writes the sealed ACK of the completed message ("stored").
+    mutating func acknowledge() async throws {
+        for value in try session.acknowledgement(outcome: 0) {
+            await server.write(value, device: device, mtu: mtu)
+        }
     }
 }

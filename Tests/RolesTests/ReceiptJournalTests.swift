@@ -1,6 +1,7 @@
 import BlueZ
 import Foundation
 @testable import Roles
+@testable import Storage
 import Synchronization
 import SystemPackage
 import Testing

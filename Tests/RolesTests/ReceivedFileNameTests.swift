@@ -2,6 +2,7 @@ import DaemonSupport
 import Foundation
 import PropertyBased
 @testable import Roles
+@testable import Storage
 import SystemPackage
 import Testing
 import Transfer

@@ -1,4 +1,5 @@
 import Roles
+@testable import Storage
 import Testing
 import Transfer
 

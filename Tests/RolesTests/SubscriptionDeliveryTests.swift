@@ -32,7 +32,7 @@ import Transfer
         }
     }
 
-    static let setups: [Setup] = [TransferFormat.framed, .compat].flatMap { format in
+    static let setups: [Setup] = [TransferFormat.secure, .compat].flatMap { format in
         [false, true].flatMap { indications in
             [Duration.milliseconds(1500), .zero].map { Setup(format: format, indications: indications, compatDelay: $0) }
         }
@@ -110,14 +110,14 @@ import Transfer
         #expect(delivery.isOver && !delivery.isDelivered)
     }
 
-    @Test func countedInSessionMeansNothingOutsideTheSecureMode() {
-        var delivery = Setup(format: .framed, indications: false, compatDelay: .zero).make()
+    @Test func countedInSessionMeansNothingInApplesFlow() {
+        var delivery = Setup(format: .compat, indications: false, compatDelay: .zero).make()
         #expect(delivery.handle(.countedInSession) == [])
         #expect(!delivery.isDelivered)
     }
 
     @Test func framedIsDeliveredOnAnAckAfterEveryValueThenAwaitsTheUnsubscription() {
-        var delivery = Setup(format: .framed, indications: false, compatDelay: .zero).make()
+        var delivery = Setup(format: .secure, indications: false, compatDelay: .zero).make()
         #expect(delivery.begin(transferDeadline: .seconds(60), reason: "too slow")
             == [.startTimer(.deadline, after: .seconds(60))])
         #expect(delivery.handle(.valueHandedOver(bytesSent: 10, last: true)) == [])
@@ -134,7 +134,7 @@ import Transfer
     }
 
     @Test func anEarlyAckCountsOnceTheLastValueIsOut() {
-        var delivery = Setup(format: .framed, indications: false, compatDelay: .zero).make()
+        var delivery = Setup(format: .secure, indications: false, compatDelay: .zero).make()
         #expect(delivery.handle(.valueHandedOver(bytesSent: 4, last: false)) == [])
         #expect(delivery.handle(.acknowledged) == [])
         #expect(!delivery.isDelivered)
@@ -190,7 +190,7 @@ import Transfer
     }
 
     @Test func aHangUpMidMessageAbortsWithTheBytesSent() {
-        var delivery = Setup(format: .framed, indications: false, compatDelay: .zero).make()
+        var delivery = Setup(format: .secure, indications: false, compatDelay: .zero).make()
         _ = delivery.handle(.valueHandedOver(bytesSent: 4, last: false))
         #expect(delivery.handle(.transferFailed(.closedByPeer)) == [
             .closeChannel, .reportAborted("the central unsubscribed after 4 of 10 bytes"),
@@ -199,7 +199,7 @@ import Transfer
     }
 
     @Test func aFramedHangUpAfterEveryValueWaitsForALateAck() {
-        var delivery = Setup(format: .framed, indications: false, compatDelay: .zero).make()
+        var delivery = Setup(format: .secure, indications: false, compatDelay: .zero).make()
         _ = delivery.handle(.valueHandedOver(bytesSent: 10, last: true))
         _ = delivery.handle(.endOfMessageWritten)
         #expect(delivery.handle(.hungUp(reason: "the central unsubscribed", drainedWhenClosed: nil))
@@ -235,7 +235,7 @@ import Transfer
     }
 
     @Test func aMissedDeadlineDropsAndDisconnects() {
-        var delivery = Setup(format: .framed, indications: false, compatDelay: .zero).make()
+        var delivery = Setup(format: .secure, indications: false, compatDelay: .zero).make()
         _ = delivery.begin(transferDeadline: .seconds(60), reason: "it did not take the message")
         #expect(delivery.handle(.timerFired(.deadline)) == [
             .reportDropped("it did not take the message"),
@@ -245,7 +245,7 @@ import Transfer
     }
 
     @Test func aMissedDeadlineAfterDeliveryOnlyFreesTheChannel() {
-        var delivery = Setup(format: .framed, indications: false, compatDelay: .zero).make()
+        var delivery = Setup(format: .secure, indications: false, compatDelay: .zero).make()
         _ = delivery.handle(.valueHandedOver(bytesSent: 10, last: true))
         _ = delivery.handle(.endOfMessageWritten)
         _ = delivery.handle(.acknowledged)
@@ -265,7 +265,7 @@ import Transfer
     /// As the server always did: the ACK (after every value was handed over) counted, then the
     /// drain failed; the failure is reported, the delivery is not taken back.
     @Test func aSendingFailureAfterTheAckIsReportedButTheDeliveryStands() {
-        var delivery = Setup(format: .framed, indications: false, compatDelay: .zero).make()
+        var delivery = Setup(format: .secure, indications: false, compatDelay: .zero).make()
         _ = delivery.handle(.valueHandedOver(bytesSent: 10, last: true))
         #expect(delivery.handle(.acknowledged) == [.deliver, .startTimer(.deadline, after: .seconds(30))])
         #expect(delivery.handle(.transferFailed(.other("EIO"))) == [
@@ -335,7 +335,7 @@ import Transfer
         if deliveries == 1 {
             #expect(!before.isDelivered && after.isDelivered, context, sourceLocation: sourceLocation)
             switch before.format {
-            case .framed, .secure:
+            case .secure, .framed:
                 #expect(after.allValuesHandedOver, context, sourceLocation: sourceLocation)
                 #expect(input == .acknowledged || before.earlyAcknowledgement, context, sourceLocation: sourceLocation)
             case .compat:
@@ -426,7 +426,7 @@ import Transfer
                     case .deliver:
                         deliveries += 1
                         switch setup.format {
-                        case .framed, .secure:
+                        case .secure, .framed:
                             #expect(lastValueHandedOver && fittingAck, "seed \(seed): \(trace)")
                         case .compat:
                             // Written, or taken by bluetoothd by the time we closed the channel.

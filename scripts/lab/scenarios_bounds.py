@@ -121,8 +121,9 @@ def bounds_reserve(ctx: Context):
 @scenario("bounds-max-size", tags=("bletransfer", "bounds", "peers"), conf="channels1")
 def bounds_max_size(ctx: Context):
     """--max-size of 2^63-1 is a usage error (64); receive on b to standard output with --max-size
-    of a quarter of its memory meets a peripheral announcing 2^64-1 bytes: it refuses the message
-    (exit 65, one line) instead of trapping or allocating."""
+    of a quarter of its memory meets a peripheral answering in the retired framed version 1 with a
+    header announcing 2^64-1 bytes: it refuses it at the first value with one line naming version 1
+    (nothing allocated, nothing stored, no trap) and runs until its --timeout (75)."""
     ctx.require_bletransfer()
     huge = ctx.lab.sh("b", f"{BIN} receive --max-size 9223372036854775807; echo rc=$?", step="--max-size Int.max",
                       check=False)
@@ -130,12 +131,16 @@ def bounds_max_size(ctx: Context):
     maximum = ctx.lab.sh("b", "awk '/MemTotal/ {print int($2 * 1024 / 4) - 65536}' /proc/meminfo",
                          step="maximum").stdout().strip()
     res = ctx.lab.run(a=f"{HOSTILE} --announce 18446744073709551615",
-                      b=f"{BIN} receive --json --max-size {maximum} --timeout 240",
-                      b_after=("a", r"^READY"), deadline=270, step="announce 2^64-1", finish_with="b",
-                      expect={"b": 65})
+                      b=f"{BIN} receive --json --max-size {maximum} --timeout 30",
+                      b_after=("a", r"^READY"), deadline=90, step="announce 2^64-1", finish_with="b",
+                      expect={"b": 75})
     ctx.figure("max_size_bytes", int(maximum))
     out = res.job("b").output()
-    ctx.check("announced" in out or "exceeds" in out or "larger" in out, f"the refusal says why: {out[-400:]}")
+    refused = json_events(res.job("b").stdout(), "refused")
+    ctx.check(bool(refused) and all(r.get("bound") == "framed-version" for r in refused),
+              f"refused as framed version 1: {refused} {out[-400:]}")
+    ctx.check(any("framed version 1" in r.get("reason", "") for r in refused), f"the refusal says why: {out[-400:]}")
+    ctx.check(not json_events(res.job("b").stdout(), "received"), "nothing was received")
 
 
 @scenario("bounds-dbus-intruder", tags=("bletransfer", "bounds"))

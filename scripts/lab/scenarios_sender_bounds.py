@@ -22,15 +22,18 @@ BOUND = 8  # seconds: the scenario's --unsubscribe-timeout
 HANDSHAKE_BOUND = 10  # seconds: the sender's bound on an unanswered handshake
 # magic, version 2, session, capabilities: `secure` (docs/wire-v2.md, section 1)
 HELLO = "89424c5448" + "02" + "00000000deadbeef" + "00000001"
+# The retired framed version 1's HELLO: magic, version 1, session (docs/wire-formats.md)
+HELLO_V1 = "89424c5448" + "01" + "00000000deadbeef"
 
 
-def hostile_then_receiver(ctx: Context, framed: bool) -> None:
+def hostile_then_receiver(ctx: Context, framed: bool, version1: bool = False) -> None:
     ctx.require_bletransfer()
     text = "for the real receiver, after the hostile central was dropped ✓"
     out = ctx.path("received")
     if framed:
         # It waits for an EOM that never comes; the sender's drop ends its wait (exit non-zero).
-        hostile = ctx.central(None, extra=f"--write-hello {HELLO} --message-timeout 120 --scan-timeout 60")
+        hello = HELLO_V1 if version1 else HELLO
+        hostile = ctx.central(None, extra=f"--write-hello {hello} --message-timeout 120 --scan-timeout 60")
         option = ""
     else:
         hostile = ctx.central(None, extra="--hold-after-eom 120 --scan-timeout 60")
@@ -44,9 +47,16 @@ def hostile_then_receiver(ctx: Context, framed: bool) -> None:
     a_out, b_out = res.job("a").stdout(), res.job("b").stdout()
     dropped = json_events(a_out, "central-dropped")
     ctx.check(len(dropped) == 1, f"the sender dropped the hostile central once, saw {len(dropped)}")
-    ctx.check(("handshake" in dropped[0]["reason"]) if framed else ("unsubscribe" in dropped[0]["reason"]),
-              f"the reason names the bound: {dropped[0]['reason']!r}")
-    if framed:
+    reason = dropped[0]["reason"] if dropped else ""
+    expected = "framed version 1" if version1 else "handshake" if framed else "unsubscribe"
+    ctx.check(expected in reason, f"the reason names the bound: {reason!r}")
+    if version1:
+        # Refused as it subscribed: no handshake, not one value, one line.
+        ctx.check("update bletransfer" in reason, f"the line says what to do: {reason!r}")
+        ctx.check(not json_events(a_out, "subscribed") or len(json_events(a_out, "subscribed")) == 1,
+                  "only the real receiver was served")
+        after = 0.0
+    elif framed:
         # From the hostile central's subscription to its drop, by the sender's own clock.
         subscribed = next(iter(json_events(a_out, "subscribed")), None)
         ctx.check(subscribed is not None, "the hostile central subscribed")
@@ -57,12 +67,15 @@ def hostile_then_receiver(ctx: Context, framed: bool) -> None:
         ctx.check(bool(seen), "the hostile central saw its link dropped (it did not hold it for 120 s)")
         after = seen[0]["seconds_after_eom"] if seen else 1e9
         ctx.check(after <= BOUND + 6, f"dropped {after} s after EOM (bound {BOUND} s)")
-    ctx.figure(f"hostile_{'framed' if framed else 'compat'}_dropped_after_s", after)
+    if not version1:
+        ctx.figure(f"hostile_{'framed' if framed else 'compat'}_dropped_after_s", after)
     ctx.check(ctx.read(out) == text.encode(), "the next central received the message")
     delivered = event_lines(a_out, "delivered")
     ctx.check(len(delivered) == 1 and '"format":"secure"' in delivered[0],
               "exactly one delivery, to the real (encrypted framed) receiver")
-    ctx.check(len(event_lines(a_out, "advertising")) >= 2, "advertising resumed after the drop")
+    if not version1:
+        # A refused version-1 central was never served, so advertising never paused for it.
+        ctx.check(len(event_lines(a_out, "advertising")) >= 2, "advertising resumed after the drop")
 
 
 @scenario("bounds-central-never-acks", tags=("bletransfer", "bounds"))
@@ -77,3 +90,10 @@ def bounds_central_never_unsubscribes(ctx: Context):
     """A central following Apple's flow that never unsubscribes after EOM is dropped at
     --unsubscribe-timeout, nothing is counted, and the next central is served."""
     hostile_then_receiver(ctx, framed=False)
+
+
+@scenario("bounds-central-version1", tags=("bletransfer", "bounds"))
+def bounds_central_version1(ctx: Context):
+    """A central offering the retired framed version 1 (its HELLO, then a subscription) gets one
+    `central-dropped` line naming version 1 and not one value; the next central is served."""
+    hostile_then_receiver(ctx, framed=True, version1=True)

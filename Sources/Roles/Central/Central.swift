@@ -1,5 +1,6 @@
 import BlueZ
 import Foundation
+import Storage
 import Transfer
 import Trust
 import Synchronization
@@ -356,7 +357,9 @@ public final class Central: Sendable {
                 requiresSecure: policy.requiresSecure, characteristic: characteristic, sink: sink)
             await confirmByClose(awaitingClose, on: channel, peer: peer)
         } catch let failure as TransferFailure {
-            progressState.forgetChannel(of: peer.address)
+            // A refusal (a bound of ours, the sender's key or format) says nothing against the
+            // channel: the next visit may open it at once again.
+            if !failure.isRefusal { progressState.forgetChannel(of: peer.address) }
             // A refusal gets its own event (one line) from the caller.
             if channel != nil, !failure.isRefusal {
                 emit(.transferAborted(peer, reason: failure.description))
@@ -457,11 +460,10 @@ public final class Central: Sendable {
                              sink: any MessageSink, unconfirmed: inout [UnconfirmedAcknowledgement],
                              awaitingClose: inout [UnacknowledgedMessage]) async throws {
         let taken = try await storeOnce(message, from: peer, authenticatedSender: assembly.authenticatedSender, sink: sink)
-        // The ACK means "stored": sealed in the secure mode (only this authenticated central
-        // could have produced it), version 1's otherwise; compat has none.
-        let plainAck = assembly.isVersion2 ? nil : WireFormat.ackValue(for: message)
-        if assembly.isVersion2 || plainAck != nil {
-            try await acknowledge(message, taken, plainAck: plainAck, assembly: &assembly, peer: peer, characteristic: characteristic,
+        // The ACK means "stored", sealed (only this authenticated central could have produced
+        // it); Apple's flow has none.
+        if assembly.isVersion2 {
+            try await acknowledge(message, taken, assembly: &assembly, peer: peer, characteristic: characteristic,
                                   channel: channel, unconfirmed: &unconfirmed, awaitingClose: &awaitingClose)
         }
         report(message, taken, duration: duration, assembly: assembly, peer: peer)
@@ -526,8 +528,7 @@ public final class Central: Sendable {
     /// Writes the ACK of a stored message and books what confirms it: the write's reply, the
     /// sender's answer (its next message), or the sender's closing of the channel; what
     /// nothing confirms is remembered, so that the message coming again is not stored twice.
-    /// `plainAck`: version 1's ACK value; nil in the secure mode, where the ACK is sealed.
-    private func acknowledge(_ message: ReceivedMessage, _ taken: TakenMessage, plainAck: [UInt8]?,
+    private func acknowledge(_ message: ReceivedMessage, _ taken: TakenMessage,
                              assembly: inout MessageAssembly,
                              peer: PeerDescription, characteristic: RemoteGATTCharacteristic,
                              channel: CharacteristicSubscription, unconfirmed: inout [UnconfirmedAcknowledgement],
@@ -541,17 +542,12 @@ public final class Central: Sendable {
             && configuration.messageCount.map { progressState.receivedSnapshot + 1 >= $0 } ?? false
         // In a multi session that goes on, the sender answers this ACK (its next message, or
         // CLOSE and EOM) before this central leaves: the answer shows the ACK arrived.
-        let senderAnswers = plainAck == nil && assembly.expectsMoreMessages && !lastWanted
+        let senderAnswers = assembly.expectsMoreMessages && !lastWanted
         let answeredLater = senderAnswers && assembly.pipelines
             && (channel.overChannel || characteristic.flags.contains(.writeWithoutResponse))
         let type: GATTWriteType = answeredLater ? .command : offeredType
         do {
-            let values: [[UInt8]]
-            if let plainAck {
-                values = [plainAck]
-            } else {
-                values = try assembly.secureAcknowledgement(alreadyStored: taken.earlierCopy != nil, closing: lastWanted)
-            }
+            let values = try assembly.secureAcknowledgement(alreadyStored: taken.earlierCopy != nil, closing: lastWanted)
             for value in values { try await channel.write(value, type: type) }
             if type != .command {
                 confirmed = true  // a write request is answered by the sender's application
@@ -938,14 +934,11 @@ final class RunState: Sendable {
         var fallbackNoticed = false
         var unauthenticatedNoticed = false
         /// Per peer address, the last messages whose ACK was not confirmed, oldest first (two at
-        /// most: a pipelined sender has two unacknowledged); at most `unacknowledgedCapacity`
-        /// addresses, oldest first out (`unacknowledgedOrder`).
-        var unacknowledged: [String: [UnacknowledgedMessage]] = [:]
-        var unacknowledgedOrder: [String] = []
+        /// most: a pipelined sender has two unacknowledged).
+        var unacknowledged = BoundedAddressTable<[UnacknowledgedMessage]>(capacity: RunState.addressCapacity)
         var visit = ""
-        /// Per sender address, the channel its last visit opened; bounded like `unacknowledged`.
-        var knownChannels: [String: KnownChannel] = [:]
-        var knownChannelOrder: [String] = []
+        /// Per sender address, the channel its last visit opened.
+        var knownChannels = BoundedAddressTable<KnownChannel>(capacity: RunState.addressCapacity)
     }
 
     private let inner: Mutex<Inner>
@@ -995,16 +988,12 @@ final class RunState: Sendable {
     /// A message stored whose ACK was not confirmed: its sender may send it again.
     func rememberUnacknowledged(from address: String, digest: [UInt8], storedAt: String?) {
         inner.withLock { state in
-            if state.unacknowledged[address] == nil { state.unacknowledgedOrder.append(address) }
-            var messages = state.unacknowledged[address, default: []]
+            var messages = state.unacknowledged[address] ?? []
             messages.append(UnacknowledgedMessage(digest: digest, storedAt: storedAt))
             if messages.count > Self.unacknowledgedPerPeer { messages.removeFirst(messages.count - Self.unacknowledgedPerPeer) }
-            state.unacknowledged[address] = messages
             // Rotating addresses must not grow this table: the oldest entry goes (its sender
             // then may get its message stored twice, never lost).
-            while state.unacknowledgedOrder.count > Self.unacknowledgedCapacity {
-                state.unacknowledged.removeValue(forKey: state.unacknowledgedOrder.removeFirst())
-            }
+            state.unacknowledged.set(messages, for: address)
         }
     }
 
@@ -1014,23 +1003,15 @@ final class RunState: Sendable {
     }
 
     func rememberChannel(of address: String, _ channel: KnownChannel) {
-        inner.withLock { state in
-            if state.knownChannels.updateValue(channel, forKey: address) == nil { state.knownChannelOrder.append(address) }
-            while state.knownChannelOrder.count > Self.unacknowledgedCapacity {
-                state.knownChannels.removeValue(forKey: state.knownChannelOrder.removeFirst())
-            }
-        }
+        inner.withLock { $0.knownChannels.set(channel, for: address) }
     }
 
     func forgetChannel(of address: String) {
-        inner.withLock { state in
-            guard state.knownChannels.removeValue(forKey: address) != nil else { return }
-            state.knownChannelOrder.removeAll { $0 == address }
-        }
+        inner.withLock { _ = $0.knownChannels.removeValue(for: address) }
     }
 
-    /// Bound of the per-address table of unconfirmed ACKs (and of known channels).
-    static let unacknowledgedCapacity = 256
+    /// How many peer addresses each per-address table keeps (unconfirmed ACKs, known channels).
+    static let addressCapacity = 256
     /// Unconfirmed ACKs kept per address: the sender's window (`pipeline`).
     static let unacknowledgedPerPeer = 2
 
@@ -1042,18 +1023,11 @@ final class RunState: Sendable {
     /// message from that peer means the sender moved on, so the records go too.
     func takeUnacknowledged(from address: String, digest: [UInt8]) -> UnacknowledgedMessage? {
         inner.withLock { state in
-            guard var messages = state.unacknowledged.removeValue(forKey: address) else { return nil }
-            guard let index = messages.firstIndex(where: { $0.digest == digest }) else {
-                state.unacknowledgedOrder.removeAll { $0 == address }
-                return nil
-            }
+            guard var messages = state.unacknowledged.removeValue(for: address) else { return nil }
+            guard let index = messages.firstIndex(where: { $0.digest == digest }) else { return nil }
             let earlier = messages[index]
             messages.removeFirst(index + 1)
-            if messages.isEmpty {
-                state.unacknowledgedOrder.removeAll { $0 == address }
-            } else {
-                state.unacknowledged[address] = messages
-            }
+            if !messages.isEmpty { state.unacknowledged.set(messages, for: address) }
             return earlier
         }
     }

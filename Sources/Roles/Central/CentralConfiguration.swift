@@ -1,4 +1,5 @@
 import BlueZ
+import Storage
 import Transfer
 
 /// Everything that shapes one run of the central (receiving) role.

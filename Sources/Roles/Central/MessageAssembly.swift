@@ -1,3 +1,4 @@
+import Storage
 import Transfer
 import Trust
 
@@ -82,7 +83,7 @@ package struct MessageAssembly: Sendable {
     private enum Mode: Sendable, Equatable {
         /// A version-2 HELLO was written: the first values tell version 2 from version 1 or compat.
         case undecided
-        /// Version 1 or compat, through `MessageReceiver`.
+        /// Apple's flow, through `MessageReceiver` (a retired version-1 stream is refused there).
         case version1
         /// Version 2, secure or plain, through `SecureReceiverSession`.
         case version2
@@ -270,7 +271,7 @@ package struct MessageAssembly: Sendable {
         if requiresSecure {
             finished = true
             return .failed(.refused(bound: "authorized-peers",
-                                    reason: "it answered without the secure mode (Apple's format or framed version 1); "
+                                    reason: "it answered without the secure mode (Apple's format); "
                                         + "this receiver takes messages from authorized peers only"))
         }
         mode = .version1
@@ -440,6 +441,12 @@ package struct MessageAssembly: Sendable {
         return .next(progressed: false)
     }
 
+    /// A sender that answered in the retired framed version 1: one line, nothing kept.
+    static let version1Refusal = TransferFailure.refused(
+        bound: "framed-version",
+        reason: "it answered in framed version 1, which this bletransfer no longer speaks; "
+            + "update bletransfer on that host; nothing kept")
+
     static func failure(_ error: SecureSessionError) -> TransferFailure {
         switch error {
         case .unauthorizedPeer(let key):
@@ -479,7 +486,7 @@ package struct MessageAssembly: Sendable {
                 event = try receiver.receive(value)
             } catch {
                 finished = true
-                return .failed(TransferFailure(error))
+                return .failed(receiver.detectedFormat == .framed ? Self.version1Refusal : TransferFailure(error))
             }
             if receiver.isUndecidedAfterEndOfMessage, undecidedEndOfMessageAt == nil {
                 undecidedEndOfMessageAt = time
@@ -490,14 +497,20 @@ package struct MessageAssembly: Sendable {
                 finished = true
                 return .failed(shortfall)
             }
+            if receiver.detectedFormat == .framed {
+                // Only the retired version 1 reaches `MessageReceiver` framed: a version-2
+                // stream is told apart before (`decide`).
+                finished = true
+                return .failed(Self.version1Refusal)
+            }
             switch event {
             case .complete(let message):
                 finished = true
                 return .complete(message, duration: time - (firstValueAt ?? time))
             case .progress(let progress):
                 let report = report(progress, first: first, at: time)
-                if first, let format = receiver.detectedFormat {
-                    return .formatDetected(format == .framed ? .framed : .compat, progress: report)
+                if first, receiver.detectedFormat != nil {
+                    return .formatDetected(.compat, progress: report)
                 }
                 return .proceed(progress: report)
             }

@@ -1,3 +1,4 @@
+import Storage
 import Transfer
 
 /// Where the central puts each complete, verified message. A sink sees only whole messages:

@@ -56,3 +56,35 @@ struct KnownChannel: Sendable {
     var psm: UInt16
     var characteristic: RemoteGATTCharacteristic
 }
+
+/// A table keyed by peer address that keeps at most `capacity` addresses: setting a new one
+/// past the bound drops the address set longest ago, so rotating (random) addresses cannot grow
+/// it. What a dropped entry costs is the caller's to say (a slower visit, a message stored twice).
+struct BoundedAddressTable<Value: Sendable>: Sendable {
+    let capacity: Int
+    private var values: [String: Value] = [:]
+    /// Addresses in the order they were first set, oldest first.
+    private var order: [String] = []
+
+    init(capacity: Int) {
+        self.capacity = max(1, capacity)
+    }
+
+    subscript(address: String) -> Value? { values[address] }
+
+    var count: Int { values.count }
+
+    mutating func set(_ value: Value, for address: String) {
+        if values.updateValue(value, forKey: address) == nil { order.append(address) }
+        while order.count > capacity {
+            values.removeValue(forKey: order.removeFirst())
+        }
+    }
+
+    @discardableResult
+    mutating func removeValue(for address: String) -> Value? {
+        guard let value = values.removeValue(forKey: address) else { return nil }
+        order.removeAll { $0 == address }
+        return value
+    }
+}

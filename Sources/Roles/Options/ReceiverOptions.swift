@@ -1,3 +1,4 @@
+import Storage
 import Transfer
 
 /// The receiver's options as `receive` and `daemon --role receiver` both take them, in the

@@ -396,7 +396,7 @@ public final class Peripheral: Sendable {
     /// name it (tests) leaves the only connected device.
     private static func connectionOf(_ accepted: AcceptedChannel, on adapter: Adapter,
                                      in session: BluetoothSession) async -> DeviceReference? {
-        guard let address = accepted.peer else { return PeerResolver.onlyConnectedDevice(on: adapter, in: session) }
+        guard let address = accepted.peer else { return connectedDevice(nil, on: adapter, in: session) }
         try? await session.waitUntil("\(address) is connected", timeout: connectionReportWait) { _ in
             connectedDevice(address, on: adapter, in: session) != nil
         }

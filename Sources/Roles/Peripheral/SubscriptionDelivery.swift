@@ -6,8 +6,8 @@ import Transfer
 /// report, start or cancel timers, close the channel, end). It reads no clock and does no I/O,
 /// so every input in every state can be tested.
 ///
-/// The rules are the server's (see `SubscriptionServer`): framed counts on an ACK that fits
-/// and arrives after every value was handed over; compat counts on a hang-up after `EOM` was
+/// The rules are the server's (see `SubscriptionServer`): the framed (secure) format counts on
+/// the session's sealed ACK once every value was handed over; compat counts on a hang-up after `EOM` was
 /// written, once Bluetooth is seen still up `compatConfirmationDelay` later. A hang-up while
 /// the transfer task still runs waits for its verdict: the last values may still be drained.
 struct SubscriptionDelivery: Sendable, Hashable {
@@ -49,7 +49,7 @@ struct SubscriptionDelivery: Sendable, Hashable {
         /// The transfer task drained the channel after `EOM`: bluetoothd took everything.
         case endOfMessageWritten
         case transferFailed(TransferFailure)
-        /// An ACK naming this subscription's session and digest, from its device.
+        /// The session's sealed ACK of its one message (verified by the session).
         case acknowledged
         /// A multi session's message was acknowledged before the stream's end and counted by
         /// the server itself (no `deliver` action); the stream goes on to the next message or
@@ -96,10 +96,11 @@ struct SubscriptionDelivery: Sendable, Hashable {
         case end(announce: Bool)
     }
 
+    /// `.compat` (Apple's flow) or `.secure` (the framed protocol, always encrypted: ACKs are
+    /// records of the session's stream, counted in the session (`countedInSession`) and
+    /// possibly after a hang-up).
     let format: TransferFormat
-    /// Framed version 2 (secure or plain): ACKs are records of the session's stream, counted
-    /// in the session (`countedInSession`) and possibly after a hang-up.
-    let version2: Bool
+    var version2: Bool { format != .compat }
     /// Values travel as confirmed indications.
     let confirmsIndications: Bool
     let totalBytes: Int
@@ -125,9 +126,8 @@ struct SubscriptionDelivery: Sendable, Hashable {
 
     var hasHungUp: Bool { hangUpReason != nil }
 
-    init(format: TransferFormat, version2: Bool? = nil, confirmsIndications: Bool, totalBytes: Int, limits: Limits) {
+    init(format: TransferFormat, confirmsIndications: Bool, totalBytes: Int, limits: Limits) {
         self.format = format
-        self.version2 = version2 ?? (format == .secure)
         self.confirmsIndications = confirmsIndications
         self.totalBytes = totalBytes
         self.limits = limits
@@ -215,7 +215,7 @@ struct SubscriptionDelivery: Sendable, Hashable {
         }
     }
 
-    /// The central's ACK (version 1): counted once every value was handed over.
+    /// The session's ACK of its one message: counted once every value was handed over.
     private mutating func acknowledged(_ actions: inout [Action]) {
         guard format != .compat, !isDelivered else { return }
         guard allValuesHandedOver else {

@@ -24,9 +24,11 @@ enum ServerActivity: Sendable {
 /// time from byte 0, and decides when a message counts as delivered.
 ///
 /// Delivery rules:
-/// - framed (the central wrote a HELLO first): delivered when the central's ACK names this
-///   subscription's session and the payload digest, and arrives after every value was handed
-///   to BlueZ. A hang-up after `EOM` waits `acknowledgementGrace` for a late ACK.
+/// - framed (the central wrote a version-2 HELLO offering the encrypted session): delivered on
+///   the sealed ACK of the session's message, which only the receiver that stored it can
+///   produce, once every value was handed to BlueZ. A hang-up after the message's END waits
+///   `acknowledgementGrace` for a late ACK. A central that offers the retired version 1, or
+///   the framed protocol without encryption, gets one `centralDropped` line and nothing else.
 /// - compat: delivered when the central unsubscribes (or disconnects) after `EOM` was
 ///   written — bluetoothd read it from the socket (see `NotificationChannel.drain`) — and
 ///   Bluetooth is still up `compatConfirmationDelay` later (a hang-up caused by the adapter
@@ -43,7 +45,7 @@ enum ServerActivity: Sendable {
 /// dropped: the transfer counts nothing, the notification channel is closed, the link is
 /// disconnected (`disconnectDevice`), and advertising resumes for the next central.
 ///
-/// Anything a central writes that is neither a HELLO nor a fitting ACK is ignored (logged at
+/// Outside a session, anything a central writes that is not a HELLO is ignored (logged at
 /// debug level); nothing a central writes is stored beyond the bounded HELLO table.
 ///
 /// Secure mode (`PeripheralConfiguration.secureMode`, docs/wire-v2.md): a central whose
@@ -51,8 +53,8 @@ enum ServerActivity: Sendable {
 /// nothing until its message 2 proved a key listed in the authorized peers; its writes during
 /// the session go to that session. It counts as delivered on the sealed ACK only that central
 /// can produce. When the policy requires the secure mode, any other subscriber (Apple's flow,
-/// version 1, an unlisted key) gets no value at all: one `centralDropped` line names it and
-/// its link is disconnected.
+/// an unlisted key) gets no value at all: one `centralDropped` line names it and its link is
+/// disconnected.
 actor SubscriptionServer {
     private struct Subscription {
         let id: Int
@@ -63,7 +65,6 @@ actor SubscriptionServer {
         var message: OutgoingMessage
         var sequence: Int
         let format: TransferFormat
-        let header: FramedHeader?
         let channel: any NotificationChannel
         /// When the current message started (the subscription's start for the first).
         var startedAt: ContinuousClock.Instant
@@ -323,7 +324,7 @@ actor SubscriptionServer {
             mtus[device] = mtu
         }
         // While a secure session is subscribed, everything its central writes is stream values
-        // of that session (docs/wire-v2.md), never a HELLO or a version-1 ACK.
+        // of that session (docs/wire-v2.md), never a HELLO.
         if let subscription = current, let writes = subscription.secureWrites, !subscription.overChannel,
            device == nil || subscription.device == nil || device == subscription.device {
             writes.yield(value)
@@ -346,11 +347,7 @@ actor SubscriptionServer {
             logger.debug("HELLO from \(device): framed version \(hello.version), session \(hello.session)")
             return
         }
-        if let ack = WireFormat.parseAck(value) {
-            acknowledged(ack, device: device)
-            return
-        }
-        logger.debug("ignored a \(value.count)-byte write from \(device?.description ?? "an unknown device"): neither HELLO nor ACK")
+        logger.debug("ignored a \(value.count)-byte write from \(device?.description ?? "an unknown device"): not a HELLO")
     }
 
     /// The device at `device` disconnected (or vanished). `noneConnected`: no device is
@@ -389,9 +386,9 @@ actor SubscriptionServer {
             ? min(channel.maximumValueLength, SequencedStream.channelValueLengths.upperBound)
             : configuration.valueSizeLimit.map { min($0, channel.maximumValueLength) } ?? channel.maximumValueLength
         let policy = configuration.secureMode
-        // Version 2 is always encrypted: its unencrypted records are retired, and such a
-        // central gets one line and nothing else. Apple's flow (no HELLO) and, for now, the
-        // version-1 framing stay for peers that speak nothing else.
+        // The framed protocol is always encrypted: a central offering it without encryption,
+        // or offering the retired version 1, gets one line and nothing else. Apple's flow (no
+        // HELLO) stays for peers that speak nothing else.
         if let version2 = centralHello.version2 {
             guard version2.offered.contains(.secure) else {
                 refuse(device: device, reason: "it offered the framed protocol without encryption, which this "
@@ -402,16 +399,18 @@ actor SubscriptionServer {
                                  message: message, sequence: sequence, valueLength: valueLength,
                                  usesSocket: usesSocket, indications: indications, overChannel: overChannel)
         }
-        if policy.requiresSecure || message.addressee != nil {
-            let offer = centralHello.hello != nil ? "framed version 1" : "Apple's flow, no HELLO"
-            let serves = message.addressee != nil ? "the message under way is addressed to an authorized peer"
-                : "this sender serves authorized peers only"
-            refuse(device: device, reason: "it did not offer the secure mode (\(offer)); \(serves), nothing was sent")
+        if centralHello.hello != nil {
+            refuse(device: device, reason: Self.version1Refusal)
             return nil
         }
-        let sender = MessageSender(message: message, replyingTo: centralHello.hello, maximumValueLength: valueLength)
-        return begin(channel: channel, device: device, message: message, sequence: sequence,
-                     format: sender.format == .framed ? .framed : .compat, header: sender.header,
+        if policy.requiresSecure || message.addressee != nil {
+            let serves = message.addressee != nil ? "the message under way is addressed to an authorized peer"
+                : "this sender serves authorized peers only"
+            refuse(device: device, reason: "it did not offer the secure mode (Apple's flow, no HELLO); \(serves), nothing was sent")
+            return nil
+        }
+        let sender = MessageSender(message: message, replyingTo: nil, maximumValueLength: valueLength)
+        return begin(channel: channel, device: device, message: message, sequence: sequence, format: .compat,
                      valueLength: sender.maximumValueLength, valueCount: sender.valueCount,
                      usesSocket: usesSocket, indications: indications, secureWrites: nil) { id, confirmations in
             await Self.transfer(sender, over: channel, confirmations: confirmations, subscription: id, server: self)
@@ -421,7 +420,7 @@ actor SubscriptionServer {
     /// Starts serving one subscription: its delivery, events, the transfer task `transfer`
     /// (given the subscription's id and, with indications, the confirmations) and its deadline.
     fileprivate func begin(channel: any NotificationChannel, device: DeviceReference?, message: OutgoingMessage, sequence: Int,
-                           format: TransferFormat, version2: Bool = false, header: FramedHeader?,
+                           format: TransferFormat,
                            valueLength: Int, valueCount: Int,
                            usesSocket: Bool, indications: Bool,
                            secureWrites: AsyncStream<[UInt8]>.Continuation?, writeInbox: WriteInbox? = nil,
@@ -437,9 +436,9 @@ actor SubscriptionServer {
             compatConfirmationDelay: configuration.compatConfirmationDelay)
         var subscription = Subscription(
             id: id, device: device, peer: peer, message: message, sequence: sequence, format: format,
-            header: header, channel: channel, startedAt: .now, sessionStartedAt: .now, usesSocket: usesSocket,
+            channel: channel, startedAt: .now, sessionStartedAt: .now, usesSocket: usesSocket,
             meter: ProgressMeter(totalBytes: message.byteCount),
-            delivery: SubscriptionDelivery(format: format, version2: version2, confirmsIndications: indications,
+            delivery: SubscriptionDelivery(format: format, confirmsIndications: indications,
                                            totalBytes: message.byteCount, limits: limits),
             secureWrites: secureWrites, writeInbox: writeInbox, overChannel: overChannel)
         emitEvent(overChannel ? .subscribed(peer, mtu: valueLength, format: format, transport: .l2cap)
@@ -648,25 +647,6 @@ actor SubscriptionServer {
         feed(.transferFailed(failure), to: id)
     }
 
-    private func acknowledged(_ ack: Ack, device: DeviceReference?) {
-        guard let subscription = current, let header = subscription.header, !subscription.delivery.isDelivered else {
-            logger.debug("ignored an ACK: no framed transfer awaits one")
-            return
-        }
-        guard ack.acknowledges(header) else {
-            logger.debug("ignored an ACK for session \(ack.session): it does not name this transfer")
-            return
-        }
-        if let device, let expected = subscription.device, device != expected {
-            logger.debug("ignored an ACK from \(device): the transfer is with \(expected)")
-            return
-        }
-        if !subscription.delivery.allValuesHandedOver {
-            logger.debug("an ACK came before the whole message was sent; it counts once the last value is out")
-        }
-        feed(.acknowledged, to: subscription.id)
-    }
-
     /// The subscription ended from the central's side. `closeChannel`: stop sending at once
     /// (the device is gone, or BlueZ stopped a PropertiesChanged subscription); otherwise the
     /// channel found out by itself (the socket's peer closed) and its next step fails. What
@@ -736,8 +716,7 @@ extension SubscriptionServer {
         let (writes, writesContinuation) = AsyncStream<[UInt8]>.makeStream(bufferingPolicy: .bufferingOldest(Self.secureWriteBacklog))
         let inbox = WriteInbox(limit: Self.secureWriteBacklog)
         return begin(channel: channel, device: device, message: message, sequence: sequence,
-                     format: session.isSecure ? .secure : .framed, version2: true,
-                     header: nil, valueLength: valueLength,
+                     format: .secure, valueLength: valueLength,
                      valueCount: SecureSenderSession.estimatedValueCount(payloadLength: message.byteCount,
                                                                          maximumValueLength: valueLength,
                                                                          overChannel: overChannel),
@@ -816,7 +795,7 @@ extension SubscriptionServer {
         // A fresh delivery (and bound) for the next message; the last one's timers stop.
         for timer in ongoing.timers.values { timer.cancel() }
         ongoing.timers = [:]
-        ongoing.delivery = SubscriptionDelivery(format: ongoing.format, version2: true,
+        ongoing.delivery = SubscriptionDelivery(format: ongoing.format,
                                                 confirmsIndications: ongoing.confirmations != nil,
                                                 totalBytes: next.message.byteCount, limits: ongoing.delivery.limits)
         ongoing.message = next.message
@@ -950,6 +929,10 @@ extension SubscriptionServer {
             Task { await disconnect(device) }
         }
     }
+
+    /// What a central that offered the retired framed version 1 is told (one line, nothing sent).
+    static let version1Refusal = "it offered framed version 1, which this bletransfer no longer speaks; "
+        + "update bletransfer on that host; nothing was sent"
 
     static let handshakeTimeoutPrefix = "no answer to the handshake within"
 
