@@ -364,21 +364,21 @@ public final class Central: Sendable {
             if channel != nil, !failure.isRefusal {
                 emit(.transferAborted(peer, reason: failure.description))
             }
-            await cleanUp(channel: channel, device: device, adapter: adapter, forget: true, peer: peer)
+            await cleanUp(channel: channel, device: device, adapter: adapter, peer: peer)
             throw failure
         } catch {
             progressState.forgetChannel(of: peer.address)
             if channel != nil {
                 emit(.transferAborted(peer, reason: Task.isCancelled ? "stopped" : Self.describe(error)))
             }
-            await cleanUp(channel: channel, device: device, adapter: adapter, forget: !Task.isCancelled, peer: peer)
+            await cleanUp(channel: channel, device: device, adapter: adapter, peer: peer)
             throw error
         }
         // Forgotten after a success too: BlueZ then reports the peer again only when it really
         // advertises again (a fresh InterfacesAdded), instead of offering a cached entry of a
         // sender that may have finished and left.
         let lastWanted = configuration.messageCount.map { progressState.receivedSnapshot >= $0 } ?? false
-        await cleanUp(channel: channel, device: device, adapter: adapter, forget: true, peer: peer,
+        await cleanUp(channel: channel, device: device, adapter: adapter, peer: peer,
                       handingBack: lastWanted)
     }
 
@@ -778,35 +778,35 @@ public final class Central: Sendable {
         emit(.progress(peer, report.progress, bytesPerSecond: report.bytesPerSecond, secondsRemaining: report.secondsRemaining))
     }
 
-    /// Apple's `cleanup()` order: unsubscribe, then disconnect. With `forget`, the device is
-    /// also removed from BlueZ's cache (unless paired), so the next scan sees it only when it
-    /// really advertises again.
+    /// Apple's `cleanup()` order: unsubscribe, then disconnect. The device is also removed
+    /// from BlueZ's cache (unless paired), after a success too, so the next scan sees it only
+    /// when it really advertises again, not a cached entry of a sender that finished and left.
+    ///
+    /// The removal is asked for right after the unsubscription, and without waiting for the
+    /// reply (`requestRemoval`): `RemoveDevice` on a connected, unpaired device makes
+    /// bluetoothd disconnect it (after its 2 s disconnect timer) and remove it as the link
+    /// drops, whether or not anyone waits (adapter-api.txt; BlueZ's adapter.c). So a run that
+    /// ends meanwhile (its deadline, SIGTERM) still leaves no cached entry behind. That entry
+    /// would hide the sender from later scans: once BlueZ has resolved a device's services it
+    /// ignores the UUIDs in its advertisements (device.c `device_add_eir_uuids`), and a sender
+    /// that stopped while we were connected has removed its service from that resolved list.
     ///
     /// `handingBack`: the run ends with this visit (the last wanted message is stored and
-    /// acknowledged), so the user gets control back at once instead of after bluetoothd's
-    /// disconnection (its 2 s disconnect timer, then the link's teardown: about 3 s). The
-    /// link and the device record still go: `RemoveDevice` on a connected, unpaired device
-    /// makes bluetoothd mark it temporary, disconnect it and remove it as the link drops
-    /// (adapter-api.txt; BlueZ's adapter.c), whether or not we wait for the reply, which comes
-    /// only after that disconnection. So the call is sent without a reply expected and written
-    /// to the bus before the run returns (`requestRemoval`), all within `handBackWait`.
-    private func cleanUp(channel: CharacteristicSubscription?, device: Device, adapter: Adapter, forget: Bool,
+    /// acknowledged), so the user gets control back at once instead of after the disconnection
+    /// (about 3 s): the request is on the bus within `handBackWait` and bluetoothd finishes the
+    /// rest on its own. Otherwise the visit waits, bounded, until the link is down, so the next
+    /// scan does not meet a sender still paused for this link.
+    private func cleanUp(channel: CharacteristicSubscription?, device: Device, adapter: Adapter,
                          peer: PeerDescription, handingBack: Bool = false) async {
         let wasConnected = device.properties?.connected ?? false
-        if handingBack, forget, !(device.properties?.paired ?? false) {
-            await boundedCleanup(limit: configuration.handBackWait) {
-                await channel?.close()
-                try? await adapter.requestRemoval(of: device)
-            }
-            if wasConnected || channel != nil { emit(.disconnected(peer)) }
-            return
-        }
-        await boundedCleanup(limit: .seconds(10)) {
+        let remove = !(device.properties?.paired ?? false)
+        let returnAtOnce = handingBack && remove
+        await boundedCleanup(limit: returnAtOnce ? configuration.handBackWait : .seconds(10)) {
             await channel?.close()
-            try? await device.disconnect()
-            if forget, !(device.properties?.paired ?? false) {
-                try? await adapter.removeDevice(device)
-            }
+            if remove { try? await adapter.requestRemoval(of: device) }
+            guard !returnAtOnce else { return }
+            if !remove { try? await device.disconnect() }
+            try? await device.waitUntilDisconnected()
         }
         if wasConnected || channel != nil { emit(.disconnected(peer)) }
     }

@@ -5,17 +5,18 @@ import Trust
 /// every wait, and asks the person once the code is known.
 public enum PairingConversation {
     /// How long the other host may take for each protocol message.
-    public static let messageTimeout: Duration = .seconds(15)
+    public static let defaultMessageTimeout: Duration = .seconds(15)
 
     /// - Parameters:
     ///   - ask: shows the candidate and returns the person's answer (true: the codes match).
     ///     The caller bounds it; the peer's answer is awaited `answerTimeout` plus
     ///     `messageTimeout` at most, as long as the other person may take.
+    ///   - messageTimeout: how long the other host may take for each protocol message.
     /// - Returns: the exchange's result; throws a `RoleFailure` when the other host breaks the
     ///   protocol, leaves or falls silent.
     public static func run(
         _ meeting: PairingRendezvous.Meeting, identity: HostIdentity, name: String?, answerTimeout: Duration,
-        ask: @escaping @Sendable (PairingExchange.Candidate) async -> Bool
+        messageTimeout: Duration = defaultMessageTimeout, ask: @escaping @Sendable (PairingExchange.Candidate) async -> Bool
     ) async throws -> PairingExchange.Result {
         let socket = meeting.socket
         var exchange = PairingExchange(role: meeting.role, identity: identity, name: name)
@@ -38,10 +39,7 @@ public enum PairingConversation {
                                              peer: meeting.peerDescription)
                 _ = try exchange.receive(message)
             }
-            // The answer must reach the other side before the channel closes.
-            try? await withTimeLimit(messageTimeout, onTimeout: { L2CAPChannelError.timedOut }) {
-                try await socket.waitUntilDrained()
-            }
+            try await sayFarewell(on: socket, within: messageTimeout, peer: meeting.peerDescription)
         } catch let error as PairingError {
             throw RoleFailure(.dataError, "pairing with \(meeting.peerDescription) failed: \(error); nothing added")
         } catch let failure as RoleFailure {
@@ -56,6 +54,36 @@ public enum PairingConversation {
             throw RoleFailure(.software, "pairing ended without a result")
         }
         return result
+    }
+
+    /// The last message of a pairing, sent by each side once it holds the other's answer.
+    /// Not a `PairingExchange` message: it is read only after the exchange has finished.
+    static let farewell: [UInt8] = Array("BLTP-DONE".utf8)
+
+    /// Closes the pairing on both sides, not on one. On an LE credit-based channel a message
+    /// that has left our socket may still be waiting for the other side's credits when we
+    /// close, and closing drops it: the other side would then miss our answer and add nothing
+    /// while we add its key. So each side says farewell once it holds both answers and closes
+    /// only when it hears the other's farewell, which proves the other side holds our answer.
+    /// The channel closing instead means the other side heard ours and closed first (its
+    /// farewell lost the same way), or left after its answer: either way ours had reached it.
+    /// Silence is the one case where the other side may lack our answer: nothing is added
+    /// here, and the person is told to pair again on both hosts.
+    private static func sayFarewell(on socket: NotificationSocket, within limit: Duration, peer: String) async throws {
+        try await socket.send(farewell)
+        let heard: [UInt8]?
+        do {
+            heard = try await withTimeLimit(limit, onTimeout: { L2CAPChannelError.timedOut }) {
+                try await socket.receive()
+            }
+        } catch L2CAPChannelError.timedOut {
+            throw RoleFailure(.timedOut, "\(peer) did not confirm the end of the pairing within "
+                + "\(limit.components.seconds) s; nothing added here; run 'bletransfer pair' again on both hosts")
+        }
+        if let heard, heard != farewell {
+            throw RoleFailure(.dataError, "\(peer) sent more after the pairing ended; nothing added here; "
+                + "run 'bletransfer pair' again on both hosts")
+        }
     }
 
     private static func send(_ messages: [[UInt8]], on socket: NotificationSocket) async throws {

@@ -1,0 +1,96 @@
+import BlueZ
+@testable import Roles
+import Testing
+import Trust
+
+/// `PairingConversation` over a local socket pair: how a pairing ends. Each side closes only
+/// once it has heard the other's farewell, so a channel closing early cannot leave one side
+/// paired and the other not (on an LE credit-based channel, closing drops what still waits
+/// for credits).
+@Suite struct PairingConversationTests {
+    let alice = HostIdentity(name: "alice@laptop")
+    let bob = HostIdentity(name: "bob@desk")
+
+    static func meeting(_ socket: NotificationSocket, _ role: PairingExchange.Role, peer: String) -> PairingRendezvous.Meeting {
+        PairingRendezvous.Meeting(socket: socket, role: role, firstMessage: nil, peerDescription: peer, peerAddress: nil)
+    }
+
+    /// The other side as a bare `PairingExchange` that answers yes, reads our farewell and
+    /// then ends as told instead of saying its own.
+    enum Ending {
+        /// Closes: what we see when its farewell was cut off by its close.
+        case closeWithoutFarewell
+        /// Keeps the channel open and says nothing.
+        case staySilent
+    }
+
+    static func scriptedPeer(_ socket: NotificationSocket, identity: HostIdentity, ending: Ending) async throws -> PairingExchange.Result {
+        var exchange = PairingExchange(role: .responder, identity: identity, name: identity.name)
+        for message in try exchange.start() { try await socket.send(message) }
+        while case .exchanging = exchange.phase {
+            let message = try #require(try await socket.receive())
+            for reply in try exchange.receive(message) { try await socket.send(reply) }
+        }
+        for message in try exchange.answer(true) { try await socket.send(message) }
+        while case .comparing = exchange.phase {
+            _ = try exchange.receive(try #require(try await socket.receive()))
+        }
+        guard case .finished(let result) = exchange.phase else { throw CancellationError() }
+        #expect(try await socket.receive() == PairingConversation.farewell)
+        switch ending {
+        case .closeWithoutFarewell: socket.close()
+        case .staySilent: break   // the socket stays open until the test ends
+        }
+        return result
+    }
+
+    @Test func twoSidesEndPairedWithEachOthersKeyAfterBothFarewells() async throws {
+        let (a, b) = try NotificationSocket.makePair(mtu: 600)
+        defer { a.close(); b.close() }
+        let (alice, bob) = (self.alice, self.bob)
+        async let fromAlice = PairingConversation.run(
+            Self.meeting(a, .initiator, peer: "bob"), identity: alice, name: alice.name, answerTimeout: .seconds(5)) { _ in true }
+        async let fromBob = PairingConversation.run(
+            Self.meeting(b, .responder, peer: "alice"), identity: bob, name: bob.name, answerTimeout: .seconds(5)) { _ in true }
+        let (aliceResult, bobResult) = try await (fromAlice, fromBob)
+        guard case .paired(let seenByAlice) = aliceResult, case .paired(let seenByBob) = bobResult else {
+            Issue.record("not paired on both sides: \(aliceResult), \(bobResult)")
+            return
+        }
+        #expect(seenByAlice.key == bob.publicKey && seenByBob.key == alice.publicKey)
+        #expect(seenByAlice.code == seenByBob.code)
+    }
+
+    @Test func aPeerThatClosesAfterOurFarewellWithoutItsOwnLeavesThisSidePaired() async throws {
+        let (a, b) = try NotificationSocket.makePair(mtu: 600)
+        defer { a.close(); b.close() }
+        let (alice, bob) = (self.alice, self.bob)
+        async let peer = Self.scriptedPeer(b, identity: bob, ending: .closeWithoutFarewell)
+        let result = try await PairingConversation.run(
+            Self.meeting(a, .initiator, peer: "bob"), identity: alice, name: alice.name, answerTimeout: .seconds(5)) { _ in true }
+        _ = try await peer
+        guard case .paired(let candidate) = result else {
+            Issue.record("not paired: \(result)")
+            return
+        }
+        #expect(candidate.key == bob.publicKey)
+    }
+
+    @Test func aPeerSilentAfterTheAnswersAddsNothingAndTheLineSaysPairAgainOnBothHosts() async throws {
+        let (a, b) = try NotificationSocket.makePair(mtu: 600)
+        defer { a.close(); b.close() }
+        let (alice, bob) = (self.alice, self.bob)
+        async let peer = Self.scriptedPeer(b, identity: bob, ending: .staySilent)
+        do {
+            _ = try await PairingConversation.run(
+                Self.meeting(a, .initiator, peer: "bob"), identity: alice, name: alice.name,
+                answerTimeout: .seconds(5), messageTimeout: .milliseconds(300)) { _ in true }
+            Issue.record("a pairing whose end was never confirmed was taken")
+        } catch let failure as RoleFailure {
+            #expect(failure.kind == .timedOut)
+            #expect(failure.userMessage.contains("nothing added here"))
+            #expect(failure.userMessage.contains("run 'bletransfer pair' again on both hosts"))
+        }
+        _ = try await peer
+    }
+}
