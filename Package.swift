@@ -4,9 +4,10 @@ import PackageDescription
 // Layers, top to bottom (dependencies point down only):
 //   bletransfer (CLI: parsing, and the checks that combine options)
 //     → Daemon (the daemon's run, event rendering, exit statuses)
-//     → Roles (engines under one manager-state supervisor; the role options, checked and mapped
-//     once) → Storage (output directory, receipt journal, resume spool)
-//     → Transfer and Trust (pure: wire formats; keys, Noise XX, records) and BlueZ
+//     → Roles (the BlueZ shells: engines under one manager-state supervisor; the role options,
+//     checked and mapped once) → Storage (the files roles read and write: inputs, sinks,
+//     output directory, receipt journal, resume spool) → Machines (the roles' pure decisions:
+//     one protocol machine per side; events and failures) → Transfer and Trust (pure: wire formats; keys, Noise XX, records) and BlueZ
 //     → DBus → CDBus / CBlueZ (C shims). Roles and above never import DBus: BlueZ's public API
 //     speaks in BlueZ types (`DeviceReference`, `Adapter`, typed streams); its D-Bus-typed
 //     members are `package`, for BlueZ's tests and the test support.
@@ -101,13 +102,22 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        // Where received messages go on disk, and what a receiver keeps between visits and runs:
-        // the output directory (names, partial files, the disk's reserve), the receipt journal
-        // (each message stored once through a crash), the resume spool. No Bluetooth.
+        // The roles' pure decisions, no I/O and no clock: one machine per side (the sender's
+        // `SubscriptionDelivery`, the receiver's `MessageAssembly`), what each side keeps
+        // between connections (HELLOs, the peer book), the trust policy, and the vocabulary
+        // both roles report in (events, failures).
+        .target(
+            name: "Machines",
+            dependencies: ["Transfer", "Trust"]
+        ),
+        // The files the roles read and write, no Bluetooth: what a sender offers (files, trees,
+        // standard input) and where a receiver stores (sinks, the output directory with its
+        // names, partial files and the disk's reserve), the receipt journal (each message
+        // stored once through a crash), the resume spool.
         .target(
             name: "Storage",
             dependencies: [
-                "Transfer", "Trust", "DaemonSupport", "CFileAttributes",
+                "Machines", "Transfer", "Trust", "DaemonSupport", "CFileAttributes",
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
@@ -115,7 +125,7 @@ let package = Package(
         .target(
             name: "Roles",
             dependencies: [
-                "Transfer", "Trust", "Storage", "BlueZ", "DaemonSupport", "CFileAttributes", "SystemCalls",
+                "Machines", "Transfer", "Trust", "Storage", "BlueZ", "DaemonSupport", "CFileAttributes", "SystemCalls",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
@@ -125,7 +135,7 @@ let package = Package(
         .target(
             name: "Daemon",
             dependencies: [
-                "Roles", "Transfer", "Trust", "Storage", "BlueZ", "DaemonSupport", "SystemCalls",
+                "Roles", "Machines", "Transfer", "Trust", "Storage", "BlueZ", "DaemonSupport", "SystemCalls",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -135,7 +145,7 @@ let package = Package(
         .executableTarget(
             name: "bletransfer",
             dependencies: [
-                "Daemon", "Roles", "Transfer", "BlueZ", "DaemonSupport", "Trust", "Storage",
+                "Daemon", "Roles", "Machines", "Transfer", "BlueZ", "DaemonSupport", "Trust", "Storage",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),
@@ -154,7 +164,7 @@ let package = Package(
         .executableTarget(
             name: "bletransfer-bench",
             dependencies: [
-                "Transfer", "Trust", "Roles", "Storage", "DBus",
+                "Transfer", "Trust", "Roles", "Machines", "Storage", "DBus",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "SystemPackage", package: "swift-system"),
@@ -207,20 +217,20 @@ let package = Package(
         .testTarget(
             name: "RolesTests",
             dependencies: [
-                "Roles", "Storage", "Transfer", "Trust", "BlueZ", "DBus", "DaemonSupport", "TestSupport",
+                "Roles", "Machines", "Storage", "Transfer", "Trust", "BlueZ", "DBus", "DaemonSupport", "TestSupport",
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ]
         ),
         .testTarget(
             name: "DaemonTests",
             // DaemonBlueZooTests also run the `bletransfer` executable that `swift test` builds.
-            dependencies: ["Daemon", "Roles", "Storage", "Transfer", "BlueZ", "DBus", "DaemonSupport", "TestSupport"]
+            dependencies: ["Daemon", "Roles", "Machines", "Storage", "Transfer", "BlueZ", "DBus", "DaemonSupport", "TestSupport"]
         ),
         // The command line's own checks (option validation, usage errors).
         .testTarget(
             name: "CLITests",
             dependencies: [
-                "bletransfer", "Roles", "TestSupport",
+                "bletransfer", "Roles", "Machines", "TestSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

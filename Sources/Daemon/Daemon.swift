@@ -4,6 +4,7 @@ import Glibc
 import BlueZ
 import DaemonSupport
 import Logging
+import Machines
 import Roles
 import ServiceLifecycle
 import Storage

@@ -4,6 +4,7 @@ import Glibc
 import DaemonSupport
 import Foundation
 import Logging
+import Machines
 import Roles
 import Transfer
 

@@ -1,4 +1,5 @@
 import BlueZ
+import Machines
 import Roles
 import Synchronization
 

@@ -3,6 +3,7 @@ import Glibc
 #endif
 import DaemonSupport
 import Foundation
+import Machines
 import Roles
 import Transfer
 import SystemPackage

@@ -1,5 +1,6 @@
 import DaemonSupport
 import Foundation
+import Machines
 import Roles
 import Storage
 import Synchronization

@@ -1,6 +1,8 @@
 import DaemonSupport
 import Foundation
+import Machines
 import Roles
+import Storage
 import SystemPackage
 import SystemCalls
 import Transfer

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Crypto
+import Machines
 import Roles
 import Transfer
 import Trust

@@ -2,6 +2,7 @@ import ArgumentParser
 import Daemon
 import DaemonSupport
 import Logging
+import Machines
 import Roles
 import SystemPackage
 import Transfer

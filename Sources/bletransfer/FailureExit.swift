@@ -1,5 +1,6 @@
 import ArgumentParser
 import Daemon
+import Machines
 import Roles
 
 extension ExitStatus {

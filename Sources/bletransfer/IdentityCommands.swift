@@ -2,6 +2,7 @@ import ArgumentParser
 import Daemon
 import DaemonSupport
 import Foundation
+import Machines
 import Roles
 import Storage
 import Trust

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Machines
 import Roles
 
 /// Runs the library's option checks (`OptionValidation`, `SenderOptions.validate()`,

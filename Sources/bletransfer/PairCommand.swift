@@ -5,6 +5,7 @@ import DaemonSupport
 import Dispatch
 import Foundation
 import Logging
+import Machines
 import Roles
 import Synchronization
 import Trust

@@ -4,6 +4,7 @@ import BlueZ
 import DaemonSupport
 import Foundation
 import Logging
+import Machines
 import Roles
 import Storage
 import SystemPackage

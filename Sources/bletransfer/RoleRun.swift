@@ -3,6 +3,7 @@ import BlueZ
 import Dispatch
 import DaemonSupport
 import Logging
+import Machines
 import Roles
 import Transfer
 import UnixSignals

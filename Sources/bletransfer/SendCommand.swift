@@ -4,7 +4,9 @@ import BlueZ
 import DaemonSupport
 import Dispatch
 import Logging
+import Machines
 import Roles
+import Storage
 import SystemPackage
 import Transfer
 

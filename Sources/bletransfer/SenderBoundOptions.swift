@@ -1,4 +1,5 @@
 import ArgumentParser
+import Machines
 import Roles
 import Transfer
 

@@ -1,6 +1,8 @@
 import ArgumentParser
 @testable import bletransfer
+@testable import Machines
 import Roles
+@testable import Storage
 import Testing
 
 /// The option checks that keep a user's typo from trapping: every one a usage error (64).

@@ -1,7 +1,9 @@
 import ArgumentParser
 import Foundation
 @testable import bletransfer
+@testable import Machines
 import Roles
+@testable import Storage
 import Testing
 import Transfer
 

@@ -1,6 +1,7 @@
 @testable import Daemon
 import DaemonSupport
 import Foundation
+@testable import Machines
 import Roles
 @testable import Storage
 import SystemPackage

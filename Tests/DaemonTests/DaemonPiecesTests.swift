@@ -2,6 +2,7 @@
 import BlueZ
 import DaemonSupport
 import Foundation
+@testable import Machines
 import Roles
 @testable import Storage
 import Synchronization

@@ -1,7 +1,9 @@
 @testable import Daemon
 import DaemonSupport
 import Foundation
+@testable import Machines
 import Roles
+@testable import Storage
 import Testing
 import Transfer
 

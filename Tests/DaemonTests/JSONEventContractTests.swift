@@ -1,6 +1,8 @@
 @testable import Daemon
 import Foundation
+@testable import Machines
 import Roles
+@testable import Storage
 import Testing
 import Transfer
 

@@ -1,6 +1,8 @@
 import BlueZ
 import Foundation
+@testable import Machines
 @testable import Roles
+@testable import Storage
 import Testing
 import Transfer
 import TestSupport

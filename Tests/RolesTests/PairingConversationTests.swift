@@ -1,5 +1,7 @@
 import BlueZ
+@testable import Machines
 @testable import Roles
+@testable import Storage
 import Testing
 import Trust
 
@@ -84,7 +86,7 @@ import Trust
         do {
             _ = try await PairingConversation.run(
                 Self.meeting(a, .initiator, peer: "bob"), identity: alice, name: alice.name,
-                answerTimeout: .seconds(5), messageTimeout: .milliseconds(300)) { _ in true }
+                answerTimeout: .seconds(5), messageTimeout: .seconds(3)) { _ in true }
             Issue.record("a pairing whose end was never confirmed was taken")
         } catch let failure as RoleFailure {
             #expect(failure.kind == .timedOut)

@@ -1,7 +1,9 @@
 import BlueZ
 import Foundation
 import Logging
+@testable import Machines
 @testable import Roles
+@testable import Storage
 import Testing
 import Transfer
 import Trust

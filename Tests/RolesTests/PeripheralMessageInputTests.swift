@@ -1,7 +1,9 @@
 import Foundation
 import BlueZ
 import Glibc
+@testable import Machines
 @testable import Roles
+@testable import Storage
 import SystemPackage
 import Testing
 import Transfer
@@ -139,7 +141,7 @@ import Transfer
     }
 
     @Test func helloRegistryIsBoundedAndExpires() {
-        var registry = HelloRegistry(capacity: 3, lifetime: .seconds(10))
+        var registry = HelloRegistry<DeviceReference>(capacity: 3, lifetime: .seconds(10))
         let start = ContinuousClock.now
         for index in 0..<5 {
             registry.record(Hello(session: SessionID(rawValue: UInt64(index))), from: .named("/dev\(index)"), at: start + .seconds(index))

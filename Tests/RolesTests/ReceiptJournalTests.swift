@@ -1,5 +1,6 @@
 import BlueZ
 import Foundation
+@testable import Machines
 @testable import Roles
 @testable import Storage
 import Synchronization

@@ -1,4 +1,5 @@
 import Foundation
+@testable import Machines
 @testable import Storage
 import Testing
 import Transfer

@@ -1,3 +1,4 @@
+@testable import Machines
 import Roles
 @testable import Storage
 import Testing

@@ -1,4 +1,6 @@
+@testable import Machines
 @testable import Roles
+@testable import Storage
 import Testing
 import TestSupport
 import Transfer

@@ -1,7 +1,9 @@
 import BlueZ
 import Foundation
 import Glibc
+@testable import Machines
 @testable import Roles
+@testable import Storage
 import Testing
 import Transfer
 import Trust
@@ -95,7 +97,7 @@ import Trust
     }
 
     @Test func rotatingAddressesCannotPushOutAConnectedCentralsHello() {
-        var registry = HelloRegistry(capacity: 3, lifetime: .seconds(60))
+        var registry = HelloRegistry<DeviceReference>(capacity: 3, lifetime: .seconds(60))
         let start = ContinuousClock.now
         let central = DeviceReference.named("/org/bluez/hci0/dev_00_00_00_00_00_01")
         var connected: Set<DeviceReference> = [central]
@@ -120,7 +122,7 @@ import Trust
         #expect(registry.hello(from: central, at: start + .seconds(1))?.session.rawValue == 1)
         #expect(kept == 50)
         // All entries connected: a new HELLO is dropped rather than one of theirs.
-        var full = HelloRegistry(capacity: 2, lifetime: .seconds(60))
+        var full = HelloRegistry<DeviceReference>(capacity: 2, lifetime: .seconds(60))
         let a = DeviceReference.named("/a"), b = DeviceReference.named("/b"), c = DeviceReference.named("/c")
         let results = [(a, 1), (b, 2), (c, 3), (a, 4)].map { device, session in
             full.record(Hello(session: SessionID(rawValue: UInt64(session))), from: device, at: start, isConnected: { _ in true })

@@ -1,5 +1,6 @@
 import BlueZ
 import Foundation
+import Machines
 import Storage
 import Transfer
 import Trust
@@ -694,7 +695,7 @@ public final class Central: Sendable {
             var assembly = MessageAssembly(limits: configuration.limits, sentHello: hello, idleTimeout: configuration.idleTimeout,
                                            minimumRate: configuration.minimumRate, rateGrace: configuration.rateGrace,
                                            secure: secureSession, requiresSecure: requiresSecure,
-                                           resumeSpool: configuration.resumeSpool)
+                                           keepsCheckpoints: configuration.resumeSpool != nil)
             let mtu = channel.mtu ?? 23
             var admission = AdmissionCheck()
             var announced = false
@@ -757,6 +758,20 @@ public final class Central: Sendable {
         }
     }
 
+    /// Does what the assembly asked of the resume spool; messages too short to be worth a
+    /// checkpoint are not kept (`ResumeSpool.checkpoints`).
+    private static func keepCheckpoints(_ work: [MessageAssembly.CheckpointWork], in spool: ResumeSpool?) {
+        guard let spool else { return }
+        for item in work {
+            switch item {
+            case .append(let sender, let header, let offset, let bytes):
+                if ResumeSpool.checkpoints(header) { spool.append(sender: sender, header: header, offset: offset, bytes: bytes) }
+            case .remove(let sender, let header):
+                if ResumeSpool.checkpoints(header) { spool.remove(sender: sender, header: header) }
+            }
+        }
+    }
+
     /// Writes what the session wrote (the secure handshake's message 2, a RESUME, PROGRESS), in
     /// order, before anything else. The sender reorders by sequence number what ATT sends out
     /// of order (commands may overtake a request in bluetoothd's queues).
@@ -764,6 +779,7 @@ public final class Central: Sendable {
                               characteristic: RemoteGATTCharacteristic) async throws {
         let writeType = channel.overChannel ? .command : Self.writeType(for: characteristic.flags) ?? .command
         let unansweredType: GATTWriteType = characteristic.flags.contains(.writeWithoutResponse) ? .command : writeType
+        Self.keepCheckpoints(assembly.takeCheckpointWork(), in: configuration.resumeSpool)
         for write in assembly.takeWrites() {
             do {
                 try await channel.write(write.value, type: write.unanswered ? unansweredType : writeType)
@@ -1035,24 +1051,6 @@ final class RunState: Sendable {
     func withBook<T>(_ body: (inout PeerBook) -> T) -> T {
         inner.withLock { body(&$0.book) }
     }
-}
-
-/// A message of this visit acknowledged by a write command, until the sender's answer shows
-/// the ACK arrived.
-struct UnconfirmedAcknowledgement: Sendable {
-    var message: UInt32
-    var digest: [UInt8]
-    var storedAt: String?
-    /// The sender as the receipt journal names it.
-    var sender: String
-}
-
-/// A stored message whose sender may not have seen the ACK.
-struct UnacknowledgedMessage: Sendable, Equatable {
-    var digest: [UInt8]
-    var storedAt: String?
-    /// The sender as the receipt journal names it (nil: not journalled).
-    var sender: String? = nil
 }
 
 /// Short texts the roles put into events.

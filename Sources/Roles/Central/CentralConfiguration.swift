@@ -1,4 +1,5 @@
 import BlueZ
+import Machines
 import Storage
 import Transfer
 
@@ -116,27 +117,5 @@ public struct CentralConfiguration: Sendable {
         self.backoff = backoff
         self.stopOnCorruptMessage = stopOnCorruptMessage
         self.acknowledgementSettle = acknowledgementSettle
-    }
-}
-
-/// Exponential back-off: `initial`, doubled per consecutive failure, capped at `maximum`.
-public struct BackoffPolicy: Sendable, Hashable {
-    public var initial: Duration
-    public var maximum: Duration
-
-    public init(initial: Duration = .milliseconds(500), maximum: Duration = .seconds(30)) {
-        self.initial = initial
-        self.maximum = max(initial, maximum)
-    }
-
-    /// The pause after `failures` consecutive failures (1 for the first); zero for none.
-    public func delay(afterFailures failures: Int) -> Duration {
-        guard failures > 0 else { return .zero }
-        var delay = initial
-        for _ in 1..<min(failures, 32) {
-            delay = delay * 2
-            if delay >= maximum { return maximum }
-        }
-        return min(delay, maximum)
     }
 }

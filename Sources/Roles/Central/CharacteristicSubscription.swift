@@ -1,15 +1,5 @@
 import BlueZ
-
-/// What arrives while a central is subscribed.
-package enum TransferInput: Sendable, Equatable {
-    /// One notification value.
-    case value([UInt8])
-    /// The subscription ended from the other side (socket closed, characteristic removed, the
-    /// peer disconnected); `reason` says which, in words.
-    case ended(String)
-    /// A clock tick, so the idle timeout is checked even when nothing arrives.
-    case tick
-}
+import Machines
 
 /// A subscription to the transfer characteristic's notifications: through the socket of
 /// `AcquireNotify` when BlueZ grants it (one packet per notification, the value never passes

@@ -1,4 +1,5 @@
 import Foundation
+import Machines
 import Transfer
 
 /// An option value a user typed that no run can take: one line naming the option and what

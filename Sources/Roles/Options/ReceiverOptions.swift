@@ -1,3 +1,4 @@
+import Machines
 import Storage
 import Transfer
 

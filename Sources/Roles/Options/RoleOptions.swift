@@ -1,3 +1,4 @@
+import Machines
 import Transfer
 
 /// What both roles' options name the same way: the adapter, the transfer service and its

@@ -1,3 +1,4 @@
+import Machines
 import Transfer
 
 /// The sender's options as `send` and `daemon --role sender` both take them, in the units a

@@ -1,4 +1,5 @@
 import BlueZ
+import Machines
 import Trust
 
 /// Runs a `PairingExchange` over the channel two hosts met on: carries its messages, bounds

@@ -1,5 +1,6 @@
 import BlueZ
 import BluetoothModel
+import Machines
 import Transfer
 import Trust
 

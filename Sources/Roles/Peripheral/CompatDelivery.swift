@@ -1,4 +1,5 @@
 import BlueZ
+import Machines
 
 /// How the sender hands values to a central following Apple's flow (compat), whose format has
 /// no sequence numbers: the order the central receives is the message.

@@ -1,4 +1,5 @@
 import BlueZ
+import Machines
 
 /// Turns the devices BlueZ names in calls on our characteristic into what events show.
 enum PeerResolver {

@@ -1,5 +1,7 @@
 import BlueZ
 import Logging
+import Machines
+import Storage
 import Synchronization
 import Transfer
 import Trust

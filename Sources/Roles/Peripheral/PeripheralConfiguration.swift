@@ -1,4 +1,6 @@
 import BlueZ
+import Machines
+import Storage
 import Transfer
 
 /// What a `Peripheral` serves and how.

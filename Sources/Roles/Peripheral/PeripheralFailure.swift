@@ -1,4 +1,5 @@
 import BlueZ
+import Machines
 
 /// Maps what BlueZ answers to registration into the failures a user sees.
 enum PeripheralFailure {

@@ -1,5 +1,7 @@
 import BlueZ
 import Logging
+import Machines
+import Storage
 import Transfer
 import Trust
 
@@ -134,7 +136,7 @@ actor SubscriptionServer {
     private let activityContinuation: AsyncStream<ServerActivity>.Continuation
 
     private var offered: (message: OutgoingMessage, sequence: Int)?
-    private var hellos: HelloRegistry
+    private var hellos: HelloRegistry<DeviceReference>
     /// ATT MTU by device, from the options of their writes: the StartNotify path gets no MTU,
     /// and a value longer than MTU − 3 would be cut by bluetoothd without a word.
     private var mtus: [DeviceReference: Int] = [:]

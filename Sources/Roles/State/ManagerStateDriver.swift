@@ -1,4 +1,5 @@
 import BlueZ
+import Machines
 import Transfer
 
 /// Feeds what the BlueZ layer observes about bluetoothd and the chosen adapter into the

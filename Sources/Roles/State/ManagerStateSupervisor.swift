@@ -1,4 +1,5 @@
 import BlueZ
+import Machines
 import Transfer
 
 /// Follows the manager state for a role: one period of work for each time the adapter is

@@ -1,4 +1,5 @@
 import Logging
+import Machines
 import Synchronization
 import Trust
 

@@ -1,4 +1,6 @@
 import BlueZ
+@testable import Machines
+@testable import Storage
 import Synchronization
 import Foundation
 @testable import Roles

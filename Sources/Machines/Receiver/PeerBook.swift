@@ -10,8 +10,8 @@
 ///   and the others when both wait, and inside each class takes the one visited least
 ///   recently (never visited: seen first). So neither a stream of fresh random addresses nor
 ///   a proven sender with endless tiny messages can take every visit.
-struct PeerBook: Sendable {
-    struct Record: Sendable, Equatable {
+package struct PeerBook: Sendable {
+    package struct Record: Sendable, Equatable {
         var consecutiveFailures = 0
         var notBefore: Duration = .zero
         var messagesReceived = 0
@@ -22,17 +22,17 @@ struct PeerBook: Sendable {
     }
 
     /// Default bound of ``records``.
-    static let defaultCapacity = 1024
+    package static let defaultCapacity = 1024
 
-    let backoff: BackoffPolicy
+    package let backoff: BackoffPolicy
     /// RSSI floor in dBm; nil accepts any.
-    let minimumRSSI: Int?
-    let capacity: Int
-    private(set) var records: [String: Record] = [:]
+    package let minimumRSSI: Int?
+    package let capacity: Int
+    package private(set) var records: [String: Record] = [:]
     /// Whether the last visit went to a proven peer; the next prefers the other class.
     private var lastVisitWasProven = false
 
-    init(backoff: BackoffPolicy, minimumRSSI: Int?, capacity: Int = PeerBook.defaultCapacity) {
+    package init(backoff: BackoffPolicy, minimumRSSI: Int?, capacity: Int = PeerBook.defaultCapacity) {
         self.backoff = backoff
         self.minimumRSSI = minimumRSSI
         self.capacity = max(1, capacity)
@@ -41,27 +41,32 @@ struct PeerBook: Sendable {
     /// Whether a sighting of `address` with signal `rssi` is worth a connection attempt at
     /// `now`. With a floor, a sighting without an RSSI reading (a device BlueZ merely
     /// remembers) waits for a fresh advertisement.
-    func accepts(address: String, rssi: Int?, at now: Duration) -> Bool {
+    package func accepts(address: String, rssi: Int?, at now: Duration) -> Bool {
         if let minimumRSSI {
             guard let rssi, rssi >= minimumRSSI else { return false }
         }
         return isEligible(address, at: now)
     }
 
-    func isEligible(_ address: String, at now: Duration) -> Bool {
+    package func isEligible(_ address: String, at now: Duration) -> Bool {
         guard let record = records[Self.key(address)] else { return true }
         return now >= record.notBefore
     }
 
     /// A candidate for a visit: its address and signal strength.
-    struct Candidate: Sendable, Equatable {
-        var address: String
-        var rssi: Int?
+    package struct Candidate: Sendable, Equatable {
+        package var address: String
+        package var rssi: Int?
+
+        package init(address: String, rssi: Int?) {
+            self.address = address
+            self.rssi = rssi
+        }
     }
 
     /// Picks which of `candidates` to visit at `now` (nil when none is eligible) and records
     /// the visit. New addresses are remembered as seen now.
-    mutating func choose(_ candidates: [Candidate], at now: Duration) -> Int? {
+    package mutating func choose(_ candidates: [Candidate], at now: Duration) -> Int? {
         var eligible: [(index: Int, record: Record)] = []
         for (index, candidate) in candidates.enumerated() where accepts(address: candidate.address, rssi: candidate.rssi, at: now) {
             let key = Self.key(candidate.address)
@@ -91,7 +96,7 @@ struct PeerBook: Sendable {
 
     /// Records a failed visit and returns how long `address` now waits.
     @discardableResult
-    mutating func recordFailure(_ address: String, at now: Duration, severe: Bool = false) -> Duration {
+    package mutating func recordFailure(_ address: String, at now: Duration, severe: Bool = false) -> Duration {
         let key = Self.key(address)
         var record = records[key] ?? Record(firstSeen: now)
         record.consecutiveFailures += severe ? 4 : 1
@@ -104,7 +109,7 @@ struct PeerBook: Sendable {
     /// Records a message received from `address`: it may be visited again at once (a sender
     /// with several messages waits for the next subscription; ``choose(_:at:)`` still lets
     /// others in between).
-    mutating func recordSuccess(_ address: String, at now: Duration = .zero) {
+    package mutating func recordSuccess(_ address: String, at now: Duration = .zero) {
         let key = Self.key(address)
         var record = records[key] ?? Record(firstSeen: now)
         record.consecutiveFailures = 0
@@ -114,7 +119,7 @@ struct PeerBook: Sendable {
     }
 
     /// The earliest moment after `now` when a peer now backing off becomes eligible.
-    func nextEligibility(after now: Duration) -> Duration? {
+    package func nextEligibility(after now: Duration) -> Duration? {
         records.values.map(\.notBefore).filter { $0 > now }.min()
     }
 
@@ -132,5 +137,27 @@ struct PeerBook: Sendable {
         records[key] = record
     }
 
-    static func key(_ address: String) -> String { address.uppercased() }
+    package static func key(_ address: String) -> String { address.uppercased() }
+}
+
+/// Exponential back-off: `initial`, doubled per consecutive failure, capped at `maximum`.
+public struct BackoffPolicy: Sendable, Hashable {
+    public var initial: Duration
+    public var maximum: Duration
+
+    public init(initial: Duration = .milliseconds(500), maximum: Duration = .seconds(30)) {
+        self.initial = initial
+        self.maximum = max(initial, maximum)
+    }
+
+    /// The pause after `failures` consecutive failures (1 for the first); zero for none.
+    public func delay(afterFailures failures: Int) -> Duration {
+        guard failures > 0 else { return .zero }
+        var delay = initial
+        for _ in 1..<min(failures, 32) {
+            delay = delay * 2
+            if delay >= maximum { return maximum }
+        }
+        return min(delay, maximum)
+    }
 }

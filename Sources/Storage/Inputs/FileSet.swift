@@ -1,4 +1,5 @@
 import Foundation
+import Machines
 import SystemPackage
 import Transfer
 

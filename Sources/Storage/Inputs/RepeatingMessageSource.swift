@@ -1,3 +1,4 @@
+import Machines
 import Transfer
 
 /// One fixed message, served `count` times (nil: forever). What `bletransfer send` uses.

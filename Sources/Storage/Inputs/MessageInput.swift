@@ -1,3 +1,4 @@
+import Machines
 import SystemPackage
 import Transfer
 

@@ -10,17 +10,25 @@ import Transfer
 /// the session's sealed ACK once every value was handed over; compat counts on a hang-up after `EOM` was
 /// written, once Bluetooth is seen still up `compatConfirmationDelay` later. A hang-up while
 /// the transfer task still runs waits for its verdict: the last values may still be drained.
-struct SubscriptionDelivery: Sendable, Hashable {
+package struct SubscriptionDelivery: Sendable, Hashable {
     /// The durations the rules use, from `PeripheralConfiguration`.
-    struct Limits: Sendable, Hashable {
-        var acknowledgementTimeout: Duration
-        var unsubscribeTimeout: Duration
-        var acknowledgementGrace: Duration
-        var compatConfirmationDelay: Duration
+    package struct Limits: Sendable, Hashable {
+        package var acknowledgementTimeout: Duration
+        package var unsubscribeTimeout: Duration
+        package var acknowledgementGrace: Duration
+        package var compatConfirmationDelay: Duration
+
+        package init(acknowledgementTimeout: Duration, unsubscribeTimeout: Duration, acknowledgementGrace: Duration,
+                     compatConfirmationDelay: Duration) {
+            self.acknowledgementTimeout = acknowledgementTimeout
+            self.unsubscribeTimeout = unsubscribeTimeout
+            self.acknowledgementGrace = acknowledgementGrace
+            self.compatConfirmationDelay = compatConfirmationDelay
+        }
     }
 
     /// The timers one subscription runs; each at most once at a time.
-    enum Timer: Sendable, Hashable, CaseIterable {
+    package enum Timer: Sendable, Hashable, CaseIterable {
         /// The subscription's bound: the whole message, then the ACK or the unsubscription.
         case deadline
         /// After a hang-up with confirmed indications: how long a confirmation already on its
@@ -33,7 +41,7 @@ struct SubscriptionDelivery: Sendable, Hashable {
     }
 
     /// How the transfer task stopped short.
-    enum TransferFailure: Sendable, Hashable {
+    package enum TransferFailure: Sendable, Hashable {
         /// The socket's peer closed it: the central unsubscribed.
         case closedByPeer
         /// We stopped it (cancelled, channel closed); whoever did reports why.
@@ -42,7 +50,7 @@ struct SubscriptionDelivery: Sendable, Hashable {
         case other(String)
     }
 
-    enum Input: Sendable, Hashable {
+    package enum Input: Sendable, Hashable {
         /// The transfer task handed another value to the channel; `bytesSent` of the payload
         /// so far, `last`: that was `EOM`.
         case valueHandedOver(bytesSent: Int, last: Bool)
@@ -74,7 +82,7 @@ struct SubscriptionDelivery: Sendable, Hashable {
         case refusedByUs
     }
 
-    enum Action: Sendable, Hashable {
+    package enum Action: Sendable, Hashable {
         /// The message counts as delivered (at most once).
         case deliver
         /// Report the transfer aborted with this reason (nothing counted).
@@ -99,34 +107,34 @@ struct SubscriptionDelivery: Sendable, Hashable {
     /// `.compat` (Apple's flow) or `.secure` (the framed protocol, always encrypted: ACKs are
     /// records of the session's stream, counted in the session (`countedInSession`) and
     /// possibly after a hang-up).
-    let format: TransferFormat
-    var version2: Bool { format != .compat }
+    package let format: TransferFormat
+    package var version2: Bool { format != .compat }
     /// Values travel as confirmed indications.
-    let confirmsIndications: Bool
-    let totalBytes: Int
-    let limits: Limits
+    package let confirmsIndications: Bool
+    package let totalBytes: Int
+    package let limits: Limits
 
-    private(set) var transferRunning = true
-    private(set) var bytesSent = 0
+    package private(set) var transferRunning = true
+    package private(set) var bytesSent = 0
     /// Every value, `EOM` included, was handed to the channel.
-    private(set) var allValuesHandedOver = false
+    package private(set) var allValuesHandedOver = false
     /// ... and bluetoothd took them.
-    private(set) var endOfMessageWritten = false
+    package private(set) var endOfMessageWritten = false
     /// A fitting ACK came before every value was handed over; it counts once the last is out.
-    private(set) var earlyAcknowledgement = false
-    private(set) var isDelivered = false
-    private(set) var hangUpReason: String?
-    private(set) var drainedWhenClosed: Bool?
-    private(set) var runningTimers: Set<Timer> = []
+    package private(set) var earlyAcknowledgement = false
+    package private(set) var isDelivered = false
+    package private(set) var hangUpReason: String?
+    package private(set) var drainedWhenClosed: Bool?
+    package private(set) var runningTimers: Set<Timer> = []
     /// Why the deadline, when it strikes, drops the central.
-    private(set) var deadlineReason: String?
+    package private(set) var deadlineReason: String?
     /// A `checkBluetoothNow` was asked for and its answer not yet fed.
     private var bluetoothCheckPending = false
-    private(set) var isOver = false
+    package private(set) var isOver = false
 
-    var hasHungUp: Bool { hangUpReason != nil }
+    package var hasHungUp: Bool { hangUpReason != nil }
 
-    init(format: TransferFormat, confirmsIndications: Bool, totalBytes: Int, limits: Limits) {
+    package init(format: TransferFormat, confirmsIndications: Bool, totalBytes: Int, limits: Limits) {
         self.format = format
         self.confirmsIndications = confirmsIndications
         self.totalBytes = totalBytes
@@ -134,14 +142,14 @@ struct SubscriptionDelivery: Sendable, Hashable {
     }
 
     /// Arms the transfer deadline (nil: none) as the subscription starts.
-    mutating func begin(transferDeadline: Duration?, reason: String) -> [Action] {
+    package mutating func begin(transferDeadline: Duration?, reason: String) -> [Action] {
         guard let transferDeadline, !isOver else { return [] }
         var actions: [Action] = []
         arm(&actions, after: transferDeadline, reason: reason)
         return actions
     }
 
-    mutating func handle(_ input: Input) -> [Action] {
+    package mutating func handle(_ input: Input) -> [Action] {
         guard !isOver else { return [] }
         var actions: [Action] = []
         switch input {
@@ -388,7 +396,7 @@ struct SubscriptionDelivery: Sendable, Hashable {
         }
     }
 
-    static func describe(_ duration: Duration) -> String {
+    package static func describe(_ duration: Duration) -> String {
         let seconds = duration.components.seconds
         return seconds >= 120 ? "\(seconds / 60) min \(seconds % 60) s" : "\(seconds) s"
     }

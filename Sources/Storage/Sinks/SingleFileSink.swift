@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Foundation
+import Machines
 import SystemPackage
 import Transfer
 

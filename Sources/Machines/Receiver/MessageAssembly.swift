@@ -1,4 +1,3 @@
-import Storage
 import Transfer
 import Trust
 
@@ -28,40 +27,42 @@ package struct MessageAssembly: Sendable {
         package var secondsRemaining: Double?
     }
 
-    let idleTimeout: Duration
+    package let idleTimeout: Duration
     /// The slowest transfer kept going, in payload bytes per second since subscribing, after
     /// `rateGrace`; 0: no floor. Unlike the idle timer, which every value resets, this bound
     /// counts from the subscription, so a peer trickling a byte now and then cannot hold the
     /// central for longer than `rateGrace + size / minimumRate`.
-    let minimumRate: Int
-    let rateGrace: Duration
+    package let minimumRate: Int
+    package let rateGrace: Duration
     /// How long an `EOM` that arrived before anything told the format (a HELLO was written)
     /// waits for a framed sender's first value; then the message is read as compat (a peer
     /// that ignored the HELLO and sent an empty message). Reordering delays values by
     /// milliseconds, so this is generous.
-    let undecidedSettle: Duration
+    package let undecidedSettle: Duration
     /// Progress is reported at most this often (and always for the last value before `EOM`).
-    let progressInterval: Duration
+    package let progressInterval: Duration
     private var receiver: MessageReceiver
     /// Secure mode: the session answering our version-2 HELLO, until the first values tell
     /// whether the peer speaks it (`mode`).
     private var secure: SecureReceiverSession?
     private let requiresSecure: Bool
-    /// Resume: where the authenticated prefix of an unfinished message is kept as it arrives
-    /// (nil: no checkpoints, and `resume` is not offered).
-    private let resumeSpool: ResumeSpool?
+    /// Resume: the authenticated prefix of an unfinished message is to be kept as it arrives
+    /// (`takeCheckpointWork`); false: no checkpoints, and `resume` is not offered.
+    private let keepsCheckpoints: Bool
+    /// What the resume spool is to do, in order (`takeCheckpointWork`).
+    private var checkpointWork: [CheckpointWork] = []
     /// Secure mode: the sender's key and the current message's HEADER (its spool entry).
     private var senderKey: PeerKey?
     private var currentHeader: MessageHeader?
     /// Resume: the offset the current message continued from.
-    private(set) var resumedFrom: Int?
+    package private(set) var resumedFrom: Int?
     private var mode: Mode
     /// Values that came before the one that tells the mode (EATT may reorder the first ones).
     private var undecidedValues: [[UInt8]] = []
     /// Version 2: values to write to the peer, in order (`takeWrites`).
     private var pendingWrites: [PendingWrite] = []
     /// Secure mode: the sender the handshake authenticated.
-    private(set) var authenticatedSender: AuthenticatedPeer?
+    package private(set) var authenticatedSender: AuthenticatedPeer?
     private var secureAnnouncedLength: Int?
     private var secureBytesReceived = 0
     private var secureValuesReceived = 0
@@ -78,7 +79,7 @@ package struct MessageAssembly: Sendable {
     private var firstValueAt: Duration?
     private var undecidedEndOfMessageAt: Duration?
     private var lastProgressAt: Duration?
-    private(set) var finished = false
+    package private(set) var finished = false
 
     private enum Mode: Sendable, Equatable {
         /// A version-2 HELLO was written: the first values tell version 2 from version 1 or compat.
@@ -91,15 +92,15 @@ package struct MessageAssembly: Sendable {
 
     /// How many early values wait for the one that starts a version-2 stream before the
     /// answer is taken for version 1 or compat.
-    static let undecidedValueLimit = 8
+    package static let undecidedValueLimit = 8
 
     /// `secure`: the session for the version-2 HELLO we wrote (nil: none was written);
     /// `requiresSecure`: any other answer is refused.
     package init(limits: TransferLimits, sentHello: Hello?, idleTimeout: Duration, minimumRate: Int = 0,
          rateGrace: Duration = .seconds(20), progressInterval: Duration = .milliseconds(200),
          undecidedSettle: Duration = .milliseconds(1500), secure: SecureReceiverSession? = nil,
-         requiresSecure: Bool = false, resumeSpool: ResumeSpool? = nil) {
-        self.resumeSpool = resumeSpool
+         requiresSecure: Bool = false, keepsCheckpoints: Bool = false) {
+        self.keepsCheckpoints = keepsCheckpoints
         receiver = MessageReceiver(limits: limits, sentHello: sentHello)
         self.secure = secure
         self.requiresSecure = requiresSecure
@@ -111,24 +112,24 @@ package struct MessageAssembly: Sendable {
         self.progressInterval = progressInterval
     }
 
-    var valuesReceived: Int { mode == .version2 ? secureValuesReceived : receiver.valuesReceived }
-    var bytesReceived: Int { mode == .version2 ? secureBytesReceived : receiver.progress.bytesSoFar }
+    package var valuesReceived: Int { mode == .version2 ? secureValuesReceived : receiver.valuesReceived }
+    package var bytesReceived: Int { mode == .version2 ? secureBytesReceived : receiver.progress.bytesSoFar }
     /// The payload length a framed header announced; nil before it (or for compat).
-    var announcedLength: Int? { mode == .version2 ? secureAnnouncedLength : receiver.progress.totalBytes }
+    package var announcedLength: Int? { mode == .version2 ? secureAnnouncedLength : receiver.progress.totalBytes }
     /// The transfer runs in framed version 2 (secure or plain): its ACK is a record.
-    var isVersion2: Bool { mode == .version2 }
+    package var isVersion2: Bool { mode == .version2 }
     /// The sender chose `pipeline`: its next message may already be coming while this side
     /// stores the last one and acknowledges it.
-    var pipelines: Bool { mode == .version2 && (secure?.pipelines ?? false) }
+    package var pipelines: Bool { mode == .version2 && (secure?.pipelines ?? false) }
     /// Version 2: the number of the message whose HEADER came last (nil: none yet). With
     /// `pipeline`, a HEADER of message m shows the sender had the ACK of message m − 2.
-    private(set) var highestHeaderNumber: UInt32?
+    package private(set) var highestHeaderNumber: UInt32?
     /// Version 2: the sender's CLOSE came; it sends one only once every message is acknowledged.
-    private(set) var senderClosed = false
+    package private(set) var senderClosed = false
     /// Version 2: the number of the message under way (or just completed).
-    var currentMessageNumber: UInt32? { currentHeader?.message }
+    package var currentMessageNumber: UInt32? { currentHeader?.message }
     /// The transfer runs in version 2's secure mode.
-    var isSecure: Bool { mode == .version2 && (secure?.isSecure ?? false) }
+    package var isSecure: Bool { mode == .version2 && (secure?.isSecure ?? false) }
     /// A secure session that carries several messages (`multi` chosen) and has not ended:
     /// after a `.complete`, the next message or the sender's CLOSE follows.
     /// A secure session is (or will be, once the prefix is read) in the secure mode: the HELLO
@@ -155,6 +156,27 @@ package struct MessageAssembly: Sendable {
         return pendingWrites
     }
 
+    /// Resume: what the spool is to do about the prefix of an unfinished message, asked by
+    /// the inputs handled since the last call. The shell does it before it acts on the step
+    /// those inputs gave (a completed message's checkpoint goes before the message is stored).
+    package enum CheckpointWork: Sendable, Equatable {
+        /// Keep `bytes`, which continue the message of `header` at `offset`.
+        case append(sender: PeerKey?, header: MessageHeader, offset: Int, bytes: [UInt8])
+        /// The checkpoint of the message of `header` is of no more use (complete, or bad).
+        case remove(sender: PeerKey?, header: MessageHeader)
+    }
+
+    package mutating func takeCheckpointWork() -> [CheckpointWork] {
+        defer { checkpointWork = [] }
+        return checkpointWork
+    }
+
+    /// A secure session's prefix is kept once the handshake has named its sender: the spool
+    /// files it under that key.
+    private func checkpoints(in session: SecureReceiverSession) -> Bool {
+        keepsCheckpoints && (senderKey != nil || !session.isSecure)
+    }
+
     /// Secure mode, after the message was stored: the values of the sealed ACK to write.
     /// `alreadyStored`: an earlier copy was stored (outcome 01). `closing` (a multi session
     /// whose last wanted message this is): a sealed CLOSE `01` ("takes no more") goes with the
@@ -168,7 +190,7 @@ package struct MessageAssembly: Sendable {
     }
 
     /// The failure when the transfer fell below `minimumRate` at `time`; nil while it keeps up.
-    func rateShortfall(at time: Duration) -> TransferFailure? {
+    package func rateShortfall(at time: Duration) -> TransferFailure? {
         guard minimumRate > 0, time > rateGrace else { return nil }
         let owed = Double(minimumRate) * (time - rateGrace).seconds
         let received = bytesReceived + (mode == .version2 ? secureBytesOfEarlierMessages : 0)
@@ -296,13 +318,13 @@ package struct MessageAssembly: Sendable {
     /// first value (sequence 0) without the prefix, or a sequence number beyond the reorder
     /// window, which a value overtaking the first could not have. A peer that ignored the HELLO
     /// (Apple's flow) is thereby told at its first value, as without a version-2 HELLO.
-    static func cannotBeVersion2(_ value: [UInt8]) -> Bool {
+    package static func cannotBeVersion2(_ value: [UInt8]) -> Bool {
         guard value.count > WireFormat.framedSequenceLength else { return true }
         let sequence = Int(value[0]) << 8 | Int(value[1])
         return sequence == 0 || sequence >= WireFormat.reorderWindow
     }
 
-    static func startsVersion1Stream(_ value: [UInt8]) -> Bool {
+    package static func startsVersion1Stream(_ value: [UInt8]) -> Bool {
         value.count >= 2 + FramedHeader.magic.count + 1 && value[0] == 0 && value[1] == 0
             && value[2..<(2 + FramedHeader.magic.count)].elementsEqual(FramedHeader.magic)
             && value[2 + FramedHeader.magic.count] == 1
@@ -316,7 +338,7 @@ package struct MessageAssembly: Sendable {
 
     /// After a `.complete` of a multi session was stored and acknowledged: the step for what
     /// arrived after it meanwhile in the values already read (nil: nothing).
-    mutating func continueAfterMessage(at time: Duration) -> Step? {
+    package mutating func continueAfterMessage(at time: Duration) -> Step? {
         guard !finished, mode == .version2, !stashedValues.isEmpty || !stashedEvents.isEmpty else { return nil }
         return handleSecure([], at: time)
     }
@@ -376,12 +398,12 @@ package struct MessageAssembly: Sendable {
         case .resumed(let offset):
             resumedFrom = offset
         case .appended(let offset, let bytes):
-            if senderKey != nil || !session.isSecure, let currentHeader, ResumeSpool.checkpoints(currentHeader) {
-                resumeSpool?.append(sender: senderKey, header: currentHeader, offset: offset, bytes: bytes)
+            if checkpoints(in: session), let currentHeader {
+                checkpointWork.append(.append(sender: senderKey, header: currentHeader, offset: offset, bytes: bytes))
             }
         case .refusedDigestMismatch(let header):
             // The checkpoint (or what continued it) was bad: nothing of it is kept.
-            if senderKey != nil || !session.isSecure { resumeSpool?.remove(sender: senderKey, header: header) }
+            if checkpoints(in: session) { checkpointWork.append(.remove(sender: senderKey, header: header)) }
             finished = true
             return .step(.failed(.transient("the resumed message did not verify (SHA-256); its checkpoint is discarded and nothing kept")))
         case .header(let header):
@@ -399,9 +421,7 @@ package struct MessageAssembly: Sendable {
         case .complete(let payload, let header):
             messageUnderWay = false
             // Verified: the central stores it next; its checkpoint is of no more use.
-            if senderKey != nil || !session.isSecure, ResumeSpool.checkpoints(header) {
-                resumeSpool?.remove(sender: senderKey, header: header)
-            }
+            if checkpoints(in: session) { checkpointWork.append(.remove(sender: senderKey, header: header)) }
             var message = ReceivedMessage(
                 body: payload, format: .framed,
                 header: FramedHeader(session: receiver.sentHello?.session ?? SessionID(rawValue: 0),
@@ -442,12 +462,12 @@ package struct MessageAssembly: Sendable {
     }
 
     /// A sender that answered in the retired framed version 1: one line, nothing kept.
-    static let version1Refusal = TransferFailure.refused(
+    package static let version1Refusal = TransferFailure.refused(
         bound: "framed-version",
         reason: "it answered in framed version 1, which this bletransfer no longer speaks; "
             + "update bletransfer on that host; nothing kept")
 
-    static func failure(_ error: SecureSessionError) -> TransferFailure {
+    package static func failure(_ error: SecureSessionError) -> TransferFailure {
         switch error {
         case .unauthorizedPeer(let key):
             return .refused(bound: "authorized-peers",
@@ -516,7 +536,7 @@ package struct MessageAssembly: Sendable {
             }
     }
 
-    static func describe(_ duration: Duration) -> String {
+    package static func describe(_ duration: Duration) -> String {
         let value = duration.seconds
         return value == value.rounded() ? "\(Int(value)) s" : "\(value) s"
     }
@@ -536,7 +556,7 @@ package enum TransferFailure: Error, Sendable, Equatable, CustomStringConvertibl
     /// "reserve", "quota-bytes", "quota-files"); the peer backs off like after a severe failure.
     case refused(bound: String, reason: String)
 
-    init(_ error: ReceiveError) {
+    package init(_ error: ReceiveError) {
         switch error {
         case .sessionMismatch:
             // BlueZ 5.66 sends notifications to every subscriber: another central's framed
@@ -554,7 +574,7 @@ package enum TransferFailure: Error, Sendable, Equatable, CustomStringConvertibl
         }
     }
 
-    var isRefusal: Bool {
+    package var isRefusal: Bool {
         if case .refused = self { true } else { false }
     }
 
@@ -565,4 +585,15 @@ package enum TransferFailure: Error, Sendable, Equatable, CustomStringConvertibl
         case .refused(_, let reason): reason
         }
     }
+}
+
+/// What arrives while a central is subscribed.
+package enum TransferInput: Sendable, Equatable {
+    /// One notification value.
+    case value([UInt8])
+    /// The subscription ended from the other side (socket closed, characteristic removed, the
+    /// peer disconnected); `reason` says which, in words.
+    case ended(String)
+    /// A clock tick, so the idle timeout is checked even when nothing arrives.
+    case tick
 }

@@ -1,3 +1,4 @@
+import Machines
 import Transfer
 
 /// Where a `Peripheral` gets the messages it serves, one at a time, in order.

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import DaemonSupport
+import Machines
 import Transfer
 import SystemCalls
 

@@ -1,4 +1,3 @@
-import BlueZ
 import Transfer
 import Trust
 
@@ -11,20 +10,21 @@ import Trust
 /// connected devices are kept, and a new HELLO is dropped when every entry is one: a device
 /// rotating addresses cannot push out the HELLO of a central that is still connected (each
 /// address it keeps connected costs it a link, and disconnected ones are forgotten). Pure:
-/// the caller supplies the time and which devices are connected.
-struct HelloRegistry: Sendable {
-    struct Entry: Sendable {
+/// the caller supplies the time and which devices are connected, and names devices by its
+/// own key (`DeviceKey`: BlueZ's `DeviceReference` in the sender).
+package struct HelloRegistry<DeviceKey: Hashable & Sendable>: Sendable {
+    package struct Entry: Sendable {
         var hello: Hello
         /// The same HELLO read as version 2 (with its capability offer), when it is one.
         var version2: HelloV2?
         var writtenAt: ContinuousClock.Instant
     }
 
-    let capacity: Int
-    let lifetime: Duration
-    private(set) var entries: [DeviceReference: Entry] = [:]
+    package let capacity: Int
+    package let lifetime: Duration
+    package private(set) var entries: [DeviceKey: Entry] = [:]
 
-    init(capacity: Int, lifetime: Duration) {
+    package init(capacity: Int, lifetime: Duration) {
         self.capacity = max(1, capacity)
         self.lifetime = lifetime
     }
@@ -32,9 +32,9 @@ struct HelloRegistry: Sendable {
     /// Remembers (or replaces) the HELLO `device` wrote at `time`. False when the table is
     /// full of entries of devices `isConnected` says are connected: the HELLO is not kept.
     @discardableResult
-    mutating func record(_ hello: Hello, version2: HelloV2? = nil, from device: DeviceReference,
+    package mutating func record(_ hello: Hello, version2: HelloV2? = nil, from device: DeviceKey,
                          at time: ContinuousClock.Instant,
-                         isConnected: (DeviceReference) -> Bool = { _ in false }) -> Bool {
+                         isConnected: (DeviceKey) -> Bool = { _ in false }) -> Bool {
         removeExpired(at: time)
         if entries[device] == nil {
             while entries.count >= capacity {
@@ -50,26 +50,26 @@ struct HelloRegistry: Sendable {
     /// The HELLO `device` wrote, if it is still valid at `time`. It stays valid for later
     /// subscriptions of the same device (a central that subscribes again after an aborted
     /// transfer keeps its format), until it expires or is replaced.
-    func hello(from device: DeviceReference, at time: ContinuousClock.Instant) -> Hello? {
+    package func hello(from device: DeviceKey, at time: ContinuousClock.Instant) -> Hello? {
         guard let entry = entries[device], time - entry.writtenAt <= lifetime else { return nil }
         return entry.hello
     }
 
     /// The version-2 HELLO `device` wrote, if it is still valid at `time`.
-    func version2Hello(from device: DeviceReference, at time: ContinuousClock.Instant) -> HelloV2? {
+    package func version2Hello(from device: DeviceKey, at time: ContinuousClock.Instant) -> HelloV2? {
         guard let entry = entries[device], time - entry.writtenAt <= lifetime else { return nil }
         return entry.version2
     }
 
     /// The device whose HELLO is the most recent still valid at `time`. For the StartNotify
     /// path, where BlueZ does not say which device subscribed.
-    func mostRecent(at time: ContinuousClock.Instant) -> (device: DeviceReference, hello: Hello, version2: HelloV2?)? {
+    package func mostRecent(at time: ContinuousClock.Instant) -> (device: DeviceKey, hello: Hello, version2: HelloV2?)? {
         entries.filter { time - $0.value.writtenAt <= lifetime }
             .max(by: { $0.value.writtenAt < $1.value.writtenAt })
             .map { ($0.key, $0.value.hello, $0.value.version2) }
     }
 
-    mutating func forget(_ device: DeviceReference) {
+    package mutating func forget(_ device: DeviceKey) {
         entries[device] = nil
     }
 

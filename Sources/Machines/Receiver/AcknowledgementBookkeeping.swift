@@ -1,0 +1,88 @@
+/// What a receiver keeps about its ACKs between the values of a visit and across visits: pure
+/// values, kept by the central's shell.
+
+/// A message of this visit acknowledged by a write command, until the sender's answer shows
+/// the ACK arrived.
+package struct UnconfirmedAcknowledgement: Sendable {
+    package var message: UInt32
+    package var digest: [UInt8]
+    package var storedAt: String?
+    /// The sender as the receipt journal names it.
+    package var sender: String
+
+    package init(message: UInt32, digest: [UInt8], storedAt: String?, sender: String) {
+        self.message = message
+        self.digest = digest
+        self.storedAt = storedAt
+        self.sender = sender
+    }
+}
+
+/// A stored message whose sender may not have seen the ACK.
+package struct UnacknowledgedMessage: Sendable, Equatable {
+    package var digest: [UInt8]
+    package var storedAt: String?
+    /// The sender as the receipt journal names it (nil: not journalled).
+    package var sender: String?
+
+    package init(digest: [UInt8], storedAt: String?, sender: String? = nil) {
+        self.digest = digest
+        self.storedAt = storedAt
+        self.sender = sender
+    }
+}
+
+/// ACKs written as write commands in a session and not yet shown to have arrived.
+package struct UnconfirmedAcknowledgements: Sendable {
+    package var pending: [UnconfirmedAcknowledgement] = []
+
+    /// Takes out the ACKs `assembly` shows arrived: a HEADER of message m shows those up to
+    /// m − 2 (the window), the sender's CLOSE all of them.
+    package init() {}
+
+    package mutating func takeConfirmed(by assembly: MessageAssembly) -> [UnconfirmedAcknowledgement] {
+        guard !pending.isEmpty else { return [] }
+        let answered: [UnconfirmedAcknowledgement]
+        if assembly.senderClosed {
+            answered = pending
+        } else if let highest = assembly.highestHeaderNumber, highest >= 2 {
+            answered = pending.filter { $0.message <= highest - 2 }
+        } else {
+            answered = []
+        }
+        pending.removeAll { ack in answered.contains { $0.message == ack.message } }
+        return answered
+    }
+}
+
+/// A table keyed by peer address that keeps at most `capacity` addresses: setting a new one
+/// past the bound drops the address set longest ago, so rotating (random) addresses cannot grow
+/// it. What a dropped entry costs is the caller's to say (a slower visit, a message stored twice).
+package struct BoundedAddressTable<Value: Sendable>: Sendable {
+    package let capacity: Int
+    private var values: [String: Value] = [:]
+    /// Addresses in the order they were first set, oldest first.
+    private var order: [String] = []
+
+    package init(capacity: Int) {
+        self.capacity = max(1, capacity)
+    }
+
+    package subscript(address: String) -> Value? { values[address] }
+
+    package var count: Int { values.count }
+
+    package mutating func set(_ value: Value, for address: String) {
+        if values.updateValue(value, forKey: address) == nil { order.append(address) }
+        while order.count > capacity {
+            values.removeValue(forKey: order.removeFirst())
+        }
+    }
+
+    @discardableResult
+    package mutating func removeValue(for address: String) -> Value? {
+        guard let value = values.removeValue(forKey: address) else { return nil }
+        order.removeAll { $0 == address }
+        return value
+    }
+}
