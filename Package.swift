@@ -16,6 +16,21 @@ import PackageDescription
 //   SystemCalls (the one EINTR/EAGAIN helper) sits below everything that makes socket calls.
 // Tests: one target per library, CLITests for the command line; TestSupport (under Tests/)
 // holds what they share.
+
+// The products of the package dependencies that targets use, each named once.
+let argumentParser: Target.Dependency = .product(name: "ArgumentParser", package: "swift-argument-parser")
+let crypto: Target.Dependency = .product(name: "Crypto", package: "swift-crypto")
+let logging: Target.Dependency = .product(name: "Logging", package: "swift-log")
+let propertyBased: Target.Dependency = .product(name: "PropertyBased", package: "swift-property-based")
+let serviceLifecycle: Target.Dependency = .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")
+let systemPackage: Target.Dependency = .product(name: "SystemPackage", package: "swift-system")
+let unixSignals: Target.Dependency = .product(name: "UnixSignals", package: "swift-service-lifecycle")
+
+/// A test target that uses TestSupport, as all but DaemonSupportTests do.
+func testTarget(_ name: String, _ dependencies: [Target.Dependency], exclude: [String] = []) -> Target {
+    .testTarget(name: name, dependencies: dependencies + ["TestSupport"], exclude: exclude)
+}
+
 let package = Package(
     name: "bletransfer",
     // The tool, and the one library meant for reuse: the typed BlueZ client (its public API
@@ -55,57 +70,39 @@ let package = Package(
         // errno: for the socket calls swift-system's FileDescriptor does not wrap.
         .target(
             name: "SystemCalls",
-            dependencies: [.product(name: "SystemPackage", package: "swift-system")]
+            dependencies: [systemPackage]
         ),
         // libdbus-1 wrapper: event loop thread, async calls, signals, exported objects.
         .target(
             name: "DBus",
-            dependencies: [
-                "CDBus", "SystemCalls",
-                .product(name: "SystemPackage", package: "swift-system"),
-                .product(name: "Logging", package: "swift-log"),
-            ]
+            dependencies: ["CDBus", "SystemCalls", systemPackage, logging]
         ),
         // Typed org.bluez client: adapters, devices, remote and local GATT, advertising.
         .target(
             name: "BlueZ",
-            dependencies: [
-                "BluetoothModel", "DBus", "CBlueZ", "SystemCalls",
-                .product(name: "SystemPackage", package: "swift-system"),
-                .product(name: "Logging", package: "swift-log"),
-            ]
+            dependencies: ["BluetoothModel", "DBus", "CBlueZ", "SystemCalls", systemPackage, logging]
         ),
         // Pure Swift, no I/O: UUIDs, wire formats, chunking, reassembly, state machine.
         .target(
             name: "Transfer",
-            dependencies: [
-                "BluetoothModel",
-                .product(name: "Crypto", package: "swift-crypto"),
-            ]
+            dependencies: ["BluetoothModel", crypto]
         ),
         // Pure Swift, no I/O but key files: host identities, authorized peers, the Noise XX
         // handshake and the record cipher of framed version 2 (docs/wire-v2.md).
         .target(
             name: "Trust",
-            dependencies: [
-                "Transfer",
-                .product(name: "Crypto", package: "swift-crypto"),
-            ]
+            dependencies: ["Transfer", crypto]
         ),
         // What unattended operation needs: systemd notify protocol, journald-friendly logging,
         // the sender's outbox.
         .target(
             name: "DaemonSupport",
-            dependencies: [
-                "Transfer", "SystemCalls",
-                .product(name: "SystemPackage", package: "swift-system"),
-                .product(name: "Logging", package: "swift-log"),
-            ]
+            dependencies: ["Transfer", "SystemCalls", systemPackage, logging]
         ),
         // The roles' pure decisions, no I/O and no clock: one machine per side (the sender's
         // `SubscriptionDelivery`, the receiver's `MessageAssembly`), what each side keeps
-        // between connections (HELLOs, the peer book), the trust policy, and the vocabulary
-        // both roles report in (events, failures).
+        // between connections (HELLOs, the peer book, ACK bookkeeping), the addressing rule, and
+        // the vocabulary both roles report in (events, failures).
         .target(
             name: "Machines",
             dependencies: ["Transfer", "Trust"]
@@ -116,18 +113,14 @@ let package = Package(
         // stored once through a crash), the resume spool.
         .target(
             name: "Storage",
-            dependencies: [
-                "Machines", "Transfer", "Trust", "DaemonSupport", "CFileAttributes",
-                .product(name: "SystemPackage", package: "swift-system"),
-            ]
+            dependencies: ["Machines", "Transfer", "Trust", "DaemonSupport", "CFileAttributes", systemPackage]
         ),
         // Peripheral (send) and Central (receive) engines over BlueZ.
         .target(
             name: "Roles",
             dependencies: [
                 "Machines", "Transfer", "Trust", "Storage", "BlueZ", "DaemonSupport", "CFileAttributes", "SystemCalls",
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "SystemPackage", package: "swift-system"),
+                logging, systemPackage,
             ]
         ),
         // `bletransfer daemon` without its command line: supervisor, reporter, inbox and
@@ -136,20 +129,14 @@ let package = Package(
             name: "Daemon",
             dependencies: [
                 "Roles", "Machines", "Transfer", "Trust", "Storage", "BlueZ", "DaemonSupport", "SystemCalls",
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
-                .product(name: "SystemPackage", package: "swift-system"),
+                logging, serviceLifecycle, unixSignals, systemPackage,
             ]
         ),
         .executableTarget(
             name: "bletransfer",
             dependencies: [
                 "Daemon", "Roles", "Machines", "Transfer", "BlueZ", "DaemonSupport", "Trust", "Storage",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "SystemPackage", package: "swift-system"),
-                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                argumentParser, logging, systemPackage, unixSignals,
             ],
             plugins: ["BuildInfoPlugin"]
         ),
@@ -165,9 +152,7 @@ let package = Package(
             name: "bletransfer-bench",
             dependencies: [
                 "Transfer", "Trust", "Roles", "Machines", "Storage", "DBus",
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "SystemPackage", package: "swift-system"),
+                crypto, argumentParser, systemPackage,
             ]
         ),
 
@@ -178,62 +163,19 @@ let package = Package(
             dependencies: ["BlueZ", "DBus", "Trust"],
             path: "Tests/TestSupport"
         ),
-        .testTarget(
-            name: "TransferTests",
-            dependencies: [
-                "Transfer", "TestSupport",
-                .product(name: "PropertyBased", package: "swift-property-based"),
-            ]
-        ),
-        .testTarget(
-            name: "TrustTests",
-            dependencies: [
-                "Trust", "Transfer", "TestSupport",
-                .product(name: "PropertyBased", package: "swift-property-based"),
-            ],
-            // Prints the Noise known answers NoiseXXTests holds, from an independent implementation.
-            exclude: ["noise-vectors.py"]
-        ),
+        testTarget("TransferTests", ["Transfer", propertyBased]),
+        // Prints the Noise known answers NoiseXXTests holds, from an independent implementation.
+        testTarget("TrustTests", ["Trust", "Transfer", propertyBased], exclude: ["noise-vectors.py"]),
         // keygen and id, run as the built executable.
-        .testTarget(
-            name: "TrustCLITests",
-            dependencies: ["bletransfer", "Daemon", "Trust", "TestSupport"]
-        ),
-        .testTarget(
-            name: "DBusTests",
-            dependencies: [
-                "DBus", "TestSupport",
-                .product(name: "PropertyBased", package: "swift-property-based"),
-            ]
-        ),
-        .testTarget(
-            name: "BlueZTests",
-            dependencies: ["BluetoothModel", "BlueZ", "DBus", "TestSupport"]
-        ),
-        .testTarget(
-            name: "DaemonSupportTests",
-            dependencies: ["DaemonSupport", "SystemCalls", .product(name: "SystemPackage", package: "swift-system")]
-        ),
-        .testTarget(
-            name: "RolesTests",
-            dependencies: [
-                "Roles", "Machines", "Storage", "Transfer", "Trust", "BlueZ", "DBus", "DaemonSupport", "TestSupport",
-                .product(name: "PropertyBased", package: "swift-property-based"),
-            ]
-        ),
-        .testTarget(
-            name: "DaemonTests",
-            // DaemonBlueZooTests also run the `bletransfer` executable that `swift test` builds.
-            dependencies: ["Daemon", "Roles", "Machines", "Storage", "Transfer", "BlueZ", "DBus", "DaemonSupport", "TestSupport"]
-        ),
+        testTarget("TrustCLITests", ["bletransfer", "Daemon", "Trust"]),
+        testTarget("DBusTests", ["DBus", propertyBased]),
+        testTarget("BlueZTests", ["BluetoothModel", "BlueZ", "DBus"]),
+        .testTarget(name: "DaemonSupportTests", dependencies: ["DaemonSupport", "SystemCalls", systemPackage]),
+        testTarget("RolesTests", ["Roles", "Machines", "Storage", "Transfer", "Trust", "BlueZ", "DBus", "DaemonSupport", propertyBased]),
+        // DaemonBlueZooTests also run the `bletransfer` executable that `swift test` builds.
+        testTarget("DaemonTests", ["Daemon", "Roles", "Machines", "Storage", "Transfer", "BlueZ", "DBus", "DaemonSupport"]),
         // The command line's own checks (option validation, usage errors).
-        .testTarget(
-            name: "CLITests",
-            dependencies: [
-                "bletransfer", "Roles", "Machines", "TestSupport",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            ]
-        ),
+        testTarget("CLITests", ["bletransfer", "Roles", "Machines", "Storage", argumentParser]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -80,14 +80,11 @@ public enum DiscoveryTransport: String, Sendable {
 
 /// An adapter (`/org/bluez/hciN`). A handle: properties are read from the session's cache
 /// each time, methods call bluetoothd.
-public struct Adapter: Sendable, Hashable, CustomStringConvertible {
+public struct Adapter: Sendable, Hashable, CustomStringConvertible, BlueZObjectHandle {
+    static let interface = BlueZInterface.adapter
+
     public let session: BluetoothSession
     package let path: ObjectPath
-
-    package init(session: BluetoothSession, path: ObjectPath) {
-        self.session = session
-        self.path = path
-    }
 
     /// "hci0".
     public var name: String {
@@ -106,16 +103,7 @@ public struct Adapter: Sendable, Hashable, CustomStringConvertible {
         session.object(at: path).flatMap { AdapterProperties($0.interfaces) }
     }
 
-    public var exists: Bool { session.properties(of: path, interface: BlueZInterface.adapter) != nil }
-
-    public static func == (lhs: Adapter, rhs: Adapter) -> Bool {
-        lhs.path == rhs.path && lhs.session === rhs.session
-    }
-
-    public func hash(into hasher: inout Hasher) {
-        hasher.combine(path)
-        hasher.combine(ObjectIdentifier(session))
-    }
+    public var exists: Bool { cachedProperties != nil }
 
     // MARK: Power and discovery
 
@@ -175,9 +163,8 @@ public struct Adapter: Sendable, Hashable, CustomStringConvertible {
 
     /// Devices BlueZ currently knows under this adapter (discovered, cached or paired).
     public func devices() -> [Device] {
-        session.paths(implementing: BlueZInterface.device, under: path)
-            .filter { session.properties(of: $0, interface: BlueZInterface.device)?["Adapter"]?.objectPath ?? path == path }
-            .map { Device(session: session, path: $0) }
+        session.handles(Device.self, under: path)
+            .filter { $0.cachedProperties?["Adapter"]?.objectPath ?? path == path }
     }
 
     public func device(address: BluetoothAddress) -> Device? {

@@ -248,9 +248,7 @@ public final class BluetoothSession: Sendable {
 
     /// Adapters, in index order (hci0, hci1, ..., hci10).
     public func adapters() -> [Adapter] {
-        paths(implementing: BlueZInterface.adapter)
-            .map { Adapter(session: self, path: $0) }
-            .sorted { $0.index < $1.index }
+        handles(Adapter.self).sorted { $0.index < $1.index }
     }
 
     /// The adapter named `name` ("hci1", or its address), or the default adapter (the lowest

@@ -56,40 +56,21 @@ public struct DeviceProperties: Sendable, Hashable {
 
 /// A remote device (`/org/bluez/hciN/dev_XX_XX_XX_XX_XX_XX`). A handle: properties come from
 /// the session's cache, methods call bluetoothd.
-public struct Device: Sendable, Hashable, CustomStringConvertible {
+public struct Device: Sendable, Hashable, CustomStringConvertible, BlueZObjectHandle {
+    static let interface = BlueZInterface.device
+
     public let session: BluetoothSession
     package let path: ObjectPath
-
-    package init(session: BluetoothSession, path: ObjectPath) {
-        self.session = session
-        self.path = path
-    }
-
-    /// A handle on the device `reference` names (whether BlueZ still has it or not).
-    public init(session: BluetoothSession, reference: DeviceReference) {
-        self.init(session: session, path: reference.path)
-    }
 
     /// Which device this is, without the session: to hold, compare and show.
     public var reference: DeviceReference { DeviceReference(path: path) }
 
-    public var properties: DeviceProperties? {
-        DeviceProperties(session.properties(of: path, interface: BlueZInterface.device))
-    }
+    public var properties: DeviceProperties? { DeviceProperties(cachedProperties) }
 
-    public var exists: Bool { session.properties(of: path, interface: BlueZInterface.device) != nil }
+    public var exists: Bool { cachedProperties != nil }
 
     public var description: String {
         properties.map { "\($0.displayName) (\($0.address))" } ?? path.rawValue
-    }
-
-    public static func == (lhs: Device, rhs: Device) -> Bool {
-        lhs.path == rhs.path && lhs.session === rhs.session
-    }
-
-    public func hash(into hasher: inout Hasher) {
-        hasher.combine(path)
-        hasher.combine(ObjectIdentifier(session))
     }
 
     // MARK: Connection
@@ -208,8 +189,7 @@ public struct Device: Sendable, Hashable, CustomStringConvertible {
 
     /// Primary and secondary services BlueZ resolved on this device.
     public func services() -> [RemoteGATTService] {
-        session.paths(implementing: BlueZInterface.gattService, under: path)
-            .map { RemoteGATTService(session: session, path: $0) }
+        session.handles(RemoteGATTService.self, under: path)
     }
 
     /// The first service with this UUID (any textual form).
@@ -243,5 +223,13 @@ func withDeadline<T: Sendable>(_ timeout: Duration?, what: String,
         defer { group.cancelAll() }
         guard let first = try await group.next() else { throw CancellationError() }
         return first
+    }
+}
+
+// Outside the struct's body, so that the memberwise `init(session:path:)` stays.
+extension Device {
+    /// A handle on the device `reference` names (whether BlueZ still has it or not).
+    public init(session: BluetoothSession, reference: DeviceReference) {
+        self.init(session: session, path: reference.path)
     }
 }

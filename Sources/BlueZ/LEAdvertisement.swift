@@ -1,6 +1,5 @@
 import BluetoothModel
 import DBus
-import Synchronization
 
 /// What to advertise (org.bluez.LEAdvertisement1 properties, advertising-api.txt).
 public struct AdvertisementConfiguration: Sendable, Hashable {
@@ -39,11 +38,6 @@ public final class LEAdvertisement: Sendable {
     package let path: ObjectPath
     public let configuration: AdvertisementConfiguration
     private let registration: ManagerRegistration
-    private let state = Mutex(State())
-
-    private struct State {
-        var exported = false
-    }
 
     /// An advertisement to be exported at a fresh path of the session's.
     public convenience init(session: BluetoothSession, configuration: AdvertisementConfiguration) {
@@ -63,15 +57,13 @@ public final class LEAdvertisement: Sendable {
     /// (e.g. org.bluez.Error.NotPermitted when no instance is free, InvalidLength when the
     /// data does not fit).
     public func register(on adapter: Adapter) async throws {
-        try export()
-        try await registration.register(on: adapter.path, rollback: unexport)
+        try await registration.register(on: adapter.path, export: export, unexport: unexport)
     }
 
     /// Unregisters (errors swallowed: on teardown BlueZ may already have dropped it) and
     /// removes the exported object.
     public func unregister() async {
-        await registration.unregister()
-        unexport()
+        await registration.unregister(unexport: unexport)
     }
 
     private func markReleased() {
@@ -79,25 +71,11 @@ public final class LEAdvertisement: Sendable {
     }
 
     private func export() throws {
-        let already = state.withLock { state -> Bool in
-            defer { state.exported = true }
-            return state.exported
-        }
-        guard !already else { return }
-        do {
-            try session.connection.export([interface()], at: path)
-        } catch {
-            state.withLock { $0.exported = false }
-            throw BluetoothError.from(error)
-        }
+        try session.connection.export([interface()], at: path)
     }
 
     private func unexport() {
-        let was = state.withLock { state -> Bool in
-            defer { state.exported = false }
-            return state.exported
-        }
-        if was { session.connection.unexport(path) }
+        session.connection.unexport(path)
     }
 
     private func interface() -> DBusInterface {

@@ -135,7 +135,6 @@ public final class LocalGATTApplication: Sendable, CustomStringConvertible {
 
     private struct State {
         var characteristics: [CharacteristicState]
-        var exported = false
         var subscribers: [Int: AsyncStream<LocalGATTEvent>.Continuation] = [:]
         var nextSubscriber = 0
     }
@@ -164,16 +163,14 @@ public final class LocalGATTApplication: Sendable, CustomStringConvertible {
 
     /// Exports the objects and registers the application on `adapter`.
     public func register(on adapter: Adapter) async throws {
-        try exportObjects()
-        try await registration.register(on: adapter.path, rollback: unexportObjects)
+        try await registration.register(on: adapter.path, export: exportObjects, unexport: unexportObjects)
     }
 
     /// Unregisters (if registered) and removes the exported objects. Errors are swallowed:
     /// this runs on teardown, when bluetoothd or the adapter may already be gone (BlueZ then
     /// forgot the application anyway).
     public func unregister() async {
-        await registration.unregister()
-        unexportObjects()
+        await registration.unregister(unexport: unexportObjects)
     }
 
     /// Notifies subscribers through the fallback path: `PropertiesChanged` on `Value`, which
@@ -217,30 +214,15 @@ public final class LocalGATTApplication: Sendable, CustomStringConvertible {
     // MARK: Export
 
     private func exportObjects() throws {
-        let already = state.withLock { state -> Bool in
-            defer { state.exported = true }
-            return state.exported
-        }
-        guard !already else { return }
         let connection = session.connection
-        do {
-            try connection.exportObjectManager(at: root)
-            try connection.export([serviceInterface()], at: servicePath)
-            for index in service.characteristics.indices {
-                try connection.export([characteristicInterface(index)], at: characteristicPaths[index])
-            }
-        } catch {
-            unexportObjects()
-            throw BluetoothError.from(error)
+        try connection.exportObjectManager(at: root)
+        try connection.export([serviceInterface()], at: servicePath)
+        for index in service.characteristics.indices {
+            try connection.export([characteristicInterface(index)], at: characteristicPaths[index])
         }
     }
 
     private func unexportObjects() {
-        let wasExported = state.withLock { state -> Bool in
-            defer { state.exported = false }
-            return state.exported
-        }
-        guard wasExported else { return }
         let connection = session.connection
         for path in characteristicPaths.reversed() { connection.unexport(path) }
         connection.unexport(servicePath)

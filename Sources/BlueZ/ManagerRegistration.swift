@@ -3,7 +3,9 @@ import Synchronization
 
 /// One of our exported objects registered with a bluetoothd manager on an adapter
 /// (LEAdvertisingManager1 for an advertisement, GattManager1 for a GATT application): the
-/// same call, rollback, teardown and record of the adapter for both.
+/// same export bookkeeping, call, rollback, teardown and record of the adapter for both. What
+/// exporting and unexporting the object take is the owner's, passed in as `export` and
+/// `unexport` (closures kept here would hold the owner alive).
 final class ManagerRegistration: Sendable {
     /// A bluetoothd manager interface and its pair of methods.
     struct Manager: Sendable {
@@ -22,8 +24,14 @@ final class ManagerRegistration: Sendable {
     private let session: BluetoothSession
     private let object: ObjectPath
     private let manager: Manager
-    /// The adapter bluetoothd has the object registered on, as far as we know.
-    private let registeredOn = Mutex<ObjectPath?>(nil)
+    private let state = Mutex(State())
+
+    private struct State {
+        /// The adapter bluetoothd has the object registered on, as far as we know.
+        var registeredOn: ObjectPath?
+        /// Whether the object is exported on the session's connection.
+        var exported = false
+    }
 
     init(_ object: ObjectPath, with manager: Manager, in session: BluetoothSession) {
         self.session = session
@@ -31,40 +39,65 @@ final class ManagerRegistration: Sendable {
         self.manager = manager
     }
 
-    var adapter: ObjectPath? { registeredOn.withLock { $0 } }
+    var adapter: ObjectPath? { state.withLock { $0.registeredOn } }
 
-    /// Registers the object with the manager on `adapter`; when bluetoothd refuses, runs
-    /// `rollback` (unexport what was exported for it) and rethrows BlueZ's error unchanged.
-    func register(on adapter: ObjectPath, rollback: () -> Void) async throws {
+    /// Exports the object through `export` unless it is exported already, then registers it
+    /// with the manager on `adapter`. When either fails, `unexport` removes what was exported:
+    /// an export error comes back as a `BluetoothError`, bluetoothd's refusal unchanged.
+    func register(on adapter: ObjectPath, export: () throws -> Void, unexport: () -> Void) async throws {
+        let alreadyExported = state.withLock { state -> Bool in
+            defer { state.exported = true }
+            return state.exported
+        }
+        if !alreadyExported {
+            do {
+                try export()
+            } catch {
+                unexportIfExported(unexport)
+                throw BluetoothError.from(error)
+            }
+        }
         do {
             _ = try await session.call(path: adapter, interface: manager.interface, method: manager.registerMethod,
                                        arguments: [.objectPath(object), .vardict([:])])
         } catch {
-            rollback()
+            unexportIfExported(unexport)
             throw error
         }
-        registeredOn.withLock { $0 = adapter }
+        state.withLock { $0.registeredOn = adapter }
     }
 
-    /// Unregisters the object from the adapter it is registered on, if any. Errors are
-    /// logged at debug and swallowed: this runs on teardown, when bluetoothd or the adapter may
-    /// already be gone (and BlueZ then forgot the object anyway).
-    func unregister() async {
-        let adapter = registeredOn.withLock { registeredOn -> ObjectPath? in
-            defer { registeredOn = nil }
-            return registeredOn
+    /// Unregisters the object from the adapter it is registered on, if any, then unexports it
+    /// through `unexport` if it is exported. Errors are logged at debug and swallowed: this
+    /// runs on teardown, when bluetoothd or the adapter may already be gone (and BlueZ then
+    /// forgot the object anyway).
+    func unregister(unexport: () -> Void) async {
+        let adapter = state.withLock { state -> ObjectPath? in
+            defer { state.registeredOn = nil }
+            return state.registeredOn
         }
-        guard let adapter else { return }
-        do {
-            _ = try await session.call(path: adapter, interface: manager.interface, method: manager.unregisterMethod,
-                                       arguments: [.objectPath(object)])
-        } catch {
-            session.logger.debug("\(manager.unregisterMethod)(\(object)) failed: \(error)")
+        if let adapter {
+            do {
+                _ = try await session.call(path: adapter, interface: manager.interface, method: manager.unregisterMethod,
+                                           arguments: [.objectPath(object)])
+            } catch {
+                session.logger.debug("\(manager.unregisterMethod)(\(object)) failed: \(error)")
+            }
         }
+        unexportIfExported(unexport)
     }
 
-    /// BlueZ dropped the object on its own (it called `Release`): nothing to unregister.
+    /// BlueZ dropped the object on its own (it called `Release`): nothing to unregister. It
+    /// stays exported, for the next `register`.
     func forget() {
-        registeredOn.withLock { $0 = nil }
+        state.withLock { $0.registeredOn = nil }
+    }
+
+    private func unexportIfExported(_ unexport: () -> Void) {
+        let wasExported = state.withLock { state -> Bool in
+            defer { state.exported = false }
+            return state.exported
+        }
+        if wasExported { unexport() }
     }
 }

@@ -2,18 +2,13 @@ import BluetoothModel
 import DBus
 
 /// A service on a remote device (org.bluez.GattService1 under a device path).
-public struct RemoteGATTService: Sendable, Hashable, CustomStringConvertible {
+public struct RemoteGATTService: Sendable, Hashable, CustomStringConvertible, BlueZObjectHandle {
+    static let interface = BlueZInterface.gattService
+
     public let session: BluetoothSession
     package let path: ObjectPath
 
-    package init(session: BluetoothSession, path: ObjectPath) {
-        self.session = session
-        self.path = path
-    }
-
-    private var cached: [String: DBusValue] {
-        session.properties(of: path, interface: BlueZInterface.gattService) ?? [:]
-    }
+    private var cached: [String: DBusValue] { cachedProperties ?? [:] }
 
     /// Lower-case 128-bit UUID as BlueZ reports it ("" once the service is gone).
     public var uuid: String { cached["UUID"]?.string ?? "" }
@@ -22,16 +17,12 @@ public struct RemoteGATTService: Sendable, Hashable, CustomStringConvertible {
     public var description: String { "service \(uuid) (\(path))" }
 
     public func characteristics() -> [RemoteGATTCharacteristic] {
-        session.paths(implementing: BlueZInterface.gattCharacteristic, under: path)
-            .map { RemoteGATTCharacteristic(session: session, path: $0) }
+        session.handles(RemoteGATTCharacteristic.self, under: path)
     }
 
     public func characteristic(uuid: String) -> RemoteGATTCharacteristic? {
         characteristics().first { BluetoothUUID.matches($0.uuid, uuid) }
     }
-
-    public static func == (lhs: Self, rhs: Self) -> Bool { lhs.path == rhs.path && lhs.session === rhs.session }
-    public func hash(into hasher: inout Hasher) { hasher.combine(path) }
 }
 
 /// How `writeValue` writes.
@@ -72,27 +63,19 @@ public struct RemoteCharacteristicProperties: Sendable, Hashable {
 /// A characteristic on a remote device (org.bluez.GattCharacteristic1 under a device path).
 /// Values are plain byte arrays; notifications arrive either as a stream of `Value` changes
 /// (`startNotify` + `valueUpdates`) or through a socket (`acquireNotify`).
-public struct RemoteGATTCharacteristic: Sendable, Hashable, CustomStringConvertible {
+public struct RemoteGATTCharacteristic: Sendable, Hashable, CustomStringConvertible, BlueZObjectHandle {
+    static let interface = BlueZInterface.gattCharacteristic
+
     public let session: BluetoothSession
     package let path: ObjectPath
 
-    package init(session: BluetoothSession, path: ObjectPath) {
-        self.session = session
-        self.path = path
-    }
-
-    public var properties: RemoteCharacteristicProperties? {
-        RemoteCharacteristicProperties(session.properties(of: path, interface: BlueZInterface.gattCharacteristic))
-    }
+    public var properties: RemoteCharacteristicProperties? { RemoteCharacteristicProperties(cachedProperties) }
 
     public var uuid: String { properties?.uuid ?? "" }
     public var flags: [GATTCharacteristicFlag] { properties?.flags ?? [] }
     /// The link's ATT MTU when BlueZ reports it (≥ 5.62), else nil.
     public var mtu: Int? { properties?.mtu }
     public var description: String { "characteristic \(uuid) (\(path))" }
-
-    public static func == (lhs: Self, rhs: Self) -> Bool { lhs.path == rhs.path && lhs.session === rhs.session }
-    public func hash(into hasher: inout Hasher) { hasher.combine(path) }
 
     // MARK: Read / write
 

@@ -4,8 +4,10 @@
 /// component non-empty and made of ASCII letters, digits and "_", no trailing "/" except for
 /// the root path itself.
 public struct ObjectPath: RawRepresentable, Hashable, Sendable, Comparable,
-    ExpressibleByStringLiteral, CustomStringConvertible
+    ExpressibleByStringLiteral, CustomStringConvertible, CheckedDBusString
 {
+    public static let dbusTypeName = "object path"
+
     public let rawValue: String
 
     /// Nil when `rawValue` is not a valid object path.
@@ -14,20 +16,10 @@ public struct ObjectPath: RawRepresentable, Hashable, Sendable, Comparable,
         self.rawValue = rawValue
     }
 
-    /// Traps on an invalid literal: a literal is written by a programmer, not typed by a user.
-    public init(stringLiteral value: String) {
-        guard let path = ObjectPath(rawValue: value) else {
-            preconditionFailure("invalid D-Bus object path literal \"\(value)\"")
-        }
-        self = path
-    }
-
     public static let root = ObjectPath(unchecked: "/")
 
     /// Builds a path known to be valid without checking it again.
     init(unchecked rawValue: String) { self.rawValue = rawValue }
-
-    public var description: String { rawValue }
 
     public static func < (lhs: ObjectPath, rhs: ObjectPath) -> Bool { lhs.rawValue < rhs.rawValue }
 

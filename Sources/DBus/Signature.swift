@@ -5,8 +5,10 @@ import CDBus
 /// A signature may hold zero or more complete types (a method's argument list); the empty
 /// signature is valid.
 public struct Signature: RawRepresentable, Hashable, Sendable, ExpressibleByStringLiteral,
-    CustomStringConvertible
+    CustomStringConvertible, CheckedDBusString
 {
+    public static let dbusTypeName = "signature"
+
     public let rawValue: String
 
     /// Nil when `rawValue` is not a valid signature (checked by libdbus, so the rules, limits
@@ -16,17 +18,7 @@ public struct Signature: RawRepresentable, Hashable, Sendable, ExpressibleByStri
         self.rawValue = rawValue
     }
 
-    /// Traps on an invalid literal: a literal is written by a programmer, not typed by a user.
-    public init(stringLiteral value: String) {
-        guard let signature = Signature(rawValue: value) else {
-            preconditionFailure("invalid D-Bus signature literal \"\(value)\"")
-        }
-        self = signature
-    }
-
     init(unchecked rawValue: String) { self.rawValue = rawValue }
-
-    public var description: String { rawValue }
 
     /// True when the signature is exactly one complete type ("a{sv}", not "ss" nor "").
     public var isSingleCompleteType: Bool {

@@ -88,67 +88,59 @@ struct DaemonReporter {
         case .peerFound(let peer):
             logger.debug("found", metadata: Self.metadata(peer))
         case .connecting(let peer, let attempt):
-            var metadata = Self.metadata(peer)
-            metadata["attempt"] = "\(attempt)"
-            logger.debug("connecting", metadata: metadata)
+            logger.debug("connecting", metadata: Self.metadata(peer, ["attempt": "\(attempt)"]))
         case .connected(let peer):
             logger.debug("connected", metadata: Self.metadata(peer))
         case .subscribed(let peer, let mtu, let format, let transport):
-            var metadata = Self.metadata(peer)
-            metadata["mtu"] = "\(mtu)"
-            metadata["format"] = "\(format.rawValue)"
-            metadata["transport"] = "\(transport.rawValue)"
-            logger.info("subscribed", metadata: metadata)
+            logger.info("subscribed", metadata: Self.metadata(peer, [
+                "mtu": "\(mtu)", "format": "\(format.rawValue)", "transport": "\(transport.rawValue)",
+            ]))
         case .progress(let peer, let progress, _, _):
             var metadata = peer.map(Self.metadata) ?? [:]
             metadata["bytes"] = "\(progress.bytesSoFar)"
             if let total = progress.totalBytes { metadata["total"] = "\(total)" }
             logger.trace("progress", metadata: metadata)
         case .delivered(let summary, let peer):
-            status.messages += 1
-            status.residentBytes = ProcessMemory.residentBytes()
-            var metadata = Self.metadata(summary)
-            if let peer { metadata.merge(Self.metadata(peer)) { _, new in new } }
-            metadata["count"] = "\(status.messages)"
-            if let rss = status.residentBytes { metadata["rss"] = "\(rss)" }
-            logger.info("message delivered", metadata: metadata)
-            extras.count = status.messages
-            extras.rss = status.residentBytes
+            logger.info("message delivered", metadata: countMessage(summary, peer: peer, extras: &extras))
         case .received(let summary, let peer, let storedAt):
-            status.messages += 1
-            status.residentBytes = ProcessMemory.residentBytes()
-            var metadata = Self.metadata(summary)
-            if let peer { metadata.merge(Self.metadata(peer)) { _, new in new } }
+            var metadata = countMessage(summary, peer: peer, extras: &extras)
             if let storedAt { metadata["path"] = "\(storedAt)" }
-            metadata["count"] = "\(status.messages)"
-            if let rss = status.residentBytes { metadata["rss"] = "\(rss)" }
             logger.info("message received", metadata: metadata)
-            extras.count = status.messages
-            extras.rss = status.residentBytes
         case .transferAborted(let peer, let reason):
             var metadata = peer.map(Self.metadata) ?? [:]
             metadata["reason"] = "\(reason)"
             logger.warning("transfer aborted, nothing kept", metadata: metadata)
         case .centralDropped(let peer, let reason):
-            var metadata = Self.metadata(peer)
-            metadata["reason"] = "\(reason)"
-            logger.warning("central dropped", metadata: metadata)
+            logger.warning("central dropped", metadata: Self.metadata(peer, ["reason": "\(reason)"]))
         case .retrying(let reason, let delay):
             logger.notice("retrying", metadata: ["reason": "\(reason)", "delay": "\(EventRenderer.formatSeconds(delay.seconds))"])
         case .disconnected(let peer):
             logger.debug("disconnected", metadata: Self.metadata(peer))
         case .refused(let peer, let bound, let reason, let delay):
-            var metadata = Self.metadata(peer)
-            metadata["bound"] = "\(bound)"
-            metadata["reason"] = "\(reason)"
-            metadata["retry"] = "\(EventRenderer.formatSeconds(delay.seconds))"
-            logger.warning("peer refused, nothing kept", metadata: metadata)
+            logger.warning("peer refused, nothing kept", metadata: Self.metadata(peer, [
+                "bound": "\(bound)", "reason": "\(reason)", "retry": "\(EventRenderer.formatSeconds(delay.seconds))",
+            ]))
         case .warning(let text):
             logger.warning("\(text)")
         }
         if json {
             EventRenderer.writeLine(EventRenderer.jsonLine(for: event, extras: extras), to: STDOUT_FILENO)
         }
+    }
+
+    /// Counts a message delivered or received (and the memory the daemon holds after it), for
+    /// the status and the JSON line; returns what both log lines say of it.
+    private mutating func countMessage(_ summary: MessageSummary, peer: PeerDescription?,
+                                       extras: inout JSONEventExtras) -> Logger.Metadata {
+        status.messages += 1
+        status.residentBytes = ProcessMemory.residentBytes()
+        var metadata = Self.metadata(summary)
+        if let peer { metadata.merge(Self.metadata(peer)) { _, new in new } }
+        metadata["count"] = "\(status.messages)"
+        if let rss = status.residentBytes { metadata["rss"] = "\(rss)" }
+        extras.count = status.messages
+        extras.rss = status.residentBytes
+        return metadata
     }
 
     // MARK: Outbox events
@@ -249,6 +241,11 @@ struct DaemonReporter {
         var metadata: Logger.Metadata = ["peer": "\(peer.address)"]
         if let name = peer.name, !name.isEmpty { metadata["peerName"] = "\(name)" }
         return metadata
+    }
+
+    /// The peer's fields, then `fields`.
+    static func metadata(_ peer: PeerDescription, _ fields: Logger.Metadata) -> Logger.Metadata {
+        metadata(peer).merging(fields) { _, field in field }
     }
 
     static func metadata(_ summary: MessageSummary) -> Logger.Metadata {

@@ -12,6 +12,44 @@ func parseSizesInMiB(_ text: String) throws -> [Int] {
     return sizes
 }
 
+/// What a throughput benchmark sets for `PayloadSizeOptions`: its default sizes and
+/// repetitions, and the fewest runs any size gets.
+protocol PayloadSizeDefaults {
+    static var defaultSizes: String { get }
+    static var defaultRepetitions: Int { get }
+    static var minimumRuns: Int { get }
+}
+
+/// `--sizes` and `--repetitions` of the throughput benchmarks (`transfer`, `session`): the
+/// payload sizes to measure, and how often to measure each, fewer times the larger it is.
+struct PayloadSizeOptions<Defaults: PayloadSizeDefaults>: ParsableArguments {
+    @Option(help: "Payload sizes in MiB, comma-separated.")
+    var sizes: String = Defaults.defaultSizes
+
+    @Option(help: "Repetitions per measurement for a 1 MiB payload (fewer for larger ones).")
+    var repetitions: Int = Defaults.defaultRepetitions
+
+    /// `--sizes`, checked.
+    func sizesInMiB() throws -> [Int] { try parseSizesInMiB(sizes) }
+
+    /// How often a payload of `mib` MiB is measured.
+    func runs(forMiB mib: Int) -> Int { max(Defaults.minimumRuns, repetitions / mib) }
+}
+
+/// The table a throughput benchmark prints for one payload size: each row's rate in MB/s and
+/// against the first row's (the copy baseline) and, with `reference`, against that rate too.
+func printRates(_ rows: [(String, Double)], size: Int, reference: (column: String, bytesPerSecond: Double)? = nil) {
+    let copyBytesPerSecond = Double(size) / rows[0].1
+    print(pad("measurement", 44) + pad("MB/s", 10, right: true) + pad("× copy", 10, right: true)
+          + (reference.map { pad($0.column, 12, right: true) } ?? ""))
+    for (name, seconds) in rows {
+        let rate = Double(size) / seconds
+        print(pad(name, 44) + pad(format(rate / 1e6, digits: 1), 10, right: true)
+              + pad(format(rate / copyBytesPerSecond, digits: 3), 10, right: true)
+              + (reference.map { pad(format(rate / $0.bytesPerSecond, digits: 0), 12, right: true) } ?? ""))
+    }
+}
+
 /// `size` pseudo-random bytes, the same for the same size in every run.
 func seededPayload(size: Int) -> [UInt8] {
     var generator = SplitMix(seed: UInt64(size))

@@ -11,30 +11,29 @@ import Trust
 /// once between hosts that list each other's keys and once between keyless hosts (keys made
 /// for the run, any key let in). Printed against a copy of the same bytes in value-sized appends; several
 /// sizes show whether the cost per byte stays flat as a message grows.
-struct SessionBenchmark: AsyncParsableCommand {
+struct SessionBenchmark: AsyncParsableCommand, PayloadSizeDefaults {
     static let configuration = CommandConfiguration(
         commandName: "session",
         abstract: "Framed send → receive throughput (MB/s), listed keys and keyless, against a copy baseline."
     )
 
-    @Option(help: "Payload sizes in MiB, comma-separated.")
-    var sizes: String = "1,16"
+    static let defaultSizes = "1,16"
+    static let defaultRepetitions = 10
+    static let minimumRuns = 2
+
+    @OptionGroup var payloads: PayloadSizeOptions<SessionBenchmark>
 
     @Option(help: "Value length in bytes: 20 to 512 (ATT MTU − 3) over GATT; 513 to 8192 runs the session as over an L2CAP channel (`channel`), one SDU a value.")
     var valueLength: Int = 512
 
-    @Option(help: "Repetitions per measurement for a 1 MiB payload (fewer for larger ones).")
-    var repetitions: Int = 10
-
     mutating func run() async throws {
-        let sizesInMiB = try parseSizesInMiB(sizes)
+        let sizesInMiB = try payloads.sizesInMiB()
         guard (20...8192).contains(valueLength) else { throw ValidationError("--value-length must be 20 to 8192") }
         print("Version-2 session benchmark: \(valueLength)-byte values\(valueLength > 512 ? " (L2CAP channel)" : ""); "
               + "MB = 10^6 bytes; best of N runs")
         var perByte: [String: [Double]] = [:]
         for mib in sizesInMiB {
-            let runs = max(2, repetitions / mib)
-            let rows = try benchmark(size: mib * 1024 * 1024, runs: runs)
+            let rows = try benchmark(size: mib * 1024 * 1024, runs: payloads.runs(forMiB: mib))
             for (name, seconds) in rows { perByte[name, default: []].append(seconds / Double(mib)) }
         }
         if sizesInMiB.count > 1, let smallest = sizesInMiB.min(), let largest = sizesInMiB.max(), largest > smallest {
@@ -73,13 +72,7 @@ struct SessionBenchmark: AsyncParsableCommand {
             rows.append(("\(mode): send → receive + verify", seconds))
         }
 
-        let copyBytesPerSecond = Double(size) / rows[0].1
-        print(pad("measurement", 44) + pad("MB/s", 10, right: true) + pad("× copy", 10, right: true))
-        for (name, seconds) in rows {
-            let rate = Double(size) / seconds
-            print(pad(name, 44) + pad(format(rate / 1e6, digits: 1), 10, right: true)
-                  + pad(format(rate / copyBytesPerSecond, digits: 3), 10, right: true))
-        }
+        printRates(rows, size: size)
         if sink == 42 { print("") }  // keeps the measured work observable
         return rows
     }

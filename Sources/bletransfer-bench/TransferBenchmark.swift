@@ -3,33 +3,32 @@ import Transfer
 
 /// Chunk and reassemble throughput of the Transfer core, against a plain copy and SHA-256 of
 /// the same bytes measured in the same run, and against the fastest BLE link.
-struct TransferBenchmark: AsyncParsableCommand {
+struct TransferBenchmark: AsyncParsableCommand, PayloadSizeDefaults {
     static let configuration = CommandConfiguration(
         commandName: "transfer",
         abstract: "Chunk + reassemble throughput (MB/s) of both wire formats, with baselines."
     )
 
-    @Option(help: "Payload sizes in MiB, comma-separated.")
-    var sizes: String = "1,64"
+    @OptionGroup var payloads: PayloadSizeOptions<TransferBenchmark>
 
     @Option(help: "ATT MTU; values are MTU-3 bytes (at most 512).")
     var mtu: Int = 517
 
-    @Option(help: "Repetitions per measurement for a 1 MiB payload (fewer for larger ones).")
-    var repetitions: Int = 20
+    static let defaultSizes = "1,64"
+    static let defaultRepetitions = 20
+    static let minimumRuns = 3
 
     /// LE 2M PHY with data length extension tops out near 1.4 Mbit/s of application data.
     static let fastestBLEBytesPerSecond = 175_000.0
 
     mutating func run() async throws {
-        let sizesInMiB = try parseSizesInMiB(sizes)
+        let sizesInMiB = try payloads.sizesInMiB()
         guard mtu >= 23 else { throw ValidationError("--mtu must be at least 23") }
         let valueLength = WireFormat.valueLength(forATTMTU: mtu)
         print("Transfer core benchmark: ATT MTU \(mtu) → \(valueLength)-byte values; MB = 10^6 bytes; best of N runs")
         print("BLE reference: \(format(Self.fastestBLEBytesPerSecond / 1e6, digits: 3)) MB/s (LE 2M PHY, best case)")
         for mib in sizesInMiB {
-            let runs = max(3, repetitions / mib)
-            try benchmark(size: mib * 1024 * 1024, valueLength: valueLength, runs: runs)
+            try benchmark(size: mib * 1024 * 1024, valueLength: valueLength, runs: payloads.runs(forMiB: mib))
         }
     }
 
@@ -98,15 +97,7 @@ struct TransferBenchmark: AsyncParsableCommand {
             }))
         }
 
-        let copyBytesPerSecond = Double(size) / rows[0].1
-        print(pad("measurement", 44) + pad("MB/s", 10, right: true) + pad("× copy", 10, right: true) + pad("× BLE", 12, right: true))
-        for (name, seconds) in rows {
-            let rate = Double(size) / seconds
-            print(
-                pad(name, 44) + pad(format(rate / 1e6, digits: 1), 10, right: true)
-                    + pad(format(rate / copyBytesPerSecond, digits: 3), 10, right: true)
-                    + pad(format(rate / Self.fastestBLEBytesPerSecond, digits: 0), 12, right: true))
-        }
+        printRates(rows, size: size, reference: (column: "× BLE", bytesPerSecond: Self.fastestBLEBytesPerSecond))
         if sink == 42 { print("") }  // keeps the measured work observable
     }
 }

@@ -90,6 +90,20 @@ enum PeersFileAccess {
         }
     }
 
+    /// Reads the file, applies `change` and writes the result back, keeping the file's mode. A
+    /// refused change fails the command and leaves the file as it was. Returns what `change`
+    /// returned and the file as written.
+    static func edit<Outcome>(
+        _ path: String, missingIsEmpty: Bool,
+        _ change: (inout AuthorizedPeersFile) throws(AuthorizedPeersFile.EditError) -> Outcome
+    ) throws -> (outcome: Outcome, file: AuthorizedPeersFile) {
+        var (peersFile, mode) = try read(path, missingIsEmpty: missingIsEmpty)
+        let outcome: Outcome
+        do { outcome = try change(&peersFile) } catch { throw fail(error) }
+        try write(peersFile, to: path, mode: mode)
+        return (outcome, peersFile)
+    }
+
     static func fail(_ error: AuthorizedPeersFile.EditError) -> ExitCode {
         let kind: FailureKind
         switch error {
@@ -97,6 +111,19 @@ enum PeersFileAccess {
         case .malformedLine, .invalidName, .noMatch, .ambiguous: kind = .usage
         }
         return bletransfer.exitCode(reporting: RoleFailure(kind, error.description), json: false)
+    }
+
+    /// The key lines a command was given: `line` itself or, for `-` or none, the key lines of
+    /// standard input, of which there must be one at least.
+    static func givenKeyLines(_ line: String?) throws -> [String] {
+        guard let line, line != "-" else {
+            let keyLines = standardInputLines().filter(isKeyLine)
+            guard !keyLines.isEmpty else {
+                throw bletransfer.exitCode(reporting: RoleFailure(.noInput, "no public key line on standard input"), json: false)
+            }
+            return keyLines
+        }
+        return [line]
     }
 
     /// The lines of standard input.
@@ -167,19 +194,11 @@ struct PeersAdd: ParsableCommand {
 
     func run() throws {
         let path = file.path
-        let given = line == "-" ? PeersFileAccess.standardInputLines().filter(PeersFileAccess.isKeyLine) : [line]
-        guard !given.isEmpty else {
-            throw bletransfer.exitCode(reporting: RoleFailure(.noInput, "no public key line on standard input"), json: false)
+        let given = try PeersFileAccess.givenKeyLines(line)
+        // All or nothing: a refused line leaves the file as it was.
+        let (added, _) = try PeersFileAccess.edit(path, missingIsEmpty: true) { peersFile throws(AuthorizedPeersFile.EditError) in
+            try given.map { keyLine throws(AuthorizedPeersFile.EditError) in try peersFile.add(keyLine) }
         }
-        var (peersFile, mode) = try PeersFileAccess.read(path, missingIsEmpty: true)
-        var added: [AuthorizedPeersFile.Entry] = []
-        do {
-            // All or nothing: a refused line leaves the file as it was.
-            for keyLine in given { added.append(try peersFile.add(keyLine)) }
-        } catch {
-            throw PeersFileAccess.fail(error)
-        }
-        try PeersFileAccess.write(peersFile, to: path, mode: mode)
         for entry in added {
             EventRenderer.writeLine(SafeText.escape("bletransfer: added \(entry.name ?? "a peer") (\(entry.key.fingerprint)) to \(path)"), to: 2)
         }
@@ -197,10 +216,9 @@ struct PeersRemove: ParsableCommand {
 
     func run() throws {
         let path = file.path
-        var (peersFile, mode) = try PeersFileAccess.read(path, missingIsEmpty: false)
-        let removed: AuthorizedPeersFile.Entry
-        do { removed = try peersFile.remove(peer) } catch { throw PeersFileAccess.fail(error) }
-        try PeersFileAccess.write(peersFile, to: path, mode: mode)
+        let (removed, peersFile) = try PeersFileAccess.edit(path, missingIsEmpty: false) { peersFile throws(AuthorizedPeersFile.EditError) in
+            try peersFile.remove(peer)
+        }
         EventRenderer.writeLine(SafeText.escape("bletransfer: removed \(removed.name ?? "a peer") (\(removed.key.fingerprint)) from \(path)"), to: 2)
         if peersFile.entries.isEmpty {
             EventRenderer.writeLine("bletransfer: warning: \(path) lists no peer now; secure roles refuse every peer", to: 2)
@@ -221,10 +239,9 @@ struct PeersRename: ParsableCommand {
     @OptionGroup var file: PeersFileOption
 
     func run() throws {
-        let path = file.path
-        var (peersFile, mode) = try PeersFileAccess.read(path, missingIsEmpty: false)
-        do { try peersFile.rename(peer, to: newName) } catch { throw PeersFileAccess.fail(error) }
-        try PeersFileAccess.write(peersFile, to: path, mode: mode)
+        _ = try PeersFileAccess.edit(file.path, missingIsEmpty: false) { peersFile throws(AuthorizedPeersFile.EditError) in
+            try peersFile.rename(peer, to: newName)
+        }
     }
 }
 
@@ -237,12 +254,7 @@ struct PeersFingerprint: ParsableCommand {
     var line: String?
 
     func run() throws {
-        let given = line == nil || line == "-"
-            ? PeersFileAccess.standardInputLines().filter(PeersFileAccess.isKeyLine) : [line!]
-        guard !given.isEmpty else {
-            throw bletransfer.exitCode(reporting: RoleFailure(.noInput, "no public key line on standard input"), json: false)
-        }
-        for keyLine in given {
+        for keyLine in try PeersFileAccess.givenKeyLines(line) {
             do {
                 let (key, name) = try AuthorizedPeersFile.parseGiven(keyLine)
                 print(SafeText.escape(name.map { "\(key.fingerprint)  \($0)" } ?? key.fingerprint))

@@ -195,63 +195,38 @@ struct ChannelBlueZooTests {
 
     @Test("a silent channel does not hold up the next central's HELLO")
     func silentChannelDoesNotHoldUpTheNext() async throws {
-        let channels = LoopbackChannels()
-        let bus = try await BlueZooBus.start()
-        defer { bus.stop() }
-        let source = RepeatingMessageSource(message: OutgoingMessage(payload: CentralTestData.binary(5_000)), count: 1)
-        // A HELLO wait far longer than this test may take: the second channel must not queue behind it.
-        let (senderSession, senderLog, _) = try await Self.startSender(
-            on: bus, channels: channels, secureMode: nil, source: source, helloTimeout: .seconds(600))
-        defer { senderSession.close() }
-
-        let central = try #require(await value(of: Task { try await ScriptedCentral.connect(on: bus) }, within: .seconds(60)),
-                                   "the central did not connect over GATT")
-        defer { central.session.close() }
-        let psm = try await Self.publishedPSM(readBy: central)
-        let address = try #require(central.device.properties?.address)
-        let adapterAddress = central.adapter.properties?.address
-        let silent = try await channels.connect(adapter: adapterAddress, addressType: .public, to: address,
-                                                peerType: .public, psm: psm, receiveMTU: 8192)
-        defer { silent.close() }
-        let honest = try await channels.connect(adapter: adapterAddress, addressType: .public, to: address,
-                                                peerType: .public, psm: psm, receiveMTU: 8192)
-        defer { honest.close() }
-        try await honest.send(HelloV2(session: 5, offered: [.secure, .channel]).encoded)
-        // Served at once: the session's first value arrives while the silent channel still waits.
-        let first = await value(of: Task { try await honest.receive() }, within: .seconds(30))
-        #expect(first??.isEmpty == false, "the honest channel was not served: \(senderLog.all)")
-        #expect(!senderLog.all.contains { if case .centralDropped = $0 { true } else { false } })
-        try? await central.device.disconnect()
+        // The sender's HELLO wait is far longer than this test may take: the second channel
+        // must not queue behind it.
+        try await PatientChannelSender.run { scene in
+            let silent = try await scene.openChannel()
+            defer { silent.close() }
+            let honest = try await scene.openChannel()
+            defer { honest.close() }
+            try await honest.send(HelloV2(session: 5, offered: [.secure, .channel]).encoded)
+            // Served at once: the session's first value arrives while the silent channel still waits.
+            let first = await value(of: Task { try await honest.receive() }, within: .seconds(30))
+            #expect(first??.isEmpty == false, "the honest channel was not served: \(scene.senderLog.all)")
+            #expect(!scene.senderLog.all.contains { if case .centralDropped = $0 { true } else { false } })
+        }
     }
 
     @Test("channels waiting for their HELLO are bounded: one more is closed at once, with one line")
     func silentChannelsAreBounded() async throws {
-        let channels = LoopbackChannels()
-        let bus = try await BlueZooBus.start()
-        defer { bus.stop() }
-        let source = RepeatingMessageSource(message: OutgoingMessage(payload: CentralTestData.binary(5_000)), count: 1)
-        let (senderSession, senderLog, _) = try await Self.startSender(
-            on: bus, channels: channels, secureMode: nil, source: source, helloTimeout: .seconds(600))
-        defer { senderSession.close() }
-        let central = try #require(await value(of: Task { try await ScriptedCentral.connect(on: bus) }, within: .seconds(60)),
-                                   "the central did not connect over GATT")
-        defer { central.session.close() }
-        let psm = try await Self.publishedPSM(readBy: central)
-        let address = try #require(central.device.properties?.address)
-        var silent: [NotificationSocket] = []
-        defer { silent.forEach { $0.close() } }
-        for _ in 0...Peripheral.channelsAwaitingHello {
-            silent.append(try await channels.connect(adapter: central.adapter.properties?.address, addressType: .public,
-                                                     to: address, peerType: .public, psm: psm, receiveMTU: 8192))
+        try await PatientChannelSender.run { scene in
+            var silent: [NotificationSocket] = []
+            defer { silent.forEach { $0.close() } }
+            for _ in 0...Peripheral.channelsAwaitingHello {
+                silent.append(try await scene.openChannel())
+            }
+            // The one beyond the bound is closed at once; the others still wait.
+            let closed = await value(of: Task { [last = silent.last!] in try await last.receive() == nil }, within: .seconds(30))
+            #expect(closed == true)
+            let senderLog = scene.senderLog
+            let dropped = await senderLog.waitFor(within: .seconds(30)) { if case .centralDropped = $0 { true } else { false } }
+            #expect(dropped)
+            let reasons = senderLog.all.compactMap { if case .centralDropped(_, let reason) = $0 { reason } else { nil } }
+            #expect(reasons.count == 1)
+            #expect(reasons.first?.contains("had not written their HELLO") == true)
         }
-        // The one beyond the bound is closed at once; the others still wait.
-        let closed = await value(of: Task { [last = silent.last!] in try await last.receive() == nil }, within: .seconds(30))
-        #expect(closed == true)
-        let dropped = await senderLog.waitFor(within: .seconds(30)) { if case .centralDropped = $0 { true } else { false } }
-        #expect(dropped)
-        let reasons = senderLog.all.compactMap { if case .centralDropped(_, let reason) = $0 { reason } else { nil } }
-        #expect(reasons.count == 1)
-        #expect(reasons.first?.contains("had not written their HELLO") == true)
-        try? await central.device.disconnect()
     }
 }

@@ -20,6 +20,18 @@ struct FileTreeEndToEndTests {
         return directory
     }
 
+    /// A fresh source directory and inbox for `body`, removed after it.
+    private func withSourceAndInbox(_ label: String, _ body: (_ source: String, _ inbox: String) async throws -> Void)
+        async throws {
+        let source = try scratch(label + "-source")
+        let inbox = try scratch(label + "-inbox")
+        defer {
+            try? FileManager.default.removeItem(atPath: source)
+            try? FileManager.default.removeItem(atPath: inbox)
+        }
+        try await body(source, inbox)
+    }
+
     private func write(_ text: String, to path: String) throws {
         try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent,
                                                 withIntermediateDirectories: true)
@@ -28,82 +40,54 @@ struct FileTreeEndToEndTests {
 
     @Test("a directory's tree and a file beside it arrive in one session, laid out as sent; the receiver then stops")
     func aTreeArrivesLaidOutAsSent() async throws {
-        let source = try scratch("source")
-        let inbox = try scratch("inbox")
-        defer {
-            try? FileManager.default.removeItem(atPath: source)
-            try? FileManager.default.removeItem(atPath: inbox)
+        try await withSourceAndInbox("tree") { source, inbox in
+            try write("top\n", to: source + "/docs/readme.txt")
+            try write("deep\n", to: source + "/docs/notes/2024/plan.md")
+            try write("", to: source + "/docs/empty.txt")
+            try write("alone\n", to: source + "/single.bin")
+            try FileManager.default.createSymbolicLink(atPath: source + "/docs/link", withDestinationPath: "/etc/passwd")
+
+            let set = try FileSet.collect([source + "/docs", source + "/single.bin"], limit: 1 << 20)
+            #expect(set.entries.map(\.name) == ["docs/empty.txt", "docs/notes/2024/plan.md", "docs/readme.txt", "single.bin"])
+            #expect(set.notes.count == 1 && set.notes[0].contains("symbolic link"))
+
+            let files = FileSetSource(set: set, limit: 1 << 20)
+            let exchange = try await FileSetExchange.run(files, into: inbox, timeout: .seconds(90))
+            #expect(exchange.received == 4)
+            #expect(exchange.sent == 4)
+            #expect(await files.deliveredCount == 4)
+            #expect(await files.problems.isEmpty)
+
+            #expect(try String(contentsOfFile: inbox + "/docs/readme.txt", encoding: .utf8) == "top\n")
+            #expect(try String(contentsOfFile: inbox + "/docs/notes/2024/plan.md", encoding: .utf8) == "deep\n")
+            #expect(try Data(contentsOf: URL(fileURLWithPath: inbox + "/docs/empty.txt")).isEmpty)
+            #expect(try String(contentsOfFile: inbox + "/single.bin", encoding: .utf8) == "alone\n")
+            #expect(!FileManager.default.fileExists(atPath: inbox + "/docs/link"))
+            let visits = exchange.receiverEvents.filter { if case .subscribed = $0 { true } else { false } }
+            #expect(visits.count == 1)
         }
-        try write("top\n", to: source + "/docs/readme.txt")
-        try write("deep\n", to: source + "/docs/notes/2024/plan.md")
-        try write("", to: source + "/docs/empty.txt")
-        try write("alone\n", to: source + "/single.bin")
-        try FileManager.default.createSymbolicLink(atPath: source + "/docs/link", withDestinationPath: "/etc/passwd")
-
-        let set = try FileSet.collect([source + "/docs", source + "/single.bin"], limit: 1 << 20)
-        #expect(set.entries.map(\.name) == ["docs/empty.txt", "docs/notes/2024/plan.md", "docs/readme.txt", "single.bin"])
-        #expect(set.notes.count == 1 && set.notes[0].contains("symbolic link"))
-
-        let bus = try await BlueZooBus.start()
-        defer { bus.stop() }
-        let files = FileSetSource(set: set, limit: 1 << 20)
-        let (senderSession, _, sending) = try await SecureEndToEndBlueZooTests.startSender(
-            on: bus, secureMode: nil, source: files)
-        defer { senderSession.close() }
-
-        var configuration = CentralTestData.configuration(count: nil, adapter: "hci1")
-        configuration.endsWithSendersSession = true
-        let (receiverSession, central, receiverLog) = try await SecureEndToEndBlueZooTests.receiver(on: bus, configuration)
-        defer { receiverSession.close() }
-        let sink = try OutputDirectorySink(path: FilePath(inbox))
-        let received = try await central.run(sink: sink, timeout: .seconds(90))
-        #expect(received == 4)
-        #expect(await value(of: sending, within: .seconds(60)) == 4)
-        #expect(await files.deliveredCount == 4)
-        #expect(await files.problems.isEmpty)
-
-        #expect(try String(contentsOfFile: inbox + "/docs/readme.txt", encoding: .utf8) == "top\n")
-        #expect(try String(contentsOfFile: inbox + "/docs/notes/2024/plan.md", encoding: .utf8) == "deep\n")
-        #expect(try Data(contentsOf: URL(fileURLWithPath: inbox + "/docs/empty.txt")).isEmpty)
-        #expect(try String(contentsOfFile: inbox + "/single.bin", encoding: .utf8) == "alone\n")
-        #expect(!FileManager.default.fileExists(atPath: inbox + "/docs/link"))
-        let visits = await receiverLog.allWhenFinished().filter { if case .subscribed = $0 { true } else { false } }
-        #expect(visits.count == 1)
     }
 }
 
 extension FileTreeEndToEndTests {
     @Test("a file over the partial-file threshold goes from disk to disk: identical, linked into place, nothing partial left")
     func aLargeFileStreamsFromDiskToDisk() async throws {
-        let source = try scratch("big-source")
-        let inbox = try scratch("big-inbox")
-        defer {
-            try? FileManager.default.removeItem(atPath: source)
-            try? FileManager.default.removeItem(atPath: inbox)
-        }
-        let bytes = randomBytes(Int(OutputDirectory.partialFileThreshold) * 3 + 17, seed: 44)
-        try Data(bytes).write(to: URL(fileURLWithPath: source + "/large.bin"))
-        // The limit bounds what is read into memory; a regular file is read from disk as it goes.
-        let set = try FileSet.collect([source + "/large.bin"], limit: 1024)
-        let files = FileSetSource(set: set, limit: 1024)
-        let message = try #require(await files.nextAvailableNow())
-        #expect(message.body.file != nil, "a regular file is sent from disk, not read into memory")
+        try await withSourceAndInbox("big") { source, inbox in
+            let bytes = randomBytes(Int(OutputDirectory.partialFileThreshold) * 3 + 17, seed: 44)
+            try Data(bytes).write(to: URL(fileURLWithPath: source + "/large.bin"))
+            // The limit bounds what is read into memory; a regular file is read from disk as it goes.
+            let set = try FileSet.collect([source + "/large.bin"], limit: 1024)
+            let files = FileSetSource(set: set, limit: 1024)
+            let message = try #require(await files.nextAvailableNow())
+            #expect(message.body.file != nil, "a regular file is sent from disk, not read into memory")
 
-        let bus = try await BlueZooBus.start()
-        defer { bus.stop() }
-        let (senderSession, _, sending) = try await SecureEndToEndBlueZooTests.startSender(
-            on: bus, secureMode: nil, source: files)
-        defer { senderSession.close() }
-        var configuration = CentralTestData.configuration(count: nil, adapter: "hci1")
-        configuration.endsWithSendersSession = true
-        let (receiverSession, central, _) = try await SecureEndToEndBlueZooTests.receiver(on: bus, configuration)
-        defer { receiverSession.close() }
-        let sink = try OutputDirectorySink(path: FilePath(inbox))
-        #expect(try await central.run(sink: sink, timeout: .seconds(120)) == 1)
-        #expect(await value(of: sending, within: .seconds(60)) == 1)
-        #expect(try Array(Data(contentsOf: URL(fileURLWithPath: inbox + "/large.bin"))) == bytes)
-        let left = try FileManager.default.contentsOfDirectory(atPath: inbox)
-        #expect(left == ["large.bin"], "nothing partial stays: \(left)")
+            let exchange = try await FileSetExchange.run(files, into: inbox, timeout: .seconds(120))
+            #expect(exchange.received == 1)
+            #expect(exchange.sent == 1)
+            #expect(try Array(Data(contentsOf: URL(fileURLWithPath: inbox + "/large.bin"))) == bytes)
+            let left = try FileManager.default.contentsOfDirectory(atPath: inbox)
+            #expect(left == ["large.bin"], "nothing partial stays: \(left)")
+        }
     }
 }
 

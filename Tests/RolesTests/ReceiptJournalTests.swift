@@ -24,9 +24,7 @@ private func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x"
     @Test func aStoredMessageIsFoundByALaterRunAndForgottenOnceAcknowledged() throws {
         let inbox = try scratch("inbox"), state = try scratch("state")
         defer { for d in [inbox, state] { try? FileManager.default.removeItem(atPath: d) } }
-        let payload = Array("hello".utf8)
-        let digest = hex(FramedHeader.sha256(payload))
-        let stored = try OutputDirectory(path: FilePath(inbox)).store(payload, baseName: "a.txt").string
+        let (_, digest, stored) = try storeTestMessage("hello", in: inbox, as: "a.txt")
 
         let first = ReceiptJournal(directory: inbox, stateDirectory: state)
         first.willStore(sender: "SHA256:k", digest: digest, size: 5, name: "a.txt", visit: "v1")
@@ -48,9 +46,7 @@ private func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x"
     @Test func anAcknowledgedMessageIsKeptForTheRetentionThenForgotten() throws {
         let inbox = try scratch("inbox"), state = try scratch("state")
         defer { for d in [inbox, state] { try? FileManager.default.removeItem(atPath: d) } }
-        let payload = Array("acknowledged".utf8)
-        let digest = hex(FramedHeader.sha256(payload))
-        let stored = try OutputDirectory(path: FilePath(inbox)).store(payload, baseName: "b.txt").string
+        let (payload, digest, stored) = try storeTestMessage("acknowledged", in: inbox, as: "b.txt")
         let now = Mutex<Double>(1_000_000)
         let clock: @Sendable () -> Double = { now.withLock { $0 } }
         let journal = ReceiptJournal(directory: inbox, stateDirectory: state, retention: .seconds(600), clock: clock)

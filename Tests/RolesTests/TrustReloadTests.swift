@@ -14,77 +14,65 @@ import Trust
     let alice = HostIdentity(name: "alice")
     let bob = HostIdentity(name: "bob")
 
-    private func scratch() throws -> String {
-        let directory = NSTemporaryDirectory() + "reload-" + UUID().uuidString
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        return directory
-    }
-
     @Test func aPolicyFromAFileSeesItsCurrentText() throws {
-        let directory = try scratch()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        let path = directory + "/authorized-peers"
-        try AtomicFile.replace(path: path, contents: "# both\n\(alice.publicKeyLine)\n\(bob.publicKeyLine)\n", mode: 0o644)
-        let policy = try SecureModePolicy(identity: HostIdentity(), authorizedPeersPath: path, requiresSecure: true)
-        #expect(policy.authorizedPeers.isAuthorized(alice.publicKey) && policy.authorizedPeers.isAuthorized(bob.publicKey))
-        #expect(policy.authenticates)
+        try withScratchPeersFile("# both\n\(alice.publicKeyLine)\n\(bob.publicKeyLine)\n", mode: 0o644) { path in
+            let policy = try SecureModePolicy(identity: HostIdentity(), authorizedPeersPath: path, requiresSecure: true)
+            #expect(policy.authorizedPeers.isAuthorized(alice.publicKey) && policy.authorizedPeers.isAuthorized(bob.publicKey))
+            #expect(policy.authenticates)
 
-        // Rewritten without bob (atomically, as `peers remove` does): the next read no longer
-        // authorizes him.
-        try AtomicFile.replace(path: path, contents: "# alice only\n\(alice.publicKeyLine)\n", mode: 0o644)
-        #expect(policy.authorizedPeers.isAuthorized(alice.publicKey))
-        #expect(!policy.authorizedPeers.isAuthorized(bob.publicKey))
+            // Rewritten without bob (atomically, as `peers remove` does): the next read no longer
+            // authorizes him.
+            try AtomicFile.replace(path: path, contents: "# alice only\n\(alice.publicKeyLine)\n", mode: 0o644)
+            #expect(policy.authorizedPeers.isAuthorized(alice.publicKey))
+            #expect(!policy.authorizedPeers.isAuthorized(bob.publicKey))
 
-        // Edited in place to something malformed: the last good list stays.
-        let handle = try #require(FileHandle(forWritingAtPath: path))
-        try handle.seekToEnd()
-        try handle.write(contentsOf: Data("garbage\n".utf8))
-        try handle.close()
-        #expect(policy.authorizedPeers.isAuthorized(alice.publicKey))
-        #expect(!policy.authorizedPeers.isAuthorized(bob.publicKey))
+            // Edited in place to something malformed: the last good list stays.
+            let handle = try #require(FileHandle(forWritingAtPath: path))
+            try handle.seekToEnd()
+            try handle.write(contentsOf: Data("garbage\n".utf8))
+            try handle.close()
+            #expect(policy.authorizedPeers.isAuthorized(alice.publicKey))
+            #expect(!policy.authorizedPeers.isAuthorized(bob.publicKey))
 
-        // Made writable by others: refused, the last good list stays.
-        try AtomicFile.replace(path: path, contents: "\(bob.publicKeyLine)\n", mode: 0o666)
-        #expect(policy.authorizedPeers.isAuthorized(alice.publicKey))
-        #expect(!policy.authorizedPeers.isAuthorized(bob.publicKey))
-        chmod(path, 0o644)
-        #expect(policy.authorizedPeers.isAuthorized(bob.publicKey))
-        #expect(!policy.authorizedPeers.isAuthorized(alice.publicKey))
+            // Made writable by others: refused, the last good list stays.
+            try AtomicFile.replace(path: path, contents: "\(bob.publicKeyLine)\n", mode: 0o666)
+            #expect(policy.authorizedPeers.isAuthorized(alice.publicKey))
+            #expect(!policy.authorizedPeers.isAuthorized(bob.publicKey))
+            chmod(path, 0o644)
+            #expect(policy.authorizedPeers.isAuthorized(bob.publicKey))
+            #expect(!policy.authorizedPeers.isAuthorized(alice.publicKey))
+        }
     }
 
     @Test func aPolicyThatDoesNotRequireKeysStillLetsAnyKeyIn() throws {
-        let directory = try scratch()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        let path = directory + "/authorized-peers"
-        try AtomicFile.replace(path: path, contents: "\(alice.publicKeyLine)\n", mode: 0o600)
-        let policy = try SecureModePolicy(identity: HostIdentity(), authorizedPeersPath: path, requiresSecure: false)
-        try AtomicFile.replace(path: path, contents: "\(bob.publicKeyLine)\n", mode: 0o600)
-        #expect(policy.authorizedPeers.peer(for: bob.publicKey)?.isListed == true)
-        #expect(policy.authorizedPeers.peer(for: alice.publicKey)?.isListed == false)
-        #expect(!policy.authenticates)
+        try withScratchPeersFile("\(alice.publicKeyLine)\n", mode: 0o600) { path in
+            let policy = try SecureModePolicy(identity: HostIdentity(), authorizedPeersPath: path, requiresSecure: false)
+            try AtomicFile.replace(path: path, contents: "\(bob.publicKeyLine)\n", mode: 0o600)
+            #expect(policy.authorizedPeers.peer(for: bob.publicKey)?.isListed == true)
+            #expect(policy.authorizedPeers.peer(for: alice.publicKey)?.isListed == false)
+            #expect(!policy.authenticates)
+        }
     }
 
     @Test func anAddressedPolicyLetsInOnlyItsPeerAndLosesItWithTheFile() throws {
-        let directory = try scratch()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        let path = directory + "/authorized-peers"
-        try AtomicFile.replace(path: path, contents: "\(alice.publicKeyLine)\n\(bob.publicKeyLine)\n", mode: 0o600)
-        // `send --to alice`: bob is listed too, but is not the addressee; not requiring keys
-        // otherwise changes nothing (an addressee is always authenticated).
-        let policy = try SecureModePolicy(identity: HostIdentity(), authorizedPeersPath: path, requiresSecure: false,
-                                          restrictedTo: [alice.publicKey])
-        #expect(policy.requiresSecure && policy.authenticates)
-        #expect(policy.authorizedPeers.isAuthorized(alice.publicKey))
-        #expect(!policy.authorizedPeers.isAuthorized(bob.publicKey))
-        #expect(!policy.authorizedPeers.isAuthorized(HostIdentity().publicKey))
+        try withScratchPeersFile("\(alice.publicKeyLine)\n\(bob.publicKeyLine)\n", mode: 0o600) { path in
+            // `send --to alice`: bob is listed too, but is not the addressee; not requiring keys
+            // otherwise changes nothing (an addressee is always authenticated).
+            let policy = try SecureModePolicy(identity: HostIdentity(), authorizedPeersPath: path, requiresSecure: false,
+                                              restrictedTo: [alice.publicKey])
+            #expect(policy.requiresSecure && policy.authenticates)
+            #expect(policy.authorizedPeers.isAuthorized(alice.publicKey))
+            #expect(!policy.authorizedPeers.isAuthorized(bob.publicKey))
+            #expect(!policy.authorizedPeers.isAuthorized(HostIdentity().publicKey))
 
-        // Alice removed from the file: nobody is let in, not even bob.
-        try AtomicFile.replace(path: path, contents: "\(bob.publicKeyLine)\n", mode: 0o600)
-        #expect(!policy.authorizedPeers.isAuthorized(alice.publicKey))
-        #expect(!policy.authorizedPeers.isAuthorized(bob.publicKey))
-        // Listed again: let in again.
-        try AtomicFile.replace(path: path, contents: "\(bob.publicKeyLine)\n\(alice.publicKeyLine)\n", mode: 0o600)
-        #expect(policy.authorizedPeers.peer(for: alice.publicKey)?.name == "alice")
+            // Alice removed from the file: nobody is let in, not even bob.
+            try AtomicFile.replace(path: path, contents: "\(bob.publicKeyLine)\n", mode: 0o600)
+            #expect(!policy.authorizedPeers.isAuthorized(alice.publicKey))
+            #expect(!policy.authorizedPeers.isAuthorized(bob.publicKey))
+            // Listed again: let in again.
+            try AtomicFile.replace(path: path, contents: "\(bob.publicKeyLine)\n\(alice.publicKeyLine)\n", mode: 0o600)
+            #expect(policy.authorizedPeers.peer(for: alice.publicKey)?.name == "alice")
+        }
     }
 
     @Test func aFixedListStaysFixed() {

@@ -375,6 +375,15 @@ import Testing
 
     // MARK: - Stepping by hand
 
+    /// A session in `mode` whose sender has sent message 0 (`payloads[0]`) whole and, before
+    /// its ACK, has started message 1 with `payloads[next]`.
+    static func pairWithNextUnderway(_ mode: Mode, payloads: [[UInt8]], next: Int) throws -> SessionPair {
+        var pair = try Self.pair(mode, first: payloads[0], valueLength: 182)
+        try Self.sendUntilPaused(&pair)
+        try pair.sender.sendNext(payload: payloads[next], digest: Self.digest(payloads[next]), metadata: nil)
+        return pair
+    }
+
     /// Hands every value the sender has to the receiver (the handshake's writes go back to the
     /// sender; completed messages are not acknowledged) until the sender pauses. Returns the
     /// headers completed.
@@ -485,9 +494,7 @@ import Testing
         // The receiver holds messages 0 and 1 unacknowledged; a HEADER for message 2 (the
         // sender's own, sealed in order, its ACKs given by a copy of the receiver) is refused.
         let payloads = Self.payloads([700, 800, 900])
-        var pair = try Self.pair(mode, first: payloads[0], valueLength: 182)
-        try Self.sendUntilPaused(&pair)
-        try pair.sender.sendNext(payload: payloads[1], digest: Self.digest(payloads[1]), metadata: nil)
+        var pair = try Self.pairWithNextUnderway(mode, payloads: payloads, next: 1)
         let paused10 = try Self.sendUntilPaused(&pair)
         #expect(paused10.map(\.message) == [1])
         var acknowledging = pair.receiver
@@ -519,9 +526,7 @@ import Testing
     @Test(arguments: Mode.allCases, [false, true])
     func anAckForTheCurrentMessageBeforeTheEarlierOneIsAProtocolViolation(mode: Mode, currentEndSent: Bool) throws {
         let payloads = Self.payloads()
-        var pair = try Self.pair(mode, first: payloads[0], valueLength: 182)
-        try Self.sendUntilPaused(&pair)
-        try pair.sender.sendNext(payload: payloads[2], digest: Self.digest(payloads[2]), metadata: nil)
+        var pair = try Self.pairWithNextUnderway(mode, payloads: payloads, next: 2)
         // Message 1 under way (some DATA out), or wholly sent.
         try Self.sendUntilPaused(&pair, maximumValues: currentEndSent ? .max : 10)
         #expect(pair.sender.state == (currentEndSent ? .awaitingAck : .sending))
@@ -541,9 +546,7 @@ import Testing
     @Test(arguments: Mode.allCases)
     func anAckForTheEarlierMessageMustNameItsDigest(mode: Mode) throws {
         let payloads = Self.payloads()
-        var pair = try Self.pair(mode, first: payloads[0], valueLength: 182)
-        try Self.sendUntilPaused(&pair)
-        try pair.sender.sendNext(payload: payloads[1], digest: Self.digest(payloads[1]), metadata: nil)
+        var pair = try Self.pairWithNextUnderway(mode, payloads: payloads, next: 1)
         // Message 0's number with message 1's SHA-256.
         let forged = try pair.receiver.forgeRecord(.ack(SecureAck(message: 0, digest: Self.digest(payloads[1]), outcome: .stored)))
         #expect(throws: SecureSessionError.protocolViolation("ACK names another SHA-256")) {
@@ -556,10 +559,8 @@ import Testing
     @Test(arguments: Mode.allCases)
     func aResumeForTheEarlierMessageIsIgnored(mode: Mode) throws {
         let payloads = Self.payloads()
-        var pair = try Self.pair(mode, first: payloads[0], valueLength: 182)
+        var pair = try Self.pairWithNextUnderway(mode, payloads: payloads, next: 2)
         #expect(pair.sender.chosen.contains(.resume))
-        try Self.sendUntilPaused(&pair)
-        try pair.sender.sendNext(payload: payloads[2], digest: Self.digest(payloads[2]), metadata: nil)
         try Self.sendUntilPaused(&pair, maximumValues: 5)
         let sentBefore = pair.sender.payloadBytesSent
         let delivered3 = try Self.deliver(pair.receiver.forgeRecord(.resume(message: 0, offset: 1000)), to: &pair.sender)
@@ -712,9 +713,7 @@ import Testing
     @Test(arguments: Mode.allCases)
     func aRefusedEarlierMessageStopsTheNextOne(mode: Mode) throws {
         let payloads = Self.payloads()
-        var pair = try Self.pair(mode, first: payloads[0], valueLength: 182)
-        try Self.sendUntilPaused(&pair)
-        try pair.sender.sendNext(payload: payloads[2], digest: Self.digest(payloads[2]), metadata: nil)
+        var pair = try Self.pairWithNextUnderway(mode, payloads: payloads, next: 2)
         try Self.sendUntilPaused(&pair, maximumValues: 5)
         #expect(pair.sender.state == .sending)
         // The central refuses message 0 (over a limit) while message 1 is under way.
