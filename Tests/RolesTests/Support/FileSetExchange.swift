@@ -1,4 +1,5 @@
 import BlueZ
+@testable import Machines
 @testable import Roles
 @testable import Storage
 import SystemPackage

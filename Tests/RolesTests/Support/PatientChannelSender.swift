@@ -1,5 +1,7 @@
 import BlueZ
+@testable import Machines
 @testable import Roles
+@testable import Storage
 import Testing
 import TestSupport
 import Transfer
