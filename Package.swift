@@ -4,8 +4,8 @@ import PackageDescription
 // Layers, top to bottom (dependencies point down only):
 //   bletransfer (CLI: parsing, and the checks that combine options)
 //     → Daemon (the daemon's run, event rendering, exit statuses)
-//     → Roles (the BlueZ shells: engines under one manager-state supervisor; the role options,
-//     checked and mapped once) → Storage (the files roles read and write: inputs, sinks,
+//     → Options (the role options, checked and mapped once onto the roles' configurations)
+//     → Roles (the BlueZ shells: engines under one manager-state supervisor) → Storage (the files roles read and write: inputs, sinks,
 //     output directory, receipt journal, resume spool) → Machines (the roles' pure decisions:
 //     one protocol machine per side; events and failures) → Transfer and Trust (pure: wire formats; keys, Noise XX, records) and BlueZ
 //     → DBus → CDBus / CBlueZ (C shims). Roles and above never import DBus: BlueZ's public API
@@ -123,19 +123,25 @@ let package = Package(
                 logging, systemPackage,
             ]
         ),
+        // What each role is told, as `send`/`receive` and `daemon` take it: the sender's and
+        // receiver's options, checked once and mapped onto the roles' configurations.
+        .target(
+            name: "Options",
+            dependencies: ["Roles", "Machines", "Storage", "Transfer"]
+        ),
         // `bletransfer daemon` without its command line: supervisor, reporter, inbox and
         // outbox adapters; also the event rendering and exit statuses the CLI shares with it.
         .target(
             name: "Daemon",
             dependencies: [
-                "Roles", "Machines", "Transfer", "Trust", "Storage", "BlueZ", "DaemonSupport", "SystemCalls",
+                "Roles", "Options", "Machines", "Transfer", "Trust", "Storage", "BlueZ", "DaemonSupport", "SystemCalls",
                 logging, serviceLifecycle, unixSignals, systemPackage,
             ]
         ),
         .executableTarget(
             name: "bletransfer",
             dependencies: [
-                "Daemon", "Roles", "Machines", "Transfer", "BlueZ", "DaemonSupport", "Trust", "Storage",
+                "Daemon", "Roles", "Options", "Machines", "Transfer", "BlueZ", "DaemonSupport", "Trust", "Storage",
                 argumentParser, logging, systemPackage, unixSignals,
             ],
             plugins: ["BuildInfoPlugin"]
@@ -171,11 +177,11 @@ let package = Package(
         testTarget("DBusTests", ["DBus", propertyBased]),
         testTarget("BlueZTests", ["BluetoothModel", "BlueZ", "DBus"]),
         .testTarget(name: "DaemonSupportTests", dependencies: ["DaemonSupport", "SystemCalls", systemPackage]),
-        testTarget("RolesTests", ["Roles", "Machines", "Storage", "Transfer", "Trust", "BlueZ", "DBus", "DaemonSupport", propertyBased]),
+        testTarget("RolesTests", ["Roles", "Options", "Machines", "Storage", "Transfer", "Trust", "BlueZ", "DBus", "DaemonSupport", propertyBased]),
         // DaemonBlueZooTests also run the `bletransfer` executable that `swift test` builds.
         testTarget("DaemonTests", ["Daemon", "Roles", "Machines", "Storage", "Transfer", "BlueZ", "DBus", "DaemonSupport"]),
         // The command line's own checks (option validation, usage errors).
-        testTarget("CLITests", ["bletransfer", "Roles", "Machines", "Storage", argumentParser]),
+        testTarget("CLITests", ["bletransfer", "Roles", "Options", "Machines", "Storage", argumentParser]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -5,6 +5,7 @@ import BlueZ
 import DaemonSupport
 import Logging
 import Machines
+import Options
 import Roles
 import ServiceLifecycle
 import Storage

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Daemon
 import Machines
+import Options
 import Roles
 import Transfer
 

@@ -3,6 +3,7 @@ import Daemon
 import DaemonSupport
 import Logging
 import Machines
+import Options
 import Roles
 import SystemPackage
 import Transfer

@@ -6,6 +6,7 @@ import Dispatch
 import Foundation
 import Logging
 import Machines
+import Options
 import Roles
 import Synchronization
 import Trust

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Machines
+import Options
 import Roles
 import Storage
 

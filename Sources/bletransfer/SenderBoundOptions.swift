@@ -1,5 +1,6 @@
 import ArgumentParser
 import Machines
+import Options
 import Roles
 import Transfer
 

@@ -1,6 +1,7 @@
 import ArgumentParser
 @testable import bletransfer
 @testable import Machines
+@testable import Options
 import Roles
 @testable import Storage
 import Testing

@@ -1,4 +1,5 @@
 @testable import Machines
+@testable import Options
 import Roles
 @testable import Storage
 import Testing

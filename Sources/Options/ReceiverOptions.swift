@@ -1,4 +1,5 @@
 import Machines
+import Roles
 import Storage
 import Transfer
 

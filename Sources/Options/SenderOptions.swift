@@ -1,4 +1,5 @@
 import Machines
+import Roles
 import Transfer
 
 /// The sender's options as `send` and `daemon --role sender` both take them, in the units a

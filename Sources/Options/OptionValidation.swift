@@ -1,5 +1,6 @@
 import Foundation
 import Machines
+import Roles
 import Transfer
 
 /// An option value a user typed that no run can take: one line naming the option and what

@@ -1,4 +1,5 @@
 import Machines
+import Roles
 import Transfer
 
 /// What both roles' options name the same way: the adapter, the transfer service and its
