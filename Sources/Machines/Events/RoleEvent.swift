@@ -130,3 +130,19 @@ public enum CompatOrdering: Sendable, Equatable {
         }
     }
 }
+
+/// Short texts the roles put into events.
+package enum EventText {
+    package static func describe(_ peer: PeerDescription) -> String {
+        if let name = peer.name, !name.isEmpty, name != peer.address { return "\(peer.address) (\(name))" }
+        return peer.address
+    }
+
+    /// Said once per run when a framed session let in a key no authorized-peers file lists:
+    /// the transfer was encrypted, but nothing proved who was at the other end.
+    package static func unauthenticatedNotice(peer: String, key: AuthenticatedPeer) -> String {
+        "encrypted but not authenticated: \(peer)'s key is \(key.fingerprint) (no authorized peers here); "
+            + "to trust only that host, run 'bletransfer pair' on both hosts (or compare the key with "
+            + "'bletransfer id' there and 'bletransfer peers add' its line)"
+    }
+}

@@ -536,42 +536,39 @@ public final class Central: Sendable {
                              awaitingClose: inout [UnacknowledgedMessage]) async throws {
         // Over a channel every write is an SDU: nothing answers it, like a write command.
         let offeredType: GATTWriteType = channel.overChannel ? .command : Self.writeType(for: characteristic.flags) ?? .command
-        var confirmed = false
-        // The last message this run wants: in a multi session CLOSE 01 goes with its ACK,
-        // so the sender stops (what it started next stays to be sent again).
+        // The last message this run wants: in a multi session CLOSE 01 goes with its ACK.
         let lastWanted = taken.earlierCopy == nil
             && configuration.messageCount.map { progressState.receivedSnapshot + 1 >= $0 } ?? false
-        // In a multi session that goes on, the sender answers this ACK (its next message, or
-        // CLOSE and EOM) before this central leaves: the answer shows the ACK arrived.
-        let senderAnswers = assembly.expectsMoreMessages && !lastWanted
-        let answeredLater = senderAnswers && assembly.pipelines
-            && (channel.overChannel || characteristic.flags.contains(.writeWithoutResponse))
-        let type: GATTWriteType = answeredLater ? .command : offeredType
+        let plan = AcknowledgementPlan(
+            overChannel: channel.overChannel, offeredAsCommand: offeredType == .command,
+            commandAllowed: characteristic.flags.contains(.writeWithoutResponse),
+            sessionGoesOn: assembly.expectsMoreMessages, pipelines: assembly.pipelines, lastWanted: lastWanted)
+        var written = false
         do {
-            let values = try assembly.secureAcknowledgement(alreadyStored: taken.earlierCopy != nil, closing: lastWanted)
-            for value in values { try await channel.write(value, type: type) }
-            if type != .command {
-                confirmed = true  // a write request is answered by the sender's application
-            } else if channel.overChannel && !senderAnswers {
-                // Confirmed when the sender closes the channel, after the visit's last write.
-            } else if !senderAnswers {
-                // A write command has no completion: bluetoothd replies once it queued
-                // it, and a Disconnect issued at once can overtake it on a slow link.
-                // No signal tells when it left, so give the link a moment.
-                try? await Task.sleep(for: configuration.acknowledgementSettle)
-            }
+            let values = try assembly.secureAcknowledgement(alreadyStored: taken.earlierCopy != nil, closing: plan.closing)
+            for value in values { try await channel.write(value, type: plan.asCommand ? .command : .request) }
+            written = true
+            // A write command has no completion: bluetoothd replies once it queued it, and a
+            // Disconnect issued at once can overtake it on a slow link. No signal tells when it
+            // left, so give the link a moment.
+            if plan.settles { try? await Task.sleep(for: configuration.acknowledgementSettle) }
         } catch {
             emit(.warning("could not acknowledge the message to \(EventText.describe(peer)): \(Self.describe(error))"))
         }
         guard let digest = message.digest else { return }
-        if confirmed {
+        switch plan.booking(written: written) {
+        case .writeReply:
             forgetReceipt(sender: taken.sender, digest: digest)
-        } else if channel.overChannel && !senderAnswers {
+        case .channelClose:
             awaitingClose.append(UnacknowledgedMessage(digest: digest, storedAt: taken.storedWhere, sender: taken.sender))
-        } else if answeredLater, let number = assembly.currentMessageNumber {
-            unconfirmed.append(UnconfirmedAcknowledgement(
-                message: number, digest: digest, storedAt: taken.storedWhere, sender: taken.sender))
-        } else {
+        case .senderAnswer:
+            if let number = assembly.currentMessageNumber {
+                unconfirmed.append(UnconfirmedAcknowledgement(
+                    message: number, digest: digest, storedAt: taken.storedWhere, sender: taken.sender))
+            } else {
+                progressState.rememberUnacknowledged(from: peer.address, digest: digest, storedAt: taken.storedWhere)
+            }
+        case .nothing:
             progressState.rememberUnacknowledged(from: peer.address, digest: digest, storedAt: taken.storedWhere)
         }
     }
@@ -1050,21 +1047,5 @@ final class RunState: Sendable {
 
     func withBook<T>(_ body: (inout PeerBook) -> T) -> T {
         inner.withLock { body(&$0.book) }
-    }
-}
-
-/// Short texts the roles put into events.
-enum EventText {
-    static func describe(_ peer: PeerDescription) -> String {
-        if let name = peer.name, !name.isEmpty, name != peer.address { return "\(peer.address) (\(name))" }
-        return peer.address
-    }
-
-    /// Said once per run when a framed session let in a key no authorized-peers file lists:
-    /// the transfer was encrypted, but nothing proved who was at the other end.
-    static func unauthenticatedNotice(peer: String, key: AuthenticatedPeer) -> String {
-        "encrypted but not authenticated: \(peer)'s key is \(key.fingerprint) (no authorized peers here); "
-            + "to trust only that host, run 'bletransfer pair' on both hosts (or compare the key with "
-            + "'bletransfer id' there and 'bletransfer peers add' its line)"
     }
 }

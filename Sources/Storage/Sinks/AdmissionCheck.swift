@@ -1,16 +1,16 @@
-import BlueZ
 import Machines
-import Storage
 
 /// Room on disk for the messages of a visit, checked as they come: a framed message once,
 /// with the length its header announces, before any payload is taken; a compat one (no
 /// length) about once a second with what has come so far. Refused, the link is dropped before
 /// EOM: the sender keeps its copy.
-struct AdmissionCheck {
+package struct AdmissionCheck: Sendable {
     private var admittedAnnouncement = false
     private var lastCheck: Duration?
 
-    mutating func check(_ assembly: MessageAssembly, at now: Duration, sink: any MessageSink) throws {
+    package init() {}
+
+    package mutating func check(_ assembly: MessageAssembly, at now: Duration, sink: any MessageSink) throws {
         guard !assembly.finished else { return }
         var checked: Int?
         if let announced = assembly.announcedLength, !admittedAnnouncement {
@@ -26,14 +26,7 @@ struct AdmissionCheck {
     }
 
     /// The next message of the session announces its own length.
-    mutating func nextMessage() {
+    package mutating func nextMessage() {
         admittedAnnouncement = false
     }
-}
-
-/// A sender's L2CAP channel as its last visit found it: the PSM its service published and the
-/// transfer characteristic resolved then.
-struct KnownChannel: Sendable {
-    var psm: UInt16
-    var characteristic: RemoteGATTCharacteristic
 }

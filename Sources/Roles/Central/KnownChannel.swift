@@ -1,0 +1,8 @@
+import BlueZ
+
+/// A sender's L2CAP channel as its last visit found it: the PSM its service published and the
+/// transfer characteristic resolved then.
+struct KnownChannel: Sendable {
+    var psm: UInt16
+    var characteristic: RemoteGATTCharacteristic
+}
