@@ -90,10 +90,9 @@ actor SubscriptionServer {
         /// the previous one confirmed (`indicationConfirmed`): the order survives any number
         /// of ATT bearers. Where those reports go.
         var confirmations: AsyncStream<Void>.Continuation?
-        /// Secure mode: the central's writes during the session, for the transfer task.
-        var secureWrites: AsyncStream<[UInt8]>.Continuation? = nil
-        /// Version 2: where the transfer task reads those writes; interrupted on a hang-up, so
-        /// that a session paused for the central (its handshake, a PROGRESS) stops.
+        /// Secure mode: the central's writes during the session, posted straight in for the
+        /// transfer task to read; interrupted on a hang-up, so that a session paused for the
+        /// central (its handshake, a PROGRESS) stops.
         var writeInbox: WriteInbox? = nil
         /// Secure mode: the central the handshake authenticated.
         var authenticatedPeer: AuthenticatedPeer?
@@ -294,7 +293,7 @@ actor SubscriptionServer {
     /// session's write stream.
     private func channelWrite(_ value: [UInt8], subscription id: Int) {
         guard let subscription = current, subscription.id == id else { return }
-        subscription.secureWrites?.yield(value)
+        subscription.writeInbox?.post(value)
     }
 
     /// bluetoothd reported an indication confirmed by the subscriber (`Confirm`).
@@ -327,9 +326,9 @@ actor SubscriptionServer {
         }
         // While a secure session is subscribed, everything its central writes is stream values
         // of that session (docs/wire-v2.md), never a HELLO.
-        if let subscription = current, let writes = subscription.secureWrites, !subscription.overChannel,
+        if let subscription = current, let inbox = subscription.writeInbox, !subscription.overChannel,
            device == nil || subscription.device == nil || device == subscription.device {
-            writes.yield(value)
+            inbox.post(value)
             return
         }
         if let hello = WireFormat.parseHello(value) {
@@ -414,7 +413,7 @@ actor SubscriptionServer {
         let sender = MessageSender(message: message, replyingTo: nil, maximumValueLength: valueLength)
         return begin(channel: channel, device: device, message: message, sequence: sequence, format: .compat,
                      valueLength: sender.maximumValueLength, valueCount: sender.valueCount,
-                     usesSocket: usesSocket, indications: indications, secureWrites: nil) { id, confirmations in
+                     usesSocket: usesSocket, indications: indications) { id, confirmations in
             await Self.transfer(sender, over: channel, confirmations: confirmations, subscription: id, server: self)
         }
     }
@@ -425,7 +424,7 @@ actor SubscriptionServer {
                            format: TransferFormat,
                            valueLength: Int, valueCount: Int,
                            usesSocket: Bool, indications: Bool,
-                           secureWrites: AsyncStream<[UInt8]>.Continuation?, writeInbox: WriteInbox? = nil,
+                           writeInbox: WriteInbox? = nil,
                            overChannel: Bool = false,
                            transfer: @escaping @Sendable (_ id: Int, _ confirmations: AsyncStream<Void>?) async -> Void) -> Int {
         let id = nextID
@@ -442,7 +441,7 @@ actor SubscriptionServer {
             meter: ProgressMeter(totalBytes: message.byteCount),
             delivery: SubscriptionDelivery(format: format, confirmsIndications: indications,
                                            totalBytes: message.byteCount, limits: limits),
-            secureWrites: secureWrites, writeInbox: writeInbox, overChannel: overChannel)
+            writeInbox: writeInbox, overChannel: overChannel)
         emitEvent(overChannel ? .subscribed(peer, mtu: valueLength, format: format, transport: .l2cap)
                               : .subscribed(peer, mtu: valueLength + 3, format: format))
         if !channel.hasBackPressure {
@@ -538,7 +537,7 @@ actor SubscriptionServer {
             case .disconnect:
                 break   // awaited by the caller (`timerFired`), outside this synchronous step
             case .end(let announce):
-                subscription.secureWrites?.finish()
+                subscription.writeInbox?.finish()
                 if announce { activityContinuation.yield(.subscriptionEnded) }
             }
         }
@@ -689,7 +688,7 @@ actor SubscriptionServer {
                 ? compatOrderingRisk(&subscription) : nil,
             peerKey: subscription.authenticatedPeer,
             resumedFrom: subscription.resumedFrom,
-            payloadBytesOnAir: subscription.secureWrites != nil ? payloadBytesOnAir.removeValue(forKey: subscription.message.digest) : nil)
+            payloadBytesOnAir: subscription.writeInbox != nil ? payloadBytesOnAir.removeValue(forKey: subscription.message.digest) : nil)
     }
 }
 
@@ -715,16 +714,14 @@ extension SubscriptionServer {
             refuse(device: device, reason: "its framed version 2 session could not start: \(error)")
             return nil
         }
-        let (writes, writesContinuation) = AsyncStream<[UInt8]>.makeStream(bufferingPolicy: .bufferingOldest(Self.secureWriteBacklog))
         let inbox = WriteInbox(limit: Self.secureWriteBacklog)
         return begin(channel: channel, device: device, message: message, sequence: sequence,
                      format: .secure, valueLength: valueLength,
                      valueCount: SecureSenderSession.estimatedValueCount(payloadLength: message.byteCount,
                                                                          maximumValueLength: valueLength,
                                                                          overChannel: overChannel),
-                     usesSocket: usesSocket, indications: indications, secureWrites: writesContinuation,
-                     writeInbox: inbox, overChannel: overChannel) { id, confirmations in
-            await Self.secureTransfer(session, over: channel, writes: writes, into: inbox, confirmations: confirmations,
+                     usesSocket: usesSocket, indications: indications, writeInbox: inbox, overChannel: overChannel) { id, confirmations in
+            await Self.secureTransfer(session, over: channel, written: inbox, confirmations: confirmations,
                                       handshakeTimeout: handshakeTimeout, subscription: id, server: self)
         }
     }
@@ -963,13 +960,11 @@ extension SubscriptionServer {
     /// The secure session's transfer task: handshake message 1, the central's message 2 from its
     /// writes, then message 3, the records and `EOM`; then the sealed ACK from its writes.
     private static func secureTransfer(_ session: SecureSenderSession, over channel: any NotificationChannel,
-                                       writes: AsyncStream<[UInt8]>, into written: WriteInbox,
+                                       written: WriteInbox,
                                        confirmations: AsyncStream<Void>?, handshakeTimeout: Duration,
                                        subscription id: Int, server: SubscriptionServer) async {
-        // The writes are read between notifications too: a RESUME must take effect while DATA
-        // flows, not after the whole message went out.
-        let forwarding = Task { await written.drain(writes) }
-        defer { forwarding.cancel() }
+        // The writes are read between notifications too (`WriteInbox.takeAvailable`): a RESUME
+        // must take effect while DATA flows, not after the whole message went out.
         var transfer = SecureTransfer(session: session, id: id, server: server)
         do {
             try await transfer.run(over: channel, written: written, confirmations: confirmations,

@@ -9,8 +9,9 @@ import Synchronization
 /// before the hang-up may still be on its way (a D-Bus call racing a socket event), and the
 /// ACK timeout bounds that wait.
 ///
-/// Bounded like the stream it drains: a central writing more than `limit` values before they
-/// are read loses the excess, and its session then fails on the gap in sequence numbers.
+/// The server posts each write straight in (`post`), from the actor that took it from BlueZ.
+/// Bounded: a central writing more than `limit` values before they are read loses the excess,
+/// and its session then fails on the gap in sequence numbers.
 final class WriteInbox: Sendable {
     private struct State {
         var values: [[UInt8]] = []
@@ -24,12 +25,6 @@ final class WriteInbox: Sendable {
     let limit: Int
 
     init(limit: Int) { self.limit = limit }
-
-    /// Forwards `writes` into the inbox until the stream ends (a task of its own).
-    func drain(_ writes: AsyncStream<[UInt8]>) async {
-        for await value in writes { post(value) }
-        finish()
-    }
 
     func post(_ value: [UInt8]) {
         let waiter: CheckedContinuation<[UInt8]?, Never>? = state.withLock { state in
