@@ -177,6 +177,8 @@ let package = Package(
         testTarget("DBusTests", ["DBus", propertyBased]),
         testTarget("BlueZTests", ["BluetoothModel", "BlueZ", "DBus"]),
         .testTarget(name: "DaemonSupportTests", dependencies: ["DaemonSupport", "SystemCalls", systemPackage]),
+        // The roles' pure machines on their own: no bus, no BlueZ.
+        testTarget("MachinesTests", ["Machines", "Transfer", "Trust", propertyBased]),
         testTarget("RolesTests", ["Roles", "Options", "Machines", "Storage", "Transfer", "Trust", "BlueZ", "DBus", "DaemonSupport", propertyBased]),
         // DaemonBlueZooTests also run the `bletransfer` executable that `swift test` builds.
         testTarget("DaemonTests", ["Daemon", "Roles", "Machines", "Storage", "Transfer", "BlueZ", "DBus", "DaemonSupport"]),

@@ -1,6 +1,4 @@
 @testable import Machines
-@testable import Roles
-@testable import Storage
 import Testing
 import TestSupport
 import Transfer
