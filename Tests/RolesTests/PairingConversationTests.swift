@@ -63,15 +63,28 @@ import Trust
         #expect(seenByAlice.code == seenByBob.code)
     }
 
-    @Test func aPeerThatClosesAfterOurFarewellWithoutItsOwnLeavesThisSidePaired() async throws {
+    /// Alice pairs through `PairingConversation` with a scripted Bob that ends as told.
+    func pairWithScriptedBob(ending: Ending, messageTimeout: Duration) async throws
+        -> Result<PairingExchange.Result, RoleFailure> {
         let (a, b) = try NotificationSocket.makePair(mtu: 600)
         defer { a.close(); b.close() }
         let (alice, bob) = (self.alice, self.bob)
-        async let peer = Self.scriptedPeer(b, identity: bob, ending: .closeWithoutFarewell)
-        let result = try await PairingConversation.run(
-            Self.meeting(a, .initiator, peer: "bob"), identity: alice, name: alice.name, answerTimeout: .seconds(5)) { _ in true }
+        async let peer = Self.scriptedPeer(b, identity: bob, ending: ending)
+        let result: Result<PairingExchange.Result, RoleFailure>
+        do {
+            result = .success(try await PairingConversation.run(
+                Self.meeting(a, .initiator, peer: "bob"), identity: alice, name: alice.name,
+                answerTimeout: .seconds(5), messageTimeout: messageTimeout) { _ in true })
+        } catch let failure as RoleFailure {
+            result = .failure(failure)
+        }
         _ = try await peer
-        guard case .paired(let candidate) = result else {
+        return result
+    }
+
+    @Test func aPeerThatClosesAfterOurFarewellWithoutItsOwnLeavesThisSidePaired() async throws {
+        let result = try await pairWithScriptedBob(ending: .closeWithoutFarewell, messageTimeout: .seconds(15))
+        guard case .success(.paired(let candidate)) = result else {
             Issue.record("not paired: \(result)")
             return
         }
@@ -79,20 +92,13 @@ import Trust
     }
 
     @Test func aPeerSilentAfterTheAnswersAddsNothingAndTheLineSaysPairAgainOnBothHosts() async throws {
-        let (a, b) = try NotificationSocket.makePair(mtu: 600)
-        defer { a.close(); b.close() }
-        let (alice, bob) = (self.alice, self.bob)
-        async let peer = Self.scriptedPeer(b, identity: bob, ending: .staySilent)
-        do {
-            _ = try await PairingConversation.run(
-                Self.meeting(a, .initiator, peer: "bob"), identity: alice, name: alice.name,
-                answerTimeout: .seconds(5), messageTimeout: .seconds(3)) { _ in true }
-            Issue.record("a pairing whose end was never confirmed was taken")
-        } catch let failure as RoleFailure {
-            #expect(failure.kind == .timedOut)
-            #expect(failure.userMessage.contains("nothing added here"))
-            #expect(failure.userMessage.contains("run 'bletransfer pair' again on both hosts"))
+        let result = try await pairWithScriptedBob(ending: .staySilent, messageTimeout: .seconds(3))
+        guard case .failure(let failure) = result else {
+            Issue.record("a pairing whose end was never confirmed was taken: \(result)")
+            return
         }
-        _ = try await peer
+        #expect(failure.kind == .timedOut)
+        #expect(failure.userMessage.contains("nothing added here"))
+        #expect(failure.userMessage.contains("run 'bletransfer pair' again on both hosts"))
     }
 }
