@@ -756,7 +756,8 @@ public final class Central: Sendable {
     }
 
     /// Does what the assembly asked of the resume spool; messages too short to be worth a
-    /// checkpoint are not kept (`ResumeSpool.checkpoints`).
+    /// checkpoint are not kept (`ResumeSpool.checkpoints`), and a removal is always done (it
+    /// costs nothing when there is no entry).
     private static func keepCheckpoints(_ work: [MessageAssembly.CheckpointWork], in spool: ResumeSpool?) {
         guard let spool else { return }
         for item in work {
@@ -764,7 +765,7 @@ public final class Central: Sendable {
             case .append(let sender, let header, let offset, let bytes):
                 if ResumeSpool.checkpoints(header) { spool.append(sender: sender, header: header, offset: offset, bytes: bytes) }
             case .remove(let sender, let header):
-                if ResumeSpool.checkpoints(header) { spool.remove(sender: sender, header: header) }
+                spool.remove(sender: sender, header: header)
             }
         }
     }
