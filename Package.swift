@@ -142,7 +142,7 @@ let package = Package(
             name: "bletransfer",
             dependencies: [
                 "Daemon", "Roles", "Options", "Machines", "Transfer", "BlueZ", "DaemonSupport", "Trust", "Storage",
-                argumentParser, logging, systemPackage, unixSignals,
+                argumentParser, logging, serviceLifecycle, systemPackage, unixSignals,
             ],
             plugins: ["BuildInfoPlugin"]
         ),

@@ -114,12 +114,6 @@ public struct Daemon {
         } catch {
             logger.warning("cannot notify systemd", metadata: ["error": "\(error)"])
         }
-        // Unstructured on purpose: it must outlive the services, to pass on what the role
-        // reports while it unregisters; it ends when `reportInput` is finished below.
-        let reporting = Task {
-            var reporter = reporter
-            for await item in reports { reporter.handle(item) }
-        }
         let bluezLogger = Logger(label: "bletransfer.bluez")
         let supervisor = DaemonSupervisor(
             openSession: { try await BluetoothSession.open(logger: bluezLogger) },
@@ -138,13 +132,22 @@ public struct Daemon {
                       successTerminationBehavior: .gracefullyShutdownGroup),
             ],
             logger: groupLogger))
-        do {
-            try await group.run()
-        } catch {
-            logger.error("daemon services failed", metadata: ["error": "\(error)"])
+        // The reports are handled by a child of a task group around the services rather than
+        // by a service: it must outlive them, to pass on what the role reports while it
+        // unregisters, and the service group may cancel its services. It ends when
+        // `reportInput` is finished, and nothing cancels this task.
+        await withTaskGroup(of: Void.self) { reporting in
+            reporting.addTask {
+                var reporter = reporter
+                for await item in reports { reporter.handle(item) }
+            }
+            do {
+                try await group.run()
+            } catch {
+                logger.error("daemon services failed", metadata: ["error": "\(error)"])
+            }
+            reportInput.finish()
         }
-        reportInput.finish()
-        await reporting.value
         logger.notice("daemon stopped")
         return .success
     }
@@ -154,9 +157,10 @@ public struct Daemon {
     private static func run(forwarding events: AsyncStream<RoleEvent>,
                             to emit: @escaping @Sendable (RoleEvent) -> Void,
                             _ role: () async throws -> Void) async throws {
-        // Unstructured on purpose: a child task would be cancelled with the attempt and stop
-        // iterating, dropping what the role reports while it unregisters. This one ends when
-        // the stream does, and is awaited on every path.
+        // Unstructured: a child task would be cancelled with the attempt (the supervisor
+        // cancels it when Bluetooth goes away or the daemon stops) and stop iterating,
+        // dropping what the role reports while it unregisters. This one ends when the stream
+        // does, and is awaited on every path.
         let forward = Task {
             for await event in events { emit(event) }
         }

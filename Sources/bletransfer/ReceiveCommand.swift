@@ -202,8 +202,9 @@ struct ReceiveCommand: AsyncParsableCommand {
 
         let mode = reporting.outputMode
         let carriesPayload = json && outputPath == nil && outputDirectory == nil
-        // Unstructured: renders while the role runs in `RoleRun.race`; ends with the event stream and is awaited below.
-        let renderer = Task {
+        let deadline = self.timeout.duration
+        // The deadline is the central's own (`run(sink:timeout:)`), which words the line.
+        let outcome = await RoleRun.run(timeout: nil, rendering: {
             var renderer = EventRenderer(mode: mode)
             for await event in central.events {
                 var extras = JSONEventExtras()
@@ -219,13 +220,9 @@ struct ReceiveCommand: AsyncParsableCommand {
                 renderer.render(event, extras: extras)
             }
             renderer.finish()
-        }
-
-        let deadline = self.timeout.duration
-        let outcome = await RoleRun.race(timeout: nil) {
+        }) {
             try await central.run(sink: sink, timeout: deadline)
         }
-        await renderer.value
 
         try await RoleRun.end(outcome, json: json) { seconds in "timed out after \(RoleRun.format(seconds)) s" }
     }

@@ -5,6 +5,8 @@ import DaemonSupport
 import Logging
 import Machines
 import Roles
+import ServiceLifecycle
+import Synchronization
 import Transfer
 import UnixSignals
 
@@ -13,8 +15,9 @@ import Glibc
 #endif
 
 /// Runs a role until it finishes, fails, its deadline passes, or SIGINT / SIGTERM arrives.
-/// On a deadline or a signal the role's task is cancelled and awaited, so whatever it
-/// registered with bluetoothd is unregistered before the command exits.
+/// On a deadline or a signal the role is shut down — cancelled, as neither role has a gentler
+/// way to stop — and awaited, so whatever it registered with bluetoothd is unregistered
+/// before the command exits.
 enum RoleRun {
     enum Outcome: Sendable {
         case finished
@@ -25,52 +28,103 @@ enum RoleRun {
         case interrupted(Int32)
     }
 
-    private enum Race: Sendable {
-        case role(Outcome)
-        case deadline(Double)
-        case signal(Int32)
-    }
-
-    static func race(timeout: Duration?, _ role: @escaping @Sendable () async throws -> Void) async -> Outcome {
+    /// Runs `role` as a swift-service-lifecycle `ServiceGroup` beside a `StopSignalService`
+    /// and, with a `timeout`, a `DeadlineService`: whichever ends first names the outcome and
+    /// shuts the group down gracefully, the role last (`RoleService`). `render`, when given,
+    /// consumes the role's events beside the group and is awaited after it, so that every event,
+    /// down to those of the role's teardown, is rendered before the outcome is returned; it must
+    /// return once the role's event stream finishes.
+    static func run(timeout: Duration?, rendering render: (@Sendable () async -> Void)? = nil,
+                    _ role: @escaping @Sendable () async throws -> Void) async -> Outcome {
         // Trapped before the role starts, so an early Ctrl-C cannot end the process with our
         // GATT application and advertisement still registered.
         let signals = await UnixSignalsSequence(trapping: .sigint, .sigterm)
-        return await withTaskGroup(of: Race?.self) { group in
-            group.addTask {
-                do {
-                    try await role()
-                    return .role(.finished)
-                } catch {
-                    return .role(.failed(error))
-                }
+        let firstEnd = FirstEnd()
+        // Shut down in reverse order: the deadline and the signal watch first, the role last.
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
+            .init(service: RoleService(role: role, firstEnd: firstEnd),
+                  successTerminationBehavior: .gracefullyShutdownGroup),
+            .init(service: StopSignalService(signals: signals, firstEnd: firstEnd),
+                  successTerminationBehavior: .gracefullyShutdownGroup),
+        ]
+        if let timeout {
+            services.append(.init(service: DeadlineService(timeout: timeout, firstEnd: firstEnd),
+                                  successTerminationBehavior: .gracefullyShutdownGroup))
+        }
+        // The group's own lines (starting, shutting down) are not the command's to print.
+        let group = ServiceGroup(configuration: ServiceGroupConfiguration(
+            services: services, logger: Logger(label: "bletransfer.services") { _ in SwiftLogNoOpLogHandler() }))
+        // A child of this task rather than a service: the group cancels its services when one
+        // ends while another is being shut down, and a cancelled renderer would stop reading
+        // the event stream and lose the role's last events. This task is never cancelled.
+        await withTaskGroup(of: Void.self) { rendering in
+            if let render { rendering.addTask { await render() } }
+            // No service throws: each records how the run ended in `firstEnd`. The group's
+            // own error (a service that ended while another was shutting down) changes
+            // nothing about that outcome, and the group has awaited every service either way.
+            try? await group.run()
+        }
+        return firstEnd.outcome ?? .finished
+    }
+
+    /// How the run ended: the first service to record it wins; later ones (the role's
+    /// `CancellationError` after a signal, a signal during the teardown) do not count.
+    final class FirstEnd: Sendable {
+        private let recorded = Mutex<Outcome?>(nil)
+
+        func record(_ outcome: Outcome) {
+            recorded.withLock { if $0 == nil { $0 = outcome } }
+        }
+
+        var outcome: Outcome? { recorded.withLock { $0 } }
+    }
+
+    /// Runs the role until it returns or throws, which ends the run, or until the graceful
+    /// shutdown. Neither `Peripheral` nor `Central` can be asked to stop other than by
+    /// cancellation (their teardown is what cancellation starts), so the graceful shutdown
+    /// cancels the role and waits for its teardown.
+    struct RoleService: Service {
+        let role: @Sendable () async throws -> Void
+        let firstEnd: FirstEnd
+
+        func run() async {
+            do {
+                try await cancelWhenGracefulShutdown(role)
+                firstEnd.record(.finished)
+            } catch {
+                firstEnd.record(.failed(error))
             }
-            group.addTask {
-                for await signal in signals { return .signal(signal.rawValue) }
-                return nil   // cancelled: the role ended first
+        }
+    }
+
+    /// Returns when SIGINT or SIGTERM arrives, having recorded which (the exit status is
+    /// 128 + the signal), or at the graceful shutdown when the run ended otherwise.
+    struct StopSignalService: Service {
+        let signals: UnixSignalsSequence
+        let firstEnd: FirstEnd
+
+        func run() async {
+            for await signal in signals.cancelOnGracefulShutdown() {
+                firstEnd.record(.interrupted(signal.rawValue))
+                return
             }
-            if let timeout {
-                group.addTask {
-                    do {
-                        try await Task.sleep(for: timeout)
-                    } catch {
-                        return nil
-                    }
-                    return .deadline(timeout.seconds)
-                }
+        }
+    }
+
+    /// Returns when `timeout` has passed, having recorded it (`--timeout`), or at the graceful
+    /// shutdown when the run ended otherwise.
+    struct DeadlineService: Service {
+        let timeout: Duration
+        let firstEnd: FirstEnd
+
+        func run() async {
+            let timeout = self.timeout
+            do {
+                try await cancelWhenGracefulShutdown { try await Task.sleep(for: timeout) }
+            } catch {
+                return
             }
-            var first: Race?
-            while first == nil, let next = await group.next() {
-                first = next
-            }
-            group.cancelAll()
-            // Let the role clean up; its own result after cancellation does not matter.
-            while await group.next() != nil {}
-            switch first {
-            case .role(let outcome): return outcome
-            case .deadline(let seconds): return .timedOut(seconds)
-            case .signal(let signal): return .interrupted(signal)
-            case nil: return .finished
-            }
+            firstEnd.record(.timedOut(timeout.seconds))
         }
     }
 

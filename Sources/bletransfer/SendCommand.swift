@@ -186,16 +186,13 @@ struct SendCommand: AsyncParsableCommand {
         let options = try bluetooth.targeting(senderOptions, secureMode: secureMode, transport: transport)
         let peripheral = Peripheral(configuration: options.configuration, session: session, logger: logger)
         let mode = reporting.outputMode
-        // Unstructured: renders while the role runs in `RoleRun.race`; ends with the event stream and is awaited below.
-        let renderer = Task {
+        let outcome = await RoleRun.run(timeout: timeout.duration, rendering: {
             var renderer = EventRenderer(mode: mode, label: label)
             for await event in peripheral.events { renderer.render(event) }
             renderer.finish()
-        }
-        let outcome = await RoleRun.race(timeout: timeout.duration) {
+        }) {
             try await peripheral.run(source: source)
         }
-        await renderer.value
         try await RoleRun.end(outcome, json: json, timedOut: timedOut)
         return logger
     }
