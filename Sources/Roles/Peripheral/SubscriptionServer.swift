@@ -67,9 +67,8 @@ actor SubscriptionServer {
         let sessionStartedAt: ContinuousClock.Instant
         /// Messages counted as delivered in this subscription (multi).
         var deliveredInSession = 0
-        var meter: ProgressMeter
-        var lastProgressEvent: ContinuousClock.Instant?
-        var lastProgressBytes: Int?
+        /// When the current message's progress is reported, and its rate.
+        var progress: ProgressReports
         /// Whether the message counts as delivered, and what to do next.
         var delivery: SubscriptionDelivery
         /// The connection's task (`runConnection`): the transfer, the link's reader, the timers.
@@ -398,7 +397,7 @@ actor SubscriptionServer {
         var subscription = Subscription(
             id: id, device: device, peer: peer, message: message, sequence: sequence, format: format,
             link: link, startedAt: .now, sessionStartedAt: .now,
-            meter: ProgressMeter(totalBytes: message.byteCount),
+            progress: ProgressReports(totalBytes: message.byteCount, interval: configuration.progressInterval),
             delivery: SubscriptionDelivery(format: format, confirmsIndications: indications,
                                            totalBytes: message.byteCount, limits: limits),
             timerRequests: timerRequests, writeInbox: writeInbox)
@@ -594,16 +593,10 @@ actor SubscriptionServer {
             payloadBytesOnAir[subscription.message.digest, default: 0] += sessionBytesOnAir - subscription.sessionBytesOnAirCounted
             subscription.sessionBytesOnAirCounted = sessionBytesOnAir
         }
-        let now = ContinuousClock.now
-        subscription.meter.record(bytesSoFar: bytesSent, at: now - subscription.startedAt)
-        let due = subscription.lastProgressEvent.map { now - $0 >= configuration.progressInterval } ?? true
-        let isLast = bytesSent == subscription.message.byteCount && subscription.lastProgressBytes != bytesSent
-        if due || isLast {
-            subscription.lastProgressEvent = now
-            subscription.lastProgressBytes = bytesSent
-            emitEvent(.progress(subscription.peer, subscription.meter.progress,
-                                bytesPerSecond: subscription.meter.bytesPerSecond,
-                                secondsRemaining: subscription.meter.estimatedRemaining.map(\.seconds)))
+        if subscription.progress.record(bytesSent: bytesSent, at: .now - subscription.startedAt) {
+            let meter = subscription.progress.meter
+            emitEvent(.progress(subscription.peer, meter.progress, bytesPerSecond: meter.bytesPerSecond,
+                                secondsRemaining: meter.estimatedRemaining.map(\.seconds)))
         }
         current = subscription
         feed(.valueHandedOver(bytesSent: bytesSent, last: finished), to: id)
@@ -664,10 +657,7 @@ actor SubscriptionServer {
     private func summary(of subscription: inout Subscription) -> MessageSummary {
         MessageSummary(
             sequence: subscription.sequence, byteCount: subscription.message.byteCount, format: subscription.format,
-            sha256: subscription.message.digest.map { byte in
-                let hex = String(byte, radix: 16)
-                return byte < 16 ? "0" + hex : hex
-            }.joined(),
+            sha256: Central.hex(subscription.message.digest),
             duration: .now - subscription.startedAt,
             ordering: subscription.format == .compat && subscription.confirmations == nil
                 ? compatOrderingRisk(&subscription) : nil,
@@ -705,8 +695,17 @@ extension SubscriptionServer {
                                                                   maximumValueLength: valueLength,
                                                                   overChannel: link.overChannel),
               indications: indications, writeInbox: inbox) { id, confirmations in
-            await Self.secureTransfer(session, over: channel, written: inbox, confirmations: confirmations,
-                                      handshakeTimeout: handshakeTimeout, subscription: id, server: self)
+            // The writes are read between notifications too (`WriteInbox.takeAvailable`): a RESUME
+            // must take effect while DATA flows, not after the whole message went out.
+            var transfer = SecureTransfer(session: session, id: id, server: self)
+            do {
+                try await transfer.run(over: channel, written: inbox, confirmations: confirmations,
+                                       handshakeTimeout: handshakeTimeout)
+            } catch let error as SecureSessionError {
+                await self.secureSessionFailed(id, error)
+            } catch {
+                await self.transferFailed(id, error)
+            }
         }
         return true
     }
@@ -801,9 +800,7 @@ extension SubscriptionServer {
         ongoing.message = next.message
         ongoing.sequence = next.sequence
         ongoing.startedAt = .now
-        ongoing.meter = ProgressMeter(totalBytes: next.message.byteCount)
-        ongoing.lastProgressEvent = nil
-        ongoing.lastProgressBytes = nil
+        ongoing.progress = ProgressReports(totalBytes: next.message.byteCount, interval: configuration.progressInterval)
         ongoing.resumedFrom = nil
         let valueLength = ongoing.link.overChannel
             ? min(ongoing.link.channel.maximumValueLength, SequencedStream.channelValueLengths.upperBound)
@@ -923,28 +920,12 @@ extension SubscriptionServer {
         }
     }
 
-    /// The secure session's transfer task: handshake message 1, the central's message 2 from its
-    /// writes, then message 3, the records and `EOM`; then the sealed ACK from its writes.
-    private static func secureTransfer(_ session: SecureSenderSession, over channel: any NotificationChannel,
-                                       written: WriteInbox,
-                                       confirmations: AsyncStream<Void>?, handshakeTimeout: Duration,
-                                       subscription id: Int, server: SubscriptionServer) async {
-        // The writes are read between notifications too (`WriteInbox.takeAvailable`): a RESUME
-        // must take effect while DATA flows, not after the whole message went out.
-        var transfer = SecureTransfer(session: session, id: id, server: server)
-        do {
-            try await transfer.run(over: channel, written: written, confirmations: confirmations,
-                                   handshakeTimeout: handshakeTimeout)
-        } catch let error as SecureSessionError {
-            await server.secureSessionFailed(id, error)
-        } catch {
-            await server.transferFailed(id, error)
-        }
-    }
 }
 
-/// One subscription's secure transfer (`SubscriptionServer.secureTransfer`): the session, and
-/// what the transfer task remembers of the messages under way.
+/// One subscription's secure transfer (started by `SubscriptionServer.startVersion2`): the
+/// session — handshake message 1, the central's message 2 from its writes, then message 3, the
+/// records and `EOM`, then the sealed ACK from its writes — and what the transfer remembers of
+/// the messages under way.
 private struct SecureTransfer {
     var session: SecureSenderSession
     let id: Int
