@@ -434,8 +434,8 @@ actor SubscriptionServer {
     /// the link's reader.
     typealias Confirmations = (stream: AsyncStream<Void>, continuation: AsyncStream<Void>.Continuation)
 
-    /// The body of a subscription's transfer task: it sends the message (or session) over the
-    /// link and reports to the server.
+    /// The transfer, a child of the subscription's connection task: it sends the message (or
+    /// session) over the link and reports to the server.
     typealias Transfer = @Sendable (_ id: Int, _ confirmations: AsyncStream<Void>?) async -> Void
 
     /// One connection, one task: the transfer, the reader of the link's inbound side (its end
