@@ -149,12 +149,12 @@ public final class Peripheral: Sendable {
         }
 
         let reason = outcome.isExhausted ? "the run ended" : "Bluetooth is not available any more"
-        // Unstructured: this task may be cancelled, and a cancelled task cannot make the D-Bus calls that unregister.
-        await Task {
+        // This task may be cancelled, and a cancelled task cannot make the D-Bus calls that unregister.
+        try? await Self.uncancelled {
             await server.shutDown(reason: reason)
             await advertisement.unregister()
             await application.unregister()
-        }.value
+        }
         return outcome
     }
 

@@ -22,41 +22,34 @@ enum ServerActivity: Sendable {
 
 /// The peripheral's GATT-side logic for one registration period, free of D-Bus: it takes the
 /// calls BlueZ makes on our characteristic (a write, `AcquireNotify`, `StartNotify`,
-/// `StopNotify`) plus device disconnections, serves the offered message to one subscriber at a
-/// time from byte 0, and decides when a message counts as delivered.
+/// `StopNotify`) plus device disconnections and accepted L2CAP channels, serves the offered
+/// message to one subscriber at a time from byte 0, and decides when it counts as delivered.
 ///
-/// Delivery rules:
-/// - framed (the central wrote a version-2 HELLO offering the encrypted session): delivered on
-///   the sealed ACK of the session's message, which only the receiver that stored it can
-///   produce, once every value was handed to BlueZ. A hang-up after the message's END waits
-///   `acknowledgementGrace` for a late ACK. A central that offers the retired version 1, or
-///   the framed protocol without encryption, gets one `centralDropped` line and nothing else.
-/// - compat: delivered when the central unsubscribes (or disconnects) after `EOM` was
-///   written — bluetoothd read it from the socket (see `NotificationChannel.drain`) — and
-///   Bluetooth is still up `compatConfirmationDelay` later (a hang-up caused by the adapter
-///   going off looks the same as an unsubscription).
+/// Each subscription is one connection: its `SenderLink` (the AcquireNotify socket, the
+/// PropertiesChanged fallback or the L2CAP channel) and one task (`runConnection`) that runs
+/// the transfer, reads the link's inbound side and fires the delivery's timers. This actor
+/// keeps the current subscription, routes BlueZ's calls for it (the device's writes go to the
+/// session's `WriteInbox`, `Confirm` to the confirmations) and performs what the delivery
+/// machine answers.
+///
+/// Delivery rules (the decision is `SubscriptionDelivery`, a pure state machine):
+/// - framed (a version-2 HELLO offering the encrypted session): delivered on the sealed ACK
+///   only the receiver that stored the message can produce, once every value was handed to
+///   BlueZ; a hang-up after END waits `acknowledgementGrace` for a late ACK. A central that
+///   offers the retired version 1, or the framed protocol without encryption, gets one
+///   `centralDropped` line and nothing else; so does any non-secure subscriber (or an
+///   unlisted key) when the policy requires the secure mode, and its link is disconnected.
+/// - compat: delivered when the central unsubscribes (or disconnects) after `EOM` was written
+///   (bluetoothd read it from the socket, `NotificationChannel.drain`) and Bluetooth is still
+///   up `compatConfirmationDelay` later (the adapter going off looks like an unsubscription).
 /// - A subscription that ends earlier counts nothing; the next subscriber starts at byte 0.
 ///
-/// The decision itself is `SubscriptionDelivery`, a pure state machine; this actor keeps the
-/// I/O (channels, the transfer task, timers as tasks, events) and performs what it answers.
-///
-/// Bounds (a central in range may be broken or hostile): a subscription must move its message
-/// within `transferDeadline(forWireBytes:)` (a floor plus the size at a minimum rate), and
-/// after `EOM` was written a framed central must ACK within `acknowledgementTimeout`, a compat
-/// central unsubscribe within `unsubscribeTimeout`. A central that misses its bound is
-/// dropped: the transfer counts nothing, the notification channel is closed, the link is
-/// disconnected (`disconnectDevice`), and advertising resumes for the next central.
-///
-/// Outside a session, anything a central writes that is not a HELLO is ignored (logged at
-/// debug level); nothing a central writes is stored beyond the bounded HELLO table.
-///
-/// Secure mode (`PeripheralConfiguration.secureMode`, docs/wire-v2.md): a central whose
-/// version-2 HELLO offers `secure` gets a `SecureSenderSession` — handshake message 1, then
-/// nothing until its message 2 proved a key listed in the authorized peers; its writes during
-/// the session go to that session. It counts as delivered on the sealed ACK only that central
-/// can produce. When the policy requires the secure mode, any other subscriber (Apple's flow,
-/// an unlisted key) gets no value at all: one `centralDropped` line names it and its link is
-/// disconnected.
+/// Bounds (a central in range may be broken or hostile): the message within
+/// `transferDeadline(forWireBytes:)`, then the framed ACK within `acknowledgementTimeout` or
+/// the compat unsubscription within `unsubscribeTimeout`. A central that misses its bound is
+/// dropped: nothing counts, the channel is closed, the link disconnected (`disconnectDevice`).
+/// Outside a session, a write that is not a HELLO is ignored (logged at debug level); nothing
+/// a central writes is stored beyond the bounded HELLO table.
 actor SubscriptionServer {
     private struct Subscription {
         let id: Int
@@ -67,22 +60,23 @@ actor SubscriptionServer {
         var message: OutgoingMessage
         var sequence: Int
         let format: TransferFormat
-        let channel: any NotificationChannel
+        let link: SenderLink
         /// When the current message started (the subscription's start for the first).
         var startedAt: ContinuousClock.Instant
         /// When the subscription started: the fairness rule of a multi session counts from it.
         let sessionStartedAt: ContinuousClock.Instant
         /// Messages counted as delivered in this subscription (multi).
         var deliveredInSession = 0
-        let usesSocket: Bool
-        var meter: ProgressMeter
-        var lastProgressEvent: ContinuousClock.Instant?
-        var lastProgressBytes: Int?
+        /// When the current message's progress is reported, and its rate.
+        var progress: ProgressReports
         /// Whether the message counts as delivered, and what to do next.
         var delivery: SubscriptionDelivery
-        var transfer: Task<Void, Never>?
-        /// The delivery's running timers (see `SubscriptionDelivery.Timer`).
-        var timers: [SubscriptionDelivery.Timer: Task<Void, Never>] = [:]
+        /// The connection's task (`runConnection`): the transfer, the link's reader, the timers.
+        var connection: Task<Void, Never>?
+        /// Where the delivery's timers are started (`runConnection` runs them); a timer fires
+        /// only while its generation is the one armed here (a cancelled or restarted one is not).
+        let timerRequests: AsyncStream<TimerRequest>.Continuation
+        var armedTimers: [SubscriptionDelivery.Timer: Int] = [:]
         /// Compat only: the link was seen with (or could have) several ATT bearers, so the
         /// central may get the values out of order (sticky once seen).
         var orderingRisk: EnhancedATTExposure?
@@ -101,9 +95,14 @@ actor SubscriptionServer {
         var sessionBytesOnAirCounted = 0
         /// Resume: the offset the current message continued from.
         var resumedFrom: Int?
-        /// The session runs over an L2CAP channel (`channel`): its values are the channel's
-        /// SDUs, and the central's writes arrive on the same socket, not as GATT writes.
-        var overChannel = false
+    }
+
+    /// A delivery timer started (`SubscriptionDelivery.Action.startTimer`); `generation` tells
+    /// it from a later start of the same timer.
+    struct TimerRequest: Sendable {
+        let timer: SubscriptionDelivery.Timer
+        let duration: Duration
+        let generation: Int
     }
 
     /// What a central wrote before it subscribed: its HELLO, and the same read as version 2.
@@ -146,6 +145,7 @@ actor SubscriptionServer {
     private var payloadBytesOnAir: [[UInt8]: Int] = [:]
     static let onAirMemory = 1024
     private var nextID = 1
+    private var nextTimerGeneration = 0
     private var isShutDown = false
     /// The unauthenticated-key notice was given (once per run).
     private var unauthenticatedNoticed = false
@@ -214,26 +214,8 @@ actor SubscriptionServer {
         } catch {
             logger.debug("could not shrink the notification socket's send buffer: \(error)")
         }
-        guard let id = start(channel: SocketNotificationChannel(socket: socket), device: device, hello: hello,
-                             usesSocket: true, indications: indications)
-        else {
+        if !start(link: .notificationSocket(socket), device: device, hello: hello, indications: indications) {
             socket.close()
-            return
-        }
-        // Unstructured: watches the socket for the subscription's life while the actor serves other calls; ends at the hang-up.
-        Task {
-            if indications {
-                // BlueZ 5.66 reports each confirmation with a Confirm call; later versions (and
-                // BlueZoo) write one byte 0x01 to this socket instead. Either counts.
-                while let packet = try? await socket.receive() {
-                    for byte in packet where byte == 0x01 {
-                        self.indicationConfirmed(subscription: id)
-                    }
-                }
-            } else {
-                await socket.waitForHangUp()
-            }
-            self.hungUp(id, reason: "the central unsubscribed", closeChannel: false)
         }
     }
 
@@ -255,7 +237,7 @@ actor SubscriptionServer {
             ?? WireFormat.minimumValueLength
         let channel = PropertiesChangedNotificationChannel(
             maximumValueLength: valueLength, interval: configuration.fallbackValueInterval, emit: emit)
-        _ = start(channel: channel, device: device, hello: hello, usesSocket: false, indications: indications)
+        _ = start(link: .propertiesChanged(channel), device: device, hello: hello, indications: indications)
     }
 
     /// A central opened our L2CAP channel and wrote `hello` (a version-2 HELLO offering
@@ -273,27 +255,9 @@ actor SubscriptionServer {
         }
         let centralHello = CentralHello(hello: Hello(version: HelloV2.version, session: SessionID(rawValue: hello.session)),
                                         version2: hello)
-        guard let id = start(channel: SocketNotificationChannel(socket: socket), device: device, hello: centralHello,
-                             usesSocket: true, indications: false, overChannel: true)
-        else {
+        if !start(link: .l2capChannel(socket), device: device, hello: centralHello, indications: false) {
             socket.close()
-            return
         }
-        // Unstructured: reads the central's SDUs (its stream of writes) for the session's life
-        // while the actor serves other calls; ends when the central closes the channel.
-        Task {
-            while let value = try? await socket.receive() {
-                self.channelWrite(value, subscription: id)
-            }
-            self.hungUp(id, reason: "the central closed the L2CAP channel", closeChannel: false)
-        }
-    }
-
-    /// An SDU the central wrote on the channel of subscription `id`: the next value of its
-    /// session's write stream.
-    private func channelWrite(_ value: [UInt8], subscription id: Int) {
-        guard let subscription = current, subscription.id == id else { return }
-        subscription.writeInbox?.post(value)
     }
 
     /// bluetoothd reported an indication confirmed by the subscriber (`Confirm`).
@@ -301,15 +265,9 @@ actor SubscriptionServer {
         current?.confirmations?.yield()
     }
 
-    /// The same, read from subscription `id`'s own socket.
-    private func indicationConfirmed(subscription id: Int) {
-        guard let subscription = current, subscription.id == id else { return }
-        subscription.confirmations?.yield()
-    }
-
     /// BlueZ called `StopNotify`: the (last) subscriber of the fallback path left.
     func fallbackStopped() {
-        guard let subscription = current, !subscription.usesSocket else { return }
+        guard let subscription = current, !subscription.link.usesSocket else { return }
         hungUp(subscription.id, reason: "the central unsubscribed", closeChannel: true)
     }
 
@@ -326,7 +284,7 @@ actor SubscriptionServer {
         }
         // While a secure session is subscribed, everything its central writes is stream values
         // of that session (docs/wire-v2.md), never a HELLO.
-        if let subscription = current, let inbox = subscription.writeInbox, !subscription.overChannel,
+        if let subscription = current, let inbox = subscription.writeInbox, !subscription.link.overChannel,
            device == nil || subscription.device == nil || device == subscription.device {
             inbox.post(value)
             return
@@ -376,14 +334,17 @@ actor SubscriptionServer {
 
     // MARK: Serving one subscription
 
-    private func start(channel: any NotificationChannel, device: DeviceReference?, hello centralHello: CentralHello,
-                       usesSocket: Bool, indications: Bool, overChannel: Bool = false) -> Int? {
+    /// Starts serving `link`'s subscriber; false when it is not served (the link is the
+    /// caller's to close).
+    private func start(link: SenderLink, device: DeviceReference?, hello centralHello: CentralHello,
+                       indications: Bool) -> Bool {
         guard let (message, sequence) = offered else {
             logger.debug("a central subscribed while there is nothing to send; ignored")
-            return nil
+            return false
         }
+        let channel = link.channel
         // `--value-size` shapes GATT values (Apple's 20 bytes); a channel's SDUs are its own.
-        let valueLength = overChannel
+        let valueLength = link.overChannel
             ? min(channel.maximumValueLength, SequencedStream.channelValueLengths.upperBound)
             : configuration.valueSizeLimit.map { min($0, channel.maximumValueLength) } ?? channel.maximumValueLength
         let policy = configuration.secureMode
@@ -394,39 +355,36 @@ actor SubscriptionServer {
             guard version2.offered.contains(.secure) else {
                 refuse(device: device, reason: "it offered the framed protocol without encryption, which this "
                        + "bletransfer no longer speaks; update bletransfer on that host; nothing was sent")
-                return nil
+                return false
             }
-            return startVersion2(channel: channel, device: device, hello: version2, policy: policy,
-                                 message: message, sequence: sequence, valueLength: valueLength,
-                                 usesSocket: usesSocket, indications: indications, overChannel: overChannel)
+            return startVersion2(link: link, device: device, hello: version2, policy: policy, message: message,
+                                 sequence: sequence, valueLength: valueLength, indications: indications)
         }
         if centralHello.hello != nil {
             refuse(device: device, reason: Self.version1Refusal)
-            return nil
+            return false
         }
         if policy.requiresSecure || message.addressee != nil {
             let serves = message.addressee != nil ? "the message under way is addressed to an authorized peer"
                 : "this sender serves authorized peers only"
             refuse(device: device, reason: "it did not offer the secure mode (Apple's flow, no HELLO); \(serves), nothing was sent")
-            return nil
+            return false
         }
         let sender = MessageSender(message: message, replyingTo: nil, maximumValueLength: valueLength)
-        return begin(channel: channel, device: device, message: message, sequence: sequence, format: .compat,
-                     valueLength: sender.maximumValueLength, valueCount: sender.valueCount,
-                     usesSocket: usesSocket, indications: indications) { id, confirmations in
+        begin(link: link, device: device, message: message, sequence: sequence, format: .compat,
+              valueLength: sender.maximumValueLength, valueCount: sender.valueCount,
+              indications: indications) { id, confirmations in
             await Self.transfer(sender, over: channel, confirmations: confirmations, subscription: id, server: self)
         }
+        return true
     }
 
-    /// Starts serving one subscription: its delivery, events, the transfer task `transfer`
-    /// (given the subscription's id and, with indications, the confirmations) and its deadline.
-    fileprivate func begin(channel: any NotificationChannel, device: DeviceReference?, message: OutgoingMessage, sequence: Int,
-                           format: TransferFormat,
-                           valueLength: Int, valueCount: Int,
-                           usesSocket: Bool, indications: Bool,
-                           writeInbox: WriteInbox? = nil,
-                           overChannel: Bool = false,
-                           transfer: @escaping @Sendable (_ id: Int, _ confirmations: AsyncStream<Void>?) async -> Void) -> Int {
+    /// Starts serving one subscription: its delivery, events, its connection's task (running
+    /// `transfer`, given the subscription's id and, with indications, the confirmations) and
+    /// its deadline.
+    fileprivate func begin(link: SenderLink, device: DeviceReference?, message: OutgoingMessage, sequence: Int,
+                           format: TransferFormat, valueLength: Int, valueCount: Int, indications: Bool,
+                           writeInbox: WriteInbox? = nil, transfer: @escaping Transfer) {
         let id = nextID
         nextID += 1
         let peer = describePeer(device)
@@ -435,33 +393,33 @@ actor SubscriptionServer {
             unsubscribeTimeout: configuration.unsubscribeTimeout,
             acknowledgementGrace: configuration.acknowledgementGrace,
             compatConfirmationDelay: configuration.compatConfirmationDelay)
+        let (timers, timerRequests) = AsyncStream<TimerRequest>.makeStream()
         var subscription = Subscription(
             id: id, device: device, peer: peer, message: message, sequence: sequence, format: format,
-            channel: channel, startedAt: .now, sessionStartedAt: .now, usesSocket: usesSocket,
-            meter: ProgressMeter(totalBytes: message.byteCount),
+            link: link, startedAt: .now, sessionStartedAt: .now,
+            progress: ProgressReports(totalBytes: message.byteCount, interval: configuration.progressInterval),
             delivery: SubscriptionDelivery(format: format, confirmsIndications: indications,
                                            totalBytes: message.byteCount, limits: limits),
-            writeInbox: writeInbox, overChannel: overChannel)
-        emitEvent(overChannel ? .subscribed(peer, mtu: valueLength, format: format, transport: .l2cap)
+            timerRequests: timerRequests, writeInbox: writeInbox)
+        emitEvent(link.overChannel ? .subscribed(peer, mtu: valueLength, format: format, transport: .l2cap)
                               : .subscribed(peer, mtu: valueLength + 3, format: format))
-        if !channel.hasBackPressure {
+        if !link.channel.hasBackPressure {
             logger.debug("serving \(peer.address) through PropertiesChanged (no AcquireNotify): values paced, no back-pressure")
         }
         activityContinuation.yield(.subscribed(peer))
-        var confirmations: AsyncStream<Void>?
+        var confirmations: Confirmations?
         if indications {
             // bluetoothd confirms one indication at a time; a few spare places cost nothing.
-            let (stream, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(16))
-            confirmations = stream
-            subscription.confirmations = continuation
+            confirmations = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(16))
+            subscription.confirmations = confirmations?.continuation
             logger.debug("serving \(peer.address) with confirmed indications: one value in flight")
         }
-        // Unstructured: the transfer outlives this actor call; the subscription holds it and cancels it when it ends.
-        subscription.transfer = Task { [confirmations] in
-            await transfer(id, confirmations)
-            // Over a channel the transfer ends once nothing more will be sent or read: closing
-            // our end tells the central its last ACK arrived (it has no reply of its own).
-            if overChannel { channel.close() }
+        let server = self
+        // Unstructured: the connection outlives this actor call, which BlueZ made; the
+        // subscription holds it and cancels it when the delivery stops the transfer.
+        subscription.connection = Task {
+            await Self.runConnection(id, link: link, server: server, timers: timers, confirmations: confirmations,
+                                     writeInbox: writeInbox, transfer: transfer)
         }
         if format == .compat, !indications, let risk = compatOrderingRisk(&subscription) {
             emitEvent(.warning("Apple's format to \(peer.address) over a link that \(risk.reason): BlueZ may deliver "
@@ -470,7 +428,48 @@ actor SubscriptionServer {
         }
         armTransferDeadline(&subscription, valueCount: valueCount, valueLength: valueLength, indications: indications)
         current = subscription
-        return id
+    }
+
+    /// Indication confirmations: read by the transfer, posted by BlueZ's `Confirm` calls and
+    /// the link's reader.
+    typealias Confirmations = (stream: AsyncStream<Void>, continuation: AsyncStream<Void>.Continuation)
+
+    /// The transfer, a child of the subscription's connection task: it sends the message (or
+    /// session) over the link and reports to the server.
+    typealias Transfer = @Sendable (_ id: Int, _ confirmations: AsyncStream<Void>?) async -> Void
+
+    /// One connection, one task: the transfer, the reader of the link's inbound side (its end
+    /// is the central's hang-up) and the delivery's timers. The reader and timers stop once the
+    /// timer requests end (the subscription ended); the transfer stops when done or cancelled
+    /// (`cancelTransfer`), not before: a multi session's last ACK may still be being counted.
+    private static func runConnection(_ id: Int, link: SenderLink, server: SubscriptionServer,
+                                      timers: AsyncStream<TimerRequest>,
+                                      confirmations: Confirmations?,
+                                      writeInbox: WriteInbox?, transfer: @escaping Transfer) async {
+        await withDiscardingTaskGroup { group in
+            group.addTask {
+                await transfer(id, confirmations?.stream)
+                // Over a channel the transfer ends once nothing more will be sent or read: closing
+                // our end tells the central its last ACK arrived (it has no reply of its own).
+                if link.overChannel { link.channel.close() }
+            }
+            await withDiscardingTaskGroup { inputs in
+                if let read = link.read {
+                    inputs.addTask {
+                        await read(confirmations?.continuation, writeInbox)
+                        await server.hungUp(id, reason: link.hangUpReason, closeChannel: false)
+                    }
+                }
+                for await request in timers {
+                    inputs.addTask {
+                        try? await Task.sleep(for: request.duration)
+                        guard !Task.isCancelled else { return }
+                        await server.timerFired(request, subscription: id)
+                    }
+                }
+                inputs.cancelAll()
+            }
+        }
     }
 
     /// Arms the bound for the subscription's current message: its values at the minimum rate
@@ -484,29 +483,22 @@ actor SubscriptionServer {
             : "at least \(configuration.minimumTransferRate) bytes/s"
         let actions = subscription.delivery.begin(
             transferDeadline: limit,
-            reason: "it did not take the \(subscription.message.byteCount)-byte message within \(Self.describe(limit)) (\(pace), --min-rate)")
+            reason: "it did not take the \(subscription.message.byteCount)-byte message within \(SubscriptionDelivery.describe(limit)) (\(pace), --min-rate)")
         perform(actions, on: &subscription)
     }
 
     /// Feeds `input` to subscription `id`'s delivery (if it is the current one) and performs
-    /// what it answers. Returns the actions performed.
-    @discardableResult
-    private func feed(_ input: SubscriptionDelivery.Input, to id: Int) -> [SubscriptionDelivery.Action] {
-        guard var subscription = current, subscription.id == id else { return [] }
-        let actions = subscription.delivery.handle(input)
-        let performed = perform(actions, on: &subscription)
+    /// what it answers.
+    private func feed(_ input: SubscriptionDelivery.Input, to id: Int) {
+        guard var subscription = current, subscription.id == id else { return }
+        perform(subscription.delivery.handle(input), on: &subscription)
         current = subscription.delivery.isOver ? nil : subscription
-        return performed
     }
 
-    /// Carries out the delivery's actions: the I/O, tasks and events it does not do itself.
-    @discardableResult
-    private func perform(_ actions: [SubscriptionDelivery.Action],
-                         on subscription: inout Subscription) -> [SubscriptionDelivery.Action] {
+    /// Carries out the delivery's actions: the I/O, timers and events it does not do itself.
+    private func perform(_ actions: [SubscriptionDelivery.Action], on subscription: inout Subscription) {
         var queue = actions[...]
-        var performed: [SubscriptionDelivery.Action] = []
         while let action = queue.popFirst() {
-            performed.append(action)
             switch action {
             case .deliver:
                 deliver(&subscription)
@@ -515,45 +507,43 @@ actor SubscriptionServer {
             case .reportDropped(let reason):
                 emitEvent(.centralDropped(subscription.peer, reason: reason))
             case .startTimer(let timer, let duration):
-                subscription.timers[timer]?.cancel()
-                let id = subscription.id
-                // Unstructured: a timer the delivery machine cancels or restarts; the subscription holds it.
-                subscription.timers[timer] = Task {
-                    try? await Task.sleep(for: duration)
-                    guard !Task.isCancelled else { return }
-                    await self.timerFired(timer, subscription: id)
-                }
+                nextTimerGeneration += 1
+                subscription.armedTimers[timer] = nextTimerGeneration
+                subscription.timerRequests.yield(TimerRequest(timer: timer, duration: duration,
+                                                              generation: nextTimerGeneration))
             case .cancelTimer(let timer):
-                subscription.timers.removeValue(forKey: timer)?.cancel()
+                subscription.armedTimers[timer] = nil
             case .cancelTransfer:
-                subscription.transfer?.cancel()
-                subscription.transfer = nil
+                subscription.connection?.cancel()
             case .finishConfirmations:
                 subscription.confirmations?.finish()
             case .closeChannel:
-                subscription.channel.close()
+                subscription.link.channel.close()
             case .checkBluetoothNow:
                 queue.append(contentsOf: subscription.delivery.handle(.compatConfirmationDue(bluetoothUp: bluetoothStillUp())))
             case .disconnect:
-                break   // awaited by the caller (`timerFired`), outside this synchronous step
+                if let device = subscription.device { disconnectLater(device) }
             case .end(let announce):
                 subscription.writeInbox?.finish()
+                subscription.timerRequests.finish()
                 if announce { activityContinuation.yield(.subscriptionEnded) }
             }
         }
-        return performed
     }
 
-    private func timerFired(_ timer: SubscriptionDelivery.Timer, subscription id: Int) async {
-        guard current?.id == id else { return }
-        // This runs in the timer's own task: ending the subscription must not cancel it, or the
-        // disconnect below would be cancelled before it reaches bluetoothd.
-        current?.timers[timer] = nil
-        let device = current?.device
-        let performed = feed(.timerFired(timer), to: id)
-        if performed.contains(.disconnect), let device {
-            await disconnectDevice(device)
-        }
+    private func timerFired(_ request: TimerRequest, subscription id: Int) {
+        guard let subscription = current, subscription.id == id,
+              subscription.armedTimers[request.timer] == request.generation else { return }
+        current?.armedTimers[request.timer] = nil
+        feed(.timerFired(request.timer), to: id)
+    }
+
+    /// Drops `device`'s link without holding the actor.
+    private func disconnectLater(_ device: DeviceReference) {
+        let disconnect = disconnectDevice
+        // Unstructured: the disconnection must not hold the actor, and must reach bluetoothd
+        // even though the connection whose timer asked for it is being cancelled.
+        Task { await disconnect(device) }
     }
 
     /// Whether the central of a compat subscription may get values out of order: its link has,
@@ -565,10 +555,6 @@ actor SubscriptionServer {
             if exposure.mayReorder { subscription.orderingRisk = exposure }
         }
         return subscription.orderingRisk.map { .atRisk(because: "has \($0.summary)") }
-    }
-
-    static func describe(_ duration: Duration) -> String {
-        SubscriptionDelivery.describe(duration)
     }
 
     /// Sends every value of `sender` in order, then drains the channel. Runs outside the actor
@@ -607,16 +593,10 @@ actor SubscriptionServer {
             payloadBytesOnAir[subscription.message.digest, default: 0] += sessionBytesOnAir - subscription.sessionBytesOnAirCounted
             subscription.sessionBytesOnAirCounted = sessionBytesOnAir
         }
-        let now = ContinuousClock.now
-        subscription.meter.record(bytesSoFar: bytesSent, at: now - subscription.startedAt)
-        let due = subscription.lastProgressEvent.map { now - $0 >= configuration.progressInterval } ?? true
-        let isLast = bytesSent == subscription.message.byteCount && subscription.lastProgressBytes != bytesSent
-        if due || isLast {
-            subscription.lastProgressEvent = now
-            subscription.lastProgressBytes = bytesSent
-            emitEvent(.progress(subscription.peer, subscription.meter.progress,
-                                bytesPerSecond: subscription.meter.bytesPerSecond,
-                                secondsRemaining: subscription.meter.estimatedRemaining.map(\.seconds)))
+        if subscription.progress.record(bytesSent: bytesSent, at: .now - subscription.startedAt) {
+            let meter = subscription.progress.meter
+            emitEvent(.progress(subscription.peer, meter.progress, bytesPerSecond: meter.bytesPerSecond,
+                                secondsRemaining: meter.estimatedRemaining.map(\.seconds)))
         }
         current = subscription
         feed(.valueHandedOver(bytesSent: bytesSent, last: finished), to: id)
@@ -624,7 +604,6 @@ actor SubscriptionServer {
 
     fileprivate func endOfMessageWritten(_ id: Int) {
         guard let subscription = current, subscription.id == id else { return }
-        current?.transfer = nil
         let hungUp = subscription.delivery.hasHungUp
         feed(.endOfMessageWritten, to: id)
         if !hungUp {
@@ -633,9 +612,8 @@ actor SubscriptionServer {
         }
     }
 
-    private func transferFailed(_ id: Int, _ error: any Error) {
+    fileprivate func transferFailed(_ id: Int, _ error: any Error) {
         guard current?.id == id else { return }
-        current?.transfer = nil
         let failure: SubscriptionDelivery.TransferFailure
         switch error {
         case NotificationSocketError.closedByPeer:
@@ -661,7 +639,7 @@ actor SubscriptionServer {
             reason += " after the secure handshake (it may not list this host's key; 'bletransfer id' prints it)"
         }
         // Read before the delivery asks for the channel to be closed.
-        let drained = closeChannel ? subscription.channel.isDrained : nil
+        let drained = closeChannel ? subscription.link.channel.isDrained : nil
         feed(.hungUp(reason: reason, drainedWhenClosed: drained), to: id)
         // A transfer paused for the central (its handshake, a PROGRESS) would otherwise wait
         // for its deadline: no send fails while nothing is sent.
@@ -679,10 +657,7 @@ actor SubscriptionServer {
     private func summary(of subscription: inout Subscription) -> MessageSummary {
         MessageSummary(
             sequence: subscription.sequence, byteCount: subscription.message.byteCount, format: subscription.format,
-            sha256: subscription.message.digest.map { byte in
-                let hex = String(byte, radix: 16)
-                return byte < 16 ? "0" + hex : hex
-            }.joined(),
+            sha256: Central.hex(subscription.message.digest),
             duration: .now - subscription.startedAt,
             ordering: subscription.format == .compat && subscription.confirmations == nil
                 ? compatOrderingRisk(&subscription) : nil,
@@ -698,9 +673,8 @@ actor SubscriptionServer {
 extension SubscriptionServer {
     /// Serves `message` to a central that wrote a HELLO offering the encrypted session, with
     /// `policy`'s keys.
-    fileprivate func startVersion2(channel: any NotificationChannel, device: DeviceReference?, hello: HelloV2,
-                                   policy: SecureModePolicy, message: OutgoingMessage, sequence: Int, valueLength: Int,
-                                   usesSocket: Bool, indications: Bool, overChannel: Bool = false) -> Int? {
+    fileprivate func startVersion2(link: SenderLink, device: DeviceReference?, hello: HelloV2, policy: SecureModePolicy,
+                                   message: OutgoingMessage, sequence: Int, valueLength: Int, indications: Bool) -> Bool {
         let session: SecureSenderSession
         let wantsMulti = configuration.sessionMessageLimit > 1
         let handshakeTimeout = configuration.handshakeTimeout
@@ -709,21 +683,31 @@ extension SubscriptionServer {
                 identity: policy.identity, authorizedPeers: policy.authorizedPeers.allowed(for: message), hello: hello,
                 payload: message.body, digest: message.digest,
                 metadata: Self.fileMetadata(message.file), maximumValueLength: valueLength, wantsMulti: wantsMulti,
-                overChannel: overChannel)
+                overChannel: link.overChannel)
         } catch {
             refuse(device: device, reason: "its framed version 2 session could not start: \(error)")
-            return nil
+            return false
         }
         let inbox = WriteInbox(limit: Self.secureWriteBacklog)
-        return begin(channel: channel, device: device, message: message, sequence: sequence,
-                     format: .secure, valueLength: valueLength,
-                     valueCount: SecureSenderSession.estimatedValueCount(payloadLength: message.byteCount,
-                                                                         maximumValueLength: valueLength,
-                                                                         overChannel: overChannel),
-                     usesSocket: usesSocket, indications: indications, writeInbox: inbox, overChannel: overChannel) { id, confirmations in
-            await Self.secureTransfer(session, over: channel, written: inbox, confirmations: confirmations,
-                                      handshakeTimeout: handshakeTimeout, subscription: id, server: self)
+        let channel = link.channel
+        begin(link: link, device: device, message: message, sequence: sequence, format: .secure, valueLength: valueLength,
+              valueCount: SecureSenderSession.estimatedValueCount(payloadLength: message.byteCount,
+                                                                  maximumValueLength: valueLength,
+                                                                  overChannel: link.overChannel),
+              indications: indications, writeInbox: inbox) { id, confirmations in
+            // The writes are read between notifications too (`WriteInbox.takeAvailable`): a RESUME
+            // must take effect while DATA flows, not after the whole message went out.
+            var transfer = SecureTransfer(session: session, id: id, server: self)
+            do {
+                try await transfer.run(over: channel, written: inbox, confirmations: confirmations,
+                                       handshakeTimeout: handshakeTimeout)
+            } catch let error as SecureSessionError {
+                await self.secureSessionFailed(id, error)
+            } catch {
+                await self.transferFailed(id, error)
+            }
         }
+        return true
     }
 
     /// The HEADER's metadata for a named message (sent when the central offered `meta`). A name
@@ -736,18 +720,35 @@ extension SubscriptionServer {
         }
     }
 
-    fileprivate func secureCentralAuthenticated(_ id: Int, _ peer: AuthenticatedPeer) {
-        guard current?.id == id else { return }
-        current?.authenticatedPeer = peer
-        if !peer.isListed, !unauthenticatedNoticed {
-            unauthenticatedNoticed = true
-            emitEvent(.warning(EventText.unauthenticatedNotice(peer: "the central", key: peer)))
+    /// What the central's write meant to subscription `id`'s session, outside a multi
+    /// session's ACK (`secureAcknowledgedInSession`): an authenticated key, a RESUME, the ACK of
+    /// its one message, a CLOSE (it takes no more: a message under way is not counted and stays
+    /// to be sent again; the central unsubscribes next) or a refusal.
+    fileprivate func secureSessionEvent(_ event: SecureSenderSession.Event, subscription id: Int) {
+        guard let subscription = current, subscription.id == id else { return }
+        switch event {
+        case .centralAuthenticated(let key):
+            let peer = AuthenticatedPeer(key)
+            current?.authenticatedPeer = peer
+            if !peer.isListed, !unauthenticatedNoticed {
+                unauthenticatedNoticed = true
+                emitEvent(.warning(EventText.unauthenticatedNotice(peer: "the central", key: peer)))
+            }
+            logger.debug("secure session with \(subscription.peer.address): central authenticated as \(peer.fingerprint)")
+        case .resumed(let offset):
+            current?.resumedFrom = Int(offset)
+            logger.info("\(subscription.peer.address) holds \(offset) bytes of message \(subscription.sequence) from an earlier visit: continuing from there")
+        case .acknowledged:
+            feed(.acknowledged, to: id)
+        case .closedByCentral(let reason):
+            let pending = subscription.delivery.isDelivered ? "" : "; message \(subscription.sequence) stays to be sent again"
+            logger.info("\(subscription.peer.address) closed the session (reason \(reason)) after \(subscription.deliveredInSession) messages\(pending)")
+            feed(.refusedByUs, to: id)
+        case .refusedByCentral(let outcome):
+            let why = outcome == 0x03 ? "its digest did not match" : "it is over the receiver's limits"
+            emitEvent(.warning("\(subscription.peer.address) refused the message (\(why)); it stays to be sent again"))
+            feed(.refusedByUs, to: id)
         }
-        logger.debug("secure session with \(current?.peer.address ?? "?"): central authenticated as \(peer.fingerprint)")
-    }
-
-    fileprivate func secureAcknowledged(_ id: Int) {
-        feed(.acknowledged, to: id)
     }
 
     /// Multi: the current message of subscription `id` was acknowledged before the stream's
@@ -792,24 +793,21 @@ extension SubscriptionServer {
             return nil
         }
         // A fresh delivery (and bound) for the next message; the last one's timers stop.
-        for timer in ongoing.timers.values { timer.cancel() }
-        ongoing.timers = [:]
+        ongoing.armedTimers = [:]
         ongoing.delivery = SubscriptionDelivery(format: ongoing.format,
                                                 confirmsIndications: ongoing.confirmations != nil,
                                                 totalBytes: next.message.byteCount, limits: ongoing.delivery.limits)
         ongoing.message = next.message
         ongoing.sequence = next.sequence
         ongoing.startedAt = .now
-        ongoing.meter = ProgressMeter(totalBytes: next.message.byteCount)
-        ongoing.lastProgressEvent = nil
-        ongoing.lastProgressBytes = nil
+        ongoing.progress = ProgressReports(totalBytes: next.message.byteCount, interval: configuration.progressInterval)
         ongoing.resumedFrom = nil
-        let valueLength = ongoing.overChannel
-            ? min(ongoing.channel.maximumValueLength, SequencedStream.channelValueLengths.upperBound)
-            : ongoing.channel.maximumValueLength
+        let valueLength = ongoing.link.overChannel
+            ? min(ongoing.link.channel.maximumValueLength, SequencedStream.channelValueLengths.upperBound)
+            : ongoing.link.channel.maximumValueLength
         let values = SecureSenderSession.estimatedValueCount(payloadLength: next.message.byteCount,
                                                              maximumValueLength: valueLength,
-                                                             overChannel: ongoing.overChannel)
+                                                             overChannel: ongoing.link.overChannel)
         let hangUp = ongoing.delivery.hangUpReason
         armTransferDeadline(&ongoing, valueCount: values, valueLength: valueLength,
                             indications: ongoing.confirmations != nil)
@@ -860,29 +858,6 @@ extension SubscriptionServer {
         logger.debug("END of message \(subscription.sequence) written to \(subscription.peer.address); waiting for its ACK")
     }
 
-    /// Multi: the central wrote CLOSE (it takes no more). A message under way is not counted
-    /// and stays to be sent again; the subscription ends (the central unsubscribes next).
-    fileprivate func secureClosedByCentral(_ id: Int, reason: UInt8) {
-        guard let subscription = current, subscription.id == id else { return }
-        let pending = subscription.delivery.isDelivered ? "" : "; message \(subscription.sequence) stays to be sent again"
-        logger.info("\(subscription.peer.address) closed the session (reason \(reason)) after \(subscription.deliveredInSession) messages\(pending)")
-        feed(.refusedByUs, to: id)
-    }
-
-    /// Resume: the central holds the first `offset` bytes of the message under way.
-    fileprivate func secureResumed(_ id: Int, offset: UInt64) {
-        guard current?.id == id else { return }
-        current?.resumedFrom = Int(offset)
-        logger.info("\(current?.peer.address ?? "?") holds \(offset) bytes of message \(current?.sequence ?? 0) from an earlier visit: continuing from there")
-    }
-
-    fileprivate func secureRefusedByCentral(_ id: Int, outcome: UInt8) {
-        guard let subscription = current, subscription.id == id else { return }
-        let why = outcome == 0x03 ? "its digest did not match" : "it is over the receiver's limits"
-        emitEvent(.warning("\(subscription.peer.address) refused the message (\(why)); it stays to be sent again"))
-        feed(.refusedByUs, to: id)
-    }
-
     fileprivate func secureSessionFailed(_ id: Int, _ error: SecureSessionError) {
         guard let subscription = current, subscription.id == id else { return }
         let reason: String
@@ -904,15 +879,7 @@ extension SubscriptionServer {
         }
         emitEvent(.centralDropped(subscription.peer, reason: reason))
         feed(.refusedByUs, to: id)
-        if let device = subscription.device {
-            let disconnect = disconnectDevice
-            // Unstructured: the disconnection must not hold the actor, and must happen even if the subscription's task is cancelled.
-            Task { await disconnect(device) }
-        }
-    }
-
-    fileprivate func secureTransferFailed(_ id: Int, _ error: any Error) {
-        transferFailed(id, error)
+        if let device = subscription.device { disconnectLater(device) }
     }
 
     /// Writes a central may have queued for its session before the transfer task reads them;
@@ -922,11 +889,7 @@ extension SubscriptionServer {
     /// One line naming the central, no value sent, its link dropped.
     fileprivate func refuse(device: DeviceReference?, reason: String) {
         emitEvent(.centralDropped(describePeer(device), reason: reason))
-        if let device {
-            let disconnect = disconnectDevice
-            // Unstructured: the disconnection must not hold the actor, and must happen even if the subscription's task is cancelled.
-            Task { await disconnect(device) }
-        }
+        if let device { disconnectLater(device) }
     }
 
     /// What a central that offered the retired framed version 1 is told (one line, nothing sent).
@@ -957,28 +920,12 @@ extension SubscriptionServer {
         }
     }
 
-    /// The secure session's transfer task: handshake message 1, the central's message 2 from its
-    /// writes, then message 3, the records and `EOM`; then the sealed ACK from its writes.
-    private static func secureTransfer(_ session: SecureSenderSession, over channel: any NotificationChannel,
-                                       written: WriteInbox,
-                                       confirmations: AsyncStream<Void>?, handshakeTimeout: Duration,
-                                       subscription id: Int, server: SubscriptionServer) async {
-        // The writes are read between notifications too (`WriteInbox.takeAvailable`): a RESUME
-        // must take effect while DATA flows, not after the whole message went out.
-        var transfer = SecureTransfer(session: session, id: id, server: server)
-        do {
-            try await transfer.run(over: channel, written: written, confirmations: confirmations,
-                                   handshakeTimeout: handshakeTimeout)
-        } catch let error as SecureSessionError {
-            await server.secureSessionFailed(id, error)
-        } catch {
-            await server.secureTransferFailed(id, error)
-        }
-    }
 }
 
-/// One subscription's secure transfer (`SubscriptionServer.secureTransfer`): the session, and
-/// what the transfer task remembers of the messages under way.
+/// One subscription's secure transfer (started by `SubscriptionServer.startVersion2`): the
+/// session — handshake message 1, the central's message 2 from its writes, then message 3, the
+/// records and `EOM`, then the sealed ACK from its writes — and what the transfer remembers of
+/// the messages under way.
 private struct SecureTransfer {
     var session: SecureSenderSession
     let id: Int
@@ -990,15 +937,9 @@ private struct SecureTransfer {
     var pipelined: (message: OutgoingMessage, number: UInt32)?
     /// Pipeline: the message number for which the source was asked for what follows.
     var askedUpcoming: UInt32?
-    /// One-message session: the central's ACK arrived (read between notifications) before
+    /// One-message session: the central's ACK that arrived (read between notifications) before
     /// the bare EOM went out. It counts once EOM reached bluetoothd, in version 1's order.
-    var acknowledgedBeforeEndOfMessage = false
-
-    init(session: SecureSenderSession, id: Int, server: SubscriptionServer) {
-        self.session = session
-        self.id = id
-        self.server = server
-    }
+    var acknowledgedBeforeEndOfMessage: SecureSenderSession.Event?
 
     /// Streams the session to its end; returns early once a write of the central ends it.
     mutating func run(over channel: any NotificationChannel, written: WriteInbox, confirmations: AsyncStream<Void>?,
@@ -1065,12 +1006,12 @@ private struct SecureTransfer {
         } catch {
             // The central may have hung up right after its ACK: the ACK still counts
             // within the grace the delivery gives it, so keep reading its writes.
-            await server.secureTransferFailed(id, error)
+            await server.transferFailed(id, error)
         }
         // Multi: every message counted on its ACK; after CLOSE the central only unsubscribes.
         if session.carriesSeveralMessages { return }
-        if acknowledgedBeforeEndOfMessage {
-            await server.secureAcknowledged(id)
+        if let acknowledgement = acknowledgedBeforeEndOfMessage {
+            await server.secureSessionEvent(acknowledgement, subscription: id)
             return
         }
         while let value = await written.next() {
@@ -1082,17 +1023,12 @@ private struct SecureTransfer {
     mutating func handleWrite(_ value: [UInt8]) async throws -> Bool {
         for event in try session.receiveWrite(value) {
             switch event {
-            case .centralAuthenticated(let peer):
-                await server.secureCentralAuthenticated(id, AuthenticatedPeer(peer))
-            case .resumed(let offset):
-                await server.secureResumed(id, offset: offset)
             case .acknowledged:
-                guard try await acknowledged() else { return false }
-            case .closedByCentral(let reason):
-                await server.secureClosedByCentral(id, reason: reason)
-                return false
-            case .refusedByCentral(let outcome):
-                await server.secureRefusedByCentral(id, outcome: outcome)
+                guard try await acknowledged(event) else { return false }
+            case .centralAuthenticated, .resumed:
+                await server.secureSessionEvent(event, subscription: id)
+            case .closedByCentral, .refusedByCentral:
+                await server.secureSessionEvent(event, subscription: id)
                 return false
             }
         }
@@ -1101,14 +1037,14 @@ private struct SecureTransfer {
 
     /// The central's ACK: counted, and in a multi session the next message started (or the
     /// one sent ahead made current). False once the session is over.
-    private mutating func acknowledged() async throws -> Bool {
+    private mutating func acknowledged(_ acknowledgement: SecureSenderSession.Event) async throws -> Bool {
         if !session.carriesSeveralMessages {
             guard session.endOfMessageSent else {
                 // A central may acknowledge on END; EOM still goes out first.
-                acknowledgedBeforeEndOfMessage = true
+                acknowledgedBeforeEndOfMessage = acknowledgement
                 return true
             }
-            await server.secureAcknowledged(id)
+            await server.secureSessionEvent(acknowledgement, subscription: id)
             return false
         }
         // An ACK and the central's CLOSE may come in one write: count, send no more.

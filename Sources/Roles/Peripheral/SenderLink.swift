@@ -1,0 +1,54 @@
+import BlueZ
+
+/// One subscriber's link as its connection uses it, both ways: where the values go (`channel`)
+/// and what the central sends back on the same link (`read`), until it hangs up.
+struct SenderLink: Sendable {
+    enum Kind: Sendable {
+        /// The socket BlueZ passed with `AcquireNotify`.
+        case notificationSocket
+        /// `PropertiesChanged(Value)` after `StartNotify`: BlueZ's calls report the hang-up.
+        case propertiesChanged
+        /// Our L2CAP channel: the values are its SDUs, and so are the central's writes.
+        case l2capChannel
+    }
+
+    /// Reads the link's inbound side until the central hangs up: indication confirmations
+    /// into `confirmed` (nil: plain notifications), the central's SDUs into `written`.
+    typealias Reader = @Sendable (_ confirmed: AsyncStream<Void>.Continuation?, _ written: WriteInbox?) async -> Void
+
+    let kind: Kind
+    let channel: any NotificationChannel
+    /// Nil: nothing to read (the hang-up comes as a BlueZ call).
+    let read: Reader?
+    /// What the end of `read` means.
+    let hangUpReason: String
+
+    var usesSocket: Bool { kind != .propertiesChanged }
+    var overChannel: Bool { kind == .l2capChannel }
+
+    static func notificationSocket(_ socket: NotificationSocket) -> SenderLink {
+        SenderLink(kind: .notificationSocket, channel: SocketNotificationChannel(socket: socket),
+                   read: { confirmed, _ in
+                       guard let confirmed else { return await socket.waitForHangUp() }
+                       // BlueZ 5.66 reports each confirmation with a Confirm call; later versions
+                       // (and BlueZoo) write one byte 0x01 to this socket instead. Either counts.
+                       while let packet = try? await socket.receive() {
+                           for byte in packet where byte == 0x01 { confirmed.yield() }
+                       }
+                   },
+                   hangUpReason: "the central unsubscribed")
+    }
+
+    static func propertiesChanged(_ channel: PropertiesChangedNotificationChannel) -> SenderLink {
+        SenderLink(kind: .propertiesChanged, channel: channel, read: nil, hangUpReason: "the central unsubscribed")
+    }
+
+    static func l2capChannel(_ socket: NotificationSocket) -> SenderLink {
+        SenderLink(kind: .l2capChannel, channel: SocketNotificationChannel(socket: socket),
+                   read: { _, written in
+                       // The central's SDUs are its session's writes (its GATT writes are ignored).
+                       while let value = try? await socket.receive() { written?.post(value) }
+                   },
+                   hangUpReason: "the central closed the L2CAP channel")
+    }
+}
