@@ -65,11 +65,12 @@ public struct PeripheralConfiguration: Sendable {
     /// made for this run that lets in any central's key (encrypted, not authenticated). With
     /// `requiresSecure`, a central that does not complete it (Apple's flow) gets nothing.
     public var secureMode: SecureModePolicy = .unauthenticated()
-    /// Secure mode, `multi` (docs/wire-v2.md, section 4): a central served this many messages
-    /// in one session gets CLOSE after the last, and the next central in range has its turn.
+    /// The fairness rule of a framed session (docs/wire-v2.md, section 4; `SessionShare`): a
+    /// central served this many messages in one session gets CLOSE after the last, and the
+    /// next central in range has its turn ...
     public var sessionMessageLimit: Int = PeripheralConfiguration.defaultSessionMessageLimit
-    /// ... and no new message starts in a session that has lasted this long.
-    public var sessionTimeShare: Duration = PeripheralConfiguration.defaultSessionTimeShare
+    /// ... as after this many payload bytes, or at once when another central was turned away.
+    public var sessionByteLimit: Int = PeripheralConfiguration.defaultSessionByteLimit
     /// Where framed version 2 may run over an L2CAP channel (`channel`): the sender listens on a
     /// dynamic PSM and publishes it in the transfer service. nil (`--no-l2cap`), or a host
     /// whose kernel has no Bluetooth sockets: GATT notifications only.
@@ -142,8 +143,9 @@ public struct PeripheralConfiguration: Sendable {
     }
 
     public static let defaultLocalName = "bletransfer"
-    /// The fairness rule of a multi session: at most 256 messages or 60 s of starting new ones.
+    /// The fairness rule of a framed session: at most 256 messages or 4 MiB of payload, what a
+    /// central arriving meanwhile is kept from at most (on a slow link as on a fast one).
     public static let defaultSessionMessageLimit = 256
-    public static let defaultSessionTimeShare: Duration = .seconds(60)
+    public static let defaultSessionByteLimit = 4 << 20
 }
 

@@ -64,9 +64,11 @@ actor SubscriptionServer {
         /// When the current message started (the subscription's start for the first).
         var startedAt: ContinuousClock.Instant
         /// When the subscription started: the fairness rule of a multi session counts from it.
-        let sessionStartedAt: ContinuousClock.Instant
+        /// The fairness rule's count: what this session has carried, and whether another
+        /// central was turned away meanwhile.
+        var share: SessionShare
         /// Messages counted as delivered in this subscription (multi).
-        var deliveredInSession = 0
+        var deliveredInSession: Int { share.messages }
         /// When the current message's progress is reported, and its rate.
         var progress: ProgressReports
         /// Whether the message counts as delivered, and what to do next.
@@ -202,6 +204,7 @@ actor SubscriptionServer {
             // BlueZ 5.66 keeps one notify session per characteristic, so this is a newer
             // BlueZ or a confused one; one central at a time, the other is refused.
             emitEvent(.warning("a second central subscribed while one is being served; refused it"))
+            centralTurnedAway()
             socket.close()
             return
         }
@@ -249,6 +252,7 @@ actor SubscriptionServer {
                 // As a second subscription would be (BlueZ 5.66 would not even let it subscribe).
                 emitEvent(.centralDropped(describePeer(device), reason: "it opened the L2CAP channel while another "
                     + "central is served; one at a time, advertising resumes when that one is done"))
+                centralTurnedAway()
             }
             socket.close()
             return
@@ -299,6 +303,7 @@ actor SubscriptionServer {
                 if connected == nil { connected = Set(connectedDevices?() ?? []) }
                 return connected?.contains(other) == true
             }
+            if let served = current?.device, served != device { centralTurnedAway() }
             guard kept else {
                 logger.debug("dropped a HELLO from \(device): the HELLO table is full of connected devices' entries")
                 return
@@ -396,7 +401,8 @@ actor SubscriptionServer {
         let (timers, timerRequests) = AsyncStream<TimerRequest>.makeStream()
         var subscription = Subscription(
             id: id, device: device, peer: peer, message: message, sequence: sequence, format: format,
-            link: link, startedAt: .now, sessionStartedAt: .now,
+            link: link, startedAt: .now, share: SessionShare(messageLimit: configuration.sessionMessageLimit,
+                               byteLimit: configuration.sessionByteLimit),
             progress: ProgressReports(totalBytes: message.byteCount, interval: configuration.progressInterval),
             delivery: SubscriptionDelivery(format: format, confirmsIndications: indications,
                                            totalBytes: message.byteCount, limits: limits),
@@ -769,9 +775,9 @@ extension SubscriptionServer {
         let centralLeft = subscription.delivery.hasHungUp
         // Counted before anything is awaited: a hang-up meanwhile must not report it lost.
         perform(subscription.delivery.handle(.countedInSession), on: &subscription)
-        subscription.deliveredInSession += 1
+        subscription.share.delivered(payloadBytes: subscription.message.byteCount)
         let summary = self.summary(of: &subscription)
-        let fair = mayStartAnother(subscription, afterCounting: subscription.deliveredInSession)
+        let fair = subscription.share.mayStartAnother()
         if offered?.sequence == subscription.sequence { offered = nil }
         current = subscription.delivery.isOver ? nil : subscription
         let takesSentAhead = sentAhead != nil && wantsNext
@@ -829,11 +835,12 @@ extension SubscriptionServer {
     /// Pipeline: the current message's END is out and its ACK awaited; the message that
     /// follows it, to be sent at once (nil: none ready, the fairness rule says stop, or the
     /// central left). It is counted only after the current one, on its own ACK.
-    /// The fairness rule (docs/wire-v2.md section 4): a session that has carried `delivered`
-    /// messages starts another only below `sessionMessageLimit` and within `sessionTimeShare`.
-    private func mayStartAnother(_ subscription: Subscription, afterCounting delivered: Int) -> Bool {
-        delivered < configuration.sessionMessageLimit
-            && ContinuousClock.now - subscription.sessionStartedAt < configuration.sessionTimeShare
+    /// Another central was refused while one is served: it waits, so the session under way
+    /// starts no new message (the fairness rule, `SessionShare`).
+    private func centralTurnedAway() {
+        guard current?.share.centralWaiting == false else { return }
+        current?.share.centralTurnedAway()
+        logger.debug("another central waits: the session under way ends after its current message")
     }
 
     fileprivate func secureUpcoming(_ id: Int) async -> OutgoingMessage? {
@@ -841,7 +848,8 @@ extension SubscriptionServer {
             return nil
         }
         // The fairness rule as on an ACK: the current message will be the session's next count.
-        guard mayStartAnother(subscription, afterCounting: subscription.deliveredInSession + 1) else { return nil }
+        guard subscription.share.mayStartAnother(pendingMessages: 1, pendingBytes: subscription.message.byteCount)
+        else { return nil }
         var upcoming = await upcomingInSession()
         if let message = upcoming, !message.isAddressed(to: subscription.authenticatedPeer) { upcoming = nil }
         if upcoming != nil {
