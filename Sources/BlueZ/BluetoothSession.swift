@@ -614,7 +614,7 @@ private struct ChangeSubscriber: Sendable {
 /// Elements are yielded under `state`'s lock, so a late `begin` and the pump cannot
 /// interleave them. That is safe because nothing takes this lock while holding the cache's:
 /// the pump delivers outside it, and the stream's `onTermination` takes only the cache's.
-private final class ChangeTranslation<State: Sendable, Element: Sendable>: Sendable {
+final class ChangeTranslation<State: Sendable, Element: Sendable>: Sendable {
     private struct Progress {
         /// Nil until `begin`.
         var translator: State?
