@@ -179,7 +179,6 @@ public struct Adapter: Sendable, Hashable, CustomStringConvertible, BlueZObjectH
         let wanted = serviceUUID.flatMap(BluetoothUUID.init(parsing:))
         let session = self.session
         let adapterPath = self.path
-        let changes = session.changes()   // subscribe before reading the cache
 
         @Sendable func matches(_ properties: DeviceProperties) -> Bool {
             guard let wanted else { return true }
@@ -187,9 +186,12 @@ public struct Adapter: Sendable, Hashable, CustomStringConvertible, BlueZObjectH
                 || properties.serviceData.keys.contains { BluetoothUUID(parsing: $0) == wanted }
         }
 
-        let known = devices().filter { device in device.properties.map(matches) ?? false }
-            .map { DeviceSighting(device: $0, kind: .alreadyKnown) }
-        return session.stream(following: changes, initial: known) { change in
+        // Read after the stream subscribed, so nothing between the two is missed.
+        let known = {
+            self.devices().filter { device in device.properties.map(matches) ?? false }
+                .map { DeviceSighting(device: $0, kind: .alreadyKnown) }
+        }
+        return session.stream(initial: known) { change in
             switch change {
             case .interfacesAdded(let path, let interfaces):
                 guard interfaces[BlueZInterface.device] != nil, path.isDescendant(of: adapterPath),

@@ -45,21 +45,14 @@ extension BluetoothSession {
     /// index, re-chosen when it goes away) when nil. Starts with the current state, then
     /// follows changes. Ends when the session closes or the consumer stops.
     public func adapterEvents(adapterName: String? = nil) -> AsyncStream<AdapterEvent> {
-        let changes = self.changes()   // subscribe before reading the current state
-        let (stream, continuation) = AsyncStream<AdapterEvent>.makeStream()
-        var initialTracker = AdapterTracker(session: self, wantedName: adapterName)
-        for event in initialTracker.start() { continuation.yield(event) }
-        let startedTracker = initialTracker
-        // Unstructured: it feeds the stream this returns, after this returns; the stream's end cancels it.
-        let task = Task {
-            var tracker = startedTracker
-            for await change in changes {
-                for event in tracker.handle(change) { continuation.yield(event) }
-            }
-            continuation.finish()
+        // The tracker starts from the current state, read after the stream subscribed.
+        stream(startingWith: {
+            var tracker = AdapterTracker(session: self, wantedName: adapterName)
+            let events = tracker.start()
+            return (tracker, events)
+        }) { tracker, change in
+            tracker.handle(change)
         }
-        continuation.onTermination = { _ in task.cancel() }
-        return stream
     }
 }
 

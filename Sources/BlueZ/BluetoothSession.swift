@@ -14,7 +14,9 @@ public final class BluetoothSession: Sendable {
     package let connection: DBusConnection
     private let ownsConnection: Bool
     private let cache: Mutex<CacheState>
-    private let tasks = Mutex<[Task<Void, Never>]>([])
+    /// Forwards bus signals to the pump and runs it, for as long as the session lives;
+    /// cancelled by `close()` and deinit.
+    private let watch = Mutex<Task<Void, Never>?>(nil)
     let logger: Logger
     /// Counter for object paths this session exports (GATT applications, advertisements).
     private let exportCounter = Mutex(0)
@@ -25,7 +27,7 @@ public final class BluetoothSession: Sendable {
     private struct CacheState {
         var service: BluetoothServiceState = .notRunning
         var objects: [ObjectPath: [String: [String: DBusValue]]] = [:]
-        var subscribers: [Int: AsyncStream<BlueZChange>.Continuation] = [:]
+        var subscribers: [Int: ChangeSubscriber] = [:]
         var nextSubscriberID = 0
         var closed = false
     }
@@ -88,53 +90,72 @@ public final class BluetoothSession: Sendable {
             refusalLogger.warning("refused a D-Bus call to our objects from \(sender) (\(call)): only org.bluez's owner may call them")
         }
 
-        // Unstructured: these four live as long as the session, not as a call; kept in `tasks`, cancelled by `close()` and deinit.
-        let forwardBlueZ = Task {
-            for await signal in bluezSignals {
-                inputContinuation.yield(.bluez(signal))
+        // The forwarders run while the initial state loads, as signals arrive; the pump waits
+        // for the load, so the signals it applies come after the snapshot.
+        let (initialLoad, initialLoadDone) = AsyncStream<Void>.makeStream()
+        let inputs = pumpInputs
+        // Unstructured: it lives as long as the session, not as a call; cancelled by `close()` and deinit. The forwarders, the bus
+        // watch and the retry pauses are its children, the pump its body.
+        let watchTask = Task { [weak self, connection] in
+            await withDiscardingTaskGroup { group in
+                group.addTask {
+                    for await signal in bluezSignals {
+                        inputContinuation.yield(.bluez(signal))
+                    }
+                }
+                group.addTask {
+                    for await signal in ownerSignals {
+                        guard signal.arguments.count == 3,
+                            let name = signal.arguments[0].string, name == BlueZInterface.service,
+                            let newOwner = signal.arguments[2].string
+                        else { continue }
+                        inputContinuation.yield(.owner(newOwner))
+                    }
+                }
+                group.addTask {
+                    await connection.waitUntilDisconnected()
+                    inputContinuation.yield(.busLost)
+                }
+                for await _ in initialLoad { break }
+                for await input in inputs {
+                    guard let self else { break }
+                    if case .retryAfterPause(let owner, let attempt) = input {
+                        // The pump must not wait itself: the pause is a child beside it.
+                        group.addTask {
+                            // There is no signal for "the ObjectManager is now attached" when
+                            // no object was added yet.
+                            guard (try? await Task.sleep(for: .milliseconds(100 * attempt))) != nil else { return }
+                            inputContinuation.yield(.retryLoad(owner: owner, attempt: attempt))
+                        }
+                    } else {
+                        await self.handle(input)
+                    }
+                }
+                // The session closed or went away: the forwarders and pauses have nothing to feed.
+                group.cancelAll()
             }
         }
-        let forwardOwner = Task {
-            for await signal in ownerSignals {
-                guard signal.arguments.count == 3,
-                    let name = signal.arguments[0].string, name == BlueZInterface.service,
-                    let newOwner = signal.arguments[2].string
-                else { continue }
-                inputContinuation.yield(.owner(newOwner))
-            }
-        }
-        let watchBus = Task { [connection] in
-            await connection.waitUntilDisconnected()
-            inputContinuation.yield(.busLost)
-        }
+        watch.withLock { $0 = watchTask }
 
         await loadInitialState()
-
-        let inputs = pumpInputs
-        let pump = Task { [weak self] in
-            for await input in inputs {
-                guard let self else { return }
-                await self.handle(input)
-            }
-        }
-        tasks.withLock { $0 = [forwardBlueZ, forwardOwner, watchBus, pump] }
+        initialLoadDone.finish()
     }
 
     deinit {
-        for task in tasks.withLock({ $0 }) { task.cancel() }
+        watch.withLock { $0 }?.cancel()
     }
 
     /// Stops watching, ends every `changes()` stream, closes the connection if we opened it.
     public func close() {
-        let (continuations, toCancel) = cache.withLock { state -> ([AsyncStream<BlueZChange>.Continuation], [Task<Void, Never>]) in
+        let subscribers = cache.withLock { state -> [ChangeSubscriber] in
             state.closed = true
             let list = Array(state.subscribers.values)
             state.subscribers.removeAll()
-            return (list, [])
+            return list
         }
-        for continuation in continuations { continuation.finish() }
+        for subscriber in subscribers { subscriber.finish() }
         pumpInput.finish()
-        for task in tasks.withLock({ $0 }) + toCancel { task.cancel() }
+        watch.withLock { $0 }?.cancel()
         if ownsConnection { connection.close() }
     }
 
@@ -190,42 +211,61 @@ public final class BluetoothSession: Sendable {
     /// The stream ends when the session closes or the bus connection is lost.
     package func changes() -> AsyncStream<BlueZChange> {
         let (stream, continuation) = AsyncStream<BlueZChange>.makeStream()
-        let id: Int? = cache.withLock { state in
-            guard !state.closed else { return nil }
-            let id = state.nextSubscriberID
-            state.nextSubscriberID += 1
-            state.subscribers[id] = continuation
-            return id
-        }
-        guard let id else {
+        let subscriber = ChangeSubscriber(deliver: { continuation.yield($0) }, finish: { continuation.finish() })
+        guard let id = subscribe(subscriber) else {
             continuation.finish()
             return stream
         }
-        continuation.onTermination = { [weak self] _ in
-            _ = self?.cache.withLock { $0.subscribers.removeValue(forKey: id) }
-        }
+        continuation.onTermination = { [weak self] _ in self?.unsubscribe(id) }
         return stream
     }
 
-    /// A stream that starts with `initial`, then yields what `translate` makes of each change
-    /// in `changes` (subscribe before reading the cache `initial` comes from), until it answers
-    /// nil, `changes` ends, or the consumer stops.
+    /// A stream that starts with `initial` (read from the cache after subscribing, so no
+    /// change is missed), then yields what `translate` makes of each change, until it answers
+    /// nil, the session ends, or the consumer stops.
     package func stream<Element: Sendable>(
-        following changes: AsyncStream<BlueZChange>, initial: [Element] = [],
+        initial: () -> [Element] = { [] },
         _ translate: @escaping @Sendable (BlueZChange) -> [Element]?
     ) -> AsyncStream<Element> {
+        stream(startingWith: { ((), initial()) }) { _, change in translate(change) }
+    }
+
+    /// Same, with state: `start` (called after subscribing) gives the translator's first state
+    /// and the first elements, and `translate` updates that state with each change.
+    ///
+    /// The translation runs as the pump publishes each change, not in a task of its own: a
+    /// change is translated against the cache as it is right after that change.
+    package func stream<Element: Sendable, State: Sendable>(
+        startingWith start: () -> (State, [Element]),
+        _ translate: @escaping @Sendable (inout State, BlueZChange) -> [Element]?
+    ) -> AsyncStream<Element> {
         let (stream, continuation) = AsyncStream<Element>.makeStream()
-        for element in initial { continuation.yield(element) }
-        // Unstructured: it feeds the stream this returns, after this returns; the stream's end cancels it.
-        let task = Task {
-            for await change in changes {
-                guard let elements = translate(change) else { break }
-                for element in elements { continuation.yield(element) }
-            }
-            continuation.finish()
+        let translation = ChangeTranslation<State, Element>(continuation: continuation, translate: translate)
+        let subscriber = ChangeSubscriber(deliver: translation.deliver, finish: translation.sourceEnded)
+        if let id = subscribe(subscriber) {
+            // Before `begin`, which may already finish the stream.
+            continuation.onTermination = { [weak self] _ in self?.unsubscribe(id) }
+        } else {
+            translation.sourceEnded()
         }
-        continuation.onTermination = { _ in task.cancel() }
+        let (state, initial) = start()
+        translation.begin(state, initial: initial)
         return stream
+    }
+
+    /// Adds `subscriber` to those the pump publishes to; nil once the session has ended.
+    private func subscribe(_ subscriber: ChangeSubscriber) -> Int? {
+        cache.withLock { state in
+            guard !state.closed else { return nil }
+            let id = state.nextSubscriberID
+            state.nextSubscriberID += 1
+            state.subscribers[id] = subscriber
+            return id
+        }
+    }
+
+    private func unsubscribe(_ id: Int) {
+        _ = cache.withLock { $0.subscribers.removeValue(forKey: id) }
     }
 
     /// Returns once `condition` (evaluated against the cache) holds: checked now and after
@@ -386,6 +426,8 @@ public final class BluetoothSession: Sendable {
     private enum PumpInput: Sendable {
         case bluez(DBusSignal)
         case owner(String)   // new owner, "" when the name was released
+        /// Ask for the tree again after a pause, in a child beside the pump.
+        case retryAfterPause(owner: String, attempt: Int)
         case retryLoad(owner: String, attempt: Int)
         case busLost
     }
@@ -422,13 +464,16 @@ public final class BluetoothSession: Sendable {
             await reload(owner: owner, announce: true, attempt: attempt)
         case .busLost:
             vanish(to: .busDisconnected)
-            let continuations = cache.withLock { state -> [AsyncStream<BlueZChange>.Continuation] in
+            let subscribers = cache.withLock { state -> [ChangeSubscriber] in
                 state.closed = true
                 let list = Array(state.subscribers.values)
                 state.subscribers.removeAll()
                 return list
             }
-            for continuation in continuations { continuation.finish() }
+            for subscriber in subscribers { subscriber.finish() }
+        case .retryAfterPause:
+            // The pump schedules these itself, beside it.
+            return
         }
     }
 
@@ -473,16 +518,9 @@ public final class BluetoothSession: Sendable {
         }
     }
 
+    /// Asks the pump to load the tree again after a short pause.
     private func scheduleRetry(owner: String, attempt: Int) {
-        let continuation = pumpInput
-        // Unstructured: a delayed input for the pump, which must not wait itself; kept in `tasks`, cancelled by `close()`.
-        let task = Task {
-            // A short pause before asking again: there is no signal for "the ObjectManager
-            // is now attached" when no object was added yet.
-            try? await Task.sleep(for: .milliseconds(100 * attempt))
-            continuation.yield(.retryLoad(owner: owner, attempt: attempt))
-        }
-        tasks.withLock { $0.append(task) }
+        pumpInput.yield(.retryAfterPause(owner: owner, attempt: attempt))
     }
 
     private func vanish(to newState: BluetoothServiceState) {
@@ -545,12 +583,12 @@ public final class BluetoothSession: Sendable {
     /// as `send --timeout 1` hanging at its deadline). Only the pump task publishes, so the
     /// order of changes is kept.
     private func publish(_ change: BlueZChange, _ update: (inout CacheState) -> Bool) {
-        let subscribers: [AsyncStream<BlueZChange>.Continuation] = cache.withLock { state in
+        let subscribers: [ChangeSubscriber] = cache.withLock { state in
             guard update(&state) else { return [] }
             return Array(state.subscribers.values)
         }
-        for continuation in subscribers {
-            continuation.yield(change)
+        for subscriber in subscribers {
+            subscriber.deliver(change)
         }
     }
 
@@ -559,5 +597,87 @@ public final class BluetoothSession: Sendable {
             return dbus.message.isEmpty ? dbus.name : dbus.message
         }
         return "\(error)"
+    }
+}
+
+/// Where the pump publishes changes: a `changes()` stream, or a translation feeding another
+/// stream. Both are called outside the cache's lock (see `publish`).
+private struct ChangeSubscriber: Sendable {
+    let deliver: @Sendable (BlueZChange) -> Void
+    /// The session closed or lost the bus: no more changes.
+    let finish: @Sendable () -> Void
+}
+
+/// One `stream(startingWith:)`: holds the changes that arrive before its first elements are
+/// out, then translates each change as it is delivered, in order.
+///
+/// Elements are yielded under `state`'s lock, so a late `begin` and the pump cannot
+/// interleave them. That is safe because nothing takes this lock while holding the cache's:
+/// the pump delivers outside it, and the stream's `onTermination` takes only the cache's.
+final class ChangeTranslation<State: Sendable, Element: Sendable>: Sendable {
+    private struct Progress {
+        /// Nil until `begin`.
+        var translator: State?
+        var pending: [BlueZChange] = []
+        var sourceEnded = false
+        var finished = false
+    }
+
+    private let continuation: AsyncStream<Element>.Continuation
+    private let translate: @Sendable (inout State, BlueZChange) -> [Element]?
+    private let progress = Mutex(Progress())
+
+    init(continuation: AsyncStream<Element>.Continuation,
+         translate: @escaping @Sendable (inout State, BlueZChange) -> [Element]?) {
+        self.continuation = continuation
+        self.translate = translate
+    }
+
+    func begin(_ initialState: State, initial: [Element]) {
+        progress.withLock { progress in
+            for element in initial { continuation.yield(element) }
+            var translator = initialState
+            let pending = progress.pending
+            progress.pending = []
+            for change in pending where !progress.finished {
+                apply(change, to: &translator, &progress)
+            }
+            progress.translator = translator
+            if progress.sourceEnded { finish(&progress) }
+        }
+    }
+
+    @Sendable func deliver(_ change: BlueZChange) {
+        progress.withLock { progress in
+            guard !progress.finished else { return }
+            guard var translator = progress.translator else {
+                progress.pending.append(change)
+                return
+            }
+            apply(change, to: &translator, &progress)
+            progress.translator = translator
+        }
+    }
+
+    @Sendable func sourceEnded() {
+        progress.withLock { progress in
+            progress.sourceEnded = true
+            // Before `begin`, the first elements still go out first.
+            if progress.translator != nil { finish(&progress) }
+        }
+    }
+
+    private func apply(_ change: BlueZChange, to translator: inout State, _ progress: inout Progress) {
+        guard let elements = translate(&translator, change) else {
+            finish(&progress)
+            return
+        }
+        for element in elements { continuation.yield(element) }
+    }
+
+    private func finish(_ progress: inout Progress) {
+        guard !progress.finished else { return }
+        progress.finished = true
+        continuation.finish()
     }
 }

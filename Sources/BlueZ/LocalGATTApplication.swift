@@ -351,14 +351,18 @@ public final class LocalGATTApplication: Sendable, CustomStringConvertible {
                 emit(["NotifyAcquired": .boolean(true)])
                 announce(.notifyAcquired(characteristic: index, device: options.device))
                 let subscription = NotifySubscription(socket: pair.local, options: options)
-                // The reply must go out before anyone can read the socket, so the transfer
-                // runs in its own task; a second task notices when BlueZ lets go.
-                Task { await acquireNotify(subscription) }
+                // Unstructured: the reply must go out before anyone can read the socket, so the transfer runs after this returns;
+                // beside it, a child notices when BlueZ lets go.
                 Task {
-                    await pair.local.waitForHangUp()
-                    application.state.withLock { $0.characteristics[index].notifyAcquired = false }
-                    emit(["NotifyAcquired": .boolean(false)])
-                    announce(.notifyReleased(characteristic: index))
+                    await withDiscardingTaskGroup { group in
+                        group.addTask { await acquireNotify(subscription) }
+                        group.addTask {
+                            await pair.local.waitForHangUp()
+                            application.state.withLock { $0.characteristics[index].notifyAcquired = false }
+                            emit(["NotifyAcquired": .boolean(false)])
+                            announce(.notifyReleased(characteristic: index))
+                        }
+                    }
                 }
                 return [.unixFD(exported), .uint16(UInt16(clamping: mtu))]
             })

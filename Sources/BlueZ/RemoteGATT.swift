@@ -102,7 +102,7 @@ public struct RemoteGATTCharacteristic: Sendable, Hashable, CustomStringConverti
     /// away (disconnect removes it), bluetoothd leaves, or the consumer stops.
     public func valueUpdates() -> AsyncStream<[UInt8]> {
         let path = self.path
-        return session.stream(following: session.changes()) { change in
+        return session.stream { change in
             switch change {
             case .propertiesChanged(path, BlueZInterface.gattCharacteristic, let changed, _):
                 changed["Value"]?.bytes.map { [$0] } ?? []

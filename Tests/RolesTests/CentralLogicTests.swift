@@ -229,6 +229,40 @@ import Glibc
     }
 
     @Test(.timeLimit(.minutes(1)))
+    func cleanUpRunsToItsEndWhenTheCallerWasCancelled() async {
+        let seen = Mutex<(cancelledInside: Bool, finished: Bool)?>(nil)
+        let caller = Task {
+            // Cancelled before the clean-up starts, as a torn-down transfer is.
+            withUnsafeCurrentTask { $0?.cancel() }
+            await boundedCleanup(limit: .seconds(600)) {
+                let cancelledInside = Task.isCancelled
+                // A suspension that throws when cancelled: it must not be.
+                let finished = (try? await Task.sleep(for: .milliseconds(1))) != nil
+                seen.withLock { $0 = (cancelledInside, finished) }
+            }
+            return Task.isCancelled
+        }
+        // Returns when the work ends, long before the limit (the test's own limit is a minute).
+        let callerWasCancelled = await caller.value
+        #expect(callerWasCancelled)
+        let outcome = seen.withLock { $0 }
+        #expect(outcome?.cancelledInside == false)
+        #expect(outcome?.finished == true)
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func timeLimitPassesTheCallersCancellationToTheBody() async {
+        let caller = Task {
+            try await withTimeLimit(.seconds(600), onTimeout: { RoleFailure(.timedOut, "late") }) {
+                try await Task.sleep(for: .seconds(600))
+                return 1
+            }
+        }
+        caller.cancel()
+        await #expect(throws: CancellationError.self) { try await caller.value }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
     func timeLimitEndsABodyThatIgnoresCancellation() async {
         let stuck = StuckWork()
         let error = await #expect(throws: RoleFailure.self) {

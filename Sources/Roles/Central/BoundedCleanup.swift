@@ -1,26 +1,45 @@
 import Synchronization
 
+/// Starts `work` in a task of its own. A fresh task does not inherit the caller's
+/// cancellation, and cancelling the caller does not reach it: this is the one place for work
+/// that must run to its end after its caller was cancelled (a cancelled task cannot make the
+/// D-Bus calls that release a link or unregister an object), and for work a race abandons
+/// rather than waits for.
+func startOutsideCancellation<T: Sendable>(
+    _ work: @escaping @Sendable () async throws -> T
+) -> Task<T, any Error> {
+    // Unstructured: only a fresh task escapes the caller's cancellation (there is no cancellation shield), and a race must be able to abandon it.
+    Task { try await work() }
+}
+
+/// Runs `work` to its end even when the calling task is cancelled meanwhile, and returns
+/// what it returned or threw.
+func runOutsideCancellation<T: Sendable>(_ work: @escaping @Sendable () async throws -> T) async throws -> T {
+    try await startOutsideCancellation(work).value
+}
+
+/// Runs `work` to its end even when the calling task is cancelled meanwhile.
+func runOutsideCancellation(_ work: @escaping @Sendable () async -> Void) async {
+    _ = await startOutsideCancellation(work).result
+}
+
 /// Runs clean-up work (unsubscribe, disconnect, stop discovery) to completion even when the
 /// calling task was cancelled — a torn-down transfer must still release the link — but never
 /// longer than `limit`, so an unresponsive bluetoothd cannot hold the central.
 ///
-/// The work runs in a fresh task, which does not inherit the caller's cancellation. When the
-/// limit passes, that task is cancelled and abandoned: this returns at once, without waiting
+/// The work runs outside the caller's cancellation and reports its own end. When the limit
+/// passes first, the work is cancelled and abandoned and this returns at once, without waiting
 /// for work that does not honour cancellation (a task group would wait for it).
 func boundedCleanup(limit: Duration, _ work: @escaping @Sendable () async -> Void) async {
     let outcome = FirstOutcome<Void>()
     _ = await withCheckedContinuation { (continuation: CheckedContinuation<Result<Void, any Error>, Never>) in
         outcome.install(continuation)
-        // Unstructured on purpose (see above): the worker must not inherit cancellation, and the race must not wait for it.
-        let worker = Task { await work() }
-        let timer = Task {
-            guard (try? await Task.sleep(for: limit)) != nil else { return }
-            worker.cancel()
+        let worker = startOutsideCancellation {
+            await work()
             outcome.resolve(.success(()))
         }
-        Task {
-            await worker.value
-            timer.cancel()
+        outcome.startTimer(after: limit) {
+            worker.cancel()
             outcome.resolve(.success(()))
         }
     }
@@ -34,22 +53,18 @@ func withTimeLimit<T: Sendable>(_ limit: Duration, onTimeout: @escaping @Sendabl
     let result = await withTaskCancellationHandler {
         await withCheckedContinuation { (continuation: CheckedContinuation<Result<T, any Error>, Never>) in
             outcome.install(continuation)
-            // Unstructured on purpose (see above): the body is abandoned, not awaited, when the limit passes.
-            let task = Task {
+            // Outside the caller's cancellation so that the limit can abandon it; the caller's
+            // cancellation is passed on by the handler below.
+            let worker = startOutsideCancellation {
                 do { outcome.resolve(.success(try await body())) } catch { outcome.resolve(.failure(error)) }
             }
-            outcome.setWorker(task)
-            let timer = Task {
-                guard (try? await Task.sleep(for: limit)) != nil else { return }
-                task.cancel()
+            outcome.setWorker { worker.cancel() }
+            outcome.startTimer(after: limit) {
+                worker.cancel()
                 outcome.resolve(.failure(onTimeout()))
             }
-            Task {
-                await task.value
-                timer.cancel()
-            }
             // Cancelled before the worker existed: the handler below found nothing to cancel.
-            if Task.isCancelled { task.cancel() }
+            if Task.isCancelled { worker.cancel() }
         }
     } onCancel: {
         outcome.cancelWorker()
@@ -58,14 +73,18 @@ func withTimeLimit<T: Sendable>(_ limit: Duration, onTimeout: @escaping @Sendabl
 }
 
 /// The first of several racing results; later ones are dropped. The continuation is resumed
-/// exactly once, inside the lock.
+/// exactly once, inside the lock. The first result also disarms the limit's timer.
 private final class FirstOutcome<T: Sendable>: Sendable {
     private struct State {
         var continuation: CheckedContinuation<Result<T, any Error>, Never>?
         var early: Result<T, any Error>?
         var resolved = false
-        /// The task running the body, cancelled when the caller is.
-        var worker: Task<Void, Never>?
+        /// Cancels the task running the body; called when the caller is cancelled.
+        var cancelWorker: (@Sendable () -> Void)?
+        /// What the limit does when it passes first; dropped at the first result, so that the
+        /// timer neither acts nor keeps what this captured alive until the limit.
+        var onLimit: (@Sendable () -> Void)?
+        var timer: Task<Void, Never>?
     }
 
     private let state = Mutex(State())
@@ -80,24 +99,53 @@ private final class FirstOutcome<T: Sendable>: Sendable {
         }
     }
 
-    func setWorker(_ task: Task<Void, Never>) {
-        state.withLock { $0.worker = task }
+    func setWorker(_ cancel: @escaping @Sendable () -> Void) {
+        state.withLock { $0.cancelWorker = cancel }
     }
 
     func cancelWorker() {
-        state.withLock { $0.worker }?.cancel()
+        state.withLock { $0.cancelWorker }?()
+    }
+
+    /// Runs `fire` once `limit` has passed, unless a result came first.
+    func startTimer(after limit: Duration, _ fire: @escaping @Sendable () -> Void) {
+        // Unstructured: the limit races the work and neither waits for the other; cancelled at the first result.
+        let timer = Task { [weak self] in
+            guard (try? await Task.sleep(for: limit)) != nil else { return }
+            self?.limitPassed()
+        }
+        let armed = state.withLock { state in
+            if !state.resolved {
+                state.onLimit = fire
+                state.timer = timer
+            }
+            return !state.resolved
+        }
+        if !armed { timer.cancel() }
+    }
+
+    private func limitPassed() {
+        state.withLock { state in
+            defer { state.onLimit = nil }
+            return state.resolved ? nil : state.onLimit
+        }?()
     }
 
     func resolve(_ result: Result<T, any Error>) {
-        state.withLock { state in
-            guard !state.resolved else { return }
+        let timer: Task<Void, Never>? = state.withLock { state in
+            guard !state.resolved else { return nil }
             state.resolved = true
+            state.onLimit = nil
+            state.cancelWorker = nil
             if let continuation = state.continuation {
                 state.continuation = nil
                 continuation.resume(returning: result)
             } else {
                 state.early = result
             }
+            defer { state.timer = nil }
+            return state.timer
         }
+        timer?.cancel()
     }
 }

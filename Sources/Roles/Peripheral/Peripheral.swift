@@ -149,8 +149,8 @@ public final class Peripheral: Sendable {
         }
 
         let reason = outcome.isExhausted ? "the run ended" : "Bluetooth is not available any more"
-        // This task may be cancelled, and a cancelled task cannot make the D-Bus calls that unregister.
-        try? await Self.uncancelled {
+        // Outside this task's cancellation: a cancelled task cannot make the D-Bus calls that unregister.
+        await runOutsideCancellation {
             await server.shutDown(reason: reason)
             await advertisement.unregister()
             await application.unregister()
@@ -308,8 +308,7 @@ public final class Peripheral: Sendable {
     private static func uncancelled<Result: Sendable>(
         _ call: @escaping @Sendable () async throws -> Result
     ) async throws -> Result {
-        // Unstructured on purpose: a fresh task does not inherit this one's cancellation.
-        try await Task { try await call() }.value
+        try await runOutsideCancellation(call)
     }
 
     /// The L2CAP listener of one poweredOn period, or nil (none configured, or the kernel

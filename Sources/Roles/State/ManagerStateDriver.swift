@@ -46,55 +46,56 @@ public struct ManagerStateDriver: Sendable {
         // Unstructured: it feeds the stream this returns, after this returns; the stream's end cancels it (and its children below).
         let task = Task {
             let (inputs, input) = AsyncStream<DriverInput>.makeStream()
-            // Unstructured: merges adapter events into `inputs` beside the grace timer; cancelled by the defer below.
-            let forward = Task {
-                for await event in adapterEvents { input.yield(.adapterEvent(event)) }
-                input.yield(.ended)
-            }
-            var graceTimer: Task<Void, Never>?
-            defer {
-                forward.cancel()
-                graceTimer?.cancel()
-            }
-            var translator = ManagerInputTranslator(requirement: requirement)
-            var reportedFirst = false
-            var heldFirst: [ManagerTransition]?
-            loop: for await item in inputs {
-                switch item {
-                case .adapterEvent(let event):
-                    let transitions = translator.handle(event, adapterPresent: hasAdapter)
-                    if !reportedFirst {
-                        if heldFirst == nil, graceTimer == nil, grace > .zero, let first = transitions.first,
-                           first.to == .unsupported, first.reason == .noAdapter {
-                            heldFirst = transitions
-                            // Unstructured: a timer the loop may cancel early (a later event supersedes it); cancelled by the defer above.
-                            graceTimer = Task {
-                                guard (try? await Task.sleep(for: grace)) != nil else { return }
-                                input.yield(.graceEnded)
-                            }
-                            continue
-                        }
-                        if heldFirst != nil, transitions.isEmpty { continue }
-                        // What followed supersedes the held report (its `from` says where the
-                        // machine was).
-                        heldFirst = nil
-                        graceTimer?.cancel()
-                        if !transitions.isEmpty { reportedFirst = true }
-                    }
-                    for transition in transitions { continuation.yield(transition) }
-                case .graceEnded:
-                    guard let held = heldFirst else { continue }
-                    heldFirst = nil
-                    reportedFirst = true
-                    for transition in held { continuation.yield(transition) }
-                case .ended:
-                    break loop
+            await withDiscardingTaskGroup { group in
+                // Merges adapter events into `inputs` beside the grace timer.
+                group.addTask {
+                    for await event in adapterEvents { input.yield(.adapterEvent(event)) }
+                    input.yield(.ended)
                 }
+                var graceTimerStarted = false
+                var translator = ManagerInputTranslator(requirement: requirement)
+                var reportedFirst = false
+                var heldFirst: [ManagerTransition]?
+                loop: for await item in inputs {
+                    switch item {
+                    case .adapterEvent(let event):
+                        let transitions = translator.handle(event, adapterPresent: hasAdapter)
+                        if !reportedFirst {
+                            if heldFirst == nil, !graceTimerStarted, grace > .zero, let first = transitions.first,
+                               first.to == .unsupported, first.reason == .noAdapter {
+                                heldFirst = transitions
+                                graceTimerStarted = true
+                                // At most one hold ever: once a later event superseded it,
+                                // the timer's end finds nothing held and is ignored.
+                                group.addTask {
+                                    guard (try? await Task.sleep(for: grace)) != nil else { return }
+                                    input.yield(.graceEnded)
+                                }
+                                continue
+                            }
+                            if heldFirst != nil, transitions.isEmpty { continue }
+                            // What followed supersedes the held report (its `from` says where the
+                            // machine was).
+                            heldFirst = nil
+                            if !transitions.isEmpty { reportedFirst = true }
+                        }
+                        for transition in transitions { continuation.yield(transition) }
+                    case .graceEnded:
+                        guard let held = heldFirst else { continue }
+                        heldFirst = nil
+                        reportedFirst = true
+                        for transition in held { continuation.yield(transition) }
+                    case .ended:
+                        break loop
+                    }
+                }
+                if let held = heldFirst {
+                    for transition in held { continuation.yield(transition) }
+                }
+                continuation.finish()
+                // The forwarder and a pending grace timer have nothing left to feed.
+                group.cancelAll()
             }
-            if let held = heldFirst {
-                for transition in held { continuation.yield(transition) }
-            }
-            continuation.finish()
         }
         continuation.onTermination = { _ in task.cancel() }
         return stream
