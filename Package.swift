@@ -110,10 +110,11 @@ let package = Package(
         // The files the roles read and write, no Bluetooth: what a sender offers (files, trees,
         // standard input) and where a receiver stores (sinks, the output directory with its
         // names, partial files and the disk's reserve), the receipt journal (each message
-        // stored once through a crash), the resume spool.
+        // stored once through a crash), the resume spool; and the keys the framed protocol
+        // checks peers against (`SecureModePolicy`, the authorized-peers file as it changes).
         .target(
             name: "Storage",
-            dependencies: ["Machines", "Transfer", "Trust", "DaemonSupport", "CFileAttributes", systemPackage]
+            dependencies: ["Machines", "Transfer", "Trust", "DaemonSupport", "CFileAttributes", systemPackage, logging]
         ),
         // Peripheral (send) and Central (receive) engines over BlueZ.
         .target(

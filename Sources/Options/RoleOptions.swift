@@ -1,5 +1,6 @@
 import Machines
 import Roles
+import Storage
 import Transfer
 
 /// What both roles' options name the same way: the adapter, the transfer service and its

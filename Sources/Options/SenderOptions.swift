@@ -1,5 +1,6 @@
 import Machines
 import Roles
+import Storage
 import Transfer
 
 /// The sender's options as `send` and `daemon --role sender` both take them, in the units a

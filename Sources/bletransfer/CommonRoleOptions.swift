@@ -3,6 +3,7 @@ import Daemon
 import Machines
 import Options
 import Roles
+import Storage
 import Transfer
 
 // The option groups `send`, `receive` and `daemon` share. Each group holds options of one

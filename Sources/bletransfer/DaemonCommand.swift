@@ -5,6 +5,7 @@ import Logging
 import Machines
 import Options
 import Roles
+import Storage
 import SystemPackage
 import Transfer
 

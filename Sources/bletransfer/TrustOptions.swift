@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Machines
 import Roles
+import Storage
 import Trust
 
 /// `--identity` and `--authorized-peers` of `send`, `receive` and `daemon`: the keys of framed

@@ -4,6 +4,7 @@ import Foundation
 @testable import Machines
 import Roles
 @testable import Storage
+import Storage
 import SystemPackage
 import Testing
 import TestSupport

@@ -1,4 +1,5 @@
 import BlueZ
+import DaemonSupport
 import Foundation
 @testable import Machines
 @testable import Roles

@@ -3,6 +3,7 @@ import Foundation
 @testable import Machines
 @testable import Roles
 @testable import Storage
+import Storage
 import SystemPackage
 import Testing
 import Transfer

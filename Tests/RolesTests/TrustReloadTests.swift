@@ -4,6 +4,7 @@ import Glibc
 @testable import Machines
 @testable import Roles
 @testable import Storage
+import Storage
 import Testing
 import Transfer
 import Trust

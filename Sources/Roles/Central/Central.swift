@@ -1,10 +1,11 @@
 import BlueZ
+import DaemonSupport
 import Foundation
 import Machines
 import Storage
+import Synchronization
 import Transfer
 import Trust
-import Synchronization
 
 /// The receiving role: Apple's central flow over BlueZ. Waits for `poweredOn`, scans for the
 /// transfer service, connects, subscribes, reassembles, verifies, acknowledges (framed),

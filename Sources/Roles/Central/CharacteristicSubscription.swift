@@ -1,4 +1,5 @@
 import BlueZ
+import DaemonSupport
 import Machines
 
 /// A subscription to the transfer characteristic's notifications: through the socket of

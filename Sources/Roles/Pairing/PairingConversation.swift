@@ -1,4 +1,5 @@
 import BlueZ
+import DaemonSupport
 import Machines
 import Trust
 

@@ -1,5 +1,6 @@
 import BlueZ
 import BluetoothModel
+import DaemonSupport
 import Machines
 import Transfer
 import Trust

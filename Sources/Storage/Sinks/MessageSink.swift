@@ -1,5 +1,4 @@
 import Machines
-import Storage
 import Transfer
 
 /// Where the central puts each complete, verified message. A sink sees only whole messages:

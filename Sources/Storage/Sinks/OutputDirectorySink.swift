@@ -1,6 +1,5 @@
 import Foundation
 import Machines
-import Storage
 import SystemPackage
 import Transfer
 

@@ -5,7 +5,7 @@ import Synchronization
 /// that must run to its end after its caller was cancelled (a cancelled task cannot make the
 /// D-Bus calls that release a link or unregister an object), and for work a race abandons
 /// rather than waits for.
-func startOutsideCancellation<T: Sendable>(
+package func startOutsideCancellation<T: Sendable>(
     _ work: @escaping @Sendable () async throws -> T
 ) -> Task<T, any Error> {
     // Unstructured: only a fresh task escapes the caller's cancellation (there is no cancellation shield), and a race must be able to abandon it.
@@ -14,12 +14,12 @@ func startOutsideCancellation<T: Sendable>(
 
 /// Runs `work` to its end even when the calling task is cancelled meanwhile, and returns
 /// what it returned or threw.
-func runOutsideCancellation<T: Sendable>(_ work: @escaping @Sendable () async throws -> T) async throws -> T {
+package func runOutsideCancellation<T: Sendable>(_ work: @escaping @Sendable () async throws -> T) async throws -> T {
     try await startOutsideCancellation(work).value
 }
 
 /// Runs `work` to its end even when the calling task is cancelled meanwhile.
-func runOutsideCancellation(_ work: @escaping @Sendable () async -> Void) async {
+package func runOutsideCancellation(_ work: @escaping @Sendable () async -> Void) async {
     _ = await startOutsideCancellation(work).result
 }
 
@@ -30,7 +30,7 @@ func runOutsideCancellation(_ work: @escaping @Sendable () async -> Void) async 
 /// The work runs outside the caller's cancellation and reports its own end. When the limit
 /// passes first, the work is cancelled and abandoned and this returns at once, without waiting
 /// for work that does not honour cancellation (a task group would wait for it).
-func boundedCleanup(limit: Duration, _ work: @escaping @Sendable () async -> Void) async {
+package func boundedCleanup(limit: Duration, _ work: @escaping @Sendable () async -> Void) async {
     let outcome = FirstOutcome<Void>()
     _ = await withCheckedContinuation { (continuation: CheckedContinuation<Result<Void, any Error>, Never>) in
         outcome.install(continuation)
@@ -47,7 +47,7 @@ func boundedCleanup(limit: Duration, _ work: @escaping @Sendable () async -> Voi
 
 /// Runs `body`, throwing `onTimeout()` as soon as `limit` passes (the body is then cancelled and
 /// abandoned, not waited for). Cancelling the caller cancels the body.
-func withTimeLimit<T: Sendable>(_ limit: Duration, onTimeout: @escaping @Sendable () -> any Error,
+package func withTimeLimit<T: Sendable>(_ limit: Duration, onTimeout: @escaping @Sendable () -> any Error,
                                 _ body: @escaping @Sendable () async throws -> T) async throws -> T {
     let outcome = FirstOutcome<T>()
     let result = await withTaskCancellationHandler {
