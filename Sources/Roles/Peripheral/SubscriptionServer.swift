@@ -63,7 +63,6 @@ actor SubscriptionServer {
         let link: SenderLink
         /// When the current message started (the subscription's start for the first).
         var startedAt: ContinuousClock.Instant
-        /// When the subscription started: the fairness rule of a multi session counts from it.
         /// The fairness rule's count: what this session has carried, and whether another
         /// central was turned away meanwhile.
         var share: SessionShare
