@@ -25,6 +25,7 @@ let propertyBased: Target.Dependency = .product(name: "PropertyBased", package: 
 let serviceLifecycle: Target.Dependency = .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")
 let systemPackage: Target.Dependency = .product(name: "SystemPackage", package: "swift-system")
 let unixSignals: Target.Dependency = .product(name: "UnixSignals", package: "swift-service-lifecycle")
+let serviceLifecycleTestKit: Target.Dependency = .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle")
 
 /// A test target that uses TestSupport, as all but DaemonSupportTests do.
 func testTarget(_ name: String, _ dependencies: [Target.Dependency], exclude: [String] = []) -> Target {
@@ -121,7 +122,7 @@ let package = Package(
             name: "Roles",
             dependencies: [
                 "Machines", "Transfer", "Trust", "Storage", "BlueZ", "DaemonSupport", "CFileAttributes", "SystemCalls",
-                logging, systemPackage,
+                logging, serviceLifecycle, systemPackage,
             ]
         ),
         // What each role is told, as `send`/`receive` and `daemon` take it: the sender's and
@@ -180,11 +181,11 @@ let package = Package(
         .testTarget(name: "DaemonSupportTests", dependencies: ["DaemonSupport", "SystemCalls", systemPackage]),
         // The roles' pure machines on their own: no bus, no BlueZ.
         testTarget("MachinesTests", ["Machines", "Transfer", "Trust", propertyBased]),
-        testTarget("RolesTests", ["Roles", "Options", "Machines", "Storage", "Transfer", "Trust", "BlueZ", "DBus", "DaemonSupport", propertyBased]),
+        testTarget("RolesTests", ["Roles", "Options", "Machines", "Storage", "Transfer", "Trust", "BlueZ", "DBus", "DaemonSupport", propertyBased, serviceLifecycleTestKit]),
         // DaemonBlueZooTests also run the `bletransfer` executable that `swift test` builds.
         testTarget("DaemonTests", ["Daemon", "Roles", "Machines", "Storage", "Transfer", "BlueZ", "DBus", "DaemonSupport"]),
         // The command line's own checks (option validation, usage errors).
-        testTarget("CLITests", ["bletransfer", "Roles", "Options", "Machines", "Storage", argumentParser]),
+        testTarget("CLITests", ["bletransfer", "Roles", "Options", "Machines", "Storage", argumentParser, serviceLifecycle]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -26,14 +26,13 @@ struct StopSignalService: Service {
     }
 }
 
-/// Keeps the role running (`DaemonSupervisor`) until the graceful shutdown cancels it.
+/// Keeps the role running (`DaemonSupervisor`) until the graceful shutdown, which the role
+/// sees itself: it leaves its loops, releases its link, unregisters and returns, uncancelled.
 struct RoleService: Service {
     let supervisor: DaemonSupervisor
 
     func run() async throws {
-        await cancelWhenGracefulShutdown {
-            await supervisor.run()
-        }
+        await supervisor.run()
     }
 }
 

@@ -1,9 +1,12 @@
 import BlueZ
 import Machines
 import Roles
+import ServiceLifecycle
 import Synchronization
 
-/// Keeps one role running until the daemon is told to stop (its task is cancelled).
+/// Keeps one role running until the daemon is told to stop: the graceful shutdown of its
+/// service group, which the role sees itself (`RoleStop`) and ends by letting go of
+/// everything, or, failing that, cancellation.
 ///
 /// The engines ride out what happens while they run — adapter powered off and on, removed and
 /// plugged back, bluetoothd restarted — through their manager-state driver. What makes a run
@@ -25,10 +28,10 @@ struct DaemonSupervisor: Sendable {
     /// The least time between two starts of a role that ended without a failure.
     var minimumRestartInterval: Duration = .seconds(1)
 
-    /// Returns only when cancelled.
+    /// Returns only when stopped (the role it runs has returned) or cancelled.
     func run() async {
         var failures = 0
-        while !Task.isCancelled {
+        while !Task.isCancelled && !Task.isShuttingDownGracefully {
             let reachedPoweredOn = Flag()
             let report = self.report
             let emit: @Sendable (RoleEvent) -> Void = { event in
@@ -47,7 +50,7 @@ struct DaemonSupervisor: Sendable {
                 }
                 session.close()
             } catch {
-                if Task.isCancelled || error is CancellationError { return }
+                if Task.isCancelled || Task.isShuttingDownGracefully || error is CancellationError { return }
                 failure = Self.classify(error)
             }
             if reachedPoweredOn.isSet { failures = 0 }
@@ -61,7 +64,8 @@ struct DaemonSupervisor: Sendable {
                 // it again, but never in a tight loop.
                 delay = max(.zero, minimumRestartInterval - (ContinuousClock.now - started))
             }
-            do { try await Task.sleep(for: delay) } catch { return }
+            // A stop cuts the pause short; the loop's condition then ends the run.
+            do { try await cancelWhenGracefulShutdown { try await Task.sleep(for: delay) } } catch { return }
         }
     }
 

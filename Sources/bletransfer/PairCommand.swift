@@ -125,7 +125,7 @@ struct PairCommand: AsyncParsableCommand {
             + "now (looking for \(RoleRun.format(timeout)) s)")
         let rendezvous = PairingRendezvous(session: session, adapter: chosenAdapter) { say($0) }
         let outcome = Mutex<PairingExchange.Result?>(nil)
-        let ended = await RoleRun.run(timeout: nil) {
+        let ended = await RoleRun.run(timeout: nil, stopping: .byCancellation) {
             let meeting = try await rendezvous.meet(within: limit)
             let result: PairingExchange.Result
             do {

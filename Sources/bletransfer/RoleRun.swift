@@ -15,9 +15,10 @@ import Glibc
 #endif
 
 /// Runs a role until it finishes, fails, its deadline passes, or SIGINT / SIGTERM arrives.
-/// On a deadline or a signal the role is shut down — cancelled, as neither role has a gentler
-/// way to stop — and awaited, so whatever it registered with bluetoothd is unregistered
-/// before the command exits.
+/// On a deadline or a signal the role is asked to stop — `Peripheral` and `Central` see the
+/// service group's graceful shutdown and leave their loops, releasing links and unregistering
+/// in their own, uncancelled task — and awaited, so nothing of ours stays registered with
+/// bluetoothd when the command exits.
 enum RoleRun {
     enum Outcome: Sendable {
         case finished
@@ -34,7 +35,8 @@ enum RoleRun {
     /// consumes the role's events beside the group and is awaited after it, so that every event,
     /// down to those of the role's teardown, is rendered before the outcome is returned; it must
     /// return once the role's event stream finishes.
-    static func run(timeout: Duration?, rendering render: (@Sendable () async -> Void)? = nil,
+    static func run(timeout: Duration?, stopping: Stopping = .gracefully,
+                    rendering render: (@Sendable () async -> Void)? = nil,
                     _ role: @escaping @Sendable () async throws -> Void) async -> Outcome {
         // Trapped before the role starts, so an early Ctrl-C cannot end the process with our
         // GATT application and advertisement still registered.
@@ -42,7 +44,7 @@ enum RoleRun {
         let firstEnd = FirstEnd()
         // Shut down in reverse order: the deadline and the signal watch first, the role last.
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
-            .init(service: RoleService(role: role, firstEnd: firstEnd),
+            .init(service: RoleService(role: role, stopping: stopping, firstEnd: firstEnd),
                   successTerminationBehavior: .gracefullyShutdownGroup),
             .init(service: StopSignalService(signals: signals, firstEnd: firstEnd),
                   successTerminationBehavior: .gracefullyShutdownGroup),
@@ -79,17 +81,29 @@ enum RoleRun {
         var outcome: Outcome? { recorded.withLock { $0 } }
     }
 
+    /// How the graceful shutdown reaches the role.
+    enum Stopping: Sendable {
+        /// The role watches the graceful shutdown itself (`Peripheral` and `Central` do, through
+        /// `RoleStop`) and returns once it has let go of everything; it bounds that itself.
+        case gracefully
+        /// The role knows nothing of the graceful shutdown (the pairing rendezvous): it is
+        /// cancelled, and its teardown is what cancellation starts.
+        case byCancellation
+    }
+
     /// Runs the role until it returns or throws, which ends the run, or until the graceful
-    /// shutdown. Neither `Peripheral` nor `Central` can be asked to stop other than by
-    /// cancellation (their teardown is what cancellation starts), so the graceful shutdown
-    /// cancels the role and waits for its teardown.
+    /// shutdown has stopped it (see ``Stopping``).
     struct RoleService: Service {
         let role: @Sendable () async throws -> Void
+        let stopping: Stopping
         let firstEnd: FirstEnd
 
         func run() async {
             do {
-                try await cancelWhenGracefulShutdown(role)
+                switch stopping {
+                case .gracefully: try await role()
+                case .byCancellation: try await cancelWhenGracefulShutdown(role)
+                }
                 firstEnd.record(.finished)
             } catch {
                 firstEnd.record(.failed(error))

@@ -1,4 +1,5 @@
 @testable import bletransfer
+import ServiceLifecycle
 import Synchronization
 import Testing
 
@@ -43,6 +44,18 @@ import Glibc
                 }
             }
         }
+
+        /// A role that reports `"started"`, then waits until it is asked to stop (the group's
+        /// graceful shutdown) and reports its teardown, naming whether its task was cancelled.
+        func roleWaitingForStop(afterStart: @escaping @Sendable () -> Void = {}) -> @Sendable () async throws -> Void {
+            { [input] in
+                defer { input.finish() }
+                input.yield("started")
+                afterStart()
+                try await gracefulShutdown()
+                input.yield(Task.isCancelled ? "teardown, cancelled" : "teardown")
+            }
+        }
     }
 
     @Test func aRoleThatReturnsFinishesTheRunWithEveryEventRendered() async {
@@ -73,9 +86,33 @@ import Glibc
         #expect(events.rendered.withLock { $0 } == ["refusing", "finished"])
     }
 
-    @Test func theDeadlineCancelsTheRoleAndWaitsForItsTeardown() async {
+    @Test func theDeadlineStopsTheRoleWithoutCancellingItAndWaitsForItsTeardown() async {
         let events = Events()
         let outcome = await RoleRun.run(timeout: .milliseconds(20), rendering: events.render,
+                                        events.roleWaitingForStop())
+        guard case .timedOut(let seconds) = outcome else {
+            Issue.record("outcome \(outcome)")
+            return
+        }
+        #expect(seconds == 0.02)
+        #expect(events.rendered.withLock { $0 } == ["started", "teardown", "finished"])
+    }
+
+    @Test func aSignalStopsTheRoleWithoutCancellingItAndNamesItself() async {
+        let events = Events()
+        let outcome = await RoleRun.run(timeout: nil, rendering: events.render,
+                                        events.roleWaitingForStop { _ = kill(getpid(), SIGINT) })
+        guard case .interrupted(let signal) = outcome else {
+            Issue.record("outcome \(outcome)")
+            return
+        }
+        #expect(signal == SIGINT)
+        #expect(events.rendered.withLock { $0 } == ["started", "teardown", "finished"])
+    }
+
+    @Test func theDeadlineCancelsARoleStoppedByCancellationAndWaitsForItsTeardown() async {
+        let events = Events()
+        let outcome = await RoleRun.run(timeout: .milliseconds(20), stopping: .byCancellation, rendering: events.render,
                                         events.roleWaitingForCancellation())
         guard case .timedOut(let seconds) = outcome else {
             Issue.record("outcome \(outcome)")
@@ -89,7 +126,7 @@ import Glibc
         let events = Events()
         // Sent once the role runs: `run` has trapped SIGTERM by then (the default action
         // would end the test process).
-        let outcome = await RoleRun.run(timeout: nil, rendering: events.render,
+        let outcome = await RoleRun.run(timeout: nil, stopping: .byCancellation, rendering: events.render,
                                         events.roleWaitingForCancellation { _ = kill(getpid(), SIGTERM) })
         guard case .interrupted(let signal) = outcome else {
             Issue.record("outcome \(outcome)")

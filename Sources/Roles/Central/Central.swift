@@ -30,7 +30,9 @@ public final class Central: Sendable {
     /// Receives `configuration.messageCount` messages (forever when nil) and hands each to
     /// `sink`. Returns the number received. Throws a ``ClassifiedFailure`` for what ends the
     /// run (unknown adapter, no bluetoothd at start, a corrupt message, a sink that cannot
-    /// write, the deadline), `CancellationError` when cancelled.
+    /// write, the deadline), `CancellationError` when cancelled. A stop (``RoleStop``) ends the
+    /// run between two inputs, after the link is released and discovery stopped: it returns
+    /// the number received so far.
     ///
     /// - Parameter timeout: overall deadline; passing it ends the run with `.timedOut`.
     @discardableResult
@@ -66,7 +68,8 @@ public final class Central: Sendable {
     private enum WorkOutcome: Sendable {
         case finished
         case failed(any ClassifiedFailure)
-        case cancelled
+        /// Cancelled (the adapter left `poweredOn`) or stopped (``RoleStop``).
+        case interrupted
     }
 
     private func runUntilDone(sink: any MessageSink) async throws -> Int {
@@ -91,16 +94,17 @@ public final class Central: Sendable {
                 switch outcome {
                 case .finished: return progressState.receivedSnapshot
                 case .failed(let failure): throw failure
-                case .cancelled: return nil
+                case .interrupted: return nil
                 }
-            })
+            },
+            stopped: { progressState.receivedSnapshot })
     }
 
     // MARK: Work in poweredOn
 
     private func work(on adapter: Adapter, sink: any MessageSink) async -> WorkOutcome {
         var scanFailures = 0
-        while !Task.isCancelled {
+        while !Task.isCancelled && !RoleStop.isRequested {
             if let wanted = configuration.messageCount, progressState.receivedSnapshot >= wanted {
                 return .finished
             }
@@ -108,19 +112,19 @@ public final class Central: Sendable {
             do {
                 found = try await discoverPeer(on: adapter)
                 scanFailures = 0
-            } catch is CancellationError {
+            } catch where error is CancellationError || error is RoleStopRequested {
                 await stopDiscovery(adapter)
-                return .cancelled
+                return .interrupted
             } catch let failure as any ClassifiedFailure {
                 await stopDiscovery(adapter)
                 return .failed(failure)
             } catch {
                 await stopDiscovery(adapter)
-                if Task.isCancelled { return .cancelled }
+                if Task.isCancelled || RoleStop.isRequested { return .interrupted }
                 scanFailures += 1
                 let delay = configuration.backoff.delay(afterFailures: scanFailures)
                 emit(.retrying(reason: "scanning failed: \(Self.describe(error))", delay: delay))
-                do { try await Task.sleep(for: delay) } catch { return .cancelled }
+                guard await RoleStop.sleep(for: delay) else { return .interrupted }
                 continue
             }
             let (device, peer) = found
@@ -138,16 +142,16 @@ public final class Central: Sendable {
                 if let outcome = afterFailedVisit(error, peer: peer, storedSome: storedSome) { return outcome }
             }
         }
-        return .cancelled
+        return .interrupted
     }
 
     /// Books a visit that ended in `error` (`storedSome`: it stored messages first) and says
     /// how the run goes on: nil to scan again, or the outcome that ends `work`.
     private func afterFailedVisit(_ error: any Error, peer: PeerDescription, storedSome: Bool) -> WorkOutcome? {
-        if error is CancellationError { return .cancelled }
+        if error is CancellationError || error is RoleStopRequested { return .interrupted }
         switch error {
         case let failure as TransferFailure:
-            if Task.isCancelled { return .cancelled }
+            if Task.isCancelled || RoleStop.isRequested { return .interrupted }
             // One send's session: a sender that has given its last message may close the
             // link rather than the session. Whatever ended a visit that stored messages,
             // the run has what that send offered; a sender that still holds files keeps
@@ -172,7 +176,7 @@ public final class Central: Sendable {
         case let failure as any ClassifiedFailure:
             return .failed(failure)
         default:
-            if Task.isCancelled { return .cancelled }
+            if Task.isCancelled || RoleStop.isRequested { return .interrupted }
             let delay = backOff(peer, severe: false, storedSome: storedSome)
             emit(.retrying(reason: "\(EventText.describe(peer)): \(Self.describe(error))", delay: delay))
             return nil
@@ -215,8 +219,8 @@ public final class Central: Sendable {
             if !Task.isCancelled { input.yield(.ended) }
         }
         // The ticks wake the scan when a peer's back-off ends, for peers BlueZ keeps in its
-        // cache without reporting them again.
-        return try await withMergedInputs(forwardSightings, .ticks(every: .seconds(1), .tick)) { inputs in
+        // cache without reporting them again, and when a stop is asked for.
+        return try await withMergedInputs(forwardSightings, .ticks(every: .seconds(1), .tick), .stopRequest(.tick)) { inputs in
             try await scan(adapter, for: service, inputs: inputs)
         }
     }
@@ -241,6 +245,7 @@ public final class Central: Sendable {
         var scanStartedAt = ContinuousClock.now
 
         for await item in inputs {
+            if RoleStop.isRequested { throw RoleStopRequested() }
             let candidates: [Device]
             switch item {
             case .sighting(let sighting):
@@ -371,7 +376,8 @@ public final class Central: Sendable {
         } catch {
             progressState.forgetChannel(of: peer.address)
             if channel != nil {
-                emit(.transferAborted(peer, reason: Task.isCancelled ? "stopped" : Self.describe(error)))
+                let stopped = Task.isCancelled || error is RoleStopRequested
+                emit(.transferAborted(peer, reason: stopped ? "stopped" : Self.describe(error)))
             }
             await cleanUp(channel: channel, device: device, adapter: adapter, peer: peer)
             throw error
@@ -688,8 +694,10 @@ public final class Central: Sendable {
             try? await device.waitUntilDisconnected()
             if !Task.isCancelled { input.yield(.ended("the peripheral disconnected")) }
         }
-        // The ticks let the assembly notice silence and a rate too low.
-        return try await withMergedInputs(forwardValues, watchDisconnection, .ticks(every: .milliseconds(500), .tick)) { inputs in
+        // The ticks let the assembly notice silence and a rate too low; one more wakes the loop
+        // when a stop is asked for.
+        return try await withMergedInputs(forwardValues, watchDisconnection, .ticks(every: .milliseconds(500), .tick),
+                                          .stopRequest(.tick)) { inputs in
             var assembly = MessageAssembly(limits: configuration.limits, sentHello: hello, idleTimeout: configuration.idleTimeout,
                                            minimumRate: configuration.minimumRate, rateGrace: configuration.rateGrace,
                                            secure: secureSession, requiresSecure: requiresSecure,
@@ -716,6 +724,9 @@ public final class Central: Sendable {
                 for ack in unconfirmed.takeConfirmed(by: assembly) { forgetReceipt(sender: ack.sender, digest: ack.digest) }
             }
             for await item in inputs {
+                // A stop leaves between two inputs, never inside one: a message that completed
+                // is stored and acknowledged before the visit ends.
+                if RoleStop.isRequested { throw RoleStopRequested() }
                 let now = clock.now - subscribedAt
                 var next: MessageAssembly.Step? = assembly.handle(item, at: now)
                 try await writePending(&assembly, to: channel, characteristic: characteristic)

@@ -2,6 +2,7 @@ import BlueZ
 import DaemonSupport
 import Logging
 import Machines
+import ServiceLifecycle
 import Storage
 import Synchronization
 import Transfer
@@ -17,8 +18,10 @@ import Trust
 /// unregisters both, and waits; coming back registers again. One central is served at a time
 /// (BlueZ 5.66 keeps one notify session per characteristic); advertising pauses meanwhile.
 ///
-/// `run` returns once the message source has nothing more to send. Cancelling `run` (SIGINT,
-/// SIGTERM, a deadline) unregisters everything before `run` throws `CancellationError`.
+/// `run` returns once the message source has nothing more to send, or once a stop is asked for
+/// (``RoleStop``: the graceful shutdown of the service group it runs in, on SIGINT, SIGTERM or
+/// a deadline) and everything is unregistered. Cancelling `run` also unregisters everything
+/// before `run` throws `CancellationError`.
 public final class Peripheral: Sendable {
     public let configuration: PeripheralConfiguration
     public let session: BluetoothSession
@@ -77,7 +80,8 @@ public final class Peripheral: Sendable {
                 case .failed(let failure): throw failure
                 case .interrupted: return nil  // the state stream says why; serving starts again on poweredOn
                 }
-            })
+            },
+            stopped: { await counter.delivered })
     }
 
     /// Apple's sample has `notify` and `write-without-response`. `write` is added so that a
@@ -257,7 +261,9 @@ public final class Peripheral: Sendable {
         try await Self.uncancelled { try await application.register(on: adapter) }
         logger.debug("GATT application registered at \(application) on \(adapter.name)")
 
-        guard let first = await source.current() else { return Task.isCancelled ? .interrupted : .exhausted }
+        guard let first = await RoleStop.unlessRequested({ await source.current() }) ?? nil else {
+            return Task.isCancelled || RoleStop.isRequested ? .interrupted : .exhausted
+        }
         try Task.checkCancellation()
         await server.offer(first, sequence: await counter.nextSequence)
         var advertising = false
@@ -275,7 +281,9 @@ public final class Peripheral: Sendable {
         }
 
         try await advertise(true)
-        for await activity in server.activity {
+        // A stop ends the loop at once; the teardown in `serve` says goodbye to a central
+        // being served (CLOSE) and unregisters.
+        for await activity in server.activity.cancelOnGracefulShutdown() {
             try Task.checkCancellation()
             switch activity {
             case .subscribed:
@@ -284,12 +292,16 @@ public final class Peripheral: Sendable {
                 await source.markDelivered(message, summary: summary, to: peer)
                 await counter.recordDelivery()
                 onEvent(.delivered(summary, to: peer))
-                guard let next = await source.current() else { return Task.isCancelled ? .interrupted : .exhausted }
+                guard let next = await RoleStop.unlessRequested({ await source.current() }) ?? nil else {
+                    return Task.isCancelled || RoleStop.isRequested ? .interrupted : .exhausted
+                }
                 await server.offer(next, sequence: await counter.nextSequence)
             case .subscriptionEnded:
                 if !(await server.hasOffer) {
                     // A multi session counted its messages itself: offer the next one now.
-                    guard let next = await source.current() else { return Task.isCancelled ? .interrupted : .exhausted }
+                    guard let next = await RoleStop.unlessRequested({ await source.current() }) ?? nil else {
+                    return Task.isCancelled || RoleStop.isRequested ? .interrupted : .exhausted
+                }
                     await server.offer(next, sequence: await counter.nextSequence)
                 }
                 try await advertise(true)

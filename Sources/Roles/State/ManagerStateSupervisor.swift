@@ -1,14 +1,22 @@
 import BlueZ
 import Machines
+import ServiceLifecycle
 import Transfer
 
 /// Follows the manager state for a role: one period of work for each time the adapter is
 /// `poweredOn`, started on ``RoleAction/start`` / ``RoleAction/resume`` and cancelled (and
 /// awaited) on ``RoleAction/tearDown``. What a transition or a period's outcome means — checks
 /// of the first state, warnings, when the run is done — stays with the role, in the closures
-/// it passes to ``run(transitionSeen:adapterMissing:periodWork:periodEnded:)``.
+/// it passes to ``run(transitionSeen:adapterMissing:periodWork:periodEnded:stopped:)``.
+///
+/// A stop (``RoleStop``) ends the run gracefully: no new period starts, the running one sees
+/// the same request and ends by itself, teardown included, and is cancelled only if it has
+/// not ended within ``stopGrace``.
 struct ManagerStateSupervisor<PeriodOutcome: Sendable>: Sendable {
     let driver: ManagerStateDriver
+    /// How long a period has, once a stop is asked for, to end by itself (its teardown's calls
+    /// to bluetoothd are bounded each; this bounds them together) before it is cancelled.
+    var stopGrace: Duration = .seconds(30)
 
     /// What the supervision had seen before the transition at hand.
     struct History: Sendable {
@@ -22,10 +30,15 @@ struct ManagerStateSupervisor<PeriodOutcome: Sendable>: Sendable {
         case transition(ManagerTransition)
         case stateStreamEnded
         case periodEnded(generation: Int, PeriodOutcome)
+        /// A stop was asked for (``RoleStop``).
+        case stopRequested
+        /// The period of this generation has not ended within ``stopGrace`` of the stop.
+        case stopOverdue(generation: Int)
     }
 
-    /// Follows the transitions until `periodEnded` has a result, the state stream ends, or the
-    /// run is cancelled. However it ends, the running period is cancelled and awaited first.
+    /// Follows the transitions until `periodEnded` has a result, a stop is asked for, the state
+    /// stream ends, or the run is cancelled. However it ends, the running period has ended
+    /// first: by itself after a stop (cancelled after ``stopGrace``), cancelled otherwise.
     ///
     /// - Parameters:
     ///   - transitionSeen: the role's part of each transition, before the supervisor acts on
@@ -36,14 +49,18 @@ struct ManagerStateSupervisor<PeriodOutcome: Sendable>: Sendable {
     ///     cancelled.
     ///   - periodEnded: what a period's outcome means: a result ends the run with it, nil
     ///     waits for the next `poweredOn` period, a throw ends the run.
+    ///   - stopped: the result of a run ended by a stop (after the period's own outcome, if
+    ///     one was running, had no result of its own).
     /// - Throws: what the role's closures throw; a ``RoleFailure`` when the state stream ends
     ///   (the system bus is gone); `CancellationError` when cancelled.
     func run<Result>(
         transitionSeen: (ManagerTransition, History) throws -> Void,
         adapterMissing: () -> Void = {},
         periodWork: @escaping @Sendable (Adapter) async -> PeriodOutcome,
-        periodEnded: (PeriodOutcome) async throws -> Result?
+        periodEnded: (PeriodOutcome) async throws -> Result?,
+        stopped: () async -> Result
     ) async throws -> Result {
+        let stopGrace = self.stopGrace
         let driver = self.driver
         let (controls, control) = AsyncStream<Control>.makeStream()
         return try await withThrowingDiscardingTaskGroup { group in
@@ -72,45 +89,65 @@ struct ManagerStateSupervisor<PeriodOutcome: Sendable>: Sendable {
             }
 
             do {
-                for await item in controls {
-                    switch item {
-                    case .transition(let transition):
-                        try transitionSeen(transition, history)
-                        history.isFirstTransition = false
-                        switch transition.action {
-                        case .start, .resume:
-                            // The table tears a period down before the next start; one still
-                            // running here would belong to a state already left.
-                            await stopPeriod()
-                            guard let adapter = driver.currentAdapter() else {
-                                adapterMissing()
-                                continue
+                return try await withGracefulShutdownHandler {
+                    var stopping = false
+                    for await item in controls {
+                        switch item {
+                        case .transition(let transition):
+                            try transitionSeen(transition, history)
+                            history.isFirstTransition = false
+                            switch transition.action {
+                            case .start, .resume:
+                                // The table tears a period down before the next start; one still
+                                // running here would belong to a state already left.
+                                await stopPeriod()
+                                if stopping { return await stopped() }
+                                guard let adapter = driver.currentAdapter() else {
+                                    adapterMissing()
+                                    continue
+                                }
+                                history.hasStartedPeriod = true
+                                generation += 1
+                                let current = generation
+                                // Unstructured: the loop cancels one period while the run goes on, which a task group cannot do to one child.
+                                let task = Task {
+                                    let outcome = await periodWork(adapter)
+                                    control.yield(.periodEnded(generation: current, outcome))
+                                }
+                                running = (current, task)
+                            case .tearDown:
+                                await stopPeriod()
+                                if stopping { return await stopped() }
+                            case .none:
+                                break
                             }
-                            history.hasStartedPeriod = true
-                            generation += 1
-                            let current = generation
-                            // Unstructured: the loop cancels one period while the run goes on, which a task group cannot do to one child.
-                            let task = Task {
-                                let outcome = await periodWork(adapter)
-                                control.yield(.periodEnded(generation: current, outcome))
+                        case .periodEnded(let ended, let outcome):
+                            // An outcome from a period already torn down says nothing about now.
+                            guard ended == running?.generation else { continue }
+                            await stopPeriod()  // it has ended: this only waits for its task to finish
+                            if let result = try await periodEnded(outcome) { return result }
+                            if stopping { return await stopped() }
+                        case .stopRequested:
+                            stopping = true
+                            guard let current = running else { return await stopped() }
+                            // The period sees the stop itself; this bounds how long it may take.
+                            group.addTask {
+                                try? await Task.sleep(for: stopGrace)
+                                control.yield(.stopOverdue(generation: current.generation))
                             }
-                            running = (current, task)
-                        case .tearDown:
+                        case .stopOverdue(let overdue):
+                            guard overdue == running?.generation else { continue }
                             await stopPeriod()
-                        case .none:
-                            break
+                            return await stopped()
+                        case .stateStreamEnded:
+                            throw RoleFailure(.unavailable, "lost the connection to the D-Bus system bus")
                         }
-                    case .periodEnded(let ended, let outcome):
-                        // An outcome from a period already torn down says nothing about now.
-                        guard ended == running?.generation else { continue }
-                        await stopPeriod()  // it has ended: this only waits for its task to finish
-                        if let result = try await periodEnded(outcome) { return result }
-                    case .stateStreamEnded:
-                        throw RoleFailure(.unavailable, "lost the connection to the D-Bus system bus")
                     }
+                    // The control stream ends only when the run is cancelled.
+                    throw CancellationError()
+                } onGracefulShutdown: {
+                    control.yield(.stopRequested)
                 }
-                // The control stream ends only when the run is cancelled.
-                throw CancellationError()
             } catch {
                 await stopPeriod()
                 throw error
