@@ -776,24 +776,22 @@ extension SubscriptionServer {
         perform(subscription.delivery.handle(.countedInSession), on: &subscription)
         subscription.share.delivered(payloadBytes: subscription.message.byteCount)
         let summary = self.summary(of: &subscription)
-        let fair = subscription.share.mayStartAnother()
+        let continuation = SessionContinuation(centralLeft: centralLeft, wantsNext: wantsNext, hasSentAhead: sentAhead != nil,
+                                               shareAllowsAnother: subscription.share.mayStartAnother())
         if offered?.sequence == subscription.sequence { offered = nil }
         current = subscription.delivery.isOver ? nil : subscription
-        let takesSentAhead = sentAhead != nil && wantsNext
-        let next = await continueSession(subscription.message, summary, subscription.peer,
-                                         takesSentAhead || (fair && wantsNext && !centralLeft))
-        if centralLeft && !takesSentAhead {
-            feed(.recordedAfterHangUp, to: id)
-            return nil
-        }
+        let next = await continueSession(subscription.message, summary, subscription.peer, continuation.asksForNext)
         if let next { offered = next }
-        // A message for another peer waits for that peer's visit; this session ends.
-        guard let next, next.message.isAddressed(to: subscription.authenticatedPeer),
-              !isShutDown, var ongoing = current, ongoing.id == id,
-              !ongoing.delivery.hasHungUp || takesSentAhead else {
-            if centralLeft { feed(.recordedAfterHangUp, to: id) }
-            if !fair, current?.id == id {
-                logger.info("closing the session with \(subscription.peer.address) after \(subscription.deliveredInSession) messages: others get a turn")
+        let stillCurrent = !isShutDown && current?.id == id
+        let decision = continuation.decide(SessionContinuation.Answer(
+            hasNext: next != nil, nextIsForThisPeer: next?.message.isAddressed(to: subscription.authenticatedPeer) ?? false,
+            subscriptionStillCurrent: stillCurrent, hungUpByNow: current?.delivery.hasHungUp ?? true))
+        guard case .goOn(let hangUpAfterwards) = decision, let next, var ongoing = current else {
+            if case .close(let recordedAfterHangUp, let othersGetATurn) = decision {
+                if recordedAfterHangUp { feed(.recordedAfterHangUp, to: id) }
+                if othersGetATurn {
+                    logger.info("closing the session with \(subscription.peer.address) after \(subscription.deliveredInSession) messages: others get a turn")
+                }
             }
             return nil
         }
@@ -817,16 +815,14 @@ extension SubscriptionServer {
         armTransferDeadline(&ongoing, valueCount: values, valueLength: valueLength,
                             indications: ongoing.confirmations != nil)
         current = ongoing
-        if takesSentAhead, sentAheadEndWritten {
+        if continuation.takesSentAhead, sentAheadEndWritten {
             // Its END is out: its ACK is awaited under the ACK timeout from now.
             feed(.endOfMessageWritten, to: id)
         }
-        if centralLeft, takesSentAhead {
-            // The central left with the message sent ahead outstanding: it counts only if
-            // its ACK comes within the grace (its END out), otherwise it is lost as any other.
-            if current?.id == id, current?.delivery.hasHungUp == false {
-                feed(.hungUp(reason: hangUp ?? "the central left", drainedWhenClosed: nil), to: id)
-            }
+        // The central left with the message sent ahead outstanding: it counts only if its ACK
+        // comes within the grace (its END out), otherwise it is lost as any other.
+        if hangUpAfterwards, current?.id == id, current?.delivery.hasHungUp == false {
+            feed(.hungUp(reason: hangUp ?? "the central left", drainedWhenClosed: nil), to: id)
         }
         return next.message
     }

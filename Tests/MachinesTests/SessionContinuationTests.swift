@@ -1,0 +1,99 @@
+@testable import Machines
+import Testing
+
+/// `SessionContinuation`: what a multi session does after the central's ACK of its current
+/// message (Sources/Machines/Sender/SessionContinuation.swift).
+@Suite struct SessionContinuationTests {
+    typealias Answer = SessionContinuation.Answer
+
+    static let goodAnswer = Answer(hasNext: true, nextIsForThisPeer: true, subscriptionStillCurrent: true, hungUpByNow: false)
+    static let noNext = Answer(hasNext: false, nextIsForThisPeer: false, subscriptionStillCurrent: true, hungUpByNow: false)
+
+    static func continuation(left: Bool = false, wantsNext: Bool = true, sentAhead: Bool = false,
+                             fair: Bool = true) -> SessionContinuation {
+        SessionContinuation(centralLeft: left, wantsNext: wantsNext, hasSentAhead: sentAhead, shareAllowsAnother: fair)
+    }
+
+    @Test func aSessionWithItsShareLeftAsksForTheNextMessageAndGoesOnWithIt() {
+        let continuation = Self.continuation()
+        #expect(continuation.asksForNext)
+        #expect(continuation.decide(Self.goodAnswer) == .goOn(hangUpAfterwards: false))
+        #expect(continuation.decide(Self.noNext) == .close(recordedAfterHangUp: false, othersGetATurn: false),
+                "nothing ready now: the session closes, and that is not the fairness rule")
+    }
+
+    @Test func aCentralThatClosedInTheSameWriteIsSentNothingMore() {
+        for sentAhead in [false, true] {
+            let continuation = Self.continuation(wantsNext: false, sentAhead: sentAhead)
+            #expect(!continuation.asksForNext)
+            #expect(!continuation.takesSentAhead)
+            #expect(continuation.decide(Self.noNext) == .close(recordedAfterHangUp: false, othersGetATurn: false))
+        }
+    }
+
+    @Test func theFairnessRuleClosesTheSessionAndSaysSo() {
+        let continuation = Self.continuation(fair: false)
+        #expect(!continuation.asksForNext)
+        #expect(continuation.decide(Self.noNext) == .close(recordedAfterHangUp: false, othersGetATurn: true))
+    }
+
+    @Test func aMessageSentAheadBecomesCurrentWhateverTheRuleSaysNow() {
+        let continuation = Self.continuation(sentAhead: true, fair: false)
+        #expect(continuation.asksForNext)
+        #expect(continuation.decide(Self.goodAnswer) == .goOn(hangUpAfterwards: false))
+    }
+
+    @Test func aCentralThatLeftGetsItsAckRecordedAndNothingNew() {
+        let continuation = Self.continuation(left: true)
+        #expect(!continuation.asksForNext)
+        #expect(continuation.decide(Self.goodAnswer) == .close(recordedAfterHangUp: true, othersGetATurn: false))
+    }
+
+    @Test func aCentralThatLeftWithAMessageSentAheadKeepsItUnderTheHangUpGrace() {
+        let continuation = Self.continuation(left: true, sentAhead: true)
+        #expect(continuation.asksForNext)
+        var answer = Self.goodAnswer
+        answer.hungUpByNow = true
+        #expect(continuation.decide(answer) == .goOn(hangUpAfterwards: true))
+    }
+
+    @Test func aNextMessageForAnotherPeerWaitsForThatPeersVisit() {
+        var answer = Self.goodAnswer
+        answer.nextIsForThisPeer = false
+        #expect(Self.continuation().decide(answer) == .close(recordedAfterHangUp: false, othersGetATurn: false))
+    }
+
+    @Test func aSubscriptionReplacedOrShutDownMeanwhileIsNotContinued() {
+        var answer = Self.goodAnswer
+        answer.subscriptionStillCurrent = false
+        #expect(Self.continuation().decide(answer) == .close(recordedAfterHangUp: false, othersGetATurn: false))
+        #expect(Self.continuation(fair: false).decide(answer) == .close(recordedAfterHangUp: false, othersGetATurn: false),
+                "the fairness line is for a session that is still ours")
+        answer = Self.goodAnswer
+        answer.hungUpByNow = true
+        #expect(Self.continuation().decide(answer) == .close(recordedAfterHangUp: false, othersGetATurn: false),
+                "a hang-up during the source's answer ends a session with nothing sent ahead")
+    }
+
+    /// Every combination of what the server knows: the invariants hold in all of them.
+    @Test(arguments: 0..<256)
+    func invariants(bits: Int) {
+        func bit(_ index: Int) -> Bool { bits & (1 << index) != 0 }
+        let continuation = SessionContinuation(centralLeft: bit(0), wantsNext: bit(1), hasSentAhead: bit(2),
+                                               shareAllowsAnother: bit(3))
+        let answer = Answer(hasNext: bit(4) && continuation.asksForNext, nextIsForThisPeer: bit(5),
+                            subscriptionStillCurrent: bit(6), hungUpByNow: bit(7))
+        let decision = continuation.decide(answer)
+        switch decision {
+        case .goOn(let hangUpAfterwards):
+            #expect(continuation.asksForNext && answer.hasNext && answer.nextIsForThisPeer && answer.subscriptionStillCurrent)
+            #expect(continuation.wantsNext, "a central that closed is sent nothing more")
+            #expect(!continuation.centralLeft || continuation.takesSentAhead, "nothing new starts for a central that left")
+            #expect(continuation.shareAllowsAnother || continuation.takesSentAhead, "only a message sent ahead overrides the rule")
+            #expect(hangUpAfterwards == continuation.centralLeft)
+        case .close(let recordedAfterHangUp, let othersGetATurn):
+            #expect(recordedAfterHangUp == continuation.centralLeft, "a counted ACK after a hang-up is always recorded")
+            #expect(!othersGetATurn || !continuation.shareAllowsAnother)
+        }
+    }
+}
