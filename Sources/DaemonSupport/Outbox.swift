@@ -150,20 +150,24 @@ public actor Outbox {
     /// Moves a delivered file into `sent/` (never over an existing file) and drops the claim.
     /// Returns its new path, or nil when the outbox no longer holds that file (removed or
     /// replaced by another file of the same name while it was being sent).
+    ///
+    /// Returns once the move is on disk: the two directories are flushed on
+    /// ``BlockingCalls/storage``, not on the cooperative pool. The file has left the outbox
+    /// before that wait, so a listing made meanwhile does not offer it again.
     @discardableResult
-    public func markDelivered(_ file: OutboxFile) throws(OutboxError) -> FilePath? {
+    public func markDelivered(_ file: OutboxFile) async throws(OutboxError) -> FilePath? {
         defer { dropClaim(FileIdentity(file)) }
         var status = stat()
         guard lstat(file.path.string, &status) == 0, FileIdentity(status) == FileIdentity(file) else { return nil }
+        let name: String
         do {
-            let name = try NoReplaceMove.moveAvoidingNames(file.path.string, into: sentDirectory.string, name: file.name)
-            forgetListed(FileIdentity(file))
-            NoReplaceMove.syncDirectory(sentDirectory.string)
-            NoReplaceMove.syncDirectory(directory.string)
-            return sentDirectory.appending(name)
+            name = try NoReplaceMove.moveAvoidingNames(file.path.string, into: sentDirectory.string, name: file.name)
         } catch {
             throw .moveFailed(from: file.path.string, to: sentDirectory.string, error)
         }
+        forgetListed(FileIdentity(file))
+        await NoReplaceMove.syncDirectories([sentDirectory.string, directory.string])
+        return sentDirectory.appending(name)
     }
 
     /// The watcher's count of changes seen (arrivals, folders made or moved in included):
@@ -414,8 +418,9 @@ public actor Outbox {
         do {
             let name = try NoReplaceMove.moveAvoidingNames(source, into: failedDirectory.string, name: candidate.name)
             writeReason(reason, for: name)
-            NoReplaceMove.syncDirectory(failedDirectory.string)
-            NoReplaceMove.syncDirectory(directory.string)
+            // Queued, not awaited: a listing under way cannot wait without letting other calls
+            // in midway. Lost in a power cut, the move is only made again.
+            NoReplaceMove.startSyncingDirectories([failedDirectory.string, directory.string])
             report(.quarantined(name: candidate.name, reason: reason, movedTo: failedDirectory.appending(name)))
         } catch .noSuchFileOrDirectory {
             return  // Removed meanwhile: nothing to do.
