@@ -59,7 +59,8 @@ public actor Outbox {
 
     /// How long `next()` may reuse a listing: a safety net for file systems whose changes
     /// the watcher cannot see (a network share written from another host).
-    static let listingReuseLimit: Duration = .seconds(10)
+    static let defaultListingReuseLimit: Duration = .seconds(10)
+    private nonisolated let listingReuseLimit: Duration
 
     public static let defaultSettleTime: Duration = .seconds(2)
     static let ignoredSuffixes = [".part", ".partial", ".tmp", ".temp", ".swp", ".crdownload", ".filepart", "~"]
@@ -79,7 +80,8 @@ public actor Outbox {
     }
 
     /// `clock` stands in for the wall clock in tests of the settle time; `watchChanges: false`
-    /// tests the rescan that stands in for inotify where it is missing.
+    /// tests the rescan that stands in for inotify where it is missing; a longer
+    /// `listingReuseLimit` lets a test of the listing's reuse run slowly (a loaded machine).
     init(
         directory: FilePath,
         maxFileSize: Int,
@@ -87,8 +89,10 @@ public actor Outbox {
         rescanInterval: Duration?,
         report: @escaping @Sendable (OutboxNotice) -> Void,
         clock: @escaping @Sendable () -> FileTime,
-        watchChanges: Bool = true
+        watchChanges: Bool = true,
+        listingReuseLimit: Duration = Outbox.defaultListingReuseLimit
     ) throws(OutboxError) {
+        self.listingReuseLimit = listingReuseLimit
         self.directory = directory
         self.sentDirectory = directory.appending("sent")
         self.failedDirectory = directory.appending("failed")
@@ -204,7 +208,7 @@ public actor Outbox {
     /// when it is claimed (`claimAndRead` compares its change time); a file gone is skipped.
     private func currentCandidates(reusable: Bool) throws(OutboxError) -> (candidates: [Candidate], reused: Bool) {
         if reusable, let listing, listing.generation == changes.generation,
-           ContinuousClock.now - listing.takenAt < Self.listingReuseLimit {
+           ContinuousClock.now - listing.takenAt < listingReuseLimit {
             return (listing.candidates, true)
         }
         // Read before listing: a change during the listing makes the next call list again.

@@ -106,10 +106,10 @@ public final class ReceiptJournal: Sendable {
 
     // MARK: From async code
     //
-    // Each call below makes the one after it on ``BlockingCalls/storage``: the flushes
-    // (`fdatasync` of the log, `fsync` of its directory, the compaction's rewrite) and the
-    // search after a crash (reading stored files whole for their SHA-256) never block the
-    // cooperative pool. A task cancelled meanwhile still waits for the change to be made: the
+    // Each of these makes the blocking call of the same meaning (further down) on
+    // ``BlockingCalls/storage``: the flushes (`fdatasync` of the log, `fsync` of its
+    // directory, the compaction's rewrite) and the search after a crash (reading stored files
+    // whole for their SHA-256) never block the cooperative pool. A task cancelled meanwhile still waits for the change to be made: the
     // journal's promise (on disk before the message is stored) must hold either way.
 
     /// ``willStore(sender:digest:size:name:visit:)`` on ``BlockingCalls/storage``.
