@@ -13,11 +13,11 @@ import SystemPackage
 /// `try await BlockingCalls.run { … }` runs the closure on ``storage``'s threads and resumes the
 /// awaiting task with what it returned or threw.
 public enum BlockingCalls {
-    /// File system calls (write, flush, rename, link): two threads. Two, not one, so that a
-    /// slow device (a USB stick holding the output directory) does not hold up the calls made
-    /// to another (the receipt journal and the outbox in the state directory); not more, as
-    /// more threads would only queue more calls at the same disks. Calls of one task are made
-    /// in the order it awaits them, whatever the number of threads.
+    /// File system calls (write, flush, rename, link): two threads. Two, not one, so that one
+    /// slow call (a flush to a USB stick holding the output directory) does not hold up the
+    /// calls made to another device (the receipt journal and the outbox in the state
+    /// directory); not more, as more threads would only queue more calls at the same disks.
+    /// Calls of one task are made in the order it awaits them, whatever the number of threads.
     public static let storage = BlockingThreadPool(name: "ble-storage", threadCount: 2)
 
     /// Waits without a bound (standard output's reader may stop reading for good): one thread
