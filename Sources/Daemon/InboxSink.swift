@@ -63,7 +63,7 @@ final class InboxSink: MessageSink {
                                      payload: message.body.file == nil ? message.payload : [])
         do {
             let folder = folderPerSender ? Self.senderFolder(message.authenticatedSender) : nil
-            return try directory.store(message, generatedName: name, folder: folder).string
+            return try await directory.store(message, generatedName: name, folder: folder).string
         } catch {
             // Numbers are not reused even when a write fails: names stay unique and ordered.
             // One message that cannot be stored is refused; the daemon goes on serving.

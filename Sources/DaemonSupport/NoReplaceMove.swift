@@ -1,5 +1,6 @@
 #if canImport(Glibc)
 import Glibc
+import SystemCalls
 import SystemPackage
 
 /// Moves a file to a new name in one step without ever replacing an existing file.
@@ -58,8 +59,21 @@ enum NoReplaceMove {
         return "\(name)-\(number)"
     }
 
-    /// Makes renames in `directory` durable.
-    static func syncDirectory(_ directory: String) {
+    /// Makes renames in `directories` durable, one after the other, on
+    /// ``BlockingCalls/storage``: an `fsync` waits for the disk. Best effort: a directory that
+    /// cannot be flushed loses nothing but durability.
+    static func syncDirectories(_ directories: [String]) async {
+        await BlockingCalls.run { directories.forEach(syncDirectory) }
+    }
+
+    /// ``syncDirectories(_:)`` queued without waiting for it, for a caller that cannot await
+    /// here and needs no outcome: the flushes still follow the renames made before.
+    static func startSyncingDirectories(_ directories: [String]) {
+        BlockingCalls.storage.submit { directories.forEach(syncDirectory) }
+    }
+
+    /// Makes renames in `directory` durable; blocks until the disk has them.
+    private static func syncDirectory(_ directory: String) {
         let fd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard fd >= 0 else { return }
         _ = fsync(fd)

@@ -59,7 +59,8 @@ public actor Outbox {
 
     /// How long `next()` may reuse a listing: a safety net for file systems whose changes
     /// the watcher cannot see (a network share written from another host).
-    static let listingReuseLimit: Duration = .seconds(10)
+    static let defaultListingReuseLimit: Duration = .seconds(10)
+    private nonisolated let listingReuseLimit: Duration
 
     public static let defaultSettleTime: Duration = .seconds(2)
     static let ignoredSuffixes = [".part", ".partial", ".tmp", ".temp", ".swp", ".crdownload", ".filepart", "~"]
@@ -79,7 +80,8 @@ public actor Outbox {
     }
 
     /// `clock` stands in for the wall clock in tests of the settle time; `watchChanges: false`
-    /// tests the rescan that stands in for inotify where it is missing.
+    /// tests the rescan that stands in for inotify where it is missing; a longer
+    /// `listingReuseLimit` lets a test of the listing's reuse run slowly (a loaded machine).
     init(
         directory: FilePath,
         maxFileSize: Int,
@@ -87,8 +89,10 @@ public actor Outbox {
         rescanInterval: Duration?,
         report: @escaping @Sendable (OutboxNotice) -> Void,
         clock: @escaping @Sendable () -> FileTime,
-        watchChanges: Bool = true
+        watchChanges: Bool = true,
+        listingReuseLimit: Duration = Outbox.defaultListingReuseLimit
     ) throws(OutboxError) {
+        self.listingReuseLimit = listingReuseLimit
         self.directory = directory
         self.sentDirectory = directory.appending("sent")
         self.failedDirectory = directory.appending("failed")
@@ -150,20 +154,24 @@ public actor Outbox {
     /// Moves a delivered file into `sent/` (never over an existing file) and drops the claim.
     /// Returns its new path, or nil when the outbox no longer holds that file (removed or
     /// replaced by another file of the same name while it was being sent).
+    ///
+    /// Returns once the move is on disk: the two directories are flushed on
+    /// ``BlockingCalls/storage``, not on the cooperative pool. The file has left the outbox
+    /// before that wait, so a listing made meanwhile does not offer it again.
     @discardableResult
-    public func markDelivered(_ file: OutboxFile) throws(OutboxError) -> FilePath? {
+    public func markDelivered(_ file: OutboxFile) async throws(OutboxError) -> FilePath? {
         defer { dropClaim(FileIdentity(file)) }
         var status = stat()
         guard lstat(file.path.string, &status) == 0, FileIdentity(status) == FileIdentity(file) else { return nil }
+        let name: String
         do {
-            let name = try NoReplaceMove.moveAvoidingNames(file.path.string, into: sentDirectory.string, name: file.name)
-            forgetListed(FileIdentity(file))
-            NoReplaceMove.syncDirectory(sentDirectory.string)
-            NoReplaceMove.syncDirectory(directory.string)
-            return sentDirectory.appending(name)
+            name = try NoReplaceMove.moveAvoidingNames(file.path.string, into: sentDirectory.string, name: file.name)
         } catch {
             throw .moveFailed(from: file.path.string, to: sentDirectory.string, error)
         }
+        forgetListed(FileIdentity(file))
+        await NoReplaceMove.syncDirectories([sentDirectory.string, directory.string])
+        return sentDirectory.appending(name)
     }
 
     /// The watcher's count of changes seen (arrivals, folders made or moved in included):
@@ -200,7 +208,7 @@ public actor Outbox {
     /// when it is claimed (`claimAndRead` compares its change time); a file gone is skipped.
     private func currentCandidates(reusable: Bool) throws(OutboxError) -> (candidates: [Candidate], reused: Bool) {
         if reusable, let listing, listing.generation == changes.generation,
-           ContinuousClock.now - listing.takenAt < Self.listingReuseLimit {
+           ContinuousClock.now - listing.takenAt < listingReuseLimit {
             return (listing.candidates, true)
         }
         // Read before listing: a change during the listing makes the next call list again.
@@ -414,8 +422,9 @@ public actor Outbox {
         do {
             let name = try NoReplaceMove.moveAvoidingNames(source, into: failedDirectory.string, name: candidate.name)
             writeReason(reason, for: name)
-            NoReplaceMove.syncDirectory(failedDirectory.string)
-            NoReplaceMove.syncDirectory(directory.string)
+            // Queued, not awaited: a listing under way cannot wait without letting other calls
+            // in midway. Lost in a power cut, the move is only made again.
+            NoReplaceMove.startSyncingDirectories([failedDirectory.string, directory.string])
             report(.quarantined(name: candidate.name, reason: reason, movedTo: failedDirectory.appending(name)))
         } catch .noSuchFileOrDirectory {
             return  // Removed meanwhile: nothing to do.

@@ -4,6 +4,7 @@ import Glibc
 import CFileAttributes
 import DaemonSupport
 import Foundation
+import SystemCalls
 import SystemPackage
 import Transfer
 
@@ -82,10 +83,15 @@ public struct OutputDirectory: Sendable {
     /// `sender`: the authenticated sender's public key line, stored as `senderAttribute` with
     /// the file where the file system supports user extended attributes. `modificationTime`:
     /// the file's mtime, set before the name appears (see ``acceptedModificationTime``).
+    ///
+    /// The writes, flushes and links run on ``BlockingCalls/storage``, never on the cooperative
+    /// pool, in the order that keeps a crash from showing a part: data, flush, name, flush of
+    /// the directory. A task cancelled meanwhile still waits for them (the caller must know
+    /// whether the message was stored).
     @discardableResult
     public func store(_ payload: some Collection<UInt8>, baseName: String,
-                      sender: String? = nil, modificationTime: timespec? = nil) throws(OutputDirectoryError) -> FilePath {
-        try store(MessagePayload(Array(payload)), baseName: baseName, sender: sender, modificationTime: modificationTime)
+                      sender: String? = nil, modificationTime: timespec? = nil) async throws(OutputDirectoryError) -> FilePath {
+        try await store(MessagePayload(Array(payload)), baseName: baseName, sender: sender, modificationTime: modificationTime)
     }
 
     /// Stores `payload` as ``store(_:baseName:sender:modificationTime:)`` does. A payload that
@@ -93,7 +99,18 @@ public struct OutputDirectory: Sendable {
     /// its name where it lies: no copy, whatever its size.
     @discardableResult
     public func store(_ payload: MessagePayload, baseName: String,
-                      sender: String? = nil, modificationTime: timespec? = nil) throws(OutputDirectoryError) -> FilePath {
+                      sender: String? = nil, modificationTime: timespec? = nil) async throws(OutputDirectoryError) -> FilePath {
+        let directory = self
+        return try await BlockingCalls.run { () throws(OutputDirectoryError) in
+            try directory.storeBlocking(payload, baseName: baseName, sender: sender, modificationTime: modificationTime)
+        }
+    }
+
+    /// ``store(_:baseName:sender:modificationTime:)`` on the calling thread, which it blocks
+    /// until the file and its name are on disk: for ``BlockingCalls`` and threads of their own
+    /// (the benchmarks'), never the cooperative pool.
+    package func storeBlocking(_ payload: MessagePayload, baseName: String,
+                               sender: String? = nil, modificationTime: timespec? = nil) throws(OutputDirectoryError) -> FilePath {
         let partial: FilePath
         // Keeps the partial file open (and, released, removes its partial name) until linked.
         var received: PayloadFile?

@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import SystemCalls
 import Transfer
 import Trust
 
@@ -102,6 +103,44 @@ public final class ReceiptJournal: Sendable {
 
     public var count: Int { state.withLock { $0.entries.count } }
     public var all: [Entry] { state.withLock { $0.entries } }
+
+    // MARK: From async code
+    //
+    // Each of these makes the blocking call of the same meaning (further down) on
+    // ``BlockingCalls/storage``: the flushes (`fdatasync` of the log, `fsync` of its
+    // directory, the compaction's rewrite) and the search after a crash (reading stored files
+    // whole for their SHA-256) never block the cooperative pool. A task cancelled meanwhile still waits for the change to be made: the
+    // journal's promise (on disk before the message is stored) must hold either way.
+
+    /// ``willStore(sender:digest:size:name:visit:)`` on ``BlockingCalls/storage``.
+    public func recordWillStore(sender: String, digest: String, size: Int, name: String?, visit: String) async {
+        await BlockingCalls.run { self.willStore(sender: sender, digest: digest, size: size, name: name, visit: visit) }
+    }
+
+    /// ``stored(sender:digest:visit:at:)`` on ``BlockingCalls/storage``.
+    public func recordStored(sender: String, digest: String, visit: String, at storedAt: String?) async {
+        await BlockingCalls.run { self.stored(sender: sender, digest: digest, visit: visit, at: storedAt) }
+    }
+
+    /// ``acknowledged(sender:digest:)`` on ``BlockingCalls/storage``.
+    public func recordAcknowledged(sender: String, digest: String) async {
+        await BlockingCalls.run { self.acknowledged(sender: sender, digest: digest) }
+    }
+
+    /// ``forget(sender:digest:)`` on ``BlockingCalls/storage``.
+    public func recordForgotten(sender: String, digest: String) async {
+        await BlockingCalls.run { self.forget(sender: sender, digest: digest) }
+    }
+
+    /// ``earlierCopy(sender:digest:size:excludingVisit:)`` on ``BlockingCalls/storage``.
+    public func findEarlierCopy(sender: String, digest: String, size: Int, excludingVisit visit: String) async -> String? {
+        await BlockingCalls.run { self.earlierCopy(sender: sender, digest: digest, size: size, excludingVisit: visit) }
+    }
+
+    // MARK: On the calling thread
+    //
+    // These block the thread that calls them while the log is flushed (and, for
+    // `earlierCopy`, while stored files are read): from async code, call the ones above.
 
     /// Before storing: what is about to be stored, flushed to disk.
     public func willStore(sender: String, digest: String, size: Int, name: String?, visit: String) {

@@ -229,7 +229,8 @@ struct StreamBenchmark: ParsableCommand {
                 for write in assembly.takeWrites() { try send(centralSide, write.value) }
                 switch step {
                 case .complete(let received, _):
-                    let path = try inbox.store(received.body, baseName: "stored.bin")
+                    // This thread is the benchmark's own: it may block.
+                    let path = try inbox.storeBlocking(received.body, baseName: "stored.bin")
                     stored.withLock { $0 = path.string }
                     for write in try assembly.secureAcknowledgement(alreadyStored: false) { try send(centralSide, write) }
                     return

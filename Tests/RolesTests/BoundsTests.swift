@@ -151,12 +151,12 @@ import Transfer
         #expect(limits.refusal(for: 5, usage: .init(freeBytes: 10_000, storedBytes: 49_995, storedFiles: 1)) == nil)
     }
 
-    @Test func outputDirectoryCountsItsMessagesNotItsPartialFiles() throws {
+    @Test func outputDirectoryCountsItsMessagesNotItsPartialFiles() async throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("bounds-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: path) }
         let directory = try OutputDirectory(path: .init(path))
-        try directory.store(Array(repeating: 1, count: 100), baseName: "a.bin")
-        try directory.store(Array(repeating: 2, count: 50), baseName: "b.bin")
+        try await directory.store(Array(repeating: 1, count: 100), baseName: "a.bin")
+        try await directory.store(Array(repeating: 2, count: 50), baseName: "b.bin")
         _ = FileManager.default.createFile(atPath: path + "/.hidden", contents: Data(count: 1000))
         let stored = directory.storedMessages()
         #expect(stored.bytes == 150)

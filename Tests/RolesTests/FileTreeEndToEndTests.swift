@@ -94,26 +94,26 @@ extension FileTreeEndToEndTests {
 /// Where a received relative path lands: always inside the output directory, whatever the
 /// sender wrote and whatever the directory already holds.
 @Suite struct ReceivedPathTests {
-    private func withDirectory(_ body: (OutputDirectory, String) throws -> Void) throws {
+    private func withDirectory(_ body: (OutputDirectory, String) async throws -> Void) async throws {
         let path = NSTemporaryDirectory() + "paths-" + UUID().uuidString
         defer { try? FileManager.default.removeItem(atPath: path) }
-        try body(try OutputDirectory(path: FilePath(path)), path)
+        try await body(try OutputDirectory(path: FilePath(path)), path)
     }
 
     @Test(arguments: [
         ("../../etc/passwd", "etc/passwd"), ("/abs/x", "abs/x"), ("a/./b/../c", "a/b/c"), ("a//b", "a/b"),
         ("..hidden/.x", "hidden/x"), ("-rf/\u{202E}txt.exe", "_rf/_txt.exe"), ("docs/", "docs"),
     ])
-    func hostileComponentsAreMadeSafe(sent: String, stored: String) throws {
-        try withDirectory { directory, path in
-            let final = try directory.store(Array("x".utf8), baseName: sent)
+    func hostileComponentsAreMadeSafe(sent: String, stored: String) async throws {
+        try await withDirectory { directory, path in
+            let final = try await directory.store(Array("x".utf8), baseName: sent)
             #expect(final.string == path + "/" + stored)
             #expect(FileManager.default.fileExists(atPath: path + "/" + stored))
         }
     }
 
-    @Test func aSymbolicLinkOrAFileInTheWayIsNeverFollowedOrReplaced() throws {
-        try withDirectory { directory, path in
+    @Test func aSymbolicLinkOrAFileInTheWayIsNeverFollowedOrReplaced() async throws {
+        try await withDirectory { directory, path in
             let outside = NSTemporaryDirectory() + "outside-" + UUID().uuidString
             try FileManager.default.createDirectory(atPath: outside, withIntermediateDirectories: true)
             defer { try? FileManager.default.removeItem(atPath: outside) }
@@ -121,22 +121,22 @@ extension FileTreeEndToEndTests {
             try FileManager.default.createSymbolicLink(atPath: path + "/docs", withDestinationPath: outside)
             try Data("mine".utf8).write(to: URL(fileURLWithPath: path + "/notes"))
 
-            let first = try directory.store(Array("a".utf8), baseName: "docs/a.txt")
+            let first = try await directory.store(Array("a".utf8), baseName: "docs/a.txt")
             #expect(first.string == path + "/docs-1/a.txt")
             #expect(try FileManager.default.contentsOfDirectory(atPath: outside).isEmpty)
-            let second = try directory.store(Array("b".utf8), baseName: "notes/b.txt")
+            let second = try await directory.store(Array("b".utf8), baseName: "notes/b.txt")
             #expect(second.string == path + "/notes-1/b.txt")
             #expect(try String(contentsOfFile: path + "/notes", encoding: .utf8) == "mine")
             // The same tree again: the same directories, the file numbered, nothing replaced.
-            let again = try directory.store(Array("c".utf8), baseName: "docs/a.txt")
+            let again = try await directory.store(Array("c".utf8), baseName: "docs/a.txt")
             #expect(again.string == path + "/docs-1/a-1.txt")
         }
     }
 
-    @Test func depthIsBounded() throws {
-        try withDirectory { directory, path in
+    @Test func depthIsBounded() async throws {
+        try await withDirectory { directory, path in
             let deep = (0..<40).map { "d\($0)" }.joined(separator: "/") + "/leaf"
-            let final = try directory.store(Array("x".utf8), baseName: deep)
+            let final = try await directory.store(Array("x".utf8), baseName: deep)
             let relative = String(final.string.dropFirst(path.count + 1))
             #expect(relative.split(separator: "/").count == OutputDirectory.maximumDepth + 1)
             #expect(relative.hasSuffix("/leaf"))
@@ -147,7 +147,7 @@ extension FileTreeEndToEndTests {
 /// A message that came into one of the directory's partial files is stored by a link: the
 /// stored file is that file, with the sender's time, and the partial name is gone.
 @Suite struct PartialFileStorageTests {
-    @Test func aPartialFileIsLinkedNotCopied() throws {
+    @Test func aPartialFileIsLinkedNotCopied() async throws {
         let path = NSTemporaryDirectory() + "partials-" + UUID().uuidString
         defer { try? FileManager.default.removeItem(atPath: path) }
         let directory = try OutputDirectory(path: FilePath(path))
@@ -157,7 +157,7 @@ extension FileTreeEndToEndTests {
         try file.write(Array("twenty bytes, exact.".utf8), at: 0)
         var partialStatus = stat()
         #expect(fstat(file.descriptor, &partialStatus) == 0)
-        let stored = try directory.store(MessagePayload(file: file, count: 20), baseName: "kept.txt",
+        let stored = try await directory.store(MessagePayload(file: file, count: 20), baseName: "kept.txt",
                                          modificationTime: timespec(tv_sec: 1_600_000_000, tv_nsec: 0))
         var storedStatus = stat()
         #expect(stat(stored.string, &storedStatus) == 0)

@@ -21,10 +21,10 @@ private func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x"
 /// What the receiver remembers across its own death: a message stored and not known to be
 /// acknowledged is found again, one never stored is not taken for stored.
 @Suite struct ReceiptJournalTests {
-    @Test func aStoredMessageIsFoundByALaterRunAndForgottenOnceAcknowledged() throws {
+    @Test func aStoredMessageIsFoundByALaterRunAndForgottenOnceAcknowledged() async throws {
         let inbox = try scratch("inbox"), state = try scratch("state")
         defer { for d in [inbox, state] { try? FileManager.default.removeItem(atPath: d) } }
-        let (_, digest, stored) = try storeTestMessage("hello", in: inbox, as: "a.txt")
+        let (_, digest, stored) = try await storeTestMessage("hello", in: inbox, as: "a.txt")
 
         let first = ReceiptJournal(directory: inbox, stateDirectory: state)
         first.willStore(sender: "SHA256:k", digest: digest, size: 5, name: "a.txt", visit: "v1")
@@ -40,13 +40,34 @@ private func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x"
         #expect(ReceiptJournal(directory: inbox, stateDirectory: state).count == 0)
     }
 
+    /// The same, through the calls async code makes (flushes on the storage threads).
+    @Test func theAsyncCallsKeepTheSameRecord() async throws {
+        let inbox = try scratch("inbox"), state = try scratch("state")
+        defer { for d in [inbox, state] { try? FileManager.default.removeItem(atPath: d) } }
+        let (_, digest, stored) = try await storeTestMessage("hello", in: inbox, as: "a.txt")
+
+        let first = ReceiptJournal(directory: inbox, stateDirectory: state)
+        await first.recordWillStore(sender: "SHA256:k", digest: digest, size: 5, name: "a.txt", visit: "v1")
+        // Flushed before the call returned: a new process reads it back.
+        #expect(ReceiptJournal(directory: inbox, stateDirectory: state).all.first?.storedAt == nil)
+        await first.recordStored(sender: "SHA256:k", digest: digest, visit: "v1", at: stored)
+        #expect(await first.findEarlierCopy(sender: "SHA256:k", digest: digest, size: 5, excludingVisit: "v1") == nil)
+
+        let second = ReceiptJournal(directory: inbox, stateDirectory: state)
+        #expect(await second.findEarlierCopy(sender: "SHA256:k", digest: digest, size: 5, excludingVisit: "v2") == stored)
+        await second.recordAcknowledged(sender: "SHA256:k", digest: digest)
+        #expect(ReceiptJournal(directory: inbox, stateDirectory: state).all.first?.acknowledgedAt != nil)
+        await second.recordForgotten(sender: "SHA256:k", digest: digest)
+        #expect(ReceiptJournal(directory: inbox, stateDirectory: state).count == 0)
+    }
+
     /// The sender read the ACK and was killed before it moved the file to sent/: after its
     /// restart it offers the file again, and the receiver still knows it stored it — until the
     /// retention after the acknowledgement has passed.
-    @Test func anAcknowledgedMessageIsKeptForTheRetentionThenForgotten() throws {
+    @Test func anAcknowledgedMessageIsKeptForTheRetentionThenForgotten() async throws {
         let inbox = try scratch("inbox"), state = try scratch("state")
         defer { for d in [inbox, state] { try? FileManager.default.removeItem(atPath: d) } }
-        let (payload, digest, stored) = try storeTestMessage("acknowledged", in: inbox, as: "b.txt")
+        let (payload, digest, stored) = try await storeTestMessage("acknowledged", in: inbox, as: "b.txt")
         let now = Mutex<Double>(1_000_000)
         let clock: @Sendable () -> Double = { now.withLock { $0 } }
         let journal = ReceiptJournal(directory: inbox, stateDirectory: state, retention: .seconds(600), clock: clock)
@@ -63,17 +84,17 @@ private func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x"
         #expect(restarted.all.map(\.digest) == ["00"])
     }
 
-    @Test func aReceiverKilledBetweenStoringAndNotingItFindsTheFileByItsDigest() throws {
+    @Test func aReceiverKilledBetweenStoringAndNotingItFindsTheFileByItsDigest() async throws {
         let inbox = try scratch("inbox"), state = try scratch("state")
         defer { for d in [inbox, state] { try? FileManager.default.removeItem(atPath: d) } }
         let payload = Array("the real one".utf8)
         let digest = hex(FramedHeader.sha256(payload))
         let directory = try OutputDirectory(path: FilePath(inbox))
         // A file of the same name and size but other bytes was there before: passed over.
-        _ = try directory.store(Array("not the one!".utf8), baseName: "docs/b.txt")
+        _ = try await directory.store(Array("not the one!".utf8), baseName: "docs/b.txt")
         let journal = ReceiptJournal(directory: inbox, stateDirectory: state)
         journal.willStore(sender: "00:11", digest: digest, size: payload.count, name: "docs/b.txt", visit: "v1")
-        let stored = try directory.store(payload, baseName: "docs/b.txt").string   // then killed
+        let stored = try await directory.store(payload, baseName: "docs/b.txt").string   // then killed
         #expect(stored.hasSuffix("/docs/b-1.txt"))
 
         let after = ReceiptJournal(directory: inbox, stateDirectory: state)
@@ -81,7 +102,7 @@ private func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x"
         #expect(after.all.first?.storedAt == stored)
     }
 
-    @Test func aMessageNeverStoredOrSinceRemovedIsStoredAgain() throws {
+    @Test func aMessageNeverStoredOrSinceRemovedIsStoredAgain() async throws {
         let inbox = try scratch("inbox"), state = try scratch("state")
         defer { for d in [inbox, state] { try? FileManager.default.removeItem(atPath: d) } }
         let payload = Array("gone".utf8)
@@ -94,7 +115,7 @@ private func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x"
         #expect(ReceiptJournal(directory: inbox, stateDirectory: state).count == 0)
 
         // Stored, then taken away by the user before the sender came back.
-        let stored = try OutputDirectory(path: FilePath(inbox)).store(payload, baseName: "c.txt").string
+        let stored = try await OutputDirectory(path: FilePath(inbox)).store(payload, baseName: "c.txt").string
         journal.willStore(sender: "k", digest: digest, size: 4, name: "c.txt", visit: "v3")
         journal.stored(sender: "k", digest: digest, visit: "v3", at: stored)
         try FileManager.default.removeItem(atPath: stored)

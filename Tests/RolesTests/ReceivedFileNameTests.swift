@@ -173,15 +173,15 @@ struct ReceivedFileNameTests {
         // A file system taking names of at most 24 bytes stands for eCryptfs (143).
         let narrow = try OutputDirectory(path: directory, nameLimit: 24)
         let long = String(repeating: "n", count: 40) + ".txt"
-        let stored = try narrow.store(Self.named("kept all the same", long), generatedName: "message-1.txt")
+        let stored = try await narrow.store(Self.named("kept all the same", long), generatedName: "message-1.txt")
         #expect(stored.lastComponent?.string == "message-1.txt")
         #expect(FileManager.default.contents(atPath: stored.string) == Data("kept all the same".utf8))
         // A name that fits is still used as sent.
-        let short = try narrow.store(Self.named("short", "short.txt"), generatedName: "message-2.txt")
+        let short = try await narrow.store(Self.named("short", "short.txt"), generatedName: "message-2.txt")
         #expect(short.lastComponent?.string == "short.txt")
         // Without a sent name there is nothing to fall back to: the refusal is the error.
-        #expect(throws: OutputDirectoryError.self) {
-            try narrow.store(Array("x".utf8), baseName: long)
+        await #expect(throws: OutputDirectoryError.self) {
+            try await narrow.store(Array("x".utf8), baseName: long)
         }
         #expect(OutputDirectory.refusesName(.fileNameTooLong) && OutputDirectory.refusesName(.illegalByteSequence))
         #expect(!OutputDirectory.refusesName(.noSpace))

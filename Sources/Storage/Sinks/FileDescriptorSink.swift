@@ -26,8 +26,13 @@ public struct FileDescriptorSink: MessageSink {
         self.escapesForTerminal = escapesForTerminal ?? (isatty(fileDescriptor) == 1)
     }
 
+    /// Writes on ``BlockingCalls/waits``' thread: a reader that stops reading blocks the write
+    /// (or, on a non-blocking descriptor, the wait for room) for as long as it likes, and must
+    /// not hold a thread of the cooperative pool, nor one of the storage calls, meanwhile.
     public func store(_ message: ReceivedMessage, sequence: Int, from peer: PeerDescription?) async throws -> String? {
-        try Self.writeAll(escapesForTerminal ? Self.terminalBytes(message.payload) : message.payload, to: fileDescriptor, name: name)
+        let bytes = escapesForTerminal ? Self.terminalBytes(message.payload) : message.payload
+        let (fileDescriptor, name) = (fileDescriptor, name)
+        try await BlockingCalls.waits.run { () throws(SinkFailure) in try Self.writeAll(bytes, to: fileDescriptor, name: name) }
         return nil
     }
 
@@ -36,6 +41,7 @@ public struct FileDescriptorSink: MessageSink {
         Array(SafeText.escape(String(decoding: payload, as: UTF8.self), keepingLineBreaks: true).utf8)
     }
 
+    /// Blocks until the reader took all of `bytes`.
     static func writeAll(_ bytes: [UInt8], to fd: Int32, name: String) throws(SinkFailure) {
         var offset = 0
         while offset < bytes.count {

@@ -1,5 +1,6 @@
 import Foundation
 import Machines
+import SystemCalls
 import SystemPackage
 import Transfer
 
@@ -24,7 +25,7 @@ public struct OutputDirectorySink: MessageSink {
     public func store(_ message: ReceivedMessage, sequence: Int, from peer: PeerDescription?) async throws -> String? {
         let generated = Self.fileName(sequence: sequence, isText: message.text != nil, date: Date())
         do {
-            return try directory.store(message, generatedName: generated).string
+            return try await directory.store(message, generatedName: generated).string
         } catch {
             // One message that cannot be stored is refused, not the end of the run.
             throw MessageRefused(reason: "\(error)")
@@ -55,7 +56,19 @@ extension OutputDirectory {
     ///
     /// `folder`: a directory under this one to store into (made one safe component), as the
     /// receiver daemon's `--folder-per-sender` names each sender's.
-    public func store(_ message: ReceivedMessage, generatedName: String, folder: String? = nil) throws(OutputDirectoryError) -> FilePath {
+    ///
+    /// Runs on ``BlockingCalls/storage`` as ``store(_:baseName:sender:modificationTime:)``
+    /// does, fallback name included.
+    public func store(_ message: ReceivedMessage, generatedName: String,
+                      folder: String? = nil) async throws(OutputDirectoryError) -> FilePath {
+        let directory = self
+        return try await BlockingCalls.run { () throws(OutputDirectoryError) in
+            try directory.storeBlocking(message, generatedName: generatedName, folder: folder)
+        }
+    }
+
+    /// The work of ``store(_:generatedName:folder:)``, blocking the calling thread.
+    func storeBlocking(_ message: ReceivedMessage, generatedName: String, folder: String?) throws(OutputDirectoryError) -> FilePath {
         // A tree's file keeps its relative path; `store` makes each component safe.
         let sent = message.file.map(\.name).flatMap { Self.sanitizedRelativePath($0).file != nil ? $0 : nil }
         let modified = message.file.flatMap {
@@ -63,11 +76,11 @@ extension OutputDirectory {
         }
         let prefix = folder.flatMap(Self.sanitizedFileName).map { $0 + "/" } ?? ""
         do {
-            return try store(message.body, baseName: prefix + (sent ?? generatedName), sender: message.authenticatedSender,
-                             modificationTime: modified)
+            return try storeBlocking(message.body, baseName: prefix + (sent ?? generatedName),
+                                     sender: message.authenticatedSender, modificationTime: modified)
         } catch .nameRefused where sent != nil, .noFreeName where sent != nil {
-            return try store(message.body, baseName: prefix + generatedName, sender: message.authenticatedSender,
-                             modificationTime: modified)
+            return try storeBlocking(message.body, baseName: prefix + generatedName,
+                                     sender: message.authenticatedSender, modificationTime: modified)
         }
     }
 }

@@ -3,6 +3,7 @@ import Glibc
 #endif
 import Foundation
 import Machines
+import SystemCalls
 import SystemPackage
 import Transfer
 
@@ -29,7 +30,18 @@ public struct SingleFileSink: MessageSink {
         }
     }
 
+    /// Writes, flushes and renames on ``BlockingCalls/storage``: none of it blocks the
+    /// cooperative pool.
     public func store(_ message: ReceivedMessage, sequence: Int, from peer: PeerDescription?) async throws -> String? {
+        let path = path
+        let payload = message.payload
+        try await BlockingCalls.run { () throws(SinkFailure) in try Self.replace(path, with: payload) }
+        return path.string
+    }
+
+    /// Puts `payload` at `path` in the crash-safe order: temporary file written and flushed,
+    /// renamed over `path`, directory flushed. Blocks (the flushes wait for the disk).
+    static func replace(_ path: FilePath, with payload: [UInt8]) throws(SinkFailure) {
         let directory = Self.directory(of: path)
         let temporary = directory.appending(".bletransfer-partial-\(UUID().uuidString)")
         do {
@@ -37,7 +49,7 @@ public struct SingleFileSink: MessageSink {
                 temporary, .writeOnly, options: [.create, .exclusiveCreate, .closeOnExec],
                 permissions: [.ownerReadWrite, .groupRead, .otherRead])
             try fd.closeAfter {
-                _ = try fd.writeAll(message.payload)
+                _ = try fd.writeAll(payload)
                 guard fsync(fd.rawValue) == 0 else { throw Errno(rawValue: errno) }
             }
             guard rename(temporary.string, path.string) == 0 else { throw Errno(rawValue: errno) }
@@ -50,7 +62,6 @@ public struct SingleFileSink: MessageSink {
             _ = fsync(directoryFD)
             _ = close(directoryFD)
         }
-        return path.string
     }
 
     static func directory(of path: FilePath) -> FilePath {
