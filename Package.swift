@@ -13,7 +13,8 @@ import PackageDescription
 //     members are `package`, for BlueZ's tests and the test support.
 //   BluetoothModel (UUIDs, addresses, power states; pure) sits below both Transfer and BlueZ.
 //   DaemonSupport (systemd, logging, signals, outbox) sits below Roles, Daemon and the CLI.
-//   SystemCalls (the one EINTR/EAGAIN helper) sits below everything that makes socket calls.
+//   SystemCalls (the one EINTR/EAGAIN helper, and the threads blocking calls such as fsync run
+//   on, off the cooperative pool) sits below everything that makes system calls.
 // Tests: one target per library, CLITests for the command line; TestSupport (under Tests/)
 // holds what they share.
 
@@ -68,7 +69,8 @@ let package = Package(
         // Pure Swift, no dependencies; Transfer re-exports it.
         .target(name: "BluetoothModel"),
         // The one place that retries a C call interrupted by a signal (EINTR) and reads its
-        // errno: for the socket calls swift-system's FileDescriptor does not wrap.
+        // errno, for the socket calls swift-system's FileDescriptor does not wrap; and
+        // `BlockingCalls`, the threads where fsync and other blocking calls wait.
         .target(
             name: "SystemCalls",
             dependencies: [systemPackage]
@@ -115,7 +117,7 @@ let package = Package(
         // checks peers against (`SecureModePolicy`, the authorized-peers file as it changes).
         .target(
             name: "Storage",
-            dependencies: ["Machines", "Transfer", "Trust", "DaemonSupport", "CFileAttributes", systemPackage, logging]
+            dependencies: ["Machines", "Transfer", "Trust", "DaemonSupport", "CFileAttributes", "SystemCalls", systemPackage, logging]
         ),
         // Peripheral (send) and Central (receive) engines over BlueZ.
         .target(

@@ -319,9 +319,9 @@ public final class Central: Sendable {
 
     /// The sender has this ACK: the journal keeps the message a while longer (a sender killed
     /// before it moved its file to `sent/` offers it again), then forgets it.
-    private func forgetReceipt(sender: String?, digest: [UInt8]) {
+    private func forgetReceipt(sender: String?, digest: [UInt8]) async {
         guard let sender else { return }
-        configuration.receiptJournal?.acknowledged(sender: sender, digest: Self.hex(digest))
+        await configuration.receiptJournal?.recordAcknowledged(sender: sender, digest: Self.hex(digest))
     }
 
     // MARK: One visit
@@ -401,7 +401,7 @@ public final class Central: Sendable {
                 progressState.rememberUnacknowledged(from: peer.address, digest: message.digest, storedAt: message.storedAt)
             }
         } else {
-            for message in awaitingClose { forgetReceipt(sender: message.sender, digest: message.digest) }
+            for message in awaitingClose { await forgetReceipt(sender: message.sender, digest: message.digest) }
         }
     }
 
@@ -509,8 +509,8 @@ public final class Central: Sendable {
         // saw acknowledged: counted now, as the message is there.
         var storedByEarlierRun = false
         if earlierCopy == nil, let journal = configuration.receiptJournal, let digest = message.digest,
-           let found = journal.earlierCopy(sender: sender, digest: Self.hex(digest), size: message.byteCount,
-                                           excludingVisit: visit) {
+           let found = await journal.findEarlierCopy(sender: sender, digest: Self.hex(digest), size: message.byteCount,
+                                                     excludingVisit: visit) {
             earlierCopy = UnacknowledgedMessage(digest: digest, storedAt: found)
             storedByEarlierRun = true
         }
@@ -521,15 +521,15 @@ public final class Central: Sendable {
         let journal = configuration.receiptJournal
         let digest = message.digest.map(Self.hex)
         if let digest {
-            journal?.willStore(sender: sender, digest: digest, size: message.byteCount, name: message.file?.name, visit: visit)
+            await journal?.recordWillStore(sender: sender, digest: digest, size: message.byteCount, name: message.file?.name, visit: visit)
         }
         do {
             taken.storedAt = try await sink.store(message, sequence: taken.sequence, from: peer)
         } catch let refusal as MessageRefused {
-            if let digest { journal?.forget(sender: sender, digest: digest) }
+            if let digest { await journal?.recordForgotten(sender: sender, digest: digest) }
             throw TransferFailure.refused(bound: "storage", reason: "the message could not be stored (\(refusal.reason))")
         }
-        if let digest { journal?.stored(sender: sender, digest: digest, visit: visit, at: taken.storedAt) }
+        if let digest { await journal?.recordStored(sender: sender, digest: digest, visit: visit, at: taken.storedAt) }
         return taken
     }
 
@@ -565,7 +565,7 @@ public final class Central: Sendable {
         guard let digest = message.digest else { return }
         switch plan.booking(written: written) {
         case .writeReply:
-            forgetReceipt(sender: taken.sender, digest: digest)
+            await forgetReceipt(sender: taken.sender, digest: digest)
         case .channelClose:
             awaitingClose.append(UnacknowledgedMessage(digest: digest, storedAt: taken.storedWhere, sender: taken.sender))
         case .senderAnswer:
@@ -720,8 +720,8 @@ public final class Central: Sendable {
                     progressState.rememberUnacknowledged(from: peer.address, digest: ack.digest, storedAt: ack.storedAt)
                 }
             }
-            func confirmAcknowledgements(_ assembly: MessageAssembly) {
-                for ack in unconfirmed.takeConfirmed(by: assembly) { forgetReceipt(sender: ack.sender, digest: ack.digest) }
+            func confirmAcknowledgements(_ assembly: MessageAssembly) async {
+                for ack in unconfirmed.takeConfirmed(by: assembly) { await forgetReceipt(sender: ack.sender, digest: ack.digest) }
             }
             for await item in inputs {
                 // A stop leaves between two inputs, never inside one: a message that completed
@@ -733,7 +733,7 @@ public final class Central: Sendable {
                 if case .value = item { try admission.check(assembly, at: now, sink: sink) }
                 while let step = next {
                     next = nil
-                    confirmAcknowledgements(assembly)
+                    await confirmAcknowledgements(assembly)
                     switch step {
                     case .proceed(let report):
                         if let report { emitProgress(report, peer: peer) }
@@ -756,7 +756,7 @@ public final class Central: Sendable {
                         try await writePending(&assembly, to: channel, characteristic: characteristic)
                         if next != nil { try admission.check(assembly, at: later, sink: sink) }
                     case .sessionEnded:
-                        confirmAcknowledgements(assembly)
+                        await confirmAcknowledgements(assembly)
                         return awaitingClose
                     case .failed(let failure):
                         throw failure
