@@ -44,8 +44,9 @@ public struct NotifySubscription: Sendable {
 
 /// The answer BlueZ waits for on one call to our characteristic (a read's value, a write's
 /// acknowledgement). The first answer goes out, later ones are ignored. A reply dropped without
-/// an answer (its event discarded, the event sequence finished or full) answers with
-/// org.bluez.Error.Failed, so bluetoothd is never left waiting on a request nobody serves.
+/// an answer (its event discarded, the event sequence finished or full), or not answered within
+/// `LocalGATTApplication.replyLimit`, answers with org.bluez.Error.Failed, so bluetoothd is
+/// never left waiting on a request nobody serves.
 public final class GATTReply<Value: Sendable>: Sendable {
     private let pending: DBusPendingReply
     private let encode: @Sendable (Value) -> [DBusValue]
@@ -165,10 +166,16 @@ public final class LocalGATTApplication: Sendable, CustomStringConvertible {
     private let service: LocalGATTService
     private let registration: ManagerRegistration
     private let state: Mutex<State>
+    private let replyDeadlines: ReplyDeadlines
 
     /// How many events may wait for the consumer; a central's writes are a few at a time
     /// (HELLO, PROGRESS, ACK), so reaching it means the consumer is stuck.
     public static let eventBufferLimit = 256
+
+    /// How long a request may wait for its answer before it is answered with an error:
+    /// below the 25 s bluetoothd waits for our reply (libdbus's default call timeout), so
+    /// that the central hears our error rather than bluetoothd's timeout.
+    public static let replyLimit: Duration = .seconds(20)
 
     private struct CharacteristicState {
         var value: [UInt8]
@@ -185,7 +192,9 @@ public final class LocalGATTApplication: Sendable, CustomStringConvertible {
         self.init(session: session, service: service, root: nil)
     }
 
-    package init(session: BluetoothSession, service: LocalGATTService, root: ObjectPath?) {
+    /// `replyLimit`: how long a request waits for its answer (tests shorten it).
+    package init(session: BluetoothSession, service: LocalGATTService, root: ObjectPath?,
+                 replyLimit: Duration = LocalGATTApplication.replyLimit) {
         self.session = session
         self.service = service
         let root = root ?? session.makeExportPath("app")
@@ -194,6 +203,7 @@ public final class LocalGATTApplication: Sendable, CustomStringConvertible {
         self.characteristicPaths = service.characteristics.indices.map { root.appending("service0").appending("char\($0)") }
         self.state = Mutex(State(characteristics: service.characteristics.map { CharacteristicState(value: $0.value) }))
         self.registration = ManagerRegistration(root, with: .gatt, in: session)
+        self.replyDeadlines = ReplyDeadlines(limit: replyLimit)
         (events, eventSink) = AsyncStream.makeStream(bufferingPolicy: .bufferingOldest(Self.eventBufferLimit))
     }
 
@@ -339,7 +349,7 @@ public final class LocalGATTApplication: Sendable, CustomStringConvertible {
                 let options = GATTRequestOptions(call.arguments.first?.vardict ?? [:])
                 if definition.readsByRequest {
                     return application.deliver(.read(characteristic: index, options: options,
-                                                     reply: GATTReply(reply) { [.bytes($0)] }))
+                                                     reply: GATTReply(application.replyDeadlines.track(reply)) { [.bytes($0)] }))
                 }
                 let value = application.state.withLock { $0.characteristics[index].value }
                 guard options.offset <= value.count else {
@@ -352,7 +362,7 @@ public final class LocalGATTApplication: Sendable, CustomStringConvertible {
                 let value = call.arguments.first?.bytes ?? []
                 let options = GATTRequestOptions(call.arguments.count > 1 ? (call.arguments[1].vardict ?? [:]) : [:])
                 application.deliver(.write(characteristic: index, value: value, options: options,
-                                           reply: GATTReply(reply) { _ in [] }))
+                                           reply: GATTReply(application.replyDeadlines.track(reply)) { _ in [] }))
             },
             DBusMethod(name: "StartNotify") { _, reply in
                 guard definition.notifies else { return reply.fail(notSupported("notify")) }
@@ -428,5 +438,65 @@ public final class LocalGATTApplication: Sendable, CustomStringConvertible {
         }
 
         return DBusInterface(name: BlueZInterface.gattCharacteristic, methods: methods, properties: properties)
+    }
+}
+
+/// Answers with an error the replies not answered within `limit` of their arrival. The limit
+/// is the same for all, so deadlines come in arrival order: one task, running while any reply
+/// is pending, sleeps until the earliest one.
+private final class ReplyDeadlines: Sendable {
+    private struct Pending {
+        let deadline: ContinuousClock.Instant
+        /// Weak: an answered reply is released by its holder; only one still held unanswered
+        /// needs the deadline.
+        weak var reply: DBusPendingReply?
+
+        var isSettled: Bool { reply?.isAnswered ?? true }
+    }
+
+    private struct State {
+        var pending: [Pending] = []
+        var sweeping = false
+    }
+
+    private let limit: Duration
+    private let state = Mutex(State())
+
+    init(limit: Duration) {
+        self.limit = limit
+    }
+
+    /// Puts `reply` under the limit; returns it.
+    func track(_ reply: DBusPendingReply) -> DBusPendingReply {
+        let startSweeping = state.withLock { state -> Bool in
+            state.pending.append(Pending(deadline: .now + limit, reply: reply))
+            defer { state.sweeping = true }
+            return !state.sweeping
+        }
+        if startSweeping {
+            // Unstructured: one per application while replies are pending (not one per request); it ends when none is.
+            Task { await self.sweep() }
+        }
+        return reply
+    }
+
+    private func sweep() async {
+        while true {
+            let (expired, next) = state.withLock { state -> ([DBusPendingReply], ContinuousClock.Instant?) in
+                let now = ContinuousClock.now
+                var expired: [DBusPendingReply] = []
+                while let first = state.pending.first, first.isSettled || first.deadline <= now {
+                    if let reply = first.reply, !first.isSettled { expired.append(reply) }
+                    state.pending.removeFirst()
+                }
+                if state.pending.isEmpty { state.sweeping = false }
+                return (expired, state.pending.first?.deadline)
+            }
+            for reply in expired {
+                reply.fail(DBusError(name: BlueZErrorKind.failed.errorName, message: "the request was not answered in time"))
+            }
+            guard let next else { return }
+            try? await Task.sleep(until: next)
+        }
     }
 }

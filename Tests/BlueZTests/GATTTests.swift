@@ -447,4 +447,34 @@ struct LocalGATTScopeTests {
             }
         }
     }
+
+    @Test("a request held unanswered is answered with an error once the reply limit passes")
+    func heldRequestTimesOut() async throws {
+        try await withPeripheralSession { _, central, peripheral, hci1 in
+            let application = LocalGATTApplication(session: peripheral, service: testService(acquire: false), root: nil,
+                                                   replyLimit: .milliseconds(500))
+            let advertisement = LEAdvertisement(session: peripheral, configuration: AdvertisementConfiguration(
+                serviceUUIDs: [serviceUUID], localName: "bletransfer-test"))
+            try await application.withRegistration(on: hci1) {
+                try await advertisement.withRegistration(on: hci1) {
+                    let (held, heldSink) = AsyncStream<GATTReply<Void>>.makeStream()
+                    let consumer = Task {
+                        for await event in application.events {
+                            if case .write(_, _, _, let reply) = event { heldSink.yield(reply) }
+                        }
+                    }
+                    defer { consumer.cancel() }
+                    let pair = Pair(central: central, peripheral: peripheral, application: application,
+                                    advertisement: advertisement, probe: PeripheralProbe(), busAddress: "")
+                    let (_, characteristic) = try await connectToPeripheral(pair)
+                    let started = ContinuousClock.now
+                    await #expect(throws: BluetoothError.self) { try await characteristic.writeValue([1], type: .request) }
+                    #expect(ContinuousClock.now - started < .seconds(10))
+                    // Still held by the test, and answered all the same.
+                    let reply = try await first(held)
+                    #expect(reply.isAnswered)
+                }
+            }
+        }
+    }
 }

@@ -136,7 +136,7 @@ public struct PairingRendezvous: Sendable {
                 await stopDiscovery()
                 return try found.get()
             }
-        } catch where !registered {
+        } catch where !registered && !(error is CancellationError) {
             throw PeripheralFailure.classify(error)
         }
         switch found {
