@@ -1,5 +1,6 @@
 import BluetoothModel
 import DBus
+import Synchronization
 
 /// What to advertise (org.bluez.LEAdvertisement1 properties, advertising-api.txt).
 public struct AdvertisementConfiguration: Sendable, Hashable {
@@ -53,17 +54,59 @@ public final class LEAdvertisement: Sendable {
 
     public var isRegistered: Bool { registration.adapter != nil }
 
-    /// Exports the advertisement and registers it on `adapter`. Errors keep BlueZ's names
-    /// (e.g. org.bluez.Error.NotPermitted when no instance is free, InvalidLength when the
-    /// data does not fit).
-    public func register(on adapter: Adapter) async throws {
+    /// Registers the advertisement on `adapter`, runs `body`, then unregisters it and removes
+    /// the exported object — whether `body` returns or throws, and when the task is cancelled
+    /// (as `LocalGATTApplication.withRegistration`). Errors keep BlueZ's names (e.g.
+    /// org.bluez.Error.NotPermitted when no instance is free, InvalidLength when the data does
+    /// not fit).
+    public func withRegistration<Outcome>(
+        on adapter: Adapter, isolation: isolated (any Actor)? = #isolation,
+        _ body: () async throws -> Outcome
+    ) async throws -> Outcome {
+        try await registration.withRegistration(on: adapter.path, export: { try self.export() },
+                                                unexport: { self.unexport() }, body)
+    }
+
+    /// Runs `body` with the advertising on `adapter` under its control: not advertising at
+    /// first, `body` starts and pauses it through the `AdvertisingControl` it is given (a
+    /// sender pauses while it serves a central). Leaving the scope — return, throw,
+    /// cancellation — unregisters whatever is registered then, as `withRegistration` does.
+    public func withControl<Outcome>(
+        on adapter: Adapter, isolation: isolated (any Actor)? = #isolation,
+        _ body: (AdvertisingControl) async throws -> Outcome
+    ) async throws -> Outcome {
+        let control = AdvertisingControl(advertisement: self, adapter: adapter)
+        let outcome: Result<Outcome, any Error>
+        do {
+            outcome = .success(try await body(control))
+        } catch {
+            outcome = .failure(error)
+        }
+        await control.close()
+        return try outcome.get()
+    }
+
+    /// Exports the advertisement and registers it on `adapter` (test support whose lifetime is
+    /// not a scope; everything else uses `withRegistration` or `withControl`).
+    package func register(on adapter: Adapter) async throws {
         try await registration.register(on: adapter.path, export: export, unexport: unexport)
     }
 
     /// Unregisters (errors swallowed: on teardown BlueZ may already have dropped it) and
     /// removes the exported object.
-    public func unregister() async {
+    package func unregister() async {
         await registration.unregister(unexport: unexport)
+    }
+
+    /// `register` run to its end even when the calling task is cancelled meanwhile: a call
+    /// abandoned halfway may still succeed in bluetoothd, and the scope's end undoes it.
+    fileprivate func registerOutsideCancellation(on adapter: Adapter) async throws {
+        // Unstructured: a fresh task does not inherit the caller's cancellation.
+        try await Task { try await self.register(on: adapter) }.value
+    }
+
+    fileprivate func unregisterOutsideCancellation() async {
+        await registration.unregisterOutsideCancellation(unexport: { self.unexport() })
     }
 
     private func markReleased() {
@@ -116,5 +159,42 @@ public final class LEAdvertisement: Sendable {
             return []
         }
         return DBusInterface(name: BlueZInterface.advertisement, methods: [release], properties: properties)
+    }
+}
+
+/// Starts and pauses one advertisement inside `LEAdvertisement.withControl`; the scope's end
+/// unregisters it. Use it from the scope's task only (one change at a time).
+public final class AdvertisingControl: Sendable {
+    private let advertisement: LEAdvertisement
+    private let adapter: Adapter
+    private let closed = Mutex(false)
+
+    fileprivate init(advertisement: LEAdvertisement, adapter: Adapter) {
+        self.advertisement = advertisement
+        self.adapter = adapter
+    }
+
+    /// Whether the advertisement is registered (BlueZ may have dropped it on its own, e.g. on
+    /// power off).
+    public var isAdvertising: Bool { advertisement.isRegistered }
+
+    /// Registers the advertisement unless it is registered. The call runs to its end even when
+    /// the task is cancelled meanwhile (the scope's end then undoes it). Throws BlueZ's refusal,
+    /// or `CancellationError` once the scope has ended.
+    public func start() async throws {
+        guard !closed.withLock({ $0 }) else { throw CancellationError() }
+        guard !advertisement.isRegistered else { return }
+        try await advertisement.registerOutsideCancellation(on: adapter)
+    }
+
+    /// Unregisters the advertisement if it is registered, even when the task is cancelled.
+    public func pause() async {
+        guard advertisement.isRegistered else { return }
+        await advertisement.unregisterOutsideCancellation()
+    }
+
+    fileprivate func close() async {
+        closed.withLock { $0 = true }
+        await advertisement.unregisterOutsideCancellation()
     }
 }

@@ -42,63 +42,94 @@ public struct NotifySubscription: Sendable {
     public var mtu: Int { socket.mtu }
 }
 
-/// What our characteristic does when BlueZ calls it. Closures run off the D-Bus event loop;
-/// `startNotify`, `stopNotify` and `write` should return promptly (start long work in a
-/// task): BlueZ waits for their replies.
-public struct LocalCharacteristicHandlers: Sendable {
-    /// ReadValue. nil: reads fail with org.bluez.Error.NotSupported.
-    public var read: (@Sendable (GATTRequestOptions) async throws -> [UInt8])?
-    /// WriteValue (both write types). nil: writes fail with NotSupported.
-    public var write: (@Sendable ([UInt8], GATTRequestOptions) async throws -> Void)?
-    /// StartNotify: a central subscribed and BlueZ will forward `notify(_:)` values.
-    public var startNotify: (@Sendable () async -> Void)?
-    /// StopNotify: the (last) subscriber left.
-    public var stopNotify: (@Sendable () async -> Void)?
-    /// Non-nil makes the characteristic support AcquireNotify (it then exports
-    /// `NotifyAcquired`, and BlueZ prefers the socket over StartNotify). Called in a new task
-    /// after the socket was created; the reply to BlueZ does not wait for it.
-    public var acquireNotify: (@Sendable (NotifySubscription) async -> Void)?
-    /// Confirm: the subscriber confirmed an indication (one call per indication, in order;
-    /// bluetoothd sends the next indication on that bearer only after it). Used by
-    /// characteristics with the "indicate" flag; nil ignores confirmations.
-    public var confirm: (@Sendable () async -> Void)?
+/// The answer BlueZ waits for on one call to our characteristic (a read's value, a write's
+/// acknowledgement). The first answer goes out, later ones are ignored. A reply dropped without
+/// an answer (its event discarded, the event sequence finished or full), or not answered within
+/// `LocalGATTApplication.replyLimit`, answers with org.bluez.Error.Failed, so bluetoothd is
+/// never left waiting on a request nobody serves.
+public final class GATTReply<Value: Sendable>: Sendable {
+    private let pending: DBusPendingReply
+    private let encode: @Sendable (Value) -> [DBusValue]
 
-    public init(read: (@Sendable (GATTRequestOptions) async throws -> [UInt8])? = nil,
-                write: (@Sendable ([UInt8], GATTRequestOptions) async throws -> Void)? = nil,
-                startNotify: (@Sendable () async -> Void)? = nil,
-                stopNotify: (@Sendable () async -> Void)? = nil,
-                acquireNotify: (@Sendable (NotifySubscription) async -> Void)? = nil,
-                confirm: (@Sendable () async -> Void)? = nil) {
-        self.read = read
-        self.write = write
-        self.startNotify = startNotify
-        self.stopNotify = stopNotify
-        self.acquireNotify = acquireNotify
-        self.confirm = confirm
+    init(_ pending: DBusPendingReply, encode: @escaping @Sendable (Value) -> [DBusValue]) {
+        self.pending = pending
+        self.encode = encode
+    }
+
+    /// Whether an answer went out.
+    public var isAnswered: Bool { pending.isAnswered }
+
+    public func succeed(_ value: Value) {
+        pending.succeed(encode(value))
+    }
+
+    /// Answers with org.bluez.Error.<kind>, which bluetoothd turns into an ATT error.
+    public func fail(_ kind: BlueZErrorKind, _ message: String) {
+        pending.fail(DBusError(name: kind.errorName, message: message))
+    }
+
+    deinit {
+        pending.fail(DBusError(name: BlueZErrorKind.failed.errorName, message: "the request was not answered"))
     }
 }
 
-/// Subscription changes on a local characteristic (index = position in the service).
-public enum LocalGATTEvent: Sendable, Hashable {
-    case notifyStarted(characteristic: Int)
-    case notifyStopped(characteristic: Int)
-    /// BlueZ took an AcquireNotify socket (for `device`, when it said).
-    case notifyAcquired(characteristic: Int, device: DeviceReference?)
-    /// That socket hung up (the subscriber left) or was closed by us.
-    case notifyReleased(characteristic: Int)
+extension GATTReply where Value == Void {
+    public func succeed() { succeed(()) }
 }
 
+/// What BlueZ asked of, or told, our application: one sequence per application
+/// (`LocalGATTApplication.events`), in the order bluetoothd's calls arrived. `characteristic`
+/// is the index in the service.
+public enum LocalGATTEvent: Sendable {
+    /// ReadValue on a characteristic that reads by request: answer with the value (from
+    /// `options.offset` on).
+    case read(characteristic: Int, options: GATTRequestOptions, reply: GATTReply<[UInt8]>)
+    /// WriteValue (both write types). bluetoothd answers the central's write request only when
+    /// `reply` is answered: answer once the value is held.
+    case write(characteristic: Int, value: [UInt8], options: GATTRequestOptions, reply: GATTReply<Void>)
+    /// StartNotify: a central subscribed and BlueZ will forward `notify(_:)` values. Already
+    /// answered.
+    case notifyStarted(characteristic: Int)
+    /// StopNotify: the (last) subscriber left. Already answered.
+    case notifyStopped(characteristic: Int)
+    /// AcquireNotify: BlueZ took the socket's other end (already answered; `subscription.options.device`
+    /// names the central when bluetoothd did).
+    case notifyAcquired(characteristic: Int, subscription: NotifySubscription)
+    /// That socket hung up (the subscriber left) or was closed by us.
+    case notifyReleased(characteristic: Int)
+    /// Confirm: the subscriber confirmed an indication (one per indication, in order;
+    /// bluetoothd sends the next indication on that bearer only after it). Already answered.
+    case confirmed(characteristic: Int)
+}
+
+/// One characteristic of ours: what it offers is declared here; what BlueZ asks of it arrives
+/// as `LocalGATTEvent`s.
 public struct LocalGATTCharacteristic: Sendable {
     public var uuid: String
     /// What it offers (exported as gatt-api.txt's `Flags`: "read", "write", "notify", ...).
+    /// Without "read", reads fail with NotSupported; without "write" or
+    /// "write-without-response", writes do.
     public var flags: [GATTCharacteristicFlag]
-    public var handlers: LocalCharacteristicHandlers
+    /// What ReadValue returns (from the read's offset on) unless `readsByRequest`; `notify` and
+    /// `setValue` replace it.
+    public var value: [UInt8]
+    /// Each ReadValue becomes a `.read` event the consumer answers, instead of `value`.
+    public var readsByRequest: Bool
+    /// Offers AcquireNotify (it then exports `NotifyAcquired`, and BlueZ prefers the socket
+    /// over StartNotify).
+    public var offersAcquireNotify: Bool
 
-    public init(uuid: String, flags: [GATTCharacteristicFlag], handlers: LocalCharacteristicHandlers) {
+    public init(uuid: String, flags: [GATTCharacteristicFlag], value: [UInt8] = [], readsByRequest: Bool = false,
+                offersAcquireNotify: Bool = false) {
         self.uuid = uuid
         self.flags = flags
-        self.handlers = handlers
+        self.value = value
+        self.readsByRequest = readsByRequest
+        self.offersAcquireNotify = offersAcquireNotify
     }
+
+    var isWritable: Bool { flags.contains(.write) || flags.contains(.writeWithoutResponse) }
+    var notifies: Bool { flags.contains(.notify) || flags.contains(.indicate) }
 }
 
 public struct LocalGATTService: Sendable {
@@ -117,26 +148,43 @@ public struct LocalGATTService: Sendable {
 /// registered with `GattManager1.RegisterApplication` on an adapter. BlueZ calls
 /// `GetManagedObjects` on us before it answers the registration; the D-Bus layer serves that
 /// while our call waits.
+///
+/// What BlueZ asks of the characteristics arrives on `events`, one sequence for the
+/// application, in the order bluetoothd's calls arrived: the calls are taken on the D-Bus
+/// event loop as they are read, without a task per call.
 public final class LocalGATTApplication: Sendable, CustomStringConvertible {
     public let session: BluetoothSession
     package let root: ObjectPath
     package let servicePath: ObjectPath
     /// One path per characteristic, in the order given.
     package let characteristicPaths: [ObjectPath]
+    /// What BlueZ asks and tells, for one consumer. Events beyond `eventBufferLimit` waiting
+    /// to be taken are refused (a request among them gets an error reply); once the consumer
+    /// stops iterating, requests get an error reply at once.
+    public let events: AsyncStream<LocalGATTEvent>
+    private let eventSink: AsyncStream<LocalGATTEvent>.Continuation
     private let service: LocalGATTService
     private let registration: ManagerRegistration
     private let state: Mutex<State>
+    private let replyDeadlines: ReplyDeadlines
+
+    /// How many events may wait for the consumer; a central's writes are a few at a time
+    /// (HELLO, PROGRESS, ACK), so reaching it means the consumer is stuck.
+    public static let eventBufferLimit = 256
+
+    /// How long a request may wait for its answer before it is answered with an error:
+    /// below the 25 s bluetoothd waits for our reply (libdbus's default call timeout), so
+    /// that the central hears our error rather than bluetoothd's timeout.
+    public static let replyLimit: Duration = .seconds(20)
 
     private struct CharacteristicState {
-        var value: [UInt8] = []
+        var value: [UInt8]
         var notifying = false
         var notifyAcquired = false
     }
 
     private struct State {
         var characteristics: [CharacteristicState]
-        var subscribers: [Int: AsyncStream<LocalGATTEvent>.Continuation] = [:]
-        var nextSubscriber = 0
     }
 
     /// An application to be exported at a fresh path of the session's.
@@ -144,15 +192,23 @@ public final class LocalGATTApplication: Sendable, CustomStringConvertible {
         self.init(session: session, service: service, root: nil)
     }
 
-    package init(session: BluetoothSession, service: LocalGATTService, root: ObjectPath?) {
+    /// `replyLimit`: how long a request waits for its answer (tests shorten it).
+    package init(session: BluetoothSession, service: LocalGATTService, root: ObjectPath?,
+                 replyLimit: Duration = LocalGATTApplication.replyLimit) {
         self.session = session
         self.service = service
         let root = root ?? session.makeExportPath("app")
         self.root = root
         self.servicePath = root.appending("service0")
         self.characteristicPaths = service.characteristics.indices.map { root.appending("service0").appending("char\($0)") }
-        self.state = Mutex(State(characteristics: Array(repeating: CharacteristicState(), count: service.characteristics.count)))
+        self.state = Mutex(State(characteristics: service.characteristics.map { CharacteristicState(value: $0.value) }))
         self.registration = ManagerRegistration(root, with: .gatt, in: session)
+        self.replyDeadlines = ReplyDeadlines(limit: replyLimit)
+        (events, eventSink) = AsyncStream.makeStream(bufferingPolicy: .bufferingOldest(Self.eventBufferLimit))
+    }
+
+    deinit {
+        eventSink.finish()
     }
 
     /// Where it is exported (its ObjectManager's path), for logs.
@@ -161,15 +217,30 @@ public final class LocalGATTApplication: Sendable, CustomStringConvertible {
     /// The adapter we are registered on, if any.
     package var registeredAdapter: ObjectPath? { registration.adapter }
 
-    /// Exports the objects and registers the application on `adapter`.
-    public func register(on adapter: Adapter) async throws {
+    /// Exports the objects and registers the application on `adapter`, runs `body`, then
+    /// unregisters and removes the objects — whether `body` returns or throws, and when the
+    /// task is cancelled. Registration runs to its end even if the task is cancelled meanwhile
+    /// (a call abandoned halfway may still succeed in bluetoothd), and is then undone;
+    /// unregistration reaches bluetoothd after a cancellation too, within
+    /// `ManagerRegistration.teardownLimit`. Throws the registration's error (bluetoothd's
+    /// refusal, as a `BluetoothError`) without running `body`, `CancellationError` when
+    /// cancelled before registering, or what `body` threw.
+    public func withRegistration<Outcome>(
+        on adapter: Adapter, isolation: isolated (any Actor)? = #isolation,
+        _ body: () async throws -> Outcome
+    ) async throws -> Outcome {
+        try await registration.withRegistration(on: adapter.path, export: { try self.exportObjects() },
+                                                unexport: { self.unexportObjects() }, body)
+    }
+
+    /// Exports the objects and registers the application on `adapter` (test support whose
+    /// lifetime is not a scope; everything else uses `withRegistration`).
+    package func register(on adapter: Adapter) async throws {
         try await registration.register(on: adapter.path, export: exportObjects, unexport: unexportObjects)
     }
 
-    /// Unregisters (if registered) and removes the exported objects. Errors are swallowed:
-    /// this runs on teardown, when bluetoothd or the adapter may already be gone (BlueZ then
-    /// forgot the application anyway).
-    public func unregister() async {
+    /// Unregisters (if registered) and removes the exported objects; errors are swallowed.
+    package func unregister() async {
         await registration.unregister(unexport: unexportObjects)
     }
 
@@ -182,20 +253,6 @@ public final class LocalGATTApplication: Sendable, CustomStringConvertible {
                                                      changed: ["Value": .bytes(value)])
     }
 
-    /// Subscription events from now on (the stream is in place when this returns).
-    public func events() -> AsyncStream<LocalGATTEvent> {
-        let (stream, continuation) = AsyncStream<LocalGATTEvent>.makeStream()
-        let id = state.withLock { state -> Int in
-            defer { state.nextSubscriber += 1 }
-            state.subscribers[state.nextSubscriber] = continuation
-            return state.nextSubscriber
-        }
-        continuation.onTermination = { [weak self] _ in
-            _ = self?.state.withLock { $0.subscribers.removeValue(forKey: id) }
-        }
-        return stream
-    }
-
     /// Whether a StartNotify session is active on characteristic `index`.
     public func isNotifying(characteristic index: Int = 0) -> Bool {
         state.withLock { $0.characteristics[index].notifying }
@@ -206,9 +263,30 @@ public final class LocalGATTApplication: Sendable, CustomStringConvertible {
         state.withLock { $0.characteristics[index].notifyAcquired }
     }
 
-    /// Sets the cached value ReadValue returns when no `read` handler is given.
+    /// Sets the value ReadValue returns (characteristics that do not read by request).
     public func setValue(_ value: [UInt8], characteristic index: Int = 0) {
         state.withLock { $0.characteristics[index].value = value }
+    }
+
+    /// Hands `event` to the consumer. A request refused (the consumer is behind by
+    /// `eventBufferLimit`, or gone) is answered with an error here.
+    private func deliver(_ event: LocalGATTEvent) {
+        let refusal: String
+        switch eventSink.yield(event) {
+        case .enqueued: return
+        case .dropped: refusal = "\(Self.eventBufferLimit) earlier requests are still waiting"
+        case .terminated: refusal = "nobody serves the characteristic's requests any more"
+        @unknown default: refusal = "the request was not taken"
+        }
+        switch event {
+        case .read(_, _, let reply): reply.fail(.failed, refusal)
+        case .write(_, _, _, let reply): reply.fail(.failed, refusal)
+        case .notifyAcquired(_, let subscription):
+            // Nobody will write to it: hang up, so that BlueZ drops the subscription.
+            subscription.socket.close()
+            session.logger.debug("\(root): closed a notify socket nobody took: \(refusal)")
+        default: session.logger.debug("\(root): dropped \(event): \(refusal)")
+        }
     }
 
     // MARK: Export
@@ -238,22 +316,19 @@ public final class LocalGATTApplication: Sendable, CustomStringConvertible {
         ])
     }
 
+    /// The characteristic's GattCharacteristic1. Its methods are immediate (taken on the event
+    /// loop, in arrival order): each turns its call into an event right away and answers at
+    /// once, or leaves the answer to the event's consumer (reads by request, writes).
     private func characteristicInterface(_ index: Int) -> DBusInterface {
         let definition = service.characteristics[index]
         let uuid = BluetoothUUID.canonicalOrLowercased(definition.uuid)
-        let handlers = definition.handlers
         let path = characteristicPaths[index]
         let servicePath = self.servicePath
         let flags = definition.flags
-        // The exported handlers reach the state through the application, which they keep alive.
+        // The exported methods reach the state through the application, which they keep alive
+        // while exported.
         let application = self
         let session = self.session
-
-        @Sendable func announce(_ event: LocalGATTEvent) {
-            application.state.withLock { state in
-                for continuation in state.subscribers.values { continuation.yield(event) }
-            }
-        }
 
         @Sendable func emit(_ changed: [String: DBusValue]) {
             do {
@@ -264,58 +339,58 @@ public final class LocalGATTApplication: Sendable, CustomStringConvertible {
             }
         }
 
+        @Sendable func notSupported(_ what: String) -> DBusError {
+            DBusError(name: BlueZErrorKind.notSupported.errorName, message: "\(what) not supported")
+        }
+
         var methods: [DBusMethod] = [
-            DBusMethod(name: "ReadValue", in: "a{sv}", out: "ay") { call in
+            DBusMethod(name: "ReadValue", in: "a{sv}", out: "ay") { call, reply in
+                guard flags.contains(.read) else { return reply.fail(notSupported("read")) }
                 let options = GATTRequestOptions(call.arguments.first?.vardict ?? [:])
-                if let read = handlers.read {
-                    return [.bytes(try await read(options))]
-                }
-                guard flags.contains(.read) else {
-                    throw DBusError(name: BlueZErrorKind.notSupported.errorName, message: "read not supported")
+                if definition.readsByRequest {
+                    return application.deliver(.read(characteristic: index, options: options,
+                                                     reply: GATTReply(application.replyDeadlines.track(reply)) { [.bytes($0)] }))
                 }
                 let value = application.state.withLock { $0.characteristics[index].value }
                 guard options.offset <= value.count else {
-                    throw DBusError(name: BlueZErrorKind.invalidOffset.errorName, message: "offset beyond the value")
+                    return reply.fail(DBusError(name: BlueZErrorKind.invalidOffset.errorName, message: "offset beyond the value"))
                 }
-                return [.bytes(value[options.offset...])]
+                reply.succeed([.bytes(Array(value[options.offset...]))])
             },
-            DBusMethod(name: "WriteValue", in: "aya{sv}") { call in
-                guard let write = handlers.write else {
-                    throw DBusError(name: BlueZErrorKind.notSupported.errorName, message: "write not supported")
-                }
+            DBusMethod(name: "WriteValue", in: "aya{sv}") { call, reply in
+                guard definition.isWritable else { return reply.fail(notSupported("write")) }
                 let value = call.arguments.first?.bytes ?? []
                 let options = GATTRequestOptions(call.arguments.count > 1 ? (call.arguments[1].vardict ?? [:]) : [:])
-                try await write(value, options)
-                return []
+                application.deliver(.write(characteristic: index, value: value, options: options,
+                                           reply: GATTReply(application.replyDeadlines.track(reply)) { _ in [] }))
             },
-            DBusMethod(name: "StartNotify") { _ in
+            DBusMethod(name: "StartNotify") { _, reply in
+                guard definition.notifies else { return reply.fail(notSupported("notify")) }
                 let already = application.state.withLock { state -> Bool in
                     defer { state.characteristics[index].notifying = true }
                     return state.characteristics[index].notifying
                 }
                 if !already {
                     emit(["Notifying": .boolean(true)])
-                    announce(.notifyStarted(characteristic: index))
-                    await handlers.startNotify?()
+                    application.deliver(.notifyStarted(characteristic: index))
                 }
-                return []
+                reply.succeed()
             },
-            DBusMethod(name: "StopNotify") { _ in
+            DBusMethod(name: "StopNotify") { _, reply in
                 let was = application.state.withLock { state -> Bool in
                     defer { state.characteristics[index].notifying = false }
                     return state.characteristics[index].notifying
                 }
                 if was {
                     emit(["Notifying": .boolean(false)])
-                    announce(.notifyStopped(characteristic: index))
-                    await handlers.stopNotify?()
+                    application.deliver(.notifyStopped(characteristic: index))
                 }
-                return []
+                reply.succeed()
             },
             // Indication confirmations (bluetoothd's conf_cb); notifications have none.
-            DBusMethod(name: "Confirm") { _ in
-                await handlers.confirm?()
-                return []
+            DBusMethod(name: "Confirm") { _, reply in
+                application.deliver(.confirmed(characteristic: index))
+                reply.succeed()
             },
         ]
 
@@ -331,11 +406,11 @@ public final class LocalGATTApplication: Sendable, CustomStringConvertible {
             }),
         ]
 
-        if let acquireNotify = handlers.acquireNotify {
+        if definition.offersAcquireNotify {
             properties.append(DBusProperty(name: "NotifyAcquired", signature: "b", get: {
                 .boolean(application.state.withLock { $0.characteristics[index].notifyAcquired })
             }))
-            methods.append(DBusMethod(name: "AcquireNotify", in: "a{sv}", out: "hq") { call in
+            methods.append(DBusMethod(name: "AcquireNotify", in: "a{sv}", out: "hq") { call, reply in
                 let options = GATTRequestOptions(call.arguments.first?.vardict ?? [:])
                 // gatt-api.txt: the MTU we return must not exceed the negotiated one; without
                 // one, fall back to the LE minimum.
@@ -344,30 +419,84 @@ public final class LocalGATTApplication: Sendable, CustomStringConvertible {
                 do {
                     pair = try NotificationSocket.makeExportPair(mtu: mtu)
                 } catch {
-                    throw DBusError(name: BlueZErrorKind.failed.errorName, message: "\(error)")
+                    return reply.fail(DBusError(name: BlueZErrorKind.failed.errorName, message: "\(error)"))
                 }
-                let exported = UnixFileDescriptor(owning: pair.exported)
                 application.state.withLock { $0.characteristics[index].notifyAcquired = true }
                 emit(["NotifyAcquired": .boolean(true)])
-                announce(.notifyAcquired(characteristic: index, device: options.device))
-                let subscription = NotifySubscription(socket: pair.local, options: options)
-                // Unstructured: the reply must go out before anyone can read the socket, so the transfer runs after this returns;
-                // beside it, a child notices when BlueZ lets go.
+                // The answer first: the event's consumer may write to the socket at once.
+                reply.succeed([.unixFD(UnixFileDescriptor(owning: pair.exported)), .uint16(UInt16(clamping: mtu))])
+                application.deliver(.notifyAcquired(characteristic: index,
+                                                    subscription: NotifySubscription(socket: pair.local, options: options)))
+                // Unstructured: one per subscription, for as long as BlueZ holds the socket; it reports the hang-up.
                 Task {
-                    await withDiscardingTaskGroup { group in
-                        group.addTask { await acquireNotify(subscription) }
-                        group.addTask {
-                            await pair.local.waitForHangUp()
-                            application.state.withLock { $0.characteristics[index].notifyAcquired = false }
-                            emit(["NotifyAcquired": .boolean(false)])
-                            announce(.notifyReleased(characteristic: index))
-                        }
-                    }
+                    await pair.local.waitForHangUp()
+                    application.state.withLock { $0.characteristics[index].notifyAcquired = false }
+                    emit(["NotifyAcquired": .boolean(false)])
+                    application.deliver(.notifyReleased(characteristic: index))
                 }
-                return [.unixFD(exported), .uint16(UInt16(clamping: mtu))]
             })
         }
 
         return DBusInterface(name: BlueZInterface.gattCharacteristic, methods: methods, properties: properties)
+    }
+}
+
+/// Answers with an error the replies not answered within `limit` of their arrival. The limit
+/// is the same for all, so deadlines come in arrival order: one task, running while any reply
+/// is pending, sleeps until the earliest one.
+private final class ReplyDeadlines: Sendable {
+    private struct Pending {
+        let deadline: ContinuousClock.Instant
+        /// Weak: an answered reply is released by its holder; only one still held unanswered
+        /// needs the deadline.
+        weak var reply: DBusPendingReply?
+
+        var isSettled: Bool { reply?.isAnswered ?? true }
+    }
+
+    private struct State {
+        var pending: [Pending] = []
+        var sweeping = false
+    }
+
+    private let limit: Duration
+    private let state = Mutex(State())
+
+    init(limit: Duration) {
+        self.limit = limit
+    }
+
+    /// Puts `reply` under the limit; returns it.
+    func track(_ reply: DBusPendingReply) -> DBusPendingReply {
+        let startSweeping = state.withLock { state -> Bool in
+            state.pending.append(Pending(deadline: .now + limit, reply: reply))
+            defer { state.sweeping = true }
+            return !state.sweeping
+        }
+        if startSweeping {
+            // Unstructured: one per application while replies are pending (not one per request); it ends when none is.
+            Task { await self.sweep() }
+        }
+        return reply
+    }
+
+    private func sweep() async {
+        while true {
+            let (expired, next) = state.withLock { state -> ([DBusPendingReply], ContinuousClock.Instant?) in
+                let now = ContinuousClock.now
+                var expired: [DBusPendingReply] = []
+                while let first = state.pending.first, first.isSettled || first.deadline <= now {
+                    if let reply = first.reply, !first.isSettled { expired.append(reply) }
+                    state.pending.removeFirst()
+                }
+                if state.pending.isEmpty { state.sweeping = false }
+                return (expired, state.pending.first?.deadline)
+            }
+            for reply in expired {
+                reply.fail(DBusError(name: BlueZErrorKind.failed.errorName, message: "the request was not answered in time"))
+            }
+            guard let next else { return }
+            try? await Task.sleep(until: next)
+        }
     }
 }

@@ -71,7 +71,7 @@ final class ManagerRegistration: Sendable {
     /// through `unexport` if it is exported. Errors are logged at debug and swallowed: this
     /// runs on teardown, when bluetoothd or the adapter may already be gone (and BlueZ then
     /// forgot the object anyway).
-    func unregister(unexport: () -> Void) async {
+    func unregister(timeout: Duration = .seconds(25), unexport: () -> Void) async {
         let adapter = state.withLock { state -> ObjectPath? in
             defer { state.registeredOn = nil }
             return state.registeredOn
@@ -79,12 +79,47 @@ final class ManagerRegistration: Sendable {
         if let adapter {
             do {
                 _ = try await session.call(path: adapter, interface: manager.interface, method: manager.unregisterMethod,
-                                           arguments: [.objectPath(object)])
+                                           arguments: [.objectPath(object)], timeout: timeout)
             } catch {
                 session.logger.debug("\(manager.unregisterMethod)(\(object)) failed: \(error)")
             }
         }
         unexportIfExported(unexport)
+    }
+
+    /// How long the unregistration at the end of a scope may take. It runs outside the
+    /// scope's cancellation, so that a cancelled task still leaves nothing registered; the
+    /// limit keeps an unresponsive bluetoothd from holding the teardown (bluetoothd forgets
+    /// our objects anyway when it restarts or our connection closes).
+    static let teardownLimit: Duration = .seconds(10)
+
+    /// Registers on `adapter` (`register`), runs `body`, then unregisters (`unregister`),
+    /// however `body` ends. Both calls run in a task of their own, outside the caller's
+    /// cancellation: a registration abandoned halfway may still succeed in bluetoothd, so it
+    /// runs to its end and is undone; an unregistration must reach bluetoothd although the
+    /// task that leaves the scope was cancelled.
+    func withRegistration<Outcome>(
+        on adapter: ObjectPath, export: @escaping @Sendable () throws -> Void, unexport: @escaping @Sendable () -> Void,
+        isolation: isolated (any Actor)? = #isolation, _ body: () async throws -> Outcome
+    ) async throws -> Outcome {
+        try Task.checkCancellation()
+        // Unstructured: a fresh task does not inherit the caller's cancellation (see above).
+        try await Task { try await self.register(on: adapter, export: export, unexport: unexport) }.value
+        let outcome: Result<Outcome, any Error>
+        do {
+            outcome = .success(try await body())
+        } catch {
+            outcome = .failure(error)
+        }
+        await unregisterOutsideCancellation(unexport: unexport)
+        return try outcome.get()
+    }
+
+    /// `unregister`, run to its end (within `teardownLimit`) even when the calling task is
+    /// cancelled.
+    func unregisterOutsideCancellation(unexport: @escaping @Sendable () -> Void) async {
+        // Unstructured: a fresh task does not inherit the caller's cancellation, which would stop the call.
+        await Task { await self.unregister(timeout: Self.teardownLimit, unexport: unexport) }.value
     }
 
     /// BlueZ dropped the object on its own (it called `Release`): nothing to unregister. It

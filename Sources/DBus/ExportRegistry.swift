@@ -206,11 +206,24 @@ final class ExportRegistry: Sendable {
             }
             let sender = message.sender
             let interfaceName = interface ?? candidates.first { $0.methods.contains { $0.name == member } }!.name
-            respond(to: message, out: method.outSignature) {
-                let call = DBusMethodCall(
-                    sender: sender, path: path, interface: interfaceName, member: member,
-                    arguments: try message.arguments())
-                return try await method.handler(call)
+            switch method.body {
+            case .handler(let handler):
+                respond(to: message, out: method.outSignature) {
+                    let call = DBusMethodCall(
+                        sender: sender, path: path, interface: interfaceName, member: member,
+                        arguments: try message.arguments())
+                    return try await handler(call)
+                }
+            case .immediate(let take):
+                let arguments: [DBusValue]
+                do {
+                    arguments = try message.arguments()
+                } catch {
+                    return reply(message, error: error as? DBusError ?? DBusError.failed(String(describing: error)))
+                }
+                let call = DBusMethodCall(sender: sender, path: path, interface: interfaceName, member: member,
+                                          arguments: arguments)
+                take(call, pendingReply(to: message, out: method.outSignature))
             }
         }
     }
@@ -347,6 +360,30 @@ final class ExportRegistry: Sendable {
                 reply = message.makeError(DBusError.failed(String(describing: error)))
             }
             if !message.noReplyExpected { loop.send(reply) }
+        }
+    }
+
+    /// The one-shot reply to `message` an immediate method answers through.
+    private func pendingReply(to message: Message, out: Signature) -> DBusPendingReply {
+        let loop = self.loop
+        return DBusPendingReply { result in
+            guard !message.noReplyExpected else { return }
+            let reply: Message
+            do {
+                let values = try result.get()
+                let signature = values.map(\.signatureString).joined()
+                guard signature == out.rawValue else {
+                    throw DBusError.failed("the handler returned \"\(signature)\" where \"\(out)\" was declared")
+                }
+                let success = message.makeReturn()
+                try success.append(values)
+                reply = success
+            } catch let error as DBusError {
+                reply = message.makeError(error)
+            } catch {
+                reply = message.makeError(DBusError.failed(String(describing: error)))
+            }
+            loop.send(reply)
         }
     }
 

@@ -1,3 +1,5 @@
+import Synchronization
+
 /// One interface we serve on an exported object.
 public struct DBusInterface: Sendable {
     public var name: String
@@ -18,16 +20,27 @@ public struct DBusInterface: Sendable {
 
 /// A method we serve.
 public struct DBusMethod: Sendable {
+    /// How calls reach the method's code.
+    public enum Body: Sendable {
+        /// Runs off the event loop, in a task of its own per call, and may await other D-Bus
+        /// calls: the loop keeps serving while a handler or an outgoing call waits. Return the
+        /// reply's arguments; throw `DBusError` to send that error reply (any other error
+        /// becomes org.freedesktop.DBus.Error.Failed).
+        case handler(@Sendable (DBusMethodCall) async throws -> [DBusValue])
+        /// Runs on the event-loop thread as the call is read, so calls reach it in the order
+        /// the bus delivered them, and no task is started for the call. It must return at once
+        /// (hand the call on, e.g. to a stream) and answer through the `DBusPendingReply`, now
+        /// or later, from any thread; a reply dropped unanswered sends an error.
+        case immediate(@Sendable (DBusMethodCall, DBusPendingReply) -> Void)
+    }
+
     public var name: String
     /// A call whose arguments do not have exactly this signature gets an InvalidArgs error reply
     /// and the handler is not run.
     public var inSignature: Signature
     /// The reply's arguments must have this signature (otherwise the caller gets a Failed error).
     public var outSignature: Signature
-    /// Runs off the event loop and may await other D-Bus calls: the loop keeps serving while a
-    /// handler or an outgoing call waits. Return the reply's arguments; throw `DBusError` to
-    /// send that error reply (any other error becomes org.freedesktop.DBus.Error.Failed).
-    public var handler: @Sendable (DBusMethodCall) async throws -> [DBusValue]
+    public var body: Body
 
     public init(
         name: String, in inSignature: Signature = "", out outSignature: Signature = "",
@@ -36,7 +49,61 @@ public struct DBusMethod: Sendable {
         self.name = name
         self.inSignature = inSignature
         self.outSignature = outSignature
-        self.handler = handler
+        self.body = .handler(handler)
+    }
+
+    /// A method whose calls are taken on the event-loop thread, in order (`Body.immediate`).
+    public init(
+        name: String, in inSignature: Signature = "", out outSignature: Signature = "",
+        immediate: @escaping @Sendable (DBusMethodCall, DBusPendingReply) -> Void
+    ) {
+        self.name = name
+        self.inSignature = inSignature
+        self.outSignature = outSignature
+        self.body = .immediate(immediate)
+    }
+}
+
+/// The one reply to a call taken by an immediate method (`DBusMethod.Body.immediate`). The
+/// first answer is sent; later ones are ignored. Dropped without an answer, it answers with
+/// org.freedesktop.DBus.Error.Failed, so that the caller is never left waiting on us.
+public final class DBusPendingReply: Sendable {
+    private let send: Mutex<(@Sendable (Result<[DBusValue], DBusError>) -> Void)?>
+
+    /// `send` builds and sends the reply; called at most once.
+    init(send: @escaping @Sendable (Result<[DBusValue], DBusError>) -> Void) {
+        self.send = Mutex(send)
+    }
+
+    /// A reply that sends nowhere (tests of the code that answers).
+    public static func discarding() -> DBusPendingReply {
+        DBusPendingReply(send: { _ in })
+    }
+
+    /// Whether an answer went out.
+    public var isAnswered: Bool { send.withLock { $0 == nil } }
+
+    /// Replies with these arguments (they must match the method's out signature, otherwise
+    /// the caller gets a Failed error).
+    public func succeed(_ values: [DBusValue] = []) {
+        answer(.success(values))
+    }
+
+    /// Replies with this error.
+    public func fail(_ error: DBusError) {
+        answer(.failure(error))
+    }
+
+    private func answer(_ result: Result<[DBusValue], DBusError>) {
+        let send = self.send.withLock { send in
+            defer { send = nil }
+            return send
+        }
+        send?(result)
+    }
+
+    deinit {
+        answer(.failure(DBusError.failed("the call was dropped without an answer")))
     }
 }
 

@@ -1,6 +1,7 @@
 import BluetoothModel
 import BlueZ
 import DBus
+import Synchronization
 import Testing
 import TestSupport
 
@@ -9,7 +10,11 @@ private let serviceUUID = "E20A39F4-73F5-4BC4-A12F-17D1AD07A961"
 private let characteristicUUID = "08590F7E-DB05-467E-8757-72F6FAEB13D4"
 private let serviceUUIDLower = "e20a39f4-73f5-4bc4-a12f-17d1ad07a961"
 
-/// What the peripheral side's handlers saw, delivered to the test as streams.
+/// A read-only characteristic beside the test's one, whose reads return a fixed value.
+private let fixedValueUUID = "4C7B3B1E-2F66-4E0C-9A43-8E7C5B6F4D21"
+private let fixedValue: [UInt8] = [0x81, 0x00]
+
+/// What the peripheral side's events were, delivered to the test as streams.
 private struct PeripheralProbe: Sendable {
     let writes: AsyncStream<([UInt8], GATTRequestOptions)>
     let writeSink: AsyncStream<([UInt8], GATTRequestOptions)>.Continuation
@@ -17,25 +22,31 @@ private struct PeripheralProbe: Sendable {
     let notifyStartSink: AsyncStream<Void>.Continuation
     let subscriptions: AsyncStream<NotifySubscription>
     let subscriptionSink: AsyncStream<NotifySubscription>.Continuation
+    /// The characteristic indices of `notifyReleased` events.
+    let releases: AsyncStream<Int>
+    let releaseSink: AsyncStream<Int>.Continuation
 
     init() {
         (writes, writeSink) = AsyncStream.makeStream()
         (notifyStarts, notifyStartSink) = AsyncStream.makeStream()
         (subscriptions, subscriptionSink) = AsyncStream.makeStream()
+        (releases, releaseSink) = AsyncStream.makeStream()
     }
 
-    func handlers(readValue: [UInt8], acquire: Bool) -> LocalCharacteristicHandlers {
-        let writeSink = self.writeSink
-        let notifyStartSink = self.notifyStartSink
-        let subscriptionSink = self.subscriptionSink
-        let onAcquire: (@Sendable (NotifySubscription) async -> Void)? =
-            acquire ? { @Sendable subscription in subscriptionSink.yield(subscription) } : nil
-        return LocalCharacteristicHandlers(
-            read: { _ in readValue },
-            write: { value, options in writeSink.yield((value, options)) },
-            startNotify: { notifyStartSink.yield(()) },
-            acquireNotify: onAcquire
-        )
+    /// Answers reads with `readValue` and writes once recorded, until cancelled.
+    func serve(_ events: AsyncStream<LocalGATTEvent>, readValue: [UInt8]) async {
+        for await event in events {
+            switch event {
+            case .read(_, _, let reply): reply.succeed(readValue)
+            case .write(_, let value, let options, let reply):
+                writeSink.yield((value, options))
+                reply.succeed()
+            case .notifyStarted: notifyStartSink.yield(())
+            case .notifyAcquired(_, let subscription): subscriptionSink.yield(subscription)
+            case .notifyReleased(let index): releaseSink.yield(index)
+            case .notifyStopped, .confirmed: break
+            }
+        }
     }
 }
 
@@ -50,27 +61,45 @@ private struct Pair {
     let busAddress: String
 }
 
-private func withPeripheral(acquire: Bool, _ body: (Pair) async throws -> Void) async throws {
+/// The test's service: the read/write/notify characteristic (reads by request), and the
+/// fixed-value one.
+private func testService(acquire: Bool) -> LocalGATTService {
+    LocalGATTService(uuid: serviceUUID, characteristics: [
+        LocalGATTCharacteristic(uuid: characteristicUUID, flags: [.read, .write, .writeWithoutResponse, .notify],
+                                readsByRequest: true, offersAcquireNotify: acquire),
+        LocalGATTCharacteristic(uuid: fixedValueUUID, flags: [.read], value: fixedValue),
+    ])
+}
+
+/// A session of the peripheral's own on the BlueZoo bus, once it sees hci1.
+private func withPeripheralSession(_ body: (_ zoo: BlueZoo, _ central: BluetoothSession, _ peripheral: BluetoothSession,
+                                            _ hci1: Adapter) async throws -> Void) async throws {
     try await withBlueZoo { zoo, central in
         let peripheral = try await BluetoothSession.open(address: zoo.bus.address)
         defer { peripheral.close() }
         try await peripheral.waitUntil("the peripheral session sees hci1") { $0.adapters().count == 2 }
+        try await body(zoo, central, peripheral, try peripheral.adapter(named: "hci1"))
+    }
+}
+
+/// Registers an application and an advertisement on hci1 for `body`; the probe serves the
+/// application's events.
+private func withPeripheral(acquire: Bool, _ body: (Pair) async throws -> Void) async throws {
+    try await withPeripheralSession { zoo, central, peripheral, hci1 in
         let probe = PeripheralProbe()
-        let service = LocalGATTService(uuid: serviceUUID, characteristics: [
-            LocalGATTCharacteristic(uuid: characteristicUUID,
-                                    flags: [.read, .write, .writeWithoutResponse, .notify],
-                                    handlers: probe.handlers(readValue: Array("hello".utf8), acquire: acquire)),
-        ])
-        let hci1 = try peripheral.adapter(named: "hci1")
-        let application = LocalGATTApplication(session: peripheral, service: service)
-        try await application.register(on: hci1)
+        let application = LocalGATTApplication(session: peripheral, service: testService(acquire: acquire))
         let advertisement = LEAdvertisement(session: peripheral, configuration: AdvertisementConfiguration(
             serviceUUIDs: [serviceUUID], localName: "bletransfer-test", includeTxPower: true))
-        try await advertisement.register(on: hci1)
-        try await body(Pair(central: central, peripheral: peripheral, application: application,
-                            advertisement: advertisement, probe: probe, busAddress: zoo.bus.address))
-        await advertisement.unregister()
-        await application.unregister()
+        try await application.withRegistration(on: hci1) {
+            try await advertisement.withRegistration(on: hci1) {
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask { await probe.serve(application.events, readValue: Array("hello".utf8)) }
+                    defer { group.cancelAll() }
+                    try await body(Pair(central: central, peripheral: peripheral, application: application,
+                                        advertisement: advertisement, probe: probe, busAddress: zoo.bus.address))
+                }
+            }
+        }
     }
 }
 
@@ -210,10 +239,8 @@ struct GATTTests {
         try await withPeripheral(acquire: true) { pair in
             let (_, characteristic) = try await connectToPeripheral(pair)
             let updates = characteristic.valueUpdates()
-            let events = pair.application.events()
             try await characteristic.startNotify()
             let subscription = try await first(pair.probe.subscriptions)
-            #expect(try await first(events) == .notifyAcquired(characteristic: 0, device: subscription.options.device))
             #expect(subscription.options.device?.description == "/org/bluez/hci1/dev_00_11_22_33_44_01")
             #expect(subscription.mtu == subscription.options.mtu)
             #expect(pair.application.isNotifyAcquired())
@@ -228,7 +255,7 @@ struct GATTTests {
             // keeps a duplicate of the descriptor open, so here we let go from our side, which
             // must clear NotifyAcquired all the same.
             subscription.socket.close()
-            #expect(try await first(events) == .notifyReleased(characteristic: 0))
+            #expect(try await first(pair.probe.releases) == 0)
             #expect(!pair.application.isNotifyAcquired())
         }
     }
@@ -267,6 +294,186 @@ struct GATTTests {
             try await pair.application.register(on: hci1)
             try await pair.peripheral.waitUntil("the service UUID is back") { _ in
                 hci1.properties?.uuids.contains(serviceUUIDLower) == true
+            }
+        }
+    }
+
+    @Test("a characteristic with a fixed value answers reads itself and refuses writes")
+    func fixedValueCharacteristic() async throws {
+        try await withPeripheral(acquire: false) { pair in
+            let (device, _) = try await connectToPeripheral(pair)
+            let fixed = try device.characteristic(service: serviceUUID, characteristic: fixedValueUUID.lowercased())
+            #expect(try await fixed.readValue() == fixedValue)
+            await #expect(throws: BluetoothError.self) { try await fixed.writeValue([1], type: .request) }
+        }
+    }
+
+    @Test("writes reach the event sequence in the order the central sent them")
+    func writesInOrder() async throws {
+        try await withPeripheral(acquire: false) { pair in
+            let (_, characteristic) = try await connectToPeripheral(pair)
+            let sent = (0..<40).map { [UInt8($0)] }
+            for value in sent {
+                try await characteristic.writeValue(value, type: .command)
+            }
+            let received = try await collect(pair.probe.writes) { $0.count == sent.count }
+            #expect(received.map(\.0) == sent)
+        }
+    }
+}
+
+/// How a test leaves a registration scope.
+enum ScopeExit: String, CaseIterable, Sendable, CustomStringConvertible {
+    case returning, throwing, cancelled
+    var description: String { rawValue }
+}
+
+private struct LeavingTheScope: Error {}
+
+/// Whether the consumer holds the written value (set before it answers the write).
+private final class WriteHeld: Sendable {
+    let value = Mutex(false)
+}
+
+@Suite("Registration scopes and the event sequence's replies, on BlueZoo",
+       .enabled(if: TestTools.haveBlueZoo, "needs dbus-daemon and bluezoo (pip install bluezoo)"),
+       .serialized)
+struct LocalGATTScopeTests {
+    @Test("leaving the scopes unregisters the advertisement and the application", arguments: ScopeExit.allCases)
+    func leavingUnregisters(exit: ScopeExit) async throws {
+        try await withPeripheralSession { _, _, peripheral, hci1 in
+            let application = LocalGATTApplication(session: peripheral, service: testService(acquire: false))
+            let advertisement = LEAdvertisement(session: peripheral, configuration: AdvertisementConfiguration(
+                serviceUUIDs: [serviceUUID], localName: "bletransfer-test"))
+            let (entered, enteredSink) = AsyncStream<Void>.makeStream()
+            let scopes = Task {
+                try await application.withRegistration(on: hci1) {
+                    try await advertisement.withRegistration(on: hci1) {
+                        try await peripheral.waitUntil("both are registered") { _ in
+                            hci1.properties?.advertising?.activeInstances == 1
+                                && hci1.properties?.uuids.contains(serviceUUIDLower) == true
+                        }
+                        enteredSink.yield()
+                        switch exit {
+                        case .returning: return
+                        case .throwing: throw LeavingTheScope()
+                        case .cancelled: try await Task.sleep(for: .seconds(60))
+                        }
+                    }
+                }
+            }
+            _ = try await first(entered)
+            if exit == .cancelled { scopes.cancel() }
+            let result = await scopes.result
+            switch exit {
+            case .returning: #expect(throws: Never.self) { try result.get() }
+            case .throwing: #expect(throws: LeavingTheScope.self) { try result.get() }
+            case .cancelled: #expect(throws: CancellationError.self) { try result.get() }
+            }
+            #expect(application.registeredAdapter == nil)
+            #expect(!advertisement.isRegistered)
+            // bluetoothd (BlueZoo) was told, after a cancellation too.
+            try await peripheral.waitUntil("neither is registered any more") { _ in
+                hci1.properties?.advertising?.activeInstances == 0
+                    && hci1.properties?.uuids.contains(serviceUUIDLower) == false
+            }
+        }
+    }
+
+    @Test("the advertising control starts and pauses; the scope's end unregisters")
+    func advertisingControl() async throws {
+        try await withPeripheralSession { _, _, peripheral, hci1 in
+            let advertisement = LEAdvertisement(session: peripheral, configuration: AdvertisementConfiguration(
+                serviceUUIDs: [serviceUUID]))
+            func active(_ count: Int) async throws {
+                try await peripheral.waitUntil("\(count) active advertisement(s)") { _ in
+                    hci1.properties?.advertising?.activeInstances == count
+                }
+            }
+            let control = try await advertisement.withControl(on: hci1) { control in
+                #expect(!control.isAdvertising)
+                try await control.start()
+                try await active(1)
+                await control.pause()
+                try await active(0)
+                #expect(!control.isAdvertising)
+                try await control.start()
+                try await active(1)
+                return control
+            }
+            try await active(0)
+            #expect(!advertisement.isRegistered)
+            await #expect(throws: CancellationError.self) { try await control.start() }
+        }
+    }
+
+    @Test("a write request is answered when the consumer answers; dropped or unserved, with an error")
+    func writeReplies() async throws {
+        try await withPeripheralSession { _, central, peripheral, hci1 in
+            let application = LocalGATTApplication(session: peripheral, service: testService(acquire: false))
+            let advertisement = LEAdvertisement(session: peripheral, configuration: AdvertisementConfiguration(
+                serviceUUIDs: [serviceUUID], localName: "bletransfer-test"))
+            let held = WriteHeld()
+            try await application.withRegistration(on: hci1) {
+                try await advertisement.withRegistration(on: hci1) {
+                    let consumer = Task {
+                        for await event in application.events {
+                            guard case .write(_, let value, _, let reply) = event else { continue }
+                            if value == [0xDD] { continue }  // dropped unanswered
+                            // Answered late: the central's write must not return before.
+                            try? await Task.sleep(for: .milliseconds(300))
+                            held.value.withLock { $0 = true }
+                            reply.succeed()
+                        }
+                    }
+                    let pair = Pair(central: central, peripheral: peripheral, application: application,
+                                    advertisement: advertisement, probe: PeripheralProbe(), busAddress: "")
+                    let (_, characteristic) = try await connectToPeripheral(pair)
+
+                    try await characteristic.writeValue([1], type: .request)
+                    #expect(held.value.withLock { $0 })
+
+                    let dropped = ContinuousClock.now
+                    await #expect(throws: BluetoothError.self) { try await characteristic.writeValue([0xDD], type: .request) }
+                    #expect(ContinuousClock.now - dropped < .seconds(5))
+
+                    // The consumer gone, the sequence is finished: requests fail at once.
+                    consumer.cancel()
+                    await consumer.value
+                    let unserved = ContinuousClock.now
+                    await #expect(throws: BluetoothError.self) { try await characteristic.writeValue([2], type: .request) }
+                    #expect(ContinuousClock.now - unserved < .seconds(5))
+                }
+            }
+        }
+    }
+
+    @Test("a request held unanswered is answered with an error once the reply limit passes")
+    func heldRequestTimesOut() async throws {
+        try await withPeripheralSession { _, central, peripheral, hci1 in
+            let application = LocalGATTApplication(session: peripheral, service: testService(acquire: false), root: nil,
+                                                   replyLimit: .milliseconds(500))
+            let advertisement = LEAdvertisement(session: peripheral, configuration: AdvertisementConfiguration(
+                serviceUUIDs: [serviceUUID], localName: "bletransfer-test"))
+            try await application.withRegistration(on: hci1) {
+                try await advertisement.withRegistration(on: hci1) {
+                    let (held, heldSink) = AsyncStream<GATTReply<Void>>.makeStream()
+                    let consumer = Task {
+                        for await event in application.events {
+                            if case .write(_, _, _, let reply) = event { heldSink.yield(reply) }
+                        }
+                    }
+                    defer { consumer.cancel() }
+                    let pair = Pair(central: central, peripheral: peripheral, application: application,
+                                    advertisement: advertisement, probe: PeripheralProbe(), busAddress: "")
+                    let (_, characteristic) = try await connectToPeripheral(pair)
+                    let started = ContinuousClock.now
+                    await #expect(throws: BluetoothError.self) { try await characteristic.writeValue([1], type: .request) }
+                    #expect(ContinuousClock.now - started < .seconds(10))
+                    // Still held by the test, and answered all the same.
+                    let reply = try await first(held)
+                    #expect(reply.isAnswered)
+                }
             }
         }
     }

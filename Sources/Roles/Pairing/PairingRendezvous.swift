@@ -115,26 +115,30 @@ public struct PairingRendezvous: Sendable {
         let advertisement = LEAdvertisement(session: session, configuration: AdvertisementConfiguration(
             serviceUUIDs: [TransferUUIDs.pairingService.canonical],
             manufacturerData: [Self.manufacturerID: token + [UInt8(listener.psm)]]))
-        do {
-            try await advertisement.register(on: adapter)
-        } catch {
-            throw PeripheralFailure.classify(error)
-        }
-        do {
-            try await adapter.setDiscoveryFilter(uuids: [TransferUUIDs.pairingService.canonical], transport: .le)
-            try await adapter.startDiscovery()
-        } catch {
-            await advertisement.unregister()
-            throw RoleFailure(.unavailable, "cannot scan on \(adapter.name): \(error)")
-        }
+        // Whether the advertisement got registered: an error before is bluetoothd's refusal.
+        var registered = false
         let found: Found
         do {
-            found = try await race(listener: listener, local: local)
-        } catch {
-            await tearDown(advertisement)
-            throw error
+            found = try await advertisement.withRegistration(on: adapter) {
+                registered = true
+                do {
+                    try await adapter.setDiscoveryFilter(uuids: [TransferUUIDs.pairingService.canonical], transport: .le)
+                    try await adapter.startDiscovery()
+                } catch {
+                    throw RoleFailure(.unavailable, "cannot scan on \(adapter.name): \(error)")
+                }
+                let found: Result<Found, any Error>
+                do {
+                    found = .success(try await race(listener: listener, local: local))
+                } catch {
+                    found = .failure(error)
+                }
+                await stopDiscovery()
+                return try found.get()
+            }
+        } catch where !registered && !(error is CancellationError) {
+            throw PeripheralFailure.classify(error)
         }
-        await tearDown(advertisement)
         switch found {
         case .accepted(let socket, let first, let peer, let address):
             return Meeting(socket: socket, role: .responder, firstMessage: first, peerDescription: peer, peerAddress: address)
@@ -143,9 +147,11 @@ public struct PairingRendezvous: Sendable {
         }
     }
 
-    private func tearDown(_ advertisement: LEAdvertisement) async {
-        try? await adapter.stopDiscovery()
-        await advertisement.unregister()
+    /// Stops the scan, even when the task was cancelled (a failure changes nothing: the scan
+    /// ends with our connection anyway).
+    private func stopDiscovery() async {
+        let adapter = self.adapter
+        await runOutsideCancellation { _ = try? await adapter.stopDiscovery() }
     }
 
     /// The first of: a channel accepted that opens a pairing, or a channel this host opened to

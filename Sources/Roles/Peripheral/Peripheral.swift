@@ -115,13 +115,15 @@ public final class Peripheral: Sendable {
 
     /// Registers the application on `adapter`, advertises while there is a message and no
     /// central is being served, and counts deliveries, until the source is exhausted or the
-    /// task is cancelled. Leaves nothing registered behind.
+    /// task is cancelled. Leaves nothing registered behind: the application's and the
+    /// advertisement's scopes unregister on the way out, after the server shut down.
     private func serve(source: some MessageSource, adapter: Adapter, counter: DeliveryCounter,
                        onEvent: @escaping @Sendable (RoleEvent) -> Void) async -> ServingOutcome {
         let session = self.session
         let configuration = self.configuration
+        let logger = self.logger
         let server = makeServer(source: source, adapter: adapter, counter: counter, onEvent: onEvent)
-        let (characteristics, listener) = transferCharacteristics(server: server, adapter: adapter)
+        let (characteristics, indicating, listener) = transferCharacteristics(adapter: adapter)
         let application = LocalGATTApplication(session: session, service: LocalGATTService(
             uuid: configuration.serviceUUID.canonical, characteristics: characteristics))
         await server.attachFallbackEmitter { [application] value, characteristic in
@@ -129,38 +131,58 @@ public final class Peripheral: Sendable {
         }
         let advertisement = LEAdvertisement(session: session, configuration: AdvertisementConfiguration(
             serviceUUIDs: [configuration.serviceUUID.canonical], localName: configuration.localName))
-        let outcome = await withTaskGroup(of: Void.self, returning: ServingOutcome.self) { group in
-            // Beside the serving, for as long as it lasts: centrals that leave without unsubscribing.
-            group.addTask { await Self.watchDisconnections(on: adapter, session: session, server: server) }
-            if let listener {
-                let timeout = configuration.channelHelloTimeout
-                let logger = self.logger
-                group.addTask {
-                    await Self.acceptChannels(from: listener, on: adapter, session: session, server: server,
-                                              helloTimeout: timeout, logger: logger, onEvent: onEvent)
+        do {
+            return try await application.withRegistration(on: adapter) {
+                logger.debug("GATT application registered at \(application) on \(adapter.name)")
+                return try await advertisement.withControl(on: adapter) { advertising in
+                    let outcome = await withTaskGroup(of: Void.self, returning: ServingOutcome.self) { group in
+                        // Beside the serving, for as long as it lasts: what BlueZ asks of the
+                        // characteristics, in the order it arrives,
+                        group.addTask {
+                            await Self.serveRequests(application.events, indicating: indicating, on: adapter,
+                                                     session: session, server: server)
+                        }
+                        // and centrals that leave without unsubscribing.
+                        group.addTask { await Self.watchDisconnections(on: adapter, session: session, server: server) }
+                        if let listener {
+                            let timeout = configuration.channelHelloTimeout
+                            group.addTask {
+                                await Self.acceptChannels(from: listener, on: adapter, session: session, server: server,
+                                                          helloTimeout: timeout, logger: logger, onEvent: onEvent)
+                            }
+                        }
+                        defer {
+                            group.cancelAll()
+                            listener?.close()
+                        }
+                        do {
+                            return try await serveMessages(source: source, adapter: adapter, advertising: advertising,
+                                                           server: server, counter: counter, onEvent: onEvent)
+                        } catch {
+                            return classify(error, adapter: adapter)
+                        }
+                    }
+                    // First of the teardown; leaving the scopes then unregisters the advertisement, then the application.
+                    await Self.shutDown(server, after: outcome)
+                    return outcome
                 }
             }
-            defer {
-                group.cancelAll()
-                listener?.close()
-            }
-            do {
-                return try await serveMessages(source: source, adapter: adapter, application: application,
-                                               advertisement: advertisement, server: server, counter: counter,
-                                               onEvent: onEvent)
-            } catch {
-                return classify(error, adapter: adapter)
-            }
+        } catch {
+            // The application's registration failed (or the task was cancelled before it).
+            listener?.close()
+            let outcome = classify(error, adapter: adapter)
+            await Self.shutDown(server, after: outcome)
+            return outcome
         }
+    }
 
-        let reason = outcome.isExhausted ? "the run ended" : "Bluetooth is not available any more"
-        // Outside this task's cancellation: a cancelled task cannot make the D-Bus calls that unregister.
-        await runOutsideCancellation {
-            await server.shutDown(reason: reason)
-            await advertisement.unregister()
-            await application.unregister()
-        }
-        return outcome
+    /// Shuts the server down (it ends the subscription under way, which makes calls of its
+    /// own): in this task after a stop, outside its cancellation when it was cancelled.
+    private static func shutDown(_ server: SubscriptionServer, after outcome: ServingOutcome) async {
+        let reason = outcome.isExhausted ? "the run ended"
+            : RoleStop.isRequested ? "the sender was stopped" : "Bluetooth is not available any more"
+        guard Task.isCancelled else { return await server.shutDown(reason: reason) }
+        await runOutsideCancellation { await server.shutDown(reason: reason) }
     }
 
     /// The subscription server of one powered-on period: counts each message of a multi
@@ -192,54 +214,73 @@ public final class Peripheral: Sendable {
             emitEvent: onEvent)
     }
 
-    /// What BlueZ's calls on the characteristic at `index` do; `indications`: it carries
-    /// confirmed indications.
-    private func handlers(index: Int, indications: Bool, server: SubscriptionServer, adapter: Adapter) -> LocalCharacteristicHandlers {
-        let session = self.session
-        let configuration = self.configuration
-        let acquireNotify: @Sendable (NotifySubscription) async -> Void = { subscription in
-            // bluetoothd names the subscriber; a stack that does not (BlueZoo forwards a
-            // client's own AcquireNotify options) leaves the only connected device.
-            let device = subscription.options.device
-                ?? PeerResolver.onlyConnectedDevice(on: adapter, in: session)
-            await server.acceptSocket(subscription.socket, device: device, indications: indications)
-        }
-        let confirmed: @Sendable () async -> Void = { await server.indicationConfirmed() }
-        let confirm = indications ? confirmed : nil
-        return LocalCharacteristicHandlers(
-            write: { value, options in
+    /// Hands what BlueZ asks of the transfer characteristics to `server`, one event at a time
+    /// in the order bluetoothd's calls arrived, until cancelled. `indicating` maps the index of
+    /// each transfer characteristic to whether it carries confirmed indications; events of the
+    /// others (the PSM characteristic answers reads itself) are not the server's. A write is
+    /// answered only once the server holds the value: a bletransfer central takes the reply to
+    /// its HELLO or ACK write request to mean that.
+    private static func serveRequests(_ events: AsyncStream<LocalGATTEvent>, indicating: [Int: Bool], on adapter: Adapter,
+                                      session: BluetoothSession, server: SubscriptionServer) async {
+        for await event in events {
+            switch event {
+            case .write(let index, let value, let options, let reply):
+                guard indicating[index] != nil else {
+                    reply.fail(.notSupported, "write not supported")
+                    continue
+                }
                 await server.write(value, device: options.device, mtu: options.mtu,
                                    connectedDevices: { session.connectedDevices(on: adapter) })
-            },
-            startNotify: {
+                reply.succeed()
+            case .read(_, _, let reply):
+                reply.fail(.notSupported, "read not supported")
+            case .notifyStarted(let index):
+                guard let indications = indicating[index] else { continue }
                 let device = PeerResolver.onlyConnectedDevice(on: adapter, in: session)
                 await server.acceptFallback(device: device, characteristic: index, indications: indications)
-            },
-            stopNotify: {
+            case .notifyStopped(let index):
+                guard indicating[index] != nil else { continue }
                 await server.fallbackStopped()
-            },
-            acquireNotify: configuration.offersAcquireNotify ? acquireNotify : nil,
-            confirm: confirm)
+            case .notifyAcquired(let index, let subscription):
+                guard let indications = indicating[index] else {
+                    subscription.socket.close()
+                    continue
+                }
+                // bluetoothd names the subscriber; a stack that does not (BlueZoo forwards a
+                // client's own AcquireNotify options) leaves the only connected device.
+                let device = subscription.options.device
+                    ?? PeerResolver.onlyConnectedDevice(on: adapter, in: session)
+                await server.acceptSocket(subscription.socket, device: device, indications: indications)
+            case .confirmed(let index):
+                if indicating[index] == true { await server.indicationConfirmed() }
+            case .notifyReleased:
+                break  // the server sees the socket hang up itself
+            }
+        }
     }
 
-    /// The transfer service's characteristics, and the L2CAP listener whose PSM one of them
-    /// publishes (nil without a channel).
-    private func transferCharacteristics(server: SubscriptionServer, adapter: Adapter)
-        -> ([LocalGATTCharacteristic], (any ChannelListener)?) {
+    /// The transfer service's characteristics; which of them carry transfers (index → whether
+    /// with confirmed indications); and the L2CAP listener whose PSM one of them publishes (nil
+    /// without a channel).
+    private func transferCharacteristics(adapter: Adapter)
+        -> ([LocalGATTCharacteristic], [Int: Bool], (any ChannelListener)?) {
         let configuration = self.configuration
         // Apple's characteristic first (index 0); with indications on it, bletransfer's own
         // notifying characteristic beside it, which bletransfer centrals prefer.
         let channels = GATTChannelSetting.current()
         let indicatesCompat = configuration.compatDelivery.usesIndications(on: channels)
         logger.debug("Apple-flow centrals get \(indicatesCompat ? "confirmed indications" : "notifications") (--compat-delivery \(configuration.compatDelivery.rawValue), [GATT] Channels = \(channels.channels))")
+        let acquireNotify = configuration.offersAcquireNotify
         var characteristics = [LocalGATTCharacteristic(
             uuid: configuration.characteristicUUID.canonical,
             flags: indicatesCompat ? Self.indicatingCharacteristicFlags : Self.characteristicFlags,
-            handlers: handlers(index: 0, indications: indicatesCompat, server: server, adapter: adapter))]
+            offersAcquireNotify: acquireNotify)]
+        var indicating = [0: indicatesCompat]
         if indicatesCompat {
             characteristics.append(LocalGATTCharacteristic(
                 uuid: TransferUUIDs.framedCharacteristic.canonical, flags: Self.characteristicFlags,
-                handlers: handlers(index: 1, indications: false, server: server, adapter: adapter)))
+                offersAcquireNotify: acquireNotify))
+            indicating[1] = false
         }
         // Framed version 2 over an L2CAP channel: listen on a dynamic PSM and publish it in the
         // service. Without one (--no-l2cap, a kernel without Bluetooth sockets) centrals get
@@ -249,35 +290,31 @@ public final class Peripheral: Sendable {
             let psm = listener.psm
             characteristics.append(LocalGATTCharacteristic(
                 uuid: TransferUUIDs.channelPSMCharacteristic.canonical, flags: [.read],
-                handlers: LocalCharacteristicHandlers(read: { _ in [UInt8(truncatingIfNeeded: psm), UInt8(psm >> 8)] })))
+                value: [UInt8(truncatingIfNeeded: psm), UInt8(psm >> 8)]))
         }
-        return (characteristics, listener)
+        return (characteristics, indicating, listener)
     }
 
-    private func serveMessages(source: some MessageSource, adapter: Adapter, application: LocalGATTApplication,
-                               advertisement: LEAdvertisement, server: SubscriptionServer,
-                               counter: DeliveryCounter,
+    private func serveMessages(source: some MessageSource, adapter: Adapter, advertising: AdvertisingControl,
+                               server: SubscriptionServer, counter: DeliveryCounter,
                                onEvent: @escaping @Sendable (RoleEvent) -> Void) async throws -> ServingOutcome {
-        try await Self.uncancelled { try await application.register(on: adapter) }
-        logger.debug("GATT application registered at \(application) on \(adapter.name)")
-
         guard let first = await RoleStop.unlessRequested({ await source.current() }) ?? nil else {
             return Task.isCancelled || RoleStop.isRequested ? .interrupted : .exhausted
         }
         try Task.checkCancellation()
         await server.offer(first, sequence: await counter.nextSequence)
-        var advertising = false
+        var advertisingWanted = false
 
         func advertise(_ wanted: Bool) async throws {
-            guard wanted != advertising else { return }
+            guard wanted != advertisingWanted else { return }
             if wanted {
-                try await Self.uncancelled { try await advertisement.register(on: adapter) }
+                try await advertising.start()
                 onEvent(.advertising(adapter: adapter.name, localName: configuration.localName))
             } else {
-                await advertisement.unregister()
+                await advertising.pause()
                 logger.debug("advertising paused while a central is served")
             }
-            advertising = wanted
+            advertisingWanted = wanted
         }
 
         try await advertise(true)
@@ -313,15 +350,6 @@ public final class Peripheral: Sendable {
             }
         }
         return .interrupted
-    }
-
-    /// Runs a registration call to its end even when this task is cancelled meanwhile: a
-    /// call abandoned halfway may still succeed in bluetoothd without us knowing, and would
-    /// then stay registered. The teardown that follows a cancellation undoes it.
-    private static func uncancelled<Result: Sendable>(
-        _ call: @escaping @Sendable () async throws -> Result
-    ) async throws -> Result {
-        try await runOutsideCancellation(call)
     }
 
     /// The L2CAP listener of one poweredOn period, or nil (none configured, or the kernel

@@ -40,6 +40,8 @@ final class ScriptedPeripheral: Sendable {
     private let application: LocalGATTApplication
     private let advertisement: LEAdvertisement
     private let state: Recorder
+    /// Serves the application's requests until `stop`.
+    private let requests: Task<Void, Never>
 
     /// What the peripheral saw, for assertions.
     final class Recorder: @unchecked Sendable {
@@ -92,7 +94,6 @@ final class ScriptedPeripheral: Sendable {
         let session = try await bus.openSession()
         let adapter = try session.adapter(named: "hci\(adapterIndex)")
         let recorder = Recorder(script: script)
-        let holder = ApplicationHolder()
 
         @Sendable func values(for delivery: Delivery, hello: Hello?, valueLength: Int) -> (values: [[UInt8]], then: After) {
             func compat(_ payload: [UInt8], _ chunk: Int) -> [[UInt8]] {
@@ -132,41 +133,55 @@ final class ScriptedPeripheral: Sendable {
             }
         }
 
-        var handlers = LocalCharacteristicHandlers(
-            write: { value, _ in recorder.recordWrite(value) },
-            startNotify: {
-                let (delivery, hello) = recorder.nextDelivery()
-                guard let delivery, let application = holder.application else { return }
-                let plan = values(for: delivery, hello: hello, valueLength: 20)
-                Task {
-                    for value in plan.values {
-                        try? application.notify(value)
-                    }
-                    if plan.then == .disconnect { await disconnectCentral() }
-                }
-            })
-        if mechanism == .socket {
-            handlers.acquireNotify = { subscription in
-                let (delivery, hello) = recorder.nextDelivery()
-                guard let delivery else { return }
-                let plan = values(for: delivery, hello: hello, valueLength: subscription.socket.maximumValueLength)
-                for value in plan.values {
-                    do { try await subscription.socket.send(value) } catch { return }
-                }
-                if plan.then == .disconnect {
-                    subscription.socket.close()
-                    return
-                }
-                await subscription.socket.waitForHangUp()
-                subscription.socket.close()
-            }
-        }
-
         let application = LocalGATTApplication(session: session, service: LocalGATTService(
             uuid: serviceUUID.canonical,
             characteristics: [LocalGATTCharacteristic(
-                uuid: characteristicUUID.canonical, flags: flags, handlers: handlers)]))
-        holder.application = application
+                uuid: characteristicUUID.canonical, flags: flags, offersAcquireNotify: mechanism == .socket)]))
+
+        /// Sends the next delivery's values on an AcquireNotify socket, then holds it until BlueZ lets go.
+        @Sendable func serve(_ subscription: NotifySubscription) async {
+            let (delivery, hello) = recorder.nextDelivery()
+            guard let delivery else { return }
+            let plan = values(for: delivery, hello: hello, valueLength: subscription.socket.maximumValueLength)
+            for value in plan.values {
+                do { try await subscription.socket.send(value) } catch { return }
+            }
+            if plan.then == .disconnect {
+                subscription.socket.close()
+                return
+            }
+            await subscription.socket.waitForHangUp()
+            subscription.socket.close()
+        }
+
+        // Unstructured: it serves the application's requests from `start` until `stop`.
+        let requests = Task {
+            await withDiscardingTaskGroup { group in
+                for await event in application.events {
+                    switch event {
+                    case .write(_, let value, _, let reply):
+                        recorder.recordWrite(value)
+                        reply.succeed()
+                    case .notifyStarted:
+                        let (delivery, hello) = recorder.nextDelivery()
+                        guard let delivery else { continue }
+                        let plan = values(for: delivery, hello: hello, valueLength: 20)
+                        group.addTask {
+                            for value in plan.values {
+                                try? application.notify(value)
+                            }
+                            if plan.then == .disconnect { await disconnectCentral() }
+                        }
+                    case .notifyAcquired(_, let subscription):
+                        group.addTask { await serve(subscription) }
+                    case .read, .notifyStopped, .notifyReleased, .confirmed:
+                        break
+                    }
+                }
+                group.cancelAll()
+            }
+        }
+
         trace("registering application")
         try await application.register(on: adapter)
         trace("registered application")
@@ -175,24 +190,14 @@ final class ScriptedPeripheral: Sendable {
         try await advertisement.register(on: adapter)
         trace("registered advertisement")
         return ScriptedPeripheral(session: session, adapter: adapter, application: application,
-                                  advertisement: advertisement, state: recorder)
+                                  advertisement: advertisement, state: recorder, requests: requests)
     }
 
     enum After: Sendable, Equatable { case keep, disconnect, silence }
 
-    /// Lets the StartNotify handler reach the application created after it.
-    final class ApplicationHolder: @unchecked Sendable {
-        // @unchecked Sendable: set once before registration, read afterwards under `lock`.
-        private let lock = NSLock()
-        private var _application: LocalGATTApplication?
-        var application: LocalGATTApplication? {
-            get { lock.lock(); defer { lock.unlock() }; return _application }
-            set { lock.lock(); defer { lock.unlock() }; _application = newValue }
-        }
-    }
-
     private init(session: BluetoothSession, adapter: Adapter, application: LocalGATTApplication,
-                 advertisement: LEAdvertisement, state: Recorder) {
+                 advertisement: LEAdvertisement, state: Recorder, requests: Task<Void, Never>) {
+        self.requests = requests
         self.session = session
         self.adapter = adapter
         self.application = application
@@ -203,6 +208,7 @@ final class ScriptedPeripheral: Sendable {
     func stop() async {
         await advertisement.unregister()
         await application.unregister()
+        requests.cancel()
         session.close()
     }
 }
