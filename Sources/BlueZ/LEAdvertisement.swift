@@ -101,8 +101,7 @@ public final class LEAdvertisement: Sendable {
     /// `register` run to its end even when the calling task is cancelled meanwhile: a call
     /// abandoned halfway may still succeed in bluetoothd, and the scope's end undoes it.
     fileprivate func registerOutsideCancellation(on adapter: Adapter) async throws {
-        // Unstructured: a fresh task does not inherit the caller's cancellation.
-        try await Task { try await self.register(on: adapter) }.value
+        try await outsideCancellation { try await self.register(on: adapter) }
     }
 
     fileprivate func unregisterOutsideCancellation() async {

@@ -103,8 +103,7 @@ final class ManagerRegistration: Sendable {
         isolation: isolated (any Actor)? = #isolation, _ body: () async throws -> Outcome
     ) async throws -> Outcome {
         try Task.checkCancellation()
-        // Unstructured: a fresh task does not inherit the caller's cancellation (see above).
-        try await Task { try await self.register(on: adapter, export: export, unexport: unexport) }.value
+        try await outsideCancellation { try await self.register(on: adapter, export: export, unexport: unexport) }
         let outcome: Result<Outcome, any Error>
         do {
             outcome = .success(try await body())
@@ -118,8 +117,7 @@ final class ManagerRegistration: Sendable {
     /// `unregister`, run to its end (within `teardownLimit`) even when the calling task is
     /// cancelled.
     func unregisterOutsideCancellation(unexport: @escaping @Sendable () -> Void) async {
-        // Unstructured: a fresh task does not inherit the caller's cancellation, which would stop the call.
-        await Task { await self.unregister(timeout: Self.teardownLimit, unexport: unexport) }.value
+        _ = try? await outsideCancellation { await self.unregister(timeout: Self.teardownLimit, unexport: unexport) }
     }
 
     /// BlueZ dropped the object on its own (it called `Release`): nothing to unregister. It
@@ -135,4 +133,13 @@ final class ManagerRegistration: Sendable {
         }
         if wasExported { unexport() }
     }
+}
+
+/// Runs `work` to its end in a task of its own, even when the calling task is cancelled
+/// meanwhile: the one place where BlueZ's registrations escape their caller's cancellation (a
+/// registration abandoned halfway may still succeed in bluetoothd; an unregistration must
+/// reach it although the scope's task was cancelled).
+func outsideCancellation<T: Sendable>(_ work: @escaping @Sendable () async throws -> T) async throws -> T {
+    // Unstructured: a fresh task does not inherit the caller's cancellation (there is no cancellation shield).
+    try await Task { try await work() }.value
 }
