@@ -1,5 +1,4 @@
 import TestSupport
-import Dispatch
 @testable import BlueZ
 import Reactor
 import Testing
@@ -211,9 +210,9 @@ struct NotificationSocketTests {
     @Test("a socket closed and dropped before its wait's clean-up ran still closes its descriptor: the peer sees the end")
     func closedBeforeItsWaitCleanedUpHangsUpThePeer() async throws {
         // A wait gives back its use of the descriptor once the reactor has taken its interest
-        // off the epoll set, which runs later, on the reactor thread. Hold that thread up while
-        // the wait is cancelled and the socket closed and dropped, as a busy host may: the
-        // descriptor must still be closed when the reactor gets to it.
+        // off the epoll set, which runs later, on the reactor thread. Cancel the wait from a
+        // reactor job, so that its removal is queued behind work the reactor is still doing, as
+        // on a busy host: the descriptor must still be closed when the reactor gets to it.
         let peer: NotificationSocket
         let parked: Task<Void, Never>
         do {
@@ -227,16 +226,12 @@ struct NotificationSocketTests {
         }
         defer { peer.close() }
         let reactor = try Reactor.shared()
-        let gate = DispatchSemaphore(value: 0)
-        await withCheckedContinuation { (held: CheckedContinuation<Void, Never>) in
+        await withCheckedContinuation { (cancelled: CheckedContinuation<Void, Never>) in
             reactor.enqueue {
-                held.resume()
-                gate.wait()
+                parked.cancel()   // the wait's removal is queued behind this job
+                cancelled.resume()
             }
         }
-        parked.cancel()          // the wait's removal is queued behind the gate
-        try await Task.sleep(for: .milliseconds(20))
-        gate.signal()
         await parked.value       // the socket is closed and its last reference gone
         let ended = await value(of: Task { try await peer.receive() == nil }, within: .seconds(10))
         #expect(ended == true, "the peer saw no end of stream: the descriptor was never closed")
