@@ -65,11 +65,31 @@ final class EventLoop: @unchecked Sendable {
     /// bus (Hello, sent and answered like any other call, so the reactor serves everything else
     /// meanwhile). Returns the unique name.
     func start(address: String) async throws -> String {
-        let hello = try Message.methodCall(
+        let helloMessage = try Message.methodCall(
             destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
             method: "Hello")
-        let call = PendingCall(loop: self)
-        let reply = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Message, any Error>) in
+        let reply: Message
+        do {
+            reply = try await openAndSayHello(PendingCall(loop: self), message: helloMessage, address: address)
+        } catch let error as DBusError where error.isDisconnected {
+            // Authentication refused or the bus hung up before answering Hello.
+            throw DBusError.disconnected("the bus at \(address) closed the connection before accepting it")
+        }
+        guard reply.type != MessageType.error, let uniqueName = try? reply.arguments().first?.string else {
+            requestStop()
+            if reply.type == MessageType.error { throw reply.asError() }
+            throw DBusError(name: DBusError.failedName, message: "the bus did not accept the connection")
+        }
+        // Before any job a caller can queue once this returns.
+        enqueue { loop in
+            if let connection = loop.connection { _ = dbus_bus_set_unique_name(connection, uniqueName) }
+        }
+        return uniqueName
+    }
+
+    /// Opens the connection on the reactor thread and sends Hello; the reply.
+    private func openAndSayHello(_ call: PendingCall, message hello: Message, address: String) async throws -> Message {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Message, any Error>) in
             call.install(continuation)
             let queued = enqueue { loop in
                 do {
@@ -83,16 +103,6 @@ final class EventLoop: @unchecked Sendable {
             }
             if !queued { call.finish(.failure(DBusError.disconnected())) }
         }
-        guard reply.type != MessageType.error, let uniqueName = try? reply.arguments().first?.string else {
-            requestStop()
-            if reply.type == MessageType.error { throw reply.asError() }
-            throw DBusError(name: DBusError.failedName, message: "the bus did not accept the connection")
-        }
-        // Before any job a caller can queue once this returns.
-        enqueue { loop in
-            if let connection = loop.connection { _ = dbus_bus_set_unique_name(connection, uniqueName) }
-        }
-        return uniqueName
     }
 
     private func open(address: String) throws {
