@@ -367,7 +367,13 @@ public final class Reactor: @unchecked Sendable {
     }
 
     private func handleReadiness(of fd: Int32, _ ready: ReadinessEvents) {
-        guard let entry = descriptors[fd] else { return }
+        guard let entry = descriptors[fd], entry.registeredMask != 0 else {
+            // Nothing of ours is on this descriptor any more, yet epoll still holds it (closed
+            // while a duplicate keeps its file open): take it out, or level-triggered epoll
+            // would report it every turn.
+            _ = creactor_epoll_control(epollFD, CREACTOR_DELETE, fd, 0)
+            return
+        }
         for id in entry.interests {
             // An earlier handler may have removed or disabled this one.
             guard let interest = interests[id], !interest.events.isEmpty else { continue }
