@@ -16,13 +16,14 @@ import Musl
 /// dispatches what was read (`dbus_connection_dispatch` until it reports complete). So every
 /// libdbus call on the connection happens on the reactor thread, and libdbus runs its callbacks
 /// there too. Other threads never touch the connection: they enqueue jobs (closures run on that
-/// thread). Nothing here blocks: inbound calls are served while our own calls await their
-/// replies, and one connection never holds up another on the same reactor.
+/// thread). Nothing here blocks (not even Hello or a flush): inbound calls are served while our
+/// own calls await their replies, and one connection waiting for its bus holds up no other
+/// connection of the process.
 ///
 /// `@unchecked Sendable`: the fields marked "loop thread only" are read and written only on the
-/// reactor thread (inside jobs, the hook and libdbus callbacks, which libdbus runs on the thread
-/// that dispatches or handles a watch, i.e. that one); the job queue, the only state other
-/// threads reach, is a Mutex.
+/// reactor thread, called the loop thread here (inside jobs, the hook and libdbus callbacks,
+/// which libdbus runs on the thread that dispatches or handles a watch, i.e. that one); the job
+/// queue, the only state other threads reach, is a Mutex.
 final class EventLoop: @unchecked Sendable {
     typealias Job = @Sendable (EventLoop) -> Void
 
