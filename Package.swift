@@ -8,13 +8,14 @@ import PackageDescription
 //     → Roles (the BlueZ shells: engines under one manager-state supervisor) → Storage (the files roles read and write: inputs, sinks,
 //     output directory, receipt journal, resume spool) → Machines (the roles' pure decisions:
 //     one protocol machine per side; events and failures) → Transfer and Trust (pure: wire formats; keys, Noise XX, records) and BlueZ
-//     → DBus → CDBus / CBlueZ (C shims). Roles and above never import DBus: BlueZ's public API
+//     → DBus (driven on Reactor, the one epoll thread) → CDBus / CBlueZ / CReactor (C shims). Roles and above never import DBus: BlueZ's public API
 //     speaks in BlueZ types (`DeviceReference`, `Adapter`, typed streams); its D-Bus-typed
 //     members are `package`, for BlueZ's tests and the test support.
 //   BluetoothModel (UUIDs, addresses, power states; pure) sits below both Transfer and BlueZ.
 //   DaemonSupport (systemd, logging, signals, outbox) sits below Roles, Daemon and the CLI.
 //   SystemCalls (the one EINTR/EAGAIN helper, and the threads blocking calls such as fsync run
 //   on, off the cooperative pool) sits below everything that makes system calls.
+//   Reactor (the process's one readiness loop) sits below DBus, BlueZ's sockets and DaemonSupport.
 // Tests: one target per library, CLITests for the command line; TestSupport (under Tests/)
 // holds what they share.
 
@@ -64,6 +65,8 @@ let package = Package(
         ),
         // Extended attributes from the C library (no package needed).
         .systemLibrary(name: "CFileAttributes"),
+        // epoll and eventfd from the C library, for the reactor.
+        .systemLibrary(name: "CReactor"),
 
         // The Bluetooth vocabulary both Transfer and BlueZ speak: UUIDs, adapter power states.
         // Pure Swift, no dependencies; Transfer re-exports it.
@@ -75,15 +78,21 @@ let package = Package(
             name: "SystemCalls",
             dependencies: [systemPackage]
         ),
-        // libdbus-1 wrapper: event loop thread, async calls, signals, exported objects.
+        // The process's one readiness loop: a thread in epoll_wait over every descriptor the
+        // process waits on (D-Bus sockets, notification sockets, inotify), timers and jobs.
+        .target(
+            name: "Reactor",
+            dependencies: ["CReactor", "SystemCalls", systemPackage]
+        ),
+        // libdbus-1 wrapper: connections driven on the reactor, async calls, signals, exported objects.
         .target(
             name: "DBus",
-            dependencies: ["CDBus", "SystemCalls", systemPackage, logging]
+            dependencies: ["CDBus", "Reactor", "SystemCalls", systemPackage, logging]
         ),
         // Typed org.bluez client: adapters, devices, remote and local GATT, advertising.
         .target(
             name: "BlueZ",
-            dependencies: ["BluetoothModel", "DBus", "CBlueZ", "SystemCalls", systemPackage, logging]
+            dependencies: ["BluetoothModel", "DBus", "CBlueZ", "Reactor", "SystemCalls", systemPackage, logging]
         ),
         // Pure Swift, no I/O: UUIDs, wire formats, chunking, reassembly, state machine.
         .target(
@@ -100,7 +109,7 @@ let package = Package(
         // the sender's outbox.
         .target(
             name: "DaemonSupport",
-            dependencies: ["Transfer", "SystemCalls", systemPackage, logging]
+            dependencies: ["Transfer", "Reactor", "SystemCalls", systemPackage, logging]
         ),
         // The roles' pure decisions, no I/O and no clock: one machine per side (the sender's
         // `SubscriptionDelivery`, the receiver's `MessageAssembly`), what each side keeps
@@ -178,8 +187,9 @@ let package = Package(
         testTarget("TrustTests", ["Trust", "Transfer", propertyBased], exclude: ["noise-vectors.py"]),
         // keygen and id, run as the built executable.
         testTarget("TrustCLITests", ["bletransfer", "Daemon", "Trust"]),
+        .testTarget(name: "ReactorTests", dependencies: ["Reactor", "SystemCalls"]),
         testTarget("DBusTests", ["DBus", propertyBased]),
-        testTarget("BlueZTests", ["BluetoothModel", "BlueZ", "DBus"]),
+        testTarget("BlueZTests", ["BluetoothModel", "BlueZ", "DBus", "Reactor"]),
         .testTarget(name: "DaemonSupportTests", dependencies: ["DaemonSupport", "SystemCalls", systemPackage]),
         // The roles' pure machines on their own: no bus, no BlueZ.
         testTarget("MachinesTests", ["Machines", "Transfer", "Trust", propertyBased]),

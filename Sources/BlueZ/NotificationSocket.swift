@@ -1,7 +1,7 @@
-import Dispatch
 #if canImport(CBlueZ)
 import CBlueZ   // its <sys/socket.h> owns SOCK_NONBLOCK / SOCK_CLOEXEC in this target
 #endif
+import Reactor
 import SystemCalls
 import SystemPackage
 import Synchronization
@@ -52,15 +52,14 @@ public enum NotificationSocketError: Error, Sendable, Equatable, CustomStringCon
 /// the back-pressure a GATT server gets when the link cannot keep up, the analogue of
 /// CoreBluetooth's `updateValue` returning false); `receive` waits for the next packet.
 ///
-/// Waiting uses a one-shot `DispatchSource` per wait: on Linux libdispatch multiplexes every
-/// source over one epoll instance on its own manager thread, so a waiting socket costs no
-/// thread and no polling, and because each source is cancelled the moment it fires, a socket
-/// that stays writable cannot make a level-triggered source spin. A socket only pays for a
-/// source while it is actually blocked.
+/// Waiting is a one-shot readiness wait on the process's reactor (`Reactor.readable` /
+/// `writable`): a waiting socket costs no thread and no polling, and because each wait is
+/// removed the moment it fires, a socket that stays writable cannot make the level-triggered
+/// epoll spin. A socket is in the epoll set only while it is actually blocked.
 public final class NotificationSocket: @unchecked Sendable, CustomStringConvertible {
     // @unchecked Sendable: the only mutable state is `state`, guarded by its lock; the file
     // descriptor number is read under that lock and kept open (use count) while a system call
-    // or a dispatch source uses it, so a concurrent `close()` never closes it under them.
+    // or a reactor wait uses it, so a concurrent `close()` never closes it under them.
 
     /// How long the packets may be each way.
     public struct PacketLimits: Sendable, Equatable {
@@ -97,15 +96,13 @@ public final class NotificationSocket: @unchecked Sendable, CustomStringConverti
         var limits: PacketLimits
         var closeRequested = false
         var fdClosed = false
-        /// System calls in flight plus dispatch sources not yet cancelled.
+        /// System calls in flight plus reactor waits not yet ended.
         var users = 0
-        var waiters: [ObjectIdentifier: Waiter] = [:]
+        var waiters: [ObjectIdentifier: ReadinessWait] = [:]
     }
 
     private let state: Mutex<State>
     private var receiveBufferSize: Int { state.withLock { $0.limits.receive } }
-    /// Runs every socket's readiness handlers (internal so that tests can hold it up).
-    static let queue = DispatchQueue(label: "bletransfer.notification-socket")
 
     /// Takes ownership of `fd` (it is closed by `close()` or when this value is released) and
     /// makes it non-blocking.
@@ -389,7 +386,7 @@ public final class NotificationSocket: @unchecked Sendable, CustomStringConverti
 
     /// Closes the socket. Idempotent. Pending `send`/`receive` calls fail with `.closed`.
     public func close() {
-        let (waiters, closeNow): ([Waiter], Int32?) = state.withLock { state in
+        let (waiters, closeNow): ([ReadinessWait], Int32?) = state.withLock { state in
             guard !state.closeRequested else { return ([], nil) }
             state.closeRequested = true
             let waiters = Array(state.waiters.values)
@@ -401,7 +398,7 @@ public final class NotificationSocket: @unchecked Sendable, CustomStringConverti
             return (waiters, nil)
         }
         for waiter in waiters {
-            waiter.finish(throwing: NotificationSocketError.closed)
+            waiter.cancel(throwing: NotificationSocketError.closed)
         }
         if let fd = closeNow {
             closeDescriptor(fd)
@@ -446,44 +443,29 @@ public final class NotificationSocket: @unchecked Sendable, CustomStringConverti
     enum Readiness { case readable, writable }
 
     func waitUntil(_ readiness: Readiness) async throws {
-        let waiter = Waiter()
-        try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                let fd: Int32
-                do {
-                    fd = try acquireDescriptor()   // held by the source until its cancel handler runs
-                } catch {
-                    continuation.resume(throwing: error)
-                    return
-                }
-                let source: any DispatchSourceProtocol = switch readiness {
-                case .readable: DispatchSource.makeReadSource(fileDescriptor: fd, queue: Self.queue)
-                case .writable: DispatchSource.makeWriteSource(fileDescriptor: fd, queue: Self.queue)
-                }
-                source.setEventHandler { [weak waiter] in waiter?.finish() }
-                // Strong on purpose: the source holds a use of the descriptor until this runs. Were
-                // the socket already gone (a weak capture), that use would never be released and the
-                // descriptor never closed: the peer would wait for a hang-up that never comes. The
-                // source lives only until it is cancelled, which every wait's end does.
-                source.setCancelHandler { self.releaseDescriptor() }
-                let key = ObjectIdentifier(waiter)
-                let registered = state.withLock { state -> Bool in
-                    guard !state.closeRequested else { return false }
-                    state.waiters[key] = waiter
-                    return true
-                }
-                waiter.onFinish = { [weak self] in
-                    _ = self?.state.withLock { $0.waiters.removeValue(forKey: key) }
-                }
-                if waiter.install(continuation, source: source) {
-                    source.resume()
-                }
-                if !registered {
-                    waiter.finish(throwing: NotificationSocketError.closed)
-                }
-            }
-        } onCancel: {
-            waiter.finish(throwing: CancellationError())
+        let reactor: Reactor
+        do {
+            reactor = try Reactor.shared()
+        } catch {
+            throw NotificationSocketError.systemCall(error.call, error.errno)
+        }
+        // Held until the wait has ended, which is after its interest left the epoll set: a
+        // `close()` meanwhile ends the wait, and the descriptor is closed by the last release.
+        let fd = try acquireDescriptor()
+        defer { releaseDescriptor() }
+        let wait = ReadinessWait(reactor: reactor, fd: fd, events: readiness == .readable ? .readable : .writable)
+        let key = ObjectIdentifier(wait)
+        let registered = state.withLock { state -> Bool in
+            guard !state.closeRequested else { return false }
+            state.waiters[key] = wait
+            return true
+        }
+        defer { _ = state.withLock { $0.waiters.removeValue(forKey: key) } }
+        if !registered { wait.cancel(throwing: NotificationSocketError.closed) }
+        do {
+            _ = try await wait.value
+        } catch let error as SystemCallError {
+            throw NotificationSocketError.systemCall(error.call, error.errno)
         }
     }
 }
@@ -497,83 +479,6 @@ private func sendPacket(_ fd: Int32, _ pointer: UnsafeRawPointer?, _ count: Int)
     #else
     return Darwin.send(fd, pointer, count, 0)
     #endif
-}
-
-/// One pending wait: resumes its continuation exactly once, whoever comes first (the dispatch
-/// source firing, task cancellation, or `close()`), and cancels its source.
-private final class Waiter: @unchecked Sendable {
-    // @unchecked Sendable: all fields are guarded by `lock`.
-    private let lock = Mutex<Inner>(Inner())
-    var onFinish: (@Sendable () -> Void)? {
-        get { lock.withLock { $0.onFinish } }
-        set { lock.withLock { $0.onFinish = newValue } }
-    }
-
-    /// A dispatch source as a Sendable value, so that it can live in the mutex.
-    private struct SourceHandle: @unchecked Sendable {
-        // @unchecked Sendable: libdispatch sources are thread-safe (resume, cancel and their
-        // handlers may be used from any thread); the Swift overlay just does not declare it.
-        let source: any DispatchSourceProtocol
-    }
-
-    private struct Inner {
-        var continuation: CheckedContinuation<Void, any Error>?
-        var source: SourceHandle?
-        var finished = false
-        var pendingError: (any Error)?
-        var onFinish: (@Sendable () -> Void)?
-    }
-
-    /// Installs the continuation and source. Returns false (and cleans up) when the wait was
-    /// already finished, e.g. cancelled before it started.
-    func install(_ continuation: CheckedContinuation<Void, any Error>, source: any DispatchSourceProtocol) -> Bool {
-        let handle = SourceHandle(source: source)
-        let earlyError: (any Error)?? = lock.withLock { inner in
-            if inner.finished {
-                return .some(inner.pendingError)
-            }
-            inner.continuation = continuation
-            inner.source = handle
-            return .none
-        }
-        if let earlyError {
-            // The source was never resumed; resuming then cancelling it runs its cancel
-            // handler, which releases the descriptor use it holds.
-            source.resume()
-            source.cancel()
-            if let error = earlyError {
-                continuation.resume(throwing: error)
-            } else {
-                continuation.resume()
-            }
-            return false
-        }
-        return true
-    }
-
-    func finish(throwing error: (any Error)? = nil) {
-        let taken: (CheckedContinuation<Void, any Error>?, (any DispatchSourceProtocol)?, (@Sendable () -> Void)?)? =
-            lock.withLock { inner in
-                guard !inner.finished else { return nil }
-                inner.finished = true
-                inner.pendingError = error
-                let result = (inner.continuation, inner.source?.source, inner.onFinish)
-                inner.continuation = nil
-                inner.source = nil
-                inner.onFinish = nil
-                return result
-            }
-        guard let (continuation, source, onFinish) = taken else { return }
-        source?.cancel()
-        onFinish?()
-        if let continuation {
-            if let error {
-                continuation.resume(throwing: error)
-            } else {
-                continuation.resume()
-            }
-        }
-    }
 }
 
 private func closeDescriptor(_ fd: Int32) {

@@ -1,9 +1,6 @@
 #ifndef BLETRANSFER_CDBUS_SHIM_H
 #define BLETRANSFER_CDBUS_SHIM_H
 #include <dbus/dbus.h>
-#include <sys/eventfd.h>
-#include <poll.h>
-#include <unistd.h>
 #include <stdint.h>
 
 // libdbus defines its type codes as char-literal casts (DBUS_TYPE_*), which Swift does not
@@ -26,22 +23,5 @@ static const int CDBUS_TYPE_ARRAY = 'a';
 static const int CDBUS_TYPE_VARIANT = 'v';
 static const int CDBUS_TYPE_STRUCT = 'r';
 static const int CDBUS_TYPE_DICT_ENTRY = 'e';
-
-// The event loop's wake-up fd: non-blocking and closed on exec.
-static inline int cdbus_wakeup_fd_create(void) {
-    return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-}
-
-static inline void cdbus_wakeup_fd_signal(int fd) {
-    uint64_t one = 1;
-    ssize_t ignored = write(fd, &one, sizeof one);
-    (void)ignored;  // EAGAIN means the counter is already non-zero: the loop will wake anyway
-}
-
-static inline void cdbus_wakeup_fd_drain(int fd) {
-    uint64_t value;
-    ssize_t ignored = read(fd, &value, sizeof value);
-    (void)ignored;
-}
 
 #endif

@@ -7,7 +7,7 @@ import Glibc
 import Musl
 #endif
 
-/// A private connection to a message bus, served by its own event-loop thread.
+/// A private connection to a message bus, driven on the process's reactor thread.
 ///
 /// Every call is asynchronous and nothing waits on the caller's thread: method calls await
 /// their reply (with a timeout, and cancellation), inbound calls to exported objects are
@@ -93,7 +93,7 @@ public final class DBusConnection: Sendable {
     }
 
     /// Idempotent and immediate. Pending calls then fail with DBusError(disconnectedName),
-    /// signal streams finish, and the event-loop thread exits.
+    /// signal streams finish, and the connection leaves the reactor.
     public func close() {
         loop.requestStop()
     }

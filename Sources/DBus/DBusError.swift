@@ -50,16 +50,3 @@ public struct DBusError: Error, Sendable, Hashable, CustomStringConvertible {
     public var isUnknownObject: Bool { name == DBusError.unknownObjectName }
     public var isUnknownMethod: Bool { name == DBusError.unknownMethodName }
 }
-
-/// A failed system call, with the call's name and errno.
-public struct SystemCallError: Error, Sendable, CustomStringConvertible {
-    public var call: String
-    public var errno: Errno
-
-    public init(call: String, errno: Errno) {
-        self.call = call
-        self.errno = errno
-    }
-
-    public var description: String { "\(call) failed: \(errno)" }
-}

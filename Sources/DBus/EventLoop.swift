@@ -1,4 +1,5 @@
 import CDBus
+import Reactor
 import Synchronization
 import SystemCalls
 
@@ -8,34 +9,42 @@ import Glibc
 import Musl
 #endif
 
-/// The one thread that owns a libdbus connection and does all of its I/O.
+/// The driver of one libdbus connection on the process's reactor, which does all of its I/O.
 ///
-/// libdbus is driven through its watch and timeout functions: the thread `poll`s the watch fds,
-/// the nearest timeout and an eventfd. Other threads never touch the connection: they enqueue
-/// jobs (closures run on this thread) and wake it through the eventfd. Nothing here blocks
-/// except `poll` itself, so inbound calls are served while our own calls await their replies.
+/// libdbus is driven through its watch and timeout functions: its watches are reactor
+/// interests, its timeouts reactor timers, and every turn of the reactor this loop's hook
+/// dispatches what was read (`dbus_connection_dispatch` until it reports complete). So every
+/// libdbus call on the connection happens on the reactor thread, and libdbus runs its callbacks
+/// there too. Other threads never touch the connection: they enqueue jobs (closures run on that
+/// thread). Nothing here blocks (not even Hello or a flush): inbound calls are served while our
+/// own calls await their replies, and one connection waiting for its bus holds up no other
+/// connection of the process.
 ///
 /// `@unchecked Sendable`: the fields marked "loop thread only" are read and written only on the
-/// loop thread (inside jobs and libdbus callbacks, which libdbus runs on the thread that
-/// dispatches, i.e. this one); the job queue, the only state other threads reach, is a Mutex.
+/// reactor thread, called the loop thread here (inside jobs, the hook and libdbus callbacks,
+/// which libdbus runs on the thread that dispatches or handles a watch, i.e. that one); the job
+/// queue, the only state other threads reach, is a Mutex.
 final class EventLoop: @unchecked Sendable {
     typealias Job = @Sendable (EventLoop) -> Void
 
     private struct Queue {
         var jobs: [Job] = []
-        var wakeupPending = false
+        var drainScheduled = false
         var accepting = true
     }
 
     private let queue = Mutex(Queue())
-    private let wakeupFD: Int32
+    let reactor: Reactor
 
     // Loop thread only.
     private(set) var connection: OpaquePointer?
-    private var watches: [OpaquePointer] = []
-    private var timeouts: [(timeout: OpaquePointer, deadline: ContinuousClock.Instant?)] = []
+    private var watches: [(watch: OpaquePointer, interest: Reactor.Registration, events: ReadinessEvents)] = []
+    private var timeouts: [(timeout: OpaquePointer, timer: Reactor.Registration?)] = []
+    private var hook: Reactor.Registration?
     private var activeCalls: [ObjectIdentifier: PendingCall] = [:]
     private var pendingCallsToRelease: [OpaquePointer] = []
+    /// Callers of `sendAndFlush` whose message is still in libdbus's outgoing queue.
+    private var flushWaiters: [@Sendable (Bool) -> Void] = []
     private var stopRequested = false
     /// Called for every message libdbus does not route to a pending call (method calls to us,
     /// signals). Returns true when the message was handled (a reply is or will be sent).
@@ -45,9 +54,7 @@ final class EventLoop: @unchecked Sendable {
 
     init() throws {
         _ = EventLoop.threadsInitialized
-        let fd = cdbus_wakeup_fd_create()
-        guard fd >= 0 else { throw SystemCallError(call: "eventfd", errno: .init(rawValue: errno)) }
-        wakeupFD = fd
+        reactor = try Reactor.shared()
     }
 
     /// libdbus must be told once, before any other call, that it is used from several threads.
@@ -55,42 +62,72 @@ final class EventLoop: @unchecked Sendable {
 
     // MARK: Starting and stopping
 
-    /// Starts the thread, which opens a private connection to `address` and registers it with
-    /// the bus (Hello). Returns the unique name.
+    /// Opens a private connection to `address` on the reactor thread and registers it with the
+    /// bus (Hello, sent and answered like any other call, so the reactor serves everything else
+    /// meanwhile). Returns the unique name.
     func start(address: String) async throws -> String {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<String, any Error>) in
-            let startup = Startup(loop: self, address: address, continuation: continuation)
-            var thread = pthread_t()
-            let box = Unmanaged.passRetained(startup).toOpaque()
-            let result = pthread_create(&thread, nil, { argument in
-                let startup = Unmanaged<Startup>.fromOpaque(argument!).takeRetainedValue()
-                startup.loop.threadMain(startup)
-                return nil
-            }, box)
-            if result != 0 {
-                Unmanaged<Startup>.fromOpaque(box).release()
-                continuation.resume(throwing: SystemCallError(call: "pthread_create", errno: .init(rawValue: result)))
-            } else {
-                pthread_detach(thread)
+        let helloMessage = try Message.methodCall(
+            destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
+            method: "Hello")
+        let reply: Message
+        do {
+            reply = try await openAndSayHello(PendingCall(loop: self), message: helloMessage, address: address)
+        } catch let error as DBusError where error.isDisconnected {
+            // Authentication refused or the bus hung up before answering Hello.
+            throw DBusError.disconnected("the bus at \(address) closed the connection before accepting it")
+        }
+        guard reply.type != MessageType.error, let uniqueName = try? reply.arguments().first?.string else {
+            requestStop()
+            if reply.type == MessageType.error { throw reply.asError() }
+            throw DBusError(name: DBusError.failedName, message: "the bus did not accept the connection")
+        }
+        // Before any job a caller can queue once this returns.
+        enqueue { loop in
+            if let connection = loop.connection { _ = dbus_bus_set_unique_name(connection, uniqueName) }
+        }
+        return uniqueName
+    }
+
+    /// Opens the connection on the reactor thread and sends Hello; the reply.
+    private func openAndSayHello(_ call: PendingCall, message hello: Message, address: String) async throws -> Message {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Message, any Error>) in
+            call.install(continuation)
+            let queued = enqueue { loop in
+                do {
+                    try loop.open(address: address)
+                } catch {
+                    loop.queue.withLock { $0.accepting = false }
+                    call.finish(.failure(error))
+                    return
+                }
+                loop.startCall(hello, timeoutMilliseconds: -1, call: call)
             }
+            if !queued { call.finish(.failure(DBusError.disconnected())) }
         }
     }
 
-    private final class Startup: @unchecked Sendable {
-        // Handed from the starting thread to the loop thread once; never shared after.
-        let loop: EventLoop
-        let address: String
-        let continuation: CheckedContinuation<String, any Error>
-        init(loop: EventLoop, address: String, continuation: CheckedContinuation<String, any Error>) {
-            self.loop = loop
-            self.address = address
-            self.continuation = continuation
+    private func open(address: String) throws {
+        var error = CDBus.DBusError()
+        dbus_error_init(&error)
+        // For a unix socket (what the system bus is) this connects at once; authentication
+        // and Hello then run as the reactor handles the socket.
+        guard let connection = dbus_connection_open_private(address, &error) else {
+            throw DBusError(taking: &error, fallback: "could not connect to \(address)")
         }
+        dbus_connection_set_exit_on_disconnect(connection, 0)
+        self.connection = connection
+        // The hook, watches and timers hold the loop strongly until `shutDown` removes them:
+        // they keep it alive while the connection is open, whoever else lets go of it.
+        hook = reactor.addHook { [self] in turn() }
+        installCallbacks(on: connection)
     }
 
-    /// Asks the loop to close the connection and exit. Idempotent; returns at once.
+    /// Asks the loop to close the connection and leave the reactor. Idempotent; returns at once.
     func requestStop() {
-        let accepted = enqueue { loop in loop.stopRequested = true }
+        let accepted = enqueue { loop in
+            loop.stopRequested = true
+            loop.reactor.wakeUp()
+        }
         _ = accepted  // false: already stopping or stopped
     }
 
@@ -100,14 +137,16 @@ final class EventLoop: @unchecked Sendable {
     /// closed or lost): the job will never run.
     @discardableResult
     func enqueue(_ job: @escaping Job) -> Bool {
-        let mustWake = queue.withLock { queue -> Bool? in
+        let mustSchedule = queue.withLock { queue -> Bool? in
             guard queue.accepting else { return nil }
             queue.jobs.append(job)
-            defer { queue.wakeupPending = true }
-            return !queue.wakeupPending
+            defer { queue.drainScheduled = true }
+            return !queue.drainScheduled
         }
-        guard let mustWake else { return false }
-        if mustWake { cdbus_wakeup_fd_signal(wakeupFD) }
+        guard let mustSchedule else { return false }
+        // One reactor job runs everything queued here by then, in order; the loop (not the
+        // reactor) owns the queue so that a stop can still run what was accepted before it.
+        if mustSchedule { reactor.enqueue { [self] in runQueuedJobs() } }
         return true
     }
 
@@ -120,8 +159,9 @@ final class EventLoop: @unchecked Sendable {
         }
     }
 
-    /// Sends `message` and writes everything queued so far to the bus socket, then calls
-    /// `done` on the loop thread (at once, with false, when the connection is gone).
+    /// Sends `message` and calls `done` on the loop thread once everything queued so far has
+    /// been written to the bus socket (true), or with false when the connection is gone first.
+    /// The write happens as the reactor finds the socket writable: nothing blocks for it.
     func sendAndFlush(_ message: Message, done: @escaping @Sendable (Bool) -> Void) {
         let queued = enqueue { loop in
             guard let connection = loop.connection else {
@@ -129,61 +169,50 @@ final class EventLoop: @unchecked Sendable {
                 return
             }
             _ = dbus_connection_send(connection, message.pointer, nil)
-            // A local socket: this writes at once unless the bus is not reading, which a
-            // message of a few hundred bytes does not wait for in practice.
-            dbus_connection_flush(connection)
-            done(true)
+            loop.flushWaiters.append(done)
+            loop.reactor.wakeUp()  // the hook reports it written, or sees the write watch enabled
         }
         if !queued { done(false) }
     }
 
     private func runQueuedJobs() {
         let jobs = queue.withLock { queue -> [Job] in
-            queue.wakeupPending = false
+            queue.drainScheduled = false
             defer { queue.jobs.removeAll(keepingCapacity: true) }
             return queue.jobs
         }
         for job in jobs { job(self) }
     }
 
-    // MARK: The thread
+    // MARK: Each turn of the reactor
 
-    private func threadMain(_ startup: Startup) {
-        var error = CDBus.DBusError()
-        dbus_error_init(&error)
-        guard let connection = dbus_connection_open_private(startup.address, &error) else {
-            let failure = DBusError(taking: &error, fallback: "could not connect to \(startup.address)")
-            finishThread()
-            startup.continuation.resume(throwing: failure)
+    /// Run by the reactor after its jobs and before it waits: dispatch what was read, answer
+    /// flushes, and shut down when asked to or when the connection was lost.
+    private func turn() {
+        dispatchAll()
+        guard let connection else { return }
+        if stopRequested || dbus_connection_get_is_connected(connection) == 0 {
+            shutDown()
             return
         }
-        dbus_connection_set_exit_on_disconnect(connection, 0)
-        // Hello is a blocking round-trip, done here on the loop's own thread before the loop
-        // serves anything, so no caller and no inbound call is kept waiting by it.
-        guard dbus_bus_register(connection, &error) != 0 else {
-            let failure = DBusError(taking: &error, fallback: "the bus did not accept the connection")
-            dbus_connection_close(connection)
-            dbus_connection_unref(connection)
-            finishThread()
-            startup.continuation.resume(throwing: failure)
-            return
+        if !flushWaiters.isEmpty && dbus_connection_has_messages_to_send(connection) == 0 {
+            let waiters = flushWaiters
+            flushWaiters.removeAll()
+            for done in waiters { done(true) }
         }
-        self.connection = connection
-        let uniqueName = String(cString: dbus_bus_get_unique_name(connection))
-        installCallbacks(on: connection)
-        startup.continuation.resume(returning: uniqueName)
-        run()
+        refreshWatches()
     }
 
     private func installCallbacks(on connection: OpaquePointer) {
         let me = Unmanaged.passUnretained(self).toOpaque()
-        // The loop outlives the connection (it unrefs the connection before it exits), so the
-        // callbacks get an unretained pointer to it.
+        // The loop outlives the connection (it unrefs the connection before it leaves the
+        // reactor, and the reactor's hook holds it until then), so the callbacks get an
+        // unretained pointer to it.
         dbus_connection_set_watch_functions(
             connection,
             { watch, data in EventLoop.from(data).addWatch(watch!) },
             { watch, data in EventLoop.from(data).removeWatch(watch!) },
-            { _, _ in /* enabled flags are re-read before every poll */ },
+            { watch, data in EventLoop.from(data).toggleWatch(watch!) },
             me, nil)
         dbus_connection_set_timeout_functions(
             connection,
@@ -192,7 +221,7 @@ final class EventLoop: @unchecked Sendable {
             { timeout, data in EventLoop.from(data).toggleTimeout(timeout!) },
             me, nil)
         dbus_connection_set_wakeup_main_function(
-            connection, { data in EventLoop.from(data).wakeUp() }, me, nil)
+            connection, { data in EventLoop.from(data).reactor.wakeUp() }, me, nil)
         dbus_connection_add_filter(
             connection,
             { _, message, data in
@@ -202,55 +231,6 @@ final class EventLoop: @unchecked Sendable {
 
     private static func from(_ data: UnsafeMutableRawPointer?) -> EventLoop {
         Unmanaged<EventLoop>.fromOpaque(data!).takeUnretainedValue()
-    }
-
-    private func wakeUp() {
-        cdbus_wakeup_fd_signal(wakeupFD)
-    }
-
-    private func run() {
-        var pollFDs: [pollfd] = []
-        var polledWatches: [OpaquePointer?] = []
-        while true {
-            runQueuedJobs()
-            dispatchAll()
-            if stopRequested || connection.map({ dbus_connection_get_is_connected($0) == 0 }) ?? true {
-                break
-            }
-
-            pollFDs.removeAll(keepingCapacity: true)
-            polledWatches.removeAll(keepingCapacity: true)
-            pollFDs.append(pollfd(fd: wakeupFD, events: Int16(POLLIN), revents: 0))
-            polledWatches.append(nil)
-            for watch in watches where dbus_watch_get_enabled(watch) != 0 {
-                let flags = dbus_watch_get_flags(watch)
-                var events: Int16 = 0
-                if flags & 1 != 0 { events |= Int16(POLLIN) }  // DBUS_WATCH_READABLE
-                if flags & 2 != 0 { events |= Int16(POLLOUT) }  // DBUS_WATCH_WRITABLE
-                pollFDs.append(pollfd(fd: dbus_watch_get_unix_fd(watch), events: events, revents: 0))
-                polledWatches.append(watch)
-            }
-
-            let timeout = pollTimeoutMilliseconds()
-            let result = retryingInterrupts { Int(poll(&pollFDs, nfds_t(pollFDs.count), timeout)) }
-            // A failure cannot happen with valid arguments; leave rather than spin.
-            guard case .completed = result else { break }
-            if pollFDs[0].revents != 0 { cdbus_wakeup_fd_drain(wakeupFD) }
-            for index in 1..<pollFDs.count where pollFDs[index].revents != 0 {
-                guard let watch = polledWatches[index],
-                    watches.contains(where: { $0 == watch })  // an earlier handle may have removed it
-                else { continue }
-                let revents = Int32(pollFDs[index].revents)
-                var flags: UInt32 = 0
-                if revents & Int32(POLLIN) != 0 { flags |= 1 }
-                if revents & Int32(POLLOUT) != 0 { flags |= 2 }
-                if revents & Int32(POLLERR) != 0 { flags |= 4 }  // DBUS_WATCH_ERROR
-                if revents & Int32(POLLHUP) != 0 { flags |= 8 }  // DBUS_WATCH_HANGUP
-                _ = dbus_watch_handle(watch, flags)
-            }
-            fireExpiredTimeouts()
-        }
-        shutDown()
     }
 
     private func dispatchAll() {
@@ -275,6 +255,9 @@ final class EventLoop: @unchecked Sendable {
             }
             activeCalls.removeAll()
             releaseFinishedPendingCalls()
+            let waiters = flushWaiters
+            flushWaiters.removeAll()
+            for done in waiters { done(false) }
             disconnectHandler?()
             disconnectHandler = nil
             messageHandler = nil
@@ -282,67 +265,105 @@ final class EventLoop: @unchecked Sendable {
             dbus_connection_unref(connection)
             self.connection = nil
         }
-        finishThread()
-    }
-
-    private func finishThread() {
-        queue.withLock { $0.accepting = false }
+        // libdbus removed its watches and timeouts as it closed and freed the connection;
+        // anything left is taken off the reactor here.
+        for entry in watches { reactor.removeInterest(entry.interest) }
+        watches.removeAll()
+        for entry in timeouts { if let timer = entry.timer { reactor.removeTimer(timer) } }
+        timeouts.removeAll()
+        if let hook { reactor.removeHook(hook) }
+        hook = nil
         // Jobs that raced with the stop see `connection == nil` and fail their callers.
         runQueuedJobs()
-        #if canImport(Glibc)
-        Glibc.close(wakeupFD)
-        #elseif canImport(Musl)
-        Musl.close(wakeupFD)
-        #endif
     }
 
     // MARK: Watches and timeouts (libdbus callbacks, loop thread)
 
+    private static func events(of watch: OpaquePointer) -> ReadinessEvents {
+        guard dbus_watch_get_enabled(watch) != 0 else { return [] }
+        let flags = dbus_watch_get_flags(watch)
+        var events: ReadinessEvents = []
+        if flags & 1 != 0 { events.insert(.readable) }  // DBUS_WATCH_READABLE
+        if flags & 2 != 0 { events.insert(.writable) }  // DBUS_WATCH_WRITABLE
+        return events
+    }
+
     private func addWatch(_ watch: OpaquePointer) -> dbus_bool_t {
-        watches.append(watch)
+        let events = Self.events(of: watch)
+        let interest: Reactor.Registration
+        do {
+            interest = try reactor.addInterest(fd: dbus_watch_get_unix_fd(watch), events: events) {
+                [self] ready in handle(watch, ready)
+            }
+        } catch {
+            return 0  // libdbus treats the watch as not added
+        }
+        watches.append((watch, interest, events))
         return 1
     }
 
+    private func handle(_ watch: OpaquePointer, _ ready: ReadinessEvents) {
+        var flags: UInt32 = 0
+        if ready.contains(.readable) { flags |= 1 }
+        if ready.contains(.writable) { flags |= 2 }
+        if ready.contains(.error) { flags |= 4 }  // DBUS_WATCH_ERROR
+        if ready.contains(.hangUp) { flags |= 8 }  // DBUS_WATCH_HANGUP
+        _ = dbus_watch_handle(watch, flags)
+    }
+
     private func removeWatch(_ watch: OpaquePointer) {
-        watches.removeAll { $0 == watch }
+        guard let index = watches.firstIndex(where: { $0.watch == watch }) else { return }
+        reactor.removeInterest(watches[index].interest)
+        watches.remove(at: index)
+    }
+
+    private func toggleWatch(_ watch: OpaquePointer) {
+        guard let index = watches.firstIndex(where: { $0.watch == watch }) else { return }
+        let events = Self.events(of: watch)
+        guard events != watches[index].events else { return }
+        watches[index].events = events
+        reactor.setEvents(events, of: watches[index].interest)
+    }
+
+    /// The watches' enabled flags are re-read before every wait, whether or not libdbus said
+    /// it toggled them.
+    private func refreshWatches() {
+        for entry in watches { toggleWatch(entry.watch) }
     }
 
     private func addTimeout(_ timeout: OpaquePointer) -> dbus_bool_t {
-        timeouts.append((timeout, deadline(for: timeout)))
+        timeouts.append((timeout, nil))
+        armTimeout(timeout)
         return 1
     }
 
     private func removeTimeout(_ timeout: OpaquePointer) {
-        timeouts.removeAll { $0.timeout == timeout }
+        guard let index = timeouts.firstIndex(where: { $0.timeout == timeout }) else { return }
+        if let timer = timeouts[index].timer { reactor.removeTimer(timer) }
+        timeouts.remove(at: index)
     }
 
     private func toggleTimeout(_ timeout: OpaquePointer) {
-        if let index = timeouts.firstIndex(where: { $0.timeout == timeout }) {
-            timeouts[index].deadline = deadline(for: timeout)
-        }
+        armTimeout(timeout)
     }
 
-    private func deadline(for timeout: OpaquePointer) -> ContinuousClock.Instant? {
-        guard dbus_timeout_get_enabled(timeout) != 0 else { return nil }
-        return .now + .milliseconds(dbus_timeout_get_interval(timeout))
+    /// (Re)starts the timeout's timer for its full interval, or stops it when disabled.
+    private func armTimeout(_ timeout: OpaquePointer) {
+        guard let index = timeouts.firstIndex(where: { $0.timeout == timeout }) else { return }
+        if let timer = timeouts[index].timer { reactor.removeTimer(timer) }
+        timeouts[index].timer = nil
+        guard dbus_timeout_get_enabled(timeout) != 0 else { return }
+        let deadline = ContinuousClock.now + .milliseconds(dbus_timeout_get_interval(timeout))
+        timeouts[index].timer = reactor.addTimer(at: deadline) { [self] in fire(timeout) }
     }
 
-    private func pollTimeoutMilliseconds() -> Int32 {
-        guard let nearest = timeouts.compactMap(\.deadline).min() else { return -1 }
-        let remaining = ContinuousClock.now.duration(to: nearest)
-        if remaining <= .zero { return 0 }
-        return Int32(clamping: remaining.millisecondsRoundedUp)
-    }
-
-    private func fireExpiredTimeouts() {
-        let now = ContinuousClock.now
-        let expired = timeouts.filter { entry in entry.deadline.map { $0 <= now } ?? false }.map(\.timeout)
-        for timeout in expired {
-            // Handling a timeout may remove it (or others): re-check membership each time.
-            guard let index = timeouts.firstIndex(where: { $0.timeout == timeout }) else { continue }
-            timeouts[index].deadline = deadline(for: timeout)
-            _ = dbus_timeout_handle(timeout)
-        }
+    private func fire(_ timeout: OpaquePointer) {
+        // libdbus timeouts repeat until removed or disabled: re-arm before handling, since
+        // handling may remove it (or others).
+        guard let index = timeouts.firstIndex(where: { $0.timeout == timeout }) else { return }
+        timeouts[index].timer = nil
+        armTimeout(timeout)
+        _ = dbus_timeout_handle(timeout)
     }
 
     // MARK: Messages (loop thread)

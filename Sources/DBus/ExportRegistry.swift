@@ -3,7 +3,7 @@ import Synchronization
 
 /// The objects we export and the code that answers method calls addressed to them.
 ///
-/// Method calls are received on the event-loop thread; each one is answered by a task, so a
+/// Method calls are received on the reactor thread; each one is answered by a task, so a
 /// handler may await anything (including our own outgoing calls) while the loop goes on
 /// serving. Standard interfaces (Introspectable, Peer, Properties, ObjectManager) are served
 /// here from the descriptions given to `export`.
@@ -349,7 +349,7 @@ final class ExportRegistry: Sendable {
         to message: Message, out: Signature, _ work: @escaping @Sendable () async throws -> [DBusValue]
     ) {
         let loop = self.loop
-        // Unstructured: the event-loop thread must return at once (bluetoothd may call us while our own call waits for its reply).
+        // Unstructured: the reactor thread must return at once (bluetoothd may call us while our own call waits for its reply).
         Task {
             let reply: Message
             do {

@@ -4,7 +4,7 @@ import Synchronization
 /// the reply (or libdbus's timeout error), the caller's cancellation, or the connection closing.
 ///
 /// `@unchecked Sendable`: `state` is a Mutex; `pendingCall` and `loop` are touched only on the
-/// event-loop thread.
+/// reactor thread (the event loop's jobs and callbacks).
 final class PendingCall: @unchecked Sendable {
     private enum State {
         case created

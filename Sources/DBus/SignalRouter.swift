@@ -19,7 +19,7 @@ final class SignalSubscription: Sendable {
 /// match rules in step with the subscriptions (one AddMatch per subscription, one RemoveMatch
 /// when it ends; the bus counts identical rules).
 ///
-/// `@unchecked Sendable`: every member is used only on the event-loop thread (through jobs and
+/// `@unchecked Sendable`: every member is used only on the reactor thread (through jobs and
 /// the loop's message handler).
 final class SignalRouter: @unchecked Sendable {
     private var subscriptions: [UInt64: SignalSubscription] = [:]

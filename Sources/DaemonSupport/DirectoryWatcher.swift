@@ -1,16 +1,17 @@
 #if canImport(Glibc)
 import Glibc
-import Dispatch
+import Reactor
 import SystemPackage
 
 /// Watches one directory through inotify and signals a `ChangeSignal` whenever a file in it
 /// is created, finished writing, moved in, or changes attributes, or the directory itself
 /// goes. Files leaving (moved out, removed) are not reported: a departure never makes a file
 /// ready to send, and the outbox's own moves to `sent/` must not make it list the directory
-/// again. The descriptor is read by a dispatch source, so nothing polls and no thread blocks.
+/// again. The descriptor is a lasting interest on the process's reactor, read on its thread
+/// when ready, so nothing polls and no thread blocks.
 final class DirectoryWatcher: Sendable {
-    // Dispatch sources are thread-safe objects; the reference is only used to cancel it.
-    private nonisolated(unsafe) let source: any DispatchSourceRead
+    private let interest: PersistentInterest
+    private let fd: Int32
 
     /// Starts watching; nil when inotify is not available (no kernel support, or the
     /// per-user instance or watch limit is reached), in which case callers rescan on a timer.
@@ -20,13 +21,13 @@ final class DirectoryWatcher: Sendable {
         guard fd >= 0 else { return nil }
         let mask = UInt32(IN_CREATE | IN_CLOSE_WRITE | IN_MOVED_TO | IN_ATTRIB
             | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR)
-        guard inotify_add_watch(fd, directory, mask) >= 0 else {
+        guard inotify_add_watch(fd, directory, mask) >= 0, let reactor = try? Reactor.shared() else {
             close(fd)
             return nil
         }
-        let source = DispatchSource.makeReadSource(
-            fileDescriptor: fd, queue: DispatchQueue(label: "bletransfer.outbox.inotify"))
-        source.setEventHandler {
+        // Should epoll refuse the descriptor, the handler hears `.error` once: the drain finds
+        // nothing and the reader rescans once; later changes then go unheard.
+        interest = reactor.watch(fd: fd, events: .readable) { _ in
             // Drain the queue (an overflow also lands here) and let the reader rescan; names
             // moved in or closed after writing are complete and need not settle.
             var buffer = [UInt8](repeating: 0, count: 4096)
@@ -37,12 +38,12 @@ final class DirectoryWatcher: Sendable {
             }
             signal.signal()
         }
-        source.setCancelHandler { close(fd) }
-        source.resume()
-        self.source = source
+        self.fd = fd
     }
 
-    deinit { source.cancel() }
+    // Closed on the reactor thread once the interest is gone: epoll never holds a closed
+    // descriptor, and no drain reads a number that may since name another file.
+    deinit { interest.cancel { [fd] in close(fd) } }
 
     /// The names of `IN_MOVED_TO` and `IN_CLOSE_WRITE` events in `events` (struct
     /// inotify_event: wd, mask, cookie, len, then `len` bytes of NUL-padded name).

@@ -33,3 +33,16 @@ public func retryingInterrupts(_ call: () -> Int) -> SystemCallResult {
         }
     }
 }
+
+/// A failed system call, with the call's name and errno.
+public struct SystemCallError: Error, Sendable, CustomStringConvertible {
+    public var call: String
+    public var errno: Errno
+
+    public init(call: String, errno: Errno) {
+        self.call = call
+        self.errno = errno
+    }
+
+    public var description: String { "\(call) failed: \(errno)" }
+}

@@ -1,6 +1,6 @@
 import TestSupport
-import Dispatch
 @testable import BlueZ
+import Reactor
 import Testing
 
 #if canImport(Glibc)
@@ -209,9 +209,10 @@ struct NotificationSocketTests {
 
     @Test("a socket closed and dropped before its wait's clean-up ran still closes its descriptor: the peer sees the end")
     func closedBeforeItsWaitCleanedUpHangsUpThePeer() async throws {
-        // A wait's dispatch source gives back its use of the descriptor in a cancel handler that
-        // runs later, on the sockets' queue. Hold that queue up while the socket is closed and
-        // dropped, as a busy host may: the descriptor must still be closed when the handler runs.
+        // A wait gives back its use of the descriptor once the reactor has taken its interest
+        // off the epoll set, which runs later, on the reactor thread. Cancel the wait from a
+        // reactor job, so that its removal is queued behind work the reactor is still doing, as
+        // on a busy host: the descriptor must still be closed when the reactor gets to it.
         let peer: NotificationSocket
         let parked: Task<Void, Never>
         do {
@@ -224,16 +225,14 @@ struct NotificationSocketTests {
             while local.parkedWaitCount == 0 { await Task.yield() }
         }
         defer { peer.close() }
-        let gate = DispatchSemaphore(value: 0)
-        await withCheckedContinuation { (held: CheckedContinuation<Void, Never>) in
-            NotificationSocket.queue.async {
-                held.resume()
-                gate.wait()
+        let reactor = try Reactor.shared()
+        await withCheckedContinuation { (cancelled: CheckedContinuation<Void, Never>) in
+            reactor.enqueue {
+                parked.cancel()   // the wait's removal is queued behind this job
+                cancelled.resume()
             }
         }
-        parked.cancel()          // the wait ends; its source's cancel handler is queued behind the gate
         await parked.value       // the socket is closed and its last reference gone
-        gate.signal()
         let ended = await value(of: Task { try await peer.receive() == nil }, within: .seconds(10))
         #expect(ended == true, "the peer saw no end of stream: the descriptor was never closed")
     }

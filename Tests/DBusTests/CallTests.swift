@@ -1,4 +1,7 @@
 import DBus
+#if canImport(Glibc)
+import Glibc
+#endif
 import PropertyBased
 import Synchronization
 import Testing
@@ -213,5 +216,58 @@ import Testing
         }
         #expect(error?.name.hasPrefix("org.freedesktop.DBus.Error.") == true)
         await #expect(throws: DBusError.self) { try await DBusConnection.connect(address: "garbage") }
+    }
+
+    @Test func aBusThatNeverAnswersHoldsUpNoOtherConnection() async throws {
+        // All connections of the process share the reactor: one whose bus never authenticates
+        // it (a socket nobody accepts on) waits without blocking the others, and fails as
+        // disconnected once that socket goes.
+        let fixture = try await BusFixture.start(exporting: { try $0.export([Self.echo], at: "/echo") })
+        defer { fixture.stop() }
+        let silent = try SilentSocket()
+        let connecting = Task { try await DBusConnection.connect(address: "unix:path=\(silent.path)") }
+        for round in 0..<20 {
+            let reply = try await fixture.call("/echo", "org.example.Echo", "Echo", [.variant(.uint32(UInt32(round)))])
+            #expect(reply == [.variant(.uint32(UInt32(round)))])
+        }
+        silent.close()
+        let error = await #expect(throws: DBusError.self) { try await connecting.value }
+        #expect(error?.isDisconnected == true)
+    }
+}
+
+private struct SocketFailure: Error {
+    let call: String
+    let errno: Int32
+}
+
+/// A listening unix socket that never accepts: a connection to it completes in the kernel's
+/// backlog and then hears nothing until the socket is closed.
+private final class SilentSocket: Sendable {
+    let path: String
+    private let fd: Int32
+
+    init() throws {
+        path = "/tmp/bletransfer-silent-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw SocketFailure(call: "socket", errno: errno) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (index, byte) in path.utf8.enumerated() { raw[index] = byte }
+        }
+        let bound = withUnsafePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard bound == 0, listen(fd, 4) == 0 else {
+            let error = SocketFailure(call: "bind/listen", errno: errno)
+            Glibc.close(fd)
+            throw error
+        }
+    }
+
+    func close() {
+        Glibc.close(fd)
+        unlink(path)
     }
 }
