@@ -109,7 +109,7 @@ let package = Package(
         // the sender's outbox.
         .target(
             name: "DaemonSupport",
-            dependencies: ["Transfer", "Reactor", "SystemCalls", systemPackage, logging]
+            dependencies: ["Transfer", "Reactor", "SystemCalls", serviceLifecycle, systemPackage, logging]
         ),
         // The roles' pure decisions, no I/O and no clock: one machine per side (the sender's
         // `SubscriptionDelivery`, the receiver's `MessageAssembly`), what each side keeps

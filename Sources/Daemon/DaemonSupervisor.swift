@@ -5,7 +5,7 @@ import ServiceLifecycle
 import Synchronization
 
 /// Keeps one role running until the daemon is told to stop: the graceful shutdown of its
-/// service group, which the role sees itself (`RoleStop`) and ends by letting go of
+/// service group, which the role sees itself (`GracefulStop`) and ends by letting go of
 /// everything, or, failing that, cancellation.
 ///
 /// The engines ride out what happens while they run — adapter powered off and on, removed and

@@ -61,6 +61,7 @@ actor OutboxMessageSource: MessageSource {
 
     /// How often the outbox is listed for new peer folders while the daemon waits for a file.
     static let folderRescan: Duration = .seconds(5)
+    private let listingReuseLimit: Duration
 
     private struct Served: Sendable {
         let outbox: Outbox
@@ -70,21 +71,24 @@ actor OutboxMessageSource: MessageSource {
 
     /// - Parameter retryDelay: the pause before reading an outbox again that could not be
     ///   listed (removed, permissions changed).
-    init(outbox: Outbox, retryDelay: Duration = .seconds(5),
+    /// - Parameter listingReuseLimit: how long a listing of the peer folders is reused while the
+    ///   watcher reports nothing new (`folderRescan`; tests on a loaded machine lengthen it).
+    init(outbox: Outbox, retryDelay: Duration = .seconds(5), listingReuseLimit: Duration = folderRescan,
          report: @escaping @Sendable (OutboxSourceEvent) -> Void = { _ in }) {
         self.outbox = outbox
         self.retryDelay = retryDelay
+        self.listingReuseLimit = listingReuseLimit
         self.report = report
     }
 
     /// Opens (creating when missing) the outbox at `directory`; files over `maximumFileSize`
     /// or empty go to `failed/`.
     init(directory: FilePath, maximumFileSize: Int, settleTime: Duration = Outbox.defaultSettleTime,
-         retryDelay: Duration = .seconds(5),
+         retryDelay: Duration = .seconds(5), listingReuseLimit: Duration = folderRescan,
          report: @escaping @Sendable (OutboxSourceEvent) -> Void = { _ in }) throws(OutboxError) {
         let outbox = try Outbox(directory: directory, maxFileSize: maximumFileSize, settleTime: settleTime,
                                 report: { report(.notice($0)) })
-        self.init(outbox: outbox, retryDelay: retryDelay, report: report)
+        self.init(outbox: outbox, retryDelay: retryDelay, listingReuseLimit: listingReuseLimit, report: report)
     }
 
     /// The name of the file being offered now, if any.
@@ -239,7 +243,7 @@ actor OutboxMessageSource: MessageSource {
     private func refreshFolders() {
         let generation = outbox.changeGeneration
         if outbox.watchesChanges, let last = foldersListed, last.generation == generation,
-           ContinuousClock.now - last.at < Self.folderRescan {
+           ContinuousClock.now - last.at < listingReuseLimit {
             return
         }
         foldersListed = (generation, .now)

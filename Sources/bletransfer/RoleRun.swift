@@ -84,7 +84,7 @@ enum RoleRun {
     /// How the graceful shutdown reaches the role.
     enum Stopping: Sendable {
         /// The role watches the graceful shutdown itself (`Peripheral` and `Central` do, through
-        /// `RoleStop`) and returns once it has let go of everything; it bounds that itself.
+        /// `GracefulStop`) and returns once it has let go of everything; it bounds that itself.
         case gracefully
         /// The role knows nothing of the graceful shutdown (the pairing rendezvous): it is
         /// cancelled, and its teardown is what cancellation starts.

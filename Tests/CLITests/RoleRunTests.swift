@@ -86,53 +86,42 @@ import Glibc
         #expect(events.rendered.withLock { $0 } == ["refusing", "finished"])
     }
 
-    @Test func theDeadlineStopsTheRoleWithoutCancellingItAndWaitsForItsTeardown() async {
+    /// The role for each way a stop reaches it: one that watches the graceful shutdown (and
+    /// must not be cancelled), one that only cancellation ends.
+    static func role(stopped stopping: RoleRun.Stopping, _ events: Events,
+                     afterStart: @escaping @Sendable () -> Void = {}) -> @Sendable () async throws -> Void {
+        switch stopping {
+        case .gracefully: events.roleWaitingForStop(afterStart: afterStart)
+        case .byCancellation: events.roleWaitingForCancellation(afterStart: afterStart)
+        }
+    }
+
+    @Test(arguments: [RoleRun.Stopping.gracefully, .byCancellation])
+    func theDeadlineStopsTheRoleAndWaitsForItsTeardown(stopping: RoleRun.Stopping) async {
         let events = Events()
-        let outcome = await RoleRun.run(timeout: .milliseconds(20), rendering: events.render,
-                                        events.roleWaitingForStop())
+        let outcome = await RoleRun.run(timeout: .milliseconds(20), stopping: stopping, rendering: events.render,
+                                        Self.role(stopped: stopping, events))
         guard case .timedOut(let seconds) = outcome else {
             Issue.record("outcome \(outcome)")
             return
         }
         #expect(seconds == 0.02)
+        // "teardown", not "teardown, cancelled": a role that watches the stop is never cancelled.
         #expect(events.rendered.withLock { $0 } == ["started", "teardown", "finished"])
     }
 
-    @Test func aSignalStopsTheRoleWithoutCancellingItAndNamesItself() async {
+    /// Sent once the role runs: `run` has trapped the signal by then (the default action would
+    /// end the test process).
+    @Test(arguments: [(RoleRun.Stopping.gracefully, SIGINT), (.byCancellation, SIGTERM)])
+    func aSignalStopsTheRoleAndNamesItself(stopping: RoleRun.Stopping, signal: Int32) async {
         let events = Events()
-        let outcome = await RoleRun.run(timeout: nil, rendering: events.render,
-                                        events.roleWaitingForStop { _ = kill(getpid(), SIGINT) })
-        guard case .interrupted(let signal) = outcome else {
+        let outcome = await RoleRun.run(timeout: nil, stopping: stopping, rendering: events.render,
+                                        Self.role(stopped: stopping, events) { _ = kill(getpid(), signal) })
+        guard case .interrupted(let received) = outcome else {
             Issue.record("outcome \(outcome)")
             return
         }
-        #expect(signal == SIGINT)
-        #expect(events.rendered.withLock { $0 } == ["started", "teardown", "finished"])
-    }
-
-    @Test func theDeadlineCancelsARoleStoppedByCancellationAndWaitsForItsTeardown() async {
-        let events = Events()
-        let outcome = await RoleRun.run(timeout: .milliseconds(20), stopping: .byCancellation, rendering: events.render,
-                                        events.roleWaitingForCancellation())
-        guard case .timedOut(let seconds) = outcome else {
-            Issue.record("outcome \(outcome)")
-            return
-        }
-        #expect(seconds == 0.02)
-        #expect(events.rendered.withLock { $0 } == ["started", "teardown", "finished"])
-    }
-
-    @Test func aSignalCancelsTheRoleAndNamesItself() async {
-        let events = Events()
-        // Sent once the role runs: `run` has trapped SIGTERM by then (the default action
-        // would end the test process).
-        let outcome = await RoleRun.run(timeout: nil, stopping: .byCancellation, rendering: events.render,
-                                        events.roleWaitingForCancellation { _ = kill(getpid(), SIGTERM) })
-        guard case .interrupted(let signal) = outcome else {
-            Issue.record("outcome \(outcome)")
-            return
-        }
-        #expect(signal == SIGTERM)
+        #expect(received == signal)
         #expect(events.rendered.withLock { $0 } == ["started", "teardown", "finished"])
     }
 

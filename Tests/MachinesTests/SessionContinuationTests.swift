@@ -4,10 +4,16 @@ import Testing
 /// `SessionContinuation`: what a multi session does after the central's ACK of its current
 /// message (Sources/Machines/Sender/SessionContinuation.swift).
 @Suite struct SessionContinuationTests {
-    typealias Answer = SessionContinuation.Answer
+    /// What the server knows once the source has answered.
+    struct Answer {
+        var hasNext = true
+        var nextIsForThisPeer = true
+        var subscriptionStillCurrent = true
+        var hungUpByNow = false
+    }
 
-    static let goodAnswer = Answer(hasNext: true, nextIsForThisPeer: true, subscriptionStillCurrent: true, hungUpByNow: false)
-    static let noNext = Answer(hasNext: false, nextIsForThisPeer: false, subscriptionStillCurrent: true, hungUpByNow: false)
+    static let goodAnswer = Answer()
+    static let noNext = Answer(hasNext: false, nextIsForThisPeer: false)
 
     static func continuation(left: Bool = false, wantsNext: Bool = true, sentAhead: Bool = false,
                              fair: Bool = true) -> SessionContinuation {
@@ -17,8 +23,8 @@ import Testing
     @Test func aSessionWithItsShareLeftAsksForTheNextMessageAndGoesOnWithIt() {
         let continuation = Self.continuation()
         #expect(continuation.asksForNext)
-        #expect(continuation.decide(Self.goodAnswer) == .goOn(hangUpAfterwards: false))
-        #expect(continuation.decide(Self.noNext) == .close(recordedAfterHangUp: false, othersGetATurn: false),
+        #expect(continuation.deciding(Self.goodAnswer) == .goOn(hangUpAfterwards: false))
+        #expect(continuation.deciding(Self.noNext) == .close(recordedAfterHangUp: false, othersGetATurn: false),
                 "nothing ready now: the session closes, and that is not the fairness rule")
     }
 
@@ -27,26 +33,26 @@ import Testing
             let continuation = Self.continuation(wantsNext: false, sentAhead: sentAhead)
             #expect(!continuation.asksForNext)
             #expect(!continuation.takesSentAhead)
-            #expect(continuation.decide(Self.noNext) == .close(recordedAfterHangUp: false, othersGetATurn: false))
+            #expect(continuation.deciding(Self.noNext) == .close(recordedAfterHangUp: false, othersGetATurn: false))
         }
     }
 
     @Test func theFairnessRuleClosesTheSessionAndSaysSo() {
         let continuation = Self.continuation(fair: false)
         #expect(!continuation.asksForNext)
-        #expect(continuation.decide(Self.noNext) == .close(recordedAfterHangUp: false, othersGetATurn: true))
+        #expect(continuation.deciding(Self.noNext) == .close(recordedAfterHangUp: false, othersGetATurn: true))
     }
 
     @Test func aMessageSentAheadBecomesCurrentWhateverTheRuleSaysNow() {
         let continuation = Self.continuation(sentAhead: true, fair: false)
         #expect(continuation.asksForNext)
-        #expect(continuation.decide(Self.goodAnswer) == .goOn(hangUpAfterwards: false))
+        #expect(continuation.deciding(Self.goodAnswer) == .goOn(hangUpAfterwards: false))
     }
 
     @Test func aCentralThatLeftGetsItsAckRecordedAndNothingNew() {
         let continuation = Self.continuation(left: true)
         #expect(!continuation.asksForNext)
-        #expect(continuation.decide(Self.goodAnswer) == .close(recordedAfterHangUp: true, othersGetATurn: false))
+        #expect(continuation.deciding(Self.goodAnswer) == .close(recordedAfterHangUp: true, othersGetATurn: false))
     }
 
     @Test func aCentralThatLeftWithAMessageSentAheadKeepsItUnderTheHangUpGrace() {
@@ -54,24 +60,24 @@ import Testing
         #expect(continuation.asksForNext)
         var answer = Self.goodAnswer
         answer.hungUpByNow = true
-        #expect(continuation.decide(answer) == .goOn(hangUpAfterwards: true))
+        #expect(continuation.deciding(answer) == .goOn(hangUpAfterwards: true))
     }
 
     @Test func aNextMessageForAnotherPeerWaitsForThatPeersVisit() {
         var answer = Self.goodAnswer
         answer.nextIsForThisPeer = false
-        #expect(Self.continuation().decide(answer) == .close(recordedAfterHangUp: false, othersGetATurn: false))
+        #expect(Self.continuation().deciding(answer) == .close(recordedAfterHangUp: false, othersGetATurn: false))
     }
 
     @Test func aSubscriptionReplacedOrShutDownMeanwhileIsNotContinued() {
         var answer = Self.goodAnswer
         answer.subscriptionStillCurrent = false
-        #expect(Self.continuation().decide(answer) == .close(recordedAfterHangUp: false, othersGetATurn: false))
-        #expect(Self.continuation(fair: false).decide(answer) == .close(recordedAfterHangUp: false, othersGetATurn: false),
+        #expect(Self.continuation().deciding(answer) == .close(recordedAfterHangUp: false, othersGetATurn: false))
+        #expect(Self.continuation(fair: false).deciding(answer) == .close(recordedAfterHangUp: false, othersGetATurn: false),
                 "the fairness line is for a session that is still ours")
         answer = Self.goodAnswer
         answer.hungUpByNow = true
-        #expect(Self.continuation().decide(answer) == .close(recordedAfterHangUp: false, othersGetATurn: false),
+        #expect(Self.continuation().deciding(answer) == .close(recordedAfterHangUp: false, othersGetATurn: false),
                 "a hang-up during the source's answer ends a session with nothing sent ahead")
     }
 
@@ -83,7 +89,7 @@ import Testing
                                                shareAllowsAnother: bit(3))
         let answer = Answer(hasNext: bit(4) && continuation.asksForNext, nextIsForThisPeer: bit(5),
                             subscriptionStillCurrent: bit(6), hungUpByNow: bit(7))
-        let decision = continuation.decide(answer)
+        let decision = continuation.deciding(answer)
         switch decision {
         case .goOn(let hangUpAfterwards):
             #expect(continuation.asksForNext && answer.hasNext && answer.nextIsForThisPeer && answer.subscriptionStillCurrent)
@@ -95,5 +101,12 @@ import Testing
             #expect(recordedAfterHangUp == continuation.centralLeft, "a counted ACK after a hang-up is always recorded")
             #expect(!othersGetATurn || !continuation.shareAllowsAnother)
         }
+    }
+}
+
+extension SessionContinuation {
+    func deciding(_ answer: SessionContinuationTests.Answer) -> Decision {
+        decide(hasNext: answer.hasNext, nextIsForThisPeer: answer.nextIsForThisPeer,
+               subscriptionStillCurrent: answer.subscriptionStillCurrent, hungUpByNow: answer.hungUpByNow)
     }
 }

@@ -186,28 +186,17 @@ struct PeripheralBlueZooTests {
         defer { bus.stop() }
         let observer = try await bus.openSession()
         defer { observer.close() }
-        let adapterPath: ObjectPath = "/org/bluez/hci0"
-        let service = TransferUUIDs.appleSampleService.canonical
-        @Sendable func registered() -> (service: Bool, advertisements: Int) {
-            let uuids = observer.properties(of: adapterPath, interface: BlueZInterface.adapter)?["UUIDs"]?.strings ?? []
-            let active = observer.properties(of: adapterPath, interface: BlueZInterface.advertisingManager)?["ActiveInstances"]
-            return (uuids.contains(service), Int(active?.byte ?? 0))
-        }
-        let changes = observer.changes()
+        let probe = RegistrationProbe(observer: observer)
 
         let running = try await Running.start(on: bus, payload: Array("bye".utf8), count: nil)
-        // Wait (on BlueZ's own change signals) until both registrations are visible.
-        for await _ in changes where registered() == (true, 1) { break }
-        #expect(registered() == (true, 1))
+        await probe.wait(until: (true, 1))
+        #expect(probe.registered() == (true, 1))
 
         running.task.cancel()
         await #expect(throws: CancellationError.self) { try await running.task.value }
         // Our session is still open: only our own unregistration can have removed them.
-        let changesAfter = observer.changes()
-        if registered() != (false, 0) {
-            for await _ in changesAfter where registered() == (false, 0) { break }
-        }
-        #expect(registered() == (false, 0))
+        await probe.wait(until: (false, 0))
+        #expect(probe.registered() == (false, 0))
         running.session.close()
     }
 

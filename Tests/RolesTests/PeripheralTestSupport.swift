@@ -1,4 +1,5 @@
 import BlueZ
+import DBus
 import Foundation
 @testable import Machines
 @testable import Roles
@@ -285,5 +286,27 @@ struct SecureCentral {
         for value in try session.acknowledgement(outcome: 0) {
             await server.write(value, device: device, mtu: mtu)
         }
+    }
+}
+
+/// What the sender has registered on hci0 of a BlueZoo bus, as another session sees it: the
+/// transfer service among the adapter's UUIDs, and the active advertising instances.
+struct RegistrationProbe: Sendable {
+    let observer: BluetoothSession
+
+    static let adapterPath: ObjectPath = "/org/bluez/hci0"
+
+    func registered() -> (service: Bool, advertisements: Int) {
+        let service = TransferUUIDs.appleSampleService.canonical
+        let uuids = observer.properties(of: Self.adapterPath, interface: BlueZInterface.adapter)?["UUIDs"]?.strings ?? []
+        let active = observer.properties(of: Self.adapterPath, interface: BlueZInterface.advertisingManager)?["ActiveInstances"]
+        return (uuids.contains(service), Int(active?.byte ?? 0))
+    }
+
+    /// Returns once `registered()` is `expected`, waiting on BlueZ's own change signals.
+    func wait(until expected: (service: Bool, advertisements: Int)) async {
+        let changes = observer.changes()
+        if registered() == expected { return }
+        for await _ in changes where registered() == expected { break }
     }
 }

@@ -19,20 +19,13 @@ struct RoleStopBlueZooTests {
         defer { bus.stop() }
         let observer = try await bus.openSession()
         defer { observer.close() }
-        let adapterPath: ObjectPath = "/org/bluez/hci0"
-        let service = TransferUUIDs.appleSampleService.canonical
-        @Sendable func registered() -> (service: Bool, advertisements: Int) {
-            let uuids = observer.properties(of: adapterPath, interface: BlueZInterface.adapter)?["UUIDs"]?.strings ?? []
-            let active = observer.properties(of: adapterPath, interface: BlueZInterface.advertisingManager)?["ActiveInstances"]
-            return (uuids.contains(service), Int(active?.byte ?? 0))
-        }
-        let changes = observer.changes()
+        let probe = RegistrationProbe(observer: observer)
 
         try await testGracefulShutdown { trigger in
             // Started inside the test's graceful-shutdown scope: the run's task inherits it.
             let running = try await PeripheralBlueZooTests.Running.start(on: bus, payload: Array("bye".utf8), count: nil)
-            for await _ in changes where registered() == (true, 1) { break }
-            #expect(registered() == (true, 1))
+            await probe.wait(until: (true, 1))
+            #expect(probe.registered() == (true, 1))
 
             trigger.triggerGracefulShutdown()
             let (delivered, events) = try await running.finish()
@@ -40,11 +33,8 @@ struct RoleStopBlueZooTests {
             #expect(!events.contains { if case .retrying = $0 { true } else { false } })
         }
         // Our session is still open: only the role's own unregistration can have removed them.
-        let changesAfter = observer.changes()
-        if registered() != (false, 0) {
-            for await _ in changesAfter where registered() == (false, 0) { break }
-        }
-        #expect(registered() == (false, 0))
+        await probe.wait(until: (false, 0))
+        #expect(probe.registered() == (false, 0))
     }
 
     @Test("a stop while scanning ends the receiver's run with its count and stops discovery")

@@ -30,26 +30,6 @@ package struct SessionContinuation: Sendable, Hashable {
     /// Whether to ask the source for the next message at all.
     package var asksForNext: Bool { takesSentAhead || (shareAllowsAnother && wantsNext && !centralLeft) }
 
-    /// What the source answered, and what the server knows of the subscription by then (the
-    /// source is asked across a suspension, so the subscription may have changed meanwhile).
-    package struct Answer: Sendable, Hashable {
-        /// The source gave a next message.
-        package var hasNext: Bool
-        /// That message may go to this session's peer (not addressed to another one).
-        package var nextIsForThisPeer: Bool
-        /// The server is not shutting down, and the subscription is still the current one.
-        package var subscriptionStillCurrent: Bool
-        /// The subscription has seen the central hang up by now.
-        package var hungUpByNow: Bool
-
-        package init(hasNext: Bool, nextIsForThisPeer: Bool, subscriptionStillCurrent: Bool, hungUpByNow: Bool) {
-            self.hasNext = hasNext
-            self.nextIsForThisPeer = nextIsForThisPeer
-            self.subscriptionStillCurrent = subscriptionStillCurrent
-            self.hungUpByNow = hungUpByNow
-        }
-    }
-
     package enum Decision: Sendable, Hashable {
         /// The session ends with the acknowledged message.
         /// - `recordedAfterHangUp`: the central had left; its delivery machine is told that
@@ -63,16 +43,24 @@ package struct SessionContinuation: Sendable, Hashable {
         case goOn(hangUpAfterwards: Bool)
     }
 
-    /// The session's next step, given the source's `answer` (with `hasNext` false when it
-    /// was not asked, ``asksForNext`` being false).
-    package func decide(_ answer: Answer) -> Decision {
+    /// The session's next step, given what the source answered and what the server knows of
+    /// the subscription by then (the source is asked across a suspension, so the subscription
+    /// may have changed meanwhile).
+    ///
+    /// - Parameters:
+    ///   - hasNext: the source gave a next message (false when it was not asked, ``asksForNext``
+    ///     being false);
+    ///   - nextIsForThisPeer: that message may go to this session's peer;
+    ///   - subscriptionStillCurrent: the server is not shutting down, and the subscription is
+    ///     still the current one;
+    ///   - hungUpByNow: the subscription has seen the central hang up by now.
+    package func decide(hasNext: Bool, nextIsForThisPeer: Bool, subscriptionStillCurrent: Bool,
+                        hungUpByNow: Bool) -> Decision {
         if centralLeft && !takesSentAhead {
             return .close(recordedAfterHangUp: true, othersGetATurn: false)
         }
-        guard answer.hasNext, answer.nextIsForThisPeer, answer.subscriptionStillCurrent,
-              !answer.hungUpByNow || takesSentAhead else {
-            return .close(recordedAfterHangUp: centralLeft,
-                          othersGetATurn: !shareAllowsAnother && answer.subscriptionStillCurrent)
+        guard hasNext, nextIsForThisPeer, subscriptionStillCurrent, !hungUpByNow || takesSentAhead else {
+            return .close(recordedAfterHangUp: centralLeft, othersGetATurn: !shareAllowsAnother && subscriptionStillCurrent)
         }
         return .goOn(hangUpAfterwards: centralLeft && takesSentAhead)
     }

@@ -30,7 +30,7 @@ public final class Central: Sendable {
     /// Receives `configuration.messageCount` messages (forever when nil) and hands each to
     /// `sink`. Returns the number received. Throws a ``ClassifiedFailure`` for what ends the
     /// run (unknown adapter, no bluetoothd at start, a corrupt message, a sink that cannot
-    /// write, the deadline), `CancellationError` when cancelled. A stop (``RoleStop``) ends the
+    /// write, the deadline), `CancellationError` when cancelled. A stop (``GracefulStop``) ends the
     /// run between two inputs, after the link is released and discovery stopped: it returns
     /// the number received so far.
     ///
@@ -68,7 +68,7 @@ public final class Central: Sendable {
     private enum WorkOutcome: Sendable {
         case finished
         case failed(any ClassifiedFailure)
-        /// Cancelled (the adapter left `poweredOn`) or stopped (``RoleStop``).
+        /// Cancelled (the adapter left `poweredOn`) or stopped (``GracefulStop``).
         case interrupted
     }
 
@@ -104,7 +104,7 @@ public final class Central: Sendable {
 
     private func work(on adapter: Adapter, sink: any MessageSink) async -> WorkOutcome {
         var scanFailures = 0
-        while !Task.isCancelled && !RoleStop.isRequested {
+        while !Task.isCancelled && !GracefulStop.isRequested {
             if let wanted = configuration.messageCount, progressState.receivedSnapshot >= wanted {
                 return .finished
             }
@@ -112,7 +112,7 @@ public final class Central: Sendable {
             do {
                 found = try await discoverPeer(on: adapter)
                 scanFailures = 0
-            } catch where error is CancellationError || error is RoleStopRequested {
+            } catch where error is CancellationError || error is StopRequested {
                 await stopDiscovery(adapter)
                 return .interrupted
             } catch let failure as any ClassifiedFailure {
@@ -120,11 +120,11 @@ public final class Central: Sendable {
                 return .failed(failure)
             } catch {
                 await stopDiscovery(adapter)
-                if Task.isCancelled || RoleStop.isRequested { return .interrupted }
+                if Task.isCancelled || GracefulStop.isRequested { return .interrupted }
                 scanFailures += 1
                 let delay = configuration.backoff.delay(afterFailures: scanFailures)
                 emit(.retrying(reason: "scanning failed: \(Self.describe(error))", delay: delay))
-                guard await RoleStop.sleep(for: delay) else { return .interrupted }
+                guard await GracefulStop.sleep(for: delay) else { return .interrupted }
                 continue
             }
             let (device, peer) = found
@@ -148,10 +148,10 @@ public final class Central: Sendable {
     /// Books a visit that ended in `error` (`storedSome`: it stored messages first) and says
     /// how the run goes on: nil to scan again, or the outcome that ends `work`.
     private func afterFailedVisit(_ error: any Error, peer: PeerDescription, storedSome: Bool) -> WorkOutcome? {
-        if error is CancellationError || error is RoleStopRequested { return .interrupted }
+        if error is CancellationError || error is StopRequested { return .interrupted }
         switch error {
         case let failure as TransferFailure:
-            if Task.isCancelled || RoleStop.isRequested { return .interrupted }
+            if Task.isCancelled || GracefulStop.isRequested { return .interrupted }
             // One send's session: a sender that has given its last message may close the
             // link rather than the session. Whatever ended a visit that stored messages,
             // the run has what that send offered; a sender that still holds files keeps
@@ -176,7 +176,7 @@ public final class Central: Sendable {
         case let failure as any ClassifiedFailure:
             return .failed(failure)
         default:
-            if Task.isCancelled || RoleStop.isRequested { return .interrupted }
+            if Task.isCancelled || GracefulStop.isRequested { return .interrupted }
             let delay = backOff(peer, severe: false, storedSome: storedSome)
             emit(.retrying(reason: "\(EventText.describe(peer)): \(Self.describe(error))", delay: delay))
             return nil
@@ -245,7 +245,7 @@ public final class Central: Sendable {
         var scanStartedAt = ContinuousClock.now
 
         for await item in inputs {
-            if RoleStop.isRequested { throw RoleStopRequested() }
+            if GracefulStop.isRequested { throw StopRequested() }
             let candidates: [Device]
             switch item {
             case .sighting(let sighting):
@@ -376,7 +376,7 @@ public final class Central: Sendable {
         } catch {
             progressState.forgetChannel(of: peer.address)
             if channel != nil {
-                let stopped = Task.isCancelled || error is RoleStopRequested
+                let stopped = Task.isCancelled || error is StopRequested
                 emit(.transferAborted(peer, reason: stopped ? "stopped" : Self.describe(error)))
             }
             await cleanUp(channel: channel, device: device, adapter: adapter, peer: peer)
@@ -685,8 +685,7 @@ public final class Central: Sendable {
     /// (over a channel, the visit's last ones); empty over GATT.
     private func receive(through channel: CharacteristicSubscription, from device: Device, peer: PeerDescription,
                          hello: Hello?, secureSession: SecureReceiverSession?, requiresSecure: Bool,
-                         characteristic: RemoteGATTCharacteristic,
-                         sink: any MessageSink) async throws -> [UnacknowledgedMessage] {
+                         characteristic: RemoteGATTCharacteristic, sink: any MessageSink) async throws -> [UnacknowledgedMessage] {
         let clock = ContinuousClock()
         let subscribedAt = clock.now
         let forwardValues = InputProducer<TransferInput> { input in await channel.forward(into: input) }
@@ -696,8 +695,7 @@ public final class Central: Sendable {
         }
         // The ticks let the assembly notice silence and a rate too low; one more wakes the loop
         // when a stop is asked for.
-        return try await withMergedInputs(forwardValues, watchDisconnection, .ticks(every: .milliseconds(500), .tick),
-                                          .stopRequest(.tick)) { inputs in
+        return try await withMergedInputs(forwardValues, watchDisconnection, .ticks(every: .milliseconds(500), .tick), .stopRequest(.tick)) { inputs in
             var assembly = MessageAssembly(limits: configuration.limits, sentHello: hello, idleTimeout: configuration.idleTimeout,
                                            minimumRate: configuration.minimumRate, rateGrace: configuration.rateGrace,
                                            secure: secureSession, requiresSecure: requiresSecure,
@@ -724,9 +722,8 @@ public final class Central: Sendable {
                 for ack in unconfirmed.takeConfirmed(by: assembly) { await forgetReceipt(sender: ack.sender, digest: ack.digest) }
             }
             for await item in inputs {
-                // A stop leaves between two inputs, never inside one: a message that completed
-                // is stored and acknowledged before the visit ends.
-                if RoleStop.isRequested { throw RoleStopRequested() }
+                // A stop leaves between two inputs: a message that completed is stored and acknowledged.
+                if GracefulStop.isRequested { throw StopRequested() }
                 let now = clock.now - subscribedAt
                 var next: MessageAssembly.Step? = assembly.handle(item, at: now)
                 try await writePending(&assembly, to: channel, characteristic: characteristic)

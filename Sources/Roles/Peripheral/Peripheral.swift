@@ -19,7 +19,7 @@ import Trust
 /// (BlueZ 5.66 keeps one notify session per characteristic); advertising pauses meanwhile.
 ///
 /// `run` returns once the message source has nothing more to send, or once a stop is asked for
-/// (``RoleStop``: the graceful shutdown of the service group it runs in, on SIGINT, SIGTERM or
+/// (``GracefulStop``: the graceful shutdown of the service group it runs in, on SIGINT, SIGTERM or
 /// a deadline) and everything is unregistered. Cancelling `run` also unregisters everything
 /// before `run` throws `CancellationError`.
 public final class Peripheral: Sendable {
@@ -180,7 +180,7 @@ public final class Peripheral: Sendable {
     /// own): in this task after a stop, outside its cancellation when it was cancelled.
     private static func shutDown(_ server: SubscriptionServer, after outcome: ServingOutcome) async {
         let reason = outcome.isExhausted ? "the run ended"
-            : RoleStop.isRequested ? "the sender was stopped" : "Bluetooth is not available any more"
+            : GracefulStop.isRequested ? "the sender was stopped" : "Bluetooth is not available any more"
         guard Task.isCancelled else { return await server.shutDown(reason: reason) }
         await runOutsideCancellation { await server.shutDown(reason: reason) }
     }
@@ -298,8 +298,8 @@ public final class Peripheral: Sendable {
     private func serveMessages(source: some MessageSource, adapter: Adapter, advertising: AdvertisingControl,
                                server: SubscriptionServer, counter: DeliveryCounter,
                                onEvent: @escaping @Sendable (RoleEvent) -> Void) async throws -> ServingOutcome {
-        guard let first = await RoleStop.unlessRequested({ await source.current() }) ?? nil else {
-            return Task.isCancelled || RoleStop.isRequested ? .interrupted : .exhausted
+        guard let first = await GracefulStop.unlessRequested({ await source.current() }) ?? nil else {
+            return Task.isCancelled || GracefulStop.isRequested ? .interrupted : .exhausted
         }
         try Task.checkCancellation()
         await server.offer(first, sequence: await counter.nextSequence)
@@ -329,15 +329,15 @@ public final class Peripheral: Sendable {
                 await source.markDelivered(message, summary: summary, to: peer)
                 await counter.recordDelivery()
                 onEvent(.delivered(summary, to: peer))
-                guard let next = await RoleStop.unlessRequested({ await source.current() }) ?? nil else {
-                    return Task.isCancelled || RoleStop.isRequested ? .interrupted : .exhausted
+                guard let next = await GracefulStop.unlessRequested({ await source.current() }) ?? nil else {
+                    return Task.isCancelled || GracefulStop.isRequested ? .interrupted : .exhausted
                 }
                 await server.offer(next, sequence: await counter.nextSequence)
             case .subscriptionEnded:
                 if !(await server.hasOffer) {
                     // A multi session counted its messages itself: offer the next one now.
-                    guard let next = await RoleStop.unlessRequested({ await source.current() }) ?? nil else {
-                    return Task.isCancelled || RoleStop.isRequested ? .interrupted : .exhausted
+                    guard let next = await GracefulStop.unlessRequested({ await source.current() }) ?? nil else {
+                    return Task.isCancelled || GracefulStop.isRequested ? .interrupted : .exhausted
                 }
                     await server.offer(next, sequence: await counter.nextSequence)
                 }

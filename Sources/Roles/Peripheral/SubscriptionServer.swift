@@ -783,9 +783,9 @@ extension SubscriptionServer {
         let next = await continueSession(subscription.message, summary, subscription.peer, continuation.asksForNext)
         if let next { offered = next }
         let stillCurrent = !isShutDown && current?.id == id
-        let decision = continuation.decide(SessionContinuation.Answer(
+        let decision = continuation.decide(
             hasNext: next != nil, nextIsForThisPeer: next?.message.isAddressed(to: subscription.authenticatedPeer) ?? false,
-            subscriptionStillCurrent: stillCurrent, hungUpByNow: current?.delivery.hasHungUp ?? true))
+            subscriptionStillCurrent: stillCurrent, hungUpByNow: current?.delivery.hasHungUp ?? true)
         guard case .goOn(let hangUpAfterwards) = decision, let next, var ongoing = current else {
             if case .close(let recordedAfterHangUp, let othersGetATurn) = decision {
                 if recordedAfterHangUp { feed(.recordedAfterHangUp, to: id) }

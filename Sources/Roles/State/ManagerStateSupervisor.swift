@@ -9,7 +9,7 @@ import Transfer
 /// of the first state, warnings, when the run is done — stays with the role, in the closures
 /// it passes to ``run(transitionSeen:adapterMissing:periodWork:periodEnded:stopped:)``.
 ///
-/// A stop (``RoleStop``) ends the run gracefully: no new period starts, the running one sees
+/// A stop (``GracefulStop``) ends the run gracefully: no new period starts, the running one sees
 /// the same request and ends by itself, teardown included, and is cancelled only if it has
 /// not ended within ``stopGrace``.
 struct ManagerStateSupervisor<PeriodOutcome: Sendable>: Sendable {
@@ -30,7 +30,7 @@ struct ManagerStateSupervisor<PeriodOutcome: Sendable>: Sendable {
         case transition(ManagerTransition)
         case stateStreamEnded
         case periodEnded(generation: Int, PeriodOutcome)
-        /// A stop was asked for (``RoleStop``).
+        /// A stop was asked for (``GracefulStop``).
         case stopRequested
         /// The period of this generation has not ended within ``stopGrace`` of the stop.
         case stopOverdue(generation: Int)

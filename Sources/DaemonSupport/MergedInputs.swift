@@ -1,15 +1,15 @@
 /// One source of inputs for a loop that waits on several at once (sightings and a timer,
 /// notifications, a disconnection and a timer): it yields into the loop's one stream until
 /// it has nothing more to say or is cancelled.
-struct InputProducer<Input: Sendable>: Sendable {
-    let produce: @Sendable (AsyncStream<Input>.Continuation) async -> Void
+package struct InputProducer<Input: Sendable>: Sendable {
+    package let produce: @Sendable (AsyncStream<Input>.Continuation) async -> Void
 
-    init(_ produce: @escaping @Sendable (AsyncStream<Input>.Continuation) async -> Void) {
+    package init(_ produce: @escaping @Sendable (AsyncStream<Input>.Continuation) async -> Void) {
         self.produce = produce
     }
 
     /// `tick` every `interval`: wakes the loop for checks no other input triggers.
-    static func ticks(every interval: Duration, _ tick: Input) -> Self {
+    package static func ticks(every interval: Duration, _ tick: Input) -> Self {
         Self { input in
             // A sleep cut short means the loop has left: nothing more to tell it.
             while (try? await Task.sleep(for: interval)) != nil {
@@ -22,7 +22,7 @@ struct InputProducer<Input: Sendable>: Sendable {
 /// Runs `consume` on one stream that merges what `producers` yield. The producers are child
 /// tasks of a group scoped to this call, so however `consume` ends (a return, a throw, the
 /// caller's cancellation), they are cancelled and awaited before this returns.
-func withMergedInputs<Input: Sendable, Result>(
+package func withMergedInputs<Input: Sendable, Result>(
     _ producers: InputProducer<Input>...,
     consume: (AsyncStream<Input>) async throws -> Result
 ) async throws -> Result {

@@ -1,6 +1,6 @@
 import ServiceLifecycle
 
-/// How a role is asked to stop: the graceful shutdown of the swift-service-lifecycle
+/// How a role (or any long-running loop) is asked to stop: the graceful shutdown of the swift-service-lifecycle
 /// `ServiceGroup` it runs in (the commands' SIGINT, SIGTERM or `--timeout`, the daemon's
 /// SIGTERM). The request travels as a task-local, so every loop of the role sees it without
 /// being handed anything; outside a service group it never comes and only cancellation stops
@@ -10,13 +10,13 @@ import ServiceLifecycle
 /// teardown (unsubscribe, disconnect, stop discovery, unregister) in its own task, whose
 /// calls to bluetoothd are bounded by their per-call timeouts, so nothing has to escape a
 /// cancelled task to reach bluetoothd.
-enum RoleStop {
+package enum GracefulStop {
     /// A stop has been asked for; it stays asked for.
-    static var isRequested: Bool { Task.isShuttingDownGracefully }
+    package static var isRequested: Bool { Task.isShuttingDownGracefully }
 
     /// Sleeps `duration`, or less when a stop is asked for or the task is cancelled meanwhile.
     /// Returns true when the whole duration passed.
-    static func sleep(for duration: Duration) async -> Bool {
+    package static func sleep(for duration: Duration) async -> Bool {
         guard !isRequested else { return false }
         // Cancelling the sleep is all a stop has to do here; the caller's task stays uncancelled.
         return (try? await cancelWhenGracefulShutdown { try await Task.sleep(for: duration) }) != nil
@@ -25,21 +25,23 @@ enum RoleStop {
     /// Runs `wait` until it returns, or until a stop is asked for, which cancels `wait` alone
     /// (never the caller): for waits with no bound of their own, such as the next message of
     /// an outbox. Returns nil when the stop came first.
-    static func unlessRequested<Value: Sendable>(_ wait: @escaping @Sendable () async -> Value) async -> Value? {
+    package static func unlessRequested<Value: Sendable>(_ wait: @escaping @Sendable () async -> Value) async -> Value? {
         guard !isRequested else { return nil }
         let value = try? await cancelWhenGracefulShutdown { await wait() }
         return isRequested ? nil : value
     }
 }
 
-/// Thrown by a loop that left because a stop was asked for (``RoleStop``), so that what it
+/// Thrown by a loop that left because a stop was asked for (``GracefulStop``), so that what it
 /// leaves runs its teardown and ends the period as interrupted, not failed.
-struct RoleStopRequested: Error {}
+package struct StopRequested: Error {
+    package init() {}
+}
 
 extension InputProducer {
-    /// Yields `stop` once, when a stop is asked for (``RoleStop``): the loop that merges it
+    /// Yields `stop` once, when a stop is asked for (``GracefulStop``): the loop that merges it
     /// leaves at its next input and runs its teardown uncancelled.
-    static func stopRequest(_ stop: Input) -> Self {
+    package static func stopRequest(_ stop: Input) -> Self {
         Self { input in
             // Throws only when the loop has left (its producers are cancelled): nothing to tell.
             guard (try? await gracefulShutdown()) != nil else { return }
