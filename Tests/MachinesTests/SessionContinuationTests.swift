@@ -5,7 +5,7 @@ import Testing
 /// message (Sources/Machines/Sender/SessionContinuation.swift).
 @Suite struct SessionContinuationTests {
     /// What the server knows once the source has answered.
-    struct Answer {
+    struct Answer: Sendable {
         var hasNext = true
         var nextIsForThisPeer = true
         var subscriptionStillCurrent = true
@@ -37,22 +37,18 @@ import Testing
         }
     }
 
-    @Test func theFairnessRuleClosesTheSessionAndSaysSo() {
-        let continuation = Self.continuation(fair: false)
-        #expect(!continuation.asksForNext)
-        #expect(continuation.deciding(Self.noNext) == .close(recordedAfterHangUp: false, othersGetATurn: true))
-    }
-
-    @Test func aMessageSentAheadBecomesCurrentWhateverTheRuleSaysNow() {
-        let continuation = Self.continuation(sentAhead: true, fair: false)
-        #expect(continuation.asksForNext)
-        #expect(continuation.deciding(Self.goodAnswer) == .goOn(hangUpAfterwards: false))
-    }
-
-    @Test func aCentralThatLeftGetsItsAckRecordedAndNothingNew() {
-        let continuation = Self.continuation(left: true)
-        #expect(!continuation.asksForNext)
-        #expect(continuation.deciding(Self.goodAnswer) == .close(recordedAfterHangUp: true, othersGetATurn: false))
+    /// The fairness rule closes a session (and says so), but a message already sent ahead
+    /// becomes current whatever the rule says now; a central that left gets its ACK recorded
+    /// and nothing new.
+    @Test(arguments: [
+        (continuation(fair: false), false, noNext, SessionContinuation.Decision.close(recordedAfterHangUp: false, othersGetATurn: true)),
+        (continuation(sentAhead: true, fair: false), true, goodAnswer, .goOn(hangUpAfterwards: false)),
+        (continuation(left: true), false, goodAnswer, .close(recordedAfterHangUp: true, othersGetATurn: false)),
+    ])
+    func theRuleTheSentAheadMessageAndAHangUp(continuation: SessionContinuation, asks: Bool, answer: Answer,
+                                              decision: SessionContinuation.Decision) {
+        #expect(continuation.asksForNext == asks)
+        #expect(continuation.deciding(answer) == decision)
     }
 
     @Test func aCentralThatLeftWithAMessageSentAheadKeepsItUnderTheHangUpGrace() {
