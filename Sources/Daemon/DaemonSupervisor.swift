@@ -1,7 +1,7 @@
 import BlueZ
+import DaemonSupport
 import Machines
 import Roles
-import ServiceLifecycle
 import Synchronization
 
 /// Keeps one role running until the daemon is told to stop: the graceful shutdown of its
@@ -31,7 +31,7 @@ struct DaemonSupervisor: Sendable {
     /// Returns only when stopped (the role it runs has returned) or cancelled.
     func run() async {
         var failures = 0
-        while !Task.isCancelled && !Task.isShuttingDownGracefully {
+        while !Task.isCancelled && !GracefulStop.isRequested {
             let reachedPoweredOn = Flag()
             let report = self.report
             let emit: @Sendable (RoleEvent) -> Void = { event in
@@ -50,7 +50,7 @@ struct DaemonSupervisor: Sendable {
                 }
                 session.close()
             } catch {
-                if Task.isCancelled || Task.isShuttingDownGracefully || error is CancellationError { return }
+                if Task.isCancelled || GracefulStop.isRequested || error is CancellationError { return }
                 failure = Self.classify(error)
             }
             if reachedPoweredOn.isSet { failures = 0 }
@@ -65,7 +65,7 @@ struct DaemonSupervisor: Sendable {
                 delay = max(.zero, minimumRestartInterval - (ContinuousClock.now - started))
             }
             // A stop cuts the pause short; the loop's condition then ends the run.
-            do { try await cancelWhenGracefulShutdown { try await Task.sleep(for: delay) } } catch { return }
+            guard await GracefulStop.sleep(for: delay) else { return }
         }
     }
 
