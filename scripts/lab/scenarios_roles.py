@@ -28,13 +28,15 @@ ADVERTISING = ("a", r'"event":"advertising"')
 
 def transfer(ctx: Context, data: bytes, deadline: float = 300, name: str = "message", options: str = "") -> tuple:
     """Our send on a (from a file), our receive on b (into a file); checks the bytes. b's job
-    ends with a line `RECEIVE-EXIT <seconds since 1970>`: when the receive process ended.
+    ends with a line `RECEIVE-EXIT <seconds since 1970>`: when the receive process ended, read
+    from bash's own clock ($EPOCHREALTIME) as the shell regains control. A `$(date …)` there
+    would fork a process whose own start, 0.15–0.2 s in a TCG guest, counted as ours.
     `options` go to both commands."""
     msg = ctx.payload(name, data)
     out = ctx.path(f"{name}-received")
     allow = " --allow-empty" if not data else ""
     timed_receive = (f'{RECEIVE}{options} --output {shlex.quote(out)} --timeout {int(deadline)}; '
-                     'rc=$?; echo "RECEIVE-EXIT $(date +%s.%N)"; exit $rc')
+                     'rc=$?; echo "RECEIVE-EXIT $EPOCHREALTIME"; exit $rc')
     res = ctx.lab.run(a=f"{SEND}{options} --file {shlex.quote(msg)}{allow} --timeout {int(deadline)}",
                       b=timed_receive,
                       b_after=ADVERTISING, deadline=deadline + 30, step=f"send → receive {len(data)} bytes",
@@ -87,7 +89,7 @@ def roles_1mib(ctx: Context):
     best transfer over the best flood: one flood alone swings by a fifth in this lab."""
     ctx.require_bletransfer()
     data = os.urandom(1024 * 1024)
-    floods, rates, exits = [], [], []
+    floods, rates, exits, hand_backs = [], [], [], []
     for attempt in (1, 2):
         # The same direction, SDU size and MTUs as bletransfer's channel (8 KiB values).
         floods.append(l2cap_capacity(ctx, frames=128, sdu=8192, sender="a"))
@@ -99,10 +101,16 @@ def roles_1mib(ctx: Context):
         if seconds:
             rates.append(round(1024 / seconds, 1))
         stored_at = last_event_number(b_out, "received", "unixTime")
+        handed_back = last_event_number(b_out, "disconnected", "unixTime")
         exited = re.search(r"RECEIVE-EXIT ([0-9.]+)", b_out)
         if stored_at is not None and exited:
-            # From the stored message to the process's exit: issue #13 asks for at most 0.5 s.
+            # From the stored message to the process's exit: at most 0.5 s. Split at the role's
+            # last event (`disconnected`: ACK written, channel closed, removal asked for) into
+            # the role's own part and the process's end, which the guest's single emulated CPU
+            # shares with bluetoothd taking the link down.
             exits.append(round(float(exited.group(1)) - stored_at, 2))
+            if handed_back is not None:
+                hand_backs.append((round(handed_back - stored_at, 2), round(float(exited.group(1)) - handed_back, 2)))
         if attempt == 1:
             ctx.figure("roles_1mib_wall_seconds", round(res.seconds, 1))
             # receive returned before bluetoothd finished the clean-up it asked for: within
@@ -130,6 +138,10 @@ def roles_1mib(ctx: Context):
         ctx.figure("roles_1mib_ceiling_ratio", round(max(rates) / max(ceiling, 1e-6), 2))
     if exits:
         ctx.figure("roles_1mib_stored_to_exit_s", max(exits))
+        ctx.figure("roles_1mib_stored_to_exit_runs_s", "/".join(str(e) for e in exits))
+    if hand_backs:
+        ctx.figure("roles_1mib_stored_to_last_event_s", "/".join(str(role) for role, _ in hand_backs))
+        ctx.figure("roles_1mib_last_event_to_exit_s", "/".join(str(end) for _, end in hand_backs))
     if gatt_seconds:
         ctx.figure("roles_1mib_gatt_kib_s", round(1024 / gatt_seconds, 1))
         ctx.figure("roles_1mib_gatt_ceiling_ratio", round(1024 / gatt_seconds / max(ceiling, 1e-6), 2))
