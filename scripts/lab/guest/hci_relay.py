@@ -31,6 +31,18 @@ this controller with reason "Connection Timeout" (hiding the local replies): the
 a supervision timeout would show. And a Disconnection Complete "Unknown Connection Identifier"
 for handle 0 is reported for the handle the host asked to disconnect, as a dead link would be.
 
+A connection attempt to a peer that is not advertising: the emulator fails an LE Create
+Connection at once ("Connection Failed to be Established", 0x3E, microseconds after its Command
+Status) when the peer is not advertising at that instant, as when the peer's bluetoothd is
+re-registering its advertisement. A real initiator keeps listening for the peer until it
+connects or the host cancels. Linux 6.1 does not take that instant failure for its pending
+connection: its wait ends after 20 s, the emulator refuses the cancel, and the connection object
+stays pending, so every later attempt to that address hangs until the adapter is power-cycled.
+The relay behaves as an initiator would: it hides the failure and sends the host's command
+again every --retry-connect-ms (default 100) until it connects; a host's cancel meanwhile gets
+the Command Complete and the Connection Complete "Unknown Connection Identifier" (0x02) a
+controller sends for a cancelled attempt.
+
 Quiet radio (SIGHUP, from guest a's lab_power off and lab_stop_bluetoothd, before the power-off):
 the kernel closes a controller without resetting it, and a command it queued just before (an
 advertisement being re-enabled) can reach the emulator after the close, so the emulated
@@ -59,6 +71,7 @@ def parse_args():
     where.add_argument("--device", help="character device carrying H4 (virtio-serial port)")
     p.add_argument("--server", default="/tmp/bt-server-bredrle", help="btvirt server socket")
     p.add_argument("--adv-delay-ms", type=float, default=40)
+    p.add_argument("--retry-connect-ms", type=float, default=100)
     return p.parse_args()
 
 
@@ -89,6 +102,18 @@ def split_packets(buf: bytes):
             return packets, buf
         packets.append(buf[:n])
         buf = buf[n:]
+
+
+LE_CREATE_CONNECTION = 0x200D
+LE_CREATE_CONNECTION_CANCEL = 0x200E
+
+
+def cancelled_connection(create: bytes) -> bytes:
+    """The LE Connection Complete a controller reports for a cancelled LE Create Connection:
+    status 0x02, no handle, the peer the command named (its address type and address)."""
+    peer_type, peer = create[9], create[10:16]
+    params = bytes([0x01, 0x02, 0x00, 0x00, 0x00, peer_type]) + peer + bytes(7)
+    return bytes([0x04, 0x3E, len(params)]) + params
 
 
 def with_rssi(packet: bytes) -> bytes:
@@ -167,6 +192,9 @@ def main():
 
     state["quiet"] = state["quiet_pending"] = False
     injected_complete = []  # opcodes of our own commands whose Command Complete the host must not see
+    # The host's LE Create Connection under way (None: none), and when the relay sends it again
+    # after the emulator failed it at once (0.0: not waiting to).
+    initiating = {"command": None, "retry_at": 0.0, "hidden_status": 0}
     signal.signal(signal.SIGHUP, on_quiet)
     signal.signal(signal.SIGALRM, on_quiet_end)
     signal.signal(signal.SIGUSR1, on_cut)
@@ -190,6 +218,14 @@ def main():
             sub = packet[3]
             if sub in ADV_REPORT_SUBEVENTS:
                 return None if state["cut"] else with_rssi(packet)
+            if sub == 0x01 and len(packet) > 4 and packet[4] == 0x3E and initiating["command"]:
+                # Failed at once: a real initiator would still be listening for the peer.
+                if not initiating["retry_at"]:
+                    print("hci_relay: peer not advertising yet; initiating goes on", flush=True)
+                initiating["retry_at"] = time.monotonic() + args.retry_connect_ms / 1000.0
+                return None
+            if sub in (0x01, 0x0A) and len(packet) > 4:
+                initiating["command"], initiating["retry_at"] = None, 0.0
             if sub in (0x01, 0x0A) and len(packet) > 6 and packet[4] == 0:  # (Enhanced) Connection Complete
                 handles.add(int.from_bytes(packet[5:7], "little") & 0x0FFF)
                 print(f"hci_relay: connection {sorted(handles)}", flush=True)
@@ -218,6 +254,10 @@ def main():
         elif code == 0x0F and len(packet) >= 7 and int.from_bytes(packet[5:7], "little") in injected_complete:
             injected_complete.remove(int.from_bytes(packet[5:7], "little"))  # our own command, refused
             return None
+        elif code == 0x0F and len(packet) >= 7 and initiating["hidden_status"] > 0 \
+                and int.from_bytes(packet[5:7], "little") == LE_CREATE_CONNECTION:
+            initiating["hidden_status"] -= 1  # Command Status of a command sent again
+            return None
         elif code == 0x0F and len(packet) >= 7 and injected_status[0] > 0 \
                 and int.from_bytes(packet[5:7], "little") == 0x0406:
             injected_status[0] -= 1  # Command Status of our own Disconnect: not the host's
@@ -234,9 +274,23 @@ def main():
         """Watch one packet from the host on its way to the emulator."""
         if packet[0] == 0x01 and len(packet) >= 4:
             opcode = int.from_bytes(packet[1:3], "little")
-            if opcode == 0x0406 and len(packet) >= 6:  # Disconnect
+            if opcode == LE_CREATE_CONNECTION and len(packet) >= 16:
+                initiating["command"], initiating["retry_at"] = packet, 0.0
+            elif opcode == LE_CREATE_CONNECTION_CANCEL and initiating["retry_at"]:
+                # Between two tries the emulator has nothing to cancel: answer as a controller.
+                create = initiating["command"]
+                initiating["command"], initiating["retry_at"] = None, 0.0
+                now = time.monotonic()
+                queue.append((now, bytes([0x04, 0x0E, 0x04, 0x01, packet[1], packet[2], 0x00])))
+                queue.append((now, cancelled_connection(create)))
+                print("hci_relay: connection attempt cancelled by the host", flush=True)
+                return
+            elif opcode == LE_CREATE_CONNECTION_CANCEL:
+                initiating["command"] = None  # the emulator answers; a failure then is the host's to see
+            elif opcode == 0x0406 and len(packet) >= 6:  # Disconnect
                 host_disconnects.append(int.from_bytes(packet[4:6], "little") & 0x0FFF)
             elif opcode == 0x0C03:  # Reset: end each link first, as a radio would
+                initiating["command"], initiating["retry_at"] = None, 0.0
                 if state["quiet"]:
                     state["quiet"] = False
                     print("hci_relay: host reset, radio no longer quiet", flush=True)
@@ -267,7 +321,13 @@ def main():
                 injected_complete.append(int.from_bytes(command[1:3], "little"))
                 sock.sendall(command)
             print("hci_relay: quiet radio: advertising off", flush=True)
+        if initiating["retry_at"] and time.monotonic() >= initiating["retry_at"]:
+            initiating["retry_at"] = 0.0
+            initiating["hidden_status"] += 1
+            sock.sendall(initiating["command"])
         timeout = 0.2
+        if initiating["retry_at"]:
+            timeout = min(timeout, max(0.0, initiating["retry_at"] - time.monotonic()))
         if queue:
             timeout = min(timeout, max(0.0, queue[0][0] - time.monotonic()))
         try:
