@@ -108,9 +108,10 @@ def roles_1mib(ctx: Context):
             # last event (`disconnected`: ACK written, channel closed, removal asked for) into
             # the role's own part and the process's end, which the guest's single emulated CPU
             # shares with bluetoothd taking the link down.
-            exits.append(round(float(exited.group(1)) - stored_at, 2))
+            exited_at = float(exited.group(1))
+            exits.append(round(exited_at - stored_at, 2))
             if handed_back is not None:
-                hand_backs.append((round(handed_back - stored_at, 2), round(float(exited.group(1)) - handed_back, 2)))
+                hand_backs.append((round(handed_back - stored_at, 2), round(exited_at - handed_back, 2)))
         if attempt == 1:
             ctx.figure("roles_1mib_wall_seconds", round(res.seconds, 1))
             # receive returned before bluetoothd finished the clean-up it asked for: within

@@ -42,7 +42,8 @@ def parse_args():
                    help="append every notified value, as received, to this file (also values of a "
                         "message that never completes): what a third party got from the peripheral")
     p.add_argument("--write-hello", default=None,
-                   help="hex bytes written (without response) before subscribing; Apple's central writes nothing")
+                   help="hex bytes written (as a write request, answered before subscribing, as "
+                        "docs/wire-v2.md asks of a central) before subscribing; Apple's central writes nothing")
     return p.parse_args()
 
 
@@ -95,7 +96,9 @@ async def receive_one(args, index):
 
     try:
         if args.write_hello:
-            await client.write_gatt_char(args.characteristic, bytes.fromhex(args.write_hello), response=False)
+            # A request, not a command: with EATT the command and the subscription can reach the
+            # sender in either order, and a subscription first is served Apple's flow.
+            await client.write_gatt_char(args.characteristic, bytes.fromhex(args.write_hello), response=True)
         started = time.monotonic()
         await client.start_notify(args.characteristic, on_notify)
         say("SUBSCRIBED")
