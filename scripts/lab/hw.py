@@ -169,6 +169,9 @@ ls /sys/class/bluetooth 2>/dev/null | grep -q "^${LAB_HCI:-hci0}$" ||
         self.ssh(job.host, f"p=$(cat {rpid}) && kill -TERM -- -$p 2>/dev/null; sleep 2; kill -KILL -- -$p 2>/dev/null; true",
                  capture_output=True)
 
+    def set_capture(self, on: bool) -> None:
+        """Real hosts keep their own records (journalctl; btmon run by hand)."""
+
     def host_logs(self, host: str, lines: int = 20) -> str:
         r = self.ssh(host, f"journalctl -u bluetooth -n {lines} --no-pager 2>/dev/null || sudo -n journalctl -u bluetooth -n {lines} --no-pager",
                      capture_output=True, text=True)

@@ -312,6 +312,8 @@ class Lab:
                                    f"{tail(run_dir / h / 'agent.log', 20)}")
             agents = time.monotonic() - t0
             say(f"agents up after {agents:.1f}s; attaching controllers")
+            if os.environ.get("LAB_BTMON") == "1":
+                lab.set_capture(True)
             if "a" not in no_controller:
                 lab.sh("a", "lab_controller_attach", step="attach controller", deadline=60)
             else:
@@ -529,6 +531,14 @@ class Lab:
         for h in HOSTS:
             self.sh(h, f"lab_baseline {conf}", step="radio up", deadline=120)
 
+    def set_capture(self, on: bool) -> None:
+        """btmon on both guests (a/btmon.log, a/btmon.snoop, b/…) on or off. Off unless asked
+        for (LAB_BTMON=1, or a failed scenario's retry): its live decoding costs each guest a
+        third of its one CPU, and every figure with it."""
+        for h in HOSTS:
+            self.sh(h, "lab_start_btmon" if on else "lab_kill btmon", step="btmon " + ("on" if on else "off"),
+                    deadline=30)
+
     # ---- two-host runs -------------------------------------------------------------------
     def run(self, a: Optional[str] = None, b: Optional[str] = None, deadline: float = 120,
             b_after: Optional[Trigger] = None, a_after: Optional[Trigger] = None,
@@ -615,6 +625,8 @@ class Lab:
 
     # ---- diagnosis -----------------------------------------------------------------------
     def btmon_tail(self, host: str, lines: int = 25) -> str:
+        if not (self.run_dir / host / "btmon.log").exists():
+            return "(no capture yet: a failed scenario's retry records one; LAB_BTMON=1 records from boot)"
         return tail(self.run_dir / host / "btmon.log", lines)
 
     def host_logs(self, host: str, lines: int = 20) -> str:

@@ -43,9 +43,9 @@ def regular_files(directory: Path) -> list:
 
 
 def count_files(directory: str, pattern: str = "*") -> str:
-    """Shell printing how many visible files matching `pattern` lie directly in `directory` (a
-    path as the hosts see it)."""
-    return f'find {shlex.quote(directory)} -maxdepth 1 -type f -name {shlex.quote(pattern)} ! -name ".*" | wc -l'
+    """Shell printing how many visible regular files matching `pattern` (a glob) lie directly in
+    `directory` (a path as the hosts see it), without forking (lab_count_files)."""
+    return f'lab_count_files {shlex.quote(directory)} {shlex.quote(pattern)}'
 
 
 # =============================================================================================
@@ -60,7 +60,7 @@ def daemon_job(role: str, directory: str, until: str, deadline: int, extra: str 
     option = "--outbox" if role == "sender" else "--output-dir"
     return (f'"$BLETRANSFER_BIN" daemon --role {role} --adapter hci0 {option} {shlex.quote(directory)} --json {trust} {extra} &\n'
             f'pid=$!\nend=$((SECONDS + {deadline}))\n'
-            f'while [ $SECONDS -lt $end ] && kill -0 $pid 2>/dev/null && ! ( {until} ); do sleep 0.5; done\n'
+            f'while [ $SECONDS -lt $end ] && kill -0 $pid 2>/dev/null && ! {{ {until}; }}; do lab_pause 0.5; done\n'
             f'echo "DAEMON-DONE after $SECONDS s"\n'
             f'kill -TERM $pid; wait $pid; rc=$?; echo "DAEMON-EXIT $rc"; exit $rc\n')
 

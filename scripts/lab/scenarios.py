@@ -361,7 +361,9 @@ def main() -> int:
             st = time.monotonic()
             # A failed scenario is tried once more (LAB_RETRIES) on a fresh radio: TCG
             # guests on a loaded machine are not real radios. Its first failure is printed in
-            # full and it is reported FLAKY, never as a plain PASS.
+            # full and it is reported FLAKY, never as a plain PASS. The retry runs under btmon
+            # (a/btmon.log, b/btmon.log), so a failure that comes back leaves its HCI trace; the
+            # capture stops after it unless LAB_BTMON=1 keeps it on for the whole run.
             retries = int(os.environ.get("LAB_RETRIES", "1"))
             first_failure = ""
             for attempt in range(retries + 1):
@@ -369,6 +371,7 @@ def main() -> int:
                 try:
                     if attempt > 0:
                         lab.restart_air(s.conf)
+                        lab.set_capture(True)
                     lab.ensure_ready(s.conf)
                     s.fn(ctx)
                     status, detail = "PASS", ""
@@ -386,6 +389,11 @@ def main() -> int:
                 say(f"  {s.name} failed (attempt {attempt + 1}); trying once more on a fresh radio")
             if status == "PASS" and first_failure:
                 status = "FLAKY"
+            if attempt > 0 and os.environ.get("LAB_BTMON") != "1":
+                try:
+                    lab.set_capture(False)
+                except LabError as e:
+                    print(f"btmon could not be stopped: {e}", file=sys.stderr, flush=True)
             secs = round(time.monotonic() - st, 1)
             results.append({"name": s.name, "status": status, "seconds": secs, "figures": ctx.figures})
             figures.update(ctx.figures)

@@ -23,9 +23,10 @@ and writes the authorized-peers files it needs.
                               transfers (keys or not) not one 16-byte window
   secure-throughput           1 MiB between keyless hosts and between keyed hosts a → b in the same
                               run: seconds, their ratio, and subscription → first payload byte
-  secure-multi                secure daemons a → b: 100 files of 4 KiB, then one of 400 KiB, each
-                              timed from the daemons' start to the last file stored; their ratio
-                              (goal ≤ 2), the connections used, all 100 identical under their names
+  secure-multi                secure daemons a → b: one 400 KiB file, 100 files of 4 KiB, 400 KiB
+                              again; each timed from b's first connection to its last file stored;
+                              100 × 4 KiB over the mean 400 KiB (goal ≤ 1.25), the connections used,
+                              all 100 identical under their names
   secure-resume               secure daemons a → b, 4 MiB, the link cut (b's adapter powered off, on
                               5 s later) at about 25, 50 and 75 % of what b verified: bit-identical,
                               visits continue from b's spool; payload bytes a notified over 4 MiB (goal ≤ 1.2)
@@ -449,14 +450,18 @@ def daemon_pair_run(ctx: Context, payloads: list, key_a: Key, key_b: Key, peers_
               f"(\n{sender_job})\n"
               f"rc=$?\nrm -rf {shlex.quote(host_outbox)} && cp -a {local_outbox} {shlex.quote(host_outbox)}\nexit $rc\n")
     # The receiver's clock at its daemon's start and when the inbox first holds all n files
-    # (looked at every 0.1 s: stamping every output line would cost a process per line).
+    # (looked at every 0.1 s: stamping every output line would cost a process per line). The
+    # files arrive in the outbox's order, so the look is one stat of the last name and a count
+    # only once that is there: counting a hundred files every 0.1 s took a quarter of b's CPU.
+    last = f"{local_inbox}/file{n:03d}.dat"
     receiver = (f"rm -rf {local} && mkdir -p {local_inbox} || exit 1\n"
                 f'"$BLETRANSFER_BIN" daemon --role receiver --adapter hci0 --output-dir {local_inbox} '
                 f'--json {trust(key_b, peers_b)} &\n'
-                f'pid=$!\nt0=$(date +%s.%N)\nend=$((SECONDS + {deadline}))\n'
-                f'while [ $SECONDS -lt $end ] && kill -0 $pid 2>/dev/null && [ "$({count_files(local_inbox)})" -lt {n} ]; '
-                f'do sleep 0.1; done\n'
-                f'echo "ALL-STORED $t0 $(date +%s.%N)"\n'
+                f'pid=$!\nt0=$EPOCHREALTIME\nend=$((SECONDS + {deadline}))\n'
+                f'while [ $SECONDS -lt $end ] && kill -0 $pid 2>/dev/null '
+                f'&& ! {{ [ -f {last} ] && [ "$({count_files(local_inbox)})" -ge {n} ]; }}; '
+                f'do lab_pause 0.1; done\n'
+                f'echo "ALL-STORED $t0 $EPOCHREALTIME"\n'
                 f'kill -TERM $pid; wait $pid; rc=$?; echo "DAEMON-EXIT $rc"\n'
                 f'cp -a {local_inbox}/. {shlex.quote(host_inbox)}/\nexit $rc\n')
     res = ctx.lab.run(a=sender, b=receiver, deadline=deadline + 60, step=label)
@@ -471,10 +476,21 @@ def daemon_pair_run(ctx: Context, payloads: list, key_a: Key, key_b: Key, peers_
 # =============================================================================================
 @scenario("secure-multi", tags=("bletransfer", "daemon", "secure", "throughput", "virtual"), conf="default")
 def secure_multi(ctx: Context):
-    """Secure daemons a → b: 100 files of 4 KiB over few connections, against one 400 KiB file."""
+    """Secure daemons a → b: 100 files of 4 KiB over few connections, against one 400 KiB file
+    sent just before and just after (the link's speed drifts within minutes)."""
     ctx.require_bletransfer()
     fresh(ctx)
     key_a, key_b, peers_a, peers_b = mutual_keys(ctx)
+    big = os.urandom(400 * 1024)
+    bigs = []
+
+    def one_big(label: str) -> None:
+        seconds, _, b_out, _, inbox_big = daemon_pair_run(ctx, [big], key_a, key_b, peers_a, peers_b, label,
+                                                          deadline=300)
+        ctx.check([p.read_bytes() for p in regular_files(inbox_big)] == [big], f"{label}: the 400 KiB file arrived bit-identical")
+        bigs.append((seconds, connected_to_stored(b_out)))
+
+    one_big("big-before")
     small = [os.urandom(4096) for _ in range(100)]
     seconds_small, a_out, b_out, outbox, inbox = daemon_pair_run(
         ctx, small, key_a, key_b, peers_a, peers_b, "hundred", deadline=600)
@@ -490,22 +506,38 @@ def secure_multi(ctx: Context):
     visits = len(json_events(b_out, "connected"))
     subscriptions = len(json_events(a_out, "subscribed"))
     ctx.check(1 <= visits <= 10, f"the 100 files took few connections: {visits}")
+    link_small = connected_to_stored(b_out)
+    one_big("big-after")
 
-    big = os.urandom(400 * 1024)
-    seconds_big, _, _, _, inbox_big = daemon_pair_run(ctx, [big], key_a, key_b, peers_a, peers_b, "big", deadline=300)
-    ctx.check([p.read_bytes() for p in regular_files(inbox_big)] == [big], "the 400 KiB file arrived bit-identical")
-    ratio = round(seconds_small / seconds_big, 2)
+    # The ratio on the link: from b's first connection to its last stored file, which leaves
+    # out the daemons' start and the scan (seconds that differ from run to run and are the same
+    # for one file or a hundred); from the daemon's start as well, for comparison.
+    seconds_big = round((bigs[0][0] + bigs[1][0]) / 2, 2)
+    ratio_from_start = round(seconds_small / seconds_big, 2)
     ctx.figure("multi_100x4kib_seconds", seconds_small)
-    ctx.figure("multi_400kib_seconds", seconds_big)
-    ctx.figure("multi_ratio", ratio)
+    ctx.figure("multi_400kib_seconds", "/".join(str(b[0]) for b in bigs))
+    ctx.figure("multi_ratio_from_start", ratio_from_start)
+    if link_small is not None and all(b[1] for b in bigs):
+        link_big = (bigs[0][1] + bigs[1][1]) / 2
+        ctx.figure("multi_100x4kib_link_seconds", link_small)
+        ctx.figure("multi_400kib_link_seconds", "/".join(str(b[1]) for b in bigs))
+        ctx.figure("multi_ratio", round(link_small / link_big, 2))
     ctx.figure("multi_visits", visits)
     ctx.figure("multi_sender_subscriptions", subscriptions)
-    # Issue #13's goal is a ratio ≤ 2: reported, not asserted (stop-and-wait pays one ACK
-    # round trip and the outbox's and inbox's file work per message; docs/wire-v2.md section 4).
-    # A ratio far above it means messages went back to one visit each.
-    ctx.check(ratio <= 6.0, f"100 × 4 KiB within 6 times the time of one 400 KiB file: {ratio}")
+    # Issue #26's goal is a ratio ≤ 1.25: reported, not asserted (a figure of a shared emulated
+    # link). A ratio far above it means messages went back to one visit each.
+    ctx.check(ratio_from_start <= 6.0, f"100 × 4 KiB within 6 times the time of one 400 KiB file: {ratio_from_start}")
 
 
+def connected_to_stored(b_out: str) -> float | None:
+    """Seconds from the receiver daemon's first `connected` event to its last `received`."""
+    connected, received = json_events(b_out, "connected"), json_events(b_out, "received")
+    if not connected or not received:
+        return None
+    return round(received[-1]["unixTime"] - connected[0]["unixTime"], 2)
+
+
+# =============================================================================================
 @scenario("secure-throughput", tags=("bletransfer", "secure", "throughput"), conf="default")
 def secure_throughput(ctx: Context):
     """1 MiB between keyless hosts and 1 MiB between keyed hosts, a → b, in the same run: seconds, ratio, handshake cost."""
@@ -605,7 +637,7 @@ def resume_run(ctx: Context, size: int, cuts: tuple, deadline: int) -> None:
                 f'done\n'
                 f'out=/tmp/resume-visit-last.out\n{receive} > $out 2>&1 &\npid=$!\n'
                 f'while [ $SECONDS -lt $end ] && kill -0 $pid 2>/dev/null && [ "$({count_files(host_inbox)})" -lt 1 ]; '
-                f'do sleep 0.1; done\n'
+                f'do lab_pause 0.1; done\n'
                 f'echo "ALL-STORED $t0 $(date +%s.%N)"\n'
                 f'kill -TERM $pid; wait $pid; rc=$?; cat $out\n'
                 f'echo "SPOOL-AFTER $(find {spool} -type f -name \'*.part\' | wc -l)"\necho "DAEMON-EXIT $rc"; exit $rc\n')
@@ -671,7 +703,7 @@ def resume_link_cut_run(ctx: Context, size: int, cuts: tuple, deadline: int, out
     receiver = (f'{receive} &\n'
                 f'pid=$!\nt0=$(date +%s.%N)\nend=$((SECONDS + {deadline}))\n'
                 f'while [ $SECONDS -lt $end ] && kill -0 $pid 2>/dev/null && [ "$({count_files(host_inbox)})" -lt 1 ]; '
-                f'do sleep 0.1; done\n'
+                f'do lab_pause 0.1; done\n'
                 f'echo "ALL-STORED $t0 $(date +%s.%N)"\n'
                 f'echo "SPOOL-AFTER $(stat -c %a {spool}) $(find {spool} -type f -name \'*.part\' | wc -l)"\n'
                 f'kill -TERM $pid; wait $pid; rc=$?; echo "DAEMON-EXIT $rc"; exit $rc\n')

@@ -1,6 +1,6 @@
 #!/bin/bash
 # The lab agent: PID 1 of a guest after switch_root (it runs in the host's root, read-only).
-# Brings up the guest's own system D-Bus, btmon and bluetoothd, then executes the commands the
+# Brings up the guest's own system D-Bus and bluetoothd, then executes the commands the
 # host sends over the virtio-serial port "lab.ctl": each line is the id of a script the host put
 # in $LAB_OUT/ctl/$LAB_HOST/<id>.sh; stdout, stderr and the exit status land next to it.
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
@@ -9,6 +9,7 @@ export LAB_HOST LAB_OUT LAB_DIR
 HOSTDIR="$LAB_OUT/$LAB_HOST"
 CTL="$LAB_OUT/ctl/$LAB_HOST"
 mkdir -p "$HOSTDIR" "$CTL" /run/lab
+mkfifo /run/lab/pause.fifo  # lab_pause's clock: nobody ever writes it
 exec >>"$HOSTDIR/agent.log" 2>&1
 echo "agent: up at $(cut -d' ' -f1 /proc/uptime)s, kernel $(uname -r)"
 hostname "lab-$LAB_HOST"
@@ -17,7 +18,7 @@ ip link set lo up 2>/dev/null || busybox ip link set lo up 2>/dev/null
 . "$LAB_DIR/guest/lib.sh"
 
 lab_start_dbus
-lab_start_btmon
+# btmon is started by the host when a capture is wanted (lab.py, Lab.set_capture).
 lab_start_bluetoothd
 
 port=""
