@@ -206,10 +206,17 @@ def peers_eatt_order(ctx: Context):
 @scenario("fault-power", tags=("faults",))
 def fault_power(ctx: Context):
     """Power a's adapter off and on during a D-Bus watch: Powered false then true is seen."""
-    watch = ("echo WATCHING; timeout 20 dbus-monitor --system "
-             "\"type='signal',interface='org.freedesktop.DBus.Properties',path='/org/bluez/hci0'\" "
-             "| grep -A2 --line-buffered '\"Powered\"' ; true")
-    res = ctx.lab.run(a=watch, deadline=60, step="watch Powered",
+    # The watch ends once both values came, or after 60 s: a fixed 20 s window missed the
+    # `true` on a slow host, where the power-on fault goes over SSH and bluetoothctl first.
+    signals = "\"type='signal',interface='org.freedesktop.DBus.Properties',path='/org/bluez/hci0'\""
+    watch = ("seen=$(mktemp); echo WATCHING\n"
+             f"timeout 60 dbus-monitor --system {signals} >\"$seen\" 2>&1 & monitor=$!\n"
+             "for _ in $(seq 1 600); do p=$(grep -A2 '\"Powered\"' \"$seen\"); "
+             "[[ $p == *'boolean false'* && $p == *'boolean true'* ]] && break; "
+             "kill -0 $monitor 2>/dev/null || break; lab_pause 0.1; done\n"
+             "kill $monitor 2>/dev/null; wait $monitor 2>/dev/null\n"
+             "grep -A2 '\"Powered\"' \"$seen\"; rm -f \"$seen\"; true")
+    res = ctx.lab.run(a=watch, deadline=90, step="watch Powered",
                       timeline=((("a", "WATCHING", 2.0), ("a", "power-off")),
                                 (("a", "WATCHING", 8.0), ("a", "power-on"))))
     out = res.job("a").stdout()
