@@ -163,13 +163,13 @@ def peers_text(ctx: Context):
     ctx.figure("text_bytes", got[0]["bytes"])
 
 
-@scenario("peers-reverse", tags=("peers",), conf="channels1")
+@scenario("peers-reverse", tags=("peers", "long"), conf="channels1")
 def peers_reverse(ctx: Context):
     """bless peripheral on b → bleak central on a (third-party peer on each side)."""
     exchange(ctx, b"hello from b to a", sender="b", chunk=20)
 
 
-@scenario("peers-rescan", tags=("peers",), conf="channels1")
+@scenario("peers-rescan", tags=("peers", "long"), conf="channels1")
 def peers_rescan(ctx: Context):
     """Three messages in a row: the central unsubscribes, disconnects and rescans each time."""
     exchange(ctx, b"message sent three times", sender="a", chunk=20, count=3)
@@ -260,7 +260,7 @@ def fault_unauthorized(ctx: Context):
     ctx.check(job.rc == 0, "root still allowed")
 
 
-@scenario("fault-link-cut", tags=("faults", "peers", "virtual"), conf="channels1")
+@scenario("fault-link-cut", tags=("faults", "peers", "virtual", "long"), conf="channels1")
 def fault_link_cut(ctx: Context):
     """Link cut mid-transfer (bless → bleak, 256 KiB): nothing partial is written; after the
     link returns the central rescans and the whole message arrives."""

@@ -267,7 +267,7 @@ def secure_vs_apple_peripheral(ctx: Context):
     print("\n".join(f"  b: {line}" for line in named[:3]))
 
 
-@scenario("secure-unauthorized-key", tags=("bletransfer", "daemon", "secure", "virtual"), conf="default")
+@scenario("secure-unauthorized-key", tags=("bletransfer", "daemon", "secure", "virtual", "long"), conf="default")
 def secure_unauthorized_key(ctx: Context):
     """bletransfer with a key the other side does not list, as sender and as receiver: nothing passes."""
     ctx.require_bletransfer()
@@ -538,7 +538,7 @@ def connected_to_stored(b_out: str) -> float | None:
 
 
 # =============================================================================================
-@scenario("secure-throughput", tags=("bletransfer", "secure", "throughput"), conf="default")
+@scenario("secure-throughput", tags=("bletransfer", "secure", "throughput", "long"), conf="default")
 def secure_throughput(ctx: Context):
     """1 MiB between keyless hosts and 1 MiB between keyed hosts, a → b, in the same run: seconds, ratio, handshake cost."""
     ctx.require_bletransfer()
