@@ -170,7 +170,7 @@ let package = Package(
         .executableTarget(
             name: "bletransfer-bench",
             dependencies: [
-                "Transfer", "Trust", "Roles", "Machines", "Storage", "DBus",
+                "Transfer", "Trust", "Roles", "Machines", "Storage", "DBus", "Daemon",
                 crypto, argumentParser, systemPackage,
             ]
         ),

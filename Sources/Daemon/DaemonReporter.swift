@@ -146,48 +146,49 @@ struct DaemonReporter {
     // MARK: Outbox events
 
     private mutating func handle(_ event: OutboxSourceEvent) {
-        let line: String
+        // The JSON event's name and fields; rendered only with --json.
+        let jsonEvent: (name: String, fields: any Encodable)
         switch event {
         case .serving(let file):
             status.servingFile = file.name
             logger.info("offering outbox file", metadata: ["file": "\(file.name)", "bytes": "\(file.size)"])
-            line = JSONEvents.line("offering", OfferingJSONEvent(file: file.name, bytes: file.size))
+            jsonEvent = ("offering", OfferingJSONEvent(file: file.name, bytes: file.size))
         case .moved(let file, let destination):
             status.servingFile = nil
             if let destination {
                 logger.info("outbox file sent", metadata: ["file": "\(file.name)", "path": "\(destination)"])
-                line = JSONEvents.line("sent", SentJSONEvent(file: file.name, path: destination.string))
+                jsonEvent = ("sent", SentJSONEvent(file: file.name, path: destination.string))
             } else {
                 logger.warning("a delivered outbox file was no longer in the outbox; nothing moved",
                                metadata: ["file": "\(file.name)"])
-                line = JSONEvents.line("sent", SentJSONEvent(file: file.name))
+                jsonEvent = ("sent", SentJSONEvent(file: file.name))
             }
         case .moveFailed(let file, let error):
             status.servingFile = nil
             logger.error("delivered, but moving it to sent/ failed; it will be sent again",
                          metadata: ["file": "\(file.name)", "error": "\(error)"])
-            line = JSONEvents.line("error", ErrorJSONEvent("\(error)", file: file.name))
+            jsonEvent = ("error", ErrorJSONEvent("\(error)", file: file.name))
         case .unreadable(let error, let retryIn):
             logger.error("cannot read the outbox", metadata: [
                 "error": "\(error)", "retry": "\(EventRenderer.formatSeconds(retryIn.seconds))",
             ])
-            line = JSONEvents.line("error", ErrorJSONEvent("\(error)"))
+            jsonEvent = ("error", ErrorJSONEvent("\(error)"))
         case .notice(let notice):
             switch notice {
             case .quarantined(let name, let reason, let movedTo):
                 logger.warning("outbox file cannot be sent; moved to failed/", metadata: [
                     "file": "\(name)", "reason": "\(reason)", "path": "\(movedTo)",
                 ])
-                line = JSONEvents.line("failed", FailedJSONEvent(file: name, reason: reason, path: movedTo.string))
+                jsonEvent = ("failed", FailedJSONEvent(file: name, reason: reason, path: movedTo.string))
             case .skipped(let name, let reason):
                 logger.error("outbox file cannot be sent and stays in the outbox", metadata: [
                     "file": "\(name)", "reason": "\(reason)",
                 ])
-                line = JSONEvents.line("failed", FailedJSONEvent(file: name, reason: reason))
+                jsonEvent = ("failed", FailedJSONEvent(file: name, reason: reason))
             }
         }
         if json {
-            EventRenderer.writeLine(line, to: STDOUT_FILENO)
+            EventRenderer.writeLine(JSONEvents.line(jsonEvent.name, jsonEvent.fields), to: STDOUT_FILENO)
         }
     }
 
@@ -257,7 +258,7 @@ struct DaemonReporter {
         if let name = summary.fileName { metadata["name"] = "\(SafeText.escape(name))" }
         if let offset = summary.resumedFrom { metadata["resumed_from"] = "\(offset)" }
         if let onAir = summary.payloadBytesOnAir { metadata["payload_bytes_on_air"] = "\(onAir)" }
-        if let duration = summary.duration { metadata["seconds"] = "\(String(format: "%.3f", duration.seconds))" }
+        if let duration = summary.duration { metadata["seconds"] = "\(EventRenderer.millisecondSeconds(duration))" }
         if let ordering = summary.ordering {
             metadata["order_at_risk"] = "true"
             metadata["order_risk"] = "\(ordering.reason)"

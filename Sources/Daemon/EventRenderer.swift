@@ -250,6 +250,15 @@ public struct EventRenderer {
         return "\(Int(seconds) / 3600)h\(String(format: "%02d", Int(seconds) % 3600 / 60))m"
     }
 
+    /// Seconds to the millisecond, three decimals always (`1.500`). Written out instead of
+    /// `String(format: "%.3f")`: Foundation's formatter took longer than the rest of a
+    /// message's log line (`bletransfer-bench events`).
+    public static func millisecondSeconds(_ duration: Duration) -> String {
+        let milliseconds = max(0, Int((duration.seconds * 1000).rounded()))
+        let fraction = String(milliseconds % 1000)
+        return "\(milliseconds / 1000)." + String(repeating: "0", count: 3 - fraction.count) + fraction
+    }
+
     // MARK: JSON
 
     /// JSON encoders escape C0 controls but write C1 controls and bidi overrides as they

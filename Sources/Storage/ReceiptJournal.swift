@@ -92,7 +92,7 @@ public final class ReceiptJournal: Sendable {
         self.retention = retention
         self.clock = clock
         let absolute = URL(fileURLWithPath: directory).standardizedFileURL.path
-        let tag = FramedHeader.sha256(Array(absolute.utf8)).prefix(8).map { String(format: "%02x", $0) }.joined()
+        let tag = lowercaseHex(FramedHeader.sha256(Array(absolute.utf8)).prefix(8))
         path = (stateDirectory.hasSuffix("/") ? stateDirectory : stateDirectory + "/") + "receipts-\(tag).jsonl"
         state = Mutex(Self.read(path))
     }
@@ -226,7 +226,7 @@ public final class ReceiptJournal: Sendable {
         // Read in pieces: a stored file may be far larger than memory.
         guard let (file, _) = try? PayloadFile.openForReading(path),
               let sha256 = try? MessagePayload(file: file, count: size).sha256() else { return false }
-        return sha256.map { String(format: "%02x", $0) }.joined() == digest
+        return lowercaseHex(sha256) == digest
     }
 
     /// Applies `change` (which may number new entries from the `Int`), prunes what is past its

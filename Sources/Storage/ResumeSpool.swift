@@ -114,7 +114,7 @@ public final class ResumeSpool: Sendable {
 
     /// The file name of an entry: sender key (or `plain`), SHA-256 and length, all hex or decimal.
     static func entryName(sender: PeerKey?, digest: [UInt8], length: UInt64) -> String {
-        (sender.map { hex($0.rawBytes) } ?? "plain") + "-" + hex(digest) + "-" + String(length) + ".part"
+        (sender.map { lowercaseHex($0.rawBytes) } ?? "plain") + "-" + lowercaseHex(digest) + "-" + String(length) + ".part"
     }
 
     private func path(sender: PeerKey?, header: MessageHeader) -> String {
@@ -259,10 +259,6 @@ public final class ResumeSpool: Sendable {
             used -= entries[index].bytes
             entries.remove(at: index)
         }
-    }
-
-    private static func hex(_ bytes: [UInt8]) -> String {
-        bytes.map { String(format: "%02x", $0) }.joined()
     }
 
     private static func reason(_ error: any Error) -> String {

@@ -52,17 +52,31 @@ def count_files(directory: str, pattern: str = "*") -> str:
 # Command lines
 # =============================================================================================
 def daemon_job(role: str, directory: str, until: str, deadline: int, extra: str = "",
-               trust: str = "--insecure-any-peer") -> str:
+               trust: str = "--insecure-any-peer", output_on_guest: bool = False) -> str:
     """Shell for one guest: start the daemon, wait until `until` (a shell test) holds, then
     SIGTERM it and exit with its status, printing DAEMON-EXIT. `trust` is the daemon's trust
     options: by default any peer (for scenarios that are not about trust; trust() gives
-    --identity and --authorized-peers)."""
+    --identity and --authorized-peers). `output_on_guest`: see `daemon_output`."""
     option = "--outbox" if role == "sender" else "--output-dir"
-    return (f'"$BLETRANSFER_BIN" daemon --role {role} --adapter hci0 {option} {shlex.quote(directory)} --json {trust} {extra} &\n'
+    redirect, replay = daemon_output(output_on_guest)
+    return (f'"$BLETRANSFER_BIN" daemon --role {role} --adapter hci0 {option} {shlex.quote(directory)} --json {trust} {extra}'
+            f'{redirect} &\n'
             f'pid=$!\nend=$((SECONDS + {deadline}))\n'
             f'while [ $SECONDS -lt $end ] && kill -0 $pid 2>/dev/null && ! {{ {until}; }}; do lab_pause 0.5; done\n'
             f'echo "DAEMON-DONE after $SECONDS s"\n'
-            f'kill -TERM $pid; wait $pid; rc=$?; echo "DAEMON-EXIT $rc"; exit $rc\n')
+            f'kill -TERM $pid; wait $pid; rc=$?\n{replay}echo "DAEMON-EXIT $rc"; exit $rc\n')
+
+
+def daemon_output(on_guest: bool) -> tuple:
+    """(redirection, replay) for a daemon's output. By default it goes where the job's does:
+    files in the run folder, 9p under TCG, so that every line crosses to the host as it is
+    written. A measured run (`on_guest`) writes to the guest's own tmpfs instead, as a daemon
+    logs to a local journal, and replays it into the job's output once the daemon has exited:
+    a 9p write per event line, several a message, would be timed with the message."""
+    if not on_guest:
+        return "", ""
+    return (' > "/tmp/lab-daemon-$$.out" 2> "/tmp/lab-daemon-$$.err"',
+            'cat "/tmp/lab-daemon-$$.out"; cat "/tmp/lab-daemon-$$.err" >&2; rm -f "/tmp/lab-daemon-$$".*\n')
 
 
 def with_peak_rss(command: str) -> str:
@@ -123,10 +137,15 @@ def trust(identity: Key, peers: str) -> str:
     return f"--identity {identity.identity} --authorized-peers {peers}"
 
 
+def host_keys(ctx: Context) -> tuple:
+    """Fresh keys on a and b, named lab-a and lab-b: (key_a, key_b)."""
+    return keygen(ctx, "a", "a"), keygen(ctx, "b", "b")
+
+
 def mutual_keys(ctx: Context) -> tuple:
     """Fresh keys on a and b, each side's authorized-peers file listing the other's key:
     (key_a, key_b, peers_a, peers_b)."""
-    key_a, key_b = keygen(ctx, "a", "a"), keygen(ctx, "b", "b")
+    key_a, key_b = host_keys(ctx)
     return key_a, key_b, authorize(ctx, "a", "a", [key_b]), authorize(ctx, "b", "b", [key_a])
 
 

@@ -321,7 +321,7 @@ public final class Central: Sendable {
     /// before it moved its file to `sent/` offers it again), then forgets it.
     private func forgetReceipt(sender: String?, digest: [UInt8]) async {
         guard let sender else { return }
-        await configuration.receiptJournal?.recordAcknowledged(sender: sender, digest: Self.hex(digest))
+        await configuration.receiptJournal?.recordAcknowledged(sender: sender, digest: lowercaseHex(digest))
     }
 
     // MARK: One visit
@@ -509,7 +509,7 @@ public final class Central: Sendable {
         // saw acknowledged: counted now, as the message is there.
         var storedByEarlierRun = false
         if earlierCopy == nil, let journal = configuration.receiptJournal, let digest = message.digest,
-           let found = await journal.findEarlierCopy(sender: sender, digest: Self.hex(digest), size: message.byteCount,
+           let found = await journal.findEarlierCopy(sender: sender, digest: lowercaseHex(digest), size: message.byteCount,
                                                      excludingVisit: visit) {
             earlierCopy = UnacknowledgedMessage(digest: digest, storedAt: found)
             storedByEarlierRun = true
@@ -519,7 +519,7 @@ public final class Central: Sendable {
         guard earlierCopy == nil else { return taken }
         taken.sequence = progressState.nextSequence()
         let journal = configuration.receiptJournal
-        let digest = message.digest.map(Self.hex)
+        let digest = message.digest.map { lowercaseHex($0) }
         if let digest {
             await journal?.recordWillStore(sender: sender, digest: digest, size: message.byteCount, name: message.file?.name, visit: visit)
         }
@@ -588,7 +588,7 @@ public final class Central: Sendable {
         if let earlierCopy = taken.earlierCopy {
             let place = earlierCopy.storedAt.map { " (stored as \($0))" } ?? ""
             emit(.warning("\(EventText.describe(peer)) sent again the message it had not seen acknowledged, "
-                          + "sha256 \(message.digest.map(Self.hex) ?? "?")\(place): acknowledged, not stored twice"))
+                          + "sha256 \(message.digest.map { lowercaseHex($0) } ?? "?")\(place): acknowledged, not stored twice"))
             return
         }
         progressState.markReceived()
@@ -607,7 +607,7 @@ public final class Central: Sendable {
         emit(.received(
             MessageSummary(sequence: taken.sequence, byteCount: message.byteCount,
                            format: assembly.isSecure ? .secure : message.format == .framed ? .framed : .compat,
-                           sha256: message.digest.map(Self.hex), duration: duration, ordering: ordering,
+                           sha256: message.digest.map { lowercaseHex($0) }, duration: duration, ordering: ordering,
                            peerKey: assembly.authenticatedSender, fileName: message.file?.name,
                            resumedFrom: assembly.resumedFrom),
             from: peer, storedAt: taken.storedAt))
@@ -936,10 +936,6 @@ public final class Central: Sendable {
         if flags.contains(.write) { return .request }
         if flags.contains(.writeWithoutResponse) { return .command }
         return nil
-    }
-
-    static func hex(_ bytes: [UInt8]) -> String {
-        bytes.map { String(format: "%02x", $0) }.joined()
     }
 
     static func describe(_ error: any Error) -> String {

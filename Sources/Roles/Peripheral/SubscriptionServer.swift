@@ -662,7 +662,7 @@ actor SubscriptionServer {
     private func summary(of subscription: inout Subscription) -> MessageSummary {
         MessageSummary(
             sequence: subscription.sequence, byteCount: subscription.message.byteCount, format: subscription.format,
-            sha256: Central.hex(subscription.message.digest),
+            sha256: lowercaseHex(subscription.message.digest),
             duration: .now - subscription.startedAt,
             ordering: subscription.format == .compat && subscription.confirmations == nil
                 ? compatOrderingRisk(&subscription) : nil,

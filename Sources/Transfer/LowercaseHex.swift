@@ -1,0 +1,14 @@
+/// Bytes as lower-case hexadecimal, two digits a byte (a SHA-256 digest in events, journal
+/// lines and spool names). One table lookup a digit: `String(format: "%02x")` a byte went
+/// through Foundation's formatter for each of a digest's 32 bytes, on every message.
+public func lowercaseHex(_ bytes: some Sequence<UInt8>) -> String {
+    var digits: [UInt8] = []
+    digits.reserveCapacity(bytes.underestimatedCount * 2)
+    for byte in bytes {
+        digits.append(hexDigits[Int(byte >> 4)])
+        digits.append(hexDigits[Int(byte & 0x0F)])
+    }
+    return String(decoding: digits, as: UTF8.self)
+}
+
+private let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
