@@ -18,6 +18,13 @@ import Transfer
         #expect(text.prefix(19) + "Z" == ISO8601DateFormatter().string(from: date))
     }
 
+    /// The `seconds=` of a message's log line: as `String(format: "%.3f")` wrote it.
+    @Test(arguments: [0, 1, 5, 999, 1_000, 1_234, 59_999, 3_600_000, 86_400_123])
+    func millisecondSecondsAsFormatWroteThem(milliseconds: Int) {
+        let duration = Duration.milliseconds(milliseconds)
+        #expect(EventRenderer.millisecondSeconds(duration) == String(format: "%.3f", duration.seconds))
+    }
+
     @Test func eventSentencesAndJSONCarryNoTerminalControls() throws {
         let peer = PeerDescription(address: "AA:BB:CC:DD:EE:FF", name: "x\u{1B}[31mred\u{9B}\u{202E}")
         let sentence = EventRenderer.sentence(for: .connected(peer))
