@@ -39,33 +39,27 @@ struct EventsBenchmark: ParsableCommand {
         let event = RoleEvent.delivered(summary, to: PeerDescription(address: "AA:BB:CC:DD:EE:FF", name: "lab-b", rssi: -60))
         let extras = JSONEventExtras(count: 42, rss: 29_000_000)
 
-        let count = count
-        // Pairs: the way it was written before, then now; the last row stands alone.
-        let rows: [(String, Double)] = [
-            ("SHA-256 hex, String(format:) a byte", bestSeconds(of: repetitions) {
-                for _ in 0..<count { _ = digest.map { String(format: "%02x", $0) }.joined() }
-            }),
-            ("SHA-256 hex, lowercaseHex", bestSeconds(of: repetitions) {
-                for _ in 0..<count { _ = lowercaseHex(digest) }
-            }),
-            ("log seconds, String(format: \"%.3f\")", bestSeconds(of: repetitions) {
-                for _ in 0..<count { _ = String(format: "%.3f", duration.seconds) }
-            }),
-            ("log seconds, millisecondSeconds", bestSeconds(of: repetitions) {
-                for _ in 0..<count { _ = EventRenderer.millisecondSeconds(duration) }
-            }),
-            ("delivered JSON line (JSONEncoder)", bestSeconds(of: repetitions) {
-                for _ in 0..<count { _ = EventRenderer.jsonLine(for: event, extras: extras) }
-            }),
+        let count = count, repetitions = repetitions
+        func timed(_ body: () -> Void) -> Double { bestSeconds(of: repetitions, body) }
+        let hexBefore = timed { for _ in 0..<count { _ = digest.map { String(format: "%02x", $0) }.joined() } }
+        let secondsBefore = timed { for _ in 0..<count { _ = String(format: "%.3f", duration.seconds) } }
+        // Each row against the way it was written before (its `before`); the JSON line for scale.
+        let rows: [(name: String, seconds: Double, before: Double?)] = [
+            ("SHA-256 hex, String(format:) a byte", hexBefore, hexBefore),
+            ("SHA-256 hex, lowercaseHex", timed { for _ in 0..<count { _ = lowercaseHex(digest) } }, hexBefore),
+            ("log seconds, String(format: \"%.3f\")", secondsBefore, secondsBefore),
+            ("log seconds, millisecondSeconds",
+             timed { for _ in 0..<count { _ = EventRenderer.millisecondSeconds(duration) } }, secondsBefore),
+            ("delivered JSON line (JSONEncoder)",
+             timed { for _ in 0..<count { _ = EventRenderer.jsonLine(for: event, extras: extras) } }, nil),
         ]
         print("Events benchmark: \(count) renderings a measurement, best of \(repetitions)")
         print(pad("measurement", 40) + pad("per second", 14, right: true) + pad("µs each", 10, right: true)
               + pad("× before", 10, right: true))
-        for (index, (name, seconds)) in rows.enumerated() {
-            let paired = index < 4
-            print(pad(name, 40) + pad(format(Double(count) / seconds, digits: 0), 14, right: true)
-                  + pad(format(seconds / Double(count) * 1e6, digits: 2), 10, right: true)
-                  + (paired ? pad(format(rows[index - index % 2].1 / seconds, digits: 1), 10, right: true) : ""))
+        for row in rows {
+            print(pad(row.name, 40) + pad(format(Double(count) / row.seconds, digits: 0), 14, right: true)
+                  + pad(format(row.seconds / Double(count) * 1e6, digits: 2), 10, right: true)
+                  + (row.before.map { pad(format($0 / row.seconds, digits: 1), 10, right: true) } ?? ""))
         }
     }
 }
