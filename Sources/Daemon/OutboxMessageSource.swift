@@ -50,9 +50,10 @@ actor OutboxMessageSource: MessageSource {
     private var peerOutboxes: [String: Outbox] = [:]
     /// The file being offered and its prepared message (hashed once, not per subscription).
     private var serving: Served?
-    /// Pipeline: the file after `serving`, claimed and prepared while `serving` awaits its
-    /// ACK; `nextAvailableNow` hands it out once `serving` is delivered.
-    private var upcoming: Served?
+    /// Pipeline: the files after `serving`, in order, claimed and prepared while `serving`
+    /// awaits its ACK (the first sent ahead, the second prepared while that one is on the air:
+    /// `prepareAhead`); `nextAvailableNow` hands out the first once `serving` is delivered.
+    private var prepared: [Served] = []
     private(set) var deliveredCount = 0
     /// When the peer folders were last listed, and the outbox watcher's generation then.
     private var foldersListed: (generation: UInt64, at: ContinuousClock.Instant)?
@@ -97,7 +98,7 @@ actor OutboxMessageSource: MessageSource {
     func current() async -> OutgoingMessage? {
         while !Task.isCancelled {
             // A file prepared ahead for a session that ended is prepared again when its turn comes.
-            upcoming = nil
+            prepared = []
             do {
                 if let ready = try await readyNow(for: nil) { return adopt(ready) }
             } catch {
@@ -111,8 +112,16 @@ actor OutboxMessageSource: MessageSource {
     }
 
     /// The first ready outbox file, without waiting for one (a multi session's next message).
+    /// A file prepared while the last one awaited its ACK comes first whatever arrived since:
+    /// it may be on the air already, and it is not read or hashed again.
     func nextAvailableNow() async -> OutgoingMessage? {
         guard !Task.isCancelled else { return nil }
+        if !prepared.isEmpty {
+            let next = prepared.removeFirst()
+            serving = next
+            report(.serving(next.file))
+            return next.message
+        }
         let ready: Served?
         do {
             ready = try await readyNow(for: nil)
@@ -120,40 +129,44 @@ actor OutboxMessageSource: MessageSource {
             report(.unreadable(error, retryIn: retryDelay))
             return nil
         }
-        guard let ready else { return nil }
-        if let upcoming, upcoming.file == ready.file {
-            // Prepared while the last one awaited its ACK: the same message, not hashed again.
-            serving = upcoming
-            self.upcoming = nil
-            report(.serving(upcoming.file))
-            return upcoming.message
-        }
-        upcoming = nil
-        return adopt(ready)
+        return ready.map(adopt)
     }
 
     /// The file after the one being served, in the same folder, ready now (pipeline);
     /// claimed, not counted.
     func upcomingNow() async -> OutgoingMessage? {
+        await prepared(at: 0)
+    }
+
+    /// The file after the upcoming one, claimed and read now, while the served one awaits its
+    /// ACK and the upcoming one is on the air: once the served one is delivered, `upcomingNow`
+    /// answers at once.
+    func prepareAhead() async {
+        _ = await prepared(at: 1)
+    }
+
+    /// The `position`-th file after `serving` in its folder, prepared (claimed, read, hashed)
+    /// when it is not yet; nil when none is ready.
+    private func prepared(at position: Int) async -> OutgoingMessage? {
         guard !Task.isCancelled, let serving else { return nil }
-        if let upcoming { return upcoming.message }
-        let file: OutboxFile?
-        do {
-            file = try await serving.outbox.next(after: serving.file)
-        } catch {
-            return nil
+        while prepared.count <= position {
+            let file: OutboxFile?
+            do {
+                file = try await serving.outbox.next(after: [serving.file] + prepared.map(\.file))
+            } catch {
+                return nil
+            }
+            guard let file else { return nil }
+            prepared.append(Served(outbox: serving.outbox, file: file,
+                                   message: Self.message(for: file, addressee: serving.message.addressee)))
         }
-        guard let file else { return nil }
-        let prepared = Served(outbox: serving.outbox, file: file,
-                              message: Self.message(for: file, addressee: serving.message.addressee))
-        upcoming = prepared
-        return prepared.message
+        return prepared[position].message
     }
 
     /// What is ready for `peer` now: its own folder's first file, else the top's.
     func message(for peer: AuthenticatedPeer) async -> OutgoingMessage? {
         guard let ready = try? await readyNow(for: peer) else { return nil }
-        upcoming = nil
+        prepared = []
         return adopt(ready)
     }
 

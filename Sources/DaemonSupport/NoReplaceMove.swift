@@ -60,14 +60,9 @@ enum NoReplaceMove {
     }
 
     /// Makes renames in `directories` durable, one after the other, on
-    /// ``BlockingCalls/storage``: an `fsync` waits for the disk. Best effort: a directory that
-    /// cannot be flushed loses nothing but durability.
-    static func syncDirectories(_ directories: [String]) async {
-        await BlockingCalls.run { directories.forEach(syncDirectory) }
-    }
-
-    /// ``syncDirectories(_:)`` queued without waiting for it, for a caller that cannot await
-    /// here and needs no outcome: the flushes still follow the renames made before.
+    /// ``BlockingCalls/storage`` (an `fsync` waits for the disk), without waiting for it: the
+    /// flushes still follow the renames made before. Best effort: a directory that cannot be
+    /// flushed loses nothing but durability.
     static func startSyncingDirectories(_ directories: [String]) {
         BlockingCalls.storage.submit { directories.forEach(syncDirectory) }
     }

@@ -125,11 +125,12 @@ public actor Outbox {
         try scan(reusingListing: true).file
     }
 
-    /// The first file ready to send after `held` (a file this instance claimed and has not
-    /// delivered yet), now; nil when there is none. Both stay claimed: a session that sends
-    /// the next file while `held` awaits its ACK keeps other daemons off either.
-    public func next(after held: OutboxFile) throws(OutboxError) -> OutboxFile? {
-        try scan(reusingListing: true, keeping: FileIdentity(held)).file
+    /// The first file ready to send other than `held` (files this instance claimed and has not
+    /// delivered yet), now; nil when there is none. All stay claimed: a session that sends
+    /// the next file while the last awaits its ACK, and prepares the one after, keeps other
+    /// daemons off each.
+    public func next(after held: [OutboxFile]) throws(OutboxError) -> OutboxFile? {
+        try scan(reusingListing: true, keeping: Set(held.map { FileIdentity($0) })).file
     }
 
     /// Waits until a file is ready and returns it (see `next`). Wakes on directory changes
@@ -155,9 +156,12 @@ public actor Outbox {
     /// Returns its new path, or nil when the outbox no longer holds that file (removed or
     /// replaced by another file of the same name while it was being sent).
     ///
-    /// Returns once the move is on disk: the two directories are flushed on
-    /// ``BlockingCalls/storage``, not on the cooperative pool. The file has left the outbox
-    /// before that wait, so a listing made meanwhile does not offer it again.
+    /// Returns once the file is renamed; the two directories are flushed on
+    /// ``BlockingCalls/storage`` without waiting for it. A session draining the outbox moves a
+    /// file per ACK while the next is on the air, and waiting for the disk there left the link
+    /// idle. The flush only matters to a power cut in the next moments, after which the file
+    /// is in the outbox again and sent again: the receiver's receipt journal answers it as
+    /// already stored (a sender killed between the ACK and the move does the same).
     @discardableResult
     public func markDelivered(_ file: OutboxFile) async throws(OutboxError) -> FilePath? {
         defer { dropClaim(FileIdentity(file)) }
@@ -170,7 +174,7 @@ public actor Outbox {
             throw .moveFailed(from: file.path.string, to: sentDirectory.string, error)
         }
         forgetListed(FileIdentity(file))
-        await NoReplaceMove.syncDirectories([sentDirectory.string, directory.string])
+        NoReplaceMove.startSyncingDirectories([sentDirectory.string, directory.string])
         return sentDirectory.appending(name)
     }
 
@@ -258,8 +262,8 @@ public actor Outbox {
         }
     }
 
-    /// `keeping`: a claimed file that is skipped and keeps its claim (see `next(after:)`).
-    private func scan(reusingListing: Bool, keeping: FileIdentity? = nil) throws(OutboxError)
+    /// `keeping`: claimed files that are skipped and keep their claims (see `next(after:)`).
+    private func scan(reusingListing: Bool, keeping: Set<FileIdentity> = []) throws(OutboxError)
         -> (file: OutboxFile?, nextSettleTime: FileTime?) {
         let (found, reused) = try currentCandidates(reusable: reusingListing)
         let result = scan(found, keeping: keeping)
@@ -271,7 +275,7 @@ public actor Outbox {
         return result
     }
 
-    private func scan(_ found: [Candidate], keeping: FileIdentity? = nil) -> (file: OutboxFile?, nextSettleTime: FileTime?) {
+    private func scan(_ found: [Candidate], keeping: Set<FileIdentity> = []) -> (file: OutboxFile?, nextSettleTime: FileTime?) {
         let now = clock()
         var nextSettleTime: FileTime?
         // Forget claims and skips of files that are gone or changed.
@@ -280,7 +284,7 @@ public actor Outbox {
         skipped = skipped.intersection(present)
 
         for candidate in found {
-            if skipped.contains(candidate.identity) || candidate.identity == keeping { continue }
+            if skipped.contains(candidate.identity) || keeping.contains(candidate.identity) { continue }
             let settlesAt = candidate.changed + settleTime
             // A change time far in the future means the clock was set back; waiting for it
             // could take forever. A file moved in or closed after writing, and not changed
@@ -301,7 +305,7 @@ public actor Outbox {
             switch claimAndRead(candidate) {
             case .file(let file):
                 // One file at a time: moving on from a file gives it up for other daemons.
-                for identity in claims.keys where identity != candidate.identity && identity != keeping {
+                for identity in claims.keys where identity != candidate.identity && !keeping.contains(identity) {
                     dropClaim(identity)
                 }
                 return (file, nil)

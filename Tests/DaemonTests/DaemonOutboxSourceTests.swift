@@ -273,4 +273,36 @@ struct DaemonOutboxSourceTests {
         #expect(try outbox.names(in: "sent") == [])
         #expect(await source.current()?.payload == Array("next".utf8))
     }
+
+    @Test("pipeline: the files sent ahead and prepared ahead come next in order, whatever arrived since, each claimed meanwhile")
+    func preparedAheadComesNext() async throws {
+        let outbox = try TemporaryOutbox()
+        for (index, name) in ["1.txt", "2.txt", "3.txt", "4.txt"].enumerated() {
+            try outbox.drop(name, Array(name.utf8), secondsAgo: 100 - Double(index))
+        }
+        let source = try outbox.source()
+        let first = try #require(await source.current())
+        let upcoming = try #require(await source.upcomingNow())
+        await source.prepareAhead()
+        #expect([first, upcoming].map(\.payload) == [Array("1.txt".utf8), Array("2.txt".utf8)])
+        // Another daemon on the same outbox is kept off the three files this one holds.
+        let other = try Outbox(directory: outbox.path, maxFileSize: 1000, settleTime: .zero)
+        let unheld = try #require(try await other.next())
+        #expect(unheld.name == "4.txt")
+        await other.release(unheld)
+        // A file older than all of them arrives: the session's order does not change, since
+        // the second file may be on the air already.
+        let box = await source.outbox
+        let seen = box.changeGeneration
+        try outbox.drop("0-late.txt", Array("late".utf8), secondsAgo: 1000)
+        await box.waitForChange(after: seen, timeout: .seconds(5))
+        await source.markDelivered(first, summary: Self.summary(first), to: Self.peer)
+        #expect(await source.nextAvailableNow() == upcoming)
+        #expect(await source.upcomingNow()?.payload == Array("3.txt".utf8))
+        await source.markDelivered(upcoming, summary: Self.summary(upcoming), to: Self.peer)
+        #expect(await source.nextAvailableNow()?.payload == Array("3.txt".utf8))
+        // Once the session is over the outbox's order holds again: the late file is next.
+        #expect(await source.current()?.payload == Array("late".utf8))
+        #expect(try outbox.names(in: "sent") == ["1.txt", "2.txt"])
+    }
 }

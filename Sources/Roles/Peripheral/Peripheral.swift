@@ -211,6 +211,7 @@ public final class Peripheral: Sendable {
                 return (next, await counter.nextSequence)
             },
             upcomingInSession: { await source.upcomingNow() },
+            prepareAheadInSession: { await source.prepareAhead() },
             emitEvent: onEvent)
     }
 

@@ -122,6 +122,8 @@ actor SubscriptionServer {
     private let continueSession: ContinueSession
     /// Pipeline: the message that follows the one awaiting its ACK, ready now (nil: none).
     private let upcomingInSession: @Sendable () async -> OutgoingMessage?
+    /// Pipeline: make the message after that one ready (`MessageSource.prepareAhead`).
+    private let prepareAheadInSession: @Sendable () async -> Void
     private var fallbackEmit: (@Sendable (_ value: [UInt8], _ characteristic: Int) throws -> Void)?
 
     /// A multi session's message was acknowledged: count it as delivered (the source, the
@@ -158,8 +160,10 @@ actor SubscriptionServer {
          disconnectDevice: @escaping @Sendable (_ device: DeviceReference) async -> Void = { _ in },
          continueSession: @escaping ContinueSession = { _, _, _, _ in nil },
          upcomingInSession: @escaping @Sendable () async -> OutgoingMessage? = { nil },
+         prepareAheadInSession: @escaping @Sendable () async -> Void = {},
          emitEvent: @escaping @Sendable (RoleEvent) -> Void) {
         self.upcomingInSession = upcomingInSession
+        self.prepareAheadInSession = prepareAheadInSession
         self.configuration = configuration
         self.logger = logger
         self.describePeer = describePeer
@@ -853,6 +857,14 @@ extension SubscriptionServer {
         return upcoming
     }
 
+    /// Pipeline: the window is full (one message awaits its ACK, the next is on the air): the
+    /// one after is read and hashed now, so that on the ACK it goes out without that wait.
+    fileprivate func securePrepareAhead(_ id: Int) async {
+        guard let subscription = current, subscription.id == id, !subscription.delivery.hasHungUp, !isShutDown
+        else { return }
+        await prepareAheadInSession()
+    }
+
     /// Multi: the current message's END reached bluetoothd and its ACK is awaited: the
     /// delivery's ACK timeout starts (the transfer task keeps running for the next message).
     fileprivate func secureEndWritten(_ id: Int) {
@@ -938,8 +950,10 @@ private struct SecureTransfer {
     /// Pipeline: the message sent after the one awaiting its ACK (what the source's
     /// `upcomingNow` gave), and the message number it went out under.
     var pipelined: (message: OutgoingMessage, number: UInt32)?
-    /// Pipeline: the message number for which the source was asked for what follows.
+    /// Pipeline: the message numbers for which the source was asked for what follows, and for
+    /// the message after that (`securePrepareAhead`).
     var askedUpcoming: UInt32?
+    var preparedAhead: UInt32?
     /// One-message session: the central's ACK that arrived (read between notifications) before
     /// the bare EOM went out. It counts once EOM reached bluetoothd, in version 1's order.
     var acknowledgedBeforeEndOfMessage: SecureSenderSession.Event?
@@ -968,6 +982,10 @@ private struct SecureTransfer {
             if session.endOfMessageSent { break }
             if let failure = session.localFailure { throw failure }
             if try await streamPaused() { continue }
+            if pipelined != nil, preparedAhead != session.currentMessageNumber {
+                preparedAhead = session.currentMessageNumber
+                await server.securePrepareAhead(id)
+            }
             // The session waits for the central's handshake message, a PROGRESS (`window`) or,
             // in a multi session, the ACK of the message just sent (all bounded by the
             // deadline). A hang-up ends the wait unless an ACK is due: that may still come.

@@ -125,7 +125,7 @@ public struct FileSet: Sendable, Equatable {
 }
 
 /// The files of a ``FileSet``, each delivered once, in order, read from disk only when its turn
-/// comes (at most two in memory: the one awaiting its ACK and, with `pipeline`, the next).
+/// comes (at most three open: the one awaiting its ACK and, with `pipeline`, the next two).
 /// A file that can no longer be read (removed, made unreadable, grown past the limit since the
 /// walk) is passed over and kept in `problems` for the command to report.
 public actor FileSetSource: MessageSource {
@@ -154,9 +154,19 @@ public actor FileSetSource: MessageSource {
     }
 
     public func upcomingNow() async -> OutgoingMessage? {
-        var next = index + 1
+        readable(after: index).map(\.message)
+    }
+
+    public func prepareAhead() async {
+        guard let upcoming = readable(after: index) else { return }
+        _ = readable(after: upcoming.position)
+    }
+
+    /// The first entry after `position` that can be read, and its message.
+    private func readable(after position: Int) -> (position: Int, message: OutgoingMessage)? {
+        var next = position + 1
         while next < set.entries.count {
-            if let message = load(next) { return message }
+            if let message = load(next) { return (next, message) }
             next += 1
         }
         return nil

@@ -31,6 +31,12 @@ public protocol MessageSource: Sendable {
     /// ends otherwise). It stays claimed until then, and is not counted.
     func upcomingNow() async -> OutgoingMessage?
 
+    /// While the current message awaits its ACK and the upcoming one is on the air: make the
+    /// message after the upcoming one ready (read, hashed), so that `upcomingNow()` answers at
+    /// once after the next `nextAvailableNow()`. The link then goes on while the sender counts
+    /// the last message, instead of waiting for a file to be read.
+    func prepareAhead() async
+
     /// The offered message is addressed to another peer and `peer` (authorized) was refused
     /// it: a message ready now that `peer` may have (addressed to it or to anyone), which then
     /// becomes the current one; nil keeps the current one.
@@ -43,6 +49,9 @@ extension MessageSource {
 
     /// A source that cannot look past its current message: no pipelining.
     public func upcomingNow() async -> OutgoingMessage? { nil }
+
+    /// A source whose messages are ready anyway has nothing to prepare.
+    public func prepareAhead() async {}
 
     /// A source whose messages have no addressee never needs another.
     public func message(for peer: AuthenticatedPeer) async -> OutgoingMessage? { nil }
