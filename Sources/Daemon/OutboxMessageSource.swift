@@ -51,8 +51,8 @@ actor OutboxMessageSource: MessageSource {
     /// The file being offered and its prepared message (hashed once, not per subscription).
     private var serving: Served?
     /// Pipeline: the files after `serving`, in order, claimed and prepared while `serving`
-    /// awaits its ACK (the first sent ahead, the second prepared while that one is on the air:
-    /// `prepareAhead`); `nextAvailableNow` hands out the first once `serving` is delivered.
+    /// awaits its ACK (sent ahead, or prepared while the window is full: `upcomingNow`);
+    /// `nextAvailableNow` hands out the first once `serving` is delivered.
     private var prepared: [Served] = []
     private(set) var deliveredCount = 0
     /// When the peer folders were last listed, and the outbox watcher's generation then.
@@ -132,22 +132,10 @@ actor OutboxMessageSource: MessageSource {
         return ready.map(adopt)
     }
 
-    /// The file after the one being served, in the same folder, ready now (pipeline);
-    /// claimed, not counted.
-    func upcomingNow() async -> OutgoingMessage? {
-        await prepared(at: 0)
-    }
-
-    /// The file after the upcoming one, claimed and read now, while the served one awaits its
-    /// ACK and the upcoming one is on the air: once the served one is delivered, `upcomingNow`
-    /// answers at once.
-    func prepareAhead() async {
-        _ = await prepared(at: 1)
-    }
-
-    /// The `position`-th file after `serving` in its folder, prepared (claimed, read, hashed)
-    /// when it is not yet; nil when none is ready.
-    private func prepared(at position: Int) async -> OutgoingMessage? {
+    /// The file after the one being served and the `sentAhead` after it, in the same folder,
+    /// ready now (pipeline): prepared (claimed, read, hashed) when it is not yet; not counted.
+    func upcomingNow(skipping sentAhead: Int) async -> OutgoingMessage? {
+        let position = max(0, sentAhead)
         guard !Task.isCancelled, let serving else { return nil }
         while prepared.count <= position {
             let file: OutboxFile?

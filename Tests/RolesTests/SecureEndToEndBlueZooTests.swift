@@ -287,9 +287,10 @@ struct SecureEndToEndBlueZooTests {
 
         func nextAvailableNow() async -> OutgoingMessage? { await current() }
 
-        /// The message after the one awaiting its ACK (pipeline).
-        func upcomingNow() async -> OutgoingMessage? {
-            deliveredCount + 1 < messages.count ? messages[deliveredCount + 1] : nil
+        /// The message after the one awaiting its ACK and the `sentAhead` after it (pipeline).
+        func upcomingNow(skipping sentAhead: Int) async -> OutgoingMessage? {
+            let position = deliveredCount + 1 + sentAhead
+            return position < messages.count ? messages[position] : nil
         }
 
         func markDelivered(_ message: OutgoingMessage, summary: MessageSummary, to peer: PeerDescription?) async {

@@ -6,9 +6,9 @@ import Testing
 @testable import Trust
 
 /// The `pipeline` capability (with `multi`): the sender may start the next message once the
-/// current one's END went out, before its ACK; at most two messages are unacknowledged, the
-/// ACKs come in order, and the receiver refuses a HEADER while two completed messages await
-/// theirs. Without `pipeline` the stop-and-wait rule of `multi` holds. Both modes: secure
+/// current one's END went out, before its ACK; at most `PipelineWindow.messages` are
+/// unacknowledged, the ACKs come in order, and the receiver refuses a HEADER while that many
+/// completed messages await theirs. Without `pipeline` the stop-and-wait rule of `multi` holds. Both modes: secure
 /// (keys, handshake, sealed records) and plain.
 @Suite struct PipelineSessionTests {
     enum Mode: String, CaseIterable, Sendable, CustomTestStringConvertible {
@@ -414,52 +414,54 @@ import Testing
         return events
     }
 
-    // MARK: - 3. The window of two
+    // MARK: - 3. The window (`PipelineWindow.messages`)
 
     @Test(arguments: Mode.allCases)
-    func theSenderHoldsAtMostTwoUnacknowledgedMessages(mode: Mode) throws {
-        let payloads = Self.payloads()
+    func theSenderHoldsAtMostAWindowOfUnacknowledgedMessages(mode: Mode) throws {
+        let window = PipelineWindow.messages
+        let payloads = Self.payloads(Array(repeating: 1500, count: window + 1))
         var pair = try Self.pair(mode, first: payloads[0], valueLength: 182)
-        let paused8 = try Self.sendUntilPaused(&pair)
-        #expect(paused8.map(\.message) == [0])
+        #expect(try Self.sendUntilPaused(&pair).map(\.message) == [0])
         #expect(pair.sender.state == .awaitingAck)
         #expect(pair.sender.unacknowledgedCount == 1)
-        #expect(pair.sender.acceptsNextBeforeAck)
         #expect(!pair.sender.endOfMessageSent)
         #expect(throws: SecureSessionError.self) { try pair.sender.finish() }
-
-        try pair.sender.sendNext(payload: payloads[1], digest: Self.digest(payloads[1]), metadata: nil)
-        #expect(pair.sender.currentMessageNumber == 1)
-        #expect(pair.sender.state == .sending)
-        #expect(pair.sender.unacknowledgedCount == 1)
-        #expect(!pair.sender.acceptsNextBeforeAck)
-        let paused9 = try Self.sendUntilPaused(&pair)
-        #expect(paused9.map(\.message) == [1])
-        // Two unacknowledged: the window is full.
+        // Each message may start once the last one's END went out, until the window is full.
+        for next in 1..<window {
+            #expect(pair.sender.acceptsNextBeforeAck)
+            try pair.sender.sendNext(payload: payloads[next], digest: Self.digest(payloads[next]), metadata: nil)
+            #expect(pair.sender.currentMessageNumber == UInt32(next))
+            #expect(pair.sender.state == .sending)
+            #expect(pair.sender.unacknowledgedCount == next)
+            #expect(!pair.sender.acceptsNextBeforeAck)
+            #expect(try Self.sendUntilPaused(&pair).map(\.message) == [UInt32(next)])
+            #expect(pair.sender.unacknowledgedCount == next + 1)
+        }
+        // The window is full.
         #expect(pair.sender.state == .awaitingAck)
-        #expect(pair.sender.unacknowledgedCount == 2)
         #expect(!pair.sender.acceptsNextBeforeAck)
         #expect(throws: SecureSessionError.protocolViolation("a next message before the last one was acknowledged")) {
-            try pair.sender.sendNext(payload: payloads[2], digest: Self.digest(payloads[2]), metadata: nil)
+            try pair.sender.sendNext(payload: payloads[window], digest: Self.digest(payloads[window]), metadata: nil)
         }
         #expect(throws: SecureSessionError.self) { try pair.sender.finish() }
         #expect(pair.sender.nextValue() == nil)
-        #expect(pair.sender.currentMessageNumber == 1)
-        #expect(pair.sender.state == .awaitingAck)
+        #expect(pair.sender.currentMessageNumber == UInt32(window - 1))
 
-        // The earlier message's ACK frees one place; the current message's state stays.
-        let delivered1 = try Self.deliver(pair.receiver.acknowledgement(outcome: 0), to: &pair.sender)
-        #expect(delivered1 == [.acknowledged(alreadyStored: false)])
-        #expect(pair.sender.acknowledgedCount == 1)
-        #expect(pair.sender.unacknowledgedCount == 1)
-        #expect(pair.sender.state == .awaitingAck)
-        #expect(pair.sender.acceptsNextBeforeAck)
-        #expect(throws: SecureSessionError.self) { try pair.sender.finish() }
+        // Each earlier message's ACK frees one place; the current message's state stays.
+        for acknowledged in 1..<window {
+            let delivered = try Self.deliver(pair.receiver.acknowledgement(outcome: 0), to: &pair.sender)
+            #expect(delivered == [.acknowledged(alreadyStored: false)])
+            #expect(pair.sender.acknowledgedCount == acknowledged)
+            #expect(pair.sender.unacknowledgedCount == window - acknowledged)
+            #expect(pair.sender.state == .awaitingAck)
+            #expect(pair.sender.acceptsNextBeforeAck)
+            #expect(throws: SecureSessionError.self) { try pair.sender.finish() }
+        }
 
-        // The second ACK: all acknowledged, the stream may end.
-        let delivered2 = try Self.deliver(pair.receiver.acknowledgement(outcome: 1), to: &pair.sender)
-        #expect(delivered2 == [.acknowledged(alreadyStored: true)])
-        #expect(pair.sender.acknowledgedCount == 2)
+        // The last ACK: all acknowledged, the stream may end.
+        let last = try Self.deliver(pair.receiver.acknowledgement(outcome: 1), to: &pair.sender)
+        #expect(last == [.acknowledged(alreadyStored: true)])
+        #expect(pair.sender.acknowledgedCount == window)
         #expect(pair.sender.unacknowledgedCount == 0)
         #expect(pair.sender.state == .acknowledged)
         #expect(!pair.sender.acceptsNextBeforeAck)
@@ -471,11 +473,12 @@ import Testing
     }
 
     @Test(arguments: Mode.allCases, [20, 244])
-    func aReceiverRefusesAHeaderWithTwoMessagesPending(mode: Mode, valueLength: Int) throws {
+    func aReceiverRefusesAHeaderPastTheWindow(mode: Mode, valueLength: Int) throws {
         // A copy of the receiver taken at message 0's `.complete` never acknowledges; the
-        // sender goes on as the acknowledging receiver lets it. The copy takes message 1 (one
-        // message pending) and refuses message 2's HEADER (two pending).
-        let payloads = Self.payloads()
+        // sender goes on as the acknowledging receiver lets it. The copy takes the messages up
+        // to the window (one more pending each) and refuses the next HEADER.
+        let window = PipelineWindow.messages
+        let payloads = Self.payloads(Self.sizes + Array(repeating: 700, count: window))
         let pair = try Self.pair(mode, first: payloads[0], valueLength: valueLength)
         for timing in AckTiming.allCases {
             var driver = Driver(pair, payloads: payloads, timing: timing, shadow: true)
@@ -483,42 +486,48 @@ import Testing
             let transcript = driver.transcript
             #expect(transcript.receiverError == nil && transcript.senderError == nil, "\(timing)")
             #expect(transcript.completed.map(\.payload) == payloads, "\(timing)")
-            #expect(transcript.shadowOrder == ["header 1", "complete 1"], "\(timing)")
-            #expect(transcript.shadowError == .protocolViolation("HEADER of message 2 before message 0 was acknowledged"),
-                    "\(timing)")
+            #expect(transcript.shadowOrder == (1..<window).flatMap { ["header \($0)", "complete \($0)"] }, "\(timing)")
+            #expect(transcript.shadowError
+                    == .protocolViolation("HEADER of message \(window) before message 0 was acknowledged"), "\(timing)")
+            #expect(transcript.maxUnacknowledged <= window, "\(timing)")
         }
     }
 
     @Test(arguments: Mode.allCases)
-    func aForgedThirdHeaderIsRefusedWithTwoPending(mode: Mode) throws {
-        // The receiver holds messages 0 and 1 unacknowledged; a HEADER for message 2 (the
+    func aForgedHeaderPastTheWindowIsRefused(mode: Mode) throws {
+        // The receiver holds a window of messages unacknowledged; a HEADER for the next (the
         // sender's own, sealed in order, its ACKs given by a copy of the receiver) is refused.
-        let payloads = Self.payloads([700, 800, 900])
+        let window = PipelineWindow.messages
+        let payloads = Self.payloads((0...window).map { 700 + 100 * $0 })
         var pair = try Self.pairWithNextUnderway(mode, payloads: payloads, next: 1)
-        let paused10 = try Self.sendUntilPaused(&pair)
-        #expect(paused10.map(\.message) == [1])
+        #expect(try Self.sendUntilPaused(&pair).map(\.message) == [1])
+        for next in 2..<window {
+            try pair.sender.sendNext(payload: payloads[next], digest: Self.digest(payloads[next]), metadata: nil)
+            #expect(try Self.sendUntilPaused(&pair).map(\.message) == [UInt32(next)])
+        }
         var acknowledging = pair.receiver
         _ = try Self.deliver(acknowledging.acknowledgement(outcome: 0), to: &pair.sender)
-        try pair.sender.sendNext(payload: payloads[2], digest: Self.digest(payloads[2]), metadata: nil)
+        try pair.sender.sendNext(payload: payloads[window], digest: Self.digest(payloads[window]), metadata: nil)
         var values: [[UInt8]] = []
         while let value = pair.sender.nextValue() { values.append(value) }
-        #expect(pair.sender.unacknowledgedCount == 2)
+        #expect(pair.sender.unacknowledgedCount == window)
         var failure: SecureSessionError?
         var events: [SecureReceiverSession.Event] = []
         for value in values where failure == nil {
             do { events += try pair.receiver.receiveNotification(value) } catch { failure = error }
         }
-        #expect(failure == .protocolViolation("HEADER of message 2 before message 0 was acknowledged"))
+        #expect(failure == .protocolViolation("HEADER of message \(window) before message 0 was acknowledged"))
         #expect(!events.contains { if case .header = $0 { true } else { false } })
-        #expect(pair.receiver.completedCount == 2)
-        // The session is over: no ACK for either message comes out of it.
+        #expect(pair.receiver.completedCount == window)
+        // The session is over: no ACK for any of them comes out of it.
         #expect(throws: SecureSessionError.self) { try pair.receiver.acknowledgement(outcome: 0) }
-        // The copy that acknowledged message 0 (one message pending) takes the same values.
+        // The copy that acknowledged message 0 takes the same values.
         var taken: [SecureReceiverSession.Event] = []
         for value in values { taken += try acknowledging.receiveNotification(value) }
-        let expected = MessageHeader(message: 2, payloadLength: 900, digest: Self.digest(payloads[2]))
+        let expected = MessageHeader(message: UInt32(window), payloadLength: UInt64(payloads[window].count),
+                                     digest: Self.digest(payloads[window]))
         #expect(taken.contains(.header(expected)))
-        #expect(taken.contains(.complete(payload: MessagePayload(payloads[2]), header: expected)))
+        #expect(taken.contains(.complete(payload: MessagePayload(payloads[window]), header: expected)))
     }
 
     // MARK: - 4. ACKs in order

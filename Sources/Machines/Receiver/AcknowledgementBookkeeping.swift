@@ -1,3 +1,5 @@
+import Trust
+
 /// What a receiver keeps about its ACKs between the values of a visit and across visits: pure
 /// values, kept by the central's shell.
 
@@ -37,16 +39,23 @@ package struct UnconfirmedAcknowledgements: Sendable {
     package var pending: [UnconfirmedAcknowledgement] = []
 
     /// Takes out the ACKs `assembly` shows arrived: a HEADER of message m shows those up to
-    /// m − 2 (the window), the sender's CLOSE all of them.
+    /// m − `PipelineWindow.messages` (the sender starts no message while that many await their
+    /// ACKs), the sender's CLOSE all of them.
     package init() {}
 
     package mutating func takeConfirmed(by assembly: MessageAssembly) -> [UnconfirmedAcknowledgement] {
+        takeConfirmed(highestHeader: assembly.highestHeaderNumber, senderClosed: assembly.senderClosed)
+    }
+
+    /// `takeConfirmed(by:)` from what the assembly read: the highest HEADER's message number
+    /// and whether the sender closed.
+    package mutating func takeConfirmed(highestHeader: UInt32?, senderClosed: Bool) -> [UnconfirmedAcknowledgement] {
         guard !pending.isEmpty else { return [] }
         let answered: [UnconfirmedAcknowledgement]
-        if assembly.senderClosed {
+        if senderClosed {
             answered = pending
-        } else if let highest = assembly.highestHeaderNumber, highest >= 2 {
-            answered = pending.filter { $0.message <= highest - 2 }
+        } else if let highest = highestHeader, highest >= PipelineWindow.messages {
+            answered = pending.filter { $0.message <= highest - UInt32(PipelineWindow.messages) }
         } else {
             answered = []
         }

@@ -1032,7 +1032,7 @@ final class RunState: Sendable {
     /// How many peer addresses each per-address table keeps (unconfirmed ACKs, known channels).
     static let addressCapacity = 256
     /// Unconfirmed ACKs kept per address: the sender's window (`pipeline`).
-    static let unacknowledgedPerPeer = 2
+    static let unacknowledgedPerPeer = PipelineWindow.messages
 
     var unacknowledgedCount: Int { inner.withLock { $0.unacknowledged.count } }
 

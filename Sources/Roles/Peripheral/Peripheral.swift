@@ -210,8 +210,7 @@ public final class Peripheral: Sendable {
                 guard wantsNext, let next = await source.nextAvailableNow() else { return nil }
                 return (next, await counter.nextSequence)
             },
-            upcomingInSession: { await source.upcomingNow() },
-            prepareAheadInSession: { await source.prepareAhead() },
+            upcomingInSession: { await source.upcomingNow(skipping: $0) },
             emitEvent: onEvent)
     }
 

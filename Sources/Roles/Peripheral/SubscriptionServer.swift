@@ -120,10 +120,9 @@ actor SubscriptionServer {
     private let linkExposure: @Sendable (_ address: String) -> EnhancedATTExposure
     private let disconnectDevice: @Sendable (_ device: DeviceReference) async -> Void
     private let continueSession: ContinueSession
-    /// Pipeline: the message that follows the one awaiting its ACK, ready now (nil: none).
-    private let upcomingInSession: @Sendable () async -> OutgoingMessage?
-    /// Pipeline: make the message after that one ready (`MessageSource.prepareAhead`).
-    private let prepareAheadInSession: @Sendable () async -> Void
+    /// Pipeline: the message that follows the one awaiting its ACK and the `sentAhead` after
+    /// it, ready now (nil: none; `MessageSource.upcomingNow(skipping:)`).
+    private let upcomingInSession: @Sendable (_ sentAhead: Int) async -> OutgoingMessage?
     private var fallbackEmit: (@Sendable (_ value: [UInt8], _ characteristic: Int) throws -> Void)?
 
     /// A multi session's message was acknowledged: count it as delivered (the source, the
@@ -159,11 +158,9 @@ actor SubscriptionServer {
          linkExposure: @escaping @Sendable (_ address: String) -> EnhancedATTExposure = { GATTBearers.exposure(to: $0) },
          disconnectDevice: @escaping @Sendable (_ device: DeviceReference) async -> Void = { _ in },
          continueSession: @escaping ContinueSession = { _, _, _, _ in nil },
-         upcomingInSession: @escaping @Sendable () async -> OutgoingMessage? = { nil },
-         prepareAheadInSession: @escaping @Sendable () async -> Void = {},
+         upcomingInSession: @escaping @Sendable (_ sentAhead: Int) async -> OutgoingMessage? = { _ in nil },
          emitEvent: @escaping @Sendable (RoleEvent) -> Void) {
         self.upcomingInSession = upcomingInSession
-        self.prepareAheadInSession = prepareAheadInSession
         self.configuration = configuration
         self.logger = logger
         self.describePeer = describePeer
@@ -842,14 +839,16 @@ extension SubscriptionServer {
         logger.debug("another central waits: the session under way ends after its current message")
     }
 
-    fileprivate func secureUpcoming(_ id: Int) async -> OutgoingMessage? {
+    fileprivate func secureUpcoming(_ id: Int, sentAhead: [OutgoingMessage]) async -> OutgoingMessage? {
         guard let subscription = current, subscription.id == id, !subscription.delivery.hasHungUp, !isShutDown else {
             return nil
         }
-        // The fairness rule as on an ACK: the current message will be the session's next count.
-        guard subscription.share.mayStartAnother(pendingMessages: 1, pendingBytes: subscription.message.byteCount)
+        // The fairness rule as on an ACK: the current message and those sent ahead will be the
+        // session's next counts.
+        let pendingBytes = sentAhead.reduce(subscription.message.byteCount) { $0 + $1.byteCount }
+        guard subscription.share.mayStartAnother(pendingMessages: 1 + sentAhead.count, pendingBytes: pendingBytes)
         else { return nil }
-        var upcoming = await upcomingInSession()
+        var upcoming = await upcomingInSession(sentAhead.count)
         if let message = upcoming, !message.isAddressed(to: subscription.authenticatedPeer) { upcoming = nil }
         if upcoming != nil {
             logger.debug("\(subscription.peer.address): sending the next message ahead of message \(subscription.sequence)'s ACK")
@@ -857,12 +856,13 @@ extension SubscriptionServer {
         return upcoming
     }
 
-    /// Pipeline: the window is full (one message awaits its ACK, the next is on the air): the
-    /// one after is read and hashed now, so that on the ACK it goes out without that wait.
-    fileprivate func securePrepareAhead(_ id: Int) async {
+    /// Pipeline: the window is full (the current message and those sent ahead await their
+    /// ACKs): the one after is read and hashed now, so that on the ACK it goes out without that
+    /// wait (the fairness rule is applied when it is started).
+    fileprivate func securePrepareAhead(_ id: Int, sentAhead: Int) async {
         guard let subscription = current, subscription.id == id, !subscription.delivery.hasHungUp, !isShutDown
         else { return }
-        await prepareAheadInSession()
+        _ = await upcomingInSession(sentAhead)
     }
 
     /// Multi: the current message's END reached bluetoothd and its ACK is awaited: the
@@ -947,9 +947,9 @@ private struct SecureTransfer {
     let server: SubscriptionServer
     /// Multi: the message whose END bluetoothd took; its ACK is awaited.
     var endWritten: UInt32?
-    /// Pipeline: the message sent after the one awaiting its ACK (what the source's
-    /// `upcomingNow` gave), and the message number it went out under.
-    var pipelined: (message: OutgoingMessage, number: UInt32)?
+    /// Pipeline: the messages sent after the one awaiting its ACK, oldest first (what the
+    /// source's `upcomingNow` gave), and the message numbers they went out under.
+    var pipelined: [(message: OutgoingMessage, number: UInt32)] = []
     /// Pipeline: the message numbers for which the source was asked for what follows, and for
     /// the message after that (`securePrepareAhead`).
     var askedUpcoming: UInt32?
@@ -970,7 +970,7 @@ private struct SecureTransfer {
                 }
                 // A message sent ahead is reported once it is the current one (on the
                 // earlier message's ACK): until then the progress is the earlier one's.
-                if pipelined == nil {
+                if pipelined.isEmpty {
                     await server.progressed(id, bytesSent: session.payloadBytesSent, finished: session.endOfMessageSent,
                                             sessionBytesOnAir: session.payloadBytesNotified)
                 }
@@ -982,9 +982,9 @@ private struct SecureTransfer {
             if session.endOfMessageSent { break }
             if let failure = session.localFailure { throw failure }
             if try await streamPaused() { continue }
-            if pipelined != nil, preparedAhead != session.currentMessageNumber {
+            if !pipelined.isEmpty, preparedAhead != session.currentMessageNumber {
                 preparedAhead = session.currentMessageNumber
-                await server.securePrepareAhead(id)
+                await server.securePrepareAhead(id, sentAhead: pipelined.count)
             }
             // The session waits for the central's handshake message, a PROGRESS (`window`) or,
             // in a multi session, the ACK of the message just sent (all bounded by the
@@ -1008,14 +1008,14 @@ private struct SecureTransfer {
             // ahead still uncounted, the current one is the earlier one, whose bound is
             // running: this END's wait starts on that ACK.)
             endWritten = session.currentMessageNumber
-            if pipelined == nil { await server.secureEndWritten(id) }
+            if pipelined.isEmpty { await server.secureEndWritten(id) }
         }
         guard session.acceptsNextBeforeAck, askedUpcoming != session.currentMessageNumber else { return false }
         askedUpcoming = session.currentMessageNumber
-        guard let upcoming = await server.secureUpcoming(id) else { return false }
+        guard let upcoming = await server.secureUpcoming(id, sentAhead: pipelined.map(\.message)) else { return false }
         try session.sendNext(payload: upcoming.body, digest: upcoming.digest,
                              metadata: SubscriptionServer.fileMetadata(upcoming.file))
-        pipelined = (upcoming, session.currentMessageNumber)
+        pipelined.append((upcoming, session.currentMessageNumber))
         return true
     }
 
@@ -1070,13 +1070,13 @@ private struct SecureTransfer {
         }
         // An ACK and the central's CLOSE may come in one write: count, send no more.
         let centralClosed = session.state == .closedByCentral
-        if let upcoming = pipelined {
-            // The earlier message's ACK: counted; the one already under way becomes the
+        if let upcoming = pipelined.first {
+            // The earliest message's ACK: counted; the first one sent after it becomes the
             // subscription's current message.
-            pipelined = nil
+            pipelined.removeFirst()
             let next = await server.secureAcknowledgedInSession(
                 id, wantsNext: !centralClosed, sentAhead: upcoming.message,
-                sentAheadEndWritten: endWritten == upcoming.number)
+                sentAheadEndWritten: endWritten.map { $0 >= upcoming.number } ?? false)
             if centralClosed { return true }
             guard let next, next.digest == upcoming.message.digest else {
                 throw SecureSessionError.protocolViolation(

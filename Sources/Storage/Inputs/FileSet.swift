@@ -125,7 +125,7 @@ public struct FileSet: Sendable, Equatable {
 }
 
 /// The files of a ``FileSet``, each delivered once, in order, read from disk only when its turn
-/// comes (at most three open: the one awaiting its ACK and, with `pipeline`, the next two).
+/// comes (with `pipeline`, the ones under way and the next, at most `PipelineWindow.messages` + 1).
 /// A file that can no longer be read (removed, made unreadable, grown past the limit since the
 /// walk) is passed over and kept in `problems` for the command to report.
 public actor FileSetSource: MessageSource {
@@ -153,13 +153,13 @@ public actor FileSetSource: MessageSource {
         await current()
     }
 
-    public func upcomingNow() async -> OutgoingMessage? {
-        readable(after: index).map(\.message)
-    }
-
-    public func prepareAhead() async {
-        guard let upcoming = readable(after: index) else { return }
-        _ = readable(after: upcoming.position)
+    public func upcomingNow(skipping sentAhead: Int) async -> OutgoingMessage? {
+        var found = readable(after: index)
+        for _ in 0..<max(0, sentAhead) {
+            guard let previous = found else { return nil }
+            found = readable(after: previous.position)
+        }
+        return found?.message
     }
 
     /// The first entry after `position` that can be read, and its message.

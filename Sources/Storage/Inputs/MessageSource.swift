@@ -25,17 +25,14 @@ public protocol MessageSource: Sendable {
     func nextAvailableNow() async -> OutgoingMessage?
 
     /// While the message `current()` (or `nextAvailableNow()`) returned is still awaiting its
-    /// ACK: the message that will follow it, if one is ready now (nil: none, or the source
-    /// cannot tell). A session with `pipeline` starts sending it at once; once the current
-    /// message is delivered, `nextAvailableNow()` must return this same message (the session
-    /// ends otherwise). It stays claimed until then, and is not counted.
-    func upcomingNow() async -> OutgoingMessage?
-
-    /// While the current message awaits its ACK and the upcoming one is on the air: make the
-    /// message after the upcoming one ready (read, hashed), so that `upcomingNow()` answers at
-    /// once after the next `nextAvailableNow()`. The link then goes on while the sender counts
-    /// the last message, instead of waiting for a file to be read.
-    func prepareAhead() async
+    /// ACK: the message that will follow it and the `sentAhead` messages already sent after it,
+    /// if one is ready now (nil: none, or the source cannot tell). A session with `pipeline`
+    /// starts sending it at once; once the messages before it are delivered,
+    /// `nextAvailableNow()` must return these same messages in order (the session ends
+    /// otherwise). Each stays claimed until then, and is not counted. Asked with the window
+    /// full, it prepares the message (read, hashed) so that it goes out without that wait
+    /// once the window opens.
+    func upcomingNow(skipping sentAhead: Int) async -> OutgoingMessage?
 
     /// The offered message is addressed to another peer and `peer` (authorized) was refused
     /// it: a message ready now that `peer` may have (addressed to it or to anyone), which then
@@ -48,10 +45,7 @@ extension MessageSource {
     public func nextAvailableNow() async -> OutgoingMessage? { nil }
 
     /// A source that cannot look past its current message: no pipelining.
-    public func upcomingNow() async -> OutgoingMessage? { nil }
-
-    /// A source whose messages are ready anyway has nothing to prepare.
-    public func prepareAhead() async {}
+    public func upcomingNow(skipping sentAhead: Int) async -> OutgoingMessage? { nil }
 
     /// A source whose messages have no addressee never needs another.
     public func message(for peer: AuthenticatedPeer) async -> OutgoingMessage? { nil }

@@ -23,9 +23,9 @@ public actor RepeatingMessageSource: MessageSource {
         await current()
     }
 
-    /// The next repetition, while at least one more than the one awaiting its ACK is wanted.
-    public func upcomingNow() async -> OutgoingMessage? {
-        if let count, deliveredCount + 1 >= count { return nil }
+    /// The next repetition, while more than those awaiting their ACKs are wanted.
+    public func upcomingNow(skipping sentAhead: Int) async -> OutgoingMessage? {
+        if let count, deliveredCount + 1 + sentAhead >= count { return nil }
         return message
     }
 

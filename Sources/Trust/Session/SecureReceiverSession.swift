@@ -402,10 +402,9 @@ public struct SecureReceiverSession: Sendable {
             guard announced.message == expectedMessage else {
                 throw .protocolViolation("HEADER of message \(announced.message), message \(expectedMessage) expected")
             }
-            // Stop-and-wait: the sender starts a message only after the last one's ACK.
-            // Stop-and-wait, or with `pipeline` a window of two: the message before the last
-            // must be acknowledged before the sender starts another.
-            guard pendingAcks.count <= (pipelines ? 1 : 0) else {
+            // Stop-and-wait: the sender starts a message only after the last one's ACK; with
+            // `pipeline` only while fewer than `PipelineWindow.messages` await their ACKs.
+            guard pendingAcks.count <= (pipelines ? PipelineWindow.messages - 1 : 0) else {
                 throw .protocolViolation("HEADER of message \(announced.message) before message \(pendingAcks[0].message) was acknowledged")
             }
             guard announced.payloadLength <= UInt64(maximumPayloadLength) else {

@@ -104,9 +104,9 @@ public struct SecureSenderSession: Sendable {
     private var endRecordStreamEnd: Int?
     /// Stream offset after the sealed HEADER: a RESUME before it was handed out cannot be genuine.
     private var headerRecordStreamEnd: Int?
-    /// Pipeline: the message before the current one, whose END went out and whose ACK is
-    /// still awaited (at most one such message: a window of two).
-    private var unacknowledgedEarlier: (header: MessageHeader, endStreamEnd: Int)?
+    /// Pipeline: the messages before the current one, oldest first, whose END went out and
+    /// whose ACK is still awaited (at most `PipelineWindow.messages` − 1).
+    private var unacknowledgedEarlier: [(header: MessageHeader, endStreamEnd: Int)] = []
     /// The central wrote RESUME for the current message (at most once per message).
     private var resumeReceived = false
     /// `window`: payload bytes of the current message the central reported holding (PROGRESS,
@@ -213,22 +213,24 @@ public struct SecureSenderSession: Sendable {
     }
 
     /// `pipeline` was chosen (with `multi`): the next message may start before the last
-    /// one's ACK (`acceptsNextBeforeAck`), two messages at most unacknowledged.
+    /// one's ACK (`acceptsNextBeforeAck`), `PipelineWindow.messages` at most unacknowledged.
     public var pipelines: Bool { chosen.contains(.pipeline) && carriesSeveralMessages }
 
-    /// Pipeline: the current message's END went out, no earlier message awaits its ACK, and
+    /// Pipeline: the current message's END went out, fewer than the window await their ACKs, and
     /// the stream is not closing: `sendNext` may start the next message now.
     public var acceptsNextBeforeAck: Bool {
         // END sealed (`.awaitingAck`) is not END handed out: until then an ACK for the message
         // cannot be genuine, and the earlier message's ACK is not checked against its END.
         guard let endRecordStreamEnd, writer.bytesHandedOut >= endRecordStreamEnd else { return false }
-        return pipelines && state == .awaitingAck && unacknowledgedEarlier == nil && nextRecord == .none
+        return pipelines && state == .awaitingAck && unacknowledgedEarlier.count < PipelineWindow.messages - 1
+            && nextRecord == .none
             && !closeSealed && failure == nil
     }
 
-    /// Messages sent (END handed out or sealed) whose ACK has not come: 0, 1, or 2 with `pipeline`.
+    /// Messages sent (END handed out or sealed) whose ACK has not come: 0 or 1, up to
+    /// `PipelineWindow.messages` with `pipeline`.
     public var unacknowledgedCount: Int {
-        (unacknowledgedEarlier == nil ? 0 : 1) + (state == .awaitingAck ? 1 : 0)
+        unacknowledgedEarlier.count + (state == .awaitingAck ? 1 : 0)
     }
 
     /// Multi: after `.acknowledged` (or, with `pipeline`, while `acceptsNextBeforeAck`), the
@@ -242,7 +244,7 @@ public struct SecureSenderSession: Sendable {
         }
         guard digest.count == 32 else { throw .protocolViolation("message digest of \(digest.count) bytes, not 32") }
         guard header.message < UInt32.max else { throw .protocolViolation("message numbers exhausted") }
-        if pipelined, let endRecordStreamEnd { unacknowledgedEarlier = (header, endRecordStreamEnd) }
+        if pipelined, let endRecordStreamEnd { unacknowledgedEarlier.append((header, endRecordStreamEnd)) }
         self.payload = payload
         header = MessageHeader(
             message: header.message + 1, payloadLength: UInt64(payload.count), digest: digest,
@@ -345,21 +347,21 @@ public struct SecureSenderSession: Sendable {
         }
         if case .resume(let number, let offset) = message {
             // A RESUME for the earlier message came after its END: nothing is left to skip.
-            if chosen.contains(.resume), let earlier = unacknowledgedEarlier, number == earlier.header.message,
+            if chosen.contains(.resume), let earlier = unacknowledgedEarlier.first(where: { $0.header.message == number }),
                offset <= earlier.header.payloadLength {
                 return nil
             }
             return try handleResume(message: number, offset: offset)
         }
-        if case .ack(let ack) = message, let earlier = unacknowledgedEarlier {
-            // ACKs come in order: this one must be the earlier message's.
+        if case .ack(let ack) = message, let earlier = unacknowledgedEarlier.first {
+            // ACKs come in order: this one must be the earliest message's.
             guard ack.message == earlier.header.message else {
                 throw .protocolViolation("ACK for message \(ack.message), message \(earlier.header.message) awaits one first")
             }
             guard ack.digest == earlier.header.digest else { throw .protocolViolation("ACK names another SHA-256") }
             switch ack.outcome {
             case .stored, .alreadyStored:
-                unacknowledgedEarlier = nil
+                unacknowledgedEarlier.removeFirst()
                 acknowledgedCount += 1
                 return .acknowledged(alreadyStored: ack.outcome == .alreadyStored)
             case .refusedOverLimit, .refusedDigestMismatch:
@@ -423,7 +425,7 @@ public struct SecureSenderSession: Sendable {
     /// changes nothing.
     private mutating func handleProgress(message number: UInt32, held: UInt64) throws(SecureSessionError) {
         guard chosen.contains(.window) else { throw .protocolViolation("PROGRESS, but window was not chosen") }
-        if let earlier = unacknowledgedEarlier, number == earlier.header.message {
+        if let earlier = unacknowledgedEarlier.first(where: { $0.header.message == number }) {
             guard held <= earlier.header.payloadLength else {
                 throw .protocolViolation("PROGRESS at \(held), beyond the \(earlier.header.payloadLength) bytes of message \(number)")
             }
