@@ -132,6 +132,15 @@ else
   record fuzz-trust 0 1
 fi
 
+stage "the lab radio's model against published figures (python unittest)"
+python3 -m unittest discover -s scripts/lab/tests -t scripts/lab/tests 2>&1 | tee "$out_dir/radio-model.log" | tail -n 4
+radio_tests=$(sed -nE 's/^Ran ([0-9]+) tests?.*/\1/p' "$out_dir/radio-model.log" | tail -n 1)
+if grep -qE '^OK' "$out_dir/radio-model.log"; then
+  record radio-model "${radio_tests:-1}" 0
+else
+  record radio-model 0 1
+fi
+
 stage "service installation (throwaway root trees)"
 bash scripts/test-install-service.sh 2>&1 | tee "$out_dir/install-service.log" | tail -n 5
 record_from_log install-service "$out_dir/install-service.log" '^install-service: [0-9]+ passed, [0-9]+ failed'

@@ -32,6 +32,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional, Union
 
+sys.path.insert(0, str(Path(__file__).resolve().parent / "guest"))
+import radio_model  # noqa: E402  (the radio's profiles, shared with the guests)
+
 LAB_DIR = Path(os.environ.get("LAB_DIR") or Path(__file__).resolve().parent)
 REPO = Path(os.environ.get("REPO") or LAB_DIR.parent.parent)
 LAB_CACHE = Path(os.environ.get("LAB_CACHE") or REPO / ".lab-cache")
@@ -228,6 +231,8 @@ class Lab:
         self.no_controller = tuple(no_controller)
         self._seq = 0
         self.scenario = "manual"
+        # The radio's profile (guest/radio_model.py), passed to the guests as LAB_LINK.
+        self.link = os.environ.get("LAB_LINK") or radio_model.DEFAULT_PROFILE
         python_path = LAB_CACHE / "python.path"
         self.python = python_path.read_text().strip() if python_path.exists() else "python3"
 
@@ -236,7 +241,8 @@ class Lab:
         OUT_ROOT.mkdir(parents=True, exist_ok=True)
         STATE_FILE.write_text(json.dumps({
             "run_dir": str(self.run_dir), "sock_dir": str(self.sock_dir), "pids": self.pids,
-            "boot_seconds": self.boot_seconds, "no_controller": list(self.no_controller)}))
+            "boot_seconds": self.boot_seconds, "no_controller": list(self.no_controller),
+            "link": self.link}))
         latest = OUT_ROOT / "latest"
         try:
             if latest.is_symlink() or latest.exists():
@@ -252,6 +258,7 @@ class Lab:
         s = json.loads(STATE_FILE.read_text())
         lab = cls(Path(s["run_dir"]), Path(s["sock_dir"]), s["pids"], s.get("boot_seconds", 0.0),
                   tuple(s.get("no_controller", ())))
+        lab.link = os.environ.get("LAB_LINK") or s.get("link", lab.link)
         for h, pid in lab.pids.items():
             if not lab._is_our_qemu(pid):
                 raise LabError(f"guest {h} is not running any more (run: lab.sh down; lab.sh up)")
@@ -426,7 +433,8 @@ class Lab:
     def env_exports(self, host: str) -> str:
         env = {"LAB_HOST": host, "LAB_OUT": str(self.run_dir), "LAB_DIR": str(LAB_DIR),
                "LAB_PEERS": str(LAB_DIR / "peers"), "LAB_PYTHON": self.python, "REPO": str(REPO),
-               "LAB_SCENARIO": self.scenario, "LAB_NO_CONTROLLER": " ".join(self.no_controller)}
+               "LAB_SCENARIO": self.scenario, "LAB_NO_CONTROLLER": " ".join(self.no_controller),
+               "LAB_LINK": self.link}
         for k in ("BLETRANSFER_BIN", "LAB_BLUETOOTHD_CONF"):
             if os.environ.get(k):
                 env[k] = os.environ[k]
@@ -521,15 +529,34 @@ class Lab:
 
     def restart_air(self, conf: str = "default") -> None:
         """The emulated radio from scratch before a retry: both bluetoothds, both controllers,
-        the emulator and the bridges, brought up again in boot order (a's emulator and bridge
+        the emulator and the radio, brought up again in boot order (a's emulator and radio
         before b's controller, whose kernel gives up on a silent one after 2 s). A link stuck in
         the emulator (seen once: after a bluetoothd restart under a connecting peer, every later
         connection hung) would otherwise fail the retry the same way."""
         self.sh("b", "lab_kill bluetoothd; lab_kill btattach", step="radio down (b)", deadline=60)
-        self.sh("a", "for n in bluetoothd btattach pty bridge btvirt; do lab_kill $n; done",
+        self.sh("a", "for n in bluetoothd btattach radio btvirt; do lab_kill $n; done",
                 step="radio down (a)", deadline=60)
         for h in HOSTS:
             self.sh(h, f"lab_baseline {conf}", step="radio up", deadline=120)
+
+    def use_link(self, profile: str) -> None:
+        """Switch the radio to `profile` (radio_model.PROFILES) and power-cycle both adapters, so
+        that each host reads its controller's buffers and features anew; links made from now on
+        follow the profile."""
+        if profile not in radio_model.PROFILES:
+            raise LabError(f"unknown link profile {profile!r} (lab.sh links lists them)")
+        if profile == self.link:
+            return
+        self.sh("a", f"lab_link_profile {shlex.quote(profile)}", step=f"link {profile}", deadline=30)
+        self.link = profile
+        self.save()
+        for h in HOSTS:
+            if h not in self.no_controller:
+                self.sh(h, "lab_power off; lab_power on", step="power-cycle for the new link", deadline=90)
+
+    def link_status(self) -> dict:
+        """What the radio says of its links now (profile, PHY, interval, data length, losses)."""
+        return json.loads(self.sh("a", "lab_link_status", step="link status", deadline=30).stdout())
 
     def set_capture(self, on: bool) -> None:
         """btmon on both guests (a/btmon.log, a/btmon.snoop, b/…) on or off. Off unless asked
@@ -744,6 +771,7 @@ def main(argv=None) -> int:
     f = sub.add_parser("fault", help="inject a fault now")
     f.add_argument("target", help="a, b or link")
     f.add_argument("fault", help=", ".join(list(Lab.FAULTS) + ["cut", "restore"]))
+    sub.add_parser("links", help="list the radio's link profiles (LAB_LINK=NAME selects one)")
     d = sub.add_parser("demo", help="boot if needed, send MESSAGE with bletransfer on a, receive on b")
     d.add_argument("message", nargs="?", default="hello from host a")
     args = p.parse_args(argv)
@@ -751,6 +779,8 @@ def main(argv=None) -> int:
     try:
         if args.cmd == "up":
             Lab.up(no_controller=tuple(args.no_controller), mem_mb=args.mem)
+        elif args.cmd == "links":
+            print_links()
         elif args.cmd == "down":
             if STATE_FILE.exists():
                 stop_stale()
@@ -795,6 +825,19 @@ def main(argv=None) -> int:
         print(str(e), file=sys.stderr)
         return 1
     return 0
+
+
+def print_links() -> None:
+    """One profile a line, name first: what it models and its flood ceiling over a channel."""
+    for name, p in radio_model.PROFILES.items():
+        mark = "*" if name == radio_model.DEFAULT_PROFILE else " "
+        if p.timed:
+            ceiling = radio_model.profile_channel_ceiling(p) / 1000
+            best = radio_model.profile_channel_ceiling(p, radio_model.best_link(p)) / 1000
+            figures = f"ceiling {ceiling:.1f} kB/s untuned, {best:.1f} kB/s tuned"
+        else:
+            figures = "no ceiling (the guests' CPUs set the pace)"
+        print(f"{name:<14}{mark} {p.summary}; {figures}")
 
 
 def demo(message: str) -> int:

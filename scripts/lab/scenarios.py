@@ -296,15 +296,17 @@ def bletransfer_status(ctx: Context):
 # =============================================================================================
 # Raw link capacity.
 # =============================================================================================
-def l2cap_capacity(ctx: Context, frames: int = 400, sdu: int = 512, sender: str = "b") -> float:
+def l2cap_capacity(ctx: Context, frames: int = 400, sdu: int = 512, sender: str = "b",
+                   receive_mtu: int = 65535) -> float:
     """KiB/s of an LE credit-based L2CAP flood from `sender` to the other host with l2test (`sdu`
     bytes per SDU, both MTUs set to it, so the kernel grants credits for a whole SDU): the raw
     capacity of the emulated link in that direction, without ATT or bluetoothd. The direction
     matters here: host a runs the emulator and both HCI relays, so a's CPU is shared with
-    whatever a sends or receives (a → b measured 80–97 KiB/s when b → a gave 56–62)."""
+    whatever a sends or receives (a → b measured 80–97 KiB/s when b → a gave 56–62). The
+    receiver's MTU (`receive_mtu`, default the largest) sets its credits: see guest/lib.sh."""
     receiver = "a" if sender == "b" else "b"
     addr = ctx.lab.sh(receiver, "lab_address", step=f"address of {receiver}").stdout().strip()
-    jobs = {receiver: f"LAB_L2TEST_MTU={sdu} lab_l2test_receiver 90 {frames * sdu}",
+    jobs = {receiver: f"LAB_L2TEST_MTU={sdu} LAB_L2TEST_RECEIVE_MTU={receive_mtu} lab_l2test_receiver 90 {frames * sdu}",
             sender: f"LAB_L2TEST_MTU={sdu} lab_l2test_sender {addr} {frames}"}
     after = {"b_after": (receiver, "L2TEST-LISTENING")} if sender == "b" else {"a_after": (receiver, "L2TEST-LISTENING")}
     res = ctx.lab.run(a=jobs["a"], b=jobs["b"], deadline=150, step=f"l2test {sender} → {receiver}, {frames} × {sdu} bytes",

@@ -197,16 +197,17 @@ EOF
   if [ "$h" = a ]; then
     cat > "$run/$h/controller.sh" <<EOF
 #!/bin/bash
-# Guest a: BlueZ's controller emulator (one controller per connection, one shared air), this
-# guest's controller through a pty, and guest b's bridged in over the virtio port "lab.peer".
+# Guest a: BlueZ's controller emulator (one controller per connection, one shared air) and
+# the lab's radio in front of it (guest/hci_radio.py, profile LAB_LINK): this guest's
+# controller through a pty, guest b's bridged in over the virtio port "lab.peer".
 set -u
 rm -f /tmp/bt-server-*
-btvirt -s & 
+btvirt -s &
 for _ in \$(seq 100); do [ -S /tmp/bt-server-bredrle ] && break; sleep 0.1; done
 for p in /sys/class/virtio-ports/*; do [ "\$(cat "\$p/name")" = lab.peer ] && port=/dev/\$(basename "\$p"); done
-python3 $lab_dir/guest/hci_relay.py --device "\$port" &
 mkdir -p /run/lab
-python3 $lab_dir/guest/hci_relay.py --pty-link /run/lab/ttyBT &
+python3 $lab_dir/guest/hci_radio.py --profile ${LAB_LINK:-linux-default} --control /run/lab/radio.sock \\
+    --pty-link /run/lab/ttyBT --device "\$port" --attach a,b &
 for _ in \$(seq 100); do [ -e /run/lab/ttyBT ] && break; sleep 0.1; done
 btattach -B /run/lab/ttyBT -P h4 &
 wait -n

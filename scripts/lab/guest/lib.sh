@@ -110,11 +110,12 @@ lab_restart_bluetoothd() { lab_stop_bluetoothd; lab_start_bluetoothd; }
 
 # ---- controllers -------------------------------------------------------------------------
 # Guest a runs BlueZ's controller emulator (btvirt -s: one emulated controller per connection
-# to its server socket, all sharing one "air"). Its own controller is attached through a pty;
-# guest b's controller is the same server socket bridged over the virtio-serial port "lab.peer"
-# (a QEMU chardev socket between the two QEMUs; guest b sees it as /dev/hvc0). Both bridges are
-# hci_relay.py (see there why not plain socat). Stopping b's bridge takes b's controller off
-# the air: that is the "link cut".
+# to its server socket, all sharing one "air") and the lab's radio (guest/hci_radio.py), the one
+# process every HCI packet of both hosts passes: guest a's controller through a pty, guest b's
+# over the virtio-serial port "lab.peer" (a QEMU chardev socket between the two QEMUs; guest b
+# sees it as /dev/hvc0). The radio times the link as the profile LAB_LINK says (radio_model.py;
+# `lab.sh links` lists them) and takes commands on its control socket (lab_radio_ctl).
+LAB_RADIO_SOCK=/run/lab/radio.sock
 lab_port() { local p; for p in /sys/class/virtio-ports/*; do
     [ "$(cat "$p/name" 2>/dev/null)" = "$1" ] && { echo "/dev/$(basename "$p")"; return 0; }; done; return 1; }
 
@@ -122,47 +123,57 @@ lab_port() { local p; for p in /sys/class/virtio-ports/*; do
 lab_hci_up() { hciconfig hci0 2>/dev/null | grep -q 'UP RUNNING'; }
 lab_hci_present() { [ -e /sys/class/bluetooth/hci0 ]; }
 
-lab_emulator_start() {  # guest a
-    lab_alive btvirt && return 0
-    rm -f /tmp/bt-server-*
-    lab_bg btvirt btvirt -s
-    lab_wait 10 test -S /tmp/bt-server-bredrle || { lab_log "btvirt did not create its socket"; return 1; }
+# One command to the radio (guest a); prints its answer, fails unless it starts with "ok" (or
+# is the JSON of `status`).
+lab_radio_ctl() {
+    local reply
+    reply=$(printf '%s\n' "$*" | socat -t10 - "UNIX-CONNECT:$LAB_RADIO_SOCK" 2>&1) || { lab_log "radio: $reply"; return 1; }
+    echo "$reply"
+    case "$reply" in ok*|"{"*) return 0 ;; *) lab_log "radio: $* -> $reply"; return 1 ;; esac
+}
+
+lab_emulator_start() {  # guest a: the emulator, then the radio in front of it
+    if ! lab_alive btvirt; then
+        lab_kill radio
+        rm -f /tmp/bt-server-*
+        lab_bg btvirt btvirt -s
+        lab_wait 10 test -S /tmp/bt-server-bredrle || { lab_log "btvirt did not create its socket"; return 1; }
+    fi
+    lab_alive radio && return 0
+    rm -f "$LAB_RADIO_SOCK"
+    lab_bg radio python3 "$LAB_DIR/guest/hci_radio.py" --control "$LAB_RADIO_SOCK" \
+        --pty-link /run/lab/ttyBT --profile "${LAB_LINK:-linux-default}"
+    # Python starts slowly in a guest on a loaded machine.
+    lab_wait 30 test -S "$LAB_RADIO_SOCK" || { lab_log "the radio did not start"; return 1; }
 }
 
 lab_link_up() {  # guest a: bridge guest b's controller into the emulator
-    lab_alive bridge && return 0
-    local port before; port="$(lab_port lab.peer)" || { lab_log "no lab.peer port"; return 1; }
-    before=$(cat "$LAB_HOSTDIR/bridge.log" 2>/dev/null | wc -l)
-    lab_bg bridge python3 "$LAB_DIR/guest/hci_relay.py" --device "$port"
+    local port; port="$(lab_port lab.peer)" || { lab_log "no lab.peer port"; return 1; }
+    lab_emulator_start || return 1
     # b's kernel resets its controller as soon as it is attached and gives up after 2 s without
-    # an answer: return only once the relay holds its emulator connection (Python starts slowly
-    # in a guest on a loaded machine).
-    lab_wait 30 lab_bridge_connected "$before" || { lab_log "the bridge did not connect to the emulator"; return 1; }
-}
-lab_bridge_connected() {  # $1 = lines of bridge.log before this start
-    tail -n +"$(($1 + 1))" "$LAB_HOSTDIR/bridge.log" 2>/dev/null | grep -q ' <-> '
+    # an answer: `attach` returns once the radio holds b's emulator connection.
+    lab_radio_ctl attach b "$port" >/dev/null
 }
 
-# Radio cut / restore between the two hosts (run on guest a, where both relays live): both
-# sides see their connections end with "Connection Timeout" and no advertisements until the
-# restore; controllers stay powered. lab_unplug_bridge is the harsher variant (b's controller
-# leaves the emulator; b must be power-cycled after lab_link_up).
-lab_link_down() {
-    kill -USR1 "$(cat /run/lab/bridge.pid)" "$(cat /run/lab/pty.pid)"
-}
-lab_link_restore() {
-    kill -USR2 "$(cat /run/lab/bridge.pid)" "$(cat /run/lab/pty.pid)"
-}
-lab_unplug_bridge() { lab_kill bridge; }
+# Radio cut / restore between the two hosts (run on guest a): both sides see their connections
+# end with "Connection Timeout" (under a timed profile, once the link's supervision timeout
+# passed without a packet heard) and no advertisements until the restore; controllers stay
+# powered. lab_unplug_bridge is the harsher variant (b's controller leaves the emulator; b must
+# be power-cycled after lab_link_up).
+lab_link_down() { lab_radio_ctl cut >/dev/null; }
+lab_link_restore() { lab_radio_ctl restore >/dev/null; }
+lab_unplug_bridge() { lab_radio_ctl detach b >/dev/null; }
+
+# The radio's profile from now on (new links; the controllers' buffers and features reach a
+# host at its next power-on: lab.py's use_link power-cycles both).
+lab_link_profile() { lab_radio_ctl profile "$1" >/dev/null; }
+lab_link_status() { lab_radio_ctl status; }
 
 lab_controller_attach() {  # attach this guest's controller (hci0)
     if [ "$LAB_HOST" = a ]; then
         lab_emulator_start || return 1
-        if ! lab_alive pty; then
-            rm -f /run/lab/ttyBT
-            lab_bg pty python3 "$LAB_DIR/guest/hci_relay.py" --pty-link /run/lab/ttyBT
-            lab_wait 10 test -e /run/lab/ttyBT || { lab_log "no pty for the controller"; return 1; }
-        fi
+        lab_radio_ctl attach a >/dev/null || return 1
+        lab_wait 10 test -e /run/lab/ttyBT || { lab_log "no pty for the controller"; return 1; }
         lab_alive btattach || lab_bg btattach btattach -B /run/lab/ttyBT -P h4
     else
         lab_alive btattach || lab_bg btattach btattach -B /dev/hvc0 -P h4
@@ -172,7 +183,7 @@ lab_controller_attach() {  # attach this guest's controller (hci0)
 
 lab_controller_detach() {  # the controller disappears (unplugged)
     lab_kill btattach
-    [ "$LAB_HOST" = a ] && lab_kill pty
+    [ "$LAB_HOST" = a ] && lab_alive radio && lab_radio_ctl detach a >/dev/null
     lab_wait 10 eval '! lab_hci_present'
 }
 
@@ -185,18 +196,18 @@ lab_power() {  # on|off, through bluetoothd like a user would
 }
 
 # A controller whose host powers it off must stop advertising; the emulator may not (see
-# hci_relay.py, "Quiet radio"). Guest a's controller is relayed on a; b's is not advertising in
-# any scenario that powers it off, and its relay lives on a.
+# hci_radio.py, "Quiet radio"). Guest a's controller is the one that matters: b's is not
+# advertising in any scenario that powers it off.
 lab_radio() {  # quiet | normal
-    [ "$LAB_HOST" = a ] && lab_alive pty || return 0
-    if [ "$1" = quiet ]; then kill -HUP "$(cat /run/lab/pty.pid)"; else kill -ALRM "$(cat /run/lab/pty.pid)"; fi
+    [ "$LAB_HOST" = a ] && lab_alive radio || return 0
+    lab_radio_ctl "$1" a >/dev/null
 }
 
 lab_address() { hciconfig hci0 2>/dev/null | awk '/BD Address/ {print $3; exit}'; }
 
 lab_stop_all() {
     local n
-    for n in bluetoothd btattach pty bridge btvirt btmon; do lab_kill "$n"; done
+    for n in bluetoothd btattach radio btvirt btmon; do lab_kill "$n"; done
 }
 
 # Run a command as the user the D-Bus policy denies (state `unauthorized`).
@@ -213,8 +224,7 @@ lab_baseline() {  # $1 = bluetoothd configuration (default, channels1)
         lab_emulator_start && lab_link_up || return 1
         # A run can end before its "restore" fault fires (the transfer finished first): every
         # scenario starts with the radio up and guest a's controller not held quiet.
-        lab_alive pty && lab_alive bridge && lab_link_restore
-        lab_radio normal
+        lab_link_restore && lab_radio normal || return 1
     fi
     case " ${LAB_NO_CONTROLLER:-} " in *" $LAB_HOST "*) return 0 ;; esac
     lab_hci_present || lab_controller_attach || return 1
@@ -228,16 +238,22 @@ lab_btmgmt() { timeout 15 btmgmt --index 0 "$@" < <(sleep 15); }
 # Raw link capacity: LE credit-based L2CAP (PSM 0x80) from this host to the peer, with l2test.
 # The receiver must be connectable and advertising: lab_l2test_receiver on it first.
 # LAB_L2TEST_MTU: bytes per SDU (default 512); above the channel's default MTU of 672 both
-# sides set their MTU to it (-I/-O) so that one SDU is one write.
+# sides set their MTU to it (-I/-O) so that one SDU is one write. LAB_L2TEST_RECEIVE_MTU: the
+# receiver's MTU when it should be larger: Linux 6.1 grants a channel MTU ÷ MPS + 1 credits, so
+# with the receiver's MTU equal to the SDU the sender runs out of credits at the end of every SDU
+# and waits a connection event or two for the next ones (about 5 % of a 50 ms link with 8 KiB
+# SDUs); a receive MTU of many SDUs keeps it sending.
 lab_l2test_mtu_options() {
-    [ "${LAB_L2TEST_MTU:-512}" -gt 672 ] && echo "-I $LAB_L2TEST_MTU -O $LAB_L2TEST_MTU"
+    local mtu=${LAB_L2TEST_MTU:-512}
+    [ "$1" = receiver ] && [ -n "${LAB_L2TEST_RECEIVE_MTU:-}" ] && { echo "-I $LAB_L2TEST_RECEIVE_MTU -O $mtu"; return; }
+    [ "$mtu" -gt 672 ] && echo "-I $mtu -O $mtu"
 }
 lab_l2test_receiver() {  # $1 = seconds to listen at most, $2 = bytes expected (optional)
     lab_btmgmt connectable on >/dev/null && lab_btmgmt advertising on >/dev/null || return 1
     local out pid waited=0 got line lines
     out=$(mktemp /tmp/l2test-receiver.XXXXXX)
     # shellcheck disable=SC2046  # the options are words on purpose
-    l2test -r -V le_public -P 0x0080 -b "${LAB_L2TEST_MTU:-512}" $(lab_l2test_mtu_options) >"$out" 2>&1 &
+    l2test -r -V le_public -P 0x0080 -b "${LAB_L2TEST_MTU:-512}" $(lab_l2test_mtu_options receiver) >"$out" 2>&1 &
     pid=$!
     echo "L2TEST-LISTENING"
     # l2test -r serves connection after connection: stop it once the first one ended or the
@@ -263,7 +279,7 @@ lab_l2test_receiver() {  # $1 = seconds to listen at most, $2 = bytes expected (
 }
 lab_l2test_sender() {  # $1 = peer address, $2 = frames
     # shellcheck disable=SC2046
-    l2test -s -V le_public -P 0x0080 -b "${LAB_L2TEST_MTU:-512}" $(lab_l2test_mtu_options) -N "${2:-400}" "$1"
+    l2test -s -V le_public -P 0x0080 -b "${LAB_L2TEST_MTU:-512}" $(lab_l2test_mtu_options sender) -N "${2:-400}" "$1"
 }
 
 # The binary under test runs from the guest's memory, as an installed one runs from a local
