@@ -554,6 +554,13 @@ class Lab:
             if h not in self.no_controller:
                 self.sh(h, "lab_power off; lab_power on", step="power-cycle for the new link", deadline=90)
 
+    def ensure_link(self, profile: str) -> None:
+        """The radio on `profile`, whatever the state file says (a lab booted with another)."""
+        actual = self.link_status().get("profile")
+        if actual != profile:
+            self.link = actual or self.link
+            self.use_link(profile)
+
     def link_status(self) -> dict:
         """What the radio says of its links now (profile, PHY, interval, data length, losses)."""
         return json.loads(self.sh("a", "lab_link_status", step="link status", deadline=30).stdout())

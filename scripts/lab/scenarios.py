@@ -43,17 +43,22 @@ class Scenario:
     tags: tuple
     conf: str  # bluetoothd configuration both hosts start from: "default" or "channels1"
     doc: str
+    # Link profiles the scenario cannot hold on, each with the reason (it is skipped there,
+    # saying so).
+    not_on: dict = field(default_factory=dict)
 
 
 SCENARIOS: list[Scenario] = []
 
 
-def scenario(name: str, tags: tuple = (), conf: str = "default"):
-    """Register a scenario. `conf` is the bluetoothd configuration both hosts start from."""
+def scenario(name: str, tags: tuple = (), conf: str = "default", not_on: dict | None = None):
+    """Register a scenario. `conf` is the bluetoothd configuration both hosts start from;
+    `not_on` maps the link profiles it cannot hold on to the reason why."""
     def register(fn):
         if any(s.name == name for s in SCENARIOS):  # a module loaded twice registers once
             return fn
-        SCENARIOS.append(Scenario(name, fn, tuple(tags), conf, (fn.__doc__ or "").strip().split("\n")[0]))
+        SCENARIOS.append(Scenario(name, fn, tuple(tags), conf, (fn.__doc__ or "").strip().split("\n")[0],
+                                  dict(not_on or {})))
         return fn
     return register
 
@@ -342,7 +347,11 @@ def main() -> int:
     p.add_argument("--tag", action="append", default=[])
     p.add_argument("--reuse", action="store_true", help="use the lab that is already up; leave it up")
     p.add_argument("--keep-up", action="store_true", help="leave the lab up afterwards")
+    p.add_argument("--link", default=os.environ.get("LAB_LINK"),
+                   help="the radio's link profile for the run (lab.sh links; default LAB_LINK, else the lab's)")
     args = p.parse_args()
+    if args.link:
+        os.environ["LAB_LINK"] = args.link
     if args.list:
         for s in SCENARIOS:
             print(f"{s.name:28} [{','.join(s.tags)}] {s.doc}")
@@ -364,10 +373,19 @@ def main() -> int:
     try:
         lab = Lab.current() if args.reuse else Lab.up()
         figures["boot_seconds"] = lab.boot_seconds
+        if args.link:
+            lab.ensure_link(args.link)
+        figures["link_profile"] = lab.link
+        say(f"link profile {lab.link}")
         for s in chosen:
             lab.scenario = s.name
             say(f"scenario {s.name}: {s.doc}")
             st = time.monotonic()
+            if lab.link in s.not_on:
+                say(f"  skipped on {lab.link}: {s.not_on[lab.link]}")
+                results.append({"name": s.name, "status": "SKIP", "seconds": 0.0, "figures": {},
+                                "link": lab.link, "why": s.not_on[lab.link]})
+                continue
             # A failed scenario is tried once more (LAB_RETRIES) on a fresh radio: TCG
             # guests on a loaded machine are not real radios. Its first failure is printed in
             # full and it is reported FLAKY, never as a plain PASS. The retry runs under btmon
@@ -404,7 +422,8 @@ def main() -> int:
                 except LabError as e:
                     print(f"btmon could not be stopped: {e}", file=sys.stderr, flush=True)
             secs = round(time.monotonic() - st, 1)
-            results.append({"name": s.name, "status": status, "seconds": secs, "figures": ctx.figures})
+            results.append({"name": s.name, "status": status, "seconds": secs, "figures": ctx.figures,
+                            "link": lab.link})
             figures.update(ctx.figures)
             say(f"{status} {s.name} ({secs}s)")
             if detail:
@@ -417,7 +436,7 @@ def main() -> int:
             lab.down()
     figures["suite_seconds"] = round(time.monotonic() - t0, 1)
     failed = [r for r in results if r["status"] == "FAIL"]
-    print("\n==== lab suite summary")
+    print(f"\n==== lab suite summary (link profile {figures.get('link_profile', '?')})")
     for r in results:
         print(f"  {r['status']:4} {r['name']:28} {r['seconds']:7.1f}s")
     print("  figures: " + ", ".join(f"{k}={v}" for k, v in figures.items()))

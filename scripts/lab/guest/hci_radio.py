@@ -45,8 +45,9 @@ fixes below that every profile keeps:
   the host's advertising enables are answered here and not passed on.
 
 Control socket (one command a connection, one line back): `attach a|b`, `detach a|b`, `cut`,
-`restore`, `quiet a`, `normal a`, `profile NAME`, `status` (JSON: profile, links and what they
-run at, packets lost).
+`restore`, `quiet a`, `normal a`, `profile NAME`, `loss P [SHARE_ON_1M]` (the share of packets
+lost from now on, as at the edge of range, and how much of it 1M keeps), `status` (JSON: profile, links and what they run at, packets
+lost).
 """
 from __future__ import annotations
 
@@ -887,6 +888,8 @@ class Radio:
                 s_.pending_complete = None
                 for acl in held:
                     link.model.enqueue(link.direction_from(s_), rm.Outgoing(len(acl) - 5, acl))
+            log(f"link {link.c_handle}/{link.p_handle}: {s.describe()}, latency {s.latency}, "
+                f"timeout {s.timeout_units * 10} ms (central {c.name})")
             self.after_connect(link)
             link.schedule()
         return bytes(p)
@@ -942,6 +945,17 @@ class Radio:
                     link.model.profile = self.profile
                 log(f"profile {self.profile.name}")
                 return f"ok profile {self.profile.name}"
+            if cmd == "loss" and rest:
+                # The air gets worse (or better) from now on, on every link: the edge of range.
+                loss = float(rest[0])
+                on_1m = float(rest[1]) if len(rest) > 1 else 1.0
+                if not 0.0 <= loss < 1.0 or not 0.0 <= on_1m <= 1.0:
+                    return "error loss must be in [0, 1), its share on 1M in [0, 1]"
+                self.profile = rm.with_profile(self.profile, loss=loss, loss_on_1m=on_1m)
+                for link in self.links:
+                    link.model.profile = self.profile
+                log(f"packet loss now {loss:g}")
+                return f"ok loss {loss:g}"
             if cmd == "status":
                 return json.dumps(self.status())
         except (OSError, KeyError, ValueError) as e:

@@ -84,7 +84,10 @@ class Profile:
     # or a fixed number of 1.25 ms units (the link as if both hosts had asked for it).
     interval_choice: object = "max"
     min_interval_units: int = 6      # 7.5 ms, the smallest the specification allows
-    loss: float = 0.0                # probability that one packet is lost
+    loss: float = 0.0                # probability that one packet is lost (on 2M, if it applies)
+    # The share of that loss on 1M: at the edge of range 2M, with a few dB less sensitivity
+    # than 1M on real radios (about -93 against -97 dBm), loses packets that 1M still carries.
+    loss_on_1m: float = 1.0
     # Advertising and scanning: every advertising event lands somewhere in [0, 10 ms) after
     # its interval (advDelay); the report reaches the host once an advertising event falls in
     # one of the scanner's windows and is not lost.
@@ -298,7 +301,7 @@ class LinkModel:
     def _lost(self) -> bool:
         if self.cut:
             return True
-        p = self.profile.loss
+        p = self.profile.loss * (1.0 if self.settings.phy == PHY_2M else self.profile.loss_on_1m)
         return p > 0 and self.rng.random() < p
 
     def _next_fragment(self, direction: int):
