@@ -313,6 +313,17 @@ if [ -n "$deb" ]; then
         ps -o user= -p "$(systemctl show -P MainPID bletransfer-receiver@hci0.service)" | grep -qx bletransfer &&
         systemctl show -P StatusText bletransfer-receiver@hci0.service | grep .'
   done
+  # The service's one privileged step (ExecStartPre=+ bletransfer link tune) tuned each adapter
+  # while the daemon runs unprivileged: `link show` reads it without privilege, and a message to
+  # b's daemon runs on a link of 7.5-15 ms (the radio on a logs each link it makes).
+  for h in a b; do
+    check "guest $h: the service tuned the adapter (link show, unprivileged: tuned)" \
+      ssh_to "$h" 'runuser -u bletransfer -- bletransfer link show | head -n 1 | grep -q ": tuned"'
+  done
+  check "a message to b's unprivileged receiver daemon runs on the tuned link (the radio's log on a: 15 ms)" \
+    ssh_to a 'before=$(journalctl -b --no-pager -u guest-controller.service | grep -c "hci_radio: link .*: ")
+      bletransfer send --identity /var/lib/bletransfer/identity --no-tune --timeout 120 "to the service" >/dev/null 2>&1 || exit 1
+      journalctl -b --no-pager -u guest-controller.service | grep "hci_radio: link .*: " | tail -n +$((before + 1)) | grep -E "interval 15 ms|· 15 ms"'
   # hw.sh drives both ends itself: a receiver daemon on either host would take its messages.
   for h in a b; do ssh_to "$h" systemctl stop bletransfer-receiver@hci0.service; done
 fi
