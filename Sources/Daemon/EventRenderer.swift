@@ -45,6 +45,9 @@ public struct EventRenderer {
     private var linkSummary: String?
     /// The last link reported, so that a repeated report (nothing changed) is not shown again.
     private var lastLink: LinkReport?
+    /// On a terminal, a link is shown once it carries data: its parameters change a few times
+    /// in the first tenths of a second (data length, PHY, interval), and one line is enough.
+    private var pendingLink: LinkReport?
 
     public init(mode: EventOutputMode, label: String? = nil) {
         self.mode = mode
@@ -78,6 +81,17 @@ public struct EventRenderer {
     }
 
     private mutating func renderOnTerminal(_ event: RoleEvent) {
+        if case .link(let report) = event {
+            if transferStarted == nil {
+                pendingLink = report
+                return
+            }
+        }
+        if case .progress = event, let link = pendingLink {
+            pendingLink = nil
+            finish()
+            Self.writeLine(Self.sentence(for: .link(link)), to: STDERR_FILENO)
+        }
         if case .progress(let peer, let progress, let rate, let remaining) = event {
             let now = ContinuousClock.now
             if transferStarted == nil || progress.bytesSoFar == 0 { transferStarted = now }
