@@ -88,6 +88,15 @@ public struct L2CAPChannels: ChannelTransport {
     /// At most this many centrals wait in the kernel for `accept`.
     static let backlog: Int32 = 4
 
+    /// The receive MTU a channel declares, whatever SDU length the caller accepts. Linux 6.1
+    /// grants the sender credits for one receive MTU (MTU ÷ MPS + 1 PDUs) and tops them up as
+    /// the application reads: with the MTU equal to the SDU length, the sender ran out at the
+    /// end of every SDU and waited a connection event or two for the next credits (5 % of a
+    /// 50 ms link with 8 KiB SDUs in the lab). Newer kernels size the credits from the receive
+    /// buffer instead. The socket still takes packets of at most the caller's `receiveMTU`: a
+    /// longer one fails its read.
+    static let receiveWindow = 65535
+
     public func listen(adapter: BluetoothAddress?, addressType: LEAddressType, receiveMTU: Int) throws -> any ChannelListener {
         let fd = Self.makeSocket(adapter: adapter, addressType: addressType, receiveMTU: receiveMTU)
         guard fd >= 0 else { throw L2CAPChannelError.systemCall("socket/bind(L2CAP)", Errno(rawValue: -fd)) }
@@ -99,7 +108,7 @@ public struct L2CAPChannels: ChannelTransport {
         }
         // The listening socket only ever waits for readability (a central to accept).
         let socket = try NotificationSocket(adopting: fd, limits: .init(send: 1, receive: 1), queueReport: .freeSpace)
-        return L2CAPListener(socket: socket, psm: psm)
+        return L2CAPListener(socket: socket, psm: psm, receiveMTU: receiveMTU)
     }
 
     public func connect(adapter: BluetoothAddress?, addressType: LEAddressType, to peer: BluetoothAddress,
@@ -119,7 +128,7 @@ public struct L2CAPChannels: ChannelTransport {
                 let error = try socket.withDescriptor { bletransfer_socket_take_error($0) }
                 if error != 0 { throw L2CAPChannelError.systemCall("connect(L2CAP)", Errno(rawValue: error)) }
             }
-            socket.setLimits(try Self.limits(of: socket))
+            socket.setLimits(try Self.limits(of: socket, acceptingAtMost: receiveMTU))
             return socket
         } catch {
             socket.close()
@@ -127,19 +136,20 @@ public struct L2CAPChannels: ChannelTransport {
         }
     }
 
-    /// The channel's MTUs as the kernel negotiated them.
-    static func limits(of socket: NotificationSocket) throws -> NotificationSocket.PacketLimits {
+    /// The channel's MTUs as the kernel negotiated them; received packets of at most
+    /// `acceptingAtMost` bytes (nil: the receive MTU).
+    static func limits(of socket: NotificationSocket, acceptingAtMost: Int? = nil) throws -> NotificationSocket.PacketLimits {
         try socket.withDescriptor { fd in
             var receive: UInt16 = 0
             var send: UInt16 = 0
             let result = bletransfer_l2cap_mtus(fd, &receive, &send)
             if result != 0 { throw L2CAPChannelError.systemCall("getsockopt(BT_SNDMTU/BT_RCVMTU)", Errno(rawValue: -result)) }
-            return NotificationSocket.PacketLimits(send: Int(send), receive: Int(receive))
+            return NotificationSocket.PacketLimits(send: Int(send), receive: min(Int(receive), acceptingAtMost ?? Int(receive)))
         }
     }
 
     private static func makeSocket(adapter: BluetoothAddress?, addressType: LEAddressType, receiveMTU: Int) -> Int32 {
-        let mtu = UInt16(clamping: max(receiveMTU, 23))
+        let mtu = UInt16(clamping: max(receiveMTU, receiveWindow, 23))
         return bletransfer_l2cap_le_socket(adapter?.description ?? "", addressType.rawValue, 0, mtu)
     }
 }
@@ -148,10 +158,13 @@ public struct L2CAPChannels: ChannelTransport {
 final class L2CAPListener: ChannelListener {
     let socket: NotificationSocket
     let psm: UInt16
+    /// The longest SDU an accepted channel takes (its kernel MTU is `receiveWindow`).
+    let receiveMTU: Int
 
-    init(socket: NotificationSocket, psm: UInt16) {
+    init(socket: NotificationSocket, psm: UInt16, receiveMTU: Int) {
         self.socket = socket
         self.psm = psm
+        self.receiveMTU = receiveMTU
     }
 
     func accept() async throws -> AcceptedChannel {
@@ -170,7 +183,7 @@ final class L2CAPListener: ChannelListener {
             if result >= 0 {
                 let channel = try NotificationSocket(adopting: result, limits: .init(send: 1, receive: 1), queueReport: .freeSpace)
                 do {
-                    channel.setLimits(try L2CAPChannels.limits(of: channel))
+                    channel.setLimits(try L2CAPChannels.limits(of: channel, acceptingAtMost: receiveMTU))
                 } catch {
                     channel.close()
                     throw error
@@ -193,5 +206,52 @@ final class L2CAPListener: ChannelListener {
 
     func close() {
         socket.close()
+    }
+}
+
+/// What an L2CAP channel's socket tells of the LE link under it. Needs no privilege.
+package struct ChannelLinkInfo: Sendable, Hashable {
+    /// The HCI connection handle (the key of the controller's link events).
+    package var handle: UInt16?
+    /// The PHY each way now (BT_PHY, Linux 5.10 and later; nil when the kernel does not say).
+    package var transmitPHY: LEPHY?
+    package var receivePHY: LEPHY?
+    /// The channel's MTUs: the largest SDU each way.
+    package var receiveMTU: Int
+    package var sendMTU: Int
+}
+
+extension NotificationSocket {
+    /// The link facts the channel's socket gives; nil once the socket is closed.
+    package func channelLinkInfo() -> ChannelLinkInfo? {
+        try? withDescriptor { fd in
+            var handle: UInt16 = 0
+            let hasHandle = bletransfer_l2cap_connection_handle(fd, &handle) == 0
+            var phys: UInt32 = 0
+            let hasPHY = bletransfer_l2cap_phy(fd, &phys) == 0
+            var receive: UInt16 = 0
+            var send: UInt16 = 0
+            _ = bletransfer_l2cap_mtus(fd, &receive, &send)
+            let bits = ManagementPHYs(rawValue: phys)   // BT_PHY_LE_* are the same bits as mgmt's
+            func phy(_ twoM: ManagementPHYs, _ coded: ManagementPHYs, _ oneM: ManagementPHYs) -> LEPHY? {
+                guard hasPHY else { return nil }
+                if bits.contains(twoM) { return .le2M }
+                if bits.contains(coded) { return .coded }
+                return bits.contains(oneM) ? .le1M : nil
+            }
+            return ChannelLinkInfo(handle: hasHandle ? handle : nil,
+                                   transmitPHY: phy(.le2MTransmit, .leCodedTransmit, .le1MTransmit),
+                                   receivePHY: phy(.le2MReceive, .leCodedReceive, .le1MReceive),
+                                   receiveMTU: Int(receive), sendMTU: Int(send))
+        }
+    }
+
+    /// Asks for `phy` both ways on the channel's link, where the kernel takes BT_PHY in
+    /// setsockopt; returns the errno otherwise (ENOPROTOOPT on Linux 6.1).
+    package func requestPHY(_ phy: LEPHY) -> Errno? {
+        let bits: ManagementPHYs = phy == .le2M ? [.le2MTransmit, .le2MReceive, .le1MTransmit, .le1MReceive]
+            : [.le1MTransmit, .le1MReceive]
+        let result = (try? withDescriptor { bletransfer_l2cap_set_phy($0, bits.rawValue) }) ?? -EBADF
+        return result == 0 ? nil : Errno(rawValue: -result)
     }
 }

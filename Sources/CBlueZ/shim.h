@@ -188,4 +188,106 @@ static inline int bletransfer_bt_socket_free_send_space(int fd) {
     return value;
 }
 
+/* The kernel's management and HCI channels (mgmt-api.txt; hci_sock.c) and what an L2CAP
+ * channel knows of its link. Every call returns -errno on failure. */
+#ifndef HCI_CHANNEL_CONTROL
+#define HCI_CHANNEL_CONTROL 3
+#endif
+#ifndef BT_PHY
+#define BT_PHY 14
+#endif
+
+/* A non-blocking, close-on-exec socket on the management channel (HCI_CHANNEL_CONTROL), for
+ * every controller. Unprivileged sockets may send the read commands only; the others are
+ * answered "Permission Denied". */
+static inline int bletransfer_mgmt_socket(void) {
+    int fd = socket(AF_BLUETOOTH, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, BTPROTO_HCI);
+    if (fd < 0) return -errno;
+    struct sockaddr_hci address;
+    memset(&address, 0, sizeof(address));
+    address.hci_family = AF_BLUETOOTH;
+    address.hci_dev = HCI_DEV_NONE;
+    address.hci_channel = HCI_CHANNEL_CONTROL;
+    if (bind(fd, (struct sockaddr *)&address, sizeof(address)) < 0) { int e = errno; close(fd); return -e; }
+    return fd;
+}
+
+/* A non-blocking, close-on-exec raw HCI socket on controller `dev_id` that receives the LE
+ * meta events and Disconnection Complete only, and may send commands. Needs CAP_NET_RAW for
+ * both (without it the kernel's security filter passes no LE event). */
+static inline int bletransfer_hci_event_socket(uint16_t dev_id) {
+    int fd = socket(AF_BLUETOOTH, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, BTPROTO_HCI);
+    if (fd < 0) return -errno;
+    struct sockaddr_hci address;
+    memset(&address, 0, sizeof(address));
+    address.hci_family = AF_BLUETOOTH;
+    address.hci_dev = dev_id;
+    address.hci_channel = HCI_CHANNEL_RAW;
+    if (bind(fd, (struct sockaddr *)&address, sizeof(address)) < 0) { int e = errno; close(fd); return -e; }
+    struct hci_filter filter;
+    hci_filter_clear(&filter);
+    hci_filter_set_ptype(HCI_EVENT_PKT, &filter);
+    hci_filter_set_event(EVT_LE_META_EVENT, &filter);
+    hci_filter_set_event(EVT_DISCONN_COMPLETE, &filter);
+    hci_filter_set_event(EVT_CMD_STATUS, &filter);
+    hci_filter_set_event(EVT_CMD_COMPLETE, &filter);
+    if (setsockopt(fd, SOL_HCI, HCI_FILTER, &filter, sizeof(filter)) < 0) { int e = errno; close(fd); return -e; }
+    return fd;
+}
+
+/* The LE PHYs the channel's link uses now (BT_PHY_LE_* bits, kernel 5.10 and later). */
+static inline int bletransfer_l2cap_phy(int fd, uint32_t *phys) {
+    socklen_t size = sizeof(*phys);
+    if (getsockopt(fd, SOL_BLUETOOTH, BT_PHY, phys, &size) < 0) return -errno;
+    return 0;
+}
+
+/* Asks for these PHYs on the channel's link (kernels that take BT_PHY in setsockopt; older
+ * ones answer ENOPROTOOPT). */
+static inline int bletransfer_l2cap_set_phy(int fd, uint32_t phys) {
+    if (setsockopt(fd, SOL_BLUETOOTH, BT_PHY, &phys, sizeof(phys)) < 0) return -errno;
+    return 0;
+}
+
+/* The HCI connection handle of the channel's link (L2CAP_CONNINFO). */
+static inline int bletransfer_l2cap_connection_handle(int fd, uint16_t *handle) {
+    struct l2cap_conninfo info;
+    socklen_t size = sizeof(info);
+    memset(&info, 0, sizeof(info));
+    if (getsockopt(fd, SOL_L2CAP, L2CAP_CONNINFO, &info, &size) < 0) return -errno;
+    *handle = info.hci_handle;
+    return 0;
+}
+
+/* The kernel's LE connections on controller `dev_id`: handles and peer addresses (at most
+ * `capacity`), through HCIGETCONNLIST, which needs no privilege. Returns the count. */
+static inline int bletransfer_hci_le_connections(uint16_t dev_id, uint16_t *handles, char (*peers)[18],
+                                                 uint8_t *outgoing, int capacity) {
+    if (capacity <= 0) return 0;
+    int sk = socket(AF_BLUETOOTH, SOCK_RAW | SOCK_CLOEXEC, BTPROTO_HCI);
+    if (sk < 0) return -errno;
+    size_t size = sizeof(struct hci_conn_list_req) + (size_t)capacity * sizeof(struct hci_conn_info);
+    struct hci_conn_list_req *list = calloc(1, size);
+    if (list == NULL) { close(sk); return -ENOMEM; }
+    list->dev_id = dev_id;
+    list->conn_num = (uint16_t)capacity;
+    int result;
+    if (ioctl(sk, HCIGETCONNLIST, (void *)list) < 0) {
+        result = -errno;
+    } else {
+        result = 0;
+        for (int i = 0; i < list->conn_num; i++) {
+            struct hci_conn_info *c = &list->conn_info[i];
+            if (c->type != 0x80) continue;  /* LE_LINK in the kernel's hci.h */
+            handles[result] = c->handle;
+            ba2str(&c->bdaddr, peers[result]);
+            outgoing[result] = c->out;
+            result++;
+        }
+    }
+    free(list);
+    close(sk);
+    return result;
+}
+
 #endif

@@ -38,6 +38,8 @@ public struct DaemonSettings: Sendable {
     /// Receiver: each authenticated sender's messages in a folder named after it
     /// (`--folder-per-sender`).
     public var folderPerSender = false
+    /// Ask the adapter for the fast link when the process may (`--no-tune`: leave it).
+    public var tunesLink = true
 
     public init(role: DaemonRoleKind, receiver: ReceiverOptions, sender: SenderOptions,
                 outputDirectory: FilePath?, outbox: FilePath?,
@@ -81,7 +83,12 @@ public struct Daemon {
         // A closed standard output (--json into a pipe that went away) must not kill the daemon.
         signal(SIGPIPE, SIG_IGN)
         let (reports, reportInput) = AsyncStream<DaemonReport>.makeStream(bufferingPolicy: .unbounded)
-        let report: @Sendable (DaemonReport) -> Void = { reportInput.yield($0) }
+        // The role's progress also feeds the link watch's fallback.
+        let progress = LinkProgressFeed()
+        let report: @Sendable (DaemonReport) -> Void = { item in
+            if case .role(let event) = item { progress.observe(event) }
+            reportInput.yield(item)
+        }
 
         let attempt: DaemonSupervisor.Attempt
         let directory: String
@@ -122,8 +129,13 @@ public struct Daemon {
         var groupLogger = logger
         groupLogger.logLevel = .warning
         // Shut down in reverse order: after the stop signal, the role, then the watchdog.
+        let link = LinkWatchService(adapterName: settings.adapterName, tune: settings.tunesLink, restoreOnExit: true,
+                                    progress: progress, emit: { event in report(.role(event)) })
         let group = ServiceGroup(configuration: ServiceGroupConfiguration(
             services: [
+                // First, so that it stops after the role: it watches the link while the role
+                // has one, and puts the adapter's defaults back at the end.
+                .init(service: link, successTerminationBehavior: .ignore),
                 .init(service: WatchdogService(notifier: notifier, logger: logger),
                       successTerminationBehavior: .ignore),
                 .init(service: RoleService(supervisor: supervisor),

@@ -122,6 +122,15 @@ struct DaemonReporter {
             ]))
         case .warning(let text):
             logger.warning("\(text)")
+        case .link(let report):
+            // Once per change of a link's parameters (the watch reports changes only).
+            var metadata: Logger.Metadata = ["tuned": "\(report.tuned)"]
+            if let peer = report.peer { metadata["peer"] = "\(peer)" }
+            if !report.summary.isEmpty { metadata["link"] = "\(report.summary)" }
+            if !report.limits.isEmpty {
+                metadata["limits"] = "\(report.limits.map { "\($0.setting) (\($0.by))" }.joined(separator: ", "))"
+            }
+            logger.info("link", metadata: metadata)
         }
         if json {
             EventRenderer.writeLine(EventRenderer.jsonLine(for: event, extras: extras), to: STDOUT_FILENO)

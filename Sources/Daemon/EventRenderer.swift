@@ -41,6 +41,13 @@ public struct EventRenderer {
     /// When the current message's first bytes were seen.
     private var transferStarted: ContinuousClock.Instant?
     private var waitingHintShown = false
+    /// The link under the current transfer ("2M · 15 ms · 251 B"), for the progress line.
+    private var linkSummary: String?
+    /// The last link reported, so that a repeated report (nothing changed) is not shown again.
+    private var lastLink: LinkReport?
+    /// On a terminal, a link is shown once it carries data: its parameters change a few times
+    /// in the first tenths of a second (data length, PHY, interval), and one line is enough.
+    private var pendingLink: LinkReport?
 
     public init(mode: EventOutputMode, label: String? = nil) {
         self.mode = mode
@@ -48,6 +55,11 @@ public struct EventRenderer {
     }
 
     public mutating func render(_ event: RoleEvent, extras: JSONEventExtras = JSONEventExtras()) {
+        if case .link(let report) = event {
+            if report == lastLink { return }
+            lastLink = report
+            linkSummary = report.summary.isEmpty ? nil : report.summary
+        }
         switch mode {
         case .jsonLines:
             Self.writeLine(Self.jsonLine(for: event, extras: extras), to: STDOUT_FILENO)
@@ -69,6 +81,17 @@ public struct EventRenderer {
     }
 
     private mutating func renderOnTerminal(_ event: RoleEvent) {
+        if case .link(let report) = event {
+            if transferStarted == nil {
+                pendingLink = report
+                return
+            }
+        }
+        if case .progress = event, let link = pendingLink {
+            pendingLink = nil
+            finish()
+            Self.writeLine(Self.sentence(for: .link(link)), to: STDERR_FILENO)
+        }
         if case .progress(let peer, let progress, let rate, let remaining) = event {
             let now = ContinuousClock.now
             if transferStarted == nil || progress.bytesSoFar == 0 { transferStarted = now }
@@ -77,7 +100,7 @@ public struct EventRenderer {
             lastProgressDraw = now
             let line = Self.progressLine(progress, rate: rate, remaining: remaining,
                                          elapsed: transferStarted.map { (now - $0).seconds }, label: label,
-                                         peer: (peer ?? currentPeer).map(Self.describe),
+                                         peer: (peer ?? currentPeer).map(Self.describe), link: linkSummary,
                                          width: Self.terminalWidth())
             Self.write("\r\u{1B}[K" + line, to: STDERR_FILENO)
             progressLineShown = true
@@ -93,7 +116,7 @@ public struct EventRenderer {
         }
         switch event {
         case .stateChanged, .advertising, .scanning, .connected, .subscribed, .delivered, .received,
-             .transferAborted, .centralDropped, .retrying, .warning, .disconnected, .refused:
+             .transferAborted, .centralDropped, .retrying, .warning, .disconnected, .refused, .link:
             finish()
             Self.writeLine(Self.sentence(for: event), to: STDERR_FILENO)
             if !waitingHintShown, let hint = Self.waitingHint(for: event) {
@@ -173,7 +196,24 @@ public struct EventRenderer {
             "refused \(describe(peer)) (\(bound)): \(reason); nothing kept, trying it again in \(formatSeconds(delay.seconds))"
         case .warning(let text):
             "warning: \(text)"
+        case .link(let report):
+            linkSentence(report)
         }
+    }
+
+    /// "link to AA:…: 2M · 15 ms · 251 B (tuned)", then what holds it back.
+    static func linkSentence(_ report: LinkReport) -> String {
+        var text = "link" + (report.peer.map { " to \($0)" } ?? "")
+        let summary = report.summary
+        text += ": " + (summary.isEmpty ? "parameters unknown" : summary)
+        text += report.tuned ? " (tuned)" : " (not tuned)"
+        if !report.limits.isEmpty {
+            text += "; " + report.limits.map { "\($0.setting): \($0.detail)" }.joined(separator: "; ")
+        }
+        if let unreadable = report.unreadable, summary.isEmpty || report.intervalMilliseconds == nil {
+            text += "; \(unreadable)"
+        }
+        return text
     }
 
     /// " (key SHA256:…, name)" for a peer whose key is listed; " (encrypted, not authenticated:
@@ -191,14 +231,14 @@ public struct EventRenderer {
     }
 
     public static func progressLine(_ progress: TransferProgress, rate: Double?, remaining: Double?) -> String {
-        progressLine(progress, rate: rate, remaining: remaining, elapsed: nil, label: nil, peer: nil, width: .max)
+        progressLine(progress, rate: rate, remaining: remaining, elapsed: nil, label: nil, peer: nil, link: nil, width: .max)
     }
 
     /// The progress line fitted to `width` columns: the parts that matter least (peer, the
     /// bar, the label, elapsed time, ETA, rate) go first when it does not fit; what remains is
     /// cut at `width`. `label` and `peer` are escaped (``SafeText``).
     public static func progressLine(_ progress: TransferProgress, rate: Double?, remaining: Double?, elapsed: Double?,
-                                    label: String?, peer: String?, width: Int) -> String {
+                                    label: String?, peer: String?, link: String? = nil, width: Int) -> String {
         // (priority, text) in display order; a higher priority stays longer.
         var parts: [(priority: Int, text: String)] = []
         if let label { parts.append((3, ellipsized(SafeText.escape(label), to: 32))) }
@@ -213,7 +253,8 @@ public struct EventRenderer {
         } else {
             parts.append((9, formatBytes(progress.bytesSoFar)))
         }
-        if let rate { parts.append((6, formatBytes(Int(rate)) + "/s")) }
+        if let rate { parts.append((7, formatBytes(Int(rate)) + "/s")) }
+        if let link { parts.append((6, "· " + link)) }
         if let elapsed { parts.append((4, formatSeconds(elapsed) + " elapsed")) }
         if let remaining { parts.append((5, "ETA " + formatSeconds(remaining))) }
         func joined() -> String { parts.map(\.text).joined(separator: " ") }

@@ -217,6 +217,40 @@ public struct WarningJSONEvent: Encodable, Sendable {
     }
 }
 
+/// `link`: what the link under the role runs at (nil fields: not readable by this process,
+/// `unreadable` says why), and what holds each setting back.
+public struct LinkJSONEvent: Encodable, Sendable {
+    public var peer: String?
+    public var phy: String?
+    public var intervalMs: Double?
+    public var latency: Int?
+    public var supervisionTimeoutMs: Int?
+    public var dataLength: Int?
+    public var summary: String
+    public var tuned: Bool
+    public var limits: [Limit]
+    public var unreadable: String?
+
+    public struct Limit: Encodable, Sendable {
+        public var setting: String
+        public var by: String
+        public var detail: String
+    }
+
+    init(_ report: LinkReport) {
+        peer = report.peer
+        phy = report.phy
+        intervalMs = report.intervalMilliseconds
+        latency = report.latency
+        supervisionTimeoutMs = report.supervisionTimeoutMilliseconds
+        dataLength = report.dataLength
+        summary = report.summary
+        tuned = report.tuned
+        limits = report.limits.map { Limit(setting: $0.setting, by: $0.by, detail: $0.detail) }
+        unreadable = report.unreadable
+    }
+}
+
 // MARK: Command and daemon events
 
 /// `error`: a command's failure (`kind`, `exitStatus`) or the daemon's (`file`).
@@ -282,6 +316,7 @@ extension EventRenderer {
         case .disconnected: "disconnected"
         case .refused: "refused"
         case .warning: "warning"
+        case .link: "link"
         }
     }
 
@@ -327,6 +362,8 @@ extension EventRenderer {
             return line(RefusedJSONEvent(peer: JSONPeer(peer), bound: bound, reason: reason, retrySeconds: delay.seconds))
         case .warning(let text):
             return line(WarningJSONEvent(text))
+        case .link(let report):
+            return line(LinkJSONEvent(report))
         }
     }
 }

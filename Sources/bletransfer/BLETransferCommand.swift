@@ -48,7 +48,7 @@ struct BLETransferCommand: AsyncParsableCommand {
         subcommands: [
             SendCommand.self, ReceiveCommand.self, StatusCommand.self, DaemonCommand.self,
             PairCommand.self, KeygenCommand.self,
-            IdCommand.self, PeersCommand.self,
+            IdCommand.self, PeersCommand.self, LinkCommand.self,
         ]
     )
 

@@ -24,6 +24,10 @@ struct BluetoothOptions: ParsableArguments {
         "Transfer characteristic UUID (default: Apple's).", valueName: "UUID"))
     var characteristicUUIDText: String?
 
+    @Flag(name: .customLong("no-tune"), help: ArgumentHelp(
+        "Leave the adapter's link as it is (by default, with the rights for it, ask for 2M and a 7.5-15 ms interval)."))
+    var noTune = false
+
     var serviceUUID: BluetoothUUID {
         get throws { try serviceUUIDText.map { try BluetoothUUID($0) } ?? TransferUUIDs.appleSampleService }
     }

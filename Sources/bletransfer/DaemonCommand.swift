@@ -202,6 +202,7 @@ struct DaemonCommand: AsyncParsableCommand {
                 ?? Outbox.defaultSettleTime,
             json: logging.json, version: BLETransferVersion.current)
         settings.folderPerSender = place.folderPerSender
+        settings.tunesLink = !bluetooth.noTune
         if role == .receiver, !compat {
             settings.resumeSpoolDirectory = spool.spoolDirectory ?? IdentityLocation.defaultDaemonSpoolDirectory()
             settings.resumeSpoolIsExplicit = spool.spoolDirectory != nil

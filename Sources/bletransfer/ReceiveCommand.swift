@@ -204,9 +204,10 @@ struct ReceiveCommand: AsyncParsableCommand {
         let carriesPayload = json && outputPath == nil && outputDirectory == nil
         let deadline = self.timeout.duration
         // The deadline is the central's own (`run(sink:timeout:)`), which words the line.
-        let outcome = await RoleRun.run(timeout: nil, rendering: {
+        let link = RoleRun.LinkedEvents(role: central.events, adapter: bluetooth.adapter, tune: !bluetooth.noTune)
+        let outcome = await RoleRun.run(timeout: nil, link: link, rendering: {
             var renderer = EventRenderer(mode: mode)
-            for await event in central.events {
+            for await event in link.stream {
                 var extras = JSONEventExtras()
                 if mode == .jsonLines {
                     extras.elapsed = (ContinuousClock.now - started).seconds

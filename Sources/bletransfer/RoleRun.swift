@@ -1,5 +1,6 @@
 import ArgumentParser
 import BlueZ
+import Daemon
 import Dispatch
 import DaemonSupport
 import Logging
@@ -35,7 +36,7 @@ enum RoleRun {
     /// consumes the role's events beside the group and is awaited after it, so that every event,
     /// down to those of the role's teardown, is rendered before the outcome is returned; it must
     /// return once the role's event stream finishes.
-    static func run(timeout: Duration?, stopping: Stopping = .gracefully,
+    static func run(timeout: Duration?, stopping: Stopping = .gracefully, link: LinkedEvents? = nil,
                     rendering render: (@Sendable () async -> Void)? = nil,
                     _ role: @escaping @Sendable () async throws -> Void) async -> Outcome {
         // Trapped before the role starts, so an early Ctrl-C cannot end the process with our
@@ -53,6 +54,11 @@ enum RoleRun {
             services.append(.init(service: DeadlineService(timeout: timeout, firstEnd: firstEnd),
                                   successTerminationBehavior: .gracefullyShutdownGroup))
         }
+        // First, so that it is shut down last: the link is watched until the role let go of it,
+        // then the adapter's defaults are put back.
+        if let link {
+            services.insert(.init(service: link.service, successTerminationBehavior: .ignore), at: 0)
+        }
         // The group's own lines (starting, shutting down) are not the command's to print.
         let group = ServiceGroup(configuration: ServiceGroupConfiguration(
             services: services, logger: Logger(label: "bletransfer.services") { _ in SwiftLogNoOpLogHandler() }))
@@ -60,6 +66,7 @@ enum RoleRun {
         // ends while another is being shut down, and a cancelled renderer would stop reading
         // the event stream and lose the role's last events. This task is never cancelled.
         await withTaskGroup(of: Void.self) { rendering in
+            if let link { rendering.addTask { await link.forwardRoleEvents() } }
             if let render { rendering.addTask { await render() } }
             // No service throws: each records how the run ended in `firstEnd`. The group's
             // own error (a service that ended while another was shutting down) changes
@@ -67,6 +74,37 @@ enum RoleRun {
             try? await group.run()
         }
         return firstEnd.outcome ?? .finished
+    }
+
+    /// The role's events with the link watch's merged in (`stream`, what the command renders),
+    /// and the watch to run beside the role (`--no-tune` keeps the adapter as it is).
+    struct LinkedEvents: Sendable {
+        let stream: AsyncStream<RoleEvent>
+        let service: LinkWatchService
+        private let roleEvents: AsyncStream<RoleEvent>
+        private let input: AsyncStream<RoleEvent>.Continuation
+        private let progress: LinkProgressFeed
+
+        init(role roleEvents: AsyncStream<RoleEvent>, adapter: String?, tune: Bool) {
+            let (stream, input) = AsyncStream<RoleEvent>.makeStream(bufferingPolicy: .unbounded)
+            let progress = LinkProgressFeed()
+            self.stream = stream
+            self.input = input
+            self.roleEvents = roleEvents
+            self.progress = progress
+            service = LinkWatchService(adapterName: adapter, tune: tune, restoreOnExit: true, progress: progress,
+                                       emit: { input.yield($0) })
+        }
+
+        /// Passes the role's events on until the role's stream ends, then ends `stream`: what
+        /// the link watch reports after the role is done is not shown.
+        func forwardRoleEvents() async {
+            for await event in roleEvents {
+                progress.observe(event)
+                input.yield(event)
+            }
+            input.finish()
+        }
     }
 
     /// How the run ended: the first service to record it wins; later ones (the role's

@@ -186,9 +186,10 @@ struct SendCommand: AsyncParsableCommand {
         let options = try bluetooth.targeting(senderOptions, secureMode: secureMode, transport: transport)
         let peripheral = Peripheral(configuration: options.configuration, session: session, logger: logger)
         let mode = reporting.outputMode
-        let outcome = await RoleRun.run(timeout: timeout.duration, rendering: {
+        let link = RoleRun.LinkedEvents(role: peripheral.events, adapter: bluetooth.adapter, tune: !bluetooth.noTune)
+        let outcome = await RoleRun.run(timeout: timeout.duration, link: link, rendering: {
             var renderer = EventRenderer(mode: mode, label: label)
-            for await event in peripheral.events { renderer.render(event) }
+            for await event in link.stream { renderer.render(event) }
             renderer.finish()
         }) {
             try await peripheral.run(source: source)

@@ -33,11 +33,12 @@ struct StatusCommand: AsyncParsableCommand {
 
     func run() async throws {
         let report = await BluetoothStatusReport.gather(adapterName: adapter)
+        let links = await StatusLinks.gather()
         if json {
-            print(EventRenderer.jsonEscapingTerminalControls(try StatusOutput.json(report)))
+            print(EventRenderer.jsonEscapingTerminalControls(try StatusOutput.json(report, links: links)))
         } else {
             // Aliases and names come from BlueZ, set by whoever may write them: escaped.
-            print(SafeText.escape(StatusOutput.text(report), keepingLineBreaks: true), terminator: "")
+            print(SafeText.escape(StatusOutput.text(report, links: links), keepingLineBreaks: true), terminator: "")
         }
         let status = StatusOutput.exitStatus(for: report.verdict.status)
         if status != .success {

@@ -15,7 +15,8 @@ enum StatusOutput {
 
     static func json(_ report: BluetoothStatusReport, gatt: GATTChannelSetting = .current(),
                      link: LinkSpeedSetting = .current(),
-                     notificationQueue: NotificationQueueLimit = .current()) throws -> String {
+                     notificationQueue: NotificationQueueLimit = .current(),
+                     links: StatusLinks = StatusLinks()) throws -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         let data = try encoder.encode(report)
@@ -45,6 +46,9 @@ enum StatusOutput {
                                           "recommended": NotificationQueueLimit.recommended]
         if let datagrams = notificationQueue.datagrams { queueObject["maxDatagrams"] = datagrams }
         object["notificationQueue"] = queueObject
+        let linkData = try encoder.encode(links.connections)
+        object["connections"] = try JSONSerialization.jsonObject(with: linkData)
+        object["linkTuning"] = try JSONSerialization.jsonObject(with: try encoder.encode(links.adapters))
         let merged = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
         return String(decoding: merged, as: UTF8.self)
     }
@@ -125,7 +129,8 @@ enum StatusOutput {
 
     static func text(_ report: BluetoothStatusReport, gatt: GATTChannelSetting = .current(),
                      link: LinkSpeedSetting = .current(),
-                     notificationQueue: NotificationQueueLimit = .current()) -> String {
+                     notificationQueue: NotificationQueueLimit = .current(),
+                     links: StatusLinks = StatusLinks()) -> String {
         var lines: [String] = []
         // The verdict first, then what fixes it, then the details.
         lines.append("\(report.verdict.status == .ready ? "ready" : "not ready"): \(report.verdict.message)")
@@ -188,6 +193,7 @@ enum StatusOutput {
         lines.append("manager state: \(send.rawValue) for send, \(receive.rawValue) for receive")
         lines.append(gattLine(gatt))
         lines.append("link: \(link.summary)")
+        lines += links.lines
         lines.append("notification queue: \(notificationQueue.summary)")
         return lines.flatMap { wrapped($0) }.joined(separator: "\n") + "\n"
     }

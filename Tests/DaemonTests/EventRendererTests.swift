@@ -96,6 +96,41 @@ import Transfer
             == "[############............]  50% 512.0 KiB of 1.0 MiB")
     }
 
+    @Test func theProgressLineShowsTheLinkAfterTheRate() {
+        let progress = TransferProgress(bytesSoFar: 512 * 1024, totalBytes: 1024 * 1024)
+        let line = EventRenderer.progressLine(progress, rate: 20_480, remaining: 25, elapsed: 25, label: nil,
+                                              peer: nil, link: "2M · 15 ms · 251 B", width: 200)
+        #expect(line.hasSuffix("20.0 KiB/s · 2M · 15 ms · 251 B 0m25s elapsed ETA 0m25s"))
+        // Narrower: the bar, then elapsed time and ETA go before the link, the link before the rate.
+        #expect(EventRenderer.progressLine(progress, rate: 20_480, remaining: 25, elapsed: 25, label: nil,
+                                           peer: nil, link: "2M · 15 ms · 251 B", width: 90)
+            == " 50% 512.0 KiB of 1.0 MiB 20.0 KiB/s · 2M · 15 ms · 251 B 0m25s elapsed ETA 0m25s")
+        #expect(EventRenderer.progressLine(progress, rate: 20_480, remaining: 25, elapsed: 25, label: nil,
+                                           peer: nil, link: "2M · 15 ms · 251 B", width: 60)
+            == " 50% 512.0 KiB of 1.0 MiB 20.0 KiB/s · 2M · 15 ms · 251 B")
+        #expect(EventRenderer.progressLine(progress, rate: 20_480, remaining: 25, elapsed: 25, label: nil,
+                                           peer: nil, link: "2M · 15 ms · 251 B", width: 40)
+            == " 50% 512.0 KiB of 1.0 MiB 20.0 KiB/s")
+    }
+
+    @Test func aLinkReportSaysWhatItRunsAtAndWhatHoldsItBack() throws {
+        let report = LinkReport(peer: "AA:BB:CC:DD:EE:FF", phy: "1M", intervalMilliseconds: 50, latency: 0,
+                                supervisionTimeoutMilliseconds: 420, dataLength: 251, tuned: false,
+                                limits: [.init(setting: "2M PHY", by: "privilege", detail: "needs CAP_NET_ADMIN")])
+        #expect(EventRenderer.sentence(for: .link(report))
+            == "link to AA:BB:CC:DD:EE:FF: 1M · 50 ms · 251 B (not tuned); 2M PHY: needs CAP_NET_ADMIN")
+        let unknown = LinkReport(peer: "AA:BB:CC:DD:EE:FF", tuned: true, unreadable: "needs CAP_NET_RAW")
+        #expect(EventRenderer.sentence(for: .link(unknown))
+            == "link to AA:BB:CC:DD:EE:FF: parameters unknown (tuned); needs CAP_NET_RAW")
+        let json = try EventRenderer.decodedJSON(for: .link(report))
+        #expect(json["event"] as? String == "link")
+        #expect(json["summary"] as? String == "1M · 50 ms · 251 B")
+        #expect(json["intervalMs"] as? Double == 50)
+        #expect(json["tuned"] as? Bool == false)
+        let limits = try #require(json["limits"] as? [[String: Any]])
+        #expect(limits.first?["by"] as? String == "privilege")
+    }
+
     @Test func aMessagesLastLineSaysHowLongItTookAndTheAverageRate() {
         let summary = MessageSummary(sequence: 1, byteCount: 10 * 1024, format: .framed, duration: .seconds(4))
         let peer = PeerDescription(address: "AA:BB:CC:DD:EE:FF")

@@ -28,7 +28,7 @@ import Transfer
         func matches(_ type: String) -> Bool {
             switch (self, type) {
             case (.string, "string"), (.integer, "integer"), (.integer, "number"), (.number, "number"),
-                 (.boolean, "boolean"), (.object, "object"): true
+                 (.boolean, "boolean"), (.object, "object"), (.array, "array"): true
             default: false
             }
         }
@@ -95,6 +95,11 @@ import Transfer
             .disconnected(peer),
             .refused(peer, bound: "min-rate", reason: "slow", delay: .seconds(30)),
             .warning("careful"),
+            .link(LinkReport(peer: "AA:BB:CC:DD:EE:FF", phy: "2M", intervalMilliseconds: 7.5, latency: 0,
+                             supervisionTimeoutMilliseconds: 420, dataLength: 251, tuned: true)),
+            .link(LinkReport(peer: "AA:BB:CC:DD:EE:FF", tuned: false,
+                             limits: [.init(setting: "2M PHY", by: "privilege", detail: "needs CAP_NET_ADMIN")],
+                             unreadable: "needs CAP_NET_RAW")),
         ]
         // What the commands add: `receive` its elapsed time to every event and the payload to
         // `received`, the daemon its count and memory to `delivered` and `received`.
@@ -167,7 +172,7 @@ import Transfer
             Self.check(object, against: table, objects: reference.objects, context: name)
         }
         #expect(seen == Set(reference.events.keys).subtracting(["*"]))
-        #expect(seen.count == 21)
+        #expect(seen.count == 22)
     }
 
     @Test func everyEventCarriesTheSchemaAndAMillisecondTime() throws {

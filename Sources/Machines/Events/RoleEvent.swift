@@ -72,6 +72,9 @@ public enum RoleEvent: Sendable {
     case refused(PeerDescription, bound: String, reason: String, delay: Duration)
     /// Something worth telling the user that does not stop the role.
     case warning(String)
+    /// The LE link under the role: what it runs at and what holds it back (from the link
+    /// watch beside the role, not from the role itself).
+    case link(LinkReport)
 }
 
 /// What the events say of one message.

@@ -1,0 +1,59 @@
+/// What the LE link under a role runs at, as this host could learn it, and what holds each
+/// setting back (docs/throughput.md). Values this host cannot read are nil; `unreadable` says
+/// why (reading a link's interval needs CAP_NET_RAW).
+public struct LinkReport: Sendable, Equatable {
+    /// The peer's address.
+    public var peer: String?
+    /// "1M", "2M" or "Coded", this host's transmit side.
+    public var phy: String?
+    public var intervalMilliseconds: Double?
+    public var latency: Int?
+    public var supervisionTimeoutMilliseconds: Int?
+    /// Link-layer payload bytes this host sends per packet.
+    public var dataLength: Int?
+    /// The adapter asks for the fast link (this run tuned it, or it was already).
+    public var tuned: Bool
+    /// Each setting not at its best, and why.
+    public var limits: [Limit]
+    /// Why the values that are nil could not be read; nil when all were.
+    public var unreadable: String?
+
+    /// A setting held back: "2M PHY", "interval"; by "peer", "controller", "configuration" or
+    /// "privilege"; and the words for a person.
+    public struct Limit: Sendable, Equatable {
+        public var setting: String
+        public var by: String
+        public var detail: String
+
+        public init(setting: String, by: String, detail: String) {
+            self.setting = setting
+            self.by = by
+            self.detail = detail
+        }
+    }
+
+    public init(peer: String? = nil, phy: String? = nil, intervalMilliseconds: Double? = nil, latency: Int? = nil,
+                supervisionTimeoutMilliseconds: Int? = nil, dataLength: Int? = nil, tuned: Bool,
+                limits: [Limit] = [], unreadable: String? = nil) {
+        self.peer = peer
+        self.phy = phy
+        self.intervalMilliseconds = intervalMilliseconds
+        self.latency = latency
+        self.supervisionTimeoutMilliseconds = supervisionTimeoutMilliseconds
+        self.dataLength = dataLength
+        self.tuned = tuned
+        self.limits = limits
+        self.unreadable = unreadable
+    }
+
+    /// "2M · 7.5 ms · 251 B", with what is known ("" when nothing is).
+    public var summary: String {
+        var parts: [String] = []
+        if let phy { parts.append(phy) }
+        if let interval = intervalMilliseconds {
+            parts.append((interval == interval.rounded() ? String(Int(interval)) : String(interval)) + " ms")
+        }
+        if let dataLength { parts.append("\(dataLength) B") }
+        return parts.joined(separator: " · ")
+    }
+}
