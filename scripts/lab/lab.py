@@ -584,7 +584,8 @@ class Lab:
         against that host's output so far (e.g. ("a", r"^READY")). `timeline` is a list of
         (trigger, action) pairs fired once each during the run; an action is (target, fault)
         or a callable taking the Lab. `expect` maps host -> expected exit status (default 0).
-        finish_with="b" stops a's command once b's is done (for peers that serve forever).
+        finish_with="b" stops a's command once b's is done (for peers that serve forever); an expected
+        status of None takes any.
         Raises LabError with host, step and log tails when anything fails.
         """
         expect = {"a": 0, "b": 0, **(expect or {})}
@@ -651,7 +652,7 @@ class Lab:
         result = RunResult(jobs["a"], jobs["b"], time.monotonic() - t0, fault_jobs)
         for h in HOSTS:
             j = jobs[h]
-            if j is not None and not j.stopped and (j.timed_out or j.rc != expect[h]):
+            if j is not None and not j.stopped and (j.timed_out or (expect[h] is not None and j.rc != expect[h])):
                 raise LabError(self.diagnose(j, expected=expect[h], others=[jobs[o] for o in HOSTS if o != h]))
         if failure is not None:
             raise LabError(self.diagnose(failure))

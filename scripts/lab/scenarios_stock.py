@@ -135,3 +135,37 @@ def stock_bless_to_receive_mtu(ctx: Context):
     """Stock config: bless peripheral (Apple's flow, 500-byte values) → bletransfer receive,
     16 KiB text REPEAT times; each message identical or warned about."""
     bless_to_receive(ctx, 500, "mtu")
+
+
+# Which host's channel fails, and when (after the central connected): LAB_EATT_RESET=b:1.5.
+RESET_SIDE, RESET_DELAY = os.environ.get("LAB_EATT_RESET", "a:0.3").split(":")[0], \
+    float(os.environ.get("LAB_EATT_RESET", "a:0.3").split(":")[1])
+
+
+@scenario("stock-eatt-reset", tags=("bletransfer", "stock", "peers", "faults", "virtual"), conf="default")
+def stock_eatt_reset(ctx: Context):
+    """Stock config: bletransfer send → bleak central, 16 KiB text in 512-byte confirmed
+    indications, with one of the link's Enhanced ATT channels failing for the sender's host
+    alone just as the central subscribes (the radio's `reset-eatt a`: the central goes on
+    using it, and what it sends there is dropped). Whatever arrives is either the whole message
+    or reported: nothing is counted delivered, or stored by the central, short of a value."""
+    ctx.require_bletransfer()
+    data = text_payload(16 * 1024)
+    msg = ctx.payload("message", data)
+    out = ctx.path("received")
+    res = ctx.lab.run(a=f'"$BLETRANSFER_BIN" send --json --file {shlex.quote(msg)} --timeout 200',
+                      b=ctx.central(out, extra="--retry-for 150 --scan-timeout 60"),
+                      b_after=("a", r'"event":"advertising"'), deadline=240, step="send → bleak, an EATT channel fails",
+                      expect={"a": None, "b": None},
+                      timeline=((("b", r"^CONNECTED", RESET_DELAY),
+                                 lambda lab: lab.sh("a", f"lab_radio_ctl reset-eatt {RESET_SIDE}",
+                                                    step="reset an EATT channel", check=False)),))
+    delivered = json_events(res.job("a").stdout(), "delivered")
+    got = ctx.read(out)
+    ctx.figure("stock_eatt_reset_bytes_stored", f"{len(got)}/{len(data)}")
+    ctx.figure("stock_eatt_reset_delivered", len(delivered))
+    ctx.figure("stock_eatt_reset_exits", f"a={res.job('a').rc} b={res.job('b').rc}")
+    if delivered and not delivered[0]["message"].get("orderAtRisk"):
+        ctx.check(got == data, f"delivered without a warning, so the central has it whole: {len(got)} of {len(data)} bytes")
+    ctx.check(not got or got == data or any(d["message"].get("orderAtRisk") for d in delivered),
+              f"the central stored {len(got)} of {len(data)} bytes and nothing said so")

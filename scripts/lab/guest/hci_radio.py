@@ -45,7 +45,8 @@ fixes below that every profile keeps:
   the host's advertising enables are answered here and not passed on.
 
 Control socket (one command a connection, one line back): `attach a|b`, `detach a|b`, `cut`,
-`restore`, `quiet a`, `normal a`, `profile NAME`, `loss P [SHARE_ON_1M]` (the share of packets
+`restore`, `quiet a`, `normal a`, `profile NAME`, `reset-eatt a|b` (one Enhanced ATT channel
+ends for that host alone, as a failing bearer), `loss P [SHARE_ON_1M]` (the share of packets
 lost from now on, as at the edge of range, and how much of it 1M keeps), `status` (JSON: profile, links and what they run at, packets
 lost).
 """
@@ -293,6 +294,12 @@ class Link:
         self.last_heard = now
         self.closed = False
         self.delivered = [0, 0]      # bytes per direction
+        # Enhanced ATT channels (PSM 0x0027) seen in the LE signaling: (central's CID,
+        # peripheral's CID), and requests awaiting their response, by (requesting side, ident).
+        self.eatt = []
+        self.eatt_requests = {}
+        # Disconnection responses to hide: the side that answers and the ident it answers.
+        self.hidden_responses = set()
 
     @property
     def settings(self) -> rm.LinkSettings:
@@ -445,10 +452,62 @@ class Radio:
             return
         packet = d.item.token
         link.delivered[d.direction] += d.item.size
+        if not self.signaling(link, sender, packet):
+            # A response the radio hides: the requester never learns the channel closed.
+            sender.send(bytes([EVT, 0x13, 5, 1]) + put16(link.handle_on(sender)) + put16(1), at)
+            return
         flags = le16(packet, 1) & 0xF000
         handle = link.handle_on(receiver)
         receiver.send(bytes([ACL]) + put16(handle | flags) + packet[3:], at)
         sender.send(bytes([EVT, 0x13, 5, 1]) + put16(link.handle_on(sender)) + put16(1), at)
+
+    def signaling(self, link: Link, sender: Side, packet: bytes) -> bool:
+        """Follows the LE signaling channel for Enhanced ATT's channels; False for a packet that
+        must not reach the other host (the answer to a reset the radio made up)."""
+        flags = le16(packet, 1) & 0x3000
+        if flags not in (0x0000, 0x2000) or len(packet) < 13 or le16(packet, 7) != 0x0005:
+            return True
+        code, ident = packet[9], packet[10]
+        body = packet[13:]
+        central = sender is link.central
+        # Linux opens Enhanced ATT's bearers as LE credit-based channels (0x14/0x15), newer stacks
+        # as enhanced credit-based ones (0x17/0x18, several CIDs at once).
+        if code == 0x14 and len(body) >= 10 and le16(body, 0) == 0x0027:
+            link.eatt_requests[(sender.name, ident)] = [le16(body, 2)]
+        elif code == 0x17 and len(body) >= 10 and le16(body, 0) == 0x0027:
+            link.eatt_requests[(sender.name, ident)] = [le16(body, i) for i in range(8, len(body) - 1, 2)]
+        elif code in (0x15, 0x18) and len(body) >= 8:
+            requester = link.other(sender).name
+            scids = link.eatt_requests.pop((requester, ident), None)
+            if scids is not None:
+                dcids = ([le16(body, 0)] if code == 0x15 and le16(body, 8) == 0
+                         else [le16(body, i) for i in range(8, len(body) - 1, 2)] if code == 0x18 else [])
+                for scid, dcid in zip(scids, dcids):
+                    if dcid:
+                        link.eatt.append((dcid, scid) if central else (scid, dcid))
+                log(f"link {link.c_handle}/{link.p_handle}: Enhanced ATT channels {link.eatt}")
+        elif code == 0x07 and (sender.name, ident) in link.hidden_responses:  # disconnection response
+            link.hidden_responses.discard((sender.name, ident))
+            return False
+        return True
+
+    def reset_eatt(self, name: str) -> str:
+        """One Enhanced ATT channel ends for `name`'s host alone, as a bearer that failed: its
+        host gets a disconnection request as if from the peer, whose host never hears of it
+        and goes on using the channel (what it sends there is dropped by the kernel)."""
+        side = self.sides[name]
+        link = next((l for l in self.links if side in (l.central, l.peripheral) and l.eatt), None)
+        if link is None:
+            return "error no link with an Enhanced ATT channel"
+        c_cid, p_cid = link.eatt.pop(0)
+        mine, theirs = (c_cid, p_cid) if side is link.central else (p_cid, c_cid)
+        ident = 0xF0
+        signal = bytes([0x06, ident]) + put16(4) + put16(mine) + put16(theirs)
+        l2cap = put16(len(signal)) + put16(0x0005) + signal
+        side.send(bytes([ACL]) + put16(link.handle_on(side) | 0x2000) + put16(len(l2cap)) + l2cap)
+        link.hidden_responses.add((side.name, ident))
+        log(f"{name}: Enhanced ATT channel {mine} reset (the peer keeps {theirs})")
+        return f"ok reset channel {mine} of {name}"
 
     def supervision_timeout(self, link: Link) -> None:
         log(f"link {link.c_handle}/{link.p_handle}: nothing heard for "
@@ -956,6 +1015,8 @@ class Radio:
                     link.model.profile = self.profile
                 log(f"packet loss now {loss:g}")
                 return f"ok loss {loss:g}"
+            if cmd == "reset-eatt" and rest:
+                return self.reset_eatt(rest[0])
             if cmd == "status":
                 return json.dumps(self.status())
         except (OSError, KeyError, ValueError) as e:
