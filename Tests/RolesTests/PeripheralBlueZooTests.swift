@@ -94,7 +94,7 @@ struct PeripheralBlueZooTests {
         let updates = retired.characteristic.valueUpdates()
         try await retired.characteristic.startNotify()
         #expect(await running.events.waitFor(within: .seconds(20)) {
-            if case .centralDropped(_, let reason) = $0 { reason == SubscriptionServer.version1Refusal } else { false }
+            if case .centralDropped(_, let reason) = $0 { reason == SenderConnection.version1Refusal } else { false }
         })
         await retired.close()
         _ = updates

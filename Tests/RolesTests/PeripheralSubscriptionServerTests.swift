@@ -15,6 +15,7 @@ import Transfer
     struct Harness: SubscriptionServerHarness {
         let server: SubscriptionServer
         let accepted = AcceptedSockets()
+        let delivered = DeliveredMessages()
         let log: PeripheralEventLog
         var activity: AsyncStream<ServerActivity>.Iterator
 
@@ -25,12 +26,8 @@ import Transfer
             let configuration = PeripheralConfiguration(
                 acknowledgementGrace: grace, compatConfirmationDelay: compatConfirmation, fallbackValueInterval: .zero,
                 valueSizeLimit: valueSizeLimit)
-            server = SubscriptionServer(
-                configuration: configuration, logger: Logger(label: "test"),
-                describePeer: { device in PeerDescription(address: device?.address?.description ?? "unknown") },
-                bluetoothStillUp: { bluetoothUp },
-                linkExposure: { _ in exposure },
-                emitEvent: { log.append($0) })
+            server = SubscriptionServer.forTests(configuration: configuration, delivered: delivered, bluetoothUp: bluetoothUp,
+                                                 exposure: exposure, log: log)
             self.log = log
             activity = server.activity.makeAsyncIterator()
             if let message {
@@ -108,7 +105,7 @@ import Transfer
         // Not one value: the socket is closed at once.
         #expect(try await bluez.receive() == nil)
         let dropped = harness.log.all.compactMap { if case .centralDropped(_, let reason) = $0 { reason } else { nil } }
-        #expect(dropped == [SubscriptionServer.version1Refusal])
+        #expect(dropped == [SenderConnection.version1Refusal])
         #expect(harness.log.subscribedFormats.isEmpty)
         // The message is still offered: a central speaking the framed protocol gets it.
         var (central, secureBlueZ) = try await harness.subscribeSecure(session: 42, mtu: 100)

@@ -135,36 +135,41 @@ public final class Peripheral: Sendable {
             return try await application.withRegistration(on: adapter) {
                 logger.debug("GATT application registered at \(application) on \(adapter.name)")
                 return try await advertisement.withControl(on: adapter) { advertising in
-                    let outcome = await withTaskGroup(of: Void.self, returning: ServingOutcome.self) { group in
-                        // Beside the serving, for as long as it lasts: what BlueZ asks of the
-                        // characteristics, in the order it arrives,
-                        group.addTask {
-                            await Self.serveRequests(application.events, indicating: indicating, on: adapter,
-                                                     session: session, server: server)
-                        }
-                        // and centrals that leave without unsubscribing.
-                        group.addTask { await Self.watchDisconnections(on: adapter, session: session, server: server) }
-                        if let listener {
-                            let timeout = configuration.channelHelloTimeout
+                    // Each connection is a child of this group; the server's shut-down ends the
+                    // one under way and the group, which then awaits them.
+                    await withTaskGroup(of: Void.self, returning: ServingOutcome.self) { connections in
+                        connections.addTask { await server.runConnections() }
+                        let outcome = await withTaskGroup(of: Void.self, returning: ServingOutcome.self) { group in
+                            // Beside the serving, for as long as it lasts: what BlueZ asks of the
+                            // characteristics, in the order it arrives,
                             group.addTask {
-                                await Self.acceptChannels(from: listener, on: adapter, session: session, server: server,
-                                                          helloTimeout: timeout, logger: logger, onEvent: onEvent)
+                                await Self.serveRequests(application.events, indicating: indicating, on: adapter,
+                                                         session: session, server: server)
+                            }
+                            // and centrals that leave without unsubscribing.
+                            group.addTask { await Self.watchDisconnections(on: adapter, session: session, server: server) }
+                            if let listener {
+                                let timeout = configuration.channelHelloTimeout
+                                group.addTask {
+                                    await Self.acceptChannels(from: listener, on: adapter, session: session, server: server,
+                                                              helloTimeout: timeout, logger: logger, onEvent: onEvent)
+                                }
+                            }
+                            defer {
+                                group.cancelAll()
+                                listener?.close()
+                            }
+                            do {
+                                return try await serveMessages(source: source, adapter: adapter, advertising: advertising,
+                                                               server: server, counter: counter, onEvent: onEvent)
+                            } catch {
+                                return classify(error, adapter: adapter)
                             }
                         }
-                        defer {
-                            group.cancelAll()
-                            listener?.close()
-                        }
-                        do {
-                            return try await serveMessages(source: source, adapter: adapter, advertising: advertising,
-                                                           server: server, counter: counter, onEvent: onEvent)
-                        } catch {
-                            return classify(error, adapter: adapter)
-                        }
+                        // First of the teardown; leaving the scopes then unregisters the advertisement, then the application.
+                        await Self.shutDown(server, after: outcome)
+                        return outcome
                     }
-                    // First of the teardown; leaving the scopes then unregisters the advertisement, then the application.
-                    await Self.shutDown(server, after: outcome)
-                    return outcome
                 }
             }
         } catch {
@@ -185,13 +190,14 @@ public final class Peripheral: Sendable {
         await runOutsideCancellation { await server.shutDown(reason: reason) }
     }
 
-    /// The subscription server of one powered-on period: counts each message of a multi
-    /// session as the engine counts any delivery and offers the next one ready now.
+    /// The subscription server of one powered-on period: its connections count what they
+    /// deliver in `source` and `counter`, and ask `source` for a multi session's next message.
     private func makeServer(source: some MessageSource, adapter: Adapter, counter: DeliveryCounter,
                             onEvent: @escaping @Sendable (RoleEvent) -> Void) -> SubscriptionServer {
         let session = self.session
         return SubscriptionServer(
             configuration: configuration, logger: logger,
+            deliveries: SenderDeliveries(source: source, counter: counter, emit: onEvent),
             describePeer: { PeerResolver.describe($0, in: session) },
             bluetoothStillUp: {
                 guard session.serviceState.isRunning, let properties = adapter.properties else { return false }
@@ -201,16 +207,6 @@ public final class Peripheral: Sendable {
                 // Drops a central that missed a bound; a failure (already gone) changes nothing.
                 try? await Device(session: session, reference: device).disconnect()
             },
-            continueSession: { message, summary, peer, wantsNext in
-                // A multi session's message: counted as the engine counts any delivery, then the
-                // next one if it is ready now (the engine offers later ones as usual).
-                await source.markDelivered(message, summary: summary, to: peer)
-                await counter.recordDelivery()
-                onEvent(.delivered(summary, to: peer))
-                guard wantsNext, let next = await source.nextAvailableNow() else { return nil }
-                return (next, await counter.nextSequence)
-            },
-            upcomingInSession: { await source.upcomingNow(skipping: $0) },
             emitEvent: onEvent)
     }
 
@@ -325,10 +321,8 @@ public final class Peripheral: Sendable {
             switch activity {
             case .subscribed:
                 if configuration.pausesAdvertisingWhileServing { try await advertise(false) }
-            case .delivered(let message, let summary, let peer):
-                await source.markDelivered(message, summary: summary, to: peer)
-                await counter.recordDelivery()
-                onEvent(.delivered(summary, to: peer))
+            case .delivered:
+                // Counted by the connection; the next subscriber gets the next message.
                 guard let next = await GracefulStop.unlessRequested({ await source.current() }) ?? nil else {
                     return Task.isCancelled || GracefulStop.isRequested ? .interrupted : .exhausted
                 }
@@ -337,8 +331,8 @@ public final class Peripheral: Sendable {
                 if !(await server.hasOffer) {
                     // A multi session counted its messages itself: offer the next one now.
                     guard let next = await GracefulStop.unlessRequested({ await source.current() }) ?? nil else {
-                    return Task.isCancelled || GracefulStop.isRequested ? .interrupted : .exhausted
-                }
+                        return Task.isCancelled || GracefulStop.isRequested ? .interrupted : .exhausted
+                    }
                     await server.offer(next, sequence: await counter.nextSequence)
                 }
                 try await advertise(true)

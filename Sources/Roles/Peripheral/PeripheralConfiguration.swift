@@ -83,23 +83,17 @@ public struct PeripheralConfiguration: Sendable {
     /// for the message's transfer deadline (an hour for a large file).
     public var handshakeTimeout: Duration = .seconds(10)
 
-    /// The subscription deadline for a message of `wireBytes` bytes on the air:
+    /// The subscription deadline for a message of `wireBytes` bytes on the air (`TransferDeadline`):
     /// `transferTimeFloor` plus the bytes at `minimumTransferRate` — or, when each of
     /// `confirmedValues` values waits for a confirmation, `confirmedValueAllowance` per value if
-    /// that is longer — capped at a year (options are validated, but a deadline must never
-    /// trap); nil when the rate is 0 (no floor).
+    /// that is longer; nil when the rate is 0 (no floor).
     public func transferDeadline(forWireBytes wireBytes: Int, confirmedValues: Int = 0) -> Duration? {
-        guard minimumTransferRate > 0 else { return nil }
-        let seconds = max(Double(max(wireBytes, 0)) / Double(minimumTransferRate),
-                          Double(max(confirmedValues, 0)) * Self.confirmedValueAllowance.seconds)
-        let year = 365.0 * 24 * 3600
-        return transferTimeFloor + .milliseconds(Int64(min(seconds, year) * 1000))
+        TransferDeadline(minimumRate: minimumTransferRate, floor: transferTimeFloor)
+            .limit(forWireBytes: wireBytes, confirmedValues: confirmedValues)
     }
 
-    /// What a confirmed indication may take at least: one round trip is two connection events,
-    /// 60–100 ms at BlueZ's default 30–50 ms interval; 20-byte values at `--min-rate`'s
-    /// default would allow only 78 ms.
-    public static let confirmedValueAllowance: Duration = .milliseconds(250)
+    /// What a confirmed indication may take at least (`TransferDeadline`).
+    public static let confirmedValueAllowance: Duration = TransferDeadline.confirmedValueAllowance
 
     /// `send --min-rate`'s default, in bytes per second.
     public static let defaultMinimumTransferRate = 256
