@@ -112,7 +112,7 @@ let package = Package(
             dependencies: ["Transfer", "Reactor", "SystemCalls", serviceLifecycle, systemPackage, logging]
         ),
         // The roles' pure decisions, no I/O and no clock: one machine per side (the sender's
-        // `SubscriptionDelivery`, the receiver's `MessageAssembly`), what each side keeps
+        // `SenderConnection`, the receiver's `ReceiverVisit`), what each side keeps
         // between connections (HELLOs, the peer book, ACK bookkeeping), the addressing rule, and
         // the vocabulary both roles report in (events, failures).
         .target(

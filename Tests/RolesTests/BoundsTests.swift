@@ -113,18 +113,6 @@ import Transfer
         #expect(picks.filter { $0 == flooder }.count <= 3)
     }
 
-    @Test func unacknowledgedTableIsBounded() {
-        let state = RunState(book: PeerBook(backoff: BackoffPolicy(), minimumRSSI: nil))
-        for index in 0..<(RunState.addressCapacity + 100) {
-            state.rememberUnacknowledged(from: "addr-\(index)", digest: [UInt8(index & 0xFF)], storedAt: nil)
-        }
-        #expect(state.unacknowledgedCount == RunState.addressCapacity)
-        // The newest survive, the oldest went.
-        let newest = RunState.addressCapacity + 99
-        #expect(state.takeUnacknowledged(from: "addr-\(newest)", digest: [UInt8(newest & 0xFF)]) != nil)
-        #expect(state.takeUnacknowledged(from: "addr-0", digest: [0]) == nil)
-    }
-
     @Test func anAddressTableDropsTheAddressSetLongestAgoAndOnlyThat() {
         var table = BoundedAddressTable<Int>(capacity: 3)
         for (index, address) in ["a", "b", "c"].enumerated() { table.set(index, for: address) }

@@ -346,61 +346,6 @@ import Glibc
         #expect(Central.writeType(for: [.notify, .writeWithoutResponse, .write]) == .request)
         #expect(Central.writeType(for: [.notify]) == nil)
     }
-
-    // MARK: A sender that did not see our ACK
-
-    private func runState() -> RunState {
-        RunState(book: PeerBook(backoff: BackoffPolicy(), minimumRSSI: nil))
-    }
-
-    @Test func theSameMessageAgainAfterAnUnconfirmedAckIsRecognisedOnce() {
-        let state = runState()
-        let digest = Array(repeating: UInt8(7), count: 32)
-        state.rememberUnacknowledged(from: "00:AA:01:00:00:42", digest: digest, storedAt: "/in/message-1.bin")
-        #expect(state.takeUnacknowledged(from: "00:AA:01:00:00:42", digest: digest)
-                == UnacknowledgedMessage(digest: digest, storedAt: "/in/message-1.bin"))
-        // A third identical message (its ACK went through this time) is a new message.
-        #expect(state.takeUnacknowledged(from: "00:AA:01:00:00:42", digest: digest) == nil)
-    }
-
-    @Test func anotherMessageFromThatPeerMeansItMovedOn() {
-        let state = runState()
-        let first = Array(repeating: UInt8(1), count: 32), second = Array(repeating: UInt8(2), count: 32)
-        state.rememberUnacknowledged(from: "00:AA:01:00:00:42", digest: first, storedAt: nil)
-        #expect(state.takeUnacknowledged(from: "00:AA:01:00:00:42", digest: second) == nil)
-        #expect(state.takeUnacknowledged(from: "00:AA:01:00:00:42", digest: first) == nil)
-    }
-
-    @Test func bothMessagesOfAPipelinedWindowAreRecognisedWhenSentAgainInOrder() {
-        let state = runState()
-        let (first, second, third) = (Array(repeating: UInt8(1), count: 32), Array(repeating: UInt8(2), count: 32),
-                                      Array(repeating: UInt8(3), count: 32))
-        // Three ACKs failed: only the last two (the window) are kept.
-        state.rememberUnacknowledged(from: "00:AA:01:00:00:42", digest: first, storedAt: "/in/a")
-        state.rememberUnacknowledged(from: "00:AA:01:00:00:42", digest: second, storedAt: "/in/b")
-        state.rememberUnacknowledged(from: "00:AA:01:00:00:42", digest: third, storedAt: "/in/c")
-        #expect(state.takeUnacknowledged(from: "00:AA:01:00:00:42", digest: second)?.storedAt == "/in/b")
-        #expect(state.takeUnacknowledged(from: "00:AA:01:00:00:42", digest: third)?.storedAt == "/in/c")
-        #expect(state.takeUnacknowledged(from: "00:AA:01:00:00:42", digest: third) == nil)
-    }
-
-    @Test func aSenderThatGotTheFirstAckResendsOnlyTheSecond() {
-        let state = runState()
-        let (first, second) = (Array(repeating: UInt8(1), count: 32), Array(repeating: UInt8(2), count: 32))
-        state.rememberUnacknowledged(from: "00:AA:01:00:00:42", digest: first, storedAt: nil)
-        state.rememberUnacknowledged(from: "00:AA:01:00:00:42", digest: second, storedAt: nil)
-        // The second is recognised; the first is dropped with it (the sender moved past it).
-        #expect(state.takeUnacknowledged(from: "00:AA:01:00:00:42", digest: second) != nil)
-        #expect(state.takeUnacknowledged(from: "00:AA:01:00:00:42", digest: first) == nil)
-    }
-
-    @Test func peersAreKeptApart() {
-        let state = runState()
-        let digest = Array(repeating: UInt8(3), count: 32)
-        state.rememberUnacknowledged(from: "00:AA:01:00:00:42", digest: digest, storedAt: nil)
-        #expect(state.takeUnacknowledged(from: "00:AA:01:01:00:42", digest: digest) == nil)
-        #expect(state.takeUnacknowledged(from: "00:AA:01:00:00:42", digest: digest) != nil)
-    }
 }
 
 /// The sinks: whole messages or nothing, clear failures.
