@@ -92,7 +92,7 @@ public final class ReceiptJournal: Sendable {
         self.retention = retention
         self.clock = clock
         let absolute = URL(fileURLWithPath: directory).standardizedFileURL.path
-        let tag = lowercaseHex(FramedHeader.sha256(Array(absolute.utf8)).prefix(8))
+        let tag = lowercaseHex(sha256(Array(absolute.utf8)).prefix(8))
         path = (stateDirectory.hasSuffix("/") ? stateDirectory : stateDirectory + "/") + "receipts-\(tag).jsonl"
         state = Mutex(Self.read(path))
     }

@@ -19,7 +19,7 @@ public struct OutgoingMessage: Sendable, Hashable {
 
     public init(payload: [UInt8], file: SentFileAttributes? = nil, addressee: String? = nil) {
         body = MessagePayload(payload)
-        self.digest = FramedHeader.sha256(payload)
+        self.digest = sha256(payload)
         self.file = file
         self.addressee = addressee
     }
@@ -62,10 +62,5 @@ public struct OutgoingMessage: Sendable, Hashable {
         hasher.combine(byteCount)
         hasher.combine(file)
         hasher.combine(addressee)
-    }
-
-    /// The framed header announcing this message to the central that wrote `hello`.
-    public func header(for hello: Hello) -> FramedHeader {
-        FramedHeader(session: hello.session, payloadLength: body.count, digest: digest)
     }
 }

@@ -1,11 +1,13 @@
-/// A message received completely: `EOM` seen and, when framed, length and digest verified.
+/// A message received completely: `EOM` seen and, in the secure format, length and SHA-256
+/// verified against its HEADER.
 public struct ReceivedMessage: Sendable, Hashable {
     /// The payload: in memory, or (a large message coming to a directory) in a partial file
     /// beside where it is stored.
     public var body: MessagePayload
-    public var format: MessageSender.Format
-    /// The verified header when framed, nil for compat.
-    public var header: FramedHeader?
+    public var format: TransferFormat
+    /// The verified HEADER of a secure message (its number, length, SHA-256 and, with `meta`,
+    /// the file's name and time); nil for compat.
+    public var header: MessageHeader?
     /// Secure mode: the public key line of the sender the handshake authenticated (its key
     /// was in the authorized peers); nil otherwise. Stored with the file it becomes.
     public var authenticatedSender: String?
@@ -14,11 +16,11 @@ public struct ReceivedMessage: Sendable, Hashable {
     /// nil for a message without them.
     public var file: SentFileAttributes?
 
-    public init(payload: [UInt8], format: MessageSender.Format, header: FramedHeader? = nil) {
+    public init(payload: [UInt8], format: TransferFormat, header: MessageHeader? = nil) {
         self.init(body: MessagePayload(payload), format: format, header: header)
     }
 
-    public init(body: MessagePayload, format: MessageSender.Format, header: FramedHeader? = nil) {
+    public init(body: MessagePayload, format: TransferFormat, header: MessageHeader? = nil) {
         self.body = body
         self.format = format
         self.header = header
@@ -34,11 +36,8 @@ public struct ReceivedMessage: Sendable, Hashable {
     /// The payload's length in bytes.
     public var byteCount: Int { body.count }
 
-    /// SHA-256 of the payload when framed (verified), nil for compat.
+    /// SHA-256 of the payload when secure (verified), nil for compat.
     public var digest: [UInt8]? { header?.digest }
-
-    /// The session the sender echoed, when framed.
-    public var session: SessionID? { header?.session }
 
     /// The payload as text, decoded from the complete byte sequence (so a character split across
     /// two notifications survives); nil when it is not valid UTF-8.

@@ -35,13 +35,14 @@ public struct Capabilities: OptionSet, Sendable, Hashable {
 }
 
 /// The central's HELLO v2 (18 bytes): `89 42 4C 54 48 | 02 | session id (8) | capabilities (4)`.
-/// A version-1 peripheral reads its first 14 bytes as a version-1 HELLO and answers version 1.
+/// It starts where the retired version 1's HELLO did, which a peripheral tells apart by the
+/// version byte (`RetiredVersion1`).
 public struct HelloV2: Sendable, Hashable {
     public static let magic: [UInt8] = [0x89, 0x42, 0x4C, 0x54, 0x48]
     public static let version: UInt8 = 2
     public static let encodedLength = 18
 
-    /// The session id's 8 bytes, big-endian, as in version 1.
+    /// The session id's 8 bytes, big-endian.
     public let session: UInt64
     /// What the HELLO offers that this build knows (unknown bits cleared).
     public let offered: Capabilities
@@ -74,7 +75,7 @@ public struct HelloV2: Sendable, Hashable {
 
 /// The first 21 bytes of a version-2 peripheral's notification stream:
 /// `89 42 4C 54 46 0D 0A 1A | 02 | session id (8) | chosen capabilities (4)`. Its first 17 bytes
-/// sit where version 1's header has magic, version and session id.
+/// sit where the retired version 1's header had magic, version and session id.
 public struct StreamPrefix: Sendable, Hashable {
     public static let magic: [UInt8] = [0x89, 0x42, 0x4C, 0x54, 0x46, 0x0D, 0x0A, 0x1A]
     public static let encodedLength = 21

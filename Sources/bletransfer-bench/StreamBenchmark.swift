@@ -220,8 +220,7 @@ struct StreamBenchmark: ParsableCommand {
                 identity: HostIdentity(), authorizedPeers: .anyKey, hello: hello,
                 maximumPayloadLength: Int.max, maximumWriteLength: valueLength, partialStore: inbox.partialFiles())
             var assembly = MessageAssembly(
-                limits: .default, sentHello: Hello(version: HelloV2.version, session: SessionID(rawValue: 7)),
-                idleTimeout: .seconds(3600), secure: receiver)
+                limits: .default, idleTimeout: .seconds(3600), secure: receiver)
             var time = Duration.zero
             while let value = try receive(centralSide) {
                 time += .microseconds(1)

@@ -6,6 +6,7 @@ import Logging
 @testable import Storage
 import Testing
 import Transfer
+import Trust
 
 /// The peripheral's delivery rules, driven directly (no bus): BlueZ's end of the AcquireNotify
 /// socket is the other half of a socket pair, writes and hang-ups are the calls BlueZ would make.
@@ -264,7 +265,7 @@ import Transfer
 
     @Test func helloFromAnotherDeviceDoesNotMakeASubscriptionFramed() async throws {
         var harness = await Harness(message: Self.payload(10))
-        await harness.server.write(Hello(session: SessionID(rawValue: 9)).encoded,
+        await harness.server.write(HelloV2(session: 9, offered: [.secure]).encoded,
                                    device: .named("/org/bluez/hci0/dev_AA_AA_AA_AA_AA_AA"), mtu: 23)
         let (_, bluez) = try await harness.subscribe(mtu: 23)
         #expect(harness.log.subscribedFormats == [.compat])

@@ -278,8 +278,8 @@ extension SubscriptionServerHarness {
     /// A central that offered the retired framed version 1: writes its HELLO, then subscribes.
     /// The server refuses it, so no subscription is reported; returns BlueZ's end of the socket.
     mutating func subscribeVersion1(session: UInt64, mtu: Int) async throws -> NotificationSocket {
-        let hello = Hello(session: SessionID(rawValue: session))
-        await server.write(hello.encoded, device: PeripheralSubscriptionServerTests.device, mtu: mtu)
+        let hello: [UInt8] = [0x89, 0x42, 0x4C, 0x54, 0x48, 1] + (0..<8).map { UInt8(truncatingIfNeeded: session >> (56 - 8 * $0)) }
+        await server.write(hello, device: PeripheralSubscriptionServerTests.device, mtu: mtu)
         let (local, bluez) = try NotificationSocket.makePair(mtu: mtu)
         accepted.keep(local)
         await server.acceptSocket(local, device: PeripheralSubscriptionServerTests.device)
@@ -345,4 +345,9 @@ struct RegistrationProbe: Sendable {
         if registered() == expected { return }
         for await _ in changes where registered() == expected { break }
     }
+}
+
+extension SenderConnection.CentralHello {
+    /// The session of a version-2 HELLO (nil: none, or a retired one).
+    var session: UInt64? { if case .version2(let hello) = self { hello.session } else { nil } }
 }

@@ -21,7 +21,7 @@ import Trust
             digest: Array(SHA256.hash(data: payload)), metadata: nil, maximumValueLength: 244, wantsMulti: true)
         let receiver = SecureReceiverSession(identity: HostIdentity(), authorizedPeers: .anyKey, hello: hello,
                                              maximumPayloadLength: 1 << 20, maximumWriteLength: 244)
-        var assembly = MessageAssembly(limits: .default, sentHello: Hello(version: HelloV2.version, session: SessionID(rawValue: 9)),
+        var assembly = MessageAssembly(limits: .default,
                                        idleTimeout: .seconds(60), secure: receiver)
         var time = Duration.zero
         while let value = sender.nextValue() {

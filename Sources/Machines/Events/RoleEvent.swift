@@ -16,17 +16,6 @@ public struct PeerDescription: Sendable, Equatable {
     }
 }
 
-/// Which wire format a transfer uses (DESIGN §4).
-public enum TransferFormat: String, Sendable, Equatable, Codable {
-    /// Apple's sample: chunks then `EOM`; what any third-party peer speaks.
-    case compat
-    /// bletransfer's own: header with length and SHA-256, payload, `EOM`, ACK.
-    case framed
-    /// Framed version 2's secure mode: both hosts' keys authenticated, every byte after the
-    /// handshake encrypted, the ACK authenticated (docs/wire-v2.md).
-    case secure
-}
-
 /// How a subscription's values travel: GATT notifications and writes through bluetoothd, or
 /// an LE credit-based L2CAP channel between the two applications (framed version 2's
 /// `channel`, docs/wire-v2.md section 6).

@@ -52,7 +52,7 @@ extension ReceiverVisit {
     /// Writes the ACK of a stored message (the framed protocol; Apple's flow has none), sealed:
     /// only this authenticated central could have produced it.
     private mutating func acknowledge(_ taken: Taken, _ actions: inout [Action]) {
-        guard assembly.isVersion2 else { return }
+        guard assembly.isSecure else { return }
         // The last message this run wants: in a multi session CLOSE 01 goes with its ACK.
         let lastWanted = taken.earlierCopy == nil && facts.messageCount.map { received + 1 >= $0 } ?? false
         let plan = AcknowledgementPlan(
@@ -137,7 +137,7 @@ extension ReceiverVisit {
         count(&actions)
         let summary = MessageSummary(
             sequence: taken.sequence, byteCount: message.byteCount,
-            format: assembly.isSecure ? .secure : message.format == .framed ? .framed : .compat,
+            format: message.format,
             sha256: message.digest.map { lowercaseHex($0) }, duration: taken.duration, peerKey: assembly.authenticatedSender,
             fileName: message.file?.name, resumedFrom: assembly.resumedFrom)
         actions.append(.report(.received(summary, storedAt: taken.storedAt)))

@@ -223,7 +223,7 @@ package struct ReceiverVisit: Sendable {
         case .complete(let message, let duration):
             // A message whole in its first values completes before anything else was said
             // about the subscription: say it first.
-            announce(assembly.isSecure ? .secure : message.format == .framed ? .framed : .compat, &actions)
+            announce(message.format, &actions)
             take(message, duration: duration, &actions, at: now)
         case .sessionEnded:
             sessionOver(&actions)

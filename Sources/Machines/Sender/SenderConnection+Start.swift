@@ -44,7 +44,7 @@ extension SenderConnection {
                     : "this sender serves authorized peers only"
                 return .refused("it did not offer the secure mode (Apple's flow, no HELLO); \(serves), nothing was sent")
             }
-            let sender = MessageSender(message: message, replyingTo: nil, maximumValueLength: link.valueLength)
+            let sender = MessageSender(message: message, maximumValueLength: link.valueLength)
             stream = .compat(sender)
             valueLength = sender.maximumValueLength
         }

@@ -49,9 +49,8 @@ public struct CentralConfiguration: Sendable {
     /// After an ACK sent as a write command (no completion exists for those), how long the
     /// link stays up before the central disconnects.
     public var acknowledgementSettle: Duration
-    /// Framed version 2's secure mode (nil: version 1 and compat only). With
-    /// `requiresSecure`, a peer that does not complete it gets nothing and nothing of it is
-    /// stored.
+    /// The framed protocol's keys (it is always encrypted). With `requiresSecure`, a peer that
+    /// does not complete it gets nothing and nothing of it is stored.
     public var secureMode: SecureModePolicy = .unauthenticated()
     /// Where checkpoints of unfinished secure messages are kept so that the next visit
     /// resumes them (docs/wire-v2.md section 5); nil: `resume` is not offered.

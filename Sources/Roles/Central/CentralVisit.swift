@@ -25,7 +25,7 @@ extension Central {
             let characteristic: RemoteGATTCharacteristic
             (characteristic, channel) = try await transferCharacteristicAndChannel(on: device, adapter: adapter, peer: peer)
             let policy = configuration.secureMode
-            let (hello, secureSession) = try await offerFramed(on: characteristic, channel: channel, peer: peer, sink: sink)
+            let secureSession = try await offerFramed(on: characteristic, channel: channel, peer: peer, sink: sink)
 
             do {
                 let state = progressState
@@ -42,7 +42,7 @@ extension Central {
             guard let channel else { throw TransferFailure.transient("subscribing failed") }
 
             let link = VisitLink(subscription: channel, device: device, characteristic: characteristic, peer: peer)
-            try await receive(over: link, hello: hello, secureSession: secureSession, requiresSecure: policy.requiresSecure,
+            try await receive(over: link, secureSession: secureSession, requiresSecure: policy.requiresSecure,
                               sink: sink)
         } catch let failure as TransferFailure {
             // A refusal (a bound of ours, the sender's key or format) says nothing against the
@@ -72,13 +72,11 @@ extension Central {
     }
 
     /// Asks for the framed protocol when the run wants it and the peer takes writes: writes a
-    /// HELLO offering the encrypted session (over the channel when there is one) and makes the
-    /// session that will answer. A peer that takes no HELLO is left to Apple's flow, unless
+    /// HELLO offering the encrypted session (over the channel when there is one) and returns
+    /// the session that will answer. A peer that takes no HELLO is left to Apple's flow, unless
     /// the policy requires the secure mode: then it is refused.
     func offerFramed(on characteristic: RemoteGATTCharacteristic, channel: CharacteristicSubscription?,
-                             peer: PeerDescription, sink: any MessageSink) async throws
-        -> (hello: Hello?, session: SecureReceiverSession?) {
-        var hello: Hello?
+                     peer: PeerDescription, sink: any MessageSink) async throws -> SecureReceiverSession? {
         var secureSession: SecureReceiverSession?
         let policy = configuration.secureMode
         let overChannel = channel?.overChannel ?? false
@@ -86,21 +84,18 @@ extension Central {
         if configuration.requestFramed, let writeType = helloWriteType {
             // The framed protocol's HELLO, always offering the encrypted session; a sender
             // that answers anything but a secure stream or Apple's flow is refused.
-            let session = SessionID.random()
             // `resume` only with a spool to keep checkpoints in.
             let spool = configuration.resumeSpool
             var offered: Capabilities = [.secure, .meta, .multi, .pipeline, .window]
             if spool != nil { offered.insert(.resume) }
             if overChannel { offered.insert(.channel) }
-            let helloV2 = HelloV2(session: session.rawValue, offered: offered)
-            let candidate = Hello(version: HelloV2.version, session: session)
+            let helloV2 = HelloV2(session: UInt64.random(in: .min ... .max), offered: offered)
             do {
                 if let channel, overChannel {
                     try await channel.write(helloV2.encoded, type: writeType)
                 } else {
                     try await characteristic.writeValue(helloV2.encoded, type: writeType)
                 }
-                hello = candidate
                 let maximumWriteLength = overChannel ? (channel?.mtu ?? 23) : max(20, (characteristic.mtu ?? 23) - 3)
                 secureSession = SecureReceiverSession(
                     identity: policy.identity, authorizedPeers: policy.authorizedPeers, hello: helloV2,
@@ -117,7 +112,7 @@ extension Central {
                 bound: "authorized-peers",
                 reason: "it offers no way to start the secure mode (no writable transfer characteristic); nothing kept")
         }
-        return (hello, secureSession)
+        return secureSession
     }
 
     /// The checkpoint lookup a secure session makes on each HEADER (nil: no spool).

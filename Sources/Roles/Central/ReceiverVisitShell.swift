@@ -31,7 +31,7 @@ extension Central {
     /// carries several, each in turn until the sender closes or the run has all it wants),
     /// watching for the peer leaving and for silence. Each message is stored and acknowledged
     /// as it completes. Throws the `TransferFailure` that ended the visit.
-    func receive(over link: VisitLink, hello: Hello?, secureSession: SecureReceiverSession?, requiresSecure: Bool,
+    func receive(over link: VisitLink, secureSession: SecureReceiverSession?, requiresSecure: Bool,
                  sink: any MessageSink) async throws {
         let clock = ContinuousClock()
         let subscribedAt = clock.now
@@ -42,7 +42,7 @@ extension Central {
             try? await device.waitUntilDisconnected()
             if !Task.isCancelled { input.yield(.ended("the peripheral disconnected")) }
         }
-        let assembly = MessageAssembly(limits: configuration.limits, sentHello: hello, idleTimeout: configuration.idleTimeout,
+        let assembly = MessageAssembly(limits: configuration.limits, idleTimeout: configuration.idleTimeout,
                                        minimumRate: configuration.minimumRate, rateGrace: configuration.rateGrace,
                                        secure: secureSession, requiresSecure: requiresSecure,
                                        keepsCheckpoints: configuration.resumeSpool != nil)

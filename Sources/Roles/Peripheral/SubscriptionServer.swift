@@ -139,7 +139,7 @@ actor SubscriptionServer {
         } catch {
             environment.logger.debug("could not shrink the notification socket's send buffer: \(error)")
         }
-        let hello = device.map { centralHello(from: $0) } ?? .none
+        let hello = device.map { hellos.hello(from: $0, at: .now) } ?? .none
         if !start(link: .notificationSocket(socket), device: device, hello: hello, indications: indications) {
             socket.close()
         }
@@ -153,11 +153,9 @@ actor SubscriptionServer {
         let emit: @Sendable ([UInt8]) throws -> Void = { try emitOn($0, characteristic) }
         let hello: SenderConnection.CentralHello
         if let device {
-            hello = centralHello(from: device)
-        } else if let recent = hellos.mostRecent(at: .now) {
-            hello = recent.version2.map { .version2($0) } ?? .retired
+            hello = hellos.hello(from: device, at: .now)
         } else {
-            hello = .none
+            hello = hellos.mostRecent(at: .now)?.hello ?? .none
         }
         let valueLength = device.flatMap { mtus[$0] }.map(WireFormat.valueLength(forATTMTU:))
             ?? WireFormat.minimumValueLength
@@ -212,13 +210,14 @@ actor SubscriptionServer {
             serving.inputs.yield(.written(value))
             return
         }
-        if let hello = WireFormat.parseHello(value) {
+        let version2 = HelloV2(parsing: value)
+        if version2 != nil || RetiredVersion1.isHello(value) {
             guard let device else {
                 environment.logger.debug("ignored a HELLO without a device")
                 return
             }
             var connected: Set<DeviceReference>?
-            let kept = hellos.record(hello, version2: HelloV2(parsing: value), from: device, at: .now) { other in
+            let kept = hellos.record(version2.map { .version2($0) } ?? .retired, from: device, at: .now) { other in
                 if connected == nil { connected = Set(connectedDevices?() ?? []) }
                 return connected?.contains(other) == true
             }
@@ -227,7 +226,7 @@ actor SubscriptionServer {
                 environment.logger.debug("dropped a HELLO from \(device): the HELLO table is full of connected devices' entries")
                 return
             }
-            environment.logger.debug("HELLO from \(device): framed version \(hello.version), session \(hello.session)")
+            environment.logger.debug("HELLO from \(device): \(version2.map { "version 2, session \($0.session)" } ?? "the retired version 1")")
             return
         }
         environment.logger.debug("ignored a \(value.count)-byte write from \(device?.description ?? "an unknown device"): not a HELLO")
@@ -271,12 +270,6 @@ actor SubscriptionServer {
     /// starts no new message (the fairness rule, `SessionShare`).
     private func centralTurnedAway() {
         current?.inputs.yield(.centralTurnedAway)
-    }
-
-    /// What `device` wrote before it subscribed.
-    private func centralHello(from device: DeviceReference) -> SenderConnection.CentralHello {
-        if let version2 = hellos.version2Hello(from: device, at: .now) { return .version2(version2) }
-        return hellos.hello(from: device, at: .now) == nil ? .none : .retired
     }
 
     /// Starts serving `link`'s subscriber; false when it is not served (the link is the

@@ -144,6 +144,9 @@ public struct SecureReceiverSession: Sendable {
     /// How many messages completed (verified) in this session.
     public private(set) var completedCount = 0
 
+    /// How far ahead of the one missing a value of the stream may arrive (reordering bound).
+    package static let reorderWindow = SequencedStream.reorderWindow
+
     public static func startsVersion2Stream(_ value: [UInt8]) -> Bool {
         let magic = StreamPrefix.magic
         let start = SequencedStream.sequenceLength

@@ -3,10 +3,10 @@
 /// of one byte stream. The notification stream additionally ends with the bare `EOM` value,
 /// which the sessions handle themselves.
 public enum SequencedStream {
-    /// The value that ends the notification stream, as in version 1.
+    /// The value that ends the notification stream, as in Apple's flow.
     static let endOfMessage: [UInt8] = [0x45, 0x4F, 0x4D]  // "EOM"
     static let sequenceLength = 2
-    /// How far ahead of the next needed value one may arrive (as version 1's receiver allows).
+    /// How far ahead of the next needed value one may arrive.
     static let reorderWindow = 256
     /// Every ATT bearer carries 20 bytes; no attribute value exceeds 512.
     static let valueLengths = 20...512

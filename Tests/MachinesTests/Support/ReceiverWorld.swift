@@ -81,14 +81,13 @@ struct ReceiverWorld {
                 digest: OutgoingMessage(payload: first).digest, metadata: nil, maximumValueLength: 182,
                 wantsMulti: setup.messages > 1)
         } else {
-            compatSender = MessageSender(payload: payloads[0], format: .compat, maximumValueLength: 20)
+            compatSender = MessageSender(payload: payloads[0], maximumValueLength: 20)
         }
         let session = setup.secure
             ? SecureReceiverSession(identity: Self.centralIdentity, authorizedPeers: .anyKey, hello: Self.hello,
                                     maximumPayloadLength: 1 << 20, maximumWriteLength: 182)
             : nil
-        let assembly = MessageAssembly(limits: limits, sentHello: setup.secure ? Hello(version: 2, session: SessionID(rawValue: 9)) : nil,
-                                       idleTimeout: .seconds(5), secure: session)
+        let assembly = MessageAssembly(limits: limits, idleTimeout: .seconds(5), secure: session)
         let remembered = setup.rememberedFirst
             ? [UnacknowledgedMessage(digest: OutgoingMessage(payload: payloads[0]).digest, storedAt: "/in/earlier")] : []
         visit = ReceiverVisit(facts: .init(peer: Self.peer, overChannel: false, offeredAsCommand: false, commandAllowed: true,
