@@ -97,7 +97,7 @@ let package = Package(
         // Pure Swift, no I/O: UUIDs, wire formats, chunking, reassembly, state machine.
         .target(
             name: "Transfer",
-            dependencies: ["BluetoothModel", crypto]
+            dependencies: ["BluetoothModel", "SystemCalls", crypto]
         ),
         // Pure Swift, no I/O but key files: host identities, authorized peers, the Noise XX
         // handshake and the record cipher of framed version 2 (docs/wire-v2.md).

@@ -1,4 +1,5 @@
 #if canImport(Glibc)
+import SystemCalls
 import Glibc
 #endif
 import Foundation

@@ -4,19 +4,21 @@
 /// form one sends them as two values (`EO`, `M`).
 ///
 /// The values are cut lazily from the payload: a 64 MiB message is never turned into a list of
-/// chunks. A new subscription starts the message again from byte 0 with a new sender.
+/// chunks. A payload in a file is not read here: `nextValue` returns nil while `payloadWanted`
+/// names the bytes it needs, which the caller reads and hands over (`providePayload`). A new
+/// subscription starts the message again from byte 0 with a new sender.
 public struct MessageSender: Sendable {
     /// The longest value this sender produces (ATT MTU − 3, within 20...512).
     public let maximumValueLength: Int
-    /// Number of values, `EOM` included, this sender produces in all.
+    /// Number of values, `EOM` included, this sender produces in all (for a payload in a file,
+    /// at most this: whether its last 3 bytes form `EOM` is known once they are read).
     public let valueCount: Int
 
     private let payload: MessagePayload
-    /// Reads the payload as the values go: one read per window for a payload in a file.
-    private var reader: PayloadWindowReader
+    private var window = PayloadWindow()
     /// The payload's file could not be read: the values stopped before `EOM` (the receiver
     /// keeps nothing of a message without its end), and this says why.
-    public private(set) var readFailure: PayloadReadError?
+    public private(set) var readFailure: String?
     public private(set) var bytesSent = 0
     public private(set) var valuesSent = 0
     public private(set) var isFinished = false
@@ -35,22 +37,39 @@ public struct MessageSender: Sendable {
     private init(payload: MessagePayload, maximumValueLength: Int) {
         let valueLength = WireFormat.clampValueLength(maximumValueLength)
         self.payload = payload
-        reader = PayloadWindowReader(payload)
         self.maximumValueLength = valueLength
         // Data values cut at full length, one more when the tail must be split, then EOM.
         let eomLength = WireFormat.endOfMessage.count
         let dataValues = (payload.count + valueLength - 1) / valueLength
-        let tailIsEndOfMessage = payload.count % valueLength == eomLength
-            && (try? payload.bytes(in: (payload.count - eomLength)..<payload.count)) == WireFormat.endOfMessage
-        valueCount = dataValues + (tailIsEndOfMessage ? 1 : 0) + 1
+        let tailMayBeEndOfMessage = payload.count % valueLength == eomLength
+            && payload.inMemory.map { Array($0.suffix(eomLength)) == WireFormat.endOfMessage } ?? true
+        valueCount = dataValues + (tailMayBeEndOfMessage ? 1 : 0) + 1
     }
 
     public var progress: TransferProgress {
         TransferProgress(bytesSoFar: bytesSent, totalBytes: payload.count)
     }
 
-    /// The next value to notify, `EOM` last, then nil. Keep a value until it was written (on
-    /// back-pressure, retry the same value): calling again moves on.
+    /// The bytes of the payload's file the next value needs, to be read and handed over with
+    /// `providePayload`; nil when none is wanted.
+    public var payloadWanted: Range<Int>? {
+        guard !isFinished, readFailure == nil, bytesSent < payload.count else { return nil }
+        return window.wanted(bytesSent..<min(payload.count, bytesSent + maximumValueLength), in: payload)
+    }
+
+    /// Bytes of the payload's file read at `offset`, as `payloadWanted` asked.
+    public mutating func providePayload(_ bytes: [UInt8], at offset: Int) {
+        window.keep(bytes, at: offset)
+    }
+
+    /// The payload's file could not be read: no value more, no `EOM`.
+    public mutating func payloadUnreadable(_ reason: String) {
+        readFailure = reason
+    }
+
+    /// The next value to notify, `EOM` last, then nil (also while the payload's bytes are
+    /// wanted). Keep a value until it was written (on back-pressure, retry the same value):
+    /// calling again moves on.
     public mutating func nextValue() -> [UInt8]? {
         if isFinished || readFailure != nil { return nil }
         let remaining = payload.count - bytesSent
@@ -60,13 +79,7 @@ public struct MessageSender: Sendable {
             return WireFormat.endOfMessage
         }
         var length = min(maximumValueLength, remaining)
-        var value: [UInt8]
-        do {
-            value = try reader.bytes(in: bytesSent..<(bytesSent + length))
-        } catch {
-            readFailure = error
-            return nil
-        }
+        guard var value = window.bytes(bytesSent..<(bytesSent + length), of: payload) else { return nil }
         if length == remaining && value == WireFormat.endOfMessage {
             length -= 1
             value.removeLast()

@@ -1,9 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
-
 /// A message ready to send: its payload (in memory, or in an open file read as it goes), the
 /// payload's SHA-256, and what travels with it.
 public struct OutgoingMessage: Sendable, Hashable {
@@ -32,24 +26,8 @@ public struct OutgoingMessage: Sendable, Hashable {
         self.addressee = addressee
     }
 
-    /// The message of the regular file at `path`, read once now for its SHA-256 and then again,
-    /// piece by piece, as it is sent: any size, constant memory. (Reading twice costs a second
-    /// or two per gigabyte from disk against hours over the air, and the digest must lead: the
-    /// receiver keys resume and duplicates by it before the first byte.)
-    public static func ofFile(at path: String, file: SentFileAttributes? = nil,
-                              addressee: String? = nil) throws(PayloadReadError) -> (OutgoingMessage, stat) {
-        let (opened, status) = try PayloadFile.openForReading(path)
-        let body = MessagePayload(file: opened, count: Int(status.st_size))
-        let digest = try body.sha256()
-        return (OutgoingMessage(body: body, digest: digest, file: file, addressee: addressee), status)
-    }
-
     /// The payload's length in bytes.
     public var byteCount: Int { body.count }
-
-    /// The whole payload in memory (a message held in memory, or a file read here whole; an
-    /// unreadable file gives nothing): for small messages and tests.
-    public var payload: [UInt8] { (try? body.loadedBytes()) ?? [] }
 
     /// The same message: the same bytes (by length and SHA-256, wherever they are held), name
     /// and addressee. Two claims of one file are one message.

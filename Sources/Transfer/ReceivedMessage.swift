@@ -26,15 +26,9 @@ public struct ReceivedMessage: Sendable, Hashable {
         self.header = header
     }
 
-    /// The whole payload in memory (read here from its file when it is in one; an unreadable
-    /// file gives nothing): for messages shown or written whole, and tests.
-    public var payload: [UInt8] {
-        get { (try? body.loadedBytes()) ?? [] }
-        set { body = MessagePayload(newValue) }
-    }
-
-    /// The payload's length in bytes.
-    public var byteCount: Int { body.count }
+    /// The payload's length in bytes (a secure message's, its HEADER's, even before the bytes
+    /// kept as they came are put into `body`).
+    public var byteCount: Int { header.map { Int(clamping: $0.payloadLength) } ?? body.count }
 
     /// SHA-256 of the payload when secure (verified), nil for compat.
     public var digest: [UInt8]? { header?.digest }

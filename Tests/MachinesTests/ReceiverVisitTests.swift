@@ -111,6 +111,63 @@ import Trust
         #expect(reason.contains("stalled"))
     }
 
+    /// Resume: the visit asks the shell for a checkpoint at the HEADER, and once told it holds
+    /// one (its bytes put first), the session writes RESUME and what is kept from then on
+    /// continues at the held offset; the stored message is the sender's.
+    @Test func aCheckpointTheShellHoldsIsResumedFrom() throws {
+        let hello = HelloV2(session: 3, offered: [.secure, .resume])
+        let payload = (0..<20_000).map { UInt8(truncatingIfNeeded: $0 &* 11) }
+        var sender = try SecureSenderSession(identity: HostIdentity(), authorizedPeers: .anyKey, hello: hello, payload: payload,
+                                             digest: sha256(payload), metadata: nil, maximumValueLength: 182)
+        let session = SecureReceiverSession(identity: HostIdentity(), authorizedPeers: .anyKey, hello: hello,
+                                            maximumPayloadLength: 1 << 20, maximumWriteLength: 182)
+        var visit = ReceiverVisit(
+            facts: .init(peer: ReceiverWorld.peer, overChannel: false, offeredAsCommand: false, commandAllowed: true,
+                         messageCount: nil, receivedBefore: 0),
+            assembly: MessageAssembly(limits: .default, idleTimeout: .seconds(5), secure: session, keepsCheckpoints: true),
+            remembered: [])
+        var kept: [UInt8] = []
+        var lookedUp = 0
+        var resumedAt: Int?
+        var stored: [UInt8]?
+        var now = Duration.zero
+        func perform(_ actions: [Action]) throws -> [ReceiverVisit.Input] {
+            var answers: [ReceiverVisit.Input] = []
+            for action in actions {
+                switch action {
+                case .write(let value, _):
+                    for case .resumed(let offset) in try sender.receiveWrite(value) { resumedAt = Int(offset) }
+                case .keepPayload(.begin): kept = []
+                case .keepPayload(.write(let offset, let bytes)):
+                    #expect(offset == kept.count, "continues what is kept")
+                    kept += bytes
+                case .lookUpCheckpoint:
+                    lookedUp += 1
+                    kept = Array(payload[..<8_000])
+                    var digest = RunningDigest()
+                    digest.update(kept)
+                    answers.append(.checkpointHeld(bytes: kept.count, digest: digest))
+                case .checkRoom: answers.append(.room(nil))
+                case .store: stored = kept; answers.append(.stored(.stored(sequence: 1, at: nil)))
+                case .writeAcknowledgement(let values, _, _):
+                    for value in values { _ = try sender.receiveWrite(value) }
+                    answers.append(.acknowledgementWritten(failure: nil))
+                default: break
+                }
+            }
+            return answers
+        }
+        while !visit.isOver, let value = sender.nextValue() {
+            now += .milliseconds(5)
+            var answers = try perform(visit.handle(.transfer(.value(value)), at: now))
+            while !answers.isEmpty { answers = try perform(visit.handle(answers.removeFirst(), at: now)) }
+        }
+        #expect(lookedUp == 1)
+        #expect(resumedAt == 8_000)
+        #expect(stored == payload)
+        #expect(sender.payloadBytesNotified < payload.count - 8_000 + 2 * 4096, "the sender skipped what was held")
+    }
+
     // MARK: Every step in every state near a healthy visit
 
     static func healthyPath(_ setup: ReceiverWorld.Setup) -> [ReceiverWorld] {
@@ -153,7 +210,9 @@ import Trust
             #expect(actions.isEmpty, context(), sourceLocation: sourceLocation)
             return
         }
-        for case .store(let message, _) in actions {
+        for case .store(var message, _) in actions {
+            // A secure message's bytes are the ones kept as they came (the shell's).
+            if message.format == .secure { message.body = MessagePayload(after.kept) }
             // Stored at most once, never one stored before, and what the sender sent, in order.
             #expect(!before.stored.contains(message.payload), "stored twice: \(context())", sourceLocation: sourceLocation)
             #expect(!before.visit.remembered.contains { $0.digest == message.digest }, "stored again: \(context())",
@@ -166,6 +225,21 @@ import Trust
                         sourceLocation: sourceLocation)
             }
         }
+        // Every byte kept for storing is the sender's, at its offset, in order.
+        var keptCount = before.kept.count
+        for case .keepPayload(let work) in actions {
+            switch work {
+            case .begin:
+                keptCount = 0
+            case .write(let offset, let bytes):
+                #expect(offset == keptCount, "a gap or a rewrite: \(context())", sourceLocation: sourceLocation)
+                if let expected = after.keptFor {
+                    #expect(offset + bytes.count <= expected.count && Array(expected[offset..<(offset + bytes.count)]) == bytes,
+                            "not the sender's bytes: \(context())", sourceLocation: sourceLocation)
+                }
+                keptCount = offset + bytes.count
+            }
+        }
         // The ACK is written once its message is stored (or known stored), never before.
         if actions.contains(where: { if case .writeAcknowledgement = $0 { true } else { false } }) {
             let answersStore = if case .stored(.stored) = input { true } else if case .stored(.storedBefore) = input { true } else { false }
@@ -175,7 +249,7 @@ import Trust
         // What needs an answer is the last thing a step asks, and only one.
         let asks = actions.indices.filter {
             switch actions[$0] {
-            case .checkRoom, .store, .writeAcknowledgement, .awaitSenderClose: true
+            case .checkRoom, .store, .writeAcknowledgement, .awaitSenderClose, .lookUpCheckpoint: true
             default: false
             }
         }

@@ -2,6 +2,7 @@
 import Testing
 import TestSupport
 import Transfer
+import SystemCalls
 import Trust
 
 /// The sender's connection machine without a bus or a file: named paths with what they must
@@ -143,6 +144,72 @@ import Trust
         #expect(start(.version2(HelloV2(session: 1, offered: [.multi])))?.contains("without encryption") == true)
         #expect(start(.none, requiresSecure: true)?.contains("serves authorized peers only") == true)
         #expect(start(.none) == nil)
+    }
+
+    /// A payload in a file is not read by the machine: it asks the shell for windows of it, one
+    /// at a time, and the values go on once they came (no filesystem here: the file is a handle
+    /// the test answers for).
+    @Test(arguments: [false, true])
+    func aPayloadInAFileIsAskedForAWindowAtATime(secure: Bool) {
+        let bytes = (0..<150_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+        let body = MessagePayload(file: PayloadFile(descriptor: -1, path: "a file the test answers for"), count: bytes.count)
+        let offer = SenderConnection.Offer(OutgoingMessage(body: body, digest: sha256(bytes)), sequence: 1)
+        let started = SenderConnection.start(
+            peer: SenderWorld.peer, offer: offer, hello: secure ? .version2(SenderWorld.hello) : .none,
+            link: .init(valueLength: 182, overChannel: false, indications: false),
+            keys: .init(identity: SenderWorld.senderIdentity, authorizedPeers: .anyKey, requiresSecure: false),
+            settings: SenderWorld.settings, reorderRisk: nil)
+        guard case .started(var machine, var actions) = started else {
+            Issue.record("not started")
+            return
+        }
+        var central = SecureReceiverSession(identity: SenderWorld.centralIdentity, authorizedPeers: .anyKey,
+                                            hello: SenderWorld.hello, maximumPayloadLength: 1 << 20, maximumWriteLength: 182)
+        var received: [UInt8] = []
+        var reads: [Range<Int>] = []
+        var now = Duration.zero
+        for _ in 0..<20_000 {
+            guard let action = actions.first else { break }
+            actions.removeFirst()
+            now += .milliseconds(1)
+            switch action {
+            case .readPayload(let payload, let range):
+                #expect(payload == body && !reads.contains(range))
+                #expect(!actions.contains { if case .readPayload = $0 { true } else { false } }, "one read at a time")
+                reads.append(range)
+                actions += machine.handle(.payloadRead(offset: range.lowerBound, bytes: Array(bytes[range])), at: now)
+            case .send(let value):
+                if secure {
+                    for event in (try? central.receiveNotification(value)) ?? [] {
+                        switch event {
+                        case .write(let write), .progressWrite(let write): actions += machine.handle(.written(write), at: now)
+                        case .appended(_, let piece): received += piece
+                        default: break
+                        }
+                    }
+                } else if value != WireFormat.endOfMessage {
+                    received += value
+                }
+                actions += machine.handle(.sent, at: now)
+            default:
+                break
+            }
+        }
+        #expect(received == bytes)
+        #expect(reads.count >= 3 && reads.allSatisfy { $0.count <= PayloadWindow.length })
+    }
+
+    @Test func aFileThatCannotBeReadEndsTheTransferWithoutItsEnd() {
+        let body = MessagePayload(file: PayloadFile(descriptor: -1, path: "gone"), count: 10_000)
+        let offer = SenderConnection.Offer(OutgoingMessage(body: body, digest: sha256([])), sequence: 1)
+        guard case .started(var machine, let actions) = SenderConnection.start(
+            peer: SenderWorld.peer, offer: offer, hello: .none, link: .init(valueLength: 182, overChannel: false, indications: false),
+            keys: .init(identity: SenderWorld.senderIdentity, authorizedPeers: .anyKey, requiresSecure: false),
+            settings: SenderWorld.settings, reorderRisk: nil) else { return }
+        #expect(actions.contains(.readPayload(body, 0..<10_000)))
+        let failed = machine.handle(.payloadUnreadable("cannot read 'gone': no such file or directory"), at: .seconds(1))
+        #expect(failed.contains(.report(.aborted("sending failed: cannot read 'gone': no such file or directory"))))
+        #expect(failed.contains(.end(announce: true)) && !failed.contains { if case .send = $0 { true } else { false } })
     }
 
     @Test(arguments: setups)

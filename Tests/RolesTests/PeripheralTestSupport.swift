@@ -301,14 +301,17 @@ struct SecureCentral {
     /// the payload, or nil when the socket closed first. Writes no ACK.
     mutating func receive(from bluez: NotificationSocket) async throws -> [UInt8]? {
         var payload: [UInt8]?
+        var kept: [UInt8] = []
         while let value = try await bluez.receive() {
             if value == WireFormat.endOfMessage, payload != nil { return payload }
             for event in try session.receiveNotification(value) {
                 switch event {
                 case .write(let write), .progressWrite(let write):
                     await server.write(write, device: device, mtu: mtu)
-                case .complete(let bytes, _):
-                    payload = try bytes.loadedBytes()
+                case .appended(_, let bytes):
+                    kept += bytes
+                case .complete:
+                    payload = kept
                 default:
                     break
                 }

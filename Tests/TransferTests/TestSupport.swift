@@ -62,3 +62,12 @@ func maximumDisplacement(_ original: [[UInt8]], _ shuffled: [[UInt8]]) -> Int {
     for (index, value) in original.enumerated() { position[value] = index }
     return shuffled.enumerated().map { abs($0.offset - (position[$0.element] ?? $0.offset)) }.max() ?? 0
 }
+
+// The payloads of these tests are held in memory (reading a file is the shells' work).
+extension ReceivedMessage {
+    var payload: [UInt8] { body.inMemory ?? [] }
+}
+
+extension OutgoingMessage {
+    var payload: [UInt8] { body.inMemory ?? [] }
+}

@@ -31,7 +31,7 @@ public func transferFuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> 
         index = end
         do {
             if case .complete(let message) = try receiver.receive(value) {
-                precondition(message.payload.count <= limit, "message over the limit")
+                precondition(message.byteCount <= limit, "message over the limit")
                 _ = message.text
             }
         } catch {

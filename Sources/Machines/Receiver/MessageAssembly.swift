@@ -162,11 +162,49 @@ package struct MessageAssembly: Sendable {
         case append(sender: PeerKey?, header: MessageHeader, offset: Int, bytes: [UInt8])
         /// The checkpoint of the message of `header` is of no more use (complete, or bad).
         case remove(sender: PeerKey?, header: MessageHeader)
+        /// Whether the spool holds a checkpoint of the message of `header`: answered by
+        /// `resume(heldBytes:digest:at:)`, once its bytes are where the message's go.
+        case lookUp(sender: PeerKey?, header: MessageHeader)
     }
 
     package mutating func takeCheckpointWork() -> [CheckpointWork] {
         defer { checkpointWork = [] }
         return checkpointWork
+    }
+
+    /// What the shell keeps of a secure message's bytes as the session hands them out: the
+    /// assembly holds none of them (a secure message's body is empty until the shell, which
+    /// kept its bytes, fills it in to store it).
+    package enum PayloadWork: Sendable, Equatable {
+        /// A message of `header` begins: a place for its bytes (memory, or a partial file).
+        case begin(MessageHeader)
+        /// Its bytes at `offset`, in order (a checkpoint's put there first).
+        case write(offset: Int, bytes: [UInt8])
+    }
+
+    private var payloadWork: [PayloadWork] = []
+
+    package mutating func takePayloadWork() -> [PayloadWork] {
+        defer { payloadWork = [] }
+        return payloadWork
+    }
+
+    /// Resume: the shell holds the checkpoint's first `heldBytes` bytes of the message under
+    /// way, put where its bytes go, with their SHA-256 state: the session writes its RESUME.
+    /// The step that gave (nil: nothing to act on).
+    package mutating func resume(heldBytes: Int, digest: RunningDigest, at time: Duration) -> Step? {
+        guard !finished, mode == .secure, var session = secure.take() else { return nil }
+        let events: [SecureReceiverSession.Event]
+        do {
+            events = try session.resume(heldBytes: heldBytes, digest: digest)
+        } catch {
+            secure = session
+            finished = true
+            return .failed(Self.failure(error))
+        }
+        secure = session
+        stashedEvents = events + stashedEvents
+        return handleSecure([], at: time)
     }
 
     /// A secure session's prefix is kept once the handshake has named its sender: the spool
@@ -408,15 +446,19 @@ package struct MessageAssembly: Sendable {
         case .resumed(let offset):
             resumedFrom = offset
         case .appended(let offset, let bytes):
+            payloadWork.append(.write(offset: offset, bytes: bytes))
             if checkpoints(in: session), let currentHeader {
                 checkpointWork.append(.append(sender: senderKey, header: currentHeader, offset: offset, bytes: bytes))
             }
+        case .checkpointWanted(let header):
+            if checkpoints(in: session) { checkpointWork.append(.lookUp(sender: senderKey, header: header)) }
         case .refusedDigestMismatch(let header):
             // The checkpoint (or what continued it) was bad: nothing of it is kept.
             if checkpoints(in: session) { checkpointWork.append(.remove(sender: senderKey, header: header)) }
             finished = true
             return .step(.failed(.transient("the resumed message did not verify (SHA-256); its checkpoint is discarded and nothing kept")))
         case .header(let header):
+            payloadWork.append(.begin(header))
             messageUnderWay = true
             currentHeader = header
             highestHeaderNumber = max(highestHeaderNumber ?? 0, header.message)
@@ -428,11 +470,12 @@ package struct MessageAssembly: Sendable {
         case .progress(let bytes):
             secureBytesReceived = bytes
             return .next(progressed: true)
-        case .complete(let payload, let header):
+        case .complete(let header):
             messageUnderWay = false
             // Verified: the central stores it next; its checkpoint is of no more use.
             if checkpoints(in: session) { checkpointWork.append(.remove(sender: senderKey, header: header)) }
-            var message = ReceivedMessage(body: payload, format: .secure, header: header)
+            // Its bytes are the shell's (`PayloadWork`): the body is filled in there.
+            var message = ReceivedMessage(body: MessagePayload([]), format: .secure, header: header)
             message.authenticatedSender = authenticatedSender?.keyLine
             message.file = header.metadata.map {
                 SentFileAttributes(name: $0.name, modificationSeconds: $0.modificationSeconds,
@@ -441,7 +484,7 @@ package struct MessageAssembly: Sendable {
             if session.carriesSeveralMessages {
                 // Stored and acknowledged now; what followed it (with `pipeline`, the
                 // next message may have) stays stashed for `continueAfterMessage`.
-                secureBytesOfEarlierMessages += payload.count
+                secureBytesOfEarlierMessages += message.byteCount
                 let startedAt = messageStartedAt ?? firstValueAt ?? time
                 return .step(.complete(message, duration: time - startedAt))
             }

@@ -110,16 +110,14 @@ extension ReceiverVisit {
             return
         }
         admission.nextMessage()
-        guard let next = assembly.continueAfterMessage(at: now) else {
-            takeWrites(&actions)
-            return
-        }
-        takeWrites(&actions)
-        if let byteCount = admission.due(assembly, at: now) {
-            pending = .room(next)
-            actions.append(.checkRoom(byteCount: byteCount))
+        let next = assembly.continueAfterMessage(at: now)
+        let lookUp = takeWrites(&actions)
+        guard let next else { return }
+        if let lookUp {
+            pending = .checkpoint(next, afterValue: true)
+            actions.append(.lookUpCheckpoint(sender: lookUp.sender, header: lookUp.header))
         } else {
-            act(on: next, &actions, at: now)
+            proceed(with: next, afterValue: true, &actions, at: now)
         }
     }
 

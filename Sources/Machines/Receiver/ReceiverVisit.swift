@@ -72,6 +72,11 @@ package struct ReceiverVisit: Sendable {
         case senderClosed(Bool)
         /// Writing the session's values failed.
         case writeFailed(String)
+        /// The answer to `lookUpCheckpoint`: how many bytes of the message the spool held (0:
+        /// none), now put where the message's bytes go, and their SHA-256 state.
+        case checkpointHeld(bytes: Int, digest: RunningDigest?)
+        /// The shell could not keep the message's bytes (a partial file that failed).
+        case payloadNotKept(String)
     }
 
     /// What the shell reports, naming this visit's sender.
@@ -91,6 +96,12 @@ package struct ReceiverVisit: Sendable {
         /// `unanswered`: nothing waits for its reply, so it may go as a write command.
         case write([UInt8], unanswered: Bool)
         case checkpoint(MessageAssembly.CheckpointWork)
+        /// Keep a secure message's bytes where they go (memory, a partial file): the shell's
+        /// place for them; every byte the shell stores is one these gave, at its offset.
+        case keepPayload(MessageAssembly.PayloadWork)
+        /// Look for a checkpoint of the message of `header` from `sender` and put its bytes
+        /// where the message's go: answered by `checkpointHeld`.
+        case lookUpCheckpoint(sender: PeerKey?, header: MessageHeader)
         /// Whether a message of `byteCount` bytes can be kept: answered by `room`.
         case checkRoom(byteCount: Int)
         /// Store this complete, verified message for `sender` (as the receipt journal names it):
@@ -127,6 +138,9 @@ package struct ReceiverVisit: Sendable {
 
     /// The answer the visit waits for.
     enum Pending: Sendable, Equatable {
+        /// A checkpoint of the message under way; then `step` is acted on (after a room check
+        /// when a value gave it).
+        case checkpoint(MessageAssembly.Step, afterValue: Bool)
         /// Room for the message under way; then `step` is acted on.
         case room(MessageAssembly.Step)
         case storing(message: ReceivedMessage, duration: Duration, sender: String)
@@ -173,13 +187,25 @@ package struct ReceiverVisit: Sendable {
         case .transfer(let item):
             guard pending == nil else { break }
             let step = assembly.handle(item, at: now)
-            takeWrites(&actions)
-            if case .value = item, let byteCount = admission.due(assembly, at: now) {
-                pending = .room(step)
-                actions.append(.checkRoom(byteCount: byteCount))
+            let afterValue = if case .value = item { true } else { false }
+            if let lookUp = takeWrites(&actions) {
+                pending = .checkpoint(step, afterValue: afterValue)
+                actions.append(.lookUpCheckpoint(sender: lookUp.sender, header: lookUp.header))
             } else {
-                act(on: step, &actions, at: now)
+                proceed(with: step, afterValue: afterValue, &actions, at: now)
             }
+        case .checkpointHeld(let held, let digest):
+            guard case .checkpoint(let step, let afterValue) = pending else { break }
+            pending = nil
+            let resumed = held > 0 ? digest.flatMap { assembly.resume(heldBytes: held, digest: $0, at: now) } : nil
+            _ = takeWrites(&actions)
+            if case .failed(let failure)? = resumed {
+                finish(failure, &actions)
+            } else {
+                proceed(with: step, afterValue: afterValue, &actions, at: now)
+            }
+        case .payloadNotKept(let reason):
+            finish(.transient("secure session failed: the message could not be kept: \(reason)"), &actions)
         case .room(let refusal):
             guard case .room(let step) = pending else { break }
             pending = nil
@@ -202,10 +228,26 @@ package struct ReceiverVisit: Sendable {
         return actions
     }
 
-    /// The values the session wants written, and what the resume spool is to do first.
-    mutating func takeWrites(_ actions: inout [Action]) {
-        for work in assembly.takeCheckpointWork() { actions.append(.checkpoint(work)) }
+    /// The values the session wants written, and first where the message's bytes go and what
+    /// the resume spool is to do; a checkpoint to look up is returned, to be asked last.
+    mutating func takeWrites(_ actions: inout [Action]) -> (sender: PeerKey?, header: MessageHeader)? {
+        for work in assembly.takePayloadWork() { actions.append(.keepPayload(work)) }
+        var lookUp: (sender: PeerKey?, header: MessageHeader)?
+        for work in assembly.takeCheckpointWork() {
+            if case .lookUp(let sender, let header) = work { lookUp = (sender, header) } else { actions.append(.checkpoint(work)) }
+        }
         for write in assembly.takeWrites() { actions.append(.write(write.value, unanswered: write.unanswered)) }
+        return lookUp
+    }
+
+    /// After a value, room for the message is checked (when due) before its step is acted on.
+    mutating func proceed(with step: MessageAssembly.Step, afterValue: Bool, _ actions: inout [Action], at now: Duration) {
+        if afterValue, let byteCount = admission.due(assembly, at: now) {
+            pending = .room(step)
+            actions.append(.checkRoom(byteCount: byteCount))
+        } else {
+            act(on: step, &actions, at: now)
+        }
     }
 
     /// Acts on what the assembly said, and on what followed a completed message in the values

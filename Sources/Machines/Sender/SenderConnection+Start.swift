@@ -145,6 +145,12 @@ extension SenderConnection {
         case .bluetoothChecked(let up, let risk):
             if reorderRisk == nil { reorderRisk = risk }
             feed(.compatConfirmationDue(bluetoothUp: up), &actions, at: now)
+        case .payloadRead(let offset, let bytes):
+            payloadAsked = false
+            withStream { $0.providePayload(bytes, at: offset) } secure: { $0.providePayload(bytes, at: offset) }
+        case .payloadUnreadable(let reason):
+            payloadAsked = false
+            withStream { $0.payloadUnreadable(reason) } secure: { $0.payloadUnreadable(reason) }
         case .centralTurnedAway:
             if !share.centralWaiting {
                 share.centralTurnedAway()

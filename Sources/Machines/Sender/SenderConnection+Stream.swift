@@ -46,9 +46,13 @@ extension SenderConnection {
                 send(value, &actions)
                 return false
             }
+            if let wanted = sender.payloadWanted {
+                askForPayload(current.message.body, wanted, &actions)
+                return false
+            }
             if let failure = sender.readFailure {
                 // The file failed or shrank while sent: no `EOM`, so the central keeps nothing.
-                transferFailed(.other("\(failure)"), &actions, at: now)
+                transferFailed(.other(failure), &actions, at: now)
                 return true
             }
             transfer = .draining
@@ -85,6 +89,10 @@ extension SenderConnection {
             return false
         }
         if session.endOfMessageSent { return true }
+        if let wanted = session.payloadWanted {
+            askForPayload(pipeline.sentAhead.last?.message.body ?? current.message.body, wanted, &actions)
+            return false
+        }
         if let failure = session.localFailure {
             sessionFailed(failure, &actions, at: now)
             return true
@@ -138,6 +146,29 @@ extension SenderConnection {
         awaiting = .upcoming
         actions.append(.ask(.upcoming(skipping: pipeline.sentAhead.count)))
         return true
+    }
+
+    /// The stream needs bytes of the payload's file: the shell reads them (once per request).
+    private mutating func askForPayload(_ payload: MessagePayload, _ range: Range<Int>, _ actions: inout [Action]) {
+        guard !payloadAsked else { return }
+        payloadAsked = true
+        actions.append(.readPayload(payload, range))
+    }
+
+    /// Changes the stream in place, as its only owner (a copy would copy its buffers).
+    mutating func withStream(compat: (inout MessageSender) -> Void, secure: (inout SecureSenderSession) -> Void) {
+        switch stream {
+        case .compat(var sender):
+            stream = .taken
+            compat(&sender)
+            stream = .compat(sender)
+        case .secure(var session):
+            stream = .taken
+            secure(&session)
+            stream = .secure(session)
+        case .taken:
+            break
+        }
     }
 
     private mutating func send(_ value: [UInt8], _ actions: inout [Action]) {

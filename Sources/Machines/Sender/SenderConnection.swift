@@ -105,6 +105,10 @@ package struct SenderConnection: Sendable {
         /// The answer to `checkBluetooth`: whether Bluetooth is still up, and why the link may
         /// reorder Apple's values (nil: it cannot; a reason, once seen, stays).
         case bluetoothChecked(up: Bool, reorderRisk: String?)
+        /// The answer to `readPayload`: the bytes of the payload's file at `offset`, or why they
+        /// could not be read.
+        case payloadRead(offset: Int, bytes: [UInt8])
+        case payloadUnreadable(String)
         /// Another central was refused while this one is served: it waits for its turn.
         case centralTurnedAway
         /// Everything ends (adapter off, run over).
@@ -130,6 +134,9 @@ package struct SenderConnection: Sendable {
         case send([UInt8])
         /// Wait until bluetoothd took everything sent; `drained` (or `sendFailed`) follows.
         case drain
+        /// Read these bytes of the payload's file (off the shared thread pool); `payloadRead`
+        /// (or `payloadUnreadable`) follows.
+        case readPayload(MessagePayload, Range<Int>)
         /// Close our end of the link (a pending send fails).
         case closeChannel
         case ask(SourceRequest)
@@ -192,6 +199,8 @@ package struct SenderConnection: Sendable {
     var heldEvents: [SecureSenderSession.Event] = []
     /// The source's answer this connection waits for, and what it is for.
     var awaiting: AwaitedAnswer?
+    /// A read of the payload's file was asked for and not answered yet.
+    var payloadAsked = false
     /// Secure mode: what the pipeline keeps of the messages under way.
     var pipeline = PipelineState()
     /// Secure mode: the session's payload bytes on the air seen so far, and those not tallied

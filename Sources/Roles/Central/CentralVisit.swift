@@ -100,8 +100,7 @@ extension Central {
                 secureSession = SecureReceiverSession(
                     identity: policy.identity, authorizedPeers: policy.authorizedPeers, hello: helloV2,
                     maximumPayloadLength: configuration.limits.maximumPayload(onDisk: sink.partialPayloadStore != nil),
-                    maximumWriteLength: maximumWriteLength, heldPrefix: Self.heldPrefix(in: spool),
-                    partialStore: sink.partialPayloadStore)
+                    maximumWriteLength: maximumWriteLength)
             } catch let error as BluetoothError {
                 try Self.rethrowIfFatal(error)
                 emit(.warning("could not ask \(EventText.describe(peer)) for the framed format (\(error)); expecting compat"))
@@ -113,14 +112,6 @@ extension Central {
                 reason: "it offers no way to start the secure mode (no writable transfer characteristic); nothing kept")
         }
         return secureSession
-    }
-
-    /// The checkpoint lookup a secure session makes on each HEADER (nil: no spool).
-    static func heldPrefix(in spool: ResumeSpool?) -> SecureReceiverSession.HeldPrefix? {
-        guard let spool else { return nil }
-        return { key, header in
-            ResumeSpool.checkpoints(header) ? spool.heldPrefixFile(sender: key, header: header) : MessagePayload([])
-        }
     }
 
     /// `Device1.Connect`, retrying transient failures with back-off.

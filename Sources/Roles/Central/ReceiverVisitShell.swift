@@ -2,6 +2,7 @@ import BlueZ
 import DaemonSupport
 import Machines
 import Storage
+import SystemCalls
 import Transfer
 import Trust
 
@@ -52,6 +53,7 @@ extension Central {
             messageCount: configuration.messageCount, receivedBefore: progressState.receivedSnapshot)
         var visit = ReceiverVisit(facts: facts, assembly: assembly,
                                   remembered: progressState.takeStoredMessages(of: link.peer.address))
+        var incoming: IncomingPayload?
         defer { progressState.putStoredMessages(visit.rememberedNow, of: link.peer.address) }
         // The ticks let the assembly notice silence and a rate too low; one more wakes the loop
         // when a stop is asked for.
@@ -61,7 +63,7 @@ extension Central {
                 // A stop leaves between two inputs: a message that completed is stored and acknowledged.
                 if GracefulStop.isRequested { throw StopRequested() }
                 let actions = visit.handle(.transfer(item), at: clock.now - subscribedAt)
-                try await perform(actions, on: &visit, link: link, sink: sink) { clock.now - subscribedAt }
+                try await perform(actions, on: &visit, incoming: &incoming, link: link, sink: sink) { clock.now - subscribedAt }
                 if visit.isOver { return }
             }
             throw CancellationError()
@@ -70,8 +72,8 @@ extension Central {
 
     /// Carries out the visit's effects in order, feeding each answer back at once; throws the
     /// failure the visit finished with.
-    private func perform(_ actions: [ReceiverVisit.Action], on visit: inout ReceiverVisit, link: VisitLink,
-                         sink: any MessageSink, now: () -> Duration) async throws {
+    private func perform(_ actions: [ReceiverVisit.Action], on visit: inout ReceiverVisit, incoming: inout IncomingPayload?,
+                         link: VisitLink, sink: any MessageSink, now: () -> Duration) async throws {
         var queue = actions[...]
         while let action = queue.popFirst() {
             var answer: ReceiverVisit.Input?
@@ -85,11 +87,17 @@ extension Central {
                 }
             case .checkpoint(let work):
                 Self.keepCheckpoints([work], in: configuration.resumeSpool)
+            case .keepPayload(let work):
+                answer = await keep(work, in: &incoming, sink: sink)
+            case .lookUpCheckpoint(let sender, let header):
+                answer = await copyCheckpoint(of: header, from: sender, into: &incoming)
             case .checkRoom(let byteCount):
                 answer = .room(sink.admissionRefusal(byteCount: byteCount).map {
                     ReceiverVisit.RoomRefusal(bound: $0.bound.rawValue, reason: $0.reason)
                 })
-            case .store(let message, let sender):
+            case .store(var message, let sender):
+                // A secure message's bytes are the ones kept as they came.
+                if message.format == .secure, let incoming { message.body = incoming.payload }
                 answer = .stored(try await store(message, sender: sender, from: link.peer, sink: sink))
             case .writeAcknowledgement(let values, let asCommand, let settles):
                 answer = .acknowledgementWritten(failure: await writeAcknowledgement(values, asCommand: asCommand,
@@ -110,8 +118,43 @@ extension Central {
             if let answer {
                 let more = visit.handle(answer, at: now())
                 // A failed write ends the visit: what was to follow it is not done.
-                if visit.isOver, case .writeFailed = answer { queue = more[...] } else { queue += more }
+                if visit.isOver, answer.endsTheVisit { queue = more[...] } else { queue += more }
             }
+        }
+    }
+
+    /// Keeps a secure message's bytes where its sink wants them (a partial file, or memory);
+    /// nil when kept, or the answer that ends the visit.
+    private func keep(_ work: MessageAssembly.PayloadWork, in incoming: inout IncomingPayload?,
+                      sink: any MessageSink) async -> ReceiverVisit.Input? {
+        do throws(PayloadReadError) {
+            switch work {
+            case .begin(let header):
+                incoming = try await IncomingPayload.make(length: header.payloadLength, in: sink.partialPayloadStore)
+            case .write(let offset, let bytes):
+                try await incoming?.write(bytes, at: offset)
+            }
+            return nil
+        } catch {
+            return .payloadNotKept(error.description)
+        }
+    }
+
+    /// The checkpoint an earlier visit left of the message of `header`, copied to where the
+    /// message's bytes go (nothing when the spool holds none, or the message is too short to
+    /// have one).
+    private func copyCheckpoint(of header: MessageHeader, from sender: PeerKey?,
+                                into incoming: inout IncomingPayload?) async -> ReceiverVisit.Input {
+        guard let spool = configuration.resumeSpool, ResumeSpool.checkpoints(header), incoming != nil else {
+            return .checkpointHeld(bytes: 0, digest: nil)
+        }
+        let held = await BlockingCalls.run { spool.heldPrefixFile(sender: sender, header: header) }
+        guard !held.isEmpty else { return .checkpointHeld(bytes: 0, digest: nil) }
+        do throws(PayloadReadError) {
+            let digest = try await incoming?.copyCheckpoint(held)
+            return .checkpointHeld(bytes: held.count, digest: digest)
+        } catch {
+            return .payloadNotKept(error.description)
         }
     }
 
@@ -197,6 +240,18 @@ extension Central {
                 if ResumeSpool.checkpoints(header) { spool.append(sender: sender, header: header, offset: offset, bytes: bytes) }
             case .remove(let sender, let header):
                 spool.remove(sender: sender, header: header)
+            case .lookUp:
+                break   // answered by `copyCheckpoint`
             }
         }
     }}
+
+extension ReceiverVisit.Input {
+    /// An answer after which what was to follow it is not done (the visit ends on it).
+    var endsTheVisit: Bool {
+        switch self {
+        case .writeFailed, .payloadNotKept: true
+        default: false
+        }
+    }
+}

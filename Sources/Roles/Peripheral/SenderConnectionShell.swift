@@ -4,6 +4,7 @@ import Logging
 import Machines
 import Storage
 import Synchronization
+import SystemCalls
 import Transfer
 
 /// Where a connection's delivered messages are counted: the source is told, the run counts it,
@@ -103,10 +104,10 @@ struct SenderConnectionShell: Sendable {
                 let children = Children(writer: writer, source: source)
                 let clock = ContinuousClock()
                 let started = clock.now
-                announce = perform(startActions, on: &machine, children: children, timers: &linkTasks, at: .zero) ?? true
+                announce = perform(startActions, on: &machine, children: children, tasks: &linkTasks, at: .zero) ?? true
                 for await input in inputs where !machine.isOver {
                     let actions = machine.handle(input, at: clock.now - started)
-                    if let ended = perform(actions, on: &machine, children: children, timers: &linkTasks, at: clock.now - started) {
+                    if let ended = perform(actions, on: &machine, children: children, tasks: &linkTasks, at: clock.now - started) {
                         announce = ended
                         break
                     }
@@ -116,7 +117,7 @@ struct SenderConnectionShell: Sendable {
                     // machine still reports what the central did not get.
                     let reason = GracefulStop.isRequested ? "the sender was stopped" : "Bluetooth is not available any more"
                     let actions = machine.handle(.shutDown(reason: reason), at: clock.now - started)
-                    announce = perform(actions, on: &machine, children: children, timers: &linkTasks, at: clock.now - started) ?? false
+                    announce = perform(actions, on: &machine, children: children, tasks: &linkTasks, at: clock.now - started) ?? false
                 }
                 over.set()
                 link.channel.close()
@@ -133,7 +134,7 @@ struct SenderConnectionShell: Sendable {
     /// Carries out `actions` in order; returns the announcement of the connection's end, or
     /// nil while it goes on.
     private func perform(_ actions: [SenderConnection.Action], on machine: inout SenderConnection, children: Children,
-                         timers: inout DiscardingTaskGroup, at now: Duration) -> Bool? {
+                         tasks: inout DiscardingTaskGroup, at now: Duration) -> Bool? {
         var queue = actions[...]
         var ended: Bool?
         while let action = queue.popFirst() {
@@ -142,6 +143,17 @@ struct SenderConnectionShell: Sendable {
                 children.writer.yield(.send(value))
             case .drain:
                 children.writer.yield(.drain)
+            case .readPayload(let payload, let range):
+                let post = self.post
+                // The file is read on a thread of its own: a slow disk holds up no other task.
+                tasks.addTask {
+                    do throws(PayloadReadError) {
+                        let bytes = try await BlockingCalls.run { () throws(PayloadReadError) in try payload.bytes(in: range) }
+                        post.yield(.payloadRead(offset: range.lowerBound, bytes: bytes))
+                    } catch {
+                        post.yield(.payloadUnreadable(error.description))
+                    }
+                }
             case .closeChannel:
                 link.channel.close()
             case .ask(let request):
@@ -161,7 +173,7 @@ struct SenderConnectionShell: Sendable {
                 environment.activity.yield(.addressedElsewhere(peer))
             case .startTimer(let timer, let duration):
                 let post = self.post
-                timers.addTask {
+                tasks.addTask {
                     // A cancelled or restarted timer fires into nothing (the machine knows its generation).
                     guard (try? await Task.sleep(for: duration)) != nil else { return }
                     post.yield(.timerFired(timer))

@@ -77,10 +77,11 @@ public struct SecureSenderSession: Sendable {
 
     private let authorizedPeers: AuthorizedPeers
     private var payload: MessagePayload {
-        didSet { payloadReader = PayloadWindowReader(payload) }
+        didSet { window = PayloadWindow() }
     }
-    /// Reads the payload as DATA records are sealed: one read per window for a file.
-    private var payloadReader: PayloadWindowReader
+    /// The bytes of the payload's file held for the DATA records to seal: the caller reads
+    /// them (`payloadWanted`, `providePayload`); a payload in memory is sliced directly.
+    private var window = PayloadWindow()
     private var header: MessageHeader
     /// `multi` was chosen: the stream pauses after each END for its ACK, and the caller
     /// decides what follows (`sendNext`, `finish`).
@@ -167,7 +168,6 @@ public struct SecureSenderSession: Sendable {
         self.chosen = prefix.chosen
         self.authorizedPeers = authorizedPeers
         self.payload = payload
-        payloadReader = PayloadWindowReader(payload)
         header = MessageHeader(
             message: firstMessageNumber, payloadLength: UInt64(payload.count), digest: digest,
             metadata: chosen.contains(.meta) ? metadata : nil)
@@ -185,6 +185,25 @@ public struct SecureSenderSession: Sendable {
             throw SecureSessionError(error)
         }
         self.handshake = handshake
+    }
+
+    /// The bytes of the payload's file the next DATA record needs, to be read and handed over
+    /// with `providePayload`; nil when none is wanted. `nextValue` gives nil meanwhile.
+    public var payloadWanted: Range<Int>? {
+        guard failure == nil, case .data(let offset) = nextRecord, mayHandOutData(at: offset) else { return nil }
+        return window.wanted(offset..<min(offset + RecordMessage.dataBytesPerRecord, payload.count), in: payload)
+    }
+
+    /// Bytes of the payload's file read at `offset`, as `payloadWanted` asked.
+    public mutating func providePayload(_ bytes: [UInt8], at offset: Int) {
+        window.keep(bytes, at: offset)
+    }
+
+    /// The payload's file could not be read: nothing more goes out (the central keeps nothing
+    /// of a message without its END), and `localFailure` says why.
+    public mutating func payloadUnreadable(_ reason: String) {
+        failure = .payloadUnreadable(reason)
+        state = .failed
     }
 
     /// Why the session failed on this side (the payload's file could not be read), once it has.
@@ -474,16 +493,8 @@ public struct SecureSenderSession: Sendable {
                     return
                 }
                 let end = min(offset + RecordMessage.dataBytesPerRecord, payload.count)
-                let bytes: [UInt8]
-                do {
-                    bytes = try payloadReader.bytes(in: offset..<end)
-                } catch {
-                    // The file changed or failed under us: nothing more goes out (the central
-                    // keeps nothing of a message without its END), and the caller says why.
-                    failure = .payloadUnreadable(error.description)
-                    state = .failed
-                    return
-                }
+                // Not read yet: the caller reads them (`payloadWanted`) and the records go on.
+                guard let bytes = window.bytes(offset..<end, of: payload) else { return }
                 record = .data(message: header.message, offset: UInt64(offset), bytes: bytes)
                 payloadEnd = end
                 nextRecord = end == payload.count ? .end : .data(offset: end)

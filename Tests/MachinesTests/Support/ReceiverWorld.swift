@@ -56,6 +56,11 @@ struct ReceiverWorld {
     var now: Duration = .zero
     var pendingRoom = false
     var pendingStore: ReceivedMessage?
+    /// The shell's place for the secure message under way: its bytes as handed out, and the
+    /// sender's payload it must be (by the HEADER's digest).
+    var kept: [UInt8] = []
+    var keptFor: [UInt8]?
+    var pendingCheckpoint = false
     var pendingAcknowledgement: [[UInt8]]?
     var pendingClose = false
     /// What the sink stored, in order; what the sender saw acknowledged.
@@ -162,6 +167,7 @@ struct ReceiverWorld {
             pendingClose = false
             return .senderClosed(closed)
         case .raw(let input):
+            if case .checkpointHeld = input { pendingCheckpoint = false }
             return input
         }
     }
@@ -189,7 +195,15 @@ struct ReceiverWorld {
             switch action {
             case .write(let value, _): senderReads(value)
             case .checkRoom: pendingRoom = true
-            case .store(let message, _): pendingStore = message
+            case .store(var message, _):
+                if message.format == .secure { message.body = MessagePayload(kept) }
+                pendingStore = message
+            case .keepPayload(.begin(let header)):
+                kept = []
+                keptFor = payloads.first { OutgoingMessage(payload: $0).digest == header.digest }
+            case .keepPayload(.write(let offset, let bytes)):
+                kept.replaceSubrange(min(offset, kept.count)..<min(kept.count, offset + bytes.count), with: bytes)
+            case .lookUpCheckpoint: pendingCheckpoint = true
             case .writeAcknowledgement(let values, _, _): pendingAcknowledgement = values
             case .awaitSenderClose: pendingClose = true
             case .finish(let failure): finished = .some(failure)
@@ -212,6 +226,7 @@ struct ReceiverWorld {
     var healthyStep: Step? {
         if pendingRoom { return .roomOK }
         if pendingStore != nil { return .stored }
+        if pendingCheckpoint { return .raw(.checkpointHeld(bytes: 0, digest: nil)) }
         if pendingAcknowledgement != nil { return .acknowledgementWritten }
         if pendingClose { return .senderClosed(true) }
         return .value

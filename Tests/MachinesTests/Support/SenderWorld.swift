@@ -185,7 +185,7 @@ struct SenderWorld {
             switch event {
             case .write(let write), .progressWrite(let write):
                 pendingWrites.append((write, nil))
-            case .complete(_, let header):
+            case .complete(let header):
                 verified.insert(header.digest)
                 for write in (try? session.acknowledgement(outcome: 0)) ?? [] {
                     pendingWrites.append((write, header.digest))
