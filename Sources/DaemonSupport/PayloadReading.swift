@@ -74,28 +74,3 @@ extension ReceivedMessage {
         set { body = MessagePayload(newValue) }
     }
 }
-
-/// Reads a payload front to back through a window: a payload in a file costs one read per
-/// `windowLength` bytes, not one per value (20 to 512 bytes over GATT), which matters when the
-/// file sits on a slow or remote file system. A payload in memory is sliced directly.
-public struct PayloadWindowReader: Sendable {
-    public let payload: MessagePayload
-    public let windowLength: Int
-    private var windowStart = 0
-    private var window: [UInt8] = []
-
-    public init(_ payload: MessagePayload, windowLength: Int = 64 * 1024) {
-        self.payload = payload
-        self.windowLength = max(1, windowLength)
-    }
-
-    /// Bytes `range` (within `0..<payload.count`).
-    public mutating func bytes(in range: Range<Int>) throws(PayloadReadError) -> [UInt8] {
-        guard payload.file != nil, range.count <= windowLength else { return try payload.bytes(in: range) }
-        if range.lowerBound < windowStart || range.upperBound > windowStart + window.count {
-            windowStart = range.lowerBound
-            window = try payload.bytes(in: range.lowerBound..<min(payload.count, range.lowerBound + windowLength))
-        }
-        return Array(window[(range.lowerBound - windowStart)..<(range.upperBound - windowStart)])
-    }
-}

@@ -175,28 +175,6 @@ struct PartialFilesForTests: PartialPayloadStore {
         }
     }
 
-    @Test func aWindowReaderGivesTheBytesOfAnyRange() throws {
-        let directory = try scratch()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        let bytes = randomBytes(200_000, seed: 11)
-        let (message, _) = try OutgoingMessage.ofFile(at: try file(bytes, in: directory))
-        var reader = PayloadWindowReader(message.body, windowLength: 4096)
-        var generator = SeededGenerator(seed: 3)
-        var offset = 0
-        // Front to back in value-sized steps, as a sender reads, then random ranges (a RESUME
-        // jumps), some longer than the window.
-        while offset < bytes.count {
-            let end = min(bytes.count, offset + Int.random(in: 1...512, using: &generator))
-            #expect(try reader.bytes(in: offset..<end) == Array(bytes[offset..<end]))
-            offset = end
-        }
-        for _ in 0..<200 {
-            let start = Int.random(in: 0..<bytes.count, using: &generator)
-            let end = min(bytes.count, start + Int.random(in: 0...9000, using: &generator))
-            #expect(try reader.bytes(in: start..<end) == Array(bytes[start..<end]))
-        }
-    }
-
     @Test func aDirectoryOrAMissingFileIsNotAMessage() throws {
         let directory = try scratch()
         defer { try? FileManager.default.removeItem(atPath: directory) }

@@ -108,8 +108,6 @@ actor SubscriptionServer {
         offered = message.map { SenderConnection.Offer($0, sequence: sequence) }
     }
 
-    var isServing: Bool { current != nil }
-
     /// A message is offered to the next subscriber (after a multi session counted its last
     /// message, none is until the engine offers one).
     var hasOffer: Bool { offered != nil }

@@ -26,8 +26,6 @@ public struct IncomingPayload: Sendable {
         if file == nil { memory.reserveCapacity(min(expectedLength, 1 << 20)) }
     }
 
-    public var isInFile: Bool { file != nil }
-
     /// A place for a message of `length` bytes coming in: a partial file from `store` (made off
     /// the shared thread pool), or memory when it gives none.
     public static func make(length: UInt64, in store: (any PartialPayloadStore)?) async throws(PayloadReadError) -> IncomingPayload {
