@@ -90,9 +90,11 @@ let package = Package(
             dependencies: ["CDBus", "Reactor", "SystemCalls", systemPackage, logging]
         ),
         // Typed org.bluez client: adapters, devices, remote and local GATT, advertising.
+        // README.md says what the library product offers; Sources/bluez-scan is its example.
         .target(
             name: "BlueZ",
-            dependencies: ["BluetoothModel", "DBus", "CBlueZ", "Reactor", "SystemCalls", systemPackage, logging]
+            dependencies: ["BluetoothModel", "DBus", "CBlueZ", "Reactor", "SystemCalls", systemPackage, logging],
+            exclude: ["README.md"]
         ),
         // Pure Swift, no I/O: UUIDs, wire formats, chunking, reassembly, state machine.
         .target(
@@ -173,6 +175,12 @@ let package = Package(
                 "Transfer", "Trust", "Roles", "Machines", "Storage", "DBus", "Daemon",
                 crypto, argumentParser, systemPackage,
             ]
+        ),
+
+        // The BlueZ library's runnable example, on its public API only: adapters, then discovery.
+        .executableTarget(
+            name: "bluez-scan",
+            dependencies: ["BlueZ"]
         ),
 
         // What several test targets share: a private dbus-daemon, BlueZoo on it, the
