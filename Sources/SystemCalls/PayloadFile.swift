@@ -6,10 +6,10 @@ import Musl
 
 /// Why a payload's file could not be read (or written, while a message comes in): the call,
 /// the file and the error, in one line.
-public struct PayloadReadError: Error, Sendable, Hashable, CustomStringConvertible {
-    public var description: String
+package struct PayloadReadError: Error, Sendable, Hashable, CustomStringConvertible {
+    package var description: String
 
-    public init(_ description: String) { self.description = description }
+    package init(_ description: String) { self.description = description }
 
     package static func failed(_ call: String, _ path: String, errno code: Int32) -> PayloadReadError {
         // strerror's words, lower-cased as a clause after the colon: "permission denied".
@@ -25,14 +25,14 @@ public struct PayloadReadError: Error, Sendable, Hashable, CustomStringConvertib
 ///
 /// Sendable: every stored property is an immutable value; `pread`/`pwrite` take their offset
 /// and share no file position, so the descriptor is safe to use from any thread.
-public final class PayloadFile: Sendable, Hashable, CustomStringConvertible {
-    public let descriptor: Int32
+package final class PayloadFile: Sendable, Hashable, CustomStringConvertible {
+    package let descriptor: Int32
     /// The path the file was opened at (for messages and, for a partial file, for linking it).
-    public let path: String
-    public let removesPathWhenReleased: Bool
+    package let path: String
+    package let removesPathWhenReleased: Bool
 
     /// Takes ownership of `descriptor`.
-    public init(descriptor: Int32, path: String, removesPathWhenReleased: Bool = false) {
+    package init(descriptor: Int32, path: String, removesPathWhenReleased: Bool = false) {
         self.descriptor = descriptor
         self.path = path
         self.removesPathWhenReleased = removesPathWhenReleased
@@ -45,7 +45,7 @@ public final class PayloadFile: Sendable, Hashable, CustomStringConvertible {
 
     /// Opens `path` to be read, refusing what is not a regular file (a FIFO cannot be read
     /// twice, and a message's digest needs a first pass). Returns the file and its length.
-    public static func openForReading(_ path: String) throws(PayloadReadError) -> (PayloadFile, stat) {
+    package static func openForReading(_ path: String) throws(PayloadReadError) -> (PayloadFile, stat) {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
         guard descriptor >= 0 else { throw .failed("cannot open", path, errno: errno) }
         var status = stat()
@@ -63,7 +63,7 @@ public final class PayloadFile: Sendable, Hashable, CustomStringConvertible {
 
     /// `count` bytes at `offset`; fewer on disk (the file shrank since it was measured) is an
     /// error, since the message's length and digest were announced.
-    public func read(at offset: Int, count: Int) throws(PayloadReadError) -> [UInt8] {
+    package func read(at offset: Int, count: Int) throws(PayloadReadError) -> [UInt8] {
         var bytes = [UInt8](repeating: 0, count: count)
         var done = 0
         while done < count {
@@ -83,7 +83,7 @@ public final class PayloadFile: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// Writes `bytes` at `offset` (a message coming in).
-    public func write(_ bytes: some Collection<UInt8>, at offset: Int) throws(PayloadReadError) {
+    package func write(_ bytes: some Collection<UInt8>, at offset: Int) throws(PayloadReadError) {
         let contiguous = Array(bytes)
         var done = 0
         while done < contiguous.count {
@@ -98,7 +98,7 @@ public final class PayloadFile: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    public static func == (lhs: PayloadFile, rhs: PayloadFile) -> Bool { lhs === rhs }
-    public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
-    public var description: String { path }
+    package static func == (lhs: PayloadFile, rhs: PayloadFile) -> Bool { lhs === rhs }
+    package func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
+    package var description: String { path }
 }

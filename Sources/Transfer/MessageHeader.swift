@@ -1,12 +1,12 @@
 /// A HEADER record: which message, how long, its SHA-256, and with `meta` the file's name and
 /// modification time.
-public struct MessageHeader: Sendable, Hashable {
-    public var message: UInt32
-    public var payloadLength: UInt64
-    public var digest: [UInt8]
-    public var metadata: FileMetadata?
+package struct MessageHeader: Sendable, Hashable {
+    package var message: UInt32
+    package var payloadLength: UInt64
+    package var digest: [UInt8]
+    package var metadata: FileMetadata?
 
-    public init(message: UInt32, payloadLength: UInt64, digest: [UInt8], metadata: FileMetadata? = nil) {
+    package init(message: UInt32, payloadLength: UInt64, digest: [UInt8], metadata: FileMetadata? = nil) {
         self.message = message
         self.payloadLength = payloadLength
         self.digest = digest
@@ -18,14 +18,14 @@ public struct MessageHeader: Sendable, Hashable {
 /// UTF-8 name · seconds since 1970 (8, signed) · nanoseconds (4). The name is one path
 /// component, or for a file of a tree a relative path: components joined by `/`, none of them
 /// empty, `.` or `..` (the receiver still makes each one safe; this only keeps the wire clean).
-public struct FileMetadata: Sendable, Hashable {
-    public var name: String
-    public var modificationSeconds: Int64
-    public var modificationNanoseconds: UInt32
+package struct FileMetadata: Sendable, Hashable {
+    package var name: String
+    package var modificationSeconds: Int64
+    package var modificationNanoseconds: UInt32
 
     /// Nil for a name that is not a clean relative path: empty, over 255 UTF-8 bytes, with
     /// NUL, starting or ending with `/`, or with an empty, `.` or `..` component.
-    public init?(name: String, modificationSeconds: Int64, modificationNanoseconds: UInt32) {
+    package init?(name: String, modificationSeconds: Int64, modificationNanoseconds: UInt32) {
         guard Self.isSafeName(Array(name.utf8)), modificationNanoseconds < 1_000_000_000 else { return nil }
         self.name = name
         self.modificationSeconds = modificationSeconds

@@ -9,66 +9,66 @@ import SystemCalls
 /// piece under way is held. Nothing in Transfer, Trust or Machines reads or writes the file:
 /// they say which bytes they need or hand out (DaemonSupport's `PayloadReading`, the roles'
 /// shells).
-public struct MessagePayload: Sendable, Hashable {
-    public enum Storage: Sendable, Hashable {
+package struct MessagePayload: Sendable, Hashable {
+    package enum Storage: Sendable, Hashable {
         case memory([UInt8])
         /// The first `count` bytes of this file.
         case file(PayloadFile)
     }
 
-    public let storage: Storage
+    package let storage: Storage
     /// The payload's length in bytes.
-    public let count: Int
+    package let count: Int
 
-    public init(_ bytes: [UInt8]) {
+    package init(_ bytes: [UInt8]) {
         storage = .memory(bytes)
         count = bytes.count
     }
 
     /// The first `count` bytes of `file`.
-    public init(file: PayloadFile, count: Int) {
+    package init(file: PayloadFile, count: Int) {
         storage = .file(file)
         self.count = max(0, count)
     }
 
-    public var isEmpty: Bool { count == 0 }
+    package var isEmpty: Bool { count == 0 }
 
     /// The open file the payload is read from; nil when it is in memory.
-    public var file: PayloadFile? {
+    package var file: PayloadFile? {
         if case .file(let file) = storage { file } else { nil }
     }
 
     /// The bytes, when the payload is held in memory.
-    public var inMemory: [UInt8]? {
+    package var inMemory: [UInt8]? {
         if case .memory(let bytes) = storage { bytes } else { nil }
     }
 }
 
 /// The bytes of a payload's file a sender holds: one window at a time, read by the caller
 /// (a payload in memory is sliced directly).
-public struct PayloadWindow: Sendable {
+package struct PayloadWindow: Sendable {
     /// How much the caller reads at once: one read per window, not one per value.
-    public static let length = 64 * 1024
+    package static let length = 64 * 1024
 
     private var start = 0
     private var bytes: [UInt8] = []
 
-    public init() {}
+    package init() {}
 
     /// Bytes `range` of `payload`, or nil while they must be read first.
-    public func bytes(_ range: Range<Int>, of payload: MessagePayload) -> [UInt8]? {
+    package func bytes(_ range: Range<Int>, of payload: MessagePayload) -> [UInt8]? {
         if let memory = payload.inMemory { return Array(memory[range]) }
         guard range.lowerBound >= start, range.upperBound <= start + bytes.count else { return nil }
         return Array(bytes[(range.lowerBound - start)..<(range.upperBound - start)])
     }
 
     /// What to read for `range` of `payload` (a window from its start), or nil when held.
-    public func wanted(_ range: Range<Int>, in payload: MessagePayload) -> Range<Int>? {
+    package func wanted(_ range: Range<Int>, in payload: MessagePayload) -> Range<Int>? {
         guard bytes(range, of: payload) == nil else { return nil }
         return range.lowerBound..<min(payload.count, range.lowerBound + max(Self.length, range.count))
     }
 
-    public mutating func keep(_ read: [UInt8], at offset: Int) {
+    package mutating func keep(_ read: [UInt8], at offset: Int) {
         start = offset
         bytes = read
     }
@@ -78,17 +78,17 @@ public struct PayloadWindow: Sendable {
 /// as its bytes pass. `@unchecked Sendable`: `SHA256` has value semantics (its BoringSSL context
 /// is copied on write, guarded by `isKnownUniquelyReferenced`), so a copy in another task shares
 /// no mutable state with the original; Crypto only does not declare the conformance.
-public struct RunningDigest: @unchecked Sendable, Equatable {
+package struct RunningDigest: @unchecked Sendable, Equatable {
     private var state = SHA256()
 
-    public init() {}
+    package init() {}
 
-    public mutating func update(_ bytes: some Collection<UInt8>) {
+    package mutating func update(_ bytes: some Collection<UInt8>) {
         state.update(data: Array(bytes))
     }
 
     /// SHA-256 of everything given so far.
-    public var digest: [UInt8] { Array(state.finalize()) }
+    package var digest: [UInt8] { Array(state.finalize()) }
 
-    public static func == (lhs: RunningDigest, rhs: RunningDigest) -> Bool { lhs.digest == rhs.digest }
+    package static func == (lhs: RunningDigest, rhs: RunningDigest) -> Bool { lhs.digest == rhs.digest }
 }

@@ -4,30 +4,30 @@
 ///
 /// **Memory** is bounded by ``TransferLimits/maximumMessageSize``, never by what the peer
 /// sends: a stream is refused as soon as it would pass the limit.
-public struct MessageReceiver: Sendable {
-    public enum Event: Sendable, Equatable {
+package struct MessageReceiver: Sendable {
+    package enum Event: Sendable, Equatable {
         /// After each value that did not end the message.
         case progress(TransferProgress)
         /// `EOM` arrived: the message is complete.
         case complete(ReceivedMessage)
     }
 
-    public let limits: TransferLimits
+    package let limits: TransferLimits
     private var payload: [UInt8] = []
     private var failure: ReceiveError?
     /// Values received so far, `EOM` included.
-    public private(set) var valuesReceived = 0
-    public private(set) var isComplete = false
+    package private(set) var valuesReceived = 0
+    package private(set) var isComplete = false
 
-    public init(limits: TransferLimits = .default) {
+    package init(limits: TransferLimits = .default) {
         self.limits = limits
     }
 
     /// Payload bytes assembled so far.
-    public var progress: TransferProgress { TransferProgress(bytesSoFar: payload.count, totalBytes: nil) }
+    package var progress: TransferProgress { TransferProgress(bytesSoFar: payload.count, totalBytes: nil) }
 
     /// Takes the next notification value.
-    public mutating func receive(_ value: [UInt8]) throws(ReceiveError) -> Event {
+    package mutating func receive(_ value: [UInt8]) throws(ReceiveError) -> Event {
         valuesReceived += 1
         if let failure { throw failure }
         guard !isComplete else { throw fail(.valueAfterEndOfMessage) }
@@ -48,7 +48,7 @@ public struct MessageReceiver: Sendable {
 
     /// Why the message is not complete when the sender unsubscribed, disconnected or went quiet
     /// (nil: it was); afterwards the receiver refuses further values.
-    public mutating func finishWithoutEOM() -> ReceiveError? {
+    package mutating func finishWithoutEOM() -> ReceiveError? {
         if isComplete { return nil }
         if let failure { return failure }
         return fail(.missingEndOfMessage(received: payload.count))

@@ -7,30 +7,30 @@
 /// chunks. A payload in a file is not read here: `nextValue` returns nil while `payloadWanted`
 /// names the bytes it needs, which the caller reads and hands over (`providePayload`). A new
 /// subscription starts the message again from byte 0 with a new sender.
-public struct MessageSender: Sendable {
+package struct MessageSender: Sendable {
     /// The longest value this sender produces (ATT MTU − 3, within 20...512).
-    public let maximumValueLength: Int
+    package let maximumValueLength: Int
     /// Number of values, `EOM` included, this sender produces in all (for a payload in a file,
     /// at most this: whether its last 3 bytes form `EOM` is known once they are read).
-    public let valueCount: Int
+    package let valueCount: Int
 
     private let payload: MessagePayload
     private var window = PayloadWindow()
     /// The payload's file could not be read: the values stopped before `EOM` (the receiver
     /// keeps nothing of a message without its end), and this says why.
-    public private(set) var readFailure: String?
-    public private(set) var bytesSent = 0
-    public private(set) var valuesSent = 0
-    public private(set) var isFinished = false
+    package private(set) var readFailure: String?
+    package private(set) var bytesSent = 0
+    package private(set) var valuesSent = 0
+    package private(set) var isFinished = false
 
     /// - Parameter maximumValueLength: ATT MTU − 3 for the subscriber (see
     ///   ``WireFormat/valueLength(forATTMTU:)``); values outside 20...512 are brought within it,
     ///   since every ATT bearer carries 20 and no attribute value exceeds 512.
-    public init(message: OutgoingMessage, maximumValueLength: Int) {
+    package init(message: OutgoingMessage, maximumValueLength: Int) {
         self.init(payload: message.body, maximumValueLength: maximumValueLength)
     }
 
-    public init(payload: [UInt8], maximumValueLength: Int) {
+    package init(payload: [UInt8], maximumValueLength: Int) {
         self.init(payload: MessagePayload(payload), maximumValueLength: maximumValueLength)
     }
 
@@ -46,31 +46,31 @@ public struct MessageSender: Sendable {
         valueCount = dataValues + (tailMayBeEndOfMessage ? 1 : 0) + 1
     }
 
-    public var progress: TransferProgress {
+    package var progress: TransferProgress {
         TransferProgress(bytesSoFar: bytesSent, totalBytes: payload.count)
     }
 
     /// The bytes of the payload's file the next value needs, to be read and handed over with
     /// `providePayload`; nil when none is wanted.
-    public var payloadWanted: Range<Int>? {
+    package var payloadWanted: Range<Int>? {
         guard !isFinished, readFailure == nil, bytesSent < payload.count else { return nil }
         return window.wanted(bytesSent..<min(payload.count, bytesSent + maximumValueLength), in: payload)
     }
 
     /// Bytes of the payload's file read at `offset`, as `payloadWanted` asked.
-    public mutating func providePayload(_ bytes: [UInt8], at offset: Int) {
+    package mutating func providePayload(_ bytes: [UInt8], at offset: Int) {
         window.keep(bytes, at: offset)
     }
 
     /// The payload's file could not be read: no value more, no `EOM`.
-    public mutating func payloadUnreadable(_ reason: String) {
+    package mutating func payloadUnreadable(_ reason: String) {
         readFailure = reason
     }
 
     /// The next value to notify, `EOM` last, then nil (also while the payload's bytes are
     /// wanted). Keep a value until it was written (on back-pressure, retry the same value):
     /// calling again moves on.
-    public mutating func nextValue() -> [UInt8]? {
+    package mutating func nextValue() -> [UInt8]? {
         if isFinished || readFailure != nil { return nil }
         let remaining = payload.count - bytesSent
         if remaining == 0 {

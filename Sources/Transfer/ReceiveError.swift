@@ -1,7 +1,7 @@
 /// What a broken or hostile sender can do to a message in Apple's flow, each with a one-line
 /// description a user can act on. Once a ``MessageReceiver`` threw one, it throws the same error
 /// for every further value: nothing partial is ever presented as complete.
-public enum ReceiveError: Error, Sendable, Hashable, CustomStringConvertible {
+package enum ReceiveError: Error, Sendable, Hashable, CustomStringConvertible {
     /// A secure session's HEADER announced a payload longer than the limit.
     case announcedLengthExceedsLimit(announced: UInt64, limit: Int)
     /// The sender unsubscribed or disconnected before `EOM` (see ``MessageReceiver/finishWithoutEOM()``).
@@ -14,7 +14,7 @@ public enum ReceiveError: Error, Sendable, Hashable, CustomStringConvertible {
     /// sender sends: the secure stream's first value never did.
     case missingStartOfMessage(valuesReceived: Int)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .announcedLengthExceedsLimit(let announced, let limit):
             "sender announced a message of \(announced) bytes, over the limit of \(limit) bytes"

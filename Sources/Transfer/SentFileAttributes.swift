@@ -5,14 +5,14 @@
 ///
 /// The name is the sender's word and may be hostile: a receiver stores the file under a
 /// sanitized name (``OutputDirectory``) and shows the name only through `SafeText`.
-public struct SentFileAttributes: Sendable, Hashable {
-    public var name: String
+package struct SentFileAttributes: Sendable, Hashable {
+    package var name: String
     /// Seconds since 1970-01-01 UTC (negative before).
-    public var modificationSeconds: Int64
+    package var modificationSeconds: Int64
     /// 0 ... 999 999 999.
-    public var modificationNanoseconds: UInt32
+    package var modificationNanoseconds: UInt32
 
-    public init(name: String, modificationSeconds: Int64, modificationNanoseconds: UInt32) {
+    package init(name: String, modificationSeconds: Int64, modificationNanoseconds: UInt32) {
         self.name = name
         self.modificationSeconds = modificationSeconds
         self.modificationNanoseconds = min(modificationNanoseconds, 999_999_999)

@@ -1,5 +1,5 @@
 /// The two wire formats (docs/wire-formats.md): Apple's flow and bletransfer's own.
-public enum TransferFormat: String, Sendable, Equatable, Codable {
+package enum TransferFormat: String, Sendable, Equatable, Codable {
     /// Apple's sample: the payload in values of at most MTU−3 bytes, then a value equal to
     /// `EOM`; what any third-party peer speaks.
     case compat
@@ -9,18 +9,18 @@ public enum TransferFormat: String, Sendable, Equatable, Codable {
 }
 
 /// Constants of the values both formats travel in.
-public enum WireFormat {
+package enum WireFormat {
     /// The value that ends every message (and every secure stream).
-    public static let endOfMessage: [UInt8] = [0x45, 0x4F, 0x4D]  // "EOM"
+    package static let endOfMessage: [UInt8] = [0x45, 0x4F, 0x4D]  // "EOM"
 
     /// The value length every ATT bearer allows (ATT_MTU 23 − 3).
-    public static let minimumValueLength = 20
+    package static let minimumValueLength = 20
     /// The longest attribute value the Core Specification allows (Vol 3, Part F, 3.2.9).
-    public static let maximumValueLength = 512
+    package static let maximumValueLength = 512
 
     /// The longest notification value for an ATT MTU: MTU − 3, kept within
     /// `minimumValueLength...maximumValueLength` whatever the link reports.
-    public static func valueLength(forATTMTU mtu: Int) -> Int {
+    package static func valueLength(forATTMTU mtu: Int) -> Int {
         clampValueLength(max(mtu, minimumValueLength + 3) - 3)
     }
 

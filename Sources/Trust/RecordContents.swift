@@ -3,7 +3,7 @@ import Transfer
 #endif
 /// What a version-2 record says, decoded from its kind and content (docs/wire-v2.md, "Record
 /// kinds"). The layouts are the same in sealed and plain records; integers are big-endian.
-public enum RecordMessage: Sendable, Equatable {
+package enum RecordMessage: Sendable, Equatable {
     /// P → C: a message begins.
     case header(MessageHeader)
     /// P → C: `bytes` of message `message` from `offset` on.
@@ -20,9 +20,9 @@ public enum RecordMessage: Sendable, Equatable {
     case progress(message: UInt32, held: UInt64)
 
     /// The most payload bytes the sender puts in one DATA record.
-    public static let dataBytesPerRecord = 4096
+    package static let dataBytesPerRecord = 4096
 
-    public var record: Record {
+    package var record: Record {
         switch self {
         case .header(let header):
             return Record(kind: .header, content: header.encoded)
@@ -41,7 +41,7 @@ public enum RecordMessage: Sendable, Equatable {
         }
     }
 
-    public init(parsing record: Record) throws(RecordContentError) {
+    package init(parsing record: Record) throws(RecordContentError) {
         var reader = ContentReader(record.content, kind: record.kind)
         switch record.kind {
         case .header:
@@ -119,19 +119,19 @@ extension FileMetadata {
 
 /// The receiver's ACK record: it names the full SHA-256 and travels sealed under the central →
 /// peripheral key, so only the authenticated receiver can make one.
-public struct SecureAck: Sendable, Equatable {
-    public enum Outcome: UInt8, Sendable {
+package struct SecureAck: Sendable, Equatable {
+    package enum Outcome: UInt8, Sendable {
         case stored = 0x00
         case alreadyStored = 0x01
         case refusedOverLimit = 0x02
         case refusedDigestMismatch = 0x03
     }
 
-    public var message: UInt32
-    public var digest: [UInt8]
-    public var outcome: Outcome
+    package var message: UInt32
+    package var digest: [UInt8]
+    package var outcome: Outcome
 
-    public init(message: UInt32, digest: [UInt8], outcome: Outcome) {
+    package init(message: UInt32, digest: [UInt8], outcome: Outcome) {
         self.message = message
         self.digest = digest
         self.outcome = outcome
@@ -149,17 +149,17 @@ public struct SecureAck: Sendable, Equatable {
 
     /// True when this ACK lets the sender release the message `header` announced: same
     /// message number, the full digest, and the receiver holds it.
-    public func releases(_ header: MessageHeader) -> Bool {
+    package func releases(_ header: MessageHeader) -> Bool {
         message == header.message && digest == header.digest && (outcome == .stored || outcome == .alreadyStored)
     }
 }
 
-public enum RecordContentError: Error, Sendable, Equatable, CustomStringConvertible {
+package enum RecordContentError: Error, Sendable, Equatable, CustomStringConvertible {
     case truncated(kind: RecordKind)
     case trailingBytes(kind: RecordKind, count: Int)
     case malformed(kind: RecordKind, reason: String)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .truncated(let kind): return "\(kind) record cut short"
         case .trailingBytes(let kind, let count): return "\(kind) record with \(count) bytes too many"

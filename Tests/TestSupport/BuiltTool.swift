@@ -6,26 +6,26 @@ import Foundation
 /// another test spawns at the same moment (a private bus's dbus-daemon), so reading a pipe to its
 /// end of file would wait for that process too, and a blocking wait on the test runner's small
 /// cooperative pool can stall every test.
-public enum BuiltTool {
-    public struct Result: Sendable {
-        public var status: Int32
-        public var out: String
-        public var err: String
+package enum BuiltTool {
+    package struct Result: Sendable {
+        package var status: Int32
+        package var out: String
+        package var err: String
     }
 
-    public static var executable: URL {
+    package static var executable: URL {
         get throws { try executable(named: "bletransfer") }
     }
 
     /// Another executable of the package, built beside the test bundle too.
-    public static func executable(named name: String) throws -> URL {
+    package static func executable(named name: String) throws -> URL {
         let test = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
         return URL(fileURLWithPath: test).deletingLastPathComponent().appendingPathComponent(name)
     }
 
     /// Runs the tool (or the executable `named`) with `arguments`, `input` on its standard
     /// input, and `environment` (this process's when nil, with `extraEnvironment` merged over it).
-    public static func run(_ arguments: [String], named name: String = "bletransfer", input: String = "",
+    package static func run(_ arguments: [String], named name: String = "bletransfer", input: String = "",
                            environment: [String: String]? = nil, extraEnvironment: [String: String] = [:]) throws -> Result {
         let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("bletransfer-tool-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)

@@ -12,15 +12,15 @@ import Trust
 /// unsubscribes, disconnects — CoreBluetooth sample's `cleanup()` order — and scans again for
 /// the next message. Leaving `poweredOn` abandons the current transfer (nothing of it is kept)
 /// and work resumes when the state comes back.
-public final class Central: Sendable {
-    public let configuration: CentralConfiguration
-    public let session: BluetoothSession
+package final class Central: Sendable {
+    package let configuration: CentralConfiguration
+    package let session: BluetoothSession
     /// Everything the run does, in order. Finishes when `run` returns.
-    public let events: AsyncStream<RoleEvent>
+    package let events: AsyncStream<RoleEvent>
     let continuation: AsyncStream<RoleEvent>.Continuation
     let progressState: RunState
 
-    public init(configuration: CentralConfiguration, session: BluetoothSession) {
+    package init(configuration: CentralConfiguration, session: BluetoothSession) {
         self.configuration = configuration
         self.session = session
         (events, continuation) = AsyncStream<RoleEvent>.makeStream(bufferingPolicy: .unbounded)
@@ -36,7 +36,7 @@ public final class Central: Sendable {
     ///
     /// - Parameter timeout: overall deadline; passing it ends the run with `.timedOut`.
     @discardableResult
-    public func run(sink: any MessageSink, timeout: Duration? = nil) async throws -> Int {
+    package func run(sink: any MessageSink, timeout: Duration? = nil) async throws -> Int {
         defer { continuation.finish() }
         guard let timeout else { return try await runUntilDone(sink: sink) }
         let state = progressState

@@ -21,15 +21,15 @@ import Trust
 /// (``GracefulStop``: the graceful shutdown of the service group it runs in, on SIGINT, SIGTERM or
 /// a deadline) and everything is unregistered. Cancelling `run` also unregisters everything
 /// before `run` throws `CancellationError`.
-public final class Peripheral: Sendable {
-    public let configuration: PeripheralConfiguration
-    public let session: BluetoothSession
+package final class Peripheral: Sendable {
+    package let configuration: PeripheralConfiguration
+    package let session: BluetoothSession
     /// Everything the run does, in order. Finishes when `run` returns.
-    public let events: AsyncStream<RoleEvent>
+    package let events: AsyncStream<RoleEvent>
     private let continuation: AsyncStream<RoleEvent>.Continuation
     private let logger: Logger
 
-    public init(configuration: PeripheralConfiguration, session: BluetoothSession,
+    package init(configuration: PeripheralConfiguration, session: BluetoothSession,
                 logger: Logger = Logger(label: "bletransfer.peripheral")) {
         self.configuration = configuration
         self.session = session
@@ -42,7 +42,7 @@ public final class Peripheral: Sendable {
     /// advertising, bluetoothd absent at start, access denied, registration refused),
     /// `CancellationError` when cancelled — after unregistering everything.
     @discardableResult
-    public func run(source: some MessageSource) async throws -> Int {
+    package func run(source: some MessageSource) async throws -> Int {
         defer { continuation.finish() }
         let continuation = self.continuation
         return try await run(source: source) { continuation.yield($0) }

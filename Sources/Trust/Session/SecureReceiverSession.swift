@@ -36,8 +36,8 @@ import Crypto
 /// A prefix without `secure` is refused (`.notSecure`): every framed session is encrypted. A
 /// central without an identity of its own runs with a key made for the run, and
 /// `AuthorizedPeers.anyKey` accepts any sender's key (encrypted, not authenticated).
-public struct SecureReceiverSession: Sendable {
-    public enum Event: Sendable, Equatable {
+package struct SecureReceiverSession: Sendable {
+    package enum Event: Sendable, Equatable {
         /// A value to write to the characteristic, in order.
         case write([UInt8])
         /// A value of a PROGRESS record, in order with the `.write` values: nothing waits for
@@ -70,7 +70,7 @@ public struct SecureReceiverSession: Sendable {
         case awaitingPrefix, awaitingMessage1, awaitingMessage3, awaitingHeader, receivingData, awaitingClose, closed
     }
 
-    public private(set) var remotePeer: AuthorizedPeers.Peer?
+    package private(set) var remotePeer: AuthorizedPeers.Peer?
 
     private let trust: (identity: HostIdentity, authorizedPeers: AuthorizedPeers)
     private let hello: HelloV2
@@ -111,7 +111,7 @@ public struct SecureReceiverSession: Sendable {
     ///   - hello: the HELLO v2 this central wrote (it offers `secure`).
     ///   - maximumPayloadLength: a HEADER announcing more is refused (`.tooLarge`) before DATA.
     ///   - maximumWriteLength: ATT MTU − 3 for our writes (brought within 20...512).
-    public init(
+    package init(
         identity: HostIdentity, authorizedPeers: AuthorizedPeers, hello: HelloV2,
         maximumPayloadLength: Int, maximumWriteLength: Int
     ) {
@@ -126,27 +126,27 @@ public struct SecureReceiverSession: Sendable {
     }
 
     /// This session runs over an L2CAP channel (its HELLO offered `channel`).
-    public var overChannel: Bool { hello.offered.contains(.channel) }
+    package var overChannel: Bool { hello.offered.contains(.channel) }
 
     /// Whether a first notification value starts a version-2 stream: sequence number 0, the
     /// prefix magic and version 2.
     /// The sender chose `multi`: several messages may follow in this session.
-    public var carriesSeveralMessages: Bool { chosen.contains(.multi) }
+    package var carriesSeveralMessages: Bool { chosen.contains(.multi) }
     /// The sender chose `pipeline` (with `multi`): its next HEADER may come before our last ACK.
-    public var pipelines: Bool { chosen.contains(.pipeline) && carriesSeveralMessages }
+    package var pipelines: Bool { chosen.contains(.pipeline) && carriesSeveralMessages }
     /// The sender chose the secure mode (false before the prefix arrived, and in the plain mode).
-    public var isSecure: Bool { chosen.contains(.secure) }
+    package var isSecure: Bool { chosen.contains(.secure) }
     /// The stream's prefix arrived: `isSecure` and `carriesSeveralMessages` are known.
-    public var hasReadPrefix: Bool { phase != .awaitingPrefix }
+    package var hasReadPrefix: Bool { phase != .awaitingPrefix }
     /// This central's HELLO offered the secure mode.
-    public var offersSecure: Bool { hello.offered.contains(.secure) }
+    package var offersSecure: Bool { hello.offered.contains(.secure) }
     /// How many messages completed (verified) in this session.
-    public private(set) var completedCount = 0
+    package private(set) var completedCount = 0
 
     /// How far ahead of the one missing a value of the stream may arrive (reordering bound).
     package static let reorderWindow = SequencedStream.reorderWindow
 
-    public static func startsVersion2Stream(_ value: [UInt8]) -> Bool {
+    package static func startsVersion2Stream(_ value: [UInt8]) -> Bool {
         let magic = StreamPrefix.magic
         let start = SequencedStream.sequenceLength
         return value.count > start + magic.count && value[0] == 0 && value[1] == 0
@@ -155,7 +155,7 @@ public struct SecureReceiverSession: Sendable {
     }
 
     /// One notification value. Any error ends the session; nothing of the message may be kept.
-    public mutating func receiveNotification(_ value: [UInt8]) throws(SecureSessionError) -> [Event] {
+    package mutating func receiveNotification(_ value: [UInt8]) throws(SecureSessionError) -> [Event] {
         if let failure { throw failure }
         // After our CLOSE the rest of the stream is of no interest (the sender stops).
         if closedByUs { return [] }
@@ -184,7 +184,7 @@ public struct SecureReceiverSession: Sendable {
     /// of the sealed ACK. `outcome`: `00` stored, `01` already stored, `02` refused by a limit.
     /// `closingWith` (multi only): a sealed CLOSE with that reason follows the ACK in the same
     /// writes (no round trip more), and nothing is read after it.
-    public mutating func acknowledgement(outcome: UInt8, closingWith closeReason: UInt8? = nil)
+    package mutating func acknowledgement(outcome: UInt8, closingWith closeReason: UInt8? = nil)
         throws(SecureSessionError) -> [[UInt8]] {
         if let failure { throw failure }
         guard !closedByUs else { throw .protocolViolation("acknowledgement after this side's CLOSE") }
@@ -212,7 +212,7 @@ public struct SecureReceiverSession: Sendable {
 
     /// Multi, after acknowledging the last message it takes: the write values of a sealed
     /// CLOSE (`01`: this side takes no more). Nothing is read after it.
-    public mutating func close(reason: UInt8) throws(SecureSessionError) -> [[UInt8]] {
+    package mutating func close(reason: UInt8) throws(SecureSessionError) -> [[UInt8]] {
         if let failure { throw failure }
         guard carriesSeveralMessages, completedCount > 0, pendingAcks.isEmpty, var sealer else {
             throw .protocolViolation("CLOSE only after an acknowledged message of a multi session")
@@ -338,7 +338,7 @@ public struct SecureReceiverSession: Sendable {
     /// checkpoint, already put where the message's bytes go) and `digest`, their SHA-256 state.
     /// A sealed RESUME goes out at once, and DATA below that offset is skipped. Nothing when the
     /// message already got that far, or none is under way.
-    public mutating func resume(heldBytes: Int, digest held: RunningDigest) throws(SecureSessionError) -> [Event] {
+    package mutating func resume(heldBytes: Int, digest held: RunningDigest) throws(SecureSessionError) -> [Event] {
         if let failure { throw failure }
         guard phase == .receivingData, let header, chosen.contains(.resume), resumeOffset == nil,
               heldBytes > received, UInt64(heldBytes) <= header.payloadLength else { return [] }

@@ -2,7 +2,7 @@
 /// each value is `sequence number (2, big-endian, wrapping) | piece` and carries the next bytes
 /// of one byte stream. The notification stream additionally ends with the bare `EOM` value,
 /// which the sessions handle themselves.
-public enum SequencedStream {
+package enum SequencedStream {
     /// The value that ends the notification stream, as in Apple's flow.
     static let endOfMessage: [UInt8] = [0x45, 0x4F, 0x4D]  // "EOM"
     static let sequenceLength = 2
@@ -13,7 +13,7 @@ public enum SequencedStream {
     /// Over an L2CAP channel (`channel`) a value is one SDU: up to 8 KiB, so that a 4 KiB DATA
     /// record and its neighbours travel in one value and the per-value work (a system call on
     /// each side) is paid once per several KiB.
-    public static let channelValueLengths = 20...8192
+    package static let channelValueLengths = 20...8192
 
     static func clampValueLength(_ length: Int) -> Int {
         clampValueLength(length, overChannel: false)
