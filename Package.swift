@@ -90,14 +90,16 @@ let package = Package(
             dependencies: ["CDBus", "Reactor", "SystemCalls", systemPackage, logging]
         ),
         // Typed org.bluez client: adapters, devices, remote and local GATT, advertising.
+        // README.md says what the library product offers; Sources/bluez-scan is its example.
         .target(
             name: "BlueZ",
-            dependencies: ["BluetoothModel", "DBus", "CBlueZ", "Reactor", "SystemCalls", systemPackage, logging]
+            dependencies: ["BluetoothModel", "DBus", "CBlueZ", "Reactor", "SystemCalls", systemPackage, logging],
+            exclude: ["README.md"]
         ),
         // Pure Swift, no I/O: UUIDs, wire formats, chunking, reassembly, state machine.
         .target(
             name: "Transfer",
-            dependencies: ["BluetoothModel", crypto]
+            dependencies: ["BluetoothModel", "SystemCalls", crypto]
         ),
         // Pure Swift, no I/O but key files: host identities, authorized peers, the Noise XX
         // handshake and the record cipher of framed version 2 (docs/wire-v2.md).
@@ -112,7 +114,7 @@ let package = Package(
             dependencies: ["Transfer", "Reactor", "SystemCalls", serviceLifecycle, systemPackage, logging]
         ),
         // The roles' pure decisions, no I/O and no clock: one machine per side (the sender's
-        // `SubscriptionDelivery`, the receiver's `MessageAssembly`), what each side keeps
+        // `SenderConnection`, the receiver's `ReceiverVisit`), what each side keeps
         // between connections (HELLOs, the peer book, ACK bookkeeping), the addressing rule, and
         // the vocabulary both roles report in (events, failures).
         .target(
@@ -173,6 +175,12 @@ let package = Package(
                 "Transfer", "Trust", "Roles", "Machines", "Storage", "DBus", "Daemon",
                 crypto, argumentParser, systemPackage,
             ]
+        ),
+
+        // The BlueZ library's runnable example, on its public API only: adapters, then discovery.
+        .executableTarget(
+            name: "bluez-scan",
+            dependencies: ["BlueZ"]
         ),
 
         // What several test targets share: a private dbus-daemon, BlueZoo on it, the

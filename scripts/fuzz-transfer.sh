@@ -19,7 +19,7 @@ out=${FUZZ_OUT:-$scratch/fuzz-out}
 . "$root/scripts/fuzz/lib.sh"
 harness="$out/transfer-fuzz"
 fuzz_build "$harness" TransferFuzz \
-    "$root"/Sources/Transfer/*.swift "$root"/Sources/BluetoothModel/*.swift \
+    "$root"/Sources/Transfer/*.swift "$root"/Sources/BluetoothModel/*.swift "$root"/Sources/SystemCalls/PayloadFile.swift \
     "$root/scripts/fuzz/TransferFuzz.swift" -D TRANSFER_SINGLE_MODULE
 
 python3 "$root/scripts/fuzz/make-seeds.py" "$out/corpus"

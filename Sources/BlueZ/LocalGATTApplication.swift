@@ -320,17 +320,22 @@ public final class LocalGATTApplication: Sendable, CustomStringConvertible {
     /// loop, in arrival order): each turns its call into an event right away and answers at
     /// once, or leaves the answer to the event's consumer (reads by request, writes).
     private func characteristicInterface(_ index: Int) -> DBusInterface {
-        let definition = service.characteristics[index]
-        let uuid = BluetoothUUID.canonicalOrLowercased(definition.uuid)
-        let path = characteristicPaths[index]
-        let servicePath = self.servicePath
-        let flags = definition.flags
-        // The exported methods reach the state through the application, which they keep alive
-        // while exported.
-        let application = self
-        let session = self.session
+        let emit = propertiesChangedEmitter(for: characteristicPaths[index])
+        var methods = valueMethods(index) + notifyMethods(index, emit: emit)
+        var properties = characteristicProperties(index)
+        if service.characteristics[index].offersAcquireNotify {
+            properties.append(DBusProperty(name: "NotifyAcquired", signature: "b", get: { [self] in
+                .boolean(state.withLock { $0.characteristics[index].notifyAcquired })
+            }))
+            methods.append(acquireNotifyMethod(index, emit: emit))
+        }
+        return DBusInterface(name: BlueZInterface.gattCharacteristic, methods: methods, properties: properties)
+    }
 
-        @Sendable func emit(_ changed: [String: DBusValue]) {
+    /// Emits PropertiesChanged on the characteristic at `path` (a failure is only logged).
+    private func propertiesChangedEmitter(for path: ObjectPath) -> @Sendable ([String: DBusValue]) -> Void {
+        let session = self.session
+        return { changed in
             do {
                 try session.connection.emitPropertiesChanged(path: path, interface: BlueZInterface.gattCharacteristic,
                                                              changed: changed)
@@ -338,14 +343,21 @@ public final class LocalGATTApplication: Sendable, CustomStringConvertible {
                 session.logger.debug("PropertiesChanged on \(path) failed: \(error)")
             }
         }
+    }
 
-        @Sendable func notSupported(_ what: String) -> DBusError {
-            DBusError(name: BlueZErrorKind.notSupported.errorName, message: "\(what) not supported")
-        }
+    private static func notSupported(_ what: String) -> DBusError {
+        DBusError(name: BlueZErrorKind.notSupported.errorName, message: "\(what) not supported")
+    }
 
-        var methods: [DBusMethod] = [
+    /// ReadValue and WriteValue. The exported methods reach the state through the application,
+    /// which they keep alive while exported.
+    private func valueMethods(_ index: Int) -> [DBusMethod] {
+        let definition = service.characteristics[index]
+        let flags = definition.flags
+        let application = self
+        return [
             DBusMethod(name: "ReadValue", in: "a{sv}", out: "ay") { call, reply in
-                guard flags.contains(.read) else { return reply.fail(notSupported("read")) }
+                guard flags.contains(.read) else { return reply.fail(Self.notSupported("read")) }
                 let options = GATTRequestOptions(call.arguments.first?.vardict ?? [:])
                 if definition.readsByRequest {
                     return application.deliver(.read(characteristic: index, options: options,
@@ -358,14 +370,22 @@ public final class LocalGATTApplication: Sendable, CustomStringConvertible {
                 reply.succeed([.bytes(Array(value[options.offset...]))])
             },
             DBusMethod(name: "WriteValue", in: "aya{sv}") { call, reply in
-                guard definition.isWritable else { return reply.fail(notSupported("write")) }
+                guard definition.isWritable else { return reply.fail(Self.notSupported("write")) }
                 let value = call.arguments.first?.bytes ?? []
                 let options = GATTRequestOptions(call.arguments.count > 1 ? (call.arguments[1].vardict ?? [:]) : [:])
                 application.deliver(.write(characteristic: index, value: value, options: options,
                                            reply: GATTReply(application.replyDeadlines.track(reply)) { _ in [] }))
             },
+        ]
+    }
+
+    /// StartNotify, StopNotify and Confirm.
+    private func notifyMethods(_ index: Int, emit: @escaping @Sendable ([String: DBusValue]) -> Void) -> [DBusMethod] {
+        let definition = service.characteristics[index]
+        let application = self
+        return [
             DBusMethod(name: "StartNotify") { _, reply in
-                guard definition.notifies else { return reply.fail(notSupported("notify")) }
+                guard definition.notifies else { return reply.fail(Self.notSupported("notify")) }
                 let already = application.state.withLock { state -> Bool in
                     defer { state.characteristics[index].notifying = true }
                     return state.characteristics[index].notifying
@@ -393,8 +413,15 @@ public final class LocalGATTApplication: Sendable, CustomStringConvertible {
                 reply.succeed()
             },
         ]
+    }
 
-        var properties: [DBusProperty] = [
+    private func characteristicProperties(_ index: Int) -> [DBusProperty] {
+        let definition = service.characteristics[index]
+        let uuid = BluetoothUUID.canonicalOrLowercased(definition.uuid)
+        let servicePath = self.servicePath
+        let flags = definition.flags
+        let application = self
+        return [
             DBusProperty(name: "UUID", signature: "s", get: { .string(uuid) }),
             DBusProperty(name: "Service", signature: "o", get: { .objectPath(servicePath) }),
             DBusProperty(name: "Flags", signature: "as", get: { .strings(flags.map(\.bluezName)) }),
@@ -405,39 +432,36 @@ public final class LocalGATTApplication: Sendable, CustomStringConvertible {
                 .boolean(application.state.withLock { $0.characteristics[index].notifying })
             }),
         ]
+    }
 
-        if definition.offersAcquireNotify {
-            properties.append(DBusProperty(name: "NotifyAcquired", signature: "b", get: {
-                .boolean(application.state.withLock { $0.characteristics[index].notifyAcquired })
-            }))
-            methods.append(DBusMethod(name: "AcquireNotify", in: "a{sv}", out: "hq") { call, reply in
-                let options = GATTRequestOptions(call.arguments.first?.vardict ?? [:])
-                // gatt-api.txt: the MTU we return must not exceed the negotiated one; without
-                // one, fall back to the LE minimum.
-                let mtu = max(options.mtu ?? 23, 23)
-                let pair: (local: NotificationSocket, exported: Int32)
-                do {
-                    pair = try NotificationSocket.makeExportPair(mtu: mtu)
-                } catch {
-                    return reply.fail(DBusError(name: BlueZErrorKind.failed.errorName, message: "\(error)"))
-                }
-                application.state.withLock { $0.characteristics[index].notifyAcquired = true }
-                emit(["NotifyAcquired": .boolean(true)])
-                // The answer first: the event's consumer may write to the socket at once.
-                reply.succeed([.unixFD(UnixFileDescriptor(owning: pair.exported)), .uint16(UInt16(clamping: mtu))])
-                application.deliver(.notifyAcquired(characteristic: index,
-                                                    subscription: NotifySubscription(socket: pair.local, options: options)))
-                // Unstructured: one per subscription, for as long as BlueZ holds the socket; it reports the hang-up.
-                Task {
-                    await pair.local.waitForHangUp()
-                    application.state.withLock { $0.characteristics[index].notifyAcquired = false }
-                    emit(["NotifyAcquired": .boolean(false)])
-                    application.deliver(.notifyReleased(characteristic: index))
-                }
-            })
+    /// AcquireNotify: a socket pair, one end to bluetoothd, ours to the event's consumer.
+    private func acquireNotifyMethod(_ index: Int, emit: @escaping @Sendable ([String: DBusValue]) -> Void) -> DBusMethod {
+        let application = self
+        return DBusMethod(name: "AcquireNotify", in: "a{sv}", out: "hq") { call, reply in
+            let options = GATTRequestOptions(call.arguments.first?.vardict ?? [:])
+            // gatt-api.txt: the MTU we return must not exceed the negotiated one; without
+            // one, fall back to the LE minimum.
+            let mtu = max(options.mtu ?? 23, 23)
+            let pair: (local: NotificationSocket, exported: Int32)
+            do {
+                pair = try NotificationSocket.makeExportPair(mtu: mtu)
+            } catch {
+                return reply.fail(DBusError(name: BlueZErrorKind.failed.errorName, message: "\(error)"))
+            }
+            application.state.withLock { $0.characteristics[index].notifyAcquired = true }
+            emit(["NotifyAcquired": .boolean(true)])
+            // The answer first: the event's consumer may write to the socket at once.
+            reply.succeed([.unixFD(UnixFileDescriptor(owning: pair.exported)), .uint16(UInt16(clamping: mtu))])
+            application.deliver(.notifyAcquired(characteristic: index,
+                                                subscription: NotifySubscription(socket: pair.local, options: options)))
+            // Unstructured: one per subscription, for as long as BlueZ holds the socket; it reports the hang-up.
+            Task {
+                await pair.local.waitForHangUp()
+                application.state.withLock { $0.characteristics[index].notifyAcquired = false }
+                emit(["NotifyAcquired": .boolean(false)])
+                application.deliver(.notifyReleased(characteristic: index))
+            }
         }
-
-        return DBusInterface(name: BlueZInterface.gattCharacteristic, methods: methods, properties: properties)
     }
 }
 

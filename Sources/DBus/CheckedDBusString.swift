@@ -1,19 +1,19 @@
 /// What `ObjectPath` and `Signature` share: a string the D-Bus specification constrains,
 /// checked when the value is made (`init?(rawValue:)`) so that everything holding one can rely
 /// on it, and written as a literal where a programmer knows it is valid.
-public protocol CheckedDBusString: RawRepresentable<String>, ExpressibleByStringLiteral, CustomStringConvertible {
+package protocol CheckedDBusString: RawRepresentable<String>, ExpressibleByStringLiteral, CustomStringConvertible {
     /// What a value is, for the message of an invalid literal ("object path").
     static var dbusTypeName: String { get }
 }
 
 extension CheckedDBusString {
     /// Traps on an invalid literal: a literal is written by a programmer, not typed by a user.
-    public init(stringLiteral value: String) {
+    package init(stringLiteral value: String) {
         guard let checked = Self(rawValue: value) else {
             preconditionFailure("invalid D-Bus \(Self.dbusTypeName) literal \"\(value)\"")
         }
         self = checked
     }
 
-    public var description: String { rawValue }
+    package var description: String { rawValue }
 }

@@ -13,8 +13,8 @@ import Musl
 /// their reply (with a timeout, and cancellation), inbound calls to exported objects are
 /// answered by tasks while our own calls are outstanding, and signals arrive as async
 /// sequences. Dropping the last reference closes the connection.
-public final class DBusConnection: Sendable {
-    public enum Bus: Sendable { case system, session }
+package final class DBusConnection: Sendable {
+    package enum Bus: Sendable { case system, session }
 
     let loop: EventLoop
     let router: SignalRouter
@@ -22,7 +22,7 @@ public final class DBusConnection: Sendable {
     private let disconnection: Disconnection
     private let nextSubscriptionID = Atomic<UInt64>(1)
     /// The name the bus gave us (":1.42").
-    public let uniqueName: String
+    package let uniqueName: String
 
     private init(
         loop: EventLoop, router: SignalRouter, registry: ExportRegistry, disconnection: Disconnection,
@@ -40,7 +40,7 @@ public final class DBusConnection: Sendable {
     /// A private connection (never libdbus's shared one), exit-on-disconnect off, registered
     /// with the bus. `.system` honours DBUS_SYSTEM_BUS_ADDRESS, `.session`
     /// DBUS_SESSION_BUS_ADDRESS.
-    public static func connect(_ bus: Bus) async throws -> DBusConnection {
+    package static func connect(_ bus: Bus) async throws -> DBusConnection {
         switch bus {
         case .system:
             let address = environment("DBUS_SYSTEM_BUS_ADDRESS") ?? "unix:path=/var/run/dbus/system_bus_socket"
@@ -55,7 +55,7 @@ public final class DBusConnection: Sendable {
     }
 
     /// A private connection to the bus at `address` ("unix:path=/run/dbus/system_bus_socket").
-    public static func connect(address: String) async throws -> DBusConnection {
+    package static func connect(address: String) async throws -> DBusConnection {
         guard !address.utf8.contains(0), !address.isEmpty else {
             throw DBusError(name: "org.freedesktop.DBus.Error.BadAddress", message: "invalid D-Bus address")
         }
@@ -94,16 +94,16 @@ public final class DBusConnection: Sendable {
 
     /// Idempotent and immediate. Pending calls then fail with DBusError(disconnectedName),
     /// signal streams finish, and the connection leaves the reactor.
-    public func close() {
+    package func close() {
         loop.requestStop()
     }
 
     /// False once the connection was closed or lost.
-    public var isConnected: Bool { !disconnection.isDisconnected }
+    package var isConnected: Bool { !disconnection.isDisconnected }
 
     /// Returns when the connection is lost (the bus went away) or closed, or when the waiting
     /// task is cancelled.
-    public func waitUntilDisconnected() async {
+    package func waitUntilDisconnected() async {
         await disconnection.wait()
     }
 
@@ -114,7 +114,7 @@ public final class DBusConnection: Sendable {
     /// and for arguments that cannot be sent (invalidArgsName); throws CancellationError when
     /// the calling task is cancelled (the pending call is cancelled too; a late reply is dropped).
     @discardableResult
-    public func call(
+    package func call(
         destination: String, path: ObjectPath, interface: String, method: String,
         arguments: [DBusValue] = [], timeout: Duration = .seconds(25)
     ) async throws -> [DBusValue] {
@@ -129,7 +129,7 @@ public final class DBusConnection: Sendable {
     /// on its way out: the caller may close the connection and exit at once after it, and the
     /// call still reaches its destination. Throws only when the call cannot be built or the
     /// connection is gone.
-    public func callWithoutReply(
+    package func callWithoutReply(
         destination: String, path: ObjectPath, interface: String, method: String, arguments: [DBusValue] = []
     ) async throws {
         let message = try Message.methodCall(destination: destination, path: path, interface: interface, method: method)
@@ -181,7 +181,7 @@ public final class DBusConnection: Sendable {
 
     /// Asks the bus for `name` (without queueing). Returns when we are its primary owner;
     /// throws when another connection owns it.
-    public func requestName(_ name: String) async throws {
+    package func requestName(_ name: String) async throws {
         try Names.checkBusName(name)
         let doNotQueue: UInt32 = 4
         let reply = try await callBus("RequestName", [.string(name), .uint32(doNotQueue)])
@@ -194,7 +194,7 @@ public final class DBusConnection: Sendable {
     }
 
     /// Gives up `name`.
-    public func releaseName(_ name: String) async throws {
+    package func releaseName(_ name: String) async throws {
         try Names.checkBusName(name)
         _ = try await callBus("ReleaseName", [.string(name)])
     }
@@ -205,7 +205,7 @@ public final class DBusConnection: Sendable {
     /// signal sent after the return is missed); it is removed when the stream's consumer stops
     /// iterating (iterator released or its task cancelled) or calls `finish()`. The stream
     /// ends when the connection closes. Signals are buffered without bound until consumed.
-    public func signals(matching rule: MatchRule) async throws -> DBusSignalStream {
+    package func signals(matching rule: MatchRule) async throws -> DBusSignalStream {
         let id = nextSubscriptionID.wrappingAdd(1, ordering: .relaxed).oldValue
         let (stream, continuation) = AsyncStream<DBusSignal>.makeStream()
         let subscription = SignalSubscription(id: id, rule: rule, continuation: continuation)
@@ -234,14 +234,14 @@ public final class DBusConnection: Sendable {
         return DBusSignalStream(stream: stream, subscription: subscription)
     }
 
-    public func emitSignal(path: ObjectPath, interface: String, member: String, arguments: [DBusValue]) throws {
+    package func emitSignal(path: ObjectPath, interface: String, member: String, arguments: [DBusValue]) throws {
         let message = try Message.signal(path: path, interface: interface, member: member)
         try message.append(arguments)
         guard loop.send(message) else { throw DBusError.disconnected() }
     }
 
     /// Emits org.freedesktop.DBus.Properties.PropertiesChanged.
-    public func emitPropertiesChanged(
+    package func emitPropertiesChanged(
         path: ObjectPath, interface: String, changed: [String: DBusValue], invalidated: [String] = []
     ) throws {
         try Names.checkInterface(interface)
@@ -255,7 +255,7 @@ public final class DBusConnection: Sendable {
     /// Serves the interfaces at `path` (Properties, Introspectable and Peer are provided
     /// automatically). Replaces what was exported there before. If an ObjectManager is exported
     /// at an ancestor, emits InterfacesAdded (and InterfacesRemoved for interfaces dropped).
-    public func export(_ interfaces: [DBusInterface], at path: ObjectPath) throws {
+    package func export(_ interfaces: [DBusInterface], at path: ObjectPath) throws {
         guard isConnected else { throw DBusError.disconnected() }
         try registry.export(interfaces, at: path)
     }
@@ -266,18 +266,18 @@ public final class DBusConnection: Sendable {
     /// other caller gets org.freedesktop.DBus.Error.AccessDenied, and `onRefusal` is told once
     /// per caller (its unique name and the `interface.member` called). The owner is known
     /// while a signal subscription with `sender: name` is active on this connection.
-    public func restrictMethodCalls(toOwnerOf name: String, onRefusal: @escaping @Sendable (String, String) -> Void) {
+    package func restrictMethodCalls(toOwnerOf name: String, onRefusal: @escaping @Sendable (String, String) -> Void) {
         registry.restrictCalls(toOwnerOf: name, onRefusal: onRefusal)
     }
 
-    public func unexport(_ path: ObjectPath) {
+    package func unexport(_ path: ObjectPath) {
         registry.unexport(path)
     }
 
     /// Serves org.freedesktop.DBus.ObjectManager at `root`: GetManagedObjects returns every
     /// object exported below `root` with its interfaces and their readable properties
     /// (standard interfaces omitted).
-    public func exportObjectManager(at root: ObjectPath) throws {
+    package func exportObjectManager(at root: ObjectPath) throws {
         guard isConnected else { throw DBusError.disconnected() }
         registry.addObjectManager(at: root)
     }

@@ -1,12 +1,12 @@
 /// A signal received from the bus (the connection builds it: its memberwise initialiser is
 /// internal).
-public struct DBusSignal: Sendable {
+package struct DBusSignal: Sendable {
     /// The sender's unique name (":1.42").
-    public var sender: String
-    public var path: ObjectPath
-    public var interface: String
-    public var member: String
-    public var arguments: [DBusValue]
+    package var sender: String
+    package var path: ObjectPath
+    package var interface: String
+    package var member: String
+    package var arguments: [DBusValue]
 }
 
 /// Signals matching one rule, in arrival order.
@@ -15,22 +15,22 @@ public struct DBusSignal: Sendable {
 /// when its iterator is released (a `for await` loop left by `break`, `return` or a thrown
 /// error), when the iterating task is cancelled, or when `finish()` is called. The sequence
 /// ends (returns nil) when the connection closes or is lost.
-public struct DBusSignalStream: AsyncSequence, Sendable {
-    public typealias Element = DBusSignal
-    public typealias Failure = Never
+package struct DBusSignalStream: AsyncSequence, Sendable {
+    package typealias Element = DBusSignal
+    package typealias Failure = Never
 
     let stream: AsyncStream<DBusSignal>
     let subscription: SignalSubscription
 
-    public struct AsyncIterator: AsyncIteratorProtocol {
+    package struct AsyncIterator: AsyncIteratorProtocol {
         var iterator: AsyncStream<DBusSignal>.Iterator
         let consumer: Consumer
 
-        public mutating func next() async -> DBusSignal? {
+        package mutating func next() async -> DBusSignal? {
             await iterator.next()
         }
 
-        public mutating func next(isolation actor: isolated (any Actor)?) async -> DBusSignal? {
+        package mutating func next(isolation actor: isolated (any Actor)?) async -> DBusSignal? {
             await iterator.next(isolation: actor)
         }
     }
@@ -42,12 +42,12 @@ public struct DBusSignalStream: AsyncSequence, Sendable {
         deinit { subscription.finish() }
     }
 
-    public func makeAsyncIterator() -> AsyncIterator {
+    package func makeAsyncIterator() -> AsyncIterator {
         AsyncIterator(iterator: stream.makeAsyncIterator(), consumer: Consumer(subscription: subscription))
     }
 
     /// Ends the sequence and removes the match rule.
-    public func finish() {
+    package func finish() {
         subscription.finish()
     }
 }

@@ -2,7 +2,7 @@
 ///
 /// Containers carry their element types so that empty arrays and dictionaries still have a
 /// signature. Dictionaries keep their entries in order (D-Bus sends them as arrays).
-public indirect enum DBusValue: Sendable, Hashable {
+package indirect enum DBusValue: Sendable, Hashable {
     case byte(UInt8)
     case boolean(Bool)
     case int16(Int16)
@@ -26,7 +26,7 @@ public indirect enum DBusValue: Sendable, Hashable {
 
     /// The value's type signature, computed from the value (a malformed value, e.g. an array
     /// whose elements do not match its element type, is rejected when it is marshalled).
-    public var signature: Signature {
+    package var signature: Signature {
         Signature(unchecked: signatureString)
     }
 
@@ -54,10 +54,10 @@ public indirect enum DBusValue: Sendable, Hashable {
 }
 
 /// One entry of a D-Bus dictionary (`{kv}`).
-public struct DBusDictionaryEntry: Sendable, Hashable {
-    public var key: DBusValue
-    public var value: DBusValue
-    public init(key: DBusValue, value: DBusValue) {
+package struct DBusDictionaryEntry: Sendable, Hashable {
+    package var key: DBusValue
+    package var value: DBusValue
+    package init(key: DBusValue, value: DBusValue) {
         self.key = key
         self.value = value
     }
@@ -65,28 +65,28 @@ public struct DBusDictionaryEntry: Sendable, Hashable {
 
 /// `a{oa{sa{sv}}}` as returned by `GetManagedObjects`, decoded:
 /// object path -> interface name -> property name -> value (variant wrapper removed).
-public typealias ManagedObjects = [ObjectPath: [String: [String: DBusValue]]]
+package typealias ManagedObjects = [ObjectPath: [String: [String: DBusValue]]]
 
 // MARK: - Builders
 
 extension DBusValue {
     /// `ay`
-    public static func bytes(_ bytes: some Sequence<UInt8>) -> DBusValue {
+    package static func bytes(_ bytes: some Sequence<UInt8>) -> DBusValue {
         .array(element: "y", bytes.map { .byte($0) })
     }
 
     /// `as`
-    public static func strings(_ strings: [String]) -> DBusValue {
+    package static func strings(_ strings: [String]) -> DBusValue {
         .array(element: "s", strings.map { .string($0) })
     }
 
     /// `ao`
-    public static func objectPaths(_ paths: [ObjectPath]) -> DBusValue {
+    package static func objectPaths(_ paths: [ObjectPath]) -> DBusValue {
         .array(element: "o", paths.map { .objectPath($0) })
     }
 
     /// `a{sv}`: each value wrapped in a variant, keys sorted so the encoding is deterministic.
-    public static func vardict(_ dict: [String: DBusValue]) -> DBusValue {
+    package static func vardict(_ dict: [String: DBusValue]) -> DBusValue {
         .dictionary(
             key: "s", value: "v",
             dict.sorted { $0.key < $1.key }.map {
@@ -95,7 +95,7 @@ extension DBusValue {
     }
 
     /// `a{sa{sv}}`: interface name -> properties, as in `InterfacesAdded`.
-    public static func interfacesAndProperties(_ interfaces: [String: [String: DBusValue]]) -> DBusValue {
+    package static func interfacesAndProperties(_ interfaces: [String: [String: DBusValue]]) -> DBusValue {
         .dictionary(
             key: "s", value: "a{sv}",
             interfaces.sorted { $0.key < $1.key }.map {
@@ -104,7 +104,7 @@ extension DBusValue {
     }
 
     /// `a{oa{sa{sv}}}`, as returned by `GetManagedObjects`.
-    public static func managedObjects(_ objects: ManagedObjects) -> DBusValue {
+    package static func managedObjects(_ objects: ManagedObjects) -> DBusValue {
         .dictionary(
             key: "o", value: "a{sa{sv}}",
             objects.sorted { $0.key < $1.key }.map {
@@ -123,56 +123,56 @@ extension DBusValue {
     }
 
     /// `self` with all variant layers removed.
-    public var unwrappedVariant: DBusValue {
+    package var unwrappedVariant: DBusValue {
         var value = self
         while case .variant(let inner) = value { value = inner }
         return value
     }
 
-    public var byte: UInt8? { if case .byte(let v) = lookingThroughVariant { v } else { nil } }
-    public var bool: Bool? { if case .boolean(let v) = lookingThroughVariant { v } else { nil } }
-    public var int16: Int16? { if case .int16(let v) = lookingThroughVariant { v } else { nil } }
-    public var uint16: UInt16? { if case .uint16(let v) = lookingThroughVariant { v } else { nil } }
-    public var int32: Int32? { if case .int32(let v) = lookingThroughVariant { v } else { nil } }
-    public var uint32: UInt32? { if case .uint32(let v) = lookingThroughVariant { v } else { nil } }
-    public var int64: Int64? { if case .int64(let v) = lookingThroughVariant { v } else { nil } }
-    public var uint64: UInt64? { if case .uint64(let v) = lookingThroughVariant { v } else { nil } }
-    public var double: Double? { if case .double(let v) = lookingThroughVariant { v } else { nil } }
-    public var string: String? { if case .string(let v) = lookingThroughVariant { v } else { nil } }
-    public var objectPath: ObjectPath? {
+    package var byte: UInt8? { if case .byte(let v) = lookingThroughVariant { v } else { nil } }
+    package var bool: Bool? { if case .boolean(let v) = lookingThroughVariant { v } else { nil } }
+    package var int16: Int16? { if case .int16(let v) = lookingThroughVariant { v } else { nil } }
+    package var uint16: UInt16? { if case .uint16(let v) = lookingThroughVariant { v } else { nil } }
+    package var int32: Int32? { if case .int32(let v) = lookingThroughVariant { v } else { nil } }
+    package var uint32: UInt32? { if case .uint32(let v) = lookingThroughVariant { v } else { nil } }
+    package var int64: Int64? { if case .int64(let v) = lookingThroughVariant { v } else { nil } }
+    package var uint64: UInt64? { if case .uint64(let v) = lookingThroughVariant { v } else { nil } }
+    package var double: Double? { if case .double(let v) = lookingThroughVariant { v } else { nil } }
+    package var string: String? { if case .string(let v) = lookingThroughVariant { v } else { nil } }
+    package var objectPath: ObjectPath? {
         if case .objectPath(let v) = lookingThroughVariant { v } else { nil }
     }
-    public var signatureValue: Signature? {
+    package var signatureValue: Signature? {
         if case .signature(let v) = lookingThroughVariant { v } else { nil }
     }
-    public var unixFD: UnixFileDescriptor? {
+    package var unixFD: UnixFileDescriptor? {
         if case .unixFD(let v) = lookingThroughVariant { v } else { nil }
     }
-    public var variant: DBusValue? { if case .variant(let v) = self { v } else { nil } }
+    package var variant: DBusValue? { if case .variant(let v) = self { v } else { nil } }
 
     /// Elements of an array (not of a dictionary: see `dictionaryEntries`).
-    public var array: [DBusValue]? {
+    package var array: [DBusValue]? {
         if case .array(_, let v) = lookingThroughVariant { v } else { nil }
     }
-    public var structure: [DBusValue]? {
+    package var structure: [DBusValue]? {
         if case .structure(let v) = lookingThroughVariant { v } else { nil }
     }
-    public var dictionaryEntries: [DBusDictionaryEntry]? {
+    package var dictionaryEntries: [DBusDictionaryEntry]? {
         if case .dictionary(_, _, let v) = lookingThroughVariant { v } else { nil }
     }
 
     /// `ay`
-    public var bytes: [UInt8]? {
+    package var bytes: [UInt8]? {
         elements(ofArrayWith: "y") { if case .byte(let b) = $0 { b } else { nil } }
     }
 
     /// `as`
-    public var strings: [String]? {
+    package var strings: [String]? {
         elements(ofArrayWith: "s") { if case .string(let s) = $0 { s } else { nil } }
     }
 
     /// `ao`
-    public var objectPaths: [ObjectPath]? {
+    package var objectPaths: [ObjectPath]? {
         elements(ofArrayWith: "o") { if case .objectPath(let p) = $0 { p } else { nil } }
     }
 
@@ -192,7 +192,7 @@ extension DBusValue {
     }
 
     /// `a{sv}` with the variant wrappers removed (a later duplicate key wins).
-    public var vardict: [String: DBusValue]? {
+    package var vardict: [String: DBusValue]? {
         guard case .dictionary(let key, let value, let entries) = lookingThroughVariant,
             key.rawValue == "s", value.rawValue == "v"
         else { return nil }
@@ -206,7 +206,7 @@ extension DBusValue {
     }
 
     /// `a{sa{sv}}` (interfaces and their properties, as in `InterfacesAdded`).
-    public var interfacesAndProperties: [String: [String: DBusValue]]? {
+    package var interfacesAndProperties: [String: [String: DBusValue]]? {
         guard case .dictionary(let key, _, let entries) = lookingThroughVariant, key.rawValue == "s"
         else { return nil }
         var result: [String: [String: DBusValue]] = [:]
@@ -220,7 +220,7 @@ extension DBusValue {
     }
 
     /// `a{oa{sa{sv}}}` as returned by `GetManagedObjects`.
-    public var managedObjects: ManagedObjects? {
+    package var managedObjects: ManagedObjects? {
         guard case .dictionary(let key, _, let entries) = lookingThroughVariant, key.rawValue == "o"
         else { return nil }
         var result: ManagedObjects = [:]

@@ -1,13 +1,13 @@
 import Synchronization
 
 /// One interface we serve on an exported object.
-public struct DBusInterface: Sendable {
-    public var name: String
-    public var methods: [DBusMethod]
-    public var properties: [DBusProperty]
-    public var signals: [DBusSignalDescription]
+package struct DBusInterface: Sendable {
+    package var name: String
+    package var methods: [DBusMethod]
+    package var properties: [DBusProperty]
+    package var signals: [DBusSignalDescription]
 
-    public init(
+    package init(
         name: String, methods: [DBusMethod] = [], properties: [DBusProperty] = [],
         signals: [DBusSignalDescription] = []
     ) {
@@ -19,9 +19,9 @@ public struct DBusInterface: Sendable {
 }
 
 /// A method we serve.
-public struct DBusMethod: Sendable {
+package struct DBusMethod: Sendable {
     /// How calls reach the method's code.
-    public enum Body: Sendable {
+    package enum Body: Sendable {
         /// Runs off the event loop, in a task of its own per call, and may await other D-Bus
         /// calls: the loop keeps serving while a handler or an outgoing call waits. Return the
         /// reply's arguments; throw `DBusError` to send that error reply (any other error
@@ -34,15 +34,15 @@ public struct DBusMethod: Sendable {
         case immediate(@Sendable (DBusMethodCall, DBusPendingReply) -> Void)
     }
 
-    public var name: String
+    package var name: String
     /// A call whose arguments do not have exactly this signature gets an InvalidArgs error reply
     /// and the handler is not run.
-    public var inSignature: Signature
+    package var inSignature: Signature
     /// The reply's arguments must have this signature (otherwise the caller gets a Failed error).
-    public var outSignature: Signature
-    public var body: Body
+    package var outSignature: Signature
+    package var body: Body
 
-    public init(
+    package init(
         name: String, in inSignature: Signature = "", out outSignature: Signature = "",
         handler: @escaping @Sendable (DBusMethodCall) async throws -> [DBusValue]
     ) {
@@ -53,7 +53,7 @@ public struct DBusMethod: Sendable {
     }
 
     /// A method whose calls are taken on the event-loop thread, in order (`Body.immediate`).
-    public init(
+    package init(
         name: String, in inSignature: Signature = "", out outSignature: Signature = "",
         immediate: @escaping @Sendable (DBusMethodCall, DBusPendingReply) -> Void
     ) {
@@ -67,7 +67,7 @@ public struct DBusMethod: Sendable {
 /// The one reply to a call taken by an immediate method (`DBusMethod.Body.immediate`). The
 /// first answer is sent; later ones are ignored. Dropped without an answer, it answers with
 /// org.freedesktop.DBus.Error.Failed, so that the caller is never left waiting on us.
-public final class DBusPendingReply: Sendable {
+package final class DBusPendingReply: Sendable {
     private let send: Mutex<(@Sendable (Result<[DBusValue], DBusError>) -> Void)?>
 
     /// `send` builds and sends the reply; called at most once.
@@ -76,21 +76,21 @@ public final class DBusPendingReply: Sendable {
     }
 
     /// A reply that sends nowhere (tests of the code that answers).
-    public static func discarding() -> DBusPendingReply {
+    package static func discarding() -> DBusPendingReply {
         DBusPendingReply(send: { _ in })
     }
 
     /// Whether an answer went out.
-    public var isAnswered: Bool { send.withLock { $0 == nil } }
+    package var isAnswered: Bool { send.withLock { $0 == nil } }
 
     /// Replies with these arguments (they must match the method's out signature, otherwise
     /// the caller gets a Failed error).
-    public func succeed(_ values: [DBusValue] = []) {
+    package func succeed(_ values: [DBusValue] = []) {
         answer(.success(values))
     }
 
     /// Replies with this error.
-    public func fail(_ error: DBusError) {
+    package func fail(_ error: DBusError) {
         answer(.failure(error))
     }
 
@@ -109,17 +109,17 @@ public final class DBusPendingReply: Sendable {
 
 /// An inbound method call, as a handler sees it (the connection builds it: its memberwise
 /// initialiser is internal).
-public struct DBusMethodCall: Sendable {
-    public var sender: String
-    public var path: ObjectPath
-    public var interface: String
-    public var member: String
-    public var arguments: [DBusValue]
+package struct DBusMethodCall: Sendable {
+    package var sender: String
+    package var path: ObjectPath
+    package var interface: String
+    package var member: String
+    package var arguments: [DBusValue]
 }
 
 /// A property we serve through org.freedesktop.DBus.Properties.
-public struct DBusProperty: Sendable {
-    public enum Access: Sendable {
+package struct DBusProperty: Sendable {
+    package enum Access: Sendable {
         case read, write, readWrite
 
         var isReadable: Bool { self != .write }
@@ -133,16 +133,16 @@ public struct DBusProperty: Sendable {
         }
     }
 
-    public var name: String
+    package var name: String
     /// A single complete type.
-    public var signature: Signature
-    public var access: Access
+    package var signature: Signature
+    package var access: Access
     /// Returns the value WITHOUT the variant wrapper.
-    public var get: @Sendable () async throws -> DBusValue
+    package var get: @Sendable () async throws -> DBusValue
     /// Receives the value WITHOUT the variant wrapper, already checked against `signature`.
-    public var set: (@Sendable (DBusValue) async throws -> Void)?
+    package var set: (@Sendable (DBusValue) async throws -> Void)?
 
-    public init(
+    package init(
         name: String, signature: Signature, access: Access = .read,
         get: @escaping @Sendable () async throws -> DBusValue,
         set: (@Sendable (DBusValue) async throws -> Void)? = nil
@@ -156,10 +156,10 @@ public struct DBusProperty: Sendable {
 }
 
 /// A signal an interface may emit (used for introspection).
-public struct DBusSignalDescription: Sendable {
-    public var name: String
-    public var signature: Signature
-    public init(name: String, signature: Signature = "") {
+package struct DBusSignalDescription: Sendable {
+    package var name: String
+    package var signature: Signature
+    package init(name: String, signature: Signature = "") {
         self.name = name
         self.signature = signature
     }

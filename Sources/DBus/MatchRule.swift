@@ -1,13 +1,13 @@
 /// A signal match rule (`type='signal'` plus the fields set), as installed with `AddMatch`.
-public struct MatchRule: Sendable, Hashable {
-    public var sender: String?
-    public var path: ObjectPath?
-    public var pathNamespace: ObjectPath?
-    public var interface: String?
-    public var member: String?
-    public var arg0: String?
+package struct MatchRule: Sendable, Hashable {
+    package var sender: String?
+    package var path: ObjectPath?
+    package var pathNamespace: ObjectPath?
+    package var interface: String?
+    package var member: String?
+    package var arg0: String?
 
-    public init(
+    package init(
         sender: String? = nil, path: ObjectPath? = nil, pathNamespace: ObjectPath? = nil,
         interface: String? = nil, member: String? = nil, arg0: String? = nil
     ) {
@@ -20,7 +20,7 @@ public struct MatchRule: Sendable, Hashable {
     }
 
     /// "type='signal',sender='org.bluez',..." with values quoted as the bus expects.
-    public var ruleString: String {
+    package var ruleString: String {
         var parts = ["type='signal'"]
         func add(_ key: String, _ value: String?) {
             if let value { parts.append("\(key)=\(MatchRule.quote(value))") }
@@ -39,7 +39,7 @@ public struct MatchRule: Sendable, Hashable {
         "'" + value.replacingAll("'", with: "'\\''") + "'"
     }
 
-    public static func propertiesChanged(
+    package static func propertiesChanged(
         sender: String?, path: ObjectPath? = nil, pathNamespace: ObjectPath? = nil
     ) -> MatchRule {
         MatchRule(
@@ -47,16 +47,16 @@ public struct MatchRule: Sendable, Hashable {
             interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged")
     }
 
-    public static func interfacesAdded(sender: String?) -> MatchRule {
+    package static func interfacesAdded(sender: String?) -> MatchRule {
         MatchRule(sender: sender, interface: "org.freedesktop.DBus.ObjectManager", member: "InterfacesAdded")
     }
 
-    public static func interfacesRemoved(sender: String?) -> MatchRule {
+    package static func interfacesRemoved(sender: String?) -> MatchRule {
         MatchRule(sender: sender, interface: "org.freedesktop.DBus.ObjectManager", member: "InterfacesRemoved")
     }
 
     /// `NameOwnerChanged` for one name (sender org.freedesktop.DBus, arg0 = name).
-    public static func nameOwnerChanged(name: String) -> MatchRule {
+    package static func nameOwnerChanged(name: String) -> MatchRule {
         MatchRule(
             sender: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
             interface: "org.freedesktop.DBus", member: "NameOwnerChanged", arg0: name)

@@ -3,29 +3,29 @@
 /// Rules (D-Bus specification): starts with "/", components separated by single "/", each
 /// component non-empty and made of ASCII letters, digits and "_", no trailing "/" except for
 /// the root path itself.
-public struct ObjectPath: RawRepresentable, Hashable, Sendable, Comparable,
+package struct ObjectPath: RawRepresentable, Hashable, Sendable, Comparable,
     ExpressibleByStringLiteral, CustomStringConvertible, CheckedDBusString
 {
-    public static let dbusTypeName = "object path"
+    package static let dbusTypeName = "object path"
 
-    public let rawValue: String
+    package let rawValue: String
 
     /// Nil when `rawValue` is not a valid object path.
-    public init?(rawValue: String) {
+    package init?(rawValue: String) {
         guard ObjectPath.isValid(rawValue) else { return nil }
         self.rawValue = rawValue
     }
 
-    public static let root = ObjectPath(unchecked: "/")
+    package static let root = ObjectPath(unchecked: "/")
 
     /// Builds a path known to be valid without checking it again.
     init(unchecked rawValue: String) { self.rawValue = rawValue }
 
-    public static func < (lhs: ObjectPath, rhs: ObjectPath) -> Bool { lhs.rawValue < rhs.rawValue }
+    package static func < (lhs: ObjectPath, rhs: ObjectPath) -> Bool { lhs.rawValue < rhs.rawValue }
 
     /// "/a" + "b" -> "/a/b", "/" + "b" -> "/b". `component` may hold several components
     /// ("b/c"); it must form a valid path when appended (traps otherwise: programmer error).
-    public func appending(_ component: String) -> ObjectPath {
+    package func appending(_ component: String) -> ObjectPath {
         let joined = rawValue == "/" ? "/" + component : rawValue + "/" + component
         guard let path = ObjectPath(rawValue: joined) else {
             preconditionFailure("\"\(component)\" is not a valid object path component")
@@ -34,13 +34,13 @@ public struct ObjectPath: RawRepresentable, Hashable, Sendable, Comparable,
     }
 
     /// True when `self` lies strictly below `ancestor` ("/a/b" is below "/a" and "/", not below "/a/b").
-    public func isDescendant(of ancestor: ObjectPath) -> Bool {
+    package func isDescendant(of ancestor: ObjectPath) -> Bool {
         if ancestor.rawValue == "/" { return rawValue != "/" }
         return rawValue.hasPrefix(ancestor.rawValue + "/")
     }
 
     /// The parent path; nil for the root.
-    public var parent: ObjectPath? {
+    package var parent: ObjectPath? {
         guard rawValue != "/" else { return nil }
         let utf8 = rawValue.utf8
         let lastSlash = utf8.lastIndex(of: UInt8(ascii: "/"))!
@@ -49,7 +49,7 @@ public struct ObjectPath: RawRepresentable, Hashable, Sendable, Comparable,
     }
 
     /// The last component ("hci0" for "/org/bluez/hci0"); empty for the root.
-    public var lastComponent: String {
+    package var lastComponent: String {
         guard rawValue != "/" else { return "" }
         return String(rawValue.split(separator: "/").last!)
     }

@@ -4,16 +4,16 @@ import CDBus
 ///
 /// A signature may hold zero or more complete types (a method's argument list); the empty
 /// signature is valid.
-public struct Signature: RawRepresentable, Hashable, Sendable, ExpressibleByStringLiteral,
+package struct Signature: RawRepresentable, Hashable, Sendable, ExpressibleByStringLiteral,
     CustomStringConvertible, CheckedDBusString
 {
-    public static let dbusTypeName = "signature"
+    package static let dbusTypeName = "signature"
 
-    public let rawValue: String
+    package let rawValue: String
 
     /// Nil when `rawValue` is not a valid signature (checked by libdbus, so the rules, limits
     /// included, are exactly the ones the bus applies).
-    public init?(rawValue: String) {
+    package init?(rawValue: String) {
         guard Signature.isValid(rawValue) else { return nil }
         self.rawValue = rawValue
     }
@@ -21,12 +21,12 @@ public struct Signature: RawRepresentable, Hashable, Sendable, ExpressibleByStri
     init(unchecked rawValue: String) { self.rawValue = rawValue }
 
     /// True when the signature is exactly one complete type ("a{sv}", not "ss" nor "").
-    public var isSingleCompleteType: Bool {
+    package var isSingleCompleteType: Bool {
         rawValue.withCString { dbus_signature_validate_single($0, nil) != 0 }
     }
 
     /// The complete types the signature is made of ("sa{sv}i" -> ["s", "a{sv}", "i"]).
-    public var completeTypes: [Signature] {
+    package var completeTypes: [Signature] {
         var result: [Signature] = []
         var rest = Substring(rawValue)
         while !rest.isEmpty {

@@ -12,21 +12,21 @@ import Darwin
 ///
 /// Received `h` values arrive as one of these. To send an fd, wrap a dup of it: the message
 /// dups again while it is built, so the value passed stays the caller's and still closes its fd.
-public final class UnixFileDescriptor: Sendable, Hashable {
+package final class UnixFileDescriptor: Sendable, Hashable {
     private let state: Mutex<Int32?>
 
     /// Takes ownership of `fd`: this value closes it.
-    public init(owning fd: Int32) {
+    package init(owning fd: Int32) {
         state = Mutex(fd >= 0 ? fd : nil)
     }
 
     deinit { close() }
 
     /// The fd, or nil once taken or closed.
-    public var rawValue: Int32? { state.withLock { $0 } }
+    package var rawValue: Int32? { state.withLock { $0 } }
 
     /// Hands the fd to the caller, who must close it; this value will not.
-    public func take() -> Int32? {
+    package func take() -> Int32? {
         state.withLock { fd in
             defer { fd = nil }
             return fd
@@ -34,7 +34,7 @@ public final class UnixFileDescriptor: Sendable, Hashable {
     }
 
     /// Closes the fd. Idempotent.
-    public func close() {
+    package func close() {
         if let fd = take() {
             _ = systemClose(fd)
         }
@@ -45,8 +45,8 @@ public final class UnixFileDescriptor: Sendable, Hashable {
         try state.withLock { fd in try body(fd) }
     }
 
-    public static func == (lhs: UnixFileDescriptor, rhs: UnixFileDescriptor) -> Bool { lhs === rhs }
-    public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
+    package static func == (lhs: UnixFileDescriptor, rhs: UnixFileDescriptor) -> Bool { lhs === rhs }
+    package func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
 }
 
 @inline(__always)

@@ -13,35 +13,35 @@ import SystemPackage
 import Transfer
 
 /// What `bletransfer daemon` was asked to do (validated already by the command line).
-public struct DaemonSettings: Sendable {
-    public var role: DaemonRoleKind
+package struct DaemonSettings: Sendable {
+    package var role: DaemonRoleKind
     /// `--role receiver`: the options `receive` takes too (`ReceiverOptions` maps them).
-    public var receiver: ReceiverOptions
+    package var receiver: ReceiverOptions
     /// `--role sender`: the options `send` takes too (`SenderOptions` maps them).
-    public var sender: SenderOptions
+    package var sender: SenderOptions
     /// Receiver: where messages are stored.
-    public var outputDirectory: FilePath?
+    package var outputDirectory: FilePath?
     /// Sender: the directory whose files are sent.
-    public var outbox: FilePath?
+    package var outbox: FilePath?
     /// Sender: files larger than this go to failed/ (`--max-size`, which the receiver's
     /// options carry for the receiver).
-    public var maximumMessageSize: Int
-    public var settleTime: Duration
-    public var json: Bool
+    package var maximumMessageSize: Int
+    package var settleTime: Duration
+    package var json: Bool
     /// Receiver, framed version 2: the resume spool's directory (nil: no resume).
-    public var resumeSpoolDirectory: String?
+    package var resumeSpoolDirectory: String?
     /// `--spool-dir` was given: a spool that cannot be used stops the daemon (otherwise a
     /// warning, and messages cut midway start again from byte 0).
-    public var resumeSpoolIsExplicit = false
+    package var resumeSpoolIsExplicit = false
     /// What the start-up log line names as the version.
-    public var version: String
+    package var version: String
     /// Receiver: each authenticated sender's messages in a folder named after it
     /// (`--folder-per-sender`).
-    public var folderPerSender = false
+    package var folderPerSender = false
     /// Ask the adapter for the fast link when the process may (`--no-tune`: leave it).
-    public var tunesLink = true
+    package var tunesLink = true
 
-    public init(role: DaemonRoleKind, receiver: ReceiverOptions, sender: SenderOptions,
+    package init(role: DaemonRoleKind, receiver: ReceiverOptions, sender: SenderOptions,
                 outputDirectory: FilePath?, outbox: FilePath?,
                 maximumMessageSize: Int = Int.max,
                 settleTime: Duration, json: Bool, version: String) {
@@ -57,7 +57,7 @@ public struct DaemonSettings: Sendable {
     }
 
     /// The adapter the daemon's role uses (nil: BlueZ's first).
-    public var adapterName: String? {
+    package var adapterName: String? {
         switch role {
         case .receiver: receiver.adapterName
         case .sender: sender.adapterName
@@ -70,16 +70,16 @@ public struct DaemonSettings: Sendable {
 /// watchdog, until SIGTERM or SIGINT; then shut down gracefully — the role is cancelled and
 /// unregisters everything before it returns — and exit 0. The parts run as one
 /// swift-service-lifecycle `ServiceGroup` (DaemonServices.swift).
-public struct Daemon {
-    public let settings: DaemonSettings
+package struct Daemon {
+    package let settings: DaemonSettings
     var notifier = SystemdNotifier()
     private let logger = Logger(label: "bletransfer.daemon")
 
-    public init(settings: DaemonSettings) {
+    package init(settings: DaemonSettings) {
         self.settings = settings
     }
 
-    public func run() async -> ExitStatus {
+    package func run() async -> ExitStatus {
         // A closed standard output (--json into a pipe that went away) must not kill the daemon.
         signal(SIGPIPE, SIG_IGN)
         let (reports, reportInput) = AsyncStream<DaemonReport>.makeStream(bufferingPolicy: .unbounded)

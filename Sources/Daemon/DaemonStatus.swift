@@ -1,7 +1,7 @@
 import Transfer
 
 /// Which role a daemon plays.
-public enum DaemonRoleKind: String, Sendable, CaseIterable {
+package enum DaemonRoleKind: String, Sendable, CaseIterable {
     /// The central: scans, receives, stores every message in the output directory.
     case receiver
     /// The peripheral: advertises, serves the outbox files one after the other.

@@ -9,7 +9,7 @@ import Transfer
 import SystemPackage
 
 /// How a command shows what its role is doing.
-public enum EventOutputMode: Sendable, Equatable {
+package enum EventOutputMode: Sendable, Equatable {
     /// One JSON object per line on standard output, for scripts.
     case jsonLines
     /// A progress line redrawn on standard error (a terminal), plus notable events.
@@ -21,7 +21,7 @@ public enum EventOutputMode: Sendable, Equatable {
 
     /// `--json` wins; otherwise a terminal on stderr gets progress, `--verbose` gets lines,
     /// and anything else stays quiet, as befits a pipe or a service.
-    public static func choose(json: Bool, verbose: Bool, standardErrorIsTerminal: Bool = isatty(STDERR_FILENO) == 1) -> Self {
+    package static func choose(json: Bool, verbose: Bool, standardErrorIsTerminal: Bool = isatty(STDERR_FILENO) == 1) -> Self {
         if json { return .jsonLines }
         if verbose { return .logLines }
         return standardErrorIsTerminal ? .terminal : .quiet
@@ -30,10 +30,10 @@ public enum EventOutputMode: Sendable, Equatable {
 
 /// Turns role events into output. Confined to one task (the command's), so it keeps plain
 /// mutable state.
-public struct EventRenderer {
-    public let mode: EventOutputMode
+package struct EventRenderer {
+    package let mode: EventOutputMode
     /// Shown at the head of the progress line: the file being sent, when there is one.
-    public var label: String?
+    package var label: String?
     private var progressLineShown = false
     private var lastProgressDraw: ContinuousClock.Instant?
     /// The peer of the current subscription, for the progress line.
@@ -49,12 +49,12 @@ public struct EventRenderer {
     /// in the first tenths of a second (data length, PHY, interval), and one line is enough.
     private var pendingLink: LinkReport?
 
-    public init(mode: EventOutputMode, label: String? = nil) {
+    package init(mode: EventOutputMode, label: String? = nil) {
         self.mode = mode
         self.label = label
     }
 
-    public mutating func render(_ event: RoleEvent, extras: JSONEventExtras = JSONEventExtras()) {
+    package mutating func render(_ event: RoleEvent, extras: JSONEventExtras = JSONEventExtras()) {
         if case .link(let report) = event {
             if report == lastLink { return }
             lastLink = report
@@ -73,7 +73,7 @@ public struct EventRenderer {
     }
 
     /// Ends a pending progress line so that what follows starts on a fresh line.
-    public mutating func finish() {
+    package mutating func finish() {
         if progressLineShown {
             Self.write("\n", to: STDERR_FILENO)
             progressLineShown = false
@@ -129,7 +129,7 @@ public struct EventRenderer {
     }
 
     /// While a role waits for its peer: what to run on the other host.
-    public static func waitingHint(for event: RoleEvent) -> String? {
+    package static func waitingHint(for event: RoleEvent) -> String? {
         switch event {
         case .advertising: "waiting for a receiver; on the other host run: bletransfer receive"
         case .scanning: "waiting for a sender; on the other host run: bletransfer send \"TEXT\" (or --file PATH)"
@@ -138,7 +138,7 @@ public struct EventRenderer {
     }
 
     /// The terminal's width in columns: standard error's window size, else `COLUMNS`, else 80.
-    public static func terminalWidth() -> Int {
+    package static func terminalWidth() -> Int {
         var size = winsize()
         if ioctl(STDERR_FILENO, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 { return Int(size.ws_col) }
         if let columns = ProcessInfo.processInfo.environment["COLUMNS"].flatMap(Int.init), columns > 0 { return columns }
@@ -149,7 +149,7 @@ public struct EventRenderer {
 
     /// The event in words, with every peer-controlled character escaped (``SafeText``): a
     /// device name or a reason quoting one cannot drive the terminal or forge a line.
-    public static func sentence(for event: RoleEvent) -> String {
+    package static func sentence(for event: RoleEvent) -> String {
         SafeText.escape(rawSentence(for: event))
     }
 
@@ -218,26 +218,26 @@ public struct EventRenderer {
 
     /// " (key SHA256:…, name)" for a peer whose key is listed; " (encrypted, not authenticated:
     /// key SHA256:…)" for one a keyless run let in; empty for Apple's flow.
-    public static func describeKey(_ key: AuthenticatedPeer?) -> String {
+    package static func describeKey(_ key: AuthenticatedPeer?) -> String {
         guard let key else { return "" }
         guard key.isListed else { return " (encrypted, not authenticated: key \(key.fingerprint))" }
         return " (key \(key.fingerprint)" + (key.name.map { " \($0)" } ?? "") + ")"
     }
 
-    public static func describe(_ peer: PeerDescription) -> String {
+    package static func describe(_ peer: PeerDescription) -> String {
         var text = peer.address
         if let name = peer.name, !name.isEmpty { text += " (\(name))" }
         return text
     }
 
-    public static func progressLine(_ progress: TransferProgress, rate: Double?, remaining: Double?) -> String {
+    package static func progressLine(_ progress: TransferProgress, rate: Double?, remaining: Double?) -> String {
         progressLine(progress, rate: rate, remaining: remaining, elapsed: nil, label: nil, peer: nil, link: nil, width: .max)
     }
 
     /// The progress line fitted to `width` columns: the parts that matter least (peer, the
     /// bar, the label, elapsed time, ETA, rate) go first when it does not fit; what remains is
     /// cut at `width`. `label` and `peer` are escaped (``SafeText``).
-    public static func progressLine(_ progress: TransferProgress, rate: Double?, remaining: Double?, elapsed: Double?,
+    package static func progressLine(_ progress: TransferProgress, rate: Double?, remaining: Double?, elapsed: Double?,
                                     label: String?, peer: String?, link: String? = nil, width: Int) -> String {
         // (priority, text) in display order; a higher priority stays longer.
         var parts: [(priority: Int, text: String)] = []
@@ -272,20 +272,20 @@ public struct EventRenderer {
     }
 
     /// The closing words of a message: " in 3.2s, 3.1 KiB/s on average".
-    public static func summary(bytes: Int, duration: Duration?) -> String {
+    package static func summary(bytes: Int, duration: Duration?) -> String {
         guard let duration else { return "" }
         let seconds = duration.seconds
         guard seconds > 0 else { return "" }
         return " in \(formatSeconds(seconds)), \(formatBytes(Int(Double(bytes) / seconds)))/s on average"
     }
 
-    public static func formatBytes(_ count: Int) -> String {
+    package static func formatBytes(_ count: Int) -> String {
         if count < 1024 { return "\(count) B" }
         if count < 1024 * 1024 { return String(format: "%.1f KiB", Double(count) / 1024) }
         return String(format: "%.1f MiB", Double(count) / (1024 * 1024))
     }
 
-    public static func formatSeconds(_ seconds: Double) -> String {
+    package static func formatSeconds(_ seconds: Double) -> String {
         if seconds < 10 { return String(format: "%.1fs", seconds) }
         if seconds < 3600 { return "\(Int(seconds) / 60)m\(String(format: "%02d", Int(seconds) % 60))s" }
         return "\(Int(seconds) / 3600)h\(String(format: "%02d", Int(seconds) % 3600 / 60))m"
@@ -294,7 +294,7 @@ public struct EventRenderer {
     /// Seconds to the millisecond, three decimals always (`1.500`). Written out instead of
     /// `String(format: "%.3f")`: Foundation's formatter took longer than the rest of a
     /// message's log line (`bletransfer-bench events`).
-    public static func millisecondSeconds(_ duration: Duration) -> String {
+    package static func millisecondSeconds(_ duration: Duration) -> String {
         let milliseconds = max(0, Int((duration.seconds * 1000).rounded()))
         let fraction = String(milliseconds % 1000)
         return "\(milliseconds / 1000)." + String(repeating: "0", count: 3 - fraction.count) + fraction
@@ -305,7 +305,7 @@ public struct EventRenderer {
     /// JSON encoders escape C0 controls but write C1 controls and bidi overrides as they
     /// are; a terminal showing the line would act on them. They can only occur inside
     /// strings, where `\uNNNN` means the same character, so the JSON value is unchanged.
-    public static func jsonEscapingTerminalControls(_ json: String) -> String {
+    package static func jsonEscapingTerminalControls(_ json: String) -> String {
         guard json.unicodeScalars.contains(where: { SafeText.needsEscape($0) }) else { return json }
         var result = String.UnicodeScalarView()
         for scalar in json.unicodeScalars {
@@ -321,11 +321,11 @@ public struct EventRenderer {
 
     // MARK: Raw output
 
-    public static func writeLine(_ line: String, to fd: Int32) {
+    package static func writeLine(_ line: String, to fd: Int32) {
         write(line + "\n", to: fd)
     }
 
-    public static func write(_ text: String, to fd: Int32) {
+    package static func write(_ text: String, to fd: Int32) {
         // A closed stderr/stdout must not take the role down: its error is dropped.
         _ = try? FileDescriptor(rawValue: fd).writeAll(Array(text.utf8))
     }

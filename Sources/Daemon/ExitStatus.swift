@@ -1,5 +1,5 @@
 /// Process exit statuses, after sysexits(3), so scripts and systemd can tell failures apart.
-public enum ExitStatus: Int32, Sendable, CaseIterable {
+package enum ExitStatus: Int32, Sendable, CaseIterable {
     case success = 0
     /// The command line was wrong: unknown option, malformed UUID, conflicting flags.
     case usage = 64

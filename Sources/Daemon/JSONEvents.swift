@@ -9,11 +9,11 @@ import Transfer
 ///
 /// `schema` changes only when a field is removed, renamed or changes type or meaning; new
 /// fields and new events keep it.
-public enum JSONEvents {
-    public static let schema = 1
+package enum JSONEvents {
+    package static let schema = 1
 
     /// One event as a line: the envelope's fields and the payload's, merged into one object.
-    public static func line(_ event: String, _ payload: some Encodable, extras: JSONEventExtras = JSONEventExtras(),
+    package static func line(_ event: String, _ payload: some Encodable, extras: JSONEventExtras = JSONEventExtras(),
                             date: Date = Date()) -> String {
         let envelope = JSONEventEnvelope(event: event, schema: schema, time: EventTimestamp.string(for: date),
                                          unixTime: (date.timeIntervalSince1970 * 1000).rounded(.down) / 1000)
@@ -40,19 +40,19 @@ struct JSONEventEnvelope: Encodable {
 
 /// Fields a command adds to some events: `receive` (elapsed, the payload) and the daemon
 /// (message count, resident memory).
-public struct JSONEventExtras: Encodable, Sendable {
+package struct JSONEventExtras: Encodable, Sendable {
     /// Seconds since the command started.
-    public var elapsed: Double?
+    package var elapsed: Double?
     /// `received` on standard output: the payload, base64.
-    public var base64: String?
+    package var base64: String?
     /// `received` on standard output: the payload, when it is UTF-8.
-    public var text: String?
+    package var text: String?
     /// Daemon: messages moved since it started.
-    public var count: Int?
+    package var count: Int?
     /// Daemon: resident memory in bytes.
-    public var rss: Int?
+    package var rss: Int?
 
-    public init(elapsed: Double? = nil, base64: String? = nil, text: String? = nil, count: Int? = nil, rss: Int? = nil) {
+    package init(elapsed: Double? = nil, base64: String? = nil, text: String? = nil, count: Int? = nil, rss: Int? = nil) {
         self.elapsed = elapsed
         self.base64 = base64
         self.text = text
@@ -77,10 +77,10 @@ struct JSONEventLine<Payload: Encodable>: Encodable {
 
 // MARK: Shared objects
 
-public struct JSONPeer: Encodable, Sendable {
-    public var address: String
-    public var name: String?
-    public var rssi: Int?
+package struct JSONPeer: Encodable, Sendable {
+    package var address: String
+    package var name: String?
+    package var rssi: Int?
 
     init(_ peer: PeerDescription) {
         address = peer.address
@@ -91,14 +91,14 @@ public struct JSONPeer: Encodable, Sendable {
     static func optional(_ peer: PeerDescription?) -> Self? { peer.map(Self.init) }
 }
 
-public struct JSONMessage: Encodable, Sendable {
-    public var sequence: Int
-    public var bytes: Int
-    public var format: String
-    public var sha256: String?
-    public var seconds: Double?
-    public var orderAtRisk: Bool?
-    public var orderRisk: String?
+package struct JSONMessage: Encodable, Sendable {
+    package var sequence: Int
+    package var bytes: Int
+    package var format: String
+    package var sha256: String?
+    package var seconds: Double?
+    package var orderAtRisk: Bool?
+    package var orderRisk: String?
 
     init(_ summary: MessageSummary) {
         sequence = summary.sequence
@@ -113,11 +113,11 @@ public struct JSONMessage: Encodable, Sendable {
     }
 }
 
-public struct JSONPeerKey: Encodable, Sendable {
-    public var key: String
-    public var fingerprint: String
-    public var authenticated: Bool
-    public var name: String?
+package struct JSONPeerKey: Encodable, Sendable {
+    package var key: String
+    package var fingerprint: String
+    package var authenticated: Bool
+    package var name: String?
 
     init(_ key: AuthenticatedPeer) {
         self.key = key.keyLine
@@ -129,89 +129,89 @@ public struct JSONPeerKey: Encodable, Sendable {
 
 // MARK: Role events
 
-public struct StateJSONEvent: Encodable, Sendable {
-    public var from: String
-    public var state: String
-    public var detail: String?
+package struct StateJSONEvent: Encodable, Sendable {
+    package var from: String
+    package var state: String
+    package var detail: String?
 }
 
-public struct AdvertisingJSONEvent: Encodable, Sendable {
-    public var adapter: String
-    public var localName: String?
+package struct AdvertisingJSONEvent: Encodable, Sendable {
+    package var adapter: String
+    package var localName: String?
 }
 
-public struct ScanningJSONEvent: Encodable, Sendable {
-    public var adapter: String
+package struct ScanningJSONEvent: Encodable, Sendable {
+    package var adapter: String
 }
 
 /// `found`, `connected`, `disconnected`.
-public struct PeerJSONEvent: Encodable, Sendable {
-    public var peer: JSONPeer
+package struct PeerJSONEvent: Encodable, Sendable {
+    package var peer: JSONPeer
 }
 
-public struct ConnectingJSONEvent: Encodable, Sendable {
-    public var peer: JSONPeer
-    public var attempt: Int
+package struct ConnectingJSONEvent: Encodable, Sendable {
+    package var peer: JSONPeer
+    package var attempt: Int
 }
 
-public struct SubscribedJSONEvent: Encodable, Sendable {
-    public var peer: JSONPeer
-    public var mtu: Int
-    public var format: String
-    public var transport: String
+package struct SubscribedJSONEvent: Encodable, Sendable {
+    package var peer: JSONPeer
+    package var mtu: Int
+    package var format: String
+    package var transport: String
 }
 
-public struct ProgressJSONEvent: Encodable, Sendable {
-    public var peer: JSONPeer?
-    public var bytes: Int
-    public var total: Int?
-    public var bytesPerSecond: Double?
-    public var secondsRemaining: Double?
+package struct ProgressJSONEvent: Encodable, Sendable {
+    package var peer: JSONPeer?
+    package var bytes: Int
+    package var total: Int?
+    package var bytesPerSecond: Double?
+    package var secondsRemaining: Double?
 }
 
-public struct DeliveredJSONEvent: Encodable, Sendable {
-    public var message: JSONMessage
-    public var peer: JSONPeer?
-    public var receiver: JSONPeerKey?
-    public var resumedFrom: Int?
-    public var payloadBytesOnAir: Int?
+package struct DeliveredJSONEvent: Encodable, Sendable {
+    package var message: JSONMessage
+    package var peer: JSONPeer?
+    package var receiver: JSONPeerKey?
+    package var resumedFrom: Int?
+    package var payloadBytesOnAir: Int?
 }
 
-public struct ReceivedJSONEvent: Encodable, Sendable {
-    public var message: JSONMessage
-    public var peer: JSONPeer?
-    public var sender: JSONPeerKey?
-    public var resumedFrom: Int?
+package struct ReceivedJSONEvent: Encodable, Sendable {
+    package var message: JSONMessage
+    package var peer: JSONPeer?
+    package var sender: JSONPeerKey?
+    package var resumedFrom: Int?
     /// The file name as sent: JSON escapes it; compare with `path` to see the renaming.
-    public var name: String?
-    public var path: String?
+    package var name: String?
+    package var path: String?
 }
 
 /// `aborted`, `central-dropped`.
-public struct ReasonJSONEvent: Encodable, Sendable {
-    public var peer: JSONPeer?
-    public var reason: String
+package struct ReasonJSONEvent: Encodable, Sendable {
+    package var peer: JSONPeer?
+    package var reason: String
 }
 
-public struct RetryingJSONEvent: Encodable, Sendable {
-    public var reason: String
-    public var retrySeconds: Double
+package struct RetryingJSONEvent: Encodable, Sendable {
+    package var reason: String
+    package var retrySeconds: Double
 }
 
-public struct RefusedJSONEvent: Encodable, Sendable {
-    public var peer: JSONPeer
-    public var bound: String
-    public var reason: String
-    public var retrySeconds: Double
+package struct RefusedJSONEvent: Encodable, Sendable {
+    package var peer: JSONPeer
+    package var bound: String
+    package var reason: String
+    package var retrySeconds: Double
 }
 
 /// `warning`: `message` as it always was (a string), `text` the same words under the name
 /// every text-carrying event uses.
-public struct WarningJSONEvent: Encodable, Sendable {
-    public var message: String
-    public var text: String
+package struct WarningJSONEvent: Encodable, Sendable {
+    package var message: String
+    package var text: String
 
-    public init(_ text: String) {
+    package init(_ text: String) {
         message = text
         self.text = text
     }
@@ -219,22 +219,22 @@ public struct WarningJSONEvent: Encodable, Sendable {
 
 /// `link`: what the link under the role runs at (nil fields: not readable by this process,
 /// `unreadable` says why), and what holds each setting back.
-public struct LinkJSONEvent: Encodable, Sendable {
-    public var peer: String?
-    public var phy: String?
-    public var intervalMs: Double?
-    public var latency: Int?
-    public var supervisionTimeoutMs: Int?
-    public var dataLength: Int?
-    public var summary: String
-    public var tuned: Bool
-    public var limits: [Limit]
-    public var unreadable: String?
+package struct LinkJSONEvent: Encodable, Sendable {
+    package var peer: String?
+    package var phy: String?
+    package var intervalMs: Double?
+    package var latency: Int?
+    package var supervisionTimeoutMs: Int?
+    package var dataLength: Int?
+    package var summary: String
+    package var tuned: Bool
+    package var limits: [Limit]
+    package var unreadable: String?
 
-    public struct Limit: Encodable, Sendable {
-        public var setting: String
-        public var by: String
-        public var detail: String
+    package struct Limit: Encodable, Sendable {
+        package var setting: String
+        package var by: String
+        package var detail: String
     }
 
     init(_ report: LinkReport) {
@@ -254,14 +254,14 @@ public struct LinkJSONEvent: Encodable, Sendable {
 // MARK: Command and daemon events
 
 /// `error`: a command's failure (`kind`, `exitStatus`) or the daemon's (`file`).
-public struct ErrorJSONEvent: Encodable, Sendable {
-    public var message: String
-    public var text: String
-    public var kind: String?
-    public var exitStatus: Int?
-    public var file: String?
+package struct ErrorJSONEvent: Encodable, Sendable {
+    package var message: String
+    package var text: String
+    package var kind: String?
+    package var exitStatus: Int?
+    package var file: String?
 
-    public init(_ text: String, kind: String? = nil, exitStatus: Int? = nil, file: String? = nil) {
+    package init(_ text: String, kind: String? = nil, exitStatus: Int? = nil, file: String? = nil) {
         message = text
         self.text = text
         self.kind = kind
@@ -270,35 +270,35 @@ public struct ErrorJSONEvent: Encodable, Sendable {
     }
 }
 
-public struct OfferingJSONEvent: Encodable, Sendable {
-    public var file: String
-    public var bytes: Int
+package struct OfferingJSONEvent: Encodable, Sendable {
+    package var file: String
+    package var bytes: Int
 }
 
-public struct SentJSONEvent: Encodable, Sendable {
-    public var file: String
-    public var path: String?
+package struct SentJSONEvent: Encodable, Sendable {
+    package var file: String
+    package var path: String?
 }
 
-public struct FailedJSONEvent: Encodable, Sendable {
-    public var file: String
-    public var reason: String
-    public var path: String?
+package struct FailedJSONEvent: Encodable, Sendable {
+    package var file: String
+    package var reason: String
+    package var path: String?
 }
 
-public struct WaitingJSONEvent: Encodable, Sendable {
-    public var kind: String
-    public var message: String
-    public var text: String
-    public var retrySeconds: Double
-    public var advice: String?
+package struct WaitingJSONEvent: Encodable, Sendable {
+    package var kind: String
+    package var message: String
+    package var text: String
+    package var retrySeconds: Double
+    package var advice: String?
 }
 
 // MARK: RoleEvent → line
 
 extension EventRenderer {
     /// The event's name in JSON (`event`).
-    public static func jsonName(for event: RoleEvent) -> String {
+    package static func jsonName(for event: RoleEvent) -> String {
         switch event {
         case .stateChanged: "state"
         case .advertising: "advertising"
@@ -321,7 +321,7 @@ extension EventRenderer {
     }
 
     /// The event as one JSON line (docs/json-events.md).
-    public static func jsonLine(for event: RoleEvent, extras: JSONEventExtras = JSONEventExtras(),
+    package static func jsonLine(for event: RoleEvent, extras: JSONEventExtras = JSONEventExtras(),
                                 date: Date = Date()) -> String {
         let name = jsonName(for: event)
         func line(_ payload: some Encodable) -> String {

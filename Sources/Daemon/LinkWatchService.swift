@@ -17,19 +17,19 @@ import Synchronization
 /// defaults (`AdapterTuning`), with CAP_NET_RAW it watches the controller's link events and may
 /// send per-connection commands (`HCILinkWatch`); without them it reports what the kernel lists
 /// (the connection, its peer) and says once what it could not set and the command that would.
-public struct LinkWatchService: Service {
+package struct LinkWatchService: Service {
     /// The adapter of the role (nil: the lowest present).
-    public let adapterName: String?
+    package let adapterName: String?
     /// Ask for the fast link (`--no-tune` turns it off).
-    public let tune: Bool
+    package let tune: Bool
     /// Put the adapter's defaults back when the run ends: a command's run does; the daemon, whose
     /// adapter the service's ExecStartPre tuned for good, does not.
-    public let restoreOnExit: Bool
-    public let emit: @Sendable (RoleEvent) -> Void
+    package let restoreOnExit: Bool
+    package let emit: @Sendable (RoleEvent) -> Void
     /// Progress the role reported: the fallback's input.
     let progress: LinkProgressFeed
 
-    public init(adapterName: String?, tune: Bool, restoreOnExit: Bool, progress: LinkProgressFeed,
+    package init(adapterName: String?, tune: Bool, restoreOnExit: Bool, progress: LinkProgressFeed,
                 emit: @escaping @Sendable (RoleEvent) -> Void) {
         self.adapterName = adapterName
         self.tune = tune
@@ -38,7 +38,7 @@ public struct LinkWatchService: Service {
         self.emit = emit
     }
 
-    public func run() async {
+    package func run() async {
         guard let controller = Self.controller(named: adapterName) else { return }
         var tuning: AdapterTuningOutcome?
         if tune {
@@ -75,19 +75,19 @@ public struct LinkWatchService: Service {
 
 /// Runs `body` until it returns or the graceful shutdown begins (then it is cancelled).
 private func cancelWhenGracefulShutdownQuietly(_ body: @escaping @Sendable () async -> Void) async {
-    try? await cancelWhenGracefulShutdown { await body() }
+    _ = await cancelWhenGracefulShutdown { await body() }
 }
 
 /// What a role reported of its progress, for the link's fallback: bytes so far, and a new
 /// transfer's start. The role's event stream is forwarded into it where the events are rendered.
-public final class LinkProgressFeed: Sendable {
+package final class LinkProgressFeed: Sendable {
     private let latest = Mutex<(bytes: Int, at: ContinuousClock.Instant, generation: Int)?>(nil)
     private let origin = ContinuousClock.now
 
-    public init() {}
+    package init() {}
 
     /// Passes on what `event` says of the transfer under way.
-    public func observe(_ event: RoleEvent) {
+    package func observe(_ event: RoleEvent) {
         guard case .progress(_, let progress, _, _) = event else { return }
         latest.withLock { current in
             let generation = (current?.generation ?? 0) + (progress.bytesSoFar < (current?.bytes ?? 0) ? 1 : 0)
@@ -195,7 +195,7 @@ private final class WatchContext: Sendable {
 /// `$RUNTIME_DIRECTORY` (the service's, /run/bletransfer), else `$XDG_RUNTIME_DIR/bletransfer`,
 /// else /tmp/bletransfer-UID; one file a process, `links-PID.json`, written whole each time
 /// (a temporary file renamed over it) and removed at the end.
-public final class LinkRecord: Sendable {
+package final class LinkRecord: Sendable {
     private let path: String
     private let state: Mutex<(adapter: String, tuned: Bool, links: [UInt16: LinkParameters])>
 
@@ -242,16 +242,16 @@ public final class LinkRecord: Sendable {
 
 /// The link records every bletransfer process on this host keeps (`LinkRecord`), as `status`
 /// reads them.
-public enum LinkRecords {
-    public struct Link: Codable, Sendable, Equatable {
-        public var handle: Int
-        public var peer: String?
-        public var central: Bool?
-        public var phy: String?
-        public var intervalMs: Double?
-        public var latency: Int?
-        public var supervisionTimeoutMs: Int?
-        public var dataLength: Int?
+package enum LinkRecords {
+    package struct Link: Codable, Sendable, Equatable {
+        package var handle: Int
+        package var peer: String?
+        package var central: Bool?
+        package var phy: String?
+        package var intervalMs: Double?
+        package var latency: Int?
+        package var supervisionTimeoutMs: Int?
+        package var dataLength: Int?
 
         init(_ link: LinkParameters) {
             handle = Int(link.handle)
@@ -265,7 +265,7 @@ public enum LinkRecords {
         }
 
         /// "2M · 15 ms · 251 B, latency 0, timeout 420 ms", or why nothing is known.
-        public var text: String {
+        package var text: String {
             var parts: [String] = []
             if let phy { parts.append(phy) }
             if let intervalMs { parts.append(LinkParameters.trimmed(intervalMs) + " ms") }
@@ -278,11 +278,11 @@ public enum LinkRecords {
         }
     }
 
-    public struct Entry: Codable, Sendable, Equatable {
-        public var pid: Int
-        public var adapter: String
-        public var tuned: Bool
-        public var links: [Link]
+    package struct Entry: Codable, Sendable, Equatable {
+        package var pid: Int
+        package var adapter: String
+        package var tuned: Bool
+        package var links: [Link]
     }
 
     /// Where this process keeps its record.
@@ -297,7 +297,7 @@ public enum LinkRecords {
 
     /// Every record this process can read whose process is alive: its own directory's, the
     /// service's (/run/bletransfer), and for root every user's.
-    public static func all() -> [Entry] {
+    package static func all() -> [Entry] {
         var directories = [ownDirectory(), "/run/bletransfer"]
         if getuid() == 0 {
             let users = (try? FileManager.default.contentsOfDirectory(atPath: "/run/user")) ?? []

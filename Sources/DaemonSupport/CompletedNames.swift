@@ -4,7 +4,7 @@ import Synchronization
 /// way: written elsewhere, then renamed in) or closed after writing. Each with the time it was
 /// seen; a file whose status changed after that time is being written again and must settle.
 /// Bounded: past `capacity` names the oldest are forgotten (they then settle as any file).
-public final class CompletedNames: Sendable {
+package final class CompletedNames: Sendable {
     private let state = Mutex<[String: FileTime]>([:])
     let capacity: Int
 

@@ -10,17 +10,17 @@ import SystemPackage
 
 /// Where finished log lines go. `standardError` writes each line with a single `write(2)`
 /// under a process-wide lock, so lines from concurrent tasks never interleave.
-public struct LogLineWriter: Sendable {
+package struct LogLineWriter: Sendable {
     private let writeLine: @Sendable (String) -> Void
 
     /// `writeLine` receives each line without its trailing newline.
-    public init(_ writeLine: @escaping @Sendable (String) -> Void) {
+    package init(_ writeLine: @escaping @Sendable (String) -> Void) {
         self.writeLine = writeLine
     }
 
-    public func write(_ line: String) { writeLine(line) }
+    package func write(_ line: String) { writeLine(line) }
 
-    public static let standardError = LogLineWriter { line in
+    package static let standardError = LogLineWriter { line in
         FileDescriptorLineWriter.standardError.write(line)
     }
 }
@@ -52,15 +52,15 @@ final class FileDescriptorLineWriter: Sendable {
 /// A swift-log handler for daemon mode: one line per record on standard error, with the
 /// journal's priority prefix when standard error is the journal (see `JournalStream`) and a
 /// plain `LEVEL message key=value` line otherwise.
-public struct DaemonLogHandler: LogHandler {
-    public let label: String
-    public let format: LogLineFormat
-    public var logLevel: Logger.Level
-    public var metadata: Logger.Metadata
-    public var metadataProvider: Logger.MetadataProvider?
+package struct DaemonLogHandler: LogHandler {
+    package let label: String
+    package let format: LogLineFormat
+    package var logLevel: Logger.Level
+    package var metadata: Logger.Metadata
+    package var metadataProvider: Logger.MetadataProvider?
     private let writer: LogLineWriter
 
-    public init(
+    package init(
         label: String,
         format: LogLineFormat,
         logLevel: Logger.Level = .info,
@@ -77,26 +77,26 @@ public struct DaemonLogHandler: LogHandler {
     }
 
     /// The handler for standard error, in the form its destination understands.
-    public static func standardError(label: String, logLevel: Logger.Level = .info) -> DaemonLogHandler {
+    package static func standardError(label: String, logLevel: Logger.Level = .info) -> DaemonLogHandler {
         DaemonLogHandler(
             label: label, format: JournalStream.isStandardErrorJournal ? .journal : .plain, logLevel: logLevel)
     }
 
     /// Installs this handler for every logger of the process. swift-log allows this once per
     /// process; call it first thing in the daemon command.
-    public static func bootstrap(logLevel: Logger.Level = .info) {
+    package static func bootstrap(logLevel: Logger.Level = .info) {
         let format: LogLineFormat = JournalStream.isStandardErrorJournal ? .journal : .plain
         LoggingSystem.bootstrap { label in
             DaemonLogHandler(label: label, format: format, logLevel: logLevel)
         }
     }
 
-    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+    package subscript(metadataKey key: String) -> Logger.Metadata.Value? {
         get { metadata[key] }
         set { metadata[key] = newValue }
     }
 
-    public func log(event: LogEvent) {
+    package func log(event: LogEvent) {
         // Later sources win: handler metadata, then the provider's, then the record's own.
         var merged = metadata
         if let provided = metadataProvider?.get() {

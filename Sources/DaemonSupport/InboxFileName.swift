@@ -4,10 +4,10 @@ import Foundation
 /// output directory, which adds `-1`, `-2`… when a name is taken). Received messages carry no
 /// file name, so the name says when it arrived: names sort in arrival order, hold no `:` (safe
 /// on FAT media and in scp/rsync arguments), and end in `.txt` when the payload is text.
-public enum InboxFileName {
+package enum InboxFileName {
     /// "message-20250131-120005.042-0007.txt": UTC arrival time with milliseconds, then the
     /// run's message sequence number.
-    public static func make(receivedAt: Date, sequence: Int, payload: some Collection<UInt8>) -> String {
+    package static func make(receivedAt: Date, sequence: Int, payload: some Collection<UInt8>) -> String {
         var calendar = Calendar(identifier: .gregorian)
         calendar.timeZone = TimeZone(identifier: "UTC")!
         let parts = calendar.dateComponents([.year, .month, .day, .hour, .minute, .second, .nanosecond], from: receivedAt)
@@ -20,7 +20,7 @@ public enum InboxFileName {
 
     /// Valid UTF-8 without control characters other than tab, line feed, carriage return and
     /// form feed.
-    public static func looksLikeText(_ payload: some Collection<UInt8>) -> Bool {
+    package static func looksLikeText(_ payload: some Collection<UInt8>) -> Bool {
         guard !payload.isEmpty else { return false }
         var iterator = payload.makeIterator()
         var decoder = UTF8()

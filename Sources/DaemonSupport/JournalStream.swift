@@ -9,9 +9,9 @@ import Foundation
 /// `$JOURNAL_STREAM` to "DEVICE:INODE" of the stream it connected to stdout/stderr; when the
 /// descriptor still is that stream (not redirected by a wrapper), the journal reads the
 /// `<N>` priority prefixes of sd-daemon(3).
-public enum JournalStream {
+package enum JournalStream {
     /// True when `fd` refers to the device and inode named in `environmentValue`.
-    public static func isJournal(fd: Int32, environmentValue: String?) -> Bool {
+    package static func isJournal(fd: Int32, environmentValue: String?) -> Bool {
         guard let expected = parse(environmentValue) else { return false }
         var status = stat()
         guard fstat(fd, &status) == 0 else { return false }
@@ -19,7 +19,7 @@ public enum JournalStream {
     }
 
     /// True when standard error goes to the journal.
-    public static var isStandardErrorJournal: Bool {
+    package static var isStandardErrorJournal: Bool {
         isJournal(fd: STDERR_FILENO, environmentValue: ProcessInfo.processInfo.environment["JOURNAL_STREAM"])
     }
 

@@ -9,14 +9,14 @@ import Logging
 /// Metadata is rendered in key order so equal records give equal lines; values holding
 /// spaces, quotes, `=` or control characters are quoted with backslash escapes, so a line
 /// never breaks and `key=value` pairs stay unambiguous.
-public enum LogLineFormat: Sendable, Equatable {
+package enum LogLineFormat: Sendable, Equatable {
     case journal
     case plain
 }
 
-public enum LogLineFormatter {
+package enum LogLineFormatter {
     /// The whole line, without the trailing newline.
-    public static func line(
+    package static func line(
         format: LogLineFormat, level: Logger.Level, message: String, metadata: Logger.Metadata
     ) -> String {
         var line: String
@@ -32,7 +32,7 @@ public enum LogLineFormatter {
     }
 
     /// syslog(3) priorities as journald reads them from a `<N>` prefix.
-    public static func syslogPriority(_ level: Logger.Level) -> Int {
+    package static func syslogPriority(_ level: Logger.Level) -> Int {
         switch level {
         case .critical: 2  // LOG_CRIT
         case .error: 3  // LOG_ERR
@@ -43,7 +43,7 @@ public enum LogLineFormatter {
         }
     }
 
-    public static func levelName(_ level: Logger.Level) -> String {
+    package static func levelName(_ level: Logger.Level) -> String {
         switch level {
         case .trace: "TRACE"
         case .debug: "DEBUG"

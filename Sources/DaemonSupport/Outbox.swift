@@ -25,19 +25,19 @@ import Transfer
 ///   acknowledgement and the move can make a file go out twice.
 /// - A file being served is locked (`flock`), so two daemons sharing one outbox never serve
 ///   the same file at once.
-public actor Outbox {
-    public nonisolated let directory: FilePath
-    public nonisolated let sentDirectory: FilePath
-    public nonisolated let failedDirectory: FilePath
+package actor Outbox {
+    package nonisolated let directory: FilePath
+    package nonisolated let sentDirectory: FilePath
+    package nonisolated let failedDirectory: FilePath
     /// Largest file served; larger ones go to `failed/`.
-    public nonisolated let maxFileSize: Int
+    package nonisolated let maxFileSize: Int
     /// How long a file must be left alone before it is served.
-    public nonisolated let settleTime: Duration
+    package nonisolated let settleTime: Duration
     /// How often the directory is rescanned without a change notification: rarely (a safety
     /// net) with inotify, more often without.
-    public nonisolated let rescanInterval: Duration
+    package nonisolated let rescanInterval: Duration
     /// False when inotify could not be set up and changes are found by rescanning only.
-    public nonisolated var watchesChanges: Bool { watcher != nil }
+    package nonisolated var watchesChanges: Bool { watcher != nil }
 
     private nonisolated let changes = ChangeSignal()
     private nonisolated let watcher: DirectoryWatcher?
@@ -62,12 +62,12 @@ public actor Outbox {
     static let defaultListingReuseLimit: Duration = .seconds(10)
     private nonisolated let listingReuseLimit: Duration
 
-    public static let defaultSettleTime: Duration = .seconds(2)
+    package static let defaultSettleTime: Duration = .seconds(2)
     static let ignoredSuffixes = [".part", ".partial", ".tmp", ".temp", ".swp", ".crdownload", ".filepart", "~"]
 
     /// Opens the outbox, creating it and its `sent/` and `failed/` subdirectories when missing.
     /// `report` hears about files moved to `failed/` or skipped.
-    public init(
+    package init(
         directory: FilePath,
         maxFileSize: Int,
         settleTime: Duration = Outbox.defaultSettleTime,
@@ -121,7 +121,7 @@ public actor Outbox {
     /// the previous listing while nothing arrived instead of examining every waiting file
     /// again: on a slow file system (a network share) that examination, one `lstat` per
     /// waiting file, was most of the time between two messages.
-    public func next() throws(OutboxError) -> OutboxFile? {
+    package func next() throws(OutboxError) -> OutboxFile? {
         try scan(reusingListing: true).file
     }
 
@@ -129,14 +129,14 @@ public actor Outbox {
     /// delivered yet), now; nil when there is none. All stay claimed: a session that sends
     /// the next file while the last awaits its ACK, and prepares the one after, keeps other
     /// daemons off each.
-    public func next(after held: [OutboxFile]) throws(OutboxError) -> OutboxFile? {
+    package func next(after held: [OutboxFile]) throws(OutboxError) -> OutboxFile? {
         try scan(reusingListing: true, keeping: Set(held.map { FileIdentity($0) })).file
     }
 
     /// Waits until a file is ready and returns it (see `next`). Wakes on directory changes
     /// and when a file still settling becomes ready; throws `CancellationError` when the task
     /// is cancelled.
-    public func waitForFile() async throws -> OutboxFile {
+    package func waitForFile() async throws -> OutboxFile {
         while true {
             try Task.checkCancellation()
             let seen = changes.generation
@@ -163,7 +163,7 @@ public actor Outbox {
     /// is in the outbox again and sent again: the receiver's receipt journal answers it as
     /// already stored (a sender killed between the ACK and the move does the same).
     @discardableResult
-    public func markDelivered(_ file: OutboxFile) async throws(OutboxError) -> FilePath? {
+    package func markDelivered(_ file: OutboxFile) async throws(OutboxError) -> FilePath? {
         defer { dropClaim(FileIdentity(file)) }
         var status = stat()
         guard lstat(file.path.string, &status) == 0, FileIdentity(status) == FileIdentity(file) else { return nil }
@@ -180,21 +180,21 @@ public actor Outbox {
 
     /// The watcher's count of changes seen (arrivals, folders made or moved in included):
     /// unchanged, nothing new appeared. Tests wait on it instead of sleeping.
-    public nonisolated var changeGeneration: UInt64 { changes.generation }
+    package nonisolated var changeGeneration: UInt64 { changes.generation }
 
     /// Returns once the watcher saw a change after `generation`, or after `timeout`.
-    public nonisolated func waitForChange(after generation: UInt64, timeout: Duration) async {
+    package nonisolated func waitForChange(after generation: UInt64, timeout: Duration) async {
         await changes.wait(after: generation, timeout: timeout)
     }
 
     /// Gives up the claim on a file that was not delivered; it stays in the outbox.
-    public func release(_ file: OutboxFile) {
+    package func release(_ file: OutboxFile) {
         dropClaim(FileIdentity(file))
     }
 
     /// The names of the files that are waiting, in the order they will be served (settling
     /// files included, bad ones not yet moved included).
-    public func pendingFileNames() throws(OutboxError) -> [String] {
+    package func pendingFileNames() throws(OutboxError) -> [String] {
         try candidates().map(\.name)
     }
 

@@ -5,34 +5,34 @@ import SystemPackage
 /// One message waiting in the outbox, read whole. While the `Outbox` that returned it has not
 /// been told `markDelivered` or `release`, it holds an advisory lock on the file so that a
 /// second daemon sharing the directory does not serve it too.
-public struct OutboxFile: Sendable, Equatable, CustomStringConvertible {
+package struct OutboxFile: Sendable, Equatable, CustomStringConvertible {
     /// The file name inside the outbox.
-    public let name: String
-    public let path: FilePath
+    package let name: String
+    package let path: FilePath
     /// The payload: the claimed file, read from disk as it is sent (any size, constant memory).
-    public let body: MessagePayload
+    package let body: MessagePayload
     /// SHA-256 of the file's bytes, taken when it was claimed.
-    public let digest: [UInt8]
-    public let modificationTime: Date
+    package let digest: [UInt8]
+    package let modificationTime: Date
     /// The same time exactly as the file system holds it (`Date` keeps about a microsecond),
     /// sent with the file: seconds since 1970 and nanoseconds.
-    public let modificationSeconds: Int64
-    public let modificationNanoseconds: UInt32
+    package let modificationSeconds: Int64
+    package let modificationNanoseconds: UInt32
     /// Identity of the file (not of its name): a file replaced under the same name is another
     /// message.
     let device: UInt64
     let inode: UInt64
 
-    public var size: Int { body.count }
+    package var size: Int { body.count }
 
     /// The whole file in memory (tests and small files).
-    public var bytes: [UInt8] { (try? body.loadedBytes()) ?? [] }
+    package var bytes: [UInt8] { (try? body.loadedBytes()) ?? [] }
 
-    public var description: String { "\(name) (\(size) bytes)" }
+    package var description: String { "\(name) (\(size) bytes)" }
 
     /// The same file claimed with the same contents (by length and SHA-256): two claims of one
     /// file, each with its own descriptor, are equal.
-    public static func == (lhs: OutboxFile, rhs: OutboxFile) -> Bool {
+    package static func == (lhs: OutboxFile, rhs: OutboxFile) -> Bool {
         lhs.name == rhs.name && lhs.path == rhs.path && lhs.digest == rhs.digest && lhs.size == rhs.size
             && lhs.modificationSeconds == rhs.modificationSeconds && lhs.modificationNanoseconds == rhs.modificationNanoseconds
             && lhs.device == rhs.device && lhs.inode == rhs.inode
@@ -40,14 +40,14 @@ public struct OutboxFile: Sendable, Equatable, CustomStringConvertible {
 }
 
 /// Something the outbox did on its own that the daemon should log.
-public enum OutboxNotice: Sendable, Equatable, CustomStringConvertible {
+package enum OutboxNotice: Sendable, Equatable, CustomStringConvertible {
     /// A file that can never be sent was moved into `failed/`, with a `.reason` file beside it.
     case quarantined(name: String, reason: String, movedTo: FilePath)
     /// A file that can never be sent could not be moved away either; it stays where it is and
     /// is skipped until it changes.
     case skipped(name: String, reason: String)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .quarantined(let name, let reason, let movedTo): "outbox file \(name) moved to \(movedTo): \(reason)"
         case .skipped(let name, let reason): "outbox file \(name) skipped: \(reason)"
@@ -55,14 +55,14 @@ public enum OutboxNotice: Sendable, Equatable, CustomStringConvertible {
     }
 }
 
-public enum OutboxError: Error, Sendable, Equatable, CustomStringConvertible {
+package enum OutboxError: Error, Sendable, Equatable, CustomStringConvertible {
     case notADirectory(String)
     case cannotCreate(String, Errno)
     case notWritable(String, Errno)
     case cannotList(String, Errno)
     case moveFailed(from: String, to: String, Errno)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .notADirectory(let path): "outbox \(path) exists and is not a directory"
         case .cannotCreate(let path, let errno): "cannot create outbox directory \(path): \(errno)"

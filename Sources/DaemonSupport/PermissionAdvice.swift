@@ -7,23 +7,23 @@
 /// decides group membership from the user database (`/etc/group`), not from the supplementary
 /// groups of the calling process, and reads it when the connection is made: after
 /// `usermod -aG bluetooth`, the bus must be reloaded and the program restarted.
-public enum PermissionAdvice {
+package enum PermissionAdvice {
     /// The group that BlueZ's D-Bus policy lets talk to `org.bluez`.
-    public static let bluetoothGroup = "bluetooth"
+    package static let bluetoothGroup = "bluetooth"
     /// Where distributions install BlueZ's D-Bus policy.
-    public static let policyFile = "/etc/dbus-1/system.d/bluetooth.conf"
+    package static let policyFile = "/etc/dbus-1/system.d/bluetooth.conf"
 
     /// One line for the `unauthorized` state, when the user is not known.
-    public static let unauthorized = unauthorized(user: nil)
+    package static let unauthorized = unauthorized(user: nil)
 
     /// One line for the `unauthorized` state: which group to join, which file grants it, and
     /// what to reload. `user` is the account name to put in the command, when known.
-    public static func unauthorized(user: String?) -> String {
+    package static func unauthorized(user: String?) -> String {
         "D-Bus policy denies access to org.bluez: " + remedy(user: user)
     }
 
     /// What to change, without saying what failed.
-    public static func remedy(user: String?) -> String {
+    package static func remedy(user: String?) -> String {
         let who = user ?? "$USER"
         return "add the user to the '\(bluetoothGroup)' group "
             + "(sudo usermod -aG \(bluetoothGroup) \(who); then sudo systemctl reload dbus and start again), "
@@ -31,7 +31,7 @@ public enum PermissionAdvice {
     }
 
     /// One line for a D-Bus `AccessDenied` error on a given call, keeping the bus's own words.
-    public static func accessDenied(call: String, busMessage: String?, user: String?) -> String {
+    package static func accessDenied(call: String, busMessage: String?, user: String?) -> String {
         var line = "\(call) was refused by the D-Bus policy"
         if let busMessage, !busMessage.isEmpty { line += " (\(busMessage))" }
         return line + ": " + remedy(user: user)

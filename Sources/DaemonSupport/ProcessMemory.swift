@@ -3,9 +3,9 @@ import Glibc
 
 /// The process's memory as the kernel counts it, for the daemon's status line and logs (a
 /// long-running receiver should stay flat from one message to the next).
-public enum ProcessMemory {
+package enum ProcessMemory {
     /// Resident set size in bytes, from `/proc/self/statm`; nil where that file is missing.
-    public static func residentBytes() -> Int? {
+    package static func residentBytes() -> Int? {
         let fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         defer { close(fd) }

@@ -8,11 +8,11 @@
 /// embeddings, isolates and marks (U+061C, U+200E/F, U+202A–U+202E, U+2066–U+2069) that can
 /// make a line read differently from what it holds, and the line and paragraph separators
 /// U+2028/U+2029. Everything else, other scripts and emoji included, is kept.
-public enum SafeText {
+package enum SafeText {
     /// `text` with the characters above written as `\xNN` (below U+0100) or `\u{NNNN}`;
     /// line feeds and tabs as `\n` and `\t` unless `keepingLineBreaks` (a message body shown
     /// on a terminal keeps its lines and indentation).
-    public static func escape(_ text: String, keepingLineBreaks: Bool = false) -> String {
+    package static func escape(_ text: String, keepingLineBreaks: Bool = false) -> String {
         guard text.unicodeScalars.contains(where: { needsEscape($0, keepingLineBreaks: keepingLineBreaks) }) else {
             return text
         }
@@ -34,7 +34,7 @@ public enum SafeText {
     }
 
     /// Whether `scalar` is one that ``escape(_:keepingLineBreaks:)`` rewrites.
-    public static func needsEscape(_ scalar: Unicode.Scalar, keepingLineBreaks: Bool = false) -> Bool {
+    package static func needsEscape(_ scalar: Unicode.Scalar, keepingLineBreaks: Bool = false) -> Bool {
         switch scalar.value {
         case 0x0A, 0x09: !keepingLineBreaks
         case 0x00...0x1F, 0x7F...0x9F: true
@@ -44,7 +44,7 @@ public enum SafeText {
     }
 
     /// `\xNN` below U+0100, `\u{NNNN}` above.
-    public static func escapeCode(_ scalar: Unicode.Scalar) -> String {
+    package static func escapeCode(_ scalar: Unicode.Scalar) -> String {
         let hex = String(scalar.value, radix: 16)
         if scalar.value < 0x100 { return "\\x" + (hex.count < 2 ? "0" + hex : hex) }
         return "\\u{" + String(repeating: "0", count: max(0, 4 - hex.count)) + hex + "}"

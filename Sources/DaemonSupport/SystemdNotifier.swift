@@ -7,7 +7,7 @@ import Foundation
 import SystemPackage
 
 /// One state assignment of systemd's notify protocol (sd_notify(3)).
-public enum SystemdNotification: Sendable, Equatable {
+package enum SystemdNotification: Sendable, Equatable {
     /// Start-up is finished; a `Type=notify` unit becomes active only after this.
     case ready
     /// A one-line status shown by `systemctl status`.
@@ -21,7 +21,7 @@ public enum SystemdNotification: Sendable, Equatable {
 
     /// The `KEY=VALUE` text sent on the wire. A status is forced onto one line because the
     /// protocol separates assignments with newlines.
-    public var assignment: String {
+    package var assignment: String {
         switch self {
         case .ready: "READY=1"
         case .status(let text):
@@ -33,13 +33,13 @@ public enum SystemdNotification: Sendable, Equatable {
     }
 }
 
-public enum SystemdNotifyError: Error, Sendable, Equatable, CustomStringConvertible {
+package enum SystemdNotifyError: Error, Sendable, Equatable, CustomStringConvertible {
     /// `$NOTIFY_SOCKET` names something this implementation cannot reach (not a path, not an
     /// abstract `@` name, or longer than a socket address holds).
     case unsupportedSocketAddress(String)
     case sendFailed(String, Errno)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .unsupportedSocketAddress(let address):
             "NOTIFY_SOCKET=\(address) is not a socket path or abstract name this program can use"
@@ -53,14 +53,14 @@ public enum SystemdNotifyError: Error, Sendable, Equatable, CustomStringConverti
 /// on the AF_UNIX socket named by `$NOTIFY_SOCKET` (a file-system path, or an abstract name
 /// written with a leading `@`). Outside systemd that variable is unset and every call is a
 /// no-op, so the daemon code can notify unconditionally.
-public struct SystemdNotifier: Sendable {
+package struct SystemdNotifier: Sendable {
     /// The socket address from `$NOTIFY_SOCKET`, or nil when not run under systemd.
-    public let socketAddress: String?
+    package let socketAddress: String?
     /// How often the watchdog wants a ping, or nil when the unit has no watchdog for us.
-    public let watchdogTimeout: Duration?
+    package let watchdogTimeout: Duration?
 
     /// Reads `NOTIFY_SOCKET`, `WATCHDOG_USEC` and `WATCHDOG_PID` from `environment`.
-    public init(
+    package init(
         environment: [String: String] = ProcessInfo.processInfo.environment,
         processID: Int32 = getpid()
     ) {
@@ -71,50 +71,50 @@ public struct SystemdNotifier: Sendable {
     }
 
     /// True when notifications go somewhere.
-    public var isActive: Bool { socketAddress != nil }
+    package var isActive: Bool { socketAddress != nil }
 
     /// Sends the assignments as one datagram (newline-separated). Does nothing when not under
     /// systemd or when `notifications` is empty.
-    public func notify(_ notifications: [SystemdNotification]) throws(SystemdNotifyError) {
+    package func notify(_ notifications: [SystemdNotification]) throws(SystemdNotifyError) {
         guard let socketAddress, !notifications.isEmpty else { return }
         let datagram = notifications.map(\.assignment).joined(separator: "\n")
         try Self.send(Array(datagram.utf8), to: socketAddress)
     }
 
-    public func notify(_ notifications: SystemdNotification...) throws(SystemdNotifyError) {
+    package func notify(_ notifications: SystemdNotification...) throws(SystemdNotifyError) {
         try notify(notifications)
     }
 
     /// `READY=1`, with a status line when given.
-    public func ready(status: String? = nil) throws(SystemdNotifyError) {
+    package func ready(status: String? = nil) throws(SystemdNotifyError) {
         try notify([.ready] + (status.map { [.status($0)] } ?? []))
     }
 
-    public func status(_ text: String) throws(SystemdNotifyError) {
+    package func status(_ text: String) throws(SystemdNotifyError) {
         try notify(.status(text))
     }
 
     /// `STOPPING=1`, with a status line when given.
-    public func stopping(status: String? = nil) throws(SystemdNotifyError) {
+    package func stopping(status: String? = nil) throws(SystemdNotifyError) {
         try notify([.stopping] + (status.map { [.status($0)] } ?? []))
     }
 
     /// One watchdog ping; a no-op when the unit has no watchdog for this process.
-    public func watchdogPing() throws(SystemdNotifyError) {
+    package func watchdogPing() throws(SystemdNotifyError) {
         guard watchdogTimeout != nil else { return }
         try notify(.watchdog)
     }
 
     /// How often to ping: half the watchdog timeout, as sd_watchdog_enabled(3) advises, so
     /// one late ping does not kill the service. Nil when there is no watchdog.
-    public var watchdogPingInterval: Duration? {
+    package var watchdogPingInterval: Duration? {
         watchdogTimeout.map { $0 / 2 }
     }
 
     /// Pings the watchdog every `watchdogPingInterval` until the task is cancelled; returns
     /// at once when there is no watchdog. A failed ping is reported to `onError` and the loop
     /// goes on: systemd, not this process, decides what a missed ping means.
-    public func keepWatchdogAlive(onError: @Sendable (SystemdNotifyError) -> Void = { _ in }) async {
+    package func keepWatchdogAlive(onError: @Sendable (SystemdNotifyError) -> Void = { _ in }) async {
         guard let interval = watchdogPingInterval else { return }
         while !Task.isCancelled {
             do { try watchdogPing() } catch { onError(error) }
@@ -124,7 +124,7 @@ public struct SystemdNotifier: Sendable {
 
     /// Parses `WATCHDOG_USEC` (microseconds, positive) and honours `WATCHDOG_PID`: when it is
     /// set and names another process, the watchdog is not ours.
-    public static func watchdogTimeout(environment: [String: String], processID: Int32) -> Duration? {
+    package static func watchdogTimeout(environment: [String: String], processID: Int32) -> Duration? {
         guard let text = environment["WATCHDOG_USEC"], let microseconds = UInt64(text), microseconds > 0,
               microseconds <= UInt64(Int64.max)
         else { return nil }

@@ -5,24 +5,24 @@ import Transfer
 
 /// An option value a user typed that no run can take: one line naming the option and what
 /// it takes. The command line reports it as a usage error (exit status 64).
-public struct InvalidOption: Error, Equatable, CustomStringConvertible {
+package struct InvalidOption: Error, Equatable, CustomStringConvertible {
     /// The option as typed on the command line ("--ack-timeout").
-    public let option: String
+    package let option: String
     /// What it takes ("give a duration from 1ms to 366d, such as 30s or 5m (a plain number is seconds)").
-    public let problem: String
+    package let problem: String
 
-    public init(_ option: String, _ problem: String) {
+    package init(_ option: String, _ problem: String) {
         self.option = option
         self.problem = problem
     }
 
-    public var description: String { "\(option): \(problem)" }
+    package var description: String { "\(option): \(problem)" }
 }
 
 /// Byte counts as the options' messages show them: in the largest binary multiple that divides
 /// them (64M, not 67108864), as the options take them.
-public enum ByteSize {
-    public static func text(_ bytes: Int) -> String {
+package enum ByteSize {
+    package static func text(_ bytes: Int) -> String {
         for (suffix, shift) in [("T", 40), ("G", 30), ("M", 20), ("K", 10)] where bytes != 0 && bytes % (1 << shift) == 0 {
             return "\(bytes >> shift)\(suffix)"
         }
@@ -33,28 +33,28 @@ public enum ByteSize {
 /// Checks shared by every size and duration option of `send`, `receive` and `daemon`, so
 /// that no value a user can type reaches arithmetic that traps (`Duration.milliseconds` of a
 /// huge `Double`, `header + limit` near `Int.max`) or an allocation the machine cannot make.
-public enum OptionValidation {
+package enum OptionValidation {
     /// The longest duration any option takes: a year. Longer is never meant, and far below
     /// what `Duration` holds, so conversions cannot overflow.
-    public static let maximumSeconds: Double = 366 * 24 * 3600
+    package static let maximumSeconds: Double = 366 * 24 * 3600
     /// The shortest: a millisecond (durations are kept in milliseconds).
-    public static let minimumSeconds: Double = 0.001
+    package static let minimumSeconds: Double = 0.001
 
     /// The largest message any machine holds in memory, whatever its memory (one going to
     /// standard output or coming in Apple's flow is held whole before it is written).
-    public static let hardMaximumMessageSize = 4 << 30
+    package static let hardMaximumMessageSize = 4 << 30
 
     /// The largest message this machine holds in memory: a quarter of its physical memory (the
     /// message is held once while it arrives, once more while written), at most
     /// `hardMaximumMessageSize`.
-    public static func maximumMessageSize(physicalMemory: UInt64 = ProcessInfo.processInfo.physicalMemory) -> Int {
+    package static func maximumMessageSize(physicalMemory: UInt64 = ProcessInfo.processInfo.physicalMemory) -> Int {
         let quarter = physicalMemory / 4
         return quarter >= UInt64(hardMaximumMessageSize) ? hardMaximumMessageSize : Int(quarter)
     }
 
     /// A duration option in seconds: finite, at least a millisecond (or exactly 0 when
     /// `allowZero`), at most a year.
-    public static func duration(_ seconds: Double, option: String, allowZero: Bool = false) throws(InvalidOption) -> Duration {
+    package static func duration(_ seconds: Double, option: String, allowZero: Bool = false) throws(InvalidOption) -> Duration {
         let lowest = allowZero ? "0" : "1ms"
         guard seconds.isFinite, seconds <= maximumSeconds,
               seconds >= minimumSeconds || (allowZero && seconds == 0)
@@ -65,7 +65,7 @@ public enum OptionValidation {
     }
 
     /// A size option in bytes: from `minimum` to `maximum`.
-    public static func byteCount(_ value: Int, option: String, minimum: Int = 1, maximum: Int = hardMaximumMessageSize,
+    package static func byteCount(_ value: Int, option: String, minimum: Int = 1, maximum: Int = hardMaximumMessageSize,
                                  why: String? = nil) throws(InvalidOption) -> Int {
         guard value >= minimum, value <= maximum else {
             let reason = why.map { " (\($0))" } ?? ""
@@ -78,16 +78,16 @@ public enum OptionValidation {
     /// directory receiver's framed messages, a sender's file) may be that large; one held in
     /// memory (standard output, Apple's flow) is bounded by ``maximumMessageSize(physicalMemory:)``
     /// whatever this says (``ReceiverOptions/limits``).
-    public static func maximumMessageSizeOption(_ value: Int) throws(InvalidOption) -> Int {
+    package static func maximumMessageSizeOption(_ value: Int) throws(InvalidOption) -> Int {
         try byteCount(value, option: "--max-size", maximum: largestStoredMessageSize,
                       why: "a message's size must fit a file")
     }
 
     /// 1 PiB: beyond any disk a receiver has, and far from overflowing the sums of offsets.
-    public static let largestStoredMessageSize = 1 << 50
+    package static let largestStoredMessageSize = 1 << 50
 
     /// A count option (messages, files): from `minimum` to a billion.
-    public static func count(_ value: Int, option: String, minimum: Int = 1) throws(InvalidOption) -> Int {
+    package static func count(_ value: Int, option: String, minimum: Int = 1) throws(InvalidOption) -> Int {
         guard value >= minimum, value <= 1_000_000_000 else {
             throw InvalidOption(option, "give a number from \(minimum) to 1000000000")
         }
@@ -95,7 +95,7 @@ public enum OptionValidation {
     }
 
     /// `--min-rssi`: a signal strength in dBm, from -127 to 20 (what HCI reports).
-    public static func signalStrength(_ value: Int, option: String) throws(InvalidOption) -> Int {
+    package static func signalStrength(_ value: Int, option: String) throws(InvalidOption) -> Int {
         guard (-127...20).contains(value) else {
             throw InvalidOption(option, "give a signal strength in dBm between -127 and 20")
         }

@@ -7,41 +7,41 @@ import Transfer
 /// units a user types (seconds, bytes; nil: the default). `validate()` is the one check of
 /// them, `configuration(messageCount:stopOnCorruptMessage:)` and `storageLimits` the one
 /// mapping, so the two commands cannot drift apart.
-public struct ReceiverOptions: Sendable {
-    public var adapterName: String?
-    public var serviceUUID: BluetoothUUID = TransferUUIDs.appleSampleService
-    public var characteristicUUID: BluetoothUUID = TransferUUIDs.appleSampleCharacteristic
+package struct ReceiverOptions: Sendable {
+    package var adapterName: String?
+    package var serviceUUID: BluetoothUUID = TransferUUIDs.appleSampleService
+    package var characteristicUUID: BluetoothUUID = TransferUUIDs.appleSampleCharacteristic
     /// `--min-rssi`, in dBm.
-    public var minimumRSSI: Int?
+    package var minimumRSSI: Int?
     /// `--max-size`, in bytes.
-    public var maximumSize: Int?
+    package var maximumSize: Int?
     /// `--idle-timeout`, in seconds.
-    public var idleTimeout: Double?
+    package var idleTimeout: Double?
     /// Not `--compat`: ask bletransfer peripherals for the framed format.
-    public var requestFramed = true
+    package var requestFramed = true
     /// `--min-rate`, in bytes per second (0: no floor).
-    public var minimumRate: Int?
+    package var minimumRate: Int?
     /// `--reserve`, `--quota-bytes`, `--quota-files` (directory output only).
-    public var reserve: Int?
-    public var quotaBytes: Int?
-    public var quotaFiles: Int?
+    package var reserve: Int?
+    package var quotaBytes: Int?
+    package var quotaFiles: Int?
     /// The framed protocol's keys and policy (nil: none given; the run uses a key of its own,
     /// authenticating nobody).
-    public var secureMode: SecureModePolicy?
+    package var secureMode: SecureModePolicy?
     /// Not `--no-l2cap`.
-    public var usesL2CAP = true
+    package var usesL2CAP = true
 
     /// `--idle-timeout`'s default.
-    public static let defaultIdleTimeout: Duration = .seconds(15)
+    package static let defaultIdleTimeout: Duration = .seconds(15)
 
     /// Every option at its default; set the ones given.
-    public init() {}
+    package init() {}
 
     /// Whether any storage bound (`--reserve`, `--quota-bytes`, `--quota-files`) was given.
-    public var isStorageSet: Bool { reserve != nil || quotaBytes != nil || quotaFiles != nil }
+    package var isStorageSet: Bool { reserve != nil || quotaBytes != nil || quotaFiles != nil }
 
     /// Throws the first option no receiver can take, naming it.
-    public func validate() throws(InvalidOption) {
+    package func validate() throws(InvalidOption) {
         if let minimumRSSI { _ = try OptionValidation.signalStrength(minimumRSSI, option: "--min-rssi") }
         if let maximumSize { _ = try OptionValidation.maximumMessageSizeOption(maximumSize) }
         if let idleTimeout { _ = try OptionValidation.duration(idleTimeout, option: "--idle-timeout") }
@@ -53,20 +53,20 @@ public struct ReceiverOptions: Sendable {
 
     /// The message size limits `--max-size` sets: that many bytes on disk (a directory
     /// receiver's framed messages), and in memory no more than this machine can hold.
-    public var limits: TransferLimits {
+    package var limits: TransferLimits {
         guard let maximumSize else { return .default }
         return TransferLimits(maximumMessageSize: min(maximumSize, OptionValidation.maximumMessageSize()),
                               maximumStoredMessageSize: maximumSize)
     }
 
     /// The storage bounds of directory output.
-    public var storageLimits: StorageLimits {
+    package var storageLimits: StorageLimits {
         StorageLimits(reserveBytes: reserve ?? StorageLimits.defaultReserveBytes, quotaBytes: quotaBytes, quotaFiles: quotaFiles)
     }
 
     /// The central's configuration with these options applied. Call `validate()` first: a
     /// value it would refuse is left at the configuration's default here.
-    public func configuration(messageCount: Int?, stopOnCorruptMessage: Bool) -> CentralConfiguration {
+    package func configuration(messageCount: Int?, stopOnCorruptMessage: Bool) -> CentralConfiguration {
         let idle = idleTimeout.flatMap { try? OptionValidation.duration($0, option: "--idle-timeout") }
         var configuration = CentralConfiguration(
             adapterName: adapterName, serviceUUID: serviceUUID, characteristicUUID: characteristicUUID,

@@ -5,7 +5,7 @@ import Transfer
 
 /// What both roles' options name the same way: the adapter, the transfer service and its
 /// characteristic, and the secure mode's keys.
-public protocol RoleOptions: Sendable {
+package protocol RoleOptions: Sendable {
     /// "hci1"; nil: the first adapter BlueZ reports.
     var adapterName: String? { get set }
     var serviceUUID: BluetoothUUID { get set }

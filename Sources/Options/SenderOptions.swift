@@ -7,35 +7,35 @@ import Transfer
 /// user types (seconds, bytes; nil: the default). `validate()` is the one check of them and
 /// `configuration` the one mapping onto a `PeripheralConfiguration`, so the two commands
 /// cannot drift apart.
-public struct SenderOptions: Sendable {
-    public var adapterName: String?
-    public var serviceUUID: BluetoothUUID = TransferUUIDs.appleSampleService
-    public var characteristicUUID: BluetoothUUID = TransferUUIDs.appleSampleCharacteristic
+package struct SenderOptions: Sendable {
+    package var adapterName: String?
+    package var serviceUUID: BluetoothUUID = TransferUUIDs.appleSampleService
+    package var characteristicUUID: BluetoothUUID = TransferUUIDs.appleSampleCharacteristic
     /// `--name`: the local name to advertise.
-    public var localName: String = PeripheralConfiguration.defaultLocalName
+    package var localName: String = PeripheralConfiguration.defaultLocalName
     /// Not `--no-acquire-notify`.
-    public var offersAcquireNotify = true
+    package var offersAcquireNotify = true
     /// `--ack-timeout`, in seconds.
-    public var acknowledgementTimeout: Double?
+    package var acknowledgementTimeout: Double?
     /// `--unsubscribe-timeout`, in seconds.
-    public var unsubscribeTimeout: Double?
+    package var unsubscribeTimeout: Double?
     /// `--min-rate`, in bytes per second (0: no floor).
-    public var minimumRate: Int?
+    package var minimumRate: Int?
     /// `--compat-delivery`.
-    public var compatDelivery: CompatDelivery = .automatic
+    package var compatDelivery: CompatDelivery = .automatic
     /// `--value-size`, in bytes.
-    public var valueSize: Int?
+    package var valueSize: Int?
     /// The framed protocol's keys and policy (nil: none given; the run uses a key of its own,
     /// authenticating nobody).
-    public var secureMode: SecureModePolicy?
+    package var secureMode: SecureModePolicy?
     /// Not `--no-l2cap`.
-    public var usesL2CAP = true
+    package var usesL2CAP = true
 
     /// Every option at its default; set the ones given.
-    public init() {}
+    package init() {}
 
     /// Throws the first option no sender can take, naming it.
-    public func validate() throws(InvalidOption) {
+    package func validate() throws(InvalidOption) {
         do {
             _ = try AdvertisedName.validate(localName)
         } catch {
@@ -52,7 +52,7 @@ public struct SenderOptions: Sendable {
 
     /// The peripheral's configuration with these options applied. Call `validate()` first: a
     /// value it would refuse is left at the configuration's default here.
-    public var configuration: PeripheralConfiguration {
+    package var configuration: PeripheralConfiguration {
         var configuration = PeripheralConfiguration(
             adapterName: adapterName, serviceUUID: serviceUUID, characteristicUUID: characteristicUUID,
             localName: localName, offersAcquireNotify: offersAcquireNotify)

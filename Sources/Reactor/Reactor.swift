@@ -10,18 +10,18 @@ import Musl
 #endif
 
 /// What a descriptor is ready for.
-public struct ReadinessEvents: OptionSet, Sendable, Hashable, CustomStringConvertible {
-    public let rawValue: UInt32
-    public init(rawValue: UInt32) { self.rawValue = rawValue }
+package struct ReadinessEvents: OptionSet, Sendable, Hashable, CustomStringConvertible {
+    package let rawValue: UInt32
+    package init(rawValue: UInt32) { self.rawValue = rawValue }
 
     /// Data to read (or end of stream).
-    public static let readable = ReadinessEvents(rawValue: 1)
+    package static let readable = ReadinessEvents(rawValue: 1)
     /// Room to write.
-    public static let writable = ReadinessEvents(rawValue: 2)
+    package static let writable = ReadinessEvents(rawValue: 2)
     /// An error is pending on the descriptor (always reported, never asked for).
-    public static let error = ReadinessEvents(rawValue: 4)
+    package static let error = ReadinessEvents(rawValue: 4)
     /// The other end hung up (always reported, never asked for).
-    public static let hangUp = ReadinessEvents(rawValue: 8)
+    package static let hangUp = ReadinessEvents(rawValue: 8)
 
     var epollMask: UInt32 {
         var mask: UInt32 = 0
@@ -39,7 +39,7 @@ public struct ReadinessEvents: OptionSet, Sendable, Hashable, CustomStringConver
         self = events
     }
 
-    public var description: String {
+    package var description: String {
         var names: [String] = []
         if contains(.readable) { names.append("readable") }
         if contains(.writable) { names.append("writable") }
@@ -73,14 +73,14 @@ public struct ReadinessEvents: OptionSet, Sendable, Hashable, CustomStringConver
 /// `@unchecked Sendable`: the fields marked "reactor thread only" are read and written only on
 /// the reactor thread; the job queue, the only state other threads reach, is a Mutex; the two
 /// descriptors are immutable.
-public final class Reactor: @unchecked Sendable {
-    public typealias Job = @Sendable () -> Void
+package final class Reactor: @unchecked Sendable {
+    package typealias Job = @Sendable () -> Void
     /// Interest handlers, timers and hooks run on the reactor thread and are registered there, so
     /// they need not be Sendable.
-    public typealias ReadinessHandler = (ReadinessEvents) -> Void
+    package typealias ReadinessHandler = (ReadinessEvents) -> Void
 
     /// Names one interest, timer or hook for its removal.
-    public struct Registration: Hashable, Sendable {
+    package struct Registration: Hashable, Sendable {
         fileprivate let id: UInt64
     }
 
@@ -120,7 +120,7 @@ public final class Reactor: @unchecked Sendable {
 
     /// The process's reactor, started on first use. Throws when the kernel refused its epoll
     /// instance, its eventfd or its thread (each time it is asked, with the same error).
-    public static func shared() throws(SystemCallError) -> Reactor {
+    package static func shared() throws(SystemCallError) -> Reactor {
         try sharedReactor.get()
     }
 
@@ -166,14 +166,14 @@ public final class Reactor: @unchecked Sendable {
     }
 
     /// True on the reactor's own thread.
-    public var isReactorThread: Bool {
+    package var isReactorThread: Bool {
         thread.load(ordering: .acquiring) == currentThreadID()
     }
 
     // MARK: Jobs
 
     /// Runs `job` on the reactor thread, after the jobs queued before it.
-    public func enqueue(_ job: @escaping Job) {
+    package func enqueue(_ job: @escaping Job) {
         let mustWake = queue.withLock { queue -> Bool in
             queue.jobs.append(job)
             defer { queue.wakeUpPending = true }
@@ -183,7 +183,7 @@ public final class Reactor: @unchecked Sendable {
     }
 
     /// Makes the reactor go round once more (run its hooks) without a job; from any thread.
-    public func wakeUp() {
+    package func wakeUp() {
         creactor_eventfd_signal(wakeUpFD)
     }
 
@@ -200,7 +200,7 @@ public final class Reactor: @unchecked Sendable {
 
     /// Registers `handler` for `events` on `fd` (none: registered but disabled). Throws when
     /// epoll refuses the descriptor (closed, or a kind epoll cannot watch, such as a file).
-    public func addInterest(
+    package func addInterest(
         fd: Int32, events: ReadinessEvents, handler: @escaping ReadinessHandler
     ) throws(SystemCallError) -> Registration {
         try addInterest(fd: fd, events: events, oneShot: false, handler: handler)
@@ -226,7 +226,7 @@ public final class Reactor: @unchecked Sendable {
     }
 
     /// Changes what an interest waits for; none disables it. Nothing when it is gone.
-    public func setEvents(_ events: ReadinessEvents, of registration: Registration) {
+    package func setEvents(_ events: ReadinessEvents, of registration: Registration) {
         assertOnReactorThread()
         guard let fd = interests[registration.id]?.fd else { return }
         interests[registration.id]?.events = events
@@ -236,7 +236,7 @@ public final class Reactor: @unchecked Sendable {
     }
 
     /// Removes an interest; its handler will not run again. Nothing when it is already gone.
-    public func removeInterest(_ registration: Registration) {
+    package func removeInterest(_ registration: Registration) {
         assertOnReactorThread()
         guard let fd = interests[registration.id]?.fd else { return }
         removeInterestRecord(registration.id)
@@ -282,7 +282,7 @@ public final class Reactor: @unchecked Sendable {
     /// Runs `handler` once at `deadline` (at once, the next turn, when it has passed). Timers
     /// that expire together run in deadline order, ties in the order they were added.
     @discardableResult
-    public func addTimer(at deadline: ContinuousClock.Instant, handler: @escaping () -> Void) -> Registration {
+    package func addTimer(at deadline: ContinuousClock.Instant, handler: @escaping () -> Void) -> Registration {
         assertOnReactorThread()
         let id = takeID()
         timers[id] = Timer(deadline: deadline, handler: handler)
@@ -290,7 +290,7 @@ public final class Reactor: @unchecked Sendable {
     }
 
     /// Removes a timer that has not fired yet. Nothing when it is gone.
-    public func removeTimer(_ registration: Registration) {
+    package func removeTimer(_ registration: Registration) {
         assertOnReactorThread()
         timers[registration.id] = nil
     }
@@ -298,14 +298,14 @@ public final class Reactor: @unchecked Sendable {
     /// Runs `hook` every turn, after the jobs and before the reactor waits: for work that must
     /// be done before sleeping (libdbus dispatches what its watches read). A hook that finds
     /// more to do later wakes the reactor (`wakeUp()`) rather than looping.
-    public func addHook(_ hook: @escaping () -> Void) -> Registration {
+    package func addHook(_ hook: @escaping () -> Void) -> Registration {
         assertOnReactorThread()
         let id = takeID()
         hooks.append((id, hook))
         return Registration(id: id)
     }
 
-    public func removeHook(_ registration: Registration) {
+    package func removeHook(_ registration: Registration) {
         assertOnReactorThread()
         hooks.removeAll { $0.id == registration.id }
     }
@@ -419,22 +419,22 @@ extension Reactor {
     /// Returns once `fd` is readable (or has an error or hung up). Throws CancellationError when
     /// the task is cancelled (the interest is removed first), SystemCallError when epoll refuses
     /// the descriptor. The descriptor must stay open until this returns.
-    public func readable(_ fd: Int32) async throws -> ReadinessEvents {
+    package func readable(_ fd: Int32) async throws -> ReadinessEvents {
         try await ReadinessWait(reactor: self, fd: fd, events: .readable).value
     }
 
     /// Returns once `fd` has room to write (or has an error or hung up); as `readable(_:)`.
-    public func writable(_ fd: Int32) async throws -> ReadinessEvents {
+    package func writable(_ fd: Int32) async throws -> ReadinessEvents {
         try await ReadinessWait(reactor: self, fd: fd, events: .writable).value
     }
 
     /// Runs `handler` on the reactor thread at `deadline`; from any thread.
-    public func schedule(at deadline: ContinuousClock.Instant, _ handler: @escaping @Sendable () -> Void) {
+    package func schedule(at deadline: ContinuousClock.Instant, _ handler: @escaping @Sendable () -> Void) {
         enqueue { [self] in addTimer(at: deadline, handler: handler) }
     }
 
     /// Registers a lasting interest from any thread (the registration itself is a job).
-    public func watch(
+    package func watch(
         fd: Int32, events: ReadinessEvents, handler: @escaping @Sendable (ReadinessEvents) -> Void
     ) -> PersistentInterest {
         PersistentInterest(reactor: self, fd: fd, events: events, handler: handler)
@@ -455,7 +455,7 @@ extension Reactor {
 ///
 /// `@unchecked Sendable`: `state` is a Mutex; `registration` is touched on the reactor thread
 /// only (in jobs and the readiness handler).
-public final class ReadinessWait: @unchecked Sendable {
+package final class ReadinessWait: @unchecked Sendable {
     private struct State {
         var continuation: CheckedContinuation<ReadinessEvents, any Error>?
         var outcome: Result<ReadinessEvents, any Error>?
@@ -469,7 +469,7 @@ public final class ReadinessWait: @unchecked Sendable {
     private var registration: Reactor.Registration?
 
     /// Starts waiting for `events` on `fd` (the registration is queued on the reactor at once).
-    public init(reactor: Reactor, fd: Int32, events: ReadinessEvents) {
+    package init(reactor: Reactor, fd: Int32, events: ReadinessEvents) {
         self.reactor = reactor
         reactor.enqueue { [self] in
             guard state.withLock({ $0.cancellation == nil }) else { return }  // the cancel job ends it
@@ -486,7 +486,7 @@ public final class ReadinessWait: @unchecked Sendable {
 
     /// Ends the wait with `error` unless it already ended: its interest is removed, then an
     /// awaiter resumes. Any thread; returns at once.
-    public func cancel(throwing error: any Error) {
+    package func cancel(throwing error: any Error) {
         let first = state.withLock { state -> Bool in
             guard state.outcome == nil, state.cancellation == nil else { return false }
             state.cancellation = error
@@ -518,7 +518,7 @@ public final class ReadinessWait: @unchecked Sendable {
 
     /// The readiness the wait ended with; awaited once. Cancelling the awaiting task cancels
     /// the wait.
-    public var value: ReadinessEvents {
+    package var value: ReadinessEvents {
         get async throws {
             try await withTaskCancellationHandler {
                 try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<ReadinessEvents, any Error>) in
@@ -541,7 +541,7 @@ public final class ReadinessWait: @unchecked Sendable {
 /// handler hears `.error` once and the interest is dropped.
 ///
 /// `@unchecked Sendable`: `registration` and `cancelled` are touched on the reactor thread only.
-public final class PersistentInterest: @unchecked Sendable {
+package final class PersistentInterest: @unchecked Sendable {
     private let reactor: Reactor
     // Reactor thread only.
     private var registration: Reactor.Registration?
@@ -563,7 +563,7 @@ public final class PersistentInterest: @unchecked Sendable {
 
     /// Removes the interest, then runs `then` on the reactor thread (where closing the
     /// descriptor is safe: no handler runs any more and epoll no longer holds it). Any thread.
-    public func cancel(then: (@Sendable () -> Void)? = nil) {
+    package func cancel(then: (@Sendable () -> Void)? = nil) {
         reactor.enqueue { [self] in
             cancelled = true
             if let registration {

@@ -12,19 +12,19 @@ import Transfer
 /// file: the payload goes to a hidden partial file first, is flushed to disk, and only then
 /// gets its final name through `link(2)`, which fails rather than overwrites. A reader of the
 /// directory therefore sees whole messages or nothing.
-public struct OutputDirectory: Sendable {
-    public let path: FilePath
+package struct OutputDirectory: Sendable {
+    package let path: FilePath
     /// The longest name, in bytes, the directory's file system takes (`pathconf`'s
     /// `_PC_NAME_MAX`: 255 on most, 143 on eCryptfs). A longer name is refused before it is
     /// tried, as the file system would refuse it.
-    public let nameLimit: Int
+    package let nameLimit: Int
 
     /// Prefix of the partial files; anything with it is ours and unfinished.
     static let partialPrefix = ".bletransfer-partial-"
 
     /// Opens (creating it when missing) the directory and removes partial files that an
     /// earlier, interrupted run left behind.
-    public init(path: FilePath) throws(OutputDirectoryError) {
+    package init(path: FilePath) throws(OutputDirectoryError) {
         try self.init(path: path, nameLimit: nil)
     }
 
@@ -71,7 +71,7 @@ public struct OutputDirectory: Sendable {
 
     /// The extended attribute naming the key of the sender the secure mode authenticated: its
     /// public key line (`getfattr -n user.bletransfer.sender FILE`).
-    public static let senderAttribute = "user.bletransfer.sender"
+    package static let senderAttribute = "user.bletransfer.sender"
 
     /// Writes `payload` as a new file named after `baseName` and returns its path. The file
     /// appears complete or not at all, and never replaces one: `baseName` is sanitized
@@ -89,7 +89,7 @@ public struct OutputDirectory: Sendable {
     /// the directory. A task cancelled meanwhile still waits for them (the caller must know
     /// whether the message was stored).
     @discardableResult
-    public func store(_ payload: some Collection<UInt8>, baseName: String,
+    package func store(_ payload: some Collection<UInt8>, baseName: String,
                       sender: String? = nil, modificationTime: timespec? = nil) async throws(OutputDirectoryError) -> FilePath {
         try await store(MessagePayload(Array(payload)), baseName: baseName, sender: sender, modificationTime: modificationTime)
     }
@@ -98,7 +98,7 @@ public struct OutputDirectory: Sendable {
     /// came into one of this directory's partial files (``partialFiles(from:)``) is linked to
     /// its name where it lies: no copy, whatever its size.
     @discardableResult
-    public func store(_ payload: MessagePayload, baseName: String,
+    package func store(_ payload: MessagePayload, baseName: String,
                       sender: String? = nil, modificationTime: timespec? = nil) async throws(OutputDirectoryError) -> FilePath {
         let directory = self
         return try await BlockingCalls.run { () throws(OutputDirectoryError) in
@@ -210,12 +210,12 @@ public struct OutputDirectory: Sendable {
     /// Partial files in this directory for framed messages of at least `threshold` bytes:
     /// they are written as they come and linked to their names once verified. Smaller ones
     /// stay in memory (a file costs a flush either way; memory is the faster of the two).
-    public func partialFiles(from threshold: UInt64 = OutputDirectory.partialFileThreshold) -> any PartialPayloadStore {
+    package func partialFiles(from threshold: UInt64 = OutputDirectory.partialFileThreshold) -> any PartialPayloadStore {
         PartialFiles(directory: path, threshold: threshold)
     }
 
     /// Messages from 256 KiB up come into a partial file, not memory.
-    public static let partialFileThreshold: UInt64 = 256 * 1024
+    package static let partialFileThreshold: UInt64 = 256 * 1024
 
     private struct PartialFiles: PartialPayloadStore {
         let directory: FilePath
@@ -234,7 +234,7 @@ public struct OutputDirectory: Sendable {
 
     /// The most directories a received path may nest; deeper ones are not created (the file
     /// goes into the deepest one allowed).
-    public static let maximumDepth = 32
+    package static let maximumDepth = 32
 
     /// A relative path the sender gave, made safe component by component: each one as
     /// ``sanitizedFileName(_:)`` makes a name (so never `.`, `..`, hidden, an option, or with
@@ -242,7 +242,7 @@ public struct OutputDirectory: Sendable {
     /// dropped, so `../../etc/passwd` is `etc/passwd` and `/abs/x` is `abs/x`. At most
     /// ``maximumDepth`` directories are kept. The file name is nil when the last component
     /// leaves nothing (the caller's generated name is used).
-    public static func sanitizedRelativePath(_ name: String) -> (directories: [String], file: String?) {
+    package static func sanitizedRelativePath(_ name: String) -> (directories: [String], file: String?) {
         let components = name.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
         guard let last = components.last else { return ([], nil) }
         let directories = components.dropLast().compactMap(sanitizedFileName)
@@ -301,7 +301,7 @@ public struct OutputDirectory: Sendable {
     /// The sender's modification time as a `timespec` for ``store(_:baseName:sender:modificationTime:)``,
     /// or nil when it is outside 1970-01-01 ... one day after `now` (a clock far off, or a
     /// hostile value): the file then keeps its arrival time.
-    public static func acceptedModificationTime(seconds: Int64, nanoseconds: UInt32,
+    package static func acceptedModificationTime(seconds: Int64, nanoseconds: UInt32,
                                                 now: Date = Date()) -> timespec? {
         let latest = Int64(now.timeIntervalSince1970) + 86_400
         guard seconds >= 0, seconds <= latest, nanoseconds < 1_000_000_000 else { return nil }
@@ -309,7 +309,7 @@ public struct OutputDirectory: Sendable {
     }
 
     /// Removes partial files left by an interrupted run; they never had a final name.
-    public func removeStalePartialFiles() {
+    package func removeStalePartialFiles() {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: path.string) else { return }
         for name in names where name.hasPrefix(Self.partialPrefix) {
             _ = unlink(path.appending(name).string)
@@ -317,7 +317,7 @@ public struct OutputDirectory: Sendable {
     }
 
     /// The longest file name Linux file systems take, in bytes of UTF-8 (NAME_MAX).
-    public static let maximumNameBytes = 255
+    package static let maximumNameBytes = 255
     /// An extension longer than this (in bytes, with its dot) is not kept whole when a name is
     /// cut: it is then likely no extension at all.
     static let maximumExtensionBytes = 32
@@ -337,7 +337,7 @@ public struct OutputDirectory: Sendable {
     ///
     /// A name that is already safe comes back unchanged. Nil when nothing is left (empty, or
     /// only dots): the caller uses its generated name.
-    public static func sanitizedFileName(_ name: String) -> String? {
+    package static func sanitizedFileName(_ name: String) -> String? {
         var scalars = String.UnicodeScalarView()
         for scalar in name.precomposedStringWithCanonicalMapping.unicodeScalars {
             // Scalars, not Characters: "." followed by a combining mark is one Character but
@@ -399,7 +399,7 @@ public struct OutputDirectory: Sendable {
     }
 }
 
-public enum OutputDirectoryError: Error, Sendable, Equatable, CustomStringConvertible {
+package enum OutputDirectoryError: Error, Sendable, Equatable, CustomStringConvertible {
     case notADirectory(String)
     case cannotCreate(String, reason: String)
     case notWritable(String, Errno)
@@ -408,7 +408,7 @@ public enum OutputDirectoryError: Error, Sendable, Equatable, CustomStringConver
     /// The file system refused the name itself (too long for it, a character it cannot hold).
     case nameRefused(String, String, Errno)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .notADirectory(let path): "\(path) exists and is not a directory"
         case .cannotCreate(let path, let reason): "cannot create directory \(path): \(reason)"

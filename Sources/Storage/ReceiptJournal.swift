@@ -35,34 +35,34 @@ import SystemPackage
 /// log is rewritten atomically (compacted) once it holds several times more lines than
 /// entries; a line cut short by a crash is skipped when read. At most `capacity` entries,
 /// oldest out.
-public final class ReceiptJournal: Sendable {
-    public struct Entry: Codable, Sendable, Equatable {
+package final class ReceiptJournal: Sendable {
+    package struct Entry: Codable, Sendable, Equatable {
         /// Numbers the entries in the order they were made: a later line with the same number
         /// replaces an entry, and two messages with the same bytes in one visit stay two.
-        public var id: Int
+        package var id: Int
         /// Who sent it: the key fingerprint of an authenticated sender, else its address.
-        public var sender: String
+        package var sender: String
         /// Lower-case hex SHA-256 of the payload.
-        public var digest: String
-        public var size: Int
+        package var digest: String
+        package var size: Int
         /// The name it was to be stored under (relative to the directory), for the search
         /// after a crash; nil for a generated name.
-        public var name: String?
+        package var name: String?
         /// Where it was stored, once it was.
-        public var storedAt: String?
+        package var storedAt: String?
         /// The visit that stored it (entries of the visit under way are not matched).
-        public var visit: String
+        package var visit: String
         /// When the sender was known to have the ACK (seconds since 1970); nil until then.
-        public var acknowledgedAt: Double?
+        package var acknowledgedAt: Double?
     }
 
-    public let path: String
+    package let path: String
     /// The directory the messages are stored in (where the search after a crash looks).
-    public let directory: String
-    public static let capacity = 256
+    package let directory: String
+    package static let capacity = 256
     /// How long an acknowledged entry is kept: longer than a crashed sender takes to restart.
-    public static let defaultRetention: Duration = .seconds(3600)
-    public let retention: Duration
+    package static let defaultRetention: Duration = .seconds(3600)
+    package let retention: Duration
     private let clock: @Sendable () -> Double
     private let state: Mutex<LogState>
 
@@ -86,13 +86,13 @@ public final class ReceiptJournal: Sendable {
     /// spool's) under a name derived from the directory's absolute path. An unreadable or
     /// malformed file counts as empty: the journal only ever prevents duplicates, never a
     /// delivery.
-    public init(directory: String, stateDirectory: String, retention: Duration = ReceiptJournal.defaultRetention,
+    package init(directory: String, stateDirectory: String, retention: Duration = ReceiptJournal.defaultRetention,
                 clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }) {
         self.directory = directory
         self.retention = retention
         self.clock = clock
         let absolute = URL(fileURLWithPath: directory).standardizedFileURL.path
-        let tag = lowercaseHex(FramedHeader.sha256(Array(absolute.utf8)).prefix(8))
+        let tag = lowercaseHex(sha256(Array(absolute.utf8)).prefix(8))
         path = (stateDirectory.hasSuffix("/") ? stateDirectory : stateDirectory + "/") + "receipts-\(tag).jsonl"
         state = Mutex(Self.read(path))
     }
@@ -101,8 +101,8 @@ public final class ReceiptJournal: Sendable {
         state.withLock { if $0.descriptor >= 0 { _ = close($0.descriptor) } }
     }
 
-    public var count: Int { state.withLock { $0.entries.count } }
-    public var all: [Entry] { state.withLock { $0.entries } }
+    package var count: Int { state.withLock { $0.entries.count } }
+    package var all: [Entry] { state.withLock { $0.entries } }
 
     // MARK: From async code
     //
@@ -113,27 +113,27 @@ public final class ReceiptJournal: Sendable {
     // journal's promise (on disk before the message is stored) must hold either way.
 
     /// ``willStore(sender:digest:size:name:visit:)`` on ``BlockingCalls/storage``.
-    public func recordWillStore(sender: String, digest: String, size: Int, name: String?, visit: String) async {
+    package func recordWillStore(sender: String, digest: String, size: Int, name: String?, visit: String) async {
         await BlockingCalls.run { self.willStore(sender: sender, digest: digest, size: size, name: name, visit: visit) }
     }
 
     /// ``stored(sender:digest:visit:at:)`` on ``BlockingCalls/storage``.
-    public func recordStored(sender: String, digest: String, visit: String, at storedAt: String?) async {
+    package func recordStored(sender: String, digest: String, visit: String, at storedAt: String?) async {
         await BlockingCalls.run { self.stored(sender: sender, digest: digest, visit: visit, at: storedAt) }
     }
 
     /// ``acknowledged(sender:digest:)`` on ``BlockingCalls/storage``.
-    public func recordAcknowledged(sender: String, digest: String) async {
+    package func recordAcknowledged(sender: String, digest: String) async {
         await BlockingCalls.run { self.acknowledged(sender: sender, digest: digest) }
     }
 
     /// ``forget(sender:digest:)`` on ``BlockingCalls/storage``.
-    public func recordForgotten(sender: String, digest: String) async {
+    package func recordForgotten(sender: String, digest: String) async {
         await BlockingCalls.run { self.forget(sender: sender, digest: digest) }
     }
 
     /// ``earlierCopy(sender:digest:size:excludingVisit:)`` on ``BlockingCalls/storage``.
-    public func findEarlierCopy(sender: String, digest: String, size: Int, excludingVisit visit: String) async -> String? {
+    package func findEarlierCopy(sender: String, digest: String, size: Int, excludingVisit visit: String) async -> String? {
         await BlockingCalls.run { self.earlierCopy(sender: sender, digest: digest, size: size, excludingVisit: visit) }
     }
 
@@ -143,7 +143,7 @@ public final class ReceiptJournal: Sendable {
     // `earlierCopy`, while stored files are read): from async code, call the ones above.
 
     /// Before storing: what is about to be stored, flushed to disk.
-    public func willStore(sender: String, digest: String, size: Int, name: String?, visit: String) {
+    package func willStore(sender: String, digest: String, size: Int, name: String?, visit: String) {
         update(flush: true) { list, nextID in
             list.append(Entry(id: nextID, sender: sender, digest: digest, size: size, name: name, storedAt: nil, visit: visit))
             nextID += 1
@@ -151,7 +151,7 @@ public final class ReceiptJournal: Sendable {
     }
 
     /// After storing: where it went, flushed to disk.
-    public func stored(sender: String, digest: String, visit: String, at storedAt: String?) {
+    package func stored(sender: String, digest: String, visit: String, at storedAt: String?) {
         update(flush: true) { list, _ in
             if let index = list.lastIndex(where: { $0.sender == sender && $0.digest == digest && $0.visit == visit }) {
                 list[index].storedAt = storedAt
@@ -161,7 +161,7 @@ public final class ReceiptJournal: Sendable {
 
     /// The sender has the ACK: kept `retention` longer, for a sender that dies before it
     /// moves the message to `sent/` and offers it again.
-    public func acknowledged(sender: String, digest: String) {
+    package func acknowledged(sender: String, digest: String) {
         let now = clock()
         // Not flushed: lost in a power cut, the entry is only kept longer (up to `capacity`).
         update(flush: false) { list, _ in
@@ -172,7 +172,7 @@ public final class ReceiptJournal: Sendable {
     }
 
     /// The message was not stored after all: forget it.
-    public func forget(sender: String, digest: String) {
+    package func forget(sender: String, digest: String) {
         // Not flushed: an entry with no file behind it is dropped when it is next looked up.
         update(flush: false) { list, _ in
             if let index = list.lastIndex(where: { $0.sender == sender && $0.digest == digest }) {
@@ -183,7 +183,7 @@ public final class ReceiptJournal: Sendable {
 
     /// Where an earlier visit stored this message, if it did (see the type's description);
     /// nil when it must be stored. An entry found stays until `forget`.
-    public func earlierCopy(sender: String, digest: String, size: Int, excludingVisit visit: String) -> String? {
+    package func earlierCopy(sender: String, digest: String, size: Int, excludingVisit visit: String) -> String? {
         let candidates = state.withLock { current in
             current.entries.filter { $0.sender == sender && $0.digest == digest && $0.size == size && $0.visit != visit }
         }

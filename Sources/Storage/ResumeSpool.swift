@@ -1,4 +1,5 @@
 #if canImport(Glibc)
+import SystemCalls
 import Glibc
 #endif
 import Foundation
@@ -26,22 +27,22 @@ import Trust
 /// entry starts; the folder is listed only then, and the bytes held are counted as they are
 /// appended. An entry is removed once its message verified (it is then stored) or failed
 /// verification.
-public final class ResumeSpool: Sendable {
-    public struct Bounds: Sendable, Hashable {
+package final class ResumeSpool: Sendable {
+    package struct Bounds: Sendable, Hashable {
         /// The most bytes all entries may hold together.
-        public var maximumBytes: Int
+        package var maximumBytes: Int
         /// An entry not written to for this long is removed.
-        public var maximumAge: Duration
+        package var maximumAge: Duration
         /// The most entries (unfinished messages) kept at once; a new one evicts the oldest.
-        public var maximumEntries: Int
+        package var maximumEntries: Int
         /// Bytes the spool's file system keeps free: a checkpoint stops growing there.
-        public var reserveBytes: Int
+        package var reserveBytes: Int
 
-        public static let defaultMaximumBytes = 256 << 20
-        public static let defaultMaximumAge: Duration = .seconds(7 * 24 * 3600)
-        public static let defaultMaximumEntries = 64
+        package static let defaultMaximumBytes = 256 << 20
+        package static let defaultMaximumAge: Duration = .seconds(7 * 24 * 3600)
+        package static let defaultMaximumEntries = 64
 
-        public init(maximumBytes: Int = Bounds.defaultMaximumBytes, maximumAge: Duration = Bounds.defaultMaximumAge,
+        package init(maximumBytes: Int = Bounds.defaultMaximumBytes, maximumAge: Duration = Bounds.defaultMaximumAge,
                     maximumEntries: Int = Bounds.defaultMaximumEntries, reserveBytes: Int = 0) {
             self.maximumBytes = max(0, maximumBytes)
             self.maximumAge = maximumAge
@@ -50,10 +51,10 @@ public final class ResumeSpool: Sendable {
         }
     }
 
-    public enum SpoolError: Error, Sendable, Equatable, CustomStringConvertible {
+    package enum SpoolError: Error, Sendable, Equatable, CustomStringConvertible {
         case unusable(path: String, reason: String)
 
-        public var description: String {
+        package var description: String {
             switch self {
             case .unusable(let path, let reason): return "resume spool \(path) is unusable: \(reason)"
             }
@@ -63,15 +64,15 @@ public final class ResumeSpool: Sendable {
     /// Messages shorter than this keep no checkpoint: sent again whole, they cost less than
     /// the file work of tracking them, which a daemon draining many small files would pay per
     /// message.
-    public static let minimumCheckpointedLength: UInt64 = 64 * 1024
+    package static let minimumCheckpointedLength: UInt64 = 64 * 1024
 
     /// Whether a message with this header keeps a checkpoint (see `minimumCheckpointedLength`).
-    public static func checkpoints(_ header: MessageHeader) -> Bool {
+    package static func checkpoints(_ header: MessageHeader) -> Bool {
         header.payloadLength >= minimumCheckpointedLength
     }
 
-    public let directory: String
-    public let bounds: Bounds
+    package let directory: String
+    package let bounds: Bounds
     /// Serializes the file operations of the sessions sharing this spool (one central runs one
     /// session at a time, but the daemon's supervisor may overlap a closing and a new one), and
     /// holds the bytes all entries hold, counted from the last listing on.
@@ -79,7 +80,7 @@ public final class ResumeSpool: Sendable {
 
     /// Creates `directory` (and missing parents, 0700) and cleans it.
     /// - Throws: `.unusable` when it cannot be created or is not a directory of ours.
-    public init(directory: String, bounds: Bounds = Bounds(), now: Date = Date()) throws(SpoolError) {
+    package init(directory: String, bounds: Bounds = Bounds(), now: Date = Date()) throws(SpoolError) {
         self.directory = directory
         self.bounds = bounds
         do {
@@ -102,14 +103,14 @@ public final class ResumeSpool: Sendable {
 
     /// The default for `receive`: `$XDG_STATE_HOME/bletransfer/spool`, or
     /// `~/.local/state/bletransfer/spool` when XDG_STATE_HOME is unset or not absolute.
-    public static func defaultInteractiveDirectory(environment: [String: String], homeDirectory: String) -> String {
+    package static func defaultInteractiveDirectory(environment: [String: String], homeDirectory: String) -> String {
         if let state = environment["XDG_STATE_HOME"], state.hasPrefix("/") { return state + "/bletransfer/spool" }
         return homeDirectory + "/.local/state/bletransfer/spool"
     }
 
     /// The default for the daemon run by the service user: the unit's StateDirectory
     /// `bletransfer/spool` (beside the inbox, never inside it).
-    public static let serviceDaemonDirectory = "/var/lib/bletransfer/spool"
+    package static let serviceDaemonDirectory = "/var/lib/bletransfer/spool"
 
 
     /// The file name of an entry: sender key (or `plain`), SHA-256 and length, all hex or decimal.
@@ -123,13 +124,13 @@ public final class ResumeSpool: Sendable {
 
     /// The bytes held for this message, in memory (empty: no entry, or one that cannot be
     /// read); what `heldPrefixFile` holds.
-    public func heldPrefix(sender: PeerKey?, header: MessageHeader) -> [UInt8] {
+    package func heldPrefix(sender: PeerKey?, header: MessageHeader) -> [UInt8] {
         (try? heldPrefixFile(sender: sender, header: header).loadedBytes()) ?? []
     }
 
     /// The bytes held for this message as an open file, read in pieces (empty: no entry);
     /// a stale or oversized entry is removed instead.
-    public func heldPrefixFile(sender: PeerKey?, header: MessageHeader) -> MessagePayload {
+    package func heldPrefixFile(sender: PeerKey?, header: MessageHeader) -> MessagePayload {
         lock.withLock { used in
             let path = path(sender: sender, header: header)
             let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
@@ -147,7 +148,7 @@ public final class ResumeSpool: Sendable {
     /// Appends `bytes` at `offset` of the message's entry (created 0600 at offset 0). Bytes
     /// that would not fit the spool's bound are not kept: the checkpoint stays shorter. An
     /// `offset` other than the entry's length (a gap, or bytes held already) leaves it as is.
-    public func append(sender: PeerKey?, header: MessageHeader, offset: Int, bytes: [UInt8]) {
+    package func append(sender: PeerKey?, header: MessageHeader, offset: Int, bytes: [UInt8]) {
         guard !bytes.isEmpty else { return }
         lock.withLock { used in
             let path = path(sender: sender, header: header)
@@ -187,20 +188,20 @@ public final class ResumeSpool: Sendable {
     }
 
     /// Removes the message's entry: it was stored, or it failed verification.
-    public func remove(sender: PeerKey?, header: MessageHeader) {
+    package func remove(sender: PeerKey?, header: MessageHeader) {
         lock.withLock { used in Self.removeEntry(path(sender: sender, header: header), counted: &used) }
     }
 
     /// Removes entries older than `maximumAge`, then the oldest until the bounds hold.
-    public func clean(now: Date = Date()) {
+    package func clean(now: Date = Date()) {
         lock.withLock { used in cleanLocked(now: now, starting: nil, used: &used) }
     }
 
     /// The bytes all entries hold, as counted since the last listing.
-    public var heldBytes: Int { lock.withLock { $0 } }
+    package var heldBytes: Int { lock.withLock { $0 } }
 
     /// What the entries hold, oldest first.
-    public func entries() -> [(name: String, bytes: Int, modified: Date)] {
+    package func entries() -> [(name: String, bytes: Int, modified: Date)] {
         lock.withLock { _ in listEntries().map { (String($0.path.split(separator: "/").last ?? ""), $0.bytes, $0.modified) } }
     }
 

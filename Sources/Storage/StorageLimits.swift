@@ -8,30 +8,30 @@ import SystemPackage
 /// message must leave untouched, and an optional quota of bytes and files for the messages in
 /// the directory. Checked before a message is received (with its announced length), so a
 /// message that cannot be kept is refused while its sender still has it.
-public struct StorageLimits: Sendable, Hashable {
+package struct StorageLimits: Sendable, Hashable {
     /// Bytes that must stay free on the directory's file system after the message is written.
-    public var reserveBytes: Int
+    package var reserveBytes: Int
     /// The most bytes the directory's messages may take together; nil: no quota.
-    public var quotaBytes: Int?
+    package var quotaBytes: Int?
     /// The most messages the directory may hold; nil: no quota.
-    public var quotaFiles: Int?
+    package var quotaFiles: Int?
 
-    public static let defaultReserveBytes = 64 << 20
-    public static let `default` = StorageLimits()
+    package static let defaultReserveBytes = 64 << 20
+    package static let `default` = StorageLimits()
 
-    public init(reserveBytes: Int = StorageLimits.defaultReserveBytes, quotaBytes: Int? = nil, quotaFiles: Int? = nil) {
+    package init(reserveBytes: Int = StorageLimits.defaultReserveBytes, quotaBytes: Int? = nil, quotaFiles: Int? = nil) {
         self.reserveBytes = max(0, reserveBytes)
         self.quotaBytes = quotaBytes
         self.quotaFiles = quotaFiles
     }
 
     /// What the directory holds and its file system offers, as ``refusal(for:usage:)`` needs.
-    public struct Usage: Sendable, Equatable {
-        public var freeBytes: Int
-        public var storedBytes: Int
-        public var storedFiles: Int
+    package struct Usage: Sendable, Equatable {
+        package var freeBytes: Int
+        package var storedBytes: Int
+        package var storedFiles: Int
 
-        public init(freeBytes: Int, storedBytes: Int, storedFiles: Int) {
+        package init(freeBytes: Int, storedBytes: Int, storedFiles: Int) {
             self.freeBytes = freeBytes
             self.storedBytes = storedBytes
             self.storedFiles = storedFiles
@@ -39,7 +39,7 @@ public struct StorageLimits: Sendable, Hashable {
     }
 
     /// Why a message of `byteCount` bytes cannot be stored given `usage`; nil when it can.
-    public func refusal(for byteCount: Int, usage: Usage) -> StorageRefusal? {
+    package func refusal(for byteCount: Int, usage: Usage) -> StorageRefusal? {
         // Saturating sums: the announced length comes from the peer.
         let needed = byteCount.addingReportingOverflow(reserveBytes)
         if needed.overflow || needed.partialValue > usage.freeBytes {
@@ -64,21 +64,21 @@ public struct StorageLimits: Sendable, Hashable {
 }
 
 /// A message refused for lack of room.
-public struct StorageRefusal: Sendable, Equatable, CustomStringConvertible {
-    public enum Bound: String, Sendable, Equatable {
+package struct StorageRefusal: Sendable, Equatable, CustomStringConvertible {
+    package enum Bound: String, Sendable, Equatable {
         case reserve = "reserve"
         case quotaBytes = "quota-bytes"
         case quotaFiles = "quota-files"
     }
 
-    public var bound: Bound
-    public var reason: String
-    public var description: String { reason }
+    package var bound: Bound
+    package var reason: String
+    package var description: String { reason }
 }
 
 extension OutputDirectory {
     /// Free bytes for an unprivileged writer on the directory's file system; nil when unknown.
-    public func freeBytes() -> Int? {
+    package func freeBytes() -> Int? {
         var stats = statvfs()
         guard statvfs(path.string, &stats) == 0 else { return nil }
         let free = UInt64(stats.f_bavail).multipliedReportingOverflow(by: UInt64(stats.f_frsize))
@@ -86,7 +86,7 @@ extension OutputDirectory {
     }
 
     /// The messages in the directory: visible regular files (partial files are hidden).
-    public func storedMessages() -> (bytes: Int, files: Int) {
+    package func storedMessages() -> (bytes: Int, files: Int) {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: path.string) else { return (0, 0) }
         var bytes = 0
         var files = 0
@@ -101,7 +101,7 @@ extension OutputDirectory {
 
     /// Why a message of `byteCount` bytes cannot be stored under `limits`; nil when it can.
     /// The directory is read only when a quota is set.
-    public func refusal(for byteCount: Int, limits: StorageLimits) -> StorageRefusal? {
+    package func refusal(for byteCount: Int, limits: StorageLimits) -> StorageRefusal? {
         let stored = limits.quotaBytes != nil || limits.quotaFiles != nil ? storedMessages() : (bytes: 0, files: 0)
         let usage = StorageLimits.Usage(freeBytes: freeBytes() ?? Int.max, storedBytes: stored.bytes, storedFiles: stored.files)
         return limits.refusal(for: byteCount, usage: usage)

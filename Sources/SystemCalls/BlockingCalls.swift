@@ -12,20 +12,20 @@ import SystemPackage
 ///
 /// `try await BlockingCalls.run { … }` runs the closure on ``storage``'s threads and resumes the
 /// awaiting task with what it returned or threw.
-public enum BlockingCalls {
+package enum BlockingCalls {
     /// File system calls (write, flush, rename, link): two threads. Two, not one, so that one
     /// slow call (a flush to a USB stick holding the output directory) does not hold up the
     /// calls made to another device (the receipt journal and the outbox in the state
     /// directory); not more, as more threads would only queue more calls at the same disks.
     /// Calls of one task are made in the order it awaits them, whatever the number of threads.
-    public static let storage = BlockingThreadPool(name: "ble-storage", threadCount: 2)
+    package static let storage = BlockingThreadPool(name: "ble-storage", threadCount: 2)
 
     /// Waits without a bound (standard output's reader may stop reading for good): one thread
     /// of their own, so that such a wait never holds up a file system call.
-    public static let waits = BlockingThreadPool(name: "ble-wait", threadCount: 1)
+    package static let waits = BlockingThreadPool(name: "ble-wait", threadCount: 1)
 
     /// Runs `body` on one of ``storage``'s threads; see ``BlockingThreadPool/run(_:)``.
-    public static func run<Value: Sendable, Failure: Error>(
+    package static func run<Value: Sendable, Failure: Error>(
         _ body: @escaping @Sendable () throws(Failure) -> Value
     ) async throws(Failure) -> Value {
         try await storage.run(body)
@@ -40,15 +40,15 @@ public enum BlockingCalls {
 /// exactly once must know whether its flush or rename happened; one not started yet is not
 /// skipped either, as the caller could not tell "skipped" from "done". A task that should stop
 /// checks for cancellation once the call returned.
-public final class BlockingThreadPool: Sendable {
+package final class BlockingThreadPool: Sendable {
     /// The threads' name (`ps -T`, `top -H`, a debugger): at most 15 bytes, as Linux keeps.
-    public let name: String
-    public let threadCount: Int
+    package let name: String
+    package let threadCount: Int
     private let queue: JobQueue
 
     /// Starts `threadCount` threads named `name`. A process that cannot start a thread cannot
     /// store anything safely: failing to is fatal, with the call's errno.
-    public init(name: String, threadCount: Int) {
+    package init(name: String, threadCount: Int) {
         precondition(threadCount > 0, "a pool needs a thread")
         precondition(name.utf8.count <= 15, "Linux keeps 15 bytes of a thread's name")
         self.name = name
@@ -66,7 +66,7 @@ public final class BlockingThreadPool: Sendable {
 
     /// Runs `body` on one of this pool's threads and returns what it returned, or throws what it
     /// threw. The awaiting task waits for the call even when it is cancelled (see the type).
-    public func run<Value: Sendable, Failure: Error>(
+    package func run<Value: Sendable, Failure: Error>(
         _ body: @escaping @Sendable () throws(Failure) -> Value
     ) async throws(Failure) -> Value {
         let outcome: Result<Value, Failure> = await withCheckedContinuation { continuation in
@@ -80,7 +80,7 @@ public final class BlockingThreadPool: Sendable {
     /// Queues `body` on this pool's threads without waiting for it: for work whose outcome no
     /// one needs (a best-effort flush) from code that cannot await where it stands. Calls
     /// queued before it are taken first.
-    public func submit(_ body: @escaping @Sendable () -> Void) {
+    package func submit(_ body: @escaping @Sendable () -> Void) {
         queue.push(.call(body))
     }
 

@@ -4,16 +4,16 @@ import SystemPackage
 
 /// One entry of a directory as `readdir(3)` gives it: the name and, where the file system
 /// tells it, the entry's type (so a listing needs no `lstat` per entry to skip the wrong kind).
-public struct DirectoryEntry: Sendable, Equatable {
-    public var name: String
+package struct DirectoryEntry: Sendable, Equatable {
+    package var name: String
     /// `d_type`: `DT_REG`, `DT_DIR`, … or `DT_UNKNOWN` when the file system does not say.
-    public var type: UInt8
+    package var type: UInt8
 
     /// Whether the entry may be a directory (it is one, or the file system does not say).
-    public var mayBeDirectory: Bool { type == UInt8(DT_DIR) || type == UInt8(DT_UNKNOWN) }
+    package var mayBeDirectory: Bool { type == UInt8(DT_DIR) || type == UInt8(DT_UNKNOWN) }
 
     /// The entries of `directory`, "." and ".." left out, in the order the file system gives.
-    public static func list(_ directory: String) throws(Errno) -> [DirectoryEntry] {
+    package static func list(_ directory: String) throws(Errno) -> [DirectoryEntry] {
         guard let stream = opendir(directory) else { throw Errno(rawValue: errno) }
         defer { closedir(stream) }
         var entries: [DirectoryEntry] = []

@@ -10,7 +10,7 @@ import Musl
 /// signal were retried. Plain reads and writes go through swift-system's `FileDescriptor`,
 /// which retries `EINTR` itself; this covers the calls it does not wrap (`send`, `recv` with
 /// flags, `poll`), so that no caller writes its own EINTR loop or reads `errno` late.
-public enum SystemCallResult: Equatable, Sendable {
+package enum SystemCallResult: Equatable, Sendable {
     /// The call returned this non-negative count.
     case completed(Int)
     /// `EAGAIN`/`EWOULDBLOCK`: a non-blocking descriptor has nothing to read or no room now.
@@ -21,7 +21,7 @@ public enum SystemCallResult: Equatable, Sendable {
 
 /// Runs `call` again while it fails with `EINTR`, and says what it came to. `errno` is read
 /// right after the call, before anything else can change it.
-public func retryingInterrupts(_ call: () -> Int) -> SystemCallResult {
+package func retryingInterrupts(_ call: () -> Int) -> SystemCallResult {
     while true {
         let result = call()
         if result >= 0 { return .completed(result) }
@@ -35,14 +35,14 @@ public func retryingInterrupts(_ call: () -> Int) -> SystemCallResult {
 }
 
 /// A failed system call, with the call's name and errno.
-public struct SystemCallError: Error, Sendable, CustomStringConvertible {
-    public var call: String
-    public var errno: Errno
+package struct SystemCallError: Error, Sendable, CustomStringConvertible {
+    package var call: String
+    package var errno: Errno
 
-    public init(call: String, errno: Errno) {
+    package init(call: String, errno: Errno) {
         self.call = call
         self.errno = errno
     }
 
-    public var description: String { "\(call) failed: \(errno)" }
+    package var description: String { "\(call) failed: \(errno)" }
 }

@@ -1,7 +1,9 @@
+import Crypto
+
 /// Bytes as lower-case hexadecimal, two digits a byte (a SHA-256 digest in events, journal
 /// lines and spool names). One table lookup a digit: `String(format: "%02x")` a byte went
 /// through Foundation's formatter for each of a digest's 32 bytes, on every message.
-public func lowercaseHex(_ bytes: some Sequence<UInt8>) -> String {
+package func lowercaseHex(_ bytes: some Sequence<UInt8>) -> String {
     var digits: [UInt8] = []
     digits.reserveCapacity(bytes.underestimatedCount * 2)
     for byte in bytes {
@@ -12,3 +14,8 @@ public func lowercaseHex(_ bytes: some Sequence<UInt8>) -> String {
 }
 
 private let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
+
+/// SHA-256 of `bytes`, 32 bytes.
+package func sha256(_ bytes: [UInt8]) -> [UInt8] {
+    Array(SHA256.hash(data: bytes))
+}

@@ -1,6 +1,6 @@
 /// The finite alphabet of the manager state table: a ``ManagerInput`` classified for a role
 /// (an added adapter becomes "ready and on", "lacks LE", … depending on what the role needs).
-public enum ManagerEvent: String, Sendable, Hashable, CaseIterable {
+package enum ManagerEvent: String, Sendable, Hashable, CaseIterable {
     case bluetoothdAppeared
     case bluetoothdVanished
     case adapterReadyPoweredOn
@@ -16,7 +16,7 @@ public enum ManagerEvent: String, Sendable, Hashable, CaseIterable {
     case powerChanging
     case accessDenied
 
-    public init(_ input: ManagerInput, requirement: RoleRequirement) {
+    package init(_ input: ManagerInput, requirement: RoleRequirement) {
         switch input {
         case .bluetoothdAppeared:
             self = .bluetoothdAppeared
@@ -53,7 +53,7 @@ public enum ManagerEvent: String, Sendable, Hashable, CaseIterable {
     }
 
     /// Why the state is what it becomes after this event; nil when it becomes `poweredOn`.
-    public var reason: ManagerStateReason? {
+    package var reason: ManagerStateReason? {
         switch self {
         case .bluetoothdAppeared: .awaitingAdapter
         case .bluetoothdVanished: .bluetoothdNotRunning
@@ -70,7 +70,7 @@ public enum ManagerEvent: String, Sendable, Hashable, CaseIterable {
 }
 
 /// The detail behind a state other than `poweredOn`, for a one-line message and an exit status.
-public enum ManagerStateReason: String, Sendable, Hashable, CaseIterable, Codable, CustomStringConvertible {
+package enum ManagerStateReason: String, Sendable, Hashable, CaseIterable, Codable, CustomStringConvertible {
     case awaitingAdapter
     case bluetoothdNotRunning
     case noAdapter
@@ -81,7 +81,7 @@ public enum ManagerStateReason: String, Sendable, Hashable, CaseIterable, Codabl
     case powerChanging
     case accessDenied
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .awaitingAdapter: "waiting for bluetoothd to report the adapter"
         case .bluetoothdNotRunning: "bluetoothd is not running"

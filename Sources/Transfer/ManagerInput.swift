@@ -1,6 +1,6 @@
 /// What a role observes about bluetoothd and the one adapter it uses, fed to
 /// ``ManagerStateMachine``. Feed events for that adapter only.
-public enum ManagerInput: Sendable, Hashable {
+package enum ManagerInput: Sendable, Hashable {
     /// org.bluez got an owner on the bus (start-up or restart).
     case bluetoothdAppeared
     /// org.bluez lost its owner, or was never there.
@@ -20,16 +20,16 @@ public enum ManagerInput: Sendable, Hashable {
 }
 
 /// What a role needs to know about an adapter when it appears.
-public struct AdapterCapabilities: Sendable, Hashable {
+package struct AdapterCapabilities: Sendable, Hashable {
     /// The adapter speaks LE (Adapter1 `Roles` present / LE settings supported).
-    public var supportsLowEnergy: Bool
+    package var supportsLowEnergy: Bool
     /// The adapter offers LEAdvertisingManager1.
-    public var supportsAdvertising: Bool
-    public var powered: Bool
+    package var supportsAdvertising: Bool
+    package var powered: Bool
     /// Adapter1.PowerState when BlueZ reports it; refines `powered` (rfkill, transitions).
-    public var powerState: AdapterPowerState?
+    package var powerState: AdapterPowerState?
 
-    public init(supportsLowEnergy: Bool, supportsAdvertising: Bool, powered: Bool, powerState: AdapterPowerState? = nil) {
+    package init(supportsLowEnergy: Bool, supportsAdvertising: Bool, powered: Bool, powerState: AdapterPowerState? = nil) {
         self.supportsLowEnergy = supportsLowEnergy
         self.supportsAdvertising = supportsAdvertising
         self.powered = powered
@@ -38,7 +38,7 @@ public struct AdapterCapabilities: Sendable, Hashable {
 }
 
 /// Which role the state machine serves: a peripheral must advertise, a central only scans.
-public enum RoleRequirement: String, Sendable, Hashable, CaseIterable, Codable {
+package enum RoleRequirement: String, Sendable, Hashable, CaseIterable, Codable {
     /// Needs LE and LEAdvertisingManager1.
     case peripheral
     /// Needs LE.

@@ -1,6 +1,6 @@
 /// The state of the Bluetooth stack as a role sees it, mirroring CoreBluetooth's
 /// `CBManagerState`. Work (advertising, scanning, transfers) happens only in `poweredOn`.
-public enum ManagerState: String, Sendable, Hashable, CaseIterable, Codable {
+package enum ManagerState: String, Sendable, Hashable, CaseIterable, Codable {
     /// Not known yet: at start-up, and after bluetoothd (re)appeared until it reported adapters.
     case unknown
     /// bluetoothd is gone (an update is expected when it comes back) or the adapter is

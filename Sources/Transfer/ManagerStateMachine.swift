@@ -1,5 +1,5 @@
 /// What a role must do on a transition.
-public enum RoleAction: String, Sendable, Hashable, CaseIterable, Codable {
+package enum RoleAction: String, Sendable, Hashable, CaseIterable, Codable {
     /// Nothing.
     case none
     /// Entered `poweredOn` for the first time: register, advertise / scan.
@@ -13,15 +13,15 @@ public enum RoleAction: String, Sendable, Hashable, CaseIterable, Codable {
 }
 
 /// One step of the state machine.
-public struct ManagerTransition: Sendable, Hashable {
-    public var from: ManagerState
-    public var to: ManagerState
-    public var action: RoleAction
-    public var event: ManagerEvent
+package struct ManagerTransition: Sendable, Hashable {
+    package var from: ManagerState
+    package var to: ManagerState
+    package var action: RoleAction
+    package var event: ManagerEvent
     /// Why the machine is in `to`; nil in `poweredOn`.
-    public var reason: ManagerStateReason?
+    package var reason: ManagerStateReason?
 
-    public init(from: ManagerState, to: ManagerState, action: RoleAction, event: ManagerEvent, reason: ManagerStateReason?) {
+    package init(from: ManagerState, to: ManagerState, action: RoleAction, event: ManagerEvent, reason: ManagerStateReason?) {
         self.from = from
         self.to = to
         self.action = action
@@ -29,30 +29,30 @@ public struct ManagerTransition: Sendable, Hashable {
         self.reason = reason
     }
 
-    public var changed: Bool { from != to }
+    package var changed: Bool { from != to }
 }
 
 /// CoreBluetooth's manager states computed from what BlueZ reports, driven by
 /// ``ManagerTransitionTable``.
-public struct ManagerStateMachine: Sendable {
-    public let requirement: RoleRequirement
-    public private(set) var state: ManagerState = .unknown
+package struct ManagerStateMachine: Sendable {
+    package let requirement: RoleRequirement
+    package private(set) var state: ManagerState = .unknown
     /// Why the state is not `poweredOn` (nil before anything is known and in `poweredOn`).
-    public private(set) var reason: ManagerStateReason?
+    package private(set) var reason: ManagerStateReason?
     /// True once the role was started; a later start is reported as ``RoleAction/resume``.
-    public private(set) var hasStarted = false
+    package private(set) var hasStarted = false
 
-    public init(role requirement: RoleRequirement) {
+    package init(role requirement: RoleRequirement) {
         self.requirement = requirement
     }
 
     @discardableResult
-    public mutating func handle(_ input: ManagerInput) -> ManagerTransition {
+    package mutating func handle(_ input: ManagerInput) -> ManagerTransition {
         handle(event: ManagerEvent(input, requirement: requirement))
     }
 
     @discardableResult
-    public mutating func handle(event: ManagerEvent) -> ManagerTransition {
+    package mutating func handle(event: ManagerEvent) -> ManagerTransition {
         let from = state
         let entry = ManagerTransitionTable.entry(from: from, on: event)
         var action = entry.action

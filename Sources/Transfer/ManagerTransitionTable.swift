@@ -4,22 +4,22 @@
 ///
 /// Actions follow one rule: entering `poweredOn` starts the role, leaving it tears the role
 /// down, anything else needs nothing.
-public enum ManagerTransitionTable {
-    public struct Key: Sendable, Hashable {
-        public var state: ManagerState
-        public var event: ManagerEvent
+package enum ManagerTransitionTable {
+    package struct Key: Sendable, Hashable {
+        package var state: ManagerState
+        package var event: ManagerEvent
     }
 
-    public struct Entry: Sendable, Hashable {
-        public var next: ManagerState
+    package struct Entry: Sendable, Hashable {
+        package var next: ManagerState
         /// ``RoleAction/start``, ``RoleAction/tearDown`` or ``RoleAction/none``; the machine turns
         /// a repeated start into ``RoleAction/resume``.
-        public var action: RoleAction
+        package var action: RoleAction
         /// The event does not apply in this state; the state and its reason stay as they are.
-        public var ignored: Bool
+        package var ignored: Bool
     }
 
-    public static let rows: [(ManagerState, ManagerEvent, Entry)] = [
+    package static let rows: [(ManagerState, ManagerEvent, Entry)] = [
         // bluetoothdAppeared: bluetoothd (re)started: whatever we had registered is gone; wait for its adapters.
         row(.unknown, .bluetoothdAppeared, .unknown, .none),
         row(.resetting, .bluetoothdAppeared, .unknown, .none),
@@ -137,10 +137,10 @@ public enum ManagerTransitionTable {
         row(.poweredOn, .accessDenied, .unauthorized, .tearDown),
     ]
 
-    public static let entries: [Key: Entry] = Dictionary(
+    package static let entries: [Key: Entry] = Dictionary(
         rows.map { (Key(state: $0.0, event: $0.1), $0.2) }, uniquingKeysWith: { first, _ in first })
 
-    public static func entry(from state: ManagerState, on event: ManagerEvent) -> Entry {
+    package static func entry(from state: ManagerState, on event: ManagerEvent) -> Entry {
         // The table is total (checked by tests); staying put is the safe answer regardless.
         entries[Key(state: state, event: event)] ?? Entry(next: state, action: .none, ignored: true)
     }

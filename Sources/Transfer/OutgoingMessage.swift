@@ -1,71 +1,44 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
-
 /// A message ready to send: its payload (in memory, or in an open file read as it goes), the
 /// payload's SHA-256, and what travels with it.
-public struct OutgoingMessage: Sendable, Hashable {
-    public let body: MessagePayload
+package struct OutgoingMessage: Sendable, Hashable {
+    package let body: MessagePayload
     /// SHA-256 of the payload, 32 bytes.
-    public let digest: [UInt8]
+    package let digest: [UInt8]
     /// The file's name and modification time, sent in the secure mode when the central takes
     /// them; nil for a message that is not a named file (or `send --no-name`).
-    public let file: SentFileAttributes?
+    package let file: SentFileAttributes?
     /// The one authorized peer this message is for, by its name or fingerprint in the
     /// authorized-peers file (a sender daemon's `outbox/NAME/`); nil: any peer the sender serves.
-    public let addressee: String?
+    package let addressee: String?
 
-    public init(payload: [UInt8], file: SentFileAttributes? = nil, addressee: String? = nil) {
+    package init(payload: [UInt8], file: SentFileAttributes? = nil, addressee: String? = nil) {
         body = MessagePayload(payload)
-        self.digest = FramedHeader.sha256(payload)
+        self.digest = sha256(payload)
         self.file = file
         self.addressee = addressee
     }
 
     /// A payload already measured: `digest` is its SHA-256 (a file's, from a first pass).
-    public init(body: MessagePayload, digest: [UInt8], file: SentFileAttributes? = nil, addressee: String? = nil) {
+    package init(body: MessagePayload, digest: [UInt8], file: SentFileAttributes? = nil, addressee: String? = nil) {
         self.body = body
         self.digest = digest
         self.file = file
         self.addressee = addressee
     }
 
-    /// The message of the regular file at `path`, read once now for its SHA-256 and then again,
-    /// piece by piece, as it is sent: any size, constant memory. (Reading twice costs a second
-    /// or two per gigabyte from disk against hours over the air, and the digest must lead: the
-    /// receiver keys resume and duplicates by it before the first byte.)
-    public static func ofFile(at path: String, file: SentFileAttributes? = nil,
-                              addressee: String? = nil) throws(PayloadReadError) -> (OutgoingMessage, stat) {
-        let (opened, status) = try PayloadFile.openForReading(path)
-        let body = MessagePayload(file: opened, count: Int(status.st_size))
-        let digest = try body.sha256()
-        return (OutgoingMessage(body: body, digest: digest, file: file, addressee: addressee), status)
-    }
-
     /// The payload's length in bytes.
-    public var byteCount: Int { body.count }
-
-    /// The whole payload in memory (a message held in memory, or a file read here whole; an
-    /// unreadable file gives nothing): for small messages and tests.
-    public var payload: [UInt8] { (try? body.loadedBytes()) ?? [] }
+    package var byteCount: Int { body.count }
 
     /// The same message: the same bytes (by length and SHA-256, wherever they are held), name
     /// and addressee. Two claims of one file are one message.
-    public static func == (lhs: OutgoingMessage, rhs: OutgoingMessage) -> Bool {
+    package static func == (lhs: OutgoingMessage, rhs: OutgoingMessage) -> Bool {
         lhs.digest == rhs.digest && lhs.byteCount == rhs.byteCount && lhs.file == rhs.file && lhs.addressee == rhs.addressee
     }
 
-    public func hash(into hasher: inout Hasher) {
+    package func hash(into hasher: inout Hasher) {
         hasher.combine(digest)
         hasher.combine(byteCount)
         hasher.combine(file)
         hasher.combine(addressee)
-    }
-
-    /// The framed header announcing this message to the central that wrote `hello`.
-    public func header(for hello: Hello) -> FramedHeader {
-        FramedHeader(session: hello.session, payloadLength: body.count, digest: digest)
     }
 }

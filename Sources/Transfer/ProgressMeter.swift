@@ -3,20 +3,20 @@
 ///
 /// The rate is measured over a sliding window (default 5 s) so it follows a link that speeds up
 /// or slows down, and keeps a bounded number of samples however often `record` is called.
-public struct ProgressMeter: Sendable {
+package struct ProgressMeter: Sendable {
     private struct Sample: Sendable {
         var bytes: Int
         var seconds: Double
     }
 
-    public let totalBytes: Int?
-    public let window: Duration
+    package let totalBytes: Int?
+    package let window: Duration
     private var samples: [Sample] = []
     private var latest: Sample?
     /// Samples closer together than this are merged, bounding `samples` to about 64 entries.
     private var spacing: Double { window.seconds / 64 }
 
-    public init(totalBytes: Int?, window: Duration = .seconds(5)) {
+    package init(totalBytes: Int?, window: Duration = .seconds(5)) {
         self.totalBytes = totalBytes
         self.window = window > .zero ? window : .seconds(5)
     }
@@ -24,7 +24,7 @@ public struct ProgressMeter: Sendable {
     /// Records that `bytesSoFar` bytes were transferred `time` after the start. Samples going
     /// back in time are ignored; fewer bytes than before means the transfer restarted, which
     /// starts the measurement afresh.
-    public mutating func record(bytesSoFar: Int, at time: Duration) {
+    package mutating func record(bytesSoFar: Int, at time: Duration) {
         let sample = Sample(bytes: bytesSoFar, seconds: time.seconds)
         if let latest {
             if sample.seconds < latest.seconds { return }
@@ -41,20 +41,20 @@ public struct ProgressMeter: Sendable {
         while samples.count > 2, samples[1].seconds <= horizon { samples.removeFirst() }
     }
 
-    public var bytesSoFar: Int { latest?.bytes ?? 0 }
+    package var bytesSoFar: Int { latest?.bytes ?? 0 }
 
-    public var progress: TransferProgress {
+    package var progress: TransferProgress {
         TransferProgress(bytesSoFar: bytesSoFar, totalBytes: totalBytes)
     }
 
     /// Bytes per second over the window; nil until two samples some time apart exist.
-    public var bytesPerSecond: Double? {
+    package var bytesPerSecond: Double? {
         guard let first = samples.first, let latest, latest.seconds > first.seconds else { return nil }
         return Double(latest.bytes - first.bytes) / (latest.seconds - first.seconds)
     }
 
     /// Time left at the current rate; nil when the total or the rate is unknown or the rate is 0.
-    public var estimatedRemaining: Duration? {
+    package var estimatedRemaining: Duration? {
         guard let remaining = progress.remainingBytes else { return nil }
         if remaining == 0 { return .zero }
         guard let rate = bytesPerSecond, rate > 0 else { return nil }

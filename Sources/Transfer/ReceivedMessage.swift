@@ -1,48 +1,41 @@
-/// A message received completely: `EOM` seen and, when framed, length and digest verified.
-public struct ReceivedMessage: Sendable, Hashable {
+/// A message received completely: `EOM` seen and, in the secure format, length and SHA-256
+/// verified against its HEADER.
+package struct ReceivedMessage: Sendable, Hashable {
     /// The payload: in memory, or (a large message coming to a directory) in a partial file
     /// beside where it is stored.
-    public var body: MessagePayload
-    public var format: MessageSender.Format
-    /// The verified header when framed, nil for compat.
-    public var header: FramedHeader?
+    package var body: MessagePayload
+    package var format: TransferFormat
+    /// The verified HEADER of a secure message (its number, length, SHA-256 and, with `meta`,
+    /// the file's name and time); nil for compat.
+    package var header: MessageHeader?
     /// Secure mode: the public key line of the sender the handshake authenticated (its key
     /// was in the authorized peers); nil otherwise. Stored with the file it becomes.
-    public var authenticatedSender: String?
+    package var authenticatedSender: String?
     /// Secure mode with `meta`: the name and modification time the sender gave its file, as
     /// sent (unsanitized: store and show it only through the output directory and `SafeText`);
     /// nil for a message without them.
-    public var file: SentFileAttributes?
+    package var file: SentFileAttributes?
 
-    public init(payload: [UInt8], format: MessageSender.Format, header: FramedHeader? = nil) {
+    package init(payload: [UInt8], format: TransferFormat, header: MessageHeader? = nil) {
         self.init(body: MessagePayload(payload), format: format, header: header)
     }
 
-    public init(body: MessagePayload, format: MessageSender.Format, header: FramedHeader? = nil) {
+    package init(body: MessagePayload, format: TransferFormat, header: MessageHeader? = nil) {
         self.body = body
         self.format = format
         self.header = header
     }
 
-    /// The whole payload in memory (read here from its file when it is in one; an unreadable
-    /// file gives nothing): for messages shown or written whole, and tests.
-    public var payload: [UInt8] {
-        get { (try? body.loadedBytes()) ?? [] }
-        set { body = MessagePayload(newValue) }
-    }
+    /// The payload's length in bytes (a secure message's, its HEADER's, even before the bytes
+    /// kept as they came are put into `body`).
+    package var byteCount: Int { header.map { Int(clamping: $0.payloadLength) } ?? body.count }
 
-    /// The payload's length in bytes.
-    public var byteCount: Int { body.count }
-
-    /// SHA-256 of the payload when framed (verified), nil for compat.
-    public var digest: [UInt8]? { header?.digest }
-
-    /// The session the sender echoed, when framed.
-    public var session: SessionID? { header?.session }
+    /// SHA-256 of the payload when secure (verified), nil for compat.
+    package var digest: [UInt8]? { header?.digest }
 
     /// The payload as text, decoded from the complete byte sequence (so a character split across
     /// two notifications survives); nil when it is not valid UTF-8.
-    public var text: String? {
+    package var text: String? {
         // A payload in a file is a large one, taken for a file's bytes, not for text.
         guard case .memory(let payload) = body.storage else { return nil }
         let decoded = String(decoding: payload, as: UTF8.self)

@@ -1,18 +1,18 @@
 /// What a file's sender says about it besides its bytes: its name (one path component, as the
 /// sender had it) and its modification time. Travels only in the secure mode's HEADER when
 /// the central offered the `meta` capability (docs/wire-v2.md); a message from an argument or
-/// standard input has none, and neither has one from a compat or version-1 peer.
+/// standard input has none, and neither has one from a compat peer.
 ///
 /// The name is the sender's word and may be hostile: a receiver stores the file under a
 /// sanitized name (``OutputDirectory``) and shows the name only through `SafeText`.
-public struct SentFileAttributes: Sendable, Hashable {
-    public var name: String
+package struct SentFileAttributes: Sendable, Hashable {
+    package var name: String
     /// Seconds since 1970-01-01 UTC (negative before).
-    public var modificationSeconds: Int64
+    package var modificationSeconds: Int64
     /// 0 ... 999 999 999.
-    public var modificationNanoseconds: UInt32
+    package var modificationNanoseconds: UInt32
 
-    public init(name: String, modificationSeconds: Int64, modificationNanoseconds: UInt32) {
+    package init(name: String, modificationSeconds: Int64, modificationNanoseconds: UInt32) {
         self.name = name
         self.modificationSeconds = modificationSeconds
         self.modificationNanoseconds = min(modificationNanoseconds, 999_999_999)

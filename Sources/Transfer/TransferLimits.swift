@@ -1,31 +1,31 @@
 /// Bounds that keep a receiver's memory independent of what a peer sends.
-public struct TransferLimits: Sendable, Hashable {
+package struct TransferLimits: Sendable, Hashable {
     /// Largest payload accepted into memory, in bytes. A framed header announcing more is
     /// refused before any payload byte is stored; a compat stream is refused as soon as it
     /// grows past this.
-    public var maximumMessageSize: Int
+    package var maximumMessageSize: Int
     /// Largest payload accepted into a partial file on disk (a directory receiver's framed
     /// messages), in bytes; nil: no bound but the disk's room beside `--reserve`.
-    public var maximumStoredMessageSize: Int?
+    package var maximumStoredMessageSize: Int?
 
     /// One bound for both (`--max-size`). Negative sizes are treated as 0.
-    public init(maximumMessageSize: Int) {
+    package init(maximumMessageSize: Int) {
         self.maximumMessageSize = max(0, maximumMessageSize)
         self.maximumStoredMessageSize = self.maximumMessageSize
     }
 
-    public init(maximumMessageSize: Int, maximumStoredMessageSize: Int?) {
+    package init(maximumMessageSize: Int, maximumStoredMessageSize: Int?) {
         self.maximumMessageSize = max(0, maximumMessageSize)
         self.maximumStoredMessageSize = maximumStoredMessageSize.map { max(0, $0) }
     }
 
     /// The largest framed payload taken: into a partial file when `onDisk`, else into memory.
-    public func maximumPayload(onDisk: Bool) -> Int {
+    package func maximumPayload(onDisk: Bool) -> Int {
         onDisk ? (maximumStoredMessageSize ?? Int.max) : maximumMessageSize
     }
 
     /// 64 MiB in memory: far more than BLE moves in reasonable time (tens of minutes even on
     /// a fast link), yet small enough to hold on any host. On disk, no bound but the disk's:
     /// a file streams in constant memory.
-    public static let `default` = TransferLimits(maximumMessageSize: 64 * 1024 * 1024, maximumStoredMessageSize: nil)
+    package static let `default` = TransferLimits(maximumMessageSize: 64 * 1024 * 1024, maximumStoredMessageSize: nil)
 }

@@ -8,11 +8,11 @@ import Darwin
 
 /// Replacing a small file so that a crash leaves the old text or the new one, never part of
 /// either (as `HostIdentity.write` does for identities).
-public enum AtomicFile {
+package enum AtomicFile {
     /// Writes `contents` to a temporary file created in `path`'s directory with `mode`, flushes
     /// it to disk, renames it over `path` and flushes the directory, so the rename itself
     /// survives a crash. Missing parent directories are created with mode 0700.
-    public static func replace(path: String, contents: String, mode: mode_t) throws(TrustError) {
+    package static func replace(path: String, contents: String, mode: mode_t) throws(TrustError) {
         let directory = (path as NSString).deletingLastPathComponent
         let parent = directory.isEmpty ? "." : directory
         try HostIdentity.makeDirectories(parent)

@@ -18,36 +18,36 @@ import Darwin
 /// One public key line per peer (as `bletransfer id` prints it); the name after the key is
 /// optional and only shown in logs. Every malformed line is reported with its number, and a key
 /// listed twice is an error (two names for one key would make logs ambiguous).
-public struct AuthorizedPeers: Sendable, Equatable {
-    public struct Peer: Sendable, Equatable {
-        public var key: PeerKey
-        public var name: String?
+package struct AuthorizedPeers: Sendable, Equatable {
+    package struct Peer: Sendable, Equatable {
+        package var key: PeerKey
+        package var name: String?
         /// The line it was read from, 1-based; 0 for a key no file lists (`anyKey`).
-        public var line: Int
+        package var line: Int
         /// Whether an authorized-peers file lists this key: false for the key of a peer that
         /// `anyKey` let in (encrypted, not authenticated).
-        public var isListed: Bool { line > 0 }
+        package var isListed: Bool { line > 0 }
 
-        public init(key: PeerKey, name: String?, line: Int) {
+        package init(key: PeerKey, name: String?, line: Int) {
             self.key = key
             self.name = name
             self.line = line
         }
     }
 
-    public struct Problem: Sendable, Equatable {
-        public var line: Int
-        public var reason: String
+    package struct Problem: Sendable, Equatable {
+        package var line: Int
+        package var reason: String
     }
 
-    public private(set) var peers: [Peer]
+    package private(set) var peers: [Peer]
     private var byKey: [PeerKey: Int]
     /// Any key is let in (as an unlisted peer): the policy of a host that has no
     /// authorized-peers file. Its sessions are encrypted but authenticate nobody.
-    public private(set) var acceptsAnyKey: Bool
+    package private(set) var acceptsAnyKey: Bool
 
     /// Lets in any key: a session with it is encrypted, and the peer's key is only shown.
-    public static var anyKey: AuthorizedPeers { AuthorizedPeers(acceptingAnyKey: ()) }
+    package static var anyKey: AuthorizedPeers { AuthorizedPeers(acceptingAnyKey: ()) }
 
     private init(acceptingAnyKey: Void) {
         peers = []
@@ -57,7 +57,7 @@ public struct AuthorizedPeers: Sendable, Equatable {
 
     /// The same list, letting in unlisted keys too (as unlisted peers, encrypted to but not
     /// authenticated): the policy of a side that does not require authorized peers.
-    public func acceptingAnyKey() -> AuthorizedPeers {
+    package func acceptingAnyKey() -> AuthorizedPeers {
         var copy = self
         copy.acceptsAnyKey = true
         return copy
@@ -65,11 +65,11 @@ public struct AuthorizedPeers: Sendable, Equatable {
 
     /// Only the listed peers whose key is one of `keys`, and no unlisted key: the addressee of
     /// `send --to`, the senders of `receive --from`.
-    public func restricted(to keys: Set<PeerKey>) -> AuthorizedPeers {
+    package func restricted(to keys: Set<PeerKey>) -> AuthorizedPeers {
         AuthorizedPeers(peers.filter { keys.contains($0.key) })
     }
 
-    public init(_ peers: [Peer] = []) {
+    package init(_ peers: [Peer] = []) {
         self.peers = []
         self.byKey = [:]
         acceptsAnyKey = false
@@ -80,7 +80,7 @@ public struct AuthorizedPeers: Sendable, Equatable {
     }
 
     /// Parses a file's text: all peers, or every problem found. `path` names the file in errors.
-    public init(parsing text: String, path: String) throws(TrustError) {
+    package init(parsing text: String, path: String) throws(TrustError) {
         var peers: [Peer] = []
         var firstLine: [PeerKey: Int] = [:]
         var problems: [Problem] = []
@@ -108,7 +108,7 @@ public struct AuthorizedPeers: Sendable, Equatable {
     /// authorized-peers file that authorizes nobody would refuse every peer, silently. A file
     /// that group or others can write, or that belongs to another user than root or the one
     /// running, is refused (`checkOwnership`), as sshd's StrictModes does.
-    public static func load(from path: String) throws(TrustError) -> AuthorizedPeers {
+    package static func load(from path: String) throws(TrustError) -> AuthorizedPeers {
         let peers = try AuthorizedPeers(parsing: readText(from: path).text, path: path)
         guard !peers.peers.isEmpty else { throw .noAuthorizedPeers(path: path) }
         return peers
@@ -117,14 +117,14 @@ public struct AuthorizedPeers: Sendable, Equatable {
     /// The identity of a file's version as `stat` tells it: a change of any field means the
     /// file was rewritten (an atomic rename changes the inode, an edit in place the size or
     /// the modification time) or its mode or owner changed (the status change time).
-    public struct FileStamp: Sendable, Hashable {
-        public var device: UInt64
-        public var inode: UInt64
-        public var size: Int64
-        public var modifiedSeconds: Int64
-        public var modifiedNanoseconds: Int64
-        public var changedSeconds: Int64
-        public var changedNanoseconds: Int64
+    package struct FileStamp: Sendable, Hashable {
+        package var device: UInt64
+        package var inode: UInt64
+        package var size: Int64
+        package var modifiedSeconds: Int64
+        package var modifiedNanoseconds: Int64
+        package var changedSeconds: Int64
+        package var changedNanoseconds: Int64
 
         init(_ status: stat) {
             device = UInt64(status.st_dev)
@@ -137,7 +137,7 @@ public struct AuthorizedPeers: Sendable, Equatable {
         }
 
         /// The stamp of the file at `path` now, nil when it cannot be examined.
-        public static func current(of path: String) -> FileStamp? {
+        package static func current(of path: String) -> FileStamp? {
             var status = stat()
             guard stat(path, &status) == 0 else { return nil }
             return FileStamp(status)
@@ -147,7 +147,7 @@ public struct AuthorizedPeers: Sendable, Equatable {
     /// Refuses a file whose mode or owner would let someone else than its owner (or root)
     /// change who is authorized: writable by group or others, or owned by a user other than
     /// `user` and root.
-    public static func checkOwnership(path: String, mode: UInt32, owner: UInt32, user: UInt32) throws(TrustError) {
+    package static func checkOwnership(path: String, mode: UInt32, owner: UInt32, user: UInt32) throws(TrustError) {
         if mode & 0o022 != 0 {
             throw .authorizedPeersUnsafe(
                 path: path, reason: "is writable by group or others (mode \(String(mode & 0o777, radix: 8)))",
@@ -162,7 +162,7 @@ public struct AuthorizedPeers: Sendable, Equatable {
 
     /// The text of the authorized-peers file at `path` and its stamp, after the ownership
     /// check. At most 1 MiB: a list of peers is a few lines.
-    public static func readText(from path: String) throws(TrustError) -> (text: String, stamp: FileStamp) {
+    package static func readText(from path: String) throws(TrustError) -> (text: String, stamp: FileStamp) {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { throw .fileAccess(path: path, operation: "read", errno: errno) }
         defer { close(descriptor) }
@@ -184,10 +184,10 @@ public struct AuthorizedPeers: Sendable, Equatable {
 
     /// The entry for `key`, nil when the key is not authorized. With `acceptsAnyKey` an
     /// unlisted key gets an entry without a name or line (`isListed` false).
-    public func peer(for key: PeerKey) -> Peer? {
+    package func peer(for key: PeerKey) -> Peer? {
         if let index = byKey[key] { return peers[index] }
         return acceptsAnyKey ? Peer(key: key, name: nil, line: 0) : nil
     }
 
-    public func isAuthorized(_ key: PeerKey) -> Bool { peer(for: key) != nil }
+    package func isAuthorized(_ key: PeerKey) -> Bool { peer(for: key) != nil }
 }

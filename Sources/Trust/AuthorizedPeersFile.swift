@@ -3,17 +3,17 @@ import Foundation
 /// The text of an authorized-peers file as `bletransfer peers` edits it: every line kept as it
 /// is (comments, blank lines, even malformed lines), key lines added at the end, removed or
 /// renamed in place. Pure; reading and writing the file is the caller's.
-public struct AuthorizedPeersFile: Sendable, Equatable {
+package struct AuthorizedPeersFile: Sendable, Equatable {
     /// A key line of the file.
-    public struct Entry: Sendable, Equatable {
+    package struct Entry: Sendable, Equatable {
         /// 1-based line number.
-        public var line: Int
-        public var key: PeerKey
-        public var name: String?
+        package var line: Int
+        package var key: PeerKey
+        package var name: String?
     }
 
     /// Why an edit was refused; each description is one line naming what was given.
-    public enum EditError: Error, Sendable, Equatable, CustomStringConvertible {
+    package enum EditError: Error, Sendable, Equatable, CustomStringConvertible {
         /// The line given to add is not a public key line.
         case malformedLine(String, reason: String)
         /// The key given to add is already listed, at `line`.
@@ -25,7 +25,7 @@ public struct AuthorizedPeersFile: Sendable, Equatable {
         /// A new name that is empty or not one line of printable text.
         case invalidName(String)
 
-        public var description: String {
+        package var description: String {
             switch self {
             case .malformedLine(let line, let reason):
                 return "'\(line.prefix(80))' is not a public key line: \(reason)"
@@ -43,9 +43,9 @@ public struct AuthorizedPeersFile: Sendable, Equatable {
     }
 
     /// The lines, without their line breaks.
-    public private(set) var lines: [String]
+    package private(set) var lines: [String]
 
-    public init(text: String) {
+    package init(text: String) {
         var split = text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" }).map(String.init)
         // A final line break ends the last line rather than starting an empty one.
         if split.last == "" { split.removeLast() }
@@ -53,12 +53,12 @@ public struct AuthorizedPeersFile: Sendable, Equatable {
     }
 
     /// The file's text: each line ended by a line break.
-    public var text: String {
+    package var text: String {
         lines.map { $0 + "\n" }.joined()
     }
 
     /// The well-formed key lines; comments, blank and malformed lines are left out.
-    public var entries: [Entry] {
+    package var entries: [Entry] {
         lines.enumerated().compactMap { index, line in
             guard let (key, name) = Self.parse(line) else { return nil }
             return Entry(line: index + 1, key: key, name: name)
@@ -72,7 +72,7 @@ public struct AuthorizedPeersFile: Sendable, Equatable {
     }
 
     /// Parses a line given to add: a public key line, surrounding white space ignored.
-    public static func parseGiven(_ line: String) throws(EditError) -> (key: PeerKey, name: String?) {
+    package static func parseGiven(_ line: String) throws(EditError) -> (key: PeerKey, name: String?) {
         let trimmed = line.trimmingCharacters(in: .whitespaces.union(CharacterSet(charactersIn: "\r")))
         do {
             let parsed = try PeerKey.parseLine(Substring(trimmed))
@@ -91,7 +91,7 @@ public struct AuthorizedPeersFile: Sendable, Equatable {
     /// Appends `line` (a public key line), written as `PeerKey.line(name:)` writes it. Refuses
     /// a malformed line or a key the file lists already.
     @discardableResult
-    public mutating func add(_ line: String) throws(EditError) -> Entry {
+    package mutating func add(_ line: String) throws(EditError) -> Entry {
         let (key, name) = try Self.parseGiven(line)
         if let listed = entries.first(where: { $0.key == key }) {
             throw .alreadyListed(line.trimmingCharacters(in: .whitespaces), line: listed.line)
@@ -102,7 +102,7 @@ public struct AuthorizedPeersFile: Sendable, Equatable {
 
     /// The entry `given` names: a fingerprint (short or full, as `peers list` and `id` show
     /// them) or a name; a name that several lines carry is refused.
-    public func entry(matching given: String) throws(EditError) -> Entry {
+    package func entry(matching given: String) throws(EditError) -> Entry {
         let all = entries
         if let byFingerprint = all.first(where: { $0.key.hasFingerprint(given) }) { return byFingerprint }
         let named = all.filter { $0.name == given }
@@ -113,7 +113,7 @@ public struct AuthorizedPeersFile: Sendable, Equatable {
 
     /// Removes the key line `given` names; other lines stay as they are.
     @discardableResult
-    public mutating func remove(_ given: String) throws(EditError) -> Entry {
+    package mutating func remove(_ given: String) throws(EditError) -> Entry {
         let entry = try entry(matching: given)
         lines.remove(at: entry.line - 1)
         return entry
@@ -121,7 +121,7 @@ public struct AuthorizedPeersFile: Sendable, Equatable {
 
     /// Gives the key line `given` names the name `newName`, in place.
     @discardableResult
-    public mutating func rename(_ given: String, to newName: String) throws(EditError) -> Entry {
+    package mutating func rename(_ given: String, to newName: String) throws(EditError) -> Entry {
         guard Self.isValidName(newName) else { throw .invalidName(newName) }
         var entry = try entry(matching: given)
         entry.name = newName
@@ -131,7 +131,7 @@ public struct AuthorizedPeersFile: Sendable, Equatable {
 
     /// One line of printable text, not starting or ending with white space: what the name of a
     /// key line can hold and read back the same.
-    public static func isValidName(_ name: String) -> Bool {
+    package static func isValidName(_ name: String) -> Bool {
         !name.isEmpty && name == name.trimmingCharacters(in: .whitespaces)
             && !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control
                 || $0.properties.generalCategory == .format || $0 == "\u{2028}" || $0 == "\u{2029}" })

@@ -19,32 +19,32 @@ import Darwin
 ///
 /// Lines starting with `#` and blank lines are ignored; exactly one `bletransfer-x25519-private`
 /// line must be present. The public key is derived from the private one, never stored alone.
-public struct HostIdentity: Sendable {
-    public static let privateLineType = "bletransfer-x25519-private"
+package struct HostIdentity: Sendable {
+    package static let privateLineType = "bletransfer-x25519-private"
 
     /// The private key's 32 raw bytes: Crypto's key types are not Sendable, plain bytes are.
-    public let privateKeyBytes: [UInt8]
+    package let privateKeyBytes: [UInt8]
     /// The name written after the key (by default `user@host`), shown in the public key line.
-    public let name: String?
+    package let name: String?
 
-    public init(privateKey: Curve25519.KeyAgreement.PrivateKey = .init(), name: String? = nil) {
+    package init(privateKey: Curve25519.KeyAgreement.PrivateKey = .init(), name: String? = nil) {
         self.privateKeyBytes = Array(privateKey.rawRepresentation)
         // The name ends a line of the file and of the public key line: one line, trimmed.
         let oneLine = name?.split(whereSeparator: \.isNewline).joined(separator: " ").trimmingCharacters(in: .whitespaces)
         self.name = oneLine?.isEmpty == false ? oneLine : nil
     }
 
-    public var privateKey: Curve25519.KeyAgreement.PrivateKey {
+    package var privateKey: Curve25519.KeyAgreement.PrivateKey {
         // The bytes came from a valid key; X25519 accepts any 32 bytes as a private key.
         try! Curve25519.KeyAgreement.PrivateKey(rawRepresentation: privateKeyBytes)
     }
 
-    public var publicKey: PeerKey { PeerKey(privateKey.publicKey) }
+    package var publicKey: PeerKey { PeerKey(privateKey.publicKey) }
     /// What `bletransfer id` prints and peers paste into their authorized-peers file.
-    public var publicKeyLine: String { publicKey.line(name: name) }
+    package var publicKeyLine: String { publicKey.line(name: name) }
 
     /// The file's text.
-    public var fileContents: String {
+    package var fileContents: String {
         var text = "# bletransfer identity: the private key of this host. Keep it readable by its owner only.\n"
         text += "# Its public key line: \(publicKeyLine)\n"
         text += Self.privateLineType + " " + Data(privateKeyBytes).base64EncodedString()
@@ -53,7 +53,7 @@ public struct HostIdentity: Sendable {
     }
 
     /// Parses a file's text; `path` only names the file in errors.
-    public init(parsing text: String, path: String) throws(TrustError) {
+    package init(parsing text: String, path: String) throws(TrustError) {
         var found: (key: Curve25519.KeyAgreement.PrivateKey, name: String?)?
         for (index, rawLine) in text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).enumerated() {
             let line = rawLine.trimmingCharacters(in: .whitespaces)
@@ -83,7 +83,7 @@ public struct HostIdentity: Sendable {
 
     /// Reads the identity at `path`. Refuses a file that group or others can read, as ssh does:
     /// such a key may already be known to someone else.
-    public static func load(from path: String) throws(TrustError) -> HostIdentity {
+    package static func load(from path: String) throws(TrustError) -> HostIdentity {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else {
             let error = errno
@@ -124,7 +124,7 @@ public struct HostIdentity: Sendable {
     /// file created 0600 in the same directory (so it is never readable by others, not even
     /// briefly), is flushed to disk, then linked to `path` (fails if something is there) or,
     /// with `replacing`, renamed over it. Creates missing parent directories with mode 0700.
-    public func write(to path: String, replacing: Bool) throws(TrustError) {
+    package func write(to path: String, replacing: Bool) throws(TrustError) {
         let directory = (path as NSString).deletingLastPathComponent
         let parent = directory.isEmpty ? "." : directory
         try Self.makeDirectories(parent)

@@ -1,31 +1,31 @@
 /// Framed version 2's negotiation bytes (docs/wire-v2.md, section 1): the capability set, the
 /// central's HELLO v2, the peripheral's stream prefix, and the handshake prologue that binds
 /// both, so that an attacker who edits either offer makes a secure handshake fail.
-public struct Capabilities: OptionSet, Sendable, Hashable {
-    public let rawValue: UInt32
-    public init(rawValue: UInt32) { self.rawValue = rawValue }
+package struct Capabilities: OptionSet, Sendable, Hashable {
+    package let rawValue: UInt32
+    package init(rawValue: UInt32) { self.rawValue = rawValue }
 
     /// Noise XX handshake, every later byte in sealed records.
-    public static let secure = Capabilities(rawValue: 1 << 0)
+    package static let secure = Capabilities(rawValue: 1 << 0)
     /// Several messages per session.
-    public static let multi = Capabilities(rawValue: 1 << 1)
+    package static let multi = Capabilities(rawValue: 1 << 1)
     /// A message continues from the receiver's checkpoint.
-    public static let resume = Capabilities(rawValue: 1 << 2)
+    package static let resume = Capabilities(rawValue: 1 << 2)
     /// File name and modification time in the message header.
-    public static let meta = Capabilities(rawValue: 1 << 3)
+    package static let meta = Capabilities(rawValue: 1 << 3)
     /// With `multi`: the sender may start the next message before the last one's ACK, with at
     /// most two messages unacknowledged.
-    public static let pipeline = Capabilities(rawValue: 1 << 4)
+    package static let pipeline = Capabilities(rawValue: 1 << 4)
     /// The receiver reports what it holds (PROGRESS) and the sender keeps at most
     /// `FlowWindow.bytes` of a message's payload beyond the last report in flight.
-    public static let window = Capabilities(rawValue: 1 << 5)
+    package static let window = Capabilities(rawValue: 1 << 5)
     /// The session runs over an LE credit-based L2CAP channel instead of GATT: values (SDUs) of
     /// up to `SequencedStream.channelValueLengths.upperBound` bytes each way, never reordered.
     /// Offered only in a HELLO sent on such a channel, and chosen exactly then.
-    public static let channel = Capabilities(rawValue: 1 << 6)
+    package static let channel = Capabilities(rawValue: 1 << 6)
 
     /// Every capability this build understands; other bits are cleared on receipt.
-    public static let known: Capabilities = [.secure, .multi, .resume, .meta, .pipeline, .window, .channel]
+    package static let known: Capabilities = [.secure, .multi, .resume, .meta, .pipeline, .window, .channel]
 
     var bytes: [UInt8] { (0..<4).map { UInt8(truncatingIfNeeded: rawValue >> (24 - 8 * UInt32($0))) } }
 
@@ -35,22 +35,23 @@ public struct Capabilities: OptionSet, Sendable, Hashable {
 }
 
 /// The central's HELLO v2 (18 bytes): `89 42 4C 54 48 | 02 | session id (8) | capabilities (4)`.
-/// A version-1 peripheral reads its first 14 bytes as a version-1 HELLO and answers version 1.
-public struct HelloV2: Sendable, Hashable {
-    public static let magic: [UInt8] = [0x89, 0x42, 0x4C, 0x54, 0x48]
-    public static let version: UInt8 = 2
-    public static let encodedLength = 18
+/// It starts where the retired version 1's HELLO did, which a peripheral tells apart by the
+/// version byte (`RetiredVersion1`).
+package struct HelloV2: Sendable, Hashable {
+    package static let magic: [UInt8] = [0x89, 0x42, 0x4C, 0x54, 0x48]
+    package static let version: UInt8 = 2
+    package static let encodedLength = 18
 
-    /// The session id's 8 bytes, big-endian, as in version 1.
-    public let session: UInt64
+    /// The session id's 8 bytes, big-endian.
+    package let session: UInt64
     /// What the HELLO offers that this build knows (unknown bits cleared).
-    public let offered: Capabilities
+    package let offered: Capabilities
     /// The HELLO's bytes exactly as written, unknown bits and any later version's trailing
     /// fields included: the handshake prologue binds these, so that an edit of any bit the
     /// parser ignores still makes the handshake fail.
-    public let written: [UInt8]
+    package let written: [UInt8]
 
-    public init(session: UInt64, offered: Capabilities) {
+    package init(session: UInt64, offered: Capabilities) {
         self.session = session
         self.offered = offered
         written = Self.magic + [Self.version]
@@ -58,11 +59,11 @@ public struct HelloV2: Sendable, Hashable {
     }
 
     /// The bytes this central writes (equal to `written` for a HELLO it made).
-    public var encoded: [UInt8] { written }
+    package var encoded: [UInt8] { written }
 
     /// Nil for anything but a HELLO of version 2 or later with at least 18 bytes (a later
     /// version may append fields, which this one ignores). Unknown capability bits are cleared.
-    public init?(parsing value: [UInt8]) {
+    package init?(parsing value: [UInt8]) {
         guard value.count >= Self.encodedLength, value.starts(with: Self.magic), value[5] >= Self.version else {
             return nil
         }
@@ -74,32 +75,32 @@ public struct HelloV2: Sendable, Hashable {
 
 /// The first 21 bytes of a version-2 peripheral's notification stream:
 /// `89 42 4C 54 46 0D 0A 1A | 02 | session id (8) | chosen capabilities (4)`. Its first 17 bytes
-/// sit where version 1's header has magic, version and session id.
-public struct StreamPrefix: Sendable, Hashable {
-    public static let magic: [UInt8] = [0x89, 0x42, 0x4C, 0x54, 0x46, 0x0D, 0x0A, 0x1A]
-    public static let encodedLength = 21
+/// sit where the retired version 1's header had magic, version and session id.
+package struct StreamPrefix: Sendable, Hashable {
+    package static let magic: [UInt8] = [0x89, 0x42, 0x4C, 0x54, 0x46, 0x0D, 0x0A, 0x1A]
+    package static let encodedLength = 21
 
-    public var session: UInt64
-    public var chosen: Capabilities
+    package var session: UInt64
+    package var chosen: Capabilities
 
     /// The peripheral's answer to `hello`: what both offer, limited to what it `supports`.
-    public init(answering hello: HelloV2, supports: Capabilities) {
+    package init(answering hello: HelloV2, supports: Capabilities) {
         session = hello.session
         chosen = hello.offered.intersection(supports).intersection(.known)
     }
 
-    public var encoded: [UInt8] {
+    package var encoded: [UInt8] {
         Self.magic + [HelloV2.version] + (0..<8).map { UInt8(truncatingIfNeeded: session >> (56 - 8 * UInt64($0))) }
             + chosen.bytes
     }
 
-    public enum ParseError: Error, Sendable, Equatable, CustomStringConvertible {
+    package enum ParseError: Error, Sendable, Equatable, CustomStringConvertible {
         case notVersion2
         case sessionMismatch
         /// The peripheral chose something the central did not offer.
         case notOffered(Capabilities)
 
-        public var description: String {
+        package var description: String {
             switch self {
             case .notVersion2: return "not a framed version 2 stream"
             case .sessionMismatch: return "stream for another session"
@@ -109,7 +110,7 @@ public struct StreamPrefix: Sendable, Hashable {
     }
 
     /// Checks the first 21 stream bytes against the HELLO this central wrote.
-    public init(parsing bytes: [UInt8], hello: HelloV2) throws(ParseError) {
+    package init(parsing bytes: [UInt8], hello: HelloV2) throws(ParseError) {
         guard bytes.count >= Self.encodedLength, bytes.starts(with: Self.magic), bytes[8] == HelloV2.version else {
             throw .notVersion2
         }
@@ -123,20 +124,20 @@ public struct StreamPrefix: Sendable, Hashable {
 
     /// The Noise prologue: `"bletransfer framed v2"`, the HELLO's bytes exactly as written
     /// (each side binds the bytes it wrote or read, not a re-encoding), this prefix as sent.
-    public static func prologue(hello: HelloV2, prefix: StreamPrefix) -> [UInt8] {
+    package static func prologue(hello: HelloV2, prefix: StreamPrefix) -> [UInt8] {
         Array("bletransfer framed v2".utf8) + hello.written + prefix.encoded
     }
 }
 
 /// The `window` capability's numbers (docs/wire-v2.md, section 4): how far a sender may run
 /// ahead of what the receiver reported holding, and how often the receiver reports.
-public enum FlowWindow {
+package enum FlowWindow {
     /// Payload bytes of a message the sender may have sent beyond the receiver's last report
     /// (PROGRESS or RESUME; 0 at the HEADER). What a cut link can lose of a message is bounded
     /// by this, instead of by every queue between the two applications.
-    public static let bytes = 64 * 1024
+    package static let bytes = 64 * 1024
     /// The receiver writes PROGRESS once it holds this many bytes more than it last reported.
     /// At most `bytes` minus one DATA record, so a sender that stopped at its window always
     /// gets a report.
-    public static let reportInterval = 16 * 1024
+    package static let reportInterval = 16 * 1024
 }

@@ -2,7 +2,7 @@ import Crypto
 
 /// Errors of the handshake and of the record layer. After any of them the handshake or the
 /// direction it happened in is dead: every later call fails too.
-public enum NoiseError: Error, Sendable, Equatable, CustomStringConvertible {
+package enum NoiseError: Error, Sendable, Equatable, CustomStringConvertible {
     /// A message shorter than its pattern requires (`needed` bytes, `got` bytes).
     case truncated(needed: Int, got: Int)
     /// A message or record longer than the protocol allows.
@@ -18,7 +18,7 @@ public enum NoiseError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The peer's static key is not in the authorized-peers file.
     case unauthorizedPeer(PeerKey)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .truncated(let needed, let got): return "handshake message of \(got) bytes, at least \(needed) needed"
         case .tooLong(let length): return "message of \(length) bytes, over the limit"

@@ -13,23 +13,23 @@ import Crypto
 /// responder; docs/wire-v2.md says why. The caller checks ``remoteStaticKey`` against its
 /// authorized peers as soon as it is known (after message 2 for the initiator, after message 3
 /// for the responder) and before sending anything more.
-public struct NoiseXXHandshake: Sendable {
-    public enum Role: Sendable, Equatable {
+package struct NoiseXXHandshake: Sendable {
+    package enum Role: Sendable, Equatable {
         case initiator, responder
     }
 
-    public static let protocolName = "Noise_XX_25519_ChaChaPoly_SHA256"
+    package static let protocolName = "Noise_XX_25519_ChaChaPoly_SHA256"
     /// Noise's limit for any message.
-    public static let maximumMessageLength = 65535
+    package static let maximumMessageLength = 65535
     static let keyLength = 32
     static let tagLength = NoiseCipherState.tagLength
 
-    public let role: Role
+    package let role: Role
     // Keys as raw bytes: Crypto's key types are not Sendable.
     private let localStaticBytes: [UInt8]
     private var localEphemeralBytes: [UInt8]?
     private var remoteEphemeralBytes: [UInt8]?
-    public private(set) var remoteStaticKey: PeerKey?
+    package private(set) var remoteStaticKey: PeerKey?
     private var symmetric: NoiseSymmetricState
     /// Messages processed so far (0…3); `failed` once any step threw.
     private var messagesDone = 0
@@ -39,7 +39,7 @@ public struct NoiseXXHandshake: Sendable {
     ///   - prologue: bytes both sides agree on beforehand (framed v2: the HELLO and the stream
     ///     prefix); a difference makes the handshake fail.
     ///   - ephemeralKey: for known-answer tests only; a fresh random key otherwise.
-    public init(
+    package init(
         role: Role, staticKey: Curve25519.KeyAgreement.PrivateKey, prologue: [UInt8],
         ephemeralKey: Curve25519.KeyAgreement.PrivateKey? = nil
     ) {
@@ -51,18 +51,18 @@ public struct NoiseXXHandshake: Sendable {
     }
 
     /// True when this side writes the next message.
-    public var isOurTurnToWrite: Bool {
+    package var isOurTurnToWrite: Bool {
         !failed && messagesDone < 3 && (messagesDone % 2 == 0) == (role == .initiator)
     }
 
-    public var isComplete: Bool { !failed && messagesDone == 3 }
-    public var hasFailed: Bool { failed }
+    package var isComplete: Bool { !failed && messagesDone == 3 }
+    package var hasFailed: Bool { failed }
 
     /// The handshake hash, identical on both sides once complete (channel binding).
-    public var handshakeHash: [UInt8] { symmetric.handshakeHash }
+    package var handshakeHash: [UInt8] { symmetric.handshakeHash }
 
     /// The next handshake message, carrying `payload` (encrypted from message 2 on).
-    public mutating func writeMessage(payload: [UInt8] = []) throws(NoiseError) -> [UInt8] {
+    package mutating func writeMessage(payload: [UInt8] = []) throws(NoiseError) -> [UInt8] {
         guard isOurTurnToWrite else { throw .outOfTurn }
         do throws(NoiseError) {
             let message = try writeTokens(payload: payload)
@@ -76,7 +76,7 @@ public struct NoiseXXHandshake: Sendable {
     }
 
     /// Consumes the peer's next handshake message; returns its payload.
-    public mutating func readMessage(_ message: [UInt8]) throws(NoiseError) -> [UInt8] {
+    package mutating func readMessage(_ message: [UInt8]) throws(NoiseError) -> [UInt8] {
         guard !failed, messagesDone < 3, !isOurTurnToWrite else { throw .outOfTurn }
         do throws(NoiseError) {
             guard message.count <= Self.maximumMessageLength else { throw NoiseError.tooLong(message.count) }
@@ -92,7 +92,7 @@ public struct NoiseXXHandshake: Sendable {
     /// The authorized-peers entry of the remote static key, as soon as it is known; throws
     /// `unauthorizedPeer` (and fails the handshake, so nothing more is written) otherwise. The
     /// initiator calls it after reading message 2, the responder after reading message 3.
-    public mutating func authorizeRemote(by peers: AuthorizedPeers) throws(NoiseError) -> AuthorizedPeers.Peer {
+    package mutating func authorizeRemote(by peers: AuthorizedPeers) throws(NoiseError) -> AuthorizedPeers.Peer {
         guard !failed, let remoteStaticKey else { throw .outOfTurn }
         guard let peer = peers.peer(for: remoteStaticKey) else {
             failed = true
@@ -102,7 +102,7 @@ public struct NoiseXXHandshake: Sendable {
     }
 
     /// The two directions' record ciphers, once the handshake is complete.
-    public func transportKeys(rekeyInterval: UInt64 = RecordSealer.defaultRekeyInterval) throws(NoiseError) -> (
+    package func transportKeys(rekeyInterval: UInt64 = RecordSealer.defaultRekeyInterval) throws(NoiseError) -> (
         sealer: RecordSealer, opener: RecordOpener
     ) {
         guard isComplete else { throw .outOfTurn }

@@ -4,58 +4,58 @@ import Foundation
 /// A host's public Curve25519 key as people exchange it: one line
 /// `bletransfer-x25519 <base64 of the 32 raw bytes> [name]`, the way SSH writes public keys, so
 /// it can be pasted into a peer's authorized-peers file as it is.
-public struct PeerKey: Sendable, Hashable, CustomStringConvertible {
+package struct PeerKey: Sendable, Hashable, CustomStringConvertible {
     /// The key type word that starts every public key line.
-    public static let lineType = "bletransfer-x25519"
-    public static let rawLength = 32
+    package static let lineType = "bletransfer-x25519"
+    package static let rawLength = 32
 
     /// The 32 raw bytes of the X25519 public key.
-    public let rawBytes: [UInt8]
+    package let rawBytes: [UInt8]
 
-    public init(rawBytes: [UInt8]) throws(TrustError) {
+    package init(rawBytes: [UInt8]) throws(TrustError) {
         guard rawBytes.count == Self.rawLength else {
             throw .malformedKey("a public key is \(Self.rawLength) bytes, this one \(rawBytes.count)")
         }
         self.rawBytes = rawBytes
     }
 
-    public init(_ key: Curve25519.KeyAgreement.PublicKey) {
+    package init(_ key: Curve25519.KeyAgreement.PublicKey) {
         rawBytes = Array(key.rawRepresentation)
     }
 
-    public var publicKey: Curve25519.KeyAgreement.PublicKey {
+    package var publicKey: Curve25519.KeyAgreement.PublicKey {
         // 32 bytes were checked on the way in; X25519 accepts any 32-byte string as a point.
         try! Curve25519.KeyAgreement.PublicKey(rawRepresentation: rawBytes)
     }
 
-    public var base64: String { Data(rawBytes).base64EncodedString() }
+    package var base64: String { Data(rawBytes).base64EncodedString() }
 
     /// `SHA256:` and the whole SHA-256 of the key in unpadded base64 (43 characters), the way
     /// OpenSSH shows fingerprints, e.g. `SHA256:Yw3NKWbEM2aRElRIu7JbT/QSpJxzLbLIq8G4WBvXEN0`:
     /// compared in full, no second key can be made to match it.
-    public var fingerprint: String {
+    package var fingerprint: String {
         var encoded = Data(SHA256.hash(data: rawBytes)).base64EncodedString()
         while encoded.hasSuffix("=") { encoded.removeLast() }
         return "SHA256:" + encoded
     }
 
     /// Whether `text` is this key's fingerprint, with or without `SHA256:`.
-    public func hasFingerprint(_ text: String) -> Bool {
+    package func hasFingerprint(_ text: String) -> Bool {
         let given = text.hasPrefix("SHA256:") ? String(text.dropFirst(7)) : text
         return !given.isEmpty && given == String(fingerprint.dropFirst(7))
     }
 
     /// The public key line, with `name` after the key when there is one.
-    public func line(name: String? = nil) -> String {
+    package func line(name: String? = nil) -> String {
         let base = "\(Self.lineType) \(base64)"
         guard let name, !name.isEmpty else { return base }
         return base + " " + name
     }
 
-    public var description: String { fingerprint }
+    package var description: String { fingerprint }
 
     /// Parses `bletransfer-x25519 <base64> [name …]`; the name is the rest of the line, trimmed.
-    public static func parseLine(_ line: Substring) throws(TrustError) -> (key: PeerKey, name: String?) {
+    package static func parseLine(_ line: Substring) throws(TrustError) -> (key: PeerKey, name: String?) {
         let fields = line.split(maxSplits: 2, omittingEmptySubsequences: true, whereSeparator: { $0 == " " || $0 == "\t" })
         guard let type = fields.first else { throw .malformedKey("empty line") }
         guard type == lineType else {

@@ -1,6 +1,9 @@
+#if canImport(Transfer)
+import Transfer
+#endif
 /// What a version-2 record says, decoded from its kind and content (docs/wire-v2.md, "Record
 /// kinds"). The layouts are the same in sealed and plain records; integers are big-endian.
-public enum RecordMessage: Sendable, Equatable {
+package enum RecordMessage: Sendable, Equatable {
     /// P → C: a message begins.
     case header(MessageHeader)
     /// P → C: `bytes` of message `message` from `offset` on.
@@ -17,9 +20,9 @@ public enum RecordMessage: Sendable, Equatable {
     case progress(message: UInt32, held: UInt64)
 
     /// The most payload bytes the sender puts in one DATA record.
-    public static let dataBytesPerRecord = 4096
+    package static let dataBytesPerRecord = 4096
 
-    public var record: Record {
+    package var record: Record {
         switch self {
         case .header(let header):
             return Record(kind: .header, content: header.encoded)
@@ -38,7 +41,7 @@ public enum RecordMessage: Sendable, Equatable {
         }
     }
 
-    public init(parsing record: Record) throws(RecordContentError) {
+    package init(parsing record: Record) throws(RecordContentError) {
         var reader = ContentReader(record.content, kind: record.kind)
         switch record.kind {
         case .header:
@@ -70,66 +73,28 @@ public enum RecordMessage: Sendable, Equatable {
     }
 }
 
-/// A HEADER record: which message, how long, its SHA-256, and with `meta` the file's name and
-/// modification time.
-public struct MessageHeader: Sendable, Equatable {
-    public var message: UInt32
-    public var payloadLength: UInt64
-    public var digest: [UInt8]
-    public var metadata: FileMetadata?
-
-    public init(message: UInt32, payloadLength: UInt64, digest: [UInt8], metadata: FileMetadata? = nil) {
-        self.message = message
-        self.payloadLength = payloadLength
-        self.digest = digest
-        self.metadata = metadata
-    }
-
+extension MessageHeader {
     var encoded: [UInt8] {
         let meta = metadata?.encoded ?? []
         return bigEndian(message) + bigEndian(payloadLength) + digest + bigEndian(UInt16(meta.count)) + meta
     }
 
     init(reading reader: inout ContentReader) throws(RecordContentError) {
-        message = try reader.integer()
-        payloadLength = try reader.integer()
-        digest = try reader.bytes(32)
+        let message: UInt32 = try reader.integer()
+        let payloadLength: UInt64 = try reader.integer()
+        let digest = try reader.bytes(32)
         let metadataLength: UInt16 = try reader.integer()
-        if metadataLength == 0 {
-            metadata = nil
-        } else {
+        var metadata: FileMetadata?
+        if metadataLength > 0 {
             var inner = ContentReader(try reader.bytes(Int(metadataLength)), kind: .header)
             metadata = try FileMetadata(reading: &inner)
             try inner.finish()
         }
+        self.init(message: message, payloadLength: payloadLength, digest: digest, metadata: metadata)
     }
 }
 
-/// A file's name and modification time, as the `meta` capability sends it: name length (1) ·
-/// UTF-8 name · seconds since 1970 (8, signed) · nanoseconds (4). The name is one path
-/// component, or for a file of a tree a relative path: components joined by `/`, none of them
-/// empty, `.` or `..` (the receiver still makes each one safe; this only keeps the wire clean).
-public struct FileMetadata: Sendable, Equatable {
-    public var name: String
-    public var modificationSeconds: Int64
-    public var modificationNanoseconds: UInt32
-
-    /// Nil for a name that is not a clean relative path: empty, over 255 UTF-8 bytes, with
-    /// NUL, starting or ending with `/`, or with an empty, `.` or `..` component.
-    public init?(name: String, modificationSeconds: Int64, modificationNanoseconds: UInt32) {
-        guard Self.isSafeName(Array(name.utf8)), modificationNanoseconds < 1_000_000_000 else { return nil }
-        self.name = name
-        self.modificationSeconds = modificationSeconds
-        self.modificationNanoseconds = modificationNanoseconds
-    }
-
-    static func isSafeName(_ bytes: [UInt8]) -> Bool {
-        guard !bytes.isEmpty, bytes.count <= 255, !bytes.contains(0) else { return false }
-        return bytes.split(separator: 0x2F, omittingEmptySubsequences: false).allSatisfy { component in
-            !component.isEmpty && !component.elementsEqual([0x2E]) && !component.elementsEqual([0x2E, 0x2E])
-        }
-    }
-
+extension FileMetadata {
     var encoded: [UInt8] {
         let name = Array(name.utf8)
         return [UInt8(name.count)] + name + bigEndian(UInt64(bitPattern: modificationSeconds))
@@ -144,28 +109,29 @@ public struct FileMetadata: Sendable, Equatable {
         }
         let seconds: UInt64 = try reader.integer()
         let nanoseconds: UInt32 = try reader.integer()
-        guard nanoseconds < 1_000_000_000 else { throw .malformed(kind: .header, reason: "nanoseconds over 999999999") }
-        self.name = name
-        modificationSeconds = Int64(bitPattern: seconds)
-        modificationNanoseconds = nanoseconds
+        guard let metadata = FileMetadata(name: name, modificationSeconds: Int64(bitPattern: seconds),
+                                          modificationNanoseconds: nanoseconds) else {
+            throw .malformed(kind: .header, reason: "nanoseconds over 999999999")
+        }
+        self = metadata
     }
 }
 
-/// The receiver's ACK record. Unlike version 1's ACK it names the full SHA-256 and travels
-/// sealed under the central → peripheral key, so only the authenticated receiver can make one.
-public struct SecureAck: Sendable, Equatable {
-    public enum Outcome: UInt8, Sendable {
+/// The receiver's ACK record: it names the full SHA-256 and travels sealed under the central →
+/// peripheral key, so only the authenticated receiver can make one.
+package struct SecureAck: Sendable, Equatable {
+    package enum Outcome: UInt8, Sendable {
         case stored = 0x00
         case alreadyStored = 0x01
         case refusedOverLimit = 0x02
         case refusedDigestMismatch = 0x03
     }
 
-    public var message: UInt32
-    public var digest: [UInt8]
-    public var outcome: Outcome
+    package var message: UInt32
+    package var digest: [UInt8]
+    package var outcome: Outcome
 
-    public init(message: UInt32, digest: [UInt8], outcome: Outcome) {
+    package init(message: UInt32, digest: [UInt8], outcome: Outcome) {
         self.message = message
         self.digest = digest
         self.outcome = outcome
@@ -183,17 +149,17 @@ public struct SecureAck: Sendable, Equatable {
 
     /// True when this ACK lets the sender release the message `header` announced: same
     /// message number, the full digest, and the receiver holds it.
-    public func releases(_ header: MessageHeader) -> Bool {
+    package func releases(_ header: MessageHeader) -> Bool {
         message == header.message && digest == header.digest && (outcome == .stored || outcome == .alreadyStored)
     }
 }
 
-public enum RecordContentError: Error, Sendable, Equatable, CustomStringConvertible {
+package enum RecordContentError: Error, Sendable, Equatable, CustomStringConvertible {
     case truncated(kind: RecordKind)
     case trailingBytes(kind: RecordKind, count: Int)
     case malformed(kind: RecordKind, reason: String)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .truncated(let kind): return "\(kind) record cut short"
         case .trailingBytes(let kind, let count): return "\(kind) record with \(count) bytes too many"

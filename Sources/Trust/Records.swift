@@ -2,20 +2,20 @@
 /// body`. Handshake messages travel in `handshake` frames, everything after the handshake in
 /// `sealed` records. Type `03` (the plain records of earlier versions) is retired: a frame
 /// reader refuses it.
-public struct Frame: Sendable, Equatable {
-    public enum FrameType: UInt8, Sendable {
+package struct Frame: Sendable, Equatable {
+    package enum FrameType: UInt8, Sendable {
         case handshake = 0x01
         case sealed = 0x02
     }
 
-    public static let headerLength = 3
+    package static let headerLength = 3
     /// Longest body a receiver accepts: a sealed record of the longest content (kind, content, tag).
-    public static let maximumBodyLength = 1 + Record.maximumContentLength + 16
+    package static let maximumBodyLength = 1 + Record.maximumContentLength + 16
 
-    public var type: FrameType
-    public var body: [UInt8]
+    package var type: FrameType
+    package var body: [UInt8]
 
-    public init(type: FrameType, body: [UInt8]) {
+    package init(type: FrameType, body: [UInt8]) {
         self.type = type
         self.body = body
     }
@@ -24,16 +24,16 @@ public struct Frame: Sendable, Equatable {
         [type.rawValue, UInt8(truncatingIfNeeded: length >> 8), UInt8(truncatingIfNeeded: length)]
     }
 
-    public var encoded: [UInt8] { Self.header(type: type, length: body.count) + body }
+    package var encoded: [UInt8] { Self.header(type: type, length: body.count) + body }
 }
 
-public enum FrameError: Error, Sendable, Equatable, CustomStringConvertible {
+package enum FrameError: Error, Sendable, Equatable, CustomStringConvertible {
     case unknownType(UInt8)
     case tooLong(Int)
     /// An earlier frame was refused; the stream is not read further.
     case closedAfterFailure
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .unknownType(let type): return "unknown frame type \(type)"
         case .tooLong(let length): return "frame of \(length) bytes, over the limit of \(Frame.maximumBodyLength)"
@@ -45,17 +45,17 @@ public enum FrameError: Error, Sendable, Equatable, CustomStringConvertible {
 /// Cuts a byte stream (pieces in any sizes, in order) into frames. Refuses an unknown type or an
 /// over-long length as soon as the 3-byte header arrived, before buffering the body, so a peer
 /// cannot make it hold more than one frame's worth of bytes.
-public struct FrameReader: Sendable {
+package struct FrameReader: Sendable {
     private var buffer: [UInt8] = []
     private var failed = false
 
-    public init() {}
+    package init() {}
 
     /// Bytes held for an incomplete frame.
-    public var bufferedByteCount: Int { buffer.count }
+    package var bufferedByteCount: Int { buffer.count }
 
     /// Appends `bytes` and returns every frame they completed.
-    public mutating func append(_ bytes: some Collection<UInt8>) throws(FrameError) -> [Frame] {
+    package mutating func append(_ bytes: some Collection<UInt8>) throws(FrameError) -> [Frame] {
         guard !failed else { throw .closedAfterFailure }
         buffer += bytes
         var frames: [Frame] = []
@@ -85,7 +85,7 @@ public struct FrameReader: Sendable {
 
 /// What a record says (docs/wire-v2.md, "Record kinds"); the kind is the first plaintext byte,
 /// inside the encryption.
-public enum RecordKind: UInt8, Sendable, CaseIterable {
+package enum RecordKind: UInt8, Sendable, CaseIterable {
     case header = 0x01
     case data = 0x02
     case end = 0x03
@@ -97,20 +97,20 @@ public enum RecordKind: UInt8, Sendable, CaseIterable {
     case pairing = 0x10
 }
 
-public struct Record: Sendable, Equatable {
-    public var kind: RecordKind
-    public var content: [UInt8]
+package struct Record: Sendable, Equatable {
+    package var kind: RecordKind
+    package var content: [UInt8]
 
-    public init(kind: RecordKind, content: [UInt8]) {
+    package init(kind: RecordKind, content: [UInt8]) {
         self.kind = kind
         self.content = content
     }
 
     /// Longest content a sealed record may carry.
-    public static let maximumContentLength = 16384
+    package static let maximumContentLength = 16384
 }
 
-public enum RecordError: Error, Sendable, Equatable, CustomStringConvertible {
+package enum RecordError: Error, Sendable, Equatable, CustomStringConvertible {
     /// Authentication failed: the record was tampered with, replayed, reordered, cut short or
     /// sealed under another key. The direction is dead from then on.
     case authenticationFailed
@@ -123,7 +123,7 @@ public enum RecordError: Error, Sendable, Equatable, CustomStringConvertible {
     case closedAfterFailure
     case nonceExhausted
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .authenticationFailed: return "record failed authentication (tampered, replayed, reordered or wrong key)"
         case .unknownKind(let kind): return "record of unknown kind \(kind)"
@@ -139,12 +139,12 @@ public enum RecordError: Error, Sendable, Equatable, CustomStringConvertible {
 /// the frame header as associated data. Rekeys (Noise `Rekey()`) after every `rekeyInterval`
 /// records; the opener on the other side does the same at the same count. There is no
 /// unprotected record: the plain records (type `03`) of earlier versions are retired.
-public struct RecordSealer: Sendable {
-    public static let defaultRekeyInterval: UInt64 = 65536
+package struct RecordSealer: Sendable {
+    package static let defaultRekeyInterval: UInt64 = 65536
 
     private var cipher: NoiseCipherState
     private let rekeyInterval: UInt64
-    public private(set) var recordsSealed: UInt64 = 0
+    package private(set) var recordsSealed: UInt64 = 0
 
     init(cipher: NoiseCipherState, rekeyInterval: UInt64) {
         self.cipher = cipher
@@ -152,7 +152,7 @@ public struct RecordSealer: Sendable {
     }
 
     /// The frame (`02 | length | ciphertext+tag`) carrying `record`.
-    public mutating func seal(_ record: Record) throws(RecordError) -> [UInt8] {
+    package mutating func seal(_ record: Record) throws(RecordError) -> [UInt8] {
         guard record.content.count <= Record.maximumContentLength else { throw .tooLong(record.content.count) }
         let plaintext = [record.kind.rawValue] + record.content
         let header = Frame.header(type: .sealed, length: plaintext.count + NoiseCipherState.tagLength)
@@ -171,18 +171,18 @@ public struct RecordSealer: Sendable {
 /// Opens records in one direction, strictly in the order they were sealed. The first failure
 /// closes it for good: a session with one forged record is not trusted with the next. Only
 /// sealed frames open; anything else (a plain record of the retired type `03`) is refused.
-public struct RecordOpener: Sendable {
+package struct RecordOpener: Sendable {
     private var cipher: NoiseCipherState
     private let rekeyInterval: UInt64
     private var failed = false
-    public private(set) var recordsOpened: UInt64 = 0
+    package private(set) var recordsOpened: UInt64 = 0
 
     init(cipher: NoiseCipherState, rekeyInterval: UInt64) {
         self.cipher = cipher
         self.rekeyInterval = max(rekeyInterval, 1)
     }
 
-    public mutating func open(_ frame: Frame) throws(RecordError) -> Record {
+    package mutating func open(_ frame: Frame) throws(RecordError) -> Record {
         guard !failed else { throw .closedAfterFailure }
         do throws(RecordError) {
             guard frame.type == .sealed else { throw .notSealed }

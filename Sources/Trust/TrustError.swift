@@ -6,7 +6,7 @@ import Darwin
 
 /// Everything that can go wrong with keys, identity files and authorized-peers files. Each
 /// description is one line that names the file and what to do.
-public enum TrustError: Error, Sendable, Equatable, CustomStringConvertible {
+package enum TrustError: Error, Sendable, Equatable, CustomStringConvertible {
     /// A key line or raw key is malformed; the reason says how.
     case malformedKey(String)
     /// No identity file at the path.
@@ -28,7 +28,7 @@ public enum TrustError: Error, Sendable, Equatable, CustomStringConvertible {
     /// sshd's StrictModes does. `fix` is the command that repairs it.
     case authorizedPeersUnsafe(path: String, reason: String, fix: String)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .malformedKey(let reason):
             return "malformed public key: \(reason)"
@@ -54,7 +54,7 @@ public enum TrustError: Error, Sendable, Equatable, CustomStringConvertible {
     }
 
     /// True for errors that mean "permission denied" rather than "missing" or "malformed".
-    public var isPermissionProblem: Bool {
+    package var isPermissionProblem: Bool {
         switch self {
         case .identityTooOpen: return true
         case .fileAccess(_, _, let errno): return errno == EACCES || errno == EPERM

@@ -64,21 +64,7 @@ struct DBusBenchmark: AsyncParsableCommand {
         let ourRate = Double(iterations) / sequential.seconds
 
         let pipelinedStart = clock.now
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            var issued = 0
-            while issued < min(inFlight, iterations) {
-                let value = UInt32(issued)
-                group.addTask { try await echo(value) }
-                issued += 1
-            }
-            while try await group.next() != nil {
-                if issued < iterations {
-                    let value = UInt32(truncatingIfNeeded: issued)
-                    group.addTask { try await echo(value) }
-                    issued += 1
-                }
-            }
-        }
+        try await pipelinedEchoes(echo)
         let pipelined = pipelinedStart.duration(to: clock.now)
         let pipelinedRate = Double(iterations) / pipelined.seconds
         let rssAfterPipelined = residentMemoryKiB()
@@ -101,14 +87,38 @@ struct DBusBenchmark: AsyncParsableCommand {
             + (growth < 1024 ? " (flat)" : " (NOT flat)"))
 
         print("")
-        if let dbusSendRate = try await measureDBusSend(address: bus.address, destination: destination) {
+        try await printBaselines(address: bus.address, destination: destination, ourRate: ourRate)
+    }
+
+    /// `iterations` echoes with `inFlight` calls in flight at once.
+    private func pipelinedEchoes(_ echo: @escaping @Sendable (UInt32) async throws -> Void) async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            var issued = 0
+            while issued < min(inFlight, iterations) {
+                let value = UInt32(issued)
+                group.addTask { try await echo(value) }
+                issued += 1
+            }
+            while try await group.next() != nil {
+                if issued < iterations {
+                    let value = UInt32(truncatingIfNeeded: issued)
+                    group.addTask { try await echo(value) }
+                    issued += 1
+                }
+            }
+        }
+    }
+
+    /// The external clients' rates beside ours.
+    private func printBaselines(address: String, destination: String, ourRate: Double) async throws {
+        if let dbusSendRate = try await measureDBusSend(address: address, destination: destination) {
             print("dbus-send, one process per call  \(format(dbusSendIterations)) calls  \(format(dbusSendRate, 0)) calls/s"
                 + "  (extrapolated to \(format(iterations)): \(format(Double(iterations) / dbusSendRate, 1)) s)")
             print("ratio ours / dbus-send: \(format(ourRate / dbusSendRate, 1))x")
         } else {
             print("dbus-send not found (apt package 'dbus'): skipped")
         }
-        if let (library, pythonRate) = try await measurePython(address: bus.address, destination: destination) {
+        if let (library, pythonRate) = try await measurePython(address: address, destination: destination) {
             print("python \(library), long-lived client  \(format(pythonIterations)) calls  \(format(pythonRate, 0)) calls/s")
             print("ratio ours / \(library): \(format(ourRate / pythonRate, 2))x")
         } else {

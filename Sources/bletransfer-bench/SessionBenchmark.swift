@@ -97,7 +97,6 @@ struct SessionBenchmark: AsyncParsableCommand, PayloadSizeDefaults {
             hello: helloV2, maximumPayloadLength: payload.count, maximumWriteLength: valueLength)
         var assembly = MessageAssembly(
             limits: TransferLimits(maximumMessageSize: payload.count),
-            sentHello: Hello(version: HelloV2.version, session: SessionID(rawValue: 7)),
             idleTimeout: .seconds(3600), secure: receiver)
         var time = Duration.zero
         while true {

@@ -1,4 +1,6 @@
 import ArgumentParser
+import DaemonSupport
+import SystemCalls
 import Foundation
 import Machines
 import Roles
@@ -211,6 +213,11 @@ struct StreamBenchmark: ParsableCommand {
                         if try take(write) { return }
                     }
                 }
+                // This thread is the benchmark's own: it reads the file itself.
+                if let wanted = session.payloadWanted {
+                    session.providePayload(try message.body.bytes(in: wanted), at: wanted.lowerBound)
+                    continue
+                }
                 if let failure = session.localFailure { throw failure }
                 guard let write = try receive(peripheralSide) else { throw ValidationError("the central went away") }
                 if try take(write) { return }
@@ -218,19 +225,27 @@ struct StreamBenchmark: ParsableCommand {
         }, {
             let receiver = SecureReceiverSession(
                 identity: HostIdentity(), authorizedPeers: .anyKey, hello: hello,
-                maximumPayloadLength: Int.max, maximumWriteLength: valueLength, partialStore: inbox.partialFiles())
+                maximumPayloadLength: Int.max, maximumWriteLength: valueLength)
+            let partialFiles = inbox.partialFiles(from: 0)
+            var file: PayloadFile?
             var assembly = MessageAssembly(
-                limits: .default, sentHello: Hello(version: HelloV2.version, session: SessionID(rawValue: 7)),
-                idleTimeout: .seconds(3600), secure: receiver)
+                limits: .default, idleTimeout: .seconds(3600), secure: receiver)
             var time = Duration.zero
             while let value = try receive(centralSide) {
                 time += .microseconds(1)
                 let step = assembly.handle(.value(value), at: time)
+                // This thread is the benchmark's own: it may block on the partial file.
+                for work in assembly.takePayloadWork() {
+                    switch work {
+                    case .begin(let header): file = try partialFiles.makePartialFile(length: header.payloadLength)
+                    case .write(let offset, let bytes): try file?.write(bytes, at: offset)
+                    }
+                }
                 for write in assembly.takeWrites() { try send(centralSide, write.value) }
                 switch step {
                 case .complete(let received, _):
-                    // This thread is the benchmark's own: it may block.
-                    let path = try inbox.storeBlocking(received.body, baseName: "stored.bin")
+                    guard let file else { throw ValidationError("no partial file") }
+                    let path = try inbox.storeBlocking(MessagePayload(file: file, count: received.byteCount), baseName: "stored.bin")
                     stored.withLock { $0 = path.string }
                     for write in try assembly.secureAcknowledgement(alreadyStored: false) { try send(centralSide, write) }
                     return

@@ -6,7 +6,7 @@ import Transfer
 struct TransferBenchmark: AsyncParsableCommand, PayloadSizeDefaults {
     static let configuration = CommandConfiguration(
         commandName: "transfer",
-        abstract: "Chunk + reassemble throughput (MB/s) of both wire formats, with baselines."
+        abstract: "Chunk + reassemble throughput (MB/s) of Apple's flow, with baselines (the secure format: session)."
     )
 
     @OptionGroup var payloads: PayloadSizeOptions<TransferBenchmark>
@@ -35,7 +35,6 @@ struct TransferBenchmark: AsyncParsableCommand, PayloadSizeDefaults {
     private func benchmark(size: Int, valueLength: Int, runs: Int) throws {
         let payload = seededPayload(size: size)
         let limits = TransferLimits(maximumMessageSize: size)
-        let hello = Hello(session: SessionID(rawValue: 1))
         var sink = 0
 
         print("\n\(size / 1024 / 1024) MiB payload, \(runs) runs")
@@ -49,53 +48,30 @@ struct TransferBenchmark: AsyncParsableCommand, PayloadSizeDefaults {
         }))
 
         let message = OutgoingMessage(payload: payload)
-        for (format, replyHello) in [("compat", nil), ("framed", hello)] as [(String, Hello?)] {
-            rows.append(("\(format): chunk", bestSeconds(of: runs) {
-                var sender = MessageSender(message: message, replyingTo: replyHello, maximumValueLength: valueLength)
-                while let value = sender.nextValue() { sink &+= value.count }
-            }))
-
-            var sender = MessageSender(message: message, replyingTo: replyHello, maximumValueLength: valueLength)
-            var values: [[UInt8]] = []
-            values.reserveCapacity(sender.valueCount)
-            while let value = sender.nextValue() { values.append(value) }
-            var received: [UInt8] = []
-            rows.append(("\(format): reassemble\(format == "framed" ? " + verify" : "")", bestSeconds(of: runs) {
-                var receiver = MessageReceiver(limits: limits, sentHello: hello)
-                for value in values {
-                    if case .complete(let message) = try? receiver.receive(value) { received = message.payload }
-                }
-            }))
-            guard received == payload else {
-                throw ValidationError("\(format) round trip did not reproduce the payload")
+        rows.append(("compat: chunk", bestSeconds(of: runs) {
+            var sender = MessageSender(message: message, maximumValueLength: valueLength)
+            while let value = sender.nextValue() { sink &+= value.count }
+        }))
+        var sender = MessageSender(message: message, maximumValueLength: valueLength)
+        var values: [[UInt8]] = []
+        values.reserveCapacity(sender.valueCount)
+        while let value = sender.nextValue() { values.append(value) }
+        var received: [UInt8] = []
+        rows.append(("compat: reassemble", bestSeconds(of: runs) {
+            var receiver = MessageReceiver(limits: limits)
+            for value in values {
+                if case .complete(let message) = try? receiver.receive(value) { received = message.payload }
             }
-            if format == "framed" {
-                // As several ATT bearers (EATT) deliver them: no value further than 8 places off.
-                var shuffleGenerator = SplitMix(seed: 8)
-                let keyed = values.indices.map { ($0 + Int(shuffleGenerator.next() % 9), $0) }
-                let reordered = keyed.sorted { $0 < $1 }.map { values[$0.1] }
-                received = []
-                rows.append(("framed: reassemble reordered ±8 + verify", bestSeconds(of: runs) {
-                    var receiver = MessageReceiver(limits: limits, sentHello: hello)
-                    for value in reordered {
-                        if case .complete(let message) = try? receiver.receive(value) { received = message.payload }
-                    }
-                }))
-                guard received == payload else {
-                    throw ValidationError("reordered framed values did not reproduce the payload")
-                }
+        }))
+        guard received == payload else { throw ValidationError("compat round trip did not reproduce the payload") }
+        values = []
+        rows.append(("compat: chunk → reassemble", bestSeconds(of: runs) {
+            var sender = MessageSender(message: message, maximumValueLength: valueLength)
+            var receiver = MessageReceiver(limits: limits)
+            while let value = sender.nextValue() {
+                if case .complete(let message) = try? receiver.receive(value) { sink &+= message.payload.count }
             }
-            values = []
-
-            // Per subscription: the digest was computed once, when the message was prepared.
-            rows.append(("\(format): chunk → reassemble", bestSeconds(of: runs) {
-                var sender = MessageSender(message: message, replyingTo: replyHello, maximumValueLength: valueLength)
-                var receiver = MessageReceiver(limits: limits, sentHello: hello)
-                while let value = sender.nextValue() {
-                    if case .complete(let message) = try? receiver.receive(value) { sink &+= message.payload.count }
-                }
-            }))
-        }
+        }))
 
         printRates(rows, size: size, reference: (column: "× BLE", bytesPerSecond: Self.fastestBLEBytesPerSecond))
         if sink == 42 { print("") }  // keeps the measured work observable

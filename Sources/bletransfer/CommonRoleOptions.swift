@@ -24,8 +24,7 @@ struct BluetoothOptions: ParsableArguments {
         "Transfer characteristic UUID (default: Apple's).", valueName: "UUID"))
     var characteristicUUIDText: String?
 
-    @Flag(name: .customLong("no-tune"), help: ArgumentHelp(
-        "Leave the adapter's link as it is (by default, with the rights for it, ask for 2M and a 7.5-15 ms interval)."))
+    @Flag(name: .customLong("no-tune"), help: ArgumentHelp("Leave the adapter's link as it is (see 'link tune')."))
     var noTune = false
 
     var serviceUUID: BluetoothUUID {

@@ -14,7 +14,7 @@ struct SenderBoundOptions: ParsableArguments {
     var acknowledgementTimeout: Double?
 
     @Option(name: .customLong("unsubscribe-timeout"), help: ArgumentHelp(
-        "Drop a central still subscribed after EOM (default 20s).", valueName: "TIME"),
+        "Drop a central subscribed after EOM (default 20s).", valueName: "TIME"),
             transform: seconds)
     var unsubscribeTimeout: Double?
 

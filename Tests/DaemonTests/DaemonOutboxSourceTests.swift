@@ -66,7 +66,7 @@ struct DaemonOutboxSourceTests {
     }
 
     static func summary(_ message: OutgoingMessage) -> MessageSummary {
-        MessageSummary(sequence: 1, byteCount: message.payload.count, format: .framed)
+        MessageSummary(sequence: 1, byteCount: message.payload.count, format: .secure)
     }
 
     static let peer = PeerDescription(address: "00:AA:00:00:00:02")

@@ -59,7 +59,7 @@ import Transfer
         #expect((delivered["receiver"] as? [String: Any])?["fingerprint"] as? String == "SHA256:abcd-ef01")
         #expect(DaemonReporter.metadata(summary)["peer_key"] == "SHA256:abcd-ef01")
         // Without a key, nothing is added.
-        let plain = try EventRenderer.decodedJSON(for: .received(MessageSummary(sequence: 1, byteCount: 1, format: .framed),
+        let plain = try EventRenderer.decodedJSON(for: .received(MessageSummary(sequence: 1, byteCount: 1, format: .secure),
                                                             from: peer, storedAt: nil))
         #expect(plain["sender"] == nil)
     }
@@ -132,10 +132,10 @@ import Transfer
     }
 
     @Test func aMessagesLastLineSaysHowLongItTookAndTheAverageRate() {
-        let summary = MessageSummary(sequence: 1, byteCount: 10 * 1024, format: .framed, duration: .seconds(4))
+        let summary = MessageSummary(sequence: 1, byteCount: 10 * 1024, format: .secure, duration: .seconds(4))
         let peer = PeerDescription(address: "AA:BB:CC:DD:EE:FF")
         #expect(EventRenderer.sentence(for: .delivered(summary, to: peer))
-            == "message 1 delivered (10.0 KiB, framed) in 4.0s, 2.5 KiB/s on average to AA:BB:CC:DD:EE:FF")
+            == "message 1 delivered (10.0 KiB, secure) in 4.0s, 2.5 KiB/s on average to AA:BB:CC:DD:EE:FF")
         #expect(EventRenderer.summary(bytes: 10, duration: nil) == "")
         #expect(EventRenderer.summary(bytes: 10, duration: .zero) == "")
     }

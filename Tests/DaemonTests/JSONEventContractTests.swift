@@ -71,7 +71,7 @@ import Transfer
     static let fullSummary = MessageSummary(sequence: 2, byteCount: 10, format: .compat, sha256: "00",
                                             duration: .milliseconds(1500), ordering: .atRisk(because: "EATT"),
                                             peerKey: key, fileName: "a.txt", resumedFrom: 4, payloadBytesOnAir: 12)
-    static let plainSummary = MessageSummary(sequence: 1, byteCount: 1, format: .framed)
+    static let plainSummary = MessageSummary(sequence: 1, byteCount: 1, format: .secure)
 
     /// Every event the program prints, with every optional field set and without.
     static var lines: [String] {

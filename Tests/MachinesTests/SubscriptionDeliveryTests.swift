@@ -335,7 +335,7 @@ import Transfer
         if deliveries == 1 {
             #expect(!before.isDelivered && after.isDelivered, context, sourceLocation: sourceLocation)
             switch before.format {
-            case .secure, .framed:
+            case .secure:
                 #expect(after.allValuesHandedOver, context, sourceLocation: sourceLocation)
                 #expect(input == .acknowledged || before.earlyAcknowledgement, context, sourceLocation: sourceLocation)
             case .compat:
@@ -426,7 +426,7 @@ import Transfer
                     case .deliver:
                         deliveries += 1
                         switch setup.format {
-                        case .secure, .framed:
+                        case .secure:
                             #expect(lastValueHandedOver && fittingAck, "seed \(seed): \(trace)")
                         case .compat:
                             // Written, or taken by bluetoothd by the time we closed the channel.

@@ -14,7 +14,7 @@ import Transfer
     @Test func tricklingPeerIsRefusedAlthoughEveryValueResetsTheIdleTimer() {
         let payload = Array(String(repeating: "x", count: 400).utf8)
         let values = CentralLogicTests.compatValues(payload, chunk: 1)
-        var assembly = MessageAssembly(limits: .default, sentHello: nil, idleTimeout: .seconds(15),
+        var assembly = MessageAssembly(limits: .default, idleTimeout: .seconds(15),
                                        minimumRate: 10, rateGrace: .seconds(20))
         var refusedAt: Duration?
         // A 20-byte value (the smallest ATT payload) every 5 s: well inside the 15 s idle
@@ -32,7 +32,7 @@ import Transfer
     }
 
     @Test func silentPeerIsRefusedByTheRateOnATick() {
-        var assembly = MessageAssembly(limits: .default, sentHello: nil, idleTimeout: .seconds(3600),
+        var assembly = MessageAssembly(limits: .default, idleTimeout: .seconds(3600),
                                        minimumRate: 1, rateGrace: .seconds(2))
         #expect(assembly.handle(.tick, at: .seconds(2)) == .proceed(progress: nil))
         guard case .failed(.refused("min-rate", _)) = assembly.handle(.tick, at: .seconds(3)) else {
@@ -43,7 +43,7 @@ import Transfer
 
     @Test func transferAtTheRateCompletes() {
         let payload = CentralTestData.binary(2000)
-        var assembly = MessageAssembly(limits: .default, sentHello: nil, idleTimeout: .seconds(15),
+        var assembly = MessageAssembly(limits: .default, idleTimeout: .seconds(15),
                                        minimumRate: 100, rateGrace: .seconds(1))
         var last: MessageAssembly.Step?
         // 20-byte values every 100 ms: 200 bytes/s, twice the floor.
@@ -58,7 +58,7 @@ import Transfer
     }
 
     @Test func zeroRateMeansNoFloor() {
-        var assembly = MessageAssembly(limits: .default, sentHello: nil, idleTimeout: .seconds(15), minimumRate: 0)
+        var assembly = MessageAssembly(limits: .default, idleTimeout: .seconds(15), minimumRate: 0)
         #expect(assembly.rateShortfall(at: .seconds(1_000_000)) == nil)
         _ = assembly.handle(.tick, at: .seconds(1))
     }
@@ -111,18 +111,6 @@ import Transfer
         }
         #expect(picks.contains(newcomer))
         #expect(picks.filter { $0 == flooder }.count <= 3)
-    }
-
-    @Test func unacknowledgedTableIsBounded() {
-        let state = RunState(book: PeerBook(backoff: BackoffPolicy(), minimumRSSI: nil))
-        for index in 0..<(RunState.addressCapacity + 100) {
-            state.rememberUnacknowledged(from: "addr-\(index)", digest: [UInt8(index & 0xFF)], storedAt: nil)
-        }
-        #expect(state.unacknowledgedCount == RunState.addressCapacity)
-        // The newest survive, the oldest went.
-        let newest = RunState.addressCapacity + 99
-        #expect(state.takeUnacknowledged(from: "addr-\(newest)", digest: [UInt8(newest & 0xFF)]) != nil)
-        #expect(state.takeUnacknowledged(from: "addr-0", digest: [0]) == nil)
     }
 
     @Test func anAddressTableDropsTheAddressSetLongestAgoAndOnlyThat() {

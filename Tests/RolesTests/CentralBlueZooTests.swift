@@ -84,12 +84,12 @@ struct CentralBlueZooTests {
     func version1AnswerIsRefused() async throws {
         let payload = CentralTestData.binary(1000)
         let sink = CollectingSink()
-        let run = try await runCentral(against: [.framed(payload), .compat(payload)], sink: sink)
+        let run = try await runCentral(against: [.retiredVersion1(payload), .compat(payload)], sink: sink)
 
         _ = try run.received
         // Only the second visit's Apple-flow message was stored; the version-1 one got no ACK.
         #expect(sink.messages.map(\.format) == [.compat])
-        #expect(run.peripheral.acks.isEmpty)
+        #expect(run.peripheral.otherWrites.isEmpty)
         let refusals = run.events.compactMap { event -> String? in
             if case .refused(_, let bound, let reason, _) = event { "\(bound): \(reason)" } else { nil }
         }
@@ -104,7 +104,7 @@ struct CentralBlueZooTests {
         _ = try run.received
         #expect(run.events.compactMap(\.subscribedFormat) == [.compat])
         #expect(run.peripheral.hellos.count == 1)
-        #expect(run.peripheral.acks.isEmpty)
+        #expect(run.peripheral.otherWrites.isEmpty)
         #expect(sink.messages.map(\.payload) == [CentralTestData.text])
         #expect(sink.messages.first?.format == .compat)
     }
@@ -264,7 +264,7 @@ struct CentralBlueZooTests {
         #expect(refusals.count == 1 && refusals[0].hasPrefix("storage: the message could not be stored (disk full"),
                 "\(refusals)")
         // Apple's flow has no ACK: the sender (which counts on the unsubscription) never saw one.
-        #expect(run.peripheral.acks.isEmpty)
+        #expect(run.peripheral.otherWrites.isEmpty)
     }
 
     @Test("a sink that cannot write ends the run with ioError")
@@ -275,6 +275,6 @@ struct CentralBlueZooTests {
         let error = #expect(throws: SinkFailure.self) { try run.received }
         #expect(error?.kind == .ioError)
         #expect(run.peripheral.hellos.count == 1)
-        #expect(run.peripheral.acks.isEmpty)
+        #expect(run.peripheral.otherWrites.isEmpty)
     }
 }

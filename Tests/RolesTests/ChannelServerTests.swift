@@ -46,13 +46,16 @@ import Trust
                                              maximumPayloadLength: 1 << 20, maximumWriteLength: 8192)
         var longest = 0
         var completed: [UInt8]?
+        var kept: [UInt8] = []
         while completed == nil, let value = try await central.receive() {
             longest = max(longest, value.count)
             for event in try receiver.receiveNotification(value) {
                 switch event {
                 case .write(let write), .progressWrite(let write): try await central.send(write)
-                case .complete(let bytes, _):
-                    completed = try bytes.loadedBytes()
+                case .appended(_, let bytes):
+                    kept += bytes
+                case .complete:
+                    completed = kept
                     for ack in try receiver.acknowledgement(outcome: 0) { try await central.send(ack) }
                 default: break
                 }

@@ -58,7 +58,7 @@ struct EndToEndBlueZooTests {
         #expect(run.received == 1)
         #expect(run.delivered == 1)
         #expect(run.messages.map(\.payload) == [bytes])
-        #expect(run.messages.first?.format == (framed ? .framed : .compat))
+        #expect(run.messages.first?.format == (framed ? .secure : .compat))
         // Between two bletransfer hosts the framed protocol is encrypted, keys or not.
         #expect(run.summaries.map(\.format) == [framed ? .secure : .compat])
         #expect(run.summaries.first?.byteCount == bytes.count)
@@ -73,7 +73,7 @@ struct EndToEndBlueZooTests {
             framed: true)
         #expect(run.received == 1 && run.delivered == 1)
         #expect(run.messages.map(\.payload) == [bytes])
-        #expect(run.messages.first?.format == .framed)
+        #expect(run.messages.first?.format == .secure)
     }
 }
 

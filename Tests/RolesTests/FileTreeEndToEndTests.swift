@@ -3,6 +3,7 @@ import Foundation
 @testable import Machines
 @testable import Roles
 @testable import Storage
+import SystemCalls
 import SystemPackage
 import Testing
 import Transfer

@@ -60,7 +60,7 @@ struct PeripheralBlueZooTests {
         let central = try await ScriptedCentral.connect(on: bus)
         #expect(central.device.properties?.name == Self.localName)
         #expect(central.device.properties?.uuids.contains(TransferUUIDs.appleSampleService.canonical) == true)
-        let (values, message) = try await central.receive(hello: nil)
+        let (values, message) = try await central.receive()
         let (delivered, events) = try await running.finish()
         await central.close()
 
@@ -90,18 +90,18 @@ struct PeripheralBlueZooTests {
         let running = try await Running.start(on: bus, payload: payload)
 
         let retired = try await ScriptedCentral.connect(on: bus)
-        _ = try await retired.writeHello()
+        try await retired.writeRetiredHello()
         let updates = retired.characteristic.valueUpdates()
         try await retired.characteristic.startNotify()
         #expect(await running.events.waitFor(within: .seconds(20)) {
-            if case .centralDropped(_, let reason) = $0 { reason == SubscriptionServer.version1Refusal } else { false }
+            if case .centralDropped(_, let reason) = $0 { reason == SenderConnection.version1Refusal } else { false }
         })
         await retired.close()
         _ = updates
 
         // Never served, so advertising never paused: the next central finds the sender as it was.
         let next = try await ScriptedCentral.connect(on: bus, adapterIndex: 2)
-        let (_, message) = try await next.receive(hello: nil)
+        let (_, message) = try await next.receive()
         let (delivered, events) = try await running.finish()
         await next.close()
 
@@ -122,14 +122,14 @@ struct PeripheralBlueZooTests {
         let running = try await Running.start(on: bus, payload: payload)
 
         let first = try await ScriptedCentral.connect(on: bus)
-        let (early, earlyMessage) = try await first.receive(hello: nil, leaveAfter: 5)
+        let (early, earlyMessage) = try await first.receive(leaveAfter: 5)
         #expect(earlyMessage == nil)
         #expect(early.count == 5)
         await first.disconnect()
 
         #expect(await running.events.waitFor(count: 2) { $0.isAdvertising })
         let second = try await ScriptedCentral.connect(on: bus, adapterIndex: 2)
-        let (_, message) = try await second.receive(hello: nil)
+        let (_, message) = try await second.receive()
         let (delivered, events) = try await running.finish()
         await second.close()
         first.session.close()
@@ -151,10 +151,10 @@ struct PeripheralBlueZooTests {
         let central = try await ScriptedCentral.connect(on: bus)
         try await central.write([0xFF, 0x00, 0x42])
         try await central.write([UInt8](repeating: 0x89, count: 512))
-        let header = FramedHeader(session: SessionID(rawValue: 7), payload: payload)
-        try await central.write(WireFormat.ackValue(for: header))
+        // What a retired version-1 central would write as its ACK of this message.
+        try await central.write([0x89, 0x42, 0x4C, 0x54, 0x41, 1, 0, 0, 0, 0, 0, 0, 0, 7] + sha256(payload).prefix(6))
         #expect(await running.source.deliveredCount == 0)
-        let (_, message) = try await central.receive(hello: nil)
+        let (_, message) = try await central.receive()
         let (delivered, _) = try await running.finish()
         await central.close()
         #expect(message?.payload == payload)
@@ -170,7 +170,7 @@ struct PeripheralBlueZooTests {
         for index in 1...2 {
             #expect(await running.events.waitFor(count: index) { $0.isAdvertising })
             let central = try await ScriptedCentral.connect(on: bus, adapterIndex: index)
-            let (_, message) = try await central.receive(hello: nil)
+            let (_, message) = try await central.receive()
             #expect(message?.payload == payload)
             await central.close()
         }
@@ -220,7 +220,7 @@ struct PeripheralBlueZooTests {
         #expect(await running.events.waitFor(count: 2) { $0.isAdvertising })
 
         let central = try await ScriptedCentral.connect(on: bus)
-        let (_, message) = try await central.receive(hello: nil)
+        let (_, message) = try await central.receive()
         let (delivered, events) = try await running.finish()
         await central.close()
 

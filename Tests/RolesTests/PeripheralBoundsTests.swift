@@ -30,6 +30,7 @@ import Trust
     struct Harness: SubscriptionServerHarness {
         let server: SubscriptionServer
         let accepted = AcceptedSockets()
+        let delivered = DeliveredMessages()
         let log = PeripheralEventLog()
         let disconnections = Disconnections()
         var activity: AsyncStream<ServerActivity>.Iterator
@@ -38,13 +39,11 @@ import Trust
              message: [UInt8]) async {
             let log = self.log
             let disconnections = self.disconnections
-            server = SubscriptionServer(
-                configuration: configuration, logger: Logger(label: "test"),
-                describePeer: { device in PeerDescription(address: device?.address?.description ?? "unknown") },
-                linkExposure: { _ in exposure },
+            server = SubscriptionServer.forTests(
+                configuration: configuration, delivered: delivered, exposure: exposure,
                 // A cancelled task would not get the Disconnect call to bluetoothd: say so.
                 disconnectDevice: { disconnections.record(Task.isCancelled ? "cancelled: \($0)" : $0.description) },
-                emitEvent: { log.append($0) })
+                log: log)
             activity = server.activity.makeAsyncIterator()
             await server.offer(OutgoingMessage(payload: message), sequence: 1)
         }

@@ -7,6 +7,7 @@ import Glibc
 import SystemPackage
 import Testing
 import Transfer
+import Trust
 
 /// How `send` reads its message: binary-safe, bounded, and with one-line failures.
 @Suite struct PeripheralMessageInputTests {
@@ -144,15 +145,15 @@ import Transfer
         var registry = HelloRegistry<DeviceReference>(capacity: 3, lifetime: .seconds(10))
         let start = ContinuousClock.now
         for index in 0..<5 {
-            registry.record(Hello(session: SessionID(rawValue: UInt64(index))), from: .named("/dev\(index)"), at: start + .seconds(index))
+            registry.record(.version2(HelloV2(session: UInt64(index), offered: [.secure])), from: .named("/dev\(index)"), at: start + .seconds(index))
         }
         #expect(registry.entries.count == 3)
-        #expect(registry.hello(from: .named("/dev0"), at: start + .seconds(5)) == nil)   // evicted, the oldest
-        #expect(registry.hello(from: .named("/dev4"), at: start + .seconds(5))?.session.rawValue == 4)
-        #expect(registry.hello(from: .named("/dev4"), at: start + .seconds(15)) == nil)  // expired
+        #expect(registry.hello(from: .named("/dev0"), at: start + .seconds(5)) == .none)   // evicted, the oldest
+        #expect(registry.hello(from: .named("/dev4"), at: start + .seconds(5)).session == 4)
+        #expect(registry.hello(from: .named("/dev4"), at: start + .seconds(15)) == .none)  // expired
         #expect(registry.mostRecent(at: start + .seconds(5))?.device == .named("/dev4"))
         registry.forget(.named("/dev4"))
-        #expect(registry.hello(from: .named("/dev4"), at: start + .seconds(5)) == nil)
+        #expect(registry.hello(from: .named("/dev4"), at: start + .seconds(5)) == .none)
     }
 
     @Test func peerAddressFromDevicePath() {

@@ -59,21 +59,14 @@ final class ScriptedCentral: Sendable {
         throw Failure.notFound("a device advertising \(serviceUUID)")
     }
 
-    /// Writes a HELLO (write without response) asking for the framed format.
-    func writeHello(session id: SessionID = .random()) async throws -> Hello {
-        let hello = Hello(session: id)
-        try await characteristic.writeValue(hello.encoded, type: .command)
-        return hello
+    /// Writes a HELLO of the retired framed version 1 (write without response), as an old
+    /// build of bletransfer would.
+    func writeRetiredHello() async throws {
+        try await characteristic.writeValue([0x89, 0x42, 0x4C, 0x54, 0x48, 1, 0, 0, 0, 0, 0, 0, 0, 9], type: .command)
     }
 
     func write(_ value: [UInt8]) async throws {
         try await characteristic.writeValue(value, type: .command)
-    }
-
-    func acknowledge(_ message: ReceivedMessage) async throws {
-        if let ack = WireFormat.ackValue(for: message) {
-            try await characteristic.writeValue(ack, type: .command)
-        }
     }
 
     /// Subscribes (StartNotify) and reads values until `EOM` — or, with `leaveAfter`, until
@@ -82,11 +75,11 @@ final class ScriptedCentral: Sendable {
     /// when it left early). BlueZoo does not hang up an AcquireNotify socket on StopNotify (it
     /// keeps a duplicate of the descriptor), so there the disconnection is what the peripheral
     /// sees; real BlueZ hangs up on both.
-    func receive(hello: Hello?, leaveAfter: Int? = nil, unsubscribe: Bool = true) async throws
+    func receive(leaveAfter: Int? = nil, unsubscribe: Bool = true) async throws
         -> (values: [[UInt8]], message: ReceivedMessage?) {
         let updates = characteristic.valueUpdates()
         try await characteristic.startNotify()
-        var receiver = MessageReceiver(sentHello: hello)
+        var receiver = MessageReceiver()
         var values: [[UInt8]] = []
         var message: ReceivedMessage?
         for await value in updates {

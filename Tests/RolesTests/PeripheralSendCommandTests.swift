@@ -94,7 +94,7 @@ struct PeripheralSendCommandTests {
         let process = try SendProcess.start(["--adapter", "hci0", "--json", "--compat-delivery", "notify"],
                                             bus: bus.address, standardInput: payload)
         let central = try await ScriptedCentral.connect(on: bus)
-        let (_, message) = try await central.receive(hello: nil)
+        let (_, message) = try await central.receive()
         let result = await process.result()
         await central.close()
         #expect(message?.payload == payload)

@@ -6,6 +6,7 @@ import Logging
 @testable import Storage
 import Testing
 import Transfer
+import Trust
 
 /// The peripheral's delivery rules, driven directly (no bus): BlueZ's end of the AcquireNotify
 /// socket is the other half of a socket pair, writes and hang-ups are the calls BlueZ would make.
@@ -15,6 +16,7 @@ import Transfer
     struct Harness: SubscriptionServerHarness {
         let server: SubscriptionServer
         let accepted = AcceptedSockets()
+        let delivered = DeliveredMessages()
         let log: PeripheralEventLog
         var activity: AsyncStream<ServerActivity>.Iterator
 
@@ -25,12 +27,8 @@ import Transfer
             let configuration = PeripheralConfiguration(
                 acknowledgementGrace: grace, compatConfirmationDelay: compatConfirmation, fallbackValueInterval: .zero,
                 valueSizeLimit: valueSizeLimit)
-            server = SubscriptionServer(
-                configuration: configuration, logger: Logger(label: "test"),
-                describePeer: { device in PeerDescription(address: device?.address?.description ?? "unknown") },
-                bluetoothStillUp: { bluetoothUp },
-                linkExposure: { _ in exposure },
-                emitEvent: { log.append($0) })
+            server = SubscriptionServer.forTests(configuration: configuration, delivered: delivered, bluetoothUp: bluetoothUp,
+                                                 exposure: exposure, log: log)
             self.log = log
             activity = server.activity.makeAsyncIterator()
             if let message {
@@ -108,7 +106,7 @@ import Transfer
         // Not one value: the socket is closed at once.
         #expect(try await bluez.receive() == nil)
         let dropped = harness.log.all.compactMap { if case .centralDropped(_, let reason) = $0 { reason } else { nil } }
-        #expect(dropped == [SubscriptionServer.version1Refusal])
+        #expect(dropped == [SenderConnection.version1Refusal])
         #expect(harness.log.subscribedFormats.isEmpty)
         // The message is still offered: a central speaking the framed protocol gets it.
         var (central, secureBlueZ) = try await harness.subscribeSecure(session: 42, mtu: 100)
@@ -267,7 +265,7 @@ import Transfer
 
     @Test func helloFromAnotherDeviceDoesNotMakeASubscriptionFramed() async throws {
         var harness = await Harness(message: Self.payload(10))
-        await harness.server.write(Hello(session: SessionID(rawValue: 9)).encoded,
+        await harness.server.write(HelloV2(session: 9, offered: [.secure]).encoded,
                                    device: .named("/org/bluez/hci0/dev_AA_AA_AA_AA_AA_AA"), mtu: 23)
         let (_, bluez) = try await harness.subscribe(mtu: 23)
         #expect(harness.log.subscribedFormats == [.compat])

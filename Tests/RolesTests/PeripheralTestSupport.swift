@@ -1,4 +1,5 @@
 import BlueZ
+import Logging
 import DBus
 import Foundation
 @testable import Machines
@@ -164,10 +165,43 @@ extension RoleEvent {
 
 extension ServerActivity {
     var subscriber: PeerDescription? { if case .subscribed(let peer) = self { peer } else { nil } }
-    var delivery: (message: OutgoingMessage, summary: MessageSummary)? {
-        if case .delivered(let message, let summary, _) = self { (message, summary) } else { nil }
-    }
+    var deliveredSequence: Int? { if case .delivered(let sequence) = self { sequence } else { nil } }
     var isSubscriptionEnd: Bool { if case .subscriptionEnded = self { true } else { false } }
+}
+
+/// The source a test server's connections count their deliveries in: it serves nothing itself
+/// (the harness offers), and keeps what was delivered.
+actor DeliveredMessages: MessageSource {
+    private var delivered: [(message: OutgoingMessage, summary: MessageSummary)] = []
+
+    func current() async -> OutgoingMessage? { nil }
+
+    func markDelivered(_ message: OutgoingMessage, summary: MessageSummary, to peer: PeerDescription?) async {
+        delivered.append((message, summary))
+    }
+
+    func delivery(sequence: Int) -> (message: OutgoingMessage, summary: MessageSummary)? {
+        delivered.first { $0.summary.sequence == sequence }
+    }
+}
+
+extension SubscriptionServer {
+    /// A server without a bus whose connections run (as the serving period runs them) and
+    /// count their deliveries in `delivered`.
+    static func forTests(configuration: PeripheralConfiguration, delivered: DeliveredMessages, bluetoothUp: Bool = true,
+                         exposure: EnhancedATTExposure = .none(because: "one bearer in these tests"),
+                         disconnectDevice: @escaping @Sendable (DeviceReference) async -> Void = { _ in },
+                         log: PeripheralEventLog) -> SubscriptionServer {
+        let server = SubscriptionServer(
+            configuration: configuration, logger: Logger(label: "test"),
+            deliveries: SenderDeliveries(source: delivered, counter: DeliveryCounter(), emit: { log.append($0) }),
+            describePeer: { device in PeerDescription(address: device?.address?.description ?? "unknown") },
+            bluetoothStillUp: { bluetoothUp }, linkExposure: { _ in exposure },
+            disconnectDevice: disconnectDevice, emitEvent: { log.append($0) })
+        // Unstructured in tests: the server's connections run for as long as the test's server.
+        Task { await server.runConnections() }
+        return server
+    }
 }
 
 /// Our ends of the sockets a harness handed to its server, kept open for the whole test as
@@ -184,6 +218,7 @@ final class AcceptedSockets: @unchecked Sendable {
 protocol SubscriptionServerHarness {
     var server: SubscriptionServer { get }
     var accepted: AcceptedSockets { get }
+    var delivered: DeliveredMessages { get }
     /// The next activity the server reports; nil once it ended.
     mutating func nextActivity() async -> ServerActivity?
 }
@@ -202,7 +237,8 @@ extension SubscriptionServerHarness {
     mutating func nextDelivery(_ comment: Comment = "expected a delivery", sourceLocation: SourceLocation = #_sourceLocation)
         async throws -> (message: OutgoingMessage, summary: MessageSummary) {
         let next = await nextActivity()
-        return try #require(next?.delivery, comment, sourceLocation: sourceLocation)
+        let sequence = try #require(next?.deliveredSequence, comment, sourceLocation: sourceLocation)
+        return try #require(await delivered.delivery(sequence: sequence), comment, sourceLocation: sourceLocation)
     }
 
     /// The next activity, which must be the end of the subscription.
@@ -242,8 +278,8 @@ extension SubscriptionServerHarness {
     /// A central that offered the retired framed version 1: writes its HELLO, then subscribes.
     /// The server refuses it, so no subscription is reported; returns BlueZ's end of the socket.
     mutating func subscribeVersion1(session: UInt64, mtu: Int) async throws -> NotificationSocket {
-        let hello = Hello(session: SessionID(rawValue: session))
-        await server.write(hello.encoded, device: PeripheralSubscriptionServerTests.device, mtu: mtu)
+        let hello: [UInt8] = [0x89, 0x42, 0x4C, 0x54, 0x48, 1] + (0..<8).map { UInt8(truncatingIfNeeded: session >> (56 - 8 * $0)) }
+        await server.write(hello, device: PeripheralSubscriptionServerTests.device, mtu: mtu)
         let (local, bluez) = try NotificationSocket.makePair(mtu: mtu)
         accepted.keep(local)
         await server.acceptSocket(local, device: PeripheralSubscriptionServerTests.device)
@@ -265,14 +301,17 @@ struct SecureCentral {
     /// the payload, or nil when the socket closed first. Writes no ACK.
     mutating func receive(from bluez: NotificationSocket) async throws -> [UInt8]? {
         var payload: [UInt8]?
+        var kept: [UInt8] = []
         while let value = try await bluez.receive() {
             if value == WireFormat.endOfMessage, payload != nil { return payload }
             for event in try session.receiveNotification(value) {
                 switch event {
                 case .write(let write), .progressWrite(let write):
                     await server.write(write, device: device, mtu: mtu)
-                case .complete(let bytes, _):
-                    payload = try bytes.loadedBytes()
+                case .appended(_, let bytes):
+                    kept += bytes
+                case .complete:
+                    payload = kept
                 default:
                     break
                 }
@@ -309,4 +348,9 @@ struct RegistrationProbe: Sendable {
         if registered() == expected { return }
         for await _ in changes where registered() == expected { break }
     }
+}
+
+extension SenderConnection.CentralHello {
+    /// The session of a version-2 HELLO (nil: none, or a retired one).
+    var session: UInt64? { if case .version2(let hello) = self { hello.session } else { nil } }
 }

@@ -88,7 +88,7 @@ private func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x"
         let inbox = try scratch("inbox"), state = try scratch("state")
         defer { for d in [inbox, state] { try? FileManager.default.removeItem(atPath: d) } }
         let payload = Array("the real one".utf8)
-        let digest = hex(FramedHeader.sha256(payload))
+        let digest = hex(sha256(payload))
         let directory = try OutputDirectory(path: FilePath(inbox))
         // A file of the same name and size but other bytes was there before: passed over.
         _ = try await directory.store(Array("not the one!".utf8), baseName: "docs/b.txt")
@@ -106,7 +106,7 @@ private func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x"
         let inbox = try scratch("inbox"), state = try scratch("state")
         defer { for d in [inbox, state] { try? FileManager.default.removeItem(atPath: d) } }
         let payload = Array("gone".utf8)
-        let digest = hex(FramedHeader.sha256(payload))
+        let digest = hex(sha256(payload))
         let journal = ReceiptJournal(directory: inbox, stateDirectory: state)
         // Killed before the file got its name.
         journal.willStore(sender: "k", digest: digest, size: 4, name: "c.txt", visit: "v1")

@@ -111,7 +111,7 @@ struct ReceivedFileNameTests {
 
     static func named(_ payload: String, _ name: String, seconds: Int64 = 1_600_000_000,
                       nanoseconds: UInt32 = 123_456_789) -> ReceivedMessage {
-        var message = ReceivedMessage(payload: Array(payload.utf8), format: .framed)
+        var message = ReceivedMessage(payload: Array(payload.utf8), format: .secure)
         message.file = SentFileAttributes(name: name, modificationSeconds: seconds, modificationNanoseconds: nanoseconds)
         return message
     }
@@ -200,7 +200,7 @@ struct ReceivedFileNameTests {
         let directory = try Self.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory.string) }
         let sink = try OutputDirectorySink(path: directory)
-        let stored = try #require(try await sink.store(ReceivedMessage(payload: Array("hi".utf8), format: .framed),
+        let stored = try #require(try await sink.store(ReceivedMessage(payload: Array("hi".utf8), format: .secure),
                                                       sequence: 3, from: nil))
         let name = FilePath(stored).lastComponent?.string ?? ""
         #expect(name.hasPrefix("message-") && name.hasSuffix("-3.txt"))

@@ -263,7 +263,7 @@ struct SecureEndToEndBlueZooTests {
             receiver: Self.policy(Self.receiverKey, trusting: Self.senderKey, requiresSecure: false))
         #expect(run.received == 1 && run.delivered == 1)
         #expect(run.messages.map(\.payload) == [bytes])
-        #expect(run.messages.first?.format == .framed)
+        #expect(run.messages.first?.format == .secure)
         let summaries = run.receiverEvents.compactMap { event -> MessageSummary? in
             if case .received(let summary, _, _) = event { summary } else { nil }
         }

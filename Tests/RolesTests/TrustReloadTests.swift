@@ -90,7 +90,7 @@ import Trust
         let start = ContinuousClock.now
         let central = DeviceReference.named("/org/bluez/hci0/dev_00_00_00_00_00_01")
         var connected: Set<DeviceReference> = [central]
-        let first = registry.record(Hello(session: SessionID(rawValue: 1)), from: central, at: start,
+        let first = registry.record(.version2(HelloV2(session: 1, offered: [.secure])), from: central, at: start,
                                     isConnected: { connected.contains($0) })
         #expect(first)
         // Another device writes HELLOs from ever new addresses, each connected while it writes.
@@ -102,22 +102,22 @@ import Trust
             }
             let rotating = DeviceReference.named("/org/bluez/hci0/dev_AA_00_00_00_00_\(String(format: "%02X", index))")
             connected.insert(rotating)
-            if registry.record(Hello(session: SessionID(rawValue: UInt64(100 + index))), from: rotating,
+            if registry.record(.version2(HelloV2(session: UInt64(100 + index), offered: [.secure])), from: rotating,
                                at: start + .milliseconds(index + 1), isConnected: { connected.contains($0) }) {
                 kept += 1
             }
         }
         #expect(registry.entries.count <= 3)
-        #expect(registry.hello(from: central, at: start + .seconds(1))?.session.rawValue == 1)
+        #expect(registry.hello(from: central, at: start + .seconds(1)).session == 1)
         #expect(kept == 50)
         // All entries connected: a new HELLO is dropped rather than one of theirs.
         var full = HelloRegistry<DeviceReference>(capacity: 2, lifetime: .seconds(60))
         let a = DeviceReference.named("/a"), b = DeviceReference.named("/b"), c = DeviceReference.named("/c")
         let results = [(a, 1), (b, 2), (c, 3), (a, 4)].map { device, session in
-            full.record(Hello(session: SessionID(rawValue: UInt64(session))), from: device, at: start, isConnected: { _ in true })
+            full.record(.version2(HelloV2(session: UInt64(session), offered: [.secure])), from: device, at: start, isConnected: { _ in true })
         }
         // c's HELLO is dropped; replacing a device's own HELLO always works.
         #expect(results == [true, true, false, true])
-        #expect(full.hello(from: a, at: start)?.session.rawValue == 4 && full.hello(from: c, at: start) == nil)
+        #expect(full.hello(from: a, at: start).session == 4 && full.hello(from: c, at: start) == .none)
     }
 }

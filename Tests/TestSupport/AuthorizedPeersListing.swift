@@ -2,7 +2,7 @@ import Trust
 
 extension AuthorizedPeers {
     /// An authorized-peers file listing `identities` by their names, one a line from line 1.
-    public static func listing(_ identities: HostIdentity...) -> AuthorizedPeers {
+    package static func listing(_ identities: HostIdentity...) -> AuthorizedPeers {
         AuthorizedPeers(identities.enumerated().map { index, identity in
             AuthorizedPeers.Peer(key: identity.publicKey, name: identity.name, line: index + 1)
         })

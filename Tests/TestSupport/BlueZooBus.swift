@@ -11,15 +11,15 @@ import Glibc
 ///
 /// Roles talk to it through `BluetoothSession.open(address:)`; a command under test gets
 /// `DBUS_SYSTEM_BUS_ADDRESS=address`.
-public final class BlueZooBus: Sendable {
-    public let bus: PrivateBus
-    public var address: String { bus.address }
-    public var directory: URL { bus.directory }
-    public let adapterAddresses: [String]
+package final class BlueZooBus: Sendable {
+    package let bus: PrivateBus
+    package var address: String { bus.address }
+    package var directory: URL { bus.directory }
+    package let adapterAddresses: [String]
     private let mock: SpawnedProcess
 
     /// The Python interpreter BlueZoo was installed for: the one its entry script names.
-    public static var bluezooPython: String? {
+    package static var bluezooPython: String? {
         guard let script = TestTools.bluezoo,
             let text = try? String(contentsOfFile: script, encoding: .utf8),
             let first = text.split(separator: "\n").first, first.hasPrefix("#!")
@@ -68,12 +68,12 @@ if __name__ == "__main__":
 
     /// Whether the tools exist: bus tests are enabled only then (CI installs both through
     /// scripts/setup.sh).
-    public static var isAvailable: Bool {
+    package static var isAvailable: Bool {
         FileManager.default.isExecutableFile(atPath: PrivateBus.daemonPath) && bluezooPython != nil
     }
 
     /// Starts the bus and the mock and returns once every adapter is exported and powered.
-    public static func start(adapters: Int = 2, scanInterval: Int = 1) async throws -> BlueZooBus {
+    package static func start(adapters: Int = 2, scanInterval: Int = 1) async throws -> BlueZooBus {
         guard TestTools.bluezoo != nil, let python = bluezooPython else { throw TestBusStartError.missing("bluezoo") }
         let bus = try await PrivateBus.start()
         let directory = bus.directory
@@ -115,24 +115,24 @@ if __name__ == "__main__":
     deinit { stop() }
 
     /// A session on this bus, as a role opens it.
-    public func openSession() async throws -> BluetoothSession {
+    package func openSession() async throws -> BluetoothSession {
         try await BluetoothSession.open(address: address)
     }
 
     /// Ends bluezoo (org.bluez loses its owner), then the bus. Idempotent.
-    public func stop() {
+    package func stop() {
         stopMock()
         bus.stop()
     }
 
     /// Ends only bluezoo: to the roles, bluetoothd went away.
-    public func stopMock() {
+    package func stopMock() {
         mock.stop()
     }
 
     /// Calls org.bluezoo.Manager1: a new adapter hci<index> (powered when the mock
     /// auto-enables adapters, as started here).
-    public func addAdapter(index: UInt8, adapterAddress: String) async throws {
+    package func addAdapter(index: UInt8, adapterAddress: String) async throws {
         let connection = try await DBusConnection.connect(address: address)
         defer { connection.close() }
         _ = try await connection.call(destination: "org.bluez", path: "/org/bluezoo", interface: "org.bluezoo.Manager1",
@@ -140,7 +140,7 @@ if __name__ == "__main__":
     }
 
     /// Calls org.bluezoo.Manager1 (add or remove adapters at run time).
-    public func removeAdapter(index: UInt8) async throws {
+    package func removeAdapter(index: UInt8) async throws {
         let connection = try await DBusConnection.connect(address: address)
         defer { connection.close() }
         _ = try await connection.call(destination: "org.bluez", path: "/org/bluezoo", interface: "org.bluezoo.Manager1",

@@ -6,24 +6,27 @@ import Foundation
 /// another test spawns at the same moment (a private bus's dbus-daemon), so reading a pipe to its
 /// end of file would wait for that process too, and a blocking wait on the test runner's small
 /// cooperative pool can stall every test.
-public enum BuiltTool {
-    public struct Result: Sendable {
-        public var status: Int32
-        public var out: String
-        public var err: String
+package enum BuiltTool {
+    package struct Result: Sendable {
+        package var status: Int32
+        package var out: String
+        package var err: String
     }
 
-    public static var executable: URL {
-        get throws {
-            let test = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
-            return URL(fileURLWithPath: test).deletingLastPathComponent().appendingPathComponent("bletransfer")
-        }
+    package static var executable: URL {
+        get throws { try executable(named: "bletransfer") }
     }
 
-    /// Runs the tool with `arguments`, `input` on its standard input, and `environment` (this
-    /// process's when nil, with `extraEnvironment` merged over it).
-    public static func run(_ arguments: [String], input: String = "", environment: [String: String]? = nil,
-                           extraEnvironment: [String: String] = [:]) throws -> Result {
+    /// Another executable of the package, built beside the test bundle too.
+    package static func executable(named name: String) throws -> URL {
+        let test = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
+        return URL(fileURLWithPath: test).deletingLastPathComponent().appendingPathComponent(name)
+    }
+
+    /// Runs the tool (or the executable `named`) with `arguments`, `input` on its standard
+    /// input, and `environment` (this process's when nil, with `extraEnvironment` merged over it).
+    package static func run(_ arguments: [String], named name: String = "bletransfer", input: String = "",
+                           environment: [String: String]? = nil, extraEnvironment: [String: String] = [:]) throws -> Result {
         let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("bletransfer-tool-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: scratch) }
@@ -37,7 +40,7 @@ public enum BuiltTool {
         defer { try? inHandle.close(); try? out.close(); try? err.close() }
 
         let process = Process()
-        process.executableURL = try executable
+        process.executableURL = try executable(named: name)
         process.arguments = arguments
         if environment != nil || !extraEnvironment.isEmpty {
             process.environment = (environment ?? ProcessInfo.processInfo.environment).merging(extraEnvironment) { _, new in new }

@@ -7,7 +7,7 @@ import Synchronization
 /// returned to the connecting side and the other handed to the listener's `accept`, with the
 /// connecting adapter's address as the peer (what the kernel reports for a real channel).
 /// Share one instance between a sender and a receiver in the same process.
-public final class LoopbackChannels: ChannelTransport {
+package final class LoopbackChannels: ChannelTransport {
     private struct State {
         var nextPSM: UInt16 = 0x0080
         var listeners: [UInt16: LoopbackListener] = [:]
@@ -17,17 +17,17 @@ public final class LoopbackChannels: ChannelTransport {
 
     private let state = Mutex(State())
 
-    public init() {}
+    package init() {}
 
     /// Channels opened through this transport so far.
-    public var connectionCount: Int { state.withLock { $0.connections } }
+    package var connectionCount: Int { state.withLock { $0.connections } }
 
     /// From now on, `connect` fails as an unreachable PSM does (the central must go on over GATT).
-    public func refuseConnections() {
+    package func refuseConnections() {
         state.withLock { $0.refusesConnections = true }
     }
 
-    public func listen(adapter: BluetoothAddress?, addressType: LEAddressType, receiveMTU: Int) throws -> any ChannelListener {
+    package func listen(adapter: BluetoothAddress?, addressType: LEAddressType, receiveMTU: Int) throws -> any ChannelListener {
         state.withLock { state -> LoopbackListener in
             let listener = LoopbackListener(psm: state.nextPSM)
             state.listeners[state.nextPSM] = listener
@@ -36,7 +36,7 @@ public final class LoopbackChannels: ChannelTransport {
         }
     }
 
-    public func connect(adapter: BluetoothAddress?, addressType: LEAddressType, to peer: BluetoothAddress,
+    package func connect(adapter: BluetoothAddress?, addressType: LEAddressType, to peer: BluetoothAddress,
                         peerType: LEAddressType, psm: UInt16, receiveMTU: Int) async throws -> NotificationSocket {
         let listener = state.withLock { state -> LoopbackListener? in
             guard !state.refusesConnections, let listener = state.listeners[psm], !listener.isClosed else { return nil }

@@ -7,12 +7,12 @@ import Musl
 #endif
 
 /// Why a private bus, or the mock on it, did not come up.
-public enum TestBusStartError: Error, CustomStringConvertible {
+package enum TestBusStartError: Error, CustomStringConvertible {
     case missing(String)
     case noAddress(String)
     case mockDidNotStart(String)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .missing(let what): "\(what) is not installed"
         case .noAddress(let output): "dbus-daemon printed no address: \(output)"
@@ -27,21 +27,21 @@ public enum TestBusStartError: Error, CustomStringConvertible {
 ///
 /// The daemon runs `--nofork --print-address`; the first line it prints is the address to
 /// connect to, so the bus is ready as soon as `start()` returns.
-public final class PrivateBus: Sendable {
-    public enum Policy: Sendable {
+package final class PrivateBus: Sendable {
+    package enum Policy: Sendable {
         /// Anyone may own any name and call anything: tests are about our code, not bus policy.
         case permissive
         /// Like permissive, but nobody may send to org.bluez (AccessDenied, as on a locked-down host).
         case denyBlueZ
     }
 
-    public let address: String
-    public let directory: URL
+    package let address: String
+    package let directory: URL
     private let process: SpawnedProcess
 
-    public static let daemonPath = "/usr/bin/dbus-daemon"
+    package static let daemonPath = "/usr/bin/dbus-daemon"
 
-    public static func start(policy: Policy = .permissive) async throws -> PrivateBus {
+    package static func start(policy: Policy = .permissive) async throws -> PrivateBus {
         guard FileManager.default.isExecutableFile(atPath: daemonPath) else {
             throw TestBusStartError.missing("dbus-daemon at \(daemonPath) (apt package 'dbus')")
         }
@@ -105,7 +105,7 @@ public final class PrivateBus: Sendable {
     deinit { stop() }
 
     /// Kills the daemon (every connection to it is lost) and removes its directory. Idempotent.
-    public func stop() {
+    package func stop() {
         process.stop()
         try? FileManager.default.removeItem(at: directory)
     }

@@ -1,8 +1,8 @@
 /// A deterministic generator (SplitMix64) so that failures reproduce from their seed.
-public struct SeededGenerator: RandomNumberGenerator, Sendable {
-    public var state: UInt64
-    public init(seed: UInt64) { state = seed }
-    public mutating func next() -> UInt64 {
+package struct SeededGenerator: RandomNumberGenerator, Sendable {
+    package var state: UInt64
+    package init(seed: UInt64) { state = seed }
+    package mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
         var z = state
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
@@ -12,7 +12,7 @@ public struct SeededGenerator: RandomNumberGenerator, Sendable {
 }
 
 /// `count` bytes from `SeededGenerator(seed:)`.
-public func randomBytes(_ count: Int, seed: UInt64) -> [UInt8] {
+package func randomBytes(_ count: Int, seed: UInt64) -> [UInt8] {
     var generator = SeededGenerator(seed: seed)
     return (0..<count).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
 }

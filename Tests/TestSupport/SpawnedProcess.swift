@@ -7,10 +7,10 @@ import Musl
 #endif
 
 /// Why a child process could not be started.
-public struct SpawnError: Error, CustomStringConvertible {
-    public let call: String
-    public let errno: Int32
-    public var description: String { "\(call): \(String(cString: strerror(errno))) (errno \(errno))" }
+package struct SpawnError: Error, CustomStringConvertible {
+    package let call: String
+    package let errno: Int32
+    package var description: String { "\(call): \(String(cString: strerror(errno))) (errno \(errno))" }
 }
 
 /// A helper daemon of the tests (dbus-daemon, the BlueZoo mock) started with `posix_spawn` and
@@ -18,23 +18,23 @@ public struct SpawnError: Error, CustomStringConvertible {
 /// Foundation's `Process` on Linux waits by spinning a run loop and watches exits from a shared
 /// monitor; torn down from a `deinit` on the cooperative pool of a loaded parallel test run, that
 /// path crashed the test process. Here killing and reaping are two system calls.
-public final class SpawnedProcess: Sendable {
+package final class SpawnedProcess: Sendable {
     /// Where a child's standard output or error goes.
-    public enum Output: Sendable {
+    package enum Output: Sendable {
         case null
         /// A descriptor the child gets a copy of (a pipe's write end, a log file); the caller
         /// keeps and closes its own.
         case descriptor(Int32)
     }
 
-    public let pid: pid_t
+    package let pid: pid_t
     /// The wait status once reaped; guarded because `stop()` may run from any thread.
     private let reaped = Mutex<Int32?>(nil)
 
     /// Starts `executable` with `arguments` (argv[0] is the executable) and `environment` (this
     /// process's when nil). The child's signal mask is emptied and its dispositions reset: the
     /// test runner's threads block signals a daemon must see.
-    public init(executable: String, arguments: [String], environment: [String: String]? = nil,
+    package init(executable: String, arguments: [String], environment: [String: String]? = nil,
                 standardOutput: Output = .null, standardError: Output = .null) throws {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
@@ -72,10 +72,10 @@ public final class SpawnedProcess: Sendable {
     deinit { stop() }
 
     /// Whether the child has not exited yet (reaps it if it has).
-    public var isRunning: Bool { reap(blocking: false) == nil }
+    package var isRunning: Bool { reap(blocking: false) == nil }
 
     /// SIGKILL, then waits for the exit: a daemon of the tests has nothing to save. Idempotent.
-    public func stop() {
+    package func stop() {
         guard reap(blocking: false) == nil else { return }
         _ = kill(pid, SIGKILL)
         _ = reap(blocking: true)

@@ -110,16 +110,16 @@ extension SessionPair {
         var handshake: [[UInt8]] = []
         while let value = pair.sender.nextValue() { handshake.append(value) }
         for value in handshake {
-            for case .write(let write) in try pair.receiver.receiveNotification(value) {
+            for case .write(let write) in try pair.receive(value) {
                 _ = try pair.sender.receiveWrite(write)
             }
         }
         var values: [[UInt8]] = []
         while let value = pair.sender.nextValue() { values.append(value) }
         #expect(values.count > 3)
-        _ = try pair.receiver.receiveNotification(values[0])
+        _ = try pair.receive(values[0])
         #expect(throws: SecureSessionError.self) {
-            _ = try pair.receiver.receiveNotification(values[2])
+            _ = try pair.receive(values[2])
         }
     }
 

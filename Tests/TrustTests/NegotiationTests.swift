@@ -5,15 +5,14 @@ import Transfer
 @testable import Trust
 
 @Suite struct NegotiationTests {
-    @Test func helloV2IsEighteenBytesAndAVersion1PeripheralReadsItAsAHello() throws {
+    @Test func helloV2IsEighteenBytesAndNotTheRetiredVersion1() throws {
         let hello = HelloV2(session: 0x0102_0304_0506_0708, offered: [.secure, .multi])
         #expect(hello.encoded == [0x89, 0x42, 0x4C, 0x54, 0x48, 2, 1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 0, 3])
-        // What today's peripheral does with it: a HELLO of version 2, so it answers version 1.
-        let asV1 = try #require(WireFormat.parseHello(hello.encoded))
-        #expect(asV1.version == 2)
-        #expect(asV1.session == SessionID(rawValue: 0x0102_0304_0506_0708))
+        #expect(!RetiredVersion1.isHello(hello.encoded))
         // And a version-1 HELLO is not a version-2 one.
-        #expect(HelloV2(parsing: Hello(session: SessionID(rawValue: 1)).encoded) == nil)
+        let version1: [UInt8] = [0x89, 0x42, 0x4C, 0x54, 0x48, 1, 0, 0, 0, 0, 0, 0, 0, 1]
+        #expect(RetiredVersion1.isHello(version1))
+        #expect(HelloV2(parsing: version1) == nil)
     }
 
     @Test func unknownBitsAreClearedAndTheAnswerIsASubset() throws {
@@ -30,9 +29,11 @@ import Transfer
         let hello = HelloV2(session: 0x5EED, offered: [.secure])
         let prefix = StreamPrefix(answering: hello, supports: .known).encoded
         #expect(prefix.count == 21)
-        #expect(Array(prefix.prefix(8)) == FramedHeader.magic)
+        #expect(Array(prefix.prefix(8)) == [0x89, 0x42, 0x4C, 0x54, 0x46, 0x0D, 0x0A, 0x1A])
         #expect(prefix[8] == 2)
-        #expect(Array(prefix[9..<17]) == SessionID(rawValue: 0x5EED).bytes)
+        #expect(Array(prefix[9..<17]) == [0, 0, 0, 0, 0, 0, 0x5E, 0xED])
+        // So the receiver tells a retired version-1 stream by its version byte alone.
+        #expect(!RetiredVersion1.startsStream([0, 0] + prefix))
     }
 
     @Test func aPrefixForAnotherSessionOrWithUnofferedCapabilitiesIsRefused() {
@@ -42,7 +43,7 @@ import Transfer
         var greedy = StreamPrefix(answering: hello, supports: .known).encoded
         greedy[20] |= 0x01  // secure, never offered
         #expect(throws: StreamPrefix.ParseError.notOffered(.secure)) { try StreamPrefix(parsing: greedy, hello: hello) }
-        let v1Header = FramedHeader(session: SessionID(rawValue: 1), payload: []).encoded
+        let v1Header: [UInt8] = [0x89, 0x42, 0x4C, 0x54, 0x46, 0x0D, 0x0A, 0x1A, 1] + [UInt8](repeating: 0, count: 48)
         #expect(throws: StreamPrefix.ParseError.notVersion2) { try StreamPrefix(parsing: v1Header, hello: hello) }
     }
 

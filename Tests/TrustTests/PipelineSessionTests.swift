@@ -37,7 +37,7 @@ import Testing
 
     /// Both ends of one session in `mode` (`secure` is added to the offer in the secure mode).
     static func pair(_ mode: Mode, first: [UInt8], valueLength: Int, offered: Capabilities = offered,
-                     wantsMulti: Bool = true, heldPrefix: SecureReceiverSession.HeldPrefix? = nil) throws -> SessionPair {
+                     wantsMulti: Bool = true, heldPrefix: HeldPrefix? = nil) throws -> SessionPair {
         switch mode {
         case .secure:
             try SessionPair(payload: first, valueLength: valueLength, offered: offered.union(.secure),
@@ -114,7 +114,7 @@ import Testing
         }
 
         private mutating func receive(_ value: [UInt8]) throws(SecureSessionError) {
-            let events = try pair.receiver.receiveNotification(value)
+            let events = try pair.receive(value)
             transcript.receiverEvents += events
             if shadow, shadowReceiver == nil, events.contains(where: { if case .complete = $0 { true } else { false } }) {
                 shadowReceiver = pair.receiver
@@ -122,7 +122,7 @@ import Testing
                 do {
                     for event in try copy.receiveNotification(value) {
                         if case .header(let header) = event { transcript.shadowOrder.append("header \(header.message)") }
-                        if case .complete(_, let header) = event { transcript.shadowOrder.append("complete \(header.message)") }
+                        if case .complete(let header) = event { transcript.shadowOrder.append("complete \(header.message)") }
                     }
                 } catch {
                     transcript.shadowError = error
@@ -137,9 +137,9 @@ import Testing
                     transcript.receiverOrder.append("header \(header.message)")
                     if !pending.isEmpty { transcript.headersWhilePending += 1 }
                     if timing == .onNextHeader, !pending.isEmpty { try acknowledgeOldest() }
-                case .complete(let payload, let header):
+                case .complete(let header):
                     transcript.receiverOrder.append("complete \(header.message)")
-                    transcript.completed.append((header, payload.payloadBytes))
+                    transcript.completed.append((header, pair.kept.completed.last?.bytes ?? []))
                     pending.append(header)
                     transcript.maxPending = max(transcript.maxPending, pending.count)
                     if timing == .onNextComplete, pending.count == 2 { try acknowledgeOldest() }
@@ -249,7 +249,7 @@ import Testing
                 // The receiver learns it from the prefix, in the first value.
                 let firstValue = pair.sender.nextValue()
                 let first = try #require(firstValue)
-                _ = try pair.receiver.receiveNotification(first)
+                _ = try pair.receive(first)
                 #expect(pair.receiver.hasReadPrefix, "\(label)")
                 #expect(pair.receiver.pipelines == expected, "\(label)")
                 #expect(pair.receiver.carriesSeveralMessages == (wantsMulti && offered.contains(.multi)), "\(label)")
@@ -357,7 +357,7 @@ import Testing
         let held = Array(payloads[2].prefix(5000))
         let third = Self.digest(payloads[2])
         let pair = try Self.pair(mode, first: payloads[0], valueLength: 182, heldPrefix: { _, header in
-            MessagePayload(header.digest == third ? held : [])
+            header.digest == third ? held : []
         })
         var driver = Driver(pair, payloads: payloads, timing: .onNextComplete)
         driver.run()
@@ -397,9 +397,9 @@ import Testing
             while handedOut < maximumValues, let value = pair.sender.nextValue() {
                 any = true
                 handedOut += 1
-                for event in try pair.receiver.receiveNotification(value) {
+                for event in try pair.receive(value) {
                     if case .write(let write) = event { writes.append(write) }
-                    if case .complete(_, let header) = event { completed.append(header) }
+                    if case .complete(let header) = event { completed.append(header) }
                 }
             }
             for write in writes { _ = try pair.sender.receiveWrite(write) }
@@ -468,7 +468,7 @@ import Testing
         try pair.sender.finish()
         #expect(throws: SecureSessionError.self) { try pair.receiver.acknowledgement(outcome: 0) }
         var events: [SecureReceiverSession.Event] = []
-        while let value = pair.sender.nextValue() { events += try pair.receiver.receiveNotification(value) }
+        while let value = pair.sender.nextValue() { events += try pair.receive(value) }
         #expect(events == [.closed(reason: 0), .endOfStream])
     }
 
@@ -514,7 +514,7 @@ import Testing
         var failure: SecureSessionError?
         var events: [SecureReceiverSession.Event] = []
         for value in values where failure == nil {
-            do { events += try pair.receiver.receiveNotification(value) } catch { failure = error }
+            do { events += try pair.receive(value) } catch { failure = error }
         }
         #expect(failure == .protocolViolation("HEADER of message \(window) before message 0 was acknowledged"))
         #expect(!events.contains { if case .header = $0 { true } else { false } })
@@ -527,7 +527,7 @@ import Testing
         let expected = MessageHeader(message: UInt32(window), payloadLength: UInt64(payloads[window].count),
                                      digest: Self.digest(payloads[window]))
         #expect(taken.contains(.header(expected)))
-        #expect(taken.contains(.complete(payload: MessagePayload(payloads[window]), header: expected)))
+        #expect(taken.contains(.complete(header: expected)))
     }
 
     // MARK: - 4. ACKs in order
@@ -603,7 +603,7 @@ import Testing
             rounds: for _ in 0..<10 {
                 var writes: [[UInt8]] = []
                 while let value = pair.sender.nextValue() {
-                    for event in try pair.receiver.receiveNotification(value) {
+                    for event in try pair.receive(value) {
                         if case .write(let write) = event { writes.append(write) }
                         if case .complete = event { completed = true }
                     }
@@ -714,7 +714,7 @@ import Testing
         }
         #expect(!transcript.receiverOrder.contains("end"))
         // After its CLOSE the receiver reads nothing more.
-        #expect(try driver.pair.receiver.receiveNotification([0xFF, 0xFF, 1, 2, 3]).isEmpty)
+        #expect(try driver.pair.receive([0xFF, 0xFF, 1, 2, 3]).isEmpty)
     }
 
     // MARK: - A refused earlier message ends the session

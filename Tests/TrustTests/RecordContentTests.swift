@@ -1,5 +1,6 @@
 import PropertyBased
 import Testing
+import Transfer
 
 @testable import Trust
 

@@ -34,13 +34,13 @@ import Testing
             do throws(SecureSessionError) {
                 while let value = pair.sender.nextValue() {
                     notified += 1
-                    let events = try pair.receiver.receiveNotification(value)
+                    let events = try pair.receive(value)
                     transcript.receiverEvents += events
                     for event in events {
                         switch event {
                         case .write(let value): writes.append(value)
-                        case .complete(let payload, let header):
-                            transcript.completed.append((header, payload.payloadBytes))
+                        case .complete:
+                            transcript.completed.append((pair.kept.completed.last!.header, pair.kept.completed.last!.bytes))
                             // The last message it takes: CLOSE 01 with the ACK, as the central does.
                             let closing = transcript.completed.count == receiverTakes
                             writes += try pair.receiver.acknowledgement(outcome: 0, closingWith: closing ? 1 : nil)
@@ -130,7 +130,7 @@ import Testing
         var complete = false
         for _ in 0..<10 {
             while let value = pair.sender.nextValue() {
-                for event in try pair.receiver.receiveNotification(value) {
+                for event in try pair.receive(value) {
                     if case .write(let write) = event { written.append(write) }
                     if case .complete = event { complete = true }
                 }
@@ -168,7 +168,7 @@ import Testing
                     notYetAcknowledging = slow
                     continue
                 }
-                for event in try pair.receiver.receiveNotification(value) {
+                for event in try pair.receive(value) {
                     if case .write(let write) = event { written.append(write) }
                     if case .complete = event {
                         notYetAcknowledging = pair.receiver
@@ -197,7 +197,7 @@ import Testing
         #expect(pair.sender.state == .closedByCentral)
         #expect(pair.sender.nextValue() == nil)
         // After its CLOSE the receiver reads nothing more, whatever comes.
-        #expect(try pair.receiver.receiveNotification([0xFF, 0xFF, 1, 2, 3]).isEmpty)
+        #expect(try pair.receive([0xFF, 0xFF, 1, 2, 3]).isEmpty)
     }
 
     @Test func aCloseAfterTheAckStillWorksAsAWriteOfItsOwn() throws {
@@ -207,7 +207,7 @@ import Testing
         for _ in 0..<10 {
             var written: [[UInt8]] = []
             while let value = pair.sender.nextValue() {
-                for event in try pair.receiver.receiveNotification(value) {
+                for event in try pair.receive(value) {
                     if case .write(let write) = event { written.append(write) }
                     if case .complete = event {
                         written += try pair.receiver.acknowledgement(outcome: 0)
@@ -277,7 +277,7 @@ import Testing
         for _ in 0..<10 {
             var written: [[UInt8]] = []
             while let value = pair.sender.nextValue() {
-                for event in try pair.receiver.receiveNotification(value) {
+                for event in try pair.receive(value) {
                     if case .write(let write) = event { written.append(write) }
                     if case .complete = event { complete = true }
                 }

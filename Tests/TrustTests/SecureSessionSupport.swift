@@ -14,6 +14,48 @@ func testPayload(_ count: Int, seed: UInt64 = 1) -> [UInt8] {
     randomBytes(count, seed: seed)
 }
 
+/// The checkpoint a test's central holds for a message (empty: none).
+typealias HeldPrefix = @Sendable (PeerKey?, MessageHeader) -> [UInt8]
+
+/// What a central's shell does with its session's payload, for tests: keeps the bytes handed
+/// out at their offsets, answers a checkpoint query from `held` (its bytes put first), and
+/// remembers each completed message's bytes.
+struct KeptPayloads {
+    var held: HeldPrefix?
+    private var current: [UInt8] = []
+    var completed: [(header: MessageHeader, bytes: [UInt8])] = []
+
+    init(held: HeldPrefix? = nil) { self.held = held }
+
+    /// `events` as the session gave them, followed by what answering its checkpoint query adds.
+    mutating func take(_ events: [SecureReceiverSession.Event],
+                       session: inout SecureReceiverSession) throws(SecureSessionError) -> [SecureReceiverSession.Event] {
+        var all: [SecureReceiverSession.Event] = []
+        for event in events {
+            all.append(event)
+            switch event {
+            case .header:
+                current = []
+            case .appended(let offset, let bytes):
+                if offset > current.count { current += [UInt8](repeating: 0, count: offset - current.count) }
+                current.replaceSubrange(offset..<min(current.count, offset + bytes.count), with: bytes)
+            case .checkpointWanted(let header):
+                guard let bytes = held?(session.remotePeer?.key, header), !bytes.isEmpty else { continue }
+                var digest = RunningDigest()
+                digest.update(bytes)
+                let answered = try session.resume(heldBytes: bytes.count, digest: digest)
+                if !answered.isEmpty { current = bytes }
+                all += answered
+            case .complete(let header):
+                completed.append((header, current))
+            default:
+                break
+            }
+        }
+        return all
+    }
+}
+
 /// Both ends of one session between fresh identities that authorize each other (unless told
 /// otherwise).
 struct SessionPair {
@@ -21,14 +63,22 @@ struct SessionPair {
     let central: HostIdentity
     var sender: SecureSenderSession
     var receiver: SecureReceiverSession
+    /// The central's shell: where the bytes handed out go.
+    var kept = KeptPayloads()
+
+    /// One notification value to the central, as its shell handles it.
+    mutating func receive(_ value: [UInt8]) throws(SecureSessionError) -> [SecureReceiverSession.Event] {
+        try kept.take(receiver.receiveNotification(value), session: &receiver)
+    }
 
     init(
         payload: [UInt8], valueLength: Int, metadata: FileMetadata? = nil,
         offered: Capabilities = [.secure], maximumPayloadLength: Int = 1 << 30,
         peripheral: HostIdentity = HostIdentity(), central: HostIdentity = HostIdentity(),
         senderPeers: AuthorizedPeers? = nil, receiverPeers: AuthorizedPeers? = nil,
-        wantsMulti: Bool = false, heldPrefix: SecureReceiverSession.HeldPrefix? = nil
+        wantsMulti: Bool = false, heldPrefix: HeldPrefix? = nil
     ) throws {
+        kept = KeptPayloads(held: heldPrefix)
         self.peripheral = peripheral
         self.central = central
         let hello = HelloV2(session: 0x0102_0304_0506_0708, offered: offered)
@@ -38,7 +88,7 @@ struct SessionPair {
             maximumValueLength: valueLength, wantsMulti: wantsMulti)
         receiver = SecureReceiverSession(
             identity: central, authorizedPeers: receiverPeers ?? authorized(peripheral), hello: hello,
-            maximumPayloadLength: maximumPayloadLength, maximumWriteLength: valueLength, heldPrefix: heldPrefix)
+            maximumPayloadLength: maximumPayloadLength, maximumWriteLength: valueLength)
     }
 }
 
@@ -51,10 +101,9 @@ struct Transcript {
     var receiverError: SecureSessionError?
     var senderError: SecureSessionError?
 
-    var completedPayload: [UInt8]? {
-        for case .complete(let payload, _) in receiverEvents { return payload.payloadBytes }
-        return nil
-    }
+    /// The messages the central completed, with the bytes its shell kept.
+    var completed: [(header: MessageHeader, bytes: [UInt8])] = []
+    var completedPayload: [UInt8]? { completed.first?.bytes }
     var sawComplete: Bool { completedPayload != nil }
     var sawHeader: Bool { receiverEvents.contains { if case .header = $0 { true } else { false } } }
     var sawEndOfStream: Bool { receiverEvents.contains(.endOfStream) }
@@ -98,7 +147,7 @@ func exchange(
         var writes: [[UInt8]] = []
         do throws(SecureSessionError) {
             for value in batch {
-                let events = try pair.receiver.receiveNotification(value)
+                let events = try pair.receive(value)
                 transcript.receiverEvents += events
                 for event in events {
                     switch event {
@@ -116,6 +165,7 @@ func exchange(
         } catch {
             transcript.receiverError = error
         }
+        transcript.completed = pair.kept.completed
         transcript.written += writes
         if seed != nil { writes = shuffledWithinWindow(writes, using: &generator) }
         do throws(SecureSessionError) {
@@ -137,8 +187,9 @@ extension SessionPair {
     init(
         keylessPayload payload: [UInt8], valueLength: Int, metadata: FileMetadata? = nil,
         offered: Capabilities = [], maximumPayloadLength: Int = 1 << 30,
-        wantsMulti: Bool = false, heldPrefix: SecureReceiverSession.HeldPrefix? = nil
+        wantsMulti: Bool = false, heldPrefix: HeldPrefix? = nil
     ) throws {
+        kept = KeptPayloads(held: heldPrefix)
         peripheral = HostIdentity()
         central = HostIdentity()
         let hello = HelloV2(session: Self.testSession, offered: offered.union(.secure))
@@ -148,7 +199,7 @@ extension SessionPair {
             maximumValueLength: valueLength, wantsMulti: wantsMulti)
         receiver = SecureReceiverSession(
             identity: central, authorizedPeers: .anyKey, hello: hello,
-            maximumPayloadLength: maximumPayloadLength, maximumWriteLength: valueLength, heldPrefix: heldPrefix)
+            maximumPayloadLength: maximumPayloadLength, maximumWriteLength: valueLength)
     }
 }
 
@@ -190,7 +241,3 @@ extension SecureReceiverSession: CustomTestStringConvertible {
     }
 }
 
-extension MessagePayload {
-    /// The bytes, for comparing with what was sent.
-    var payloadBytes: [UInt8] { (try? loadedBytes()) ?? [] }
-}

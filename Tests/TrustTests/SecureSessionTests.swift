@@ -80,13 +80,13 @@ import Testing
         var withMeta = try SessionPair(payload: [9, 9], valueLength: 182, metadata: metadata, offered: [.secure, .meta, .multi])
         #expect(withMeta.sender.chosen == [.secure, .meta])
         let received = exchange(&withMeta)
-        #expect(received.receiverEvents.contains { if case .complete(_, let header) = $0 { header.metadata == metadata } else { false } })
+        #expect(received.receiverEvents.contains { if case .complete(let header) = $0 { header.metadata == metadata } else { false } })
 
         // `resume` is chosen whenever offered (without a checkpoint it costs nothing); `meta` not.
         var withoutMeta = try SessionPair(payload: [9, 9], valueLength: 182, metadata: metadata, offered: [.secure, .resume])
         #expect(withoutMeta.sender.chosen == [.secure, .resume])
         let plain = exchange(&withoutMeta)
-        #expect(plain.receiverEvents.contains { if case .complete(_, let header) = $0 { header.metadata == nil } else { false } })
+        #expect(plain.receiverEvents.contains { if case .complete(let header) = $0 { header.metadata == nil } else { false } })
     }
 
     @Test func anUnauthorizedCentralGetsNothingAfterMessage1() throws {
@@ -200,7 +200,7 @@ import Testing
         var pair = try SessionPair(payload: testPayload(300), valueLength: 20)
         var message2: [[UInt8]] = []
         while let value = pair.sender.nextValue() {
-            for case .write(let write) in try pair.receiver.receiveNotification(value) { message2.append(write) }
+            for case .write(let write) in try pair.receive(value) { message2.append(write) }
         }
         #expect(message2.count == 6)  // 99 bytes in 18-byte pieces: 5 full, one of 9.
         for value in message2.dropLast() { #expect(try pair.sender.receiveWrite(value).isEmpty) }
@@ -271,7 +271,7 @@ import Testing
         var pair = try SessionPair(payload: testPayload(10), valueLength: 20)
         let transcript = exchange(&pair)
         #expect(transcript.sawEndOfStream)
-        #expect(throws: SecureSessionError.self) { try pair.receiver.receiveNotification(SequencedStream.endOfMessage) }
+        #expect(throws: SecureSessionError.self) { try pair.receive(SequencedStream.endOfMessage) }
     }
 
     @Test func aValueTooFarAheadIsRefused() throws {

@@ -15,7 +15,7 @@ import Testing
     static let offered: Capabilities = [.meta, .multi, .resume, .pipeline, .window]
 
     static func pair(_ mode: Mode, payload: [UInt8], valueLength: Int = 182, offered: Capabilities = offered,
-                     wantsMulti: Bool = false, heldPrefix: SecureReceiverSession.HeldPrefix? = nil) throws -> SessionPair {
+                     wantsMulti: Bool = false, heldPrefix: HeldPrefix? = nil) throws -> SessionPair {
         try PipelineSessionTests.pair(mode, first: payload, valueLength: valueLength, offered: offered,
                                       wantsMulti: wantsMulti, heldPrefix: heldPrefix)
     }
@@ -53,12 +53,12 @@ import Testing
             queueStart += 1
             var writes: [[UInt8]] = []
             do throws(SecureSessionError) {
-                for event in try pair.receiver.receiveNotification(value) {
+                for event in try pair.receive(value) {
                     switch event {
                     case .progress(let held): link.receiverHeld = held
-                    case .complete(let payload, _):
-                        link.completed = payload.payloadBytes
-                        link.receiverHeld = payload.count
+                    case .complete(let header):
+                        link.completed = pair.kept.completed.last?.bytes
+                        link.receiverHeld = Int(header.payloadLength)
                         writes += try pair.receiver.acknowledgement(outcome: 0)
                     case .write(let write): writes.append(write)
                     case .progressWrite(let write): writes.append(write)
@@ -122,7 +122,7 @@ import Testing
             guard !batch.isEmpty else { break }
             notified += batch
             for value in batch {
-                for event in try pair.receiver.receiveNotification(value) {
+                for event in try pair.receive(value) {
                     if case .write(let write) = event { writes.append(write) }
                     if case .progressWrite(let write) = event { _ = write }
                 }
@@ -191,7 +191,7 @@ import Testing
     func aResumeOffsetCountsAsAReport(mode: Mode) throws {
         let payload = testPayload(400_000, seed: 6)
         let held = Array(payload[..<200_000])
-        var pair = try Self.pair(mode, payload: payload, heldPrefix: { _, _ in MessagePayload(held) })
+        var pair = try Self.pair(mode, payload: payload, heldPrefix: { _, _ in held })
         let link = Self.runLagging(&pair)
         #expect(link.receiverError == nil && link.senderError == nil)
         #expect(link.completed == payload)
@@ -226,7 +226,7 @@ import Testing
             while let value = pair.sender.nextValue() { batch.append(value) }
             guard !batch.isEmpty, pair.sender.payloadBytesSent < 100_000 || !pair.sender.awaitsProgress else { break }
             for value in batch {
-                for event in try pair.receiver.receiveNotification(value) {
+                for event in try pair.receive(value) {
                     if case .write(let write) = event { _ = try pair.sender.receiveWrite(write) }
                     if case .progressWrite(let write) = event { _ = try pair.sender.receiveWrite(write) }
                 }

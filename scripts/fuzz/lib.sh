@@ -21,7 +21,7 @@ fuzz_build() {
         while IFS= read -r -d '' object; do objects+=("$object"); done \
             < <(find "$bin/$target.build" -name '*.o' -print0)
     done
-    swiftc -sanitize=fuzzer,address -parse-as-library -O -g \
+    swiftc -sanitize=fuzzer,address -parse-as-library -O -g -package-name bletransfer \
         -module-name "$module" \
         -I "$bin/Modules" \
         -Xcc -fmodule-map-file="$crypto_sources/CCryptoBoringSSL/include/module.modulemap" \

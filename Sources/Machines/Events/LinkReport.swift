@@ -1,38 +1,38 @@
 /// What the LE link under a role runs at, as this host could learn it, and what holds each
 /// setting back (docs/throughput.md). Values this host cannot read are nil; `unreadable` says
 /// why (reading a link's interval needs CAP_NET_RAW).
-public struct LinkReport: Sendable, Equatable {
+package struct LinkReport: Sendable, Equatable {
     /// The peer's address.
-    public var peer: String?
+    package var peer: String?
     /// "1M", "2M" or "Coded", this host's transmit side.
-    public var phy: String?
-    public var intervalMilliseconds: Double?
-    public var latency: Int?
-    public var supervisionTimeoutMilliseconds: Int?
+    package var phy: String?
+    package var intervalMilliseconds: Double?
+    package var latency: Int?
+    package var supervisionTimeoutMilliseconds: Int?
     /// Link-layer payload bytes this host sends per packet.
-    public var dataLength: Int?
+    package var dataLength: Int?
     /// The adapter asks for the fast link (this run tuned it, or it was already).
-    public var tuned: Bool
+    package var tuned: Bool
     /// Each setting not at its best, and why.
-    public var limits: [Limit]
+    package var limits: [Limit]
     /// Why the values that are nil could not be read; nil when all were.
-    public var unreadable: String?
+    package var unreadable: String?
 
     /// A setting held back: "2M PHY", "interval"; by "peer", "controller", "configuration" or
     /// "privilege"; and the words for a person.
-    public struct Limit: Sendable, Equatable {
-        public var setting: String
-        public var by: String
-        public var detail: String
+    package struct Limit: Sendable, Equatable {
+        package var setting: String
+        package var by: String
+        package var detail: String
 
-        public init(setting: String, by: String, detail: String) {
+        package init(setting: String, by: String, detail: String) {
             self.setting = setting
             self.by = by
             self.detail = detail
         }
     }
 
-    public init(peer: String? = nil, phy: String? = nil, intervalMilliseconds: Double? = nil, latency: Int? = nil,
+    package init(peer: String? = nil, phy: String? = nil, intervalMilliseconds: Double? = nil, latency: Int? = nil,
                 supervisionTimeoutMilliseconds: Int? = nil, dataLength: Int? = nil, tuned: Bool,
                 limits: [Limit] = [], unreadable: String? = nil) {
         self.peer = peer
@@ -47,7 +47,7 @@ public struct LinkReport: Sendable, Equatable {
     }
 
     /// "2M · 7.5 ms · 251 B", with what is known ("" when nothing is).
-    public var summary: String {
+    package var summary: String {
         var parts: [String] = []
         if let phy { parts.append(phy) }
         if let interval = intervalMilliseconds {

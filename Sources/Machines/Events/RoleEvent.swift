@@ -1,43 +1,32 @@
 import Transfer
 
 /// A peer seen over the air, as the roles report it.
-public struct PeerDescription: Sendable, Equatable {
+package struct PeerDescription: Sendable, Equatable {
     /// Bluetooth address, "AA:BB:CC:DD:EE:FF".
-    public var address: String
+    package var address: String
     /// Advertised local name or BlueZ alias, when known.
-    public var name: String?
+    package var name: String?
     /// Signal strength at discovery, in dBm.
-    public var rssi: Int?
+    package var rssi: Int?
 
-    public init(address: String, name: String? = nil, rssi: Int? = nil) {
+    package init(address: String, name: String? = nil, rssi: Int? = nil) {
         self.address = address
         self.name = name
         self.rssi = rssi
     }
 }
 
-/// Which wire format a transfer uses (DESIGN §4).
-public enum TransferFormat: String, Sendable, Equatable, Codable {
-    /// Apple's sample: chunks then `EOM`; what any third-party peer speaks.
-    case compat
-    /// bletransfer's own: header with length and SHA-256, payload, `EOM`, ACK.
-    case framed
-    /// Framed version 2's secure mode: both hosts' keys authenticated, every byte after the
-    /// handshake encrypted, the ACK authenticated (docs/wire-v2.md).
-    case secure
-}
-
 /// How a subscription's values travel: GATT notifications and writes through bluetoothd, or
 /// an LE credit-based L2CAP channel between the two applications (framed version 2's
 /// `channel`, docs/wire-v2.md section 6).
-public enum TransferTransport: String, Sendable, Equatable {
+package enum TransferTransport: String, Sendable, Equatable {
     case gatt
     case l2cap
 }
 
 /// Everything a role reports while it runs. The CLI renders these as progress on a TTY, as
 /// one JSON object per line with `--json`, or as log lines in daemon mode.
-public enum RoleEvent: Sendable {
+package enum RoleEvent: Sendable {
     /// The CoreBluetooth-style manager state changed; `detail` says why, in words.
     case stateChanged(from: ManagerState, to: ManagerState, detail: String?)
     /// Peripheral: the GATT application and advertisement are registered.
@@ -78,32 +67,32 @@ public enum RoleEvent: Sendable {
 }
 
 /// What the events say of one message.
-public struct MessageSummary: Sendable, Equatable {
+package struct MessageSummary: Sendable, Equatable {
     /// 1 for the first message of this run.
-    public var sequence: Int
-    public var byteCount: Int
-    public var format: TransferFormat
+    package var sequence: Int
+    package var byteCount: Int
+    package var format: TransferFormat
     /// Lower-case hex SHA-256 of the payload, when the format carries it.
-    public var sha256: String?
+    package var sha256: String?
     /// How long the transfer took, first data value to `EOM`.
-    public var duration: Duration?
+    package var duration: Duration?
     /// For compat messages on a link that has, or may have, several ATT bearers (EATT): how
     /// the order of the values was protected (sender) or that it could not be (receiver).
-    public var ordering: CompatOrdering?
+    package var ordering: CompatOrdering?
     /// Secure mode: the peer whose key the handshake authenticated (the sender of a received
     /// message, the receiver of a delivered one).
-    public var peerKey: AuthenticatedPeer?
+    package var peerKey: AuthenticatedPeer?
     /// The file name the sender gave the message (secure mode with `meta`), as sent: hostile
     /// until escaped (`SafeText`) or JSON-encoded. Nil for a message without one.
-    public var fileName: String?
+    package var fileName: String?
     /// Resume (secure mode): the offset the message continued from, the bytes the receiver
     /// held from an earlier visit. Nil when it was sent or received from byte 0.
-    public var resumedFrom: Int?
+    package var resumedFrom: Int?
     /// Sender, secure mode: payload bytes this process notified for the message in all its
     /// visits (a cut visit's bytes included, skipped ranges not).
-    public var payloadBytesOnAir: Int?
+    package var payloadBytesOnAir: Int?
 
-    public init(sequence: Int, byteCount: Int, format: TransferFormat, sha256: String? = nil, duration: Duration? = nil,
+    package init(sequence: Int, byteCount: Int, format: TransferFormat, sha256: String? = nil, duration: Duration? = nil,
                 ordering: CompatOrdering? = nil, peerKey: AuthenticatedPeer? = nil, fileName: String? = nil,
                 resumedFrom: Int? = nil, payloadBytesOnAir: Int? = nil) {
         self.resumedFrom = resumedFrom
@@ -122,12 +111,12 @@ public struct MessageSummary: Sendable, Equatable {
 /// Apple's flow (compat) has no sequence numbers, and with Enhanced ATT BlueZ 5.66 spreads one
 /// characteristic's notifications over several bearers that can overtake each other
 /// (scripts/lab/README.md, "Ordering on stock BlueZ").
-public enum CompatOrdering: Sendable, Equatable {
+package enum CompatOrdering: Sendable, Equatable {
     /// The link has, or may have, several ATT bearers and nothing in Apple's flow can put
     /// values back in order: the bytes may not have arrived in the order they were sent.
     case atRisk(because: String)
 
-    public var reason: String {
+    package var reason: String {
         switch self {
         case .atRisk(let because): return because
         }

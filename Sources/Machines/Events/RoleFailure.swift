@@ -1,7 +1,7 @@
 /// What kind of failure stopped a role, so that the CLI can pick an exit status and a daemon
 /// can decide whether to wait and retry. Each kind is one exit status (see the CLI's
 /// `ExitStatus`).
-public enum FailureKind: String, Sendable, Equatable, CaseIterable {
+package enum FailureKind: String, Sendable, Equatable, CaseIterable {
     /// The user asked for something impossible: unknown adapter, malformed UUID, bad flags.
     case usage
     /// A message arrived but failed verification.
@@ -26,21 +26,21 @@ public enum FailureKind: String, Sendable, Equatable, CaseIterable {
 }
 
 /// An error that knows its kind and has a one-line message for the user.
-public protocol ClassifiedFailure: Error, Sendable {
+package protocol ClassifiedFailure: Error, Sendable {
     var kind: FailureKind { get }
     /// One line, no trailing period, says what happened and, where it helps, what to do.
     var userMessage: String { get }
 }
 
 /// A role's own terminal failure.
-public struct RoleFailure: ClassifiedFailure, CustomStringConvertible {
-    public var kind: FailureKind
-    public var userMessage: String
+package struct RoleFailure: ClassifiedFailure, CustomStringConvertible {
+    package var kind: FailureKind
+    package var userMessage: String
 
-    public init(_ kind: FailureKind, _ userMessage: String) {
+    package init(_ kind: FailureKind, _ userMessage: String) {
         self.kind = kind
         self.userMessage = userMessage
     }
 
-    public var description: String { userMessage }
+    package var description: String { userMessage }
 }

@@ -2,25 +2,25 @@ import Trust
 
 /// The peer a secure session authenticated: its listed key and the name the authorized-peers
 /// file gives it. Carried by events and stored with each received file.
-public struct AuthenticatedPeer: Sendable, Hashable {
+package struct AuthenticatedPeer: Sendable, Hashable {
     /// The public key line (`bletransfer-x25519 <base64> [name]`).
-    public var keyLine: String
+    package var keyLine: String
     /// `SHA256:` and the key's whole SHA-256 in base64, as `bletransfer id` prints it.
-    public var fingerprint: String
+    package var fingerprint: String
     /// The name after the key in the authorized-peers file, if any.
-    public var name: String?
+    package var name: String?
     /// The key is listed in this host's authorized peers. False: the session was encrypted
     /// with this key, but nothing says whose it is.
-    public var isListed: Bool
+    package var isListed: Bool
 
-    public init(keyLine: String, fingerprint: String, name: String?, isListed: Bool = true) {
+    package init(keyLine: String, fingerprint: String, name: String?, isListed: Bool = true) {
         self.keyLine = keyLine
         self.fingerprint = fingerprint
         self.name = name
         self.isListed = isListed
     }
 
-    public init(_ peer: AuthorizedPeers.Peer) {
+    package init(_ peer: AuthorizedPeers.Peer) {
         self.init(keyLine: peer.key.line(name: peer.name), fingerprint: peer.key.fingerprint, name: peer.name,
                   isListed: peer.isListed)
     }

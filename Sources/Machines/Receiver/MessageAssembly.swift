@@ -82,29 +82,29 @@ package struct MessageAssembly: Sendable {
     package private(set) var finished = false
 
     private enum Mode: Sendable, Equatable {
-        /// A version-2 HELLO was written: the first values tell version 2 from version 1 or compat.
+        /// A version-2 HELLO was written: the first values tell the secure stream from Apple's flow.
         case undecided
-        /// Apple's flow, through `MessageReceiver` (a retired version-1 stream is refused there).
-        case version1
-        /// Version 2, secure or plain, through `SecureReceiverSession`.
-        case version2
+        /// Apple's flow, through `MessageReceiver`.
+        case compat
+        /// The framed protocol (always encrypted), through `SecureReceiverSession`.
+        case secure
     }
 
     /// How many early values wait for the one that starts a version-2 stream before the
-    /// answer is taken for version 1 or compat.
+    /// answer is taken for compat.
     package static let undecidedValueLimit = 8
 
     /// `secure`: the session for the version-2 HELLO we wrote (nil: none was written);
     /// `requiresSecure`: any other answer is refused.
-    package init(limits: TransferLimits, sentHello: Hello?, idleTimeout: Duration, minimumRate: Int = 0,
+    package init(limits: TransferLimits, idleTimeout: Duration, minimumRate: Int = 0,
          rateGrace: Duration = .seconds(20), progressInterval: Duration = .milliseconds(200),
          undecidedSettle: Duration = .milliseconds(1500), secure: SecureReceiverSession? = nil,
          requiresSecure: Bool = false, keepsCheckpoints: Bool = false) {
         self.keepsCheckpoints = keepsCheckpoints
-        receiver = MessageReceiver(limits: limits, sentHello: sentHello)
+        receiver = MessageReceiver(limits: limits)
         self.secure = secure
         self.requiresSecure = requiresSecure
-        mode = secure == nil ? .version1 : .undecided
+        mode = secure == nil ? .compat : .undecided
         self.idleTimeout = idleTimeout
         self.minimumRate = max(0, minimumRate)
         self.rateGrace = rateGrace
@@ -112,15 +112,15 @@ package struct MessageAssembly: Sendable {
         self.progressInterval = progressInterval
     }
 
-    package var valuesReceived: Int { mode == .version2 ? secureValuesReceived : receiver.valuesReceived }
-    package var bytesReceived: Int { mode == .version2 ? secureBytesReceived : receiver.progress.bytesSoFar }
-    /// The payload length a framed header announced; nil before it (or for compat).
-    package var announcedLength: Int? { mode == .version2 ? secureAnnouncedLength : receiver.progress.totalBytes }
-    /// The transfer runs in framed version 2 (secure or plain): its ACK is a record.
-    package var isVersion2: Bool { mode == .version2 }
+    package var valuesReceived: Int { mode == .secure ? secureValuesReceived : receiver.valuesReceived + undecidedValues.count }
+    package var bytesReceived: Int { mode == .secure ? secureBytesReceived : receiver.progress.bytesSoFar }
+    /// The payload length a HEADER announced; nil before it (or for compat).
+    package var announcedLength: Int? { mode == .secure ? secureAnnouncedLength : nil }
+    /// The transfer runs in the secure format: its ACK is a sealed record.
+    package var isSecure: Bool { mode == .secure }
     /// The sender chose `pipeline`: its next message may already be coming while this side
     /// stores the last one and acknowledges it.
-    package var pipelines: Bool { mode == .version2 && (secure?.pipelines ?? false) }
+    package var pipelines: Bool { mode == .secure && (secure?.pipelines ?? false) }
     /// Version 2: the number of the message whose HEADER came last (nil: none yet). With
     /// `pipeline`, a HEADER of message m shows the sender had the ACK of message m − 2.
     package private(set) var highestHeaderNumber: UInt32?
@@ -128,8 +128,6 @@ package struct MessageAssembly: Sendable {
     package private(set) var senderClosed = false
     /// Version 2: the number of the message under way (or just completed).
     package var currentMessageNumber: UInt32? { currentHeader?.message }
-    /// The transfer runs in version 2's secure mode.
-    package var isSecure: Bool { mode == .version2 && (secure?.isSecure ?? false) }
     /// A secure session that carries several messages (`multi` chosen) and has not ended:
     /// after a `.complete`, the next message or the sender's CLOSE follows.
     /// A secure session is (or will be, once the prefix is read) in the secure mode: the HELLO
@@ -139,7 +137,7 @@ package struct MessageAssembly: Sendable {
         return secure.hasReadPrefix ? secure.isSecure : secure.offersSecure
     }
 
-    package var expectsMoreMessages: Bool { mode == .version2 && !finished && (secure?.carriesSeveralMessages ?? false) }
+    package var expectsMoreMessages: Bool { mode == .secure && !finished && (secure?.carriesSeveralMessages ?? false) }
 
     /// A value the session wrote, and whether anything waits for its reply.
     package struct PendingWrite: Sendable, Equatable {
@@ -164,11 +162,49 @@ package struct MessageAssembly: Sendable {
         case append(sender: PeerKey?, header: MessageHeader, offset: Int, bytes: [UInt8])
         /// The checkpoint of the message of `header` is of no more use (complete, or bad).
         case remove(sender: PeerKey?, header: MessageHeader)
+        /// Whether the spool holds a checkpoint of the message of `header`: answered by
+        /// `resume(heldBytes:digest:at:)`, once its bytes are where the message's go.
+        case lookUp(sender: PeerKey?, header: MessageHeader)
     }
 
     package mutating func takeCheckpointWork() -> [CheckpointWork] {
         defer { checkpointWork = [] }
         return checkpointWork
+    }
+
+    /// What the shell keeps of a secure message's bytes as the session hands them out: the
+    /// assembly holds none of them (a secure message's body is empty until the shell, which
+    /// kept its bytes, fills it in to store it).
+    package enum PayloadWork: Sendable, Equatable {
+        /// A message of `header` begins: a place for its bytes (memory, or a partial file).
+        case begin(MessageHeader)
+        /// Its bytes at `offset`, in order (a checkpoint's put there first).
+        case write(offset: Int, bytes: [UInt8])
+    }
+
+    private var payloadWork: [PayloadWork] = []
+
+    package mutating func takePayloadWork() -> [PayloadWork] {
+        defer { payloadWork = [] }
+        return payloadWork
+    }
+
+    /// Resume: the shell holds the checkpoint's first `heldBytes` bytes of the message under
+    /// way, put where its bytes go, with their SHA-256 state: the session writes its RESUME.
+    /// The step that gave (nil: nothing to act on).
+    package mutating func resume(heldBytes: Int, digest: RunningDigest, at time: Duration) -> Step? {
+        guard !finished, mode == .secure, var session = secure.take() else { return nil }
+        let events: [SecureReceiverSession.Event]
+        do {
+            events = try session.resume(heldBytes: heldBytes, digest: digest)
+        } catch {
+            secure = session
+            finished = true
+            return .failed(Self.failure(error))
+        }
+        secure = session
+        stashedEvents = events + stashedEvents
+        return handleSecure([], at: time)
     }
 
     /// A secure session's prefix is kept once the handshake has named its sender: the spool
@@ -182,7 +218,7 @@ package struct MessageAssembly: Sendable {
     /// whose last wanted message this is): a sealed CLOSE `01` ("takes no more") goes with the
     /// ACK, and the session is over.
     package mutating func secureAcknowledgement(alreadyStored: Bool, closing: Bool = false) throws(SecureSessionError) -> [[UInt8]] {
-        guard mode == .version2, var session = secure.take() else { return [] }
+        guard mode == .secure, var session = secure.take() else { return [] }
         defer { secure = session }
         let close = closing && session.carriesSeveralMessages
         if close { finished = true }
@@ -193,7 +229,7 @@ package struct MessageAssembly: Sendable {
     package func rateShortfall(at time: Duration) -> TransferFailure? {
         guard minimumRate > 0, time > rateGrace else { return nil }
         let owed = Double(minimumRate) * (time - rateGrace).seconds
-        let received = bytesReceived + (mode == .version2 ? secureBytesOfEarlierMessages : 0)
+        let received = bytesReceived + (mode == .secure ? secureBytesOfEarlierMessages : 0)
         guard Double(received) < owed else { return nil }
         return .refused(
             bound: "min-rate",
@@ -205,17 +241,8 @@ package struct MessageAssembly: Sendable {
         guard !finished else { return .proceed(progress: nil) }
         switch input {
         case .tick:
-            if let endedAt = undecidedEndOfMessageAt, receiver.isUndecidedAfterEndOfMessage,
-               time - endedAt >= undecidedSettle {
-                finished = true
-                do {
-                    if case .complete(let message) = try receiver.settleAsCompat() {
-                        return .complete(message, duration: time - (firstValueAt ?? time))
-                    }
-                } catch {
-                    return .failed(TransferFailure(error))
-                }
-                return .failed(.transient("the message ended before its format was known"))
+            if mode == .undecided, let endedAt = undecidedEndOfMessageAt, time - endedAt >= undecidedSettle {
+                return settleAsCompat(at: time)
             }
             if let shortfall = rateShortfall(at: time) {
                 finished = true
@@ -223,16 +250,16 @@ package struct MessageAssembly: Sendable {
             }
             if time - lastActivity >= idleTimeout {
                 finished = true
-                let detail = receiver.valuesReceived == 0
+                let detail = valuesReceived == 0
                     ? "no notification within \(Self.describe(idleTimeout)) of subscribing"
-                    : "no notification for \(Self.describe(idleTimeout)) (\(receiver.progress.bytesSoFar) bytes received, no end marker)"
+                    : "no notification for \(Self.describe(idleTimeout)) (\(bytesReceived) bytes received, no end marker)"
                 return .failed(.transient("the peripheral stalled: \(detail)"))
             }
             return .proceed(progress: nil)
 
         case .ended(let reason):
             finished = true
-            if mode == .version2 && authenticatedSender == nil && offeredSecureOrChoseIt {
+            if mode == .secure && authenticatedSender == nil && offeredSecureOrChoseIt {
                 // A sender refuses an unlisted central right after reading its key (message 2).
                 return .failed(.transient("\(reason) during the secure handshake: the sender may not list this "
                                           + "host's key ('bletransfer id' prints it)"))
@@ -242,15 +269,17 @@ package struct MessageAssembly: Sendable {
                 return .failed(.transient("\(reason) before sending anything: a sender that requires the secure mode "
                                           + "serves only hosts with keys ('bletransfer keygen', docs/trust.md)"))
             }
-            if mode == .version2, !messageUnderWay, (secure?.completedCount ?? 0) > 0, secure?.carriesSeveralMessages == true {
+            if mode == .secure, !messageUnderWay, (secure?.completedCount ?? 0) > 0, secure?.carriesSeveralMessages == true {
                 // Every message that began was stored and acknowledged: a sender that hangs up
                 // now (before its CLOSE, or with our last ACK on its way) loses nothing. The
                 // session is over, not failed: no abort, no back-off.
                 return .sessionEnded
             }
-            if mode != .version1 {
-                let kind = isSecure ? "secure" : "framed"
-                return .failed(.transient("\(reason) after \(bytesReceived) bytes of a \(kind) transfer"))
+            if mode == .secure {
+                return .failed(.transient("\(reason) after \(bytesReceived) bytes of a secure transfer"))
+            }
+            if mode == .undecided, !undecidedValues.isEmpty || undecidedEndOfMessageAt != nil {
+                return .failed(.transient("\(reason) before the message's format was known"))
             }
             let error = receiver.finishWithoutEOM()
             return .failed(.transient(error.map { "\($0) (\(reason))" } ?? reason))
@@ -260,9 +289,9 @@ package struct MessageAssembly: Sendable {
             let first = firstValueAt == nil
             if first { firstValueAt = time }
             switch mode {
-            case .version1:
+            case .compat:
                 return handlePlain(value, first: first, at: time)
-            case .version2:
+            case .secure:
                 return handleSecure([value], at: time)
             case .undecided:
                 return decide(value, at: time)
@@ -271,46 +300,71 @@ package struct MessageAssembly: Sendable {
     }
 
     /// A version-2 HELLO was written: the value that starts a version-2 stream (sequence 0,
-    /// the prefix) selects the secure session; a version-1 header, `EOM` or too many values
-    /// without it select `MessageReceiver` — or, when the secure mode is required, a refusal.
+    /// the prefix) selects the secure session; a retired version-1 stream is refused; a value no
+    /// version-2 sender sends before its first, or too many values without it, select Apple's
+    /// flow — or, when the secure mode is required, a refusal. `EOM` alone decides nothing: it
+    /// may have overtaken a short stream's first value (`settleAsCompat` reads it later).
     private mutating func decide(_ value: [UInt8], at time: Duration) -> Step {
         if SecureReceiverSession.startsVersion2Stream(value) {
-            mode = .version2
+            mode = .secure
             let held = undecidedValues
             undecidedValues = []
             let step = handleSecure([value] + held, at: time)
-            if case .failed = step { return step }
-            if case .complete = step { return step }
-            if case .proceed(let progress) = step {
-                return .formatDetected(offeredSecureOrChoseIt ? .secure : .framed, progress: progress)
-            }
+            if case .proceed(let progress) = step { return .formatDetected(.secure, progress: progress) }
             return step
         }
+        if RetiredVersion1.startsStream(value) {
+            finished = true
+            return .failed(Self.version1Refusal)
+        }
+        if value == WireFormat.endOfMessage, undecidedEndOfMessageAt == nil {
+            undecidedEndOfMessageAt = time
+            undecidedValues.append(value)
+            return .proceed(progress: nil)
+        }
+        if undecidedEndOfMessageAt != nil, Self.cannotBeVersion2(value) {
+            // No sender sends this after its `EOM`.
+            finished = true
+            return .failed(TransferFailure(.valueAfterEndOfMessage))
+        }
         undecidedValues.append(value)
-        let looksPlain = value == WireFormat.endOfMessage || Self.startsVersion1Stream(value)
-            || Self.cannotBeVersion2(value)
-        guard looksPlain || undecidedValues.count >= Self.undecidedValueLimit else { return .proceed(progress: nil) }
+        guard Self.cannotBeVersion2(value) || (undecidedValues.count >= Self.undecidedValueLimit && undecidedEndOfMessageAt == nil)
+        else { return .proceed(progress: nil) }
+        return replayAsCompat(at: time)
+    }
+
+    /// An `EOM` came while undecided and nothing followed it for `undecidedSettle`: a peer that
+    /// ignored the HELLO sent an empty (or short) message in Apple's flow. Values after the
+    /// `EOM` mean a secure stream whose first value never came.
+    private mutating func settleAsCompat(at time: Duration) -> Step {
+        guard undecidedValues.last == WireFormat.endOfMessage else {
+            finished = true
+            return .failed(TransferFailure(.missingStartOfMessage(valuesReceived: valuesReceived)))
+        }
+        return replayAsCompat(at: time)
+    }
+
+    /// Apple's flow: the values held so far, in order, go to `MessageReceiver`.
+    private mutating func replayAsCompat(at time: Duration) -> Step {
         if requiresSecure {
             finished = true
             return .failed(.refused(bound: "authorized-peers",
                                     reason: "it answered without the secure mode (Apple's format); "
                                         + "this receiver takes messages from authorized peers only"))
         }
-        mode = .version1
+        mode = .compat
         let held = undecidedValues
         undecidedValues = []
         var last: Step = .proceed(progress: nil)
-        var detected: TransferFormat?
         for (index, value) in held.enumerated() {
             last = handlePlain(value, first: index == 0, at: time)
             switch last {
             case .failed, .complete: return last
-            case .formatDetected(let format, _): detected = format
             default: continue
             }
         }
         // The format was told by the first held value: say it even when later ones followed.
-        if let detected, case .proceed(let progress) = last { return .formatDetected(detected, progress: progress) }
+        if case .proceed(let progress) = last { return .formatDetected(.compat, progress: progress) }
         return last
     }
 
@@ -319,15 +373,9 @@ package struct MessageAssembly: Sendable {
     /// window, which a value overtaking the first could not have. A peer that ignored the HELLO
     /// (Apple's flow) is thereby told at its first value, as without a version-2 HELLO.
     package static func cannotBeVersion2(_ value: [UInt8]) -> Bool {
-        guard value.count > WireFormat.framedSequenceLength else { return true }
+        guard value.count > 2 else { return true }
         let sequence = Int(value[0]) << 8 | Int(value[1])
-        return sequence == 0 || sequence >= WireFormat.reorderWindow
-    }
-
-    package static func startsVersion1Stream(_ value: [UInt8]) -> Bool {
-        value.count >= 2 + FramedHeader.magic.count + 1 && value[0] == 0 && value[1] == 0
-            && value[2..<(2 + FramedHeader.magic.count)].elementsEqual(FramedHeader.magic)
-            && value[2 + FramedHeader.magic.count] == 1
+        return sequence == 0 || sequence >= SecureReceiverSession.reorderWindow
     }
 
     /// Multi with `pipeline`: what came after a `.complete` in the same values (the next
@@ -339,7 +387,7 @@ package struct MessageAssembly: Sendable {
     /// After a `.complete` of a multi session was stored and acknowledged: the step for what
     /// arrived after it meanwhile in the values already read (nil: nothing).
     package mutating func continueAfterMessage(at time: Duration) -> Step? {
-        guard !finished, mode == .version2, !stashedValues.isEmpty || !stashedEvents.isEmpty else { return nil }
+        guard !finished, mode == .secure, !stashedValues.isEmpty || !stashedEvents.isEmpty else { return nil }
         return handleSecure([], at: time)
     }
 
@@ -398,15 +446,19 @@ package struct MessageAssembly: Sendable {
         case .resumed(let offset):
             resumedFrom = offset
         case .appended(let offset, let bytes):
+            payloadWork.append(.write(offset: offset, bytes: bytes))
             if checkpoints(in: session), let currentHeader {
                 checkpointWork.append(.append(sender: senderKey, header: currentHeader, offset: offset, bytes: bytes))
             }
+        case .checkpointWanted(let header):
+            if checkpoints(in: session) { checkpointWork.append(.lookUp(sender: senderKey, header: header)) }
         case .refusedDigestMismatch(let header):
             // The checkpoint (or what continued it) was bad: nothing of it is kept.
             if checkpoints(in: session) { checkpointWork.append(.remove(sender: senderKey, header: header)) }
             finished = true
             return .step(.failed(.transient("the resumed message did not verify (SHA-256); its checkpoint is discarded and nothing kept")))
         case .header(let header):
+            payloadWork.append(.begin(header))
             messageUnderWay = true
             currentHeader = header
             highestHeaderNumber = max(highestHeaderNumber ?? 0, header.message)
@@ -418,14 +470,12 @@ package struct MessageAssembly: Sendable {
         case .progress(let bytes):
             secureBytesReceived = bytes
             return .next(progressed: true)
-        case .complete(let payload, let header):
+        case .complete(let header):
             messageUnderWay = false
             // Verified: the central stores it next; its checkpoint is of no more use.
             if checkpoints(in: session) { checkpointWork.append(.remove(sender: senderKey, header: header)) }
-            var message = ReceivedMessage(
-                body: payload, format: .framed,
-                header: FramedHeader(session: receiver.sentHello?.session ?? SessionID(rawValue: 0),
-                                     payloadLength: payload.count, digest: header.digest))
+            // Its bytes are the shell's (`PayloadWork`): the body is filled in there.
+            var message = ReceivedMessage(body: MessagePayload([]), format: .secure, header: header)
             message.authenticatedSender = authenticatedSender?.keyLine
             message.file = header.metadata.map {
                 SentFileAttributes(name: $0.name, modificationSeconds: $0.modificationSeconds,
@@ -434,7 +484,7 @@ package struct MessageAssembly: Sendable {
             if session.carriesSeveralMessages {
                 // Stored and acknowledged now; what followed it (with `pipeline`, the
                 // next message may have) stays stashed for `continueAfterMessage`.
-                secureBytesOfEarlierMessages += payload.count
+                secureBytesOfEarlierMessages += message.byteCount
                 let startedAt = messageStartedAt ?? firstValueAt ?? time
                 return .step(.complete(message, duration: time - startedAt))
             }
@@ -443,15 +493,15 @@ package struct MessageAssembly: Sendable {
         case .endOfStream where session.carriesSeveralMessages:
             finished = true
             guard session.completedCount > 0 else {
-                return .step(.failed(.transient("the framed stream ended without a verified message")))
+                return .step(.failed(.transient("the secure stream ended without a verified message")))
             }
             return .step(.sessionEnded)
         case .endOfStream:
-            // As in version 1, the ACK follows `EOM`: by then the sender has handed over
+            // The ACK follows `EOM`: by then the sender has handed over
             // its last value, so a hang-up right after the ACK cannot cut its stream.
             guard let message = verifiedMessage else {
                 finished = true
-                return .step(.failed(.transient("the framed stream ended without a verified message")))
+                return .step(.failed(.transient("the secure stream ended without a verified message")))
             }
             finished = true
             return .step(.complete(message, duration: time - (firstValueAt ?? time)))
@@ -500,40 +550,28 @@ package struct MessageAssembly: Sendable {
                               secondsRemaining: meter?.estimatedRemaining?.seconds)
     }
 
+    /// Apple's flow: the value goes to `MessageReceiver`.
     private mutating func handlePlain(_ value: [UInt8], first: Bool, at time: Duration) -> Step {
-            let event: MessageReceiver.Event
-            do {
-                event = try receiver.receive(value)
-            } catch {
-                finished = true
-                return .failed(receiver.detectedFormat == .framed ? Self.version1Refusal : TransferFailure(error))
-            }
-            if receiver.isUndecidedAfterEndOfMessage, undecidedEndOfMessageAt == nil {
-                undecidedEndOfMessageAt = time
-            }
-            if case .complete = event {
-                // A message that is whole is taken, however slowly it came.
-            } else if let shortfall = rateShortfall(at: time) {
+        let event: MessageReceiver.Event
+        do {
+            event = try receiver.receive(value)
+        } catch {
+            finished = true
+            return .failed(TransferFailure(error))
+        }
+        switch event {
+        case .complete(let message):
+            // A message that is whole is taken, however slowly it came.
+            finished = true
+            return .complete(message, duration: time - (firstValueAt ?? time))
+        case .progress(let progress):
+            if let shortfall = rateShortfall(at: time) {
                 finished = true
                 return .failed(shortfall)
             }
-            if receiver.detectedFormat == .framed {
-                // Only the retired version 1 reaches `MessageReceiver` framed: a version-2
-                // stream is told apart before (`decide`).
-                finished = true
-                return .failed(Self.version1Refusal)
-            }
-            switch event {
-            case .complete(let message):
-                finished = true
-                return .complete(message, duration: time - (firstValueAt ?? time))
-            case .progress(let progress):
-                let report = report(progress, first: first, at: time)
-                if first, receiver.detectedFormat != nil {
-                    return .formatDetected(.compat, progress: report)
-                }
-                return .proceed(progress: report)
-            }
+            let report = report(progress, first: first, at: time)
+            return first ? .formatDetected(.compat, progress: report) : .proceed(progress: report)
+        }
     }
 
     package static func describe(_ duration: Duration) -> String {
@@ -558,17 +596,8 @@ package enum TransferFailure: Error, Sendable, Equatable, CustomStringConvertibl
 
     package init(_ error: ReceiveError) {
         switch error {
-        case .sessionMismatch:
-            // BlueZ 5.66 sends notifications to every subscriber: another central's framed
-            // answer is nobody's fault; try again.
-            self = .transient(error.description)
         case .missingEndOfMessage:
             self = .transient(error.description)
-        case .reorderWindowExceeded:
-            // The gap never filled: a value was lost on its way, not forged — bluetoothd drops
-            // a notification its socket cannot queue (see NotificationQueueLimit). The sender
-            // keeps the message (no ACK); the next visit sends it again.
-            self = .transient("\(error.description): a notification was lost")
         default:
             self = .corrupt(error)
         }

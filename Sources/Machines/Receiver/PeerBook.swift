@@ -141,17 +141,17 @@ package struct PeerBook: Sendable {
 }
 
 /// Exponential back-off: `initial`, doubled per consecutive failure, capped at `maximum`.
-public struct BackoffPolicy: Sendable, Hashable {
-    public var initial: Duration
-    public var maximum: Duration
+package struct BackoffPolicy: Sendable, Hashable {
+    package var initial: Duration
+    package var maximum: Duration
 
-    public init(initial: Duration = .milliseconds(500), maximum: Duration = .seconds(30)) {
+    package init(initial: Duration = .milliseconds(500), maximum: Duration = .seconds(30)) {
         self.initial = initial
         self.maximum = max(initial, maximum)
     }
 
     /// The pause after `failures` consecutive failures (1 for the first); zero for none.
-    public func delay(afterFailures failures: Int) -> Duration {
+    package func delay(afterFailures failures: Int) -> Duration {
         guard failures > 0 else { return .zero }
         var delay = initial
         for _ in 1..<min(failures, 32) {

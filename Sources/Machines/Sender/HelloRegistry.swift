@@ -2,7 +2,8 @@ import Transfer
 import Trust
 
 /// The HELLOs centrals wrote, by device, so that a subscription from a device that asked for
-/// the framed format gets it and every other subscription gets compat.
+/// the secure format gets it, one that offered the retired version 1 is refused, and every
+/// other subscription gets compat.
 ///
 /// Bounded and expiring: a hostile central writing HELLOs from ever new addresses cannot grow
 /// it past `capacity`, and a HELLO older than `lifetime` no longer counts. When it is full, the
@@ -14,9 +15,7 @@ import Trust
 /// own key (`DeviceKey`: BlueZ's `DeviceReference` in the sender).
 package struct HelloRegistry<DeviceKey: Hashable & Sendable>: Sendable {
     package struct Entry: Sendable {
-        var hello: Hello
-        /// The same HELLO read as version 2 (with its capability offer), when it is one.
-        var version2: HelloV2?
+        var hello: SenderConnection.CentralHello
         var writtenAt: ContinuousClock.Instant
     }
 
@@ -32,7 +31,7 @@ package struct HelloRegistry<DeviceKey: Hashable & Sendable>: Sendable {
     /// Remembers (or replaces) the HELLO `device` wrote at `time`. False when the table is
     /// full of entries of devices `isConnected` says are connected: the HELLO is not kept.
     @discardableResult
-    package mutating func record(_ hello: Hello, version2: HelloV2? = nil, from device: DeviceKey,
+    package mutating func record(_ hello: SenderConnection.CentralHello, from device: DeviceKey,
                          at time: ContinuousClock.Instant,
                          isConnected: (DeviceKey) -> Bool = { _ in false }) -> Bool {
         removeExpired(at: time)
@@ -43,30 +42,24 @@ package struct HelloRegistry<DeviceKey: Hashable & Sendable>: Sendable {
                 entries[oldest] = nil
             }
         }
-        entries[device] = Entry(hello: hello, version2: version2, writtenAt: time)
+        entries[device] = Entry(hello: hello, writtenAt: time)
         return true
     }
 
     /// The HELLO `device` wrote, if it is still valid at `time`. It stays valid for later
     /// subscriptions of the same device (a central that subscribes again after an aborted
     /// transfer keeps its format), until it expires or is replaced.
-    package func hello(from device: DeviceKey, at time: ContinuousClock.Instant) -> Hello? {
-        guard let entry = entries[device], time - entry.writtenAt <= lifetime else { return nil }
+    package func hello(from device: DeviceKey, at time: ContinuousClock.Instant) -> SenderConnection.CentralHello {
+        guard let entry = entries[device], time - entry.writtenAt <= lifetime else { return .none }
         return entry.hello
-    }
-
-    /// The version-2 HELLO `device` wrote, if it is still valid at `time`.
-    package func version2Hello(from device: DeviceKey, at time: ContinuousClock.Instant) -> HelloV2? {
-        guard let entry = entries[device], time - entry.writtenAt <= lifetime else { return nil }
-        return entry.version2
     }
 
     /// The device whose HELLO is the most recent still valid at `time`. For the StartNotify
     /// path, where BlueZ does not say which device subscribed.
-    package func mostRecent(at time: ContinuousClock.Instant) -> (device: DeviceKey, hello: Hello, version2: HelloV2?)? {
+    package func mostRecent(at time: ContinuousClock.Instant) -> (device: DeviceKey, hello: SenderConnection.CentralHello)? {
         entries.filter { time - $0.value.writtenAt <= lifetime }
             .max(by: { $0.value.writtenAt < $1.value.writtenAt })
-            .map { ($0.key, $0.value.hello, $0.value.version2) }
+            .map { ($0.key, $0.value.hello) }
     }
 
     package mutating func forget(_ device: DeviceKey) {

@@ -1,6 +1,6 @@
 /// What a multi session does once the central's ACK of its current message has been counted:
 /// whether the sender asks its source for another message, and, given the answer, whether the
-/// session goes on with it or closes. Pure: the server says what it knows, this decides.
+/// session goes on with it or closes. Pure: the connection machine says what it knows, this decides.
 ///
 /// Two rules meet here. The fairness rule (``SessionShare``) decides whether a new message
 /// may start. A message sent ahead (pipeline) started under that rule earlier and becomes the
@@ -43,7 +43,7 @@ package struct SessionContinuation: Sendable, Hashable {
         case goOn(hangUpAfterwards: Bool)
     }
 
-    /// The session's next step, given what the source answered and what the server knows of
+    /// The session's next step, given what the source answered and what the connection knows of
     /// the subscription by then (the source is asked across a suspension, so the subscription
     /// may have changed meanwhile).
     ///
@@ -51,7 +51,7 @@ package struct SessionContinuation: Sendable, Hashable {
     ///   - hasNext: the source gave a next message (false when it was not asked, ``asksForNext``
     ///     being false);
     ///   - nextIsForThisPeer: that message may go to this session's peer;
-    ///   - subscriptionStillCurrent: the server is not shutting down, and the subscription is
+    ///   - subscriptionStillCurrent: the connection is not shutting down, and the subscription is
     ///     still the current one;
     ///   - hungUpByNow: the subscription has seen the central hang up by now.
     package func decide(hasNext: Bool, nextIsForThisPeer: Bool, subscriptionStillCurrent: Bool,

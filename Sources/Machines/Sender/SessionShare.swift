@@ -8,7 +8,7 @@
 /// `byteLimit` payload bytes (what a central that arrives meanwhile is kept from, at most);
 /// once a central has been turned away during it (it subscribed, opened the channel or wrote
 /// a HELLO while this one was served), no new message starts: the one under way finishes and
-/// the session closes. Pure: the server reports what happened, the share decides.
+/// the session closes. Pure: the connection machine reports what happened, the share decides.
 package struct SessionShare: Sendable, Hashable {
     package let messageLimit: Int
     package let byteLimit: Int

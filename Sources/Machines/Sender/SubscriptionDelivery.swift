@@ -1,15 +1,15 @@
 import Transfer
 
-/// Whether one subscription's message counts as delivered, as a pure state machine: the
-/// `SubscriptionServer` feeds it what happened (values handed over, `EOM` written, a fitting
-/// ACK, a hang-up, a timer firing, a shutdown) and performs the actions it returns (deliver,
-/// report, start or cancel timers, close the channel, end). It reads no clock and does no I/O,
-/// so every input in every state can be tested.
+/// Whether one message of a connection counts as delivered, as a pure state machine: the
+/// connection machine (`SenderConnection`) feeds it what happened (values handed over, `EOM`
+/// written, a fitting ACK, a hang-up, a timer firing, a shutdown) and turns the actions it
+/// returns (deliver, report, start or cancel timers, close the channel, end) into its own. It
+/// reads no clock and does no I/O, so every input in every state can be tested.
 ///
-/// The rules are the server's (see `SubscriptionServer`): the framed (secure) format counts on
-/// the session's sealed ACK once every value was handed over; compat counts on a hang-up after `EOM` was
-/// written, once Bluetooth is seen still up `compatConfirmationDelay` later. A hang-up while
-/// the transfer task still runs waits for its verdict: the last values may still be drained.
+/// The rules: the framed (secure) format counts on the session's sealed ACK once every value
+/// was handed over; compat counts on a hang-up after `EOM` was written, once Bluetooth is seen
+/// still up `compatConfirmationDelay` later. A hang-up while values are still being handed
+/// over waits for their verdict: the last values may still be drained.
 package struct SubscriptionDelivery: Sendable, Hashable {
     /// The durations the rules use, from `PeripheralConfiguration`.
     package struct Limits: Sendable, Hashable {
@@ -60,7 +60,7 @@ package struct SubscriptionDelivery: Sendable, Hashable {
         /// The session's sealed ACK of its one message (verified by the session).
         case acknowledged
         /// A multi session's message was acknowledged before the stream's end and counted by
-        /// the server itself (no `deliver` action); the stream goes on to the next message or
+        /// the connection itself (no `deliver` action); the stream goes on to the next message or
         /// to CLOSE and `EOM`, after which the central has `unsubscribeTimeout` to leave.
         case countedInSession
         /// A multi session's message counted after the central had hung up (its last ACK, a

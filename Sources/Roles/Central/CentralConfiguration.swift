@@ -4,88 +4,87 @@ import Storage
 import Transfer
 
 /// Everything that shapes one run of the central (receiving) role.
-public struct CentralConfiguration: Sendable {
+package struct CentralConfiguration: Sendable {
     /// "hci1", or nil for BlueZ's first adapter.
-    public var adapterName: String?
-    public var serviceUUID: BluetoothUUID
-    public var characteristicUUID: BluetoothUUID
+    package var adapterName: String?
+    package var serviceUUID: BluetoothUUID
+    package var characteristicUUID: BluetoothUUID
     /// Messages to receive before `run` returns; nil keeps receiving until cancelled.
-    public var messageCount: Int?
+    package var messageCount: Int?
     /// With `messageCount` nil: `run` returns after the first visit that stored at least one
     /// message, however it ended (the sender closed the session, or the link after its last
     /// message), so `receive --output-dir` takes the files of one `send` session and stops. A
     /// visit cut after some of them leaves the rest with the sender, for the next run.
-    public var endsWithSendersSession = false
+    package var endsWithSendersSession = false
     /// The on-disk memory of stored messages whose ACK may not have reached their sender
     /// (``ReceiptJournal``): with it, a message sent again after this process was killed or
     /// restarted is acknowledged, not stored twice. Directory outputs only.
-    public var receiptJournal: ReceiptJournal?
+    package var receiptJournal: ReceiptJournal?
     /// Advertisements weaker than this (dBm) are ignored; nil accepts any strength.
-    public var minimumRSSI: Int?
-    public var limits: TransferLimits
+    package var minimumRSSI: Int?
+    package var limits: TransferLimits
     /// Write a HELLO before subscribing when the characteristic takes writes, asking a
     /// bletransfer peripheral for the framed format. Off: behave exactly like Apple's sample.
-    public var requestFramed: Bool
+    package var requestFramed: Bool
     /// A transfer with no notification for this long is abandoned (nothing kept) and retried:
     /// a peripheral that never sends `EOM` must not hold the central forever.
-    public var idleTimeout: Duration
+    package var idleTimeout: Duration
     /// The slowest transfer kept, in payload bytes per second counted from the subscription
     /// once `rateGrace` has passed (0: none). Every value resets the idle timer; this bound no
     /// value resets, so a peer trickling bytes cannot hold the central.
-    public var minimumRate: Int
-    public var rateGrace: Duration
+    package var minimumRate: Int
+    package var rateGrace: Duration
     /// How long one `Device1.Connect` may take.
-    public var connectTimeout: Duration
+    package var connectTimeout: Duration
     /// `Device1.Connect` attempts per peer visit (transient failures only).
-    public var connectAttempts: Int
+    package var connectAttempts: Int
     /// How long to wait for `ServicesResolved` after connecting.
-    public var servicesResolveTimeout: Duration
+    package var servicesResolveTimeout: Duration
     /// Pauses between retries of one peer and of the scan; grows per consecutive failure.
-    public var backoff: BackoffPolicy
+    package var backoff: BackoffPolicy
     /// Whether a message that fails verification (digest, length, framing, size limit) ends
     /// the run with a `.dataError` failure (a command's exit status 65) or is reported and
     /// skipped (a daemon keeps receiving).
-    public var stopOnCorruptMessage: Bool
+    package var stopOnCorruptMessage: Bool
     /// After an ACK sent as a write command (no completion exists for those), how long the
     /// link stays up before the central disconnects.
-    public var acknowledgementSettle: Duration
-    /// Framed version 2's secure mode (nil: version 1 and compat only). With
-    /// `requiresSecure`, a peer that does not complete it gets nothing and nothing of it is
-    /// stored.
-    public var secureMode: SecureModePolicy = .unauthenticated()
+    package var acknowledgementSettle: Duration
+    /// The framed protocol's keys (it is always encrypted). With `requiresSecure`, a peer that
+    /// does not complete it gets nothing and nothing of it is stored.
+    package var secureMode: SecureModePolicy = .unauthenticated()
     /// Where checkpoints of unfinished secure messages are kept so that the next visit
     /// resumes them (docs/wire-v2.md section 5); nil: `resume` is not offered.
-    public var resumeSpool: ResumeSpool?
+    package var resumeSpool: ResumeSpool?
     /// After the last wanted message: the most the run waits for `RemoveDevice` to be on the
     /// bus before it returns (bluetoothd finishes the disconnection and the removal on its own;
     /// it takes well under a millisecond unless the bus stalls).
-    public var handBackWait: Duration = .milliseconds(100)
+    package var handBackWait: Duration = .milliseconds(100)
     /// A scan that has chosen nothing is restarted this often (StopDiscovery, StartDiscovery):
     /// the kernel can drop a scan's first report and a controller's duplicate filter then hides
     /// the device for the rest of that scan.
-    public var scanRestartInterval: Duration = .seconds(4)
+    package var scanRestartInterval: Duration = .seconds(4)
     /// Where framed version 2 may run over an L2CAP channel when the sender publishes one
     /// (`channel`); nil (`--no-l2cap`): GATT notifications only.
-    public var channelTransport: (any ChannelTransport)? = L2CAPChannels()
+    package var channelTransport: (any ChannelTransport)? = L2CAPChannels()
     /// How long opening that channel may take before the visit goes on over GATT.
-    public var channelConnectTimeout: Duration = .seconds(5)
+    package var channelConnectTimeout: Duration = .seconds(5)
     /// After the visit's last ACK on a channel: how long to wait for the sender to close it,
     /// which confirms the ACK arrived (a message whose ACK is unconfirmed is remembered, so
     /// that its coming again is acknowledged, not stored twice).
-    public var channelCloseWait: Duration = .seconds(2)
+    package var channelCloseWait: Duration = .seconds(2)
     /// The kernel's queue on a notification socket, read once (the run warns when it is small).
-    public var notificationQueue: NotificationQueueLimit = .current()
+    package var notificationQueue: NotificationQueueLimit = .current()
     /// Whether the link to a peer ("AA:BB:…") may carry several ATT bearers, which can reorder
     /// a compat message (Apple's flow has no sequence numbers). Replaceable for tests.
-    public var linkExposure: @Sendable (_ address: String) -> EnhancedATTExposure = { GATTBearers.exposure(to: $0) }
+    package var linkExposure: @Sendable (_ address: String) -> EnhancedATTExposure = { GATTBearers.exposure(to: $0) }
 
     /// Default `--min-rate`: 128 bytes/s, a twentieth of the slowest link measured in the lab.
-    public static let defaultMinimumRate = 128
+    package static let defaultMinimumRate = 128
     /// How long a transfer may run before `minimumRate` applies: connection set-up, MTU
     /// exchange and the first values take a few seconds on a slow link.
-    public static let defaultRateGrace: Duration = .seconds(20)
+    package static let defaultRateGrace: Duration = .seconds(20)
 
-    public init(adapterName: String? = nil,
+    package init(adapterName: String? = nil,
                 serviceUUID: BluetoothUUID = TransferUUIDs.appleSampleService,
                 characteristicUUID: BluetoothUUID = TransferUUIDs.appleSampleCharacteristic,
                 messageCount: Int? = 1,

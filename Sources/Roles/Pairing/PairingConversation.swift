@@ -5,9 +5,9 @@ import Trust
 
 /// Runs a `PairingExchange` over the channel two hosts met on: carries its messages, bounds
 /// every wait, and asks the person once the code is known.
-public enum PairingConversation {
+package enum PairingConversation {
     /// How long the other host may take for each protocol message.
-    public static let defaultMessageTimeout: Duration = .seconds(15)
+    package static let defaultMessageTimeout: Duration = .seconds(15)
 
     /// - Parameters:
     ///   - ask: shows the candidate and returns the person's answer (true: the codes match).
@@ -16,7 +16,7 @@ public enum PairingConversation {
     ///   - messageTimeout: how long the other host may take for each protocol message.
     /// - Returns: the exchange's result; throws a `RoleFailure` when the other host breaks the
     ///   protocol, leaves or falls silent.
-    public static func run(
+    package static func run(
         _ meeting: PairingRendezvous.Meeting, identity: HostIdentity, name: String?, answerTimeout: Duration,
         messageTimeout: Duration = defaultMessageTimeout, ask: @escaping @Sendable (PairingExchange.Candidate) async -> Bool
     ) async throws -> PairingExchange.Result {

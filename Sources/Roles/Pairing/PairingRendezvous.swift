@@ -9,9 +9,9 @@ import Trust
 /// an LE credit-based L2CAP channel, advertises the pairing service with a random token and the
 /// channel's PSM in manufacturer data, and scans for the same service. The host with the larger
 /// token connects; the other accepts. Symmetric, so the person types the same command on both.
-public struct PairingRendezvous: Sendable {
+package struct PairingRendezvous: Sendable {
     /// Company ID 0xFFFF: not assigned to any company, for tests and unregistered use.
-    public static let manufacturerID: UInt16 = 0xFFFF
+    package static let manufacturerID: UInt16 = 0xFFFF
     static let tokenLength = 4
     /// Longest SDU either side sends (PairingExchange's messages are far shorter).
     static let receiveMTU = PairingExchange.maximumMessageLength
@@ -21,14 +21,14 @@ public struct PairingRendezvous: Sendable {
     static let channelTimeout: Duration = .seconds(10)
     static let servicesTimeout: Duration = .seconds(15)
 
-    public let session: BluetoothSession
-    public let adapter: Adapter
+    package let session: BluetoothSession
+    package let adapter: Adapter
     let transport: any ChannelTransport
     let token: [UInt8]
     let note: @Sendable (String) -> Void
 
     /// - Parameter note: one line for the person (progress and refusals).
-    public init(session: BluetoothSession, adapter: Adapter, transport: any ChannelTransport = L2CAPChannels(),
+    package init(session: BluetoothSession, adapter: Adapter, transport: any ChannelTransport = L2CAPChannels(),
                 token: [UInt8]? = nil, note: @escaping @Sendable (String) -> Void) {
         self.session = session
         self.adapter = adapter
@@ -38,14 +38,14 @@ public struct PairingRendezvous: Sendable {
     }
 
     /// Where the two hosts met: the channel, and which side of the exchange this host takes.
-    public struct Meeting: Sendable {
-        public let socket: NotificationSocket
-        public let role: PairingExchange.Role
+    package struct Meeting: Sendable {
+        package let socket: NotificationSocket
+        package let role: PairingExchange.Role
         /// The first message, already read from an accepted channel (the responder's input).
-        public let firstMessage: [UInt8]?
-        public let peerDescription: String
+        package let firstMessage: [UInt8]?
+        package let peerDescription: String
         /// The other host's address, when known.
-        public let peerAddress: BluetoothAddress?
+        package let peerAddress: BluetoothAddress?
     }
 
     /// Drops the link to the other host and BlueZ's record of it, unless it is bonded at the
@@ -53,7 +53,7 @@ public struct PairingRendezvous: Sendable {
     /// services over the pairing's link, and a device with resolved services keeps listing
     /// those instead of what it advertises, so a `receive` run right after the pairing would
     /// not recognise the other host's transfer service until the record expires.
-    public func forget(_ meeting: Meeting) async {
+    package func forget(_ meeting: Meeting) async {
         guard let address = meeting.peerAddress, let device = adapter.device(address: address) else { return }
         if device.properties?.paired == true {
             try? await device.disconnect()
@@ -74,7 +74,7 @@ public struct PairingRendezvous: Sendable {
     }
 
     /// The adapter `name` names (nil: the first), as a one-line failure when there is none.
-    public static func adapter(in session: BluetoothSession, named name: String?) throws -> Adapter {
+    package static func adapter(in session: BluetoothSession, named name: String?) throws -> Adapter {
         do {
             return try session.adapter(named: name)
         } catch {
@@ -83,7 +83,7 @@ public struct PairingRendezvous: Sendable {
     }
 
     /// `meet()`, given up after `limit` (75, with what to do).
-    public func meet(within limit: Duration) async throws -> Meeting {
+    package func meet(within limit: Duration) async throws -> Meeting {
         try await withTimeLimit(limit, onTimeout: {
             RoleFailure(.timedOut, "no other host running 'bletransfer pair' found within \(limit.components.seconds) s; "
                 + "run it on both hosts at the same time, within range")
@@ -94,7 +94,7 @@ public struct PairingRendezvous: Sendable {
 
     /// Advertises, scans and listens until another host running `pair` is met; leaves nothing
     /// registered behind. Unbounded: `meet(within:)` or the caller's cancellation ends it.
-    public func meet() async throws -> Meeting {
+    package func meet() async throws -> Meeting {
         guard let local = adapter.properties else {
             throw RoleFailure(.unavailable, "adapter \(adapter.name) went away")
         }

@@ -4,16 +4,16 @@
 /// UUID (18 bytes) only 10 remain, so BlueZ puts the name in the scan response, which holds 31
 /// bytes: 2 for the field header, at most 29 for the name. A longer name would be cut by BlueZ
 /// (sent as a "shortened" name), which a central filtering on the full name would miss.
-public enum AdvertisedName {
+package enum AdvertisedName {
     /// The longest name, in UTF-8 bytes, that fits a scan response whole.
-    public static let maximumByteCount = 29
+    package static let maximumByteCount = 29
 
-    public struct Invalid: Error, Sendable, Equatable, CustomStringConvertible {
-        public var description: String
+    package struct Invalid: Error, Sendable, Equatable, CustomStringConvertible {
+        package var description: String
     }
 
     /// Returns the name if it fits whole; throws a one-line reason otherwise.
-    public static func validate(_ name: String) throws(Invalid) -> String {
+    package static func validate(_ name: String) throws(Invalid) -> String {
         if name.isEmpty {
             throw Invalid(description: "the local name is empty")
         }

@@ -10,7 +10,7 @@ import Machines
 /// indication is only sent after the previous one was confirmed, so serving Apple's
 /// characteristic with indications and writing each value only after bluetoothd reported the
 /// previous confirmation keeps the order on any number of bearers, at one round trip per value.
-public enum CompatDelivery: String, Sendable, CaseIterable {
+package enum CompatDelivery: String, Sendable, CaseIterable {
     /// Indications when this host's bluetoothd may open several ATT bearers, notifications
     /// when it runs one (`[GATT] Channels = 1`: the link cannot reorder).
     case automatic = "auto"
@@ -20,7 +20,7 @@ public enum CompatDelivery: String, Sendable, CaseIterable {
     case indications = "indicate"
 
     /// Whether Apple's characteristic carries indications on a host with `setting`.
-    public func usesIndications(on setting: GATTChannelSetting) -> Bool {
+    package func usesIndications(on setting: GATTChannelSetting) -> Bool {
         switch self {
         case .automatic: setting.allowsEnhancedATT
         case .notifications: false

@@ -4,7 +4,6 @@ import Logging
 import Machines
 import ServiceLifecycle
 import Storage
-import Synchronization
 import Transfer
 import Trust
 
@@ -22,15 +21,15 @@ import Trust
 /// (``GracefulStop``: the graceful shutdown of the service group it runs in, on SIGINT, SIGTERM or
 /// a deadline) and everything is unregistered. Cancelling `run` also unregisters everything
 /// before `run` throws `CancellationError`.
-public final class Peripheral: Sendable {
-    public let configuration: PeripheralConfiguration
-    public let session: BluetoothSession
+package final class Peripheral: Sendable {
+    package let configuration: PeripheralConfiguration
+    package let session: BluetoothSession
     /// Everything the run does, in order. Finishes when `run` returns.
-    public let events: AsyncStream<RoleEvent>
+    package let events: AsyncStream<RoleEvent>
     private let continuation: AsyncStream<RoleEvent>.Continuation
     private let logger: Logger
 
-    public init(configuration: PeripheralConfiguration, session: BluetoothSession,
+    package init(configuration: PeripheralConfiguration, session: BluetoothSession,
                 logger: Logger = Logger(label: "bletransfer.peripheral")) {
         self.configuration = configuration
         self.session = session
@@ -43,7 +42,7 @@ public final class Peripheral: Sendable {
     /// advertising, bluetoothd absent at start, access denied, registration refused),
     /// `CancellationError` when cancelled — after unregistering everything.
     @discardableResult
-    public func run(source: some MessageSource) async throws -> Int {
+    package func run(source: some MessageSource) async throws -> Int {
         defer { continuation.finish() }
         let continuation = self.continuation
         return try await run(source: source) { continuation.yield($0) }
@@ -135,36 +134,41 @@ public final class Peripheral: Sendable {
             return try await application.withRegistration(on: adapter) {
                 logger.debug("GATT application registered at \(application) on \(adapter.name)")
                 return try await advertisement.withControl(on: adapter) { advertising in
-                    let outcome = await withTaskGroup(of: Void.self, returning: ServingOutcome.self) { group in
-                        // Beside the serving, for as long as it lasts: what BlueZ asks of the
-                        // characteristics, in the order it arrives,
-                        group.addTask {
-                            await Self.serveRequests(application.events, indicating: indicating, on: adapter,
-                                                     session: session, server: server)
-                        }
-                        // and centrals that leave without unsubscribing.
-                        group.addTask { await Self.watchDisconnections(on: adapter, session: session, server: server) }
-                        if let listener {
-                            let timeout = configuration.channelHelloTimeout
+                    // Each connection is a child of this group; the server's shut-down ends the
+                    // one under way and the group, which then awaits them.
+                    await withTaskGroup(of: Void.self, returning: ServingOutcome.self) { connections in
+                        connections.addTask { await server.runConnections() }
+                        let outcome = await withTaskGroup(of: Void.self, returning: ServingOutcome.self) { group in
+                            // Beside the serving, for as long as it lasts: what BlueZ asks of the
+                            // characteristics, in the order it arrives,
                             group.addTask {
-                                await Self.acceptChannels(from: listener, on: adapter, session: session, server: server,
-                                                          helloTimeout: timeout, logger: logger, onEvent: onEvent)
+                                await Self.serveRequests(application.events, indicating: indicating, on: adapter,
+                                                         session: session, server: server)
+                            }
+                            // and centrals that leave without unsubscribing.
+                            group.addTask { await Self.watchDisconnections(on: adapter, session: session, server: server) }
+                            if let listener {
+                                let timeout = configuration.channelHelloTimeout
+                                group.addTask {
+                                    await Self.acceptChannels(from: listener, on: adapter, session: session, server: server,
+                                                              helloTimeout: timeout, logger: logger, onEvent: onEvent)
+                                }
+                            }
+                            defer {
+                                group.cancelAll()
+                                listener?.close()
+                            }
+                            do {
+                                return try await serveMessages(source: source, adapter: adapter, advertising: advertising,
+                                                               server: server, counter: counter, onEvent: onEvent)
+                            } catch {
+                                return classify(error, adapter: adapter)
                             }
                         }
-                        defer {
-                            group.cancelAll()
-                            listener?.close()
-                        }
-                        do {
-                            return try await serveMessages(source: source, adapter: adapter, advertising: advertising,
-                                                           server: server, counter: counter, onEvent: onEvent)
-                        } catch {
-                            return classify(error, adapter: adapter)
-                        }
+                        // First of the teardown; leaving the scopes then unregisters the advertisement, then the application.
+                        await Self.shutDown(server, after: outcome)
+                        return outcome
                     }
-                    // First of the teardown; leaving the scopes then unregisters the advertisement, then the application.
-                    await Self.shutDown(server, after: outcome)
-                    return outcome
                 }
             }
         } catch {
@@ -185,13 +189,14 @@ public final class Peripheral: Sendable {
         await runOutsideCancellation { await server.shutDown(reason: reason) }
     }
 
-    /// The subscription server of one powered-on period: counts each message of a multi
-    /// session as the engine counts any delivery and offers the next one ready now.
+    /// The subscription server of one powered-on period: its connections count what they
+    /// deliver in `source` and `counter`, and ask `source` for a multi session's next message.
     private func makeServer(source: some MessageSource, adapter: Adapter, counter: DeliveryCounter,
                             onEvent: @escaping @Sendable (RoleEvent) -> Void) -> SubscriptionServer {
         let session = self.session
         return SubscriptionServer(
             configuration: configuration, logger: logger,
+            deliveries: SenderDeliveries(source: source, counter: counter, emit: onEvent),
             describePeer: { PeerResolver.describe($0, in: session) },
             bluetoothStillUp: {
                 guard session.serviceState.isRunning, let properties = adapter.properties else { return false }
@@ -201,16 +206,6 @@ public final class Peripheral: Sendable {
                 // Drops a central that missed a bound; a failure (already gone) changes nothing.
                 try? await Device(session: session, reference: device).disconnect()
             },
-            continueSession: { message, summary, peer, wantsNext in
-                // A multi session's message: counted as the engine counts any delivery, then the
-                // next one if it is ready now (the engine offers later ones as usual).
-                await source.markDelivered(message, summary: summary, to: peer)
-                await counter.recordDelivery()
-                onEvent(.delivered(summary, to: peer))
-                guard wantsNext, let next = await source.nextAvailableNow() else { return nil }
-                return (next, await counter.nextSequence)
-            },
-            upcomingInSession: { await source.upcomingNow(skipping: $0) },
             emitEvent: onEvent)
     }
 
@@ -325,10 +320,8 @@ public final class Peripheral: Sendable {
             switch activity {
             case .subscribed:
                 if configuration.pausesAdvertisingWhileServing { try await advertise(false) }
-            case .delivered(let message, let summary, let peer):
-                await source.markDelivered(message, summary: summary, to: peer)
-                await counter.recordDelivery()
-                onEvent(.delivered(summary, to: peer))
+            case .delivered:
+                // Counted by the connection; the next subscriber gets the next message.
                 guard let next = await GracefulStop.unlessRequested({ await source.current() }) ?? nil else {
                     return Task.isCancelled || GracefulStop.isRequested ? .interrupted : .exhausted
                 }
@@ -337,8 +330,8 @@ public final class Peripheral: Sendable {
                 if !(await server.hasOffer) {
                     // A multi session counted its messages itself: offer the next one now.
                     guard let next = await GracefulStop.unlessRequested({ await source.current() }) ?? nil else {
-                    return Task.isCancelled || GracefulStop.isRequested ? .interrupted : .exhausted
-                }
+                        return Task.isCancelled || GracefulStop.isRequested ? .interrupted : .exhausted
+                    }
                     await server.offer(next, sequence: await counter.nextSequence)
                 }
                 try await advertise(true)
@@ -369,88 +362,6 @@ public final class Peripheral: Sendable {
         }
     }
 
-    /// Channels whose first SDU is awaited at once: more are refused on arrival, so a flood of
-    /// silent channels costs memory and descriptors up to this and no further, while one silent
-    /// channel never holds up an honest central's HELLO.
-    static let channelsAwaitingHello = 4
-
-    /// Accepts centrals' channels on `listener` until cancelled. Each channel's first SDU must be
-    /// a version-2 HELLO offering `channel` within `helloTimeout`; the wait for it runs beside
-    /// the others (at most `channelsAwaitingHello`), then the server takes the channel or it is
-    /// closed with one line naming the central.
-    private static func acceptChannels(from listener: any ChannelListener, on adapter: Adapter,
-                                       session: BluetoothSession, server: SubscriptionServer,
-                                       helloTimeout: Duration, logger: Logger,
-                                       onEvent: @escaping @Sendable (RoleEvent) -> Void) async {
-        let awaitingHello = ChannelHelloWaits()
-        await withDiscardingTaskGroup { group in
-            while !Task.isCancelled {
-                let accepted: AcceptedChannel
-                do {
-                    accepted = try await listener.accept()
-                } catch {
-                    if !Task.isCancelled { logger.debug("the L2CAP listener stopped: \(error)") }
-                    group.cancelAll()
-                    return
-                }
-                guard awaitingHello.admit(limit: channelsAwaitingHello) else {
-                    let peer = PeerResolver.describe(connectedDevice(accepted.peer, on: adapter, in: session), in: session)
-                    onEvent(.centralDropped(peer, reason: "it opened the L2CAP channel while \(channelsAwaitingHello) "
-                        + "others had not written their HELLO yet"))
-                    accepted.socket.close()
-                    continue
-                }
-                let socket = accepted.socket
-                group.addTask {
-                    defer { awaitingHello.release() }
-                    guard let device = await connectionOf(accepted, on: adapter, in: session) else {
-                        // Every honest central connected over the link bluetoothd manages first.
-                        onEvent(.centralDropped(PeerDescription(address: accepted.peer?.description ?? "an unknown address"),
-                                                reason: "it opened the L2CAP channel without a connection of \(adapter.name) "
-                                                    + "bluetoothd knows (not a GATT client of this sender)"))
-                        socket.close()
-                        return
-                    }
-                    let peer = PeerResolver.describe(device, in: session)
-                    let first = try? await withTimeLimit(helloTimeout, onTimeout: { L2CAPChannelError.timedOut }) {
-                        try await socket.receive()
-                    }
-                    guard let first, let hello = HelloV2(parsing: first), hello.offered.contains(.channel) else {
-                        onEvent(.centralDropped(peer, reason: first == nil
-                            ? "it opened the L2CAP channel and wrote no HELLO within \(SubscriptionDelivery.describe(helloTimeout))"
-                            : "it opened the L2CAP channel without a framed version 2 HELLO offering it"))
-                        socket.close()
-                        return
-                    }
-                    await server.acceptChannel(socket, device: device, hello: hello)
-                }
-            }
-        }
-    }
-
-    /// How long a channel's central may take to show as connected in bluetoothd's objects. A
-    /// central that opens the channel as soon as its link is up (one that knows our PSM from an
-    /// earlier visit) can be faster than bluetoothd's report of the connection.
-    static let connectionReportWait: Duration = .seconds(3)
-
-    /// The connected device that opened `accepted`: the kernel names the central's address,
-    /// awaited for `connectionReportWait` among bluetoothd's devices; a transport that cannot
-    /// name it (tests) leaves the only connected device.
-    private static func connectionOf(_ accepted: AcceptedChannel, on adapter: Adapter,
-                                     in session: BluetoothSession) async -> DeviceReference? {
-        guard let address = accepted.peer else { return connectedDevice(nil, on: adapter, in: session) }
-        try? await session.waitUntil("\(address) is connected", timeout: connectionReportWait) { _ in
-            connectedDevice(address, on: adapter, in: session) != nil
-        }
-        return connectedDevice(address, on: adapter, in: session)
-    }
-
-    private static func connectedDevice(_ address: BluetoothAddress?, on adapter: Adapter,
-                                        in session: BluetoothSession) -> DeviceReference? {
-        guard let address else { return PeerResolver.onlyConnectedDevice(on: adapter, in: session) }
-        return adapter.device(address: address).flatMap { $0.properties?.connected == true ? $0.reference : nil }
-    }
-
     /// Ends a subscription whose central disconnected without unsubscribing first (BlueZ
     /// normally hangs up the notify socket then too; the BlueZ mock does not).
     private static func watchDisconnections(on adapter: Adapter, session: BluetoothSession,
@@ -470,24 +381,6 @@ public final class Peripheral: Sendable {
             return .interrupted
         }
         return .failed(PeripheralFailure.classify(error))
-    }
-}
-
-/// How many accepted channels are waiting for their HELLO, shared by the tasks that wait.
-private final class ChannelHelloWaits: Sendable {
-    private let count = Mutex(0)
-
-    /// Counts one more wait unless `limit` are under way.
-    func admit(limit: Int) -> Bool {
-        count.withLock { count in
-            guard count < limit else { return false }
-            count += 1
-            return true
-        }
-    }
-
-    func release() {
-        count.withLock { $0 -= 1 }
     }
 }
 

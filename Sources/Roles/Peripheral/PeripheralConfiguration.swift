@@ -4,107 +4,101 @@ import Storage
 import Transfer
 
 /// What a `Peripheral` serves and how.
-public struct PeripheralConfiguration: Sendable {
+package struct PeripheralConfiguration: Sendable {
     /// The adapter to use ("hci1"); nil: the first adapter BlueZ reports.
-    public var adapterName: String?
-    public var serviceUUID: BluetoothUUID
-    public var characteristicUUID: BluetoothUUID
+    package var adapterName: String?
+    package var serviceUUID: BluetoothUUID
+    package var characteristicUUID: BluetoothUUID
     /// Put in the advertisement (BlueZ places it in the scan response). Validated with
     /// `AdvertisedName.validate(_:)`; nil advertises no name.
-    public var localName: String?
+    package var localName: String?
     /// Offer `AcquireNotify` (export `NotifyAcquired`), so BlueZ hands over a socket with
     /// back-pressure. false leaves only `StartNotify` + `PropertiesChanged` (the fallback).
-    public var offersAcquireNotify: Bool
+    package var offersAcquireNotify: Bool
     /// Stop advertising while a central is being served, so a second central does not join a
     /// stream halfway (BlueZ 5.66 keeps one notify session per characteristic and sends every
     /// notification to every subscriber); advertise again once the subscription ends.
-    public var pausesAdvertisingWhileServing: Bool
+    package var pausesAdvertisingWhileServing: Bool
     /// How long a framed transfer whose central hung up right after `EOM` still waits for its
     /// ACK: the write and the unsubscription travel different ways (a D-Bus method call and a
     /// socket hang-up) and may reach us in either order.
-    public var acknowledgementGrace: Duration
+    package var acknowledgementGrace: Duration
     /// How long after a compat central left (after `EOM` was written) the delivery is
     /// confirmed: the hang-up of the notification socket looks the same whether the central
     /// unsubscribed or the link went down with the adapter, and the state change that tells
     /// them apart arrives a moment later. Zero counts at once.
-    public var compatConfirmationDelay: Duration
+    package var compatConfirmationDelay: Duration
     /// The pause between two `PropertiesChanged` notifications on the fallback path, which
     /// has no back-pressure at all: without a pause a large message would queue in
     /// bluetoothd's memory as fast as D-Bus carries it.
-    public var fallbackValueInterval: Duration
+    package var fallbackValueInterval: Duration
     /// How long a HELLO stays valid for the device that wrote it.
-    public var helloLifetime: Duration
+    package var helloLifetime: Duration
     /// How many devices' HELLOs are remembered at most (the oldest is forgotten first), so a
     /// hostile central cannot grow the table.
-    public var helloCapacity: Int
+    package var helloCapacity: Int
     /// How often, at most, a `.progress` event is emitted during a transfer.
-    public var progressInterval: Duration
+    package var progressInterval: Duration
     /// How long a framed central has after `EOM` was written to acknowledge; then it is
     /// dropped (disconnected) and advertising resumes. `send --ack-timeout`.
-    public var acknowledgementTimeout: Duration
+    package var acknowledgementTimeout: Duration
     /// How long a compat central has after `EOM` was written to unsubscribe (and a framed one
     /// after its ACK); then it is dropped and the message is not counted. `send
     /// --unsubscribe-timeout`.
-    public var unsubscribeTimeout: Duration
+    package var unsubscribeTimeout: Duration
     /// The slowest a subscriber may take a message, in bytes per second: a central that stays
     /// subscribed but stops reading (no credits, no link-layer acknowledgements) holds the
     /// sender at most `transferTimeFloor` plus the message at this rate; 0: no floor.
     /// `send --min-rate`.
-    public var minimumTransferRate: Int
+    package var minimumTransferRate: Int
     /// Added to every subscription's deadline (connection set-up, the first values).
-    public var transferTimeFloor: Duration
+    package var transferTimeFloor: Duration
     /// Notifications or confirmed indications for Apple-flow centrals (`send
     /// --compat-delivery`). With indications, Apple's characteristic carries them and a
     /// second characteristic (`TransferUUIDs.framedCharacteristic`) keeps notifications for
     /// bletransfer centrals.
-    public var compatDelivery: CompatDelivery
+    package var compatDelivery: CompatDelivery
     /// The longest value sent, below what the link allows (ATT MTU − 3); nil: the link's.
     /// Apple's sample sends 20-byte values; `send --value-size`.
-    public var valueSizeLimit: Int?
+    package var valueSizeLimit: Int?
     /// Keys and policy of the framed protocol, which is always encrypted: by default a key
     /// made for this run that lets in any central's key (encrypted, not authenticated). With
     /// `requiresSecure`, a central that does not complete it (Apple's flow) gets nothing.
-    public var secureMode: SecureModePolicy = .unauthenticated()
+    package var secureMode: SecureModePolicy = .unauthenticated()
     /// The fairness rule of a framed session (docs/wire-v2.md, section 4; `SessionShare`): a
     /// central served this many messages in one session gets CLOSE after the last, and the
     /// next central in range has its turn ...
-    public var sessionMessageLimit: Int = PeripheralConfiguration.defaultSessionMessageLimit
+    package var sessionMessageLimit: Int = PeripheralConfiguration.defaultSessionMessageLimit
     /// ... as after this many payload bytes, or at once when another central was turned away.
-    public var sessionByteLimit: Int = PeripheralConfiguration.defaultSessionByteLimit
+    package var sessionByteLimit: Int = PeripheralConfiguration.defaultSessionByteLimit
     /// Where framed version 2 may run over an L2CAP channel (`channel`): the sender listens on a
     /// dynamic PSM and publishes it in the transfer service. nil (`--no-l2cap`), or a host
     /// whose kernel has no Bluetooth sockets: GATT notifications only.
-    public var channelTransport: (any ChannelTransport)? = L2CAPChannels()
+    package var channelTransport: (any ChannelTransport)? = L2CAPChannels()
     /// A central that opened the channel must write its HELLO within this; then the channel is
     /// closed with one line naming the central (up to `Peripheral.channelsAwaitingHello` are read at once).
-    public var channelHelloTimeout: Duration = .seconds(5)
+    package var channelHelloTimeout: Duration = .seconds(5)
     /// How long a central that wrote a HELLO has to answer the handshake's first message.
     /// Nobody is authenticated before that answer: a silent central must not hold the sender
     /// for the message's transfer deadline (an hour for a large file).
-    public var handshakeTimeout: Duration = .seconds(10)
+    package var handshakeTimeout: Duration = .seconds(10)
 
-    /// The subscription deadline for a message of `wireBytes` bytes on the air:
+    /// The subscription deadline for a message of `wireBytes` bytes on the air (`TransferDeadline`):
     /// `transferTimeFloor` plus the bytes at `minimumTransferRate` — or, when each of
     /// `confirmedValues` values waits for a confirmation, `confirmedValueAllowance` per value if
-    /// that is longer — capped at a year (options are validated, but a deadline must never
-    /// trap); nil when the rate is 0 (no floor).
-    public func transferDeadline(forWireBytes wireBytes: Int, confirmedValues: Int = 0) -> Duration? {
-        guard minimumTransferRate > 0 else { return nil }
-        let seconds = max(Double(max(wireBytes, 0)) / Double(minimumTransferRate),
-                          Double(max(confirmedValues, 0)) * Self.confirmedValueAllowance.seconds)
-        let year = 365.0 * 24 * 3600
-        return transferTimeFloor + .milliseconds(Int64(min(seconds, year) * 1000))
+    /// that is longer; nil when the rate is 0 (no floor).
+    package func transferDeadline(forWireBytes wireBytes: Int, confirmedValues: Int = 0) -> Duration? {
+        TransferDeadline(minimumRate: minimumTransferRate, floor: transferTimeFloor)
+            .limit(forWireBytes: wireBytes, confirmedValues: confirmedValues)
     }
 
-    /// What a confirmed indication may take at least: one round trip is two connection events,
-    /// 60–100 ms at BlueZ's default 30–50 ms interval; 20-byte values at `--min-rate`'s
-    /// default would allow only 78 ms.
-    public static let confirmedValueAllowance: Duration = .milliseconds(250)
+    /// What a confirmed indication may take at least (`TransferDeadline`).
+    package static let confirmedValueAllowance: Duration = TransferDeadline.confirmedValueAllowance
 
     /// `send --min-rate`'s default, in bytes per second.
-    public static let defaultMinimumTransferRate = 256
+    package static let defaultMinimumTransferRate = 256
 
-    public init(adapterName: String? = nil,
+    package init(adapterName: String? = nil,
                 serviceUUID: BluetoothUUID = TransferUUIDs.appleSampleService,
                 characteristicUUID: BluetoothUUID = TransferUUIDs.appleSampleCharacteristic,
                 localName: String? = PeripheralConfiguration.defaultLocalName,
@@ -142,10 +136,10 @@ public struct PeripheralConfiguration: Sendable {
         self.valueSizeLimit = valueSizeLimit
     }
 
-    public static let defaultLocalName = "bletransfer"
+    package static let defaultLocalName = "bletransfer"
     /// The fairness rule of a framed session: at most 256 messages or 4 MiB of payload, what a
     /// central arriving meanwhile is kept from at most (on a slow link as on a fast one).
-    public static let defaultSessionMessageLimit = 256
-    public static let defaultSessionByteLimit = 4 << 20
+    package static let defaultSessionMessageLimit = 256
+    package static let defaultSessionByteLimit = 4 << 20
 }
 

@@ -1,4 +1,5 @@
 import BlueZ
+import Machines
 
 /// One subscriber's link as its connection uses it, both ways: where the values go (`channel`)
 /// and what the central sends back on the same link (`read`), until it hangs up.
@@ -12,9 +13,10 @@ struct SenderLink: Sendable {
         case l2capChannel
     }
 
-    /// Reads the link's inbound side until the central hangs up: indication confirmations
-    /// into `confirmed` (nil: plain notifications), the central's SDUs into `written`.
-    typealias Reader = @Sendable (_ confirmed: AsyncStream<Void>.Continuation?, _ written: WriteInbox?) async -> Void
+    /// Reads the link's inbound side until the central hangs up, posting what it reads to the
+    /// connection: indication confirmations (`indications`), the central's SDUs.
+    typealias Reader = @Sendable (_ indications: Bool,
+                                  _ post: AsyncStream<SenderConnection.Input>.Continuation) async -> Void
 
     let kind: Kind
     let channel: any NotificationChannel
@@ -23,17 +25,16 @@ struct SenderLink: Sendable {
     /// What the end of `read` means.
     let hangUpReason: String
 
-    var usesSocket: Bool { kind != .propertiesChanged }
     var overChannel: Bool { kind == .l2capChannel }
 
     static func notificationSocket(_ socket: NotificationSocket) -> SenderLink {
         SenderLink(kind: .notificationSocket, channel: SocketNotificationChannel(socket: socket),
-                   read: { confirmed, _ in
-                       guard let confirmed else { return await socket.waitForHangUp() }
+                   read: { indications, post in
+                       guard indications else { return await socket.waitForHangUp() }
                        // BlueZ 5.66 reports each confirmation with a Confirm call; later versions
                        // (and BlueZoo) write one byte 0x01 to this socket instead. Either counts.
                        while let packet = try? await socket.receive() {
-                           for byte in packet where byte == 0x01 { confirmed.yield() }
+                           for byte in packet where byte == 0x01 { post.yield(.confirmed) }
                        }
                    },
                    hangUpReason: "the central unsubscribed")
@@ -45,9 +46,9 @@ struct SenderLink: Sendable {
 
     static func l2capChannel(_ socket: NotificationSocket) -> SenderLink {
         SenderLink(kind: .l2capChannel, channel: SocketNotificationChannel(socket: socket),
-                   read: { _, written in
+                   read: { _, post in
                        // The central's SDUs are its session's writes (its GATT writes are ignored).
-                       while let value = try? await socket.receive() { written?.post(value) }
+                       while let value = try? await socket.receive() { post.yield(.written(value)) }
                    },
                    hangUpReason: "the central closed the L2CAP channel")
     }

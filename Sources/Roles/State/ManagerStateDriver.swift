@@ -6,19 +6,19 @@ import Transfer
 /// Transfer core's ``ManagerStateMachine`` and reports the resulting CoreBluetooth-style
 /// transitions. Both roles use it: work starts on ``RoleAction/start``/``RoleAction/resume``
 /// and stops on ``RoleAction/tearDown``.
-public struct ManagerStateDriver: Sendable {
-    public let session: BluetoothSession
+package struct ManagerStateDriver: Sendable {
+    package let session: BluetoothSession
     /// "hci1", or nil for BlueZ's first adapter (re-chosen when it goes away).
-    public let adapterName: String?
-    public let requirement: RoleRequirement
+    package let adapterName: String?
+    package let requirement: RoleRequirement
 
     /// How long a first report of "no adapter" is held back in case the adapter is announced
     /// next: bluetoothd takes its bus name before it has read the kernel's controller list, so
     /// a role started together with it (boot, `systemctl restart bluetooth`) would otherwise
     /// give up on an adapter that appears a moment later.
-    public let adapterGrace: Duration
+    package let adapterGrace: Duration
 
-    public init(session: BluetoothSession, adapterName: String?, requirement: RoleRequirement,
+    package init(session: BluetoothSession, adapterName: String?, requirement: RoleRequirement,
                 adapterGrace: Duration = .seconds(3)) {
         self.session = session
         self.adapterName = adapterName
@@ -35,7 +35,7 @@ public struct ManagerStateDriver: Sendable {
     /// First element: the current state (a transition from `.unknown`). Then every change of
     /// state, and every transition that asks the role to act. Finishes when the session closes
     /// or the consumer stops.
-    public func transitions() -> AsyncStream<ManagerTransition> {
+    package func transitions() -> AsyncStream<ManagerTransition> {
         let adapterEvents = session.adapterEvents(adapterName: adapterName)
         let (stream, continuation) = AsyncStream<ManagerTransition>.makeStream()
         let requirement = self.requirement
@@ -102,14 +102,14 @@ public struct ManagerStateDriver: Sendable {
     }
 
     /// The adapter to use now, when bluetoothd runs and it exists (meaningful in `poweredOn`).
-    public func currentAdapter() -> Adapter? {
+    package func currentAdapter() -> Adapter? {
         Self.findAdapter(in: session, named: adapterName)
     }
 
     /// A usage failure when `--adapter` names an adapter bluetoothd does not have while it
     /// reports others, listing those present; nil otherwise (including when bluetoothd is not
     /// running yet, or reports no adapter at all: the state says so).
-    public func unknownAdapterFailure() -> RoleFailure? {
+    package func unknownAdapterFailure() -> RoleFailure? {
         guard let adapterName, session.serviceState.isRunning else { return nil }
         let present = session.adapters().map(\.name)
         guard !present.isEmpty, !present.contains(adapterName) else { return nil }
@@ -181,7 +181,7 @@ struct ManagerInputTranslator: Sendable {
 
 extension ManagerTransition {
     /// The role event that reports this transition.
-    public var roleEvent: RoleEvent {
+    package var roleEvent: RoleEvent {
         .stateChanged(from: from, to: to, detail: reason?.description)
     }
 
@@ -189,7 +189,7 @@ extension ManagerTransition {
     /// change by waiting a moment (no bluetoothd, no adapter, no LE, denied) end the command
     /// with a failure; `poweredOff`, `resetting` and `unknown` are waited out (the state is
     /// reported, so the user sees why nothing happens). Nil when the role can wait or work.
-    public var startupFailure: RoleFailure? {
+    package var startupFailure: RoleFailure? {
         switch to {
         case .poweredOn, .poweredOff, .unknown:
             return nil

@@ -14,30 +14,30 @@ import Musl
 /// parent, `docs/notes/plan.md`, as `scp -r` and `rsync` lay it out). Inside a tree symbolic
 /// links are not followed and other special files (FIFOs, sockets, devices) are skipped; each
 /// gets a line in `notes`. Paths given on the command line are followed, as `cp` does.
-public struct FileSet: Sendable, Equatable {
-    public struct Entry: Sendable, Equatable {
+package struct FileSet: Sendable, Equatable {
+    package struct Entry: Sendable, Equatable {
         /// Where the file is read from.
-        public var path: String
+        package var path: String
         /// The name it is sent under: one component, or a relative path for a tree's file.
-        public var name: String
+        package var name: String
     }
 
-    public var entries: [Entry]
+    package var entries: [Entry]
     /// One line per file left out or renamed, for the user.
-    public var notes: [String]
+    package var notes: [String]
 
     /// The most directories a tree may nest below the directory given (the receiver creates
     /// no deeper ones either).
-    public static let maximumDepth = 32
+    package static let maximumDepth = 32
     /// The most files one command takes: a bound on the list held in memory.
-    public static let maximumCount = 100_000
+    package static let maximumCount = 100_000
     /// The longest name the wire carries (``FileMetadata``), in bytes of UTF-8.
-    public static let maximumNameBytes = 255
+    package static let maximumNameBytes = 255
 
     /// Walks `paths`. Throws a one-line failure (exit 66) for a path that cannot be read at
     /// all, or no file at all. A regular file of any size is sent from disk as it goes;
     /// `limit` bounds what must be read into memory (a FIFO).
-    public static func collect(_ paths: [String], limit: Int) throws(MessageInput.Failure) -> FileSet {
+    package static func collect(_ paths: [String], limit: Int) throws(MessageInput.Failure) -> FileSet {
         var set = FileSet(entries: [], notes: [])
         for path in paths {
             var status = stat()
@@ -128,20 +128,20 @@ public struct FileSet: Sendable, Equatable {
 /// comes (with `pipeline`, the ones under way and the next, at most `PipelineWindow.messages` + 1).
 /// A file that can no longer be read (removed, made unreadable, grown past the limit since the
 /// walk) is passed over and kept in `problems` for the command to report.
-public actor FileSetSource: MessageSource {
-    public let set: FileSet
+package actor FileSetSource: MessageSource {
+    package let set: FileSet
     private let limit: Int
     private var index = 0
     private var loaded: [Int: OutgoingMessage] = [:]
-    public private(set) var deliveredCount = 0
-    public private(set) var problems: [String] = []
+    package private(set) var deliveredCount = 0
+    package private(set) var problems: [String] = []
 
-    public init(set: FileSet, limit: Int) {
+    package init(set: FileSet, limit: Int) {
         self.set = set
         self.limit = limit
     }
 
-    public func current() async -> OutgoingMessage? {
+    package func current() async -> OutgoingMessage? {
         while index < set.entries.count {
             if let message = load(index) { return message }
             index += 1
@@ -149,11 +149,11 @@ public actor FileSetSource: MessageSource {
         return nil
     }
 
-    public func nextAvailableNow() async -> OutgoingMessage? {
+    package func nextAvailableNow() async -> OutgoingMessage? {
         await current()
     }
 
-    public func upcomingNow(skipping sentAhead: Int) async -> OutgoingMessage? {
+    package func upcomingNow(skipping sentAhead: Int) async -> OutgoingMessage? {
         var found = readable(after: index)
         for _ in 0..<max(0, sentAhead) {
             guard let previous = found else { return nil }
@@ -172,7 +172,7 @@ public actor FileSetSource: MessageSource {
         return nil
     }
 
-    public func markDelivered(_ message: OutgoingMessage, summary: MessageSummary, to peer: PeerDescription?) async {
+    package func markDelivered(_ message: OutgoingMessage, summary: MessageSummary, to peer: PeerDescription?) async {
         guard index < set.entries.count, loaded[index] == message else { return }
         loaded[index] = nil
         deliveredCount += 1

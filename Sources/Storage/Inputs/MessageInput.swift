@@ -10,7 +10,7 @@ import Musl
 
 /// Where `send` takes its message from, and the rules for reading it: binary-safe, bounded by
 /// the transfer limit, with one-line failures a user can act on.
-public enum MessageInput: Sendable, Equatable {
+package enum MessageInput: Sendable, Equatable {
     /// The MESSAGE argument, sent as its UTF-8 bytes.
     case argument(String)
     /// `--file PATH`: a regular file, or anything readable (a FIFO, `/dev/stdin`, `<(cmd)`).
@@ -19,10 +19,10 @@ public enum MessageInput: Sendable, Equatable {
     case standardInput
 
     /// Why the message could not be read.
-    public struct Failure: ClassifiedFailure, Equatable, CustomStringConvertible {
-        public var kind: FailureKind
-        public var userMessage: String
-        public var description: String { userMessage }
+    package struct Failure: ClassifiedFailure, Equatable, CustomStringConvertible {
+        package var kind: FailureKind
+        package var userMessage: String
+        package var description: String { userMessage }
     }
 
     /// Reads the whole message.
@@ -32,7 +32,7 @@ public enum MessageInput: Sendable, Equatable {
     ///   - allowEmpty: an empty message is refused (`.dataError`) unless this is set: an empty
     ///     stdin or file is far more often a mistake (a failed command in a pipe) than intent.
     ///   - standardInput: the descriptor to read for `.standardInput` (tests pass a pipe).
-    public func read(limit: Int, allowEmpty: Bool,
+    package func read(limit: Int, allowEmpty: Bool,
                      standardInput: FileDescriptor = .standardInput) throws(Failure) -> [UInt8] {
         try readMessage(limit: limit, allowEmpty: allowEmpty, sendsName: false, standardInput: standardInput).payload
     }
@@ -41,7 +41,7 @@ public enum MessageInput: Sendable, Equatable {
     /// `sendsName` and the input is `--file PATH` of a regular file, attaches the file's name
     /// (the last component of PATH) and modification time. A FIFO or `/dev/stdin` has no name
     /// worth keeping (`63` for `<(cmd)`), nor has an argument or standard input.
-    public func readMessage(limit: Int, allowEmpty: Bool, sendsName: Bool,
+    package func readMessage(limit: Int, allowEmpty: Bool, sendsName: Bool,
                             standardInput: FileDescriptor = .standardInput) throws(Failure) -> OutgoingMessage {
         let bytes: [UInt8]
         var file: SentFileAttributes?

@@ -6,7 +6,7 @@ import Transfer
 /// The peripheral asks for `current()`, advertises, serves that message to every subscriber
 /// (each from byte 0) until one delivery counts, then calls `markDelivered` and asks again.
 /// `send` serves one fixed message N times; a daemon serves outbox files in order.
-public protocol MessageSource: Sendable {
+package protocol MessageSource: Sendable {
     /// The message to serve now. May wait until one is available (a daemon's empty outbox);
     /// nil means there is nothing more to send, and the peripheral's `run` returns.
     ///
@@ -42,11 +42,11 @@ public protocol MessageSource: Sendable {
 
 extension MessageSource {
     /// A source that cannot tell without waiting: one message per session.
-    public func nextAvailableNow() async -> OutgoingMessage? { nil }
+    package func nextAvailableNow() async -> OutgoingMessage? { nil }
 
     /// A source that cannot look past its current message: no pipelining.
-    public func upcomingNow(skipping sentAhead: Int) async -> OutgoingMessage? { nil }
+    package func upcomingNow(skipping sentAhead: Int) async -> OutgoingMessage? { nil }
 
     /// A source whose messages have no addressee never needs another.
-    public func message(for peer: AuthenticatedPeer) async -> OutgoingMessage? { nil }
+    package func message(for peer: AuthenticatedPeer) async -> OutgoingMessage? { nil }
 }

@@ -15,12 +15,12 @@ import SystemCalls
 /// sequences must not drive it, so control characters are written as visible escapes
 /// (``SafeText``, line feeds and tabs kept) and bytes that are not UTF-8 as U+FFFD. A pipe or
 /// a file gets the bytes exactly.
-public struct FileDescriptorSink: MessageSink {
-    public let fileDescriptor: Int32
-    public let name: String
-    public let escapesForTerminal: Bool
+package struct FileDescriptorSink: MessageSink {
+    package let fileDescriptor: Int32
+    package let name: String
+    package let escapesForTerminal: Bool
 
-    public init(fileDescriptor: Int32 = STDOUT_FILENO, name: String = "standard output", escapesForTerminal: Bool? = nil) {
+    package init(fileDescriptor: Int32 = STDOUT_FILENO, name: String = "standard output", escapesForTerminal: Bool? = nil) {
         self.fileDescriptor = fileDescriptor
         self.name = name
         self.escapesForTerminal = escapesForTerminal ?? (isatty(fileDescriptor) == 1)
@@ -29,7 +29,7 @@ public struct FileDescriptorSink: MessageSink {
     /// Writes on ``BlockingCalls/waits``' thread: a reader that stops reading blocks the write
     /// (or, on a non-blocking descriptor, the wait for room) for as long as it likes, and must
     /// not hold a thread of the cooperative pool, nor one of the storage calls, meanwhile.
-    public func store(_ message: ReceivedMessage, sequence: Int, from peer: PeerDescription?) async throws -> String? {
+    package func store(_ message: ReceivedMessage, sequence: Int, from peer: PeerDescription?) async throws -> String? {
         let bytes = escapesForTerminal ? Self.terminalBytes(message.payload) : message.payload
         let (fileDescriptor, name) = (fileDescriptor, name)
         try await BlockingCalls.waits.run { () throws(SinkFailure) in try Self.writeAll(bytes, to: fileDescriptor, name: name) }

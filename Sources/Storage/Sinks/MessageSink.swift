@@ -4,7 +4,7 @@ import Transfer
 /// Where the central puts each complete, verified message. A sink sees only whole messages:
 /// the engine hands one over after `EOM` (and, when framed, after the digest matched), never
 /// a part.
-public protocol MessageSink: Sendable {
+package protocol MessageSink: Sendable {
     /// Stores one message. Returns where it went (a file path) for the `received` event, or
     /// nil when there is no such place (standard output). Throws ``MessageRefused`` when this
     /// message cannot be stored but others may be (a directory sink: the message is refused,
@@ -24,32 +24,32 @@ public protocol MessageSink: Sendable {
 }
 
 extension MessageSink {
-    public var partialPayloadStore: (any PartialPayloadStore)? { nil }
+    package var partialPayloadStore: (any PartialPayloadStore)? { nil }
 
     /// Sinks without a bound (standard output, memory) take anything up to `--max-size`.
-    public func admissionRefusal(byteCount: Int) -> StorageRefusal? { nil }
+    package func admissionRefusal(byteCount: Int) -> StorageRefusal? { nil }
 }
 
 /// One message a sink could not store (a full disk, a file system error, a name it cannot
 /// hold even generated): the central refuses it with this reason and goes on; the sender,
 /// without an ACK, keeps it.
-public struct MessageRefused: Error, Sendable, CustomStringConvertible {
-    public var reason: String
+package struct MessageRefused: Error, Sendable, CustomStringConvertible {
+    package var reason: String
 
-    public init(reason: String) { self.reason = reason }
+    package init(reason: String) { self.reason = reason }
 
-    public var description: String { reason }
+    package var description: String { reason }
 }
 
 /// The failure a sink reports when writing fails.
-public struct SinkFailure: ClassifiedFailure, CustomStringConvertible {
-    public var kind: FailureKind
-    public var userMessage: String
+package struct SinkFailure: ClassifiedFailure, CustomStringConvertible {
+    package var kind: FailureKind
+    package var userMessage: String
 
-    public init(_ kind: FailureKind = .ioError, _ userMessage: String) {
+    package init(_ kind: FailureKind = .ioError, _ userMessage: String) {
         self.kind = kind
         self.userMessage = userMessage
     }
 
-    public var description: String { userMessage }
+    package var description: String { userMessage }
 }

@@ -9,11 +9,11 @@ import Transfer
 /// (secure mode, `meta`) is stored under that name, sanitized and numbered when taken, with the
 /// sender's modification time; others get names that say when and what:
 /// `message-20250101-120000-1.txt` for UTF-8 text, `.bin` otherwise.
-public struct OutputDirectorySink: MessageSink {
-    public let directory: OutputDirectory
-    public let limits: StorageLimits
+package struct OutputDirectorySink: MessageSink {
+    package let directory: OutputDirectory
+    package let limits: StorageLimits
 
-    public init(path: FilePath, limits: StorageLimits = .default) throws(SinkFailure) {
+    package init(path: FilePath, limits: StorageLimits = .default) throws(SinkFailure) {
         self.limits = limits
         do {
             directory = try OutputDirectory(path: path)
@@ -22,7 +22,7 @@ public struct OutputDirectorySink: MessageSink {
         }
     }
 
-    public func store(_ message: ReceivedMessage, sequence: Int, from peer: PeerDescription?) async throws -> String? {
+    package func store(_ message: ReceivedMessage, sequence: Int, from peer: PeerDescription?) async throws -> String? {
         let generated = Self.fileName(sequence: sequence, isText: message.text != nil, date: Date())
         do {
             return try await directory.store(message, generatedName: generated).string
@@ -32,11 +32,11 @@ public struct OutputDirectorySink: MessageSink {
         }
     }
 
-    public func admissionRefusal(byteCount: Int) -> StorageRefusal? {
+    package func admissionRefusal(byteCount: Int) -> StorageRefusal? {
         directory.refusal(for: byteCount, limits: limits)
     }
 
-    public var partialPayloadStore: (any PartialPayloadStore)? { directory.partialFiles() }
+    package var partialPayloadStore: (any PartialPayloadStore)? { directory.partialFiles() }
 
     static func fileName(sequence: Int, isText: Bool, date: Date) -> String {
         let formatter = DateFormatter()
@@ -59,7 +59,7 @@ extension OutputDirectory {
     ///
     /// Runs on ``BlockingCalls/storage`` as ``store(_:baseName:sender:modificationTime:)``
     /// does, fallback name included.
-    public func store(_ message: ReceivedMessage, generatedName: String,
+    package func store(_ message: ReceivedMessage, generatedName: String,
                       folder: String? = nil) async throws(OutputDirectoryError) -> FilePath {
         let directory = self
         return try await BlockingCalls.run { () throws(OutputDirectoryError) in

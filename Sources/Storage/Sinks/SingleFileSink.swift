@@ -10,12 +10,12 @@ import Transfer
 /// Writes one message to a named file (`--output PATH`), atomically: the bytes go to a hidden
 /// temporary file in the same directory, are flushed to disk, and only then renamed over the
 /// target, so the path holds the previous content or the whole new message, never a part.
-public struct SingleFileSink: MessageSink {
-    public let path: FilePath
+package struct SingleFileSink: MessageSink {
+    package let path: FilePath
 
     /// Checks that the directory exists and takes new files, so a bad path fails before any
     /// Bluetooth work starts.
-    public init(path: FilePath) throws(SinkFailure) {
+    package init(path: FilePath) throws(SinkFailure) {
         self.path = path
         let directory = Self.directory(of: path)
         var isDirectory: ObjCBool = false
@@ -32,7 +32,7 @@ public struct SingleFileSink: MessageSink {
 
     /// Writes, flushes and renames on ``BlockingCalls/storage``: none of it blocks the
     /// cooperative pool.
-    public func store(_ message: ReceivedMessage, sequence: Int, from peer: PeerDescription?) async throws -> String? {
+    package func store(_ message: ReceivedMessage, sequence: Int, from peer: PeerDescription?) async throws -> String? {
         let path = path
         let payload = message.payload
         try await BlockingCalls.run { () throws(SinkFailure) in try Self.replace(path, with: payload) }

@@ -10,13 +10,13 @@ import Trust
 /// times) with the one last read and reads the file again when it differs. A new text that
 /// cannot be used (malformed, unsafe permissions, gone) leaves the last good list in force,
 /// with a warning in the log once per version of the file.
-public final class AuthorizedPeersSource: Sendable {
+package final class AuthorizedPeersSource: Sendable {
     private struct State {
         var peers: AuthorizedPeers
         var stamp: AuthorizedPeers.FileStamp?
     }
 
-    public let path: String
+    package let path: String
     /// Unlisted keys are let in too (a side that does not require authorized peers).
     private let acceptsAnyKey: Bool
     /// Only these of the listed keys count (`send --to`, `receive --from`), whatever else the
@@ -26,7 +26,7 @@ public final class AuthorizedPeersSource: Sendable {
     private let state: Mutex<State>
 
     /// Reads the file now: a file that cannot be loaded is the caller's error to report.
-    public init(path: String, acceptsAnyKey: Bool = false, restrictedTo restriction: Set<PeerKey>? = nil,
+    package init(path: String, acceptsAnyKey: Bool = false, restrictedTo restriction: Set<PeerKey>? = nil,
                 logger: Logger = Logger(label: "bletransfer.trust")) throws(TrustError) {
         let (text, stamp) = try AuthorizedPeers.readText(from: path)
         let peers = try AuthorizedPeers(parsing: text, path: path)
@@ -45,7 +45,7 @@ public final class AuthorizedPeersSource: Sendable {
     }
 
     /// The list as the file says now (or the last good one).
-    public func current() -> AuthorizedPeers {
+    package func current() -> AuthorizedPeers {
         let stamp = AuthorizedPeers.FileStamp.current(of: path)
         return state.withLock { state in
             guard stamp != state.stamp else { return state.peers }

@@ -12,9 +12,9 @@ import Trust
 /// `unauthenticated()` is the policy of a host without keys: a key made for the run, any peer's
 /// key let in (`AuthorizedPeers.anyKey`). A passive listener sees nothing of such a transfer; an
 /// active man in the middle could, which is what authorized peers are for.
-public struct SecureModePolicy: Sendable {
-    public var identity: HostIdentity
-    public var requiresSecure: Bool
+package struct SecureModePolicy: Sendable {
+    package var identity: HostIdentity
+    package var requiresSecure: Bool
     /// A fixed list, or nil when `source` says.
     private var fixedPeers: AuthorizedPeers
     private var source: AuthorizedPeersSource?
@@ -22,7 +22,7 @@ public struct SecureModePolicy: Sendable {
     /// The peers a session that starts now checks keys against: the file as it is now when the
     /// policy was made from one (`init(identity:authorizedPeersSource:requiresSecure:)`).
     /// Setting it fixes the list.
-    public var authorizedPeers: AuthorizedPeers {
+    package var authorizedPeers: AuthorizedPeers {
         get { source?.current() ?? fixedPeers }
         set {
             fixedPeers = newValue
@@ -30,7 +30,7 @@ public struct SecureModePolicy: Sendable {
         }
     }
 
-    public init(identity: HostIdentity, authorizedPeers: AuthorizedPeers, requiresSecure: Bool) {
+    package init(identity: HostIdentity, authorizedPeers: AuthorizedPeers, requiresSecure: Bool) {
         self.identity = identity
         // Not required: listed keys are named, any other key is let in unauthenticated.
         self.fixedPeers = requiresSecure ? authorizedPeers : authorizedPeers.acceptingAnyKey()
@@ -43,7 +43,7 @@ public struct SecureModePolicy: Sendable {
     ///
     /// `restrictedTo`: only these listed keys (`send --to`, `receive --from`); the policy then
     /// requires them whatever `requiresSecure` says.
-    public init(identity: HostIdentity, authorizedPeersPath path: String, requiresSecure: Bool,
+    package init(identity: HostIdentity, authorizedPeersPath path: String, requiresSecure: Bool,
                 restrictedTo restriction: Set<PeerKey>? = nil) throws(TrustError) {
         let requiresSecure = requiresSecure || restriction != nil
         let source = try AuthorizedPeersSource(path: path, acceptsAnyKey: !requiresSecure, restrictedTo: restriction)
@@ -54,10 +54,10 @@ public struct SecureModePolicy: Sendable {
     }
 
     /// No keys given: a fresh key for this run, any peer's key accepted, Apple's flow allowed.
-    public static func unauthenticated() -> SecureModePolicy {
+    package static func unauthenticated() -> SecureModePolicy {
         SecureModePolicy(identity: HostIdentity(), authorizedPeers: .anyKey, requiresSecure: false)
     }
 
     /// Whether peers are authenticated (only listed keys) or merely encrypted to.
-    public var authenticates: Bool { !authorizedPeers.acceptsAnyKey }
+    package var authenticates: Bool { !authorizedPeers.acceptsAnyKey }
 }

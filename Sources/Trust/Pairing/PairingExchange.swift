@@ -24,8 +24,8 @@ import Foundation
 /// gives his nonce before the responder's is revealed: each code is uniformly random to him
 /// when he can no longer change it, so one attempt succeeds with probability 10⁻⁶, and a
 /// failed attempt is seen by the people comparing.
-public struct PairingExchange: Sendable {
-    public enum Role: Sendable, Equatable {
+package struct PairingExchange: Sendable {
+    package enum Role: Sendable, Equatable {
         /// Opened the channel; writes Noise message 1 and the nonce.
         case initiator
         /// Accepted the channel; commits to its nonce first.
@@ -34,18 +34,18 @@ public struct PairingExchange: Sendable {
 
     /// The other host, as the exchange proved it: the key it holds the private half of, the
     /// name it gave, and the code both sides show.
-    public struct Candidate: Sendable, Equatable {
-        public var key: PeerKey
+    package struct Candidate: Sendable, Equatable {
+        package var key: PeerKey
         /// Nil when it gave none, or one that cannot be written in an authorized-peers line.
-        public var name: String?
+        package var name: String?
         /// Six digits.
-        public var code: String
+        package var code: String
 
         /// "123 456": easier to read aloud and compare.
-        public var spacedCode: String { String(code.prefix(3)) + " " + String(code.suffix(3)) }
+        package var spacedCode: String { String(code.prefix(3)) + " " + String(code.suffix(3)) }
     }
 
-    public enum Phase: Sendable, Equatable {
+    package enum Phase: Sendable, Equatable {
         /// Messages are still being exchanged.
         case exchanging
         /// The code is known: ask the person (`answer`).
@@ -54,23 +54,23 @@ public struct PairingExchange: Sendable {
         case finished(Result)
     }
 
-    public enum Result: Sendable, Equatable {
+    package enum Result: Sendable, Equatable {
         /// Both people said the codes match: add `candidate`.
         case paired(Candidate)
         /// One side or both said no: add nothing.
         case declined(here: Bool, byPeer: Bool)
     }
 
-    public static let magic: [UInt8] = Array("BLTPAIR".utf8)
-    public static let version: UInt8 = 1
+    package static let magic: [UInt8] = Array("BLTPAIR".utf8)
+    package static let version: UInt8 = 1
     /// The longest SDU either side sends (Noise message 2 with a name-free payload is 96
     /// bytes; a sealed NONCE with a 64-byte name is about 120).
-    public static let maximumMessageLength = 512
+    package static let maximumMessageLength = 512
     /// Longest name sent; a longer one is cut (on a character boundary).
-    public static let maximumNameBytes = 64
+    package static let maximumNameBytes = 64
 
-    public let role: Role
-    public private(set) var phase: Phase = .exchanging
+    package let role: Role
+    package private(set) var phase: Phase = .exchanging
 
     private var handshake: NoiseXXHandshake
     private var sealer: RecordSealer?
@@ -105,7 +105,7 @@ public struct PairingExchange: Sendable {
     ///   - name: what this host calls itself (its identity's name).
     ///   - nonce: 32 random bytes; tests give their own.
     ///   - ephemeralKey: tests only.
-    public init(role: Role, identity: HostIdentity, name: String?, nonce: [UInt8]? = nil,
+    package init(role: Role, identity: HostIdentity, name: String?, nonce: [UInt8]? = nil,
                 ephemeralKey: Curve25519.KeyAgreement.PrivateKey? = nil) {
         self.role = role
         ownName = name.map(Self.cut)
@@ -116,7 +116,7 @@ public struct PairingExchange: Sendable {
     }
 
     /// The initiator's first message; nothing for the responder.
-    public mutating func start() throws(PairingError) -> [[UInt8]] {
+    package mutating func start() throws(PairingError) -> [[UInt8]] {
         guard !started else { throw .outOfOrder("started twice") }
         started = true
         guard role == .initiator else { return [] }
@@ -129,12 +129,12 @@ public struct PairingExchange: Sendable {
 
     /// Whether `message` opens a pairing (magic and version): what a listener checks before it
     /// gives a channel to a responder.
-    public static func isPairingHello(_ message: [UInt8]) -> Bool {
+    package static func isPairingHello(_ message: [UInt8]) -> Bool {
         message.count > magic.count + 1 && Array(message.prefix(magic.count)) == magic && message[magic.count] == version
     }
 
     /// Takes one message from the peer; returns what to send back.
-    public mutating func receive(_ message: [UInt8]) throws(PairingError) -> [[UInt8]] {
+    package mutating func receive(_ message: [UInt8]) throws(PairingError) -> [[UInt8]] {
         guard message.count <= Self.maximumMessageLength else { throw .malformed("a message of \(message.count) bytes") }
         switch expecting {
         case .pairHello:
@@ -208,7 +208,7 @@ public struct PairingExchange: Sendable {
     }
 
     /// The person's answer (true: the codes match); returns the message carrying it.
-    public mutating func answer(_ accepted: Bool) throws(PairingError) -> [[UInt8]] {
+    package mutating func answer(_ accepted: Bool) throws(PairingError) -> [[UInt8]] {
         guard case .comparing = phase, ownAnswer == nil else { throw .outOfOrder("an answer before the code is known") }
         ownAnswer = accepted
         let message = try seal(.answer, [accepted ? 1 : 0])
@@ -217,10 +217,10 @@ public struct PairingExchange: Sendable {
     }
 
     /// The peer's key once the handshake proved it (before the code is compared: not yet trusted).
-    public var peerKey: PeerKey? { handshake.remoteStaticKey }
+    package var peerKey: PeerKey? { handshake.remoteStaticKey }
 
     /// Whether the peer's answer arrived.
-    public var hasPeerAnswer: Bool { peerAnswer != nil }
+    package var hasPeerAnswer: Bool { peerAnswer != nil }
 
     // MARK: Steps
 
@@ -332,7 +332,7 @@ public struct PairingExchange: Sendable {
     }
 }
 
-public enum PairingError: Error, Sendable, Equatable, CustomStringConvertible {
+package enum PairingError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The first message is not a pairing's: someone else opened the channel.
     case notPairing
     case unsupportedVersion(UInt8)
@@ -344,7 +344,7 @@ public enum PairingError: Error, Sendable, Equatable, CustomStringConvertible {
     /// broken peer. Nothing is shown, nothing added.
     case commitmentMismatch
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .notPairing: return "the peer does not speak the pairing protocol"
         case .unsupportedVersion(let version): return "the peer speaks pairing version \(version), this host \(PairingExchange.version)"

@@ -8,6 +8,6 @@
 /// guests' one CPU is what bounds many small messages, not the link waiting for an ACK. A
 /// hostile central can hold at most this many of the sender's messages, each under the
 /// limits of a single one.
-public enum PipelineWindow {
-    public static let messages = 2
+package enum PipelineWindow {
+    package static let messages = 2
 }

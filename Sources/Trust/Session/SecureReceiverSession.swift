@@ -14,15 +14,19 @@ import Crypto
 /// opened; every length a peer controls is bounded (frames by `FrameReader`, reordering by the
 /// window, the message by `maximumPayloadLength`, DATA by the announced length).
 ///
-/// With `multi` each message is handed out (`.complete`) as its END verifies, to be stored and
+/// It holds none of the payload: each DATA record's new bytes are handed out (`.appended`) for the
+/// caller to keep where it wants (memory, a partial file), and the SHA-256 is taken as they pass.
+///
+/// With `multi` each message is reported (`.complete`) as its END verifies, to be stored and
 /// acknowledged (`acknowledgement`) before the next HEADER may follow; only one message is
 /// held at a time. The sender ends the stream with CLOSE `00` and `EOM`; this side may end it
 /// earlier with `close(reason:)` (CLOSE `01`: it takes no more).
 ///
-/// With `resume` chosen (section 5) a HEADER for which `heldPrefix` returns bytes (a checkpoint
-/// of an earlier session with the same sender, digest and length) is answered at once by a
-/// sealed RESUME with that offset; DATA bytes below it are skipped, the rest appended, and the
-/// SHA-256 over held + new bytes still decides. A resumed message that fails it is refused with
+/// With `resume` chosen (section 5) each HEADER asks the caller for a checkpoint of an earlier
+/// session with the same sender, digest and length (`.checkpointWanted`); the caller, holding
+/// one, puts its bytes where the message's go and answers `resume(heldBytes:digest:)`, which
+/// writes a sealed RESUME with that offset. DATA bytes below it are skipped, the rest handed
+/// out, and the SHA-256 over held + new bytes still decides. A resumed message that fails it is refused with
 /// a sealed ACK `03` (`.refusedDigestMismatch`), so the sender knows the checkpoint was bad.
 ///
 /// With `window` chosen (section 4) it writes PROGRESS, what it holds of the message under
@@ -32,8 +36,8 @@ import Crypto
 /// A prefix without `secure` is refused (`.notSecure`): every framed session is encrypted. A
 /// central without an identity of its own runs with a key made for the run, and
 /// `AuthorizedPeers.anyKey` accepts any sender's key (encrypted, not authenticated).
-public struct SecureReceiverSession: Sendable {
-    public enum Event: Sendable, Equatable {
+package struct SecureReceiverSession: Sendable {
+    package enum Event: Sendable, Equatable {
         /// A value to write to the characteristic, in order.
         case write([UInt8])
         /// A value of a PROGRESS record, in order with the `.write` values: nothing waits for
@@ -43,31 +47,30 @@ public struct SecureReceiverSession: Sendable {
         /// The announced message (its length is within `maximumPayloadLength`).
         case header(MessageHeader)
         case progress(bytesReceived: Int)
-        /// END verified: length and SHA-256 match the HEADER.
-        case complete(payload: MessagePayload, header: MessageHeader)
+        /// END verified: length and SHA-256 of the bytes handed out (`.appended`, and a
+        /// checkpoint's) match the HEADER.
+        case complete(header: MessageHeader)
         /// The sender's CLOSE: no more messages in this session.
         case closed(reason: UInt8)
         /// The bare `EOM` value, once every value before it arrived.
         case endOfStream
-        /// Resume: the HEADER matched a checkpoint of `offset` bytes; a RESUME was written.
+        /// Resume: the caller holds a checkpoint of `offset` bytes; a RESUME was written.
         case resumed(offset: Int)
-        /// Resume: payload bytes newly appended at `offset` (skipped bytes are not repeated),
-        /// for the caller's checkpoint.
+        /// Resume: the caller may hold a checkpoint of this message (`resume(heldBytes:digest:)`).
+        case checkpointWanted(MessageHeader)
+        /// Payload bytes of the message under way, newly received at `offset` (skipped bytes are
+        /// not repeated), for the caller to keep.
         case appended(offset: Int, bytes: [UInt8])
         /// Resume: a resumed message failed its SHA-256 or length; the sealed ACK `03` is in the
         /// `.write` events before this one. The session is over (later calls throw).
         case refusedDigestMismatch(MessageHeader)
     }
 
-    /// The bytes a checkpoint holds for this sender and message (empty: none). The key is nil
-    /// in the plain mode: the sender is not authenticated.
-    public typealias HeldPrefix = @Sendable (PeerKey?, MessageHeader) -> MessagePayload
-
     private enum Phase: Sendable, Equatable {
         case awaitingPrefix, awaitingMessage1, awaitingMessage3, awaitingHeader, receivingData, awaitingClose, closed
     }
 
-    public private(set) var remotePeer: AuthorizedPeers.Peer?
+    package private(set) var remotePeer: AuthorizedPeers.Peer?
 
     private let trust: (identity: HostIdentity, authorizedPeers: AuthorizedPeers)
     private let hello: HelloV2
@@ -87,17 +90,16 @@ public struct SecureReceiverSession: Sendable {
     private var sealer: RecordSealer?
     private var writer: SequencedStreamWriter
     private var header: MessageHeader?
-    /// The message under way: in memory, or in a partial file from `partialStore`.
-    private var payload = IncomingPayload(file: nil, expectedLength: 0)
-    /// Where a message's bytes go when they should not be held in memory (nil: memory).
-    private let partialStore: (any PartialPayloadStore)?
+    /// The message under way: how many of its bytes were handed out (or held by the caller's
+    /// checkpoint), and their SHA-256 so far.
+    private var received = 0
+    private var digest = RunningDigest()
     /// Messages verified (`.complete`) and not yet acknowledged, oldest first: at most one,
     /// or two with `pipeline` (the next message may arrive while the last one is stored).
     private var pendingAcks: [MessageHeader] = []
     private var endOfMessageSeen = false
     private var endOfStreamReported = false
     private var failure: SecureSessionError?
-    private let heldPrefix: HeldPrefix?
     /// Resume: the offset the next DATA record from the sender must carry (it may jump once,
     /// forward to the RESUME offset, `resumeOffset`).
     private var senderNextOffset = 0
@@ -109,14 +111,11 @@ public struct SecureReceiverSession: Sendable {
     ///   - hello: the HELLO v2 this central wrote (it offers `secure`).
     ///   - maximumPayloadLength: a HEADER announcing more is refused (`.tooLarge`) before DATA.
     ///   - maximumWriteLength: ATT MTU − 3 for our writes (brought within 20...512).
-    public init(
+    package init(
         identity: HostIdentity, authorizedPeers: AuthorizedPeers, hello: HelloV2,
-        maximumPayloadLength: Int, maximumWriteLength: Int, heldPrefix: HeldPrefix? = nil,
-        partialStore: (any PartialPayloadStore)? = nil
+        maximumPayloadLength: Int, maximumWriteLength: Int
     ) {
-        self.partialStore = partialStore
         let trust = (identity: identity, authorizedPeers: authorizedPeers)
-        self.heldPrefix = heldPrefix
         self.trust = trust
         self.hello = hello
         self.maximumPayloadLength = max(maximumPayloadLength, 0)
@@ -127,24 +126,27 @@ public struct SecureReceiverSession: Sendable {
     }
 
     /// This session runs over an L2CAP channel (its HELLO offered `channel`).
-    public var overChannel: Bool { hello.offered.contains(.channel) }
+    package var overChannel: Bool { hello.offered.contains(.channel) }
 
     /// Whether a first notification value starts a version-2 stream: sequence number 0, the
     /// prefix magic and version 2.
     /// The sender chose `multi`: several messages may follow in this session.
-    public var carriesSeveralMessages: Bool { chosen.contains(.multi) }
+    package var carriesSeveralMessages: Bool { chosen.contains(.multi) }
     /// The sender chose `pipeline` (with `multi`): its next HEADER may come before our last ACK.
-    public var pipelines: Bool { chosen.contains(.pipeline) && carriesSeveralMessages }
+    package var pipelines: Bool { chosen.contains(.pipeline) && carriesSeveralMessages }
     /// The sender chose the secure mode (false before the prefix arrived, and in the plain mode).
-    public var isSecure: Bool { chosen.contains(.secure) }
+    package var isSecure: Bool { chosen.contains(.secure) }
     /// The stream's prefix arrived: `isSecure` and `carriesSeveralMessages` are known.
-    public var hasReadPrefix: Bool { phase != .awaitingPrefix }
+    package var hasReadPrefix: Bool { phase != .awaitingPrefix }
     /// This central's HELLO offered the secure mode.
-    public var offersSecure: Bool { hello.offered.contains(.secure) }
+    package var offersSecure: Bool { hello.offered.contains(.secure) }
     /// How many messages completed (verified) in this session.
-    public private(set) var completedCount = 0
+    package private(set) var completedCount = 0
 
-    public static func startsVersion2Stream(_ value: [UInt8]) -> Bool {
+    /// How far ahead of the one missing a value of the stream may arrive (reordering bound).
+    package static let reorderWindow = SequencedStream.reorderWindow
+
+    package static func startsVersion2Stream(_ value: [UInt8]) -> Bool {
         let magic = StreamPrefix.magic
         let start = SequencedStream.sequenceLength
         return value.count > start + magic.count && value[0] == 0 && value[1] == 0
@@ -153,7 +155,7 @@ public struct SecureReceiverSession: Sendable {
     }
 
     /// One notification value. Any error ends the session; nothing of the message may be kept.
-    public mutating func receiveNotification(_ value: [UInt8]) throws(SecureSessionError) -> [Event] {
+    package mutating func receiveNotification(_ value: [UInt8]) throws(SecureSessionError) -> [Event] {
         if let failure { throw failure }
         // After our CLOSE the rest of the stream is of no interest (the sender stops).
         if closedByUs { return [] }
@@ -182,7 +184,7 @@ public struct SecureReceiverSession: Sendable {
     /// of the sealed ACK. `outcome`: `00` stored, `01` already stored, `02` refused by a limit.
     /// `closingWith` (multi only): a sealed CLOSE with that reason follows the ACK in the same
     /// writes (no round trip more), and nothing is read after it.
-    public mutating func acknowledgement(outcome: UInt8, closingWith closeReason: UInt8? = nil)
+    package mutating func acknowledgement(outcome: UInt8, closingWith closeReason: UInt8? = nil)
         throws(SecureSessionError) -> [[UInt8]] {
         if let failure { throw failure }
         guard !closedByUs else { throw .protocolViolation("acknowledgement after this side's CLOSE") }
@@ -210,7 +212,7 @@ public struct SecureReceiverSession: Sendable {
 
     /// Multi, after acknowledging the last message it takes: the write values of a sealed
     /// CLOSE (`01`: this side takes no more). Nothing is read after it.
-    public mutating func close(reason: UInt8) throws(SecureSessionError) -> [[UInt8]] {
+    package mutating func close(reason: UInt8) throws(SecureSessionError) -> [[UInt8]] {
         if let failure { throw failure }
         guard carriesSeveralMessages, completedCount > 0, pendingAcks.isEmpty, var sealer else {
             throw .protocolViolation("CLOSE only after an acknowledged message of a multi session")
@@ -228,7 +230,7 @@ public struct SecureReceiverSession: Sendable {
 
     private mutating func fail(_ error: SecureSessionError) {
         failure = error
-        payload = IncomingPayload(file: nil, expectedLength: 0)
+        received = 0
     }
 
     private mutating func endOfStreamIfDone() -> [Event] {
@@ -332,30 +334,31 @@ public struct SecureReceiverSession: Sendable {
         try sealAndDrain(record)
     }
 
-    /// Takes `held` as the message's first bytes and writes the sealed RESUME at once.
-    private mutating func resume(_ announced: MessageHeader, holding held: MessagePayload) throws(SecureSessionError) -> [Event] {
-        let writes = try sealAndDrain(.resume(message: announced.message, offset: UInt64(held.count)))
-        // In pieces: a checkpoint in a file is copied, never held whole.
-        var offset = 0
-        while offset < held.count {
-            let piece: [UInt8]
-            do {
-                piece = try held.bytes(in: offset..<min(held.count, offset + (1 << 20)))
-            } catch {
-                throw .storageFailed(error.description)
-            }
-            try append(piece)
-            offset += piece.count
+    /// Resume: the caller holds the first `heldBytes` bytes of the message under way (a
+    /// checkpoint, already put where the message's bytes go) and `digest`, their SHA-256 state.
+    /// A sealed RESUME goes out at once, and DATA below that offset is skipped. Nothing when the
+    /// message already got that far, or none is under way.
+    package mutating func resume(heldBytes: Int, digest held: RunningDigest) throws(SecureSessionError) -> [Event] {
+        if let failure { throw failure }
+        guard phase == .receivingData, let header, chosen.contains(.resume), resumeOffset == nil,
+              heldBytes > received, UInt64(heldBytes) <= header.payloadLength else { return [] }
+        do throws(SecureSessionError) {
+            let writes = try sealAndDrain(.resume(message: header.message, offset: UInt64(heldBytes)))
+            received = heldBytes
+            digest = held
+            resumeOffset = heldBytes
+            reportedHeld = heldBytes
+            return writes.map(Event.write) + [.resumed(offset: heldBytes), .progress(bytesReceived: heldBytes)]
+        } catch {
+            fail(error)
+            throw error
         }
-        resumeOffset = held.count
-        reportedHeld = held.count
-        return writes.map(Event.write) + [.resumed(offset: held.count), .progress(bytesReceived: payload.count)]
     }
 
-    /// `window`: a sealed PROGRESS saying this side holds the message's first `payload.count` bytes.
+    /// `window`: a sealed PROGRESS saying this side holds the message's first `received` bytes.
     private mutating func reportProgress(of header: MessageHeader) throws(SecureSessionError) -> [Event] {
-        let writes = try sealAndDrain(.progress(message: header.message, held: UInt64(payload.count)))
-        reportedHeld = payload.count
+        let writes = try sealAndDrain(.progress(message: header.message, held: UInt64(received)))
+        reportedHeld = received
         return writes.map(Event.progressWrite)
     }
 
@@ -377,19 +380,9 @@ public struct SecureReceiverSession: Sendable {
         writer.flush()
         writes = writer.drain()
         failure = .digestMismatch
-        payload = IncomingPayload(file: nil, expectedLength: 0)
+        received = 0
         phase = .closed
         return writes.map(Event.write) + [.refusedDigestMismatch(header)]
-    }
-
-    /// Bytes of the message under way, in order; a partial file that cannot take them ends
-    /// the session (`.storageFailed`): nothing of the message is acknowledged.
-    private mutating func append(_ bytes: [UInt8]) throws(SecureSessionError) {
-        do {
-            try payload.append(bytes)
-        } catch {
-            throw .storageFailed(error.description)
-        }
     }
 
     private mutating func open(_ frame: Frame) throws(SecureSessionError) -> RecordMessage {
@@ -399,92 +392,11 @@ public struct SecureReceiverSession: Sendable {
     private mutating func handle(_ message: RecordMessage) throws(SecureSessionError) -> [Event] {
         switch (phase, message) {
         case (.awaitingHeader, .header(let announced)):
-            guard announced.message == expectedMessage else {
-                throw .protocolViolation("HEADER of message \(announced.message), message \(expectedMessage) expected")
-            }
-            // Stop-and-wait: the sender starts a message only after the last one's ACK; with
-            // `pipeline` only while fewer than `PipelineWindow.messages` await their ACKs.
-            guard pendingAcks.count <= (pipelines ? PipelineWindow.messages - 1 : 0) else {
-                throw .protocolViolation("HEADER of message \(announced.message) before message \(pendingAcks[0].message) was acknowledged")
-            }
-            guard announced.payloadLength <= UInt64(maximumPayloadLength) else {
-                throw .tooLarge(announced: announced.payloadLength, limit: maximumPayloadLength)
-            }
-            guard announced.metadata == nil || chosen.contains(.meta) else {
-                throw .protocolViolation("HEADER with file metadata, but meta was not chosen")
-            }
-            header = announced
-            senderNextOffset = 0
-            resumeOffset = nil
-            reportedHeld = 0
-            let file: PayloadFile?
-            do {
-                file = try partialStore?.makePartialFile(length: announced.payloadLength)
-            } catch {
-                throw .storageFailed(error.description)
-            }
-            payload = IncomingPayload(file: file, expectedLength: Int(clamping: announced.payloadLength))
-            phase = .receivingData
-            var events: [Event] = [.header(announced)]
-            // The plain mode keys checkpoints by no sender (nil): the SHA-256 at END decides.
-            if chosen.contains(.resume), let heldPrefix, remotePeer != nil {
-                let held = heldPrefix(remotePeer?.key, announced)
-                if !held.isEmpty, UInt64(held.count) <= announced.payloadLength {
-                    events += try resume(announced, holding: held)
-                }
-            }
-            return events
+            return try begin(announced)
         case (.receivingData, .data(let number, let offset, let bytes)):
-            guard let header, number == header.message else {
-                throw .protocolViolation("DATA of message \(number), message \(header?.message ?? 0) expected")
-            }
-            // The sender's DATA is contiguous, except for one jump forward to the RESUME offset.
-            let jumpsToResume = resumeOffset.map { $0 > senderNextOffset && offset == UInt64($0) } ?? false
-            guard offset == UInt64(senderNextOffset) || jumpsToResume else {
-                throw .protocolViolation("DATA at offset \(offset), \(senderNextOffset) expected")
-            }
-            guard UInt64(bytes.count) <= header.payloadLength - offset else {
-                throw .protocolViolation("DATA beyond the announced \(header.payloadLength) bytes")
-            }
-            senderNextOffset = Int(offset) + bytes.count
-            // Bytes below what is held (a checkpoint) were sent before the RESUME was read.
-            let skip = max(0, payload.count - Int(offset))
-            guard skip < bytes.count else { return [] }
-            let fresh = Array(bytes[skip...])
-            let appendedAt = payload.count
-            try append(fresh)
-            var events: [Event] = []
-            if chosen.contains(.resume) { events.append(.appended(offset: appendedAt, bytes: fresh)) }
-            events.append(.progress(bytesReceived: payload.count))
-            // After `.appended`: the caller keeps the bytes in its checkpoint before it writes
-            // that it holds them. Not once the message is all here: its ACK follows.
-            if chosen.contains(.window), payload.count - reportedHeld >= FlowWindow.reportInterval,
-               UInt64(payload.count) < header.payloadLength {
-                events += try reportProgress(of: header)
-            }
-            return events
+            return try take(message: number, offset: offset, bytes: bytes)
         case (.receivingData, .end(let number, let totalBytes)):
-            guard let header, number == header.message else {
-                throw .protocolViolation("END of message \(number), message \(header?.message ?? 0) expected")
-            }
-            guard totalBytes == header.payloadLength, UInt64(payload.count) == totalBytes,
-                payload.digest == header.digest
-            else {
-                guard resumeOffset != nil else { throw .digestMismatch }
-                return try refuseResumedMessage(header)
-            }
-            pendingAcks.append(header)
-            completedCount += 1
-            // Multi: the next HEADER or the CLOSE may follow (after our ACK).
-            if carriesSeveralMessages {
-                phase = .awaitingHeader
-                expectedMessage = number &+ 1
-            } else {
-                phase = .awaitingClose
-            }
-            let completed = payload.payload
-            payload = IncomingPayload(file: nil, expectedLength: 0)
-            return [.complete(payload: completed, header: header)]
+            return try end(message: number, totalBytes: totalBytes)
         case (.awaitingClose, .close(let reason)):
             phase = .closed
             return [.closed(reason: reason)]
@@ -499,5 +411,87 @@ public struct SecureReceiverSession: Sendable {
         default:
             throw .protocolViolation("\(message.record.kind) record out of place")
         }
+    }
+
+    /// A HEADER: checked against the bounds, then the message's bytes are awaited (and, with
+    /// `resume`, the caller is asked whether it holds some already).
+    private mutating func begin(_ announced: MessageHeader) throws(SecureSessionError) -> [Event] {
+        guard announced.message == expectedMessage else {
+            throw .protocolViolation("HEADER of message \(announced.message), message \(expectedMessage) expected")
+        }
+        // Stop-and-wait: the sender starts a message only after the last one's ACK; with
+        // `pipeline` only while fewer than `PipelineWindow.messages` await their ACKs.
+        guard pendingAcks.count <= (pipelines ? PipelineWindow.messages - 1 : 0) else {
+            throw .protocolViolation("HEADER of message \(announced.message) before message \(pendingAcks[0].message) was acknowledged")
+        }
+        guard announced.payloadLength <= UInt64(maximumPayloadLength) else {
+            throw .tooLarge(announced: announced.payloadLength, limit: maximumPayloadLength)
+        }
+        guard announced.metadata == nil || chosen.contains(.meta) else {
+            throw .protocolViolation("HEADER with file metadata, but meta was not chosen")
+        }
+        header = announced
+        senderNextOffset = 0
+        resumeOffset = nil
+        reportedHeld = 0
+        received = 0
+        digest = RunningDigest()
+        phase = .receivingData
+        // The plain mode keyed checkpoints by no sender: only an authenticated one is asked for.
+        if chosen.contains(.resume), remotePeer != nil { return [.header(announced), .checkpointWanted(announced)] }
+        return [.header(announced)]
+    }
+
+    /// DATA: the new bytes, handed out in order; the sender's DATA is contiguous, except for one
+    /// jump forward to the RESUME offset.
+    private mutating func take(message number: UInt32, offset: UInt64, bytes: [UInt8]) throws(SecureSessionError) -> [Event] {
+        guard let header, number == header.message else {
+            throw .protocolViolation("DATA of message \(number), message \(header?.message ?? 0) expected")
+        }
+        let jumpsToResume = resumeOffset.map { $0 > senderNextOffset && offset == UInt64($0) } ?? false
+        guard offset == UInt64(senderNextOffset) || jumpsToResume else {
+            throw .protocolViolation("DATA at offset \(offset), \(senderNextOffset) expected")
+        }
+        guard UInt64(bytes.count) <= header.payloadLength - offset else {
+            throw .protocolViolation("DATA beyond the announced \(header.payloadLength) bytes")
+        }
+        senderNextOffset = Int(offset) + bytes.count
+        // Bytes below what is held (a checkpoint) were sent before the RESUME was read.
+        let skip = max(0, received - Int(offset))
+        guard skip < bytes.count else { return [] }
+        let fresh = Array(bytes[skip...])
+        let appendedAt = received
+        digest.update(fresh)
+        received += fresh.count
+        var events: [Event] = [.appended(offset: appendedAt, bytes: fresh), .progress(bytesReceived: received)]
+        // After `.appended`: the caller keeps the bytes before it writes that it holds them.
+        // Not once the message is all here: its ACK follows.
+        if chosen.contains(.window), received - reportedHeld >= FlowWindow.reportInterval,
+           UInt64(received) < header.payloadLength {
+            events += try reportProgress(of: header)
+        }
+        return events
+    }
+
+    /// END: the length and SHA-256 of what was handed out must match the HEADER.
+    private mutating func end(message number: UInt32, totalBytes: UInt64) throws(SecureSessionError) -> [Event] {
+        guard let header, number == header.message else {
+            throw .protocolViolation("END of message \(number), message \(header?.message ?? 0) expected")
+        }
+        guard totalBytes == header.payloadLength, UInt64(received) == totalBytes, digest.digest == header.digest else {
+            guard resumeOffset != nil else { throw .digestMismatch }
+            return try refuseResumedMessage(header)
+        }
+        pendingAcks.append(header)
+        completedCount += 1
+        // Multi: the next HEADER or the CLOSE may follow (after our ACK).
+        if carriesSeveralMessages {
+            phase = .awaitingHeader
+            expectedMessage = number &+ 1
+        } else {
+            phase = .awaitingClose
+        }
+        received = 0
+        return [.complete(header: header)]
     }
 }

@@ -32,14 +32,14 @@ import Crypto
 /// (PROGRESS); DATA runs at most `FlowWindow.bytes` beyond the last report (or the RESUME
 /// offset, or 0), and the stream pauses there until the next one. What a cut link can lose of a
 /// message is thereby bounded, whatever the queues between the two applications hold.
-public struct SecureSenderSession: Sendable {
-    public enum State: Sendable, Equatable {
+package struct SecureSenderSession: Sendable {
+    package enum State: Sendable, Equatable {
         case awaitingHandshake, sending, awaitingAck, acknowledged, failed
         /// The central wrote CLOSE: nothing more is sent or read.
         case closedByCentral
     }
 
-    public enum Event: Sendable, Equatable {
+    package enum Event: Sendable, Equatable {
         /// Message 2 was read and its key is authorized: message 3 and the records follow.
         case centralAuthenticated(AuthorizedPeers.Peer)
         /// A sealed ACK for our message with our full digest, outcome `00` or `01`.
@@ -64,31 +64,32 @@ public struct SecureSenderSession: Sendable {
         case none
     }
 
-    public private(set) var state: State
-    public let chosen: Capabilities
-    public private(set) var remotePeer: AuthorizedPeers.Peer?
-    public private(set) var payloadBytesSent = 0
+    package private(set) var state: State
+    package let chosen: Capabilities
+    package private(set) var remotePeer: AuthorizedPeers.Peer?
+    package private(set) var payloadBytesSent = 0
     /// Payload bytes handed out in DATA records during the whole session, every message
     /// counted, skipped ranges not: what this session put on the air as payload.
-    public private(set) var payloadBytesNotified = 0
+    package private(set) var payloadBytesNotified = 0
     /// Where the current message's DATA started after a RESUME (nil: not resumed).
-    public private(set) var resumedAt: UInt64?
-    public private(set) var endOfMessageSent = false
+    package private(set) var resumedAt: UInt64?
+    package private(set) var endOfMessageSent = false
 
     private let authorizedPeers: AuthorizedPeers
     private var payload: MessagePayload {
-        didSet { payloadReader = PayloadWindowReader(payload) }
+        didSet { window = PayloadWindow() }
     }
-    /// Reads the payload as DATA records are sealed: one read per window for a file.
-    private var payloadReader: PayloadWindowReader
+    /// The bytes of the payload's file held for the DATA records to seal: the caller reads
+    /// them (`payloadWanted`, `providePayload`); a payload in memory is sliced directly.
+    private var window = PayloadWindow()
     private var header: MessageHeader
     /// `multi` was chosen: the stream pauses after each END for its ACK, and the caller
     /// decides what follows (`sendNext`, `finish`).
-    public var carriesSeveralMessages: Bool { chosen.contains(.multi) }
+    package var carriesSeveralMessages: Bool { chosen.contains(.multi) }
     /// How many messages were acknowledged in this session.
-    public private(set) var acknowledgedCount = 0
+    package private(set) var acknowledgedCount = 0
     /// The message number of the message being sent (or last sent).
-    public var currentMessageNumber: UInt32 { header.message }
+    package var currentMessageNumber: UInt32 { header.message }
     /// Nil in the plain mode.
     private var handshake: NoiseXXHandshake?
     private var sealer: RecordSealer?
@@ -126,7 +127,7 @@ public struct SecureSenderSession: Sendable {
     ///   - wantsMulti: this side may have more messages; `multi` is chosen when the central
     ///     offered it.
     /// - Throws: `.notSecure` if `hello` does not offer `secure`.
-    public init(
+    package init(
         identity: HostIdentity, authorizedPeers: AuthorizedPeers, hello: HelloV2,
         payload: MessagePayload, digest: [UInt8], metadata: FileMetadata?,
         maximumValueLength: Int, wantsMulti: Bool = false, acceptsResume: Bool = true, acceptsWindow: Bool = true,
@@ -167,7 +168,6 @@ public struct SecureSenderSession: Sendable {
         self.chosen = prefix.chosen
         self.authorizedPeers = authorizedPeers
         self.payload = payload
-        payloadReader = PayloadWindowReader(payload)
         header = MessageHeader(
             message: firstMessageNumber, payloadLength: UInt64(payload.count), digest: digest,
             metadata: chosen.contains(.meta) ? metadata : nil)
@@ -187,17 +187,36 @@ public struct SecureSenderSession: Sendable {
         self.handshake = handshake
     }
 
+    /// The bytes of the payload's file the next DATA record needs, to be read and handed over
+    /// with `providePayload`; nil when none is wanted. `nextValue` gives nil meanwhile.
+    package var payloadWanted: Range<Int>? {
+        guard failure == nil, case .data(let offset) = nextRecord, mayHandOutData(at: offset) else { return nil }
+        return window.wanted(offset..<min(offset + RecordMessage.dataBytesPerRecord, payload.count), in: payload)
+    }
+
+    /// Bytes of the payload's file read at `offset`, as `payloadWanted` asked.
+    package mutating func providePayload(_ bytes: [UInt8], at offset: Int) {
+        window.keep(bytes, at: offset)
+    }
+
+    /// The payload's file could not be read: nothing more goes out (the central keeps nothing
+    /// of a message without its END), and `localFailure` says why.
+    package mutating func payloadUnreadable(_ reason: String) {
+        failure = .payloadUnreadable(reason)
+        state = .failed
+    }
+
     /// Why the session failed on this side (the payload's file could not be read), once it has.
-    public var localFailure: SecureSessionError? {
+    package var localFailure: SecureSessionError? {
         if case .payloadUnreadable = failure { failure } else { nil }
     }
 
     /// The session runs in the secure mode (keys, handshake, sealed records).
-    public var isSecure: Bool { chosen.contains(.secure) }
+    package var isSecure: Bool { chosen.contains(.secure) }
 
     /// The next notification value, or nil while the session waits for the central (after
     /// message 1; after `EOM`) or has failed.
-    public mutating func nextValue() -> [UInt8]? {
+    package mutating func nextValue() -> [UInt8]? {
         // `.failed` without a `failure`: the central refused a message (ACK `02`/`03`), with
         // `pipeline` possibly while the next one was under way; nothing more goes out.
         guard failure == nil, !endOfMessageSent, state != .closedByCentral, state != .failed else { return nil }
@@ -214,11 +233,11 @@ public struct SecureSenderSession: Sendable {
 
     /// `pipeline` was chosen (with `multi`): the next message may start before the last
     /// one's ACK (`acceptsNextBeforeAck`), `PipelineWindow.messages` at most unacknowledged.
-    public var pipelines: Bool { chosen.contains(.pipeline) && carriesSeveralMessages }
+    package var pipelines: Bool { chosen.contains(.pipeline) && carriesSeveralMessages }
 
     /// Pipeline: the current message's END went out, fewer than the window await their ACKs, and
     /// the stream is not closing: `sendNext` may start the next message now.
-    public var acceptsNextBeforeAck: Bool {
+    package var acceptsNextBeforeAck: Bool {
         // END sealed (`.awaitingAck`) is not END handed out: until then an ACK for the message
         // cannot be genuine, and the earlier message's ACK is not checked against its END.
         guard let endRecordStreamEnd, writer.bytesHandedOut >= endRecordStreamEnd else { return false }
@@ -229,14 +248,14 @@ public struct SecureSenderSession: Sendable {
 
     /// Messages sent (END handed out or sealed) whose ACK has not come: 0 or 1, up to
     /// `PipelineWindow.messages` with `pipeline`.
-    public var unacknowledgedCount: Int {
+    package var unacknowledgedCount: Int {
         unacknowledgedEarlier.count + (state == .awaitingAck ? 1 : 0)
     }
 
     /// Multi: after `.acknowledged` (or, with `pipeline`, while `acceptsNextBeforeAck`), the
     /// next message of this session (number + 1), sent right away. Its payload bytes are
     /// counted from 0 again (`payloadBytesSent`).
-    public mutating func sendNext(payload: MessagePayload, digest: [UInt8], metadata: FileMetadata?) throws(SecureSessionError) {
+    package mutating func sendNext(payload: MessagePayload, digest: [UInt8], metadata: FileMetadata?) throws(SecureSessionError) {
         guard carriesSeveralMessages else { throw .protocolViolation("a next message, but multi was not chosen") }
         let pipelined = acceptsNextBeforeAck
         guard state == .acknowledged || pipelined, failure == nil, nextRecord == .none, !closeSealed else {
@@ -262,7 +281,7 @@ public struct SecureSenderSession: Sendable {
     }
 
     /// Multi: after `.acknowledged`, ends the stream: CLOSE `00` ("no more messages") and `EOM`.
-    public mutating func finish() throws(SecureSessionError) {
+    package mutating func finish() throws(SecureSessionError) {
         guard state == .acknowledged, failure == nil, nextRecord == .none, !closeSealed else {
             throw .protocolViolation("the session is finished only after an acknowledged message")
         }
@@ -271,7 +290,7 @@ public struct SecureSenderSession: Sendable {
 
     /// A value the central wrote during this session (`sequence (2) | piece`, possibly out of
     /// order). Any error ends the session (state `.failed`).
-    public mutating func receiveWrite(_ value: [UInt8]) throws(SecureSessionError) -> [Event] {
+    package mutating func receiveWrite(_ value: [UInt8]) throws(SecureSessionError) -> [Event] {
         if let failure { throw failure }
         do throws(SecureSessionError) {
             var events: [Event] = []
@@ -443,7 +462,7 @@ public struct SecureSenderSession: Sendable {
 
     /// `window` chosen and the next DATA record would run past what the central reported
     /// holding plus the window: the stream pauses until its next PROGRESS.
-    public var awaitsProgress: Bool {
+    package var awaitsProgress: Bool {
         guard case .data(let offset) = nextRecord else { return false }
         return !mayHandOutData(at: offset)
     }
@@ -474,16 +493,8 @@ public struct SecureSenderSession: Sendable {
                     return
                 }
                 let end = min(offset + RecordMessage.dataBytesPerRecord, payload.count)
-                let bytes: [UInt8]
-                do {
-                    bytes = try payloadReader.bytes(in: offset..<end)
-                } catch {
-                    // The file changed or failed under us: nothing more goes out (the central
-                    // keeps nothing of a message without its END), and the caller says why.
-                    failure = .payloadUnreadable(error.description)
-                    state = .failed
-                    return
-                }
+                // Not read yet: the caller reads them (`payloadWanted`) and the records go on.
+                guard let bytes = window.bytes(offset..<end, of: payload) else { return }
                 record = .data(message: header.message, offset: UInt64(offset), bytes: bytes)
                 payloadEnd = end
                 nextRecord = end == payload.count ? .end : .data(offset: end)
@@ -536,7 +547,7 @@ public struct SecureSenderSession: Sendable {
     /// the values up to message 1, those of message 3 and the records (with the longest
     /// metadata a HEADER can carry), each segment possibly one value longer for its short end,
     /// and `EOM`.
-    public static func estimatedValueCount(payloadLength: Int, maximumValueLength: Int, overChannel: Bool = false) -> Int {
+    package static func estimatedValueCount(payloadLength: Int, maximumValueLength: Int, overChannel: Bool = false) -> Int {
         let piece = SequencedStream.clampValueLength(maximumValueLength, overChannel: overChannel) - SequencedStream.sequenceLength
         let recordOverhead = Frame.headerLength + 1 + NoiseCipherState.tagLength
         let first = StreamPrefix.encodedLength + Frame.headerLength + NoiseXXHandshake.minimumLength(ofMessage: 0)
@@ -554,7 +565,7 @@ public struct SecureSenderSession: Sendable {
 
 extension SecureSenderSession {
     /// A session for a payload held in memory.
-    public init(
+    package init(
         identity: HostIdentity, authorizedPeers: AuthorizedPeers, hello: HelloV2,
         payload: [UInt8], digest: [UInt8], metadata: FileMetadata?,
         maximumValueLength: Int, wantsMulti: Bool = false, acceptsResume: Bool = true, acceptsWindow: Bool = true,
@@ -579,7 +590,7 @@ extension SecureSenderSession {
     }
 
     /// The next message, held in memory.
-    public mutating func sendNext(payload: [UInt8], digest: [UInt8], metadata: FileMetadata?) throws(SecureSessionError) {
+    package mutating func sendNext(payload: [UInt8], digest: [UInt8], metadata: FileMetadata?) throws(SecureSessionError) {
         try sendNext(payload: MessagePayload(payload), digest: digest, metadata: metadata)
     }
 }

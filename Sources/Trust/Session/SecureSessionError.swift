@@ -1,6 +1,6 @@
 /// Why a version-2 secure session ended without delivering its message. Every case reads as one
 /// line; the roles print it after the peer's address.
-public enum SecureSessionError: Error, Sendable, Equatable, CustomStringConvertible {
+package enum SecureSessionError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The other side's static key is not in the authorized peers.
     case unauthorizedPeer(PeerKey)
     /// Receiver: the peer answered without `secure` (a downgrade, or a v2 plain peer).
@@ -22,7 +22,7 @@ public enum SecureSessionError: Error, Sendable, Equatable, CustomStringConverti
     /// This side could not keep the message's bytes (its partial file failed: disk full…).
     case storageFailed(String)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .unauthorizedPeer(let key): return "peer key \(key.fingerprint) is not authorized"
         case .notSecure: return "peer does not speak the secure mode this side requires"

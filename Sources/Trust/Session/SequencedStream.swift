@@ -2,18 +2,18 @@
 /// each value is `sequence number (2, big-endian, wrapping) | piece` and carries the next bytes
 /// of one byte stream. The notification stream additionally ends with the bare `EOM` value,
 /// which the sessions handle themselves.
-public enum SequencedStream {
-    /// The value that ends the notification stream, as in version 1.
+package enum SequencedStream {
+    /// The value that ends the notification stream, as in Apple's flow.
     static let endOfMessage: [UInt8] = [0x45, 0x4F, 0x4D]  // "EOM"
     static let sequenceLength = 2
-    /// How far ahead of the next needed value one may arrive (as version 1's receiver allows).
+    /// How far ahead of the next needed value one may arrive.
     static let reorderWindow = 256
     /// Every ATT bearer carries 20 bytes; no attribute value exceeds 512.
     static let valueLengths = 20...512
     /// Over an L2CAP channel (`channel`) a value is one SDU: up to 8 KiB, so that a 4 KiB DATA
     /// record and its neighbours travel in one value and the per-value work (a system call on
     /// each side) is paid once per several KiB.
-    public static let channelValueLengths = 20...8192
+    package static let channelValueLengths = 20...8192
 
     static func clampValueLength(_ length: Int) -> Int {
         clampValueLength(length, overChannel: false)

@@ -3,6 +3,7 @@ import DBus
 import Foundation
 import Transfer
 import TestSupport
+import Trust
 
 /// A minimal GATT peripheral for central tests, built straight on the BlueZ layer (not on our
 /// Peripheral engine, so the central is tested against an independent sender). It serves the
@@ -14,11 +15,9 @@ final class ScriptedPeripheral: Sendable {
     enum Delivery: Sendable {
         /// Apple's format: `chunk`-byte values then `EOM`, whatever the central wrote.
         case compat([UInt8], chunk: Int = 20)
-        /// The framed format when the central wrote a HELLO (compat otherwise).
-        case framed([UInt8])
-        /// Framed, with one payload byte flipped after the header was built: the digest
-        /// cannot match.
-        case framedCorrupted([UInt8])
+        /// The retired framed version 1 when the central wrote a HELLO (compat otherwise): a
+        /// sender of an old build.
+        case retiredVersion1([UInt8])
         /// Compat values for the first `bytes` bytes, then the peripheral drops the
         /// subscription (closes its notification socket, as BlueZ does when the link is lost;
         /// no `EOM`). Needs the socket mechanism.
@@ -47,8 +46,8 @@ final class ScriptedPeripheral: Sendable {
     final class Recorder: @unchecked Sendable {
         // @unchecked Sendable: every field is only touched while holding `lock`.
         private let lock = NSLock()
-        private var _hellos: [Hello] = []
-        private var _acks: [Ack] = []
+        private var _hellos: [HelloV2] = []
+        private var _otherWrites: [[UInt8]] = []
         private var _writes: [[UInt8]] = []
         private var _subscriptions = 0
         private var script: [Delivery]
@@ -61,20 +60,20 @@ final class ScriptedPeripheral: Sendable {
             return body()
         }
 
-        var hellos: [Hello] { withLock { _hellos } }
-        var acks: [Ack] { withLock { _acks } }
+        var hellos: [HelloV2] { withLock { _hellos } }
+        /// What the central wrote besides its HELLOs (an ACK).
+        var otherWrites: [[UInt8]] { withLock { _otherWrites } }
         var subscriptions: Int { withLock { _subscriptions } }
 
         func recordWrite(_ value: [UInt8]) {
             withLock {
                 _writes.append(value)
-                if let hello = WireFormat.parseHello(value) { _hellos.append(hello) }
-                if let ack = WireFormat.parseAck(value) { _acks.append(ack) }
+                if let hello = HelloV2(parsing: value) { _hellos.append(hello) } else { _otherWrites.append(value) }
             }
         }
 
         /// The next delivery (the last one repeats) and the HELLO that preceded it, if any.
-        func nextDelivery() -> (Delivery?, Hello?) {
+        func nextDelivery() -> (Delivery?, HelloV2?) {
             withLock {
                 _subscriptions += 1
                 let delivery = script.count > 1 ? script.removeFirst() : script.first
@@ -95,15 +94,9 @@ final class ScriptedPeripheral: Sendable {
         let adapter = try session.adapter(named: "hci\(adapterIndex)")
         let recorder = Recorder(script: script)
 
-        @Sendable func values(for delivery: Delivery, hello: Hello?, valueLength: Int) -> (values: [[UInt8]], then: After) {
+        @Sendable func values(for delivery: Delivery, hello: HelloV2?, valueLength: Int) -> (values: [[UInt8]], then: After) {
             func compat(_ payload: [UInt8], _ chunk: Int) -> [[UInt8]] {
-                var sender = MessageSender(message: OutgoingMessage(payload: payload), replyingTo: nil, maximumValueLength: chunk)
-                var values: [[UInt8]] = []
-                while let value = sender.nextValue() { values.append(value) }
-                return values
-            }
-            func framed(_ payload: [UInt8]) -> [[UInt8]] {
-                var sender = MessageSender(message: OutgoingMessage(payload: payload), replyingTo: hello, maximumValueLength: valueLength)
+                var sender = MessageSender(message: OutgoingMessage(payload: payload), maximumValueLength: chunk)
                 var values: [[UInt8]] = []
                 while let value = sender.nextValue() { values.append(value) }
                 return values
@@ -111,15 +104,16 @@ final class ScriptedPeripheral: Sendable {
             switch delivery {
             case .compat(let payload, let chunk):
                 return (compat(payload, chunk), .keep)
-            case .framed(let payload):
-                return (framed(payload), .keep)
-            case .framedCorrupted(let payload):
-                var list = framed(payload)
-                // The last data value (before EOM) carries payload bytes; flip one.
-                if list.count >= 2, !list[list.count - 2].isEmpty {
-                    list[list.count - 2][list[list.count - 2].count - 1] ^= 0xFF
+            case .retiredVersion1(let payload) where hello != nil:
+                // Sequence number 0, the version-1 header's magic and version, a session; then
+                // the payload behind sequence numbers.
+                let first: [UInt8] = [0, 0, 0x89, 0x42, 0x4C, 0x54, 0x46, 0x0D, 0x0A, 0x1A, 1] + [UInt8](repeating: 0, count: 8)
+                let pieces = stride(from: 0, to: payload.count, by: 16).enumerated().map { index, start in
+                    [0, UInt8(index + 1)] + Array(payload[start..<min(start + 16, payload.count)])
                 }
-                return (list, .keep)
+                return ([first] + pieces + [WireFormat.endOfMessage], .keep)
+            case .retiredVersion1(let payload):
+                return (compat(payload, 20), .keep)
             case .disconnectAfter(let payload, let bytes):
                 return (compat(Array(payload.prefix(bytes)), 20).dropLast().map { $0 }, .disconnect)
             case .stallAfter(let payload, let bytes):

@@ -10,5 +10,5 @@ func storeTestMessage(_ text: String, in inbox: String, as name: String) async t
     -> (payload: [UInt8], digest: String, path: String) {
     let payload = Array(text.utf8)
     let path = try await OutputDirectory(path: FilePath(inbox)).store(payload, baseName: name).string
-    return (payload, FramedHeader.sha256(payload).map { String(format: "%02x", $0) }.joined(), path)
+    return (payload, lowercaseHex(sha256(payload)), path)
 }

@@ -27,7 +27,8 @@ out=${FUZZ_OUT:-$scratch/fuzz-trust-out}
 . "$root/scripts/fuzz/lib.sh"
 harness="$out/trust-fuzz"
 fuzz_build "$harness" TrustFuzz "$root"/Sources/Trust/*.swift "$root"/Sources/Trust/Session/*.swift \
-    "$root"/Sources/Transfer/MessagePayload.swift "$here/TrustFuzz.swift"
+    "$root"/Sources/Transfer/MessagePayload.swift "$root"/Sources/Transfer/MessageHeader.swift \
+    "$root"/Sources/SystemCalls/PayloadFile.swift "$here/TrustFuzz.swift"
 
 # Seeds: one per mode (the layouts are in TrustFuzz.swift).
 seed() { printf "$2" >"$out/corpus/seed-$1"; }

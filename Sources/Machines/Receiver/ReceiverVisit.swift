@@ -1,0 +1,351 @@
+import Transfer
+import Trust
+
+/// One visit of the central to a sender, once subscribed, as a pure machine: the shell (the
+/// central's `ReceiverVisitShell` in Roles) hands it what arrives — a notification value, the
+/// link's end, a tick, the answer to what it asked (room on disk, a message stored, an ACK
+/// written, the sender's close) — and performs the effects it returns, in order: write a value
+/// to the sender, keep or drop a checkpoint, check the room, store a message, write its ACK,
+/// forget a receipt, remember a message, report, finish.
+///
+/// It owns what a visit decides: the assembly of each message (`MessageAssembly`, with the
+/// encrypted session or Apple's flow), whether a message is stored already (this sender's
+/// unconfirmed ACKs of earlier visits, `StoredMessages`), how each ACK is written and what
+/// will show it arrived (`AcknowledgementPlan`, `UnconfirmedAcknowledgements`), and the room
+/// a message needs. It reads no clock (the shell gives the time since subscribing) and does no
+/// I/O; while it waits for an answer, it asks for nothing else.
+package struct ReceiverVisit: Sendable {
+    /// What the visit knows of the run and the link when it starts.
+    package struct Facts: Sendable {
+        package var peer: PeerDescription
+        /// Over an L2CAP channel: every write is an SDU, nothing answers it.
+        package var overChannel: Bool
+        /// The write type the characteristic offers for the ACK is a command.
+        package var offeredAsCommand: Bool
+        /// The characteristic takes write commands.
+        package var commandAllowed: Bool
+        /// How many messages the run wants in all (nil: every one), and how many it has.
+        package var messageCount: Int?
+        package var receivedBefore: Int
+
+        package init(peer: PeerDescription, overChannel: Bool, offeredAsCommand: Bool, commandAllowed: Bool,
+                     messageCount: Int?, receivedBefore: Int) {
+            self.peer = peer
+            self.overChannel = overChannel
+            self.offeredAsCommand = offeredAsCommand
+            self.commandAllowed = commandAllowed
+            self.messageCount = messageCount
+            self.receivedBefore = receivedBefore
+        }
+    }
+
+    /// Why a message cannot be kept: the bound (its option's name) and why, in words.
+    package struct RoomRefusal: Sendable, Equatable {
+        package var bound: String
+        package var reason: String
+
+        package init(bound: String, reason: String) {
+            self.bound = bound
+            self.reason = reason
+        }
+    }
+
+    /// How storing a message went.
+    package enum StoreOutcome: Sendable, Equatable {
+        /// Stored now, under the run's number `sequence`, at `path` (nil: no such place).
+        case stored(sequence: Int, at: String?)
+        /// An earlier run stored it (the receipt journal knows), at `path`.
+        case storedBefore(at: String?)
+        /// The sink could not store it; the sender keeps it.
+        case refused(String)
+    }
+
+    package enum Input: Sendable, Equatable {
+        /// A notification value, the link's end or a tick.
+        case transfer(TransferInput)
+        /// The answer to `checkRoom`: why the message cannot be kept (nil: it can).
+        case room(RoomRefusal?)
+        case stored(StoreOutcome)
+        /// The answer to `writeAcknowledgement`: nil when written, or why not.
+        case acknowledgementWritten(failure: String?)
+        /// The answer to `awaitSenderClose`: whether the sender closed the channel in time.
+        case senderClosed(Bool)
+        /// Writing the session's values failed.
+        case writeFailed(String)
+        /// The answer to `lookUpCheckpoint`: how many bytes of the message the spool held (0:
+        /// none), now put where the message's bytes go, and their SHA-256 state.
+        case checkpointHeld(bytes: Int, digest: RunningDigest?)
+        /// The shell could not keep the message's bytes (a partial file that failed).
+        case payloadNotKept(String)
+    }
+
+    /// What the shell reports, naming this visit's sender.
+    package enum Report: Sendable, Equatable {
+        /// The subscription's format is known (said once a visit).
+        case subscribed(TransferFormat)
+        case progress(MessageAssembly.ProgressReport)
+        /// A message stored now; `storedAt`: where.
+        case received(MessageSummary, storedAt: String?)
+        case warning(String)
+        /// A key no authorized-peers file lists was let in (said once per run).
+        case unauthenticated(AuthenticatedPeer)
+    }
+
+    package enum Action: Sendable, Equatable {
+        /// Write this value to the sender (the handshake's message 2, a RESUME, a PROGRESS);
+        /// `unanswered`: nothing waits for its reply, so it may go as a write command.
+        case write([UInt8], unanswered: Bool)
+        case checkpoint(MessageAssembly.CheckpointWork)
+        /// Keep a secure message's bytes where they go (memory, a partial file): the shell's
+        /// place for them; every byte the shell stores is one these gave, at its offset.
+        case keepPayload(MessageAssembly.PayloadWork)
+        /// Look for a checkpoint of the message of `header` from `sender` and put its bytes
+        /// where the message's go: answered by `checkpointHeld`.
+        case lookUpCheckpoint(sender: PeerKey?, header: MessageHeader)
+        /// Whether a message of `byteCount` bytes can be kept: answered by `room`.
+        case checkRoom(byteCount: Int)
+        /// Store this complete, verified message for `sender` (as the receipt journal names it):
+        /// answered by `stored`.
+        case store(ReceivedMessage, sender: String)
+        /// Write these values of the sealed ACK; `asCommand`: as write commands; `settles`: wait
+        /// a moment afterwards (a command may still be queued when a Disconnect overtakes it).
+        /// Answered by `acknowledgementWritten`.
+        case writeAcknowledgement([[UInt8]], asCommand: Bool, settles: Bool)
+        /// The sender has this ACK: the receipt journal may forget the message a while later.
+        case forgetReceipt(sender: String, digest: [UInt8])
+        /// The run counts one more message received.
+        case countReceived
+        /// Over a channel: wait (bounded) for the sender to close it; answered by `senderClosed`.
+        case awaitSenderClose
+        case report(Report)
+        /// The visit is over: `failure` says why it did not end well (nil: it did).
+        case finish(failure: TransferFailure?)
+    }
+
+    /// What a message stored (or found stored) leaves for its ACK and its report.
+    struct Taken: Sendable, Equatable {
+        var message: ReceivedMessage
+        var duration: Duration
+        /// The sender as the receipt journal names it.
+        var sender: String
+        /// The copy stored before (this run, or an earlier one), when the message came again.
+        var earlierCopy: UnacknowledgedMessage?
+        var storedByEarlierRun = false
+        var sequence = 0
+        var storedAt: String?
+        var storedWhere: String? { storedAt ?? earlierCopy?.storedAt }
+    }
+
+    /// The answer the visit waits for.
+    enum Pending: Sendable, Equatable {
+        /// A checkpoint of the message under way; then `step` is acted on (after a room check
+        /// when a value gave it).
+        case checkpoint(MessageAssembly.Step, afterValue: Bool)
+        /// Room for the message under way; then `step` is acted on.
+        case room(MessageAssembly.Step)
+        case storing(message: ReceivedMessage, duration: Duration, sender: String)
+        case acknowledging(Taken, AcknowledgementPlan)
+        case senderClose
+    }
+
+    package let facts: Facts
+    package internal(set) var assembly: MessageAssembly
+    /// This sender's messages stored in earlier visits whose ACK was not confirmed (given by the
+    /// run, handed back at the end), and those of this visit.
+    package internal(set) var remembered: [UnacknowledgedMessage]
+    var unconfirmed = UnconfirmedAcknowledgements()
+    /// Over a channel, the last ACKs: confirmed once the sender closes it.
+    package internal(set) var awaitingClose: [UnacknowledgedMessage] = []
+    var admission = RoomCheck()
+    var pending: Pending?
+    var announced = false
+    package internal(set) var received: Int
+    package internal(set) var storedDigests: [[UInt8]] = []
+    package internal(set) var isOver = false
+
+    /// What the run keeps of this sender when the visit ends, however it ends: what it
+    /// remembered, and the ACKs of this visit nothing confirmed yet.
+    package var rememberedNow: [UnacknowledgedMessage] {
+        unconfirmed.pending.reduce(into: remembered) { messages, ack in
+            StoredMessages.append(UnacknowledgedMessage(digest: ack.digest, storedAt: ack.storedAt), to: &messages)
+        }
+    }
+
+    package init(facts: Facts, assembly: MessageAssembly, remembered: [UnacknowledgedMessage]) {
+        self.facts = facts
+        self.assembly = assembly
+        self.remembered = remembered
+        received = facts.receivedBefore
+    }
+
+    /// Takes one input at `now` (the time since subscribing); the effects to perform, in order.
+    /// Nothing once the visit is over.
+    package mutating func handle(_ input: Input, at now: Duration) -> [Action] {
+        guard !isOver else { return [] }
+        var actions: [Action] = []
+        switch input {
+        case .transfer(let item):
+            guard pending == nil else { break }
+            let step = assembly.handle(item, at: now)
+            let afterValue = if case .value = item { true } else { false }
+            if let lookUp = takeWrites(&actions) {
+                pending = .checkpoint(step, afterValue: afterValue)
+                actions.append(.lookUpCheckpoint(sender: lookUp.sender, header: lookUp.header))
+            } else {
+                proceed(with: step, afterValue: afterValue, &actions, at: now)
+            }
+        case .checkpointHeld(let held, let digest):
+            guard case .checkpoint(let step, let afterValue) = pending else { break }
+            pending = nil
+            let resumed = held > 0 ? digest.flatMap { assembly.resume(heldBytes: held, digest: $0, at: now) } : nil
+            _ = takeWrites(&actions)
+            if case .failed(let failure)? = resumed {
+                finish(failure, &actions)
+            } else {
+                proceed(with: step, afterValue: afterValue, &actions, at: now)
+            }
+        case .payloadNotKept(let reason):
+            finish(.transient("secure session failed: the message could not be kept: \(reason)"), &actions)
+        case .room(let refusal):
+            guard case .room(let step) = pending else { break }
+            pending = nil
+            if let refusal {
+                finish(.refused(bound: refusal.bound, reason: refusal.reason), &actions)
+            } else {
+                act(on: step, &actions, at: now)
+            }
+        case .stored(let outcome):
+            stored(outcome, &actions, at: now)
+        case .acknowledgementWritten(let failure):
+            acknowledgementWritten(failure: failure, &actions, at: now)
+        case .senderClosed(let closed):
+            guard pending == .senderClose else { break }
+            pending = nil
+            senderClosed(closed, &actions)
+        case .writeFailed(let reason):
+            finish(.transient("writing to the sender failed: \(reason)"), &actions)
+        }
+        return actions
+    }
+
+    /// The values the session wants written, and first where the message's bytes go and what
+    /// the resume spool is to do; a checkpoint to look up is returned, to be asked last.
+    mutating func takeWrites(_ actions: inout [Action]) -> (sender: PeerKey?, header: MessageHeader)? {
+        for work in assembly.takePayloadWork() { actions.append(.keepPayload(work)) }
+        var lookUp: (sender: PeerKey?, header: MessageHeader)?
+        for work in assembly.takeCheckpointWork() {
+            if case .lookUp(let sender, let header) = work { lookUp = (sender, header) } else { actions.append(.checkpoint(work)) }
+        }
+        for write in assembly.takeWrites() { actions.append(.write(write.value, unanswered: write.unanswered)) }
+        return lookUp
+    }
+
+    /// After a value, room for the message is checked (when due) before its step is acted on.
+    mutating func proceed(with step: MessageAssembly.Step, afterValue: Bool, _ actions: inout [Action], at now: Duration) {
+        if afterValue, let byteCount = admission.due(assembly, at: now) {
+            pending = .room(step)
+            actions.append(.checkRoom(byteCount: byteCount))
+        } else {
+            act(on: step, &actions, at: now)
+        }
+    }
+
+    /// Acts on what the assembly said, and on what followed a completed message in the values
+    /// read already, until the visit waits for an input or an answer.
+    mutating func act(on step: MessageAssembly.Step, _ actions: inout [Action], at now: Duration) {
+        for ack in unconfirmed.takeConfirmed(by: assembly) {
+            actions.append(.forgetReceipt(sender: ack.sender, digest: ack.digest))
+        }
+        switch step {
+        case .proceed(let report):
+            if let report { actions.append(.report(.progress(report))) }
+        case .formatDetected(let format, let report):
+            announce(format, &actions)
+            if let report { actions.append(.report(.progress(report))) }
+        case .complete(let message, let duration):
+            // A message whole in its first values completes before anything else was said
+            // about the subscription: say it first.
+            announce(message.format, &actions)
+            take(message, duration: duration, &actions, at: now)
+        case .sessionEnded:
+            sessionOver(&actions)
+        case .failed(let failure):
+            finish(failure, &actions)
+        }
+    }
+
+    private mutating func announce(_ format: TransferFormat, _ actions: inout [Action]) {
+        guard !announced else { return }
+        announced = true
+        actions.append(.report(.subscribed(format)))
+    }
+
+    /// The sender ended the stream, or this side closed with its last ACK: over a channel, the
+    /// last ACKs are confirmed by the sender's close.
+    mutating func sessionOver(_ actions: inout [Action]) {
+        for ack in unconfirmed.takeConfirmed(by: assembly) {
+            actions.append(.forgetReceipt(sender: ack.sender, digest: ack.digest))
+        }
+        guard awaitingClose.isEmpty else {
+            pending = .senderClose
+            actions.append(.awaitSenderClose)
+            return
+        }
+        finish(nil, &actions)
+    }
+
+    /// Over a channel our last ACK has no reply: the sender closing the channel once it has
+    /// read it is the confirmation. Without it, the messages may come again, so they are
+    /// remembered as stored; with it, their receipts are done.
+    private mutating func senderClosed(_ closed: Bool, _ actions: inout [Action]) {
+        for message in awaitingClose {
+            if closed {
+                if let sender = message.sender { actions.append(.forgetReceipt(sender: sender, digest: message.digest)) }
+            } else {
+                StoredMessages.append(message, to: &remembered)
+            }
+        }
+        awaitingClose = []
+        finish(nil, &actions)
+    }
+
+    /// The visit is over: what is still unconfirmed is remembered, so that a message sent
+    /// again is not stored twice.
+    mutating func finish(_ failure: TransferFailure?, _ actions: inout [Action]) {
+        for ack in unconfirmed.pending {
+            StoredMessages.append(UnacknowledgedMessage(digest: ack.digest, storedAt: ack.storedAt), to: &remembered)
+        }
+        unconfirmed.pending = []
+        pending = nil
+        isOver = true
+        actions.append(.finish(failure: failure))
+    }
+}
+
+/// Room on disk for the messages of a visit, checked as they come: a framed message once,
+/// with the length its header announces, before any payload is taken; a compat one (no
+/// length) about once a second with what has come so far. Refused, the link is dropped before
+/// EOM: the sender keeps its copy.
+struct RoomCheck: Sendable, Equatable {
+    private var admittedAnnouncement = false
+    private var lastCheck: Duration?
+
+    /// The byte count to check now, if a check is due.
+    mutating func due(_ assembly: MessageAssembly, at now: Duration) -> Int? {
+        guard !assembly.finished else { return nil }
+        if let announced = assembly.announcedLength, !admittedAnnouncement {
+            admittedAnnouncement = true
+            return announced
+        }
+        if assembly.announcedLength == nil, lastCheck.map({ now - $0 >= .seconds(1) }) ?? true {
+            lastCheck = now
+            return assembly.bytesReceived
+        }
+        return nil
+    }
+
+    /// The next message of the session announces its own length.
+    mutating func nextMessage() {
+        admittedAnnouncement = false
+    }
+}
