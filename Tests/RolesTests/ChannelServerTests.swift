@@ -40,7 +40,8 @@ import Trust
         let hello = HelloV2(session: 9, offered: [.secure, .channel, .window])
         await harness.server.acceptChannel(channel, device: PeripheralSubscriptionServerTests.device, hello: hello)
         _ = try await harness.nextSubscription()
-        #expect(harness.log.all.contains { if case .subscribed(_, 8192, .secure, .l2cap) = $0 { true } else { false } })
+        // 8 KiB, packed into whole 247-byte PDUs (LinkPacking): 8149.
+        #expect(harness.log.all.contains { if case .subscribed(_, 8149, .secure, .l2cap) = $0 { true } else { false } })
 
         var receiver = SecureReceiverSession(identity: HostIdentity(), authorizedPeers: .anyKey, hello: hello,
                                              maximumPayloadLength: 1 << 20, maximumWriteLength: 8192)

@@ -155,7 +155,7 @@ actor SubscriptionServer {
         } else {
             hello = hellos.mostRecent(at: .now)?.hello ?? .none
         }
-        let valueLength = device.flatMap { mtus[$0] }.map(WireFormat.valueLength(forATTMTU:))
+        let valueLength = device.flatMap { mtus[$0] }.map { LinkPacking.gattValueLength(atMost: WireFormat.valueLength(forATTMTU: $0)) }
             ?? WireFormat.minimumValueLength
         let channel = PropertiesChangedNotificationChannel(
             maximumValueLength: valueLength, interval: configuration.fallbackValueInterval, emit: emit)
@@ -280,9 +280,11 @@ actor SubscriptionServer {
         }
         let channel = link.channel
         // `--value-size` shapes GATT values (Apple's 20 bytes); a channel's SDUs are its own.
+        // Either way the default fills whole link-layer packets (LinkPacking).
         let valueLength = link.overChannel
-            ? min(channel.maximumValueLength, SequencedStream.channelValueLengths.upperBound)
-            : configuration.valueSizeLimit.map { min($0, channel.maximumValueLength) } ?? channel.maximumValueLength
+            ? LinkPacking.channelValueLength(atMost: min(channel.maximumValueLength, SequencedStream.channelValueLengths.upperBound))
+            : configuration.valueSizeLimit.map { min($0, channel.maximumValueLength) }
+                ?? LinkPacking.gattValueLength(atMost: channel.maximumValueLength)
         let peer = environment.describePeer(device)
         // Apple's values to a central whose link may reorder them: said at the start.
         let exposure = hello == .none && !indications ? environment.linkExposure(peer.address) : nil
