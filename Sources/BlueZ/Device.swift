@@ -199,6 +199,23 @@ public struct Device: Sendable, Hashable, CustomStringConvertible, BlueZObjectHa
 
     /// The characteristic with `characteristicUUID` inside the service `serviceUUID`.
     /// Throws `.notFound` naming what is missing.
+    /// `characteristic(service:characteristic:)`, waiting up to `grace` for it to appear when
+    /// the services resolved without it: a peripheral whose GATT database changed while the
+    /// central discovered it sends Service Changed, and bluetoothd adds what is new after
+    /// `ServicesResolved` already said true. Throws `.notFound` when it did not appear.
+    public func characteristic(service serviceUUID: String, characteristic characteristicUUID: String,
+                               appearingWithin grace: Duration) async throws -> RemoteGATTCharacteristic {
+        if let found = try? characteristic(service: serviceUUID, characteristic: characteristicUUID) { return found }
+        do {
+            try await session.waitUntil("the service appears", timeout: grace) { [self] _ in
+                (try? characteristic(service: serviceUUID, characteristic: characteristicUUID)) != nil
+            }
+        } catch BluetoothError.timedOut {
+            // Not there: the error says what is missing.
+        }
+        return try characteristic(service: serviceUUID, characteristic: characteristicUUID)
+    }
+
     public func characteristic(service serviceUUID: String, characteristic characteristicUUID: String) throws -> RemoteGATTCharacteristic {
         guard let service = service(uuid: serviceUUID) else {
             throw BluetoothError.notFound("service \(serviceUUID) on \(description)")

@@ -40,6 +40,9 @@ package struct CentralConfiguration: Sendable {
     package var connectAttempts: Int
     /// How long to wait for `ServicesResolved` after connecting.
     package var servicesResolveTimeout: Duration
+    /// How long a service missing once the services resolved may take to appear (a Service
+    /// Changed after the discovery; see `Device.characteristic(service:characteristic:appearingWithin:)`).
+    package var serviceAppearanceGrace: Duration = .seconds(2)
     /// Pauses between retries of one peer and of the scan; grows per consecutive failure.
     package var backoff: BackoffPolicy
     /// Whether a message that fails verification (digest, length, framing, size limit) ends

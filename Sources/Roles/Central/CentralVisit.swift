@@ -153,15 +153,18 @@ extension Central {
                 throw TransferFailure.transient("waiting for services failed: \(error)")
             }
         }
-        // A bletransfer sender whose Apple characteristic carries indications serves its own
-        // notifying characteristic beside it; framed transfers go there at full speed.
-        if let framed = try? device.characteristic(service: configuration.serviceUUID.canonical,
-                                                   characteristic: TransferUUIDs.framedCharacteristic.canonical) {
-            return framed
-        }
+        let service = configuration.serviceUUID.canonical
+        let apple = configuration.characteristicUUID.canonical
         do {
-            return try device.characteristic(service: configuration.serviceUUID.canonical,
-                                             characteristic: configuration.characteristicUUID.canonical)
+            // On a fast link the discovery can finish before a sender's GATT database settled
+            // (lab: the radio at 15 ms, peers-addressing): a Service Changed brings the service
+            // a few connection events later.
+            let found = try await device.characteristic(service: service, characteristic: apple,
+                                                        appearingWithin: configuration.serviceAppearanceGrace)
+            // A bletransfer sender whose Apple characteristic carries indications serves its
+            // own notifying characteristic beside it; framed transfers go there at full speed.
+            return (try? device.characteristic(service: service,
+                                               characteristic: TransferUUIDs.framedCharacteristic.canonical)) ?? found
         } catch let error as BluetoothError {
             throw TransferFailure.unsuitable("\(error)")
         }
