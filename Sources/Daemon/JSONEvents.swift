@@ -226,6 +226,8 @@ public struct ErrorJSONEvent: Encodable, Sendable {
     public var kind: String?
     public var exitStatus: Int?
     public var file: String?
+    /// Command: what to do about it, as the `hint:` line says.
+    public var hint: String?
 
     public init(_ text: String, kind: String? = nil, exitStatus: Int? = nil, file: String? = nil) {
         message = text

@@ -175,8 +175,8 @@ enum RoleRun {
 
     /// `exitCode(reporting:json:)` for use inside a command, where ParsableCommand's own static
     /// `exitCode(for:)` hides the free function.
-    static func exit(reporting failure: any ClassifiedFailure, json: Bool) -> ExitCode {
-        exitCode(reporting: failure, json: json)
+    static func exit(reporting failure: any ClassifiedFailure, json: Bool, hint: String? = nil) -> ExitCode {
+        exitCode(reporting: failure, json: json, hint: hint)
     }
 
     static func format(_ seconds: Double) -> String {

@@ -22,8 +22,9 @@ public enum BuiltTool {
 
     /// Runs the tool with `arguments`, `input` on its standard input, and `environment` (this
     /// process's when nil, with `extraEnvironment` merged over it).
+    /// `terminal`: its follower is standard input instead of `input` (a person at a terminal).
     public static func run(_ arguments: [String], input: String = "", environment: [String: String]? = nil,
-                           extraEnvironment: [String: String] = [:]) throws -> Result {
+                           extraEnvironment: [String: String] = [:], terminal: PseudoTerminal? = nil) throws -> Result {
         let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("bletransfer-tool-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: scratch) }
@@ -42,7 +43,7 @@ public enum BuiltTool {
         if environment != nil || !extraEnvironment.isEmpty {
             process.environment = (environment ?? ProcessInfo.processInfo.environment).merging(extraEnvironment) { _, new in new }
         }
-        process.standardInput = inHandle
+        process.standardInput = terminal.map { FileHandle(fileDescriptor: $0.follower, closeOnDealloc: false) } ?? inHandle
         process.standardOutput = out
         process.standardError = err
         try process.run()

@@ -34,8 +34,10 @@ and writes the authorized-peers files it needs.
   secure-resume-ci            the same with 1 MiB cut once (sized for .ci/run)
   secure-resume-restart       1 MiB, b's receiver daemon stopped (SIGTERM) at about 50 % and started
                               again with the same spool: resumed across the restart
-  peers-pair                  `bletransfer pair` on both guests: b answers n (nothing added, 77 both),
-                              then both y (same code, each file lists the other), then a secure
+  peers-pair                  `bletransfer pair` on both guests, each on a pseudo-terminal: from a pipe
+                              it asks nothing (64); b presses Enter (nothing added, 77 both); then
+                              each types the other's code after typing a decline ahead of the
+                              question (not taken; each file lists the other), then a secure
                               transfer a → b with exactly those files
   peers-outbox-folders        a keyed sender daemon with outbox/lab-b/ and outbox/lab-a-ghost/: b gets
                               the top file and its own; the other stays, b is told nothing of it
@@ -903,53 +905,71 @@ def default_keygen(ctx: Context, host: str, label: str) -> Key:
     return Key(line, fingerprint, f"{KEY_DIR}/{ctx.name}/config-{host}/bletransfer/identity", host)
 
 
-def pair_run(ctx: Context, answer_a: str, answer_b: str, label: str) -> tuple:
-    """`bletransfer pair` on both guests at once with the default files, each answering from
-    standard input; their outputs (stderr included) with the exit status appended."""
-    def command(host: str, answer: str) -> str:
-        return f'echo {answer} | {default_home(ctx, host)} "$BLETRANSFER_BIN" pair --timeout 60 2>&1; echo PAIR-EXIT $?'
-    res = ctx.lab.run(a=command("a", answer_a), b=command("b", answer_b), deadline=120, step=label)
+def pair_run(ctx: Context, answer_a: str, answer_b: str, label: str, early_a: str = "", early_b: str = "") -> tuple:
+    """`bletransfer pair` on both guests at once with the default files, each on a
+    pseudo-terminal (peers/pair_terminal.py: a person at a terminal), typing `early_*` before the
+    question appears and `answer_*` at it (`other`: the code the other guest shows, `decline`,
+    `own`: this guest's own code); their outputs with `PAIR-EXIT <status>` appended."""
+    shown = {host: ctx.path(f"{label}-shown-{host}".replace(" ", "-").replace(",", "")) for host in "ab"}
+    for path in shown.values():
+        if os.path.exists(path):
+            os.unlink(path)
+
+    def command(host: str, answer: str, early: str) -> str:
+        other = "b" if host == "a" else "a"
+        return (f'{default_home(ctx, host)} "$LAB_PYTHON" "$LAB_PEERS/pair_terminal.py" '
+                f'--early {shlex.quote(early)} --answer {shlex.quote(answer)} '
+                f'--shown-file {shlex.quote(shown[host])} --other-file {shlex.quote(shown[other])} '
+                f'-- "$BLETRANSFER_BIN" pair --timeout 60 2>&1')
+    res = ctx.lab.run(a=command("a", answer_a, early_a), b=command("b", answer_b, early_b), deadline=150, step=label)
     return res.job("a").output(), res.job("b").output()
 
 
 def shown_code(text: str) -> str:
-    found = re.search(r"code:\s+(\d{3} \d{3})", text)
+    found = re.search(r"this host's code:\s+(\d{3} \d{3})", text)
     return found.group(1) if found else ""
 
 
 @scenario("peers-pair", tags=("bletransfer", "secure", "peers"), conf="default")
 def peers_pair(ctx: Context):
     """`bletransfer pair` between the two guests, with the default files only (no trust
-    option anywhere): first b answers n (nothing added on either side, both 77), then both
-    answer y (both show the same code; each authorized-peers file lists the other under its
-    name); then `send` → `receive` with no trust option is authenticated, and a bleak central
-    (Apple's flow) gets nothing from `send`."""
+    option anywhere), each on a pseudo-terminal: first b presses Enter at the question (nothing
+    added on either side, both 77); then each types the code the other shows, having typed
+    Enter and n ahead of the question, which must not be taken (each file lists the other under
+    its name); then `send` → `receive` with no trust option is authenticated, and a bleak central
+    (Apple's flow) gets nothing from `send`. Also: `pair` with standard input from a pipe asks
+    nothing (64)."""
     fresh(ctx)
     key_a, key_b = default_keygen(ctx, "a", "a"), default_keygen(ctx, "b", "b")
     peers = {host: f"{KEY_DIR}/{ctx.name}/config-{host}/bletransfer/authorized-peers" for host in "ab"}
 
-    # 1. Declined on b: nothing on either side.
+    # 0. No terminal, no question: a scripted yes is not an answer.
+    piped = ctx.lab.sh("a", f'echo y | {default_home(ctx, "a")} "$BLETRANSFER_BIN" pair --timeout 5 2>&1; echo PAIR-EXIT $?',
+                       step="pair from a pipe").stdout()
+    ctx.check("PAIR-EXIT 64" in piped and "ssh -t" in piped, f"pair from a pipe: 64 and the ssh -t hint: {piped!r}")
+
+    # 1. Declined on b (Enter alone at the question): nothing on either side.
     started = time.monotonic()
-    a_out, b_out = pair_run(ctx, "y", "n", "pair, b declines")
+    a_out, b_out = pair_run(ctx, "other", "decline", "pair b declines")
     ctx.check("PAIR-EXIT 77" in a_out and "PAIR-EXIT 77" in b_out,
               f"both ended with 77 (declined): a said {a_out[-700:]!r}; b said {b_out[-700:]!r}")
     ctx.check("declined on the other host" in a_out and "declined on this host" in b_out,
               "each says where it was declined")
     code_a, code_b = shown_code(a_out), shown_code(b_out)
-    ctx.check(code_a != "" and code_a == code_b, f"both showed the same code: {code_a!r} / {code_b!r}")
+    ctx.check(code_a != "" and code_b != "", f"each showed a code of its own: {code_a!r} / {code_b!r}")
     for host in "ab":
         exists = ctx.lab.sh(host, f"test -e {peers[host]} && echo YES || echo NO", step=f"peers file on {host}").stdout()
         ctx.check("NO" in exists, f"no authorized-peers file on {host} after a declined pairing")
     ctx.figure("pair_declined_seconds", round(time.monotonic() - started, 1))
 
-    # 2. Accepted on both.
+    # 2. Each types the other's code; what each typed ahead (Enter, n: a decline) is discarded.
     started = time.monotonic()
-    a_out, b_out = pair_run(ctx, "y", "y", "pair, both accept")
+    a_out, b_out = pair_run(ctx, "other", "other", "pair both accept", early_a="\\n\\n", early_b="n\\ny\\n")
     ctx.figure("pair_seconds", round(time.monotonic() - started, 1))
     ctx.check("PAIR-EXIT 0" in a_out and "PAIR-EXIT 0" in b_out,
-              f"both ended with 0: a said {a_out[-700:]!r}; b said {b_out[-700:]!r}")
+              f"both ended with 0 (the early Enter and n not taken): a said {a_out[-700:]!r}; b said {b_out[-700:]!r}")
     code_a, code_b = shown_code(a_out), shown_code(b_out)
-    ctx.check(code_a != "" and code_a == code_b, f"both showed the same code: {code_a!r} / {code_b!r}")
+    ctx.check(code_a != "" and code_b != "" and code_a != code_b, f"each showed its own code: {code_a!r} / {code_b!r}")
     ctx.check(key_b.fingerprint in a_out and key_a.fingerprint in b_out, "each showed the other's fingerprint")
     listed_a = ctx.lab.sh("a", f"cat {peers['a']}", step="a's peers file").stdout()
     listed_b = ctx.lab.sh("b", f"cat {peers['b']}", step="b's peers file").stdout()
