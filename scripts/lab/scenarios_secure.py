@@ -41,6 +41,10 @@ and writes the authorized-peers files it needs.
                               transfer a → b with exactly those files
   peers-outbox-folders        a keyed sender daemon with outbox/lab-b/ and outbox/lab-a-ghost/: b gets
                               the top file and its own; the other stays, b is told nothing of it
+  peers-outbox-swap           keyed sender daemon on a: outbox/lab-b/ exchanged (renameat2
+                              RENAME_EXCHANGE) with a link to the identity's directory, once, then
+                              back and forth for 15 s while b visits: b gets its own file only,
+                              nothing of that directory is sent, moved or written
   daemon-drop-latency         keyed idle daemons, default settle time: a 1 KiB file moved into a's
                               outbox, seconds until it is in b's inbox, timed on a (median of 5, the
                               first a cold visit; goal ≤ 2)
@@ -1038,6 +1042,87 @@ def peers_outbox_folders(ctx: Context):
     refusals = lines_naming(a_all, "for lab-a-ghost, not for lab-b")
     ctx.check(len(refusals) >= 1, "a's log says b was refused the message addressed to lab-a-ghost")
     ctx.figure("outbox_folder_refusals", len(refusals))
+
+
+# renameat2(RENAME_EXCHANGE) from Python (ctypes: no module wraps it): exchanges two names in
+# one directory atomically, as a member of the outbox's group can. `count` exchanges, or, with
+# `--for SECONDS`, as many as it can make in that time rounded to an odd count (so a folder
+# swapped before ends swapped back). Prints `EXCHANGES <n>`. Runs on a guest, on its tmpfs
+# (9p refuses the flag).
+RENAME_EXCHANGE = ("import ctypes, os, sys, time\n"
+                   "libc = ctypes.CDLL(None, use_errno=True)\n"
+                   "top, first, second, mode, value = sys.argv[1:6]\n"
+                   "fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY)\n"
+                   "def exchange():\n"
+                   "    if libc.renameat2(fd, first.encode(), fd, second.encode(), 2) != 0:\n"
+                   "        sys.exit('renameat2: ' + os.strerror(ctypes.get_errno()))\n"
+                   "count = 0\n"
+                   "if mode == '--count':\n"
+                   "    for _ in range(int(value)):\n"
+                   "        exchange(); count += 1\n"
+                   "else:\n"
+                   "    end = time.monotonic() + float(value)\n"
+                   "    while time.monotonic() < end or count % 2 == 0:\n"
+                   "        exchange(); count += 1\n"
+                   "print('EXCHANGES', count)\n")
+
+
+def exchange_names(lab, host: str, top: str, first: str, second: str, how: str, step: str):
+    """Runs RENAME_EXCHANGE on `host` (how: '--count N' or '--for SECONDS'); returns the count."""
+    job = lab.sh(host, f"python3 -c {shlex.quote(RENAME_EXCHANGE)} {shlex.quote(top)} {shlex.quote(first)} "
+                       f"{shlex.quote(second)} {how}", step=step, deadline=120)
+    found = re.search(r"^EXCHANGES (\d+)$", job.stdout(), re.M)
+    scenarios.say(f"  {step}: {found.group(1) if found else '?'} exchange(s)")
+    return int(found.group(1)) if found else 0
+
+
+@scenario("peers-outbox-swap", tags=("bletransfer", "daemon", "secure", "peers", "virtual"), conf="default")
+def peers_outbox_swap(ctx: Context):
+    """M-2 of issue 48, against the running daemon: a keyed sender daemon on a serves
+    `outbox/lab-b/` (one file for b). Once it advertises, `outbox/lab-b` is exchanged
+    (renameat2 RENAME_EXCHANGE) with a symbolic link to the directory holding a's identity
+    (0600, one link); b's receiver visits a meanwhile. Then the two are exchanged back and forth
+    as fast as a can for 15 s, ending with the folder back in place, while b keeps visiting.
+    b stores its own file and nothing else; nothing of the identity's directory is sent, moved
+    (no sent/ or failed/ there) or written."""
+    fresh(ctx)
+    key_a, key_b = host_keys(ctx)
+    peers_a, peers_b = authorize(ctx, "a", "a", [key_b]), authorize(ctx, "b", "b", [key_a])
+    state = f"{KEY_DIR}/{ctx.name}"
+    outbox = f"{state}/outbox"
+    for_b = os.urandom(3000)
+    staged = ctx.payload("for-b", for_b)
+    ctx.lab.sh("a", f"rm -rf {outbox} && mkdir -p {outbox}/lab-b && cp {shlex.quote(staged)} {outbox}/lab-b/.for-b.dat && "
+                    f"mv {outbox}/lab-b/.for-b.dat {outbox}/lab-b/for-b.dat && ln -s {state} {outbox}/.swap",
+               step="a's outbox with lab-b/ and a link to the identity's directory")
+    before = ctx.lab.sh("a", f"ls -A {state}", step="identity directory before").stdout().split()
+    identity_b64 = ctx.lab.sh("a", f"base64 -w0 {key_a.identity}", step="a's identity").stdout().strip()
+    _, inbox, _, host_inbox = prepare(ctx, [])
+
+    def swap_once(lab) -> None:
+        exchange_names(lab, "a", outbox, "lab-b", ".swap", "--count 1", "lab-b exchanged with the link")
+
+    def race(lab) -> None:
+        exchange_names(lab, "a", outbox, "lab-b", ".swap", "--for 15", "lab-b and the link exchanged back and forth")
+
+    sender = daemon_job("sender", outbox, "false", 200, "--settle-time 0", trust=trust(key_a, peers_a))
+    receiver = daemon_job("receiver", host_inbox, f'[ "$({count_files(host_inbox)})" -ge 1 ] && sleep 5 && true', 180,
+                          trust=trust(key_b, peers_b))
+    res = ctx.lab.run(a=sender, b=receiver, finish_with="b", deadline=220, step="outbox folder swapped for a link",
+                      b_after=("a", r'"event":"advertising"', 2.0),
+                      timeline=((("a", r'"event":"advertising"', 1.0), swap_once),
+                                (("b", r'"event":"scanning"', 12.0), race)))
+    stored = {p.name: p.read_bytes() for p in regular_files(inbox)}
+    ctx.check(stored == {"for-b.dat": for_b}, f"b stored its own file and nothing else: {sorted(stored)}")
+    import base64
+    identity = base64.b64decode(identity_b64) if identity_b64 else b"\0"
+    ctx.check(all(identity not in data for data in stored.values()), "no stored file holds a's identity")
+    after = ctx.lab.sh("a", f"ls -A {state}", step="identity directory after").stdout().split()
+    ctx.check(sorted(after) == sorted(before),
+              f"nothing moved into or written in the identity's directory: {sorted(before)} -> {sorted(after)}")
+    offered = [e.get("file") for e in json_events(res.job("a").output(), "offering")]
+    ctx.check(set(offered) <= {"for-b.dat"}, f"a offered only b's file: {offered}")
+    ctx.figure("outbox_swap_refusals", len(lines_naming(res.job("a").output(), "was replaced")))
 
 
 @scenario("daemon-drop-latency", tags=("bletransfer", "daemon", "secure", "virtual"), conf="default")
