@@ -185,18 +185,6 @@ public struct Daemon {
         switch settings.role {
         case .receiver:
             let path = settings.outputDirectory ?? FilePath(".")
-            let sink: InboxSink
-            do {
-                sink = try InboxSink(path: path, limits: settings.receiver.storageLimits,
-                                     folderPerSender: settings.folderPerSender)
-            } catch {
-                let status: ExitStatus = switch error {
-                case .notWritable: .permissionDenied
-                case .cannotCreate, .notADirectory: .cannotCreate
-                default: .ioError
-                }
-                return .failure(SetupFailure(status: status, message: "--output-dir: \(error)"))
-            }
             // A daemon keeps receiving after a message that fails verification.
             var configuration = settings.receiver.configuration(messageCount: nil, stopOnCorruptMessage: false)
             if let directory = settings.resumeSpoolDirectory {
@@ -216,6 +204,19 @@ public struct Daemon {
                     }
                     logger.warning("\(error); messages cut midway start again from byte 0 (--spool-dir sets another place)")
                 }
+            }
+            let sink: InboxSink
+            do {
+                // The spool's copy of a message counts against the reserve beside the message.
+                sink = try InboxSink(path: path, limits: settings.receiver.storageLimits,
+                                     folderPerSender: settings.folderPerSender, resumeSpool: configuration.resumeSpool)
+            } catch {
+                let status: ExitStatus = switch error {
+                case .notWritable: .permissionDenied
+                case .cannotCreate, .notADirectory: .cannotCreate
+                default: .ioError
+                }
+                return .failure(SetupFailure(status: status, message: "--output-dir: \(error)"))
             }
             let attempt: DaemonSupervisor.Attempt = { [configuration] session, emit in
                 let central = Central(configuration: configuration, session: session)

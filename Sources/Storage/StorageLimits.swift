@@ -181,6 +181,15 @@ extension OutputDirectory {
         limits.refusal(for: byteCount, usage: usage(limits: limits), alsoWritten: alsoWritten)
     }
 
+    /// Why the rest of a message arriving (`announced` in all when known, `received` so far)
+    /// and the spool's remaining copy of it cannot be written now under `limits`' reserve.
+    public func writeRefusal(announced: Int?, received: Int, limits: StorageLimits,
+                             spooledCopy: SpooledCopy?) -> StorageRefusal? {
+        let left = announced.map { max(0, $0 - received) } ?? 0
+        let spooled = announced.map { spooledCopy?.bytes(announced: $0, received: received) ?? 0 } ?? 0
+        return reserveRefusal(stillToWrite: left, alsoWritten: spooled, limits: limits)
+    }
+
     /// Why `stillToWrite` more bytes cannot be written now under `limits`' reserve; one
     /// `statvfs`, cheap enough for every write.
     public func reserveRefusal(stillToWrite: Int, alsoWritten: Int = 0, limits: StorageLimits) -> StorageRefusal? {

@@ -167,13 +167,6 @@ struct ReceiveCommand: AsyncParsableCommand {
         }
 
         let payloads = ReceivedPayloads()
-        let sink: any MessageSink
-        do {
-            sink = try makeSink(payloads: payloads)
-        } catch let failure as SinkFailure {
-            throw RoleRun.exit(reporting: failure, json: json)
-        }
-
         let (session, logger) = try await RoleRun.openSession(reporting: reporting)
         defer { session.close() }
         let resumeSpool: ResumeSpool?
@@ -185,6 +178,12 @@ struct ReceiveCommand: AsyncParsableCommand {
                 outputDirectory: outputDirectory, warn: { logger.warning("\($0)") })
         } catch {
             throw RoleRun.exit(reporting: error, json: json)
+        }
+        let sink: any MessageSink
+        do {
+            sink = try makeSink(payloads: payloads, resumeSpool: resumeSpool)
+        } catch let failure as SinkFailure {
+            throw RoleRun.exit(reporting: failure, json: json)
         }
 
         let options = try bluetooth.targeting(receiverOptions, secureMode: secureMode, transport: transport)
@@ -227,9 +226,13 @@ struct ReceiveCommand: AsyncParsableCommand {
         try await RoleRun.end(outcome, json: json) { seconds in "timed out after \(RoleRun.format(seconds)) s" }
     }
 
-    private func makeSink(payloads: ReceivedPayloads) throws -> any MessageSink {
+    private func makeSink(payloads: ReceivedPayloads, resumeSpool: ResumeSpool?) throws -> any MessageSink {
         if let outputPath { return try SingleFileSink(path: FilePath(outputPath)) }
-        if let outputDirectory { return try OutputDirectorySink(path: FilePath(outputDirectory), limits: receiverOptions.storageLimits) }
+        if let outputDirectory {
+            // The spool's copy of a message counts against the reserve beside the message.
+            return try OutputDirectorySink(path: FilePath(outputDirectory), limits: receiverOptions.storageLimits,
+                                           resumeSpool: resumeSpool)
+        }
         if reporting.json { return PayloadRecordingSink(payloads: payloads) }
         return FileDescriptorSink()
     }

@@ -12,9 +12,12 @@ import Transfer
 public struct OutputDirectorySink: MessageSink {
     public let directory: OutputDirectory
     public let limits: StorageLimits
+    /// The resume spool's copy of a framed message, counted against the reserve.
+    public let spooledCopy: SpooledCopy?
 
-    public init(path: FilePath, limits: StorageLimits = .default) throws(SinkFailure) {
+    public init(path: FilePath, limits: StorageLimits = .default, resumeSpool: ResumeSpool? = nil) throws(SinkFailure) {
         self.limits = limits
+        spooledCopy = SpooledCopy(resumeSpool, beside: path.string)
         do {
             directory = try OutputDirectory(path: path)
         } catch {
@@ -34,6 +37,14 @@ public struct OutputDirectorySink: MessageSink {
 
     public func admissionRefusal(byteCount: Int) -> StorageRefusal? {
         directory.refusal(for: byteCount, limits: limits)
+    }
+
+    public func admissionRefusal(announced: Int) -> StorageRefusal? {
+        directory.refusal(for: announced, limits: limits, alsoWritten: spooledCopy?.bytes(announced: announced) ?? 0)
+    }
+
+    public func writeRefusal(announced: Int?, received: Int) -> StorageRefusal? {
+        directory.writeRefusal(announced: announced, received: received, limits: limits, spooledCopy: spooledCopy)
     }
 
     public var partialPayloadStore: (any PartialPayloadStore)? { directory.partialFiles() }
