@@ -160,11 +160,52 @@ public struct AuthorizedPeers: Sendable, Equatable {
         }
     }
 
+    /// Refuses a file that someone else than its owner (or root) could replace through one of
+    /// the directories above it, as sshd's StrictModes does: each of them, up to the root (their
+    /// real path: symbolic links on the way resolved), must belong to root or `user` and be
+    /// writable by group or others only when sticky (`/tmp`: nobody can rename another's entry).
+    public static func checkDirectories(above path: String, user: UInt32) throws(TrustError) {
+        let parent = path.contains("/") ? String(path[..<path.lastIndex(of: "/")!]) : "."
+        guard let resolved = realpath(parent.isEmpty ? "/" : parent, nil) else {
+            throw .fileAccess(path: path, operation: "read", errno: errno)
+        }
+        var directory = String(cString: resolved)
+        free(resolved)
+        while true {
+            var status = stat()
+            guard lstat(directory, &status) == 0 else { throw .fileAccess(path: path, operation: "read", errno: errno) }
+            let mode = UInt32(status.st_mode)
+            if status.st_uid != 0 && UInt32(status.st_uid) != user {
+                throw .authorizedPeersUnsafe(
+                    path: path, reason: "is in \(directory), which belongs to user \(status.st_uid), not to root or to you (user \(user))",
+                    fix: "move it to a directory of yours, such as ~/.config/bletransfer/")
+            }
+            if mode & 0o022 != 0 && mode & UInt32(S_ISVTX) == 0 {
+                throw .authorizedPeersUnsafe(
+                    path: path, reason: "is in \(directory), which group or others can write (mode \(String(mode & 0o777, radix: 8)))",
+                    fix: "chmod go-w \(directory)")
+            }
+            guard directory != "/" else { return }
+            let up = directory[..<directory.lastIndex(of: "/")!]
+            directory = up.isEmpty ? "/" : String(up)
+        }
+    }
+
     /// The text of the authorized-peers file at `path` and its stamp, after the ownership
-    /// check. At most 1 MiB: a list of peers is a few lines.
+    /// check of the file and the directories above it. The file itself must not be a symbolic
+    /// link (one could be pointed elsewhere by whoever may change it). At most 1 MiB: a list
+    /// of peers is a few lines.
     public static func readText(from path: String) throws(TrustError) -> (text: String, stamp: FileStamp) {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { throw .fileAccess(path: path, operation: "read", errno: errno) }
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
+        guard descriptor >= 0 else {
+            let code = errno
+            var status = stat()
+            if code == ELOOP, lstat(path, &status) == 0, status.st_mode & S_IFMT == S_IFLNK {
+                throw .authorizedPeersUnsafe(path: path, reason: "is a symbolic link, which is not followed",
+                                             fix: "give the file it points to, or copy it here")
+            }
+            throw .fileAccess(path: path, operation: "read", errno: code)
+        }
         defer { close(descriptor) }
         var status = stat()
         guard fstat(descriptor, &status) == 0 else { throw .fileAccess(path: path, operation: "read", errno: errno) }
@@ -173,6 +214,7 @@ public struct AuthorizedPeers: Sendable, Equatable {
             throw .malformedAuthorizedPeers(path: path, problems: [Problem(line: 0, reason: "not a regular file")])
         }
         try checkOwnership(path: path, mode: mode, owner: UInt32(status.st_uid), user: UInt32(geteuid()))
+        try checkDirectories(above: path, user: UInt32(geteuid()))
         guard let bytes = try TrustFileReader.readAll(descriptor, path: path, limit: 1 << 20) else {
             throw .malformedAuthorizedPeers(path: path, problems: [Problem(line: 0, reason: "over 1 MiB")])
         }

@@ -39,8 +39,10 @@ struct PeersCommand: ParsableCommand {
             received from elsewhere, compare 'peers fingerprint' of it with the fingerprint \
             'bletransfer id' shows on the peer itself.
 
-            The file must not be writable by group or others and must belong to you or root \
-            (as sshd's StrictModes): otherwise the roles refuse it (exit 78).
+            The file must not be writable by group or others and must belong to you or root, \
+            and so must every directory above it (sticky ones such as /tmp aside), as sshd's \
+            StrictModes wants; it must not be a symbolic link. Otherwise the roles refuse it \
+            (exit 78), and a running role that finds it so refuses every peer until it is fixed.
 
             Default path: $XDG_CONFIG_HOME/bletransfer/authorized-peers \
             (~/.config/bletransfer/authorized-peers); /etc/bletransfer/authorized-peers for the \
