@@ -288,9 +288,12 @@ actor OutboxMessageSource: MessageSource {
         for name in peerOutboxes.keys where !present.contains(name) { peerOutboxes[name] = nil }
     }
 
+    /// A folder's name as the addressee it names: NFC, as the authorized-peers names are read
+    /// (a folder made on a system that decomposes accents still names its peer).
     private static func message(for file: OutboxFile, addressee: String?) -> OutgoingMessage {
+        let addressee = addressee?.precomposedStringWithCanonicalMapping
         // The outbox file's name travels with it (secure mode, when the receiver takes it).
-        OutgoingMessage(body: file.body, digest: file.digest, file: SentFileAttributes(
+        return OutgoingMessage(body: file.body, digest: file.digest, file: SentFileAttributes(
             name: file.name, modificationSeconds: file.modificationSeconds,
             modificationNanoseconds: file.modificationNanoseconds), addressee: addressee)
     }

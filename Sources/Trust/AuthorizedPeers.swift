@@ -83,6 +83,9 @@ public struct AuthorizedPeers: Sendable, Equatable {
     public init(parsing text: String, path: String) throws(TrustError) {
         var peers: [Peer] = []
         var firstLine: [PeerKey: Int] = [:]
+        // Names are NFC already (`PeerKey.parseLine`): one name for two keys would make an
+        // addressee ambiguous.
+        var nameLine: [String: Int] = [:]
         var problems: [Problem] = []
         for (index, rawLine) in text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).enumerated() {
             let number = index + 1
@@ -94,7 +97,13 @@ public struct AuthorizedPeers: Sendable, Equatable {
                     problems.append(Problem(line: number, reason: "the key of line \(earlier) again"))
                     continue
                 }
+                if let name, let earlier = nameLine[name] {
+                    problems.append(Problem(line: number, reason: "the name '\(name.prefix(64))' of line \(earlier) again "
+                        + "(rename one: bletransfer peers rename)"))
+                    continue
+                }
                 firstLine[key] = number
+                if let name { nameLine[name] = number }
                 peers.append(Peer(key: key, name: name, line: number))
             } catch {
                 problems.append(Problem(line: number, reason: error.description))

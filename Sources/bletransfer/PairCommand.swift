@@ -204,7 +204,7 @@ struct PairCommand: AsyncParsableCommand {
         }
         let name = Self.uniqueName(candidate.name ?? "peer", taken: Set(file.entries.compactMap(\.name)))
         do {
-            try file.add(candidate.key.line(name: name))
+            try file.add(candidate.key.line(name: name), form: PeerNames.folderForm)
         } catch {
             throw PeersFileAccess.fail(error)
         }
@@ -212,11 +212,16 @@ struct PairCommand: AsyncParsableCommand {
         say("paired with \(name) (\(candidate.key.fingerprint)); added to \(peersPath)")
     }
 
+    /// `wanted` (NFC), or `wanted-2`, `wanted-3`…: the first that no name of `taken` equals
+    /// as names are compared (``PeerNames/folderForm``).
     static func uniqueName(_ wanted: String, taken: Set<String>) -> String {
-        guard taken.contains(wanted) else { return wanted }
+        let forms = Set(taken.map { PeerNames.folderForm(AuthorizedPeersFile.nfc($0)) })
+        let base = AuthorizedPeersFile.nfc(wanted)
+        func isFree(_ name: String) -> Bool { !forms.contains(PeerNames.folderForm(name)) }
+        guard !isFree(base) else { return base }
         var index = 2
-        while taken.contains("\(wanted)-\(index)") { index += 1 }
-        return "\(wanted)-\(index)"
+        while !isFree("\(base)-\(index)") { index += 1 }
+        return "\(base)-\(index)"
     }
 
     private func say(_ line: String) {

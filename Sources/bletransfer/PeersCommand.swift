@@ -4,6 +4,7 @@ import DaemonSupport
 import Foundation
 import Machines
 import Roles
+import Storage
 import Trust
 
 #if canImport(Glibc)
@@ -52,6 +53,13 @@ struct PeersCommand: ParsableCommand {
             PeersList.self, PeersAdd.self, PeersRemove.self, PeersRename.self, PeersFingerprint.self,
         ]
     )
+}
+
+/// How the command line compares peer names: NFC, then as the folder a name makes on disk
+/// (`outbox/NAME/`, `--folder-per-sender`), so two peers never share a folder and a name typed
+/// matches the one listed however its accents were composed.
+enum PeerNames {
+    static let folderForm: AuthorizedPeersFile.NameForm = { OutputDirectory.sanitizedFileName($0) ?? $0 }
 }
 
 /// `--authorized-peers PATH` of every `peers` command.
@@ -110,7 +118,7 @@ enum PeersFileAccess {
         let kind: FailureKind
         switch error {
         case .alreadyListed: kind = .cannotCreate
-        case .malformedLine, .invalidName, .noMatch, .ambiguous: kind = .usage
+        case .malformedLine, .invalidName, .noMatch, .ambiguous, .nameTaken: kind = .usage
         }
         return bletransfer.exitCode(reporting: RoleFailure(kind, error.description), json: false)
     }
@@ -199,7 +207,7 @@ struct PeersAdd: ParsableCommand {
         let given = try PeersFileAccess.givenKeyLines(line)
         // All or nothing: a refused line leaves the file as it was.
         let (added, _) = try PeersFileAccess.edit(path, missingIsEmpty: true) { peersFile throws(AuthorizedPeersFile.EditError) in
-            try given.map { keyLine throws(AuthorizedPeersFile.EditError) in try peersFile.add(keyLine) }
+            try given.map { keyLine throws(AuthorizedPeersFile.EditError) in try peersFile.add(keyLine, form: PeerNames.folderForm) }
         }
         for entry in added {
             EventRenderer.writeLine(SafeText.escape("bletransfer: added \(entry.name ?? "a peer") (\(entry.key.fingerprint)) to \(path)"), to: 2)
@@ -219,7 +227,7 @@ struct PeersRemove: ParsableCommand {
     func run() throws {
         let path = file.path
         let (removed, peersFile) = try PeersFileAccess.edit(path, missingIsEmpty: false) { peersFile throws(AuthorizedPeersFile.EditError) in
-            try peersFile.remove(peer)
+            try peersFile.remove(peer, form: PeerNames.folderForm)
         }
         EventRenderer.writeLine(SafeText.escape("bletransfer: removed \(removed.name ?? "a peer") (\(removed.key.fingerprint)) from \(path)"), to: 2)
         if peersFile.entries.isEmpty {
@@ -242,7 +250,7 @@ struct PeersRename: ParsableCommand {
 
     func run() throws {
         _ = try PeersFileAccess.edit(file.path, missingIsEmpty: false) { peersFile throws(AuthorizedPeersFile.EditError) in
-            try peersFile.rename(peer, to: newName)
+            try peersFile.rename(peer, to: newName, form: PeerNames.folderForm)
         }
     }
 }

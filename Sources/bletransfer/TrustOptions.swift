@@ -71,9 +71,11 @@ struct TrustOptions: ParsableArguments {
         var keys = Set<PeerKey>()
         for given in addressing.peers {
             do {
-                keys.insert(try file.entry(matching: given).key)
+                keys.insert(try file.entry(matching: given, form: PeerNames.folderForm).key)
             } catch {
-                throw RoleFailure(.configuration, "\(addressing.option) \(given): \(error) in \(peersPath); "
+                // A name typed that names no one, or several: the command line's mistake (64),
+                // as for `peers remove`.
+                throw RoleFailure(.usage, "\(addressing.option) \(given): \(error) in \(peersPath); "
                     + "'bletransfer peers list' shows the names")
             }
         }

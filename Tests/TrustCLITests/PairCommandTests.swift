@@ -60,6 +60,13 @@ import Glibc
         #expect(!FileManager.default.fileExists(atPath: identity))
     }
 
+    /// L-1: the other host's name is added under one no line carries, as names compare.
+    @Test func thePairedNameIsUniqueAsNamesCompare() {
+        #expect(PairCommand.uniqueName("cafe\u{0301}", taken: ["caf\u{00E9}"]) == "caf\u{00E9}-2")
+        #expect(PairCommand.uniqueName("a/b", taken: ["a_b", "a_b-2"]) == "a/b-3")
+        #expect(PairCommand.uniqueName("desk", taken: ["laptop"]) == "desk")
+    }
+
     @Test func theHelpNoLongerSuggestsAnsweringFromAScript() throws {
         let help = try runTool(["pair", "--help"])
         #expect(!help.out.contains("echo y"))

@@ -83,7 +83,9 @@ func runTool(_ arguments: [String], input: String = "") throws -> BuiltTool.Resu
 
             #expect(try runPeers(["add", laptop.publicKeyLine, "--authorized-peers", path]).status == 0)
             let unknown = try runTool(["receive", "--from", "desk"] + trust)
-            #expect(unknown.status == ExitStatus.configuration.rawValue)
+            // The same status as `peers remove desk`: a name typed that names nobody.
+            #expect(unknown.status == ExitStatus.usage.rawValue)
+            #expect(try runPeers(["remove", "desk", "--authorized-peers", path]).status == unknown.status)
             #expect(unknown.err.contains("--from desk: no peer named 'desk'") && unknown.err.contains("peers list"))
             #expect(unknown.err.split(separator: "\n").count == 1)
 
@@ -115,6 +117,40 @@ func runTool(_ arguments: [String], input: String = "") throws -> BuiltTool.Resu
                 + "run 'chmod go-w \(path)' — whoever can write it can let any key in\n")
             let missing = try runPeers(["list", "--authorized-peers", path + ".none"])
             #expect(missing.status == ExitStatus.noInput.rawValue)
+        }
+    }
+
+    /// L-1: names compare NFC-normalized and as the folders they make; a name that reads as a
+    /// fingerprint is refused; an addressee that names two lines is refused.
+    @Test func namesAreOneSpellingUniqueAsFoldersAndNeverAmbiguous() throws {
+        try withScratchFile { path in
+            let file = ["--authorized-peers", path]
+            let decomposed = "cafe\u{0301}"
+            #expect(try runPeers(["add", laptop.publicKey.line(name: decomposed)] + file).status == 0)
+            // Stored composed; found whichever way it is typed.
+            #expect(try String(contentsOfFile: path, encoding: .utf8).contains(laptop.publicKey.line(name: "caf\u{00E9}")))
+            #expect(try runPeers(["rename", "caf\u{00E9}", "bureau"] + file).status == 0)
+            #expect(try runPeers(["rename", "bureau", decomposed] + file).status == 0)
+
+            // The same name as a folder: "caf\u{00E9}" again, and "a/b" beside "a_b".
+            let again = try runPeers(["add", phone.publicKey.line(name: "caf\u{00E9}")] + file)
+            #expect(again.status == ExitStatus.usage.rawValue && again.err.contains("is taken, at line 1"), "\(again.err)")
+            #expect(try runPeers(["add", phone.publicKey.line(name: "a_b")] + file).status == 0)
+            let slash = try runPeers(["add", HostIdentity().publicKey.line(name: "a/b")] + file)
+            #expect(slash.status == ExitStatus.usage.rawValue && slash.err.contains("is taken"), "\(slash.err)")
+
+            let fingerprintLike = try runPeers(["rename", "a_b", "SHA256:abc"] + file)
+            #expect(fingerprintLike.status == ExitStatus.usage.rawValue && fingerprintLike.err.contains("SHA256:"))
+
+            // Written by hand: two lines whose names make one folder. Addressing either is refused.
+            let third = HostIdentity()
+            let text = try String(contentsOfFile: path, encoding: .utf8) + third.publicKey.line(name: "a/b") + "\n"
+            try AtomicFile.replace(path: path, contents: text, mode: 0o644)
+            let identity = path + ".identity"
+            #expect(try runTool(["keygen", "--identity", identity]).status == 0)
+            let ambiguous = try runTool(["send", "--to", "a_b", "hi", "--identity", identity] + file)
+            #expect(ambiguous.status == ExitStatus.usage.rawValue)
+            #expect(ambiguous.err.contains("several peers are named 'a_b'"), "\(ambiguous.err)")
         }
     }
 }

@@ -181,4 +181,36 @@ import Glibc
             #expect(peers.peers.count == 1)
         }
     }
+
+    // MARK: Names (L-1)
+
+    @Test func namesAreReadComposedAndTwoLinesMayNotShareOne() throws {
+        let decomposed = "cafe\u{0301}"
+        let (_, name) = try PeerKey.parseLine(Substring(laptop.line(name: decomposed)))
+        #expect(name == "caf\u{00E9}")
+        let file = AuthorizedPeersFile(text: laptop.line(name: decomposed) + "\n")
+        #expect(try file.entry(matching: "caf\u{00E9}").key == laptop)
+        #expect(try file.entry(matching: decomposed).key == laptop)
+        // Two keys under one name (composed or not) would make an addressee ambiguous.
+        let text = laptop.line(name: decomposed) + "\n" + phone.line(name: "caf\u{00E9}") + "\n"
+        #expect(throws: TrustError.self) { _ = try AuthorizedPeers(parsing: text, path: "peers") }
+    }
+
+    @Test func aNameMayNotReadAsAFingerprintNorBeTakenTwice() throws {
+        #expect(!AuthorizedPeersFile.isValidName("SHA256:laptop"))
+        #expect(!AuthorizedPeersFile.isValidName("sha256:x"))
+        #expect(AuthorizedPeersFile.isValidName("my SHA256: notes"))
+        var file = AuthorizedPeersFile(text: laptop.line(name: "laptop") + "\n")
+        #expect(throws: AuthorizedPeersFile.EditError.nameTaken("laptop", line: 1)) { try file.add(phone.line(name: "laptop")) }
+        #expect(throws: AuthorizedPeersFile.EditError.invalidName("SHA256:x")) { try file.add(phone.line(name: "SHA256:x")) }
+        // Compared by the form the caller gives (the command line: as folders).
+        let folder: AuthorizedPeersFile.NameForm = { $0.replacingOccurrences(of: "/", with: "_") }
+        try file.add(phone.line(name: "a_b"))
+        #expect(throws: AuthorizedPeersFile.EditError.nameTaken("a/b", line: 2)) {
+            try file.add(tablet.line(name: "a/b"), form: folder)
+        }
+        #expect(throws: AuthorizedPeersFile.EditError.nameTaken("laptop", line: 1)) { try file.rename("a_b", to: "laptop") }
+        // Renaming a peer to its own name is no clash.
+        #expect(try file.rename("laptop", to: "laptop").name == "laptop")
+    }
 }
