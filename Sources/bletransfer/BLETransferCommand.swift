@@ -39,9 +39,9 @@ struct BLETransferCommand: AsyncParsableCommand {
             authorized peers ('bletransfer pair', or 'bletransfer id' and 'peers add') also \
             authenticated.
 
-            Sizes take binary multiples: 1048576, 64K or 64KiB, 64M or 64MiB, 1G or 1GiB \
-            (1K = 1024 bytes). Durations take units: 250ms, 30s, 5m, 1h; a plain number is \
-            seconds. Errors are one line, "bletransfer: error: ...", sometimes followed by a \
+            Sizes take binary multiples, whole or not: 1048576, 64K or 64KiB, 1.5M, 64M or \
+            64MiB, 1G or 1GiB (1K = 1024 bytes). Durations take units, several in a row: 250ms, \
+            30s, 5m, 1m30s, 1h; a plain number is seconds. Errors are one line, "bletransfer: error: ...", sometimes followed by a \
             "hint: ..." line, on standard error.
             """),
         version: BLETransferVersion.current,

@@ -92,7 +92,8 @@ struct PairCommand: AsyncParsableCommand {
         if let adapter, !BluetoothOptions.isAdapterName(adapter) {
             throw ValidationError("--adapter: '\(adapter)' is not an adapter name such as hci0")
         }
-        _ = try OptionValidation.duration(timeout, option: "--timeout")
+        // An InvalidOption is the command line's mistake (64), as for send and receive.
+        try checkingOptions { _ = try OptionValidation.duration(timeout, option: "--timeout") }
     }
 
     var identityPath: String {

@@ -19,11 +19,11 @@ struct ReceiverBoundOptions: ParsableArguments {
     var reserve: Int?
 
     @Option(name: .customLong("quota-bytes"), help: ArgumentHelp(
-        "--output-dir: hold at most this many bytes (whole tree).", valueName: "BYTES"), transform: bytes)
+        "--output-dir: hold at most this many bytes.", valueName: "BYTES"), transform: bytes)
     var quotaBytes: Int?
 
     @Option(name: .customLong("quota-files"), help: ArgumentHelp(
-        "--output-dir: hold at most this many files and folders.", valueName: "N"))
+        "--output-dir: at most this many files and folders.", valueName: "N"))
     var quotaFiles: Int?
 
     var isStorageSet: Bool { reserve != nil || quotaBytes != nil || quotaFiles != nil }
