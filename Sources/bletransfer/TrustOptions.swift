@@ -33,10 +33,14 @@ struct TrustOptions: ParsableArguments {
     ///
     /// `addressing`: the peers of `send --to` / `receive --from` (names or fingerprints from the
     /// authorized-peers file); only they are let in, authenticated, whatever `anyPeer` says.
-    func interactivePolicy(anyPeer: Bool = false, addressing: PeerAddressing? = nil) throws(RoleFailure) -> SecureModePolicy? {
+    func interactivePolicy(anyPeer: Bool = false, addressing: PeerAddressing? = nil) throws(CommandFailure) -> SecureModePolicy? {
         if let addressing, !addressing.peers.isEmpty {
             return try addressedPolicy(addressing)
         }
+        return try CommandFailure.lifting { () throws(RoleFailure) in try unaddressedPolicy(anyPeer: anyPeer) }
+    }
+
+    private func unaddressedPolicy(anyPeer: Bool) throws(RoleFailure) -> SecureModePolicy? {
         let defaultPeers = anyPeer ? nil : Self.existing(IdentityLocation.defaultAuthorizedPeersPathForThisProcess())
         guard let peersPath = authorizedPeers ?? defaultPeers else {
             let defaultIdentity = Self.existing(IdentityLocation.defaultPathForThisProcess())
@@ -54,19 +58,20 @@ struct TrustOptions: ParsableArguments {
     /// Only the peers `addressing` names, each found in the authorized-peers file (given or
     /// default) by name or fingerprint; a name the file does not hold ends the command (78)
     /// with the way to list or add it.
-    private func addressedPolicy(_ addressing: PeerAddressing) throws(RoleFailure) -> SecureModePolicy {
+    private func addressedPolicy(_ addressing: PeerAddressing) throws(CommandFailure) -> SecureModePolicy {
         let peersPath = authorizedPeers ?? IdentityLocation.defaultAuthorizedPeersPathForThisProcess()
         guard FileManager.default.fileExists(atPath: peersPath) else {
-            throw RoleFailure(.configuration, "\(addressing.option) \(addressing.peers[0]): no authorized peers at \(peersPath); "
-                + "pair with that host first: 'bletransfer pair' on both hosts (or 'bletransfer peers add' the line "
-                + "'bletransfer id' prints there)")
+            // An unknown peer, as when the file lists others (64): the same status as `peers remove`.
+            throw CommandFailure(.usage, "\(addressing.option) \(addressing.peers[0]): no authorized peers at \(peersPath)",
+                                 hint: "pair with that host first: 'bletransfer pair' on both hosts (or 'bletransfer peers add' "
+                                     + "the line 'bletransfer id' prints there)")
         }
-        try Self.checkPeers(peersPath)
+        try CommandFailure.lifting { () throws(RoleFailure) in try Self.checkPeers(peersPath) }
         let file: AuthorizedPeersFile
         do {
             file = AuthorizedPeersFile(text: try AuthorizedPeers.readText(from: peersPath).text)
         } catch {
-            throw IdentityLocation.failure(error)
+            throw CommandFailure(IdentityLocation.failure(error))
         }
         var keys = Set<PeerKey>()
         for given in addressing.peers {
@@ -75,17 +80,18 @@ struct TrustOptions: ParsableArguments {
             } catch {
                 // A name typed that names no one, or several: the command line's mistake (64),
                 // as for `peers remove`.
-                throw RoleFailure(.usage, "\(addressing.option) \(given): \(error) in \(peersPath); "
-                    + "'bletransfer peers list' shows the names")
+                let hint: String? = if case .noMatch = error { nearestPeerHint(given, in: file) } else { nil }
+                throw CommandFailure(.usage, "\(addressing.option) \(given): \(error) in \(peersPath)",
+                                     hint: hint ?? "'bletransfer peers list' shows the names")
             }
         }
         let identityPath = identity ?? IdentityLocation.defaultPathForThisProcess()
-        let loadedIdentity = try Self.loadIdentity(identityPath)
+        let loadedIdentity = try CommandFailure.lifting { () throws(RoleFailure) in try Self.loadIdentity(identityPath) }
         do {
             return try SecureModePolicy(identity: loadedIdentity, authorizedPeersPath: peersPath, requiresSecure: true,
                                         restrictedTo: keys)
         } catch {
-            throw IdentityLocation.failure(error)
+            throw CommandFailure(IdentityLocation.failure(error))
         }
     }
 

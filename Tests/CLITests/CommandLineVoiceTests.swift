@@ -28,6 +28,9 @@ private func isOneVoice(_ text: String) -> Bool {
     static let helpRequests: [[String]] = [
         ["--help"], ["help", "send"], ["help", "receive"], ["help", "daemon"], ["help", "status"],
         ["help", "keygen"], ["help", "id"], ["help", "peers"], ["help", "pair"], ["peers", "--help"], ["send", "--help"], ["daemon", "-h"],
+        // Every peers command has its examples too.
+        ["peers", "list", "--help"], ["peers", "add", "--help"], ["peers", "remove", "--help"], ["peers", "rename", "--help"],
+        ["peers", "fingerprint", "--help"], ["help", "peers", "rename"],
     ]
 
     @Test(arguments: helpRequests)
