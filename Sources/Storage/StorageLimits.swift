@@ -109,6 +109,27 @@ public struct StorageRefusal: Sendable, Equatable, CustomStringConvertible {
     public var description: String { reason }
 }
 
+extension StorageLimits {
+    /// Free bytes and inodes for an unprivileged writer on the file system of `path`
+    /// (`f_bavail`, `f_favail`); inodes nil when the file system has no fixed number of them
+    /// (`f_files` 0). Nil when unknown.
+    public static func freeSpace(at path: String) -> (bytes: Int, inodes: Int?)? {
+        var stats = statvfs()
+        guard statvfs(path, &stats) == 0 else { return nil }
+        let free = UInt64(stats.f_bavail).multipliedReportingOverflow(by: UInt64(stats.f_frsize))
+        let bytes = free.overflow || free.partialValue > UInt64(Int.max) ? Int.max : Int(free.partialValue)
+        return (bytes, stats.f_files == 0 ? nil : Int(clamping: UInt64(stats.f_favail)))
+    }
+
+    /// Why the rest of a message arriving into a file on `path`'s file system cannot be written
+    /// without eating into the reserve (a sink that holds messages in partial files there).
+    public func writeRefusal(at path: String, announced: Int?, received: Int) -> StorageRefusal? {
+        guard let free = Self.freeSpace(at: path) else { return nil }
+        return reserveRefusal(stillToWrite: announced.map { max(0, $0 - received) } ?? 0,
+                              usage: Usage(freeBytes: free.bytes, storedBytes: 0, storedFiles: 0, freeInodes: free.inodes))
+    }
+}
+
 extension OutputDirectory {
     /// Free bytes for an unprivileged writer on the directory's file system; nil when unknown.
     public func freeBytes() -> Int? {
@@ -118,11 +139,7 @@ extension OutputDirectory {
     /// Free bytes and inodes for an unprivileged writer (`f_bavail`, `f_favail`); inodes nil
     /// when the file system has no fixed number of them (`f_files` 0). Nil when unknown.
     public func freeSpace() -> (bytes: Int, inodes: Int?)? {
-        var stats = statvfs()
-        guard statvfs(path.string, &stats) == 0 else { return nil }
-        let free = UInt64(stats.f_bavail).multipliedReportingOverflow(by: UInt64(stats.f_frsize))
-        let bytes = free.overflow || free.partialValue > UInt64(Int.max) ? Int.max : Int(free.partialValue)
-        return (bytes, stats.f_files == 0 ? nil : Int(clamping: UInt64(stats.f_favail)))
+        StorageLimits.freeSpace(at: path.string)
     }
 
     /// The messages in the directory, down its whole tree without following a symbolic link:

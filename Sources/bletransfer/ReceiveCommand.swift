@@ -266,7 +266,7 @@ struct SignalStrengthOption: ParsableArguments {
 /// `--max-size` and `--idle-timeout` of `receive` (the daemon's `--max-size` bounds both roles).
 struct ReceiverMessageOptions: ParsableArguments {
     @Option(name: .customLong("max-size"), help: ArgumentHelp(
-        "Refuse larger messages (default 64M; none with --output-dir).", valueName: "BYTES"), transform: bytes)
+        "Refuse larger messages (default: 64M held in memory).", valueName: "BYTES"), transform: bytes)
     var maximumSize: Int?
 
     @OptionGroup var idle: IdleTimeoutOption

@@ -55,8 +55,11 @@ struct SendCommand: AsyncParsableCommand {
             of PATH) and modification time, which a receiver storing into a directory keeps; --no-name \
             sends neither. Apple's format carries no name.
 
-            A file of any size is read from disk as it goes; standard input is read first, \
-            up to 64 MiB. An empty message is refused unless --allow-empty is given (exit 65). Ctrl-C / SIGTERM unregister everything, then exit 130 / 143.
+            A file of any size is read from disk as it goes; standard input (or a FIFO) of any \
+            size is read to its end first into an unnamed temporary file in $TMPDIR (else \
+            /var/tmp), then sent from it the same way. An empty message is refused unless \
+            --allow-empty is given (exit 65). Ctrl-C / SIGTERM unregister everything, then exit \
+            130 / 143.
             """))
 
     @Argument(help: ArgumentHelp("The message to send (its UTF-8 bytes).", valueName: "MESSAGE"))
