@@ -9,6 +9,7 @@ import Options
 import Roles
 import ServiceLifecycle
 import Storage
+import Synchronization
 import SystemPackage
 import Transfer
 
@@ -81,7 +82,12 @@ public struct Daemon {
         // A closed standard output (--json into a pipe that went away) must not kill the daemon.
         signal(SIGPIPE, SIG_IGN)
         let (reports, reportInput) = AsyncStream<DaemonReport>.makeStream(bufferingPolicy: .unbounded)
-        let report: @Sendable (DaemonReport) -> Void = { reportInput.yield($0) }
+        // The signal that stopped the daemon, for its last JSON event.
+        let stoppedBy = Mutex<Int32?>(nil)
+        let report: @Sendable (DaemonReport) -> Void = { item in
+            if case .stopping(let signal) = item { stoppedBy.withLock { $0 = $0 ?? signal } }
+            reportInput.yield(item)
+        }
 
         let attempt: DaemonSupervisor.Attempt
         let directory: String
@@ -89,8 +95,12 @@ public struct Daemon {
         case .success(let prepared): (attempt, directory) = prepared
         case .failure(let failure):
             // In the command line's voice, as every failure before the daemon runs; the
-            // journal gets it as critical.
+            // journal gets it as critical. With --json it is also the last event.
             let priority = JournalStream.isStandardErrorJournal ? "<2>" : ""
+            if settings.json {
+                EventRenderer.writeLine(JSONEvents.line("error", ErrorJSONEvent(
+                    failure.message, kind: failure.status.failureKindName, exitStatus: Int(failure.status.rawValue))), to: 1)
+            }
             EventRenderer.writeLine("\(priority)bletransfer: error: \(failure.message)", to: 2)
             return failure.status
         }
@@ -115,9 +125,14 @@ public struct Daemon {
             logger.warning("cannot notify systemd", metadata: ["error": "\(error)"])
         }
         let bluezLogger = Logger(label: "bletransfer.bluez")
-        let supervisor = DaemonSupervisor(
+        var supervisor = DaemonSupervisor(
             openSession: { try await BluetoothSession.open(logger: bluezLogger) },
             attempt: attempt, report: report)
+        let adapter = settings.adapterName
+        supervisor.diagnose = {
+            let report = await BluetoothStatusReport.gather(adapterName: adapter)
+            return report.verdict.status == .ready ? nil : (report.verdict.message, report.fixes.first)
+        }
         // The group's own lines (started, shutting down) are debug detail next to ours.
         var groupLogger = logger
         groupLogger.logLevel = .warning
@@ -149,6 +164,13 @@ public struct Daemon {
             reportInput.finish()
         }
         logger.notice("daemon stopped")
+        if settings.json {
+            // The last event: stopped by a signal, exit status 0 (docs/unattended.md).
+            let signal = stoppedBy.withLock { $0 }
+            EventRenderer.writeLine(JSONEvents.line("stopped", StoppedJSONEvent(
+                reason: signal == nil ? "finished" : "signal", exitStatus: 0,
+                signal: signal.map(StoppedJSONEvent.signalName))), to: 1)
+        }
         return .success
     }
 

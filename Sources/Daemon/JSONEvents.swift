@@ -10,7 +10,7 @@ import Transfer
 /// `schema` changes only when a field is removed, renamed or changes type or meaning; new
 /// fields and new events keep it.
 public enum JSONEvents {
-    public static let schema = 1
+    public static let schema = 2
 
     /// One event as a line: the envelope's fields and the payload's, merged into one object.
     public static func line(_ event: String, _ payload: some Encodable, extras: JSONEventExtras = JSONEventExtras(),
@@ -22,7 +22,7 @@ public enum JSONEvents {
         guard let data = try? encoder.encode(JSONEventLine(envelope: envelope, extras: extras, payload: payload)),
               let text = String(data: data, encoding: .utf8)
         else {
-            return #"{"event":"error","message":"event could not be encoded","schema":1,"text":"event could not be encoded"}"#
+            return #"{"event":"error","schema":2,"text":"event could not be encoded"}"#
         }
         return EventRenderer.jsonEscapingTerminalControls(text)
     }
@@ -205,14 +205,12 @@ public struct RefusedJSONEvent: Encodable, Sendable {
     public var retrySeconds: Double
 }
 
-/// `warning`: `message` as it always was (a string), `text` the same words under the name
-/// every text-carrying event uses.
+/// `warning`: the words in `text`, the name every text-carrying event uses (`message` is the
+/// message object of `delivered` and `received`, one type across events since schema 2).
 public struct WarningJSONEvent: Encodable, Sendable {
-    public var message: String
     public var text: String
 
     public init(_ text: String) {
-        message = text
         self.text = text
     }
 }
@@ -221,7 +219,6 @@ public struct WarningJSONEvent: Encodable, Sendable {
 
 /// `error`: a command's failure (`kind`, `exitStatus`) or the daemon's (`file`).
 public struct ErrorJSONEvent: Encodable, Sendable {
-    public var message: String
     public var text: String
     public var kind: String?
     public var exitStatus: Int?
@@ -230,7 +227,6 @@ public struct ErrorJSONEvent: Encodable, Sendable {
     public var hint: String?
 
     public init(_ text: String, kind: String? = nil, exitStatus: Int? = nil, file: String? = nil) {
-        message = text
         self.text = text
         self.kind = kind
         self.exitStatus = exitStatus
@@ -256,10 +252,39 @@ public struct FailedJSONEvent: Encodable, Sendable {
 
 public struct WaitingJSONEvent: Encodable, Sendable {
     public var kind: String
-    public var message: String
     public var text: String
     public var retrySeconds: Double
     public var advice: String?
+    /// What to do about it, as `bletransfer status` says (Bluetooth unavailable).
+    public var hint: String?
+
+    public init(kind: String, text: String, retrySeconds: Double, advice: String? = nil, hint: String? = nil) {
+        self.kind = kind
+        self.text = text
+        self.retrySeconds = retrySeconds
+        self.advice = advice
+        self.hint = hint
+    }
+}
+
+/// `stopped`: the command or daemon ended without a failure: finished its work, or stopped
+/// by a signal (`signal`, and the status it exits with).
+public struct StoppedJSONEvent: Encodable, Sendable {
+    /// `finished` or `signal`.
+    public var reason: String
+    public var exitStatus: Int
+    /// `SIGINT` or `SIGTERM`, for `reason` `signal`.
+    public var signal: String?
+
+    public init(reason: String, exitStatus: Int, signal: String? = nil) {
+        self.reason = reason
+        self.exitStatus = exitStatus
+        self.signal = signal
+    }
+
+    public static func signalName(_ number: Int32) -> String {
+        number == SIGINT ? "SIGINT" : number == SIGTERM ? "SIGTERM" : "signal \(number)"
+    }
 }
 
 // MARK: RoleEvent → line

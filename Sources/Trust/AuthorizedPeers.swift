@@ -220,15 +220,16 @@ public struct AuthorizedPeers: Sendable, Equatable {
         guard fstat(descriptor, &status) == 0 else { throw .fileAccess(path: path, operation: "read", errno: errno) }
         let mode = UInt32(status.st_mode)
         guard mode & UInt32(S_IFMT) == UInt32(S_IFREG) else {
-            throw .malformedAuthorizedPeers(path: path, problems: [Problem(line: 0, reason: "not a regular file")])
+            let what = mode & UInt32(S_IFMT) == UInt32(S_IFDIR) ? "is a directory, not a file" : "is not a regular file"
+            throw .malformedAuthorizedPeers(path: path, problems: [Problem(line: 0, reason: what + "; give the file's path")])
         }
         try checkOwnership(path: path, mode: mode, owner: UInt32(status.st_uid), user: UInt32(geteuid()))
         try checkDirectories(above: path, user: UInt32(geteuid()))
         guard let bytes = try TrustFileReader.readAll(descriptor, path: path, limit: 1 << 20) else {
-            throw .malformedAuthorizedPeers(path: path, problems: [Problem(line: 0, reason: "over 1 MiB")])
+            throw .malformedAuthorizedPeers(path: path, problems: [Problem(line: 0, reason: "is over 1 MiB")])
         }
         guard let text = String(validating: bytes, as: UTF8.self) else {
-            throw .malformedAuthorizedPeers(path: path, problems: [Problem(line: 0, reason: "not UTF-8 text")])
+            throw .malformedAuthorizedPeers(path: path, problems: [Problem(line: 0, reason: "is not UTF-8 text")])
         }
         return (text, FileStamp(status))
     }

@@ -26,7 +26,7 @@ struct BLETransferCommand: AsyncParsableCommand {
               75   timed out (--timeout)
               77   permission denied: D-Bus policy or file permissions; pairing declined
               78   configuration: identity or authorized peers missing or malformed
-              130  interrupted (SIGINT); 143: terminated (SIGTERM)
+              130  interrupted (SIGINT); 143: terminated (SIGTERM); daemon: 0
             """, manual: """
             One host runs `bletransfer send` (a GATT peripheral that advertises the transfer \
             service and notifies the message), the other runs `bletransfer receive` (a central \

@@ -111,7 +111,6 @@ struct PairCommand: AsyncParsableCommand {
             throw RoleRun.exit(reporting: RoleFailure(.usage, Self.needsTerminal), json: false,
                                hint: "on a host reached over ssh: ssh -t HOST bletransfer pair")
         }
-        let hostIdentity = try loadOrCreateIdentity()
         // A file the roles would refuse is refused before anyone compares codes.
         if FileManager.default.fileExists(atPath: peersPath) {
             do {
@@ -123,13 +122,10 @@ struct PairCommand: AsyncParsableCommand {
         }
         var logger = Logger(label: "bletransfer") { DaemonLogHandler.standardError(label: $0) }
         logger.logLevel = verbose ? .debug : .warning
-        let session: BluetoothSession
-        do {
-            session = try await BluetoothSession.open(logger: logger)
-        } catch {
-            throw RoleRun.exit(reporting: RoleFailure(.unavailable, "\(error)"), json: false)
-        }
+        // Bluetooth before the identity: a host that cannot pair gets no key made for it.
+        let session = try await RoleRun.openSession(logger: logger, json: false, adapter: adapter)
         defer { session.close() }
+        let hostIdentity = try loadOrCreateIdentity()
         let chosenAdapter: Adapter
         do {
             chosenAdapter = try PairingRendezvous.adapter(in: session, named: adapter)
@@ -161,7 +157,7 @@ struct PairCommand: AsyncParsableCommand {
             await rendezvous.forget(meeting)
             outcome.withLock { $0 = result }
         }
-        try await RoleRun.end(ended, json: false, timedOut: { _ in "" })
+        try await RoleRun.end(ended, json: false, adapter: adapter, timedOut: { _ in "" })
         guard let result = outcome.withLock({ $0 }) else {
             throw RoleRun.exit(reporting: RoleFailure(.software, "pairing ended without a result"), json: false)
         }

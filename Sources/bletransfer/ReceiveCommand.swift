@@ -162,13 +162,17 @@ struct ReceiveCommand: AsyncParsableCommand {
         } catch {
             throw RoleRun.exit(reporting: error, json: json)
         }
+
+        let payloads = ReceivedPayloads()
+        // Where messages go, checked without making anything: a bad path is told first.
+        if let failure = precheckedDestination() { throw RoleRun.exit(reporting: failure, json: json) }
+        // Bluetooth next: what would end the run at once ends it before the output directory
+        // or the spool is made.
+        let (session, logger) = try await RoleRun.openSession(reporting: reporting, adapter: bluetooth.adapter)
+        defer { session.close() }
         if sender.from.isEmpty, let notice = trust.unauthenticatedNotice(anyPeer: openness.insecureAnyPeer || format.compat) {
             reporting.warn(notice)
         }
-
-        let payloads = ReceivedPayloads()
-        let (session, logger) = try await RoleRun.openSession(reporting: reporting)
-        defer { session.close() }
         let resumeSpool: ResumeSpool?
         do {
             resumeSpool = try bounds.resumeSpool(
@@ -223,7 +227,18 @@ struct ReceiveCommand: AsyncParsableCommand {
             try await central.run(sink: sink, timeout: deadline)
         }
 
-        try await RoleRun.end(outcome, json: json) { seconds in "timed out after \(RoleRun.format(seconds)) s" }
+        try await RoleRun.end(outcome, json: json, adapter: bluetooth.adapter) { seconds in "timed out after \(RoleRun.format(seconds)) s" }
+    }
+
+    /// What is wrong with `--output` or `--output-dir`, found without making anything.
+    private func precheckedDestination() -> SinkFailure? {
+        do {
+            if let outputPath { _ = try SingleFileSink(path: FilePath(outputPath)) }
+            if let outputDirectory { try OutputDirectorySink.precheck(FilePath(outputDirectory)) }
+            return nil
+        } catch {
+            return error
+        }
     }
 
     private func makeSink(payloads: ReceivedPayloads, resumeSpool: ResumeSpool?) throws -> any MessageSink {

@@ -178,12 +178,12 @@ struct SendCommand: AsyncParsableCommand {
         } catch {
             throw RoleRun.exit(reporting: error, json: json)
         }
+        let (session, logger) = try await RoleRun.openSession(reporting: reporting, adapter: bluetooth.adapter)
+        defer { session.close() }
+        // Once Bluetooth can be used: a run that cannot start is told its reason alone.
         if addressee.to.isEmpty, let notice = trust.unauthenticatedNotice(anyPeer: openness.insecureAnyPeer) {
             reporting.warn(notice)
         }
-
-        let (session, logger) = try await RoleRun.openSession(reporting: reporting)
-        defer { session.close() }
         for note in notes { logger.warning("\(note)") }
 
         let options = try bluetooth.targeting(senderOptions, secureMode: secureMode, transport: transport)
@@ -196,7 +196,7 @@ struct SendCommand: AsyncParsableCommand {
         }) {
             try await peripheral.run(source: source)
         }
-        try await RoleRun.end(outcome, json: json, timedOut: timedOut)
+        try await RoleRun.end(outcome, json: json, adapter: bluetooth.adapter, timedOut: timedOut)
         return logger
     }
 

@@ -138,10 +138,11 @@ struct TrustOptions: ParsableArguments {
     func unauthenticatedNotice(anyPeer: Bool) -> String? {
         let defaultPath = IdentityLocation.defaultAuthorizedPeersPathForThisProcess()
         guard !anyPeer, authorizedPeers == nil, Self.existing(defaultPath) == nil else { return nil }
-        return "no authorized peers (\(defaultPath)): transfers with bletransfer hosts are encrypted but not "
-            + "authenticated, and Apple-flow peers are served in clear; to trust only your own hosts, "
-            + "run 'bletransfer pair' on both"
+        return Self.unauthenticated
     }
+
+    /// The one line a run without authorized peers starts with (docs/trust.md says the rest).
+    static let unauthenticated = "encrypted, not authenticated: run 'bletransfer pair' on both hosts"
 
     /// `path` when a file (or anything) is there: a default file is used only when it exists.
     private static func existing(_ path: String) -> String? {

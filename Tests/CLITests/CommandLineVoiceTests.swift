@@ -170,30 +170,47 @@ private func isOneVoice(_ text: String) -> Bool {
         #expect(isOneVoice(bad.err))
     }
 
-    /// Without authorized peers the first line says what that means and how to fix it; with a
-    /// list (or --insecure-any-peer, chosen on purpose) it is not said. No bus here: the run
-    /// then ends with 69, after that line.
-    @Test func aRunWithoutAuthorizedPeersSaysSoFirst() throws {
+    /// Without authorized peers a run says so in one short line, once Bluetooth can be used
+    /// (PeripheralSendCommandTests runs it on BlueZoo); a run that cannot start on Bluetooth says
+    /// only why, in status's words with its fix, and nothing else first.
+    @Test func aRunThatCannotStartSaysOnlyWhyWithStatussFix() throws {
         let directory = NSTemporaryDirectory() + "notice-" + UUID().uuidString
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let environment = ["XDG_CONFIG_HOME": directory, "HOME": directory,
                            "DBUS_SYSTEM_BUS_ADDRESS": "unix:path=\(directory)/no-bus"]
-        for command in [["send", "hi"], ["receive"]] {
+        for command in [["send", "hi"], ["receive"], ["receive", "--output-dir", directory + "/inbox"]] {
             let run = try runCLI(command + ["--timeout", "5"], environment: environment)
             #expect(run.status == ExitStatus.unavailable.rawValue, "\(command): \(run.err)")
-            #expect(run.err.hasPrefix("bletransfer: warning: no authorized peers (\(directory)/bletransfer/authorized-peers): "),
-                    "\(command): \(run.err)")
-            #expect(run.err.contains("run 'bletransfer pair' on both"))
-            let chosen = try runCLI(command + ["--timeout", "5", "--insecure-any-peer"], environment: environment)
-            #expect(!chosen.err.contains("no authorized peers"), "\(command): \(chosen.err)")
+            #expect(isOneVoice(run.err) && run.err.contains("\nhint: "), "\(command): \(run.err)")
+            #expect(!run.err.contains("warning"), "\(command): \(run.err)")
         }
-        let key = try runCLI(["keygen"], environment: environment)
-        try key.out.write(toFile: directory + "/bletransfer/authorized-peers", atomically: true, encoding: .utf8)
-        #expect(chmod(directory + "/bletransfer/authorized-peers", 0o644) == 0)
-        let listed = try runCLI(["send", "hi", "--timeout", "5"], environment: environment)
-        #expect(listed.status == ExitStatus.unavailable.rawValue, "\(listed.err)")
-        #expect(!listed.err.contains("no authorized peers"))
+        // The radio is checked before the output directory is made.
+        #expect(!FileManager.default.fileExists(atPath: directory + "/inbox"))
+        #expect(("bletransfer: warning: " + TrustOptions.unauthenticated).count <= 100)
+        #expect(TrustOptions.unauthenticated.contains("'bletransfer pair'"))
+    }
+
+    /// Exit codes as documented: an output directory that cannot be made is 73, before any
+    /// Bluetooth; a path that is a directory names that, not a "line 0".
+    @Test func aBadOutputDirectoryIs73AndADirectoryIsNotALine() throws {
+        let directory = NSTemporaryDirectory() + "exit-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let environment = ["XDG_CONFIG_HOME": directory, "DBUS_SYSTEM_BUS_ADDRESS": "unix:path=\(directory)/no-bus"]
+        try Data("x".utf8).write(to: URL(fileURLWithPath: directory + "/file"))
+        for outputDirectory in [directory + "/file", directory + "/file/inbox"] {
+            let run = try runCLI(["receive", "--output-dir", outputDirectory], environment: environment)
+            #expect(run.status == ExitStatus.cannotCreate.rawValue, "\(outputDirectory): \(run.err)")
+            #expect(isOneVoice(run.err))
+        }
+        let output = try runCLI(["receive", "-o", directory + "/missing/x.txt"], environment: environment)
+        #expect(output.status == ExitStatus.cannotCreate.rawValue, "\(output.err)")
+        for option in ["--authorized-peers", "--identity"] {
+            let run = try runCLI(["send", "hi", option, directory], environment: environment)
+            #expect(!run.err.contains("line 0") && !run.err.contains(":0:"), "\(option): \(run.err)")
+            #expect(run.err.contains("is a directory, not a file"), "\(option): \(run.err)")
+        }
     }
 
     @Test func theDaemonsSetupFailuresSpeakTheSameVoice() throws {
@@ -210,6 +227,12 @@ private func isOneVoice(_ text: String) -> Bool {
         #expect(run.status == ExitStatus.cannotCreate.rawValue)
         #expect(run.err == "bletransfer: error: --output-dir: cannot create directory /proc/bletransfer-voice/inbox: "
                 + "No such file or directory\n")
+        // With --json, the same failure is the last event.
+        let json = try runCLI(["daemon", "--role", "receiver", "--output-dir", "/proc/bletransfer-voice/inbox", "--json"],
+                              environment: environment)
+        #expect(json.status == ExitStatus.cannotCreate.rawValue)
+        let event = try #require(try JSONSerialization.jsonObject(with: Data(json.out.utf8)) as? [String: Any])
+        #expect(event["event"] as? String == "error" && event["kind"] as? String == "cannotCreate" && event["exitStatus"] as? Int == 73)
     }
 
     /// Did-you-mean wherever a name is typed: a group's command, a value from a fixed list, an

@@ -21,8 +21,24 @@ public struct OutputDirectorySink: MessageSink {
         do {
             directory = try OutputDirectory(path: path)
         } catch {
-            throw SinkFailure(.ioError, "--output-dir: \(error)")
+            throw Self.failure(error)
         }
+    }
+
+    /// The statuses the docs give: 73 a directory that cannot be made (or a file where it
+    /// should be), 77 one this user may not write into, 74 anything else.
+    static func failure(_ error: OutputDirectoryError) -> SinkFailure {
+        let kind: FailureKind = switch error {
+        case .notADirectory, .cannotCreate: .cannotCreate
+        case .notWritable: .permissionDenied
+        default: .ioError
+        }
+        return SinkFailure(kind, "--output-dir: \(error)")
+    }
+
+    /// ``OutputDirectory/precheck(_:)`` as the command line reports it, before Bluetooth.
+    public static func precheck(_ path: FilePath) throws(SinkFailure) {
+        do { try OutputDirectory.precheck(path) } catch { throw failure(error) }
     }
 
     public func store(_ message: ReceivedMessage, sequence: Int, from peer: PeerDescription?) async throws -> String? {

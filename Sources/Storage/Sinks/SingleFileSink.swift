@@ -20,13 +20,13 @@ public struct SingleFileSink: MessageSink {
         let directory = Self.directory(of: path)
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: directory.string, isDirectory: &isDirectory), isDirectory.boolValue else {
-            throw SinkFailure(.ioError, "cannot write \(path): directory \(directory) does not exist")
+            throw SinkFailure(.cannotCreate, "cannot write \(path): directory \(directory) does not exist")
         }
         if FileManager.default.fileExists(atPath: path.string, isDirectory: &isDirectory), isDirectory.boolValue {
-            throw SinkFailure(.ioError, "cannot write \(path): it is a directory (use --output-dir for a directory)")
+            throw SinkFailure(.cannotCreate, "cannot write \(path): it is a directory (use --output-dir for a directory)")
         }
         guard access(directory.string, W_OK | X_OK) == 0 else {
-            throw SinkFailure(.ioError, "cannot write \(path): no permission to create files in \(directory)")
+            throw SinkFailure(.permissionDenied, "cannot write \(path): no permission to create files in \(directory)")
         }
     }
 
