@@ -12,7 +12,7 @@ struct BLETransferCommand: AsyncParsableCommand {
               bletransfer receive                   on host B: wait for one message
               bletransfer send "hello"              on host A: send it
               bletransfer send -f photo.jpg         a file, with its name
-              bletransfer pair                      on both hosts: trust each other (compare the code)
+              bletransfer pair                      on both hosts: trust each other (type the other's code)
 
             EXIT STATUS (sysexits(3)):
               0    success

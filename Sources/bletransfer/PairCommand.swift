@@ -16,7 +16,7 @@ import Trust
 struct PairCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "pair",
-        abstract: "Trust another host: both show a code, you confirm, each adds the other's key.",
+        abstract: "Trust another host: type the code it shows; each adds the other's key.",
         usage: "bletransfer pair [<options>]",
         discussion: HelpText.discussion("""
             Run it on both hosts within the same minute, each in a terminal (a host you reach \
