@@ -29,7 +29,8 @@ public enum BluetoothError: Error, Sendable, Equatable, CustomStringConvertible 
         case .systemBusUnavailable(let message):
             return "cannot reach the D-Bus system bus (\(message))"
         case .bluetoothdNotRunning:
-            return "bluetoothd is not running (nobody owns org.bluez on the system bus)"
+            // One wording everywhere: status, the roles' start, the daemon's log.
+            return "bluetoothd is not running"
         case .accessDenied(let message):
             let detail = message.isEmpty ? "" : " (\(message))"
             return "permission denied: the D-Bus policy does not let this user use org.bluez\(detail)"

@@ -56,6 +56,57 @@ public struct BluetoothStatusReport: Sendable, Codable, Hashable {
         public var message: String
     }
 
+    /// Whether this host has no Bluetooth at all: the kernel has no Bluetooth support (a
+    /// virtual machine or a container, most often) and bluetoothd reports no adapter.
+    public var hasNoBluetoothAtAll: Bool {
+        kernel.state == "no-bluetooth-in-kernel" && adapters.isEmpty
+    }
+
+    /// The one line that says what is wrong with a kernel without Bluetooth, whatever else is
+    /// missing (a bus, bluetoothd): the same words in `status` and in every command's error.
+    public static let noBluetoothInKernel = "no Bluetooth adapter: the kernel has no Bluetooth (a VM or a container?)"
+
+    /// The commands that fix what the report shows wrong, most likely first: `status` prints
+    /// them as `fix:` lines, and the commands that fail on Bluetooth give the first as their
+    /// `hint:`. Empty when the selected adapter is ready.
+    public var fixes: [String] {
+        if hasNoBluetoothAtAll {
+            return ["run on a host with a Bluetooth LE adapter, or pass one through to the virtual machine (USB "
+                    + "passthrough); without one, the two-host virtual lab: bash scripts/demo.sh"]
+        }
+        switch bluetoothd {
+        case "not-running":
+            return ["sudo systemctl start bluetooth   (Debian: apt install bluez, if it is not installed)"]
+        case "access-denied":
+            return ["let this user talk to org.bluez: install the package's D-Bus policy "
+                    + "(/etc/dbus-1/system.d/bletransfer.conf, udev/bletransfer-dbus.conf in the source) "
+                    + "and run as the user it names, or as a user the system's policy allows"]
+        case "no-system-bus":
+            return ["sudo systemctl start dbus"]
+        default:
+            break
+        }
+        switch verdict.status {
+        case .ready:
+            return []
+        case .unknownAdapter:
+            let names = adapters.map(\.name)
+            return ["pick an adapter bluetoothd reports: "
+                    + (names.isEmpty ? "none is reported" : names.map { "--adapter \($0)" }.joined(separator: ", "))]
+        case .permissionDenied:
+            return ["check the D-Bus policy for org.bluez (docs/unattended.md, \"Permissions\")"]
+        case .unavailable:
+            guard let name = selectedAdapter, let adapter = adapters.first(where: { $0.name == name }) else {
+                return kernel.controllers.isEmpty
+                    ? ["plug in a Bluetooth LE adapter (lsusb, dmesg show it), then: rfkill unblock bluetooth"]
+                    : ["sudo systemctl restart bluetooth   (the kernel has the controller, bluetoothd does not show it)"]
+            }
+            if !adapter.supportsLowEnergy { return ["use an adapter with Bluetooth 4.0 (LE) or later: --adapter hciN"] }
+            if !adapter.powered { return ["rfkill unblock bluetooth && bluetoothctl power on"] }
+            return []
+        }
+    }
+
     /// Opens a session on the system bus (or the bus at `address`), reads both views and closes the session.
     public static func gather(adapterName: String?, address: String? = nil) async -> BluetoothStatusReport {
         let kernel = KernelBluetooth.report()
@@ -95,7 +146,7 @@ public struct BluetoothStatusReport: Sendable, Codable, Hashable {
             let message: String
             switch kernel {
             case .noBluetoothInKernel:
-                message = "bluetoothd is not running, and the kernel has no Bluetooth support"
+                message = noBluetoothInKernel
             case .controllers where !seen.isEmpty:
                 message = "bluetoothd is not running (the kernel sees \(seen.joined(separator: ", ")))"
             default:
@@ -132,6 +183,11 @@ public struct BluetoothStatusReport: Sendable, Codable, Hashable {
             (report.selectedAdapter, report.verdict) = judge(adapters: adapters, adapterName: adapterName, kernel: kernel)
         } else if let adapterName {
             report.selectedAdapter = adapterName
+        }
+        // No Bluetooth in the kernel and none reported: that is the problem to name first,
+        // whatever else is missing too (a bus, bluetoothd, an adapter).
+        if report.hasNoBluetoothAtAll, report.verdict.status != .permissionDenied {
+            report.verdict = Verdict(status: .unavailable, message: noBluetoothInKernel)
         }
         return report
     }

@@ -9,6 +9,7 @@ import Options
 import Roles
 import ServiceLifecycle
 import Storage
+import Synchronization
 import SystemPackage
 import Transfer
 
@@ -83,10 +84,13 @@ package struct Daemon {
         // A closed standard output (--json into a pipe that went away) must not kill the daemon.
         signal(SIGPIPE, SIG_IGN)
         let (reports, reportInput) = AsyncStream<DaemonReport>.makeStream(bufferingPolicy: .unbounded)
-        // The role's progress also feeds the link watch's fallback.
+        // The role's progress also feeds the link watch's fallback; the signal that stopped
+        // the daemon is kept for its last JSON event.
         let progress = LinkProgressFeed()
+        let stoppedBy = Mutex<Int32?>(nil)
         let report: @Sendable (DaemonReport) -> Void = { item in
             if case .role(let event) = item { progress.observe(event) }
+            if case .stopping(let signal) = item { stoppedBy.withLock { $0 = $0 ?? signal } }
             reportInput.yield(item)
         }
 
@@ -96,8 +100,12 @@ package struct Daemon {
         case .success(let prepared): (attempt, directory) = prepared
         case .failure(let failure):
             // In the command line's voice, as every failure before the daemon runs; the
-            // journal gets it as critical.
+            // journal gets it as critical. With --json it is also the last event.
             let priority = JournalStream.isStandardErrorJournal ? "<2>" : ""
+            if settings.json {
+                EventRenderer.writeLine(JSONEvents.line("error", ErrorJSONEvent(
+                    failure.message, kind: failure.status.failureKindName, exitStatus: Int(failure.status.rawValue))), to: 1)
+            }
             EventRenderer.writeLine("\(priority)bletransfer: error: \(failure.message)", to: 2)
             return failure.status
         }
@@ -122,9 +130,14 @@ package struct Daemon {
             logger.warning("cannot notify systemd", metadata: ["error": "\(error)"])
         }
         let bluezLogger = Logger(label: "bletransfer.bluez")
-        let supervisor = DaemonSupervisor(
+        var supervisor = DaemonSupervisor(
             openSession: { try await BluetoothSession.open(logger: bluezLogger) },
             attempt: attempt, report: report)
+        let adapter = settings.adapterName
+        supervisor.diagnose = {
+            let report = await BluetoothStatusReport.gather(adapterName: adapter)
+            return report.verdict.status == .ready ? nil : (report.verdict.message, report.fixes.first)
+        }
         // The group's own lines (started, shutting down) are debug detail next to ours.
         var groupLogger = logger
         groupLogger.logLevel = .warning
@@ -161,6 +174,13 @@ package struct Daemon {
             reportInput.finish()
         }
         logger.notice("daemon stopped")
+        if settings.json {
+            // The last event: stopped by a signal, exit status 0 (docs/unattended.md).
+            let signal = stoppedBy.withLock { $0 }
+            EventRenderer.writeLine(JSONEvents.line("stopped", StoppedJSONEvent(
+                reason: signal == nil ? "finished" : "signal", exitStatus: 0,
+                signal: signal.map(StoppedJSONEvent.signalName))), to: 1)
+        }
         return .success
     }
 
@@ -197,18 +217,6 @@ package struct Daemon {
         switch settings.role {
         case .receiver:
             let path = settings.outputDirectory ?? FilePath(".")
-            let sink: InboxSink
-            do {
-                sink = try InboxSink(path: path, limits: settings.receiver.storageLimits,
-                                     folderPerSender: settings.folderPerSender)
-            } catch {
-                let status: ExitStatus = switch error {
-                case .notWritable: .permissionDenied
-                case .cannotCreate, .notADirectory: .cannotCreate
-                default: .ioError
-                }
-                return .failure(SetupFailure(status: status, message: "--output-dir: \(error)"))
-            }
             // A daemon keeps receiving after a message that fails verification.
             var configuration = settings.receiver.configuration(messageCount: nil, stopOnCorruptMessage: false)
             if let directory = settings.resumeSpoolDirectory {
@@ -228,6 +236,19 @@ package struct Daemon {
                     }
                     logger.warning("\(error); messages cut midway start again from byte 0 (--spool-dir sets another place)")
                 }
+            }
+            let sink: InboxSink
+            do {
+                // The spool's copy of a message counts against the reserve beside the message.
+                sink = try InboxSink(path: path, limits: settings.receiver.storageLimits,
+                                     folderPerSender: settings.folderPerSender, resumeSpool: configuration.resumeSpool)
+            } catch {
+                let status: ExitStatus = switch error {
+                case .notWritable: .permissionDenied
+                case .cannotCreate, .notADirectory: .cannotCreate
+                default: .ioError
+                }
+                return .failure(SetupFailure(status: status, message: "--output-dir: \(error)"))
             }
             let attempt: DaemonSupervisor.Attempt = { [configuration] session, emit in
                 let central = Central(configuration: configuration, session: session)

@@ -13,7 +13,8 @@ enum DaemonReport: Sendable {
     case role(RoleEvent)
     case outbox(OutboxSourceEvent)
     /// The role could not run or stopped on a failure; the supervisor tries again in `retryIn`.
-    case waiting(kind: FailureKind, message: String, retryIn: Duration)
+    /// `hint`: what fixes it, as `bletransfer status` says (Bluetooth unusable).
+    case waiting(kind: FailureKind, message: String, hint: String? = nil, retryIn: Duration)
     /// A SIGTERM or SIGINT arrived: everything is being unregistered.
     case stopping(signal: Int32)
 }
@@ -43,8 +44,8 @@ struct DaemonReporter {
         switch report {
         case .role(let event): handle(event)
         case .outbox(let event): handle(event)
-        case .waiting(let kind, let message, let retryIn):
-            handleWaiting(kind: kind, message: message, retryIn: retryIn)
+        case .waiting(let kind, let message, let hint, let retryIn):
+            handleWaiting(kind: kind, message: message, hint: hint, retryIn: retryIn)
         case .stopping(let signal):
             let name = signal == SIGTERM ? "SIGTERM" : signal == SIGINT ? "SIGINT" : "signal \(signal)"
             logger.notice("stopping", metadata: ["signal": "\(name)", "messages": "\(status.messages)"])
@@ -203,12 +204,13 @@ struct DaemonReporter {
 
     // MARK: Waiting
 
-    private mutating func handleWaiting(kind: FailureKind, message: String, retryIn: Duration) {
+    private mutating func handleWaiting(kind: FailureKind, message: String, hint: String?, retryIn: Duration) {
         if kind == .permissionDenied { status.state = .unauthorized }
         status.waitingReason = message
         let delay = EventRenderer.formatSeconds(retryIn.seconds)
         var metadata: Logger.Metadata = ["kind": "\(kind.rawValue)", "retry": "\(delay)"]
         if kind == .permissionDenied { metadata["advice"] = "\(Self.permissionAdvice)" }
+        if let hint { metadata["hint"] = "\(hint)" }
         if message != lastWaitingMessage {
             lastWaitingMessage = message
             logger.error("\(message)", metadata: metadata)
@@ -216,8 +218,8 @@ struct DaemonReporter {
             logger.debug("\(message)", metadata: metadata)
         }
         if json {
-            let waiting = WaitingJSONEvent(kind: kind.rawValue, message: message, text: message, retrySeconds: retryIn.seconds,
-                                           advice: kind == .permissionDenied ? Self.permissionAdvice : nil)
+            let waiting = WaitingJSONEvent(kind: kind.rawValue, text: message, retrySeconds: retryIn.seconds,
+                                           advice: kind == .permissionDenied ? Self.permissionAdvice : nil, hint: hint)
             EventRenderer.writeLine(JSONEvents.line("waiting", waiting), to: STDOUT_FILENO)
         }
     }

@@ -24,6 +24,9 @@ struct DaemonSupervisor: Sendable {
     let openSession: @Sendable () async throws -> BluetoothSession
     let attempt: Attempt
     let report: @Sendable (DaemonReport) -> Void
+    /// What `bletransfer status` says when Bluetooth is why the role could not run: its line
+    /// and its fix (nil when it finds Bluetooth ready, or is not asked).
+    var diagnose: @Sendable () async -> (message: String, hint: String?)? = { nil }
     var backoff = BackoffPolicy(initial: .seconds(1), maximum: .seconds(30))
     /// The least time between two starts of a role that ended without a failure.
     var minimumRestartInterval: Duration = .seconds(1)
@@ -58,7 +61,10 @@ struct DaemonSupervisor: Sendable {
             if let failure {
                 failures += 1
                 delay = backoff.delay(afterFailures: failures)
-                report(.waiting(kind: failure.kind, message: failure.message, retryIn: delay))
+                // Bluetooth's reason in status's words, with its fix, as the commands give it.
+                let diagnosis = failure.kind == .unavailable || failure.kind == .permissionDenied ? await diagnose() : nil
+                report(.waiting(kind: failure.kind, message: diagnosis?.message ?? failure.message, hint: diagnosis?.hint,
+                                retryIn: delay))
             } else {
                 // The role ended by itself (it only does when its task was interrupted): start
                 // it again, but never in a tight loop.

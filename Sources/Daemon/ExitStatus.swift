@@ -22,3 +22,23 @@ package enum ExitStatus: Int32, Sendable, CaseIterable {
     /// The configuration cannot work: a daemon without an identity or authorized peers.
     case configuration = 78
 }
+
+extension ExitStatus {
+    /// The failure kind (`FailureKind`'s raw value) that ends with this status, for the JSON
+    /// `error` event's `kind`.
+    public var failureKindName: String {
+        switch self {
+        case .success: "success"
+        case .usage: "usage"
+        case .dataError: "dataError"
+        case .noInput: "noInput"
+        case .unavailable: "unavailable"
+        case .software: "software"
+        case .cannotCreate: "cannotCreate"
+        case .ioError: "ioError"
+        case .timedOut: "timedOut"
+        case .permissionDenied: "permissionDenied"
+        case .configuration: "configuration"
+        }
+    }
+}

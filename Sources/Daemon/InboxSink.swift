@@ -21,20 +21,25 @@ final class InboxSink: MessageSink {
     /// `--folder-per-sender`: a message whose sender the secure mode authenticated goes into a
     /// folder named after it (``senderFolder(_:)``); others stay at the top.
     let folderPerSender: Bool
+    /// The resume spool's copy of a framed message, counted against the reserve.
+    let spooledCopy: SpooledCopy?
     private let sequence = Mutex(0)
     private let now: @Sendable () -> Date
 
     init(directory: OutputDirectory, limits: StorageLimits = .default, folderPerSender: Bool = false,
-         now: @escaping @Sendable () -> Date = Date.init) {
+         resumeSpool: ResumeSpool? = nil, now: @escaping @Sendable () -> Date = Date.init) {
         self.directory = directory
         self.limits = limits
         self.folderPerSender = folderPerSender
+        spooledCopy = SpooledCopy(resumeSpool, beside: directory.path.string)
         self.now = now
     }
 
     /// Opens (creating when missing) `path`; leftovers of an interrupted run are removed.
-    convenience init(path: FilePath, limits: StorageLimits = .default, folderPerSender: Bool = false) throws(OutputDirectoryError) {
-        self.init(directory: try OutputDirectory(path: path), limits: limits, folderPerSender: folderPerSender)
+    convenience init(path: FilePath, limits: StorageLimits = .default, folderPerSender: Bool = false,
+                     resumeSpool: ResumeSpool? = nil) throws(OutputDirectoryError) {
+        self.init(directory: try OutputDirectory(path: path), limits: limits, folderPerSender: folderPerSender,
+                  resumeSpool: resumeSpool)
     }
 
     /// The folder of a sender: the name its key has in the authorized-peers file, or its
@@ -47,6 +52,14 @@ final class InboxSink: MessageSink {
 
     func admissionRefusal(byteCount: Int) -> StorageRefusal? {
         directory.refusal(for: byteCount, limits: limits)
+    }
+
+    func admissionRefusal(announced: Int) -> StorageRefusal? {
+        directory.refusal(for: announced, limits: limits, alsoWritten: spooledCopy?.bytes(announced: announced) ?? 0)
+    }
+
+    func writeRefusal(announced: Int?, received: Int) -> StorageRefusal? {
+        directory.writeRefusal(announced: announced, received: received, limits: limits, spooledCopy: spooledCopy)
     }
 
     var partialPayloadStore: (any PartialPayloadStore)? { directory.partialFiles() }

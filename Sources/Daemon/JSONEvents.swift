@@ -10,7 +10,7 @@ import Transfer
 /// `schema` changes only when a field is removed, renamed or changes type or meaning; new
 /// fields and new events keep it.
 package enum JSONEvents {
-    package static let schema = 1
+    package static let schema = 2
 
     /// One event as a line: the envelope's fields and the payload's, merged into one object.
     package static func line(_ event: String, _ payload: some Encodable, extras: JSONEventExtras = JSONEventExtras(),
@@ -22,7 +22,7 @@ package enum JSONEvents {
         guard let data = try? encoder.encode(JSONEventLine(envelope: envelope, extras: extras, payload: payload)),
               let text = String(data: data, encoding: .utf8)
         else {
-            return #"{"event":"error","message":"event could not be encoded","schema":1,"text":"event could not be encoded"}"#
+            return #"{"event":"error","schema":2,"text":"event could not be encoded"}"#
         }
         return EventRenderer.jsonEscapingTerminalControls(text)
     }
@@ -205,14 +205,12 @@ package struct RefusedJSONEvent: Encodable, Sendable {
     package var retrySeconds: Double
 }
 
-/// `warning`: `message` as it always was (a string), `text` the same words under the name
-/// every text-carrying event uses.
+/// `warning`: the words in `text`, the name every text-carrying event uses (`message` is the
+/// message object of `delivered` and `received`, one type across events since schema 2).
 package struct WarningJSONEvent: Encodable, Sendable {
-    package var message: String
     package var text: String
 
     package init(_ text: String) {
-        message = text
         self.text = text
     }
 }
@@ -255,14 +253,14 @@ package struct LinkJSONEvent: Encodable, Sendable {
 
 /// `error`: a command's failure (`kind`, `exitStatus`) or the daemon's (`file`).
 package struct ErrorJSONEvent: Encodable, Sendable {
-    package var message: String
     package var text: String
     package var kind: String?
     package var exitStatus: Int?
     package var file: String?
+    /// Command: what to do about it, as the `hint:` line says.
+    package var hint: String?
 
     package init(_ text: String, kind: String? = nil, exitStatus: Int? = nil, file: String? = nil) {
-        message = text
         self.text = text
         self.kind = kind
         self.exitStatus = exitStatus
@@ -288,10 +286,39 @@ package struct FailedJSONEvent: Encodable, Sendable {
 
 package struct WaitingJSONEvent: Encodable, Sendable {
     package var kind: String
-    package var message: String
     package var text: String
     package var retrySeconds: Double
     package var advice: String?
+    /// What to do about it, as `bletransfer status` says (Bluetooth unavailable).
+    package var hint: String?
+
+    package init(kind: String, text: String, retrySeconds: Double, advice: String? = nil, hint: String? = nil) {
+        self.kind = kind
+        self.text = text
+        self.retrySeconds = retrySeconds
+        self.advice = advice
+        self.hint = hint
+    }
+}
+
+/// `stopped`: the command or daemon ended without a failure: finished its work, or stopped
+/// by a signal (`signal`, and the status it exits with).
+package struct StoppedJSONEvent: Encodable, Sendable {
+    /// `finished` or `signal`.
+    package var reason: String
+    package var exitStatus: Int
+    /// `SIGINT` or `SIGTERM`, for `reason` `signal`.
+    package var signal: String?
+
+    package init(reason: String, exitStatus: Int, signal: String? = nil) {
+        self.reason = reason
+        self.exitStatus = exitStatus
+        self.signal = signal
+    }
+
+    package static func signalName(_ number: Int32) -> String {
+        number == SIGINT ? "SIGINT" : number == SIGTERM ? "SIGTERM" : "signal \(number)"
+    }
 }
 
 // MARK: RoleEvent → line

@@ -242,29 +242,45 @@ actor OutboxMessageSource: MessageSource {
     /// draining many files asks for the next one per ACK; listing the whole outbox each time
     /// made every message cost as much as the files still waiting.
     private func refreshFolders() {
+        // A folder whose name no longer leads to it serves nothing meanwhile (its own scans
+        // check, before each listing). Another directory under the name replaces it, whatever
+        // the listing's age; a symbolic link does not (it is never opened): the folder stays,
+        // refusing, until its name leads to it again (swapped back) or is gone.
+        var moved = false
+        for (name, box) in peerOutboxes where !box.isStillInPlace {
+            if let status = outbox.folder.status(of: name), status.st_mode & S_IFMT == S_IFDIR {
+                peerOutboxes[name] = nil
+                moved = true
+            }
+        }
         let generation = outbox.changeGeneration
-        if outbox.watchesChanges, let last = foldersListed, last.generation == generation,
+        if !moved, outbox.watchesChanges, let last = foldersListed, last.generation == generation,
            ContinuousClock.now - last.at < listingReuseLimit {
             return
         }
         foldersListed = (generation, .now)
         folderListings += 1
-        guard let entries = try? DirectoryEntry.list(outbox.directory.string) else { return }
+        guard let entries = try? DirectoryEntry.list(descriptor: outbox.folder.descriptor) else { return }
         var present = Set<String>()
         for entry in entries {
             let name = entry.name
             guard !name.hasPrefix("."), name != "sent", name != "failed" else { continue }
+            // A folder swapped for a link keeps its place (see above).
+            if peerOutboxes[name] != nil, let status = outbox.folder.status(of: name), status.st_mode & S_IFMT == S_IFLNK {
+                present.insert(name)
+                continue
+            }
             // The entry's own type where the file system gives it: no lstat per waiting file.
             guard entry.mayBeDirectory else { continue }
-            var status = stat()
-            let path = outbox.directory.appending(name)
-            guard lstat(path.string, &status) == 0, status.st_mode & S_IFMT == S_IFDIR else { continue }
+            guard let status = outbox.folder.status(of: name), status.st_mode & S_IFMT == S_IFDIR else { continue }
             present.insert(name)
             guard peerOutboxes[name] == nil else { continue }
             let report = self.report
             do {
-                peerOutboxes[name] = try Outbox(directory: path, maxFileSize: outbox.maxFileSize,
-                                                settleTime: outbox.settleTime, report: { report(.notice($0)) })
+                // Opened relative to the outbox held, without following a symbolic link.
+                peerOutboxes[name] = try Outbox(folder: name, in: outbox, report: { report(.notice($0)) })
+            } catch .notADirectory {
+                continue   // Swapped for something else since it was examined.
             } catch {
                 report(.unreadable(error, retryIn: Self.folderRescan))
             }
@@ -272,9 +288,12 @@ actor OutboxMessageSource: MessageSource {
         for name in peerOutboxes.keys where !present.contains(name) { peerOutboxes[name] = nil }
     }
 
+    /// A folder's name as the addressee it names: NFC, as the authorized-peers names are read
+    /// (a folder made on a system that decomposes accents still names its peer).
     private static func message(for file: OutboxFile, addressee: String?) -> OutgoingMessage {
+        let addressee = addressee?.precomposedStringWithCanonicalMapping
         // The outbox file's name travels with it (secure mode, when the receiver takes it).
-        OutgoingMessage(body: file.body, digest: file.digest, file: SentFileAttributes(
+        return OutgoingMessage(body: file.body, digest: file.digest, file: SentFileAttributes(
             name: file.name, modificationSeconds: file.modificationSeconds,
             modificationNanoseconds: file.modificationNanoseconds), addressee: addressee)
     }

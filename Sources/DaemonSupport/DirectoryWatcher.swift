@@ -16,11 +16,14 @@ final class DirectoryWatcher: Sendable {
     /// Starts watching; nil when inotify is not available (no kernel support, or the
     /// per-user instance or watch limit is reached), in which case callers rescan on a timer.
     /// `completed` hears the names of files moved in or closed after writing.
-    init?(directory: String, signal: ChangeSignal, completed: CompletedNames? = nil) {
+    /// `followsName: false`: `directory` is a `/proc/self/fd/N` link, which leads to the
+    /// directory held whatever its name leads to now (and must be followed to be watched); a
+    /// plain path is watched without following a symbolic link at its end.
+    init?(directory: String, signal: ChangeSignal, completed: CompletedNames? = nil, followsName: Bool = true) {
         let fd = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
         guard fd >= 0 else { return nil }
         let mask = UInt32(IN_CREATE | IN_CLOSE_WRITE | IN_MOVED_TO | IN_ATTRIB
-            | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR)
+            | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR) | (followsName ? UInt32(IN_DONT_FOLLOW) : 0)
         guard inotify_add_watch(fd, directory, mask) >= 0, let reactor = try? Reactor.shared() else {
             close(fd)
             return nil

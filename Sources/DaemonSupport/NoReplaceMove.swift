@@ -21,6 +21,38 @@ enum NoReplaceMove {
         return unsafeBitCast(symbol, to: RenameAt2.self)
     }()
 
+    /// Moves `name` in the directory `from` to `newName` in the directory `to`, both held by
+    /// descriptor: nothing on the way is looked up by path, so a directory swapped for a
+    /// symbolic link cannot send the file elsewhere. Throws `.fileExists` when `newName` is taken.
+    static func move(_ name: String, in from: Int32, to newName: String, in to: Int32) throws(Errno) {
+        if let renameAt2 {
+            if renameAt2(from, name, to, newName, renameNoReplaceFlag) == 0 { return }
+            let error = Errno(rawValue: errno)
+            guard error == .invalidArgument || error == .noFunction || error == .notSupported else { throw error }
+        }
+        guard linkat(from, name, to, newName, 0) == 0 else { throw Errno(rawValue: errno) }
+        guard unlinkat(from, name, 0) == 0 else {
+            let error = Errno(rawValue: errno)
+            _ = unlinkat(to, newName, 0)
+            throw error
+        }
+    }
+
+    /// Moves `name` from the directory `from` into the directory `to` under `name`, or
+    /// `name-1.ext`, `name-2.ext`… when taken; returns the name used. Both held by descriptor.
+    static func moveAvoidingNames(_ name: String, in from: Int32, into to: Int32) throws(Errno) -> String {
+        for attempt in 0..<10_000 {
+            let candidate = attempt == 0 ? name : numbered(name, attempt)
+            do {
+                try move(name, in: from, to: candidate, in: to)
+                return candidate
+            } catch .fileExists {
+                continue
+            }
+        }
+        throw .fileExists
+    }
+
     /// Throws `.fileExists` when `destination` is taken.
     static func move(_ source: String, to destination: String) throws(Errno) {
         if let renameAt2 {
@@ -65,6 +97,18 @@ enum NoReplaceMove {
     /// flushed loses nothing but durability.
     static func startSyncingDirectories(_ directories: [String]) {
         BlockingCalls.storage.submit { directories.forEach(syncDirectory) }
+    }
+
+    /// The same for directories held by descriptor: each is duplicated now (the caller may
+    /// close its own meanwhile), flushed, and the duplicate closed.
+    static func startSyncingDirectories(descriptors: [Int32]) {
+        let duplicates = descriptors.map { fcntl($0, F_DUPFD_CLOEXEC, 0) }.filter { $0 >= 0 }
+        BlockingCalls.storage.submit {
+            for fd in duplicates {
+                _ = fsync(fd)
+                _ = close(fd)
+            }
+        }
     }
 
     /// Makes renames in `directory` durable; blocks until the disk has them.

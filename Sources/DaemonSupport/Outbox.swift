@@ -25,6 +25,13 @@ import Transfer
 ///   acknowledgement and the move can make a file go out twice.
 /// - A file being served is locked (`flock`), so two daemons sharing one outbox never serve
 ///   the same file at once.
+/// - Held by descriptor: the directory and its `sent/` and `failed/` are opened once
+///   (`O_DIRECTORY | O_NOFOLLOW`, ``HeldDirectory``) and everything is done relative to them
+///   (`openat`, `fstatat(AT_SYMLINK_NOFOLLOW)`, `renameat`), so a member of the group who swaps
+///   a folder for a symbolic link (`renameat2(RENAME_EXCHANGE)`) cannot make the daemon read,
+///   send or move anything outside. Before each listing the folder's name is checked to lead
+///   to the directory held (device and inode); when it does not, the outbox refuses to serve
+///   (`OutboxError.replaced`) until a new one is opened on whatever the name holds then.
 package actor Outbox {
     package nonisolated let directory: FilePath
     package nonisolated let sentDirectory: FilePath
@@ -38,6 +45,12 @@ package actor Outbox {
     package nonisolated let rescanInterval: Duration
     /// False when inotify could not be set up and changes are found by rescanning only.
     package nonisolated var watchesChanges: Bool { watcher != nil }
+
+    /// The outbox directory itself, and its two subdirectories (reopened when their names
+    /// were swapped: `usable(_:)`).
+    package nonisolated let folder: HeldDirectory
+    private var sent: HeldDirectory
+    private var failed: HeldDirectory
 
     private nonisolated let changes = ChangeSignal()
     private nonisolated let watcher: DirectoryWatcher?
@@ -92,21 +105,48 @@ package actor Outbox {
         watchChanges: Bool = true,
         listingReuseLimit: Duration = Outbox.defaultListingReuseLimit
     ) throws(OutboxError) {
+        try self.init(folder: try Self.prepare(directory, in: nil), maxFileSize: maxFileSize, settleTime: settleTime,
+                      rescanInterval: rescanInterval, report: report, clock: clock, watchChanges: watchChanges,
+                      listingReuseLimit: listingReuseLimit)
+    }
+
+    /// The outbox of the folder `name` inside `parent` (`outbox/NAME/`, a peer's), opened
+    /// relative to `parent`'s descriptor: a symbolic link there is refused (`notADirectory`),
+    /// never followed. Its files wait, settle and move as the parent's do.
+    package init(folder name: String, in parent: Outbox,
+                report: @escaping @Sendable (OutboxNotice) -> Void = { _ in }) throws(OutboxError) {
+        try self.init(folder: try Self.prepare(parent.directory.appending(name), in: (name, parent.folder)),
+                      maxFileSize: parent.maxFileSize, settleTime: parent.settleTime, rescanInterval: nil,
+                      report: report, clock: parent.clock, watchChanges: true,
+                      listingReuseLimit: Outbox.defaultListingReuseLimit)
+    }
+
+    private init(
+        folder: HeldDirectory, maxFileSize: Int, settleTime: Duration, rescanInterval: Duration?,
+        report: @escaping @Sendable (OutboxNotice) -> Void, clock: @escaping @Sendable () -> FileTime,
+        watchChanges: Bool, listingReuseLimit: Duration
+    ) throws(OutboxError) {
         self.listingReuseLimit = listingReuseLimit
-        self.directory = directory
-        self.sentDirectory = directory.appending("sent")
-        self.failedDirectory = directory.appending("failed")
+        self.folder = folder
+        self.directory = folder.path
+        self.sentDirectory = folder.path.appending("sent")
+        self.failedDirectory = folder.path.appending("failed")
         self.maxFileSize = max(0, maxFileSize)
         self.settleTime = max(.zero, settleTime)
         self.report = report
         self.clock = clock
-        for path in [directory, sentDirectory, failedDirectory] {
-            try Self.prepareDirectory(path.string)
-        }
-        let watcher = watchChanges ? DirectoryWatcher(directory: directory.string, signal: changes, completed: completed) : nil
+        sent = try Self.prepare(sentDirectory, in: ("sent", folder))
+        failed = try Self.prepare(failedDirectory, in: ("failed", folder))
+        let watched = folder.watchPath
+        let watcher = watchChanges
+            ? DirectoryWatcher(directory: watched.path, signal: changes, completed: completed, followsName: watched.followsName)
+            : nil
         self.watcher = watcher
         self.rescanInterval = rescanInterval ?? (watcher == nil ? .seconds(2) : .seconds(60))
     }
+
+    /// Whether this outbox's name still leads to the directory it holds (see ``HeldDirectory``).
+    package nonisolated var isStillInPlace: Bool { (try? folder.isStillNamed()) ?? false }
 
     deinit {
         for fd in claims.values { try? fd.close() }
@@ -165,17 +205,25 @@ package actor Outbox {
     @discardableResult
     package func markDelivered(_ file: OutboxFile) async throws(OutboxError) -> FilePath? {
         defer { dropClaim(FileIdentity(file)) }
-        var status = stat()
-        guard lstat(file.path.string, &status) == 0, FileIdentity(status) == FileIdentity(file) else { return nil }
+        guard let status = folder.status(of: file.name), FileIdentity(status) == FileIdentity(file) else { return nil }
         let name: String
         do {
-            name = try NoReplaceMove.moveAvoidingNames(file.path.string, into: sentDirectory.string, name: file.name)
+            let into = try usable(&sent, "sent")
+            name = try NoReplaceMove.moveAvoidingNames(file.name, in: folder.descriptor, into: into.descriptor)
         } catch {
             throw .moveFailed(from: file.path.string, to: sentDirectory.string, error)
         }
         forgetListed(FileIdentity(file))
-        NoReplaceMove.startSyncingDirectories([sentDirectory.string, directory.string])
+        NoReplaceMove.startSyncingDirectories(descriptors: [sent.descriptor, folder.descriptor])
         return sentDirectory.appending(name)
+    }
+
+    /// `held` (`sent/` or `failed/`), opened again when its name no longer leads to it: what
+    /// the name holds now, if it is a directory (made when missing), never a symbolic link.
+    private func usable(_ held: inout HeldDirectory, _ name: String) throws(Errno) -> HeldDirectory {
+        if (try? held.isStillNamed()) == true { return held }
+        held = try HeldDirectory.open(name, in: folder, create: true)
+        return held
     }
 
     /// The watcher's count of changes seen (arrivals, folders made or moved in included):
@@ -239,19 +287,26 @@ package actor Outbox {
     }
 
     private func candidates() throws(OutboxError) -> [Candidate] {
+        // The folder must still be where it was found: a name swapped for a symbolic link (or
+        // another directory) is not served from, whatever it leads to.
+        do {
+            guard try folder.isStillNamed() else { throw OutboxError.replaced(directory.string) }
+        } catch let error as OutboxError {
+            throw error
+        } catch {
+            throw .cannotList(directory.string, error as? Errno ?? .ioError)
+        }
         let entries: [DirectoryEntry]
         do {
-            entries = try DirectoryEntry.list(directory.string)
+            entries = try DirectoryEntry.list(descriptor: folder.descriptor)
         } catch {
             throw .cannotList(directory.string, error)
         }
         var found: [Candidate] = []
         for entry in entries {
             let name = entry.name
-            guard !Self.isIgnoredName(name) else { continue }
-            var status = stat()
-            guard lstat(directory.appending(name).string, &status) == 0,
-                  status.st_mode & S_IFMT == S_IFREG
+            guard !Self.isIgnoredName(name), entry.type == UInt8(DT_REG) || entry.type == UInt8(DT_UNKNOWN),
+                  let status = folder.status(of: name), status.st_mode & S_IFMT == S_IFREG
             else { continue }
             found.append(Candidate(
                 name: name, identity: FileIdentity(status), size: Int(status.st_size),
@@ -339,18 +394,16 @@ package actor Outbox {
         if let claimed = claims[candidate.identity] {
             fd = claimed
         } else {
-            do {
-                // Non-blocking so that a pipe swapped in after `lstat` cannot hang us;
-                // no-follow so that a symbolic link swapped in cannot send another file.
-                fd = try FileDescriptor.open(
-                    path, .readOnly, options: [.closeOnExec, .noFollow, .nonBlocking])
-            } catch .noSuchFileOrDirectory {
-                return .gone
-            } catch .tooManySymbolicLinkLevels {
-                return .gone
-            } catch {
+            // Relative to the folder held; non-blocking so that a pipe swapped in after the
+            // listing cannot hang us; no-follow so that a symbolic link swapped in cannot send
+            // another file.
+            let opened = openat(folder.descriptor, candidate.name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
+            guard opened >= 0 else {
+                let error = Errno(rawValue: errno)
+                if error == .noSuchFileOrDirectory || error == .tooManySymbolicLinkLevels { return .gone }
                 return .unusable("cannot open it: \(error)")
             }
+            fd = FileDescriptor(rawValue: opened)
             ownsDescriptor = true
             guard flock(fd.rawValue, LOCK_EX | LOCK_NB) == 0 else {
                 try? fd.close()
@@ -364,9 +417,8 @@ package actor Outbox {
         // The name must still lead to the file that was locked: another daemon may have
         // moved it to sent/ between our open and our lock.
         var before = stat()
-        var byName = stat()
         guard fstat(fd.rawValue, &before) == 0, before.st_mode & S_IFMT == S_IFREG,
-              lstat(path.string, &byName) == 0, FileIdentity(byName) == FileIdentity(before),
+              let byName = folder.status(of: candidate.name), FileIdentity(byName) == FileIdentity(before),
               FileIdentity(before) == candidate.identity
         else { return giveUp(.gone) }
         // Changed since it was listed (a reused listing may be seconds old): it must settle
@@ -390,8 +442,9 @@ package actor Outbox {
         // claim's lock and hold it as long as the message lives).
         var duplicate = open("/proc/self/fd/\(fd.rawValue)", O_RDONLY | O_CLOEXEC)
         if duplicate < 0 {
-            // No /proc (a bare container): the name, checked below to be the same file.
-            duplicate = open(path.string, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
+            // No /proc (a bare container): the name in the folder held, checked below to be
+            // the same file.
+            duplicate = openat(folder.descriptor, candidate.name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
         }
         var reopened = stat()
         guard duplicate >= 0 else { return giveUp(.unusable("cannot read it: \(Errno(rawValue: errno))")) }
@@ -422,13 +475,15 @@ package actor Outbox {
     private func quarantine(_ candidate: Candidate, reason: String) {
         dropClaim(candidate.identity)
         forgetListed(candidate.identity)
-        let source = directory.appending(candidate.name).string
         do {
-            let name = try NoReplaceMove.moveAvoidingNames(source, into: failedDirectory.string, name: candidate.name)
-            writeReason(reason, for: name)
+            // Still the file listed (not one swapped in under its name since).
+            guard let status = folder.status(of: candidate.name), FileIdentity(status) == candidate.identity else { return }
+            let into = try usable(&failed, "failed")
+            let name = try NoReplaceMove.moveAvoidingNames(candidate.name, in: folder.descriptor, into: into.descriptor)
+            Self.writeReason(reason, for: name, in: into)
             // Queued, not awaited: a listing under way cannot wait without letting other calls
             // in midway. Lost in a power cut, the move is only made again.
-            NoReplaceMove.startSyncingDirectories([failedDirectory.string, directory.string])
+            NoReplaceMove.startSyncingDirectories(descriptors: [into.descriptor, folder.descriptor])
             report(.quarantined(name: candidate.name, reason: reason, movedTo: failedDirectory.appending(name)))
         } catch .noSuchFileOrDirectory {
             return  // Removed meanwhile: nothing to do.
@@ -438,13 +493,18 @@ package actor Outbox {
         }
     }
 
-    private func writeReason(_ reason: String, for name: String) {
-        let reasonPath = failedDirectory.appending(name + ".reason")
-        guard let fd = try? FileDescriptor.open(
-            reasonPath, .writeOnly, options: [.create, .truncate, .closeOnExec, .noFollow],
-            permissions: [.ownerReadWrite, .groupRead, .otherRead])
-        else { return }
-        _ = try? fd.closeAfter { try fd.writeAll(Array((reason + "\n").utf8)) }
+    /// `NAME.reason` beside the file moved into `failed`: a new file, created relative to the
+    /// folder held and never through a symbolic link. One planted under that name first (a link,
+    /// a file) is removed, not written through.
+    private static func writeReason(_ reason: String, for name: String, in failed: HeldDirectory) {
+        let reasonName = name + ".reason"
+        var fd = openat(failed.descriptor, reasonName, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
+        if fd < 0 && errno == EEXIST, unlinkat(failed.descriptor, reasonName, 0) == 0 {
+            fd = openat(failed.descriptor, reasonName, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
+        }
+        guard fd >= 0 else { return }
+        let file = FileDescriptor(rawValue: fd)
+        _ = try? file.closeAfter { try file.writeAll(Array((reason + "\n").utf8)) }
     }
 
     private func dropClaim(_ identity: FileIdentity) {
@@ -455,14 +515,23 @@ package actor Outbox {
         name.isEmpty || name.hasPrefix(".") || ignoredSuffixes.contains { name.hasSuffix($0) }
     }
 
-    private static func prepareDirectory(_ path: String) throws(OutboxError) {
-        var status = stat()
-        if lstat(path, &status) == 0 {
-            guard status.st_mode & S_IFMT == S_IFDIR else { throw .notADirectory(path) }
-        } else if mkdir(path, 0o755) != 0 && errno != EEXIST {
-            throw .cannotCreate(path, Errno(rawValue: errno))
+    /// Opens (making it when missing) the outbox directory at `path`, or the folder `name` in
+    /// `parent`: a directory this process can write, never a symbolic link.
+    private static func prepare(_ path: FilePath, in parent: (name: String, folder: HeldDirectory)?) throws(OutboxError) -> HeldDirectory {
+        let held: HeldDirectory
+        do {
+            if let parent {
+                held = try HeldDirectory.open(parent.name, in: parent.folder, create: true)
+            } else {
+                held = try HeldDirectory.open(path, create: true)
+            }
+        } catch .notDirectory {
+            throw .notADirectory(path.string)
+        } catch {
+            throw .cannotCreate(path.string, error)
         }
-        guard access(path, W_OK | X_OK) == 0 else { throw .notWritable(path, Errno(rawValue: errno)) }
+        guard held.isWritable else { throw .notWritable(path.string, Errno(rawValue: errno)) }
+        return held
     }
 }
 

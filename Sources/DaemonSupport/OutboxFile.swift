@@ -61,6 +61,10 @@ package enum OutboxError: Error, Sendable, Equatable, CustomStringConvertible {
     case notWritable(String, Errno)
     case cannotList(String, Errno)
     case moveFailed(from: String, to: String, Errno)
+    /// The folder's name no longer leads to the directory opened (swapped for a symbolic link
+    /// or another directory, or moved away and something else put there): nothing is served
+    /// from it until it is opened again.
+    case replaced(String)
 
     package var description: String {
         switch self {
@@ -69,6 +73,7 @@ package enum OutboxError: Error, Sendable, Equatable, CustomStringConvertible {
         case .notWritable(let path, let errno): "cannot write into outbox directory \(path): \(errno)"
         case .cannotList(let path, let errno): "cannot list outbox directory \(path): \(errno)"
         case .moveFailed(let from, let to, let errno): "cannot move \(from) to \(to): \(errno)"
+        case .replaced(let path): "outbox directory \(path) was replaced (by a symbolic link or another directory); not served from"
         }
     }
 }

@@ -50,6 +50,32 @@ package struct OutputDirectory: Sendable {
         removeStalePartialFiles()
     }
 
+    /// What opening `path` would refuse, found without making anything: a file (not a
+    /// directory) there, a directory this user cannot write into, or a missing one whose
+    /// nearest existing parent is not a directory or cannot take a new one. A command checks
+    /// this before it touches Bluetooth, and makes the directory only once Bluetooth can work.
+    public static func precheck(_ path: FilePath) throws(OutputDirectoryError) {
+        var status = stat()
+        if stat(path.string, &status) == 0 {
+            guard status.st_mode & S_IFMT == S_IFDIR else { throw .notADirectory(path.string) }
+            guard access(path.string, W_OK | X_OK) == 0 else { throw .notWritable(path.string, Errno(rawValue: errno)) }
+            return
+        }
+        var parent = path.removingLastComponent()
+        while !parent.isEmpty, stat(parent.string, &status) != 0 {
+            let up = parent.removingLastComponent()
+            if up == parent { break }
+            parent = up
+        }
+        let existing = parent.isEmpty ? "." : parent.string
+        guard stat(existing, &status) == 0, status.st_mode & S_IFMT == S_IFDIR else {
+            throw .cannotCreate(path.string, reason: "\(existing) is not a directory")
+        }
+        guard access(existing, W_OK | X_OK) == 0 else {
+            throw .cannotCreate(path.string, reason: String(describing: Errno(rawValue: errno)) + " (in \(existing))")
+        }
+    }
+
     /// Why FileManager could not do something, as strerror words it ("No such file or
     /// directory"), not Foundation's sentence about an operation.
     static func reason(_ error: any Error) -> String {

@@ -1,9 +1,9 @@
 #if canImport(Glibc)
-import SystemCalls
 import Glibc
 #endif
 import Foundation
 import Synchronization
+import SystemCalls
 import SystemPackage
 import Transfer
 import Trust
@@ -73,6 +73,9 @@ package final class ResumeSpool: Sendable {
 
     package let directory: String
     package let bounds: Bounds
+    /// The device of the spool's file system (`st_dev`): a message stored on the same one
+    /// needs room for the spool's copy too (`SpooledCopy`).
+    package let device: UInt64
     /// Serializes the file operations of the sessions sharing this spool (one central runs one
     /// session at a time, but the daemon's supervisor may overlap a closing and a new one), and
     /// holds the bytes all entries hold, counted from the last listing on.
@@ -94,6 +97,7 @@ package final class ResumeSpool: Sendable {
             throw .unusable(path: directory, reason: "not a directory")
         }
         guard info.st_uid == geteuid() else { throw .unusable(path: directory, reason: "owned by another user") }
+        device = UInt64(info.st_dev)
         // Private whatever the umask or an earlier mode: it holds other hosts' messages.
         if info.st_mode & 0o777 != 0o700, chmod(directory, 0o700) != 0 {
             throw .unusable(path: directory, reason: "cannot make it private (mode 0700)")

@@ -15,6 +15,24 @@ package struct DirectoryEntry: Sendable, Equatable {
     /// The entries of `directory`, "." and ".." left out, in the order the file system gives.
     package static func list(_ directory: String) throws(Errno) -> [DirectoryEntry] {
         guard let stream = opendir(directory) else { throw Errno(rawValue: errno) }
+        return read(stream)
+    }
+
+    /// The entries of the directory held by `descriptor` (which stays open and unmoved: the
+    /// listing reads a new open file description of it), "." and ".." left out.
+    public static func list(descriptor: Int32) throws(Errno) -> [DirectoryEntry] {
+        let own = openat(descriptor, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard own >= 0 else { throw Errno(rawValue: errno) }
+        guard let stream = fdopendir(own) else {
+            let error = Errno(rawValue: errno)
+            _ = close(own)
+            throw error
+        }
+        return read(stream)
+    }
+
+    /// Reads `stream` to its end and closes it.
+    private static func read(_ stream: OpaquePointer) -> [DirectoryEntry] {
         defer { closedir(stream) }
         var entries: [DirectoryEntry] = []
         while let entry = readdir(stream) {

@@ -83,6 +83,9 @@ package struct AuthorizedPeers: Sendable, Equatable {
     package init(parsing text: String, path: String) throws(TrustError) {
         var peers: [Peer] = []
         var firstLine: [PeerKey: Int] = [:]
+        // Names are NFC already (`PeerKey.parseLine`): one name for two keys would make an
+        // addressee ambiguous.
+        var nameLine: [String: Int] = [:]
         var problems: [Problem] = []
         for (index, rawLine) in text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).enumerated() {
             let number = index + 1
@@ -94,7 +97,13 @@ package struct AuthorizedPeers: Sendable, Equatable {
                     problems.append(Problem(line: number, reason: "the key of line \(earlier) again"))
                     continue
                 }
+                if let name, let earlier = nameLine[name] {
+                    problems.append(Problem(line: number, reason: "the name '\(name.prefix(64))' of line \(earlier) again "
+                        + "(rename one: bletransfer peers rename)"))
+                    continue
+                }
                 firstLine[key] = number
+                if let name { nameLine[name] = number }
                 peers.append(Peer(key: key, name: name, line: number))
             } catch {
                 problems.append(Problem(line: number, reason: error.description))
@@ -160,24 +169,67 @@ package struct AuthorizedPeers: Sendable, Equatable {
         }
     }
 
+    /// Refuses a file that someone else than its owner (or root) could replace through one of
+    /// the directories above it, as sshd's StrictModes does: each of them, up to the root (their
+    /// real path: symbolic links on the way resolved), must belong to root or `user` and be
+    /// writable by group or others only when sticky (`/tmp`: nobody can rename another's entry).
+    package static func checkDirectories(above path: String, user: UInt32) throws(TrustError) {
+        let parent = path.contains("/") ? String(path[..<path.lastIndex(of: "/")!]) : "."
+        guard let resolved = realpath(parent.isEmpty ? "/" : parent, nil) else {
+            throw .fileAccess(path: path, operation: "read", errno: errno)
+        }
+        var directory = String(cString: resolved)
+        free(resolved)
+        while true {
+            var status = stat()
+            guard lstat(directory, &status) == 0 else { throw .fileAccess(path: path, operation: "read", errno: errno) }
+            let mode = UInt32(status.st_mode)
+            if status.st_uid != 0 && UInt32(status.st_uid) != user {
+                throw .authorizedPeersUnsafe(
+                    path: path, reason: "is in \(directory), which belongs to user \(status.st_uid), not to root or to you (user \(user))",
+                    fix: "move it to a directory of yours, such as ~/.config/bletransfer/")
+            }
+            if mode & 0o022 != 0 && mode & UInt32(S_ISVTX) == 0 {
+                throw .authorizedPeersUnsafe(
+                    path: path, reason: "is in \(directory), which group or others can write (mode \(String(mode & 0o777, radix: 8)))",
+                    fix: "chmod go-w \(directory)")
+            }
+            guard directory != "/" else { return }
+            let up = directory[..<directory.lastIndex(of: "/")!]
+            directory = up.isEmpty ? "/" : String(up)
+        }
+    }
+
     /// The text of the authorized-peers file at `path` and its stamp, after the ownership
-    /// check. At most 1 MiB: a list of peers is a few lines.
+    /// check of the file and the directories above it. The file itself must not be a symbolic
+    /// link (one could be pointed elsewhere by whoever may change it). At most 1 MiB: a list
+    /// of peers is a few lines.
     package static func readText(from path: String) throws(TrustError) -> (text: String, stamp: FileStamp) {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { throw .fileAccess(path: path, operation: "read", errno: errno) }
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
+        guard descriptor >= 0 else {
+            let code = errno
+            var status = stat()
+            if code == ELOOP, lstat(path, &status) == 0, status.st_mode & S_IFMT == S_IFLNK {
+                throw .authorizedPeersUnsafe(path: path, reason: "is a symbolic link, which is not followed",
+                                             fix: "give the file it points to, or copy it here")
+            }
+            throw .fileAccess(path: path, operation: "read", errno: code)
+        }
         defer { close(descriptor) }
         var status = stat()
         guard fstat(descriptor, &status) == 0 else { throw .fileAccess(path: path, operation: "read", errno: errno) }
         let mode = UInt32(status.st_mode)
         guard mode & UInt32(S_IFMT) == UInt32(S_IFREG) else {
-            throw .malformedAuthorizedPeers(path: path, problems: [Problem(line: 0, reason: "not a regular file")])
+            let what = mode & UInt32(S_IFMT) == UInt32(S_IFDIR) ? "is a directory, not a file" : "is not a regular file"
+            throw .malformedAuthorizedPeers(path: path, problems: [Problem(line: 0, reason: what + "; give the file's path")])
         }
         try checkOwnership(path: path, mode: mode, owner: UInt32(status.st_uid), user: UInt32(geteuid()))
+        try checkDirectories(above: path, user: UInt32(geteuid()))
         guard let bytes = try TrustFileReader.readAll(descriptor, path: path, limit: 1 << 20) else {
-            throw .malformedAuthorizedPeers(path: path, problems: [Problem(line: 0, reason: "over 1 MiB")])
+            throw .malformedAuthorizedPeers(path: path, problems: [Problem(line: 0, reason: "is over 1 MiB")])
         }
         guard let text = String(validating: bytes, as: UTF8.self) else {
-            throw .malformedAuthorizedPeers(path: path, problems: [Problem(line: 0, reason: "not UTF-8 text")])
+            throw .malformedAuthorizedPeers(path: path, problems: [Problem(line: 0, reason: "is not UTF-8 text")])
         }
         return (text, FileStamp(status))
     }

@@ -24,6 +24,9 @@ package struct AuthorizedPeersFile: Sendable, Equatable {
         case ambiguous(String, lines: [Int])
         /// A new name that is empty or not one line of printable text.
         case invalidName(String)
+        /// A new name that another line already carries, as names are compared (NFC, and the
+        /// form a folder of that name takes), at `line`.
+        case nameTaken(String, line: Int)
 
         package var description: String {
             switch self {
@@ -37,7 +40,12 @@ package struct AuthorizedPeersFile: Sendable, Equatable {
                 return "several peers are named '\(given)' (lines \(lines.map(String.init).joined(separator: ", "))); "
                     + "give the fingerprint instead"
             case .invalidName(let name):
+                if AuthorizedPeersFile.looksLikeFingerprint(name) {
+                    return "'\(name.prefix(80))' is not a name: a name must not start with SHA256: (it would read as a fingerprint)"
+                }
                 return "'\(name.prefix(80))' is not a name: give one word or line of printable text"
+            case .nameTaken(let name, let line):
+                return "the name '\(name.prefix(80))' is taken, at line \(line) (names must differ as folder names too); give another"
             }
         }
     }
@@ -88,24 +96,39 @@ package struct AuthorizedPeersFile: Sendable, Equatable {
         }
     }
 
+    /// How two names are compared: NFC, then `form` (the CLI gives the form a folder of that
+    /// name takes on disk, so two peers never share an outbox or inbox folder).
+    package typealias NameForm = @Sendable (String) -> String
+
+    package static let nfc: NameForm = { $0.precomposedStringWithCanonicalMapping }
+
+    /// The entry other than `except` whose name compares equal to `name`.
+    private func entry(named name: String, by form: NameForm, except: Int? = nil) -> Entry? {
+        let wanted = form(Self.nfc(name))
+        return entries.first { entry in entry.line != except && entry.name.map { form(Self.nfc($0)) } == wanted }
+    }
+
     /// Appends `line` (a public key line), written as `PeerKey.line(name:)` writes it. Refuses
-    /// a malformed line or a key the file lists already.
+    /// a malformed line, a key the file lists already, or a name another line carries (compared
+    /// by `form`).
     @discardableResult
-    package mutating func add(_ line: String) throws(EditError) -> Entry {
+    package mutating func add(_ line: String, form: NameForm = AuthorizedPeersFile.nfc) throws(EditError) -> Entry {
         let (key, name) = try Self.parseGiven(line)
         if let listed = entries.first(where: { $0.key == key }) {
             throw .alreadyListed(line.trimmingCharacters(in: .whitespaces), line: listed.line)
         }
+        if let name, let taken = entry(named: name, by: form) { throw .nameTaken(name, line: taken.line) }
         lines.append(key.line(name: name))
         return Entry(line: lines.count, key: key, name: name)
     }
 
     /// The entry `given` names: a fingerprint (short or full, as `peers list` and `id` show
-    /// them) or a name; a name that several lines carry is refused.
-    package func entry(matching given: String) throws(EditError) -> Entry {
+    /// them) or a name, compared by `form`; a name that several lines carry is refused.
+    package func entry(matching given: String, form: NameForm = AuthorizedPeersFile.nfc) throws(EditError) -> Entry {
         let all = entries
         if let byFingerprint = all.first(where: { $0.key.hasFingerprint(given) }) { return byFingerprint }
-        let named = all.filter { $0.name == given }
+        let wanted = form(Self.nfc(given))
+        let named = all.filter { $0.name.map { form(Self.nfc($0)) } == wanted }
         guard let first = named.first else { throw .noMatch(given) }
         guard named.count == 1 else { throw .ambiguous(given, lines: named.map(\.line)) }
         return first
@@ -113,27 +136,36 @@ package struct AuthorizedPeersFile: Sendable, Equatable {
 
     /// Removes the key line `given` names; other lines stay as they are.
     @discardableResult
-    package mutating func remove(_ given: String) throws(EditError) -> Entry {
-        let entry = try entry(matching: given)
+    package mutating func remove(_ given: String, form: NameForm = AuthorizedPeersFile.nfc) throws(EditError) -> Entry {
+        let entry = try entry(matching: given, form: form)
         lines.remove(at: entry.line - 1)
         return entry
     }
 
-    /// Gives the key line `given` names the name `newName`, in place.
+    /// Gives the key line `given` names the name `newName` (NFC), in place; refuses a name
+    /// another line carries (compared by `form`).
     @discardableResult
-    package mutating func rename(_ given: String, to newName: String) throws(EditError) -> Entry {
+    package mutating func rename(_ given: String, to newName: String, form: NameForm = AuthorizedPeersFile.nfc)
+        throws(EditError) -> Entry {
         guard Self.isValidName(newName) else { throw .invalidName(newName) }
-        var entry = try entry(matching: given)
-        entry.name = newName
-        lines[entry.line - 1] = entry.key.line(name: newName)
+        let name = Self.nfc(newName)
+        var entry = try entry(matching: given, form: form)
+        if let taken = self.entry(named: name, by: form, except: entry.line) { throw .nameTaken(name, line: taken.line) }
+        entry.name = name
+        lines[entry.line - 1] = entry.key.line(name: name)
         return entry
     }
 
-    /// One line of printable text, not starting or ending with white space: what the name of a
-    /// key line can hold and read back the same.
+    /// One line of printable text, not starting or ending with white space, and not starting
+    /// with `SHA256:` (a peer is named by its name or its fingerprint: one must not read as
+    /// the other): what the name of a key line can hold and read back the same.
     package static func isValidName(_ name: String) -> Bool {
-        !name.isEmpty && name == name.trimmingCharacters(in: .whitespaces)
+        !name.isEmpty && name == name.trimmingCharacters(in: .whitespaces) && !looksLikeFingerprint(name)
             && !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control
                 || $0.properties.generalCategory == .format || $0 == "\u{2028}" || $0 == "\u{2029}" })
+    }
+
+    static func looksLikeFingerprint(_ name: String) -> Bool {
+        name.uppercased().hasPrefix("SHA256:")
     }
 }

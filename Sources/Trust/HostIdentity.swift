@@ -95,7 +95,8 @@ package struct HostIdentity: Sendable {
         guard fstat(descriptor, &status) == 0 else { throw .fileAccess(path: path, operation: "read", errno: errno) }
         let mode = UInt32(status.st_mode)
         guard mode & UInt32(S_IFMT) == UInt32(S_IFREG) else {
-            throw .malformedIdentity(path: path, line: 0, reason: "not a regular file")
+            throw .malformedIdentity(path: path, line: 0, reason: mode & UInt32(S_IFMT) == UInt32(S_IFDIR)
+                ? "is a directory, not a file; give the identity file's path" : "is not a regular file")
         }
         guard mode & 0o077 == 0 else { throw .identityTooOpen(path: path, mode: mode) }
         // An identity file is a few hundred bytes; anything over 64 KiB is not one.

@@ -66,7 +66,9 @@ package struct PeerKey: Sendable, Hashable, CustomStringConvertible {
             throw .malformedKey("the key is not base64")
         }
         let key = try PeerKey(rawBytes: Array(data))
-        let name = fields.count > 2 ? fields[2].trimmingCharacters(in: .whitespaces) : nil
+        // NFC: one spelling for a name that looks the same ("é" typed on one system, decomposed
+        // on another), so that names compare as people read them.
+        let name = fields.count > 2 ? fields[2].trimmingCharacters(in: .whitespaces).precomposedStringWithCanonicalMapping : nil
         return (key, name?.isEmpty == true ? nil : name)
     }
 }

@@ -39,11 +39,14 @@ package enum TrustError: Error, Sendable, Equatable, CustomStringConvertible {
         case .identityTooOpen(let path, let mode):
             return "\(path) is readable by others (mode \(String(mode & 0o777, radix: 8))); run 'chmod 600 \(path)' — a private key must be readable by its owner only"
         case .malformedIdentity(let path, let line, let reason):
-            return "\(path):\(line): \(reason)"
+            // A problem of the whole file (a directory, too long) has no line.
+            return line > 0 ? "\(path):\(line): \(reason)" : "\(path): \(reason)"
         case .fileAccess(let path, let operation, let errno):
             return "cannot \(operation) \(path): \(String(cString: strerror(errno)))"
         case .malformedAuthorizedPeers(let path, let problems):
-            let shown = problems.prefix(3).map { "line \($0.line): \($0.reason)" }.joined(separator: "; ")
+            // A problem of the whole file (not a regular file, too long) has no line.
+            let shown = problems.prefix(3).map { $0.line > 0 ? "line \($0.line): \($0.reason)" : $0.reason }
+                .joined(separator: "; ")
             let more = problems.count > 3 ? "; and \(problems.count - 3) more" : ""
             return "\(path): \(shown)\(more)"
         case .noAuthorizedPeers(let path):

@@ -12,7 +12,7 @@ struct BLETransferCommand: AsyncParsableCommand {
               bletransfer receive                   on host B: wait for one message
               bletransfer send "hello"              on host A: send it
               bletransfer send -f photo.jpg         a file, with its name
-              bletransfer pair                      on both hosts: trust each other (compare the code)
+              bletransfer pair                      on both hosts: trust each other (type the other's code)
 
             EXIT STATUS (sysexits(3)):
               0    success
@@ -26,7 +26,7 @@ struct BLETransferCommand: AsyncParsableCommand {
               75   timed out (--timeout)
               77   permission denied: D-Bus policy or file permissions; pairing declined
               78   configuration: identity or authorized peers missing or malformed
-              130  interrupted (SIGINT); 143: terminated (SIGTERM)
+              130  interrupted (SIGINT); 143: terminated (SIGTERM); daemon: 0
             """, manual: """
             One host runs `bletransfer send` (a GATT peripheral that advertises the transfer \
             service and notifies the message), the other runs `bletransfer receive` (a central \
@@ -39,9 +39,9 @@ struct BLETransferCommand: AsyncParsableCommand {
             authorized peers ('bletransfer pair', or 'bletransfer id' and 'peers add') also \
             authenticated.
 
-            Sizes take binary multiples: 1048576, 64K or 64KiB, 64M or 64MiB, 1G or 1GiB \
-            (1K = 1024 bytes). Durations take units: 250ms, 30s, 5m, 1h; a plain number is \
-            seconds. Errors are one line, "bletransfer: error: ...", sometimes followed by a \
+            Sizes take binary multiples, whole or not: 1048576, 64K or 64KiB, 1.5M, 64M or \
+            64MiB, 1G or 1GiB (1K = 1024 bytes). Durations take units, several in a row: 250ms, \
+            30s, 5m, 1m30s, 1h; a plain number is seconds. Errors are one line, "bletransfer: error: ...", sometimes followed by a \
             "hint: ..." line, on standard error.
             """),
         version: BLETransferVersion.current,

@@ -42,7 +42,8 @@ enum CommandLineFront {
     /// that ends the process without running one. `columns` is the help's width (nil: the
     /// terminal's).
     static func parse(_ arguments: [String], columns: Int? = nil) -> Parsed {
-        if let unknown = unknownSubcommand(in: arguments) { return .finished(unknown) }
+        if let unknown = unknownSubcommand(in: arguments) { return .finished(json(unknown, arguments: arguments)) }
+        if let negative = negativeValue(in: arguments) { return .finished(json(negative, arguments: arguments)) }
         do {
             var command = try Root.parseAsRoot(arguments)
             // `help`, `--help` and `-h` parse into ArgumentParser's help command, which answers
@@ -53,8 +54,24 @@ enum CommandLineFront {
             }
             return .run(command)
         } catch {
-            return .finished(outcome(for: error, arguments: arguments, columns: columns))
+            return .finished(json(outcome(for: error, arguments: arguments, columns: columns), arguments: arguments))
         }
+    }
+
+    /// A usage error of a command line asking for `--json`: the same failure as its last
+    /// event, an `error` event on standard output (kind `usage`), so a script reading the
+    /// events learns how the command ended.
+    static func json(_ outcome: Outcome, arguments: [String]) -> Outcome {
+        guard outcome.status == ExitStatus.usage.rawValue, outcome.standardOutput.isEmpty,
+              arguments.prefix(while: { $0 != "--" }).contains("--json") else { return outcome }
+        let lines = outcome.standardError.split(separator: "\n").map(String.init)
+        let prefix = "bletransfer: error: "
+        guard let first = lines.first, first.hasPrefix(prefix) else { return outcome }
+        var event = ErrorJSONEvent(String(first.dropFirst(prefix.count)), kind: "usage", exitStatus: Int(ExitStatus.usage.rawValue))
+        event.hint = lines.dropFirst().first.flatMap { $0.hasPrefix("hint: ") ? String($0.dropFirst(6)) : nil }
+        var result = outcome
+        result.standardOutput = JSONEvents.line("error", event) + "\n"
+        return result
     }
 
     /// The outcome of an error thrown while parsing or by a command's `run()`.
@@ -75,6 +92,7 @@ enum CommandLineFront {
             // ArgumentParser validates a command before it looks for unknown options: an unknown
             // option would otherwise be reported as whatever it left behind.
             if let unknown = unknownOption(in: arguments, subcommand: subcommand) { return unknown }
+            if let choice = invalidChoice(Root.message(for: error)) { return choice }
             var message = Root.message(for: error)
             if let first = message.first, message.dropFirst().first?.isLowercase == true {
                 message = first.lowercased() + message.dropFirst()
@@ -93,7 +111,7 @@ enum CommandLineFront {
 
     // MARK: - Unknown subcommands and options
 
-    /// `sned hi`, `help foo`: a first word that names no subcommand.
+    /// `sned hi`, `help foo`, `peers lst`: a word where a command is due that names none.
     static func unknownSubcommand(in arguments: [String]) -> Outcome? {
         guard let first = arguments.first, !first.hasPrefix("-") else { return nil }
         let names = subcommandNames
@@ -103,15 +121,84 @@ enum CommandLineFront {
             }
             return unknownCommand(asked)
         }
-        return names.contains(first) ? nil : unknownCommand(first)
+        guard names.contains(first) else { return unknownCommand(first) }
+        // A group (`peers`): its second word is one of its commands.
+        let group = groupCommandNames(of: first)
+        if !group.isEmpty, let second = arguments.dropFirst().first, !second.hasPrefix("-"), !group.contains(second),
+           second != "help" {
+            let message = "unknown command '\(second)' for '\(first)'"
+            if let nearest = nearest(to: second, among: group) {
+                return .failure(message, hint: "did you mean '\(first) \(nearest)'? ('bletransfer \(first) --help' lists them)")
+            }
+            return .failure(message, hint: "the '\(first)' commands are \(group.joined(separator: ", "))")
+        }
+        return nil
+    }
+
+    /// The commands of the group `name` (`peers`: list, add…); none for a command without them.
+    static func groupCommandNames(of name: String) -> [String] {
+        Root.configuration.subcommands.first { $0._commandName == name }?.configuration.subcommands.map { $0._commandName } ?? []
     }
 
     private static func unknownCommand(_ word: String) -> Outcome {
         let names = subcommandNames
+        // `version`, `help-hidden`: an option of the top level typed as a command.
+        if let option = OptionTable.of(nil)?.long.keys.first(where: { $0 == word }) {
+            return .failure("unknown command '\(word)'", hint: "did you mean '--\(option)'? ('bletransfer --\(option)')")
+        }
         if let nearest = nearest(to: word, among: names) {
             return .failure("unknown command '\(word)'", hint: "did you mean '\(nearest)'? ('bletransfer --help' lists the commands)")
         }
         return .failure("unknown command '\(word)'", hint: "the commands are \(names.joined(separator: ", "))")
+    }
+
+    /// ArgumentParser's "the value 'X' is invalid for '--opt <V>'. Please provide one of 'a' and
+    /// 'b'." in the tool's words: the value, what the option takes, and the nearest.
+    static func invalidChoice(_ message: String) -> Outcome? {
+        guard let match = message.firstMatch(of: /^The value '(.*)' is invalid for '(-[-A-Za-z0-9]+)[^']*'\. Please provide one of ((?s).*)$/)
+        else { return nil }
+        let value = String(match.1), option = String(match.2)
+        // "'a' and 'b'." or, for longer lists, "the following:" and a "- a" line each.
+        var choices = match.3.matches(of: /'([^']*)'/).map { String($0.1) }
+        if choices.isEmpty { choices = match.3.matches(of: /- ([^\s]+)/).map { String($0.1) } }
+        guard !choices.isEmpty else { return nil }
+        let listed = choices.joined(separator: ", ")
+        if let nearest = nearest(to: value, among: choices) {
+            return .failure("\(option): '\(value)' is not one of \(listed)", hint: "did you mean '\(option) \(nearest)'?")
+        }
+        return .failure("\(option): '\(value)' is not one of \(listed)", hint: "give one of \(listed)")
+    }
+
+    /// Options whose value may be negative (a signal strength in dBm).
+    static let optionsTakingNegatives: Set<String> = ["min-rssi"]
+
+    /// `--count -1`, `--timeout=-5`: a negative number given to an option that takes a count,
+    /// a size or a duration. ArgumentParser would read `-1` as an option and report a missing
+    /// value; the tool says what is wrong.
+    static func negativeValue(in arguments: [String]) -> Outcome? {
+        let subcommand = self.subcommand(in: arguments)
+        guard let table = OptionTable.of(subcommand) else { return nil }
+        var index = subcommand == nil ? 0 : 1
+        while index < arguments.count {
+            let argument = arguments[index]
+            index += 1
+            if argument == "--" { break }
+            guard argument.hasPrefix("--") else { continue }
+            let name = String(argument.dropFirst(2).prefix(while: { $0 != "=" }))
+            guard table.long[name] == true, !optionsTakingNegatives.contains(name) else { continue }
+            let value: String
+            if let equals = argument.firstIndex(of: "=") {
+                value = String(argument[argument.index(after: equals)...])
+            } else if index < arguments.count {
+                value = arguments[index]
+            } else {
+                continue
+            }
+            if value.hasPrefix("-"), let first = value.dropFirst().first, first.isNumber || first == "." {
+                return .failure("--\(name): must be positive, not \(value)", hint: "see '\(helpCommand(subcommand))'")
+            }
+        }
+        return nil
     }
 
     /// The subcommand the arguments name, if any.

@@ -16,35 +16,43 @@ import Trust
 struct PairCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "pair",
-        abstract: "Trust another host: both show a code, you confirm, each adds the other's key.",
+        abstract: "Trust another host: type the code it shows; each adds the other's key.",
         usage: "bletransfer pair [<options>]",
         discussion: HelpText.discussion("""
-            Run it on both hosts within the same minute. Each shows the other host's name, \
-            fingerprint and a six-digit code; answer y on each host only if both show the \
-            same code. Then each host's authorized-peers file lists the other, and send, \
-            receive and the daemons exchange messages between them, authenticated.
+            Run it on both hosts within the same minute, each in a terminal (a host you reach \
+            over ssh: ssh -t HOST bletransfer pair). Each host shows the other's name and \
+            fingerprint and a six-digit code of its own; on each host, type the code the \
+            OTHER host shows. Then each host's authorized-peers file lists the other, and \
+            send, receive and the daemons exchange messages between them, authenticated.
 
             EXAMPLES:
-              bletransfer pair                      on both hosts
+              bletransfer pair                      on both hosts, then type the other's code
+              ssh -t pi bletransfer pair            a headless host, in a terminal over ssh
               sudo bletransfer pair --service       for the packaged daemons' files
-              echo y | bletransfer pair             answer from a script (compare first!)
             """, manual: """
             The hosts meet over Bluetooth LE (an advertisement of the pairing service and an \
             L2CAP channel), run a Noise XX key exchange between their identities, and derive \
-            the code from it with commitments (as Bluetooth LE Secure Connections' numeric \
-            comparison does): someone in the middle makes the codes agree once in a million \
-            tries, and the people comparing see it fail otherwise. Answering n on either host \
-            adds nothing on either. The answer is the first line of standard input: y or yes \
-            accepts, anything else or no line within 2 minutes declines.
+            two codes from it with commitments (as Bluetooth LE Secure Connections' numeric \
+            comparison does): each host shows one, and its person types the other host's, as \
+            passkey entry asks. Someone in the middle makes the codes agree once in a million \
+            tries. A wrong code may be typed again (3 tries); Enter alone, n, or no answer \
+            within 2 minutes declines, and a decline on either host adds nothing on either.
+
+            The answer is read from the terminal only, and what was typed before the question \
+            appeared is discarded: no script or early keystroke answers for you. Standard \
+            input must be a terminal (exit 64 otherwise). A pairing that ends after the key \
+            exchange without both answers may be someone interfering: run it again on both \
+            hosts.
 
             A host without an identity gets one first (as 'bletransfer keygen' makes it). \
             --service uses the packaged daemons' files (/var/lib/bletransfer/identity, \
             /etc/bletransfer/authorized-peers); run it as root. Protocol and threat model: \
             docs/pairing.md.
 
-            Exit status: 0 paired; 75 no other host found within --timeout, or it fell \
-            silent; 77 declined on this host or the other; 65 the other host broke the \
-            protocol; 69 Bluetooth unavailable; 78 a configuration problem.
+            Exit status: 0 paired; 64 not run in a terminal, or a bad option; 75 no other host \
+            found within --timeout, or it fell silent; 77 declined on this host or the other; \
+            65 the other host broke the protocol; 69 Bluetooth unavailable; 78 a \
+            configuration problem.
             """)
     )
 
@@ -69,6 +77,9 @@ struct PairCommand: AsyncParsableCommand {
     @Flag(name: .shortAndLong, help: "Print every step on standard error.")
     var verbose = false
 
+    static let needsTerminal = "pair asks you to type the code the other host shows, so standard input must be "
+        + "a terminal; answers from a pipe or a script are not taken"
+
     /// How long a person may take to compare the codes.
     static let answerTimeout: Duration = .seconds(120)
 
@@ -81,7 +92,8 @@ struct PairCommand: AsyncParsableCommand {
         if let adapter, !BluetoothOptions.isAdapterName(adapter) {
             throw ValidationError("--adapter: '\(adapter)' is not an adapter name such as hci0")
         }
-        _ = try OptionValidation.duration(timeout, option: "--timeout")
+        // An InvalidOption is the command line's mistake (64), as for send and receive.
+        try checkingOptions { _ = try OptionValidation.duration(timeout, option: "--timeout") }
     }
 
     var identityPath: String {
@@ -94,7 +106,11 @@ struct PairCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let hostIdentity = try loadOrCreateIdentity()
+        // Before anything is made or touched: the question needs a person at a terminal.
+        guard isatty(STDIN_FILENO) == 1 else {
+            throw RoleRun.exit(reporting: RoleFailure(.usage, Self.needsTerminal), json: false,
+                               hint: "on a host reached over ssh: ssh -t HOST bletransfer pair")
+        }
         // A file the roles would refuse is refused before anyone compares codes.
         if FileManager.default.fileExists(atPath: peersPath) {
             do {
@@ -106,13 +122,10 @@ struct PairCommand: AsyncParsableCommand {
         }
         var logger = Logger(label: "bletransfer") { DaemonLogHandler.standardError(label: $0) }
         logger.logLevel = verbose ? .debug : .warning
-        let session: BluetoothSession
-        do {
-            session = try await BluetoothSession.open(logger: logger)
-        } catch {
-            throw RoleRun.exit(reporting: RoleFailure(.unavailable, "\(error)"), json: false)
-        }
+        // Bluetooth before the identity: a host that cannot pair gets no key made for it.
+        let session = try await RoleRun.openSession(logger: logger, json: false, adapter: adapter)
         defer { session.close() }
+        let hostIdentity = try loadOrCreateIdentity()
         let chosenAdapter: Adapter
         do {
             chosenAdapter = try PairingRendezvous.adapter(in: session, named: adapter)
@@ -131,7 +144,10 @@ struct PairCommand: AsyncParsableCommand {
             do {
                 result = try await PairingConversation.run(
                     meeting, identity: hostIdentity, name: name, answerTimeout: Self.answerTimeout,
-                    ask: { candidate in await Self.ask(about: candidate) })
+                    ask: { candidate in
+                        await PairingQuestion(input: STDIN_FILENO, output: STDERR_FILENO, limit: Self.answerTimeout)
+                            .ask(about: candidate)
+                    })
             } catch {
                 meeting.socket.close()
                 await rendezvous.forget(meeting)
@@ -141,7 +157,7 @@ struct PairCommand: AsyncParsableCommand {
             await rendezvous.forget(meeting)
             outcome.withLock { $0 = result }
         }
-        try await RoleRun.end(ended, json: false, timedOut: { _ in "" })
+        try await RoleRun.end(ended, json: false, adapter: adapter, timedOut: { _ in "" })
         guard let result = outcome.withLock({ $0 }) else {
             throw RoleRun.exit(reporting: RoleFailure(.software, "pairing ended without a result"), json: false)
         }
@@ -150,7 +166,10 @@ struct PairCommand: AsyncParsableCommand {
             try add(candidate)
         case .declined(let here, let byPeer):
             let who = here && byPeer ? "on both hosts" : here ? "on this host" : "on the other host"
-            throw RoleRun.exit(reporting: RoleFailure(.permissionDenied, "pairing declined \(who); nothing added"), json: false)
+            // The other host's "no" is also what someone in the middle answers for it.
+            let note = here ? "" : " (if nobody declined there, someone may be interfering: pair again, close together)"
+            throw RoleRun.exit(reporting: RoleFailure(.permissionDenied, "pairing declined \(who); nothing added\(note)"),
+                               json: false)
         }
     }
 
@@ -182,7 +201,7 @@ struct PairCommand: AsyncParsableCommand {
         }
         let name = Self.uniqueName(candidate.name ?? "peer", taken: Set(file.entries.compactMap(\.name)))
         do {
-            try file.add(candidate.key.line(name: name))
+            try file.add(candidate.key.line(name: name), form: PeerNames.folderForm)
         } catch {
             throw PeersFileAccess.fail(error)
         }
@@ -190,85 +209,19 @@ struct PairCommand: AsyncParsableCommand {
         say("paired with \(name) (\(candidate.key.fingerprint)); added to \(peersPath)")
     }
 
+    /// `wanted` (NFC), or `wanted-2`, `wanted-3`…: the first that no name of `taken` equals
+    /// as names are compared (``PeerNames/folderForm``).
     static func uniqueName(_ wanted: String, taken: Set<String>) -> String {
-        guard taken.contains(wanted) else { return wanted }
+        let forms = Set(taken.map { PeerNames.folderForm(AuthorizedPeersFile.nfc($0)) })
+        let base = AuthorizedPeersFile.nfc(wanted)
+        func isFree(_ name: String) -> Bool { !forms.contains(PeerNames.folderForm(name)) }
+        guard !isFree(base) else { return base }
         var index = 2
-        while taken.contains("\(wanted)-\(index)") { index += 1 }
-        return "\(wanted)-\(index)"
+        while !isFree("\(base)-\(index)") { index += 1 }
+        return "\(base)-\(index)"
     }
 
     private func say(_ line: String) {
         EventRenderer.writeLine(SafeText.escape("bletransfer: \(line)"), to: 2)
-    }
-
-    /// Shows the other host and the code; the first line of standard input answers.
-    static func ask(about candidate: PairingExchange.Candidate) async -> Bool {
-        let peer = SafeText.escape(candidate.name ?? "the other host")
-        EventRenderer.writeLine("""
-
-              other host:   \(peer)
-              fingerprint:  \(candidate.key.fingerprint)
-              code:         \(candidate.spacedCode)
-
-            Does \(peer) show the code \(candidate.spacedCode)? [y/N] 
-            """, to: 2)
-        guard let line = await StandardInputLine.read(within: answerTimeout) else {
-            EventRenderer.writeLine("bletransfer: no answer on standard input; declining", to: 2)
-            return false
-        }
-        return isYes(line)
-    }
-
-    static func isYes(_ line: String) -> Bool {
-        ["y", "yes"].contains(line.trimmingCharacters(in: .whitespaces).lowercased())
-    }
-}
-
-/// One line of standard input, read on a thread of its own (a read blocks, and the
-/// cooperative pool must not), given up after a time limit or when the task is cancelled
-/// (Ctrl-C during the question): nil then, and the reading thread is left to the process's end.
-enum StandardInputLine {
-    static func read(within limit: Duration) async -> String? {
-        let answer = FirstAnswer()
-        return await withTaskCancellationHandler {
-            await withCheckedContinuation { continuation in
-                answer.install(continuation)
-                Thread.detachNewThread { answer.resume(readLine(strippingNewline: true)) }
-                Thread.detachNewThread {
-                    Thread.sleep(forTimeInterval: Double(limit.components.seconds))
-                    answer.resume(nil)
-                }
-            }
-        } onCancel: {
-            answer.resume(nil)
-        }
-    }
-
-    /// Resumes the waiting continuation once, with whichever comes first; an answer that comes
-    /// before the continuation is installed (cancelled at once) is kept for it.
-    private final class FirstAnswer: Sendable {
-        private let state = Mutex<(continuation: CheckedContinuation<String?, Never>?, early: String??)>((nil, nil))
-
-        func install(_ continuation: CheckedContinuation<String?, Never>) {
-            let early: String?? = state.withLock { state in
-                if let early = state.early { return early }
-                state.continuation = continuation
-                return nil
-            }
-            if let early { continuation.resume(returning: early) }
-        }
-
-        func resume(_ line: String?) {
-            let waiting: CheckedContinuation<String?, Never>? = state.withLock { state in
-                if let continuation = state.continuation {
-                    state.continuation = nil
-                    state.early = .some(line)
-                    return continuation
-                }
-                if state.early == nil { state.early = .some(line) }
-                return nil
-            }
-            waiting?.resume(returning: line)
-        }
     }
 }

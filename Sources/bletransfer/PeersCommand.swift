@@ -4,6 +4,7 @@ import DaemonSupport
 import Foundation
 import Machines
 import Roles
+import Storage
 import Trust
 
 #if canImport(Glibc)
@@ -39,8 +40,10 @@ struct PeersCommand: ParsableCommand {
             received from elsewhere, compare 'peers fingerprint' of it with the fingerprint \
             'bletransfer id' shows on the peer itself.
 
-            The file must not be writable by group or others and must belong to you or root \
-            (as sshd's StrictModes): otherwise the roles refuse it (exit 78).
+            The file must not be writable by group or others and must belong to you or root, \
+            and so must every directory above it (sticky ones such as /tmp aside), as sshd's \
+            StrictModes wants; it must not be a symbolic link. Otherwise the roles refuse it \
+            (exit 78), and a running role that finds it so refuses every peer until it is fixed.
 
             Default path: $XDG_CONFIG_HOME/bletransfer/authorized-peers \
             (~/.config/bletransfer/authorized-peers); /etc/bletransfer/authorized-peers for the \
@@ -50,6 +53,13 @@ struct PeersCommand: ParsableCommand {
             PeersList.self, PeersAdd.self, PeersRemove.self, PeersRename.self, PeersFingerprint.self,
         ]
     )
+}
+
+/// How the command line compares peer names: NFC, then as the folder a name makes on disk
+/// (`outbox/NAME/`, `--folder-per-sender`), so two peers never share a folder and a name typed
+/// matches the one listed however its accents were composed.
+enum PeerNames {
+    static let folderForm: AuthorizedPeersFile.NameForm = { OutputDirectory.sanitizedFileName($0) ?? $0 }
 }
 
 /// `--authorized-peers PATH` of every `peers` command.
@@ -98,19 +108,29 @@ enum PeersFileAccess {
         _ change: (inout AuthorizedPeersFile) throws(AuthorizedPeersFile.EditError) -> Outcome
     ) throws -> (outcome: Outcome, file: AuthorizedPeersFile) {
         var (peersFile, mode) = try read(path, missingIsEmpty: missingIsEmpty)
+        let before = peersFile
         let outcome: Outcome
-        do { outcome = try change(&peersFile) } catch { throw fail(error) }
+        do { outcome = try change(&peersFile) } catch { throw fail(error, file: before) }
+        // Nothing changed (a key listed already): the file, and its time, stay as they are.
+        guard peersFile != before else { return (outcome, peersFile) }
         try write(peersFile, to: path, mode: mode)
         return (outcome, peersFile)
     }
 
-    static func fail(_ error: AuthorizedPeersFile.EditError) -> ExitCode {
+    /// `file`: the file as read, for the nearest name to a name that names nobody.
+    static func fail(_ error: AuthorizedPeersFile.EditError, file: AuthorizedPeersFile? = nil) -> ExitCode {
         let kind: FailureKind
+        var hint: String?
         switch error {
         case .alreadyListed: kind = .cannotCreate
-        case .malformedLine, .invalidName, .noMatch, .ambiguous: kind = .usage
+        case .noMatch(let given):
+            kind = .usage
+            hint = file.flatMap { $0.entries.isEmpty ? "no authorized peers yet; run 'bletransfer pair'" : nearestPeerHint(given, in: $0) }
+        case .ambiguous: kind = .usage
+            hint = "give the fingerprint ('bletransfer peers list' shows it)"
+        case .malformedLine, .invalidName, .nameTaken: kind = .usage
         }
-        return bletransfer.exitCode(reporting: RoleFailure(kind, error.description), json: false)
+        return bletransfer.exitCode(reporting: RoleFailure(kind, error.description), json: false, hint: hint)
     }
 
     /// The key lines a command was given: `line` itself or, for `-` or none, the key lines of
@@ -143,16 +163,33 @@ enum PeersFileAccess {
 
 struct PeersList: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "list", abstract: "List the authorized peers: name, fingerprint, key line.")
+        commandName: "list", abstract: "List the authorized peers: name, fingerprint, key line.",
+        discussion: HelpText.discussion("""
+            EXAMPLES:
+              bletransfer peers list
+              bletransfer peers list --json | jq -r .fingerprint
+              sudo bletransfer peers list --authorized-peers /etc/bletransfer/authorized-peers
+            """, manual: """
+            One line per peer: its name (- when it has none), its fingerprint and its key line. \
+            Before any peer is listed (no file yet, or none in it) it says so on standard error \
+            and exits 0.
+            """))
 
     @OptionGroup var file: PeersFileOption
 
     @Flag(name: .long, help: "One JSON object per peer, one a line.")
     var json = false
 
+    static let noneYet = "bletransfer: no authorized peers yet; run 'bletransfer pair' on this host and the other "
+        + "(or 'bletransfer peers add LINE' with the line 'bletransfer id' prints there)"
+
     func run() throws {
         let path = file.path
-        let (peersFile, _) = try PeersFileAccess.read(path, missingIsEmpty: false)
+        let (peersFile, _) = try PeersFileAccess.read(path, missingIsEmpty: true)
+        guard !peersFile.entries.isEmpty else {
+            EventRenderer.writeLine(Self.noneYet, to: 2)
+            return
+        }
         do {
             _ = try AuthorizedPeers(parsing: peersFile.text, path: path)
         } catch {
@@ -185,29 +222,65 @@ struct PeerListing: Encodable {
 
 struct PeersAdd: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "add", abstract: "Add a public key line ('-': the lines of standard input).")
+        commandName: "add", abstract: "Add a public key line ('-': the lines of standard input).",
+        discussion: HelpText.discussion("""
+            EXAMPLES:
+              bletransfer peers add 'bletransfer-x25519 q2V5…= laptop'
+              ssh laptop bletransfer id | bletransfer peers add -
+            """, manual: """
+            Compare the line's fingerprint ('bletransfer peers fingerprint LINE') with what \
+            'bletransfer id' shows on the peer before adding it. A key listed already is left \
+            as it is (exit 0); a malformed line, or a name another line carries, is refused and \
+            nothing is added.
+            """))
 
     @Argument(help: ArgumentHelp("'bletransfer-x25519 <base64> [name]', or '-'.", valueName: "LINE"))
     var line: String
 
     @OptionGroup var file: PeersFileOption
 
+    /// What adding one line did.
+    enum Added {
+        case added(AuthorizedPeersFile.Entry)
+        /// Listed already, at this entry: nothing to do.
+        case listed(AuthorizedPeersFile.Entry)
+    }
+
     func run() throws {
         let path = file.path
         let given = try PeersFileAccess.givenKeyLines(line)
-        // All or nothing: a refused line leaves the file as it was.
-        let (added, _) = try PeersFileAccess.edit(path, missingIsEmpty: true) { peersFile throws(AuthorizedPeersFile.EditError) in
-            try given.map { keyLine throws(AuthorizedPeersFile.EditError) in try peersFile.add(keyLine) }
+        // All or nothing: a refused line leaves the file as it was; a key listed already is
+        // left as it is, and counts as done.
+        let (results, _) = try PeersFileAccess.edit(path, missingIsEmpty: true) { peersFile throws(AuthorizedPeersFile.EditError) in
+            try given.map { keyLine throws(AuthorizedPeersFile.EditError) -> Added in
+                let (key, _) = try AuthorizedPeersFile.parseGiven(keyLine)
+                if let listed = peersFile.entries.first(where: { $0.key == key }) { return .listed(listed) }
+                return .added(try peersFile.add(keyLine, form: PeerNames.folderForm))
+            }
         }
-        for entry in added {
-            EventRenderer.writeLine(SafeText.escape("bletransfer: added \(entry.name ?? "a peer") (\(entry.key.fingerprint)) to \(path)"), to: 2)
+        for result in results {
+            switch result {
+            case .added(let entry):
+                EventRenderer.writeLine(SafeText.escape("bletransfer: added \(entry.name ?? "a peer") (\(entry.key.fingerprint)) to \(path)"), to: 2)
+            case .listed(let entry):
+                EventRenderer.writeLine(SafeText.escape("bletransfer: \(entry.name ?? "this key") (\(entry.key.fingerprint)) is listed "
+                    + "already, at line \(entry.line) of \(path); nothing changed"), to: 2)
+            }
         }
     }
 }
 
 struct PeersRemove: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "remove", abstract: "Remove a peer, named by its name or fingerprint.")
+        commandName: "remove", abstract: "Remove a peer, named by its name or fingerprint.",
+        discussion: HelpText.discussion("""
+            EXAMPLES:
+              bletransfer peers remove old-laptop
+              bletransfer peers remove SHA256:Zom4eu+FtGGybQy0wRCqjPE0mE9V2GmnTQQ5VQWT7H4
+            """, manual: """
+            Running roles and daemons refuse the peer from their next connection on. A name \
+            that names nobody, or several lines, is refused (exit 64).
+            """))
 
     @Argument(help: ArgumentHelp("A name, or a fingerprint (SHA256:…).", valueName: "NAME|FINGERPRINT"))
     var peer: String
@@ -216,8 +289,9 @@ struct PeersRemove: ParsableCommand {
 
     func run() throws {
         let path = file.path
-        let (removed, peersFile) = try PeersFileAccess.edit(path, missingIsEmpty: false) { peersFile throws(AuthorizedPeersFile.EditError) in
-            try peersFile.remove(peer)
+        // No file yet: nobody to remove, as when it lists others (64, as `send --to` of a stranger).
+        let (removed, peersFile) = try PeersFileAccess.edit(path, missingIsEmpty: true) { peersFile throws(AuthorizedPeersFile.EditError) in
+            try peersFile.remove(peer, form: PeerNames.folderForm)
         }
         EventRenderer.writeLine(SafeText.escape("bletransfer: removed \(removed.name ?? "a peer") (\(removed.key.fingerprint)) from \(path)"), to: 2)
         if peersFile.entries.isEmpty {
@@ -228,7 +302,17 @@ struct PeersRemove: ParsableCommand {
 
 struct PeersRename: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "rename", abstract: "Give a peer, named by its name or fingerprint, a new name.")
+        commandName: "rename", abstract: "Give a peer, named by its name or fingerprint, a new name.",
+        usage: "bletransfer peers rename [<options>] <NAME|FINGERPRINT> <NEWNAME>",
+        discussion: HelpText.discussion("""
+            EXAMPLES:
+              bletransfer peers rename laptop old-laptop
+              bletransfer peers rename 'bob@desk' desk
+            """, manual: """
+            The new name is one line of printable text that no other line carries (compared \
+            NFC-normalized and as the folder it names: outbox/NAME/), and does not start with \
+            SHA256:.
+            """))
 
     @Argument(help: ArgumentHelp("A name, or a fingerprint (SHA256:…).", valueName: "NAME|FINGERPRINT"))
     var peer: String
@@ -239,16 +323,29 @@ struct PeersRename: ParsableCommand {
     @OptionGroup var file: PeersFileOption
 
     func run() throws {
-        _ = try PeersFileAccess.edit(file.path, missingIsEmpty: false) { peersFile throws(AuthorizedPeersFile.EditError) in
-            try peersFile.rename(peer, to: newName)
+        let path = file.path
+        let (before, _) = try PeersFileAccess.read(path, missingIsEmpty: false)
+        let (renamed, _) = try PeersFileAccess.edit(path, missingIsEmpty: false) { peersFile throws(AuthorizedPeersFile.EditError) in
+            try peersFile.rename(peer, to: newName, form: PeerNames.folderForm)
         }
+        let old = before.entries.first { $0.line == renamed.line }?.name
+        EventRenderer.writeLine(SafeText.escape("bletransfer: renamed \(old.map { "'\($0)'" } ?? "the peer") "
+            + "(\(renamed.key.fingerprint)) to '\(renamed.name ?? newName)' in \(path)"), to: 2)
     }
 }
 
 struct PeersFingerprint: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "fingerprint",
-        abstract: "Print the fingerprint of a public key line (none or '-': standard input's lines).")
+        abstract: "Print the fingerprint of a public key line (none or '-': standard input's lines).",
+        discussion: HelpText.discussion("""
+            EXAMPLES:
+              bletransfer peers fingerprint 'bletransfer-x25519 q2V5…= laptop'
+              ssh laptop bletransfer id | bletransfer peers fingerprint
+            """, manual: """
+            Compare it with the fingerprint 'bletransfer id' shows on the peer itself (read it \
+            there, or over the phone) before adding a line that came by mail.
+            """))
 
     @Argument(help: ArgumentHelp("'bletransfer-x25519 <base64> [name]'.", valueName: "LINE"))
     var line: String?

@@ -162,20 +162,17 @@ struct ReceiveCommand: AsyncParsableCommand {
         } catch {
             throw RoleRun.exit(reporting: error, json: json)
         }
+
+        let payloads = ReceivedPayloads()
+        // Where messages go, checked without making anything: a bad path is told first.
+        if let failure = precheckedDestination() { throw RoleRun.exit(reporting: failure, json: json) }
+        // Bluetooth next: what would end the run at once ends it before the output directory
+        // or the spool is made.
+        let (session, logger) = try await RoleRun.openSession(reporting: reporting, adapter: bluetooth.adapter)
+        defer { session.close() }
         if sender.from.isEmpty, let notice = trust.unauthenticatedNotice(anyPeer: openness.insecureAnyPeer || format.compat) {
             reporting.warn(notice)
         }
-
-        let payloads = ReceivedPayloads()
-        let sink: any MessageSink
-        do {
-            sink = try makeSink(payloads: payloads)
-        } catch let failure as SinkFailure {
-            throw RoleRun.exit(reporting: failure, json: json)
-        }
-
-        let (session, logger) = try await RoleRun.openSession(reporting: reporting)
-        defer { session.close() }
         let resumeSpool: ResumeSpool?
         do {
             resumeSpool = try bounds.resumeSpool(
@@ -185,6 +182,12 @@ struct ReceiveCommand: AsyncParsableCommand {
                 outputDirectory: outputDirectory, warn: { logger.warning("\($0)") })
         } catch {
             throw RoleRun.exit(reporting: error, json: json)
+        }
+        let sink: any MessageSink
+        do {
+            sink = try makeSink(payloads: payloads, resumeSpool: resumeSpool)
+        } catch let failure as SinkFailure {
+            throw RoleRun.exit(reporting: failure, json: json)
         }
 
         let options = try bluetooth.targeting(receiverOptions, secureMode: secureMode, transport: transport)
@@ -225,12 +228,27 @@ struct ReceiveCommand: AsyncParsableCommand {
             try await central.run(sink: sink, timeout: deadline)
         }
 
-        try await RoleRun.end(outcome, json: json) { seconds in "timed out after \(RoleRun.format(seconds)) s" }
+        try await RoleRun.end(outcome, json: json, adapter: bluetooth.adapter) { seconds in "timed out after \(RoleRun.format(seconds)) s" }
     }
 
-    private func makeSink(payloads: ReceivedPayloads) throws -> any MessageSink {
+    /// What is wrong with `--output` or `--output-dir`, found without making anything.
+    private func precheckedDestination() -> SinkFailure? {
+        do {
+            if let outputPath { _ = try SingleFileSink(path: FilePath(outputPath)) }
+            if let outputDirectory { try OutputDirectorySink.precheck(FilePath(outputDirectory)) }
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    private func makeSink(payloads: ReceivedPayloads, resumeSpool: ResumeSpool?) throws -> any MessageSink {
         if let outputPath { return try SingleFileSink(path: FilePath(outputPath)) }
-        if let outputDirectory { return try OutputDirectorySink(path: FilePath(outputDirectory), limits: receiverOptions.storageLimits) }
+        if let outputDirectory {
+            // The spool's copy of a message counts against the reserve beside the message.
+            return try OutputDirectorySink(path: FilePath(outputDirectory), limits: receiverOptions.storageLimits,
+                                           resumeSpool: resumeSpool)
+        }
         if reporting.json { return PayloadRecordingSink(payloads: payloads) }
         return FileDescriptorSink()
     }
@@ -264,7 +282,7 @@ struct SignalStrengthOption: ParsableArguments {
 /// `--max-size` and `--idle-timeout` of `receive` (the daemon's `--max-size` bounds both roles).
 struct ReceiverMessageOptions: ParsableArguments {
     @Option(name: .customLong("max-size"), help: ArgumentHelp(
-        "Refuse larger messages (default 64M; none with --output-dir).", valueName: "BYTES"), transform: bytes)
+        "Refuse larger messages (default: 64M held in memory).", valueName: "BYTES"), transform: bytes)
     var maximumSize: Int?
 
     @OptionGroup var idle: IdleTimeoutOption

@@ -23,7 +23,7 @@ struct ReceiverBoundOptions: ParsableArguments {
     var quotaBytes: Int?
 
     @Option(name: .customLong("quota-files"), help: ArgumentHelp(
-        "--output-dir: hold at most this many messages.", valueName: "N"))
+        "--output-dir: at most this many files and folders.", valueName: "N"))
     var quotaFiles: Int?
 
     var isStorageSet: Bool { reserve != nil || quotaBytes != nil || quotaFiles != nil }

@@ -184,37 +184,79 @@ enum RoleRun {
     /// (warnings, errors only with --quiet, debug with --verbose; DaemonLogHandler escapes what
     /// a peer may have put into a line). A bus that cannot be reached ends the command: one
     /// line, status 69.
-    static func openSession(reporting: ReportingOptions) async throws -> (BluetoothSession, Logger) {
+    static func openSession(reporting: ReportingOptions, adapter: String?) async throws -> (BluetoothSession, Logger) {
         var logger = Logger(label: "bletransfer") { DaemonLogHandler.standardError(label: $0) }
         logger.logLevel = reporting.verbose ? .debug : reporting.quiet ? .error : .warning
+        return (try await openSession(logger: logger, json: reporting.json, adapter: adapter), logger)
+    }
+
+    /// The session on the system bus, once Bluetooth is known to be usable enough to start
+    /// (``BluetoothDiagnosis/atStart(of:adapter:)``): what would end the role at once ends the
+    /// command here, in `status`'s words with its fix as the hint, before the command makes
+    /// anything on disk.
+    static func openSession(logger: Logger, json: Bool, adapter: String?) async throws -> BluetoothSession {
+        let session: BluetoothSession
         do {
-            return (try await BluetoothSession.open(logger: logger), logger)
+            session = try await BluetoothSession.open(logger: logger)
         } catch {
-            throw exit(reporting: RoleFailure(.unavailable, "\(error)"), json: reporting.json)
+            let diagnosis = await BluetoothDiagnosis.now(adapter: adapter)
+            throw exit(reporting: diagnosis?.failure(.unavailable) ?? CommandFailure(.unavailable, "\(error)"), json: json)
         }
+        if let diagnosis = BluetoothDiagnosis.atStart(of: session, adapter: adapter) {
+            session.close()
+            let kind: FailureKind = diagnosis.status == .permissionDenied ? .permissionDenied
+                : diagnosis.status == .usage ? .usage : .unavailable
+            throw exit(reporting: diagnosis.failure(kind), json: json)
+        }
+        return session
     }
 
     /// Ends a command the way its role ended: returns when the role finished; otherwise throws
     /// the exit code, after one line for a failure or the deadline (`timedOut` words it),
     /// or 128 + the signal that stopped it.
-    static func end(_ outcome: Outcome, json: Bool, timedOut: (Double) async -> String) async throws {
+    ///
+    /// A failure because of Bluetooth (unavailable, access denied), and a deadline that passed
+    /// while Bluetooth was not ready, are worded as `status` words the state then, with its fix
+    /// as the hint: "timed out after 5 s: hci0 is powered off", not only "timed out". With
+    /// `json`, the last event is an `error` (failures) or `stopped` event (finished, or a signal).
+    static func end(_ outcome: Outcome, json: Bool, adapter: String?, timedOut: (Double) async -> String) async throws {
         switch outcome {
         case .finished:
+            if json { writeStopped(StoppedJSONEvent(reason: "finished", exitStatus: 0)) }
             return
         case .failed(let error):
             let failure = (error as? any ClassifiedFailure) ?? RoleFailure(.software, "unexpected failure: \(error)")
-            throw exit(reporting: failure, json: json)
+            throw exit(reporting: await explained(failure, adapter: adapter), json: json)
         case .timedOut(let seconds):
-            throw exit(reporting: RoleFailure(.timedOut, await timedOut(seconds)), json: json)
+            throw exit(reporting: await explained(RoleFailure(.timedOut, await timedOut(seconds)), adapter: adapter), json: json)
         case .interrupted(let signal):
-            throw ExitCode(128 + signal)
+            let status = 128 + signal
+            if json { writeStopped(StoppedJSONEvent(reason: "signal", exitStatus: Int(status), signal: StoppedJSONEvent.signalName(signal))) }
+            throw ExitCode(status)
         }
+    }
+
+    static func writeStopped(_ event: StoppedJSONEvent) {
+        EventRenderer.writeLine(JSONEvents.line("stopped", event), to: 1)
+    }
+
+    /// `failure` in `status`'s words when Bluetooth is why: its message for a failure of
+    /// Bluetooth, appended to a deadline's ("timed out after 5 s: hci0 is powered off…"), each
+    /// with status's fix as the hint. As it was when Bluetooth is ready.
+    static func explained(_ failure: any ClassifiedFailure, adapter: String?) async -> any ClassifiedFailure {
+        guard [.unavailable, .permissionDenied, .timedOut].contains(failure.kind),
+              let diagnosis = await BluetoothDiagnosis.now(adapter: adapter) else { return failure }
+        if failure.kind == .timedOut {
+            return CommandFailure(.timedOut, "\(failure.userMessage): Bluetooth was not ready: \(diagnosis.message)",
+                                  hint: diagnosis.hint)
+        }
+        return diagnosis.failure(failure.kind)
     }
 
     /// `exitCode(reporting:json:)` for use inside a command, where ParsableCommand's own static
     /// `exitCode(for:)` hides the free function.
-    static func exit(reporting failure: any ClassifiedFailure, json: Bool) -> ExitCode {
-        exitCode(reporting: failure, json: json)
+    static func exit(reporting failure: any ClassifiedFailure, json: Bool, hint: String? = nil) -> ExitCode {
+        exitCode(reporting: failure, json: json, hint: hint)
     }
 
     static func format(_ seconds: Double) -> String {

@@ -55,8 +55,11 @@ struct SendCommand: AsyncParsableCommand {
             of PATH) and modification time, which a receiver storing into a directory keeps; --no-name \
             sends neither. Apple's format carries no name.
 
-            A file of any size is read from disk as it goes; standard input is read first, \
-            up to 64 MiB. An empty message is refused unless --allow-empty is given (exit 65). Ctrl-C / SIGTERM unregister everything, then exit 130 / 143.
+            A file of any size is read from disk as it goes; standard input (or a FIFO) of any \
+            size is read to its end first into an unnamed temporary file in $TMPDIR (else \
+            /var/tmp), then sent from it the same way. An empty message is refused unless \
+            --allow-empty is given (exit 65). Ctrl-C / SIGTERM unregister everything, then exit \
+            130 / 143.
             """))
 
     @Argument(help: ArgumentHelp("The message to send (its UTF-8 bytes).", valueName: "MESSAGE"))
@@ -175,12 +178,12 @@ struct SendCommand: AsyncParsableCommand {
         } catch {
             throw RoleRun.exit(reporting: error, json: json)
         }
+        let (session, logger) = try await RoleRun.openSession(reporting: reporting, adapter: bluetooth.adapter)
+        defer { session.close() }
+        // Once Bluetooth can be used: a run that cannot start is told its reason alone.
         if addressee.to.isEmpty, let notice = trust.unauthenticatedNotice(anyPeer: openness.insecureAnyPeer) {
             reporting.warn(notice)
         }
-
-        let (session, logger) = try await RoleRun.openSession(reporting: reporting)
-        defer { session.close() }
         for note in notes { logger.warning("\(note)") }
 
         let options = try bluetooth.targeting(senderOptions, secureMode: secureMode, transport: transport)
@@ -194,7 +197,7 @@ struct SendCommand: AsyncParsableCommand {
         }) {
             try await peripheral.run(source: source)
         }
-        try await RoleRun.end(outcome, json: json, timedOut: timedOut)
+        try await RoleRun.end(outcome, json: json, adapter: bluetooth.adapter, timedOut: timedOut)
         return logger
     }
 

@@ -13,6 +13,10 @@ enum StatusOutput {
         }
     }
 
+    /// `status --json`'s version; it goes up only when a key is removed, renamed or changes
+    /// type or meaning.
+    static let schema = 1
+
     static func json(_ report: BluetoothStatusReport, gatt: GATTChannelSetting = .current(),
                      link: LinkSpeedSetting = .current(),
                      notificationQueue: NotificationQueueLimit = .current(),
@@ -24,6 +28,9 @@ enum StatusOutput {
         guard var object = try JSONSerialization.jsonObject(with: data) as? [String: Any] else {
             return String(decoding: data, as: UTF8.self)
         }
+        // The report's own contract (docs/json-events.md, "The status report").
+        object["schema"] = schema
+        object["fixes"] = report.fixes
         object["managerState"] = [
             "send": StatusManagerState.state(for: .peripheral, report: report).rawValue,
             "receive": StatusManagerState.state(for: .central, report: report).rawValue,
@@ -73,39 +80,10 @@ enum StatusOutput {
     /// The longest line `status` prints: longer ones wrap, their continuation indented.
     static let width = 100
 
-    /// The commands that fix what the report shows wrong, most likely first.
+    /// The commands that fix what the report shows wrong, most likely first (shared with the
+    /// `hint:` lines of send, receive, pair and the daemon: `BluetoothStatusReport.fixes`).
     static func fixes(_ report: BluetoothStatusReport) -> [String] {
-        switch report.bluetoothd {
-        case "not-running":
-            return ["sudo systemctl start bluetooth   (Debian: apt install bluez, if it is not installed)"]
-        case "access-denied":
-            return ["let this user talk to org.bluez: install the package's D-Bus policy "
-                    + "(/etc/dbus-1/system.d/bletransfer.conf, udev/bletransfer-dbus.conf in the source) "
-                    + "and run as the user it names, or as a user the system's policy allows"]
-        case "no-system-bus":
-            return ["sudo systemctl start dbus"]
-        default:
-            break
-        }
-        switch report.verdict.status {
-        case .ready:
-            return []
-        case .unknownAdapter:
-            let names = report.adapters.map(\.name)
-            return ["pick an adapter bluetoothd reports: "
-                    + (names.isEmpty ? "none is reported" : names.map { "--adapter \($0)" }.joined(separator: ", "))]
-        case .permissionDenied:
-            return ["check the D-Bus policy for org.bluez (docs/unattended.md, \"Permissions\")"]
-        case .unavailable:
-            guard let name = report.selectedAdapter, let adapter = report.adapters.first(where: { $0.name == name }) else {
-                return report.kernel.controllers.isEmpty
-                    ? ["plug in a Bluetooth LE adapter (lsusb, dmesg show it), then: rfkill unblock bluetooth"]
-                    : ["sudo systemctl restart bluetooth   (the kernel has the controller, bluetoothd does not show it)"]
-            }
-            if !adapter.supportsLowEnergy { return ["use an adapter with Bluetooth 4.0 (LE) or later: --adapter hciN"] }
-            if !adapter.powered { return ["rfkill unblock bluetooth && bluetoothctl power on"] }
-            return []
-        }
+        report.fixes
     }
 
     /// `line` cut at spaces into lines of at most `width` columns; continuations indented.
@@ -186,6 +164,11 @@ enum StatusOutput {
             lines.append("")
             lines.append("\(controller.name) (kernel only)")
             lines.append("  kernel:  \(kernelLine(controller))")
+        }
+        // No Bluetooth at all (a kernel without it, nothing reported): the roles' states and
+        // bluetoothd's settings say nothing more; the lines above say what to do.
+        guard !report.hasNoBluetoothAtAll else {
+            return lines.flatMap { wrapped($0) }.joined(separator: "\n") + "\n"
         }
         lines.append("")
         let send = StatusManagerState.state(for: .peripheral, report: report)

@@ -33,10 +33,14 @@ struct TrustOptions: ParsableArguments {
     ///
     /// `addressing`: the peers of `send --to` / `receive --from` (names or fingerprints from the
     /// authorized-peers file); only they are let in, authenticated, whatever `anyPeer` says.
-    func interactivePolicy(anyPeer: Bool = false, addressing: PeerAddressing? = nil) throws(RoleFailure) -> SecureModePolicy? {
+    func interactivePolicy(anyPeer: Bool = false, addressing: PeerAddressing? = nil) throws(CommandFailure) -> SecureModePolicy? {
         if let addressing, !addressing.peers.isEmpty {
             return try addressedPolicy(addressing)
         }
+        return try CommandFailure.lifting { () throws(RoleFailure) in try unaddressedPolicy(anyPeer: anyPeer) }
+    }
+
+    private func unaddressedPolicy(anyPeer: Bool) throws(RoleFailure) -> SecureModePolicy? {
         let defaultPeers = anyPeer ? nil : Self.existing(IdentityLocation.defaultAuthorizedPeersPathForThisProcess())
         guard let peersPath = authorizedPeers ?? defaultPeers else {
             let defaultIdentity = Self.existing(IdentityLocation.defaultPathForThisProcess())
@@ -54,36 +58,40 @@ struct TrustOptions: ParsableArguments {
     /// Only the peers `addressing` names, each found in the authorized-peers file (given or
     /// default) by name or fingerprint; a name the file does not hold ends the command (78)
     /// with the way to list or add it.
-    private func addressedPolicy(_ addressing: PeerAddressing) throws(RoleFailure) -> SecureModePolicy {
+    private func addressedPolicy(_ addressing: PeerAddressing) throws(CommandFailure) -> SecureModePolicy {
         let peersPath = authorizedPeers ?? IdentityLocation.defaultAuthorizedPeersPathForThisProcess()
         guard FileManager.default.fileExists(atPath: peersPath) else {
-            throw RoleFailure(.configuration, "\(addressing.option) \(addressing.peers[0]): no authorized peers at \(peersPath); "
-                + "pair with that host first: 'bletransfer pair' on both hosts (or 'bletransfer peers add' the line "
-                + "'bletransfer id' prints there)")
+            // An unknown peer, as when the file lists others (64): the same status as `peers remove`.
+            throw CommandFailure(.usage, "\(addressing.option) \(addressing.peers[0]): no authorized peers at \(peersPath)",
+                                 hint: "pair with that host first: 'bletransfer pair' on both hosts (or 'bletransfer peers add' "
+                                     + "the line 'bletransfer id' prints there)")
         }
-        try Self.checkPeers(peersPath)
+        try CommandFailure.lifting { () throws(RoleFailure) in try Self.checkPeers(peersPath) }
         let file: AuthorizedPeersFile
         do {
             file = AuthorizedPeersFile(text: try AuthorizedPeers.readText(from: peersPath).text)
         } catch {
-            throw IdentityLocation.failure(error)
+            throw CommandFailure(IdentityLocation.failure(error))
         }
         var keys = Set<PeerKey>()
         for given in addressing.peers {
             do {
-                keys.insert(try file.entry(matching: given).key)
+                keys.insert(try file.entry(matching: given, form: PeerNames.folderForm).key)
             } catch {
-                throw RoleFailure(.configuration, "\(addressing.option) \(given): \(error) in \(peersPath); "
-                    + "'bletransfer peers list' shows the names")
+                // A name typed that names no one, or several: the command line's mistake (64),
+                // as for `peers remove`.
+                let hint: String? = if case .noMatch = error { nearestPeerHint(given, in: file) } else { nil }
+                throw CommandFailure(.usage, "\(addressing.option) \(given): \(error) in \(peersPath)",
+                                     hint: hint ?? "'bletransfer peers list' shows the names")
             }
         }
         let identityPath = identity ?? IdentityLocation.defaultPathForThisProcess()
-        let loadedIdentity = try Self.loadIdentity(identityPath)
+        let loadedIdentity = try CommandFailure.lifting { () throws(RoleFailure) in try Self.loadIdentity(identityPath) }
         do {
             return try SecureModePolicy(identity: loadedIdentity, authorizedPeersPath: peersPath, requiresSecure: true,
                                         restrictedTo: keys)
         } catch {
-            throw IdentityLocation.failure(error)
+            throw CommandFailure(IdentityLocation.failure(error))
         }
     }
 
@@ -130,10 +138,11 @@ struct TrustOptions: ParsableArguments {
     func unauthenticatedNotice(anyPeer: Bool) -> String? {
         let defaultPath = IdentityLocation.defaultAuthorizedPeersPathForThisProcess()
         guard !anyPeer, authorizedPeers == nil, Self.existing(defaultPath) == nil else { return nil }
-        return "no authorized peers (\(defaultPath)): transfers with bletransfer hosts are encrypted but not "
-            + "authenticated, and Apple-flow peers are served in clear; to trust only your own hosts, "
-            + "run 'bletransfer pair' on both"
+        return Self.unauthenticated
     }
+
+    /// The one line a run without authorized peers starts with (docs/trust.md says the rest).
+    static let unauthenticated = "encrypted, not authenticated: run 'bletransfer pair' on both hosts"
 
     /// `path` when a file (or anything) is there: a default file is used only when it exists.
     private static func existing(_ path: String) -> String? {

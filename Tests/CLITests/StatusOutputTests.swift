@@ -14,7 +14,7 @@ import Testing
 
     /// A report as bluetoothd and the kernel could give it, from the JSON `status --json` prints.
     static func report(bluetoothd: String = "running", powered: Bool = true, adapters: Bool = true,
-                       verdict: String, message: String) throws -> BluetoothStatusReport {
+                       kernel: String = "ok", verdict: String, message: String) throws -> BluetoothStatusReport {
         let adapter = """
             {"name": "hci0", "path": "/org/bluez/hci0", "address": "00:AA:01:00:00:23", "alias": "lab",
              "powered": \(powered), "powerState": \(powered ? "\"on\"" : "\"off-blocked\""), "discovering": false,
@@ -23,7 +23,7 @@ import Testing
             """
         let json = """
             {"bluetoothd": "\(bluetoothd)", "bluetoothdDetail": null,
-             "kernel": {"state": "ok", "detail": null, "controllers": []},
+             "kernel": {"state": "\(kernel)", "detail": null, "controllers": []},
              "adapters": [\(adapters ? adapter : "")], "selectedAdapter": \(adapters ? "\"hci0\"" : "null"),
              "verdict": {"status": "\(verdict)", "message": "\(message)"}}
             """
@@ -74,5 +74,37 @@ import Testing
         #expect(wrapped.allSatisfy { $0.count <= 40 })
         #expect(wrapped.dropFirst().allSatisfy { $0.hasPrefix("      ") })
         #expect(wrapped.joined(separator: " ").split(separator: " ").map(String.init) == words)
+    }
+
+    /// No Bluetooth at all (a VM's kernel, no bus): the first line names that, the fix says what
+    /// to do, and the sections about bluetoothd's settings and the roles' states are left out.
+    @Test func noBluetoothAtAllSaysSoAndLeavesOutWhatDoesNotApply() throws {
+        let report = try Self.report(bluetoothd: "no-system-bus", adapters: false, kernel: "no-bluetooth-in-kernel",
+                                     verdict: "unavailable", message: BluetoothStatusReport.noBluetoothInKernel)
+        let lines = Self.lines(report)
+        #expect(lines.first == "not ready: no Bluetooth adapter: the kernel has no Bluetooth (a VM or a container?)")
+        #expect(lines.dropFirst().first?.hasPrefix("fix: run on a host with a Bluetooth LE adapter") == true)
+        for section in ["manager state:", "GATT channels:", "link:", "notification queue:", "note:"] {
+            #expect(!lines.contains { $0.hasPrefix(section) }, "\(section)")
+        }
+        #expect(lines.contains { $0.hasPrefix("kernel: no Bluetooth support") })
+    }
+
+    /// `status --json` is in the contract: a schema version, and every key it prints listed in
+    /// docs/json-events.md ("The status report").
+    @Test func theJSONReportHasASchemaAndEveryKeyIsDocumented() throws {
+        let text = try StatusOutput.json(try Self.report(verdict: "ready", message: "hci0 is ready"),
+                                         gatt: Self.gatt, link: Self.link, notificationQueue: Self.queue)
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])
+        #expect(object["schema"] as? Int == StatusOutput.schema)
+        #expect(object["fixes"] as? [String] == [])
+        let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("docs/json-events.md")
+        let doc = try String(contentsOf: url, encoding: .utf8)
+        let section = try #require(doc.components(separatedBy: "## The status report").dropFirst().first)
+            .components(separatedBy: "\n## ").first ?? ""
+        for key in object.keys {
+            #expect(section.contains("\n| \(key) |"), "status --json key \(key) is not documented")
+        }
     }
 }

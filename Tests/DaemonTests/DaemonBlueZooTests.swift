@@ -83,6 +83,11 @@ struct DaemonBlueZooTests {
         // Both are serving / scanning again now; SIGTERM must unregister and exit 0.
         #expect(await sender.terminate() == 0, "sender log:\n\(sender.log.suffix(2000))")
         #expect(await receiver.terminate() == 0, "receiver log:\n\(receiver.log.suffix(2000))")
+        // With --json the last event says how each ended: stopped by SIGTERM, exit 0.
+        for daemon in [sender, receiver] {
+            let stopped = daemon.events("stopped")
+            #expect(stopped.count == 1 && stopped.first?["signal"] as? String == "SIGTERM" && stopped.first?["exitStatus"] as? Int == 0)
+        }
 
         // The inbox: one complete file per message, in arrival order, nothing hidden or partial.
         let stored = workspace.files(in: workspace.inbox)

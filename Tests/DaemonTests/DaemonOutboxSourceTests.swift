@@ -1,6 +1,9 @@
 @testable import Daemon
 import DaemonSupport
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 @testable import Machines
 import Roles
 @testable import Storage
@@ -137,6 +140,52 @@ struct DaemonOutboxSourceTests {
         // An unlisted key (encrypted, not authenticated) is never an addressee.
         let unlisted = AuthenticatedPeer(keyLine: "k", fingerprint: "SHA256:laptop", name: "laptop", isListed: false)
         #expect(!second.isAddressed(to: unlisted) && !second.isAddressed(to: nil))
+    }
+
+    /// M-2, against the daemon's source: `outbox/her-laptop/` exchanged with a symbolic link to
+    /// the service's state directory (`renameat2(RENAME_EXCHANGE)`, as a member of the group can)
+    /// after the source has opened the folder. Her laptop asks again and again while the swap
+    /// is in place: it is offered nothing from the state directory, and its own file again once
+    /// the folder is back.
+    @Test("a peer folder swapped for a symbolic link to the state directory sends nothing from there")
+    func aSwappedPeerFolderSendsNothingFromOutside() async throws {
+        let outbox = try TemporaryOutbox()
+        let state = outbox.url.deletingLastPathComponent().appendingPathComponent("state-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: state, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: state) }
+        try Data("SECRET KEY".utf8).write(to: state.appendingPathComponent("identity"))
+        try FileManager.default.createDirectory(at: outbox.url.appendingPathComponent("her-laptop"), withIntermediateDirectories: true)
+        try outbox.drop("her-laptop/note.txt", Array("hers".utf8), secondsAgo: 100)
+        let source = try outbox.source()
+        let herLaptop = AuthenticatedPeer(keyLine: "k", fingerprint: "SHA256:laptop", name: "her-laptop")
+        let first = try #require(await source.message(for: herLaptop))
+        #expect(first.payload == Array("hers".utf8))
+
+        #expect(symlink(state.path, outbox.url.appendingPathComponent(".swap").path) == 0)
+        let top = open(outbox.path.string, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        defer { close(top) }
+        typealias RenameAt2 = @convention(c) (Int32, UnsafePointer<CChar>, Int32, UnsafePointer<CChar>, UInt32) -> Int32
+        let renameAt2 = unsafeBitCast(try #require(dlsym(UnsafeMutableRawPointer(bitPattern: 0), "renameat2")), to: RenameAt2.self)
+        #expect(renameAt2(top, "her-laptop", top, ".swap", 2 /* RENAME_EXCHANGE */) == 0)
+
+        for _ in 0..<20 {
+            if let offered = await source.message(for: herLaptop) {
+                #expect(offered.payload != Array("SECRET KEY".utf8), "the state directory's identity was offered")
+            }
+            if let offered = await source.nextAvailableNow() {
+                #expect(offered.payload != Array("SECRET KEY".utf8), "the state directory's identity was offered")
+            }
+        }
+        // Nothing was moved into or written under the state directory.
+        #expect(try FileManager.default.contentsOfDirectory(atPath: state.path) == ["identity"])
+
+        // Swapped back: once the watcher has seen it, the folder is opened again and served.
+        let box = await source.outbox
+        let seen = box.changeGeneration
+        #expect(renameAt2(top, "her-laptop", top, ".swap", 2) == 0)
+        await box.waitForChange(after: seen, timeout: .seconds(10))
+        let again = try #require(await source.message(for: herLaptop))
+        #expect(again.payload == Array("hers".utf8))
     }
 
     @Test("draining many files lists the peer folders once, not per message; a folder made meanwhile is still found")

@@ -50,7 +50,7 @@ struct DaemonPiecesTests {
         func append(_ report: DaemonReport) { list.withLock { $0.append(report) } }
         var waiting: [(FailureKind, String, Duration)] {
             list.withLock { reports in
-                reports.compactMap { if case .waiting(let kind, let message, let delay) = $0 { (kind, message, delay) } else { nil } }
+                reports.compactMap { if case .waiting(let kind, let message, _, let delay) = $0 { (kind, message, delay) } else { nil } }
             }
         }
     }
@@ -80,6 +80,34 @@ struct DaemonPiecesTests {
         #expect(waiting.count >= 3)
         #expect(waiting.allSatisfy { $0.0 == .unavailable && $0.1.contains("no bus here") })
         #expect(waiting.prefix(3).map(\.2) == [.milliseconds(1), .milliseconds(2), .milliseconds(4)])
+    }
+
+    /// The daemon's waiting line names Bluetooth's problem as `status` does, with its fix as
+    /// the hint, as send and receive do.
+    @Test("a Bluetooth failure is reported waiting in status's words, with its fix as the hint")
+    func waitingCarriesStatussHint() async throws {
+        let reports = Mutex<[DaemonReport]>([])
+        let (reported, signal) = AsyncStream<Void>.makeStream()
+        var supervisor = DaemonSupervisor(
+            openSession: { throw BluetoothError.noAdapter },
+            attempt: { _, _ in Issue.record("no session, no attempt") },
+            report: { report in
+                reports.withLock { $0.append(report) }
+                signal.yield()
+            })
+        supervisor.backoff = BackoffPolicy(initial: .milliseconds(1), maximum: .milliseconds(1))
+        supervisor.diagnose = { ("no Bluetooth adapter: the kernel has no Bluetooth (a VM or a container?)", "run on a host with one") }
+        let running = Task { await supervisor.run() }
+        for await _ in reported { break }
+        running.cancel()
+        await running.value
+        guard case .waiting(let kind, let message, let hint, _)? = reports.withLock({ $0.first }) else {
+            Issue.record("no waiting report")
+            return
+        }
+        #expect(kind == .unavailable)
+        #expect(message == "no Bluetooth adapter: the kernel has no Bluetooth (a VM or a container?)")
+        #expect(hint == "run on a host with one")
     }
 
     @Test("access denied is classified as permission denied (state unauthorized), unknown errors as software")

@@ -113,11 +113,16 @@ import Transfer
         var lines = events.flatMap { [EventRenderer.jsonLine(for: $0), EventRenderer.jsonLine(for: $0, extras: extras($0))] }
         lines += [
             JSONEvents.line("error", ErrorJSONEvent("no bus", kind: "unavailable", exitStatus: 69)),
+            JSONEvents.line("error", { var event = ErrorJSONEvent("no adapter", kind: "unavailable", exitStatus: 69)
+                                       event.hint = "plug one in"
+                                       return event }()),
             JSONEvents.line("error", ErrorJSONEvent("cannot move", file: "a.txt")),
-            JSONEvents.line("waiting", WaitingJSONEvent(kind: "permissionDenied", message: "denied", text: "denied",
+            JSONEvents.line("waiting", WaitingJSONEvent(kind: "permissionDenied", text: "denied",
                                                         retrySeconds: 5, advice: "sudo usermod")),
-            JSONEvents.line("waiting", WaitingJSONEvent(kind: "unavailable", message: "no adapter", text: "no adapter",
-                                                        retrySeconds: 5)),
+            JSONEvents.line("waiting", WaitingJSONEvent(kind: "unavailable", text: "no adapter", retrySeconds: 5,
+                                                        hint: "plug one in")),
+            JSONEvents.line("stopped", StoppedJSONEvent(reason: "finished", exitStatus: 0)),
+            JSONEvents.line("stopped", StoppedJSONEvent(reason: "signal", exitStatus: 130, signal: "SIGINT")),
             JSONEvents.line("offering", OfferingJSONEvent(file: "a.txt", bytes: 3)),
             JSONEvents.line("sent", SentJSONEvent(file: "a.txt", path: "/out/sent/a.txt")),
             JSONEvents.line("sent", SentJSONEvent(file: "a.txt")),
@@ -172,14 +177,14 @@ import Transfer
             Self.check(object, against: table, objects: reference.objects, context: name)
         }
         #expect(seen == Set(reference.events.keys).subtracting(["*"]))
-        #expect(seen.count == 22)
+        #expect(seen.count == 23)
     }
 
     @Test func everyEventCarriesTheSchemaAndAMillisecondTime() throws {
         let date = Date(timeIntervalSince1970: 1_795_685_352.125)
         let line = EventRenderer.jsonLine(for: .warning("w"), date: date)
         let object = try Self.decode(line)
-        guard case .string(let time)? = object["time"], case .integer(1)? = object["schema"],
+        guard case .string(let time)? = object["time"], case .integer(2)? = object["schema"],
               case .number(let unix)? = object["unixTime"]
         else {
             Issue.record("envelope missing: \(line)")
@@ -195,6 +200,26 @@ import Transfer
                 continue
             }
             #expect(time.wholeMatch(of: /\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z/) != nil)
+        }
+    }
+
+    /// `message` is one type across events (an object: `delivered`, `received`); the text of
+    /// `warning`, `error` and `waiting` is `text` alone (schema 2).
+    @Test func messageIsAlwaysTheMessageObject() throws {
+        for line in Self.lines {
+            let object = try Self.decode(line)
+            if let message = object["message"], case .object = message { continue }
+            #expect(object["message"] == nil, "\(line)")
+        }
+    }
+
+    /// Every `kind` an `error` or `waiting` event can carry is listed in the contract.
+    @Test func everyKindIsListed() throws {
+        let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("docs/json-events.md")
+        let text = try String(contentsOf: url, encoding: .utf8)
+        for kind in FailureKind.allCases {
+            #expect(text.contains("| `\(kind.rawValue)` |"), "kind \(kind.rawValue) is not listed")
         }
     }
 

@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import DaemonSupport
 import Foundation
 @testable import Machines
@@ -153,6 +156,48 @@ import Transfer
         #expect(directory.refusal(for: 1, limits: StorageLimits(reserveBytes: 0, quotaFiles: 3)) == nil)
         #expect(directory.refusal(for: 1, limits: StorageLimits(reserveBytes: Int.max))?.bound == .reserve)
         #expect((directory.freeBytes() ?? 0) > 0)
+    }
+
+    /// M-3: a sender's tree, or `--folder-per-sender`'s folders, store below the top: the quota
+    /// counts the whole tree, its directories too, and never through a symbolic link.
+    @Test func quotasCountTheWholeTreeAndItsDirectories() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("bounds-\(UUID().uuidString)").path
+        let outside = path + "-outside"
+        defer {
+            try? FileManager.default.removeItem(atPath: path)
+            try? FileManager.default.removeItem(atPath: outside)
+        }
+        let directory = try OutputDirectory(path: .init(path))
+        // Thousands of 1-byte files in deep paths were invisible to the quota: each is counted.
+        for index in 0..<20 {
+            try await directory.store([UInt8(index)], baseName: "deep/er/and/deeper/\(index).bin")
+        }
+        try await directory.store(Array(repeating: 7, count: 100), baseName: "top.bin")
+        try FileManager.default.createDirectory(atPath: outside + "/big", withIntermediateDirectories: true)
+        _ = FileManager.default.createFile(atPath: outside + "/big/huge.bin", contents: Data(count: 50_000))
+        #expect(symlink(outside, path + "/link") == 0)
+        let stored = directory.storedMessages()
+        #expect(stored.bytes == 120)
+        // 21 files, 4 directories, 1 link (an inode, not followed).
+        #expect(stored.files == 26)
+        #expect(directory.refusal(for: 1, limits: StorageLimits(reserveBytes: 0, quotaFiles: 26))?.bound == .quotaFiles)
+        #expect(directory.refusal(for: 1, limits: StorageLimits(reserveBytes: 0, quotaBytes: 120))?.bound == .quotaBytes)
+        #expect(directory.refusal(for: 1, limits: StorageLimits(reserveBytes: 0, quotaBytes: 121, quotaFiles: 27)) == nil)
+    }
+
+    /// M-3: the reserve keeps inodes free as well as bytes: a file system out of inodes takes
+    /// no message, whatever its free bytes; one without a fixed count is not held to it.
+    @Test func theReserveKeepsInodesFree() {
+        let limits = StorageLimits(reserveBytes: 0, reserveInodes: 100)
+        let needed = 100 + StorageLimits.inodesPerMessage
+        #expect(limits.refusal(for: 1, usage: .init(freeBytes: 1 << 30, storedBytes: 0, storedFiles: 0,
+                                                    freeInodes: needed)) == nil)
+        let refusal = limits.refusal(for: 1, usage: .init(freeBytes: 1 << 30, storedBytes: 0, storedFiles: 0,
+                                                          freeInodes: needed - 1))
+        #expect(refusal?.bound == .reserve)
+        #expect(refusal?.reason.contains("inodes") == true)
+        #expect(limits.refusal(for: 1, usage: .init(freeBytes: 1 << 30, storedBytes: 0, storedFiles: 0, freeInodes: nil)) == nil)
+        #expect(StorageLimits.default.reserveInodes == StorageLimits.defaultReserveInodes)
     }
 
     // MARK: Escaping

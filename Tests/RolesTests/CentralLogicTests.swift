@@ -429,7 +429,8 @@ import Glibc
         let error = #expect(throws: SinkFailure.self) {
             _ = try SingleFileSink(path: .init("/nonexistent-\(UUID().uuidString)/out.txt"))
         }
-        #expect(error?.kind == .ioError)
+        // Cannot create (73), as the exit statuses say.
+        #expect(error?.kind == .cannotCreate)
         #expect(error?.userMessage.contains("does not exist") == true)
     }
 

@@ -60,7 +60,7 @@ import Trust
             return
         }
         #expect(seenByAlice.key == bob.publicKey && seenByBob.key == alice.publicKey)
-        #expect(seenByAlice.code == seenByBob.code)
+        #expect(seenByAlice.expectedCode == seenByBob.shownCode && seenByBob.expectedCode == seenByAlice.shownCode)
     }
 
     /// Alice pairs through `PairingConversation` with a scripted Bob that ends as told.
@@ -100,5 +100,49 @@ import Trust
         #expect(failure.kind == .timedOut)
         #expect(failure.userMessage.contains("nothing added here"))
         #expect(failure.userMessage.contains("run 'bletransfer pair' again on both hosts"))
+    }
+
+    /// Alice pairs with a Bob that leaves (closes the channel) before the key exchange (on her
+    /// hello) or right after it (on her Noise message 3, where he would commit).
+    func pairWithBobLeaving(afterKeyExchange: Bool) async throws -> RoleFailure? {
+        let (a, b) = try NotificationSocket.makePair(mtu: 600)
+        defer { a.close(); b.close() }
+        let (alice, bob) = (self.alice, self.bob)
+        async let peer: Void = {
+            var exchange = PairingExchange(role: .responder, identity: bob, name: bob.name)
+            _ = try exchange.start()
+            let hello = try #require(try await b.receive())
+            if afterKeyExchange {
+                for reply in try exchange.receive(hello) { try await b.send(reply) }
+                _ = try #require(try await b.receive())
+            }
+            b.close()
+        }()
+        var failure: RoleFailure?
+        do {
+            _ = try await PairingConversation.run(
+                Self.meeting(a, .initiator, peer: "bob"), identity: alice, name: alice.name,
+                answerTimeout: .seconds(5), messageTimeout: .seconds(5)) { _ in true }
+        } catch let error as RoleFailure {
+            failure = error
+        }
+        try await peer
+        return failure
+    }
+
+    /// L-2: someone in the middle who sees the codes would differ breaks off after the key
+    /// exchange, before anyone types a code: that end is reported as possible interference.
+    @Test func aPairingThatEndsAfterTheKeyExchangeIsReportedAsPossibleInterference() async throws {
+        let failure = try #require(try await pairWithBobLeaving(afterKeyExchange: true))
+        #expect(failure.userMessage.contains("nothing added"))
+        #expect(failure.userMessage.contains("someone in range were interfering"), "\(failure.userMessage)")
+        #expect(failure.userMessage.contains("run 'bletransfer pair' again on both hosts"))
+    }
+
+    /// Before the key exchange nothing was proven to anyone: a peer that leaves then is only gone.
+    @Test func aPairingThatEndsBeforeTheKeyExchangeIsNotCalledInterference() async throws {
+        let failure = try #require(try await pairWithBobLeaving(afterKeyExchange: false))
+        #expect(failure.userMessage.contains("left the pairing"))
+        #expect(!failure.userMessage.contains("interfering"), "\(failure.userMessage)")
     }
 }

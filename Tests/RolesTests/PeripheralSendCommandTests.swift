@@ -55,7 +55,10 @@ struct PeripheralSendCommandTests {
         let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
         #expect(object["event"] as? String == "error")
         #expect(object["exitStatus"] as? Int == 69)
-        #expect(result.standardError.split(separator: "\n").count == 1)
+        // One error line and status's fix as its hint, the same in the event.
+        let lines = result.standardError.split(separator: "\n")
+        #expect(lines.count == 2 && lines[1].hasPrefix("hint: "), "\(result.standardError)")
+        #expect(object["hint"] as? String == lines.last.map { String($0.dropFirst("hint: ".count)) })
     }
 
     @Test(.needsBlueZoo)
@@ -81,6 +84,42 @@ struct PeripheralSendCommandTests {
         let result = await process.result()
         #expect(result.status == status)
         #expect(!result.standardError.contains("error"))
+        // The last event says how the run ended.
+        let last = try #require(result.standardOutput.split(separator: "\n").last)
+        let event = try #require(try JSONSerialization.jsonObject(with: Data(last.utf8)) as? [String: Any])
+        #expect(event["event"] as? String == "stopped" && event["reason"] as? String == "signal")
+        #expect(event["signal"] as? String == (signal == SIGINT ? "SIGINT" : "SIGTERM") && event["exitStatus"] as? Int == Int(status))
+    }
+
+    /// The first hour: a run without authorized peers says so in one short line, once; a
+    /// deadline that passes while the adapter is off names that, with the fix status gives.
+    @Test(.needsBlueZoo)
+    func aShortWarningOnceAndATimeoutThatNamesTheRealCause() async throws {
+        let bus = try await BlueZooBus.start()
+        defer { bus.stop() }
+        let home = NSTemporaryDirectory() + "first-hour-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: home) }
+        let environment = ["XDG_CONFIG_HOME": home]
+        let waited = try await SendProcess.run(["hello", "--adapter", "hci0", "--timeout", "1", "--json"], bus: bus.address,
+                                               environment: environment)
+        #expect(waited.status == 75)
+        let warnings = waited.standardOutput.split(separator: "\n").filter { $0.contains("\"event\":\"warning\"") }
+        #expect(warnings.count == 1)
+        #expect(warnings.first?.contains("not authenticated: run 'bletransfer pair'") == true)
+        let plain = try await SendProcess.run(["hello", "--adapter", "hci0", "--timeout", "1"], bus: bus.address,
+                                              environment: environment)
+        let warningLines = plain.standardError.split(separator: "\n").filter { $0.hasPrefix("bletransfer: warning: ") }
+        #expect(warningLines.count == 1 && warningLines[0].count <= 100, "\(warningLines)")
+        // Adapter powered off: the deadline says why nothing happened, and how to fix it.
+        let session = try await bus.openSession()
+        try await session.adapter(named: "hci0").setPowered(false)
+        session.close()
+        let off = try await SendProcess.run(["hello", "--adapter", "hci0", "--timeout", "1"], bus: bus.address)
+        #expect(off.status == 75)
+        #expect(off.standardError.contains("timed out after 1 s") && off.standardError.contains("hci0 is powered off"),
+                "\(off.standardError)")
+        #expect(off.standardError.contains("\nhint: rfkill unblock bluetooth && bluetoothctl power on"), "\(off.standardError)")
     }
 
     @Test("binary standard input arrives identical at a central", .needsBlueZoo)
@@ -100,6 +139,8 @@ struct PeripheralSendCommandTests {
         #expect(message?.payload == payload)
         #expect(result.status == 0)
         #expect(result.standardOutput.contains("\"event\":\"delivered\""))
+        let last = try #require(result.standardOutput.split(separator: "\n").last)
+        #expect(last.contains("\"event\":\"stopped\"") && last.contains("\"reason\":\"finished\""), "\(last)")
     }
 }
 
@@ -127,22 +168,25 @@ final class SendProcess: @unchecked Sendable {
         return FileManager.default.isExecutableFile(atPath: candidate.path) ? candidate : nil
     }
 
-    static func run(_ arguments: [String], bus: String, standardInput: [UInt8]? = nil) async throws -> Result {
-        try await start(arguments, bus: bus, standardInput: standardInput).result()
+    static func run(_ arguments: [String], bus: String, standardInput: [UInt8]? = nil,
+                    environment: [String: String] = [:]) async throws -> Result {
+        try await start(arguments, bus: bus, standardInput: standardInput, environment: environment).result()
     }
 
-    static func start(_ arguments: [String], bus: String, standardInput: [UInt8]? = nil) throws -> SendProcess {
+    static func start(_ arguments: [String], bus: String, standardInput: [UInt8]? = nil,
+                      environment: [String: String] = [:]) throws -> SendProcess {
         let child = SendProcess()
-        try child.launch(arguments, bus: bus, standardInput: standardInput)
+        try child.launch(arguments, bus: bus, standardInput: standardInput, extraEnvironment: environment)
         return child
     }
 
-    private func launch(_ arguments: [String], bus: String, standardInput: [UInt8]?) throws {
+    private func launch(_ arguments: [String], bus: String, standardInput: [UInt8]?, extraEnvironment: [String: String]) throws {
         guard let executable = Self.executable else { throw CocoaError(.fileNoSuchFile) }
         process.executableURL = executable
         process.arguments = ["send"] + arguments
         var environment = ProcessInfo.processInfo.environment
         environment["DBUS_SYSTEM_BUS_ADDRESS"] = bus
+        environment.merge(extraEnvironment) { _, new in new }
         process.environment = environment
         let outputPipe = Pipe()
         let errorPipe = Pipe()

@@ -9,8 +9,8 @@ import Testing
 import Transfer
 import Trust
 
-/// The authorized-peers file as the roles see it: re-read for each new session, the last good
-/// list kept when the new text is unusable.
+/// The authorized-peers file as the roles see it: re-read for each new session; a new text
+/// that cannot be used refuses every listed peer until it is fixed (L-4: fails closed).
 @Suite struct TrustReloadTests {
     let alice = HostIdentity(name: "alice")
     let bob = HostIdentity(name: "bob")
@@ -27,21 +27,28 @@ import Trust
             #expect(policy.authorizedPeers.isAuthorized(alice.publicKey))
             #expect(!policy.authorizedPeers.isAuthorized(bob.publicKey))
 
-            // Edited in place to something malformed: the last good list stays.
+            // Edited in place to something malformed: nobody is authorized until it is fixed
+            // (keeping the last good list would keep alice, whom the edit may have meant to drop).
             let handle = try #require(FileHandle(forWritingAtPath: path))
             try handle.seekToEnd()
             try handle.write(contentsOf: Data("garbage\n".utf8))
             try handle.close()
-            #expect(policy.authorizedPeers.isAuthorized(alice.publicKey))
+            #expect(!policy.authorizedPeers.isAuthorized(alice.publicKey))
             #expect(!policy.authorizedPeers.isAuthorized(bob.publicKey))
 
-            // Made writable by others: refused, the last good list stays.
+            // Made writable by others: refused, every peer refused.
             try AtomicFile.replace(path: path, contents: "\(bob.publicKeyLine)\n", mode: 0o666)
-            #expect(policy.authorizedPeers.isAuthorized(alice.publicKey))
+            #expect(!policy.authorizedPeers.isAuthorized(alice.publicKey))
             #expect(!policy.authorizedPeers.isAuthorized(bob.publicKey))
             chmod(path, 0o644)
             #expect(policy.authorizedPeers.isAuthorized(bob.publicKey))
             #expect(!policy.authorizedPeers.isAuthorized(alice.publicKey))
+
+            // Deleted: every peer refused; put back, its peers count again.
+            #expect(unlink(path) == 0)
+            #expect(!policy.authorizedPeers.isAuthorized(bob.publicKey))
+            try AtomicFile.replace(path: path, contents: "\(bob.publicKeyLine)\n", mode: 0o644)
+            #expect(policy.authorizedPeers.isAuthorized(bob.publicKey))
         }
     }
 

@@ -25,8 +25,10 @@ package enum BuiltTool {
 
     /// Runs the tool (or the executable `named`) with `arguments`, `input` on its standard
     /// input, and `environment` (this process's when nil, with `extraEnvironment` merged over it).
+    /// `terminal`: its follower is standard input instead of `input` (a person at a terminal).
     package static func run(_ arguments: [String], named name: String = "bletransfer", input: String = "",
-                           environment: [String: String]? = nil, extraEnvironment: [String: String] = [:]) throws -> Result {
+                            environment: [String: String]? = nil, extraEnvironment: [String: String] = [:],
+                            terminal: PseudoTerminal? = nil) throws -> Result {
         let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("bletransfer-tool-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: scratch) }
@@ -45,7 +47,7 @@ package enum BuiltTool {
         if environment != nil || !extraEnvironment.isEmpty {
             process.environment = (environment ?? ProcessInfo.processInfo.environment).merging(extraEnvironment) { _, new in new }
         }
-        process.standardInput = inHandle
+        process.standardInput = terminal.map { FileHandle(fileDescriptor: $0.follower, closeOnDealloc: false) } ?? inHandle
         process.standardOutput = out
         process.standardError = err
         try process.run()

@@ -44,9 +44,12 @@ func runTool(_ arguments: [String], input: String = "") throws -> BuiltTool.Resu
             let fromId = "# from ssh\n\(phone.publicKeyLine)\n\(phone.publicKey.fingerprint)\n"
             #expect(try runPeers(["add", "-"] + file, input: fromId).status == 0)
 
+            // A key listed already: nothing to do, and that is not a failure.
+            let before = try String(contentsOfFile: path, encoding: .utf8)
             let again = try runPeers(["add", phone.publicKeyLine] + file)
-            #expect(again.status == ExitStatus.cannotCreate.rawValue)
-            #expect(again.err.hasPrefix("bletransfer: error: ") && again.err.contains("already listed, at line 3"))
+            #expect(again.status == 0)
+            #expect(again.err.contains("listed already, at line 3") && again.err.contains("nothing changed"), "\(again.err)")
+            #expect(try String(contentsOfFile: path, encoding: .utf8) == before)
             let bad = try runPeers(["add", "bletransfer-x25519 nope"] + file)
             #expect(bad.status == ExitStatus.usage.rawValue && bad.err.contains("'bletransfer-x25519 nope'"))
 
@@ -59,10 +62,15 @@ func runTool(_ arguments: [String], input: String = "") throws -> BuiltTool.Resu
             #expect(first["name"] as? String == "laptop" && first["fingerprint"] as? String == laptop.publicKey.fingerprint)
             #expect(first["key"] as? String == laptop.publicKeyLine && first["line"] as? Int == 2)
 
-            #expect(try runPeers(["rename", "phone", "old phone"] + file).status == 0)
+            let rename = try runPeers(["rename", "phone", "old phone"] + file)
+            #expect(rename.status == 0)
+            #expect(rename.err == "bletransfer: renamed 'phone' (\(phone.publicKey.fingerprint)) to 'old phone' in \(path)\n")
             #expect(try runPeers(["remove", laptop.publicKey.fingerprint] + file).status == 0)
             let missing = try runPeers(["remove", "laptop"] + file)
             #expect(missing.status == ExitStatus.usage.rawValue && missing.err.contains("no peer named 'laptop'"))
+            let typo = try runPeers(["remove", "old phnoe"] + file)
+            #expect(typo.status == ExitStatus.usage.rawValue)
+            #expect(typo.err.hasSuffix("hint: did you mean 'old phone'? ('bletransfer peers list' shows the names)\n"), "\(typo.err)")
             let after = try String(contentsOfFile: path, encoding: .utf8)
             #expect(after == "# mine\n\(phone.publicKey.line(name: "old phone"))\n")
             // The mode the file had is kept.
@@ -78,14 +86,20 @@ func runTool(_ arguments: [String], input: String = "") throws -> BuiltTool.Resu
             #expect(try runTool(["keygen", "--identity", identity]).status == 0)
             let trust = ["--authorized-peers", path, "--identity", identity]
             let missing = try runTool(["send", "--to", "laptop", "hi"] + trust)
-            #expect(missing.status == ExitStatus.configuration.rawValue)
-            #expect(missing.err.contains("--to laptop: no authorized peers at \(path)") && missing.err.contains("peers add"))
+            #expect(missing.status == ExitStatus.usage.rawValue)
+            #expect(missing.err.contains("--to laptop: no authorized peers at \(path)") && missing.err.contains("hint: pair with that host"))
+            // The same status as removing a peer nobody listed.
+            #expect(try runPeers(["remove", "laptop", "--authorized-peers", path]).status == missing.status)
 
             #expect(try runPeers(["add", laptop.publicKeyLine, "--authorized-peers", path]).status == 0)
             let unknown = try runTool(["receive", "--from", "desk"] + trust)
-            #expect(unknown.status == ExitStatus.configuration.rawValue)
+            // The same status as `peers remove desk`: a name typed that names nobody.
+            #expect(unknown.status == ExitStatus.usage.rawValue)
+            #expect(try runPeers(["remove", "desk", "--authorized-peers", path]).status == unknown.status)
             #expect(unknown.err.contains("--from desk: no peer named 'desk'") && unknown.err.contains("peers list"))
-            #expect(unknown.err.split(separator: "\n").count == 1)
+            #expect(unknown.err.split(separator: "\n").count == 2 && unknown.err.contains("\nhint: "))
+            let typo = try runTool(["send", "--to", "lpatop", "hi"] + trust)
+            #expect(typo.status == ExitStatus.usage.rawValue && typo.err.contains("hint: did you mean 'laptop'?"), "\(typo.err)")
 
             let open = try runTool(["send", "--to", "laptop", "--insecure-any-peer", "hi"] + trust)
             #expect(open.status == ExitStatus.usage.rawValue)
@@ -113,8 +127,57 @@ func runTool(_ arguments: [String], input: String = "") throws -> BuiltTool.Resu
             #expect(list.status == ExitStatus.configuration.rawValue)
             #expect(list.err == "bletransfer: error: \(path) is writable by group or others (mode 664); "
                 + "run 'chmod go-w \(path)' — whoever can write it can let any key in\n")
+            // No file yet is no peer yet: said, exit 0.
             let missing = try runPeers(["list", "--authorized-peers", path + ".none"])
-            #expect(missing.status == ExitStatus.noInput.rawValue)
+            #expect(missing.status == 0 && missing.err.contains("no authorized peers yet"))
+        }
+    }
+
+    /// L-1: names compare NFC-normalized and as the folders they make; a name that reads as a
+    /// fingerprint is refused; an addressee that names two lines is refused.
+    @Test func namesAreOneSpellingUniqueAsFoldersAndNeverAmbiguous() throws {
+        try withScratchFile { path in
+            let file = ["--authorized-peers", path]
+            let decomposed = "cafe\u{0301}"
+            #expect(try runPeers(["add", laptop.publicKey.line(name: decomposed)] + file).status == 0)
+            // Stored composed; found whichever way it is typed.
+            #expect(try String(contentsOfFile: path, encoding: .utf8).contains(laptop.publicKey.line(name: "caf\u{00E9}")))
+            #expect(try runPeers(["rename", "caf\u{00E9}", "bureau"] + file).status == 0)
+            #expect(try runPeers(["rename", "bureau", decomposed] + file).status == 0)
+
+            // The same name as a folder: "caf\u{00E9}" again, and "a/b" beside "a_b".
+            let again = try runPeers(["add", phone.publicKey.line(name: "caf\u{00E9}")] + file)
+            #expect(again.status == ExitStatus.usage.rawValue && again.err.contains("is taken, at line 1"), "\(again.err)")
+            #expect(try runPeers(["add", phone.publicKey.line(name: "a_b")] + file).status == 0)
+            let slash = try runPeers(["add", HostIdentity().publicKey.line(name: "a/b")] + file)
+            #expect(slash.status == ExitStatus.usage.rawValue && slash.err.contains("is taken"), "\(slash.err)")
+
+            let fingerprintLike = try runPeers(["rename", "a_b", "SHA256:abc"] + file)
+            #expect(fingerprintLike.status == ExitStatus.usage.rawValue && fingerprintLike.err.contains("SHA256:"))
+
+            // Written by hand: two lines whose names make one folder. Addressing either is refused.
+            let third = HostIdentity()
+            let text = try String(contentsOfFile: path, encoding: .utf8) + third.publicKey.line(name: "a/b") + "\n"
+            try AtomicFile.replace(path: path, contents: text, mode: 0o644)
+            let identity = path + ".identity"
+            #expect(try runTool(["keygen", "--identity", identity]).status == 0)
+            let ambiguous = try runTool(["send", "--to", "a_b", "hi", "--identity", identity] + file)
+            #expect(ambiguous.status == ExitStatus.usage.rawValue)
+            #expect(ambiguous.err.contains("several peers are named 'a_b'"), "\(ambiguous.err)")
+        }
+    }
+
+    /// Before any pairing, `peers list` says what to do, and that is not a failure.
+    @Test func anEmptyListSaysToPairAndExitsZero() throws {
+        try withScratchFile { path in
+            for arguments in [["list", "--authorized-peers", path], ["list", "--json", "--authorized-peers", path]] {
+                let none = try runPeers(arguments)
+                #expect(none.status == 0, "\(none.err)")
+                #expect(none.out.isEmpty)
+                #expect(none.err.contains("no authorized peers yet; run 'bletransfer pair'"))
+            }
+            try AtomicFile.replace(path: path, contents: "# nobody yet\n", mode: 0o644)
+            #expect(try runPeers(["list", "--authorized-peers", path]).err.contains("no authorized peers yet"))
         }
     }
 }

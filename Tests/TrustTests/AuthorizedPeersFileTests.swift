@@ -126,4 +126,91 @@ import Glibc
         // No temporary file is left behind.
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory + "/sub") == ["file"])
     }
+
+    // MARK: Where the file lies (L-6)
+
+    /// A scratch directory holding an authorized-peers file; the directory's mode as given.
+    func withPeersFile(directoryMode: mode_t, _ body: (_ directory: String, _ path: String) throws -> Void) throws {
+        let directory = NSTemporaryDirectory() + "peers-place-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer {
+            chmod(directory, 0o700)
+            try? FileManager.default.removeItem(atPath: directory)
+        }
+        let path = directory + "/authorized-peers"
+        try AtomicFile.replace(path: path, contents: laptop.line(name: "laptop") + "\n", mode: 0o644)
+        #expect(chmod(directory, directoryMode) == 0)
+        try body(directory, path)
+    }
+
+    /// Whoever may write a directory above the file may swap the file: refused, as sshd's
+    /// StrictModes does, with the command that fixes it.
+    @Test func aFileInADirectoryOthersCanWriteIsRefused() throws {
+        try withPeersFile(directoryMode: 0o777) { directory, path in
+            #expect(throws: TrustError.authorizedPeersUnsafe(
+                path: path, reason: "is in \(directory), which group or others can write (mode 777)",
+                fix: "chmod go-w \(directory)")) { _ = try AuthorizedPeers.readText(from: path) }
+        }
+        try withPeersFile(directoryMode: 0o775) { _, path in
+            #expect(throws: TrustError.self) { _ = try AuthorizedPeers.load(from: path) }
+        }
+    }
+
+    /// A sticky directory (such as /tmp) lets nobody rename or remove another's entry: fine.
+    @Test func aStickyDirectoryAboveIsAccepted() throws {
+        try withPeersFile(directoryMode: 0o1777) { _, path in
+            let peers = try AuthorizedPeers.load(from: path)
+            #expect(peers.peers.count == 1)
+        }
+    }
+
+    /// The file itself as a symbolic link is not followed; a link among the directories above
+    /// is resolved and its target checked.
+    @Test func aSymbolicLinkIsNotFollowedButADirectoryLinkAboveIsResolved() throws {
+        try withPeersFile(directoryMode: 0o755) { directory, path in
+            let link = directory + "/link-to-peers"
+            #expect(symlink(path, link) == 0)
+            #expect(throws: TrustError.authorizedPeersUnsafe(path: link, reason: "is a symbolic link, which is not followed",
+                                                             fix: "give the file it points to, or copy it here")) {
+                _ = try AuthorizedPeers.readText(from: link)
+            }
+            let directoryLink = directory + "-link"
+            #expect(symlink(directory, directoryLink) == 0)
+            defer { unlink(directoryLink) }
+            let peers = try AuthorizedPeers.load(from: directoryLink + "/authorized-peers")
+            #expect(peers.peers.count == 1)
+        }
+    }
+
+    // MARK: Names (L-1)
+
+    @Test func namesAreReadComposedAndTwoLinesMayNotShareOne() throws {
+        let decomposed = "cafe\u{0301}"
+        let (_, name) = try PeerKey.parseLine(Substring(laptop.line(name: decomposed)))
+        #expect(name == "caf\u{00E9}")
+        let file = AuthorizedPeersFile(text: laptop.line(name: decomposed) + "\n")
+        #expect(try file.entry(matching: "caf\u{00E9}").key == laptop)
+        #expect(try file.entry(matching: decomposed).key == laptop)
+        // Two keys under one name (composed or not) would make an addressee ambiguous.
+        let text = laptop.line(name: decomposed) + "\n" + phone.line(name: "caf\u{00E9}") + "\n"
+        #expect(throws: TrustError.self) { _ = try AuthorizedPeers(parsing: text, path: "peers") }
+    }
+
+    @Test func aNameMayNotReadAsAFingerprintNorBeTakenTwice() throws {
+        #expect(!AuthorizedPeersFile.isValidName("SHA256:laptop"))
+        #expect(!AuthorizedPeersFile.isValidName("sha256:x"))
+        #expect(AuthorizedPeersFile.isValidName("my SHA256: notes"))
+        var file = AuthorizedPeersFile(text: laptop.line(name: "laptop") + "\n")
+        #expect(throws: AuthorizedPeersFile.EditError.nameTaken("laptop", line: 1)) { try file.add(phone.line(name: "laptop")) }
+        #expect(throws: AuthorizedPeersFile.EditError.invalidName("SHA256:x")) { try file.add(phone.line(name: "SHA256:x")) }
+        // Compared by the form the caller gives (the command line: as folders).
+        let folder: AuthorizedPeersFile.NameForm = { $0.replacingOccurrences(of: "/", with: "_") }
+        try file.add(phone.line(name: "a_b"))
+        #expect(throws: AuthorizedPeersFile.EditError.nameTaken("a/b", line: 2)) {
+            try file.add(tablet.line(name: "a/b"), form: folder)
+        }
+        #expect(throws: AuthorizedPeersFile.EditError.nameTaken("laptop", line: 1)) { try file.rename("a_b", to: "laptop") }
+        // Renaming a peer to its own name is no clash.
+        #expect(try file.rename("laptop", to: "laptop").name == "laptop")
+    }
 }

@@ -106,7 +106,7 @@ import Testing
 
     // MARK: Two honest sides
 
-    @Test func honestSidesShowTheSameCodeAndEachOthersKeyAndName() throws {
+    @Test func honestSidesEachExpectTheCodeTheOtherShowsAndEachOthersKeyAndName() throws {
         var initiator = PairingExchange(role: .initiator, identity: alice, name: alice.name)
         var responder = PairingExchange(role: .responder, identity: bob, name: bob.name)
         #expect(initiator.peerKey == nil && responder.peerKey == nil)
@@ -114,7 +114,10 @@ import Testing
 
         let seenByAlice = try #require(initiator.phase.shown)
         let seenByBob = try #require(responder.phase.shown)
-        #expect(seenByAlice.code == seenByBob.code)
+        #expect(seenByAlice.expectedCode == seenByBob.shownCode && seenByBob.expectedCode == seenByAlice.shownCode)
+        // Each screen shows a code the other person types: not the one this host expects.
+        #expect(seenByAlice.shownCode != seenByAlice.expectedCode)
+        #expect(seenByAlice.isExpectedCode(seenByBob.shownCode) && !seenByAlice.isExpectedCode(seenByAlice.shownCode))
         #expect(seenByAlice.key == bob.publicKey && seenByAlice.name == "bob@desk")
         #expect(seenByBob.key == alice.publicKey && seenByBob.name == "alice@laptop")
         #expect(initiator.peerKey == bob.publicKey && responder.peerKey == alice.publicKey)
@@ -139,7 +142,8 @@ import Testing
             var responder = PairingExchange(role: .responder, identity: bob, name: nil, nonce: nr)
             try Self.relay(&initiator, &responder)
             let shownByInitiator = try #require(initiator.phase.shown)
-            #expect(shownByInitiator.code == responder.phase.shown?.code)
+            #expect(shownByInitiator.expectedCode == responder.phase.shown?.shownCode)
+            #expect(shownByInitiator.shownCode == responder.phase.shown?.expectedCode)
             #expect(shownByInitiator.name == nil && responder.phase.shown?.name == nil)
         }
     }
@@ -213,17 +217,20 @@ import Testing
             mallory: mallory, nonces: (Self.nonce(0x31), Self.nonce(0x32)), ephemeralKeys: (Self.key(0x13), Self.key(0x14)))
         let seenByAlice = try #require(result.alice.phase.shown)
         let seenByBob = try #require(result.bob.phase.shown)
-        #expect(seenByAlice.code != seenByBob.code)
+        // What Bob's screen shows is not what Alice's host expects, and the other way round.
+        #expect(seenByAlice.expectedCode != seenByBob.shownCode && seenByBob.expectedCode != seenByAlice.shownCode)
+        #expect(!seenByAlice.isExpectedCode(seenByBob.shownCode) && !seenByBob.isExpectedCode(seenByAlice.shownCode))
         // Each side sees Mallory's key under the name it expects: only the codes (and the
         // fingerprint) tell.
         #expect(seenByAlice.key == mallory.publicKey && seenByAlice.key != bob.publicKey)
         #expect(seenByBob.key == mallory.publicKey && seenByBob.key != alice.publicKey)
         #expect(seenByAlice.name == "bob@desk" && seenByBob.name == "alice@laptop")
         // Mallory's own sides agree with the host each faces: the two sessions are separate.
-        #expect(result.towardsAlice.phase.shown?.code == seenByAlice.code)
-        #expect(result.towardsBob.phase.shown?.code == seenByBob.code)
+        #expect(result.towardsAlice.phase.shown?.shownCode == seenByAlice.expectedCode)
+        #expect(result.towardsBob.phase.shown?.shownCode == seenByBob.expectedCode)
 
-        // Mallory says yes on both; the people compare, see different codes, and say no.
+        // Mallory says yes on both; Alice types what Bob's screen shows, which is not the
+        // code her host expects, so her answer is no.
         var alice = result.alice
         var towardsAlice = result.towardsAlice
         for message in try towardsAlice.answer(true) { _ = try alice.receive(message) }
@@ -258,8 +265,8 @@ import Testing
             let seenByAlice = try #require(result.alice.phase.shown)
             let seenByBob = try #require(result.bob.phase.shown)
             #expect(seenByAlice.key == mallory.publicKey && seenByBob.key == mallory.publicKey)
-            if seenByAlice.code == seenByBob.code { agreements += 1 }
-            codesSeenByAlice.insert(seenByAlice.code)
+            if seenByAlice.isExpectedCode(seenByBob.shownCode) { agreements += 1 }
+            codesSeenByAlice.insert(seenByAlice.expectedCode)
         }
         #expect(agreements <= 2)
         // The codes themselves vary from run to run (200 draws from 10⁶: a repeat is ~2 %).
@@ -303,7 +310,8 @@ import Testing
         let reveal = try #require(try responder.receive(nonceMessage).only)
         #expect(try forger.open(reveal).content == [PairingExchange.SealedKind.reveal.rawValue] + Self.nonce(0x42))
         let shown = try #require(responder.phase.shown)
-        #expect(shown.code == PairingExchange.code(hash: hash, initiatorNonce: initiatorNonce, responderNonce: Self.nonce(0x42)))
+        let codes = PairingExchange.codes(hash: hash, initiatorNonce: initiatorNonce, responderNonce: Self.nonce(0x42))
+        #expect(shown.shownCode == codes.responder && shown.expectedCode == codes.initiator)
         #expect(shown.key == alice.publicKey && shown.name == nil)
     }
 
@@ -384,8 +392,11 @@ import Testing
 
         var initiator = PairingExchange(role: .initiator, identity: alice, name: alice.name)
         var hello = try #require(try initiator.start().only)
-        hello[PairingExchange.magic.count] = 2
-        #expect(throws: PairingError.unsupportedVersion(2)) { try responder.receive(hello) }
+        // Version 1 showed one code on both hosts and asked for a yes: refused.
+        hello[PairingExchange.magic.count] = 1
+        #expect(throws: PairingError.unsupportedVersion(1)) { try responder.receive(hello) }
+        hello[PairingExchange.magic.count] = 3
+        #expect(throws: PairingError.unsupportedVersion(3)) { try responder.receive(hello) }
         hello[PairingExchange.magic.count] = 0
         #expect(throws: PairingError.unsupportedVersion(0)) { try responder.receive(hello) }
         #expect(!PairingExchange.isPairingHello(hello))
@@ -544,12 +555,25 @@ import Testing
         let hash = [UInt8](0..<32)
         let ni = [UInt8](0x20..<0x40)
         let nr = [UInt8](0x40..<0x60)
-        // From Python's hashlib: SHA-256("bletransfer pair code" · h · Ni · Nr), first 8 bytes
+        // From Python's hashlib: SHA-256("bletransfer pair code" · h · Ni · Nr); the
+        // initiator's code from its first 8 bytes, the responder's from the next 8, each
         // big-endian, mod 10⁶, six digits with leading zeros.
         #expect(PairingExchange.code(hash: hash, initiatorNonce: ni, responderNonce: nr) == "183519")
-        #expect(PairingExchange.code(hash: hash, initiatorNonce: ni, responderNonce: Self.nonce(139)) == "000619")
-        let padded = PairingExchange.Candidate(key: alice.publicKey, name: nil, code: "000619")
-        #expect(padded.spacedCode == "000 619")
+        #expect(PairingExchange.codes(hash: hash, initiatorNonce: ni, responderNonce: nr) == ("183519", "790532"))
+        #expect(PairingExchange.codes(hash: hash, initiatorNonce: ni, responderNonce: Self.nonce(139)) == ("000619", "669554"))
+        let padded = PairingExchange.Candidate(key: alice.publicKey, name: nil, shownCode: "000619", expectedCode: "669554")
+        #expect(padded.spacedShownCode == "000 619")
+    }
+
+    @Test func onlyTheOtherHostsSixDigitsAreTakenAsTheAnswer() {
+        let candidate = PairingExchange.Candidate(key: alice.publicKey, name: nil, shownCode: "402117", expectedCode: "090512")
+        for typed in ["090512", "090 512", "090-512", " 090512 "] {
+            #expect(candidate.isExpectedCode(typed), "\(typed)")
+        }
+        // Its own code, a yes, part of the code, more digits, other digits that look alike.
+        for typed in ["402117", "402 117", "y", "yes", "", "09051", "0905120", "90512", "０９０５１２", "090512y"] {
+            #expect(!candidate.isExpectedCode(typed), "\(typed)")
+        }
     }
 
     @Test func theCodeIsSixDigitsAndDependsOnEveryInput() async {
@@ -559,10 +583,12 @@ import Testing
         ) { hash, ni, nr, index in
             let code = PairingExchange.code(hash: hash, initiatorNonce: ni, responderNonce: nr)
             #expect(code.utf8.count == 6 && code.utf8.allSatisfy { (0x30...0x39).contains($0) })
-            let candidate = PairingExchange.Candidate(key: alice.publicKey, name: nil, code: code)
-            let spaced = Array(candidate.spacedCode.utf8)
+            let candidate = PairingExchange.Candidate(key: alice.publicKey, name: nil, shownCode: code, expectedCode: code)
+            let spaced = Array(candidate.spacedShownCode.utf8)
             #expect(spaced.count == 7 && spaced[3] == 0x20)
-            #expect(candidate.spacedCode.replacingSpace == code)
+            #expect(candidate.spacedShownCode.replacingSpace == code)
+            let codes = PairingExchange.codes(hash: hash, initiatorNonce: ni, responderNonce: nr)
+            #expect(codes.responder.utf8.count == 6 && codes.responder.utf8.allSatisfy { (0x30...0x39).contains($0) })
 
             // Any change of any input changes the code (a chance collision is 10⁻⁶ a case).
             var otherHash = hash

@@ -80,7 +80,7 @@ def plain_names(ctx: Context):
     sender_key = received[0].get("sender", {}) if received else {}
     ctx.check(sender_key.get("authenticated") is False and str(sender_key.get("fingerprint", "")).startswith("SHA256:"),
               f"the sender's run key is shown, not claimed as authenticated: {sender_key}")
-    notices = [e.get("message", "") for e in json_events(b_out, "warning")]
+    notices = [e.get("text", "") for e in json_events(b_out, "warning")]
     ctx.check(any("not authenticated" in n and "bletransfer id" in n for n in notices),
               f"b says once that the sender was not authenticated, and what to do: {notices}")
     ctx.check(len(json_events(a_out, "delivered")) == 1, "the sender counted one delivery")

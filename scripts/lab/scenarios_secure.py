@@ -34,11 +34,17 @@ and writes the authorized-peers files it needs.
   secure-resume-ci            the same with 1 MiB cut once (sized for .ci/run)
   secure-resume-restart       1 MiB, b's receiver daemon stopped (SIGTERM) at about 50 % and started
                               again with the same spool: resumed across the restart
-  peers-pair                  `bletransfer pair` on both guests: b answers n (nothing added, 77 both),
-                              then both y (same code, each file lists the other), then a secure
+  peers-pair                  `bletransfer pair` on both guests, each on a pseudo-terminal: from a pipe
+                              it asks nothing (64); b presses Enter (nothing added, 77 both); then
+                              each types the other's code after typing a decline ahead of the
+                              question (not taken; each file lists the other), then a secure
                               transfer a → b with exactly those files
   peers-outbox-folders        a keyed sender daemon with outbox/lab-b/ and outbox/lab-a-ghost/: b gets
                               the top file and its own; the other stays, b is told nothing of it
+  peers-outbox-swap           keyed sender daemon on a: outbox/lab-b/ exchanged (renameat2
+                              RENAME_EXCHANGE) with a link to the identity's directory, once, then
+                              back and forth for 15 s while b visits: b gets its own file only,
+                              nothing of that directory is sent, moved or written
   daemon-drop-latency         keyed idle daemons, default settle time: a 1 KiB file moved into a's
                               outbox, seconds until it is in b's inbox, timed on a (median of 5, the
                               first a cold visit; goal ≤ 2)
@@ -908,53 +914,71 @@ def default_keygen(ctx: Context, host: str, label: str) -> Key:
     return Key(line, fingerprint, f"{KEY_DIR}/{ctx.name}/config-{host}/bletransfer/identity", host)
 
 
-def pair_run(ctx: Context, answer_a: str, answer_b: str, label: str) -> tuple:
-    """`bletransfer pair` on both guests at once with the default files, each answering from
-    standard input; their outputs (stderr included) with the exit status appended."""
-    def command(host: str, answer: str) -> str:
-        return f'echo {answer} | {default_home(ctx, host)} "$BLETRANSFER_BIN" pair --timeout 60 2>&1; echo PAIR-EXIT $?'
-    res = ctx.lab.run(a=command("a", answer_a), b=command("b", answer_b), deadline=120, step=label)
+def pair_run(ctx: Context, answer_a: str, answer_b: str, label: str, early_a: str = "", early_b: str = "") -> tuple:
+    """`bletransfer pair` on both guests at once with the default files, each on a
+    pseudo-terminal (peers/pair_terminal.py: a person at a terminal), typing `early_*` before the
+    question appears and `answer_*` at it (`other`: the code the other guest shows, `decline`,
+    `own`: this guest's own code); their outputs with `PAIR-EXIT <status>` appended."""
+    shown = {host: ctx.path(f"{label}-shown-{host}".replace(" ", "-").replace(",", "")) for host in "ab"}
+    for path in shown.values():
+        if os.path.exists(path):
+            os.unlink(path)
+
+    def command(host: str, answer: str, early: str) -> str:
+        other = "b" if host == "a" else "a"
+        return (f'{default_home(ctx, host)} "$LAB_PYTHON" "$LAB_PEERS/pair_terminal.py" '
+                f'--early {shlex.quote(early)} --answer {shlex.quote(answer)} '
+                f'--shown-file {shlex.quote(shown[host])} --other-file {shlex.quote(shown[other])} '
+                f'-- "$BLETRANSFER_BIN" pair --timeout 60 2>&1')
+    res = ctx.lab.run(a=command("a", answer_a, early_a), b=command("b", answer_b, early_b), deadline=150, step=label)
     return res.job("a").output(), res.job("b").output()
 
 
 def shown_code(text: str) -> str:
-    found = re.search(r"code:\s+(\d{3} \d{3})", text)
+    found = re.search(r"this host's code:\s+(\d{3} \d{3})", text)
     return found.group(1) if found else ""
 
 
 @scenario("peers-pair", tags=("bletransfer", "secure", "peers"), conf="default")
 def peers_pair(ctx: Context):
     """`bletransfer pair` between the two guests, with the default files only (no trust
-    option anywhere): first b answers n (nothing added on either side, both 77), then both
-    answer y (both show the same code; each authorized-peers file lists the other under its
-    name); then `send` → `receive` with no trust option is authenticated, and a bleak central
-    (Apple's flow) gets nothing from `send`."""
+    option anywhere), each on a pseudo-terminal: first b presses Enter at the question (nothing
+    added on either side, both 77); then each types the code the other shows, having typed
+    Enter and n ahead of the question, which must not be taken (each file lists the other under
+    its name); then `send` → `receive` with no trust option is authenticated, and a bleak central
+    (Apple's flow) gets nothing from `send`. Also: `pair` with standard input from a pipe asks
+    nothing (64)."""
     fresh(ctx)
     key_a, key_b = default_keygen(ctx, "a", "a"), default_keygen(ctx, "b", "b")
     peers = {host: f"{KEY_DIR}/{ctx.name}/config-{host}/bletransfer/authorized-peers" for host in "ab"}
 
-    # 1. Declined on b: nothing on either side.
+    # 0. No terminal, no question: a scripted yes is not an answer.
+    piped = ctx.lab.sh("a", f'echo y | {default_home(ctx, "a")} "$BLETRANSFER_BIN" pair --timeout 5 2>&1; echo PAIR-EXIT $?',
+                       step="pair from a pipe").stdout()
+    ctx.check("PAIR-EXIT 64" in piped and "ssh -t" in piped, f"pair from a pipe: 64 and the ssh -t hint: {piped!r}")
+
+    # 1. Declined on b (Enter alone at the question): nothing on either side.
     started = time.monotonic()
-    a_out, b_out = pair_run(ctx, "y", "n", "pair, b declines")
+    a_out, b_out = pair_run(ctx, "other", "decline", "pair b declines")
     ctx.check("PAIR-EXIT 77" in a_out and "PAIR-EXIT 77" in b_out,
               f"both ended with 77 (declined): a said {a_out[-700:]!r}; b said {b_out[-700:]!r}")
     ctx.check("declined on the other host" in a_out and "declined on this host" in b_out,
               "each says where it was declined")
     code_a, code_b = shown_code(a_out), shown_code(b_out)
-    ctx.check(code_a != "" and code_a == code_b, f"both showed the same code: {code_a!r} / {code_b!r}")
+    ctx.check(code_a != "" and code_b != "", f"each showed a code of its own: {code_a!r} / {code_b!r}")
     for host in "ab":
         exists = ctx.lab.sh(host, f"test -e {peers[host]} && echo YES || echo NO", step=f"peers file on {host}").stdout()
         ctx.check("NO" in exists, f"no authorized-peers file on {host} after a declined pairing")
     ctx.figure("pair_declined_seconds", round(time.monotonic() - started, 1))
 
-    # 2. Accepted on both.
+    # 2. Each types the other's code; what each typed ahead (Enter, n: a decline) is discarded.
     started = time.monotonic()
-    a_out, b_out = pair_run(ctx, "y", "y", "pair, both accept")
+    a_out, b_out = pair_run(ctx, "other", "other", "pair both accept", early_a="\\n\\n", early_b="n\\ny\\n")
     ctx.figure("pair_seconds", round(time.monotonic() - started, 1))
     ctx.check("PAIR-EXIT 0" in a_out and "PAIR-EXIT 0" in b_out,
-              f"both ended with 0: a said {a_out[-700:]!r}; b said {b_out[-700:]!r}")
+              f"both ended with 0 (the early Enter and n not taken): a said {a_out[-700:]!r}; b said {b_out[-700:]!r}")
     code_a, code_b = shown_code(a_out), shown_code(b_out)
-    ctx.check(code_a != "" and code_a == code_b, f"both showed the same code: {code_a!r} / {code_b!r}")
+    ctx.check(code_a != "" and code_b != "" and code_a != code_b, f"each showed its own code: {code_a!r} / {code_b!r}")
     ctx.check(key_b.fingerprint in a_out and key_a.fingerprint in b_out, "each showed the other's fingerprint")
     listed_a = ctx.lab.sh("a", f"cat {peers['a']}", step="a's peers file").stdout()
     listed_b = ctx.lab.sh("b", f"cat {peers['b']}", step="b's peers file").stdout()
@@ -1023,6 +1047,87 @@ def peers_outbox_folders(ctx: Context):
     refusals = lines_naming(a_all, "for lab-a-ghost, not for lab-b")
     ctx.check(len(refusals) >= 1, "a's log says b was refused the message addressed to lab-a-ghost")
     ctx.figure("outbox_folder_refusals", len(refusals))
+
+
+# renameat2(RENAME_EXCHANGE) from Python (ctypes: no module wraps it): exchanges two names in
+# one directory atomically, as a member of the outbox's group can. `count` exchanges, or, with
+# `--for SECONDS`, as many as it can make in that time rounded to an odd count (so a folder
+# swapped before ends swapped back). Prints `EXCHANGES <n>`. Runs on a guest, on its tmpfs
+# (9p refuses the flag).
+RENAME_EXCHANGE = ("import ctypes, os, sys, time\n"
+                   "libc = ctypes.CDLL(None, use_errno=True)\n"
+                   "top, first, second, mode, value = sys.argv[1:6]\n"
+                   "fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY)\n"
+                   "def exchange():\n"
+                   "    if libc.renameat2(fd, first.encode(), fd, second.encode(), 2) != 0:\n"
+                   "        sys.exit('renameat2: ' + os.strerror(ctypes.get_errno()))\n"
+                   "count = 0\n"
+                   "if mode == '--count':\n"
+                   "    for _ in range(int(value)):\n"
+                   "        exchange(); count += 1\n"
+                   "else:\n"
+                   "    end = time.monotonic() + float(value)\n"
+                   "    while time.monotonic() < end or count % 2 == 0:\n"
+                   "        exchange(); count += 1\n"
+                   "print('EXCHANGES', count)\n")
+
+
+def exchange_names(lab, host: str, top: str, first: str, second: str, how: str, step: str):
+    """Runs RENAME_EXCHANGE on `host` (how: '--count N' or '--for SECONDS'); returns the count."""
+    job = lab.sh(host, f"python3 -c {shlex.quote(RENAME_EXCHANGE)} {shlex.quote(top)} {shlex.quote(first)} "
+                       f"{shlex.quote(second)} {how}", step=step, deadline=120)
+    found = re.search(r"^EXCHANGES (\d+)$", job.stdout(), re.M)
+    scenarios.say(f"  {step}: {found.group(1) if found else '?'} exchange(s)")
+    return int(found.group(1)) if found else 0
+
+
+@scenario("peers-outbox-swap", tags=("bletransfer", "daemon", "secure", "peers", "virtual"), conf="default")
+def peers_outbox_swap(ctx: Context):
+    """M-2 of issue 48, against the running daemon: a keyed sender daemon on a serves
+    `outbox/lab-b/` (one file for b). Once it advertises, `outbox/lab-b` is exchanged
+    (renameat2 RENAME_EXCHANGE) with a symbolic link to the directory holding a's identity
+    (0600, one link); b's receiver visits a meanwhile. Then the two are exchanged back and forth
+    as fast as a can for 15 s, ending with the folder back in place, while b keeps visiting.
+    b stores its own file and nothing else; nothing of the identity's directory is sent, moved
+    (no sent/ or failed/ there) or written."""
+    fresh(ctx)
+    key_a, key_b = host_keys(ctx)
+    peers_a, peers_b = authorize(ctx, "a", "a", [key_b]), authorize(ctx, "b", "b", [key_a])
+    state = f"{KEY_DIR}/{ctx.name}"
+    outbox = f"{state}/outbox"
+    for_b = os.urandom(3000)
+    staged = ctx.payload("for-b", for_b)
+    ctx.lab.sh("a", f"rm -rf {outbox} && mkdir -p {outbox}/lab-b && cp {shlex.quote(staged)} {outbox}/lab-b/.for-b.dat && "
+                    f"mv {outbox}/lab-b/.for-b.dat {outbox}/lab-b/for-b.dat && ln -s {state} {outbox}/.swap",
+               step="a's outbox with lab-b/ and a link to the identity's directory")
+    before = ctx.lab.sh("a", f"ls -A {state}", step="identity directory before").stdout().split()
+    identity_b64 = ctx.lab.sh("a", f"base64 -w0 {key_a.identity}", step="a's identity").stdout().strip()
+    _, inbox, _, host_inbox = prepare(ctx, [])
+
+    def swap_once(lab) -> None:
+        exchange_names(lab, "a", outbox, "lab-b", ".swap", "--count 1", "lab-b exchanged with the link")
+
+    def race(lab) -> None:
+        exchange_names(lab, "a", outbox, "lab-b", ".swap", "--for 15", "lab-b and the link exchanged back and forth")
+
+    sender = daemon_job("sender", outbox, "false", 200, "--settle-time 0", trust=trust(key_a, peers_a))
+    receiver = daemon_job("receiver", host_inbox, f'[ "$({count_files(host_inbox)})" -ge 1 ] && sleep 5 && true', 180,
+                          trust=trust(key_b, peers_b))
+    res = ctx.lab.run(a=sender, b=receiver, finish_with="b", deadline=220, step="outbox folder swapped for a link",
+                      b_after=("a", r'"event":"advertising"', 2.0),
+                      timeline=((("a", r'"event":"advertising"', 1.0), swap_once),
+                                (("b", r'"event":"scanning"', 12.0), race)))
+    stored = {p.name: p.read_bytes() for p in regular_files(inbox)}
+    ctx.check(stored == {"for-b.dat": for_b}, f"b stored its own file and nothing else: {sorted(stored)}")
+    import base64
+    identity = base64.b64decode(identity_b64) if identity_b64 else b"\0"
+    ctx.check(all(identity not in data for data in stored.values()), "no stored file holds a's identity")
+    after = ctx.lab.sh("a", f"ls -A {state}", step="identity directory after").stdout().split()
+    ctx.check(sorted(after) == sorted(before),
+              f"nothing moved into or written in the identity's directory: {sorted(before)} -> {sorted(after)}")
+    offered = [e.get("file") for e in json_events(res.job("a").output(), "offering")]
+    ctx.check(set(offered) <= {"for-b.dat"}, f"a offered only b's file: {offered}")
+    ctx.figure("outbox_swap_refusals", len(lines_naming(res.job("a").output(), "was replaced")))
 
 
 @scenario("daemon-drop-latency", tags=("bletransfer", "daemon", "secure", "virtual"), conf="default")

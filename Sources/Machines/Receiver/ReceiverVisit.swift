@@ -102,8 +102,8 @@ package struct ReceiverVisit: Sendable {
         /// Look for a checkpoint of the message of `header` from `sender` and put its bytes
         /// where the message's go: answered by `checkpointHeld`.
         case lookUpCheckpoint(sender: PeerKey?, header: MessageHeader)
-        /// Whether a message of `byteCount` bytes can be kept: answered by `room`.
-        case checkRoom(byteCount: Int)
+        /// Whether the message can be kept (`RoomQuestion`): answered by `room`.
+        case checkRoom(RoomQuestion)
         /// Store this complete, verified message for `sender` (as the receipt journal names it):
         /// answered by `stored`.
         case store(ReceivedMessage, sender: String)
@@ -242,9 +242,9 @@ package struct ReceiverVisit: Sendable {
 
     /// After a value, room for the message is checked (when due) before its step is acted on.
     mutating func proceed(with step: MessageAssembly.Step, afterValue: Bool, _ actions: inout [Action], at now: Duration) {
-        if afterValue, let byteCount = admission.due(assembly, at: now) {
+        if afterValue, let question = admission.due(assembly, at: now) {
             pending = .room(step)
-            actions.append(.checkRoom(byteCount: byteCount))
+            actions.append(.checkRoom(question))
         } else {
             act(on: step, &actions, at: now)
         }
@@ -322,24 +322,40 @@ package struct ReceiverVisit: Sendable {
     }
 }
 
-/// Room on disk for the messages of a visit, checked as they come: a framed message once,
-/// with the length its header announces, before any payload is taken; a compat one (no
-/// length) about once a second with what has come so far. Refused, the link is dropped before
-/// EOM: the sender keeps its copy.
+/// What a room check asks of the place messages go (the shell answers with the sink's own
+/// checks).
+package enum RoomQuestion: Sendable, Equatable {
+    /// A message announced this many bytes: may it come at all (its resume copy counted)?
+    case announced(Int)
+    /// The reserve, again before a write: `received` of the `announced` bytes have come, and
+    /// others may fill the disk meanwhile.
+    case writing(announced: Int, received: Int)
+    /// A message without a length (Apple's flow, held in memory): may this much be kept?
+    case received(Int)
+}
+
+/// Room on disk for the messages of a visit, checked as they come: a framed message with the
+/// length its header announces (and the resume spool's copy of it) before any payload is
+/// taken, then the reserve again after each of its values (others fill the disk too); a compat
+/// one (no length) about once a second with what has come so far. Refused, the link is dropped
+/// before EOM: the sender keeps its copy.
 struct RoomCheck: Sendable, Equatable {
     private var admittedAnnouncement = false
     private var lastCheck: Duration?
 
-    /// The byte count to check now, if a check is due.
-    mutating func due(_ assembly: MessageAssembly, at now: Duration) -> Int? {
+    /// The question to ask now, if a check is due.
+    mutating func due(_ assembly: MessageAssembly, at now: Duration) -> RoomQuestion? {
         guard !assembly.finished else { return nil }
-        if let announced = assembly.announcedLength, !admittedAnnouncement {
-            admittedAnnouncement = true
-            return announced
+        if let announced = assembly.announcedLength {
+            guard admittedAnnouncement else {
+                admittedAnnouncement = true
+                return .announced(announced)
+            }
+            return .writing(announced: announced, received: assembly.bytesReceived)
         }
-        if assembly.announcedLength == nil, lastCheck.map({ now - $0 >= .seconds(1) }) ?? true {
+        if lastCheck.map({ now - $0 >= .seconds(1) }) ?? true {
             lastCheck = now
-            return assembly.bytesReceived
+            return .received(assembly.bytesReceived)
         }
         return nil
     }

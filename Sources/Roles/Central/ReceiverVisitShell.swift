@@ -91,10 +91,13 @@ extension Central {
                 answer = await keep(work, in: &incoming, sink: sink)
             case .lookUpCheckpoint(let sender, let header):
                 answer = await copyCheckpoint(of: header, from: sender, into: &incoming)
-            case .checkRoom(let byteCount):
-                answer = .room(sink.admissionRefusal(byteCount: byteCount).map {
-                    ReceiverVisit.RoomRefusal(bound: $0.bound.rawValue, reason: $0.reason)
-                })
+            case .checkRoom(let question):
+                let refusal: StorageRefusal? = switch question {
+                case .announced(let bytes): sink.admissionRefusal(announced: bytes)
+                case .writing(let announced, let received): sink.writeRefusal(announced: announced, received: received)
+                case .received(let bytes): sink.admissionRefusal(byteCount: bytes)
+                }
+                answer = .room(refusal.map { ReceiverVisit.RoomRefusal(bound: $0.bound.rawValue, reason: $0.reason) })
             case .store(var message, let sender):
                 // A secure message's bytes are the ones kept as they came.
                 if message.format == .secure, let incoming { message.body = incoming.payload }

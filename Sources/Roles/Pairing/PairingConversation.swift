@@ -43,19 +43,36 @@ package enum PairingConversation {
             }
             try await sayFarewell(on: socket, within: messageTimeout, peer: meeting.peerDescription)
         } catch let error as PairingError {
-            throw RoleFailure(.dataError, "pairing with \(meeting.peerDescription) failed: \(error); nothing added")
+            throw interrupted(RoleFailure(.dataError, "pairing with \(meeting.peerDescription) failed: \(error); nothing added"),
+                              exchange)
         } catch let failure as RoleFailure {
-            throw failure
+            throw interrupted(failure, exchange)
         } catch is CancellationError {
             throw CancellationError()
         } catch {
             // The channel failed under us (a send to a peer that left, the link dropped).
-            throw RoleFailure(.unavailable, "\(meeting.peerDescription) left the pairing (\(error)); nothing added")
+            throw interrupted(RoleFailure(.unavailable, "\(meeting.peerDescription) left the pairing (\(error)); nothing added"),
+                              exchange)
         }
         guard case .finished(let result) = exchange.phase else {
             throw RoleFailure(.software, "pairing ended without a result")
         }
         return result
+    }
+
+    /// What the person is told of a pairing that ended after the key exchange and before both
+    /// answers were in. Someone in the middle ends it there: he sees the handshake hashes, and
+    /// breaks off rather than let people type codes that would not match. A bad link ends it the
+    /// same way, and nothing tells the two apart, so the line says both.
+    static let interferenceNote = "it ended after the key exchange, as it would if someone in range were "
+        + "interfering (or the link failed); run 'bletransfer pair' again on both hosts, close together"
+
+    /// `failure`, worded as possible interference when `exchange` got past the key exchange
+    /// without finishing (a failure after both answers is the farewell's, worded already).
+    static func interrupted(_ failure: RoleFailure, _ exchange: PairingExchange) -> RoleFailure {
+        guard exchange.isPastKeyExchange else { return failure }
+        if case .finished = exchange.phase { return failure }
+        return RoleFailure(failure.kind, failure.userMessage + "; " + interferenceNote)
     }
 
     /// The last message of a pairing, sent by each side once it holds the other's answer.

@@ -197,7 +197,8 @@ extension ManagerTransition {
             // At start-up, resetting means bluetoothd is absent: nothing will bring it back by
             // itself in the next seconds. A switching adapter settles by itself.
             guard reason == .bluetoothdNotRunning else { return nil }
-            return RoleFailure(.unavailable, "bluetoothd is not running (start it with: systemctl start bluetooth)")
+            // The words `status` uses; the command adds status's fix as its hint line.
+            return RoleFailure(.unavailable, "bluetoothd is not running")
         case .unsupported:
             return RoleFailure(.unavailable, (reason ?? .noAdapter).description)
         case .unauthorized:

@@ -1,3 +1,4 @@
+import SystemCalls
 import Foundation
 import Machines
 import SystemPackage
@@ -20,6 +21,32 @@ package struct FileSet: Sendable, Equatable {
         package var path: String
         /// The name it is sent under: one component, or a relative path for a tree's file.
         package var name: String
+        /// A tree's file: the directory given on the command line (followed, as `cp` does) and
+        /// the components below it (never followed: opened one by one relative to the last,
+        /// `openat` with `O_NOFOLLOW`). Nil for a path given on the command line.
+        package var tree: (root: String, components: [String])?
+        /// Device and inode as the walk found the file: what is opened when its turn comes must
+        /// be that file, not one swapped in under its name since.
+        package var device: UInt64
+        package var inode: UInt64
+        /// Whether the walk found a regular file (a FIFO given on the command line is not).
+        package var isRegular: Bool
+
+        package init(path: String, name: String, tree: (root: String, components: [String])? = nil,
+                    device: UInt64 = 0, inode: UInt64 = 0, isRegular: Bool = true) {
+            self.path = path
+            self.name = name
+            self.tree = tree
+            self.device = device
+            self.inode = inode
+            self.isRegular = isRegular
+        }
+
+        package static func == (lhs: Entry, rhs: Entry) -> Bool {
+            lhs.path == rhs.path && lhs.name == rhs.name && lhs.tree?.root == rhs.tree?.root
+                && lhs.tree?.components == rhs.tree?.components && lhs.device == rhs.device && lhs.inode == rhs.inode
+                && lhs.isRegular == rhs.isRegular
+        }
     }
 
     package var entries: [Entry]
@@ -46,9 +73,10 @@ package struct FileSet: Sendable, Equatable {
             }
             if status.st_mode & S_IFMT == S_IFDIR {
                 let base = baseName(ofDirectory: path)
-                try set.walk(directory: path, prefix: base.map { [$0] } ?? [], depth: 0, limit: limit)
+                try set.walk(directory: path, root: path, below: [], prefix: base.map { [$0] } ?? [], depth: 0, limit: limit)
             } else {
-                try set.add(path: path, components: [FilePath(path).lastComponent?.string ?? path], status: status, limit: limit)
+                try set.add(path: path, components: [FilePath(path).lastComponent?.string ?? path], tree: nil,
+                            status: status, limit: limit)
             }
         }
         guard !set.entries.isEmpty else {
@@ -67,7 +95,8 @@ package struct FileSet: Sendable, Equatable {
         return last == "/" ? nil : last
     }
 
-    private mutating func walk(directory: String, prefix: [String], depth: Int, limit: Int) throws(MessageInput.Failure) {
+    private mutating func walk(directory: String, root: String, below: [String], prefix: [String], depth: Int,
+                               limit: Int) throws(MessageInput.Failure) {
         let names: [String]
         do {
             names = try FileManager.default.contentsOfDirectory(atPath: directory).sorted()
@@ -88,9 +117,10 @@ package struct FileSet: Sendable, Equatable {
                     notes.append("skipped '\(path)': deeper than \(Self.maximumDepth) directories")
                     continue
                 }
-                try walk(directory: path, prefix: prefix + [name], depth: depth + 1, limit: limit)
+                try walk(directory: path, root: root, below: below + [name], prefix: prefix + [name], depth: depth + 1,
+                         limit: limit)
             case S_IFREG:
-                try add(path: path, components: prefix + [name], status: status, limit: limit)
+                try add(path: path, components: prefix + [name], tree: (root, below + [name]), status: status, limit: limit)
             case S_IFLNK:
                 notes.append("skipped '\(path)': a symbolic link (not followed)")
             default:
@@ -99,7 +129,8 @@ package struct FileSet: Sendable, Equatable {
         }
     }
 
-    private mutating func add(path: String, components: [String], status: stat, limit: Int) throws(MessageInput.Failure) {
+    private mutating func add(path: String, components: [String], tree: (root: String, components: [String])?,
+                              status: stat, limit: Int) throws(MessageInput.Failure) {
         guard entries.count < Self.maximumCount else {
             throw Self.failure(.usage, "more than \(Self.maximumCount) files: send them in several runs")
         }
@@ -108,7 +139,54 @@ package struct FileSet: Sendable, Equatable {
             notes.append("'\(path)' is sent as '\(last)': its path is over \(Self.maximumNameBytes) bytes")
             name = last
         }
-        entries.append(Entry(path: path, name: name))
+        entries.append(Entry(path: path, name: name, tree: tree, device: UInt64(status.st_dev), inode: UInt64(status.st_ino),
+                             isRegular: status.st_mode & S_IFMT == S_IFREG))
+    }
+
+    /// Opens `entry` as the walk found it: a tree's file relative to its directories, none of
+    /// them followed if it became a symbolic link, and never waiting (`O_NONBLOCK`: a FIFO
+    /// swapped in is not waited on); it must be a regular file with the device and inode the
+    /// walk saw. Returns the descriptor (the caller closes it) and its status.
+    static func open(_ entry: Entry) throws(MessageInput.Failure) -> (Int32, stat) {
+        var fd: Int32
+        if let tree = entry.tree {
+            fd = Glibc.open(tree.root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            for (index, component) in tree.components.enumerated() where fd >= 0 {
+                let last = index == tree.components.count - 1
+                let flags = last ? O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC : O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC
+                let next = openat(fd, component, flags)
+                let code = errno
+                _ = close(fd)
+                fd = next
+                errno = code
+            }
+        } else {
+            fd = Glibc.open(entry.path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+        }
+        guard fd >= 0 else {
+            let code = errno
+            if code == ELOOP || code == ENOTDIR {
+                throw failure(.noInput, "'\(entry.path)' was replaced by a symbolic link since it was listed; not followed")
+            }
+            throw failure(.noInput, "cannot read '\(entry.path)': \(String(cString: strerror(code)))")
+        }
+        var status = stat()
+        guard fstat(fd, &status) == 0 else {
+            let code = errno
+            _ = close(fd)
+            throw failure(.noInput, "cannot read '\(entry.path)': \(String(cString: strerror(code)))")
+        }
+        guard status.st_mode & S_IFMT == S_IFREG else {
+            _ = close(fd)
+            throw failure(.noInput, "'\(entry.path)' is no longer a regular file (a FIFO, a device or a directory is there now); not read")
+        }
+        guard UInt64(status.st_dev) == entry.device, UInt64(status.st_ino) == entry.inode else {
+            _ = close(fd)
+            throw failure(.noInput, "'\(entry.path)' was replaced by another file since it was listed; not sent")
+        }
+        // Reading it may block no more than any regular file's read.
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)
+        return (fd, status)
     }
 
     private static func failure(_ kind: FailureKind, _ message: String) -> MessageInput.Failure {
@@ -186,16 +264,33 @@ package actor FileSetSource: MessageSource {
         let prefix = "'\(entry.path)'"
         if problems.contains(where: { $0.hasPrefix(prefix) }) { return nil }
         do {
-            let read = try MessageInput.file(entry.path).readMessage(limit: limit, allowEmpty: true, sendsName: true)
-            let file = read.file.map {
-                SentFileAttributes(name: entry.name, modificationSeconds: $0.modificationSeconds,
-                                   modificationNanoseconds: $0.modificationNanoseconds)
+            let message: OutgoingMessage
+            if entry.isRegular {
+                // The file the walk listed, opened without following a name swapped since.
+                let (fd, status) = try FileSet.open(entry)
+                let body = MessagePayload(file: PayloadFile(descriptor: fd, path: entry.path), count: Int(status.st_size))
+                let digest: [UInt8]
+                do {
+                    digest = try body.sha256()
+                } catch {
+                    throw MessageInput.Failure(kind: .noInput, userMessage: "\(error)")
+                }
+                message = OutgoingMessage(body: body, digest: digest, file: SentFileAttributes(
+                    name: entry.name, modificationSeconds: Int64(status.st_mtim.tv_sec),
+                    modificationNanoseconds: UInt32(clamping: status.st_mtim.tv_nsec)))
+            } else {
+                // A FIFO or device given on the command line: read as `--file` reads one.
+                let read = try MessageInput.file(entry.path).readMessage(limit: limit, allowEmpty: true, sendsName: true)
+                let file = read.file.map {
+                    SentFileAttributes(name: entry.name, modificationSeconds: $0.modificationSeconds,
+                                       modificationNanoseconds: $0.modificationNanoseconds)
+                }
+                message = OutgoingMessage(body: read.body, digest: read.digest, file: file)
             }
-            let message = OutgoingMessage(body: read.body, digest: read.digest, file: file)
             loaded[position] = message
             return message
         } catch {
-            problems.append("\(prefix) was not sent: \(error.userMessage)")
+            problems.append("\(prefix) was not sent: \((error as? MessageInput.Failure)?.userMessage ?? "\(error)")")
             return nil
         }
     }

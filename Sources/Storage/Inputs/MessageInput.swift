@@ -1,3 +1,5 @@
+import SystemCalls
+import Foundation
 import Machines
 import SystemPackage
 import Transfer
@@ -44,7 +46,6 @@ package enum MessageInput: Sendable, Equatable {
     package func readMessage(limit: Int, allowEmpty: Bool, sendsName: Bool,
                             standardInput: FileDescriptor = .standardInput) throws(Failure) -> OutgoingMessage {
         let bytes: [UInt8]
-        var file: SentFileAttributes?
         switch self {
         case .argument(let text):
             bytes = Array(text.utf8)
@@ -54,25 +55,22 @@ package enum MessageInput: Sendable, Equatable {
             if stat(path, &named) == 0, named.st_mode & S_IFMT == S_IFREG {
                 return try Self.streamedFile(path, allowEmpty: allowEmpty, sendsName: sendsName, source: sourceDescription)
             }
-            let status: stat?
-            (bytes, status) = try Self.readFile(path, limit: limit)
-            if sendsName, let status, (status.st_mode & S_IFMT) == S_IFREG,
-               let name = FilePath(path).lastComponent?.string {
-                file = SentFileAttributes(name: name, modificationSeconds: Int64(status.st_mtim.tv_sec),
-                                          modificationNanoseconds: UInt32(clamping: status.st_mtim.tv_nsec))
-            }
+            // A FIFO, `<(cmd)`, a device: held in a temporary file, any size, as standard input is.
+            let descriptor = try Self.openForReading(path)
+            defer { try? descriptor.close() }
+            return try Self.spooled(descriptor, what: "'\(path)'", allowEmpty: allowEmpty, source: sourceDescription)
         case .standardInput:
             if isatty(standardInput.rawValue) == 1 {
                 throw Failure(kind: .usage, userMessage:
                     "nothing to send: give the message as an argument, use --file PATH, or pipe it into standard input")
             }
-            bytes = try Self.readAll(standardInput, limit: limit, what: "standard input")
+            return try Self.spooled(standardInput, what: "standard input", allowEmpty: allowEmpty, source: sourceDescription)
         }
         if bytes.isEmpty && !allowEmpty {
             throw Failure(kind: .dataError, userMessage:
                 "the message is empty (\(self.sourceDescription) gave 0 bytes); pass --allow-empty to send an empty message")
         }
-        return OutgoingMessage(payload: bytes, file: file)
+        return OutgoingMessage(payload: bytes)
     }
 
     var sourceDescription: String {
@@ -104,49 +102,78 @@ package enum MessageInput: Sendable, Equatable {
         return OutgoingMessage(body: message.body, digest: message.digest, file: file)
     }
 
-    /// The bytes and, when `fstat` worked, the status of the file they were read from (the
-    /// modification time is taken after reading: the one of the bytes sent).
-    private static func readFile(_ path: String, limit: Int) throws(Failure) -> ([UInt8], stat?) {
+    /// `path` open for reading (a FIFO, a device; a regular file goes `streamedFile`'s way).
+    private static func openForReading(_ path: String) throws(Failure) -> FileDescriptor {
         let descriptor: FileDescriptor
         do {
             descriptor = try FileDescriptor.open(FilePath(path), .readOnly, options: [.closeOnExec])
         } catch {
             throw Failure(kind: .noInput, userMessage: "cannot open '\(path)': \(describe(error))")
         }
-        defer { try? descriptor.close() }
         var status = stat()
-        if fstat(descriptor.rawValue, &status) == 0 {
-            if (status.st_mode & S_IFMT) == S_IFDIR {
-                throw Failure(kind: .noInput, userMessage: "'\(path)' is a directory, not a file")
-            }
-            if (status.st_mode & S_IFMT) == S_IFREG && Int(status.st_size) > limit {
-                throw tooLarge(Int(status.st_size), limit: limit, what: "'\(path)'")
-            }
+        if fstat(descriptor.rawValue, &status) == 0, (status.st_mode & S_IFMT) == S_IFDIR {
+            try? descriptor.close()
+            throw Failure(kind: .noInput, userMessage: "'\(path)' is a directory, not a file")
         }
-        let bytes = try readAll(descriptor, limit: limit, what: "'\(path)'")
-        var after = stat()
-        return (bytes, fstat(descriptor.rawValue, &after) == 0 ? after : nil)
+        return descriptor
     }
 
-    /// Reads to end of file, at most `limit` bytes (one more tells that the input is larger).
-    private static func readAll(_ descriptor: FileDescriptor, limit: Int, what: String) throws(Failure) -> [UInt8] {
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
-        while true {
-            let count: Int
-            do {
-                count = try chunk.withUnsafeMutableBytes { buffer in
-                    try descriptor.read(into: buffer, retryOnInterrupt: true)
+    /// Where a stream is held while it is sent: `$TMPDIR` when set, else `/var/tmp` (on disk
+    /// on most systems, where `/tmp` may be memory), else `/tmp`.
+    public static func holdingDirectory(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
+        if let directory = environment["TMPDIR"], directory.hasPrefix("/") { return directory }
+        return access("/var/tmp", W_OK | X_OK) == 0 ? "/var/tmp" : "/tmp"
+    }
+
+    /// A stream (standard input, a FIFO) read to its end into an unnamed temporary file, a
+    /// piece at a time: any size, in constant memory, then sent from that file as a regular file
+    /// is (the protocol announces the length and SHA-256 before the first byte, so the stream
+    /// must be whole first). The file has no name (unlinked at once): nothing is left behind,
+    /// whatever ends the run.
+    static func spooled(_ descriptor: FileDescriptor, what: String, allowEmpty: Bool, source: String,
+                        directory: String = holdingDirectory()) throws(Failure) -> OutgoingMessage {
+        var template = Array((directory + "/.bletransfer-stdin-XXXXXX").utf8CString)
+        let held = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        guard held >= 0 else {
+            throw Failure(kind: .ioError, userMessage: "cannot hold \(what) in \(directory): \(String(cString: strerror(errno)))"
+                + "; set TMPDIR to a directory with room")
+        }
+        _ = unlink(String(cString: template))
+        let file = FileDescriptor(rawValue: held)
+        var total = 0
+        var chunk = [UInt8](repeating: 0, count: 1 << 20)
+        do {
+            while true {
+                let count: Int
+                do {
+                    count = try chunk.withUnsafeMutableBytes { try descriptor.read(into: $0, retryOnInterrupt: true) }
+                } catch {
+                    // EISDIR arrives here when a directory is given as standard input.
+                    throw Failure(kind: .noInput, userMessage: "cannot read \(what): \(describe(error))")
                 }
-            } catch {
-                // EISDIR arrives here when a directory is given as standard input.
-                throw Failure(kind: .noInput, userMessage: "cannot read \(what): \(describe(error))")
+                if count == 0 { break }
+                do {
+                    _ = try file.writeAll(chunk[0..<count])
+                } catch {
+                    throw Failure(kind: .ioError, userMessage: "cannot hold \(what) in \(directory): \(describe(error))"
+                        + "; set TMPDIR to a directory with room")
+                }
+                total += count
             }
-            if count == 0 { return bytes }
-            if bytes.count + count > limit {
-                throw tooLarge(nil, limit: limit, what: what)
-            }
-            bytes.append(contentsOf: chunk[0..<count])
+        } catch {
+            try? file.close()
+            throw error as? Failure ?? Failure(kind: .ioError, userMessage: "cannot read \(what): \(error)")
+        }
+        if total == 0 && !allowEmpty {
+            try? file.close()
+            throw Failure(kind: .dataError, userMessage:
+                "the message is empty (\(source) gave 0 bytes); pass --allow-empty to send an empty message")
+        }
+        let body = MessagePayload(file: PayloadFile(descriptor: held, path: what), count: total)
+        do {
+            return OutgoingMessage(body: body, digest: try body.sha256())
+        } catch {
+            throw Failure(kind: .ioError, userMessage: "cannot read back \(what) from \(directory): \(error)")
         }
     }
 

@@ -30,10 +30,70 @@ package struct FileDescriptorSink: MessageSink {
     /// (or, on a non-blocking descriptor, the wait for room) for as long as it likes, and must
     /// not hold a thread of the cooperative pool, nor one of the storage calls, meanwhile.
     package func store(_ message: ReceivedMessage, sequence: Int, from peer: PeerDescription?) async throws -> String? {
-        let bytes = escapesForTerminal ? Self.terminalBytes(message.payload) : message.payload
-        let (fileDescriptor, name) = (fileDescriptor, name)
-        try await BlockingCalls.waits.run { () throws(SinkFailure) in try Self.writeAll(bytes, to: fileDescriptor, name: name) }
+        let (fileDescriptor, name, escapes) = (fileDescriptor, name, escapesForTerminal)
+        let body = message.body
+        guard body.file != nil else {
+            let bytes = escapes ? Self.terminalBytes(message.payload) : message.payload
+            try await BlockingCalls.waits.run { () throws(SinkFailure) in try Self.writeAll(bytes, to: fileDescriptor, name: name) }
+            return nil
+        }
+        // A message held in a file (a framed one of any size, verified whole): copied a piece
+        // at a time, in constant memory.
+        try await BlockingCalls.waits.run { () throws(SinkFailure) in
+            var offset = 0
+            var carried: [UInt8] = []
+            while offset < body.count {
+                let piece: [UInt8]
+                do {
+                    piece = try body.bytes(in: offset..<min(body.count, offset + (1 << 20)))
+                } catch {
+                    throw SinkFailure(.ioError, "cannot read back the message for \(name): \(error)")
+                }
+                offset += piece.count
+                if escapes {
+                    // Escaped whole characters only: a UTF-8 sequence cut at the piece's end
+                    // waits for the next piece.
+                    let (whole, rest) = Self.splitAtCharacterBoundary(carried + piece, final: offset >= body.count)
+                    carried = rest
+                    try Self.writeAll(Self.terminalBytes(whole), to: fileDescriptor, name: name)
+                } else {
+                    try Self.writeAll(piece, to: fileDescriptor, name: name)
+                }
+            }
+        }
         return nil
+    }
+
+    /// Large framed messages come into an unnamed temporary file (`MessageInput`'s holding
+    /// directory), written as they arrive, and are copied out once verified: no size costs
+    /// memory, and nothing unverified reaches the descriptor.
+    package var partialPayloadStore: (any PartialPayloadStore)? { HeldPartialFiles(directory: MessageInput.holdingDirectory()) }
+
+    /// The holding directory keeps the default reserve free (`--reserve`'s default), as an
+    /// output directory does: a framed message announced too large for it is refused before it
+    /// comes, and one that would eat into it midway at its next write.
+    package func admissionRefusal(announced: Int) -> StorageRefusal? {
+        guard UInt64(max(0, announced)) >= OutputDirectory.partialFileThreshold else { return nil }
+        return StorageLimits.default.writeRefusal(at: MessageInput.holdingDirectory(), announced: announced, received: 0)
+    }
+
+    package func writeRefusal(announced: Int?, received: Int) -> StorageRefusal? {
+        guard let announced, UInt64(max(0, announced)) >= OutputDirectory.partialFileThreshold else { return nil }
+        return StorageLimits.default.writeRefusal(at: MessageInput.holdingDirectory(), announced: announced, received: received)
+    }
+
+    /// `bytes` cut before a UTF-8 sequence its end leaves unfinished (at most 3 bytes kept
+    /// back), unless `final`.
+    static func splitAtCharacterBoundary(_ bytes: [UInt8], final: Bool) -> (whole: [UInt8], rest: [UInt8]) {
+        guard !final else { return (bytes, []) }
+        var start = bytes.count
+        // Back over continuation bytes to the start of the last sequence.
+        while start > 0, bytes.count - start < 3, bytes[start - 1] & 0xC0 == 0x80 { start -= 1 }
+        guard start > 0 else { return (bytes, []) }
+        let lead = bytes[start - 1]
+        let length = lead & 0x80 == 0 ? 1 : lead & 0xE0 == 0xC0 ? 2 : lead & 0xF0 == 0xE0 ? 3 : lead & 0xF8 == 0xF0 ? 4 : 1
+        let have = bytes.count - (start - 1)
+        return have < length ? (Array(bytes[..<(start - 1)]), Array(bytes[(start - 1)...])) : (bytes, [])
     }
 
     /// What a terminal is shown of `payload`.
@@ -62,5 +122,25 @@ package struct FileDescriptorSink: MessageSink {
                 throw SinkFailure(.ioError, "cannot write the message to \(name): \(error.description)")
             }
         }
+    }
+}
+
+/// Partial files for messages of 256 KiB or more, in `directory`, unnamed (unlinked at once):
+/// gone with the process whatever ends it.
+struct HeldPartialFiles: PartialPayloadStore {
+    let directory: String
+    var threshold: UInt64 = OutputDirectory.partialFileThreshold
+
+    func makePartialFile(length: UInt64) throws(PayloadReadError) -> PayloadFile? {
+        guard length >= threshold else { return nil }
+        var template = Array((directory + "/.bletransfer-partial-XXXXXX").utf8CString)
+        let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        guard fd >= 0 else {
+            throw PayloadReadError("cannot create a partial file in '\(directory)': \(String(cString: strerror(errno)))"
+                + "; set TMPDIR to a directory with room")
+        }
+        _ = unlink(String(cString: template))
+        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        return PayloadFile(descriptor: fd, path: directory + " (a message arriving)")
     }
 }

@@ -17,6 +17,16 @@ package protocol MessageSink: Sendable {
     /// stored is refused while its sender still has it (no ACK is written).
     func admissionRefusal(byteCount: Int) -> StorageRefusal?
 
+    /// ``admissionRefusal(byteCount:)`` for a framed message that announced `announced` bytes:
+    /// its resume spool may keep a copy beside it while it arrives, which the reserve counts
+    /// when both are on one file system.
+    func admissionRefusal(announced: Int) -> StorageRefusal?
+
+    /// Why the rest of a message arriving (`announced` bytes in all, when known; `received`
+    /// so far) can no longer be written without eating into the reserve: asked before every
+    /// write, since the disk fills under other writers too. Cheap (one `statvfs`).
+    func writeRefusal(announced: Int?, received: Int) -> StorageRefusal?
+
     /// Where a framed message's bytes are written as they come, so that storing it is a link
     /// and its size costs no memory (a directory sink: a partial file in the directory); nil
     /// holds messages in memory, bounded by `--max-size`.
@@ -28,6 +38,10 @@ extension MessageSink {
 
     /// Sinks without a bound (standard output, memory) take anything up to `--max-size`.
     package func admissionRefusal(byteCount: Int) -> StorageRefusal? { nil }
+
+    package func admissionRefusal(announced: Int) -> StorageRefusal? { admissionRefusal(byteCount: announced) }
+
+    package func writeRefusal(announced: Int?, received: Int) -> StorageRefusal? { nil }
 }
 
 /// One message a sink could not store (a full disk, a file system error, a name it cannot

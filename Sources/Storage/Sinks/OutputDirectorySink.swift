@@ -12,14 +12,33 @@ import Transfer
 package struct OutputDirectorySink: MessageSink {
     package let directory: OutputDirectory
     package let limits: StorageLimits
+    /// The resume spool's copy of a framed message, counted against the reserve.
+    package let spooledCopy: SpooledCopy?
 
-    package init(path: FilePath, limits: StorageLimits = .default) throws(SinkFailure) {
+    package init(path: FilePath, limits: StorageLimits = .default, resumeSpool: ResumeSpool? = nil) throws(SinkFailure) {
         self.limits = limits
+        spooledCopy = SpooledCopy(resumeSpool, beside: path.string)
         do {
             directory = try OutputDirectory(path: path)
         } catch {
-            throw SinkFailure(.ioError, "--output-dir: \(error)")
+            throw Self.failure(error)
         }
+    }
+
+    /// The statuses the docs give: 73 a directory that cannot be made (or a file where it
+    /// should be), 77 one this user may not write into, 74 anything else.
+    static func failure(_ error: OutputDirectoryError) -> SinkFailure {
+        let kind: FailureKind = switch error {
+        case .notADirectory, .cannotCreate: .cannotCreate
+        case .notWritable: .permissionDenied
+        default: .ioError
+        }
+        return SinkFailure(kind, "--output-dir: \(error)")
+    }
+
+    /// ``OutputDirectory/precheck(_:)`` as the command line reports it, before Bluetooth.
+    package static func precheck(_ path: FilePath) throws(SinkFailure) {
+        do { try OutputDirectory.precheck(path) } catch { throw failure(error) }
     }
 
     package func store(_ message: ReceivedMessage, sequence: Int, from peer: PeerDescription?) async throws -> String? {
@@ -34,6 +53,14 @@ package struct OutputDirectorySink: MessageSink {
 
     package func admissionRefusal(byteCount: Int) -> StorageRefusal? {
         directory.refusal(for: byteCount, limits: limits)
+    }
+
+    package func admissionRefusal(announced: Int) -> StorageRefusal? {
+        directory.refusal(for: announced, limits: limits, alsoWritten: spooledCopy?.bytes(announced: announced) ?? 0)
+    }
+
+    package func writeRefusal(announced: Int?, received: Int) -> StorageRefusal? {
+        directory.writeRefusal(announced: announced, received: received, limits: limits, spooledCopy: spooledCopy)
     }
 
     package var partialPayloadStore: (any PartialPayloadStore)? { directory.partialFiles() }

@@ -20,13 +20,13 @@ package struct SingleFileSink: MessageSink {
         let directory = Self.directory(of: path)
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: directory.string, isDirectory: &isDirectory), isDirectory.boolValue else {
-            throw SinkFailure(.ioError, "cannot write \(path): directory \(directory) does not exist")
+            throw SinkFailure(.cannotCreate, "cannot write \(path): directory \(directory) does not exist")
         }
         if FileManager.default.fileExists(atPath: path.string, isDirectory: &isDirectory), isDirectory.boolValue {
-            throw SinkFailure(.ioError, "cannot write \(path): it is a directory (use --output-dir for a directory)")
+            throw SinkFailure(.cannotCreate, "cannot write \(path): it is a directory (use --output-dir for a directory)")
         }
         guard access(directory.string, W_OK | X_OK) == 0 else {
-            throw SinkFailure(.ioError, "cannot write \(path): no permission to create files in \(directory)")
+            throw SinkFailure(.permissionDenied, "cannot write \(path): no permission to create files in \(directory)")
         }
     }
 
@@ -34,9 +34,58 @@ package struct SingleFileSink: MessageSink {
     /// cooperative pool.
     package func store(_ message: ReceivedMessage, sequence: Int, from peer: PeerDescription?) async throws -> String? {
         let path = path
+        if let file = message.body.file, file.removesPathWhenReleased,
+           FilePath(file.path).removingLastComponent() == Self.directory(of: path) {
+            // Came into our partial file beside the target: flushed and renamed over it, no copy.
+            try await BlockingCalls.run { () throws(SinkFailure) in try Self.replace(path, withPartial: file) }
+            return path.string
+        }
         let payload = message.payload
         try await BlockingCalls.run { () throws(SinkFailure) in try Self.replace(path, with: payload) }
         return path.string
+    }
+
+    /// Framed messages of 256 KiB or more come into a hidden partial file beside the target,
+    /// written as they arrive; storing renames it over the target. Any size, no memory.
+    public var partialPayloadStore: (any PartialPayloadStore)? {
+        BesideTarget(directory: Self.directory(of: path), threshold: OutputDirectory.partialFileThreshold)
+    }
+
+    /// The target's directory keeps the default reserve free, as an output directory does.
+    public func admissionRefusal(announced: Int) -> StorageRefusal? {
+        StorageLimits.default.writeRefusal(at: Self.directory(of: path).string, announced: announced, received: 0)
+    }
+
+    public func writeRefusal(announced: Int?, received: Int) -> StorageRefusal? {
+        guard let announced else { return nil }
+        return StorageLimits.default.writeRefusal(at: Self.directory(of: path).string, announced: announced, received: received)
+    }
+
+    private struct BesideTarget: PartialPayloadStore {
+        let directory: FilePath
+        let threshold: UInt64
+
+        func makePartialFile(length: UInt64) throws(PayloadReadError) -> PayloadFile? {
+            guard length >= threshold else { return nil }
+            let partial = directory.appending(".bletransfer-partial-\(UUID().uuidString)").string
+            let fd = open(partial, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+            guard fd >= 0 else {
+                throw PayloadReadError("cannot create a partial file in '\(directory.string)': \(Errno(rawValue: errno))")
+            }
+            return PayloadFile(descriptor: fd, path: partial, removesPathWhenReleased: true)
+        }
+    }
+
+    /// The partial file flushed and renamed over `path`, then the directory flushed.
+    static func replace(_ path: FilePath, withPartial file: PayloadFile) throws(SinkFailure) {
+        guard fsync(file.descriptor) == 0, rename(file.path, path.string) == 0 else {
+            throw SinkFailure(.ioError, "cannot write \(path): \(Errno(rawValue: errno))")
+        }
+        let directoryFD = open(directory(of: path).string, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if directoryFD >= 0 {
+            _ = fsync(directoryFD)
+            _ = close(directoryFD)
+        }
     }
 
     /// Puts `payload` at `path` in the crash-safe order: temporary file written and flushed,

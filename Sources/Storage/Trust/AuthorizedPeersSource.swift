@@ -8,8 +8,10 @@ import Trust
 ///
 /// `current()` compares the file's stamp (device, inode, size, modification and status change
 /// times) with the one last read and reads the file again when it differs. A new text that
-/// cannot be used (malformed, unsafe permissions, gone) leaves the last good list in force,
-/// with a warning in the log once per version of the file.
+/// cannot be used (malformed, unsafe permissions or place, gone) fails closed: no listed peer
+/// is authorized until the file is usable again (a side that lets unlisted keys in still does,
+/// unauthenticated), with a warning in the log once per version of the file. Keeping the last
+/// good list would keep a peer someone meant to revoke by breaking or deleting the file.
 package final class AuthorizedPeersSource: Sendable {
     private struct State {
         var peers: AuthorizedPeers
@@ -44,7 +46,7 @@ package final class AuthorizedPeersSource: Sendable {
         return acceptsAnyKey ? peers.acceptingAnyKey() : peers
     }
 
-    /// The list as the file says now (or the last good one).
+    /// The list as the file says now (none while it cannot be used).
     package func current() -> AuthorizedPeers {
         let stamp = AuthorizedPeers.FileStamp.current(of: path)
         return state.withLock { state in
@@ -63,7 +65,8 @@ package final class AuthorizedPeersSource: Sendable {
                 }
                 logger.info("re-read \(path): \(peers.peers.count) authorized peer(s)")
             } catch {
-                logger.warning("kept the authorized peers read before: \(error)")
+                state.peers = Self.inForce(AuthorizedPeers([]), acceptsAnyKey: acceptsAnyKey, restriction: restriction)
+                logger.warning("\(error); every authorized peer is refused until it is fixed")
             }
             return state.peers
         }

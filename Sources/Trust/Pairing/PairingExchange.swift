@@ -8,22 +8,29 @@ import Foundation
 ///
 /// The initiator is the host that opened the channel. Messages, one SDU each:
 ///
-///     I → R  PAIR magic "BLTPAIR" · version 1 · Noise message 1 (e)
+///     I → R  PAIR magic "BLTPAIR" · version 2 · Noise message 1 (e)
 ///     R → I  Noise message 2 (e, ee, s, es)
 ///     I → R  Noise message 3 (s, se)          both now hold h, the handshake hash
 ///     R → I  sealed COMMIT  Cr = SHA-256("bletransfer pair commit" · h · Nr) · R's name
 ///     I → R  sealed NONCE   Ni · I's name
 ///     R → I  sealed REVEAL  Nr                 I checks Cr
-///     both   code = SHA-256("bletransfer pair code" · h · Ni · Nr), first 8 bytes mod 10⁶
-///     both   sealed ANSWER  01 (the codes match) or 00
+///     both   d = SHA-256("bletransfer pair code" · h · Ni · Nr)
+///            I shows code I = d[0..<8] mod 10⁶, R shows code R = d[8..<16] mod 10⁶
+///     both   sealed ANSWER  01 (the person typed the other host's code) or 00
+///
+/// The comparison is Secure Connections' numeric comparison made harder to wave through, as
+/// its passkey entry is: each host shows one code and its person types the code the *other*
+/// host shows, so an answer proves the person read the other screen (a scripted `y` cannot).
+/// The two codes come from the same digest, so the commitments bind both.
 ///
 /// Why commitments: a man in the middle runs one handshake with each host (h₁ ≠ h₂) and wants
 /// both codes equal. Without them he could try ephemeral keys or nonces until they are (about
 /// 10⁶ tries, milliseconds). With them, on the side where he is the responder he is bound to
 /// his nonce before he sees the initiator's, and on the side where he is the initiator he
 /// gives his nonce before the responder's is revealed: each code is uniformly random to him
-/// when he can no longer change it, so one attempt succeeds with probability 10⁻⁶, and a
-/// failed attempt is seen by the people comparing.
+/// when he can no longer change it, so one attempt succeeds with probability 10⁻⁶. He may
+/// break off any attempt once the key exchange is done, before a code is typed: a pairing
+/// that ends there is reported as possible interference, not as a bad link.
 package struct PairingExchange: Sendable {
     package enum Role: Sendable, Equatable {
         /// Opened the channel; writes Noise message 1 and the nonce.
@@ -33,16 +40,36 @@ package struct PairingExchange: Sendable {
     }
 
     /// The other host, as the exchange proved it: the key it holds the private half of, the
-    /// name it gave, and the code both sides show.
+    /// name it gave, the code this host shows and the code the other host shows.
     package struct Candidate: Sendable, Equatable {
         package var key: PeerKey
         /// Nil when it gave none, or one that cannot be written in an authorized-peers line.
         package var name: String?
-        /// Six digits.
-        package var code: String
+        /// Six digits: what this host shows, for the other host's person to type.
+        package var shownCode: String
+        /// Six digits: what the other host shows, for this host's person to type. Never shown
+        /// here: a person who could copy it from this screen would compare nothing.
+        package var expectedCode: String
 
-        /// "123 456": easier to read aloud and compare.
-        package var spacedCode: String { String(code.prefix(3)) + " " + String(code.suffix(3)) }
+        package init(key: PeerKey, name: String?, shownCode: String, expectedCode: String) {
+            self.key = key
+            self.name = name
+            self.shownCode = shownCode
+            self.expectedCode = expectedCode
+        }
+
+        /// "123 456": easier to read aloud and type.
+        package var spacedShownCode: String { Self.spaced(shownCode) }
+
+        package static func spaced(_ code: String) -> String { String(code.prefix(3)) + " " + String(code.suffix(3)) }
+
+        /// Whether `typed` is the other host's code: its six digits, spaces and dashes between
+        /// them allowed ("402 117", "402-117"), nothing else.
+        package func isExpectedCode(_ typed: String) -> Bool {
+            let digits = typed.unicodeScalars.filter { $0 != " " && $0 != "-" && $0 != "\t" }
+            guard digits.count == 6, digits.allSatisfy({ ("0"..."9").contains($0) }) else { return false }
+            return String(String.UnicodeScalarView(digits)) == expectedCode
+        }
     }
 
     package enum Phase: Sendable, Equatable {
@@ -62,7 +89,9 @@ package struct PairingExchange: Sendable {
     }
 
     package static let magic: [UInt8] = Array("BLTPAIR".utf8)
-    package static let version: UInt8 = 1
+    /// 2: each host shows its own code and its person types the other's (version 1 showed one
+    /// code on both and asked for a yes). The two cannot pair: the version is refused.
+    package static let version: UInt8 = 2
     /// The longest SDU either side sends (Noise message 2 with a name-free payload is 96
     /// bytes; a sealed NONCE with a 64-byte name is about 120).
     package static let maximumMessageLength = 512
@@ -222,6 +251,11 @@ package struct PairingExchange: Sendable {
     /// Whether the peer's answer arrived.
     package var hasPeerAnswer: Bool { peerAnswer != nil }
 
+    /// Whether the key exchange finished: from then on both hosts hold a handshake hash, and
+    /// a pairing that ends without both answers may be someone in the middle breaking off
+    /// before the codes are compared (docs/pairing.md).
+    package var isPastKeyExchange: Bool { sealer != nil }
+
     // MARK: Steps
 
     private mutating func finishHandshake() throws(PairingError) {
@@ -239,8 +273,10 @@ package struct PairingExchange: Sendable {
     private mutating func compare() throws(PairingError) {
         guard let peerNonce, let key = handshake.remoteStaticKey else { throw .outOfOrder("no nonce or key") }
         let (initiatorNonce, responderNonce) = role == .initiator ? (ownNonce, peerNonce) : (peerNonce, ownNonce)
-        let code = Self.code(hash: handshakeHash, initiatorNonce: initiatorNonce, responderNonce: responderNonce)
-        let candidate = Candidate(key: key, name: peerName, code: code)
+        let codes = Self.codes(hash: handshakeHash, initiatorNonce: initiatorNonce, responderNonce: responderNonce)
+        let candidate = role == .initiator
+            ? Candidate(key: key, name: peerName, shownCode: codes.initiator, expectedCode: codes.responder)
+            : Candidate(key: key, name: peerName, shownCode: codes.responder, expectedCode: codes.initiator)
         self.candidate = candidate
         expecting = .answer
         phase = .comparing(candidate)
@@ -291,11 +327,21 @@ package struct PairingExchange: Sendable {
         Array(SHA256.hash(data: commitLabel + hash + nonce))
     }
 
+    /// The initiator's code: the first 8 bytes of the digest, big-endian, modulo 10⁶.
     static func code(hash: [UInt8], initiatorNonce: [UInt8], responderNonce: [UInt8]) -> String {
+        codes(hash: hash, initiatorNonce: initiatorNonce, responderNonce: responderNonce).initiator
+    }
+
+    /// Both codes: the initiator's from the digest's first 8 bytes, the responder's from the
+    /// next 8, each big-endian modulo 10⁶, as six digits with leading zeros.
+    static func codes(hash: [UInt8], initiatorNonce: [UInt8], responderNonce: [UInt8]) -> (initiator: String, responder: String) {
         let digest = Array(SHA256.hash(data: codeLabel + hash + initiatorNonce + responderNonce))
-        let value = digest.prefix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) } % 1_000_000
-        let digits = String(value)
-        return String(repeating: "0", count: 6 - digits.count) + digits
+        func sixDigits(_ bytes: ArraySlice<UInt8>) -> String {
+            let value = bytes.reduce(UInt64(0)) { $0 << 8 | UInt64($1) } % 1_000_000
+            let digits = String(value)
+            return String(repeating: "0", count: 6 - digits.count) + digits
+        }
+        return (sixDigits(digest[0..<8]), sixDigits(digest[8..<16]))
     }
 
     static func cut(_ name: String) -> String {
