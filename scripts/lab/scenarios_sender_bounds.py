@@ -97,3 +97,35 @@ def bounds_central_version1(ctx: Context):
     """A central offering the retired framed version 1 (its HELLO, then a subscription) gets one
     `central-dropped` line naming version 1 and not one value; the next central is served."""
     hostile_then_receiver(ctx, framed=True, version1=True)
+
+
+@scenario("bounds-central-never-confirms", tags=("bletransfer", "bounds", "virtual"))
+def bounds_central_never_confirms(ctx: Context):
+    """A central that writes a HELLO, subscribes to Apple's characteristic (served with
+    indications on this stock host) and never confirms an indication (the radio drops b's
+    confirmations): the indication carrying the handshake's first message stays unconfirmed,
+    and the sender drops the central within the handshake's bound, saying so; the next central
+    is served."""
+    ctx.require_bletransfer()
+    ctx.lab.sh("a", "lab_radio_ctl drop-confirmations b on", step="b's confirmations dropped")
+    try:
+        hostile = ctx.central(None, extra=f"--write-hello {HELLO} --message-timeout 120 --scan-timeout 60")
+        res = ctx.lab.run(
+            a='"$BLETRANSFER_BIN" send --json --timeout 300 "after the unconfirming central"',
+            b=f'{hostile}; "$BLETRANSFER_BIN" receive --timeout 200',
+            b_after=("a", r'"event":"advertising"'), deadline=330, step="unconfirming central, then receive",
+            expect={"a": 0, "b": 0},
+            timeline=((("a", r'"event":"central-dropped"', 0.0),
+                       lambda lab: lab.sh("a", "lab_radio_ctl drop-confirmations b off", step="confirmations back")),))
+    finally:
+        ctx.lab.sh("a", "lab_radio_ctl drop-confirmations b off", step="b's confirmations carried", check=False)
+    a_out = res.job("a").stdout()
+    dropped = json_events(a_out, "central-dropped")
+    ctx.check(len(dropped) == 1, f"the sender dropped the central once, saw {len(dropped)}")
+    reason = dropped[0]["reason"] if dropped else ""
+    ctx.check("did not confirm the indication" in reason, f"the line names the unconfirmed indication: {reason!r}")
+    subscribed = next(iter(json_events(a_out, "subscribed")), None)
+    after = epoch_seconds(dropped[0]["time"]) - epoch_seconds(subscribed["time"]) if dropped and subscribed else 1e9
+    ctx.figure("hostile_unconfirming_dropped_after_s", round(after, 1))
+    ctx.check(after <= HANDSHAKE_BOUND + 6, f"dropped {after:.1f} s after subscribing (bound {HANDSHAKE_BOUND} s)")
+    ctx.check(res.job("b").stdout().strip().endswith("after the unconfirming central"), "the next central received the message")

@@ -46,7 +46,8 @@ fixes below that every profile keeps:
 
 Control socket (one command a connection, one line back): `attach a|b`, `detach a|b`, `cut`,
 `restore`, `quiet a`, `normal a`, `profile NAME`, `reset-eatt a|b` (one Enhanced ATT channel
-ends for that host alone, as a failing bearer), `loss P [SHARE_ON_1M]` (the share of packets
+ends for that host alone, as a failing bearer), `drop-confirmations a|b on|off` (that host's
+ATT confirmations never reach its peer), `loss P [SHARE_ON_1M]` (the share of packets
 lost from now on, as at the edge of range, and how much of it 1M keeps), `status` (JSON: profile, links and what they run at, packets
 lost).
 """
@@ -250,6 +251,7 @@ class Side:
         self.pending_complete = None  # (handle, role) of a connection not paired yet
         self.held_acl = {}         # handle -> ACL packets sent before the link was paired
         self.pending_report_at = 0.0
+        self.drops_confirmations = getattr(self, "drops_confirmations", False)
 
     # ---- output to the host, in order ----------------------------------------------------
     def send(self, packet: bytes, at: float = 0.0) -> None:
@@ -452,8 +454,9 @@ class Radio:
             return
         packet = d.item.token
         link.delivered[d.direction] += d.item.size
-        if not self.signaling(link, sender, packet):
-            # A response the radio hides: the requester never learns the channel closed.
+        if (sender.drops_confirmations and self.is_confirmation(link, packet)) or not self.signaling(link, sender, packet):
+            # A response the radio hides (the requester never learns the channel closed), or a
+            # confirmation lost on purpose (a central that never confirms an indication).
             sender.send(bytes([EVT, 0x13, 5, 1]) + put16(link.handle_on(sender)) + put16(1), at)
             return
         flags = le16(packet, 1) & 0xF000
@@ -490,6 +493,18 @@ class Radio:
             link.hidden_responses.discard((sender.name, ident))
             return False
         return True
+
+    @staticmethod
+    def is_confirmation(link: Link, packet: bytes) -> bool:
+        """An ATT Handle Value Confirmation, on the fixed ATT channel or an Enhanced ATT one
+        (whose first frame carries the SDU's length before the PDU)."""
+        if len(packet) < 10 or le16(packet, 1) & 0x3000 not in (0x0000, 0x2000):
+            return False
+        cid = le16(packet, 7)
+        if cid == 0x0004:
+            return packet[9] == 0x1E
+        eatt = {c for pair in link.eatt for c in pair}
+        return cid in eatt and len(packet) >= 12 and packet[11] == 0x1E
 
     def reset_eatt(self, name: str) -> str:
         """One Enhanced ATT channel ends for `name`'s host alone, as a bearer that failed: its
@@ -1015,6 +1030,10 @@ class Radio:
                     link.model.profile = self.profile
                 log(f"packet loss now {loss:g}")
                 return f"ok loss {loss:g}"
+            if cmd == "drop-confirmations" and len(rest) == 2:
+                self.sides[rest[0]].drops_confirmations = rest[1] == "on"
+                log(f"{rest[0]}: ATT confirmations {'dropped' if rest[1] == 'on' else 'carried'}")
+                return f"ok drop-confirmations {rest[0]} {rest[1]}"
             if cmd == "reset-eatt" and rest:
                 return self.reset_eatt(rest[0])
             if cmd == "status":
