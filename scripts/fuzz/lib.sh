@@ -10,7 +10,9 @@ fuzz_build() {
     shift 2
     mkdir -p "$out/corpus" "$out/artifacts"
     # swift-crypto is built by SwiftPM; the sources are compiled again with fuzzer
-    # instrumentation and linked against its objects.
+    # instrumentation and linked against its objects. The package's own modules (SystemCalls,
+    # Transfer) are found as interfaces only, and they name swift-system's CSystem: its module
+    # map is passed too, so that importing them type-checks.
     swift build --package-path "$root" --scratch-path "$scratch" --target Crypto >"$out/crypto-build.log" 2>&1 ||
         { cat "$out/crypto-build.log"; return 1; }
     local bin crypto_sources
@@ -26,6 +28,7 @@ fuzz_build() {
         -I "$bin/Modules" \
         -Xcc -fmodule-map-file="$crypto_sources/CCryptoBoringSSL/include/module.modulemap" \
         -Xcc -fmodule-map-file="$crypto_sources/CCryptoBoringSSLShims/include/module.modulemap" \
+        -Xcc -fmodule-map-file="$scratch/checkouts/swift-system/Sources/CSystem/include/module.modulemap" \
         -Xcc -I"$crypto_sources/CCryptoBoringSSL/include" \
         -Xcc -I"$crypto_sources/CCryptoBoringSSLShims/include" \
         "$@" "${objects[@]}" -lstdc++ \
