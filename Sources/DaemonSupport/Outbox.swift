@@ -387,59 +387,90 @@ package actor Outbox {
         case unusable(String)
     }
 
+    /// Locks the candidate, checks that it is still the file listed and fit to send, and reads
+    /// its digest: the file to offer, or why not. A descriptor that was not claimed before is
+    /// closed again on every way out but the file's.
     private func claimAndRead(_ candidate: Candidate) -> ClaimResult {
-        let path = directory.appending(candidate.name)
         let fd: FileDescriptor
-        var ownsDescriptor = false
-        if let claimed = claims[candidate.identity] {
-            fd = claimed
-        } else {
-            // Relative to the folder held; non-blocking so that a pipe swapped in after the
-            // listing cannot hang us; no-follow so that a symbolic link swapped in cannot send
-            // another file.
-            let opened = openat(folder.descriptor, candidate.name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
-            guard opened >= 0 else {
-                let error = Errno(rawValue: errno)
-                if error == .noSuchFileOrDirectory || error == .tooManySymbolicLinkLevels { return .gone }
-                return .unusable("cannot open it: \(error)")
-            }
-            fd = FileDescriptor(rawValue: opened)
-            ownsDescriptor = true
-            guard flock(fd.rawValue, LOCK_EX | LOCK_NB) == 0 else {
-                try? fd.close()
-                return .busy
-            }
+        let ownsDescriptor: Bool
+        switch lockedDescriptor(for: candidate) {
+        case .success(let locked): (fd, ownsDescriptor) = locked
+        case .failure(let refused): return refused.result
         }
         func giveUp(_ result: ClaimResult) -> ClaimResult {
             if ownsDescriptor { try? fd.close() } else { dropClaim(candidate.identity) }
             return result
         }
+        let before: stat
+        switch sendableStatus(of: fd, listedAs: candidate) {
+        case .success(let status): before = status
+        case .failure(let refused): return giveUp(refused.result)
+        }
+        switch readForSending(fd, candidate, status: before) {
+        case .success(let file):
+            claims[candidate.identity] = fd
+            return .file(file)
+        case .failure(let refused):
+            return giveUp(refused.result)
+        }
+    }
+
+    /// A ClaimResult other than `.file`, as an error, so that each step returns a Result.
+    private struct Refusal: Error { let result: ClaimResult }
+
+    /// The candidate's descriptor, locked: the claim already held, or the file opened and locked
+    /// now (`owned`: ours to close if it goes no further).
+    private func lockedDescriptor(for candidate: Candidate) -> Result<(FileDescriptor, owned: Bool), Refusal> {
+        if let claimed = claims[candidate.identity] { return .success((claimed, false)) }
+        // Relative to the folder held; non-blocking so that a pipe swapped in after the
+        // listing cannot hang us; no-follow so that a symbolic link swapped in cannot send
+        // another file.
+        let opened = openat(folder.descriptor, candidate.name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
+        guard opened >= 0 else {
+            let error = Errno(rawValue: errno)
+            if error == .noSuchFileOrDirectory || error == .tooManySymbolicLinkLevels { return .failure(Refusal(result: .gone)) }
+            return .failure(Refusal(result: .unusable("cannot open it: \(error)")))
+        }
+        let fd = FileDescriptor(rawValue: opened)
+        guard flock(fd.rawValue, LOCK_EX | LOCK_NB) == 0 else {
+            try? fd.close()
+            return .failure(Refusal(result: .busy))
+        }
+        return .success((fd, true))
+    }
+
+    /// The locked file's status, when it is still the regular file listed under that name,
+    /// unchanged, with no other name and within the size limit.
+    private func sendableStatus(of fd: FileDescriptor, listedAs candidate: Candidate) -> Result<stat, Refusal> {
         // The name must still lead to the file that was locked: another daemon may have
         // moved it to sent/ between our open and our lock.
         var before = stat()
         guard fstat(fd.rawValue, &before) == 0, before.st_mode & S_IFMT == S_IFREG,
               let byName = folder.status(of: candidate.name), FileIdentity(byName) == FileIdentity(before),
               FileIdentity(before) == candidate.identity
-        else { return giveUp(.gone) }
+        else { return .failure(Refusal(result: .gone)) }
         // Changed since it was listed (a reused listing may be seconds old): it must settle
         // again before it is read.
-        guard FileTime(before.st_ctim) == candidate.changed else { return giveUp(.changed) }
+        guard FileTime(before.st_ctim) == candidate.changed else { return .failure(Refusal(result: .changed)) }
         // A hard link lets whoever can write the outbox (the service's group) have the daemon
         // read and send a file they cannot read themselves (its key, with
         // fs.protected_hardlinks=0): only files with no other name are sent.
         guard before.st_nlink == 1 else {
-            return giveUp(.unusable("it has \(before.st_nlink) hard links; copy it into the outbox instead of linking it"))
+            return .failure(Refusal(result: .unusable("it has \(before.st_nlink) hard links; copy it into the outbox instead of linking it")))
         }
+        guard Int(before.st_size) <= maxFileSize else {
+            return .failure(Refusal(result: .unusable("\(before.st_size) bytes is over the limit of \(maxFileSize) bytes")))
+        }
+        return .success(before)
+    }
 
-        let limit = maxFileSize
-        guard Int(before.st_size) <= limit else {
-            return giveUp(.unusable("\(before.st_size) bytes is over the limit of \(limit) bytes"))
-        }
+    /// The message over a second descriptor of the locked file, with its digest taken in one
+    /// pass; `.changed` when its ctime or size moved meanwhile (it settles again first).
+    private func readForSending(_ fd: FileDescriptor, _ candidate: Candidate, status before: stat) -> Result<OutboxFile, Refusal> {
+        let path = directory.appending(candidate.name)
         // The message reads its own descriptor as it is sent, from disk: any size, constant
-        // memory. The digest is taken now, in one pass; a file that changed during it (its
-        // ctime or size) settles again first.
-        // A new open file description of the same file (not a dup, which would share the
-        // claim's lock and hold it as long as the message lives).
+        // memory. A new open file description of the same file (not a dup, which would share
+        // the claim's lock and hold it as long as the message lives).
         var duplicate = open("/proc/self/fd/\(fd.rawValue)", O_RDONLY | O_CLOEXEC)
         if duplicate < 0 {
             // No /proc (a bare container): the name in the folder held, checked below to be
@@ -447,25 +478,26 @@ package actor Outbox {
             duplicate = openat(folder.descriptor, candidate.name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
         }
         var reopened = stat()
-        guard duplicate >= 0 else { return giveUp(.unusable("cannot read it: \(Errno(rawValue: errno))")) }
+        guard duplicate >= 0 else { return .failure(Refusal(result: .unusable("cannot read it: \(Errno(rawValue: errno))"))) }
         guard fstat(duplicate, &reopened) == 0, FileIdentity(reopened) == FileIdentity(before) else {
             _ = close(duplicate)
-            return giveUp(.gone)
+            return .failure(Refusal(result: .gone))
         }
         let body = MessagePayload(file: PayloadFile(descriptor: duplicate, path: path.string), count: Int(before.st_size))
         let digest: [UInt8]
         do {
             digest = try body.sha256()
         } catch {
-            return giveUp(.unusable("cannot read it: \(error)"))
+            return .failure(Refusal(result: .unusable("cannot read it: \(error)")))
         }
         var after = stat()
-        guard fstat(fd.rawValue, &after) == 0 else { return giveUp(.unusable("cannot read it: \(Errno(rawValue: errno))")) }
-        if FileTime(after.st_ctim) != FileTime(before.st_ctim) || after.st_size != before.st_size {
-            return giveUp(.changed)
+        guard fstat(fd.rawValue, &after) == 0 else {
+            return .failure(Refusal(result: .unusable("cannot read it: \(Errno(rawValue: errno))")))
         }
-        claims[candidate.identity] = fd
-        return .file(OutboxFile(
+        if FileTime(after.st_ctim) != FileTime(before.st_ctim) || after.st_size != before.st_size {
+            return .failure(Refusal(result: .changed))
+        }
+        return .success(OutboxFile(
             name: candidate.name, path: path, body: body, digest: digest,
             modificationTime: FileTime(after.st_mtim).date,
             modificationSeconds: Int64(after.st_mtim.tv_sec), modificationNanoseconds: UInt32(clamping: after.st_mtim.tv_nsec),
