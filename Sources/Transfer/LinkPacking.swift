@@ -8,7 +8,7 @@
 ///   n + 3 bytes plus its 2-byte length, cut into PDUs of the MPS, 247 bytes under 251-byte
 ///   packets, so 489 bytes fill two.
 /// The value is the longest that fills whole packets on both: 489 (the lab's radio measured
-/// GATT at 0.67 of a channel flood with 495-byte values over EATT, and 0.71 with 512). An
+/// GATT at 0.65-0.68 of a channel flood with 495-byte values, 0.71 with 512, 1.02 with 489). An
 /// L2CAP channel's SDU of n bytes is n + 2 (its length) cut into the same 247-byte PDUs: 8149
 /// bytes are 33 full PDUs, where 8192 needed a 34th of 43 bytes. On a link without data length
 /// extension (27-byte packets) both lengths still fill their packets to within 4 %.

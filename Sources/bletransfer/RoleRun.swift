@@ -206,6 +206,12 @@ enum RoleRun {
             session.close()
             let kind: FailureKind = diagnosis.status == .permissionDenied ? .permissionDenied
                 : diagnosis.status == .usage ? .usage : .unavailable
+            if json && kind == .permissionDenied {
+                // The state the role would have reported (CoreBluetooth's `unauthorized`), so
+                // that a script watching `state` events sees it before the error.
+                EventRenderer.writeLine(EventRenderer.jsonLine(
+                    for: .stateChanged(from: .unknown, to: .unauthorized, detail: diagnosis.message)), to: 1)
+            }
             throw exit(reporting: diagnosis.failure(kind), json: json)
         }
         return session

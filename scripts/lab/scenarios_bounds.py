@@ -46,7 +46,7 @@ def stop(ctx: Context, job) -> None:
         job.wait()
 
 
-@scenario("bounds-trickle", tags=("bletransfer", "bounds", "peers"), conf="channels1")
+@scenario("bounds-trickle", tags=("bletransfer", "bounds", "peers", "extended"), conf="channels1")
 def bounds_trickle(ctx: Context):
     """A bless peripheral on a named with escape sequences trickles 20 bytes every 4 s (never
     EOM): receive on b (--min-rate 40) drops it within its bound, prints the name escaped, and
@@ -77,7 +77,7 @@ def bounds_trickle(ctx: Context):
     ctx.check("\\x1b[31mIL" in err, "the device name was printed escaped (\\x1b[31mIL)")
 
 
-@scenario("bounds-reserve", tags=("bletransfer", "bounds"))
+@scenario("bounds-reserve", tags=("bletransfer", "bounds", "extended"))
 def bounds_reserve(ctx: Context):
     """receive on b into a 4 MiB tmpfs with --reserve 2 MiB; send on a offers 2.5 MiB: refused
     when its header announces the length (nothing stored, no ACK), so the sender delivered
@@ -91,9 +91,9 @@ def bounds_reserve(ctx: Context):
                step="tmpfs")
     try:
         # The first visit is refused within seconds; the rest of the run shows the back-off.
-        res = ctx.lab.run(a=f"{BIN} send --json --file {shlex.quote(big)} --timeout 50",
-                          b=f"{BIN} receive --json --output-dir {mount} --reserve 2097152 --timeout 55",
-                          b_after=("a", r'"event":"advertising"'), deadline=90, step="2.5 MiB into 4 MiB - 2 MiB",
+        res = ctx.lab.run(a=f"{BIN} send --json --file {shlex.quote(big)} --timeout 30",
+                          b=f"{BIN} receive --json --output-dir {mount} --reserve 2097152 --timeout 33",
+                          b_after=("a", r'"event":"advertising"'), deadline=70, step="2.5 MiB into 4 MiB - 2 MiB",
                           expect={"a": 75, "b": 75})
         refused = json_events(res.job("b").stdout(), "refused")
         ctx.check(bool(refused) and all(e["bound"] == "reserve" for e in refused),
@@ -118,7 +118,7 @@ def bounds_reserve(ctx: Context):
         ctx.lab.sh("b", f"umount {mount}", step="umount", check=False)
 
 
-@scenario("bounds-max-size", tags=("bletransfer", "bounds", "peers"), conf="channels1")
+@scenario("bounds-max-size", tags=("bletransfer", "bounds", "peers", "extended"), conf="channels1")
 def bounds_max_size(ctx: Context):
     """--max-size of 2^63-1 is a usage error (64); receive on b to standard output with --max-size
     of a quarter of its memory meets a peripheral answering in the retired framed version 1 with a

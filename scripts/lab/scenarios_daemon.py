@@ -46,7 +46,7 @@ def keyed_daemon_jobs(ctx: Context, payloads: list, deadline: int) -> tuple:
     return outbox, inbox, sender, receiver
 
 
-@scenario("daemon-twenty-files", tags=("bletransfer", "daemon", "faults"), conf="default")
+@scenario("daemon-twenty-files", tags=("bletransfer", "daemon", "faults", "extended"), conf="default")
 def daemon_twenty_files(ctx: Context):
     """Keyed daemons: 20 outbox files a → b through a power cycle and a bluetoothd restart on each side."""
     ctx.require_bletransfer()
@@ -103,7 +103,7 @@ def daemon_twenty_files(ctx: Context):
     ctx.figure("daemon_twenty_files_bytes", sum(sizes))
 
 
-@scenario("daemon-rss-100", tags=("bletransfer", "daemon"), conf="default")
+@scenario("daemon-rss-100", tags=("bletransfer", "daemon", "extended"), conf="default")
 def daemon_rss_100(ctx: Context):
     """Keyed daemons: 100 small messages a → b; the receiver's RSS after 1, 10, 50, 100 messages."""
     ctx.require_bletransfer()

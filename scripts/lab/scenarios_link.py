@@ -130,7 +130,7 @@ def _transfer_rate(ctx: Context, data: bytes, name: str, options: str) -> tuple:
 
 @scenario("link-tuning", tags=("bletransfer", "link", "throughput", "virtual"))
 def link_tuning(ctx: Context):
-    """On the lab's profile, the product asking for the best link both hosts allow: 256 KiB
+    """On the lab's profile, the product asking for the best link both hosts allow: 128 KiB
     with --no-tune (the untuned link), then 1 MiB as send and receive run by default (as root
     they ask for 2M and a 7.5-15 ms interval, and put the adapters back at the end), with
     `status` on b during it; then, the adapters tuned with `link tune`, an L2CAP flood and 1 MiB
@@ -144,7 +144,7 @@ def link_tuning(ctx: Context):
     if not profile.timed:
         raise ScenarioSkipped("the instant profile has no link to tune")
     best = rm.profile_channel_ceiling(profile, rm.best_link(profile)) / 1024
-    untuned_rate, b_untuned, _ = _transfer_rate(ctx, os.urandom(256 * 1024), "untuned", " --no-tune")
+    untuned_rate, b_untuned, _ = _transfer_rate(ctx, os.urandom(128 * 1024), "untuned", " --no-tune")
     links = json_events(b_untuned, "link")
     ctx.check(bool(links) and not links[-1]["tuned"], f"--no-tune left the link untuned: {links[-1:]}")
     ctx.figure("link_untuned", links[-1]["summary"] if links else "?")

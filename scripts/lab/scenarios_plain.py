@@ -54,7 +54,7 @@ def one_transfer(ctx: Context, source: str, inbox: str, step: str, send_extra: s
     return res.job("a").stdout(), res.job("b").stdout()
 
 
-@scenario("keyless-names", tags=("bletransfer", "roles", "keyless"))
+@scenario("keyless-names", tags=("bletransfer", "roles", "keyless", "extended"))
 def plain_names(ctx: Context):
     """Hosts without keys: `send --file` → `receive --output-dir` keeps the file's name and mtime."""
     ctx.require_bletransfer()

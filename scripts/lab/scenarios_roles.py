@@ -296,7 +296,7 @@ def roles_state_powered_off(ctx: Context):
     ctx.check(ctx.read(out) == data, "message delivered after power-on")
 
 
-@scenario("roles-state-resetting", tags=("bletransfer", "roles", "states"))
+@scenario("roles-state-resetting", tags=("bletransfer", "roles", "states", "extended"))
 def roles_state_resetting(ctx: Context):
     """bluetoothd restarts under a waiting sender: state resetting, then poweredOn again, the
     application and advertisement registered anew, and the message delivered."""
@@ -352,7 +352,7 @@ def roles_link_cut(ctx: Context):
               "the receiver noticed the cut")
 
 
-@scenario("roles-latency", tags=("bletransfer", "roles", "throughput"), conf="channels1")
+@scenario("roles-latency", tags=("bletransfer", "roles", "throughput", "extended"), conf="channels1")
 def roles_latency(ctx: Context):
     """Process start → first byte and → message complete for bletransfer receive (over the L2CAP
     channel, then over GATT with --no-l2cap), next to the bleak central, each fed 16 KiB by
@@ -383,12 +383,15 @@ VISIT_STEPS = ("state", "scanning", "found", "connected", "subscribed")
 @scenario("first-visit", tags=("bletransfer", "roles", "throughput"), conf="default")
 def first_visit(ctx: Context):
     """A newcomer's first wait: `send` already advertising on a, `receive` started on b; seconds
-    from receive's launch to its subscription, five runs, median and each step's median."""
+    from receive's launch to its subscription, median and each step's median: three runs on a
+    timed profile (the radio sets the pace), five on the instant one (the CPUs do, and drift)."""
     ctx.require_bletransfer()
+    import radio_model as rm  # noqa: E402
+    timed = rm.PROFILES.get(getattr(ctx.lab, "link", "instant"), rm.PROFILES["instant"]).timed
     data = b"first visit\n"
     msg = ctx.payload("first-visit", data)
     runs = []
-    for attempt in range(1, 6):
+    for attempt in range(1, 4 if timed else 6):
         out = ctx.path(f"first-visit-{attempt}")
         res = ctx.lab.run(a=f"{SEND} --file {shlex.quote(msg)} --timeout 120",
                           b=f"echo T0 $(date +%s.%N); exec {RECEIVE} --output {shlex.quote(out)} --timeout 90",

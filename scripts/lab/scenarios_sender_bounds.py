@@ -85,14 +85,14 @@ def bounds_central_never_acks(ctx: Context):
     hostile_then_receiver(ctx, framed=True)
 
 
-@scenario("bounds-central-never-unsubscribes", tags=("bletransfer", "bounds"))
+@scenario("bounds-central-never-unsubscribes", tags=("bletransfer", "bounds", "extended"))
 def bounds_central_never_unsubscribes(ctx: Context):
     """A central following Apple's flow that never unsubscribes after EOM is dropped at
     --unsubscribe-timeout, nothing is counted, and the next central is served."""
     hostile_then_receiver(ctx, framed=False)
 
 
-@scenario("bounds-central-version1", tags=("bletransfer", "bounds"))
+@scenario("bounds-central-version1", tags=("bletransfer", "bounds", "extended"))
 def bounds_central_version1(ctx: Context):
     """A central offering the retired framed version 1 (its HELLO, then a subscription) gets one
     `central-dropped` line naming version 1 and not one value; the next central is served."""

@@ -142,7 +142,7 @@ RESET_SIDE, RESET_DELAY = os.environ.get("LAB_EATT_RESET", "a:0.3").split(":")[0
     float(os.environ.get("LAB_EATT_RESET", "a:0.3").split(":")[1])
 
 
-@scenario("stock-eatt-reset", tags=("bletransfer", "stock", "peers", "faults", "virtual"), conf="default")
+@scenario("stock-eatt-reset", tags=("bletransfer", "stock", "peers", "faults", "virtual", "extended"), conf="default")
 def stock_eatt_reset(ctx: Context):
     """Stock config: bletransfer send → bleak central, 16 KiB text in 512-byte confirmed
     indications, with one of the link's Enhanced ATT channels failing for the sender's host
