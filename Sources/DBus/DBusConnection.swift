@@ -193,12 +193,6 @@ package final class DBusConnection: Sendable {
         }
     }
 
-    /// Gives up `name`.
-    package func releaseName(_ name: String) async throws {
-        try Names.checkBusName(name)
-        _ = try await callBus("ReleaseName", [.string(name)])
-    }
-
     // MARK: Signals
 
     /// Signals matching the rule. The rule is installed on the bus before this returns (so no

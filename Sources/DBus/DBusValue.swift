@@ -80,11 +80,6 @@ extension DBusValue {
         .array(element: "s", strings.map { .string($0) })
     }
 
-    /// `ao`
-    package static func objectPaths(_ paths: [ObjectPath]) -> DBusValue {
-        .array(element: "o", paths.map { .objectPath($0) })
-    }
-
     /// `a{sv}`: each value wrapped in a variant, keys sorted so the encoding is deterministic.
     package static func vardict(_ dict: [String: DBusValue]) -> DBusValue {
         .dictionary(
@@ -142,9 +137,6 @@ extension DBusValue {
     package var objectPath: ObjectPath? {
         if case .objectPath(let v) = lookingThroughVariant { v } else { nil }
     }
-    package var signatureValue: Signature? {
-        if case .signature(let v) = lookingThroughVariant { v } else { nil }
-    }
     package var unixFD: UnixFileDescriptor? {
         if case .unixFD(let v) = lookingThroughVariant { v } else { nil }
     }
@@ -169,11 +161,6 @@ extension DBusValue {
     /// `as`
     package var strings: [String]? {
         elements(ofArrayWith: "s") { if case .string(let s) = $0 { s } else { nil } }
-    }
-
-    /// `ao`
-    package var objectPaths: [ObjectPath]? {
-        elements(ofArrayWith: "o") { if case .objectPath(let p) = $0 { p } else { nil } }
     }
 
     /// The elements of an array whose element signature is `elementSignature`, each taken out
