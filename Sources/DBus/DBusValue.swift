@@ -117,13 +117,6 @@ extension DBusValue {
         return self
     }
 
-    /// `self` with all variant layers removed.
-    package var unwrappedVariant: DBusValue {
-        var value = self
-        while case .variant(let inner) = value { value = inner }
-        return value
-    }
-
     package var byte: UInt8? { if case .byte(let v) = lookingThroughVariant { v } else { nil } }
     package var bool: Bool? { if case .boolean(let v) = lookingThroughVariant { v } else { nil } }
     package var int16: Int16? { if case .int16(let v) = lookingThroughVariant { v } else { nil } }
