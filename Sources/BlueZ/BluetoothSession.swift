@@ -147,6 +147,14 @@ public final class BluetoothSession: Sendable {
 
     /// Stops watching, ends every `changes()` stream, closes the connection if we opened it.
     public func close() {
+        closeSubscriptions()
+        pumpInput.finish()
+        watch.withLock { $0 }?.cancel()
+        if ownsConnection { connection.close() }
+    }
+
+    /// Takes no more subscribers and ends every `changes()` stream.
+    private func closeSubscriptions() {
         let subscribers = cache.withLock { state -> [ChangeSubscriber] in
             state.closed = true
             let list = Array(state.subscribers.values)
@@ -154,9 +162,6 @@ public final class BluetoothSession: Sendable {
             return list
         }
         for subscriber in subscribers { subscriber.finish() }
-        pumpInput.finish()
-        watch.withLock { $0 }?.cancel()
-        if ownsConnection { connection.close() }
     }
 
     // MARK: State and cache reads
@@ -464,13 +469,7 @@ public final class BluetoothSession: Sendable {
             await reload(owner: owner, announce: true, attempt: attempt)
         case .busLost:
             vanish(to: .busDisconnected)
-            let subscribers = cache.withLock { state -> [ChangeSubscriber] in
-                state.closed = true
-                let list = Array(state.subscribers.values)
-                state.subscribers.removeAll()
-                return list
-            }
-            for subscriber in subscribers { subscriber.finish() }
+            closeSubscriptions()
         case .retryAfterPause:
             // The pump schedules these itself, beside it.
             return

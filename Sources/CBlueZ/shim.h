@@ -188,13 +188,10 @@ static inline int bletransfer_bt_socket_free_send_space(int fd) {
     return value;
 }
 
-/* The kernel's management and HCI channels (mgmt-api.txt; hci_sock.c) and what an L2CAP
- * channel knows of its link. Every call returns -errno on failure. */
+/* The kernel's management and HCI channels (mgmt-api.txt; hci_sock.c). Every call returns
+ * -errno on failure. */
 #ifndef HCI_CHANNEL_CONTROL
 #define HCI_CHANNEL_CONTROL 3
-#endif
-#ifndef BT_PHY
-#define BT_PHY 14
 #endif
 
 /* A non-blocking, close-on-exec socket on the management channel (HCI_CHANNEL_CONTROL), for
@@ -233,30 +230,6 @@ static inline int bletransfer_hci_event_socket(uint16_t dev_id) {
     hci_filter_set_event(EVT_CMD_COMPLETE, &filter);
     if (setsockopt(fd, SOL_HCI, HCI_FILTER, &filter, sizeof(filter)) < 0) { int e = errno; close(fd); return -e; }
     return fd;
-}
-
-/* The LE PHYs the channel's link uses now (BT_PHY_LE_* bits, kernel 5.10 and later). */
-static inline int bletransfer_l2cap_phy(int fd, uint32_t *phys) {
-    socklen_t size = sizeof(*phys);
-    if (getsockopt(fd, SOL_BLUETOOTH, BT_PHY, phys, &size) < 0) return -errno;
-    return 0;
-}
-
-/* Asks for these PHYs on the channel's link (kernels that take BT_PHY in setsockopt; older
- * ones answer ENOPROTOOPT). */
-static inline int bletransfer_l2cap_set_phy(int fd, uint32_t phys) {
-    if (setsockopt(fd, SOL_BLUETOOTH, BT_PHY, &phys, sizeof(phys)) < 0) return -errno;
-    return 0;
-}
-
-/* The HCI connection handle of the channel's link (L2CAP_CONNINFO). */
-static inline int bletransfer_l2cap_connection_handle(int fd, uint16_t *handle) {
-    struct l2cap_conninfo info;
-    socklen_t size = sizeof(info);
-    memset(&info, 0, sizeof(info));
-    if (getsockopt(fd, SOL_L2CAP, L2CAP_CONNINFO, &info, &size) < 0) return -errno;
-    *handle = info.hci_handle;
-    return 0;
 }
 
 /* The kernel's LE connections on controller `dev_id`: handles and peer addresses (at most

@@ -179,26 +179,6 @@ package final class DBusConnection: Sendable {
             method: method, arguments: arguments)
     }
 
-    /// Asks the bus for `name` (without queueing). Returns when we are its primary owner;
-    /// throws when another connection owns it.
-    package func requestName(_ name: String) async throws {
-        try Names.checkBusName(name)
-        let doNotQueue: UInt32 = 4
-        let reply = try await callBus("RequestName", [.string(name), .uint32(doNotQueue)])
-        switch reply.first?.uint32 {
-        case 1, 4:  // primary owner, already owner
-            return
-        default:
-            throw DBusError(name: DBusError.failedName, message: "the bus name \(name) is owned by another connection")
-        }
-    }
-
-    /// Gives up `name`.
-    package func releaseName(_ name: String) async throws {
-        try Names.checkBusName(name)
-        _ = try await callBus("ReleaseName", [.string(name)])
-    }
-
     // MARK: Signals
 
     /// Signals matching the rule. The rule is installed on the bus before this returns (so no

@@ -28,9 +28,7 @@ package struct DBusError: Error, Sendable, Hashable, CustomStringConvertible {
     package static let timeoutName = "org.freedesktop.DBus.Error.Timeout"
     package static let disconnectedName = "org.freedesktop.DBus.Error.Disconnected"
     package static let invalidArgsName = "org.freedesktop.DBus.Error.InvalidArgs"
-    package static let invalidSignatureName = "org.freedesktop.DBus.Error.InvalidSignature"
     package static let noMemoryName = "org.freedesktop.DBus.Error.NoMemory"
-    package static let matchRuleInvalidName = "org.freedesktop.DBus.Error.MatchRuleInvalid"
 
     package static func failed(_ message: String) -> DBusError { DBusError(name: failedName, message: message) }
     package static func invalidArgs(_ message: String) -> DBusError {
@@ -44,9 +42,6 @@ package struct DBusError: Error, Sendable, Hashable, CustomStringConvertible {
     package var isServiceUnknown: Bool {
         name == DBusError.serviceUnknownName || name == DBusError.nameHasNoOwnerName
     }
-    /// A call that got no reply in time (our timeout or the peer's).
-    package var isTimeout: Bool { name == DBusError.timeoutName || name == DBusError.noReplyName }
     package var isDisconnected: Bool { name == DBusError.disconnectedName }
     package var isUnknownObject: Bool { name == DBusError.unknownObjectName }
-    package var isUnknownMethod: Bool { name == DBusError.unknownMethodName }
 }

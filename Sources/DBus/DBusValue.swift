@@ -80,11 +80,6 @@ extension DBusValue {
         .array(element: "s", strings.map { .string($0) })
     }
 
-    /// `ao`
-    package static func objectPaths(_ paths: [ObjectPath]) -> DBusValue {
-        .array(element: "o", paths.map { .objectPath($0) })
-    }
-
     /// `a{sv}`: each value wrapped in a variant, keys sorted so the encoding is deterministic.
     package static func vardict(_ dict: [String: DBusValue]) -> DBusValue {
         .dictionary(
@@ -122,13 +117,6 @@ extension DBusValue {
         return self
     }
 
-    /// `self` with all variant layers removed.
-    package var unwrappedVariant: DBusValue {
-        var value = self
-        while case .variant(let inner) = value { value = inner }
-        return value
-    }
-
     package var byte: UInt8? { if case .byte(let v) = lookingThroughVariant { v } else { nil } }
     package var bool: Bool? { if case .boolean(let v) = lookingThroughVariant { v } else { nil } }
     package var int16: Int16? { if case .int16(let v) = lookingThroughVariant { v } else { nil } }
@@ -141,9 +129,6 @@ extension DBusValue {
     package var string: String? { if case .string(let v) = lookingThroughVariant { v } else { nil } }
     package var objectPath: ObjectPath? {
         if case .objectPath(let v) = lookingThroughVariant { v } else { nil }
-    }
-    package var signatureValue: Signature? {
-        if case .signature(let v) = lookingThroughVariant { v } else { nil }
     }
     package var unixFD: UnixFileDescriptor? {
         if case .unixFD(let v) = lookingThroughVariant { v } else { nil }
@@ -169,11 +154,6 @@ extension DBusValue {
     /// `as`
     package var strings: [String]? {
         elements(ofArrayWith: "s") { if case .string(let s) = $0 { s } else { nil } }
-    }
-
-    /// `ao`
-    package var objectPaths: [ObjectPath]? {
-        elements(ofArrayWith: "o") { if case .objectPath(let p) = $0 { p } else { nil } }
     }
 
     /// The elements of an array whose element signature is `elementSignature`, each taken out

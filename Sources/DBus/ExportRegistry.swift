@@ -370,14 +370,7 @@ final class ExportRegistry: Sendable {
             guard !message.noReplyExpected else { return }
             let reply: Message
             do {
-                let values = try result.get()
-                let signature = values.map(\.signatureString).joined()
-                guard signature == out.rawValue else {
-                    throw DBusError.failed("the handler returned \"\(signature)\" where \"\(out)\" was declared")
-                }
-                let success = message.makeReturn()
-                try success.append(values)
-                reply = success
+                reply = try Self.returnMessage(to: message, out: out, values: result.get())
             } catch let error as DBusError {
                 reply = message.makeError(error)
             } catch {
@@ -390,7 +383,11 @@ final class ExportRegistry: Sendable {
     private static func successReply(
         to message: Message, out: Signature, _ work: @Sendable () async throws -> [DBusValue]
     ) async throws -> Message {
-        let values = try await work()
+        try await returnMessage(to: message, out: out, values: work())
+    }
+
+    /// The method return carrying `values`, which must match the method's out signature.
+    private static func returnMessage(to message: Message, out: Signature, values: [DBusValue]) throws -> Message {
         let signature = values.map(\.signatureString).joined()
         guard signature == out.rawValue else {
             throw DBusError.failed("the handler returned \"\(signature)\" where \"\(out)\" was declared")

@@ -75,11 +75,6 @@ package final class DBusPendingReply: Sendable {
         self.send = Mutex(send)
     }
 
-    /// A reply that sends nowhere (tests of the code that answers).
-    package static func discarding() -> DBusPendingReply {
-        DBusPendingReply(send: { _ in })
-    }
-
     /// Whether an answer went out.
     package var isAnswered: Bool { send.withLock { $0 == nil } }
 

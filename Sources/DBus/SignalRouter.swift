@@ -65,8 +65,6 @@ final class SignalRouter: @unchecked Sendable {
     /// The current unique owner of `name`, when a subscription tracks it (loop thread).
     func currentOwner(of name: String) -> String? { owners[name] }
 
-    var subscriptionCount: Int { subscriptions.count }
-
     func finishAll() {
         let all = subscriptions.values
         subscriptions.removeAll()

@@ -92,9 +92,6 @@ actor OutboxMessageSource: MessageSource {
         self.init(outbox: outbox, retryDelay: retryDelay, listingReuseLimit: listingReuseLimit, report: report)
     }
 
-    /// The name of the file being offered now, if any.
-    var currentFileName: String? { serving?.file.name }
-
     func current() async -> OutgoingMessage? {
         while !Task.isCancelled {
             // A file prepared ahead for a session that ended is prepared again when its turn comes.

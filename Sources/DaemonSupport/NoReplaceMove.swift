@@ -41,16 +41,7 @@ enum NoReplaceMove {
     /// Moves `name` from the directory `from` into the directory `to` under `name`, or
     /// `name-1.ext`, `name-2.ext`… when taken; returns the name used. Both held by descriptor.
     static func moveAvoidingNames(_ name: String, in from: Int32, into to: Int32) throws(Errno) -> String {
-        for attempt in 0..<10_000 {
-            let candidate = attempt == 0 ? name : numbered(name, attempt)
-            do {
-                try move(name, in: from, to: candidate, in: to)
-                return candidate
-            } catch .fileExists {
-                continue
-            }
-        }
-        throw .fileExists
+        try firstFreeName(name) { candidate throws(Errno) in try move(name, in: from, to: candidate, in: to) }
     }
 
     /// Throws `.fileExists` when `destination` is taken.
@@ -71,10 +62,16 @@ enum NoReplaceMove {
     /// Moves `source` into `directory` under `name`, or `name-1.ext`, `name-2.ext`… when taken;
     /// returns the name used.
     static func moveAvoidingNames(_ source: String, into directory: String, name: String) throws(Errno) -> String {
+        try firstFreeName(name) { candidate throws(Errno) in try move(source, to: directory + "/" + candidate) }
+    }
+
+    /// Runs `move` with `name`, then `name-1.ext`, `name-2.ext`… while it throws `.fileExists`;
+    /// returns the name it succeeded with.
+    private static func firstFreeName(_ name: String, _ move: (String) throws(Errno) -> Void) throws(Errno) -> String {
         for attempt in 0..<10_000 {
             let candidate = attempt == 0 ? name : numbered(name, attempt)
             do {
-                try move(source, to: directory + "/" + candidate)
+                try move(candidate)
                 return candidate
             } catch .fileExists {
                 continue

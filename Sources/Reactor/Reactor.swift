@@ -428,11 +428,6 @@ extension Reactor {
         try await ReadinessWait(reactor: self, fd: fd, events: .writable).value
     }
 
-    /// Runs `handler` on the reactor thread at `deadline`; from any thread.
-    package func schedule(at deadline: ContinuousClock.Instant, _ handler: @escaping @Sendable () -> Void) {
-        enqueue { [self] in addTimer(at: deadline, handler: handler) }
-    }
-
     /// Registers a lasting interest from any thread (the registration itself is a job).
     package func watch(
         fd: Int32, events: ReadinessEvents, handler: @escaping @Sendable (ReadinessEvents) -> Void

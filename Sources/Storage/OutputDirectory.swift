@@ -243,7 +243,9 @@ package struct OutputDirectory: Sendable {
     /// Messages from 256 KiB up come into a partial file, not memory.
     package static let partialFileThreshold: UInt64 = 256 * 1024
 
-    private struct PartialFiles: PartialPayloadStore {
+    /// Partial files named `.bletransfer-partial-UUID` in `directory`, for messages of at least
+    /// `threshold` bytes; also a single-file sink's, beside its target.
+    struct PartialFiles: PartialPayloadStore {
         let directory: FilePath
         let threshold: UInt64
 

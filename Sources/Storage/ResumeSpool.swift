@@ -126,12 +126,6 @@ package final class ResumeSpool: Sendable {
         directory + "/" + Self.entryName(sender: sender, digest: header.digest, length: header.payloadLength)
     }
 
-    /// The bytes held for this message, in memory (empty: no entry, or one that cannot be
-    /// read); what `heldPrefixFile` holds.
-    package func heldPrefix(sender: PeerKey?, header: MessageHeader) -> [UInt8] {
-        (try? heldPrefixFile(sender: sender, header: header).loadedBytes()) ?? []
-    }
-
     /// The bytes held for this message as an open file, read in pieces (empty: no entry);
     /// a stale or oversized entry is removed instead.
     package func heldPrefixFile(sender: PeerKey?, header: MessageHeader) -> MessagePayload {

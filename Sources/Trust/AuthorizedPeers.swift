@@ -240,6 +240,4 @@ package struct AuthorizedPeers: Sendable, Equatable {
         if let index = byKey[key] { return peers[index] }
         return acceptsAnyKey ? Peer(key: key, name: nil, line: 0) : nil
     }
-
-    package func isAuthorized(_ key: PeerKey) -> Bool { peer(for: key) != nil }
 }

@@ -146,12 +146,6 @@ package struct SecureAck: Sendable, Equatable {
         guard let outcome = Outcome(rawValue: raw) else { throw .malformed(kind: .ack, reason: "unknown outcome \(raw)") }
         self.outcome = outcome
     }
-
-    /// True when this ACK lets the sender release the message `header` announced: same
-    /// message number, the full digest, and the receiver holds it.
-    package func releases(_ header: MessageHeader) -> Bool {
-        message == header.message && digest == header.digest && (outcome == .stored || outcome == .alreadyStored)
-    }
 }
 
 package enum RecordContentError: Error, Sendable, Equatable, CustomStringConvertible {

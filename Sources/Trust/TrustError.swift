@@ -55,13 +55,4 @@ package enum TrustError: Error, Sendable, Equatable, CustomStringConvertible {
             return "\(path) \(reason); run '\(fix)' — whoever can write it can let any key in"
         }
     }
-
-    /// True for errors that mean "permission denied" rather than "missing" or "malformed".
-    package var isPermissionProblem: Bool {
-        switch self {
-        case .identityTooOpen: return true
-        case .fileAccess(_, _, let errno): return errno == EACCES || errno == EPERM
-        default: return false
-        }
-    }
 }

@@ -139,8 +139,6 @@ struct LinkTests {
     @Test("link commands as a raw HCI socket sends them")
     func commands() {
         #expect(LinkCommand.setPHY(handle: 0x42, phy: .le2M).packet == [0x01, 0x32, 0x20, 7, 0x42, 0x00, 0x00, 0x02, 0x02, 0x00, 0x00])
-        #expect(LinkCommand.setDataLength(handle: 0x42, octets: 251).packet
-                == [0x01, 0x22, 0x20, 6, 0x42, 0x00, 251, 0x00, 0x48, 0x08])
         let update = LinkCommand.updateConnection(handle: 1, minInterval: 6, maxInterval: 12, latency: 0, timeout: 42).packet
         #expect(update.prefix(4) == [0x01, 0x13, 0x20, 14])
         #expect(Array(update[4...]) == [1, 0, 6, 0, 12, 0, 0, 0, 42, 0, 0, 0, 0, 0])

@@ -239,3 +239,12 @@ import Glibc
         #expect(throws: DBusError.self) { try Message.demarshal([UInt8](repeating: 0, count: 16)) }
     }
 }
+
+extension DBusValue {
+    /// `self` with all variant layers removed.
+    fileprivate var unwrappedVariant: DBusValue {
+        var value = self
+        while case .variant(let inner) = value { value = inner }
+        return value
+    }
+}

@@ -334,3 +334,10 @@ struct ReactorTests {
         #expect(measured[measured.count / 2] < .milliseconds(100))
     }
 }
+
+extension Reactor {
+    /// Runs `handler` on the reactor thread at `deadline`; from any thread.
+    fileprivate func schedule(at deadline: ContinuousClock.Instant, _ handler: @escaping @Sendable () -> Void) {
+        enqueue { [self] in addTimer(at: deadline, handler: handler) }
+    }
+}

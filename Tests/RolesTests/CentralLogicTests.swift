@@ -479,3 +479,10 @@ private final class StuckWork: Sendable {
         }
     }
 }
+
+extension PeerBook {
+    /// The earliest moment after `now` when a peer now backing off becomes eligible.
+    fileprivate func nextEligibility(after now: Duration) -> Duration? {
+        records.values.map(\.notBefore).filter { $0 > now }.min()
+    }
+}

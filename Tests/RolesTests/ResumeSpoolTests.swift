@@ -194,3 +194,11 @@ import Trust
         #expect(ResumeSpool.defaultInteractiveDirectory(environment: [:], homeDirectory: "/h") == "/h/.local/state/bletransfer/spool")
     }
 }
+
+extension ResumeSpool {
+    /// The bytes held for this message, in memory (empty: no entry, or one that cannot be
+    /// read); what `heldPrefixFile` holds.
+    fileprivate func heldPrefix(sender: PeerKey?, header: MessageHeader) -> [UInt8] {
+        (try? heldPrefixFile(sender: sender, header: header).loadedBytes()) ?? []
+    }
+}

@@ -5,6 +5,7 @@ import Glibc
 @testable import Roles
 @testable import Storage
 import Storage
+import TestSupport
 import Testing
 import Transfer
 import Trust
@@ -127,4 +128,9 @@ import Trust
         #expect(results == [true, true, false, true])
         #expect(full.hello(from: a, at: start).session == 4 && full.hello(from: c, at: start) == .none)
     }
+}
+
+extension SecureModePolicy {
+    /// Whether peers are authenticated (only listed keys) or merely encrypted to.
+    fileprivate var authenticates: Bool { !authorizedPeers.acceptsAnyKey }
 }

@@ -7,4 +7,6 @@ extension AuthorizedPeers {
             AuthorizedPeers.Peer(key: identity.publicKey, name: identity.name, line: index + 1)
         })
     }
+
+    package func isAuthorized(_ key: PeerKey) -> Bool { peer(for: key) != nil }
 }

@@ -88,3 +88,11 @@ import Transfer
         }
     }
 }
+
+extension SecureAck {
+    /// True when this ACK lets the sender release the message `header` announced: same
+    /// message number, the full digest, and the receiver holds it.
+    fileprivate func releases(_ header: MessageHeader) -> Bool {
+        message == header.message && digest == header.digest && (outcome == .stored || outcome == .alreadyStored)
+    }
+}

@@ -105,7 +105,6 @@ package enum AdapterLinkDefaults {
     static let setPHYConfiguration: UInt16 = 0x0045
     static let readSystemConfiguration: UInt16 = 0x004B
     static let setSystemConfiguration: UInt16 = 0x004C
-    static let loadConnectionParameters: UInt16 = 0x0035
 
     /// The PHY configuration. Needs CAP_NET_ADMIN (the kernel keeps it from untrusted sockets).
     package static func phyConfiguration(controller: UInt16) async throws(ManagementError) -> PHYConfiguration {

@@ -18,8 +18,8 @@ package enum HCILinkWatchError: Error, Sendable, Equatable, CustomStringConverti
 }
 
 /// A controller's LE link events, watched on a raw HCI socket filtered to them (it also sends
-/// the per-connection commands a privileged process may use: LE Set PHY, LE Set Data Length,
-/// LE Connection Update). Needs CAP_NET_RAW; `open` says so when the process lacks it.
+/// the per-connection commands a privileged process may use: LE Set PHY, LE Connection
+/// Update). Needs CAP_NET_RAW; `open` says so when the process lacks it.
 ///
 /// The socket sees the events from the moment it opens: a link made before knows only what
 /// later events change. The kernel processes the same events as before: this is an observer,
@@ -88,8 +88,6 @@ package final class HCILinkWatch: Sendable {
 package enum LinkCommand: Sendable, Equatable {
     /// LE Set PHY (0x2032): the PHYs this host prefers both ways.
     case setPHY(handle: UInt16, phy: LEPHY)
-    /// LE Set Data Length (0x2022): the largest link-layer payload this host sends.
-    case setDataLength(handle: UInt16, octets: UInt16)
     /// LE Connection Update (0x2013), the central's: an interval range (1.25 ms units), the
     /// peripheral latency and the supervision timeout (10 ms units).
     case updateConnection(handle: UInt16, minInterval: UInt16, maxInterval: UInt16, latency: UInt16, timeout: UInt16)
@@ -105,11 +103,6 @@ package enum LinkCommand: Sendable, Equatable {
             parameters.appendLittleEndian(handle)
             parameters += [0x00, mask, mask]
             parameters.appendLittleEndian(UInt16(0))
-        case let .setDataLength(handle, octets):
-            opcode = 0x2022
-            parameters.appendLittleEndian(handle)
-            parameters.appendLittleEndian(octets)
-            parameters.appendLittleEndian((octets + 14) * 8)  // µs on 1M for that many octets
         case let .updateConnection(handle, minInterval, maxInterval, latency, timeout):
             opcode = 0x2013
             for value in [handle, minInterval, maxInterval, latency, timeout, 0, 0] {

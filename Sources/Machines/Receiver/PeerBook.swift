@@ -118,11 +118,6 @@ package struct PeerBook: Sendable {
         insert(record, for: key, at: now)
     }
 
-    /// The earliest moment after `now` when a peer now backing off becomes eligible.
-    package func nextEligibility(after now: Duration) -> Duration? {
-        records.values.map(\.notBefore).filter { $0 > now }.min()
-    }
-
     /// Stores `record`, first evicting one when the book is full: the least recently active
     /// record of a peer not backing off, else the one whose back-off ends first.
     private mutating func insert(_ record: Record, for key: String, at now: Duration) {

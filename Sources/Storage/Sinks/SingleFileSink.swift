@@ -48,7 +48,7 @@ package struct SingleFileSink: MessageSink {
     /// Framed messages of 256 KiB or more come into a hidden partial file beside the target,
     /// written as they arrive; storing renames it over the target. Any size, no memory.
     public var partialPayloadStore: (any PartialPayloadStore)? {
-        BesideTarget(directory: Self.directory(of: path), threshold: OutputDirectory.partialFileThreshold)
+        OutputDirectory.PartialFiles(directory: Self.directory(of: path), threshold: OutputDirectory.partialFileThreshold)
     }
 
     /// The target's directory keeps the default reserve free, as an output directory does.
@@ -59,21 +59,6 @@ package struct SingleFileSink: MessageSink {
     public func writeRefusal(announced: Int?, received: Int) -> StorageRefusal? {
         guard let announced else { return nil }
         return StorageLimits.default.writeRefusal(at: Self.directory(of: path).string, announced: announced, received: received)
-    }
-
-    private struct BesideTarget: PartialPayloadStore {
-        let directory: FilePath
-        let threshold: UInt64
-
-        func makePartialFile(length: UInt64) throws(PayloadReadError) -> PayloadFile? {
-            guard length >= threshold else { return nil }
-            let partial = directory.appending(".bletransfer-partial-\(UUID().uuidString)").string
-            let fd = open(partial, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
-            guard fd >= 0 else {
-                throw PayloadReadError("cannot create a partial file in '\(directory.string)': \(Errno(rawValue: errno))")
-            }
-            return PayloadFile(descriptor: fd, path: partial, removesPathWhenReleased: true)
-        }
     }
 
     /// The partial file flushed and renamed over `path`, then the directory flushed.

@@ -57,7 +57,4 @@ package struct SecureModePolicy: Sendable {
     package static func unauthenticated() -> SecureModePolicy {
         SecureModePolicy(identity: HostIdentity(), authorizedPeers: .anyKey, requiresSecure: false)
     }
-
-    /// Whether peers are authenticated (only listed keys) or merely encrypted to.
-    package var authenticates: Bool { !authorizedPeers.acceptsAnyKey }
 }

@@ -19,8 +19,6 @@ package enum SecureSessionError: Error, Sendable, Equatable, CustomStringConvert
     case streamFailed(String)
     /// This side could not read the message's file (it shrank or failed while sent).
     case payloadUnreadable(String)
-    /// This side could not keep the message's bytes (its partial file failed: disk full…).
-    case storageFailed(String)
 
     package var description: String {
         switch self {
@@ -34,7 +32,6 @@ package enum SecureSessionError: Error, Sendable, Equatable, CustomStringConvert
         case .digestMismatch: return "message length or SHA-256 differ from its header"
         case .streamFailed(let reason): return "value stream broken: \(reason)"
         case .payloadUnreadable(let reason): return "the message could not be read: \(reason)"
-        case .storageFailed(let reason): return "the message could not be kept: \(reason)"
         }
     }
 
