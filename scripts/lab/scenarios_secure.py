@@ -18,7 +18,7 @@ and writes the authorized-peers files it needs.
                               nothing stored, a line names the peripheral, the daemon runs on
   secure-unauthorized-key     bletransfer with a key the other side does not list, as sender and
                               as receiver: nothing stored or sent, the refusal names its key
-  secure-no-plaintext         btmon captures of 64 KiB in Apple's flow, between keyless hosts and
+  secure-no-plaintext         btmon captures of 16 KiB in Apple's flow, between keyless hosts and
                               between keyed hosts: Apple's flow shows the payload, the framed
                               transfers (keys or not) not one 16-byte window
   secure-throughput           1 MiB between keyless hosts and between keyed hosts a → b in the same
@@ -378,10 +378,10 @@ def peers_addressing(ctx: Context):
 
 @scenario("secure-no-plaintext", tags=("bletransfer", "secure"), conf="default")
 def secure_no_plaintext(ctx: Context):
-    """btmon on a during 64 KiB in Apple's flow, keyless framed and keyed framed: only Apple's flow shows the payload."""
+    """btmon on a during 16 KiB in Apple's flow, keyless framed and keyed framed: only Apple's flow shows the payload."""
     ctx.require_bletransfer()
     trust_a, trust_b = mutual_trust(ctx)
-    payload = known_payload(64 * 1024, b"no plaintext")
+    payload = known_payload(16 * 1024, b"no plaintext")
     windows = payload_windows(payload)
     ctx.check(len(windows) == len(payload) - WINDOW + 1, "the payload's 16-byte windows are all different")
     msg = ctx.payload("message", payload)
@@ -394,7 +394,7 @@ def secure_no_plaintext(ctx: Context):
              f"{SEND} --file {shlex.quote(msg)} --timeout 200 {a_trust}; rc=$?\n"
              "sleep 1; kill $mon; wait $mon; exit $rc")
         res = ctx.lab.run(a=a, b=f"{RECEIVE} --output {shlex.quote(out)} --timeout 200 {b_trust}",
-                          b_after=("a", ADVERTISING), deadline=240, step=f"{mode} 64 KiB under btmon")
+                          b_after=("a", ADVERTISING), deadline=240, step=f"{mode} 16 KiB under btmon")
         received_events = json_events(res.job("b").stdout(), "received")
         got = ctx.read(out)
         if mode == "apple":
@@ -1140,7 +1140,7 @@ def peers_outbox_swap(ctx: Context):
 def daemon_drop_latency(ctx: Context):
     """Keyed daemons, both idle (a's outbox empty, b scanning), the default settle time: a
     1 KiB file written elsewhere on a and moved into its outbox (the Maildir way) is offered at
-    once. Five drops; the figure is the median from the move to the file in b's inbox. The first
+    once. Three drops; the figure is the median from the move to the file in b's inbox. The first
     drop is also reported alone: it is b's first visit of a, with BlueZ's whole service
     discovery before the channel; later visits open a's channel again at once."""
     fresh(ctx)
@@ -1149,7 +1149,7 @@ def daemon_drop_latency(ctx: Context):
     outbox = f"{KEY_DIR}/{ctx.name}/outbox"
     ctx.lab.sh("a", f"rm -rf {outbox} && mkdir -p {outbox}", step="a's outbox")
     _, inbox, _, host_inbox = prepare(ctx, [])
-    drops = 5
+    drops = 3
     payloads = [os.urandom(1024) for _ in range(drops)]
     latencies: list = []
 
