@@ -99,24 +99,10 @@ package struct Daemon {
         switch prepareRole(report: report) {
         case .success(let prepared): (attempt, directory) = prepared
         case .failure(let failure):
-            // In the command line's voice, as every failure before the daemon runs; the
-            // journal gets it as critical. With --json it is also the last event.
-            let priority = JournalStream.isStandardErrorJournal ? "<2>" : ""
-            if settings.json {
-                EventRenderer.writeLine(JSONEvents.line("error", ErrorJSONEvent(
-                    failure.message, kind: failure.status.failureKindName, exitStatus: Int(failure.status.rawValue))), to: 1)
-            }
-            EventRenderer.writeLine("\(priority)bletransfer: error: \(failure.message)", to: 2)
+            reportStartFailure(failure)
             return failure.status
         }
-
-        var metadata: Logger.Metadata = [
-            "role": "\(settings.role.rawValue)", "directory": "\(directory)",
-            "version": "\(settings.version)", "pid": "\(getpid())",
-        ]
-        if let adapter = settings.adapterName { metadata["adapter"] = "\(adapter)" }
-        if notifier.isActive { metadata["systemd"] = "notify" }
-        logger.notice("daemon started", metadata: metadata)
+        logStarted(directory: directory)
 
         let reporter = DaemonReporter(
             status: DaemonStatus(role: settings.role, adapterName: settings.adapterName,
@@ -138,25 +124,7 @@ package struct Daemon {
             let report = await BluetoothStatusReport.gather(adapterName: adapter)
             return report.verdict.status == .ready ? nil : (report.verdict.message, report.fixes.first)
         }
-        // The group's own lines (started, shutting down) are debug detail next to ours.
-        var groupLogger = logger
-        groupLogger.logLevel = .warning
-        // Shut down in reverse order: after the stop signal, the role, then the watchdog.
-        let link = LinkWatchService(adapterName: settings.adapterName, tune: settings.tunesLink, restoreOnExit: true,
-                                    progress: progress, emit: { event in report(.role(event)) })
-        let group = ServiceGroup(configuration: ServiceGroupConfiguration(
-            services: [
-                // First, so that it stops after the role: it watches the link while the role
-                // has one, and puts the adapter's defaults back at the end.
-                .init(service: link, successTerminationBehavior: .ignore),
-                .init(service: WatchdogService(notifier: notifier, logger: logger),
-                      successTerminationBehavior: .ignore),
-                .init(service: RoleService(supervisor: supervisor),
-                      successTerminationBehavior: .gracefullyShutdownGroup),
-                .init(service: StopSignalService(report: report),
-                      successTerminationBehavior: .gracefullyShutdownGroup),
-            ],
-            logger: groupLogger))
+        let group = serviceGroup(supervisor: supervisor, progress: progress, report: report)
         // The reports are handled by a child of a task group around the services rather than
         // by a service: it must outlive them, to pass on what the role reports while it
         // unregisters, and the service group may cancel its services. It ends when
@@ -182,6 +150,51 @@ package struct Daemon {
                 signal: signal.map(StoppedJSONEvent.signalName))), to: 1)
         }
         return .success
+    }
+
+    /// A failure before the daemon runs, in the command line's voice; the journal gets it as
+    /// critical. With --json it is also the last event.
+    private func reportStartFailure(_ failure: SetupFailure) {
+        let priority = JournalStream.isStandardErrorJournal ? "<2>" : ""
+        if settings.json {
+            EventRenderer.writeLine(JSONEvents.line("error", ErrorJSONEvent(
+                failure.message, kind: failure.status.failureKindName, exitStatus: Int(failure.status.rawValue))), to: 1)
+        }
+        EventRenderer.writeLine("\(priority)bletransfer: error: \(failure.message)", to: 2)
+    }
+
+    private func logStarted(directory: String) {
+        var metadata: Logger.Metadata = [
+            "role": "\(settings.role.rawValue)", "directory": "\(directory)",
+            "version": "\(settings.version)", "pid": "\(getpid())",
+        ]
+        if let adapter = settings.adapterName { metadata["adapter"] = "\(adapter)" }
+        if notifier.isActive { metadata["systemd"] = "notify" }
+        logger.notice("daemon started", metadata: metadata)
+    }
+
+    /// The daemon's services; they shut down in reverse order: after the stop signal, the
+    /// role, then the watchdog, then the link watch.
+    private func serviceGroup(supervisor: DaemonSupervisor, progress: LinkProgressFeed,
+                              report: @escaping @Sendable (DaemonReport) -> Void) -> ServiceGroup {
+        // The group's own lines (started, shutting down) are debug detail next to ours.
+        var groupLogger = logger
+        groupLogger.logLevel = .warning
+        let link = LinkWatchService(adapterName: settings.adapterName, tune: settings.tunesLink, restoreOnExit: true,
+                                    progress: progress, emit: { event in report(.role(event)) })
+        return ServiceGroup(configuration: ServiceGroupConfiguration(
+            services: [
+                // First, so that it stops after the role: it watches the link while the role
+                // has one, and puts the adapter's defaults back at the end.
+                .init(service: link, successTerminationBehavior: .ignore),
+                .init(service: WatchdogService(notifier: notifier, logger: logger),
+                      successTerminationBehavior: .ignore),
+                .init(service: RoleService(supervisor: supervisor),
+                      successTerminationBehavior: .gracefullyShutdownGroup),
+                .init(service: StopSignalService(report: report),
+                      successTerminationBehavior: .gracefullyShutdownGroup),
+            ],
+            logger: groupLogger))
     }
 
     /// Runs a role while its events go to `emit`; returns (or throws) once the role has ended

@@ -190,18 +190,8 @@ struct ReceiveCommand: AsyncParsableCommand {
             throw RoleRun.exit(reporting: failure, json: json)
         }
 
-        let options = try bluetooth.targeting(receiverOptions, secureMode: secureMode, transport: transport)
-        // Into a directory without --count: every file of the sender's session (a tree, several
-        // files), then stop.
-        let wholeSession = outputDirectory != nil && count == nil && !forever
-        var configuration = options.configuration(messageCount: forever || wholeSession ? nil : (count ?? 1),
-                                                  stopOnCorruptMessage: true)
-        configuration.endsWithSendersSession = wholeSession
-        configuration.resumeSpool = resumeSpool
-        if let outputDirectory, let resumeSpool {
-            configuration.receiptJournal = ReceiptJournal(directory: outputDirectory, stateDirectory: resumeSpool.directory)
-        }
-        let central = Central(configuration: configuration, session: session)
+        let central = Central(configuration: try centralConfiguration(secureMode: secureMode, resumeSpool: resumeSpool),
+                              session: session)
 
         let mode = reporting.outputMode
         let carriesPayload = json && outputPath == nil && outputDirectory == nil
@@ -229,6 +219,23 @@ struct ReceiveCommand: AsyncParsableCommand {
         }
 
         try await RoleRun.end(outcome, json: json, adapter: bluetooth.adapter) { seconds in "timed out after \(RoleRun.format(seconds)) s" }
+    }
+
+    /// The central's settings from the options: how many messages, where resume points and
+    /// receipts are kept.
+    private func centralConfiguration(secureMode: SecureModePolicy?, resumeSpool: ResumeSpool?) throws -> CentralConfiguration {
+        let options = try bluetooth.targeting(receiverOptions, secureMode: secureMode, transport: transport)
+        // Into a directory without --count: every file of the sender's session (a tree, several
+        // files), then stop.
+        let wholeSession = outputDirectory != nil && count == nil && !forever
+        var configuration = options.configuration(messageCount: forever || wholeSession ? nil : (count ?? 1),
+                                                  stopOnCorruptMessage: true)
+        configuration.endsWithSendersSession = wholeSession
+        configuration.resumeSpool = resumeSpool
+        if let outputDirectory, let resumeSpool {
+            configuration.receiptJournal = ReceiptJournal(directory: outputDirectory, stateDirectory: resumeSpool.directory)
+        }
+        return configuration
     }
 
     /// What is wrong with `--output` or `--output-dir`, found without making anything.
