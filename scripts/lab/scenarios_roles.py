@@ -73,7 +73,7 @@ def roles_binary(ctx: Context):
     ctx.figure("roles_64kib_seconds", round(res.seconds, 1))
 
 
-@scenario("roles-empty", tags=("bletransfer", "roles"))
+@scenario("roles-empty", tags=("bletransfer", "roles", "extended"))
 def roles_empty(ctx: Context):
     """An empty message (send --allow-empty) arrives as an empty file."""
     ctx.require_bletransfer()

@@ -864,7 +864,7 @@ def chaos_exactly_once(ctx: Context):
     ctx.figure("chaos_files", n)
 
 
-@scenario("peers-revocation", tags=("bletransfer", "daemon", "secure", "peers", "virtual"), conf="default")
+@scenario("peers-revocation", tags=("bletransfer", "daemon", "secure", "peers", "virtual", "extended"), conf="default")
 def peers_revocation(ctx: Context):
     """Keyed daemons a → b: a first file arrives (in b's folder for a: --folder-per-sender);
     then a's key is removed from b's
