@@ -77,6 +77,12 @@ class Context:
     name: str
     figures: dict = field(default_factory=dict)
 
+    @property
+    def link_profile(self):
+        """The radio's profile for this run (radio_model.Profile); `instant` when unknown."""
+        import radio_model as rm  # noqa: E402  (on the path once lab.py is imported)
+        return rm.PROFILES.get(getattr(self.lab, "link", "instant"), rm.PROFILES["instant"])
+
     # ---- payloads ---------------------------------------------------------------------------
     # Paths handed to hosts are the run folder's: in the virtual lab the guests see it at the
     # same path; on real hosts (hw.py) the lab copies payloads over and results back.

@@ -93,7 +93,7 @@ def roles_1mib(ctx: Context):
     there the transfer runs three times between four floods and the median ratio counts."""
     ctx.require_bletransfer()
     import radio_model as rm  # noqa: E402
-    profile = rm.PROFILES.get(getattr(ctx.lab, "link", "instant"), rm.PROFILES["instant"])
+    profile = ctx.link_profile
     ctx.figure("roles_1mib_link", profile.name)
     data = os.urandom(1024 * 1024)
     floods, rates, ratios, exits, hand_backs = [], [], [], [], []
@@ -386,8 +386,7 @@ def first_visit(ctx: Context):
     from receive's launch to its subscription, median and each step's median: three runs on a
     timed profile (the radio sets the pace), five on the instant one (the CPUs do, and drift)."""
     ctx.require_bletransfer()
-    import radio_model as rm  # noqa: E402
-    timed = rm.PROFILES.get(getattr(ctx.lab, "link", "instant"), rm.PROFILES["instant"]).timed
+    timed = ctx.link_profile.timed
     data = b"first visit\n"
     msg = ctx.payload("first-visit", data)
     runs = []

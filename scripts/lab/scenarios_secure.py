@@ -493,8 +493,7 @@ def secure_multi(ctx: Context):
     one 400 KiB file: big, hundred, big. On the instant profile, where the guests' CPUs set the
     pace and it drifts within minutes, three rounds (big, hundred, big, hundred, big, hundred,
     big) and the median counts; on a timed profile the radio sets it, and one round does."""
-    import radio_model as rm  # noqa: E402
-    timed = rm.PROFILES.get(getattr(ctx.lab, "link", "instant"), rm.PROFILES["instant"]).timed
+    timed = ctx.link_profile.timed
     fresh(ctx)
     key_a, key_b, peers_a, peers_b = mutual_keys(ctx)
     bigs, hundreds = [], []
