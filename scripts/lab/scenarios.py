@@ -318,10 +318,12 @@ def l2cap_capacity(ctx: Context, frames: int = 400, sdu: int = 512, sender: str 
     receiver = "a" if sender == "b" else "b"
     addr = ctx.lab.sh(receiver, "lab_address", step=f"address of {receiver}").stdout().strip()
     jobs = {receiver: f"LAB_L2TEST_MTU={sdu} LAB_L2TEST_RECEIVE_MTU={receive_mtu} lab_l2test_receiver 90 {frames * sdu}",
-            sender: f"LAB_L2TEST_MTU={sdu} lab_l2test_sender {addr} {frames}"}
+            # The sender keeps its channel open until the receiver has every byte (and ends
+            # the run): closed at once, a slow link never carried what was still queued.
+            sender: f"LAB_L2TEST_MTU={sdu} lab_l2test_sender {addr} {frames} 90000"}
     after = {"b_after": (receiver, "L2TEST-LISTENING")} if sender == "b" else {"a_after": (receiver, "L2TEST-LISTENING")}
     res = ctx.lab.run(a=jobs["a"], b=jobs["b"], deadline=150, step=f"l2test {sender} → {receiver}, {frames} × {sdu} bytes",
-                      **after)
+                      finish_with=receiver, **after)
     text = res.job(receiver).output()
     pairs = [(int(b), float(s)) for b, s in re.findall(r"(\d+) bytes in ([0-9.]+) sec", text)]
     total = sum(b for b, _ in pairs)

@@ -277,9 +277,14 @@ lab_l2test_receiver() {  # $1 = seconds to listen at most, $2 = bytes expected (
     lab_btmgmt advertising off >/dev/null
     return 0
 }
-lab_l2test_sender() {  # $1 = peer address, $2 = frames
+# $3: milliseconds to keep the channel open after the last write. l2test returns once its
+# frames are queued in the kernel, and on a slow link what is still queued when it closes may
+# never go out (the far profile lost the last 8 KiB SDU of four this way); the receiver ends
+# the run as soon as it has every byte, so a generous bound costs nothing.
+lab_l2test_sender() {  # $1 = peer address, $2 = frames, $3 = linger ms (default 0)
     # shellcheck disable=SC2046
-    l2test -s -V le_public -P 0x0080 -b "${LAB_L2TEST_MTU:-512}" $(lab_l2test_mtu_options sender) -N "${2:-400}" "$1"
+    l2test -s -V le_public -P 0x0080 -b "${LAB_L2TEST_MTU:-512}" $(lab_l2test_mtu_options sender) \
+        -g "${3:-0}" -N "${2:-400}" "$1"
 }
 
 # The binary under test runs from the guest's memory, as an installed one runs from a local
