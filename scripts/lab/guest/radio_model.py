@@ -246,11 +246,18 @@ def profile_notification_ceiling(profile: Profile, value_length: int = 244,
                                 profile.packets_per_event, profile.loss, value_length)
 
 
-def best_link(profile: Profile) -> LinkSettings:
-    """The fastest link both of the profile's controllers allow: what tuned hosts can get."""
+# What a tuned host asks for (bletransfer's AdapterLinkTarget.tuned): 7.5-15 ms, since many
+# controllers refuse 7.5 ms alone.
+TUNED_HOST_INTERVAL = (6, 12)
+
+
+def best_link(profile: Profile, host_interval: tuple = TUNED_HOST_INTERVAL) -> LinkSettings:
+    """The fastest link both of the profile's controllers allow when both hosts ask for
+    `host_interval`: the controller still picks within that range as it does for any request
+    (the rpi profile takes its maximum, 15 ms)."""
     phy = PHY_2M if PHY_2M in profile.phys else PHY_1M
     dl = profile.max_data_length
-    interval = profile.interval_choice if isinstance(profile.interval_choice, int) else profile.min_interval_units
+    interval = choose_interval(profile, *host_interval)
     return LinkSettings(phy=phy, data_length=dl, interval_units=interval)
 
 

@@ -83,6 +83,12 @@ class Profiles(unittest.TestCase):
         tuned = rm.profile_channel_ceiling(profile, rm.best_link(profile))
         self.assertGreater(tuned / untuned, 3)
 
+    def test_best_link_is_what_the_tuned_request_gets(self):
+        # The product asks for 7.5-15 ms; each profile's controller picks from that range.
+        got = {n: rm.best_link(p).interval_units for n, p in rm.PROFILES.items() if p.timed}
+        self.assertEqual(got, {"linux-default": 12, "tuned": 6, "rpi": 12, "far": 12})
+        self.assertEqual(rm.best_link(rm.PROFILES["rpi"], (6, 6)).interval_units, 6)
+
     def test_interval_choice(self):
         self.assertEqual(rm.choose_interval(rm.PROFILES["linux-default"], 24, 40), 40)
         self.assertEqual(rm.choose_interval(rm.PROFILES["linux-default"], 6, 12), 12)
