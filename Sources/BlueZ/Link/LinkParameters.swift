@@ -4,32 +4,22 @@ package enum LEPHY: UInt8, Sendable, Hashable, Codable, CustomStringConvertible 
     case le2M = 2
     case coded = 3
 
-    package var description: String {
-        switch self {
-        case .le1M: return "1M"
-        case .le2M: return "2M"
-        case .coded: return "Coded"
-        }
-    }
+    package var description: String { ["1M", "2M", "Coded"][Int(rawValue) - 1] }
 }
 
-/// What one LE connection runs at, as the controller reported it in its events. A value the
-/// events have not said yet is nil (a link made before the watch started knows only what later
-/// events changed).
+/// What one LE connection runs at, as the controller reported it in its events; nil what they have not said yet (a
+/// link made before the watch started knows only what later events changed).
 package struct LinkParameters: Sendable, Hashable {
     package var handle: UInt16
-    /// 1.25 ms units.
-    package var intervalUnits: UInt16?
+    package var intervalUnits: UInt16?  // 1.25 ms units
     package var latency: UInt16?
-    /// 10 ms units.
-    package var supervisionTimeoutUnits: UInt16?
+    package var supervisionTimeoutUnits: UInt16?  // 10 ms units
     package var transmitPHY: LEPHY?
     package var receivePHY: LEPHY?
     /// Link-layer payload bytes each way.
     package var transmitOctets: UInt16?
     package var receiveOctets: UInt16?
-    /// This host is the central of the link.
-    package var isCentral: Bool?
+    package var isCentral: Bool?  // this host is the link's central
     /// The peer's address, "AA:BB:CC:DD:EE:FF", as the connection's event gave it.
     package var peer: String?
 
@@ -52,10 +42,9 @@ package struct LinkParameters: Sendable, Hashable {
     }
 }
 
-/// Keeps the parameters of each LE connection of one controller from the HCI events that
-/// report them (Core Vol 4 Part E 7.7.65: LE Connection Complete, Enhanced Connection Complete,
-/// Connection Update Complete, Data Length Change, PHY Update Complete; 7.7.5: Disconnection
-/// Complete). Pure: `apply` takes one event packet as a raw HCI socket delivers it (type byte
+/// Keeps the parameters of each LE connection of one controller from the HCI events that report them (Core Vol 4 Part
+/// E 7.7.65: LE (Enhanced) Connection Complete, Connection Update Complete, Data Length Change, PHY Update Complete;
+/// 7.7.5: Disconnection Complete). Pure: `apply` takes one event packet as a raw HCI socket delivers it (type byte
 /// 0x04, event code, length, parameters).
 package struct LinkEventLedger: Sendable {
     package private(set) var links: [UInt16: LinkParameters] = [:]
