@@ -12,8 +12,6 @@ import Musl
 /// answered by tasks while our own calls are outstanding, and signals arrive as async sequences. Dropping the last
 /// reference closes the connection.
 package final class DBusConnection: Sendable {
-    package enum Bus: Sendable { case system, session }
-
     let loop: EventLoop
     let router: SignalRouter
     let registry: ExportRegistry
@@ -34,22 +32,13 @@ package final class DBusConnection: Sendable {
 
     deinit { loop.requestStop() }
 
-    /// A private connection (never libdbus's shared one), exit-on-disconnect off, registered with the bus. `.system`
-    /// honours DBUS_SYSTEM_BUS_ADDRESS, `.session` DBUS_SESSION_BUS_ADDRESS.
-    package static func connect(_ bus: Bus) async throws -> DBusConnection {
-        switch bus {
-        case .system:
-            let address = environment("DBUS_SYSTEM_BUS_ADDRESS") ?? "unix:path=/var/run/dbus/system_bus_socket"
-            return try await connect(address: address)
-        case .session:
-            guard let address = environment("DBUS_SESSION_BUS_ADDRESS") else {
-                throw DBusError(
-                    name: DBusError.failedName, message: "no session bus: DBUS_SESSION_BUS_ADDRESS is not set")
-            }
-            return try await connect(address: address)
-        }
+    /// A private connection (never libdbus's shared one), exit-on-disconnect off, registered with the system bus
+    /// (honouring DBUS_SYSTEM_BUS_ADDRESS).
+    package static func connectToSystemBus() async throws -> DBusConnection {
+        try await connect(address: environment("DBUS_SYSTEM_BUS_ADDRESS") ?? "unix:path=/var/run/dbus/system_bus_socket")
     }
 
+    /// Same, to the bus at `address`.
     package static func connect(address: String) async throws -> DBusConnection {
         guard !address.utf8.contains(0), !address.isEmpty else {
             throw DBusError(name: "org.freedesktop.DBus.Error.BadAddress", message: "invalid D-Bus address")

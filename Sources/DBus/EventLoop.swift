@@ -212,7 +212,7 @@ final class EventLoop: @unchecked Sendable {
             connection,
             { timeout, data in EventLoop.from(data).addTimeout(timeout!) },
             { timeout, data in EventLoop.from(data).removeTimeout(timeout!) },
-            { timeout, data in EventLoop.from(data).toggleTimeout(timeout!) },
+            { timeout, data in EventLoop.from(data).armTimeout(timeout!) },
             me, nil)
         dbus_connection_set_wakeup_main_function(
             connection, { data in EventLoop.from(data).reactor.wakeUp() }, me, nil)
@@ -266,13 +266,13 @@ final class EventLoop: @unchecked Sendable {
 
     // MARK: Watches and timeouts (libdbus callbacks, loop thread)
 
+    /// DBUS_WATCH_READABLE, _WRITABLE, _ERROR and _HANGUP; a watch asks for the first two only.
+    private static let watchFlags: [(ReadinessEvents, UInt32)] = [(.readable, 1), (.writable, 2), (.error, 4), (.hangUp, 8)]
+
     private static func events(of watch: OpaquePointer) -> ReadinessEvents {
         guard dbus_watch_get_enabled(watch) != 0 else { return [] }
         let flags = dbus_watch_get_flags(watch)
-        var events: ReadinessEvents = []
-        if flags & 1 != 0 { events.insert(.readable) }  // DBUS_WATCH_READABLE
-        if flags & 2 != 0 { events.insert(.writable) }  // DBUS_WATCH_WRITABLE
-        return events
+        return ReadinessEvents(watchFlags.prefix(2).filter { flags & $0.1 != 0 }.map(\.0))
     }
 
     private func addWatch(_ watch: OpaquePointer) -> dbus_bool_t {
@@ -290,12 +290,7 @@ final class EventLoop: @unchecked Sendable {
     }
 
     private func handle(_ watch: OpaquePointer, _ ready: ReadinessEvents) {
-        var flags: UInt32 = 0
-        if ready.contains(.readable) { flags |= 1 }
-        if ready.contains(.writable) { flags |= 2 }
-        if ready.contains(.error) { flags |= 4 }  // DBUS_WATCH_ERROR
-        if ready.contains(.hangUp) { flags |= 8 }  // DBUS_WATCH_HANGUP
-        _ = dbus_watch_handle(watch, flags)
+        _ = dbus_watch_handle(watch, Self.watchFlags.filter { ready.contains($0.0) }.reduce(0) { $0 | $1.1 })
     }
 
     private func removeWatch(_ watch: OpaquePointer) {
@@ -327,10 +322,6 @@ final class EventLoop: @unchecked Sendable {
         guard let index = timeouts.firstIndex(where: { $0.timeout == timeout }) else { return }
         if let timer = timeouts[index].timer { reactor.removeTimer(timer) }
         timeouts.remove(at: index)
-    }
-
-    private func toggleTimeout(_ timeout: OpaquePointer) {
-        armTimeout(timeout)
     }
 
     /// (Re)starts the timeout's timer for its full interval, or stops it when disabled.

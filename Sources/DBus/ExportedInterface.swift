@@ -1,6 +1,5 @@
 import Synchronization
 
-/// One interface we serve on an exported object.
 package struct DBusInterface: Sendable {
     package var name: String
     package var methods: [DBusMethod]
@@ -18,7 +17,6 @@ package struct DBusInterface: Sendable {
     }
 }
 
-/// A method we serve.
 package struct DBusMethod: Sendable {
     /// How calls reach the method's code.
     package enum Body: Sendable {
