@@ -70,7 +70,6 @@ public struct AdvertisingCapabilities: Sendable, Hashable, Codable {
     }
 }
 
-/// Discovery transport for `setDiscoveryFilter`.
 public enum DiscoveryTransport: String, Sendable {
     case auto, bredr, le
 }

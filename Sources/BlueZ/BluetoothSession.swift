@@ -32,7 +32,7 @@ public final class BluetoothSession: Sendable {
     /// Throws `BluetoothError.systemBusUnavailable` when there is no bus; an absent bluetoothd or a refusing policy
     /// is not an error here but a `serviceState`.
     public static func open(logger: Logger? = nil) async throws -> BluetoothSession {
-        try await open(logger: logger) { try await DBusConnection.connect(.system) }
+        try await open(logger: logger) { try await DBusConnection.connectToSystemBus() }
     }
 
     /// Same, on the bus at `address` (a private dbus-daemon in tests).
@@ -185,7 +185,6 @@ public final class BluetoothSession: Sendable {
         cache.withLock { $0.objects[path]?[interface] }
     }
 
-    /// Paths of objects implementing `interface`, optionally only below `ancestor`.
     package func paths(implementing interface: String, under ancestor: ObjectPath? = nil) -> [ObjectPath] {
         cache.withLock { state in
             state.objects.compactMap { path, interfaces in
@@ -295,13 +294,11 @@ public final class BluetoothSession: Sendable {
         throw BluetoothError.unknownAdapter(name: name, available: all.map(\.name))
     }
 
-    /// The device at `path` (e.g. from a `changes()` event).
     package func device(at path: ObjectPath) -> Device? {
         guard properties(of: path, interface: BlueZInterface.device) != nil else { return nil }
         return Device(session: self, path: path)
     }
 
-    /// The device `reference` names, while BlueZ has it.
     public func device(_ reference: DeviceReference) -> Device? {
         device(at: reference.path)
     }
@@ -369,7 +366,6 @@ public final class BluetoothSession: Sendable {
         }
     }
 
-    /// org.freedesktop.DBus.Properties.Set on an org.bluez object.
     package func setProperty(path: ObjectPath, interface: String, name: String, value: DBusValue) async throws {
         _ = try await call(path: path, interface: BlueZInterface.properties, method: "Set",
                            arguments: [.string(interface), .string(name), .variant(value)])

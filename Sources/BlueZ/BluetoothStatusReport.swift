@@ -120,6 +120,10 @@ public struct BluetoothStatusReport: Sendable, Codable, Hashable {
 
     /// Builds the report from an open session's cache and a kernel report.
     public static func make(session: BluetoothSession, kernel: KernelBluetoothReport, adapterName: String?) -> BluetoothStatusReport {
+        func failed(_ bluetoothd: String, detail: String?, _ failure: Verdict) -> BluetoothStatusReport {
+            make(bluetoothd: bluetoothd, detail: detail, kernel: kernel, adapters: [], adapterName: adapterName,
+                 failure: failure)
+        }
         switch session.serviceState {
         case .running:
             let adapters = session.adapters().compactMap { adapter -> AdapterStatus? in
@@ -144,16 +148,13 @@ public struct BluetoothStatusReport: Sendable, Codable, Hashable {
             default:
                 message = "bluetoothd is not running"
             }
-            return make(bluetoothd: "not-running", detail: nil, kernel: kernel, adapters: [], adapterName: adapterName,
-                        failure: Verdict(status: .unavailable, message: message))
+            return failed("not-running", detail: nil, Verdict(status: .unavailable, message: message))
         case .accessDenied(let detail):
-            return make(bluetoothd: "access-denied", detail: detail, kernel: kernel, adapters: [], adapterName: adapterName,
-                        failure: Verdict(status: .permissionDenied,
-                                         message: BluetoothError.accessDenied("").description))
+            return failed("access-denied", detail: detail,
+                          Verdict(status: .permissionDenied, message: BluetoothError.accessDenied("").description))
         case .busDisconnected:
             let message = "the connection to the D-Bus system bus was lost"
-            return make(bluetoothd: "no-system-bus", detail: message, kernel: kernel, adapters: [], adapterName: adapterName,
-                        failure: Verdict(status: .unavailable, message: message))
+            return failed("no-system-bus", detail: message, Verdict(status: .unavailable, message: message))
         }
     }
 

@@ -4,11 +4,7 @@ import CBlueZ
 import BluetoothModel
 import SystemPackage
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
+import Glibc  // its close(2) is called by name below
 
 /// The address type of an LE link end, as the kernel's `sockaddr_l2` wants it.
 public enum LEAddressType: UInt8, Sendable, Equatable {
@@ -21,7 +17,6 @@ public enum LEAddressType: UInt8, Sendable, Equatable {
     }
 }
 
-/// Why an L2CAP channel could not be opened or served.
 public enum L2CAPChannelError: Error, Sendable, Equatable, CustomStringConvertible {
     /// A system call failed: the call and its errno (EAFNOSUPPORT: no Bluetooth in this kernel).
     case systemCall(String, Errno)
@@ -143,7 +138,6 @@ public struct L2CAPChannels: ChannelTransport {
     }
 }
 
-/// A listening L2CAP socket on a dynamic PSM.
 final class L2CAPListener: ChannelListener {
     let socket: NotificationSocket
     let psm: UInt16

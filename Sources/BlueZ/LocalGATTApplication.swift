@@ -99,7 +99,7 @@ public struct LocalGATTCharacteristic: Sendable {
     /// Exported as gatt-api.txt's `Flags`. Without "read", reads fail with NotSupported; without "write" or
     /// "write-without-response", writes do.
     public var flags: [GATTCharacteristicFlag]
-    /// What ReadValue returns (from the read's offset on) unless `readsByRequest`; `notify` and `setValue` replace it.
+    /// What ReadValue returns (from the read's offset on) unless `readsByRequest`; `notify` replaces it.
     public var value: [UInt8]
     /// Each ReadValue becomes a `.read` event the consumer answers, instead of `value`.
     public var readsByRequest: Bool
@@ -235,11 +235,6 @@ public final class LocalGATTApplication: Sendable, CustomStringConvertible {
     /// Whether BlueZ holds an AcquireNotify socket for characteristic `index`.
     public func isNotifyAcquired(characteristic index: Int = 0) -> Bool {
         state.withLock { $0.characteristics[index].notifyAcquired }
-    }
-
-    /// Sets the value ReadValue returns (characteristics that do not read by request).
-    public func setValue(_ value: [UInt8], characteristic index: Int = 0) {
-        state.withLock { $0.characteristics[index].value = value }
     }
 
     /// Hands `event` to the consumer; a request refused (the consumer behind by `eventBufferLimit`, or gone) is answered

@@ -12,7 +12,6 @@ import Glibc
 import Musl
 #endif
 
-/// Why a `NotificationSocket` operation failed.
 public enum NotificationSocketError: Error, Sendable, Equatable, CustomStringConvertible {
     /// `close()` was called on this socket (before or during the operation).
     case closed
@@ -123,7 +122,6 @@ public final class NotificationSocket: @unchecked Sendable, CustomStringConverti
         try makePair(limits: PacketLimits(mtu: mtu))
     }
 
-    /// A connected pair with explicit packet limits on both ends.
     public static func makePair(limits: PacketLimits) throws(NotificationSocketError) -> (NotificationSocket, NotificationSocket) {
         let (first, second) = try makeRawPair()
         let a: NotificationSocket
@@ -294,21 +292,21 @@ public final class NotificationSocket: @unchecked Sendable, CustomStringConverti
         get throws {
             switch queueReport {
             case .unsentBytes:
-                return try withDescriptor { fd -> Int in
-                    let result = bletransfer_socket_unsent_bytes(fd)
-                    if result < 0 { throw NotificationSocketError.systemCall("ioctl(SIOCOUTQ)", Errno(rawValue: -result)) }
-                    return Int(result)
-                }
+                return try queueIoctl("ioctl(SIOCOUTQ)", bletransfer_socket_unsent_bytes)
             case .freeSpace:
                 // The kernel frees what it handed to the controller: held = buffer − free room.
                 let buffer = try sendBufferSize
-                let free = try withDescriptor { fd -> Int in
-                    let result = bletransfer_bt_socket_free_send_space(fd)
-                    if result < 0 { throw NotificationSocketError.systemCall("ioctl(TIOCOUTQ)", Errno(rawValue: -result)) }
-                    return Int(result)
-                }
-                return max(0, buffer - free)
+                return max(0, buffer - (try queueIoctl("ioctl(TIOCOUTQ)", bletransfer_bt_socket_free_send_space)))
             }
+        }
+    }
+
+    /// A queue-depth ioctl's answer (its shim returns −errno on failure).
+    private func queueIoctl(_ name: String, _ call: (Int32) -> Int32) throws -> Int {
+        try withDescriptor { fd -> Int in
+            let result = call(fd)
+            if result < 0 { throw NotificationSocketError.systemCall(name, Errno(rawValue: -result)) }
+            return Int(result)
         }
     }
 

@@ -91,29 +91,29 @@ package struct LinkEventLedger: Sendable {
             links[handle] = link
             return handle
         case 0x03 where p.count >= 9 && p[0] == 0:  // Connection Update Complete
-            let handle = u16(1) & 0x0FFF
-            var link = links[handle] ?? LinkParameters(handle: handle)
-            link.intervalUnits = u16(3)
-            link.latency = u16(5)
-            link.supervisionTimeoutUnits = u16(7)
-            links[handle] = link
-            return handle
+            return update(u16(1) & 0x0FFF) { link in
+                link.intervalUnits = u16(3)
+                link.latency = u16(5)
+                link.supervisionTimeoutUnits = u16(7)
+            }
         case 0x07 where p.count >= 10:  // Data Length Change
-            let handle = u16(0) & 0x0FFF
-            var link = links[handle] ?? LinkParameters(handle: handle)
-            link.transmitOctets = u16(2)
-            link.receiveOctets = u16(6)
-            links[handle] = link
-            return handle
+            return update(u16(0) & 0x0FFF) { link in
+                link.transmitOctets = u16(2)
+                link.receiveOctets = u16(6)
+            }
         case 0x0C where p.count >= 5 && p[0] == 0:  // PHY Update Complete
-            let handle = u16(1) & 0x0FFF
-            var link = links[handle] ?? LinkParameters(handle: handle)
-            link.transmitPHY = LEPHY(rawValue: p[3])
-            link.receivePHY = LEPHY(rawValue: p[4])
-            links[handle] = link
-            return handle
+            return update(u16(1) & 0x0FFF) { link in
+                link.transmitPHY = LEPHY(rawValue: p[3])
+                link.receivePHY = LEPHY(rawValue: p[4])
+            }
         default:
             return nil
         }
+    }
+
+    /// Applies `change` to the link `handle` (new when unknown); returns the handle.
+    private mutating func update(_ handle: UInt16, _ change: (inout LinkParameters) -> Void) -> UInt16 {
+        change(&links[handle, default: LinkParameters(handle: handle)])
+        return handle
     }
 }

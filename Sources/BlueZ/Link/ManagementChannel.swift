@@ -26,7 +26,6 @@ package struct ManagementStatus: RawRepresentable, Sendable, Hashable, CustomStr
     }
 }
 
-/// Why a management command gave no answer to use.
 package enum ManagementError: Error, Sendable, Equatable, CustomStringConvertible {
     /// A system call failed: the call and its errno (EAFNOSUPPORT: no Bluetooth in the kernel).
     case systemCall(String, Errno)
@@ -75,7 +74,6 @@ package struct ManagementCommand: Sendable, Equatable {
     }
 }
 
-/// What the kernel answered a command with.
 package struct ManagementReply: Sendable, Equatable {
     package var code: UInt16
     package var status: ManagementStatus
