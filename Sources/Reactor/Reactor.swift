@@ -102,9 +102,7 @@ package final class Reactor: @unchecked Sendable {
 
     /// The process's reactor, started on first use. Throws (each time, the same error) when the kernel refused its
     /// epoll instance, eventfd or thread.
-    package static func shared() throws(SystemCallError) -> Reactor {
-        try sharedReactor.get()
-    }
+    package static func shared() throws(SystemCallError) -> Reactor { try sharedReactor.get() }
 
     private static let sharedReactor: Result<Reactor, SystemCallError> = Result { () throws(SystemCallError) in
         try Reactor()
@@ -114,18 +112,11 @@ package final class Reactor: @unchecked Sendable {
     /// `shared()`).
     package init() throws(SystemCallError) {
         let epoll = creactor_epoll_create()
-        guard epoll >= 0 else { throw SystemCallError(call: "epoll_create1", errno: Errno(rawValue: errno)) }
+        guard epoll >= 0 else { throw Self.failure("epoll_create1", errno) }
         let wakeUp = creactor_eventfd_create()
-        guard wakeUp >= 0 else {
-            let error = Errno(rawValue: errno)
-            _ = close(epoll)
-            throw SystemCallError(call: "eventfd", errno: error)
-        }
+        guard wakeUp >= 0 else { throw Self.failure("eventfd", errno, closing: epoll) }
         guard creactor_epoll_control(epoll, CREACTOR_ADD, wakeUp, CREACTOR_READABLE) == 0 else {
-            let error = Errno(rawValue: errno)
-            _ = close(wakeUp)
-            _ = close(epoll)
-            throw SystemCallError(call: "epoll_ctl(ADD)", errno: error)
+            throw Self.failure("epoll_ctl(ADD)", errno, closing: wakeUp, epoll)
         }
         epollFD = epoll
         wakeUpFD = wakeUp
@@ -140,16 +131,18 @@ package final class Reactor: @unchecked Sendable {
         }, box)
         guard result == 0 else {
             Unmanaged<Reactor>.fromOpaque(box).release()
-            _ = close(wakeUp)
-            _ = close(epoll)
-            throw SystemCallError(call: "pthread_create", errno: Errno(rawValue: result))
+            throw Self.failure("pthread_create", result, closing: wakeUp, epoll)
         }
         pthread_detach(thread)
     }
 
-    package var isReactorThread: Bool {
-        thread.load(ordering: .acquiring) == currentThreadID()
+    /// `call`'s error (`code`, read before the arguments' descriptors are closed).
+    private static func failure(_ call: String, _ code: Int32, closing descriptors: Int32...) -> SystemCallError {
+        for fd in descriptors { _ = close(fd) }
+        return SystemCallError(call: call, errno: Errno(rawValue: code))
     }
+
+    package var isReactorThread: Bool { thread.load(ordering: .acquiring) == currentThreadID() }
 
     // MARK: Jobs
 
@@ -164,9 +157,7 @@ package final class Reactor: @unchecked Sendable {
     }
 
     /// Makes the reactor go round once more (run its hooks) without a job; from any thread.
-    package func wakeUp() {
-        creactor_eventfd_signal(wakeUpFD)
-    }
+    package func wakeUp() { creactor_eventfd_signal(wakeUpFD) }
 
     private func runQueuedJobs() {
         let jobs = queue.withLock { queue -> [Job] in
