@@ -78,16 +78,12 @@ package final class DBusConnection: Sendable {
 
     /// Idempotent and immediate: pending calls fail with DBusError(disconnectedName), signal streams finish, and the
     /// connection leaves the reactor.
-    package func close() {
-        loop.requestStop()
-    }
+    package func close() { loop.requestStop() }
 
     package var isConnected: Bool { !disconnection.isDisconnected }
 
     /// Returns when the connection is lost or closed, or when the waiting task is cancelled.
-    package func waitUntilDisconnected() async {
-        await disconnection.wait()
-    }
+    package func waitUntilDisconnected() async { await disconnection.wait() }
 
     // MARK: Method calls
 
@@ -223,9 +219,7 @@ package final class DBusConnection: Sendable {
     }
 
     /// Removes the object; emits InterfacesRemoved through an ancestor ObjectManager.
-    package func unexport(_ path: ObjectPath) {
-        registry.unexport(path)
-    }
+    package func unexport(_ path: ObjectPath) { registry.unexport(path) }
 
     /// Serves ObjectManager at `root`: GetManagedObjects returns every object exported below it with its interfaces and
     /// their readable properties (standard interfaces omitted).

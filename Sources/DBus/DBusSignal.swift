@@ -21,9 +21,7 @@ package struct DBusSignalStream: AsyncSequence, Sendable {
         var iterator: AsyncStream<DBusSignal>.Iterator
         let consumer: Consumer
 
-        package mutating func next() async -> DBusSignal? {
-            await iterator.next()
-        }
+        package mutating func next() async -> DBusSignal? { await iterator.next() }
 
         package mutating func next(isolation actor: isolated (any Actor)?) async -> DBusSignal? {
             await iterator.next(isolation: actor)
@@ -42,7 +40,5 @@ package struct DBusSignalStream: AsyncSequence, Sendable {
     }
 
     /// Ends the sequence and removes the match rule.
-    package func finish() {
-        subscription.finish()
-    }
+    package func finish() { subscription.finish() }
 }

@@ -24,9 +24,7 @@ package indirect enum DBusValue: Sendable, Hashable {
 
     /// Computed from the value (a malformed one, e.g. an array whose elements do not match its element type, is
     /// rejected when marshalled).
-    package var signature: Signature {
-        Signature(unchecked: signatureString)
-    }
+    package var signature: Signature { Signature(unchecked: signatureString) }
 
     var signatureString: String {
         switch self {
@@ -122,26 +120,18 @@ extension DBusValue {
     package var uint32: UInt32? { if case .uint32(let v) = lookingThroughVariant { v } else { nil } }
     package var double: Double? { if case .double(let v) = lookingThroughVariant { v } else { nil } }
     package var string: String? { if case .string(let v) = lookingThroughVariant { v } else { nil } }
-    package var objectPath: ObjectPath? {
-        if case .objectPath(let v) = lookingThroughVariant { v } else { nil }
-    }
-    package var unixFD: UnixFileDescriptor? {
-        if case .unixFD(let v) = lookingThroughVariant { v } else { nil }
-    }
+    package var objectPath: ObjectPath? { if case .objectPath(let v) = lookingThroughVariant { v } else { nil } }
+    package var unixFD: UnixFileDescriptor? { if case .unixFD(let v) = lookingThroughVariant { v } else { nil } }
     package var variant: DBusValue? { if case .variant(let v) = self { v } else { nil } }
 
     /// Elements of an array (not of a dictionary: see `dictionaryEntries`).
-    package var array: [DBusValue]? {
-        if case .array(_, let v) = lookingThroughVariant { v } else { nil }
-    }
+    package var array: [DBusValue]? { if case .array(_, let v) = lookingThroughVariant { v } else { nil } }
     package var dictionaryEntries: [DBusDictionaryEntry]? {
         if case .dictionary(_, _, let v) = lookingThroughVariant { v } else { nil }
     }
 
     /// `ay`
-    package var bytes: [UInt8]? {
-        elements(ofArrayWith: "y") { if case .byte(let b) = $0 { b } else { nil } }
-    }
+    package var bytes: [UInt8]? { elements(ofArrayWith: "y") { if case .byte(let b) = $0 { b } else { nil } } }
 
     /// `as`
     package var strings: [String]? {

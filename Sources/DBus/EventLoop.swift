@@ -117,11 +117,10 @@ final class EventLoop: @unchecked Sendable {
 
     /// Asks the loop to close the connection and leave the reactor. Idempotent; returns at once.
     func requestStop() {
-        let accepted = enqueue { loop in
+        enqueue { loop in  // not accepted when already stopping or stopped
             loop.stopRequested = true
             loop.reactor.wakeUp()
         }
-        _ = accepted  // false: already stopping or stopped
     }
 
     // MARK: Jobs

@@ -55,9 +55,7 @@ final class ExportRegistry: Sendable {
         self.loop = loop
     }
 
-    func close() {
-        emitter.finish()
-    }
+    func close() { emitter.finish() }
 
     // MARK: Registration
 
@@ -94,9 +92,7 @@ final class ExportRegistry: Sendable {
         }
     }
 
-    func addObjectManager(at root: ObjectPath) {
-        state.withLock { _ = $0.managers.insert(root) }
-    }
+    func addObjectManager(at root: ObjectPath) { state.withLock { _ = $0.managers.insert(root) } }
 
     private static func sendInterfacesRemoved(path: ObjectPath, names: [String], manager: ObjectPath, loop: EventLoop) {
         guard let message = try? Message.signal(

@@ -73,13 +73,9 @@ package final class DBusPendingReply: Sendable {
     package var isAnswered: Bool { send.withLock { $0 == nil } }
 
     /// Replies with these arguments (they must match the out signature, otherwise the caller gets Failed).
-    package func succeed(_ values: [DBusValue] = []) {
-        answer(.success(values))
-    }
+    package func succeed(_ values: [DBusValue] = []) { answer(.success(values)) }
 
-    package func fail(_ error: DBusError) {
-        answer(.failure(error))
-    }
+    package func fail(_ error: DBusError) { answer(.failure(error)) }
 
     private func answer(_ result: Result<[DBusValue], DBusError>) {
         let send = self.send.withLock { send in

@@ -71,9 +71,7 @@ enum Introspection {
 
     private static let entities: [Character: String] = ["&": "&amp;", "<": "&lt;", ">": "&gt;", "\"": "&quot;"]
 
-    private static func escape(_ text: String) -> String {
-        text.map { entities[$0] ?? String($0) }.joined()
-    }
+    private static func escape(_ text: String) -> String { text.map { entities[$0] ?? String($0) }.joined() }
 }
 
 enum StandardInterface {

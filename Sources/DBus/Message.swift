@@ -38,9 +38,7 @@ final class Message: @unchecked Sendable {
     }
 
     /// A method return for `call`.
-    func makeReturn() -> Message {
-        Message(adopting: dbus_message_new_method_return(pointer)!)
-    }
+    func makeReturn() -> Message { Message(adopting: dbus_message_new_method_return(pointer)!) }
 
     /// An error reply for `call`. Invalid names become Failed, and messages are cut at a NUL, so no user-supplied text
     /// can reach a libdbus assertion.
@@ -51,13 +49,9 @@ final class Message: @unchecked Sendable {
         return Message(adopting: dbus_message_new_error(pointer, name, text)!)
     }
 
-    func append(_ values: [DBusValue]) throws {
-        try MessageWriter.append(values, to: pointer)
-    }
+    func append(_ values: [DBusValue]) throws { try MessageWriter.append(values, to: pointer) }
 
-    func arguments() throws -> [DBusValue] {
-        try MessageReader.readArguments(of: pointer)
-    }
+    func arguments() throws -> [DBusValue] { try MessageReader.readArguments(of: pointer) }
 
     var type: Int32 { dbus_message_get_type(pointer) }
     var sender: String { dbus_message_get_sender(pointer).map { String(cString: $0) } ?? "" }

@@ -27,9 +27,7 @@ enum MessageWriter {
         var total = 0
     }
 
-    static func validate(_ value: DBusValue) throws {
-        try validate(value, depth: Depth())
-    }
+    static func validate(_ value: DBusValue) throws { try validate(value, depth: Depth()) }
 
     private static func validate(_ value: DBusValue, depth: Depth) throws {
         switch value {

@@ -13,12 +13,8 @@ final class OrderedEmitter: Sendable {
         }
     }
 
-    func submit(_ job: @escaping Job) {
-        continuation.yield(job)
-    }
+    func submit(_ job: @escaping Job) { continuation.yield(job) }
 
     /// Jobs already submitted still run; later ones are dropped.
-    func finish() {
-        continuation.finish()
-    }
+    func finish() { continuation.finish() }
 }
