@@ -81,14 +81,10 @@ public struct Adapter: Sendable, Hashable, CustomStringConvertible, BlueZObjectH
     public let session: BluetoothSession
     package let path: ObjectPath
 
-    public var name: String {
-        String(path.rawValue.split(separator: "/").last ?? "")
-    }
+    public var name: String { String(path.rawValue.split(separator: "/").last ?? "") }
 
     /// The N of hciN, for ordering (hci2 before hci10); Int.max when the name has no number.
-    var index: Int {
-        Int(name.drop { !$0.isNumber }) ?? Int.max
-    }
+    var index: Int { Int(name.drop { !$0.isNumber }) ?? Int.max }
 
     public var description: String { name }
 

@@ -14,9 +14,7 @@ protocol BlueZObjectHandle: Hashable, Sendable {
 
 extension BlueZObjectHandle {
     /// Properties on `Self.interface` as last heard; nil once BlueZ removed the object (or before it announced it).
-    var cachedProperties: [String: DBusValue]? {
-        session.properties(of: path, interface: Self.interface)
-    }
+    var cachedProperties: [String: DBusValue]? { session.properties(of: path, interface: Self.interface) }
 
     public static func == (lhs: Self, rhs: Self) -> Bool {
         lhs.path == rhs.path && lhs.session === rhs.session

@@ -155,9 +155,7 @@ public final class BluetoothSession: Sendable {
 
     // MARK: State and cache reads
 
-    public var serviceState: BluetoothServiceState {
-        cache.withLock { $0.service }
-    }
+    public var serviceState: BluetoothServiceState { cache.withLock { $0.service } }
 
     /// Throws the matching error unless bluetoothd is running and talking to us.
     public func requireService() throws {
@@ -250,9 +248,7 @@ public final class BluetoothSession: Sendable {
         }
     }
 
-    private func unsubscribe(_ id: Int) {
-        _ = cache.withLock { $0.subscribers.removeValue(forKey: id) }
-    }
+    private func unsubscribe(_ id: Int) { _ = cache.withLock { $0.subscribers.removeValue(forKey: id) } }
 
     /// Returns once `condition` holds against the cache, checked now and after every change. Throws `.timedOut(what)`
     /// after `timeout`, and `.systemBusUnavailable` if the session ends first.
@@ -272,9 +268,7 @@ public final class BluetoothSession: Sendable {
     // MARK: Typed views
 
     /// Adapters, in index order (hci0, hci1, ..., hci10).
-    public func adapters() -> [Adapter] {
-        handles(Adapter.self).sorted { $0.index < $1.index }
-    }
+    public func adapters() -> [Adapter] { handles(Adapter.self).sorted { $0.index < $1.index } }
 
     /// The adapter named `name` ("hci1", or its address), or the lowest-indexed one when nil. Throws when bluetoothd
     /// is unusable, there is no adapter, or the name matches none (listing those present).
@@ -299,9 +293,7 @@ public final class BluetoothSession: Sendable {
         return Device(session: self, path: path)
     }
 
-    public func device(_ reference: DeviceReference) -> Device? {
-        device(at: reference.path)
-    }
+    public func device(_ reference: DeviceReference) -> Device? { device(at: reference.path) }
 
     /// The devices connected through `adapter`, as the cache has them.
     public func connectedDevices(on adapter: Adapter) -> [DeviceReference] {

@@ -51,9 +51,7 @@ public struct BluetoothStatusReport: Sendable, Codable, Hashable {
 
     /// The kernel has no Bluetooth support (a virtual machine or a container, most often) and bluetoothd reports no
     /// adapter.
-    public var hasNoBluetoothAtAll: Bool {
-        kernel.state == "no-bluetooth-in-kernel" && adapters.isEmpty
-    }
+    public var hasNoBluetoothAtAll: Bool { kernel.state == "no-bluetooth-in-kernel" && adapters.isEmpty }
 
     /// What is wrong with a kernel without Bluetooth, whatever else is missing: the same words in `status` and in every
     /// command's error.

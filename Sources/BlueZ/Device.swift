@@ -66,9 +66,7 @@ public struct Device: Sendable, Hashable, CustomStringConvertible, BlueZObjectHa
 
     public var exists: Bool { cachedProperties != nil }
 
-    public var description: String {
-        properties.map { "\($0.displayName) (\($0.address))" } ?? path.rawValue
-    }
+    public var description: String { properties.map { "\($0.displayName) (\($0.address))" } ?? path.rawValue }
 
     // MARK: Connection
 
@@ -181,9 +179,7 @@ public struct Device: Sendable, Hashable, CustomStringConvertible, BlueZObjectHa
     // MARK: GATT
 
     /// Primary and secondary services BlueZ resolved.
-    public func services() -> [RemoteGATTService] {
-        session.handles(RemoteGATTService.self, under: path)
-    }
+    public func services() -> [RemoteGATTService] { session.handles(RemoteGATTService.self, under: path) }
 
     /// The first service with this UUID (any textual form).
     public func service(uuid: String) -> RemoteGATTService? {

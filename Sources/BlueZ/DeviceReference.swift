@@ -17,9 +17,7 @@ public struct DeviceReference: Sendable, Hashable, Comparable, CustomStringConve
     }
 
     /// The address BlueZ wrote into the path (it does for every `dev_…`): what to show once the device is gone.
-    public var address: BluetoothAddress? {
-        BluetoothAddress(deviceObjectPath: path.rawValue)
-    }
+    public var address: BluetoothAddress? { BluetoothAddress(deviceObjectPath: path.rawValue) }
 
     /// The object path, as logs have always shown it.
     public var description: String { path.rawValue }

@@ -187,7 +187,5 @@ final class L2CAPListener: ChannelListener {
         }
     }
 
-    func close() {
-        socket.close()
-    }
+    func close() { socket.close() }
 }

@@ -85,9 +85,7 @@ public final class LEAdvertisement: Sendable {
     }
 
     /// Unregisters (errors swallowed: BlueZ may already have dropped it) and unexports.
-    package func unregister() async {
-        await registration.unregister(unexport: unexport)
-    }
+    package func unregister() async { await registration.unregister(unexport: unexport) }
 
     /// `register` run to its end even when the task is cancelled: a call abandoned halfway may still succeed in
     /// bluetoothd, and the scope's end undoes it.
@@ -99,13 +97,9 @@ public final class LEAdvertisement: Sendable {
         await registration.unregisterOutsideCancellation(unexport: { self.unexport() })
     }
 
-    private func export() throws {
-        try session.connection.export([interface()], at: path)
-    }
+    private func export() throws { try session.connection.export([interface()], at: path) }
 
-    private func unexport() {
-        session.connection.unexport(path)
-    }
+    private func unexport() { session.connection.unexport(path) }
 
     private func interface() -> DBusInterface {
         let configuration = self.configuration

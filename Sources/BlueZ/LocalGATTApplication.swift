@@ -53,9 +53,7 @@ public final class GATTReply<Value: Sendable>: Sendable {
 
     public var isAnswered: Bool { pending.isAnswered }
 
-    public func succeed(_ value: Value) {
-        pending.succeed(encode(value))
-    }
+    public func succeed(_ value: Value) { pending.succeed(encode(value)) }
 
     /// Answers with org.bluez.Error.<kind>, which bluetoothd turns into an ATT error.
     public func fail(_ kind: BlueZErrorKind, _ message: String) {
@@ -214,9 +212,7 @@ public final class LocalGATTApplication: Sendable, CustomStringConvertible {
     }
 
     /// Unregisters (if registered) and removes the exported objects; errors are swallowed.
-    package func unregister() async {
-        await registration.unregister(unexport: unexportObjects)
-    }
+    package func unregister() async { await registration.unregister(unexport: unexportObjects) }
 
     /// Notifies through the fallback path: `PropertiesChanged` on `Value`, which BlueZ turns into a notification (no
     /// back-pressure: prefer the AcquireNotify socket).

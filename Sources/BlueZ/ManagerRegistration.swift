@@ -108,9 +108,7 @@ final class ManagerRegistration: Sendable {
     }
 
     /// BlueZ dropped the object (it called `Release`): nothing to unregister; it stays exported for the next `register`.
-    func forget() {
-        state.withLock { $0.registeredOn = nil }
-    }
+    func forget() { state.withLock { $0.registeredOn = nil } }
 
     private func unexportIfExported(_ unexport: () -> Void) {
         let wasExported = state.withLock { state -> Bool in

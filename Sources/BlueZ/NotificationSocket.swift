@@ -113,9 +113,7 @@ public final class NotificationSocket: @unchecked Sendable, CustomStringConverti
     }
 
     /// Changes the packet limits (an L2CAP channel learns its MTUs once connected).
-    func setLimits(_ limits: PacketLimits) {
-        state.withLock { $0.limits = limits }
-    }
+    func setLimits(_ limits: PacketLimits) { state.withLock { $0.limits = limits } }
 
     /// A connected pair, both ends owned by Swift values (tests, loopback).
     public static func makePair(mtu: Int) throws(NotificationSocketError) -> (NotificationSocket, NotificationSocket) {
@@ -204,9 +202,7 @@ public final class NotificationSocket: @unchecked Sendable, CustomStringConverti
     }
 
     /// Returns once the socket can take another packet (or the peer is gone: the next send reports `.closedByPeer`).
-    public func waitUntilWritable() async throws {
-        try await waitUntil(.writable)
-    }
+    public func waitUntilWritable() async throws { try await waitUntil(.writable) }
 
     private func checkSendable(_ value: [UInt8]) throws {
         guard !value.isEmpty else { throw NotificationSocketError.emptyValue }

@@ -103,7 +103,5 @@ public struct UUIDParseError: Error, Sendable, Equatable, CustomStringConvertibl
         self.reason = reason
     }
 
-    public var description: String {
-        "invalid Bluetooth UUID \"\(input)\": \(reason)"
-    }
+    public var description: String { "invalid Bluetooth UUID \"\(input)\": \(reason)" }
 }

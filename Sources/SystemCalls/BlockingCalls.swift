@@ -72,9 +72,7 @@ package final class BlockingThreadPool: Sendable {
 
     /// Queues `body` on this pool's threads without waiting for it: for work whose outcome no one needs (a best-effort
     /// flush) from code that cannot await where it stands. Calls queued before it are taken first.
-    package func submit(_ body: @escaping @Sendable () -> Void) {
-        queue.push(.call(body))
-    }
+    package func submit(_ body: @escaping @Sendable () -> Void) { queue.push(.call(body)) }
 
     private static func startThread(_ start: ThreadStart) {
         var thread = pthread_t()

@@ -51,7 +51,5 @@ struct BlueZScan {
         try await adapter.stopDiscovery()
     }
 
-    static func complain(_ line: String) {
-        FileHandle.standardError.write(Data((line + "\n").utf8))
-    }
+    static func complain(_ line: String) { FileHandle.standardError.write(Data((line + "\n").utf8)) }
 }

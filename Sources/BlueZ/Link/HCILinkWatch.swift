@@ -41,9 +41,7 @@ package final class HCILinkWatch: Sendable {
     }
 
     /// The link's parameters as the events reported them so far.
-    package func parameters(of handle: UInt16) -> LinkParameters? {
-        ledger.withLock { $0.links[handle] }
-    }
+    package func parameters(of handle: UInt16) -> LinkParameters? { ledger.withLock { $0.links[handle] } }
 
     /// Reads events until cancelled or the socket closes, calling `changed` with each link's new parameters (nil
     /// values: not reported yet) and `gone` with a removed link's handle.

@@ -64,7 +64,5 @@ package struct LinkFallback: Sendable {
     }
 
     /// A new transfer: the rates of the last one do not compare (the best stays).
-    package mutating func transferStarted() {
-        samples.removeAll()
-    }
+    package mutating func transferStarted() { samples.removeAll() }
 }

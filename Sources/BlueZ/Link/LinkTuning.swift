@@ -145,7 +145,5 @@ package enum AdapterTuning {
     }
 
     /// "7.5", "15".
-    package static func milliseconds(_ units: UInt16) -> String {
-        LinkParameters.trimmed(Double(units) * 1.25)
-    }
+    package static func milliseconds(_ units: UInt16) -> String { LinkParameters.trimmed(Double(units) * 1.25) }
 }

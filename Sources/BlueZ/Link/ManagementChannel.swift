@@ -21,9 +21,7 @@ package struct ManagementStatus: RawRepresentable, Sendable, Hashable, CustomStr
         0x0F: "Not Powered", 0x11: "Invalid Index", 0x14: "Permission Denied",
     ]
 
-    package var description: String {
-        Self.names[rawValue] ?? "status 0x\(String(rawValue, radix: 16))"
-    }
+    package var description: String { Self.names[rawValue] ?? "status 0x\(String(rawValue, radix: 16))" }
 }
 
 package enum ManagementError: Error, Sendable, Equatable, CustomStringConvertible {
