@@ -16,10 +16,8 @@ public struct AdapterProperties: Sendable, Hashable, Codable {
     /// absent (older BlueZ).
     public var roles: [String]?
     public var uuids: [String]
-    /// Present when the adapter exports LEAdvertisingManager1.
-    public var advertising: AdvertisingCapabilities?
-    /// The adapter exports GattManager1 (local GATT applications can be registered).
-    public var hasGattManager: Bool
+    public var advertising: AdvertisingCapabilities?  // present when the adapter exports LEAdvertisingManager1
+    public var hasGattManager: Bool  // it exports GattManager1: local GATT applications can be registered
 
     /// Adapter1 has no LE flag in 5.66: `Roles` lists central/peripheral only for LE controllers; without `Roles`,
     /// LEAdvertisingManager1 (only registered for LE controllers) decides.
@@ -56,12 +54,9 @@ public struct AdapterProperties: Sendable, Hashable, Codable {
 
 /// org.bluez.LEAdvertisingManager1's properties.
 public struct AdvertisingCapabilities: Sendable, Hashable, Codable {
-    /// Advertisements currently registered.
-    @AlwaysEncoded public var activeInstances: Int?
-    /// Further advertisements the controller can take.
-    @AlwaysEncoded public var supportedInstances: Int?
-    /// "tx-power", "appearance", "local-name".
-    public var supportedIncludes: [String]
+    @AlwaysEncoded public var activeInstances: Int?  // advertisements currently registered
+    @AlwaysEncoded public var supportedInstances: Int?  // further advertisements the controller can take
+    public var supportedIncludes: [String]  // "tx-power", "appearance", "local-name"
 
     init(_ properties: [String: DBusValue]) {
         activeInstances = properties["ActiveInstances"]?.byte.map(Int.init)

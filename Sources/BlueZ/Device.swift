@@ -9,8 +9,7 @@ public struct DeviceProperties: Sendable, Hashable {
     public var alias: String?
     public var rssi: Int16?
     public var txPower: Int16?
-    /// Service UUIDs, as BlueZ lists them (lower-case 128-bit).
-    public var uuids: [String]
+    public var uuids: [String]  // services, as BlueZ lists them (lower-case 128-bit)
     public var serviceData: [String: [UInt8]]  // by UUID
     public var manufacturerData: [UInt16: [UInt8]]  // by company identifier
     public var connected: Bool
@@ -47,7 +46,7 @@ public struct DeviceProperties: Sendable, Hashable {
         adapter = properties["Adapter"]?.objectPath
     }
 
-    /// What to show a user.
+    /// Alias, name or address: what to show a user.
     public var displayName: String { alias ?? name ?? address.description }
 }
 

@@ -1,6 +1,4 @@
-#if canImport(CBlueZ)
 import CBlueZ
-#endif
 import BluetoothModel
 import SystemPackage
 
@@ -130,7 +128,9 @@ public struct L2CAPChannels: ChannelTransport {
         }
     }
 
-    private static func makeSocket(adapter: BluetoothAddress?, addressType: LEAddressType, receiveMTU: Int) throws -> Int32 {
+    private static func makeSocket(
+        adapter: BluetoothAddress?, addressType: LEAddressType, receiveMTU: Int
+    ) throws -> Int32 {
         let mtu = UInt16(clamping: max(receiveMTU, receiveWindow, 23))
         let fd = bletransfer_l2cap_le_socket(adapter?.description ?? "", addressType.rawValue, 0, mtu)
         guard fd >= 0 else { throw L2CAPChannelError.systemCall("socket/bind(L2CAP)", Errno(rawValue: -fd)) }

@@ -1,6 +1,4 @@
-#if canImport(CBlueZ)
 import CBlueZ   // its <sys/socket.h> owns SOCK_NONBLOCK / SOCK_CLOEXEC in this target
-#endif
 import Reactor
 import SystemCalls
 import SystemPackage

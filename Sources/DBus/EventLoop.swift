@@ -266,7 +266,9 @@ final class EventLoop: @unchecked Sendable {
     // MARK: Watches and timeouts (libdbus callbacks, loop thread)
 
     /// DBUS_WATCH_READABLE, _WRITABLE, _ERROR and _HANGUP; a watch asks for the first two only.
-    private static let watchFlags: [(ReadinessEvents, UInt32)] = [(.readable, 1), (.writable, 2), (.error, 4), (.hangUp, 8)]
+    private static let watchFlags: [(ReadinessEvents, UInt32)] = [
+        (.readable, 1), (.writable, 2), (.error, 4), (.hangUp, 8),
+    ]
 
     private static func events(of watch: OpaquePointer) -> ReadinessEvents {
         guard dbus_watch_get_enabled(watch) != 0 else { return [] }
