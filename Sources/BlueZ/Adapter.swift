@@ -1,31 +1,26 @@
 import BluetoothModel
 import DBus
 
-/// What BlueZ says about an adapter (org.bluez.Adapter1, plus LEAdvertisingManager1 and
-/// GattManager1 when present), decoded from the session's cache.
+/// What BlueZ says about an adapter (Adapter1, plus LEAdvertisingManager1 and GattManager1 when present).
 public struct AdapterProperties: Sendable, Hashable, Codable {
     public var address: BluetoothAddress
     public var addressType: String?
     public var name: String?
     public var alias: String?
     public var powered: Bool
-    /// "on", "off", "off-enabling", "on-disabling", "off-blocked" (5.66 marks it experimental,
-    /// so it may be absent).
+    /// "on", "off", "off-enabling", "on-disabling", "off-blocked" (experimental in 5.66: may be absent).
     public var powerState: String?
     public var discoverable: Bool
     public var discovering: Bool
-    /// "central", "peripheral", "central-peripheral" (5.66 lists them only for LE-capable
-    /// controllers); nil when the property is absent (older BlueZ).
+    /// "central", "peripheral", "central-peripheral" (5.66 lists them only for LE-capable controllers); nil when
+    /// absent (older BlueZ).
     public var roles: [String]?
     public var uuids: [String]
-    /// Present when the adapter exports LEAdvertisingManager1.
-    public var advertising: AdvertisingCapabilities?
-    /// The adapter exports GattManager1 (local GATT applications can be registered).
-    public var hasGattManager: Bool
+    public var advertising: AdvertisingCapabilities?  // present when the adapter exports LEAdvertisingManager1
+    public var hasGattManager: Bool  // it exports GattManager1: local GATT applications can be registered
 
-    /// LE support as BlueZ reports it. Adapter1 has no LE flag in 5.66: `Roles` lists
-    /// central/peripheral only when the controller supports LE; without `Roles`, the presence
-    /// of LEAdvertisingManager1 (only registered for LE controllers) decides.
+    /// Adapter1 has no LE flag in 5.66: `Roles` lists central/peripheral only for LE controllers; without `Roles`,
+    /// LEAdvertisingManager1 (only registered for LE controllers) decides.
     public var supportsLowEnergy: Bool {
         if let roles { return roles.contains("central") || roles.contains("peripheral") }
         return advertising != nil
@@ -59,12 +54,9 @@ public struct AdapterProperties: Sendable, Hashable, Codable {
 
 /// org.bluez.LEAdvertisingManager1's properties.
 public struct AdvertisingCapabilities: Sendable, Hashable, Codable {
-    /// Advertisements currently registered.
-    @AlwaysEncoded public var activeInstances: Int?
-    /// Further advertisements the controller can take.
-    @AlwaysEncoded public var supportedInstances: Int?
-    /// "tx-power", "appearance", "local-name".
-    public var supportedIncludes: [String]
+    @AlwaysEncoded public var activeInstances: Int?  // advertisements currently registered
+    @AlwaysEncoded public var supportedInstances: Int?  // further advertisements the controller can take
+    public var supportedIncludes: [String]  // "tx-power", "appearance", "local-name"
 
     init(_ properties: [String: DBusValue]) {
         activeInstances = properties["ActiveInstances"]?.byte.map(Int.init)
@@ -73,28 +65,21 @@ public struct AdvertisingCapabilities: Sendable, Hashable, Codable {
     }
 }
 
-/// Discovery transport for `setDiscoveryFilter`.
 public enum DiscoveryTransport: String, Sendable {
     case auto, bredr, le
 }
 
-/// An adapter (`/org/bluez/hciN`). A handle: properties are read from the session's cache
-/// each time, methods call bluetoothd.
+/// An adapter (`/org/bluez/hciN`). A handle: properties are read from the cache each time, methods call bluetoothd.
 public struct Adapter: Sendable, Hashable, CustomStringConvertible, BlueZObjectHandle {
     static let interface = BlueZInterface.adapter
 
     public let session: BluetoothSession
     package let path: ObjectPath
 
-    /// "hci0".
-    public var name: String {
-        String(path.rawValue.split(separator: "/").last ?? "")
-    }
+    public var name: String { String(path.rawValue.split(separator: "/").last ?? "") }
 
     /// The N of hciN, for ordering (hci2 before hci10); Int.max when the name has no number.
-    var index: Int {
-        Int(name.drop { !$0.isNumber }) ?? Int.max
-    }
+    var index: Int { Int(name.drop { !$0.isNumber }) ?? Int.max }
 
     public var description: String { name }
 
@@ -112,8 +97,8 @@ public struct Adapter: Sendable, Hashable, CustomStringConvertible, BlueZObjectH
                                       value: .boolean(powered))
     }
 
-    /// `Adapter1.SetDiscoveryFilter`. UUID strings are normalised to BlueZ's 128-bit form;
-    /// `duplicateData: true` keeps reporting a device on every advertisement (RSSI updates).
+    /// UUID strings are normalised to BlueZ's 128-bit form; `duplicateData: true` keeps reporting a device on every
+    /// advertisement (RSSI updates).
     public func setDiscoveryFilter(uuids: [String] = [], transport: DiscoveryTransport = .le, rssi: Int16? = nil,
                                    duplicateData: Bool? = nil) async throws {
         var filter: [String: DBusValue] = ["Transport": .string(transport.rawValue)]
@@ -126,18 +111,11 @@ public struct Adapter: Sendable, Hashable, CustomStringConvertible, BlueZObjectH
                                    arguments: [.vardict(filter)])
     }
 
-    /// Removes our discovery filter (an empty dictionary resets it).
-    public func clearDiscoveryFilter() async throws {
-        _ = try await session.call(path: path, interface: BlueZInterface.adapter, method: "SetDiscoveryFilter",
-                                   arguments: [.vardict([:])])
-    }
-
     public func startDiscovery() async throws {
         _ = try await session.call(path: path, interface: BlueZInterface.adapter, method: "StartDiscovery")
     }
 
-    /// Stops our discovery session. "Not discovering" (org.bluez.Error.Failed "No discovery
-    /// started") is not an error here: the caller wanted it stopped and it is.
+    /// Stops our discovery session; "not discovering" (Failed "No discovery started") is no error: it is stopped.
     public func stopDiscovery() async throws {
         try await session.call(path: path, interface: BlueZInterface.adapter, method: "StopDiscovery") { error in
             if case .bluez(let kind, _) = error { [.failed, .notReady, .notAuthorized].contains(kind) } else { false }
@@ -150,10 +128,9 @@ public struct Adapter: Sendable, Hashable, CustomStringConvertible, BlueZObjectH
                                    arguments: [.objectPath(device.path)])
     }
 
-    /// Asks bluetoothd to remove `device` and returns once the request is on the bus, without
-    /// its reply: for a connected device bluetoothd replies only after its disconnection, which
-    /// it starts after a 2 s timer (adapter.c `remove_device`, device.c `DISCONNECT_TIMER`),
-    /// and completes on its own whether or not anyone waits.
+    /// Asks bluetoothd to remove `device`, returning once the request is on the bus: for a connected device it replies
+    /// only after disconnecting, which starts after a 2 s timer (adapter.c `remove_device`, device.c
+    /// `DISCONNECT_TIMER`) and completes whether or not anyone waits.
     public func requestRemoval(of device: Device) async throws {
         try await session.callWithoutReply(path: path, interface: BlueZInterface.adapter, method: "RemoveDevice",
                                            arguments: [.objectPath(device.path)])
@@ -171,10 +148,9 @@ public struct Adapter: Sendable, Hashable, CustomStringConvertible, BlueZObjectH
         devices().first { $0.properties?.address == address }
     }
 
-    /// Devices advertising (or known to offer) `serviceUUID`: first every device BlueZ
-    /// already knows that matches (BlueZ sends no InterfacesAdded for those), then each new or
-    /// updated one as discovery reports it. Run `startDiscovery()` to get fresh sightings. The
-    /// stream ends when bluetoothd or the adapter goes away, or the consumer stops.
+    /// Devices advertising (or known to offer) `serviceUUID`: first those BlueZ already knows (it sends no
+    /// InterfacesAdded for them), then each new or updated one discovery reports (run `startDiscovery()`). Ends when
+    /// bluetoothd or the adapter goes away, or the consumer stops.
     public func sightings(serviceUUID: String?) -> AsyncStream<DeviceSighting> {
         let wanted = serviceUUID.flatMap(BluetoothUUID.init(parsing:))
         let session = self.session
@@ -199,8 +175,7 @@ public struct Adapter: Sendable, Hashable, CustomStringConvertible, BlueZObjectH
                 else { return [] }
                 return [DeviceSighting(device: device, kind: .discovered)]
             case .propertiesChanged(let path, BlueZInterface.device, let changed, _):
-                // RSSI/ManufacturerData/ServiceData/UUIDs change when an advertisement
-                // is received again.
+                // These change when an advertisement is received again.
                 let advertisementKeys: Set<String> = ["RSSI", "UUIDs", "ServiceData", "ManufacturerData", "TxPower", "Name"]
                 guard path.isDescendant(of: adapterPath), !advertisementKeys.isDisjoint(with: changed.keys),
                     let device = session.device(at: path), let properties = device.properties, matches(properties)
@@ -220,12 +195,9 @@ public struct Adapter: Sendable, Hashable, CustomStringConvertible, BlueZObjectH
 /// A device reported by `Adapter.sightings(serviceUUID:)`.
 public struct DeviceSighting: Sendable, Hashable {
     public enum Kind: String, Sendable, Hashable {
-        /// Already in BlueZ's cache when we started looking (may be stale).
-        case alreadyKnown
-        /// Newly found by discovery (InterfacesAdded).
-        case discovered
-        /// Seen again: advertisement data or RSSI changed.
-        case updated
+        case alreadyKnown  // in BlueZ's cache when we started looking (may be stale)
+        case discovered  // newly found (InterfacesAdded)
+        case updated  // seen again: advertisement data or RSSI changed
     }
 
     public var device: Device

@@ -19,36 +19,31 @@ public struct AdapterFacts: Sendable, Hashable {
     }
 }
 
-/// What happens to bluetoothd and the watched adapter. The roles translate these into the
-/// Transfer core's `ManagerInput`.
+/// What happens to bluetoothd and the watched adapter (the roles make these the Transfer core's `ManagerInput`).
 public enum AdapterEvent: Sendable, Hashable {
     /// org.bluez is owned and answered (first event when it already runs).
     case bluetoothdAppeared
-    /// org.bluez has no owner (first event when it is not running). Implies the adapter is
-    /// gone; no separate `adapterRemoved` is sent.
+    /// org.bluez has no owner (first event when it is not running); implies `adapterRemoved`, not sent.
     case bluetoothdVanished
     /// The watched adapter exists (first event after `bluetoothdAppeared` when present).
     case adapterAdded(AdapterFacts)
-    /// Its capabilities changed after it was added (BlueZ exports LEAdvertisingManager1 a
-    /// moment after Adapter1, and `Roles` can change with the controller's state).
+    /// Its capabilities changed after it was added (BlueZ exports LEAdvertisingManager1 a moment after Adapter1, and
+    /// `Roles` can change with the controller's state).
     case capabilitiesChanged(AdapterFacts)
     case adapterRemoved
     case poweredChanged(Bool)
-    /// Adapter1.PowerState: "on", "off", "off-enabling", "on-disabling", "off-blocked".
-    case powerStateChanged(String)
-    /// The D-Bus policy refuses us.
-    case accessDenied
+    case powerStateChanged(String)  // Adapter1.PowerState
+    case accessDenied  // the D-Bus policy refuses us
 }
 
 extension BluetoothSession {
-    /// Events for the adapter named `adapterName` ("hci0"), or for the default adapter (lowest
-    /// index, re-chosen when it goes away) when nil. Starts with the current state, then
-    /// follows changes. Ends when the session closes or the consumer stops.
+    /// Events for the adapter `adapterName` ("hci0"), or the default one (lowest index, re-chosen when it goes away)
+    /// when nil: the current state, then changes. Ends when the session closes or the consumer stops.
     public func adapterEvents(adapterName: String? = nil) -> AsyncStream<AdapterEvent> {
         // The tracker starts from the current state, read after the stream subscribed.
         stream(startingWith: {
             var tracker = AdapterTracker(session: self, wantedName: adapterName)
-            let events = tracker.start()
+            let events = tracker.reconcile()
             return (tracker, events)
         }) { tracker, change in
             tracker.handle(change)
@@ -56,8 +51,7 @@ extension BluetoothSession {
     }
 }
 
-/// The state behind `adapterEvents`: which adapter we follow and what we last reported, so
-/// only real changes become events.
+/// Behind `adapterEvents`: the adapter we follow and what we last reported, so only real changes become events.
 struct AdapterTracker: Sendable {
     let session: BluetoothSession
     let wantedName: String?
@@ -68,10 +62,6 @@ struct AdapterTracker: Sendable {
     init(session: BluetoothSession, wantedName: String?) {
         self.session = session
         self.wantedName = wantedName
-    }
-
-    mutating func start() -> [AdapterEvent] {
-        reconcile()
     }
 
     mutating func handle(_ change: BlueZChange) -> [AdapterEvent] {
@@ -91,7 +81,7 @@ struct AdapterTracker: Sendable {
     }
 
     /// Compares the session's current state with what we reported and emits the difference.
-    private mutating func reconcile() -> [AdapterEvent] {
+    mutating func reconcile() -> [AdapterEvent] {
         var events: [AdapterEvent] = []
         let current = session.serviceState
         if current != service {

@@ -1,6 +1,5 @@
-/// An optional property whose key is always written when encoded: `null` when the value is
-/// nil, where a synthesized `Codable` would leave the key out. The status report's types use
-/// it because scripts read `status --json` and rely on every key being present.
+/// An optional property whose key is always encoded (`null` when nil, where synthesized `Codable` would leave it out):
+/// scripts read `status --json` and rely on every key being present.
 @propertyWrapper
 public struct AlwaysEncoded<Wrapped> {
     public var wrappedValue: Wrapped?
@@ -29,8 +28,7 @@ extension AlwaysEncoded: Decodable where Wrapped: Decodable {
 }
 
 extension KeyedDecodingContainer {
-    /// Chosen over the generic `decode` by synthesized `init(from:)`: a missing key reads as
-    /// nil, as it does for a plain optional property.
+    /// Chosen over the generic `decode` by synthesized `init(from:)`: a missing key reads as nil, as for an optional.
     func decode<Wrapped: Decodable>(_ type: AlwaysEncoded<Wrapped>.Type, forKey key: Key) throws -> AlwaysEncoded<Wrapped> {
         AlwaysEncoded(wrappedValue: try decodeIfPresent(Wrapped.self, forKey: key))
     }

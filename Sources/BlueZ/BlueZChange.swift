@@ -4,12 +4,9 @@ import DBus
 public enum BluetoothServiceState: Sendable, Equatable, CustomStringConvertible {
     /// org.bluez is owned (by this unique name) and answered GetManagedObjects.
     case running(owner: String)
-    /// Nobody owns org.bluez: bluetoothd is not running.
-    case notRunning
-    /// org.bluez exists but the D-Bus policy refuses us.
-    case accessDenied(String)
-    /// Our connection to the system bus was lost; the session is finished.
-    case busDisconnected
+    case notRunning  // nobody owns org.bluez
+    case accessDenied(String)  // org.bluez exists but the D-Bus policy refuses us
+    case busDisconnected  // our connection to the system bus was lost; the session is finished
 
     public var isRunning: Bool {
         if case .running = self { return true }
@@ -26,8 +23,7 @@ public enum BluetoothServiceState: Sendable, Equatable, CustomStringConvertible 
     }
 }
 
-/// One object of BlueZ's tree: its interfaces and their properties (variant wrappers removed;
-/// the standard Introspectable/Peer/Properties interfaces left out).
+/// One object of BlueZ's tree: its interfaces and their properties (variants unwrapped, standard interfaces left out).
 package struct BlueZObject: Sendable, Hashable {
     package var path: ObjectPath
     package var interfaces: [String: [String: DBusValue]]
@@ -38,22 +34,18 @@ package struct BlueZObject: Sendable, Hashable {
     }
 }
 
-/// A change to the session's view of org.bluez, in D-Bus terms (package-wide: BlueZ's own
-/// waits and the tests read it; code above BlueZ gets typed streams such as
-/// `deviceDepartures(on:)` and `adapterEvents`),, after it was applied to the cache (so reading
-/// the cache while handling a change sees the new state).
+/// A change to the session's view of org.bluez, in D-Bus terms, after it was applied to the cache (so reading the cache
+/// while handling it sees the new state). For BlueZ's own waits and the tests; code above BlueZ gets typed streams
+/// such as `deviceDepartures(on:)` and `adapterEvents`.
 package enum BlueZChange: Sendable, Equatable {
-    /// bluetoothd (re)appeared and the cache was reloaded from GetManagedObjects.
-    case serviceAppeared
-    /// bluetoothd went away (or the bus did); the cache is now empty.
-    case serviceVanished
-    /// The D-Bus policy refused GetManagedObjects; the cache is empty.
-    case accessDenied(String)
+    case serviceAppeared  // bluetoothd (re)appeared and the cache was reloaded from GetManagedObjects
+    case serviceVanished  // bluetoothd went away (or the bus did); the cache is now empty
+    case accessDenied(String)  // the policy refused GetManagedObjects; the cache is empty
     case interfacesAdded(ObjectPath, [String: [String: DBusValue]])
     case interfacesRemoved(ObjectPath, [String])
     case propertiesChanged(ObjectPath, interface: String, changed: [String: DBusValue], invalidated: [String])
 
-    /// The object path the change is about, if it is about one object.
+    /// The object the change is about, if it is about one.
     package var path: ObjectPath? {
         switch self {
         case .interfacesAdded(let path, _), .interfacesRemoved(let path, _),

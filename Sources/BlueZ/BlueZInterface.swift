@@ -8,7 +8,6 @@ public enum BlueZInterface {
     public static let gattManager = "org.bluez.GattManager1"
     public static let gattService = "org.bluez.GattService1"
     public static let gattCharacteristic = "org.bluez.GattCharacteristic1"
-    public static let gattDescriptor = "org.bluez.GattDescriptor1"
     public static let advertisingManager = "org.bluez.LEAdvertisingManager1"
     public static let advertisement = "org.bluez.LEAdvertisement1"
 

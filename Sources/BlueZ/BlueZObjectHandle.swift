@@ -1,27 +1,20 @@
 import DBus
 
-/// What `Adapter`, `Device`, `RemoteGATTService` and `RemoteGATTCharacteristic` have in common:
-/// each is a session and the path of one object in bluetoothd's tree, nothing more. Properties
-/// are read from the session's cache each time, so a handle never goes stale, and two handles
-/// are equal when they name the same path through the same session, however old either is.
-///
-/// Internal on purpose: the handles' public API stays their own; this only keeps identity,
-/// the cache lookup and the listing of handles written once. Each handle's `init(session:path:)`
-/// is the memberwise one.
+/// What `Adapter`, `Device`, `RemoteGATTService` and `RemoteGATTCharacteristic` share: a session and the path of one
+/// object in bluetoothd's tree. Properties are read from the cache each time, so a handle never goes stale, and two
+/// handles are equal when they name the same path through the same session. Internal on purpose: the handles' public
+/// API stays their own; this writes identity, the cache lookup and the listing once. `init(session:path:)` is each
+/// handle's memberwise one.
 protocol BlueZObjectHandle: Hashable, Sendable {
-    /// The interface that makes an object this kind of handle ("org.bluez.Device1").
-    static var interface: String { get }
+    static var interface: String { get }  // what makes an object this kind of handle
     var session: BluetoothSession { get }
     var path: ObjectPath { get }
     init(session: BluetoothSession, path: ObjectPath)
 }
 
 extension BlueZObjectHandle {
-    /// The object's properties on `Self.interface` as the session last heard them; nil once
-    /// BlueZ removed the object (or before it announced it).
-    var cachedProperties: [String: DBusValue]? {
-        session.properties(of: path, interface: Self.interface)
-    }
+    /// Properties on `Self.interface` as last heard; nil once BlueZ removed the object (or before it announced it).
+    var cachedProperties: [String: DBusValue]? { session.properties(of: path, interface: Self.interface) }
 
     public static func == (lhs: Self, rhs: Self) -> Bool {
         lhs.path == rhs.path && lhs.session === rhs.session
@@ -34,8 +27,7 @@ extension BlueZObjectHandle {
 }
 
 extension BluetoothSession {
-    /// A handle on each object that implements `Handle.interface` (below `ancestor` when given),
-    /// in path order.
+    /// A handle on each object implementing `Handle.interface` (below `ancestor` when given), in path order.
     func handles<Handle: BlueZObjectHandle>(_: Handle.Type, under ancestor: ObjectPath? = nil) -> [Handle] {
         paths(implementing: Handle.interface, under: ancestor).map { Handle(session: self, path: $0) }
     }

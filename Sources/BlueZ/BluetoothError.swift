@@ -1,27 +1,20 @@
 import DBus
 
-/// Everything the BlueZ layer throws (besides `CancellationError` and
-/// `NotificationSocketError`), each with a one-line description a user can act on.
+/// Everything the BlueZ layer throws (besides `CancellationError` and `NotificationSocketError`), each with a one-line
+/// description a user can act on.
 public enum BluetoothError: Error, Sendable, Equatable, CustomStringConvertible {
     /// No system bus to talk to (no socket, daemon down, DBUS_SYSTEM_BUS_ADDRESS wrong).
     case systemBusUnavailable(String)
-    /// org.bluez has no owner on the bus: bluetoothd is not running.
-    case bluetoothdNotRunning
-    /// The D-Bus policy does not let this user talk to org.bluez.
-    case accessDenied(String)
-    /// bluetoothd runs but has no adapter.
-    case noAdapter
-    /// `--adapter hciN` named an adapter that does not exist.
+    case bluetoothdNotRunning  // org.bluez has no owner on the bus
+    case accessDenied(String)  // the D-Bus policy does not let this user talk to org.bluez
+    case noAdapter  // bluetoothd runs but has no adapter
     case unknownAdapter(name: String, available: [String])
     /// The object (adapter, device, service, characteristic) is gone from BlueZ's tree.
     case objectGone(String)
-    /// No characteristic / service with that UUID under the device.
-    case notFound(String)
-    /// The device disconnected while we waited for it.
-    case deviceDisconnected(String)
-    /// A deadline we were given passed.
-    case timedOut(String)
-    /// Any other error reply: what its name means, and its message (org.bluez.Error.InProgress, ...).
+    case notFound(String)  // no characteristic / service with that UUID under the device
+    case deviceDisconnected(String)  // while we waited for it
+    case timedOut(String)  // a deadline we were given passed
+    /// Any other error reply: what its name means, and its message.
     case bluez(BlueZErrorKind, message: String)
 
     public var description: String {
@@ -52,20 +45,9 @@ public enum BluetoothError: Error, Sendable, Equatable, CustomStringConvertible 
         }
     }
 
-    /// The D-Bus error name behind this error, when there is one.
-    public var dbusErrorName: String? {
-        switch self {
-        case .bluez(let kind, _): return kind.errorName
-        case .accessDenied: return DBusError.accessDeniedName
-        case .bluetoothdNotRunning: return DBusError.serviceUnknownName
-        default: return nil
-        }
-    }
-
-    /// A `Device1.Connect` failure worth retrying after a short back-off: another connect is
-    /// already under way (`InProgress`), or the controller aborted the attempt
-    /// (`Failed: le-connection-abort-by-local`, the `br-connection-*` family, "Software caused
-    /// connection abort"), which BlueZ reports for collisions with scanning and busy links.
+    /// A `Device1.Connect` failure worth retrying after a short back-off: another connect is under way (`InProgress`),
+    /// or the controller aborted the attempt (`Failed: le-connection-abort-by-local`, `br-connection-*`, "Software
+    /// caused connection abort"), as BlueZ reports collisions with scanning and busy links.
     public var isTransientConnectFailure: Bool {
         guard case .bluez(let kind, let message) = self else {
             if case .timedOut = self { return true }
@@ -87,7 +69,6 @@ public enum BluetoothError: Error, Sendable, Equatable, CustomStringConvertible 
         }
     }
 
-    /// Maps an error from a call to org.bluez to what it means here.
     public static func from(_ error: any Error) -> any Error {
         if let mapped = error as? BluetoothError { return mapped }
         guard let dbus = error as? DBusError else { return error }

@@ -3,22 +3,18 @@ import DBus
 import Logging
 import Synchronization
 
-/// A private connection to the system bus plus a live cache of org.bluez's object tree.
-///
-/// The cache is filled from `GetManagedObjects` and kept current from `InterfacesAdded`,
-/// `InterfacesRemoved` and `PropertiesChanged`; the owner of org.bluez is watched, so when
-/// bluetoothd restarts the cache is dropped and reloaded. Every typed view (`Adapter`,
-/// `Device`, `RemoteGATTCharacteristic`, ...) reads its properties from this cache, so reading
-/// them costs no round trip, and waits are built on `changes()` instead of polling.
+/// A private connection to the system bus plus a live cache of org.bluez's object tree, filled from
+/// `GetManagedObjects` and kept current from `InterfacesAdded`, `InterfacesRemoved` and `PropertiesChanged`. The owner
+/// of org.bluez is watched: when bluetoothd restarts the cache is dropped and reloaded. Typed views (`Adapter`,
+/// `Device`, ...) read properties from the cache without a round trip, and waits are built on `changes()`, not polling.
 public final class BluetoothSession: Sendable {
     package let connection: DBusConnection
     private let ownsConnection: Bool
     private let cache: Mutex<CacheState>
-    /// Forwards bus signals to the pump and runs it, for as long as the session lives;
-    /// cancelled by `close()` and deinit.
+    /// Forwards bus signals to the pump and runs it while the session lives; cancelled by `close()` and deinit.
     private let watch = Mutex<Task<Void, Never>?>(nil)
     let logger: Logger
-    /// Counter for object paths this session exports (GATT applications, advertisements).
+    /// Numbers the object paths this session exports (GATT applications, advertisements).
     private let exportCounter = Mutex(0)
     /// Feeds the pump that applies signals and reloads in order.
     private let pumpInput: AsyncStream<PumpInput>.Continuation
@@ -32,29 +28,24 @@ public final class BluetoothSession: Sendable {
         var closed = false
     }
 
-    /// Opens a private connection to the system bus (honouring DBUS_SYSTEM_BUS_ADDRESS) and
-    /// loads BlueZ's tree. Throws `BluetoothError.systemBusUnavailable` when there is no bus;
-    /// an absent bluetoothd or a refusing policy is not an error here but a `serviceState`.
+    /// Opens a private connection to the system bus (honouring DBUS_SYSTEM_BUS_ADDRESS) and loads BlueZ's tree.
+    /// Throws `BluetoothError.systemBusUnavailable` when there is no bus; an absent bluetoothd or a refusing policy
+    /// is not an error here but a `serviceState`.
     public static func open(logger: Logger? = nil) async throws -> BluetoothSession {
-        try await open(.system, logger: logger)
-    }
-
-    /// Same, on `bus`.
-    package static func open(_ bus: DBusConnection.Bus, logger: Logger? = nil) async throws -> BluetoothSession {
-        let connection: DBusConnection
-        do {
-            connection = try await DBusConnection.connect(bus)
-        } catch {
-            throw BluetoothError.systemBusUnavailable(Self.describe(error))
-        }
-        return try await BluetoothSession(connection: connection, ownsConnection: true, logger: logger)
+        try await open(logger: logger) { try await DBusConnection.connectToSystemBus() }
     }
 
     /// Same, on the bus at `address` (a private dbus-daemon in tests).
     public static func open(address: String, logger: Logger? = nil) async throws -> BluetoothSession {
+        try await open(logger: logger) { try await DBusConnection.connect(address: address) }
+    }
+
+    private static func open(
+        logger: Logger?, _ connect: () async throws -> DBusConnection
+    ) async throws -> BluetoothSession {
         let connection: DBusConnection
         do {
-            connection = try await DBusConnection.connect(address: address)
+            connection = try await connect()
         } catch {
             throw BluetoothError.systemBusUnavailable(Self.describe(error))
         }
@@ -70,9 +61,8 @@ public final class BluetoothSession: Sendable {
         (self.pumpInputs, self.pumpInput) = AsyncStream<PumpInput>.makeStream()
         let inputContinuation = self.pumpInput
 
-        // Subscribe before loading, so nothing that happens after the snapshot is missed. One
-        // rule for everything org.bluez emits keeps InterfacesAdded and PropertiesChanged in
-        // their original order.
+        // Subscribe before loading, so nothing after the snapshot is missed. One rule for everything org.bluez emits
+        // keeps InterfacesAdded and PropertiesChanged in their original order.
         let bluezSignals: DBusSignalStream
         let ownerSignals: DBusSignalStream
         do {
@@ -83,19 +73,19 @@ public final class BluetoothSession: Sendable {
             throw BluetoothError.from(error)
         }
 
-        // Our GATT application and advertisement are bluetoothd's to call: anyone else on the
-        // bus (a forged Release would desynchronise advertising) is refused.
+        // Our GATT application and advertisement are bluetoothd's to call: anyone else (a forged Release would
+        // desynchronise advertising) is refused.
         let refusalLogger = self.logger
         connection.restrictMethodCalls(toOwnerOf: BlueZInterface.service) { sender, call in
             refusalLogger.warning("refused a D-Bus call to our objects from \(sender) (\(call)): only org.bluez's owner may call them")
         }
 
-        // The forwarders run while the initial state loads, as signals arrive; the pump waits
-        // for the load, so the signals it applies come after the snapshot.
+        // The forwarders run as signals arrive while the initial state loads; the pump waits for the load, so the
+        // signals it applies come after the snapshot.
         let (initialLoad, initialLoadDone) = AsyncStream<Void>.makeStream()
         let inputs = pumpInputs
-        // Unstructured: it lives as long as the session, not as a call; cancelled by `close()` and deinit. The forwarders, the bus
-        // watch and the retry pauses are its children, the pump its body.
+        // Unstructured: it lives as long as the session, not a call. The forwarders, the bus watch and the retry
+        // pauses are its children, the pump its body.
         let watchTask = Task { [weak self, connection] in
             await withDiscardingTaskGroup { group in
                 group.addTask {
@@ -120,10 +110,9 @@ public final class BluetoothSession: Sendable {
                 for await input in inputs {
                     guard let self else { break }
                     if case .retryAfterPause(let owner, let attempt) = input {
-                        // The pump must not wait itself: the pause is a child beside it.
+                        // The pump must not wait itself: the pause is a child beside it. (No signal says "the
+                        // ObjectManager is now attached" when no object was added yet.)
                         group.addTask {
-                            // There is no signal for "the ObjectManager is now attached" when
-                            // no object was added yet.
                             guard (try? await Task.sleep(for: .milliseconds(100 * attempt))) != nil else { return }
                             inputContinuation.yield(.retryLoad(owner: owner, attempt: attempt))
                         }
@@ -145,7 +134,7 @@ public final class BluetoothSession: Sendable {
         watch.withLock { $0 }?.cancel()
     }
 
-    /// Stops watching, ends every `changes()` stream, closes the connection if we opened it.
+    /// Stops watching, ends every `changes()` stream, and closes the connection if we opened it.
     public func close() {
         closeSubscriptions()
         pumpInput.finish()
@@ -166,9 +155,7 @@ public final class BluetoothSession: Sendable {
 
     // MARK: State and cache reads
 
-    public var serviceState: BluetoothServiceState {
-        cache.withLock { $0.service }
-    }
+    public var serviceState: BluetoothServiceState { cache.withLock { $0.service } }
 
     /// Throws the matching error unless bluetoothd is running and talking to us.
     public func requireService() throws {
@@ -180,26 +167,22 @@ public final class BluetoothSession: Sendable {
         }
     }
 
-    /// A snapshot of the whole cached tree.
     package func objects() -> [BlueZObject] {
         cache.withLock { state in
             state.objects.map { BlueZObject(path: $0.key, interfaces: $0.value) }
         }.sorted { $0.path < $1.path }
     }
 
-    /// The object at `path`, if BlueZ has it.
     package func object(at path: ObjectPath) -> BlueZObject? {
         cache.withLock { state in
             state.objects[path].map { BlueZObject(path: path, interfaces: $0) }
         }
     }
 
-    /// The cached properties of one interface of one object.
     package func properties(of path: ObjectPath, interface: String) -> [String: DBusValue]? {
         cache.withLock { $0.objects[path]?[interface] }
     }
 
-    /// Paths of objects implementing `interface`, optionally only below `ancestor`.
     package func paths(implementing interface: String, under ancestor: ObjectPath? = nil) -> [ObjectPath] {
         cache.withLock { state in
             state.objects.compactMap { path, interfaces in
@@ -210,10 +193,9 @@ public final class BluetoothSession: Sendable {
         }.sorted()
     }
 
-    /// Changes applied to the cache from now on. The subscription is in place when this
-    /// returns, so "subscribe, then read the cache, then consume" misses nothing (a change may
-    /// be seen both in the cache and in the stream; consumers treat changes as idempotent).
-    /// The stream ends when the session closes or the bus connection is lost.
+    /// Changes applied to the cache from now on, subscribed on return: "subscribe, read the cache, consume" misses
+    /// nothing (a change may show in both; consumers treat changes as idempotent). Ends when the session closes or the
+    /// bus connection is lost.
     package func changes() -> AsyncStream<BlueZChange> {
         let (stream, continuation) = AsyncStream<BlueZChange>.makeStream()
         let subscriber = ChangeSubscriber(deliver: { continuation.yield($0) }, finish: { continuation.finish() })
@@ -225,9 +207,8 @@ public final class BluetoothSession: Sendable {
         return stream
     }
 
-    /// A stream that starts with `initial` (read from the cache after subscribing, so no
-    /// change is missed), then yields what `translate` makes of each change, until it answers
-    /// nil, the session ends, or the consumer stops.
+    /// A stream that starts with `initial` (read from the cache after subscribing), then yields what `translate` makes
+    /// of each change, until it answers nil, the session ends, or the consumer stops.
     package func stream<Element: Sendable>(
         initial: () -> [Element] = { [] },
         _ translate: @escaping @Sendable (BlueZChange) -> [Element]?
@@ -235,11 +216,9 @@ public final class BluetoothSession: Sendable {
         stream(startingWith: { ((), initial()) }) { _, change in translate(change) }
     }
 
-    /// Same, with state: `start` (called after subscribing) gives the translator's first state
-    /// and the first elements, and `translate` updates that state with each change.
-    ///
-    /// The translation runs as the pump publishes each change, not in a task of its own: a
-    /// change is translated against the cache as it is right after that change.
+    /// Same, with state: `start` (called after subscribing) gives the translator's first state and elements;
+    /// `translate` updates that state with each change. It runs as the pump publishes each change, not in a task of
+    /// its own, so a change is translated against the cache as it is right after that change.
     package func stream<Element: Sendable, State: Sendable>(
         startingWith start: () -> (State, [Element]),
         _ translate: @escaping @Sendable (inout State, BlueZChange) -> [Element]?
@@ -269,13 +248,10 @@ public final class BluetoothSession: Sendable {
         }
     }
 
-    private func unsubscribe(_ id: Int) {
-        _ = cache.withLock { $0.subscribers.removeValue(forKey: id) }
-    }
+    private func unsubscribe(_ id: Int) { _ = cache.withLock { $0.subscribers.removeValue(forKey: id) } }
 
-    /// Returns once `condition` (evaluated against the cache) holds: checked now and after
-    /// every change. Throws `.timedOut(what)` after `timeout`, and `.systemBusUnavailable` if
-    /// the session ends first.
+    /// Returns once `condition` holds against the cache, checked now and after every change. Throws `.timedOut(what)`
+    /// after `timeout`, and `.systemBusUnavailable` if the session ends first.
     public func waitUntil(_ what: String, timeout: Duration? = .seconds(30),
                           _ condition: @escaping @Sendable (BluetoothSession) -> Bool) async throws {
         let changes = self.changes()
@@ -292,13 +268,10 @@ public final class BluetoothSession: Sendable {
     // MARK: Typed views
 
     /// Adapters, in index order (hci0, hci1, ..., hci10).
-    public func adapters() -> [Adapter] {
-        handles(Adapter.self).sorted { $0.index < $1.index }
-    }
+    public func adapters() -> [Adapter] { handles(Adapter.self).sorted { $0.index < $1.index } }
 
-    /// The adapter named `name` ("hci1", or its address), or the default adapter (the lowest
-    /// index) when `name` is nil. Throws a clear error when bluetoothd is unusable, there is
-    /// no adapter, or the name matches none (listing those present).
+    /// The adapter named `name` ("hci1", or its address), or the lowest-indexed one when nil. Throws when bluetoothd
+    /// is unusable, there is no adapter, or the name matches none (listing those present).
     public func adapter(named name: String?) throws -> Adapter {
         try requireService()
         let all = adapters()
@@ -315,16 +288,12 @@ public final class BluetoothSession: Sendable {
         throw BluetoothError.unknownAdapter(name: name, available: all.map(\.name))
     }
 
-    /// The device at `path` (e.g. from a `changes()` event).
     package func device(at path: ObjectPath) -> Device? {
         guard properties(of: path, interface: BlueZInterface.device) != nil else { return nil }
         return Device(session: self, path: path)
     }
 
-    /// The device `reference` names, while BlueZ has it.
-    public func device(_ reference: DeviceReference) -> Device? {
-        device(at: reference.path)
-    }
+    public func device(_ reference: DeviceReference) -> Device? { device(at: reference.path) }
 
     /// The devices connected through `adapter`, as the cache has them.
     public func connectedDevices(on adapter: Adapter) -> [DeviceReference] {
@@ -333,8 +302,8 @@ public final class BluetoothSession: Sendable {
         }.map(DeviceReference.init(path:))
     }
 
-    /// Devices under `adapter` that disconnected (`Connected` became false) or that BlueZ
-    /// removed, from now on, in the order BlueZ reported them. Ends when the session closes.
+    /// Devices under `adapter` that disconnected (`Connected` became false) or that BlueZ removed, from now on, in
+    /// BlueZ's order. Ends when the session closes.
     public func deviceDepartures(on adapter: Adapter) -> some AsyncSequence<DeviceReference, Never> & Sendable {
         let adapterPath = adapter.path
         return changes().compactMap { @Sendable change -> DeviceReference? in
@@ -355,7 +324,6 @@ public final class BluetoothSession: Sendable {
 
     // MARK: Calls
 
-    /// A method call to org.bluez with errors mapped to `BluetoothError`.
     /// A call to bluetoothd whose reply is not awaited, written to the bus before this returns.
     package func callWithoutReply(path: ObjectPath, interface: String, method: String, arguments: [DBusValue] = []) async throws {
         do {
@@ -366,6 +334,7 @@ public final class BluetoothSession: Sendable {
         }
     }
 
+    /// A method call to org.bluez with errors mapped to `BluetoothError`.
     package func call(path: ObjectPath, interface: String, method: String, arguments: [DBusValue] = [],
                      timeout: Duration = .seconds(25)) async throws -> [DBusValue] {
         do {
@@ -378,8 +347,8 @@ public final class BluetoothSession: Sendable {
         }
     }
 
-    /// A call whose wanted effect may already hold: BlueZ's errors that say so
-    /// (`alreadyDone`, e.g. "not connected" for Disconnect) count as success; others are thrown.
+    /// A call whose wanted effect may already hold: BlueZ's errors that say so (`alreadyDone`, e.g. "not connected"
+    /// for Disconnect) count as success.
     package func call(path: ObjectPath, interface: String, method: String, timeout: Duration = .seconds(25),
                       succeedingOn alreadyDone: (BluetoothError) -> Bool) async throws {
         do {
@@ -389,16 +358,14 @@ public final class BluetoothSession: Sendable {
         }
     }
 
-    /// org.freedesktop.DBus.Properties.Set on an org.bluez object.
     package func setProperty(path: ObjectPath, interface: String, name: String, value: DBusValue) async throws {
         _ = try await call(path: path, interface: BlueZInterface.properties, method: "Set",
                            arguments: [.string(interface), .string(name), .variant(value)])
     }
 
-    /// Properties.GetAll straight from bluetoothd, bypassing the cache. The cache follows
-    /// signals a moment after the fact (a method reply can overtake the signals emitted just
-    /// before it on their way through the cache), so decisions that must not act on stale
-    /// data ("is it really disconnected?") ask here. nil when the object or interface is gone.
+    /// Properties.GetAll straight from bluetoothd. The cache lags signals a moment (a method reply can overtake the
+    /// signals emitted just before it), so decisions that must not act on stale data ("is it really disconnected?")
+    /// ask here. nil when the object or interface is gone.
     package func currentProperties(of path: ObjectPath, interface: String) async throws -> [String: DBusValue]? {
         do {
             let reply = try await call(path: path, interface: BlueZInterface.properties, method: "GetAll",
@@ -406,10 +373,8 @@ public final class BluetoothSession: Sendable {
             return reply.first?.vardict ?? [:]
         } catch let error as BluetoothError {
             switch error {
-            case .objectGone:
-                return nil
-            case .bluez(.dbusInvalidArguments, _), .bluez(.dbusUnknownInterface, _), .bluez(.dbusUnknownObject, _),
-                 .bluez(.doesNotExist, _):
+            case .objectGone, .bluez(.dbusInvalidArguments, _), .bluez(.dbusUnknownInterface, _),
+                 .bluez(.dbusUnknownObject, _), .bluez(.doesNotExist, _):
                 return nil
             default:
                 throw error
@@ -431,7 +396,7 @@ public final class BluetoothSession: Sendable {
     private enum PumpInput: Sendable {
         case bluez(DBusSignal)
         case owner(String)   // new owner, "" when the name was released
-        /// Ask for the tree again after a pause, in a child beside the pump.
+        /// Ask for the tree again after a pause (in a child beside the pump).
         case retryAfterPause(owner: String, attempt: Int)
         case retryLoad(owner: String, attempt: Int)
         case busLost
@@ -445,8 +410,8 @@ public final class BluetoothSession: Sendable {
             guard let owner = reply.first?.string else { return }
             await reload(owner: owner, announce: false, attempt: 1)
         } catch {
-            // NameHasNoOwner: bluetoothd is not running; the owner watch will tell us when it
-            // appears. Anything else (e.g. the bus refused) leaves the state at notRunning too.
+            // NameHasNoOwner: bluetoothd is not running; the owner watch tells when it appears. Anything else (e.g.
+            // the bus refused) leaves the state at notRunning too.
             if let dbus = error as? DBusError, !dbus.isServiceUnknown {
                 logger.debug("GetNameOwner(org.bluez) failed: \(dbus)")
             }
@@ -501,10 +466,9 @@ public final class BluetoothSession: Sendable {
         } catch let error as DBusError where error.isServiceUnknown || error.isDisconnected {
             vanish(to: .notRunning)
         } catch {
-            // The name is owned but the object manager is not there yet: bluetoothd (and
-            // BlueZoo) request org.bluez a moment before they attach the ObjectManager. Take
-            // the service as running with an empty tree (InterfacesAdded fills it) and ask
-            // again shortly, a few times.
+            // The name is owned but the object manager not there yet: bluetoothd (and BlueZoo) request org.bluez a
+            // moment before attaching it. Take the service as running with an empty tree (InterfacesAdded fills it)
+            // and ask again shortly, a few times.
             logger.debug("GetManagedObjects on org.bluez failed (attempt \(attempt)): \(error)")
             publish(.serviceAppeared) { state in
                 let changed = state.service != .running(owner: owner)
@@ -512,14 +476,9 @@ public final class BluetoothSession: Sendable {
                 return changed && announce
             }
             if attempt < 6 {
-                scheduleRetry(owner: owner, attempt: attempt + 1)
+                pumpInput.yield(.retryAfterPause(owner: owner, attempt: attempt + 1))
             }
         }
-    }
-
-    /// Asks the pump to load the tree again after a short pause.
-    private func scheduleRetry(owner: String, attempt: Int) {
-        pumpInput.yield(.retryAfterPause(owner: owner, attempt: attempt))
     }
 
     private func vanish(to newState: BluetoothServiceState) {
@@ -575,12 +534,10 @@ public final class BluetoothSession: Sendable {
         }
     }
 
-    /// Applies `update` to the cache and, when it changed something, tells every subscriber.
-    /// The yields happen after the lock is released: a yield may resume a task, which takes
-    /// that task's status lock, while a cancelled subscriber's `onTermination` runs under its
-    /// task's status lock and takes `cache` — yielding under `cache` deadlocked the two (seen
-    /// as `send --timeout 1` hanging at its deadline). Only the pump task publishes, so the
-    /// order of changes is kept.
+    /// Applies `update` to the cache and, when it changed something, tells every subscriber, after the lock is
+    /// released: a yield may resume a task, taking that task's status lock, while a cancelled subscriber's
+    /// `onTermination` runs under its task's status lock and takes `cache` — yielding under `cache` deadlocked the two
+    /// (seen as `send --timeout 1` hanging at its deadline). Only the pump publishes, so changes keep their order.
     private func publish(_ change: BlueZChange, _ update: (inout CacheState) -> Bool) {
         let subscribers: [ChangeSubscriber] = cache.withLock { state in
             guard update(&state) else { return [] }
@@ -599,24 +556,20 @@ public final class BluetoothSession: Sendable {
     }
 }
 
-/// Where the pump publishes changes: a `changes()` stream, or a translation feeding another
-/// stream. Both are called outside the cache's lock (see `publish`).
+/// Where the pump publishes changes (a `changes()` stream, or a translation), outside the cache's lock (see `publish`).
 private struct ChangeSubscriber: Sendable {
     let deliver: @Sendable (BlueZChange) -> Void
     /// The session closed or lost the bus: no more changes.
     let finish: @Sendable () -> Void
 }
 
-/// One `stream(startingWith:)`: holds the changes that arrive before its first elements are
-/// out, then translates each change as it is delivered, in order.
-///
-/// Elements are yielded under `state`'s lock, so a late `begin` and the pump cannot
-/// interleave them. That is safe because nothing takes this lock while holding the cache's:
-/// the pump delivers outside it, and the stream's `onTermination` takes only the cache's.
+/// One `stream(startingWith:)`: holds the changes that arrive before its first elements are out, then translates each
+/// as delivered, in order. Elements are yielded under `progress`'s lock, so a late `begin` and the pump cannot
+/// interleave them; safe because nothing takes this lock while holding the cache's (the pump delivers outside it, and
+/// the stream's `onTermination` takes only the cache's).
 final class ChangeTranslation<State: Sendable, Element: Sendable>: Sendable {
     private struct Progress {
-        /// Nil until `begin`.
-        var translator: State?
+        var translator: State?  // nil until `begin`
         var pending: [BlueZChange] = []
         var sourceEnded = false
         var finished = false

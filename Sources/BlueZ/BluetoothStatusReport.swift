@@ -1,12 +1,10 @@
 import DBus
 
-/// Everything `bletransfer status` shows: bluetoothd's view of each adapter, the kernel's
-/// view of each HCI controller, and a verdict (usable or not, and why, in one line).
-/// Codable with stable keys for `--json`: optional values are `@AlwaysEncoded` (null, never
+/// Everything `bletransfer status` shows: bluetoothd's view of each adapter, the kernel's view of each HCI controller,
+/// and a verdict in one line. Codable with stable keys for `--json`: optional values are `@AlwaysEncoded` (null, never
 /// left out), here and in the kernel and advertising records it includes.
 public struct BluetoothStatusReport: Sendable, Codable, Hashable {
-    /// "running", "not-running", "access-denied", "no-system-bus".
-    public var bluetoothd: String
+    public var bluetoothd: String  // "running", "not-running", "access-denied", "no-system-bus"
     /// The D-Bus error message behind "access-denied" / "no-system-bus".
     @AlwaysEncoded public var bluetoothdDetail: String?
     public var kernel: KernelStatus
@@ -16,8 +14,7 @@ public struct BluetoothStatusReport: Sendable, Codable, Hashable {
     public var verdict: Verdict
 
     public struct KernelStatus: Sendable, Codable, Hashable {
-        /// "ok", "no-bluetooth-in-kernel", "error".
-        public var state: String
+        public var state: String  // "ok", "no-bluetooth-in-kernel", "error"
         @AlwaysEncoded public var detail: String?
         public var controllers: [KernelController]
     }
@@ -41,34 +38,27 @@ public struct BluetoothStatusReport: Sendable, Codable, Hashable {
 
     public struct Verdict: Sendable, Codable, Hashable {
         public enum Status: String, Sendable, Codable, Hashable {
-            /// The selected adapter is present, LE-capable and powered.
-            case ready
+            case ready  // the selected adapter is present, LE-capable and powered
             /// Bluetooth cannot be used: no bus, no bluetoothd, no adapter, no LE, powered off.
             case unavailable
-            /// The D-Bus policy refuses us.
-            case permissionDenied = "permission-denied"
-            /// `--adapter` named an adapter that does not exist.
-            case unknownAdapter = "unknown-adapter"
+            case permissionDenied = "permission-denied"  // the D-Bus policy refuses us
+            case unknownAdapter = "unknown-adapter"  // `--adapter` named an adapter that does not exist
         }
 
         public var status: Status
-        /// One line for a human.
-        public var message: String
+        public var message: String  // one line for a human
     }
 
-    /// Whether this host has no Bluetooth at all: the kernel has no Bluetooth support (a
-    /// virtual machine or a container, most often) and bluetoothd reports no adapter.
-    public var hasNoBluetoothAtAll: Bool {
-        kernel.state == "no-bluetooth-in-kernel" && adapters.isEmpty
-    }
+    /// The kernel has no Bluetooth support (a virtual machine or a container, most often) and bluetoothd reports no
+    /// adapter.
+    public var hasNoBluetoothAtAll: Bool { kernel.state == "no-bluetooth-in-kernel" && adapters.isEmpty }
 
-    /// The one line that says what is wrong with a kernel without Bluetooth, whatever else is
-    /// missing (a bus, bluetoothd): the same words in `status` and in every command's error.
+    /// What is wrong with a kernel without Bluetooth, whatever else is missing: the same words in `status` and in every
+    /// command's error.
     public static let noBluetoothInKernel = "no Bluetooth adapter: the kernel has no Bluetooth (a VM or a container?)"
 
-    /// The commands that fix what the report shows wrong, most likely first: `status` prints
-    /// them as `fix:` lines, and the commands that fail on Bluetooth give the first as their
-    /// `hint:`. Empty when the selected adapter is ready.
+    /// The commands that fix what the report shows wrong, most likely first (`status` prints them as `fix:` lines,
+    /// failing commands give the first as their `hint:`). Empty when the selected adapter is ready.
     public var fixes: [String] {
         if hasNoBluetoothAtAll {
             return ["run on a host with a Bluetooth LE adapter, or pass one through to the virtual machine (USB "
@@ -128,6 +118,10 @@ public struct BluetoothStatusReport: Sendable, Codable, Hashable {
 
     /// Builds the report from an open session's cache and a kernel report.
     public static func make(session: BluetoothSession, kernel: KernelBluetoothReport, adapterName: String?) -> BluetoothStatusReport {
+        func failed(_ bluetoothd: String, detail: String?, _ failure: Verdict) -> BluetoothStatusReport {
+            make(bluetoothd: bluetoothd, detail: detail, kernel: kernel, adapters: [], adapterName: adapterName,
+                 failure: failure)
+        }
         switch session.serviceState {
         case .running:
             let adapters = session.adapters().compactMap { adapter -> AdapterStatus? in
@@ -152,16 +146,13 @@ public struct BluetoothStatusReport: Sendable, Codable, Hashable {
             default:
                 message = "bluetoothd is not running"
             }
-            return make(bluetoothd: "not-running", detail: nil, kernel: kernel, adapters: [], adapterName: adapterName,
-                        failure: Verdict(status: .unavailable, message: message))
+            return failed("not-running", detail: nil, Verdict(status: .unavailable, message: message))
         case .accessDenied(let detail):
-            return make(bluetoothd: "access-denied", detail: detail, kernel: kernel, adapters: [], adapterName: adapterName,
-                        failure: Verdict(status: .permissionDenied,
-                                         message: BluetoothError.accessDenied("").description))
+            return failed("access-denied", detail: detail,
+                          Verdict(status: .permissionDenied, message: BluetoothError.accessDenied("").description))
         case .busDisconnected:
             let message = "the connection to the D-Bus system bus was lost"
-            return make(bluetoothd: "no-system-bus", detail: message, kernel: kernel, adapters: [], adapterName: adapterName,
-                        failure: Verdict(status: .unavailable, message: message))
+            return failed("no-system-bus", detail: message, Verdict(status: .unavailable, message: message))
         }
     }
 
@@ -184,8 +175,7 @@ public struct BluetoothStatusReport: Sendable, Codable, Hashable {
         } else if let adapterName {
             report.selectedAdapter = adapterName
         }
-        // No Bluetooth in the kernel and none reported: that is the problem to name first,
-        // whatever else is missing too (a bus, bluetoothd, an adapter).
+        // No Bluetooth in the kernel and none reported: the problem to name first, whatever else is missing too.
         if report.hasNoBluetoothAtAll, report.verdict.status != .permissionDenied {
             report.verdict = Verdict(status: .unavailable, message: noBluetoothInKernel)
         }

@@ -1,7 +1,6 @@
-/// bluetoothd's configuration file (`main.conf`), read the way bluetoothd reads it (GKeyFile:
-/// `[Group]` headers, `Key = value`, `#` comments; the last value of a key wins).
+/// bluetoothd's `main.conf`, read as bluetoothd reads it (GKeyFile: `[Group]` headers, `Key = value`, `#` comments;
+/// the last value of a key wins).
 public enum BluetoothdMainConf {
-    /// The value of `key` in `[group]`, nil when the file does not set it.
     public static func value(of key: String, in group: String, text: String) -> String? {
         var current = ""
         var found: String?
@@ -19,24 +18,23 @@ public enum BluetoothdMainConf {
         return found
     }
 
-    /// The running bluetoothd's file (its `-f`/`--configfile` option when its command line is
-    /// readable, else `/etc/bluetooth/main.conf`) and its text; nil when it cannot be read.
+    /// The running bluetoothd's file (its `-f`/`--configfile` when readable, else `/etc/bluetooth/main.conf`) and its
+    /// text; nil when it cannot be read.
     public static func read() -> (text: String, path: String)? {
         let path = GATTBearers.bluetoothdConfigFile() ?? "/etc/bluetooth/main.conf"
         return GATTBearers.readSmallFile(path).map { ($0, path) }
     }
 }
 
-/// The bluetoothd settings that bound how fast an LE link moves data (docs/throughput.md):
-/// the connection interval it asks for as a central and the ATT MTU it offers.
+/// The bluetoothd settings that bound how fast an LE link moves data (docs/throughput.md): the connection interval it
+/// asks for as a central and the ATT MTU it offers.
 public struct LinkSpeedSetting: Sendable, Equatable, Codable {
-    /// `[LE] MinConnectionInterval` / `MaxConnectionInterval`, in units of 1.25 ms; nil when
-    /// not set (the kernel's defaults apply: 24 and 40, 30–50 ms).
+    /// `[LE] MinConnectionInterval` / `MaxConnectionInterval`, in 1.25 ms units; nil when not set (the kernel's
+    /// defaults apply: 24 and 40, 30–50 ms).
     public var minimumConnectionInterval: Int?
     public var maximumConnectionInterval: Int?
     /// `[GATT] ExchangeMTU`: the ATT MTU bluetoothd offers (23…517, default 517).
     public var exchangeMTU: Int
-    /// The configuration file it was read from; nil when none could be read.
     public var file: String?
 
     public static let kernelDefaultMinimumInterval = 24
@@ -69,13 +67,12 @@ public struct LinkSpeedSetting: Sendable, Equatable, Codable {
         return parse(mainConf: text, file: path)
     }
 
-    /// Milliseconds for an interval in 1.25 ms units ("7.5", "30").
+    /// An interval in 1.25 ms units as milliseconds ("7.5", "30").
     static func milliseconds(_ units: Int) -> String {
         let tenths = units * 125 / 10
         return tenths % 10 == 0 ? "\(tenths / 10)" : "\(tenths / 10).\(tenths % 10)"
     }
 
-    /// One line for `status`.
     public var summary: String {
         let low = minimumConnectionInterval ?? Self.kernelDefaultMinimumInterval
         let high = maximumConnectionInterval ?? Self.kernelDefaultMaximumInterval

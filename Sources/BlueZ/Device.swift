@@ -4,18 +4,14 @@ import DBus
 /// What BlueZ says about a remote device (org.bluez.Device1), decoded from the cache.
 public struct DeviceProperties: Sendable, Hashable {
     public var address: BluetoothAddress
-    /// "public" or "random".
-    public var addressType: String?
+    public var addressType: String?  // "public" or "random"
     public var name: String?
     public var alias: String?
     public var rssi: Int16?
     public var txPower: Int16?
-    /// Service UUIDs, as BlueZ lists them (lower-case 128-bit).
-    public var uuids: [String]
-    /// Service data by UUID.
-    public var serviceData: [String: [UInt8]]
-    /// Manufacturer data by company identifier.
-    public var manufacturerData: [UInt16: [UInt8]]
+    public var uuids: [String]  // services, as BlueZ lists them (lower-case 128-bit)
+    public var serviceData: [String: [UInt8]]  // by UUID
+    public var manufacturerData: [UInt16: [UInt8]]  // by company identifier
     public var connected: Bool
     public var servicesResolved: Bool
     public var paired: Bool
@@ -50,12 +46,12 @@ public struct DeviceProperties: Sendable, Hashable {
         adapter = properties["Adapter"]?.objectPath
     }
 
-    /// Alias, else name, else address: what to show a user.
+    /// Alias, name or address: what to show a user.
     public var displayName: String { alias ?? name ?? address.description }
 }
 
-/// A remote device (`/org/bluez/hciN/dev_XX_XX_XX_XX_XX_XX`). A handle: properties come from
-/// the session's cache, methods call bluetoothd.
+/// A remote device (`/org/bluez/hciN/dev_XX_XX_XX_XX_XX_XX`). A handle: properties come from the cache, methods call
+/// bluetoothd.
 public struct Device: Sendable, Hashable, CustomStringConvertible, BlueZObjectHandle {
     static let interface = BlueZInterface.device
 
@@ -69,23 +65,20 @@ public struct Device: Sendable, Hashable, CustomStringConvertible, BlueZObjectHa
 
     public var exists: Bool { cachedProperties != nil }
 
-    public var description: String {
-        properties.map { "\($0.displayName) (\($0.address))" } ?? path.rawValue
-    }
+    public var description: String { properties.map { "\($0.displayName) (\($0.address))" } ?? path.rawValue }
 
     // MARK: Connection
 
-    /// One `Device1.Connect` attempt. `AlreadyConnected` counts as success. Failures are
-    /// `BluetoothError`s; check `isTransientConnectFailure` to decide on a retry.
+    /// One `Device1.Connect` attempt; `AlreadyConnected` counts as success. Retry if `isTransientConnectFailure`.
     public func connectOnce(timeout: Duration = .seconds(30)) async throws {
         try await session.call(path: path, interface: BlueZInterface.device, method: "Connect", timeout: timeout) { error in
             if case .bluez(.alreadyConnected, _) = error { true } else { false }
         }
     }
 
-    /// Connects, retrying transient failures (`InProgress`, `le-connection-abort-by-local`,
-    /// `br-connection-*`, timeouts) with exponential back-off. Stop discovery first: BlueZ
-    /// connects unreliably while scanning. Throws the last error when all attempts failed.
+    /// Connects, retrying transient failures (`InProgress`, `le-connection-abort-by-local`, `br-connection-*`,
+    /// timeouts) with exponential back-off; throws the last error. Stop discovery first: BlueZ connects unreliably
+    /// while scanning.
     public func connect(attempts: Int = 4, initialBackoff: Duration = .milliseconds(250),
                         attemptTimeout: Duration = .seconds(30)) async throws {
         var backoff = initialBackoff
@@ -96,8 +89,7 @@ public struct Device: Sendable, Hashable, CustomStringConvertible, BlueZObjectHa
                 return
             } catch let error as BluetoothError where error.isTransientConnectFailure && attempt < attempts {
                 session.logger.debug("connect \(path) attempt \(attempt) failed, retrying: \(error)")
-                // A back-off between attempts, not a stand-in for an event: there is no
-                // signal for "the controller is ready to try again".
+                // A back-off, not a stand-in for an event: no signal says "the controller is ready to try again".
                 try await Task.sleep(for: backoff)
                 backoff = backoff * 2
                 attempt += 1
@@ -115,18 +107,16 @@ public struct Device: Sendable, Hashable, CustomStringConvertible, BlueZObjectHa
         }
     }
 
-    /// Fresh properties straight from bluetoothd (the cached `properties` can lag a moment
-    /// behind a method reply, e.g. right after `connect()` returns). nil when the device is gone.
+    /// Fresh properties from bluetoothd (the cache can lag behind a method reply, e.g. right after `connect()`); nil
+    /// when the device is gone.
     public func currentProperties() async throws -> DeviceProperties? {
         DeviceProperties(try await session.currentProperties(of: path, interface: BlueZInterface.device))
     }
 
-    /// Returns once `ServicesResolved` is true (GATT discovery done) in the session's cache,
-    /// so the resolved services and characteristics are there to look up. Throws
-    /// `.deviceDisconnected` if the device is (or becomes) disconnected, `.objectGone` when it
-    /// is removed, `.bluetoothdNotRunning` if bluetoothd leaves, `.timedOut` after `timeout`.
-    /// Built on the change stream; "disconnected" is confirmed with bluetoothd before it is
-    /// believed, because the cache may not have seen the connection yet.
+    /// Returns once `ServicesResolved` is true in the cache, so the services and characteristics are there to look up.
+    /// Throws `.deviceDisconnected` if the device is (or becomes) disconnected, `.objectGone` when removed,
+    /// `.bluetoothdNotRunning` if bluetoothd leaves, `.timedOut` after `timeout`. A cached "disconnected" is confirmed
+    /// with bluetoothd, as the cache may not have seen the connection yet.
     public func waitUntilServicesResolved(timeout: Duration? = .seconds(30)) async throws {
         let changes = session.changes()   // subscribe before reading the cache
         let path = self.path
@@ -148,20 +138,15 @@ public struct Device: Sendable, Hashable, CustomStringConvertible, BlueZObjectHa
                     }
                     if !fresh.connected { throw BluetoothError.deviceDisconnected(name) }
                 }
-                // Wait for something about this device (or bluetoothd) to change.
-                while true {
-                    guard let change = await iterator.next() else {
-                        try Task.checkCancellation()
-                        throw BluetoothError.bluetoothdNotRunning   // the session closed under us
-                    }
-                    if change.path == path || change.path == nil { break }
+                guard try await Self.nextChange(about: path, in: &iterator) else {
+                    throw BluetoothError.bluetoothdNotRunning   // the session closed under us
                 }
             }
         }
     }
 
-    /// Returns once the device is disconnected or gone (after `disconnect()`, or to notice
-    /// that the peer left). A cached "disconnected" is confirmed with bluetoothd first.
+    /// Returns once the device is disconnected or gone (after `disconnect()`, or to notice that the peer left). A
+    /// cached "disconnected" is confirmed with bluetoothd first.
     public func waitUntilDisconnected() async throws {
         let changes = session.changes()
         let path = self.path
@@ -175,34 +160,34 @@ public struct Device: Sendable, Hashable, CustomStringConvertible, BlueZObjectHa
                     fresh.connected
                 else { return }
             }
-            while true {
-                guard let change = await iterator.next() else {
-                    try Task.checkCancellation()
-                    return
-                }
-                if change.path == path || change.path == nil { break }
-            }
+            guard try await Self.nextChange(about: path, in: &iterator) else { return }
         }
+    }
+
+    /// Waits for a change about `path` (or bluetoothd); false when the session closed, throws when cancelled.
+    private static func nextChange(
+        about path: ObjectPath, in iterator: inout AsyncStream<BlueZChange>.Iterator
+    ) async throws -> Bool {
+        while let change = await iterator.next() {
+            if change.path == path || change.path == nil { return true }
+        }
+        try Task.checkCancellation()
+        return false
     }
 
     // MARK: GATT
 
-    /// Primary and secondary services BlueZ resolved on this device.
-    public func services() -> [RemoteGATTService] {
-        session.handles(RemoteGATTService.self, under: path)
-    }
+    /// Primary and secondary services BlueZ resolved.
+    public func services() -> [RemoteGATTService] { session.handles(RemoteGATTService.self, under: path) }
 
     /// The first service with this UUID (any textual form).
     public func service(uuid: String) -> RemoteGATTService? {
         services().first { BluetoothUUID.matches($0.uuid, uuid) }
     }
 
-    /// The characteristic with `characteristicUUID` inside the service `serviceUUID`.
-    /// Throws `.notFound` naming what is missing.
-    /// `characteristic(service:characteristic:)`, waiting up to `grace` for it to appear when
-    /// the services resolved without it: a peripheral whose GATT database changed while the
-    /// central discovered it sends Service Changed, and bluetoothd adds what is new after
-    /// `ServicesResolved` already said true. Throws `.notFound` when it did not appear.
+    /// `characteristic(service:characteristic:)`, waiting up to `grace` for it when the services resolved without it:
+    /// a peripheral whose GATT database changed during discovery sends Service Changed, and bluetoothd adds what is
+    /// new after `ServicesResolved` said true. Throws `.notFound` when it did not appear.
     public func characteristic(service serviceUUID: String, characteristic characteristicUUID: String,
                                appearingWithin grace: Duration) async throws -> RemoteGATTCharacteristic {
         if let found = try? characteristic(service: serviceUUID, characteristic: characteristicUUID) { return found }
@@ -216,6 +201,7 @@ public struct Device: Sendable, Hashable, CustomStringConvertible, BlueZObjectHa
         return try characteristic(service: serviceUUID, characteristic: characteristicUUID)
     }
 
+    /// The characteristic `characteristicUUID` in the service `serviceUUID`; throws `.notFound` naming what is missing.
     public func characteristic(service serviceUUID: String, characteristic characteristicUUID: String) throws -> RemoteGATTCharacteristic {
         guard let service = service(uuid: serviceUUID) else {
             throw BluetoothError.notFound("service \(serviceUUID) on \(description)")

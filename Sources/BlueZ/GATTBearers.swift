@@ -1,20 +1,13 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
 import SystemPackage
 import SystemCalls
 
-/// bluetoothd's `[GATT] Channels` setting: how many ATT bearers it opens or accepts per LE
-/// link. More than one means Enhanced ATT (EATT): besides the fixed ATT channel, credit-based
-/// L2CAP channels on PSM 0x27, and BlueZ 5.66 hands each notification to whichever bearer is
-/// free next, so notifications of one characteristic can overtake each other. Apple's flow
-/// (compat) has no sequence numbers to repair that; the framed format has.
+/// bluetoothd's `[GATT] Channels`: how many ATT bearers it opens or accepts per LE link. More than one means Enhanced
+/// ATT (EATT): besides the fixed ATT channel, credit-based L2CAP channels on PSM 0x27, and BlueZ 5.66 hands each
+/// notification to whichever bearer is free next, so notifications of one characteristic can overtake each other.
+/// Apple's flow (compat) has no sequence numbers to repair that; the framed format has.
 public struct GATTChannelSetting: Sendable, Equatable, Codable {
-    /// 1…5, as bluetoothd clamps it.
-    public var channels: Int
-    /// The configuration file it was read from; nil when no file could be read.
+    public var channels: Int  // 1…5, as bluetoothd clamps it
+    /// The configuration file it was read from; nil when none could be read.
     public var file: String?
     /// Whether the file sets `Channels` (false: BlueZ's built-in default applies).
     public var isExplicit: Bool
@@ -30,16 +23,15 @@ public struct GATTChannelSetting: Sendable, Equatable, Codable {
         self.isExplicit = isExplicit
     }
 
-    /// Reads `[GATT] Channels` the way bluetoothd does (GKeyFile: `[Group]` headers, `Key =
-    /// value`, `#` comments; an unparsable value leaves the default; clamped to 1…5).
+    /// Reads `[GATT] Channels` as bluetoothd does (GKeyFile; an unparsable value leaves the default; clamped to 1…5).
     public static func parse(mainConf text: String, file: String?) -> GATTChannelSetting {
         let value = BluetoothdMainConf.value(of: "Channels", in: "GATT", text: text)
         let channels = value.flatMap { Int($0) }.map { min(max($0, 1), 5) }
         return GATTChannelSetting(channels: channels ?? builtInDefault, file: file, isExplicit: channels != nil)
     }
 
-    /// The setting of the running bluetoothd: the file named by its `-f`/`--configfile`
-    /// option when its command line is readable, else `/etc/bluetooth/main.conf`.
+    /// The running bluetoothd's setting: from its `-f`/`--configfile` file when readable, else
+    /// `/etc/bluetooth/main.conf`.
     public static func current() -> GATTChannelSetting {
         guard let (text, path) = BluetoothdMainConf.read() else {
             return GATTChannelSetting(channels: builtInDefault, file: nil, isExplicit: false)
@@ -54,11 +46,9 @@ public enum EnhancedATTExposure: Sendable, Equatable {
     case none(because: String)
     /// The kernel lists `count` EATT channels (PSM 0x27) to this peer.
     case present(count: Int)
-    /// bluetoothd allows several bearers and the kernel's table is not readable (it lives in
-    /// debugfs, root only): the peer decides, so assume it may.
+    /// bluetoothd allows several bearers and the kernel's table (debugfs, root only) is unreadable: the peer decides.
     case possible(because: String)
 
-    /// Whether notifications to or from this peer may be reordered.
     public var mayReorder: Bool {
         if case .none = self { return false }
         return true
@@ -74,10 +64,8 @@ public enum EnhancedATTExposure: Sendable, Equatable {
     }
 }
 
-/// Facts about the ATT bearers of LE links, from bluetoothd's configuration and the kernel's
-/// L2CAP socket table.
+/// Facts about the ATT bearers of LE links, from bluetoothd's configuration and the kernel's L2CAP socket table.
 public enum GATTBearers {
-    /// The L2CAP PSM of Enhanced ATT bearers.
     public static let enhancedATTPSM = 0x27
     /// The kernel's table of L2CAP sockets (debugfs; readable by root).
     public static let kernelL2CAPTable = "/sys/kernel/debug/bluetooth/l2cap"
@@ -92,25 +80,22 @@ public enum GATTBearers {
         if let table = l2capTable {
             let count = enhancedATTChannels(to: address, in: table)
             if count > 0 { return .present(count: count) }
-            // An answer for now only: a central opens its EATT channels after service
-            // discovery, which may still be under way. Callers probe again until the
-            // transfer is over (see `OrderPreservingNotificationChannel`).
+            // For now only: a central opens its EATT channels after service discovery, which may still be under
+            // way. Callers probe again until the transfer is over (see `OrderPreservingNotificationChannel`).
             return .none(because: "the kernel lists no EATT channel to \(address) yet")
         }
         let origin = setting.isExplicit ? "[GATT] Channels = \(setting.channels)" : "BlueZ's default of \(setting.channels) GATT channels"
         return .possible(because: "\(origin); the kernel's L2CAP table is not readable")
     }
 
-    /// Connected EATT channels to `address` in the kernel's L2CAP table. Each line reads
-    /// `src (type) dst (type) state psm scid dcid imtu omtu sec_level mode`, the PSM in
-    /// decimal, state 1 (BT_CONNECTED).
+    /// Connected EATT channels to `address` in the kernel's L2CAP table, whose lines read
+    /// `src (type) dst (type) state psm scid dcid imtu omtu sec_level mode` (PSM in decimal, state 1 = BT_CONNECTED).
     public static func enhancedATTChannels(to address: String, in table: String) -> Int {
         let wanted = address.lowercased()
         var count = 0
         for line in table.split(whereSeparator: \.isNewline) {
             let fields = line.split(separator: " ")
             guard fields.count >= 8 else { continue }
-            // fields: src, (type), dst, (type), state, psm, ...
             guard fields[2].lowercased() == wanted, fields[4] == "1", Int(fields[5]) == enhancedATTPSM else { continue }
             count += 1
         }

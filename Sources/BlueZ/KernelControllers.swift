@@ -1,32 +1,26 @@
 import CBlueZ
 import SystemPackage
 
-/// One HCI controller as the Linux kernel reports it (libbluetooth's `hci_devinfo`), with no
-/// bluetoothd involved. Lets `status` tell "bluetoothd is not running" (the kernel sees hci0,
-/// org.bluez has no owner) from "there is no adapter at all".
+/// One HCI controller as the Linux kernel reports it (libbluetooth's `hci_devinfo`), without bluetoothd. Lets `status`
+/// tell "bluetoothd is not running" (the kernel sees hci0, org.bluez has no owner) from "there is no adapter at all".
 public struct KernelController: Sendable, Hashable, Codable {
-    /// Kernel device id: 0 for hci0.
-    public var id: Int
-    /// "hci0".
+    public var id: Int  // 0 for hci0
     public var name: String
-    /// "00:1A:7D:DA:71:13". All zeros until the controller was first brought up.
+    /// "00:1A:7D:DA:71:13"; all zeros until the controller was first brought up.
     public var address: String
     /// HCI_UP: the kernel has the controller running (bluetoothd powers it through mgmt).
     public var isUp: Bool
-    /// LMP feature "LE Supported (Controller)". nil when the controller was never initialised
-    /// (all feature bits zero), so the kernel does not know yet.
+    /// LMP feature "LE Supported (Controller)"; nil when the controller was never initialised (all feature bits zero).
     @AlwaysEncoded public var supportsLowEnergy: Bool?
-    /// Bus type as libbluetooth names it ("USB", "UART", "VIRTUAL", ...).
-    public var bus: String
+    public var bus: String  // as libbluetooth names it ("USB", "UART", "VIRTUAL", ...)
 }
 
 /// What the kernel says about Bluetooth on this machine.
 public enum KernelBluetoothReport: Sendable, Hashable {
-    /// `socket(AF_BLUETOOTH)` failed with EAFNOSUPPORT: the kernel has no Bluetooth support
-    /// (module not loaded, or a container/VM without it). Not an error for `status`.
+    /// `socket(AF_BLUETOOTH)` failed with EAFNOSUPPORT: no Bluetooth support (module not loaded, or a container/VM
+    /// without it). Not an error for `status`.
     case noBluetoothInKernel
-    /// The kernel answered; the list may be empty (no controller plugged in).
-    case controllers([KernelController])
+    case controllers([KernelController])  // possibly none plugged in
     /// Asking failed for another reason (e.g. EPERM under a seccomp policy).
     case unavailable(call: String, errno: Errno)
 
@@ -37,7 +31,7 @@ public enum KernelBluetoothReport: Sendable, Hashable {
 }
 
 public enum KernelBluetooth {
-    /// Lists the HCI controllers through HCIGETDEVLIST + HCIGETDEVINFO. Needs no privileges.
+    /// The HCI controllers, through HCIGETDEVLIST + HCIGETDEVINFO (no privilege needed).
     public static func report() -> KernelBluetoothReport {
         var ids = [UInt16](repeating: 0, count: 16)
         let count = ids.withUnsafeMutableBufferPointer { buffer in

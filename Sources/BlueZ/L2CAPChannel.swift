@@ -1,14 +1,8 @@
-#if canImport(CBlueZ)
 import CBlueZ
-#endif
 import BluetoothModel
 import SystemPackage
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
+import Glibc  // its close(2) is called by name below
 
 /// The address type of an LE link end, as the kernel's `sockaddr_l2` wants it.
 public enum LEAddressType: UInt8, Sendable, Equatable {
@@ -21,14 +15,11 @@ public enum LEAddressType: UInt8, Sendable, Equatable {
     }
 }
 
-/// Why an L2CAP channel could not be opened or served.
 public enum L2CAPChannelError: Error, Sendable, Equatable, CustomStringConvertible {
     /// A system call failed: the call and its errno (EAFNOSUPPORT: no Bluetooth in this kernel).
     case systemCall(String, Errno)
-    /// The peer did not accept the channel within the time allowed.
-    case timedOut
-    /// The listener was closed.
-    case closed
+    case timedOut  // the peer did not accept the channel in time
+    case closed  // the listener was closed
 
     public var description: String {
         switch self {
@@ -39,8 +30,8 @@ public enum L2CAPChannelError: Error, Sendable, Equatable, CustomStringConvertib
     }
 }
 
-/// One end of a channel: a `SOCK_SEQPACKET` socket whose packets are the session's values
-/// (one `send` = one SDU), and the peer at its other end when known.
+/// One end of a channel: a `SOCK_SEQPACKET` socket whose packets are the session's values (one `send` = one SDU), and
+/// the peer at its other end when known.
 public struct AcceptedChannel: Sendable {
     public let socket: NotificationSocket
     /// The central's address, as the kernel reported it (nil: the transport does not say).
@@ -54,52 +45,43 @@ public struct AcceptedChannel: Sendable {
 
 /// A listening channel endpoint on a PSM: what a sender publishes and accepts centrals on.
 public protocol ChannelListener: Sendable {
-    /// The PSM centrals connect to.
     var psm: UInt16 { get }
-    /// The next central that opened a channel; waits without blocking a thread. Throws
-    /// `L2CAPChannelError.closed` once `close()` was called, `CancellationError` when the
-    /// calling task is cancelled.
+    /// The next central that opened a channel; waits without blocking a thread. Throws `L2CAPChannelError.closed` once
+    /// `close()` was called, `CancellationError` when cancelled.
     func accept() async throws -> AcceptedChannel
     /// Stops listening; a waiting `accept` fails.
     func close()
 }
 
-/// How a role opens channels: the kernel's LE credit-based L2CAP (`L2CAPChannels`), or a
-/// stand-in in tests, where the host has no Bluetooth.
+/// How a role opens channels: the kernel's LE credit-based L2CAP (`L2CAPChannels`), or a stand-in in tests.
 public protocol ChannelTransport: Sendable {
-    /// Listens on a free dynamic PSM of the adapter at `adapter` (nil: any adapter).
-    /// `receiveMTU`: the longest SDU a central may send.
+    /// Listens on a free dynamic PSM of `adapter` (nil: any). `receiveMTU`: the longest SDU a central may send.
     func listen(adapter: BluetoothAddress?, addressType: LEAddressType, receiveMTU: Int) throws -> any ChannelListener
-    /// Opens a channel from the adapter at `adapter` to `peer` on `psm` over the LE link that
-    /// is already up. `receiveMTU`: the longest SDU the peer may send.
+    /// Opens a channel from `adapter` to `peer` on `psm` over the LE link already up. `receiveMTU`: the longest SDU the
+    /// peer may send.
     func connect(adapter: BluetoothAddress?, addressType: LEAddressType, to peer: BluetoothAddress,
                  peerType: LEAddressType, psm: UInt16, receiveMTU: Int) async throws -> NotificationSocket
 }
 
-/// LE credit-based L2CAP channels (Core spec Vol 3 Part A, "LE Credit Based Flow Control
-/// Mode") through the kernel's `AF_BLUETOOTH` sockets. The kernel segments each SDU into
-/// link-layer-sized frames and paces them with credits, so an SDU is one whole value however
-/// long, and a receiver that does not read holds the sender back (the kernel returns credits
-/// only as its receive buffer takes SDUs). No privilege is needed for dynamic LE PSMs
-/// (0x0080–0x00FF) and no bluetoothd is involved: the data never passes through D-Bus or ATT.
+/// LE credit-based L2CAP channels (Core spec Vol 3 Part A) through the kernel's `AF_BLUETOOTH` sockets. The kernel
+/// segments each SDU into link-layer frames paced by credits, so an SDU is one whole value however long, and a receiver
+/// that does not read holds the sender back (credits return only as its receive buffer takes SDUs). Dynamic LE PSMs
+/// (0x0080–0x00FF) need no privilege and no bluetoothd: the data never passes through D-Bus or ATT.
 public struct L2CAPChannels: ChannelTransport {
     public init() {}
 
     /// At most this many centrals wait in the kernel for `accept`.
     static let backlog: Int32 = 4
 
-    /// The receive MTU a channel declares, whatever SDU length the caller accepts. Linux 6.1
-    /// grants the sender credits for one receive MTU (MTU ÷ MPS + 1 PDUs) and tops them up as
-    /// the application reads: with the MTU equal to the SDU length, the sender ran out at the
-    /// end of every SDU and waited a connection event or two for the next credits (5 % of a
-    /// 50 ms link with 8 KiB SDUs in the lab). Newer kernels size the credits from the receive
-    /// buffer instead. The socket still takes packets of at most the caller's `receiveMTU`: a
-    /// longer one fails its read.
+    /// The receive MTU a channel declares, whatever SDU length the caller accepts. Linux 6.1 grants the sender credits
+    /// for one receive MTU (MTU ÷ MPS + 1 PDUs), topped up as the application reads: with the MTU equal to the SDU
+    /// length, the sender ran out at the end of every SDU and waited a connection event or two (5 % of a 50 ms link
+    /// with 8 KiB SDUs in the lab). Newer kernels size credits from the receive buffer. Packets longer than the
+    /// caller's `receiveMTU` still fail their read.
     static let receiveWindow = 65535
 
     public func listen(adapter: BluetoothAddress?, addressType: LEAddressType, receiveMTU: Int) throws -> any ChannelListener {
-        let fd = Self.makeSocket(adapter: adapter, addressType: addressType, receiveMTU: receiveMTU)
-        guard fd >= 0 else { throw L2CAPChannelError.systemCall("socket/bind(L2CAP)", Errno(rawValue: -fd)) }
+        let fd = try Self.makeSocket(adapter: adapter, addressType: addressType, receiveMTU: receiveMTU)
         var psm: UInt16 = 0
         let result = bletransfer_l2cap_listen(fd, Self.backlog, &psm)
         guard result == 0 else {
@@ -113,8 +95,7 @@ public struct L2CAPChannels: ChannelTransport {
 
     public func connect(adapter: BluetoothAddress?, addressType: LEAddressType, to peer: BluetoothAddress,
                         peerType: LEAddressType, psm: UInt16, receiveMTU: Int) async throws -> NotificationSocket {
-        let fd = Self.makeSocket(adapter: adapter, addressType: addressType, receiveMTU: receiveMTU)
-        guard fd >= 0 else { throw L2CAPChannelError.systemCall("socket/bind(L2CAP)", Errno(rawValue: -fd)) }
+        let fd = try Self.makeSocket(adapter: adapter, addressType: addressType, receiveMTU: receiveMTU)
         let started = bletransfer_l2cap_connect(fd, peer.description, peerType.rawValue, psm)
         if started != 0 && started != -EINPROGRESS {
             _ = Glibc.close(fd)
@@ -136,8 +117,7 @@ public struct L2CAPChannels: ChannelTransport {
         }
     }
 
-    /// The channel's MTUs as the kernel negotiated them; received packets of at most
-    /// `acceptingAtMost` bytes (nil: the receive MTU).
+    /// The channel's MTUs as the kernel negotiated them; received packets of at most `acceptingAtMost` bytes.
     static func limits(of socket: NotificationSocket, acceptingAtMost: Int? = nil) throws -> NotificationSocket.PacketLimits {
         try socket.withDescriptor { fd in
             var receive: UInt16 = 0
@@ -148,13 +128,16 @@ public struct L2CAPChannels: ChannelTransport {
         }
     }
 
-    private static func makeSocket(adapter: BluetoothAddress?, addressType: LEAddressType, receiveMTU: Int) -> Int32 {
+    private static func makeSocket(
+        adapter: BluetoothAddress?, addressType: LEAddressType, receiveMTU: Int
+    ) throws -> Int32 {
         let mtu = UInt16(clamping: max(receiveMTU, receiveWindow, 23))
-        return bletransfer_l2cap_le_socket(adapter?.description ?? "", addressType.rawValue, 0, mtu)
+        let fd = bletransfer_l2cap_le_socket(adapter?.description ?? "", addressType.rawValue, 0, mtu)
+        guard fd >= 0 else { throw L2CAPChannelError.systemCall("socket/bind(L2CAP)", Errno(rawValue: -fd)) }
+        return fd
     }
 }
 
-/// A listening L2CAP socket on a dynamic PSM.
 final class L2CAPListener: ChannelListener {
     let socket: NotificationSocket
     let psm: UInt16
@@ -204,7 +187,5 @@ final class L2CAPListener: ChannelListener {
         }
     }
 
-    func close() {
-        socket.close()
-    }
+    func close() { socket.close() }
 }

@@ -4,16 +4,14 @@ import Synchronization
 
 /// What to advertise (org.bluez.LEAdvertisement1 properties, advertising-api.txt).
 public struct AdvertisementConfiguration: Sendable, Hashable {
-    /// "peripheral" (connectable) or "broadcast".
-    public var type: String
+    public var type: String  // "peripheral" (connectable) or "broadcast"
     public var serviceUUIDs: [String]
     /// Put in the advertising data or scan response (BlueZ truncates a long name).
     public var localName: String?
     /// Includes "tx-power" (BlueZ adds the TX power level).
     public var includeTxPower: Bool
-    /// Advertise as general discoverable regardless of the adapter's Discoverable setting.
-    /// nil leaves it to the adapter. Centrals that filter on the discoverable flag (and the
-    /// BlueZoo mock) only see discoverable advertisements.
+    /// General discoverable whatever the adapter's Discoverable setting (nil: the adapter's). Centrals that filter on
+    /// the discoverable flag (and the BlueZoo mock) only see discoverable advertisements.
     public var discoverable: Bool?
     public var serviceData: [String: [UInt8]]
     public var manufacturerData: [UInt16: [UInt8]]
@@ -31,16 +29,14 @@ public struct AdvertisementConfiguration: Sendable, Hashable {
     }
 }
 
-/// An exported LEAdvertisement1 registered through LEAdvertisingManager1. BlueZ calls
-/// `Release` when it drops the advertisement on its own (adapter powered off or removed);
-/// it then counts as unregistered, and the next `register` starts afresh.
+/// An exported LEAdvertisement1 registered through LEAdvertisingManager1. BlueZ calls `Release` when it drops it on its
+/// own (adapter powered off or removed); it then counts as unregistered, and the next `register` starts afresh.
 public final class LEAdvertisement: Sendable {
     public let session: BluetoothSession
     package let path: ObjectPath
     public let configuration: AdvertisementConfiguration
     private let registration: ManagerRegistration
 
-    /// An advertisement to be exported at a fresh path of the session's.
     public convenience init(session: BluetoothSession, configuration: AdvertisementConfiguration) {
         self.init(session: session, configuration: configuration, path: nil)
     }
@@ -54,11 +50,9 @@ public final class LEAdvertisement: Sendable {
 
     public var isRegistered: Bool { registration.adapter != nil }
 
-    /// Registers the advertisement on `adapter`, runs `body`, then unregisters it and removes
-    /// the exported object — whether `body` returns or throws, and when the task is cancelled
-    /// (as `LocalGATTApplication.withRegistration`). Errors keep BlueZ's names (e.g.
-    /// org.bluez.Error.NotPermitted when no instance is free, InvalidLength when the data does
-    /// not fit).
+    /// Registers on `adapter`, runs `body`, then unregisters and unexports however it ends (as
+    /// `LocalGATTApplication.withRegistration`). Errors keep BlueZ's names (NotPermitted when no instance is free,
+    /// InvalidLength when the data does not fit).
     public func withRegistration<Outcome>(
         on adapter: Adapter, isolation: isolated (any Actor)? = #isolation,
         _ body: () async throws -> Outcome
@@ -67,10 +61,9 @@ public final class LEAdvertisement: Sendable {
                                                 unexport: { self.unexport() }, body)
     }
 
-    /// Runs `body` with the advertising on `adapter` under its control: not advertising at
-    /// first, `body` starts and pauses it through the `AdvertisingControl` it is given (a
-    /// sender pauses while it serves a central). Leaving the scope — return, throw,
-    /// cancellation — unregisters whatever is registered then, as `withRegistration` does.
+    /// Runs `body` with the advertising on `adapter` under its control: not advertising at first, `body` starts and
+    /// pauses it through the `AdvertisingControl` (a sender pauses while it serves a central). Leaving the scope
+    /// however it ends unregisters whatever is registered then.
     public func withControl<Outcome>(
         on adapter: Adapter, isolation: isolated (any Actor)? = #isolation,
         _ body: (AdvertisingControl) async throws -> Outcome
@@ -86,20 +79,16 @@ public final class LEAdvertisement: Sendable {
         return try outcome.get()
     }
 
-    /// Exports the advertisement and registers it on `adapter` (test support whose lifetime is
-    /// not a scope; everything else uses `withRegistration` or `withControl`).
+    /// Exports and registers on `adapter` (test support whose lifetime is not a scope).
     package func register(on adapter: Adapter) async throws {
         try await registration.register(on: adapter.path, export: export, unexport: unexport)
     }
 
-    /// Unregisters (errors swallowed: on teardown BlueZ may already have dropped it) and
-    /// removes the exported object.
-    package func unregister() async {
-        await registration.unregister(unexport: unexport)
-    }
+    /// Unregisters (errors swallowed: BlueZ may already have dropped it) and unexports.
+    package func unregister() async { await registration.unregister(unexport: unexport) }
 
-    /// `register` run to its end even when the calling task is cancelled meanwhile: a call
-    /// abandoned halfway may still succeed in bluetoothd, and the scope's end undoes it.
+    /// `register` run to its end even when the task is cancelled: a call abandoned halfway may still succeed in
+    /// bluetoothd, and the scope's end undoes it.
     fileprivate func registerOutsideCancellation(on adapter: Adapter) async throws {
         try await outsideCancellation { try await self.register(on: adapter) }
     }
@@ -108,17 +97,9 @@ public final class LEAdvertisement: Sendable {
         await registration.unregisterOutsideCancellation(unexport: { self.unexport() })
     }
 
-    private func markReleased() {
-        registration.forget()
-    }
+    private func export() throws { try session.connection.export([interface()], at: path) }
 
-    private func export() throws {
-        try session.connection.export([interface()], at: path)
-    }
-
-    private func unexport() {
-        session.connection.unexport(path)
-    }
+    private func unexport() { session.connection.unexport(path) }
 
     private func interface() -> DBusInterface {
         let configuration = self.configuration
@@ -154,15 +135,14 @@ public final class LEAdvertisement: Sendable {
             }))
         }
         let release = DBusMethod(name: "Release") { [weak self] _ in
-            self?.markReleased()
+            self?.registration.forget()
             return []
         }
         return DBusInterface(name: BlueZInterface.advertisement, methods: [release], properties: properties)
     }
 }
 
-/// Starts and pauses one advertisement inside `LEAdvertisement.withControl`; the scope's end
-/// unregisters it. Use it from the scope's task only (one change at a time).
+/// Starts and pauses one advertisement inside `LEAdvertisement.withControl`; use it from the scope's task only.
 public final class AdvertisingControl: Sendable {
     private let advertisement: LEAdvertisement
     private let adapter: Adapter
@@ -173,12 +153,10 @@ public final class AdvertisingControl: Sendable {
         self.adapter = adapter
     }
 
-    /// Whether the advertisement is registered (BlueZ may have dropped it on its own, e.g. on
-    /// power off).
+    /// Whether it is registered (BlueZ may have dropped it on its own, e.g. on power off).
     public var isAdvertising: Bool { advertisement.isRegistered }
 
-    /// Registers the advertisement unless it is registered. The call runs to its end even when
-    /// the task is cancelled meanwhile (the scope's end then undoes it). Throws BlueZ's refusal,
+    /// Registers unless registered, to the end even when cancelled (the scope's end undoes it). Throws BlueZ's refusal,
     /// or `CancellationError` once the scope has ended.
     public func start() async throws {
         guard !closed.withLock({ $0 }) else { throw CancellationError() }
@@ -186,7 +164,7 @@ public final class AdvertisingControl: Sendable {
         try await advertisement.registerOutsideCancellation(on: adapter)
     }
 
-    /// Unregisters the advertisement if it is registered, even when the task is cancelled.
+    /// Unregisters if registered, even when the task is cancelled.
     public func pause() async {
         guard advertisement.isRegistered else { return }
         await advertisement.unregisterOutsideCancellation()

@@ -2,15 +2,12 @@ import BluetoothModel
 import DBus
 import Synchronization
 
-/// The `options` dictionary BlueZ passes to a local characteristic's methods (gatt-api.txt):
-/// which device asks, the link's ATT MTU, the link type, the offset and the write type.
+/// The `options` dictionary BlueZ passes to a local characteristic's methods (gatt-api.txt).
 public struct GATTRequestOptions: Sendable, Hashable {
     /// The remote device (under our adapter).
     public var device: DeviceReference?
-    /// The negotiated ATT MTU.
-    public var mtu: Int?
-    /// "LE" or "BR/EDR".
-    public var link: String?
+    public var mtu: Int?  // the negotiated ATT MTU
+    public var link: String?  // "LE" or "BR/EDR"
     public var offset: Int
     /// "command" (write without response), "request" (write with response), "reliable".
     public var writeType: String?
@@ -32,21 +29,19 @@ public struct GATTRequestOptions: Sendable, Hashable {
     }
 }
 
-/// A subscriber that took the socket path (BlueZ called `AcquireNotify`): write one value per
-/// `socket.send`, at most `socket.maximumValueLength` bytes. The socket's other end is
-/// BlueZ's; it closes it when the central unsubscribes or the link drops (`send` then throws
-/// `.closedByPeer`).
+/// A subscriber that took the socket path (BlueZ called `AcquireNotify`): one value of at most
+/// `socket.maximumValueLength` bytes per `socket.send`. BlueZ closes its end when the central unsubscribes or the link
+/// drops (`send` then throws `.closedByPeer`).
 public struct NotifySubscription: Sendable {
     public let socket: NotificationSocket
     public let options: GATTRequestOptions
     public var mtu: Int { socket.mtu }
 }
 
-/// The answer BlueZ waits for on one call to our characteristic (a read's value, a write's
-/// acknowledgement). The first answer goes out, later ones are ignored. A reply dropped without
-/// an answer (its event discarded, the event sequence finished or full), or not answered within
-/// `LocalGATTApplication.replyLimit`, answers with org.bluez.Error.Failed, so bluetoothd is
-/// never left waiting on a request nobody serves.
+/// The answer BlueZ waits for on one call to our characteristic (a read's value, a write's acknowledgement); the first
+/// goes out, later ones are ignored. A reply dropped unanswered (its event discarded, the sequence finished or full),
+/// or not answered within `LocalGATTApplication.replyLimit`, answers org.bluez.Error.Failed, so bluetoothd is never
+/// left waiting on a request nobody serves.
 public final class GATTReply<Value: Sendable>: Sendable {
     private let pending: DBusPendingReply
     private let encode: @Sendable (Value) -> [DBusValue]
@@ -56,12 +51,9 @@ public final class GATTReply<Value: Sendable>: Sendable {
         self.encode = encode
     }
 
-    /// Whether an answer went out.
     public var isAnswered: Bool { pending.isAnswered }
 
-    public func succeed(_ value: Value) {
-        pending.succeed(encode(value))
-    }
+    public func succeed(_ value: Value) { pending.succeed(encode(value)) }
 
     /// Answers with org.bluez.Error.<kind>, which bluetoothd turns into an ATT error.
     public func fail(_ kind: BlueZErrorKind, _ message: String) {
@@ -77,18 +69,15 @@ extension GATTReply where Value == Void {
     public func succeed() { succeed(()) }
 }
 
-/// What BlueZ asked of, or told, our application: one sequence per application
-/// (`LocalGATTApplication.events`), in the order bluetoothd's calls arrived. `characteristic`
-/// is the index in the service.
+/// What BlueZ asked of, or told, our application (`LocalGATTApplication.events`), in the order bluetoothd's calls
+/// arrived. `characteristic` is the index in the service.
 public enum LocalGATTEvent: Sendable {
-    /// ReadValue on a characteristic that reads by request: answer with the value (from
-    /// `options.offset` on).
+    /// ReadValue on a characteristic that reads by request: answer with the value (from `options.offset` on).
     case read(characteristic: Int, options: GATTRequestOptions, reply: GATTReply<[UInt8]>)
-    /// WriteValue (both write types). bluetoothd answers the central's write request only when
-    /// `reply` is answered: answer once the value is held.
+    /// WriteValue (both write types). bluetoothd answers the central's write request only when `reply` is answered:
+    /// answer once the value is held.
     case write(characteristic: Int, value: [UInt8], options: GATTRequestOptions, reply: GATTReply<Void>)
-    /// StartNotify: a central subscribed and BlueZ will forward `notify(_:)` values. Already
-    /// answered.
+    /// StartNotify: a central subscribed and BlueZ will forward `notify(_:)` values. Already answered.
     case notifyStarted(characteristic: Int)
     /// StopNotify: the (last) subscriber left. Already answered.
     case notifyStopped(characteristic: Int)
@@ -97,26 +86,22 @@ public enum LocalGATTEvent: Sendable {
     case notifyAcquired(characteristic: Int, subscription: NotifySubscription)
     /// That socket hung up (the subscriber left) or was closed by us.
     case notifyReleased(characteristic: Int)
-    /// Confirm: the subscriber confirmed an indication (one per indication, in order;
-    /// bluetoothd sends the next indication on that bearer only after it). Already answered.
+    /// Confirm: the subscriber confirmed an indication (one per indication, in order; bluetoothd sends the next
+    /// indication on that bearer only after it). Already answered.
     case confirmed(characteristic: Int)
 }
 
-/// One characteristic of ours: what it offers is declared here; what BlueZ asks of it arrives
-/// as `LocalGATTEvent`s.
+/// One characteristic of ours: what it offers; what BlueZ asks of it arrives as `LocalGATTEvent`s.
 public struct LocalGATTCharacteristic: Sendable {
     public var uuid: String
-    /// What it offers (exported as gatt-api.txt's `Flags`: "read", "write", "notify", ...).
-    /// Without "read", reads fail with NotSupported; without "write" or
+    /// Exported as gatt-api.txt's `Flags`. Without "read", reads fail with NotSupported; without "write" or
     /// "write-without-response", writes do.
     public var flags: [GATTCharacteristicFlag]
-    /// What ReadValue returns (from the read's offset on) unless `readsByRequest`; `notify` and
-    /// `setValue` replace it.
+    /// What ReadValue returns (from the read's offset on) unless `readsByRequest`; `notify` replaces it.
     public var value: [UInt8]
     /// Each ReadValue becomes a `.read` event the consumer answers, instead of `value`.
     public var readsByRequest: Bool
-    /// Offers AcquireNotify (it then exports `NotifyAcquired`, and BlueZ prefers the socket
-    /// over StartNotify).
+    /// Offers AcquireNotify (it then exports `NotifyAcquired`, and BlueZ prefers the socket over StartNotify).
     public var offersAcquireNotify: Bool
 
     public init(uuid: String, flags: [GATTCharacteristicFlag], value: [UInt8] = [], readsByRequest: Bool = false,
@@ -144,23 +129,17 @@ public struct LocalGATTService: Sendable {
     }
 }
 
-/// A GATT server application: an ObjectManager at `root`, one service, its characteristics,
-/// registered with `GattManager1.RegisterApplication` on an adapter. BlueZ calls
-/// `GetManagedObjects` on us before it answers the registration; the D-Bus layer serves that
-/// while our call waits.
-///
-/// What BlueZ asks of the characteristics arrives on `events`, one sequence for the
-/// application, in the order bluetoothd's calls arrived: the calls are taken on the D-Bus
-/// event loop as they are read, without a task per call.
+/// A GATT server application: an ObjectManager at `root`, one service and its characteristics, registered with
+/// `GattManager1.RegisterApplication` on an adapter. BlueZ calls `GetManagedObjects` on us before it answers the
+/// registration; the D-Bus layer serves that while our call waits. What BlueZ asks arrives on `events`, in the order
+/// of bluetoothd's calls: they are taken on the D-Bus event loop as read, without a task per call.
 public final class LocalGATTApplication: Sendable, CustomStringConvertible {
     public let session: BluetoothSession
     package let root: ObjectPath
     package let servicePath: ObjectPath
-    /// One path per characteristic, in the order given.
-    package let characteristicPaths: [ObjectPath]
-    /// What BlueZ asks and tells, for one consumer. Events beyond `eventBufferLimit` waiting
-    /// to be taken are refused (a request among them gets an error reply); once the consumer
-    /// stops iterating, requests get an error reply at once.
+    package let characteristicPaths: [ObjectPath]  // in the order given
+    /// What BlueZ asks and tells, for one consumer. Events beyond `eventBufferLimit` waiting are refused (a request
+    /// gets an error reply), as are all once the consumer stops iterating.
     public let events: AsyncStream<LocalGATTEvent>
     private let eventSink: AsyncStream<LocalGATTEvent>.Continuation
     private let service: LocalGATTService
@@ -168,13 +147,12 @@ public final class LocalGATTApplication: Sendable, CustomStringConvertible {
     private let state: Mutex<State>
     private let replyDeadlines: ReplyDeadlines
 
-    /// How many events may wait for the consumer; a central's writes are a few at a time
-    /// (HELLO, PROGRESS, ACK), so reaching it means the consumer is stuck.
+    /// How many events may wait for the consumer; a central writes a few at a time (HELLO, PROGRESS, ACK), so
+    /// reaching it means the consumer is stuck.
     public static let eventBufferLimit = 256
 
-    /// How long a request may wait for its answer before it is answered with an error:
-    /// below the 25 s bluetoothd waits for our reply (libdbus's default call timeout), so
-    /// that the central hears our error rather than bluetoothd's timeout.
+    /// How long a request may wait for its answer before it is answered with an error: below the 25 s bluetoothd waits
+    /// for our reply (libdbus's default call timeout), so the central hears our error rather than bluetoothd's timeout.
     public static let replyLimit: Duration = .seconds(20)
 
     private struct CharacteristicState {
@@ -211,20 +189,15 @@ public final class LocalGATTApplication: Sendable, CustomStringConvertible {
         eventSink.finish()
     }
 
-    /// Where it is exported (its ObjectManager's path), for logs.
+    /// Its ObjectManager's path, for logs.
     public var description: String { root.rawValue }
 
-    /// The adapter we are registered on, if any.
     package var registeredAdapter: ObjectPath? { registration.adapter }
 
-    /// Exports the objects and registers the application on `adapter`, runs `body`, then
-    /// unregisters and removes the objects — whether `body` returns or throws, and when the
-    /// task is cancelled. Registration runs to its end even if the task is cancelled meanwhile
-    /// (a call abandoned halfway may still succeed in bluetoothd), and is then undone;
-    /// unregistration reaches bluetoothd after a cancellation too, within
-    /// `ManagerRegistration.teardownLimit`. Throws the registration's error (bluetoothd's
-    /// refusal, as a `BluetoothError`) without running `body`, `CancellationError` when
-    /// cancelled before registering, or what `body` threw.
+    /// Exports the objects and registers on `adapter`, runs `body`, then unregisters and unexports, however `body`
+    /// ends, cancellation included (see `ManagerRegistration.withRegistration`). Throws bluetoothd's refusal as a
+    /// `BluetoothError` without running `body`, `CancellationError` when cancelled before registering, or what `body`
+    /// threw.
     public func withRegistration<Outcome>(
         on adapter: Adapter, isolation: isolated (any Actor)? = #isolation,
         _ body: () async throws -> Outcome
@@ -233,19 +206,16 @@ public final class LocalGATTApplication: Sendable, CustomStringConvertible {
                                                 unexport: { self.unexportObjects() }, body)
     }
 
-    /// Exports the objects and registers the application on `adapter` (test support whose
-    /// lifetime is not a scope; everything else uses `withRegistration`).
+    /// Exports and registers on `adapter` (test support whose lifetime is not a scope; all else uses `withRegistration`).
     package func register(on adapter: Adapter) async throws {
         try await registration.register(on: adapter.path, export: exportObjects, unexport: unexportObjects)
     }
 
     /// Unregisters (if registered) and removes the exported objects; errors are swallowed.
-    package func unregister() async {
-        await registration.unregister(unexport: unexportObjects)
-    }
+    package func unregister() async { await registration.unregister(unexport: unexportObjects) }
 
-    /// Notifies subscribers through the fallback path: `PropertiesChanged` on `Value`, which
-    /// BlueZ turns into a notification (no back-pressure: prefer the AcquireNotify socket).
+    /// Notifies through the fallback path: `PropertiesChanged` on `Value`, which BlueZ turns into a notification (no
+    /// back-pressure: prefer the AcquireNotify socket).
     public func notify(_ value: [UInt8], characteristic index: Int = 0) throws {
         precondition(characteristicPaths.indices.contains(index), "no characteristic #\(index)")
         state.withLock { $0.characteristics[index].value = value }
@@ -263,13 +233,8 @@ public final class LocalGATTApplication: Sendable, CustomStringConvertible {
         state.withLock { $0.characteristics[index].notifyAcquired }
     }
 
-    /// Sets the value ReadValue returns (characteristics that do not read by request).
-    public func setValue(_ value: [UInt8], characteristic index: Int = 0) {
-        state.withLock { $0.characteristics[index].value = value }
-    }
-
-    /// Hands `event` to the consumer. A request refused (the consumer is behind by
-    /// `eventBufferLimit`, or gone) is answered with an error here.
+    /// Hands `event` to the consumer; a request refused (the consumer behind by `eventBufferLimit`, or gone) is answered
+    /// with an error here.
     private func deliver(_ event: LocalGATTEvent) {
         let refusal: String
         switch eventSink.yield(event) {
@@ -316,9 +281,9 @@ public final class LocalGATTApplication: Sendable, CustomStringConvertible {
         ])
     }
 
-    /// The characteristic's GattCharacteristic1. Its methods are immediate (taken on the event
-    /// loop, in arrival order): each turns its call into an event right away and answers at
-    /// once, or leaves the answer to the event's consumer (reads by request, writes).
+    /// The characteristic's GattCharacteristic1. Its methods are immediate (taken on the event loop, in arrival order):
+    /// each turns its call into an event and answers at once, or leaves the answer to the consumer (reads by request,
+    /// writes).
     private func characteristicInterface(_ index: Int) -> DBusInterface {
         let emit = propertiesChangedEmitter(for: characteristicPaths[index])
         var methods = valueMethods(index) + notifyMethods(index, emit: emit)
@@ -349,8 +314,7 @@ public final class LocalGATTApplication: Sendable, CustomStringConvertible {
         DBusError(name: BlueZErrorKind.notSupported.errorName, message: "\(what) not supported")
     }
 
-    /// ReadValue and WriteValue. The exported methods reach the state through the application,
-    /// which they keep alive while exported.
+    /// ReadValue and WriteValue; they reach the state through the application, which they keep alive while exported.
     private func valueMethods(_ index: Int) -> [DBusMethod] {
         let definition = service.characteristics[index]
         let flags = definition.flags
@@ -439,8 +403,7 @@ public final class LocalGATTApplication: Sendable, CustomStringConvertible {
         let application = self
         return DBusMethod(name: "AcquireNotify", in: "a{sv}", out: "hq") { call, reply in
             let options = GATTRequestOptions(call.arguments.first?.vardict ?? [:])
-            // gatt-api.txt: the MTU we return must not exceed the negotiated one; without
-            // one, fall back to the LE minimum.
+            // gatt-api.txt: the MTU we return must not exceed the negotiated one; without one, the LE minimum.
             let mtu = max(options.mtu ?? 23, 23)
             let pair: (local: NotificationSocket, exported: Int32)
             do {
@@ -465,14 +428,12 @@ public final class LocalGATTApplication: Sendable, CustomStringConvertible {
     }
 }
 
-/// Answers with an error the replies not answered within `limit` of their arrival. The limit
-/// is the same for all, so deadlines come in arrival order: one task, running while any reply
-/// is pending, sleeps until the earliest one.
+/// Answers with an error the replies not answered within `limit` of their arrival. The limit is the same for all, so
+/// deadlines come in arrival order: one task, running while any reply is pending, sleeps until the earliest.
 private final class ReplyDeadlines: Sendable {
     private struct Pending {
         let deadline: ContinuousClock.Instant
-        /// Weak: an answered reply is released by its holder; only one still held unanswered
-        /// needs the deadline.
+        /// Weak: an answered reply is released by its holder; only one held unanswered needs the deadline.
         weak var reply: DBusPendingReply?
 
         var isSettled: Bool { reply?.isAnswered ?? true }
@@ -490,7 +451,6 @@ private final class ReplyDeadlines: Sendable {
         self.limit = limit
     }
 
-    /// Puts `reply` under the limit; returns it.
     func track(_ reply: DBusPendingReply) -> DBusPendingReply {
         let startSweeping = state.withLock { state -> Bool in
             state.pending.append(Pending(deadline: .now + limit, reply: reply))

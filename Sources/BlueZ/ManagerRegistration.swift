@@ -1,13 +1,10 @@
 import DBus
 import Synchronization
 
-/// One of our exported objects registered with a bluetoothd manager on an adapter
-/// (LEAdvertisingManager1 for an advertisement, GattManager1 for a GATT application): the
-/// same export bookkeeping, call, rollback, teardown and record of the adapter for both. What
-/// exporting and unexporting the object take is the owner's, passed in as `export` and
-/// `unexport` (closures kept here would hold the owner alive).
+/// One of our exported objects registered with a bluetoothd manager on an adapter (LEAdvertisingManager1,
+/// GattManager1): export bookkeeping, call, rollback, teardown and the adapter, for both. Exporting and unexporting are
+/// the owner's, passed in as `export` and `unexport` (closures kept here would hold the owner alive).
 final class ManagerRegistration: Sendable {
-    /// A bluetoothd manager interface and its pair of methods.
     struct Manager: Sendable {
         let interface: String
         let registerMethod: String
@@ -27,9 +24,7 @@ final class ManagerRegistration: Sendable {
     private let state = Mutex(State())
 
     private struct State {
-        /// The adapter bluetoothd has the object registered on, as far as we know.
-        var registeredOn: ObjectPath?
-        /// Whether the object is exported on the session's connection.
+        var registeredOn: ObjectPath?  // as far as we know
         var exported = false
     }
 
@@ -41,9 +36,8 @@ final class ManagerRegistration: Sendable {
 
     var adapter: ObjectPath? { state.withLock { $0.registeredOn } }
 
-    /// Exports the object through `export` unless it is exported already, then registers it
-    /// with the manager on `adapter`. When either fails, `unexport` removes what was exported:
-    /// an export error comes back as a `BluetoothError`, bluetoothd's refusal unchanged.
+    /// Exports the object unless exported, then registers it on `adapter`. When either fails, `unexport` removes what
+    /// was exported: an export error comes back as a `BluetoothError`, bluetoothd's refusal unchanged.
     func register(on adapter: ObjectPath, export: () throws -> Void, unexport: () -> Void) async throws {
         let alreadyExported = state.withLock { state -> Bool in
             defer { state.exported = true }
@@ -67,10 +61,8 @@ final class ManagerRegistration: Sendable {
         state.withLock { $0.registeredOn = adapter }
     }
 
-    /// Unregisters the object from the adapter it is registered on, if any, then unexports it
-    /// through `unexport` if it is exported. Errors are logged at debug and swallowed: this
-    /// runs on teardown, when bluetoothd or the adapter may already be gone (and BlueZ then
-    /// forgot the object anyway).
+    /// Unregisters the object, if registered, then unexports it if exported. Errors are logged at debug and swallowed:
+    /// on teardown bluetoothd or the adapter may be gone (and BlueZ then forgot the object anyway).
     func unregister(timeout: Duration = .seconds(25), unexport: () -> Void) async {
         let adapter = state.withLock { state -> ObjectPath? in
             defer { state.registeredOn = nil }
@@ -87,17 +79,13 @@ final class ManagerRegistration: Sendable {
         unexportIfExported(unexport)
     }
 
-    /// How long the unregistration at the end of a scope may take. It runs outside the
-    /// scope's cancellation, so that a cancelled task still leaves nothing registered; the
-    /// limit keeps an unresponsive bluetoothd from holding the teardown (bluetoothd forgets
+    /// How long the unregistration ending a scope may take. It runs outside the scope's cancellation, so a cancelled
+    /// task leaves nothing registered; the limit keeps an unresponsive bluetoothd from holding the teardown (it forgets
     /// our objects anyway when it restarts or our connection closes).
     static let teardownLimit: Duration = .seconds(10)
 
-    /// Registers on `adapter` (`register`), runs `body`, then unregisters (`unregister`),
-    /// however `body` ends. Both calls run in a task of their own, outside the caller's
-    /// cancellation: a registration abandoned halfway may still succeed in bluetoothd, so it
-    /// runs to its end and is undone; an unregistration must reach bluetoothd although the
-    /// task that leaves the scope was cancelled.
+    /// Registers on `adapter`, runs `body`, then unregisters, however `body` ends. Both calls run outside the caller's
+    /// cancellation (see `outsideCancellation`).
     func withRegistration<Outcome>(
         on adapter: ObjectPath, export: @escaping @Sendable () throws -> Void, unexport: @escaping @Sendable () -> Void,
         isolation: isolated (any Actor)? = #isolation, _ body: () async throws -> Outcome
@@ -114,17 +102,13 @@ final class ManagerRegistration: Sendable {
         return try outcome.get()
     }
 
-    /// `unregister`, run to its end (within `teardownLimit`) even when the calling task is
-    /// cancelled.
+    /// `unregister`, run to its end (within `teardownLimit`) even when the task is cancelled.
     func unregisterOutsideCancellation(unexport: @escaping @Sendable () -> Void) async {
         _ = try? await outsideCancellation { await self.unregister(timeout: Self.teardownLimit, unexport: unexport) }
     }
 
-    /// BlueZ dropped the object on its own (it called `Release`): nothing to unregister. It
-    /// stays exported, for the next `register`.
-    func forget() {
-        state.withLock { $0.registeredOn = nil }
-    }
+    /// BlueZ dropped the object (it called `Release`): nothing to unregister; it stays exported for the next `register`.
+    func forget() { state.withLock { $0.registeredOn = nil } }
 
     private func unexportIfExported(_ unexport: () -> Void) {
         let wasExported = state.withLock { state -> Bool in
@@ -135,10 +119,9 @@ final class ManagerRegistration: Sendable {
     }
 }
 
-/// Runs `work` to its end in a task of its own, even when the calling task is cancelled
-/// meanwhile: the one place where BlueZ's registrations escape their caller's cancellation (a
-/// registration abandoned halfway may still succeed in bluetoothd; an unregistration must
-/// reach it although the scope's task was cancelled).
+/// Runs `work` to its end in a task of its own, even when the caller is cancelled: where registrations escape their
+/// caller's cancellation (one abandoned halfway may still succeed in bluetoothd, so it runs to its end and is undone;
+/// an unregistration must reach bluetoothd although the scope's task was cancelled).
 func outsideCancellation<T: Sendable>(_ work: @escaping @Sendable () async throws -> T) async throws -> T {
     // Unstructured: a fresh task does not inherit the caller's cancellation (there is no cancellation shield).
     try await Task { try await work() }.value

@@ -1,18 +1,15 @@
 import Foundation
 
-/// How many values the kernel queues on an AcquireNotify socket before bluetoothd's next write
-/// fails: `net.unix.max_dgram_qlen`, which an AF_UNIX socket pair takes when it is created.
-/// bluetoothd writes notifications to that socket without blocking and drops the one that does
-/// not fit, without a word, so a receiver that lags by more than this many values loses data
-/// (framed transfers notice the gap and fail; Apple's format cannot). The kernel's default is
-/// 10; systemd raises it to 512 at boot (sysctl.d/50-default.conf), which a stock Debian host
-/// therefore has; containers and hosts without systemd often keep 10.
+/// How many values the kernel queues on an AcquireNotify socket before bluetoothd's next write fails:
+/// `net.unix.max_dgram_qlen`, taken by an AF_UNIX socket pair when created. bluetoothd writes notifications without
+/// blocking and silently drops one that does not fit, so a receiver lagging by more loses data (framed transfers
+/// notice the gap and fail; Apple's format cannot). The kernel's default is 10; systemd raises it to 512 at boot
+/// (sysctl.d/50-default.conf), as on a stock Debian host; containers and hosts without systemd often keep 10.
 public struct NotificationQueueLimit: Sendable, Equatable, Codable {
     public static let path = "/proc/sys/net/unix/max_dgram_qlen"
     /// What a stock systemd host sets, and what bletransfer is tested with.
     public static let recommended = 512
 
-    /// The value read; nil when it could not be read.
     public var datagrams: Int?
 
     public init(datagrams: Int?) {
@@ -26,7 +23,6 @@ public struct NotificationQueueLimit: Sendable, Equatable, Codable {
 
     public var isSufficient: Bool { (datagrams ?? Self.recommended) >= Self.recommended }
 
-    /// One line for `status` and the receiver's warning.
     public var summary: String {
         guard let datagrams else { return "unknown (\(Self.path) unreadable)" }
         guard !isSufficient else { return "\(datagrams) values per subscription (net.unix.max_dgram_qlen)" }

@@ -1,6 +1,4 @@
-#if canImport(CBlueZ)
 import CBlueZ   // its <sys/socket.h> owns SOCK_NONBLOCK / SOCK_CLOEXEC in this target
-#endif
 import Reactor
 import SystemCalls
 import SystemPackage
@@ -10,24 +8,18 @@ import Synchronization
 import Glibc
 #elseif canImport(Musl)
 import Musl
-#elseif canImport(Darwin)
-import Darwin
 #endif
 
-/// Why a `NotificationSocket` operation failed.
 public enum NotificationSocketError: Error, Sendable, Equatable, CustomStringConvertible {
     /// `close()` was called on this socket (before or during the operation).
     case closed
     /// The other end went away (BlueZ dropped the subscription, the link was lost).
     case closedByPeer
-    /// A value longer than the socket's `maximumValueLength` (ATT MTU − 3).
     case valueTooLong(length: Int, maximum: Int)
-    /// Empty values cannot be sent: on a SOCK_SEQPACKET socket a zero-length packet reads
-    /// like end-of-stream on the other side.
+    /// On a SOCK_SEQPACKET socket a zero-length packet reads like end-of-stream on the other side.
     case emptyValue
     /// A packet larger than the receive buffer arrived; its tail would have been lost.
     case packetTruncated(length: Int, bufferSize: Int)
-    /// A system call failed for another reason.
     case systemCall(String, Errno)
 
     public var description: String {
@@ -44,27 +36,20 @@ public enum NotificationSocketError: Error, Sendable, Equatable, CustomStringCon
     }
 }
 
-/// One end of a `SOCK_SEQPACKET` socket that carries GATT values, one packet per value: what
-/// BlueZ hands out for `AcquireNotify` / `AcquireWrite` (on either side), or what we hand to
-/// BlueZ when it calls `AcquireNotify` on our local characteristic.
+/// One end of a `SOCK_SEQPACKET` socket carrying GATT values, one packet per value: what BlueZ hands out for
+/// `AcquireNotify` / `AcquireWrite` (either side), or what we hand BlueZ for `AcquireNotify` on our characteristic.
 ///
-/// The socket is non-blocking. `send` waits for room when the kernel says `EAGAIN` (that is
-/// the back-pressure a GATT server gets when the link cannot keep up, the analogue of
-/// CoreBluetooth's `updateValue` returning false); `receive` waits for the next packet.
-///
-/// Waiting is a one-shot readiness wait on the process's reactor (`Reactor.readable` /
-/// `writable`): a waiting socket costs no thread and no polling, and because each wait is
-/// removed the moment it fires, a socket that stays writable cannot make the level-triggered
-/// epoll spin. A socket is in the epoll set only while it is actually blocked.
+/// Non-blocking: `send` waits for room on `EAGAIN` (the back-pressure a GATT server gets when the link cannot keep up,
+/// CoreBluetooth's `updateValue` returning false); `receive` waits for the next packet. Waiting is a one-shot readiness
+/// wait on the reactor: no thread, no polling, and as each wait is removed when it fires, a socket that stays writable
+/// cannot make the level-triggered epoll spin (it is in the epoll set only while blocked).
 public final class NotificationSocket: @unchecked Sendable, CustomStringConvertible {
-    // @unchecked Sendable: the only mutable state is `state`, guarded by its lock; the file
-    // descriptor number is read under that lock and kept open (use count) while a system call
-    // or a reactor wait uses it, so a concurrent `close()` never closes it under them.
+    // @unchecked Sendable: the only mutable state is `state`, guarded by its lock; the descriptor number is read under
+    // that lock and kept open (use count) while a system call or reactor wait uses it, so a concurrent `close()`
+    // never closes it under them.
 
-    /// How long the packets may be each way.
     public struct PacketLimits: Sendable, Equatable {
-        /// The longest packet `send` takes: ATT MTU − 3 for a GATT value, the channel's send
-        /// MTU for an L2CAP channel.
+        /// The longest packet `send` takes: ATT MTU − 3 for a GATT value, the send MTU for an L2CAP channel.
         public var send: Int
         /// The receive buffer: no packet that arrives may be longer.
         public var receive: Int
@@ -72,6 +57,12 @@ public final class NotificationSocket: @unchecked Sendable, CustomStringConverti
         public init(send: Int, receive: Int) {
             self.send = max(send, 1)
             self.receive = max(receive, 1)
+        }
+
+        /// Received values are at most MTU − 3 bytes; leave room for a full MTU in case a peer counts differently,
+        /// and never go below the 23-byte LE minimum.
+        init(mtu: Int) {
+            self.init(send: max(mtu - 3, 1), receive: max(mtu, 23))
         }
     }
 
@@ -83,11 +74,9 @@ public final class NotificationSocket: @unchecked Sendable, CustomStringConverti
         case freeSpace
     }
 
-    /// The ATT MTU BlueZ reported with the socket; for an L2CAP channel, its send MTU + 3
-    /// (what an ATT MTU would be for values of that length).
+    /// The ATT MTU BlueZ reported with the socket; for an L2CAP channel, its send MTU + 3.
     public var mtu: Int { maximumValueLength + 3 }
-    /// The longest value one packet may carry: ATT MTU − 3 (the notification header), or an
-    /// L2CAP channel's send MTU.
+    /// The longest value one packet may carry: ATT MTU − 3 (the notification header), or an L2CAP send MTU.
     public var maximumValueLength: Int { state.withLock { $0.limits.send } }
     private let queueReport: SendQueueReport
 
@@ -104,13 +93,9 @@ public final class NotificationSocket: @unchecked Sendable, CustomStringConverti
     private let state: Mutex<State>
     private var receiveBufferSize: Int { state.withLock { $0.limits.receive } }
 
-    /// Takes ownership of `fd` (it is closed by `close()` or when this value is released) and
-    /// makes it non-blocking.
+    /// Takes ownership of `fd` (closed by `close()` or on release) and makes it non-blocking.
     public convenience init(adopting fd: Int32, mtu: Int) throws(NotificationSocketError) {
-        // Received values are at most MTU − 3 bytes; leave room for a full MTU in case a
-        // peer counts differently, and never go below the 23-byte LE minimum.
-        try self.init(adopting: fd, limits: PacketLimits(send: max(mtu - 3, 1), receive: max(mtu, 23)),
-                      queueReport: .unsentBytes)
+        try self.init(adopting: fd, limits: PacketLimits(mtu: mtu), queueReport: .unsentBytes)
     }
 
     /// Takes ownership of `fd` with explicit packet limits (an L2CAP channel's MTUs).
@@ -126,16 +111,13 @@ public final class NotificationSocket: @unchecked Sendable, CustomStringConverti
     }
 
     /// Changes the packet limits (an L2CAP channel learns its MTUs once connected).
-    func setLimits(_ limits: PacketLimits) {
-        state.withLock { $0.limits = limits }
-    }
+    func setLimits(_ limits: PacketLimits) { state.withLock { $0.limits = limits } }
 
     /// A connected pair, both ends owned by Swift values (tests, loopback).
     public static func makePair(mtu: Int) throws(NotificationSocketError) -> (NotificationSocket, NotificationSocket) {
-        try makePair(limits: PacketLimits(send: max(mtu - 3, 1), receive: max(mtu, 23)))
+        try makePair(limits: PacketLimits(mtu: mtu))
     }
 
-    /// A connected pair with explicit packet limits on both ends.
     public static func makePair(limits: PacketLimits) throws(NotificationSocketError) -> (NotificationSocket, NotificationSocket) {
         let (first, second) = try makeRawPair()
         let a: NotificationSocket
@@ -150,9 +132,8 @@ public final class NotificationSocket: @unchecked Sendable, CustomStringConverti
         return (a, b)
     }
 
-    /// A connected pair for an `AcquireNotify` reply: `local` stays with us, `exported` is the
-    /// raw descriptor to hand to BlueZ (the caller wraps it in a `UnixFileDescriptor`, which
-    /// closes it once the reply has been sent).
+    /// A pair for an `AcquireNotify` reply: `local` stays with us, `exported` goes to BlueZ (the caller wraps it in a
+    /// `UnixFileDescriptor`, which closes it once the reply is sent).
     public static func makeExportPair(mtu: Int) throws(NotificationSocketError) -> (local: NotificationSocket, exported: Int32) {
         let (first, second) = try makeRawPair()
         do {
@@ -189,14 +170,10 @@ public final class NotificationSocket: @unchecked Sendable, CustomStringConverti
 
     // MARK: Sending
 
-    /// Sends one value as one packet. Waits (without blocking a thread) while the socket is
-    /// full. Throws `.closedByPeer` once the other end is gone, `CancellationError` when the
-    /// calling task is cancelled while waiting.
+    /// Sends one value as one packet, waiting (without blocking a thread) while the socket is full. Throws
+    /// `.closedByPeer` once the other end is gone, `CancellationError` when cancelled while waiting.
     public func send(_ value: [UInt8]) async throws {
-        guard !value.isEmpty else { throw NotificationSocketError.emptyValue }
-        guard value.count <= maximumValueLength else {
-            throw NotificationSocketError.valueTooLong(length: value.count, maximum: maximumValueLength)
-        }
+        try checkSendable(value)
         while true {
             try Task.checkCancellation()
             if try trySend(value) { return }
@@ -204,14 +181,10 @@ public final class NotificationSocket: @unchecked Sendable, CustomStringConverti
         }
     }
 
-    /// Sends one value if the socket has room right now. Returns false, sending nothing, when
-    /// the socket is full (the `updateValue` → NO analogue); `waitUntilWritable()` then
-    /// returns once there is room again.
+    /// Sends one value if the socket has room now; false, sending nothing, when full (`updateValue` → NO);
+    /// `waitUntilWritable()` then returns once there is room.
     public func trySend(_ value: [UInt8]) throws -> Bool {
-        guard !value.isEmpty else { throw NotificationSocketError.emptyValue }
-        guard value.count <= maximumValueLength else {
-            throw NotificationSocketError.valueTooLong(length: value.count, maximum: maximumValueLength)
-        }
+        try checkSendable(value)
         return try withDescriptor { fd -> Bool in
             let outcome = retryingInterrupts {
                 value.withUnsafeBytes { buffer in sendPacket(fd, buffer.baseAddress, buffer.count) }
@@ -226,29 +199,31 @@ public final class NotificationSocket: @unchecked Sendable, CustomStringConverti
         }
     }
 
-    /// Returns once the socket can take another packet (or the peer is gone: the next send
-    /// then reports `.closedByPeer`).
-    public func waitUntilWritable() async throws {
-        try await waitUntil(.writable)
+    /// Returns once the socket can take another packet (or the peer is gone: the next send reports `.closedByPeer`).
+    public func waitUntilWritable() async throws { try await waitUntil(.writable) }
+
+    private func checkSendable(_ value: [UInt8]) throws {
+        guard !value.isEmpty else { throw NotificationSocketError.emptyValue }
+        guard value.count <= maximumValueLength else {
+            throw NotificationSocketError.valueTooLong(length: value.count, maximum: maximumValueLength)
+        }
     }
 
     // MARK: Receiving
 
-    /// The next packet (one notification or one written value), or nil once the other end
-    /// closed. Waits without blocking a thread. A zero-length packet cannot be told apart from
-    /// end-of-stream on a SOCK_SEQPACKET socket and is reported as end-of-stream.
+    /// The next packet (one notification or written value), or nil once the other end closed; waits without blocking
+    /// a thread. A zero-length packet cannot be told from end-of-stream on SOCK_SEQPACKET and is reported as such.
     public func receive() async throws -> [UInt8]? {
         var buffer = [UInt8](repeating: 0, count: receiveBufferSize)
-        // The kernel reports a connection's error (ECONNRESET when the peer hung up) before the
-        // packets still queued, and clears it as it reports it: one more read takes what the
-        // peer sent last (an L2CAP peer's final SDU followed at once by its disconnection).
+        // The kernel reports a connection's error (ECONNRESET when the peer hung up) before the packets still queued,
+        // and clears it as it does: one more read takes what the peer sent last (an L2CAP peer's final SDU followed at
+        // once by its disconnection).
         var errorReported = false
         while true {
             try Task.checkCancellation()
             let bufferSize = receiveBufferSize
             let received: Int? = try withDescriptor { fd -> Int? in
-                // MSG_TRUNC makes recv return the packet's real length, so a packet larger
-                // than the buffer is detected instead of silently cut.
+                // MSG_TRUNC makes recv return the real length: a packet larger than the buffer is detected, not cut.
                 let outcome = retryingInterrupts {
                     buffer.withUnsafeMutableBytes { raw in recv(fd, raw.baseAddress, raw.count, Int32(MSG_TRUNC)) }
                 }
@@ -273,10 +248,9 @@ public final class NotificationSocket: @unchecked Sendable, CustomStringConverti
         }
     }
 
-    /// Returns once the other end has closed (BlueZ released the subscription or the link
-    /// dropped) or this socket was closed. Anything the peer sends meanwhile is read and
-    /// discarded, so use this only on a socket nobody `receive`s from — the notifying side's
-    /// end, where BlueZ sends nothing for plain notifications.
+    /// Returns once the other end closed (BlueZ released the subscription, the link dropped) or this socket was closed.
+    /// What the peer sends meanwhile is discarded: only for a socket nobody `receive`s from — the notifying side's end,
+    /// where BlueZ sends nothing for plain notifications.
     public func waitForHangUp() async {
         var scratch = [UInt8](repeating: 0, count: receiveBufferSize)
         while true {
@@ -306,38 +280,36 @@ public final class NotificationSocket: @unchecked Sendable, CustomStringConverti
 
     // MARK: Queue depth
 
-    /// Bytes this end has sent that the other end (bluetoothd) has not read yet (SIOCOUTQ).
-    /// 0 once the peer took everything, and also once the peer closed (its queue is dropped).
+    /// Bytes sent that the other end (bluetoothd) has not read yet (SIOCOUTQ); 0 once it took everything, and once it
+    /// closed (its queue is dropped).
     public var unsentByteCount: Int {
         get throws {
             switch queueReport {
             case .unsentBytes:
-                return try withDescriptor { fd -> Int in
-                    let result = bletransfer_socket_unsent_bytes(fd)
-                    if result < 0 { throw NotificationSocketError.systemCall("ioctl(SIOCOUTQ)", Errno(rawValue: -result)) }
-                    return Int(result)
-                }
+                return try queueIoctl("ioctl(SIOCOUTQ)", bletransfer_socket_unsent_bytes)
             case .freeSpace:
                 // The kernel frees what it handed to the controller: held = buffer − free room.
                 let buffer = try sendBufferSize
-                let free = try withDescriptor { fd -> Int in
-                    let result = bletransfer_bt_socket_free_send_space(fd)
-                    if result < 0 { throw NotificationSocketError.systemCall("ioctl(TIOCOUTQ)", Errno(rawValue: -result)) }
-                    return Int(result)
-                }
-                return max(0, buffer - free)
+                return max(0, buffer - (try queueIoctl("ioctl(TIOCOUTQ)", bletransfer_bt_socket_free_send_space)))
             }
         }
     }
 
-    /// Returns once the peer has read everything sent so far (SIOCOUTQ is 0), also when it
-    /// then closed its end (BlueZ does that when the central unsubscribes after the last
-    /// value). Throws `.closedByPeer` when the peer went away without reading everything: the
-    /// kernel then drops the unread packets and flags our end with ECONNRESET.
+    /// A queue-depth ioctl's answer (its shim returns −errno on failure).
+    private func queueIoctl(_ name: String, _ call: (Int32) -> Int32) throws -> Int {
+        try withDescriptor { fd -> Int in
+            let result = call(fd)
+            if result < 0 { throw NotificationSocketError.systemCall(name, Errno(rawValue: -result)) }
+            return Int(result)
+        }
+    }
+
+    /// Returns once the peer has read everything sent so far (SIOCOUTQ is 0), also when it then closed its end (BlueZ
+    /// does when the central unsubscribes after the last value). Throws `.closedByPeer` when the peer went away without
+    /// reading everything: the kernel drops the unread packets and flags our end with ECONNRESET.
     ///
-    /// There is no readiness event for "the send queue is empty" (POLLOUT fires as soon as
-    /// there is room, long before the queue drains), so this polls the queue depth every
-    /// `pollInterval`; it is meant for the end of a message, not for every packet.
+    /// No readiness event says "the send queue is empty" (POLLOUT fires as soon as there is room), so this polls the
+    /// depth every `pollInterval`: for the end of a message, not every packet.
     public func waitUntilDrained(pollInterval: Duration = .milliseconds(5)) async throws {
         while true {
             let queued = try unsentByteCount
@@ -356,8 +328,8 @@ public final class NotificationSocket: @unchecked Sendable, CustomStringConverti
         }
     }
 
-    /// Sets SO_SNDBUF (the kernel doubles the value and enforces a minimum of a few KiB). A
-    /// small buffer keeps EAGAIN back-pressure close to what the link actually carries.
+    /// Sets SO_SNDBUF (the kernel doubles it, with a minimum of a few KiB). A small buffer keeps EAGAIN back-pressure
+    /// close to what the link carries.
     public func setSendBufferSize(_ bytes: Int) throws {
         try withDescriptor { fd in
             var value = Int32(clamping: bytes)
@@ -449,8 +421,8 @@ public final class NotificationSocket: @unchecked Sendable, CustomStringConverti
         } catch {
             throw NotificationSocketError.systemCall(error.call, error.errno)
         }
-        // Held until the wait has ended, which is after its interest left the epoll set: a
-        // `close()` meanwhile ends the wait, and the descriptor is closed by the last release.
+        // Held until the wait ended, after its interest left the epoll set: a `close()` meanwhile ends the wait, and
+        // the last release closes the descriptor.
         let fd = try acquireDescriptor()
         defer { releaseDescriptor() }
         let wait = ReadinessWait(reactor: reactor, fd: fd, events: readiness == .readable ? .readable : .writable)
@@ -474,19 +446,15 @@ public final class NotificationSocket: @unchecked Sendable, CustomStringConverti
 private func sendPacket(_ fd: Int32, _ pointer: UnsafeRawPointer?, _ count: Int) -> Int {
     #if canImport(Glibc)
     return Glibc.send(fd, pointer, count, Int32(MSG_NOSIGNAL))
-    #elseif canImport(Musl)
-    return Musl.send(fd, pointer, count, Int32(MSG_NOSIGNAL))
     #else
-    return Darwin.send(fd, pointer, count, 0)
+    return Musl.send(fd, pointer, count, Int32(MSG_NOSIGNAL))
     #endif
 }
 
 private func closeDescriptor(_ fd: Int32) {
     #if canImport(Glibc)
     _ = Glibc.close(fd)
-    #elseif canImport(Musl)
-    _ = Musl.close(fd)
     #else
-    _ = Darwin.close(fd)
+    _ = Musl.close(fd)
     #endif
 }

@@ -10,7 +10,7 @@ public struct RemoteGATTService: Sendable, Hashable, CustomStringConvertible, Bl
 
     private var cached: [String: DBusValue] { cachedProperties ?? [:] }
 
-    /// Lower-case 128-bit UUID as BlueZ reports it ("" once the service is gone).
+    /// Lower-case 128-bit, as BlueZ reports it ("" once the service is gone).
     public var uuid: String { cached["UUID"]?.string ?? "" }
     public var isPrimary: Bool { cached["Primary"]?.bool ?? false }
     package var device: ObjectPath? { cached["Device"]?.objectPath }
@@ -25,28 +25,22 @@ public struct RemoteGATTService: Sendable, Hashable, CustomStringConvertible, Bl
     }
 }
 
-/// How `writeValue` writes.
 public enum GATTWriteType: String, Sendable, Hashable {
-    /// Write without response (ATT Write Command): no acknowledgement, the fast path.
-    case command
-    /// Write with response (ATT Write Request): waits for the peer's acknowledgement.
-    case request
+    case command  // write without response (ATT Write Command): no acknowledgement, the fast path
+    case request  // write with response (ATT Write Request): waits for the peer's acknowledgement
 }
 
 /// What BlueZ says about a remote characteristic.
 public struct RemoteCharacteristicProperties: Sendable, Hashable {
     public var uuid: String
-    /// What it supports: read, write-without-response, write, notify, indicate, ...
     public var flags: [GATTCharacteristicFlag]
     /// The ATT MTU of the link (GattCharacteristic1.MTU, BlueZ ≥ 5.62).
     public var mtu: Int?
     public var notifying: Bool?
-    /// Present only when the characteristic can be acquired for notifications.
+    /// Present only when the characteristic can be acquired for notifications (writing).
     public var notifyAcquired: Bool?
-    /// Present only when the characteristic can be acquired for writing.
     public var writeAcquired: Bool?
-    /// The cached value (last read or notification).
-    public var value: [UInt8]?
+    public var value: [UInt8]?  // the last read or notification
 
     init?(_ properties: [String: DBusValue]?) {
         guard let properties else { return nil }
@@ -60,9 +54,8 @@ public struct RemoteCharacteristicProperties: Sendable, Hashable {
     }
 }
 
-/// A characteristic on a remote device (org.bluez.GattCharacteristic1 under a device path).
-/// Values are plain byte arrays; notifications arrive either as a stream of `Value` changes
-/// (`startNotify` + `valueUpdates`) or through a socket (`acquireNotify`).
+/// A characteristic on a remote device. Notifications arrive as a stream of `Value` changes (`startNotify` +
+/// `valueUpdates`) or through a socket (`acquireNotify`).
 public struct RemoteGATTCharacteristic: Sendable, Hashable, CustomStringConvertible, BlueZObjectHandle {
     static let interface = BlueZInterface.gattCharacteristic
 
@@ -73,7 +66,6 @@ public struct RemoteGATTCharacteristic: Sendable, Hashable, CustomStringConverti
 
     public var uuid: String { properties?.uuid ?? "" }
     public var flags: [GATTCharacteristicFlag] { properties?.flags ?? [] }
-    /// The link's ATT MTU when BlueZ reports it (≥ 5.62), else nil.
     public var mtu: Int? { properties?.mtu }
     public var description: String { "characteristic \(uuid) (\(path))" }
 
@@ -97,9 +89,8 @@ public struct RemoteGATTCharacteristic: Sendable, Hashable, CustomStringConverti
 
     // MARK: Notifications through PropertiesChanged
 
-    /// Values from `PropertiesChanged` on `Value`, in order. Call this BEFORE `startNotify()`
-    /// so the first notification is not missed. The stream ends when the characteristic goes
-    /// away (disconnect removes it), bluetoothd leaves, or the consumer stops.
+    /// Values from `PropertiesChanged` on `Value`, in order; call BEFORE `startNotify()` so the first is not missed.
+    /// Ends when the characteristic goes away (disconnect removes it), bluetoothd leaves, or the consumer stops.
     public func valueUpdates() -> AsyncStream<[UInt8]> {
         let path = self.path
         return session.stream { change in
@@ -130,27 +121,16 @@ public struct RemoteGATTCharacteristic: Sendable, Hashable, CustomStringConverti
 
     // MARK: Sockets
 
-    /// `AcquireNotify({})`: BlueZ enables notifications and hands over a SOCK_SEQPACKET socket
-    /// (one packet per notification) and the ATT MTU. Locks out `StartNotify` until the socket
-    /// is closed. Close the socket to unsubscribe.
+    /// `AcquireNotify({})`: BlueZ enables notifications and hands over a SOCK_SEQPACKET socket (one packet per
+    /// notification) and the ATT MTU. Locks out `StartNotify` until the socket is closed; close it to unsubscribe.
     public func acquireNotify() async throws -> NotificationSocket {
-        try await acquire("AcquireNotify")
-    }
-
-    /// `AcquireWrite({})`: a socket where each packet is one write-without-response. Needs the
-    /// `write-without-response` flag (BlueZ then shows `WriteAcquired`).
-    public func acquireWrite() async throws -> NotificationSocket {
-        try await acquire("AcquireWrite")
-    }
-
-    private func acquire(_ method: String) async throws -> NotificationSocket {
-        let reply = try await session.call(path: path, interface: BlueZInterface.gattCharacteristic, method: method,
-                                           arguments: [.vardict([:])])
+        let reply = try await session.call(path: path, interface: BlueZInterface.gattCharacteristic,
+                                           method: "AcquireNotify", arguments: [.vardict([:])])
         guard reply.count >= 2, let descriptor = reply[0].unixFD, let mtu = reply[1].uint16,
             let fd = descriptor.take()
         else {
             for value in reply { value.unixFD?.close() }
-            throw BluetoothError.bluez(.dbusInvalidArguments, message: "\(method) replied without (fd, mtu)")
+            throw BluetoothError.bluez(.dbusInvalidArguments, message: "AcquireNotify replied without (fd, mtu)")
         }
         return try NotificationSocket(adopting: fd, mtu: Int(mtu))
     }

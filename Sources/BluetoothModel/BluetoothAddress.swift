@@ -1,17 +1,14 @@
-/// A 48-bit Bluetooth device address (BD_ADDR), as BlueZ writes it: six hexadecimal octets,
-/// most significant first, separated by colons ("00:AA:01:00:00:42"). Parsing accepts either
-/// case; the text form is upper-case, so two spellings of one address compare equal.
+/// A 48-bit Bluetooth device address (BD_ADDR) as BlueZ writes it: six hex octets, most significant first, separated
+/// by colons ("00:AA:01:00:00:42"). Parsing accepts either case; the text form is upper-case.
 public struct BluetoothAddress: Hashable, Sendable, Comparable, CustomStringConvertible {
-    /// The six octets, most significant first.
-    public let octets: [UInt8]
+    public let octets: [UInt8]  // most significant first
 
     /// Parses "AA:BB:CC:DD:EE:FF" (either case); nil for anything else.
     public init?(_ text: some StringProtocol) {
         self.init(octetTexts: text.split(separator: ":", omittingEmptySubsequences: false))
     }
 
-    /// The address in a BlueZ device object path's last component ("dev_AA_BB_CC_DD_EE_FF"),
-    /// or in a whole path ending so; nil for any other path.
+    /// The address in a device object path's last component ("dev_AA_BB_CC_DD_EE_FF"); nil for any other path.
     public init?(deviceObjectPath path: some StringProtocol) {
         guard let last = path.split(separator: "/").last, last.hasPrefix("dev_") else { return nil }
         self.init(octetTexts: last.dropFirst(4).split(separator: "_", omittingEmptySubsequences: false))

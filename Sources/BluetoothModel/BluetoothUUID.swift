@@ -1,19 +1,16 @@
-/// A Bluetooth UUID in any of its three textual forms, normalised to the 128-bit value.
-///
-/// 16- and 32-bit UUIDs are shorthands for the Bluetooth base UUID
-/// `0000xxxx-0000-1000-8000-00805f9b34fb` (Core Specification Vol 3, Part B, 2.5.1);
-/// they are expanded so that two spellings of the same UUID compare equal.
+/// A Bluetooth UUID in any of its three textual forms, normalised to the 128-bit value: 16- and 32-bit UUIDs are
+/// shorthands for the base UUID `0000xxxx-0000-1000-8000-00805f9b34fb` (Core Vol 3, Part B, 2.5.1), expanded so two
+/// spellings of one UUID compare equal.
 public struct BluetoothUUID: Hashable, Sendable, CustomStringConvertible {
-    /// The 16 bytes of the UUID, most significant first (the order they are written in text).
-    public let bytes: [UInt8]
+    public let bytes: [UInt8]  // 16, most significant first (as written in text)
 
     /// The trailing 12 bytes of the Bluetooth base UUID.
     private static let baseSuffix: [UInt8] = [
         0x00, 0x00, 0x10, 0x00, 0x80, 0x00, 0x00, 0x80, 0x5F, 0x9B, 0x34, 0xFB,
     ]
 
-    /// Parses `"180D"`, `"0x180D"`, `"0000180D"`, `"E20A39F4-73F5-4BC4-A12F-17D1AD07A961"`,
-    /// the same without dashes, in any case, with surrounding whitespace or braces.
+    /// Parses `"180D"`, `"0x180D"`, `"0000180D"`, `"E20A39F4-73F5-4BC4-A12F-17D1AD07A961"`, the same without dashes, in
+    /// any case, with surrounding whitespace or braces.
     public init(_ text: String) throws(UUIDParseError) {
         var body = Substring(text)
         while let first = body.first, first.isWhitespace { body.removeFirst() }
@@ -32,8 +29,7 @@ public struct BluetoothUUID: Hashable, Sendable, CustomStringConvertible {
             }
         }
 
-        let hasDashes = body.contains("-")
-        if hasDashes {
+        if body.contains("-") {
             let groups = body.split(separator: "-", omittingEmptySubsequences: false)
             guard groups.map(\.count) == [8, 4, 4, 4, 12] else {
                 throw UUIDParseError(
@@ -69,7 +65,7 @@ public struct BluetoothUUID: Hashable, Sendable, CustomStringConvertible {
         bytes = short + Self.baseSuffix
     }
 
-    /// Builds a UUID from its 16 bytes, most significant first; nil when `bytes` is not 16 long.
+    /// Nil when `bytes` is not 16 long.
     public init?(bytes: [UInt8]) {
         guard bytes.count == 16 else { return nil }
         self.bytes = bytes
@@ -97,7 +93,7 @@ public struct BluetoothUUID: Hashable, Sendable, CustomStringConvertible {
     public var description: String { canonical }
 }
 
-/// Why a UUID given by the user or a peer could not be parsed; one line naming the input.
+/// Why a UUID from the user or a peer could not be parsed; one line naming the input.
 public struct UUIDParseError: Error, Sendable, Equatable, CustomStringConvertible {
     public var input: String
     public var reason: String
@@ -107,7 +103,5 @@ public struct UUIDParseError: Error, Sendable, Equatable, CustomStringConvertibl
         self.reason = reason
     }
 
-    public var description: String {
-        "invalid Bluetooth UUID \"\(input)\": \(reason)"
-    }
+    public var description: String { "invalid Bluetooth UUID \"\(input)\": \(reason)" }
 }

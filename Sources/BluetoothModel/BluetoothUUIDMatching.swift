@@ -5,15 +5,13 @@ extension BluetoothUUID {
         self = uuid
     }
 
-    /// True when both strings name the same UUID in any of its spellings (false when either
-    /// is malformed).
+    /// True when both strings name the same UUID in any spelling (false when either is malformed).
     public static func matches(_ lhs: String, _ rhs: String) -> Bool {
         guard let a = BluetoothUUID(parsing: lhs), let b = BluetoothUUID(parsing: rhs) else { return false }
         return a == b
     }
 
-    /// `text` in BlueZ's lower-case dashed 128-bit form when it is a UUID; otherwise `text`
-    /// lower-cased, for bluetoothd to refuse with its own message.
+    /// `text` in BlueZ's lower-case dashed 128-bit form when a UUID; else lower-cased, for bluetoothd to refuse.
     public static func canonicalOrLowercased(_ text: String) -> String {
         BluetoothUUID(parsing: text)?.canonical ?? text.lowercased()
     }

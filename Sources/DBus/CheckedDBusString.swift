@@ -1,6 +1,5 @@
-/// What `ObjectPath` and `Signature` share: a string the D-Bus specification constrains,
-/// checked when the value is made (`init?(rawValue:)`) so that everything holding one can rely
-/// on it, and written as a literal where a programmer knows it is valid.
+/// What `ObjectPath` and `Signature` share: a string the D-Bus specification constrains, checked when made
+/// (`init?(rawValue:)`) so holders can rely on it, and written as a literal where a programmer knows it is valid.
 package protocol CheckedDBusString: RawRepresentable<String>, ExpressibleByStringLiteral, CustomStringConvertible {
     /// What a value is, for the message of an invalid literal ("object path").
     static var dbusTypeName: String { get }

@@ -7,21 +7,16 @@ import Glibc
 import Musl
 #endif
 
-/// A private connection to a message bus, driven on the process's reactor thread.
-///
-/// Every call is asynchronous and nothing waits on the caller's thread: method calls await
-/// their reply (with a timeout, and cancellation), inbound calls to exported objects are
-/// answered by tasks while our own calls are outstanding, and signals arrive as async
-/// sequences. Dropping the last reference closes the connection.
+/// A private connection to a message bus, driven on the process's reactor thread. Nothing waits on the caller's
+/// thread: method calls await their reply (with a timeout, and cancellation), inbound calls to exported objects are
+/// answered by tasks while our own calls are outstanding, and signals arrive as async sequences. Dropping the last
+/// reference closes the connection.
 package final class DBusConnection: Sendable {
-    package enum Bus: Sendable { case system, session }
-
     let loop: EventLoop
     let router: SignalRouter
     let registry: ExportRegistry
     private let disconnection: Disconnection
     private let nextSubscriptionID = Atomic<UInt64>(1)
-    /// The name the bus gave us (":1.42").
     package let uniqueName: String
 
     private init(
@@ -37,24 +32,13 @@ package final class DBusConnection: Sendable {
 
     deinit { loop.requestStop() }
 
-    /// A private connection (never libdbus's shared one), exit-on-disconnect off, registered
-    /// with the bus. `.system` honours DBUS_SYSTEM_BUS_ADDRESS, `.session`
-    /// DBUS_SESSION_BUS_ADDRESS.
-    package static func connect(_ bus: Bus) async throws -> DBusConnection {
-        switch bus {
-        case .system:
-            let address = environment("DBUS_SYSTEM_BUS_ADDRESS") ?? "unix:path=/var/run/dbus/system_bus_socket"
-            return try await connect(address: address)
-        case .session:
-            guard let address = environment("DBUS_SESSION_BUS_ADDRESS") else {
-                throw DBusError(
-                    name: DBusError.failedName, message: "no session bus: DBUS_SESSION_BUS_ADDRESS is not set")
-            }
-            return try await connect(address: address)
-        }
+    /// A private connection (never libdbus's shared one), exit-on-disconnect off, registered with the system bus
+    /// (honouring DBUS_SYSTEM_BUS_ADDRESS).
+    package static func connectToSystemBus() async throws -> DBusConnection {
+        try await connect(address: environment("DBUS_SYSTEM_BUS_ADDRESS") ?? "unix:path=/var/run/dbus/system_bus_socket")
     }
 
-    /// A private connection to the bus at `address` ("unix:path=/run/dbus/system_bus_socket").
+    /// Same, to the bus at `address`.
     package static func connect(address: String) async throws -> DBusConnection {
         guard !address.utf8.contains(0), !address.isEmpty else {
             throw DBusError(name: "org.freedesktop.DBus.Error.BadAddress", message: "invalid D-Bus address")
@@ -92,48 +76,39 @@ package final class DBusConnection: Sendable {
         }
     }
 
-    /// Idempotent and immediate. Pending calls then fail with DBusError(disconnectedName),
-    /// signal streams finish, and the connection leaves the reactor.
-    package func close() {
-        loop.requestStop()
-    }
+    /// Idempotent and immediate: pending calls fail with DBusError(disconnectedName), signal streams finish, and the
+    /// connection leaves the reactor.
+    package func close() { loop.requestStop() }
 
-    /// False once the connection was closed or lost.
     package var isConnected: Bool { !disconnection.isDisconnected }
 
-    /// Returns when the connection is lost (the bus went away) or closed, or when the waiting
-    /// task is cancelled.
-    package func waitUntilDisconnected() async {
-        await disconnection.wait()
-    }
+    /// Returns when the connection is lost or closed, or when the waiting task is cancelled.
+    package func waitUntilDisconnected() async { await disconnection.wait() }
 
     // MARK: Method calls
 
-    /// A method call. Throws DBusError for an error reply (name and message kept), for a
-    /// timeout (noReplyName, as libdbus reports it), for a closed connection (disconnectedName)
-    /// and for arguments that cannot be sent (invalidArgsName); throws CancellationError when
-    /// the calling task is cancelled (the pending call is cancelled too; a late reply is dropped).
+    /// Throws DBusError for an error reply (name and message kept), a timeout (noReplyName, as libdbus reports it), a
+    /// closed connection (disconnectedName) and arguments that cannot be sent (invalidArgsName); CancellationError when
+    /// the task is cancelled (the pending call is cancelled too; a late reply is dropped).
     @discardableResult
     package func call(
         destination: String, path: ObjectPath, interface: String, method: String,
         arguments: [DBusValue] = [], timeout: Duration = .seconds(25)
     ) async throws -> [DBusValue] {
-        let message = try Message.methodCall(destination: destination, path: path, interface: interface, method: method)
-        try message.append(arguments)
+        let message = try Message.methodCall(
+            destination: destination, path: path, interface: interface, method: method, arguments: arguments)
         let reply = try await send(message, timeout: timeout)
         return try reply.arguments()
     }
 
-    /// A method call whose reply nobody waits for (the NO_REPLY_EXPECTED flag: the callee
-    /// sends none), written to the bus before this returns. For a last request a process makes
-    /// on its way out: the caller may close the connection and exit at once after it, and the
-    /// call still reaches its destination. Throws only when the call cannot be built or the
-    /// connection is gone.
+    /// A method call with NO_REPLY_EXPECTED (the callee sends none), written to the bus before this returns: for a last
+    /// request on the way out, the caller may close the connection and exit at once and the call still arrives. Throws
+    /// only when the call cannot be built or the connection is gone.
     package func callWithoutReply(
         destination: String, path: ObjectPath, interface: String, method: String, arguments: [DBusValue] = []
     ) async throws {
-        let message = try Message.methodCall(destination: destination, path: path, interface: interface, method: method)
-        try message.append(arguments)
+        let message = try Message.methodCall(
+            destination: destination, path: path, interface: interface, method: method, arguments: arguments)
         dbus_message_set_no_reply(message.pointer, 1)
         let loop = self.loop
         let sent = await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
@@ -142,7 +117,7 @@ package final class DBusConnection: Sendable {
         if !sent { throw DBusError.disconnected() }
     }
 
-    /// Sends a method call and returns the (non-error) reply message.
+    /// The (non-error) reply to a method call.
     func send(_ message: Message, timeout: Duration) async throws -> Message {
         let loop = self.loop
         let call = PendingCall(loop: loop)
@@ -181,10 +156,9 @@ package final class DBusConnection: Sendable {
 
     // MARK: Signals
 
-    /// Signals matching the rule. The rule is installed on the bus before this returns (so no
-    /// signal sent after the return is missed); it is removed when the stream's consumer stops
-    /// iterating (iterator released or its task cancelled) or calls `finish()`. The stream
-    /// ends when the connection closes. Signals are buffered without bound until consumed.
+    /// Signals matching the rule, installed on the bus before this returns (no signal sent after is missed) and removed
+    /// when the consumer stops iterating (iterator released, task cancelled) or calls `finish()`. Ends when the
+    /// connection closes; signals are buffered without bound until consumed.
     package func signals(matching rule: MatchRule) async throws -> DBusSignalStream {
         let id = nextSubscriptionID.wrappingAdd(1, ordering: .relaxed).oldValue
         let (stream, continuation) = AsyncStream<DBusSignal>.makeStream()
@@ -202,8 +176,8 @@ package final class DBusConnection: Sendable {
         do {
             _ = try await callBus("AddMatch", [.string(rule.ruleString)])
             if rule.senderNeedsOwnerTracking, let name = rule.sender {
-                // The NameOwnerChanged rule went out before AddMatch, so from here on the owner
-                // is tracked; this fetches its current value.
+                // The NameOwnerChanged rule went out before AddMatch, so the owner is tracked from here on; this
+                // fetches its current value.
                 let owner = try? await callBus("GetNameOwner", [.string(name)]).first?.string
                 loop.enqueue { _ in router.setInitialOwner(owner, of: name) }
             }
@@ -215,12 +189,10 @@ package final class DBusConnection: Sendable {
     }
 
     package func emitSignal(path: ObjectPath, interface: String, member: String, arguments: [DBusValue]) throws {
-        let message = try Message.signal(path: path, interface: interface, member: member)
-        try message.append(arguments)
+        let message = try Message.signal(path: path, interface: interface, member: member, arguments: arguments)
         guard loop.send(message) else { throw DBusError.disconnected() }
     }
 
-    /// Emits org.freedesktop.DBus.Properties.PropertiesChanged.
     package func emitPropertiesChanged(
         path: ObjectPath, interface: String, changed: [String: DBusValue], invalidated: [String] = []
     ) throws {
@@ -232,31 +204,25 @@ package final class DBusConnection: Sendable {
 
     // MARK: Exported objects
 
-    /// Serves the interfaces at `path` (Properties, Introspectable and Peer are provided
-    /// automatically). Replaces what was exported there before. If an ObjectManager is exported
-    /// at an ancestor, emits InterfacesAdded (and InterfacesRemoved for interfaces dropped).
+    /// Serves the interfaces at `path` (Properties, Introspectable and Peer come automatically), replacing what was
+    /// there. With an ObjectManager at an ancestor, emits InterfacesAdded (and InterfacesRemoved for those dropped).
     package func export(_ interfaces: [DBusInterface], at path: ObjectPath) throws {
         guard isConnected else { throw DBusError.disconnected() }
         try registry.export(interfaces, at: path)
     }
 
-    /// Removes the object; emits InterfacesRemoved through an ancestor ObjectManager.
-    /// Makes our exported objects answer method calls (org.freedesktop.DBus.Peer's aside)
-    /// only from the current unique-name owner of `name`, following NameOwnerChanged; any
-    /// other caller gets org.freedesktop.DBus.Error.AccessDenied, and `onRefusal` is told once
-    /// per caller (its unique name and the `interface.member` called). The owner is known
-    /// while a signal subscription with `sender: name` is active on this connection.
+    /// Makes our exported objects answer method calls (org.freedesktop.DBus.Peer's aside) only from the current owner
+    /// of `name`; any other caller gets AccessDenied, and `onRefusal` is told once per caller (its unique name and the
+    /// `interface.member` called). The owner is known while a signal subscription with `sender: name` is active.
     package func restrictMethodCalls(toOwnerOf name: String, onRefusal: @escaping @Sendable (String, String) -> Void) {
         registry.restrictCalls(toOwnerOf: name, onRefusal: onRefusal)
     }
 
-    package func unexport(_ path: ObjectPath) {
-        registry.unexport(path)
-    }
+    /// Removes the object; emits InterfacesRemoved through an ancestor ObjectManager.
+    package func unexport(_ path: ObjectPath) { registry.unexport(path) }
 
-    /// Serves org.freedesktop.DBus.ObjectManager at `root`: GetManagedObjects returns every
-    /// object exported below `root` with its interfaces and their readable properties
-    /// (standard interfaces omitted).
+    /// Serves ObjectManager at `root`: GetManagedObjects returns every object exported below it with its interfaces and
+    /// their readable properties (standard interfaces omitted).
     package func exportObjectManager(at root: ObjectPath) throws {
         guard isConnected else { throw DBusError.disconnected() }
         registry.addObjectManager(at: root)

@@ -1,10 +1,8 @@
 import SystemPackage
 
-/// An error reply, or an error we raise with a D-Bus error name. Name and message are kept
-/// exactly as the peer sent them, so callers can map them to states and retries.
+/// An error reply, or an error we raise with a D-Bus error name; name and message kept exactly as the peer sent them.
 package struct DBusError: Error, Sendable, Hashable, CustomStringConvertible {
-    /// "org.bluez.Error.InProgress"
-    package var name: String
+    package var name: String  // "org.bluez.Error.InProgress"
     package var message: String
 
     package init(name: String, message: String) {

@@ -1,20 +1,15 @@
-/// A signal received from the bus (the connection builds it: its memberwise initialiser is
-/// internal).
+/// A signal received from the bus (built by the connection: the memberwise init is internal).
 package struct DBusSignal: Sendable {
-    /// The sender's unique name (":1.42").
-    package var sender: String
+    package var sender: String  // unique name (":1.42")
     package var path: ObjectPath
     package var interface: String
     package var member: String
     package var arguments: [DBusValue]
 }
 
-/// Signals matching one rule, in arrival order.
-///
-/// Iterate it once. The match rule is removed from the bus as soon as the consumer stops:
-/// when its iterator is released (a `for await` loop left by `break`, `return` or a thrown
-/// error), when the iterating task is cancelled, or when `finish()` is called. The sequence
-/// ends (returns nil) when the connection closes or is lost.
+/// Signals matching one rule, in arrival order; iterate it once. The rule is removed from the bus as soon as the
+/// consumer stops: its iterator released (a `for await` left by `break`, `return` or a throw), its task cancelled, or
+/// `finish()`. The sequence ends when the connection closes or is lost.
 package struct DBusSignalStream: AsyncSequence, Sendable {
     package typealias Element = DBusSignal
     package typealias Failure = Never
@@ -26,9 +21,7 @@ package struct DBusSignalStream: AsyncSequence, Sendable {
         var iterator: AsyncStream<DBusSignal>.Iterator
         let consumer: Consumer
 
-        package mutating func next() async -> DBusSignal? {
-            await iterator.next()
-        }
+        package mutating func next() async -> DBusSignal? { await iterator.next() }
 
         package mutating func next(isolation actor: isolated (any Actor)?) async -> DBusSignal? {
             await iterator.next(isolation: actor)
@@ -47,7 +40,5 @@ package struct DBusSignalStream: AsyncSequence, Sendable {
     }
 
     /// Ends the sequence and removes the match rule.
-    package func finish() {
-        subscription.finish()
-    }
+    package func finish() { subscription.finish() }
 }

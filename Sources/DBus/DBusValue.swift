@@ -1,7 +1,5 @@
-/// One D-Bus value of any type BlueZ uses.
-///
-/// Containers carry their element types so that empty arrays and dictionaries still have a
-/// signature. Dictionaries keep their entries in order (D-Bus sends them as arrays).
+/// One D-Bus value of any type BlueZ uses. Containers carry their element types so empty ones still have a signature;
+/// dictionaries keep their entries in order (D-Bus sends them as arrays).
 package indirect enum DBusValue: Sendable, Hashable {
     case byte(UInt8)
     case boolean(Bool)
@@ -24,11 +22,9 @@ package indirect enum DBusValue: Sendable, Hashable {
     case structure([DBusValue])
     case variant(DBusValue)
 
-    /// The value's type signature, computed from the value (a malformed value, e.g. an array
-    /// whose elements do not match its element type, is rejected when it is marshalled).
-    package var signature: Signature {
-        Signature(unchecked: signatureString)
-    }
+    /// Computed from the value (a malformed one, e.g. an array whose elements do not match its element type, is
+    /// rejected when marshalled).
+    package var signature: Signature { Signature(unchecked: signatureString) }
 
     var signatureString: String {
         switch self {
@@ -63,8 +59,7 @@ package struct DBusDictionaryEntry: Sendable, Hashable {
     }
 }
 
-/// `a{oa{sa{sv}}}` as returned by `GetManagedObjects`, decoded:
-/// object path -> interface name -> property name -> value (variant wrapper removed).
+/// `a{oa{sa{sv}}}` from `GetManagedObjects`, decoded: path -> interface -> property -> value (variant unwrapped).
 package typealias ManagedObjects = [ObjectPath: [String: [String: DBusValue]]]
 
 // MARK: - Builders
@@ -123,41 +118,28 @@ extension DBusValue {
     package var uint16: UInt16? { if case .uint16(let v) = lookingThroughVariant { v } else { nil } }
     package var int32: Int32? { if case .int32(let v) = lookingThroughVariant { v } else { nil } }
     package var uint32: UInt32? { if case .uint32(let v) = lookingThroughVariant { v } else { nil } }
-    package var int64: Int64? { if case .int64(let v) = lookingThroughVariant { v } else { nil } }
-    package var uint64: UInt64? { if case .uint64(let v) = lookingThroughVariant { v } else { nil } }
     package var double: Double? { if case .double(let v) = lookingThroughVariant { v } else { nil } }
     package var string: String? { if case .string(let v) = lookingThroughVariant { v } else { nil } }
-    package var objectPath: ObjectPath? {
-        if case .objectPath(let v) = lookingThroughVariant { v } else { nil }
-    }
-    package var unixFD: UnixFileDescriptor? {
-        if case .unixFD(let v) = lookingThroughVariant { v } else { nil }
-    }
+    package var objectPath: ObjectPath? { if case .objectPath(let v) = lookingThroughVariant { v } else { nil } }
+    package var unixFD: UnixFileDescriptor? { if case .unixFD(let v) = lookingThroughVariant { v } else { nil } }
     package var variant: DBusValue? { if case .variant(let v) = self { v } else { nil } }
 
     /// Elements of an array (not of a dictionary: see `dictionaryEntries`).
-    package var array: [DBusValue]? {
-        if case .array(_, let v) = lookingThroughVariant { v } else { nil }
-    }
-    package var structure: [DBusValue]? {
-        if case .structure(let v) = lookingThroughVariant { v } else { nil }
-    }
+    package var array: [DBusValue]? { if case .array(_, let v) = lookingThroughVariant { v } else { nil } }
     package var dictionaryEntries: [DBusDictionaryEntry]? {
         if case .dictionary(_, _, let v) = lookingThroughVariant { v } else { nil }
     }
 
     /// `ay`
-    package var bytes: [UInt8]? {
-        elements(ofArrayWith: "y") { if case .byte(let b) = $0 { b } else { nil } }
-    }
+    package var bytes: [UInt8]? { elements(ofArrayWith: "y") { if case .byte(let b) = $0 { b } else { nil } } }
 
     /// `as`
     package var strings: [String]? {
         elements(ofArrayWith: "s") { if case .string(let s) = $0 { s } else { nil } }
     }
 
-    /// The elements of an array whose element signature is `elementSignature`, each taken out
-    /// by `unwrap`; nil when this is no such array or an element does not unwrap.
+    /// The elements of an array of `elementSignature`, each taken out by `unwrap`; nil when this is no such array or an
+    /// element does not unwrap.
     private func elements<Element>(ofArrayWith elementSignature: String,
                                    _ unwrap: (DBusValue) -> Element?) -> [Element]? {
         guard case .array(let element, let values) = lookingThroughVariant, element.rawValue == elementSignature

@@ -9,21 +9,15 @@ import Glibc
 import Musl
 #endif
 
-/// The driver of one libdbus connection on the process's reactor, which does all of its I/O.
+/// The driver of one libdbus connection on the process's reactor, which does all of its I/O. libdbus's watches are
+/// reactor interests, its timeouts reactor timers, and every turn this loop's hook dispatches what was read
+/// (`dbus_connection_dispatch` until complete). So every libdbus call on the connection, and its callbacks, happen on
+/// the reactor thread; other threads enqueue jobs. Nothing here blocks (not even Hello or a flush): inbound calls are
+/// served while our own calls await replies, and a connection waiting for its bus holds up no other.
 ///
-/// libdbus is driven through its watch and timeout functions: its watches are reactor
-/// interests, its timeouts reactor timers, and every turn of the reactor this loop's hook
-/// dispatches what was read (`dbus_connection_dispatch` until it reports complete). So every
-/// libdbus call on the connection happens on the reactor thread, and libdbus runs its callbacks
-/// there too. Other threads never touch the connection: they enqueue jobs (closures run on that
-/// thread). Nothing here blocks (not even Hello or a flush): inbound calls are served while our
-/// own calls await their replies, and one connection waiting for its bus holds up no other
-/// connection of the process.
-///
-/// `@unchecked Sendable`: the fields marked "loop thread only" are read and written only on the
-/// reactor thread, called the loop thread here (inside jobs, the hook and libdbus callbacks,
-/// which libdbus runs on the thread that dispatches or handles a watch, i.e. that one); the job
-/// queue, the only state other threads reach, is a Mutex.
+/// `@unchecked Sendable`: the fields marked "loop thread only" are touched only on the reactor thread, called the loop
+/// thread here (jobs, the hook and libdbus callbacks, which libdbus runs on the thread that dispatches or handles a
+/// watch, i.e. that one); the job queue, the only state other threads reach, is a Mutex.
 final class EventLoop: @unchecked Sendable {
     typealias Job = @Sendable (EventLoop) -> Void
 
@@ -46,8 +40,8 @@ final class EventLoop: @unchecked Sendable {
     /// Callers of `sendAndFlush` whose message is still in libdbus's outgoing queue.
     private var flushWaiters: [@Sendable (Bool) -> Void] = []
     private var stopRequested = false
-    /// Called for every message libdbus does not route to a pending call (method calls to us,
-    /// signals). Returns true when the message was handled (a reply is or will be sent).
+    /// Called for every message libdbus does not route to a pending call (method calls to us, signals); true when
+    /// handled (a reply is or will be sent).
     var messageHandler: ((Message) -> Bool)?
     /// Called once, on the loop thread, when the connection is gone (lost or closed).
     var disconnectHandler: (() -> Void)?
@@ -62,9 +56,8 @@ final class EventLoop: @unchecked Sendable {
 
     // MARK: Starting and stopping
 
-    /// Opens a private connection to `address` on the reactor thread and registers it with the
-    /// bus (Hello, sent and answered like any other call, so the reactor serves everything else
-    /// meanwhile). Returns the unique name.
+    /// Opens a private connection to `address` on the reactor thread and registers it with the bus (Hello, sent and
+    /// answered like any other call, so the reactor serves everything else meanwhile). Returns the unique name.
     func start(address: String) async throws -> String {
         let helloMessage = try Message.methodCall(
             destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
@@ -109,32 +102,30 @@ final class EventLoop: @unchecked Sendable {
     private func open(address: String) throws {
         var error = CDBus.DBusError()
         dbus_error_init(&error)
-        // For a unix socket (what the system bus is) this connects at once; authentication
-        // and Hello then run as the reactor handles the socket.
+        // For a unix socket (the system bus) this connects at once; authentication and Hello run as the reactor
+        // handles the socket.
         guard let connection = dbus_connection_open_private(address, &error) else {
             throw DBusError(taking: &error, fallback: "could not connect to \(address)")
         }
         dbus_connection_set_exit_on_disconnect(connection, 0)
         self.connection = connection
-        // The hook, watches and timers hold the loop strongly until `shutDown` removes them:
-        // they keep it alive while the connection is open, whoever else lets go of it.
+        // The hook, watches and timers hold the loop strongly until `shutDown` removes them: they keep it alive while
+        // the connection is open, whoever else lets go of it.
         hook = reactor.addHook { [self] in turn() }
         installCallbacks(on: connection)
     }
 
     /// Asks the loop to close the connection and leave the reactor. Idempotent; returns at once.
     func requestStop() {
-        let accepted = enqueue { loop in
+        enqueue { loop in  // not accepted when already stopping or stopped
             loop.stopRequested = true
             loop.reactor.wakeUp()
         }
-        _ = accepted  // false: already stopping or stopped
     }
 
     // MARK: Jobs
 
-    /// Runs `job` on the loop thread. False when the loop no longer accepts jobs (connection
-    /// closed or lost): the job will never run.
+    /// Runs `job` on the loop thread; false when the loop no longer accepts jobs (closed or lost): it will never run.
     @discardableResult
     func enqueue(_ job: @escaping Job) -> Bool {
         let mustSchedule = queue.withLock { queue -> Bool? in
@@ -144,13 +135,13 @@ final class EventLoop: @unchecked Sendable {
             return !queue.drainScheduled
         }
         guard let mustSchedule else { return false }
-        // One reactor job runs everything queued here by then, in order; the loop (not the
-        // reactor) owns the queue so that a stop can still run what was accepted before it.
+        // One reactor job runs everything queued here by then, in order; the loop (not the reactor) owns the queue so
+        // that a stop can still run what was accepted before it.
         if mustSchedule { reactor.enqueue { [self] in runQueuedJobs() } }
         return true
     }
 
-    /// Sends a message without expecting a reply. False when the connection is gone.
+    /// Sends a message without expecting a reply; false when the connection is gone.
     @discardableResult
     func send(_ message: Message) -> Bool {
         enqueue { loop in
@@ -159,9 +150,8 @@ final class EventLoop: @unchecked Sendable {
         }
     }
 
-    /// Sends `message` and calls `done` on the loop thread once everything queued so far has
-    /// been written to the bus socket (true), or with false when the connection is gone first.
-    /// The write happens as the reactor finds the socket writable: nothing blocks for it.
+    /// Sends `message` and calls `done` on the loop thread once everything queued so far is written to the bus socket
+    /// (true), or false when the connection is gone first. The write happens as the reactor finds the socket writable.
     func sendAndFlush(_ message: Message, done: @escaping @Sendable (Bool) -> Void) {
         let queued = enqueue { loop in
             guard let connection = loop.connection else {
@@ -186,8 +176,8 @@ final class EventLoop: @unchecked Sendable {
 
     // MARK: Each turn of the reactor
 
-    /// Run by the reactor after its jobs and before it waits: dispatch what was read, answer
-    /// flushes, and shut down when asked to or when the connection was lost.
+    /// Run by the reactor after its jobs and before it waits: dispatch what was read, answer flushes, and shut down
+    /// when asked to or when the connection was lost.
     private func turn() {
         dispatchAll()
         guard let connection else { return }
@@ -196,18 +186,21 @@ final class EventLoop: @unchecked Sendable {
             return
         }
         if !flushWaiters.isEmpty && dbus_connection_has_messages_to_send(connection) == 0 {
-            let waiters = flushWaiters
-            flushWaiters.removeAll()
-            for done in waiters { done(true) }
+            answerFlushes(true)
         }
         refreshWatches()
     }
 
+    private func answerFlushes(_ written: Bool) {
+        let waiters = flushWaiters
+        flushWaiters.removeAll()
+        for done in waiters { done(written) }
+    }
+
     private func installCallbacks(on connection: OpaquePointer) {
         let me = Unmanaged.passUnretained(self).toOpaque()
-        // The loop outlives the connection (it unrefs the connection before it leaves the
-        // reactor, and the reactor's hook holds it until then), so the callbacks get an
-        // unretained pointer to it.
+        // The loop outlives the connection (it unrefs the connection before it leaves the reactor, and the reactor's
+        // hook holds it until then), so the callbacks get an unretained pointer to it.
         dbus_connection_set_watch_functions(
             connection,
             { watch, data in EventLoop.from(data).addWatch(watch!) },
@@ -218,7 +211,7 @@ final class EventLoop: @unchecked Sendable {
             connection,
             { timeout, data in EventLoop.from(data).addTimeout(timeout!) },
             { timeout, data in EventLoop.from(data).removeTimeout(timeout!) },
-            { timeout, data in EventLoop.from(data).toggleTimeout(timeout!) },
+            { timeout, data in EventLoop.from(data).armTimeout(timeout!) },
             me, nil)
         dbus_connection_set_wakeup_main_function(
             connection, { data in EventLoop.from(data).reactor.wakeUp() }, me, nil)
@@ -241,23 +234,17 @@ final class EventLoop: @unchecked Sendable {
 
     private func shutDown() {
         queue.withLock { $0.accepting = false }
-        // Jobs queued before the stop still run: replies and signals already handed to us are
-        // sent, calls already started are failed below.
+        // Jobs queued before the stop still run: replies and signals already handed to us are sent, calls already
+        // started are failed below.
         runQueuedJobs()
         if let connection {
             for (_, call) in activeCalls {
-                if let pending = call.pendingCall {
-                    dbus_pending_call_cancel(pending)
-                    dbus_pending_call_unref(pending)
-                    call.pendingCall = nil
-                }
+                cancelCall(call)
                 call.finish(.failure(DBusError.disconnected()))
             }
             activeCalls.removeAll()
             releaseFinishedPendingCalls()
-            let waiters = flushWaiters
-            flushWaiters.removeAll()
-            for done in waiters { done(false) }
+            answerFlushes(false)
             disconnectHandler?()
             disconnectHandler = nil
             messageHandler = nil
@@ -265,8 +252,7 @@ final class EventLoop: @unchecked Sendable {
             dbus_connection_unref(connection)
             self.connection = nil
         }
-        // libdbus removed its watches and timeouts as it closed and freed the connection;
-        // anything left is taken off the reactor here.
+        // libdbus removed its watches and timeouts as it closed and freed the connection; anything left goes here.
         for entry in watches { reactor.removeInterest(entry.interest) }
         watches.removeAll()
         for entry in timeouts { if let timer = entry.timer { reactor.removeTimer(timer) } }
@@ -279,13 +265,15 @@ final class EventLoop: @unchecked Sendable {
 
     // MARK: Watches and timeouts (libdbus callbacks, loop thread)
 
+    /// DBUS_WATCH_READABLE, _WRITABLE, _ERROR and _HANGUP; a watch asks for the first two only.
+    private static let watchFlags: [(ReadinessEvents, UInt32)] = [
+        (.readable, 1), (.writable, 2), (.error, 4), (.hangUp, 8),
+    ]
+
     private static func events(of watch: OpaquePointer) -> ReadinessEvents {
         guard dbus_watch_get_enabled(watch) != 0 else { return [] }
         let flags = dbus_watch_get_flags(watch)
-        var events: ReadinessEvents = []
-        if flags & 1 != 0 { events.insert(.readable) }  // DBUS_WATCH_READABLE
-        if flags & 2 != 0 { events.insert(.writable) }  // DBUS_WATCH_WRITABLE
-        return events
+        return ReadinessEvents(watchFlags.prefix(2).filter { flags & $0.1 != 0 }.map(\.0))
     }
 
     private func addWatch(_ watch: OpaquePointer) -> dbus_bool_t {
@@ -303,12 +291,7 @@ final class EventLoop: @unchecked Sendable {
     }
 
     private func handle(_ watch: OpaquePointer, _ ready: ReadinessEvents) {
-        var flags: UInt32 = 0
-        if ready.contains(.readable) { flags |= 1 }
-        if ready.contains(.writable) { flags |= 2 }
-        if ready.contains(.error) { flags |= 4 }  // DBUS_WATCH_ERROR
-        if ready.contains(.hangUp) { flags |= 8 }  // DBUS_WATCH_HANGUP
-        _ = dbus_watch_handle(watch, flags)
+        _ = dbus_watch_handle(watch, Self.watchFlags.filter { ready.contains($0.0) }.reduce(0) { $0 | $1.1 })
     }
 
     private func removeWatch(_ watch: OpaquePointer) {
@@ -325,8 +308,7 @@ final class EventLoop: @unchecked Sendable {
         reactor.setEvents(events, of: watches[index].interest)
     }
 
-    /// The watches' enabled flags are re-read before every wait, whether or not libdbus said
-    /// it toggled them.
+    /// The watches' enabled flags are re-read before every wait, whether or not libdbus said it toggled them.
     private func refreshWatches() {
         for entry in watches { toggleWatch(entry.watch) }
     }
@@ -343,10 +325,6 @@ final class EventLoop: @unchecked Sendable {
         timeouts.remove(at: index)
     }
 
-    private func toggleTimeout(_ timeout: OpaquePointer) {
-        armTimeout(timeout)
-    }
-
     /// (Re)starts the timeout's timer for its full interval, or stops it when disabled.
     private func armTimeout(_ timeout: OpaquePointer) {
         guard let index = timeouts.firstIndex(where: { $0.timeout == timeout }) else { return }
@@ -358,8 +336,7 @@ final class EventLoop: @unchecked Sendable {
     }
 
     private func fire(_ timeout: OpaquePointer) {
-        // libdbus timeouts repeat until removed or disabled: re-arm before handling, since
-        // handling may remove it (or others).
+        // libdbus timeouts repeat until removed or disabled: re-arm before handling, which may remove it (or others).
         guard let index = timeouts.firstIndex(where: { $0.timeout == timeout }) else { return }
         timeouts[index].timer = nil
         armTimeout(timeout)
@@ -416,8 +393,8 @@ final class EventLoop: @unchecked Sendable {
             if let connection, dbus_connection_get_is_connected(connection) == 0,
                 message.errorName == DBusError.noReplyName
             {
-                // libdbus answers every outstanding call with a synthesized NoReply when the
-                // connection drops; the caller should learn that the bus went away.
+                // libdbus answers every outstanding call with a synthesized NoReply when the connection drops; the
+                // caller should learn that the bus went away.
                 call.finish(.failure(DBusError.disconnected("the D-Bus connection was lost")))
             } else {
                 call.finish(.success(message))

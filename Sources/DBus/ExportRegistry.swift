@@ -1,12 +1,9 @@
 import CDBus
 import Synchronization
 
-/// The objects we export and the code that answers method calls addressed to them.
-///
-/// Method calls are received on the reactor thread; each one is answered by a task, so a
-/// handler may await anything (including our own outgoing calls) while the loop goes on
-/// serving. Standard interfaces (Introspectable, Peer, Properties, ObjectManager) are served
-/// here from the descriptions given to `export`.
+/// The objects we export and the code that answers method calls to them. Calls arrive on the reactor thread; each is
+/// answered by a task, so a handler may await anything (our own outgoing calls too) while the loop goes on serving.
+/// Standard interfaces (Introspectable, Peer, Properties, ObjectManager) are served here from the descriptions.
 final class ExportRegistry: Sendable {
     private struct State {
         var objects: [ObjectPath: [DBusInterface]] = [:]
@@ -21,21 +18,18 @@ final class ExportRegistry: Sendable {
     /// Who may call our exported methods: only the current unique-name owner of `name`.
     struct CallerPolicy: Sendable {
         var name: String
-        /// Told once per refused caller: its unique name, the interface and member it called.
         var onRefusal: @Sendable (_ sender: String, _ call: String) -> Void
         /// Callers already reported (bounded: a flood of new connections is reported up to it).
         var reported: Set<String> = []
     }
 
-    /// From now on, method calls (other than org.freedesktop.DBus.Peer's) from anyone but
-    /// the owner of `name` are answered with AccessDenied. The owner must be tracked by the
-    /// connection's signal router (a subscription with `sender: name` exists).
+    /// See `DBusConnection.restrictMethodCalls`.
     func restrictCalls(toOwnerOf name: String, onRefusal: @escaping @Sendable (String, String) -> Void) {
         callerPolicy.withLock { $0 = CallerPolicy(name: name, onRefusal: onRefusal) }
     }
 
-    /// Whether `message` may be served, given the owner lookup of the signal router (loop
-    /// thread). Replies AccessDenied and reports the caller when not.
+    /// Whether `message` may be served, given the signal router's owner lookup (loop thread); when not, replies
+    /// AccessDenied and reports the caller.
     private func admits(_ message: Message, interface: String?, member: String, ownerOf: (String) -> String?) -> Bool {
         guard interface != StandardInterface.peer else { return true }
         let verdict: (name: String, report: (@Sendable (String, String) -> Void)?)? = callerPolicy.withLock { policy in
@@ -61,9 +55,7 @@ final class ExportRegistry: Sendable {
         self.loop = loop
     }
 
-    func close() {
-        emitter.finish()
-    }
+    func close() { emitter.finish() }
 
     // MARK: Registration
 
@@ -82,9 +74,8 @@ final class ExportRegistry: Sendable {
             guard !interfaces.isEmpty else { return }
             let properties = await ExportRegistry.readProperties(of: interfaces)
             if let message = try? Message.signal(
-                path: manager, interface: StandardInterface.objectManager, member: "InterfacesAdded"),
-                (try? message.append([.objectPath(path), .interfacesAndProperties(properties)])) != nil
-            {
+                path: manager, interface: StandardInterface.objectManager, member: "InterfacesAdded",
+                arguments: [.objectPath(path), .interfacesAndProperties(properties)]) {
                 loop.send(message)
             }
         }
@@ -101,15 +92,12 @@ final class ExportRegistry: Sendable {
         }
     }
 
-    func addObjectManager(at root: ObjectPath) {
-        state.withLock { _ = $0.managers.insert(root) }
-    }
+    func addObjectManager(at root: ObjectPath) { state.withLock { _ = $0.managers.insert(root) } }
 
     private static func sendInterfacesRemoved(path: ObjectPath, names: [String], manager: ObjectPath, loop: EventLoop) {
-        guard
-            let message = try? Message.signal(
-                path: manager, interface: StandardInterface.objectManager, member: "InterfacesRemoved"),
-            (try? message.append([.objectPath(path), .strings(names)])) != nil
+        guard let message = try? Message.signal(
+            path: manager, interface: StandardInterface.objectManager, member: "InterfacesRemoved",
+            arguments: [.objectPath(path), .strings(names)])
         else { return }
         loop.send(message)
     }
@@ -192,11 +180,8 @@ final class ExportRegistry: Sendable {
             guard isObject else { return reply(message, error: unknownObject(path)) }
             let candidates = interface.map { name in exported.filter { $0.name == name } } ?? exported
             if let interface, candidates.isEmpty {
-                return reply(
-                    message,
-                    error: DBusError(
-                        name: DBusError.unknownInterfaceName,
-                        message: "object \(path) has no interface \(interface)"))
+                return reply(message, error: DBusError(
+                    name: DBusError.unknownInterfaceName, message: "object \(path) has no interface \(interface)"))
             }
             guard let method = candidates.lazy.compactMap({ $0.methods.first { $0.name == member } }).first else {
                 return replyUnknownMethod(message, interface, member)
@@ -219,7 +204,7 @@ final class ExportRegistry: Sendable {
                 do {
                     arguments = try message.arguments()
                 } catch {
-                    return reply(message, error: error as? DBusError ?? DBusError.failed(String(describing: error)))
+                    return reply(message, error: Self.dbusError(error))
                 }
                 let call = DBusMethodCall(sender: sender, path: path, interface: interfaceName, member: member,
                                           arguments: arguments)
@@ -311,8 +296,8 @@ final class ExportRegistry: Sendable {
         return property
     }
 
-    /// All readable properties of the interfaces; a property whose getter fails, or returns a
-    /// value of the wrong type, is left out rather than failing the whole answer.
+    /// All readable properties of the interfaces; one whose getter fails, or returns the wrong type, is left out rather
+    /// than failing the whole answer.
     static func readProperties(of interfaces: [DBusInterface]) async -> [String: [String: DBusValue]] {
         var result: [String: [String: DBusValue]] = [:]
         for interface in interfaces {
@@ -343,8 +328,8 @@ final class ExportRegistry: Sendable {
 
     // MARK: Replies
 
-    /// Answers `message` from a task: the arguments `work` returns, checked against `out`, or
-    /// the error it throws (a DBusError as is, anything else as Failed).
+    /// Answers `message` from a task: the arguments `work` returns, checked against `out`, or the error it throws (a
+    /// DBusError as is, anything else as Failed).
     private func respond(
         to message: Message, out: Signature, _ work: @escaping @Sendable () async throws -> [DBusValue]
     ) {
@@ -353,11 +338,9 @@ final class ExportRegistry: Sendable {
         Task {
             let reply: Message
             do {
-                reply = try await ExportRegistry.successReply(to: message, out: out, work)
-            } catch let error as DBusError {
-                reply = message.makeError(error)
+                reply = try await Self.returnMessage(to: message, out: out, values: work())
             } catch {
-                reply = message.makeError(DBusError.failed(String(describing: error)))
+                reply = message.makeError(Self.dbusError(error))
             }
             if !message.noReplyExpected { loop.send(reply) }
         }
@@ -371,19 +354,16 @@ final class ExportRegistry: Sendable {
             let reply: Message
             do {
                 reply = try Self.returnMessage(to: message, out: out, values: result.get())
-            } catch let error as DBusError {
-                reply = message.makeError(error)
             } catch {
-                reply = message.makeError(DBusError.failed(String(describing: error)))
+                reply = message.makeError(Self.dbusError(error))
             }
             loop.send(reply)
         }
     }
 
-    private static func successReply(
-        to message: Message, out: Signature, _ work: @Sendable () async throws -> [DBusValue]
-    ) async throws -> Message {
-        try await returnMessage(to: message, out: out, values: work())
+    /// A DBusError as is, anything else as Failed.
+    private static func dbusError(_ error: any Error) -> DBusError {
+        error as? DBusError ?? DBusError.failed(String(describing: error))
     }
 
     /// The method return carrying `values`, which must match the method's out signature.
@@ -402,12 +382,10 @@ final class ExportRegistry: Sendable {
     }
 
     private func replyUnknownMethod(_ message: Message, _ interface: String?, _ member: String) {
-        reply(
-            message,
-            error: DBusError(
-                name: DBusError.unknownMethodName,
-                message: "no method \(member) with signature \"\(message.signatureString)\""
-                    + (interface.map { " on interface \($0)" } ?? "")))
+        reply(message, error: DBusError(
+            name: DBusError.unknownMethodName,
+            message: "no method \(member) with signature \"\(message.signatureString)\""
+                + (interface.map { " on interface \($0)" } ?? "")))
     }
 
     private func unknownObject(_ path: ObjectPath) -> DBusError {

@@ -1,6 +1,5 @@
 import Synchronization
 
-/// One interface we serve on an exported object.
 package struct DBusInterface: Sendable {
     package var name: String
     package var methods: [DBusMethod]
@@ -18,27 +17,23 @@ package struct DBusInterface: Sendable {
     }
 }
 
-/// A method we serve.
 package struct DBusMethod: Sendable {
     /// How calls reach the method's code.
     package enum Body: Sendable {
-        /// Runs off the event loop, in a task of its own per call, and may await other D-Bus
-        /// calls: the loop keeps serving while a handler or an outgoing call waits. Return the
-        /// reply's arguments; throw `DBusError` to send that error reply (any other error
+        /// Runs off the event loop, in a task per call, and may await other D-Bus calls: the loop keeps serving
+        /// meanwhile. Return the reply's arguments; throw `DBusError` to send that error reply (any other error
         /// becomes org.freedesktop.DBus.Error.Failed).
         case handler(@Sendable (DBusMethodCall) async throws -> [DBusValue])
-        /// Runs on the event-loop thread as the call is read, so calls reach it in the order
-        /// the bus delivered them, and no task is started for the call. It must return at once
-        /// (hand the call on, e.g. to a stream) and answer through the `DBusPendingReply`, now
+        /// Runs on the event-loop thread as the call is read, so calls arrive in the bus's order, with no task per call.
+        /// It must return at once (hand the call on, e.g. to a stream) and answer through the `DBusPendingReply`, now
         /// or later, from any thread; a reply dropped unanswered sends an error.
         case immediate(@Sendable (DBusMethodCall, DBusPendingReply) -> Void)
     }
 
     package var name: String
-    /// A call whose arguments do not have exactly this signature gets an InvalidArgs error reply
-    /// and the handler is not run.
+    /// A call without exactly this signature gets InvalidArgs, the handler not run.
     package var inSignature: Signature
-    /// The reply's arguments must have this signature (otherwise the caller gets a Failed error).
+    /// The reply's arguments must have this signature (otherwise the caller gets Failed).
     package var outSignature: Signature
     package var body: Body
 
@@ -46,10 +41,7 @@ package struct DBusMethod: Sendable {
         name: String, in inSignature: Signature = "", out outSignature: Signature = "",
         handler: @escaping @Sendable (DBusMethodCall) async throws -> [DBusValue]
     ) {
-        self.name = name
-        self.inSignature = inSignature
-        self.outSignature = outSignature
-        self.body = .handler(handler)
+        self.init(name: name, in: inSignature, out: outSignature, body: .handler(handler))
     }
 
     /// A method whose calls are taken on the event-loop thread, in order (`Body.immediate`).
@@ -57,16 +49,19 @@ package struct DBusMethod: Sendable {
         name: String, in inSignature: Signature = "", out outSignature: Signature = "",
         immediate: @escaping @Sendable (DBusMethodCall, DBusPendingReply) -> Void
     ) {
+        self.init(name: name, in: inSignature, out: outSignature, body: .immediate(immediate))
+    }
+
+    private init(name: String, in inSignature: Signature, out outSignature: Signature, body: Body) {
         self.name = name
         self.inSignature = inSignature
         self.outSignature = outSignature
-        self.body = .immediate(immediate)
+        self.body = body
     }
 }
 
-/// The one reply to a call taken by an immediate method (`DBusMethod.Body.immediate`). The
-/// first answer is sent; later ones are ignored. Dropped without an answer, it answers with
-/// org.freedesktop.DBus.Error.Failed, so that the caller is never left waiting on us.
+/// The one reply to a call taken by an immediate method: the first answer is sent, later ones ignored. Dropped without
+/// an answer, it answers org.freedesktop.DBus.Error.Failed, so the caller is never left waiting on us.
 package final class DBusPendingReply: Sendable {
     private let send: Mutex<(@Sendable (Result<[DBusValue], DBusError>) -> Void)?>
 
@@ -75,19 +70,12 @@ package final class DBusPendingReply: Sendable {
         self.send = Mutex(send)
     }
 
-    /// Whether an answer went out.
     package var isAnswered: Bool { send.withLock { $0 == nil } }
 
-    /// Replies with these arguments (they must match the method's out signature, otherwise
-    /// the caller gets a Failed error).
-    package func succeed(_ values: [DBusValue] = []) {
-        answer(.success(values))
-    }
+    /// Replies with these arguments (they must match the out signature, otherwise the caller gets Failed).
+    package func succeed(_ values: [DBusValue] = []) { answer(.success(values)) }
 
-    /// Replies with this error.
-    package func fail(_ error: DBusError) {
-        answer(.failure(error))
-    }
+    package func fail(_ error: DBusError) { answer(.failure(error)) }
 
     private func answer(_ result: Result<[DBusValue], DBusError>) {
         let send = self.send.withLock { send in
@@ -102,8 +90,7 @@ package final class DBusPendingReply: Sendable {
     }
 }
 
-/// An inbound method call, as a handler sees it (the connection builds it: its memberwise
-/// initialiser is internal).
+/// An inbound method call, as a handler sees it (built by the connection: the memberwise init is internal).
 package struct DBusMethodCall: Sendable {
     package var sender: String
     package var path: ObjectPath
@@ -114,23 +101,15 @@ package struct DBusMethodCall: Sendable {
 
 /// A property we serve through org.freedesktop.DBus.Properties.
 package struct DBusProperty: Sendable {
-    package enum Access: Sendable {
-        case read, write, readWrite
+    package enum Access: String, Sendable {
+        case read, write, readWrite = "readwrite"  // raw values: introspection's names
 
         var isReadable: Bool { self != .write }
         var isWritable: Bool { self != .read }
-        var introspectionName: String {
-            switch self {
-            case .read: "read"
-            case .write: "write"
-            case .readWrite: "readwrite"
-            }
-        }
     }
 
     package var name: String
-    /// A single complete type.
-    package var signature: Signature
+    package var signature: Signature  // a single complete type
     package var access: Access
     /// Returns the value WITHOUT the variant wrapper.
     package var get: @Sendable () async throws -> DBusValue

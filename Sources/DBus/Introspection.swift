@@ -42,11 +42,10 @@ enum Introspection {
             xml += "  <interface name=\"\(escape(interface.name))\">\n"
             for method in interface.methods {
                 xml += "    <method name=\"\(escape(method.name))\">\n"
-                for type in method.inSignature.completeTypes {
-                    xml += "      <arg type=\"\(escape(type.rawValue))\" direction=\"in\"/>\n"
-                }
-                for type in method.outSignature.completeTypes {
-                    xml += "      <arg type=\"\(escape(type.rawValue))\" direction=\"out\"/>\n"
+                for (signature, direction) in [(method.inSignature, "in"), (method.outSignature, "out")] {
+                    for type in signature.completeTypes {
+                        xml += "      <arg type=\"\(escape(type.rawValue))\" direction=\"\(direction)\"/>\n"
+                    }
                 }
                 xml += "    </method>\n"
             }
@@ -59,7 +58,7 @@ enum Introspection {
             }
             for property in interface.properties {
                 xml += "    <property name=\"\(escape(property.name))\" type=\"\(escape(property.signature.rawValue))\""
-                xml += " access=\"\(property.access.introspectionName)\"/>\n"
+                xml += " access=\"\(property.access.rawValue)\"/>\n"
             }
             xml += "  </interface>\n"
         }
@@ -70,19 +69,9 @@ enum Introspection {
         return xml
     }
 
-    private static func escape(_ text: String) -> String {
-        var result = ""
-        for character in text {
-            switch character {
-            case "&": result += "&amp;"
-            case "<": result += "&lt;"
-            case ">": result += "&gt;"
-            case "\"": result += "&quot;"
-            default: result.append(character)
-            }
-        }
-        return result
-    }
+    private static let entities: [Character: String] = ["&": "&amp;", "<": "&lt;", ">": "&gt;", "\"": "&quot;"]
+
+    private static func escape(_ text: String) -> String { text.map { entities[$0] ?? String($0) }.joined() }
 }
 
 enum StandardInterface {

@@ -36,7 +36,7 @@ package struct MatchRule: Sendable, Hashable {
 
     /// The bus's quoting: values in single quotes; a single quote itself is written '\''.
     static func quote(_ value: String) -> String {
-        "'" + value.replacingAll("'", with: "'\\''") + "'"
+        "'" + value.split(separator: "'", omittingEmptySubsequences: false).joined(separator: "'\\''") + "'"
     }
 
     package static func propertiesChanged(
@@ -62,10 +62,9 @@ package struct MatchRule: Sendable, Hashable {
             interface: "org.freedesktop.DBus", member: "NameOwnerChanged", arg0: name)
     }
 
-    /// Whether a received signal's header satisfies the rule (everything but `arg0`).
-    /// `senderOwner` is the unique name that currently owns `sender` when `sender` is a
-    /// well-known name: the bus matches senders by owner, so a signal from ":1.7" matches
-    /// sender='org.bluez' while :1.7 owns org.bluez.
+    /// Whether a received signal's header satisfies the rule (all but `arg0`). `senderOwner` is the unique name owning
+    /// a well-known `sender`: the bus matches senders by owner, so a signal from ":1.7" matches sender='org.bluez'
+    /// while :1.7 owns org.bluez.
     func matchesHeader(sender signalSender: String, path signalPath: ObjectPath, interface signalInterface: String,
                        member signalMember: String, senderOwner: String?) -> Bool {
         if let sender, sender != signalSender {
@@ -80,7 +79,6 @@ package struct MatchRule: Sendable, Hashable {
         return true
     }
 
-    /// Whether the signal's arguments satisfy the rule's `arg0`.
     func matchesArguments(_ arguments: [DBusValue]) -> Bool {
         guard let arg0 else { return true }
         guard let first = arguments.first, case .string(let value) = first else { return false }
@@ -91,16 +89,5 @@ package struct MatchRule: Sendable, Hashable {
     var senderNeedsOwnerTracking: Bool {
         guard let sender else { return false }
         return !sender.hasPrefix(":") && sender != "org.freedesktop.DBus"
-    }
-}
-
-extension String {
-    func replacingAll(_ target: Character, with replacement: String) -> String {
-        var result = ""
-        result.reserveCapacity(utf8.count)
-        for character in self {
-            if character == target { result += replacement } else { result.append(character) }
-        }
-        return result
     }
 }

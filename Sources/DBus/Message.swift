@@ -2,9 +2,8 @@ import CDBus
 
 /// Owns one reference to a libdbus message and drops it on deinit.
 ///
-/// `@unchecked Sendable`: a libdbus message is safe to hand from one thread to another (its
-/// reference count is atomic); it is not safe to mutate from two threads at once, and we never
-/// do: a message is built by one task, then only read (sent, or parsed) afterwards.
+/// `@unchecked Sendable`: a libdbus message is safe to hand between threads (its reference count is atomic); it is not
+/// safe to mutate from two threads at once, and we never do: it is built by one task, then only read (sent, parsed).
 final class Message: @unchecked Sendable {
     let pointer: OpaquePointer
 
@@ -15,34 +14,34 @@ final class Message: @unchecked Sendable {
 
     deinit { dbus_message_unref(pointer) }
 
-    static func methodCall(destination: String?, path: ObjectPath, interface: String?, method: String) throws
-        -> Message
-    {
+    static func methodCall(
+        destination: String?, path: ObjectPath, interface: String?, method: String, arguments: [DBusValue] = []
+    ) throws -> Message {
         if let destination { try Names.checkBusName(destination) }
         if let interface { try Names.checkInterface(interface) }
         try Names.checkMember(method)
-        guard
-            let pointer = dbus_message_new_method_call(destination, path.rawValue, interface, method)
-        else { throw DBusError(name: DBusError.noMemoryName, message: "out of memory") }
-        return Message(adopting: pointer)
+        return try Message(dbus_message_new_method_call(destination, path.rawValue, interface, method), arguments)
     }
 
-    static func signal(path: ObjectPath, interface: String, member: String) throws -> Message {
+    static func signal(
+        path: ObjectPath, interface: String, member: String, arguments: [DBusValue] = []
+    ) throws -> Message {
         try Names.checkInterface(interface)
         try Names.checkMember(member)
-        guard let pointer = dbus_message_new_signal(path.rawValue, interface, member) else {
-            throw DBusError(name: DBusError.noMemoryName, message: "out of memory")
-        }
-        return Message(adopting: pointer)
+        return try Message(dbus_message_new_signal(path.rawValue, interface, member), arguments)
+    }
+
+    private convenience init(_ pointer: OpaquePointer?, _ arguments: [DBusValue]) throws {
+        guard let pointer else { throw DBusError(name: DBusError.noMemoryName, message: "out of memory") }
+        self.init(adopting: pointer)
+        try append(arguments)
     }
 
     /// A method return for `call`.
-    func makeReturn() -> Message {
-        Message(adopting: dbus_message_new_method_return(pointer)!)
-    }
+    func makeReturn() -> Message { Message(adopting: dbus_message_new_method_return(pointer)!) }
 
-    /// An error reply for `call`. Invalid names are replaced by Failed, and messages containing
-    /// NUL are cut there, so no user-supplied text can reach a libdbus assertion.
+    /// An error reply for `call`. Invalid names become Failed, and messages are cut at a NUL, so no user-supplied text
+    /// can reach a libdbus assertion.
     func makeError(_ error: DBusError) -> Message {
         let name = Names.isValidErrorName(error.name) ? error.name : DBusError.failedName
         let text = String(
@@ -50,13 +49,9 @@ final class Message: @unchecked Sendable {
         return Message(adopting: dbus_message_new_error(pointer, name, text)!)
     }
 
-    func append(_ values: [DBusValue]) throws {
-        try MessageWriter.append(values, to: pointer)
-    }
+    func append(_ values: [DBusValue]) throws { try MessageWriter.append(values, to: pointer) }
 
-    func arguments() throws -> [DBusValue] {
-        try MessageReader.readArguments(of: pointer)
-    }
+    func arguments() throws -> [DBusValue] { try MessageReader.readArguments(of: pointer) }
 
     var type: Int32 { dbus_message_get_type(pointer) }
     var sender: String { dbus_message_get_sender(pointer).map { String(cString: $0) } ?? "" }
@@ -93,8 +88,7 @@ enum MessageType {
     static let signal: Int32 = 4
 }
 
-/// Checks of bus, interface, member and error names, done before libdbus sees them (libdbus
-/// asserts on invalid names, which would abort the process).
+/// Checks of bus, interface, member and error names before libdbus sees them (it asserts on invalid names, aborting).
 enum Names {
     static func checkBusName(_ name: String) throws {
         guard isValid(name, using: dbus_validate_bus_name) else {

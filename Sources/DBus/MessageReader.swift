@@ -1,11 +1,8 @@
 import CDBus
 
-/// Reads the arguments of a libdbus message into `DBusValue`s.
-///
-/// Messages that came from the bus (or from `dbus_message_demarshal`) were validated by libdbus,
-/// so the reader only meets well-formed data; it still never trusts a type code it does not
-/// know. Every `h` read gives us a new fd (libdbus dups it): it is wrapped in a
-/// `UnixFileDescriptor` at once, so dropping the values closes it.
+/// Reads the arguments of a libdbus message into `DBusValue`s. Messages from the bus (or `dbus_message_demarshal`) were
+/// validated by libdbus, so the reader meets only well-formed data; it still never trusts an unknown type code. Every
+/// `h` read is a new fd (libdbus dups it), wrapped in a `UnixFileDescriptor` at once so dropping the values closes it.
 enum MessageReader {
     static func readArguments(of message: OpaquePointer) throws -> [DBusValue] {
         var iter = DBusMessageIter()
@@ -114,12 +111,7 @@ enum MessageReader {
             let buffer = UnsafeBufferPointer(start: pointer.assumingMemoryBound(to: UInt8.self), count: Int(count))
             return .array(element: element, buffer.map { .byte($0) })
         }
-        var elements: [DBusValue] = []
-        while dbus_message_iter_get_arg_type(&sub) != CDBUS_TYPE_INVALID {
-            elements.append(try read(&sub))
-            dbus_message_iter_next(&sub)
-        }
-        return .array(element: element, elements)
+        return .array(element: element, try readAll(&sub))
     }
 
     private static func malformed(_ what: String) -> DBusError {

@@ -1,10 +1,8 @@
 import CDBus
 
-/// Appends `DBusValue`s to a libdbus message.
-///
-/// Every value is checked first (types consistent with their declared signatures, strings
-/// without NUL, nesting within the specification's limits, fds still open), because libdbus
-/// answers bad input to its append functions with an assertion that aborts the process.
+/// Appends `DBusValue`s to a libdbus message. Every value is checked first (types consistent with their signatures,
+/// strings without NUL, nesting within the specification's limits, fds still open): libdbus answers bad input to its
+/// append functions with an assertion that aborts the process.
 enum MessageWriter {
     static func append(_ values: [DBusValue], to message: OpaquePointer) throws {
         for value in values { try validate(value) }
@@ -17,8 +15,8 @@ enum MessageWriter {
 
     // MARK: Validation
 
-    /// Limits from the D-Bus specification: 32 nested arrays, 32 nested structs (dict entries
-    /// count as structs), 64 containers in total, variants included.
+    /// The D-Bus specification's limits: 32 nested arrays, 32 nested structs (dict entries count as structs), 64
+    /// containers in total, variants included.
     static let maximumArrayDepth = 32
     static let maximumStructDepth = 32
     static let maximumTotalDepth = 64
@@ -29,9 +27,7 @@ enum MessageWriter {
         var total = 0
     }
 
-    static func validate(_ value: DBusValue) throws {
-        try validate(value, depth: Depth())
-    }
+    static func validate(_ value: DBusValue) throws { try validate(value, depth: Depth()) }
 
     private static func validate(_ value: DBusValue, depth: Depth) throws {
         switch value {
@@ -110,8 +106,7 @@ enum MessageWriter {
         else { throw DBusError.invalidArgs("value nested too deeply for D-Bus") }
     }
 
-    /// libdbus aborts on strings with invalid UTF-8; Swift strings are valid UTF-8 by
-    /// construction, so what is left to reject is an embedded NUL.
+    /// libdbus aborts on invalid UTF-8, which Swift strings never are: what is left to reject is an embedded NUL.
     static func checkString(_ string: String) throws {
         if string.utf8.contains(0) {
             throw DBusError.invalidArgs("strings sent over D-Bus cannot contain NUL characters")

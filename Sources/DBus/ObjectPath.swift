@@ -1,8 +1,5 @@
-/// A D-Bus object path, validated on construction ("/", "/org/bluez/hci0").
-///
-/// Rules (D-Bus specification): starts with "/", components separated by single "/", each
-/// component non-empty and made of ASCII letters, digits and "_", no trailing "/" except for
-/// the root path itself.
+/// A D-Bus object path, validated on construction: "/" then non-empty components of ASCII letters, digits and "_"
+/// separated by single "/", no trailing "/" except for the root path itself.
 package struct ObjectPath: RawRepresentable, Hashable, Sendable, Comparable,
     ExpressibleByStringLiteral, CustomStringConvertible, CheckedDBusString
 {
@@ -10,7 +7,6 @@ package struct ObjectPath: RawRepresentable, Hashable, Sendable, Comparable,
 
     package let rawValue: String
 
-    /// Nil when `rawValue` is not a valid object path.
     package init?(rawValue: String) {
         guard ObjectPath.isValid(rawValue) else { return nil }
         self.rawValue = rawValue
@@ -18,13 +14,11 @@ package struct ObjectPath: RawRepresentable, Hashable, Sendable, Comparable,
 
     package static let root = ObjectPath(unchecked: "/")
 
-    /// Builds a path known to be valid without checking it again.
     init(unchecked rawValue: String) { self.rawValue = rawValue }
 
     package static func < (lhs: ObjectPath, rhs: ObjectPath) -> Bool { lhs.rawValue < rhs.rawValue }
 
-    /// "/a" + "b" -> "/a/b", "/" + "b" -> "/b". `component` may hold several components
-    /// ("b/c"); it must form a valid path when appended (traps otherwise: programmer error).
+    /// "/a" + "b" -> "/a/b", "/" + "b" -> "/b". `component` may hold several ("b/c"); an invalid one traps.
     package func appending(_ component: String) -> ObjectPath {
         let joined = rawValue == "/" ? "/" + component : rawValue + "/" + component
         guard let path = ObjectPath(rawValue: joined) else {
@@ -46,12 +40,6 @@ package struct ObjectPath: RawRepresentable, Hashable, Sendable, Comparable,
         let lastSlash = utf8.lastIndex(of: UInt8(ascii: "/"))!
         if lastSlash == utf8.startIndex { return .root }
         return ObjectPath(unchecked: String(rawValue[..<lastSlash]))
-    }
-
-    /// The last component ("hci0" for "/org/bluez/hci0"); empty for the root.
-    package var lastComponent: String {
-        guard rawValue != "/" else { return "" }
-        return String(rawValue.split(separator: "/").last!)
     }
 
     static func isValid(_ string: String) -> Bool {

@@ -1,6 +1,5 @@
-/// Runs asynchronous jobs one after another, in submission order. Used for the signals whose
-/// contents need `await` (InterfacesAdded reads properties through async getters) so that an
-/// object's InterfacesAdded never overtakes its InterfacesRemoved.
+/// Runs async jobs one after another, in submission order: for signals whose contents need `await` (InterfacesAdded
+/// reads async getters), so an object's InterfacesAdded never overtakes its InterfacesRemoved.
 final class OrderedEmitter: Sendable {
     typealias Job = @Sendable () async -> Void
     private let continuation: AsyncStream<Job>.Continuation
@@ -14,12 +13,8 @@ final class OrderedEmitter: Sendable {
         }
     }
 
-    func submit(_ job: @escaping Job) {
-        continuation.yield(job)
-    }
+    func submit(_ job: @escaping Job) { continuation.yield(job) }
 
     /// Jobs already submitted still run; later ones are dropped.
-    func finish() {
-        continuation.finish()
-    }
+    func finish() { continuation.finish() }
 }

@@ -1,10 +1,9 @@
 import Synchronization
 
-/// One outgoing method call awaiting its reply. Finishes exactly once, whichever comes first:
-/// the reply (or libdbus's timeout error), the caller's cancellation, or the connection closing.
+/// One outgoing method call awaiting its reply. Finishes exactly once, whichever comes first: the reply (or libdbus's
+/// timeout error), the caller's cancellation, or the connection closing.
 ///
-/// `@unchecked Sendable`: `state` is a Mutex; `pendingCall` and `loop` are touched only on the
-/// reactor thread (the event loop's jobs and callbacks).
+/// `@unchecked Sendable`: `state` is a Mutex; `pendingCall` and `loop` are touched only on the reactor thread.
 final class PendingCall: @unchecked Sendable {
     private enum State {
         case created

@@ -15,19 +15,16 @@ final class SignalSubscription: Sendable {
     func finish() { continuation.finish() }
 }
 
-/// Delivers received signals to the subscriptions whose rules they match, and keeps the bus's
-/// match rules in step with the subscriptions (one AddMatch per subscription, one RemoveMatch
-/// when it ends; the bus counts identical rules).
+/// Delivers received signals to the subscriptions whose rules they match, and keeps the bus's match rules in step
+/// (one AddMatch per subscription, one RemoveMatch when it ends; the bus counts identical rules).
 ///
-/// `@unchecked Sendable`: every member is used only on the reactor thread (through jobs and
-/// the loop's message handler).
+/// `@unchecked Sendable`: every member is used only on the reactor thread (jobs and the loop's message handler).
 final class SignalRouter: @unchecked Sendable {
     private var subscriptions: [UInt64: SignalSubscription] = [:]
     /// Well-known sender name -> current unique owner, for names rules refer to.
     private var owners: [String: String] = [:]
     private var ownerWatchCounts: [String: Int] = [:]
-    /// Names whose owner was reported by NameOwnerChanged since the watch began (that report
-    /// is newer than any GetNameOwner answer still on its way).
+    /// Names whose owner NameOwnerChanged reported since the watch began (newer than any GetNameOwner answer on its way).
     private var ownerReportedBySignal: Set<String> = []
 
     func add(_ subscription: SignalSubscription, loop: EventLoop) {

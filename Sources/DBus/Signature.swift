@@ -1,9 +1,7 @@
 import CDBus
 
-/// A D-Bus type signature ("a{sv}", "ay", "(ha)"), validated on construction.
-///
-/// A signature may hold zero or more complete types (a method's argument list); the empty
-/// signature is valid.
+/// A D-Bus type signature ("a{sv}", "ay", "(ha)"), validated on construction; zero or more complete types (a method's
+/// argument list), so the empty signature is valid.
 package struct Signature: RawRepresentable, Hashable, Sendable, ExpressibleByStringLiteral,
     CustomStringConvertible, CheckedDBusString
 {
@@ -11,8 +9,7 @@ package struct Signature: RawRepresentable, Hashable, Sendable, ExpressibleByStr
 
     package let rawValue: String
 
-    /// Nil when `rawValue` is not a valid signature (checked by libdbus, so the rules, limits
-    /// included, are exactly the ones the bus applies).
+    /// Checked by libdbus, so the rules, limits included, are exactly the bus's.
     package init?(rawValue: String) {
         guard Signature.isValid(rawValue) else { return nil }
         self.rawValue = rawValue

@@ -4,18 +4,13 @@ import Synchronization
 import Glibc
 #elseif canImport(Musl)
 import Musl
-#elseif canImport(Darwin)
-import Darwin
 #endif
 
-/// Owns one open file descriptor and closes it on deinit, unless ownership was taken.
-///
-/// Received `h` values arrive as one of these. To send an fd, wrap a dup of it: the message
-/// dups again while it is built, so the value passed stays the caller's and still closes its fd.
+/// Owns one open file descriptor and closes it on deinit, unless ownership was taken. Received `h` values arrive as
+/// one. To send an fd, wrap a dup of it: the message dups again while built, so the value still closes its fd.
 package final class UnixFileDescriptor: Sendable, Hashable {
     private let state: Mutex<Int32?>
 
-    /// Takes ownership of `fd`: this value closes it.
     package init(owning fd: Int32) {
         state = Mutex(fd >= 0 ? fd : nil)
     }
@@ -53,9 +48,7 @@ package final class UnixFileDescriptor: Sendable, Hashable {
 private func systemClose(_ fd: Int32) -> Int32 {
     #if canImport(Glibc)
     return Glibc.close(fd)
-    #elseif canImport(Musl)
-    return Musl.close(fd)
     #else
-    return Darwin.close(fd)
+    return Musl.close(fd)
     #endif
 }

@@ -16,67 +16,50 @@ package struct ReadinessEvents: OptionSet, Sendable, Hashable, CustomStringConve
 
     /// Data to read (or end of stream).
     package static let readable = ReadinessEvents(rawValue: 1)
-    /// Room to write.
     package static let writable = ReadinessEvents(rawValue: 2)
-    /// An error is pending on the descriptor (always reported, never asked for).
+    /// Error and hang-up are always reported, never asked for.
     package static let error = ReadinessEvents(rawValue: 4)
-    /// The other end hung up (always reported, never asked for).
     package static let hangUp = ReadinessEvents(rawValue: 8)
 
+    private static let names: [(ReadinessEvents, UInt32, String)] = [
+        (.readable, CREACTOR_READABLE, "readable"), (.writable, CREACTOR_WRITABLE, "writable"),
+        (.error, CREACTOR_ERROR, "error"), (.hangUp, CREACTOR_HANGUP, "hangUp"),
+    ]
+
     var epollMask: UInt32 {
-        var mask: UInt32 = 0
-        if contains(.readable) { mask |= CREACTOR_READABLE }
-        if contains(.writable) { mask |= CREACTOR_WRITABLE }
-        return mask
+        // The first two, readable and writable, are the ones asked for.
+        Self.names.prefix(2).reduce(0) { mask, entry in contains(entry.0) ? mask | entry.1 : mask }
     }
 
     init(epollEvents: UInt32) {
-        var events: ReadinessEvents = []
-        if epollEvents & CREACTOR_READABLE != 0 { events.insert(.readable) }
-        if epollEvents & CREACTOR_WRITABLE != 0 { events.insert(.writable) }
-        if epollEvents & CREACTOR_ERROR != 0 { events.insert(.error) }
-        if epollEvents & CREACTOR_HANGUP != 0 { events.insert(.hangUp) }
-        self = events
+        self.init(Self.names.filter { epollEvents & $0.1 != 0 }.map(\.0))
     }
 
     package var description: String {
-        var names: [String] = []
-        if contains(.readable) { names.append("readable") }
-        if contains(.writable) { names.append("writable") }
-        if contains(.error) { names.append("error") }
-        if contains(.hangUp) { names.append("hangUp") }
-        return "[" + names.joined(separator: ", ") + "]"
+        "[" + Self.names.filter { contains($0.0) }.map(\.2).joined(separator: ", ") + "]"
     }
 }
 
-/// The process's one readiness loop: a thread that waits in `epoll_wait` for every descriptor
-/// the process waits on (the D-Bus connections' sockets, notification sockets and L2CAP
-/// channels, the outbox's inotify descriptor), for the nearest timer, and for an eventfd that
-/// wakes it for jobs. It is the only place that blocks waiting for I/O: no other thread polls,
-/// and no task of the cooperative pool blocks.
+/// The process's one readiness loop: a thread in `epoll_wait` for every descriptor the process waits on (D-Bus
+/// sockets, notification sockets, L2CAP channels, the outbox's inotify descriptor), the nearest timer, and an eventfd
+/// that wakes it for jobs. Nothing else blocks waiting for I/O: no other thread polls, no pool task blocks.
 ///
-/// Three kinds of work run on its thread, in this order each turn: jobs (closures queued by any
-/// thread), the before-wait hooks (a D-Bus connection dispatches what it read), then, after the
-/// wait, the handlers of ready interests and expired timers.
+/// Each turn runs jobs (closures queued by any thread), then the before-wait hooks (a D-Bus connection dispatches
+/// what it read), then, after the wait, the handlers of ready interests and expired timers.
 ///
-/// - An *interest* is a descriptor and the events wanted on it, with a handler run on the
-///   reactor thread each time (level-triggered) they are ready; its events can change or go to
-///   none (disabled) while it stays registered. Several interests may share a descriptor (libdbus
-///   watches one socket for reading and, separately, for writing).
-/// - A one-shot `ReadinessWait` is an interest removed the first time it fires; it is what
-///   `readable(_:)` and `writable(_:)` await. Its awaiter resumes only once the interest is gone
-///   from the epoll set, so the caller may close the descriptor as soon as the await returns.
+/// - An *interest* is a descriptor and the events wanted on it, its handler run (level-triggered) each time they are
+///   ready; its events may change or go to none (disabled) while registered. Several interests may share a
+///   descriptor (libdbus watches one socket for reading and, separately, for writing).
+/// - A one-shot `ReadinessWait` is an interest removed when it first fires (what `readable(_:)` and `writable(_:)`
+///   await); its awaiter resumes only once the interest left the epoll set, so the descriptor may be closed at once.
 ///
-/// The members marked "reactor thread only" are for code already running there (jobs, hooks,
-/// handlers: libdbus's callbacks); others enqueue a job.
+/// Members marked "reactor thread only" are for code already running there (jobs, hooks, handlers); others enqueue.
 ///
-/// `@unchecked Sendable`: the fields marked "reactor thread only" are read and written only on
-/// the reactor thread; the job queue, the only state other threads reach, is a Mutex; the two
-/// descriptors are immutable.
+/// `@unchecked Sendable`: the fields marked "reactor thread only" are touched only on the reactor thread; the job
+/// queue, the only state other threads reach, is a Mutex; the two descriptors are immutable.
 package final class Reactor: @unchecked Sendable {
     package typealias Job = @Sendable () -> Void
-    /// Interest handlers, timers and hooks run on the reactor thread and are registered there, so
-    /// they need not be Sendable.
+    /// Handlers, timers and hooks run on the reactor thread and are registered there: they need not be Sendable.
     package typealias ReadinessHandler = (ReadinessEvents) -> Void
 
     /// Names one interest, timer or hook for its removal.
@@ -109,41 +92,31 @@ package final class Reactor: @unchecked Sendable {
     // Reactor thread only.
     private var nextID: UInt64 = 1
     private var interests: [UInt64: Interest] = [:]
-    /// Per descriptor: its interests, in registration order, and the mask epoll has for it
-    /// (0: not in the epoll set, as when every interest on it is disabled: epoll would still
-    /// report errors and hang-ups, level-triggered, for nobody).
+    /// Per descriptor: its interests in registration order, and epoll's mask for it (0: not in the epoll set, as when
+    /// every interest is disabled: epoll would still report errors and hang-ups, level-triggered, for nobody).
     private var descriptors: [Int32: (interests: [UInt64], registeredMask: UInt32)] = [:]
     private var timers: [UInt64: Timer] = [:]
     private var hooks: [(id: UInt64, hook: () -> Void)] = []
 
     // MARK: The shared reactor
 
-    /// The process's reactor, started on first use. Throws when the kernel refused its epoll
-    /// instance, its eventfd or its thread (each time it is asked, with the same error).
-    package static func shared() throws(SystemCallError) -> Reactor {
-        try sharedReactor.get()
-    }
+    /// The process's reactor, started on first use. Throws (each time, the same error) when the kernel refused its
+    /// epoll instance, eventfd or thread.
+    package static func shared() throws(SystemCallError) -> Reactor { try sharedReactor.get() }
 
     private static let sharedReactor: Result<Reactor, SystemCallError> = Result { () throws(SystemCallError) in
         try Reactor()
     }
 
-    /// A reactor of its own, with its own thread, which runs for the life of the process.
-    /// Everything in the package uses `shared()`; this is for tests that must hold a reactor up.
+    /// A reactor with its own thread, for the life of the process: for tests that must hold one up (all else uses
+    /// `shared()`).
     package init() throws(SystemCallError) {
         let epoll = creactor_epoll_create()
-        guard epoll >= 0 else { throw SystemCallError(call: "epoll_create1", errno: Errno(rawValue: errno)) }
+        guard epoll >= 0 else { throw Self.failure("epoll_create1", errno) }
         let wakeUp = creactor_eventfd_create()
-        guard wakeUp >= 0 else {
-            let error = Errno(rawValue: errno)
-            _ = close(epoll)
-            throw SystemCallError(call: "eventfd", errno: error)
-        }
+        guard wakeUp >= 0 else { throw Self.failure("eventfd", errno, closing: epoll) }
         guard creactor_epoll_control(epoll, CREACTOR_ADD, wakeUp, CREACTOR_READABLE) == 0 else {
-            let error = Errno(rawValue: errno)
-            _ = close(wakeUp)
-            _ = close(epoll)
-            throw SystemCallError(call: "epoll_ctl(ADD)", errno: error)
+            throw Self.failure("epoll_ctl(ADD)", errno, closing: wakeUp, epoll)
         }
         epollFD = epoll
         wakeUpFD = wakeUp
@@ -158,17 +131,18 @@ package final class Reactor: @unchecked Sendable {
         }, box)
         guard result == 0 else {
             Unmanaged<Reactor>.fromOpaque(box).release()
-            _ = close(wakeUp)
-            _ = close(epoll)
-            throw SystemCallError(call: "pthread_create", errno: Errno(rawValue: result))
+            throw Self.failure("pthread_create", result, closing: wakeUp, epoll)
         }
         pthread_detach(thread)
     }
 
-    /// True on the reactor's own thread.
-    package var isReactorThread: Bool {
-        thread.load(ordering: .acquiring) == currentThreadID()
+    /// `call`'s error (`code`, read before the arguments' descriptors are closed).
+    private static func failure(_ call: String, _ code: Int32, closing descriptors: Int32...) -> SystemCallError {
+        for fd in descriptors { _ = close(fd) }
+        return SystemCallError(call: call, errno: Errno(rawValue: code))
     }
+
+    package var isReactorThread: Bool { thread.load(ordering: .acquiring) == currentThreadID() }
 
     // MARK: Jobs
 
@@ -183,9 +157,7 @@ package final class Reactor: @unchecked Sendable {
     }
 
     /// Makes the reactor go round once more (run its hooks) without a job; from any thread.
-    package func wakeUp() {
-        creactor_eventfd_signal(wakeUpFD)
-    }
+    package func wakeUp() { creactor_eventfd_signal(wakeUpFD) }
 
     private func runQueuedJobs() {
         let jobs = queue.withLock { queue -> [Job] in
@@ -198,25 +170,18 @@ package final class Reactor: @unchecked Sendable {
 
     // MARK: Interests (reactor thread only)
 
-    /// Registers `handler` for `events` on `fd` (none: registered but disabled). Throws when
-    /// epoll refuses the descriptor (closed, or a kind epoll cannot watch, such as a file).
+    /// Registers `handler` for `events` on `fd` (none: registered but disabled); a one-shot interest is removed when
+    /// it first fires. Throws when epoll refuses the descriptor (closed, or a kind it cannot watch, such as a file).
     package func addInterest(
-        fd: Int32, events: ReadinessEvents, handler: @escaping ReadinessHandler
-    ) throws(SystemCallError) -> Registration {
-        try addInterest(fd: fd, events: events, oneShot: false, handler: handler)
-    }
-
-    private func addInterest(
-        fd: Int32, events: ReadinessEvents, oneShot: Bool, handler: @escaping ReadinessHandler
+        fd: Int32, events: ReadinessEvents, oneShot: Bool = false, handler: @escaping ReadinessHandler
     ) throws(SystemCallError) -> Registration {
         assertOnReactorThread()
         let id = takeID()
         interests[id] = Interest(fd: fd, events: events, oneShot: oneShot, handler: handler)
         descriptors[fd, default: ([], 0)].interests.append(id)
         do throws(SystemCallError) {
-            // Always told to epoll, even when the mask looks unchanged: a descriptor closed
-            // without its interests being removed left the epoll set, and its number may since
-            // name another file.
+            // Always told to epoll, even when the mask looks unchanged: a descriptor closed with its interests still
+            // registered left the epoll set, and its number may since name another file.
             try updateMask(of: fd, force: true)
         } catch {
             removeInterestRecord(id)
@@ -230,8 +195,7 @@ package final class Reactor: @unchecked Sendable {
         assertOnReactorThread()
         guard let fd = interests[registration.id]?.fd else { return }
         interests[registration.id]?.events = events
-        // A descriptor the epoll set lost (closed under us) cannot be re-added: its interests
-        // will just not fire, as poll(2) would report POLLNVAL for it to nobody.
+        // A descriptor the epoll set lost (closed under us) cannot be re-added: its interests just will not fire.
         try? updateMask(of: fd)
     }
 
@@ -279,8 +243,8 @@ package final class Reactor: @unchecked Sendable {
 
     // MARK: Timers and hooks (reactor thread only)
 
-    /// Runs `handler` once at `deadline` (at once, the next turn, when it has passed). Timers
-    /// that expire together run in deadline order, ties in the order they were added.
+    /// Runs `handler` once at `deadline` (next turn if passed); timers expiring together run in deadline order, ties
+    /// in the order added.
     @discardableResult
     package func addTimer(at deadline: ContinuousClock.Instant, handler: @escaping () -> Void) -> Registration {
         assertOnReactorThread()
@@ -295,9 +259,8 @@ package final class Reactor: @unchecked Sendable {
         timers[registration.id] = nil
     }
 
-    /// Runs `hook` every turn, after the jobs and before the reactor waits: for work that must
-    /// be done before sleeping (libdbus dispatches what its watches read). A hook that finds
-    /// more to do later wakes the reactor (`wakeUp()`) rather than looping.
+    /// Runs `hook` every turn, after the jobs and before the wait (libdbus dispatches what its watches read). A hook
+    /// that finds more to do later calls `wakeUp()` rather than looping.
     package func addHook(_ hook: @escaping () -> Void) -> Registration {
         assertOnReactorThread()
         let id = takeID()
@@ -319,8 +282,8 @@ package final class Reactor: @unchecked Sendable {
         assert(isReactorThread, "a reactor-thread-only member was used on another thread")
     }
 
-    /// Interests, descriptors in the epoll set and timers registered now (for tests: what a
-    /// cancelled wait leaves behind). Reactor thread only.
+    /// Interests, descriptors in the epoll set and timers now (for tests: what a cancelled wait leaves). Reactor
+    /// thread only.
     package var registrationCounts: (interests: Int, descriptors: Int, timers: Int) {
         assertOnReactorThread()
         return (interests.count, descriptors.values.filter { $0.registeredMask != 0 }.count, timers.count)
@@ -350,8 +313,7 @@ package final class Reactor: @unchecked Sendable {
                 }
             }
             guard case .completed(let count) = result else {
-                // epoll_wait fails only for invalid arguments, which these are not; go round
-                // again rather than lose every waiter.
+                // epoll_wait fails only for invalid arguments, which these are not; go round rather than lose waiters.
                 continue
             }
             for index in 0..<count {
@@ -368,9 +330,8 @@ package final class Reactor: @unchecked Sendable {
 
     private func handleReadiness(of fd: Int32, _ ready: ReadinessEvents) {
         guard let entry = descriptors[fd], entry.registeredMask != 0 else {
-            // Nothing of ours is on this descriptor any more, yet epoll still holds it (closed
-            // while a duplicate keeps its file open): take it out, or level-triggered epoll
-            // would report it every turn.
+            // Nothing of ours is on it, yet epoll holds it (closed while a duplicate keeps the file open): take it out,
+            // or level-triggered epoll would report it every turn.
             _ = creactor_epoll_control(epollFD, CREACTOR_DELETE, fd, 0)
             return
         }
@@ -416,9 +377,8 @@ private func currentThreadID() -> UInt {
 // MARK: Waiting from any thread
 
 extension Reactor {
-    /// Returns once `fd` is readable (or has an error or hung up). Throws CancellationError when
-    /// the task is cancelled (the interest is removed first), SystemCallError when epoll refuses
-    /// the descriptor. The descriptor must stay open until this returns.
+    /// Returns once `fd` is readable (or has an error or hung up). Throws CancellationError when the task is cancelled
+    /// (the interest removed first), SystemCallError when epoll refuses it. `fd` must stay open until this returns.
     package func readable(_ fd: Int32) async throws -> ReadinessEvents {
         try await ReadinessWait(reactor: self, fd: fd, events: .readable).value
     }
@@ -428,28 +388,19 @@ extension Reactor {
         try await ReadinessWait(reactor: self, fd: fd, events: .writable).value
     }
 
-    /// Registers a lasting interest from any thread (the registration itself is a job).
+    /// A lasting interest, from any thread (the registration itself is a job).
     package func watch(
         fd: Int32, events: ReadinessEvents, handler: @escaping @Sendable (ReadinessEvents) -> Void
     ) -> PersistentInterest {
         PersistentInterest(reactor: self, fd: fd, events: events, handler: handler)
     }
-
-    fileprivate func addOneShotInterest(
-        fd: Int32, events: ReadinessEvents, handler: @escaping ReadinessHandler
-    ) throws(SystemCallError) -> Registration {
-        try addInterest(fd: fd, events: events, oneShot: true, handler: handler)
-    }
 }
 
-/// One wait for a descriptor's readiness, registered on the reactor as soon as it is made and
-/// removed the first time it fires. It ends exactly once: ready, or failed (epoll refused the
-/// descriptor), or cancelled through `cancel(throwing:)` (the awaiting task's cancellation does
-/// that with CancellationError). However it ends, its interest is off the epoll set before the
-/// awaiter resumes.
+/// One wait for a descriptor's readiness, registered as soon as made and removed when it first fires. It ends exactly
+/// once: ready, failed (epoll refused the descriptor), or through `cancel(throwing:)` (the awaiting task's
+/// cancellation uses CancellationError). Either way its interest is off the epoll set before the awaiter resumes.
 ///
-/// `@unchecked Sendable`: `state` is a Mutex; `registration` is touched on the reactor thread
-/// only (in jobs and the readiness handler).
+/// `@unchecked Sendable`: `state` is a Mutex; `registration` is touched on the reactor thread only (jobs, handler).
 package final class ReadinessWait: @unchecked Sendable {
     private struct State {
         var continuation: CheckedContinuation<ReadinessEvents, any Error>?
@@ -463,13 +414,13 @@ package final class ReadinessWait: @unchecked Sendable {
     // Reactor thread only.
     private var registration: Reactor.Registration?
 
-    /// Starts waiting for `events` on `fd` (the registration is queued on the reactor at once).
+    /// Starts waiting for `events` on `fd` (the registration is queued at once).
     package init(reactor: Reactor, fd: Int32, events: ReadinessEvents) {
         self.reactor = reactor
         reactor.enqueue { [self] in
             guard state.withLock({ $0.cancellation == nil }) else { return }  // the cancel job ends it
             do {
-                registration = try reactor.addOneShotInterest(fd: fd, events: events) { [self] ready in
+                registration = try reactor.addInterest(fd: fd, events: events, oneShot: true) { [self] ready in
                     registration = nil
                     finish(.success(ready))
                 }
@@ -479,8 +430,7 @@ package final class ReadinessWait: @unchecked Sendable {
         }
     }
 
-    /// Ends the wait with `error` unless it already ended: its interest is removed, then an
-    /// awaiter resumes. Any thread; returns at once.
+    /// Ends the wait with `error` unless it already ended: the interest is removed, then an awaiter resumes. Any thread.
     package func cancel(throwing error: any Error) {
         let first = state.withLock { state -> Bool in
             guard state.outcome == nil, state.cancellation == nil else { return false }
@@ -497,8 +447,7 @@ package final class ReadinessWait: @unchecked Sendable {
         }
     }
 
-    /// Reactor thread: the interest is gone, resume the awaiter (a cancellation that came first
-    /// wins over readiness).
+    /// Reactor thread: the interest is gone; resume the awaiter (a cancellation that came first wins over readiness).
     private func finish(_ result: Result<ReadinessEvents, any Error>) {
         let continuation = state.withLock { state -> CheckedContinuation<ReadinessEvents, any Error>?? in
             guard state.outcome == nil else { return nil }
@@ -511,8 +460,7 @@ package final class ReadinessWait: @unchecked Sendable {
         continuation.resume(with: state.withLock { $0.outcome! })
     }
 
-    /// The readiness the wait ended with; awaited once. Cancelling the awaiting task cancels
-    /// the wait.
+    /// The readiness the wait ended with; awaited once. Cancelling the awaiting task cancels the wait.
     package var value: ReadinessEvents {
         get async throws {
             try await withTaskCancellationHandler {
@@ -531,9 +479,8 @@ package final class ReadinessWait: @unchecked Sendable {
     }
 }
 
-/// A lasting interest registered from any thread: its handler runs on the reactor thread each
-/// time the descriptor is ready, until `cancel(then:)`. Should epoll refuse the descriptor, the
-/// handler hears `.error` once and the interest is dropped.
+/// A lasting interest registered from any thread: its handler runs on the reactor thread each time the descriptor is
+/// ready, until `cancel(then:)`. Should epoll refuse the descriptor, the handler hears `.error` once.
 ///
 /// `@unchecked Sendable`: `registration` and `cancelled` are touched on the reactor thread only.
 package final class PersistentInterest: @unchecked Sendable {
@@ -556,8 +503,8 @@ package final class PersistentInterest: @unchecked Sendable {
         }
     }
 
-    /// Removes the interest, then runs `then` on the reactor thread (where closing the
-    /// descriptor is safe: no handler runs any more and epoll no longer holds it). Any thread.
+    /// Removes the interest, then runs `then` on the reactor thread (where closing the descriptor is safe: no handler
+    /// runs any more and epoll no longer holds it). Any thread.
     package func cancel(then: (@Sendable () -> Void)? = nil) {
         reactor.enqueue { [self] in
             cancelled = true

@@ -4,24 +4,19 @@ import Glibc
 import Synchronization
 import SystemPackage
 
-/// Calls that block a thread (`fsync`, `fdatasync`, a `poll` without a timeout, large writes
-/// to a file) made from async code without blocking the cooperative thread pool. That pool has
-/// one thread per core (two on the small boards this runs on): a flush that takes a slow disk
-/// a second would hold one of them for that second, and every task of the process, Bluetooth
-/// I/O included, would share what is left.
-///
-/// `try await BlockingCalls.run { … }` runs the closure on ``storage``'s threads and resumes the
-/// awaiting task with what it returned or threw.
+/// Calls that block a thread (`fsync`, `fdatasync`, a `poll` without a timeout, large file writes) made from async code
+/// without blocking the cooperative pool. That pool has one thread per core (two on the small boards this runs on): a
+/// flush taking a slow disk a second would hold one for that second, and every task, Bluetooth I/O included, would
+/// share what is left. `try await BlockingCalls.run { … }` runs the closure on ``storage``'s threads.
 package enum BlockingCalls {
-    /// File system calls (write, flush, rename, link): two threads. Two, not one, so that one
-    /// slow call (a flush to a USB stick holding the output directory) does not hold up the
-    /// calls made to another device (the receipt journal and the outbox in the state
-    /// directory); not more, as more threads would only queue more calls at the same disks.
-    /// Calls of one task are made in the order it awaits them, whatever the number of threads.
+    /// File system calls (write, flush, rename, link): two threads, so one slow call (a flush to a USB stick holding the
+    /// output directory) does not hold up calls to another device (the receipt journal and outbox in the state
+    /// directory); not more, as they would only queue more calls at the same disks. One task's calls are made in the
+    /// order it awaits them.
     package static let storage = BlockingThreadPool(name: "ble-storage", threadCount: 2)
 
-    /// Waits without a bound (standard output's reader may stop reading for good): one thread
-    /// of their own, so that such a wait never holds up a file system call.
+    /// Waits without a bound (standard output's reader may stop reading for good): a thread of their own, so such a
+    /// wait never holds up a file system call.
     package static let waits = BlockingThreadPool(name: "ble-wait", threadCount: 1)
 
     /// Runs `body` on one of ``storage``'s threads; see ``BlockingThreadPool/run(_:)``.
@@ -32,13 +27,11 @@ package enum BlockingCalls {
     }
 }
 
-/// A fixed number of threads of its own that run blocking closures for async callers, first
-/// come first served.
+/// A fixed number of threads of its own that run blocking closures for async callers, first come first served.
 ///
-/// Cancellation: a call is made whatever happens to the task awaiting it, and that task waits
-/// for its outcome. A started `fsync` cannot be interrupted, and a caller that keeps a message
-/// exactly once must know whether its flush or rename happened; one not started yet is not
-/// skipped either, as the caller could not tell "skipped" from "done". A task that should stop
+/// Cancellation: a call is made whatever happens to the awaiting task, which waits for its outcome. A started `fsync`
+/// cannot be interrupted, and a caller keeping a message exactly once must know whether its flush or rename happened;
+/// one not started is not skipped either, as the caller could not tell "skipped" from "done". A task that should stop
 /// checks for cancellation once the call returned.
 package final class BlockingThreadPool: Sendable {
     /// The threads' name (`ps -T`, `top -H`, a debugger): at most 15 bytes, as Linux keeps.
@@ -46,8 +39,8 @@ package final class BlockingThreadPool: Sendable {
     package let threadCount: Int
     private let queue: JobQueue
 
-    /// Starts `threadCount` threads named `name`. A process that cannot start a thread cannot
-    /// store anything safely: failing to is fatal, with the call's errno.
+    /// Starts `threadCount` threads named `name`. A process that cannot start a thread cannot store anything safely:
+    /// failing to is fatal, with the call's errno.
     package init(name: String, threadCount: Int) {
         precondition(threadCount > 0, "a pool needs a thread")
         precondition(name.utf8.count <= 15, "Linux keeps 15 bytes of a thread's name")
@@ -64,8 +57,8 @@ package final class BlockingThreadPool: Sendable {
         for _ in 0..<threadCount { queue.push(.stop) }
     }
 
-    /// Runs `body` on one of this pool's threads and returns what it returned, or throws what it
-    /// threw. The awaiting task waits for the call even when it is cancelled (see the type).
+    /// Runs `body` on one of this pool's threads; returns what it returned, throws what it threw. The awaiting task waits
+    /// for the call even when cancelled (see the type).
     package func run<Value: Sendable, Failure: Error>(
         _ body: @escaping @Sendable () throws(Failure) -> Value
     ) async throws(Failure) -> Value {
@@ -77,12 +70,9 @@ package final class BlockingThreadPool: Sendable {
         return try outcome.get()
     }
 
-    /// Queues `body` on this pool's threads without waiting for it: for work whose outcome no
-    /// one needs (a best-effort flush) from code that cannot await where it stands. Calls
-    /// queued before it are taken first.
-    package func submit(_ body: @escaping @Sendable () -> Void) {
-        queue.push(.call(body))
-    }
+    /// Queues `body` on this pool's threads without waiting for it: for work whose outcome no one needs (a best-effort
+    /// flush) from code that cannot await where it stands. Calls queued before it are taken first.
+    package func submit(_ body: @escaping @Sendable () -> Void) { queue.push(.call(body)) }
 
     private static func startThread(_ start: ThreadStart) {
         var thread = pthread_t()
@@ -101,8 +91,8 @@ package final class BlockingThreadPool: Sendable {
     }
 }
 
-/// `pthread_setname_np`, which the Glibc module does not export (it is a GNU extension):
-/// looked up once at run time. Without it the threads keep the process's name.
+/// `pthread_setname_np`, which the Glibc module does not export (a GNU extension), looked up once at run time; without
+/// it the threads keep the process's name.
 private let setThreadName: (@convention(c) (pthread_t, UnsafePointer<CChar>) -> Int32)? = {
     guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "pthread_setname_np") else { return nil }
     return unsafeBitCast(symbol, to: (@convention(c) (pthread_t, UnsafePointer<CChar>) -> Int32).self)
@@ -128,7 +118,7 @@ private final class JobQueue: Sendable {
     }
 
     private let jobs = Mutex<[Job]>([])
-    /// Counts the jobs queued and not yet taken: a thread sleeps in `wait` while there are none.
+    /// Counts the jobs queued, not yet taken: a thread sleeps in `wait` while there are none.
     private let queued = DispatchSemaphore(value: 0)
 
     func push(_ job: Job) {

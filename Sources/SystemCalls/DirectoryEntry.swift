@@ -2,8 +2,8 @@
 import Glibc
 import SystemPackage
 
-/// One entry of a directory as `readdir(3)` gives it: the name and, where the file system
-/// tells it, the entry's type (so a listing needs no `lstat` per entry to skip the wrong kind).
+/// One directory entry as `readdir(3)` gives it: the name and, where the file system tells it, the type (so a listing
+/// needs no `lstat` per entry to skip the wrong kind).
 package struct DirectoryEntry: Sendable, Equatable {
     package var name: String
     /// `d_type`: `DT_REG`, `DT_DIR`, … or `DT_UNKNOWN` when the file system does not say.
@@ -18,8 +18,8 @@ package struct DirectoryEntry: Sendable, Equatable {
         return read(stream)
     }
 
-    /// The entries of the directory held by `descriptor` (which stays open and unmoved: the
-    /// listing reads a new open file description of it), "." and ".." left out.
+    /// The entries of the directory held by `descriptor` (left open and unmoved: the listing reads a new open file
+    /// description of it), "." and ".." left out.
     public static func list(descriptor: Int32) throws(Errno) -> [DirectoryEntry] {
         let own = openat(descriptor, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard own >= 0 else { throw Errno(rawValue: errno) }

@@ -4,8 +4,7 @@ import Glibc
 import Musl
 #endif
 
-/// Why a payload's file could not be read (or written, while a message comes in): the call,
-/// the file and the error, in one line.
+/// Why a payload's file could not be read (or written, while a message comes in): call, file and error in one line.
 package struct PayloadReadError: Error, Sendable, Hashable, CustomStringConvertible {
     package var description: String
 
@@ -18,20 +17,18 @@ package struct PayloadReadError: Error, Sendable, Hashable, CustomStringConverti
     }
 }
 
-/// An open file a payload is read from or written to, closed when the last payload that uses
-/// it is gone. `removesPathWhenReleased`: a partial file of a message coming in, which is
-/// removed by name then, so that a transfer that failed leaves nothing behind (one stored was
-/// linked to its own name before).
+/// An open file a payload is read from or written to, closed when the last payload using it is gone.
+/// `removesPathWhenReleased`: a partial file of a message coming in, removed by name then, so a failed transfer leaves
+/// nothing behind (one stored was linked to its own name before).
 ///
-/// Sendable: every stored property is an immutable value; `pread`/`pwrite` take their offset
-/// and share no file position, so the descriptor is safe to use from any thread.
+/// Sendable: every stored property is immutable; `pread`/`pwrite` take their offset and share no file position, so the
+/// descriptor is safe to use from any thread.
 package final class PayloadFile: Sendable, Hashable, CustomStringConvertible {
     package let descriptor: Int32
-    /// The path the file was opened at (for messages and, for a partial file, for linking it).
+    /// Where the file was opened (for messages and, for a partial file, for linking it).
     package let path: String
     package let removesPathWhenReleased: Bool
 
-    /// Takes ownership of `descriptor`.
     package init(descriptor: Int32, path: String, removesPathWhenReleased: Bool = false) {
         self.descriptor = descriptor
         self.path = path
@@ -43,8 +40,8 @@ package final class PayloadFile: Sendable, Hashable, CustomStringConvertible {
         _ = close(descriptor)
     }
 
-    /// Opens `path` to be read, refusing what is not a regular file (a FIFO cannot be read
-    /// twice, and a message's digest needs a first pass). Returns the file and its length.
+    /// Opens `path` to be read, refusing what is not a regular file (a FIFO cannot be read twice, and a message's digest
+    /// needs a first pass). Returns the file and its status (its length).
     package static func openForReading(_ path: String) throws(PayloadReadError) -> (PayloadFile, stat) {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
         guard descriptor >= 0 else { throw .failed("cannot open", path, errno: errno) }
@@ -61,8 +58,8 @@ package final class PayloadFile: Sendable, Hashable, CustomStringConvertible {
         return (PayloadFile(descriptor: descriptor, path: path), status)
     }
 
-    /// `count` bytes at `offset`; fewer on disk (the file shrank since it was measured) is an
-    /// error, since the message's length and digest were announced.
+    /// `count` bytes at `offset`; fewer on disk (the file shrank since measured) is an error, as the message's length
+    /// and digest were announced.
     package func read(at offset: Int, count: Int) throws(PayloadReadError) -> [UInt8] {
         var bytes = [UInt8](repeating: 0, count: count)
         var done = 0

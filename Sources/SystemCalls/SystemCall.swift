@@ -6,21 +6,17 @@ import Glibc
 import Musl
 #endif
 
-/// What one C call that returns a count (or -1 and `errno`) came to, once interruptions by a
-/// signal were retried. Plain reads and writes go through swift-system's `FileDescriptor`,
-/// which retries `EINTR` itself; this covers the calls it does not wrap (`send`, `recv` with
-/// flags, `poll`), so that no caller writes its own EINTR loop or reads `errno` late.
+/// What one C call returning a count (or -1 and `errno`) came to, `EINTR` retried. Plain reads and writes go through
+/// swift-system's `FileDescriptor`, which retries itself; this covers the calls it does not wrap (`send`, `recv` with
+/// flags, `poll`), so no caller writes its own EINTR loop or reads `errno` late.
 package enum SystemCallResult: Equatable, Sendable {
-    /// The call returned this non-negative count.
-    case completed(Int)
+    case completed(Int)  // a non-negative count
     /// `EAGAIN`/`EWOULDBLOCK`: a non-blocking descriptor has nothing to read or no room now.
     case wouldBlock
-    /// Any other failure, with its errno.
-    case failed(Errno)
+    case failed(Errno)  // any other failure
 }
 
-/// Runs `call` again while it fails with `EINTR`, and says what it came to. `errno` is read
-/// right after the call, before anything else can change it.
+/// Runs `call` again while it fails with `EINTR`; `errno` is read right after the call, before anything can change it.
 package func retryingInterrupts(_ call: () -> Int) -> SystemCallResult {
     while true {
         let result = call()
@@ -34,7 +30,6 @@ package func retryingInterrupts(_ call: () -> Int) -> SystemCallResult {
     }
 }
 
-/// A failed system call, with the call's name and errno.
 package struct SystemCallError: Error, Sendable, CustomStringConvertible {
     package var call: String
     package var errno: Errno

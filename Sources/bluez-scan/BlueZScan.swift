@@ -1,12 +1,10 @@
 import BlueZ
 import Foundation
 
-// The BlueZ library's example, using its public API only: lists the adapters bluetoothd knows,
-// then runs discovery on the first powered one for a few seconds and prints each device seen.
+// The BlueZ library's example, public API only: lists the adapters bluetoothd knows, then runs discovery on the first
+// powered one for a few seconds and prints each device seen. DBUS_SYSTEM_BUS_ADDRESS points it at another bus.
 //
 //   swift run bluez-scan [SECONDS]    (5 by default; 0 only lists the adapters)
-//
-// DBUS_SYSTEM_BUS_ADDRESS points it at another bus than the system's (one with a mock on it).
 @main
 struct BlueZScan {
     static func main() async {
@@ -53,7 +51,5 @@ struct BlueZScan {
         try await adapter.stopDiscovery()
     }
 
-    static func complain(_ line: String) {
-        FileHandle.standardError.write(Data((line + "\n").utf8))
-    }
+    static func complain(_ line: String) { FileHandle.standardError.write(Data((line + "\n").utf8)) }
 }

@@ -1,5 +1,4 @@
-/// The LE PHYs of the management channel's PHY configuration (doc/mgmt-api.txt, "Get PHY
-/// Configuration Command"; the BR/EDR bits are kept as they are).
+/// The LE PHYs of the management channel's PHY configuration (doc/mgmt-api.txt; BR/EDR bits are kept as they are).
 package struct ManagementPHYs: OptionSet, Sendable, Hashable {
     package let rawValue: UInt32
     package init(rawValue: UInt32) { self.rawValue = rawValue }
@@ -14,8 +13,8 @@ package struct ManagementPHYs: OptionSet, Sendable, Hashable {
     package static let le2M: ManagementPHYs = [.le2MTransmit, .le2MReceive]
 }
 
-/// What a controller's PHYs are: those it has, those the host may choose, those chosen (used for
-/// the LE Set Default PHY the kernel sends, hence for every new connection).
+/// A controller's PHYs: those it has, those the host may choose, those chosen (for the LE Set Default PHY the kernel
+/// sends, hence for every new connection).
 package struct PHYConfiguration: Sendable, Hashable {
     package var supported: ManagementPHYs
     package var configurable: ManagementPHYs
@@ -35,26 +34,23 @@ package struct PHYConfiguration: Sendable, Hashable {
         selected = ManagementPHYs(rawValue: UInt32(littleEndianBytes: parameters[8..<12]))
     }
 
-    /// 2M both ways is selected.
     package var uses2M: Bool { selected.isSuperset(of: .le2M) }
     /// The controller has 2M and the host may select it.
     package var offers2M: Bool { supported.isSuperset(of: .le2M) && configurable.isSuperset(of: .le2M) }
 }
 
-/// The kernel's defaults for new LE connections and advertising (doc/mgmt-api.txt, "Read
-/// Default System Configuration Command"), in the units HCI uses.
+/// The kernel's defaults for new LE connections and advertising (doc/mgmt-api.txt, "Read Default System Configuration
+/// Command"), in HCI's units.
 package enum SystemParameter: UInt16, Sendable, Hashable, CaseIterable {
-    /// 0.625 ms units.
-    case advertisingMinInterval = 0x000A
+    case advertisingMinInterval = 0x000A  // 0.625 ms units
     case advertisingMaxInterval = 0x000B
-    /// 1.25 ms units: what the host asks for when it connects as central, and the range a
-    /// peripheral asks its central to move into when the link's interval is outside it.
+    /// 1.25 ms units: what the host asks for when it connects as central, and the range a peripheral asks its central
+    /// to move into when the link's interval is outside it.
     case connectionMinInterval = 0x0017
     case connectionMaxInterval = 0x0018
     /// Connection events the peripheral may skip when it has nothing to send.
     case connectionLatency = 0x0019
-    /// 10 ms units.
-    case supervisionTimeout = 0x001A
+    case supervisionTimeout = 0x001A  // 10 ms units
 }
 
 /// Parameter values keyed by parameter, as the channel's type-length-value list carries them.
@@ -68,8 +64,8 @@ package struct SystemConfiguration: Sendable, Hashable {
         set { values[parameter] = newValue }
     }
 
-    /// From Read Default System Configuration's return parameters (unknown types are skipped;
-    /// a list that runs past its end yields what came before).
+    /// From Read Default System Configuration's return parameters (unknown types skipped; a list running past its end
+    /// yields what came before).
     package init(parameters: [UInt8]) {
         var values: [SystemParameter: UInt16] = [:]
         var index = 0
@@ -106,7 +102,7 @@ package enum AdapterLinkDefaults {
     static let readSystemConfiguration: UInt16 = 0x004B
     static let setSystemConfiguration: UInt16 = 0x004C
 
-    /// The PHY configuration. Needs CAP_NET_ADMIN (the kernel keeps it from untrusted sockets).
+    /// Needs CAP_NET_ADMIN (the kernel keeps it from untrusted sockets).
     package static func phyConfiguration(controller: UInt16) async throws(ManagementError) -> PHYConfiguration {
         let command = ManagementCommand(code: getPHYConfiguration, controller: controller, name: "Get PHY Configuration")
         let reply = try await ManagementChannel.run(command)

@@ -4,8 +4,7 @@ import CBlueZ
 package struct KernelLEConnection: Sendable, Hashable, Codable {
     package var handle: UInt16
     package var peer: String
-    /// This host made the connection (it is the central).
-    package var outgoing: Bool
+    package var outgoing: Bool  // this host made the connection (it is the central)
 }
 
 extension KernelBluetooth {
@@ -35,10 +34,8 @@ package struct AdapterLinkView: Sendable, Codable {
     package var connectionIntervalMin: UInt16?
     package var connectionIntervalMax: UInt16?
     package var latency: UInt16?
-    /// 10 ms units.
-    package var supervisionTimeout: UInt16?
-    /// 0.625 ms units.
-    package var advertisingIntervalMin: UInt16?
+    package var supervisionTimeout: UInt16?  // 10 ms units
+    package var advertisingIntervalMin: UInt16?  // 0.625 ms units
     package var advertisingIntervalMax: UInt16?
     /// Whether 2M is selected for new links; nil when reading it needs a privilege we lack.
     package var twoMSelected: Bool?
@@ -69,7 +66,6 @@ package struct AdapterLinkView: Sendable, Codable {
         return view
     }
 
-    /// The text `link show` prints.
     package var text: String {
         var lines: [String] = []
         let interval: String

@@ -4,8 +4,7 @@ import SystemPackage
 
 /// Why a controller's link events cannot be watched, or a link command not sent.
 package enum HCILinkWatchError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// The process lacks CAP_NET_RAW: the kernel passes no LE event to an unprivileged raw
-    /// socket, and takes no command from one.
+    /// The process lacks CAP_NET_RAW: the kernel passes no LE event to an unprivileged raw socket, nor takes commands.
     case notPermitted
     case systemCall(String, Errno)
 
@@ -17,13 +16,10 @@ package enum HCILinkWatchError: Error, Sendable, Equatable, CustomStringConverti
     }
 }
 
-/// A controller's LE link events, watched on a raw HCI socket filtered to them (it also sends
-/// the per-connection commands a privileged process may use: LE Set PHY, LE Connection
-/// Update). Needs CAP_NET_RAW; `open` says so when the process lacks it.
-///
-/// The socket sees the events from the moment it opens: a link made before knows only what
-/// later events change. The kernel processes the same events as before: this is an observer,
-/// and its commands are answered to the kernel and to it alike.
+/// A controller's LE link events, watched on a raw HCI socket filtered to them, which also sends the per-connection
+/// commands a privileged process may use (LE Set PHY, LE Connection Update). Needs CAP_NET_RAW (`open` says so).
+/// The socket sees events from the moment it opens: a link made before knows only what later events change. The
+/// kernel processes the same events as before: this is an observer, and its commands are answered to both alike.
 package final class HCILinkWatch: Sendable {
     private let socket: NotificationSocket
     private let ledger = Mutex(LinkEventLedger())
@@ -32,7 +28,6 @@ package final class HCILinkWatch: Sendable {
         self.socket = socket
     }
 
-    /// Opens the watch on controller `index` (0 for hci0).
     package static func open(controller index: UInt16) throws(HCILinkWatchError) -> HCILinkWatch {
         let fd = bletransfer_hci_event_socket(index)
         if fd == -EPERM || fd == -EACCES { throw .notPermitted }
@@ -46,12 +41,10 @@ package final class HCILinkWatch: Sendable {
     }
 
     /// The link's parameters as the events reported them so far.
-    package func parameters(of handle: UInt16) -> LinkParameters? {
-        ledger.withLock { $0.links[handle] }
-    }
+    package func parameters(of handle: UInt16) -> LinkParameters? { ledger.withLock { $0.links[handle] } }
 
-    /// Reads events until cancelled or the socket closes, calling `changed` with each link's
-    /// new parameters (nil values: not reported yet) and with nil-free removal as `gone`.
+    /// Reads events until cancelled or the socket closes, calling `changed` with each link's new parameters (nil
+    /// values: not reported yet) and `gone` with a removed link's handle.
     package func run(changed: @Sendable (LinkParameters) -> Void, gone: @Sendable (UInt16) -> Void) async {
         while !Task.isCancelled {
             let packet: [UInt8]?
@@ -88,8 +81,8 @@ package final class HCILinkWatch: Sendable {
 package enum LinkCommand: Sendable, Equatable {
     /// LE Set PHY (0x2032): the PHYs this host prefers both ways.
     case setPHY(handle: UInt16, phy: LEPHY)
-    /// LE Connection Update (0x2013), the central's: an interval range (1.25 ms units), the
-    /// peripheral latency and the supervision timeout (10 ms units).
+    /// LE Connection Update (0x2013), the central's: an interval range (1.25 ms units), the peripheral latency and the
+    /// supervision timeout (10 ms units).
     case updateConnection(handle: UInt16, minInterval: UInt16, maxInterval: UInt16, latency: UInt16, timeout: UInt16)
 
     /// The command as a raw HCI socket sends it: type 0x01, opcode, length, parameters.

@@ -1,8 +1,7 @@
-/// What holds a live link back from the best both hosts allow, judged from what it runs at and
-/// what this host's tuning did (pure: `bletransfer`'s link reports and their tests).
+/// What holds a live link back from the best both hosts allow, from what it runs at and what this host's tuning did.
 package enum LinkJudgement {
-    /// The settings not at their best, each with what limits it: a refusal tuning met on this
-    /// host (privilege, controller), else the peer (its host or controller chose less).
+    /// The settings not at their best, each with what limits it: a refusal tuning met on this host (privilege,
+    /// controller), else the peer (its host or controller chose less).
     package static func limits(of link: LinkParameters, tuning: AdapterTuningOutcome?,
                                target: AdapterLinkTarget = .tuned) -> [LinkRefusal] {
         var limits: [LinkRefusal] = []
@@ -35,14 +34,11 @@ package enum LinkJudgement {
     }
 }
 
-/// One step back from a tuned link that carries far less than it did (loss climbing at the
-/// edge of range): the PHY to 1M, the interval to the kernel's 30–50 ms. Pure: fed the bytes
-/// moved over time, it says once when to step back.
+/// One step back from a tuned link that carries far less than it did (loss climbing at the edge of range): the PHY to
+/// 1M, the interval to the kernel's 30–50 ms. Pure: fed the bytes moved over time, it says once when to step back.
 package struct LinkFallback: Sendable {
-    /// The window over which a rate is taken.
-    package static let window: Duration = .seconds(10)
-    /// Stepping back when the rate of the last window falls under this share of the best
-    /// window's, the link having carried a whole window at least once.
+    package static let window: Duration = .seconds(10)  // over which a rate is taken
+    /// Stepping back when the last window's rate falls under this share of the best window's (after a whole window).
     package static let fraction = 1.0 / 3.0
 
     private var samples: [(at: Duration, bytes: Int)] = []
@@ -51,8 +47,8 @@ package struct LinkFallback: Sendable {
 
     package init() {}
 
-    /// Bytes moved so far at `at` (since any fixed origin) while a transfer is under way;
-    /// returns the two rates (now, best) when it is time to step back, once.
+    /// Bytes moved so far at `at` (since any fixed origin) during a transfer; the two rates (now, best) when it is time
+    /// to step back, once.
     package mutating func record(bytes: Int, at: Duration) -> (now: Double, best: Double)? {
         guard !steppedBack else { return nil }
         samples.append((at, bytes))
@@ -68,7 +64,5 @@ package struct LinkFallback: Sendable {
     }
 
     /// A new transfer: the rates of the last one do not compare (the best stays).
-    package mutating func transferStarted() {
-        samples.removeAll()
-    }
+    package mutating func transferStarted() { samples.removeAll() }
 }

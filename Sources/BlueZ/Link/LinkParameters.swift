@@ -4,32 +4,22 @@ package enum LEPHY: UInt8, Sendable, Hashable, Codable, CustomStringConvertible 
     case le2M = 2
     case coded = 3
 
-    package var description: String {
-        switch self {
-        case .le1M: return "1M"
-        case .le2M: return "2M"
-        case .coded: return "Coded"
-        }
-    }
+    package var description: String { ["1M", "2M", "Coded"][Int(rawValue) - 1] }
 }
 
-/// What one LE connection runs at, as the controller reported it in its events. A value the
-/// events have not said yet is nil (a link made before the watch started knows only what later
-/// events changed).
+/// What one LE connection runs at, as the controller reported it in its events; nil what they have not said yet (a
+/// link made before the watch started knows only what later events changed).
 package struct LinkParameters: Sendable, Hashable {
     package var handle: UInt16
-    /// 1.25 ms units.
-    package var intervalUnits: UInt16?
+    package var intervalUnits: UInt16?  // 1.25 ms units
     package var latency: UInt16?
-    /// 10 ms units.
-    package var supervisionTimeoutUnits: UInt16?
+    package var supervisionTimeoutUnits: UInt16?  // 10 ms units
     package var transmitPHY: LEPHY?
     package var receivePHY: LEPHY?
     /// Link-layer payload bytes each way.
     package var transmitOctets: UInt16?
     package var receiveOctets: UInt16?
-    /// This host is the central of the link.
-    package var isCentral: Bool?
+    package var isCentral: Bool?  // this host is the link's central
     /// The peer's address, "AA:BB:CC:DD:EE:FF", as the connection's event gave it.
     package var peer: String?
 
@@ -52,10 +42,9 @@ package struct LinkParameters: Sendable, Hashable {
     }
 }
 
-/// Keeps the parameters of each LE connection of one controller from the HCI events that
-/// report them (Core Vol 4 Part E 7.7.65: LE Connection Complete, Enhanced Connection Complete,
-/// Connection Update Complete, Data Length Change, PHY Update Complete; 7.7.5: Disconnection
-/// Complete). Pure: `apply` takes one event packet as a raw HCI socket delivers it (type byte
+/// Keeps the parameters of each LE connection of one controller from the HCI events that report them (Core Vol 4 Part
+/// E 7.7.65: LE (Enhanced) Connection Complete, Connection Update Complete, Data Length Change, PHY Update Complete;
+/// 7.7.5: Disconnection Complete). Pure: `apply` takes one event packet as a raw HCI socket delivers it (type byte
 /// 0x04, event code, length, parameters).
 package struct LinkEventLedger: Sendable {
     package private(set) var links: [UInt16: LinkParameters] = [:]
@@ -102,29 +91,29 @@ package struct LinkEventLedger: Sendable {
             links[handle] = link
             return handle
         case 0x03 where p.count >= 9 && p[0] == 0:  // Connection Update Complete
-            let handle = u16(1) & 0x0FFF
-            var link = links[handle] ?? LinkParameters(handle: handle)
-            link.intervalUnits = u16(3)
-            link.latency = u16(5)
-            link.supervisionTimeoutUnits = u16(7)
-            links[handle] = link
-            return handle
+            return update(u16(1) & 0x0FFF) { link in
+                link.intervalUnits = u16(3)
+                link.latency = u16(5)
+                link.supervisionTimeoutUnits = u16(7)
+            }
         case 0x07 where p.count >= 10:  // Data Length Change
-            let handle = u16(0) & 0x0FFF
-            var link = links[handle] ?? LinkParameters(handle: handle)
-            link.transmitOctets = u16(2)
-            link.receiveOctets = u16(6)
-            links[handle] = link
-            return handle
+            return update(u16(0) & 0x0FFF) { link in
+                link.transmitOctets = u16(2)
+                link.receiveOctets = u16(6)
+            }
         case 0x0C where p.count >= 5 && p[0] == 0:  // PHY Update Complete
-            let handle = u16(1) & 0x0FFF
-            var link = links[handle] ?? LinkParameters(handle: handle)
-            link.transmitPHY = LEPHY(rawValue: p[3])
-            link.receivePHY = LEPHY(rawValue: p[4])
-            links[handle] = link
-            return handle
+            return update(u16(1) & 0x0FFF) { link in
+                link.transmitPHY = LEPHY(rawValue: p[3])
+                link.receivePHY = LEPHY(rawValue: p[4])
+            }
         default:
             return nil
         }
+    }
+
+    /// Applies `change` to the link `handle` (new when unknown); returns the handle.
+    private mutating func update(_ handle: UInt16, _ change: (inout LinkParameters) -> Void) -> UInt16 {
+        change(&links[handle, default: LinkParameters(handle: handle)])
+        return handle
     }
 }

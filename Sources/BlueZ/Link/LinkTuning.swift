@@ -1,13 +1,9 @@
 /// What holds a link setting back from the best both hosts allow.
 package enum LinkLimit: String, Sendable, Hashable, Codable {
-    /// The peer refused it, or its controller lacks it.
-    case peer
-    /// This host's controller lacks it.
-    case controller
-    /// This host's configuration chose otherwise (main.conf, or tuning left off).
-    case configuration
-    /// Setting it needs a privilege the process lacks (CAP_NET_ADMIN or CAP_NET_RAW).
-    case privilege
+    case peer  // the peer refused it, or its controller lacks it
+    case controller  // this host's controller lacks it
+    case configuration  // this host's configuration chose otherwise (main.conf, or tuning left off)
+    case privilege  // it needs a privilege the process lacks (CAP_NET_ADMIN or CAP_NET_RAW)
 }
 
 /// One setting tuning could not make, and why.
@@ -23,27 +19,22 @@ package struct LinkRefusal: Sendable, Hashable, Codable {
     }
 }
 
-/// The adapter-wide defaults bletransfer asks for, and the kernel's own (what a host uses
-/// before anyone tuned it; Linux net/bluetooth/hci_core.c).
+/// The adapter-wide defaults bletransfer asks for, and the kernel's own (Linux net/bluetooth/hci_core.c).
 package struct AdapterLinkTarget: Sendable, Hashable {
     /// 1.25 ms units: 7.5–15 ms while tuned, the kernel's 30–50 ms otherwise.
     package var connectionInterval: ClosedRange<UInt16>
     package var latency: UInt16
-    /// 10 ms units.
-    package var supervisionTimeout: UInt16
-    /// 0.625 ms units.
-    package var advertisingInterval: ClosedRange<UInt16>
+    package var supervisionTimeout: UInt16  // 10 ms units
+    package var advertisingInterval: ClosedRange<UInt16>  // 0.625 ms units
     package var twoM: Bool
 
-    /// The fastest link the specification allows: 7.5–15 ms (a controller picks within the
-    /// range, and many refuse 7.5 ms), 2M, no latency. Advertising at 152.5–170 ms (Apple's
-    /// accessory guidelines' second step after the first 30 s at 20 ms): a central scanning
-    /// with the kernel's 50 % duty cycle hears it within about a third of a second instead of
-    /// the kernel's 1.28 s interval. The supervision timeout stays the kernel's.
+    /// The fastest link the specification allows: 7.5–15 ms (a controller picks within the range, and many refuse
+    /// 7.5 ms), 2M, no latency. Advertising at 152.5–170 ms (Apple's accessory guidelines' second step after 30 s at
+    /// 20 ms): a central scanning at the kernel's 50 % duty cycle hears it within about a third of a second, not the
+    /// kernel's 1.28 s. The supervision timeout stays the kernel's.
     package static let tuned = AdapterLinkTarget(connectionInterval: 6...12, latency: 0, supervisionTimeout: 42,
                                                  advertisingInterval: 0x00F4...0x0110, twoM: true)
-    /// The kernel's defaults (le_conn_min_interval 0x0018, le_conn_max_interval 0x0028,
-    /// le_conn_latency 0, le_supv_timeout 0x002a, le_adv_min/max_interval 0x0800).
+    /// le_conn_min/max_interval 0x0018/0x0028, le_conn_latency 0, le_supv_timeout 0x002a, le_adv_min/max 0x0800.
     package static let kernel = AdapterLinkTarget(connectionInterval: 24...40, latency: 0, supervisionTimeout: 42,
                                                   advertisingInterval: 0x0800...0x0800, twoM: false)
 
@@ -67,7 +58,7 @@ package struct AdapterLinkTarget: Sendable, Hashable {
 package struct AdapterTuningOutcome: Sendable, Hashable {
     package var applied: [String] = []
     package var refusals: [LinkRefusal] = []
-    /// What the adapter had before, to put back (nil: nothing was changed).
+    /// What the adapter had before, to put back (nil: nothing changed).
     package var previousConfiguration: SystemConfiguration?
     package var previousPHYs: ManagementPHYs?
 
@@ -86,9 +77,8 @@ package struct AdapterTuningOutcome: Sendable, Hashable {
 
 /// Sets an adapter's link defaults through the management channel (CAP_NET_ADMIN).
 package enum AdapterTuning {
-    /// Applies `target` to controller `index`, settings one by one: one the process may not set
-    /// or the controller lacks is reported, the others still made. With `remember`, the outcome
-    /// keeps what was there before so `restore` can put it back.
+    /// Applies `target` to controller `index` setting by setting: one the process may not set or the controller lacks is
+    /// reported, the others still made. With `remember`, the outcome keeps what was there for `restore`.
     package static func apply(_ target: AdapterLinkTarget, controller index: UInt16,
                               remember: Bool = false) async -> AdapterTuningOutcome {
         var outcome = AdapterTuningOutcome()
@@ -97,7 +87,6 @@ package enum AdapterTuning {
         return outcome
     }
 
-    /// Puts back what `outcome` remembered.
     package static func restore(_ outcome: AdapterTuningOutcome, controller index: UInt16) async {
         if let phys = outcome.previousPHYs {
             try? await AdapterLinkDefaults.selectPHYs(phys, controller: index)
@@ -156,7 +145,5 @@ package enum AdapterTuning {
     }
 
     /// "7.5", "15".
-    package static func milliseconds(_ units: UInt16) -> String {
-        LinkParameters.trimmed(Double(units) * 1.25)
-    }
+    package static func milliseconds(_ units: UInt16) -> String { LinkParameters.trimmed(Double(units) * 1.25) }
 }

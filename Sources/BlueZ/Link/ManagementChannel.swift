@@ -12,40 +12,24 @@ package struct ManagementStatus: RawRepresentable, Sendable, Hashable, CustomStr
     package init(rawValue: UInt8) { self.rawValue = rawValue }
 
     package static let success = ManagementStatus(rawValue: 0x00)
-    package static let unknownCommand = ManagementStatus(rawValue: 0x01)
-    package static let busy = ManagementStatus(rawValue: 0x0A)
     package static let notSupported = ManagementStatus(rawValue: 0x0C)
-    package static let invalidParameters = ManagementStatus(rawValue: 0x0D)
-    package static let notPowered = ManagementStatus(rawValue: 0x0F)
-    package static let invalidIndex = ManagementStatus(rawValue: 0x11)
     /// The socket is not trusted: the process lacks CAP_NET_ADMIN.
     package static let permissionDenied = ManagementStatus(rawValue: 0x14)
 
-    package var description: String {
-        switch self {
-        case .success: return "Success"
-        case .unknownCommand: return "Unknown Command"
-        case .busy: return "Busy"
-        case .notSupported: return "Not Supported"
-        case .invalidParameters: return "Invalid Parameters"
-        case .notPowered: return "Not Powered"
-        case .invalidIndex: return "Invalid Index"
-        case .permissionDenied: return "Permission Denied"
-        default: return "status 0x\(String(rawValue, radix: 16))"
-        }
-    }
+    private static let names: [UInt8: String] = [
+        0x00: "Success", 0x01: "Unknown Command", 0x0A: "Busy", 0x0C: "Not Supported", 0x0D: "Invalid Parameters",
+        0x0F: "Not Powered", 0x11: "Invalid Index", 0x14: "Permission Denied",
+    ]
+
+    package var description: String { Self.names[rawValue] ?? "status 0x\(String(rawValue, radix: 16))" }
 }
 
-/// Why a management command gave no answer to use.
 package enum ManagementError: Error, Sendable, Equatable, CustomStringConvertible {
     /// A system call failed: the call and its errno (EAFNOSUPPORT: no Bluetooth in the kernel).
     case systemCall(String, Errno)
-    /// The kernel answered the command with this status.
-    case refused(command: String, ManagementStatus)
-    /// No answer within the bound.
-    case timedOut(command: String)
-    /// The answer was shorter than its format.
-    case malformed(command: String)
+    case refused(command: String, ManagementStatus)  // the kernel answered with this status
+    case timedOut(command: String)  // no answer within the bound
+    case malformed(command: String)  // the answer was shorter than its format
 
     /// The process lacks the privilege the command needs.
     package var isPermissionDenied: Bool {
@@ -64,8 +48,7 @@ package enum ManagementError: Error, Sendable, Equatable, CustomStringConvertibl
     }
 }
 
-/// One command on the kernel's management channel (doc/mgmt-api.txt): its code, the
-/// controller it is for and its parameters, little-endian as the channel carries them.
+/// One command on the kernel's management channel (doc/mgmt-api.txt), little-endian as the channel carries it.
 package struct ManagementCommand: Sendable, Equatable {
     package var code: UInt16
     package var controller: UInt16
@@ -89,15 +72,13 @@ package struct ManagementCommand: Sendable, Equatable {
     }
 }
 
-/// What the kernel answered a command with.
 package struct ManagementReply: Sendable, Equatable {
     package var code: UInt16
     package var status: ManagementStatus
     package var parameters: [UInt8]
 
-    /// The reply to `command` among the events in `packet`: a Command Complete (0x0001) or
-    /// Command Status (0x0002) event for the same code and controller; nil for any other event
-    /// (the channel also carries events no one asked for).
+    /// The reply to `command` in `packet`: a Command Complete (0x0001) or Command Status (0x0002) event for the same
+    /// code and controller; nil for any other event (the channel also carries events no one asked for).
     package static func answering(_ command: ManagementCommand, in packet: [UInt8]) -> ManagementReply? {
         guard packet.count >= 6 else { return nil }
         let event = UInt16(littleEndianBytes: packet[0..<2])
@@ -113,13 +94,12 @@ package struct ManagementReply: Sendable, Equatable {
     }
 }
 
-/// The kernel's management channel: one socket, one command at a time, each answer awaited
-/// within a bound. The calls block (a send and a poll of at most `replyLimit`): `run` makes them
-/// on `BlockingCalls.storage`'s threads, whose calls are all bounded, not on the cooperative pool.
+/// The kernel's management channel: one socket, one command at a time, each answer awaited within a bound. The calls
+/// block (a send and a poll of at most `replyLimit`): `run` makes them on `BlockingCalls.storage`'s threads, whose
+/// calls are all bounded, not on the cooperative pool.
 package final class ManagementChannel: Sendable {
     private let fd: Int32
-    /// The kernel answers management commands from its own work queue within milliseconds;
-    /// a busy controller may take a command's HCI round trip.
+    /// The kernel answers from its own work queue within milliseconds; a busy controller may take an HCI round trip.
     package static let replyLimit: Duration = .seconds(3)
 
     package init() throws(ManagementError) {
@@ -170,28 +150,15 @@ package final class ManagementChannel: Sendable {
 }
 
 extension Array where Element == UInt8 {
-    mutating func appendLittleEndian(_ value: UInt16) {
-        append(UInt8(value & 0xFF))
-        append(UInt8(value >> 8))
-    }
-
-    mutating func appendLittleEndian(_ value: UInt32) {
-        for shift in stride(from: 0, to: 32, by: 8) { append(UInt8((value >> UInt32(shift)) & 0xFF)) }
+    mutating func appendLittleEndian<T: FixedWidthInteger & UnsignedInteger>(_ value: T) {
+        for shift in stride(from: 0, to: T.bitWidth, by: 8) { append(UInt8(truncatingIfNeeded: value >> shift)) }
     }
 }
 
-extension UInt16 {
+extension FixedWidthInteger where Self: UnsignedInteger {
     init<C: Collection>(littleEndianBytes bytes: C) where C.Element == UInt8 {
-        var value: UInt16 = 0
-        for (index, byte) in bytes.prefix(2).enumerated() { value |= UInt16(byte) << (8 * UInt16(index)) }
-        self = value
-    }
-}
-
-extension UInt32 {
-    init<C: Collection>(littleEndianBytes bytes: C) where C.Element == UInt8 {
-        var value: UInt32 = 0
-        for (index, byte) in bytes.prefix(4).enumerated() { value |= UInt32(byte) << (8 * UInt32(index)) }
+        var value: Self = 0
+        for (index, byte) in bytes.prefix(Self.bitWidth / 8).enumerated() { value |= Self(byte) << (8 * index) }
         self = value
     }
 }
