@@ -1,12 +1,11 @@
 /// Value lengths that fill whole link-layer packets (docs/throughput.md, "The arithmetic").
 ///
-/// With data length extension a link-layer packet carries 251 bytes. bluetoothd sends a GATT
-/// value on either bearer: the fixed channel, n + 7 bytes (L2CAP 4, ATT opcode and handle 3: 495
-/// fill two packets), or Enhanced ATT (default since BlueZ 5.62), an SDU of n + 3 plus its 2-byte
-/// length cut into 247-byte PDUs (489 fill two). 489 fills whole packets on both (the lab measured
-/// GATT at 0.65-0.68 of a channel flood with 495, 0.71 with 512, 1.02 with 489). A channel SDU of
-/// n bytes is n + 2 in the same PDUs: 8149 are 33 full ones, 8192 needed a 34th of 43 bytes.
-/// Without data length extension (27-byte packets) both still fill packets to within 4 %.
+/// With data length extension a link-layer packet carries 251 bytes. bluetoothd sends a GATT value on either bearer:
+/// the fixed channel, n + 7 bytes (L2CAP 4, ATT opcode and handle 3: 495 fill two packets), or Enhanced ATT (default
+/// since BlueZ 5.62), an SDU of n + 3 plus its 2-byte length cut into 247-byte PDUs (489 fill two). 489 fills whole
+/// packets on both (the lab measured GATT at 0.65-0.68 of a channel flood with 495, 0.71 with 512, 1.02 with 489). A
+/// channel SDU of n bytes is n + 2 in the same PDUs: 8149 are 33 full ones, 8192 needed a 34th of 43 bytes. Without
+/// data length extension (27-byte packets) both still fill packets to within 4 %.
 package enum LinkPacking {
     /// A link-layer packet's payload with data length extension.
     static let packetPayload = 251

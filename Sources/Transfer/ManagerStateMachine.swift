@@ -30,8 +30,7 @@ package struct ManagerTransition: Sendable, Hashable {
     package var changed: Bool { from != to }
 }
 
-/// CoreBluetooth's manager states computed from what BlueZ reports, driven by
-/// ``ManagerTransitionTable``.
+/// CoreBluetooth's manager states computed from what BlueZ reports, driven by ``ManagerTransitionTable``.
 package struct ManagerStateMachine: Sendable {
     package let requirement: RoleRequirement
     package private(set) var state: ManagerState = .unknown

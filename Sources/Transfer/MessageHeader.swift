@@ -1,5 +1,4 @@
-/// A HEADER record: which message, how long, its SHA-256, and with `meta` the file's name and
-/// modification time.
+/// A HEADER record: which message, how long, its SHA-256, and with `meta` the file's name and modification time.
 package struct MessageHeader: Sendable, Hashable {
     package var message: UInt32
     package var payloadLength: UInt64

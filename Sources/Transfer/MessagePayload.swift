@@ -3,10 +3,9 @@ import Crypto
 import SystemCalls
 #endif
 
-/// A message's bytes: in memory (a text, standard input, a small message received), or in an open
-/// file the shells read and write piece by piece, so any size moves in constant memory. Transfer,
-/// Trust and Machines never touch the file: they say which bytes they need or hand out
-/// (DaemonSupport's `PayloadReading`, the roles' shells).
+/// A message's bytes: in memory (a text, standard input, a small message received), or in an open file the shells
+/// read and write piece by piece, so any size moves in constant memory. Transfer, Trust and Machines never touch the
+/// file: they say which bytes they need or hand out (DaemonSupport's `PayloadReading`, the roles' shells).
 package struct MessagePayload: Sendable, Hashable {
     package enum Storage: Sendable, Hashable {
         case memory([UInt8])

@@ -1,6 +1,5 @@
-/// Reassembles one compat message from values in arrival order (nothing to reorder by) until
-/// `EOM`. Memory is bounded by ``TransferLimits/maximumMessageSize``, not by the peer: a stream is
-/// refused as soon as it would pass the limit.
+/// Reassembles one compat message from values in arrival order (nothing to reorder by) until `EOM`. Memory is bounded
+/// by ``TransferLimits/maximumMessageSize``, not by the peer: a stream is refused as soon as it would pass the limit.
 package struct MessageReceiver: Sendable {
     package enum Event: Sendable, Equatable {
         /// After each value that did not end the message.

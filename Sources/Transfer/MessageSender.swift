@@ -1,13 +1,11 @@
-/// The notification values of one message in Apple's flow (compat), in order: the payload in
-/// values of at most `maximumValueLength` bytes, then `EOM`. No value before it equals `EOM`: final
-/// 3 bytes that would form one go as two values (`EO`, `M`). Values are cut lazily (a 64 MiB message
-/// is never a list of chunks); a file is read by the caller (`payloadWanted`, `providePayload`).
-/// A new subscription starts again from byte 0 with a new sender.
+/// The notification values of one message in Apple's flow (compat), in order: the payload in values of at most
+/// `maximumValueLength` bytes, then `EOM`. No value before it equals `EOM`: final 3 bytes that would form one go as
+/// two values (`EO`, `M`). Values are cut lazily (a 64 MiB message is never a list of chunks); a file is read by the
+/// caller (`payloadWanted`, `providePayload`). A new subscription starts again from byte 0 with a new sender.
 package struct MessageSender: Sendable {
     /// The longest value this sender produces (ATT MTU − 3, within 20...512).
     package let maximumValueLength: Int
-    /// Values in all, `EOM` included (for a file, at most: whether its last 3 bytes form `EOM` is
-    /// known once read).
+    /// Values in all, `EOM` included (for a file, at most: whether its last 3 bytes form `EOM` is known once read).
     package let valueCount: Int
 
     private let payload: MessagePayload

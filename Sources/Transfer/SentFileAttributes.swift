@@ -1,7 +1,6 @@
-/// A file's name (as the sender had it) and modification time, sent only in a HEADER with `meta`
-/// (docs/wire-v2.md; none for an argument, standard input or a compat peer). The name may be
-/// hostile: a receiver stores the file under a sanitized name (``OutputDirectory``) and shows it
-/// only through `SafeText`.
+/// A file's name (as the sender had it) and modification time, sent only in a HEADER with `meta` (docs/wire-v2.md;
+/// none for an argument, standard input or a compat peer). The name may be hostile: a receiver stores the file under
+/// a sanitized name (``OutputDirectory``) and shows it only through `SafeText`.
 package struct SentFileAttributes: Sendable, Hashable {
     package var name: String
     /// Seconds since 1970-01-01 UTC (negative before).

@@ -8,9 +8,8 @@ import Darwin
 
 /// Replacing a small file so that a crash leaves the old text or the new one, never part of either.
 package enum AtomicFile {
-    /// Writes `contents` to a temporary file (with `mode`, in `path`'s directory), flushes it,
-    /// renames it over `path` and flushes the directory so the rename survives a crash. Missing
-    /// parents are created with mode 0700.
+    /// Writes `contents` to a temporary file (with `mode`, in `path`'s directory), flushes it, renames it over `path`
+    /// and flushes the directory so the rename survives a crash. Missing parents are created with mode 0700.
     package static func replace(path: String, contents: String, mode: mode_t) throws(TrustError) {
         let directory = (path as NSString).deletingLastPathComponent
         let parent = directory.isEmpty ? "." : directory

@@ -78,8 +78,7 @@ package struct AuthorizedPeers: Sendable, Equatable {
     package init(parsing text: String, path: String) throws(TrustError) {
         var peers: [Peer] = []
         var firstLine: [PeerKey: Int] = [:]
-        // Names are NFC already (`PeerKey.parseLine`): one name for two keys would make an
-        // addressee ambiguous.
+        // Names are NFC already (`PeerKey.parseLine`): one name for two keys would make an addressee ambiguous.
         var nameLine: [String: Int] = [:]
         var problems: [Problem] = []
         for (index, rawLine) in text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).enumerated() {

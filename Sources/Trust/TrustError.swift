@@ -9,7 +9,6 @@ import Darwin
 package enum TrustError: Error, Sendable, Equatable, CustomStringConvertible {
     /// A key line or raw key is malformed; the reason says how.
     case malformedKey(String)
-    /// No identity file at the path.
     case identityMissing(path: String)
     /// `keygen` without `--force` found a file already there.
     case identityExists(path: String)
@@ -21,7 +20,6 @@ package enum TrustError: Error, Sendable, Equatable, CustomStringConvertible {
     case fileAccess(path: String, operation: String, errno: Int32)
     /// The authorized-peers file has malformed lines (every one of them, with line numbers).
     case malformedAuthorizedPeers(path: String, problems: [AuthorizedPeers.Problem])
-    /// The authorized-peers file lists nobody.
     case noAuthorizedPeers(path: String)
     /// The authorized-peers file (or a directory above) could be changed by someone else: refused,
     /// as sshd's StrictModes does. `fix` is the command that repairs it.

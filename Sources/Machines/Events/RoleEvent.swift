@@ -23,8 +23,7 @@ package enum TransferTransport: String, Sendable, Equatable {
     case l2cap
 }
 
-/// Everything a role reports while it runs: progress on a TTY, JSON lines with `--json`, or log
-/// lines in daemon mode.
+/// Everything a role reports while it runs: progress on a TTY, JSON lines with `--json`, or log lines in daemon mode.
 package enum RoleEvent: Sendable {
     /// The CoreBluetooth-style manager state changed; `detail` says why, in words.
     case stateChanged(from: ManagerState, to: ManagerState, detail: String?)
@@ -75,8 +74,7 @@ package struct MessageSummary: Sendable, Equatable {
     package var ordering: CompatOrdering?
     /// The peer the handshake authenticated (sender of a received message, receiver of a delivered one).
     package var peerKey: AuthenticatedPeer?
-    /// The file name the sender gave (`meta`), as sent: hostile until escaped (`SafeText`) or
-    /// JSON-encoded.
+    /// The file name the sender gave (`meta`), as sent: hostile until escaped (`SafeText`) or JSON-encoded.
     package var fileName: String?
     /// Resume: the offset the message continued from (nil: from byte 0).
     package var resumedFrom: Int?

@@ -19,8 +19,7 @@ package enum FailureKind: String, Sendable, Equatable, CaseIterable {
     case cannotCreate
     /// D-Bus policy or file permissions deny access.
     case permissionDenied
-    /// The configuration cannot work: a daemon without identity or authorized peers (and no
-    /// --insecure-any-peer).
+    /// The configuration cannot work: a daemon without identity or authorized peers (and no --insecure-any-peer).
     case configuration
 }
 

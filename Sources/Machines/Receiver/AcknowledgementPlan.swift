@@ -1,9 +1,8 @@
 /// How the receiver writes a stored message's sealed ACK, and what will show it arrived. Pure.
 ///
-/// A message whose ACK the sender never saw comes again, and must then be known as stored (and
-/// acknowledged, not stored twice): an ACK is kept in mind until a write reply, the sender's
-/// answer in a session that goes on (next HEADER, CLOSE), or over a channel the sender's close
-/// after the visit's last write shows it arrived.
+/// A message whose ACK the sender never saw comes again, and must then be known as stored (and acknowledged, not
+/// stored twice): an ACK is kept in mind until a write reply, the sender's answer in a session that goes on (next
+/// HEADER, CLOSE), or over a channel the sender's close after the visit's last write shows it arrived.
 package struct AcknowledgementPlan: Sendable, Equatable {
     /// What shows the ACK arrived.
     package enum Booking: Sendable, Equatable {

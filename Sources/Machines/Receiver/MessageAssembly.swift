@@ -193,9 +193,7 @@ package struct MessageAssembly: Sendable {
     }
 
     /// A prefix is kept once the handshake named its sender: the spool files it under that key.
-    private func checkpoints(in session: SecureReceiverSession) -> Bool {
-        keepsCheckpoints && (senderKey != nil || !session.isSecure)
-    }
+    private var keepsCheckpointNow: Bool { keepsCheckpoints && senderKey != nil }
 
     /// After the message was stored: the values of the sealed ACK (`alreadyStored`: outcome 01).
     /// `closing` (multi, the last wanted message): a CLOSE `01` goes with it; the session is over.
@@ -414,14 +412,14 @@ package struct MessageAssembly: Sendable {
             resumedFrom = offset
         case .appended(let offset, let bytes):
             payloadWork.append(.write(offset: offset, bytes: bytes))
-            if checkpoints(in: session), let currentHeader {
+            if keepsCheckpointNow, let currentHeader {
                 checkpointWork.append(.append(sender: senderKey, header: currentHeader, offset: offset, bytes: bytes))
             }
         case .checkpointWanted(let header):
-            if checkpoints(in: session) { checkpointWork.append(.lookUp(sender: senderKey, header: header)) }
+            if keepsCheckpointNow { checkpointWork.append(.lookUp(sender: senderKey, header: header)) }
         case .refusedDigestMismatch(let header):
             // The checkpoint (or what continued it) was bad: nothing of it is kept.
-            if checkpoints(in: session) { checkpointWork.append(.remove(sender: senderKey, header: header)) }
+            if keepsCheckpointNow { checkpointWork.append(.remove(sender: senderKey, header: header)) }
             finished = true
             return .step(.failed(.transient("the resumed message did not verify (SHA-256); its checkpoint is discarded and nothing kept")))
         case .header(let header):
@@ -440,7 +438,7 @@ package struct MessageAssembly: Sendable {
         case .complete(let header):
             messageUnderWay = false
             // Verified: the central stores it next; its checkpoint is of no more use.
-            if checkpoints(in: session) { checkpointWork.append(.remove(sender: senderKey, header: header)) }
+            if keepsCheckpointNow { checkpointWork.append(.remove(sender: senderKey, header: header)) }
             // Its bytes are the shell's (`PayloadWork`): the body is filled in there.
             var message = ReceivedMessage(body: MessagePayload([]), format: .secure, header: header)
             message.authenticatedSender = authenticatedSender?.keyLine
@@ -584,7 +582,6 @@ package enum TransferFailure: Error, Sendable, Equatable, CustomStringConvertibl
 
 /// What arrives while a central is subscribed.
 package enum TransferInput: Sendable, Equatable {
-    /// One notification value.
     case value([UInt8])
     /// The subscription ended from the other side (socket closed, characteristic removed, peer
     /// disconnected); `reason` says which.

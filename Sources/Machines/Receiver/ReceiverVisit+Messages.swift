@@ -4,8 +4,7 @@ import Trust
 /// A verified message: stored unless it is already, acknowledged (an ACK means "stored"),
 /// reported; with `multi` the stream then goes on.
 extension ReceiverVisit {
-    /// The sender for the receipt journal: a listed key (the same across addresses and restarts),
-    /// else its address.
+    /// The sender for the receipt journal: a listed key (the same across addresses and restarts), else its address.
     package static func receiptSender(_ key: AuthenticatedPeer?, peer: PeerDescription) -> String {
         if let key, key.isListed { return key.fingerprint }
         return peer.address

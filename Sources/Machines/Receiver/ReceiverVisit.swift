@@ -1,15 +1,14 @@
 import Transfer
 import Trust
 
-/// One visit of the central to a sender, once subscribed, as a pure machine: the shell
-/// (`ReceiverVisitShell` in Roles) hands it what arrives (values, the link's end, ticks, answers to
-/// what it asked) and performs the effects it returns, in order.
+/// One visit of the central to a sender, once subscribed, as a pure machine: the shell (`ReceiverVisitShell` in
+/// Roles) hands it what arrives (values, the link's end, ticks, answers to what it asked) and performs the effects it
+/// returns, in order.
 ///
-/// It owns what a visit decides: each message's assembly (`MessageAssembly`), whether a message is
-/// stored already (this sender's unconfirmed ACKs of earlier visits, `StoredMessages`), how each
-/// ACK is written and what shows it arrived (`AcknowledgementPlan`, `UnconfirmedAcknowledgements`),
-/// and the room a message needs. No clock (the shell gives the time since subscribing), no I/O;
-/// while it waits for an answer, it asks for nothing else.
+/// It owns what a visit decides: each message's assembly (`MessageAssembly`), whether a message is stored already
+/// (this sender's unconfirmed ACKs of earlier visits, `StoredMessages`), how each ACK is written and what shows it
+/// arrived (`AcknowledgementPlan`, `UnconfirmedAcknowledgements`), and the room a message needs. No clock (the shell
+/// gives the time since subscribing), no I/O; while it waits for an answer, it asks for nothing else.
 package struct ReceiverVisit: Sendable {
     /// What the visit knows of the run and the link when it starts.
     package struct Facts: Sendable {
@@ -219,8 +218,7 @@ package struct ReceiverVisit: Sendable {
         return actions
     }
 
-    /// The session's writes, after the payload and spool work; a checkpoint to look up is returned
-    /// to be asked last.
+    /// The session's writes, after the payload and spool work; a checkpoint to look up is returned to be asked last.
     mutating func takeWrites(_ actions: inout [Action]) -> (sender: PeerKey?, header: MessageHeader)? {
         for work in assembly.takePayloadWork() { actions.append(.keepPayload(work)) }
         var lookUp: (sender: PeerKey?, header: MessageHeader)?

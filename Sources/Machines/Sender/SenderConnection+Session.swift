@@ -1,8 +1,7 @@
 import Transfer
 import Trust
 
-/// The encrypted session: the central's writes, what they mean, a multi session's next message
-/// and the pipeline.
+/// The encrypted session: the central's writes, what they mean, a multi session's next message and the pipeline.
 extension SenderConnection {
     /// A write of the central, read between two values (or after a one-message `EOM`).
     mutating func read(_ value: [UInt8], _ actions: inout [Action], at now: Duration) {

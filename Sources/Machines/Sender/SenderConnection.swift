@@ -1,17 +1,16 @@
 import Transfer
 import Trust
 
-/// One central's connection to the sender as a pure machine, one value per subscription
-/// (AcquireNotify socket, PropertiesChanged fallback or L2CAP channel). The shell
-/// (`SenderConnectionShell` in Roles) hands each input to `handle(_:at:)` and performs the actions.
+/// One central's connection to the sender as a pure machine, one value per subscription (AcquireNotify socket,
+/// PropertiesChanged fallback or L2CAP channel). The shell (`SenderConnectionShell` in Roles) hands each input to
+/// `handle(_:at:)` and performs the actions.
 ///
-/// It owns every decision of a connection: Apple's flow (`MessageSender`) or the encrypted session
-/// with its handshake and bound; values one at a time (confirmed indications each after the last
-/// one's confirmation); whether a message counts (`SubscriptionDelivery`, fed only here, so the
-/// `deliver` action is the one place a message is counted); a multi session's next message, the
-/// pipeline window, the fairness rule (`SessionShare`, `SessionContinuation`), and which central
-/// writes are read when. No clock (the shell gives the time since the connection started), no
-/// I/O: every input can be tried in every state.
+/// It owns every decision of a connection: Apple's flow (`MessageSender`) or the encrypted session with its handshake
+/// and bound; values one at a time (confirmed indications each after the last one's confirmation); whether a message
+/// counts (`SubscriptionDelivery`, fed only here, so the `deliver` action is the one place a message is counted); a
+/// multi session's next message, the pipeline window, the fairness rule (`SessionShare`, `SessionContinuation`), and
+/// which central writes are read when. No clock (the shell gives the time since the connection started), no I/O:
+/// every input can be tried in every state.
 package struct SenderConnection: Sendable {
     /// What a connection is told, from `PeripheralConfiguration`.
     package struct Settings: Sendable {

@@ -29,9 +29,8 @@ package struct SessionContinuation: Sendable, Hashable {
     package var asksForNext: Bool { takesSentAhead || (shareAllowsAnother && wantsNext && !centralLeft) }
 
     package enum Decision: Sendable, Hashable {
-        /// The session ends with the acknowledged message. `recordedAfterHangUp`: the central had
-        /// left (the delivery is told, which ends the subscription); `othersGetATurn`: the
-        /// fairness rule ended it (worth a log line).
+        /// The session ends with the acknowledged message. `recordedAfterHangUp`: the central had left (the delivery
+        /// is told, which ends the subscription); `othersGetATurn`: the fairness rule ended it (worth a log line).
         case close(recordedAfterHangUp: Bool, othersGetATurn: Bool)
         /// The next message becomes current, under a fresh delivery and bound. `hangUpAfterwards`:
         /// the central left with the message sent ahead outstanding; told of the hang-up once set

@@ -56,9 +56,8 @@ package struct SubscriptionDelivery: Sendable, Hashable {
         /// A multi session's message was acknowledged and counted by the connection itself (no
         /// `deliver`); after the stream's CLOSE and `EOM` the central has `unsubscribeTimeout` to leave.
         case countedInSession
-        /// A multi message counted after the hang-up (its ACK, a D-Bus call, came after the
-        /// socket's hang-up) was recorded by the engine: only now the subscription ends, so the
-        /// engine never offers it again.
+        /// A multi message counted after the hang-up (its ACK, a D-Bus call, came after the socket's hang-up) was
+        /// recorded by the engine: only now the subscription ends, so the engine never offers it again.
         case recordedAfterHangUp
         /// The central left. `drainedWhenClosed`: we closed the channel for it, and bluetoothd had
         /// taken everything sent by then (nil: we did not close it).
@@ -315,9 +314,8 @@ package struct SubscriptionDelivery: Sendable, Hashable {
         if isDelivered {
             end(&actions, announce: true)
         } else if endOfMessageWritten && format == .compat {
-            // The socket hangs up alike on unsubscribing and on link loss, and bluetoothd reads
-            // well ahead of the radio: confirm Bluetooth is still up a moment later (a teardown
-            // meanwhile aborts through shutDown).
+            // The socket hangs up alike on unsubscribing and on link loss, and bluetoothd reads well ahead of the
+            // radio: confirm Bluetooth is still up a moment later (a teardown meanwhile aborts through shutDown).
             let delay = limits.compatConfirmationDelay
             if delay <= .zero {
                 bluetoothCheckPending = true

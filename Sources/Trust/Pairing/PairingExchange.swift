@@ -1,10 +1,9 @@
 import Crypto
 import Foundation
 
-/// One side of `bletransfer pair` (docs/pairing.md): Noise XX between the hosts' identities, then
-/// numeric comparison with commitments as LE Secure Connections does it, then each person's answer.
-/// Pure: the shell carries the messages as L2CAP SDUs and asks the person. The initiator opened
-/// the channel. Messages, one SDU each:
+/// One side of `bletransfer pair` (docs/pairing.md): Noise XX between the hosts' identities, then numeric comparison
+/// with commitments as LE Secure Connections does it, then each person's answer. Pure: the shell carries the messages
+/// as L2CAP SDUs and asks the person. The initiator opened the channel. Messages, one SDU each:
 ///
 ///     I → R  PAIR magic "BLTPAIR" · version 2 · Noise message 1 (e)
 ///     R → I  Noise message 2 (e, ee, s, es)
@@ -16,16 +15,15 @@ import Foundation
 ///            I shows code I = d[0..<8] mod 10⁶, R shows code R = d[8..<16] mod 10⁶
 ///     both   sealed ANSWER  01 (the person typed the other host's code) or 00
 ///
-/// Numeric comparison made harder to wave through, as passkey entry is: each host shows a code
-/// and its person types the *other* host's, so an answer proves the person read the other screen
-/// (a scripted `y` cannot). Both codes come from one digest, so the commitments bind both.
+/// Numeric comparison made harder to wave through, as passkey entry is: each host shows a code and its person types
+/// the *other* host's, so an answer proves the person read the other screen (a scripted `y` cannot). Both codes come
+/// from one digest, so the commitments bind both.
 ///
-/// Why commitments: a man in the middle runs one handshake with each host (h₁ ≠ h₂) and wants both
-/// codes equal; without them he could try keys or nonces until they are (about 10⁶ tries,
-/// milliseconds). With them, as responder he is bound to his nonce before seeing the initiator's,
-/// and as initiator he gives his before the responder's is revealed: each code is uniformly
-/// random to him once he can no longer change it (one attempt: probability 10⁻⁶). He may break
-/// off after the key exchange, before a code is typed: that is reported as possible interference.
+/// Why commitments: a man in the middle runs one handshake with each host (h₁ ≠ h₂) and wants both codes equal;
+/// without them he could try keys or nonces until they are (about 10⁶ tries, milliseconds). With them, as responder
+/// he is bound to his nonce before seeing the initiator's, and as initiator he gives his before the responder's is
+/// revealed: each code is uniformly random to him once he can no longer change it (one attempt: probability 10⁻⁶). He
+/// may break off after the key exchange, before a code is typed: that is reported as possible interference.
 package struct PairingExchange: Sendable {
     package enum Role: Sendable, Equatable {
         /// Opened the channel; writes Noise message 1 and the nonce.

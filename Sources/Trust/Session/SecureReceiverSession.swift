@@ -5,27 +5,25 @@ import Transfer
 #endif
 import Crypto
 
-/// Central side (Noise responder) of one version-2 secure session carrying one message, or with
-/// `multi` several in turn (docs/wire-v2.md, sections 2 to 5).
+/// Central side (Noise responder) of one version-2 secure session carrying one message, or with `multi` several in
+/// turn (docs/wire-v2.md, sections 2 to 5).
 ///
-/// Reads the notifications (prefix, message 1, message 3, sealed records, `EOM`) and writes its
-/// own stream (message 2, later the sealed ACK), both as sequence-numbered values. The sender's
-/// key is checked against the authorized peers before any record is opened; every length a peer
-/// controls is bounded (frames by `FrameReader`, reordering by the window, the message by
-/// `maximumPayloadLength`, DATA by the announced length). It holds none of the payload: DATA's
-/// new bytes are handed out (`.appended`) for the caller to keep, the SHA-256 taken as they pass.
+/// Reads the notifications (prefix, message 1, message 3, sealed records, `EOM`) and writes its own stream (message
+/// 2, later the sealed ACK), both as sequence-numbered values. The sender's key is checked against the authorized
+/// peers before any record is opened; every length a peer controls is bounded (frames by `FrameReader`, reordering by
+/// the window, the message by `maximumPayloadLength`, DATA by the announced length). It holds none of the payload:
+/// DATA's new bytes are handed out (`.appended`) for the caller to keep, the SHA-256 taken as they pass.
 ///
-/// `multi`: each message is reported (`.complete`) as its END verifies, and must be acknowledged
-/// before the next HEADER; the sender ends with CLOSE `00` and `EOM`, this side earlier with
-/// `close(reason:)` (CLOSE `01`: it takes no more). `resume`: each HEADER asks for a checkpoint
-/// of the same sender, digest and length (`.checkpointWanted`); the caller, holding one, puts its
-/// bytes where the message's go and calls `resume(heldBytes:digest:)`, which writes a sealed
-/// RESUME. DATA below it is skipped; the SHA-256 over held + new bytes still decides, and a
-/// resumed message failing it is refused with ACK `03` so the sender knows the checkpoint was bad.
-/// `window`: it writes PROGRESS each time what it holds grew by `FlowWindow.reportInterval`.
+/// `multi`: each message is reported (`.complete`) as its END verifies, and must be acknowledged before the next
+/// HEADER; the sender ends with CLOSE `00` and `EOM`, this side earlier with `close(reason:)` (CLOSE `01`: it takes
+/// no more). `resume`: each HEADER asks for a checkpoint of the same sender, digest and length (`.checkpointWanted`);
+/// the caller, holding one, puts its bytes where the message's go and calls `resume(heldBytes:digest:)`, which writes
+/// a sealed RESUME. DATA below it is skipped; the SHA-256 over held + new bytes still decides, and a resumed message
+/// failing it is refused with ACK `03` so the sender knows the checkpoint was bad. `window`: it writes PROGRESS each
+/// time what it holds grew by `FlowWindow.reportInterval`.
 ///
-/// A prefix without `secure` is refused (`.notSecure`). A central without an identity runs with
-/// a key made for the run; `AuthorizedPeers.anyKey` accepts any key (encrypted, not authenticated).
+/// A prefix without `secure` is refused (`.notSecure`). A central without an identity runs with a key made for the
+/// run; `AuthorizedPeers.anyKey` accepts any key (encrypted, not authenticated).
 package struct SecureReceiverSession: Sendable {
     package enum Event: Sendable, Equatable {
         /// A value to write to the characteristic, in order.
@@ -161,10 +159,9 @@ package struct SecureReceiverSession: Sendable {
         }
     }
 
-    /// After `.complete`, once the caller stored the payload (or refused it): the write values of
-    /// the sealed ACK (`outcome`: `00` stored, `01` already stored, `02` refused by a limit).
-    /// `closingWith` (multi only): a sealed CLOSE with that reason follows in the same writes (no
-    /// round trip more), and nothing is read after it.
+    /// After `.complete`, once the caller stored the payload (or refused it): the write values of the sealed ACK
+    /// (`outcome`: `00` stored, `01` already stored, `02` refused by a limit). `closingWith` (multi only): a sealed
+    /// CLOSE with that reason follows in the same writes (no round trip more), and nothing is read after it.
     package mutating func acknowledgement(outcome: UInt8, closingWith closeReason: UInt8? = nil)
         throws(SecureSessionError) -> [[UInt8]] {
         if let failure { throw failure }
@@ -283,8 +280,7 @@ package struct SecureReceiverSession: Sendable {
         }
     }
 
-    /// The write values of `records`, sealed in this session's order and flushed: what this side
-    /// writes at once.
+    /// The write values of `records`, sealed in this session's order and flushed: what this side writes at once.
     private mutating func sealAndDrain(_ records: [RecordMessage]) throws(SecureSessionError) -> [[UInt8]] {
         guard var sealer else { throw .protocolViolation("\(records[0].record.kind) before the handshake finished") }
         do {

@@ -5,23 +5,22 @@ import Transfer
 #endif
 import Crypto
 
-/// Peripheral side (data holder, Noise initiator) of one version-2 secure session carrying one
-/// message, or with `multi` several in turn (docs/wire-v2.md, sections 2 to 5). Every framed
-/// session is secure: a host without an identity runs it with a key made for the run, and
-/// `AuthorizedPeers.anyKey` accepts any central's key (encrypted, not authenticated).
+/// Peripheral side (data holder, Noise initiator) of one version-2 secure session carrying one message, or with
+/// `multi` several in turn (docs/wire-v2.md, sections 2 to 5). Every framed session is secure: a host without an
+/// identity runs it with a key made for the run, and `AuthorizedPeers.anyKey` accepts any central's key (encrypted,
+/// not authenticated).
 ///
-/// Notifications: prefix and message 1; a pause until the central's message 2 arrived and its key
-/// is authorized (an unauthorized central gets nothing more); message 3, sealed HEADER, DATA, END,
-/// CLOSE `00`, bare `EOM`. The central writes message 2, then the sealed ACK. Records are sealed
-/// lazily as values are taken: the payload is never copied whole.
+/// Notifications: prefix and message 1; a pause until the central's message 2 arrived and its key is authorized (an
+/// unauthorized central gets nothing more); message 3, sealed HEADER, DATA, END, CLOSE `00`, bare `EOM`. The central
+/// writes message 2, then the sealed ACK. Records are sealed lazily as values are taken: the payload is never copied
+/// whole.
 ///
-/// `multi`: stop-and-wait after each END (a hostile central makes this side hold one message at
-/// most); on `.acknowledged` the caller calls `sendNext` or `finish` (CLOSE `00`, `EOM`). The
-/// central's CLOSE ends the session at once; an unacknowledged message is then not delivered.
-/// `resume`: once per message the central may write a RESUME with the bytes it holds from an
-/// earlier session; DATA continues from there (or from further on, if already there).
-/// `window`: DATA runs at most `FlowWindow.bytes` beyond the central's last PROGRESS (or the RESUME
-/// offset, or 0) and pauses there, bounding what a cut link loses whatever the queues hold.
+/// `multi`: stop-and-wait after each END (a hostile central makes this side hold one message at most); on
+/// `.acknowledged` the caller calls `sendNext` or `finish` (CLOSE `00`, `EOM`). The central's CLOSE ends the session
+/// at once; an unacknowledged message is then not delivered. `resume`: once per message the central may write a
+/// RESUME with the bytes it holds from an earlier session; DATA continues from there (or from further on, if already
+/// there). `window`: DATA runs at most `FlowWindow.bytes` beyond the central's last PROGRESS (or the RESUME offset,
+/// or 0) and pauses there, bounding what a cut link loses whatever the queues hold.
 package struct SecureSenderSession: Sendable {
     package enum State: Sendable, Equatable {
         case awaitingHandshake, sending, awaitingAck, acknowledged, failed
@@ -152,8 +151,7 @@ package struct SecureSenderSession: Sendable {
         self.handshake = handshake
     }
 
-    /// File bytes the next DATA record needs, for `providePayload` (nil: none); meanwhile
-    /// `nextValue` gives nil.
+    /// File bytes the next DATA record needs, for `providePayload` (nil: none); meanwhile `nextValue` gives nil.
     package var payloadWanted: Range<Int>? {
         guard failure == nil, case .data(let offset) = nextRecord, mayHandOutData(at: offset) else { return nil }
         return window.wanted(offset..<min(offset + RecordMessage.dataBytesPerRecord, payload.count), in: payload)
@@ -178,8 +176,7 @@ package struct SecureSenderSession: Sendable {
 
     package var isSecure: Bool { chosen.contains(.secure) }
 
-    /// The next notification value; nil while waiting for the central (after message 1 or
-    /// `EOM`) or failed.
+    /// The next notification value; nil while waiting for the central (after message 1 or `EOM`) or failed.
     package mutating func nextValue() -> [UInt8]? {
         // `.failed` without a `failure`: the central refused a message (ACK `02`/`03`), with
         // `pipeline` possibly while the next one was under way; nothing more goes out.
@@ -392,10 +389,9 @@ package struct SecureSenderSession: Sendable {
         return .resumed(offset: offset)
     }
 
-    /// PROGRESS (`window`): the central holds the first `held` bytes of message `number`: the one
-    /// under way after its HEADER went out (or, with `pipeline`, the one before, all sent), never
-    /// beyond what was sent or resumed, so the window cannot widen past bytes the central could
-    /// have. A smaller report than an earlier one changes nothing.
+    /// PROGRESS (`window`): the central holds the first `held` bytes of message `number`: the one under way after its
+    /// HEADER went out (or, with `pipeline`, the one before, all sent), never beyond what was sent or resumed, so the
+    /// window cannot widen past bytes the central could have. A smaller report than an earlier one changes nothing.
     private mutating func handleProgress(message number: UInt32, held: UInt64) throws(SecureSessionError) {
         guard chosen.contains(.window) else { throw .protocolViolation("PROGRESS, but window was not chosen") }
         if let earlier = unacknowledgedEarlier.first(where: { $0.header.message == number }) {
@@ -514,7 +510,6 @@ package struct SecureSenderSession: Sendable {
 }
 
 extension SecureSenderSession {
-    /// A session for a payload held in memory.
     package init(
         identity: HostIdentity, authorizedPeers: AuthorizedPeers, hello: HelloV2,
         payload: [UInt8], digest: [UInt8], metadata: FileMetadata?,
@@ -527,7 +522,6 @@ extension SecureSenderSession {
                       overChannel: overChannel, firstMessageNumber: firstMessageNumber)
     }
 
-    /// The next message, held in memory.
     package mutating func sendNext(payload: [UInt8], digest: [UInt8], metadata: FileMetadata?) throws(SecureSessionError) {
         try sendNext(payload: MessagePayload(payload), digest: digest, metadata: metadata)
     }

@@ -1,6 +1,5 @@
 /// Why a secure session ended without delivering its message: one line, printed after the peer's address.
 package enum SecureSessionError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// The other side's static key is not in the authorized peers.
     case unauthorizedPeer(PeerKey)
     /// The peer answered without `secure` (a downgrade, or a retired plain peer).
     case notSecure

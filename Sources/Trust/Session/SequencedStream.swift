@@ -22,10 +22,9 @@ package enum SequencedStream {
     }
 }
 
-/// Cuts an outgoing byte stream into sequence-numbered values, full length except at a flush.
-/// Every piece holds at least 2 bytes, so no value is 3 bytes long and none can equal `EOM`: a
-/// full piece is cut only while 2 bytes stay behind it, and a flush segment one byte longer than
-/// a piece goes out as `piece − 1` and 2.
+/// Cuts an outgoing byte stream into sequence-numbered values, full length except at a flush. Every piece holds at
+/// least 2 bytes, so no value is 3 bytes long and none can equal `EOM`: a full piece is cut only while 2 bytes stay
+/// behind it, and a flush segment one byte longer than a piece goes out as `piece − 1` and 2.
 struct SequencedStreamWriter: Sendable {
     let pieceLength: Int
     private var pending: [UInt8] = []
@@ -96,11 +95,10 @@ struct SequencedStreamWriter: Sendable {
     }
 }
 
-/// Puts sequence-numbered values back in order (several ATT bearers may reorder notifications and
-/// write commands). A number is read as its distance from the next needed: `0..<reorderWindow`
-/// ahead is held, a recent one behind is a replay, others are too far ahead. At most
-/// `reorderWindow − 1` values of ≤ 512 bytes are held (~128 KiB). Over an L2CAP channel values
-/// may be 8 KiB and never reorder: nothing is held, one out of order is a broken stream.
+/// Puts sequence-numbered values back in order (several ATT bearers may reorder notifications and write commands). A
+/// number is read as its distance from the next needed: `0..<reorderWindow` ahead is held, a recent one behind is a
+/// replay, others are too far ahead. At most `reorderWindow − 1` values of ≤ 512 bytes are held (~128 KiB). Over an
+/// L2CAP channel values may be 8 KiB and never reorder: nothing is held, one out of order is a broken stream.
 struct SequencedStreamReader: Sendable {
     private var nextSequence: UInt16 = 0
     private var consumedCount = 0
