@@ -7,8 +7,7 @@ extension Duration {
 }
 
 extension Duration {
-    /// `seconds` to the nearest millisecond; the caller bounds it (finite, far below 9e15) so the
-    /// product cannot trap.
+    /// `seconds` to the nearest millisecond; the caller bounds it (finite, far below 9e15) so this cannot trap.
     package static func milliseconds(roundingSeconds seconds: Double) -> Duration {
         .milliseconds(Int64((seconds * 1000).rounded()))
     }

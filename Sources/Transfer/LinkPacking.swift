@@ -15,8 +15,7 @@ package enum LinkPacking {
     /// The longest GATT value ≤ `maximum` filling whole packets on either bearer (242, 489, 736…),
     /// or `maximum` when even one packet is more.
     package static func gattValueLength(atMost maximum: Int) -> Int {
-        // k packets carry min(251k - 7, 247k - 5) bytes of value on both bearers; the second
-        // is the smaller from k = 1 on.
+        // k packets carry min(251k - 7, 247k - 5) bytes of value on both bearers; the second is smaller from k = 1.
         let packets = (maximum + 5) / channelPDUPayload
         return packets >= 1 ? packets * channelPDUPayload - 5 : maximum
     }

@@ -1,5 +1,4 @@
-/// What a role observes of bluetoothd and its one adapter (only that adapter's events), fed to
-/// ``ManagerStateMachine``.
+/// What a role observes of bluetoothd and its one adapter (only that one's events), fed to ``ManagerStateMachine``.
 package enum ManagerInput: Sendable, Hashable {
     /// org.bluez got an owner on the bus (start-up or restart).
     case bluetoothdAppeared

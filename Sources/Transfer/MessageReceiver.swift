@@ -42,8 +42,7 @@ package struct MessageReceiver: Sendable {
         return .progress(progress)
     }
 
-    /// Why the message is incomplete when the sender left or went quiet (nil: it was complete);
-    /// further values are refused.
+    /// Why the message is incomplete when the sender left or went quiet (nil: complete); later values are refused.
     package mutating func finishWithoutEOM() -> ReceiveError? {
         if isComplete { return nil }
         if let failure { return failure }

@@ -10,8 +10,7 @@ package struct MessageSender: Sendable {
 
     private let payload: MessagePayload
     private var window = PayloadWindow()
-    /// Why the file could not be read: the values stopped before `EOM` (the receiver keeps nothing
-    /// of a message without its end).
+    /// Why the file could not be read: no `EOM` went out (the receiver keeps nothing of a message without its end).
     package private(set) var readFailure: String?
     package private(set) var bytesSent = 0
     package private(set) var valuesSent = 0

@@ -26,8 +26,7 @@ package struct OutgoingMessage: Sendable, Hashable {
     /// The payload's length in bytes.
     package var byteCount: Int { body.count }
 
-    /// The same bytes (by length and SHA-256, wherever held), name and addressee: two claims of one
-    /// file are one message.
+    /// The same bytes (by length and SHA-256, wherever held), name and addressee: two claims of a file are one message.
     package static func == (lhs: OutgoingMessage, rhs: OutgoingMessage) -> Bool {
         lhs.digest == rhs.digest && lhs.byteCount == rhs.byteCount && lhs.file == rhs.file && lhs.addressee == rhs.addressee
     }

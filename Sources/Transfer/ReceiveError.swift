@@ -9,8 +9,7 @@ package enum ReceiveError: Error, Sendable, Hashable, CustomStringConvertible {
     case compatMessageTooLarge(limit: Int)
     /// A value arrived after the message was complete (or a second `EOM`).
     case valueAfterEndOfMessage
-    /// After a version-2 HELLO, `EOM` came and then values no compat sender sends: the secure
-    /// stream's first value never did.
+    /// After a version-2 HELLO, `EOM` and then values no compat sender sends: the secure stream's first value is lost.
     case missingStartOfMessage(valuesReceived: Int)
 
     package var description: String {

@@ -1,5 +1,4 @@
-/// A message received completely: `EOM` seen and, in the secure format, length and SHA-256
-/// verified against its HEADER.
+/// A message received completely: `EOM` seen and, when secure, length and SHA-256 verified against its HEADER.
 package struct ReceivedMessage: Sendable, Hashable {
     /// In memory, or (a large message to a directory) in a partial file beside where it is stored.
     package var body: MessagePayload

@@ -2,8 +2,7 @@
 package enum TransferFormat: String, Sendable, Equatable, Codable {
     /// Apple's sample: the payload in values of at most MTU−3 bytes, then `EOM`; any third party's.
     case compat
-    /// bletransfer's framed protocol (version 2): Noise XX, every byte after it sealed, the ACK
-    /// authenticated (docs/wire-v2.md).
+    /// bletransfer's framed protocol (version 2): Noise XX, every later byte sealed, ACK authenticated (wire-v2.md).
     case secure
 }
 

@@ -221,8 +221,7 @@ package struct AuthorizedPeers: Sendable, Equatable {
         return (text, FileStamp(status))
     }
 
-    /// The entry for `key`, nil when not authorized; with `acceptsAnyKey` an unlisted key gets one
-    /// without a name or line.
+    /// The entry for `key`, nil when unauthorized; with `acceptsAnyKey` an unlisted key gets one without name or line.
     package func peer(for key: PeerKey) -> Peer? {
         if let index = byKey[key] { return peers[index] }
         return acceptsAnyKey ? Peer(key: key, name: nil, line: 0) : nil

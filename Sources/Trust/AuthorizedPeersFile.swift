@@ -118,8 +118,7 @@ package struct AuthorizedPeersFile: Sendable, Equatable {
         return Entry(line: lines.count, key: key, name: name)
     }
 
-    /// The entry `given` names: a fingerprint (short or full) or a name, compared by `form`; a name
-    /// several lines carry is refused.
+    /// The entry `given` names: a fingerprint (short or full) or a name (by `form`); a name on two lines is refused.
     package func entry(matching given: String, form: NameForm = AuthorizedPeersFile.nfc) throws(EditError) -> Entry {
         let all = entries
         if let byFingerprint = all.first(where: { $0.key.hasFingerprint(given) }) { return byFingerprint }
@@ -138,8 +137,7 @@ package struct AuthorizedPeersFile: Sendable, Equatable {
         return entry
     }
 
-    /// Renames the key line `given` names to `newName` (NFC), in place; refuses a name another line
-    /// carries (compared by `form`).
+    /// Renames the key line `given` names to `newName` (NFC), in place; refuses a name another line has (by `form`).
     @discardableResult
     package mutating func rename(_ given: String, to newName: String, form: NameForm = AuthorizedPeersFile.nfc)
         throws(EditError) -> Entry {

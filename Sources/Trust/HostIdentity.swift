@@ -81,8 +81,7 @@ package struct HostIdentity: Sendable {
         self.init(privateKey: found.key, name: found.name)
     }
 
-    /// Reads the identity at `path`. A file group or others can read is refused, as ssh does: its
-    /// key may be known to someone else.
+    /// Reads the identity at `path`; refuses a file group or others can read, as ssh does (its key may be known).
     package static func load(from path: String) throws(TrustError) -> HostIdentity {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else {

@@ -56,8 +56,7 @@ package struct HelloV2: Sendable, Hashable {
     /// The bytes this central writes (equal to `written` for a HELLO it made).
     package var encoded: [UInt8] { written }
 
-    /// Nil unless a HELLO of version 2 or later, at least 18 bytes (later fields are ignored).
-    /// Unknown capability bits are cleared.
+    /// Nil unless a HELLO of version 2 or later, at least 18 bytes (later fields ignored); unknown bits are cleared.
     package init?(parsing value: [UInt8]) {
         guard value.count >= Self.encodedLength, value.starts(with: Self.magic), value[5] >= Self.version else {
             return nil

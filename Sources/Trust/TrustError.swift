@@ -4,8 +4,7 @@ import Glibc
 import Darwin
 #endif
 
-/// What can go wrong with keys, identity and authorized-peers files: each description is one line
-/// naming the file and what to do.
+/// What can go wrong with keys, identity and authorized-peers files: one line each, naming the file and what to do.
 package enum TrustError: Error, Sendable, Equatable, CustomStringConvertible {
     /// A key line or raw key is malformed; the reason says how.
     case malformedKey(String)

@@ -10,8 +10,7 @@ package struct AcknowledgementPlan: Sendable, Equatable {
         case writeReply
         /// The sender closing the channel after the visit's last write.
         case channelClose
-        /// The sender's answer: its next HEADER shows the ACKs up to two messages back (the
-        /// window), its CLOSE all of them.
+        /// The sender's answer: its next HEADER shows ACKs up to two messages back (the window), its CLOSE all.
         case senderAnswer
         /// Nothing: the message is remembered as stored, not to store it twice if offered again.
         case nothing
@@ -19,8 +18,7 @@ package struct AcknowledgementPlan: Sendable, Equatable {
 
     /// Written as a command (nothing answers) rather than a request.
     package let asCommand: Bool
-    /// A CLOSE goes with the ACK (the run's last wanted message): the sender stops, what it
-    /// started next stays to be sent again.
+    /// A CLOSE goes with the ACK (the run's last wanted message): the sender stops; what it started next stays.
     package let closing: Bool
     /// The central waits a moment after the write: an unanswered command may still be queued in
     /// bluetoothd when a Disconnect overtakes it.

@@ -10,8 +10,7 @@ package struct MessageAssembly: Sendable {
         case proceed(progress: ProgressReport?)
         /// The first value arrived and tells the format.
         case formatDetected(TransferFormat, progress: ProgressReport?)
-        /// `EOM` arrived and the message verified; with `multi`, its END verified and more may
-        /// follow (`expectsMoreMessages`).
+        /// `EOM` came and the message verified; with `multi`, its END did and more may follow (`expectsMoreMessages`).
         case complete(ReceivedMessage, duration: Duration)
         /// Multi: the sender closed the session (CLOSE, `EOM`) after its last message.
         case sessionEnded
@@ -41,8 +40,7 @@ package struct MessageAssembly: Sendable {
     /// The session answering our version-2 HELLO (used once `mode` says the peer speaks it).
     private var secure: SecureReceiverSession?
     private let requiresSecure: Bool
-    /// Resume: an unfinished message's authenticated prefix is kept as it arrives; false: no
-    /// checkpoints, `resume` not offered.
+    /// Resume: an unfinished message's authenticated prefix is kept as it comes; false: no checkpoints, no `resume`.
     private let keepsCheckpoints: Bool
     private var checkpointWork: [CheckpointWork] = []
     /// Secure mode: the sender's key and the current message's HEADER (its spool entry).
@@ -85,8 +83,7 @@ package struct MessageAssembly: Sendable {
     /// How many early values wait for one starting a version-2 stream before it is taken for compat.
     package static let undecidedValueLimit = 8
 
-    /// `secure`: the session for the version-2 HELLO we wrote (nil: none); `requiresSecure`: any
-    /// other answer is refused.
+    /// `secure`: the session for the version-2 HELLO we wrote (nil: none); `requiresSecure`: other answers are refused.
     package init(limits: TransferLimits, idleTimeout: Duration, minimumRate: Int = 0,
          rateGrace: Duration = .seconds(20), progressInterval: Duration = .milliseconds(200),
          undecidedSettle: Duration = .milliseconds(1500), secure: SecureReceiverSession? = nil,
@@ -118,8 +115,7 @@ package struct MessageAssembly: Sendable {
     package private(set) var senderClosed = false
     /// The message under way (or just completed).
     package var currentMessageNumber: UInt32? { currentHeader?.message }
-    /// The session is (or, once the prefix is read, will be) secure: the HELLO offered it and the
-    /// prefix, when read, chose it.
+    /// The session is (or, once the prefix is read, will be) secure: the HELLO offered it and the prefix chose it.
     private var offeredSecureOrChoseIt: Bool {
         guard let secure else { return false }
         return secure.hasReadPrefix ? secure.isSecure : secure.offersSecure
@@ -547,8 +543,7 @@ package struct MessageAssembly: Sendable {
 
 /// Why one visit to a peripheral did not yield a message, and what that means for the run.
 package enum TransferFailure: Error, Sendable, Equatable, CustomStringConvertible {
-    /// Worth another try after a pause: connect aborted, services slow, peer gone, stalled, an
-    /// answer to another central's request.
+    /// Worth another try after a pause: connect aborted, services slow, peer gone, stalled, another central's answer.
     case transient(String)
     /// No transfer characteristic (or no way to subscribe): retry only after a long pause.
     case unsuitable(String)
@@ -583,8 +578,7 @@ package enum TransferFailure: Error, Sendable, Equatable, CustomStringConvertibl
 /// What arrives while a central is subscribed.
 package enum TransferInput: Sendable, Equatable {
     case value([UInt8])
-    /// The subscription ended from the other side (socket closed, characteristic removed, peer
-    /// disconnected); `reason` says which.
+    /// The subscription ended from the other side (socket closed, characteristic gone, peer gone); `reason` says which.
     case ended(String)
     /// A clock tick, so the idle timeout is checked even when nothing arrives.
     case tick

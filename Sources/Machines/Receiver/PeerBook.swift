@@ -101,8 +101,7 @@ package struct PeerBook: Sendable {
         return delay
     }
 
-    /// A message came from `address`: it may be visited again at once (``choose(_:at:)`` still
-    /// lets others in between).
+    /// A message came from `address`: it may be visited again at once (``choose(_:at:)`` still lets others in).
     package mutating func recordSuccess(_ address: String, at now: Duration = .zero) {
         let key = Self.key(address)
         var record = records[key] ?? Record(firstSeen: now)

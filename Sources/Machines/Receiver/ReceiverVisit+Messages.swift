@@ -10,8 +10,7 @@ extension ReceiverVisit {
         return peer.address
     }
 
-    /// A message sent again (our ACK was not seen) is acknowledged and said, not stored twice;
-    /// otherwise the shell stores it.
+    /// A message sent again (our ACK unseen) is acknowledged and said, not stored twice; else the shell stores it.
     mutating func take(_ message: ReceivedMessage, duration: Duration, _ actions: inout [Action], at now: Duration) {
         let sender = Self.receiptSender(assembly.authenticatedSender, peer: facts.peer)
         if let digest = message.digest, let earlier = StoredMessages.takeEarlierCopy(of: digest, from: &remembered) {
@@ -74,8 +73,7 @@ extension ReceiverVisit {
         goOn(after: taken, &actions, at: now)
     }
 
-    /// Books what will show the ACK arrived; what nothing confirms is remembered, so the message
-    /// coming again is not stored twice.
+    /// Books what shows the ACK arrived; what nothing confirms is remembered: sent again, it is not stored twice.
     private mutating func book(_ taken: Taken, _ booking: AcknowledgementPlan.Booking, _ actions: inout [Action]) {
         guard let digest = taken.message.digest else { return }
         switch booking {

@@ -67,8 +67,7 @@ package struct ReceiverVisit: Sendable {
         case senderClosed(Bool)
         /// Writing the session's values failed.
         case writeFailed(String)
-        /// Answers `lookUpCheckpoint`: bytes the spool held (0: none), now where the message's go,
-        /// and their SHA-256 state.
+        /// Answers `lookUpCheckpoint`: bytes the spool held (0: none), now where the message's go, and their SHA-256.
         case checkpointHeld(bytes: Int, digest: RunningDigest?)
         /// The shell could not keep the message's bytes (a partial file that failed).
         case payloadNotKept(String)
@@ -91,8 +90,7 @@ package struct ReceiverVisit: Sendable {
         /// its reply, so it may go as a write command.
         case write([UInt8], unanswered: Bool)
         case checkpoint(MessageAssembly.CheckpointWork)
-        /// Keep a secure message's bytes (memory, a partial file): every byte the shell stores
-        /// is one these gave, at its offset.
+        /// Keep a secure message's bytes (memory, partial file): every byte the shell stores is one these gave.
         case keepPayload(MessageAssembly.PayloadWork)
         /// Put the bytes of a checkpoint of this message where its bytes go; `checkpointHeld` answers.
         case lookUpCheckpoint(sender: PeerKey?, header: MessageHeader)
@@ -268,8 +266,7 @@ package struct ReceiverVisit: Sendable {
         actions.append(.report(.subscribed(format)))
     }
 
-    /// The stream ended (or this side closed with its last ACK): over a channel, the sender's
-    /// close confirms the last ACKs.
+    /// The stream ended (or we closed with our last ACK): over a channel, the sender's close confirms the last ACKs.
     mutating func sessionOver(_ actions: inout [Action]) {
         for ack in unconfirmed.takeConfirmed(by: assembly) {
             actions.append(.forgetReceipt(sender: ack.sender, digest: ack.digest))

@@ -188,8 +188,7 @@ extension SenderConnection {
         }
     }
 
-    /// The session failed (bad write, refused key, unreadable file): one line, nothing counted,
-    /// the central disconnected.
+    /// The session failed (bad write, refused key, unreadable file): one line, nothing counted, central dropped.
     mutating func sessionFailed(_ error: SecureSessionError, _ actions: inout [Action], at now: Duration) {
         let reason: String
         switch error {

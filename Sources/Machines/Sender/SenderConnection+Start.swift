@@ -110,8 +110,7 @@ extension SenderConnection {
 
     // MARK: Inputs
 
-    /// One input at `now` (since the connection started): what the shell must do, in order;
-    /// nothing once the connection is over.
+    /// One input at `now` (since the connection started): what the shell must do, in order; nothing once over.
     package mutating func handle(_ input: Input, at now: Duration) -> [Action] {
         guard !isOver else { return [] }
         var actions: [Action] = []

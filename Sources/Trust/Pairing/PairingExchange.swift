@@ -139,11 +139,7 @@ package struct PairingExchange: Sendable {
         guard !started else { throw .outOfOrder("started twice") }
         started = true
         guard role == .initiator else { return [] }
-        do {
-            return [Self.magic + [Self.version] + (try handshake.writeMessage())]
-        } catch {
-            throw .handshake(error)
-        }
+        return [Self.magic + [Self.version] + (try Self.noise { () throws(NoiseError) in try handshake.writeMessage() })]
     }
 
     /// `message` opens a pairing (magic and version): checked before a channel goes to a responder.
@@ -162,31 +158,22 @@ package struct PairingExchange: Sendable {
             let version = message[Self.magic.count]
             guard version == Self.version else { throw .unsupportedVersion(version) }
             started = true
-            do {
+            let reply = try Self.noise { () throws(NoiseError) in
                 _ = try handshake.readMessage(Array(message.dropFirst(Self.magic.count + 1)))
-                let reply = try handshake.writeMessage()
-                expecting = .noise3
-                return [reply]
-            } catch {
-                throw .handshake(error)
+                return try handshake.writeMessage()
             }
+            expecting = .noise3
+            return [reply]
         case .noise2:
-            let reply: [UInt8]
-            do {
+            let reply = try Self.noise { () throws(NoiseError) in
                 _ = try handshake.readMessage(message)
-                reply = try handshake.writeMessage()
-            } catch {
-                throw .handshake(error)
+                return try handshake.writeMessage()
             }
             try finishHandshake()
             expecting = .commit
             return [reply]
         case .noise3:
-            do {
-                _ = try handshake.readMessage(message)
-            } catch {
-                throw .handshake(error)
-            }
+            _ = try Self.noise { () throws(NoiseError) in try handshake.readMessage(message) }
             try finishHandshake()
             expecting = .nonce
             return [try seal(.commit, Self.commitment(hash: handshakeHash, nonce: ownNonce) + Self.encodedName(ownName))]
@@ -248,14 +235,19 @@ package struct PairingExchange: Sendable {
 
     private mutating func finishHandshake() throws(PairingError) {
         guard handshake.isComplete else { throw .outOfOrder("handshake not complete") }
+        let keys = try Self.noise { () throws(NoiseError) in try handshake.transportKeys() }
+        sealer = keys.sealer
+        opener = keys.opener
+        handshakeHash = handshake.handshakeHash
+    }
+
+    /// A handshake step, its failure reported as the pairing's.
+    private static func noise<T>(_ step: () throws(NoiseError) -> T) throws(PairingError) -> T {
         do {
-            let keys = try handshake.transportKeys()
-            sealer = keys.sealer
-            opener = keys.opener
+            return try step()
         } catch {
             throw .handshake(error)
         }
-        handshakeHash = handshake.handshakeHash
     }
 
     private mutating func compare() throws(PairingError) {
@@ -374,8 +366,7 @@ package enum PairingError: Error, Sendable, Equatable, CustomStringConvertible {
     case record(RecordError)
     case malformed(String)
     case outOfOrder(String)
-    /// The responder's nonce does not match its commitment (a man in the middle, or a broken
-    /// peer): nothing shown, nothing added.
+    /// The responder's nonce does not match its commitment (a man in the middle, or a broken peer): nothing added.
     case commitmentMismatch
 
     package var description: String {

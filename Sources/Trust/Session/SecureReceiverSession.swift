@@ -220,8 +220,7 @@ package struct SecureReceiverSession: Sendable {
             } catch {
                 throw .protocolViolation(error.description)
             }
-            // Over an L2CAP channel both sides know it; a sender that does not say so is not
-            // the one this channel was opened to.
+            // Over an L2CAP channel both sides know it: a sender that does not say so is not the one it was opened to.
             guard prefix.chosen.contains(.channel) == overChannel else {
                 throw .protocolViolation(overChannel ? "the sender did not choose the channel it was reached on"
                                                      : "the sender chose a channel over GATT")
