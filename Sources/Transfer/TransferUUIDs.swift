@@ -7,9 +7,8 @@ package enum TransferUUIDs {
     /// (`CompatDelivery`): bletransfer centrals prefer it, so framed transfers keep full-speed
     /// notifications. The same UUID in any service (characteristics are scoped by their service).
     package static let framedCharacteristic = try! BluetoothUUID("3B1F6C52-8E0D-4A57-9C2B-61D4E7A09F35")
-    /// Readable: the PSM (2 bytes, little-endian, as Apple's L2CAP PSM characteristic) of the L2CAP
-    /// channel serving framed version 2 (`channel`, docs/wire-v2.md section 6). Centrals that do
-    /// not look for it (Apple's sample, bleak scripts) see no difference.
+    /// Readable: the PSM (2 bytes, little-endian, as Apple's PSM characteristic) of the L2CAP channel serving
+    /// version 2 (`channel`, wire-v2.md section 6); centrals not looking for it (Apple's sample, bleak) see no change.
     package static let channelPSMCharacteristic = try! BluetoothUUID("D533DDA4-55B7-4586-A003-91C8B75809F9")
     /// `bletransfer pair`'s (docs/pairing.md): advertised with a token and PSM in manufacturer data
     /// while two hosts look for each other; never served over GATT.

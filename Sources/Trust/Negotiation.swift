@@ -16,9 +16,8 @@ package struct Capabilities: OptionSet, Sendable, Hashable {
     package static let pipeline = Capabilities(rawValue: 1 << 4)
     /// The receiver reports what it holds (PROGRESS); at most `FlowWindow.bytes` beyond it in flight.
     package static let window = Capabilities(rawValue: 1 << 5)
-    /// Over an LE credit-based L2CAP channel instead of GATT: SDUs up to
-    /// `SequencedStream.channelValueLengths.upperBound` bytes, never reordered. Offered only in a
-    /// HELLO sent on such a channel, and chosen exactly then.
+    /// Over an LE credit-based L2CAP channel, not GATT: SDUs up to 8 KiB (`SequencedStream.channelValueLengths`),
+    /// never reordered. Offered only in a HELLO sent on such a channel, and chosen exactly then.
     package static let channel = Capabilities(rawValue: 1 << 6)
 
     /// Every capability this build understands; other bits are cleared on receipt.

@@ -50,9 +50,8 @@ package enum RoleEvent: Sendable {
     /// A transient failure; the role tries again after `delay`.
     case retrying(reason: String, delay: Duration)
     case disconnected(PeerDescription)
-    /// A bound refused a peer: `bound` names the option ("min-rate", "reserve", "quota-bytes",
-    /// "quota-files"), `reason` says why. The peer backs off for `delay`; nothing of the message
-    /// was kept and, unacknowledged, its sender keeps it.
+    /// A bound refused a peer: `bound` names the option ("min-rate", "reserve", "quota-bytes", "quota-files"),
+    /// `reason` says why. The peer backs off for `delay`; nothing was kept, and its sender keeps the message.
     case refused(PeerDescription, bound: String, reason: String, delay: Duration)
     /// Something worth telling the user that does not stop the role.
     case warning(String)
@@ -97,9 +96,8 @@ package struct MessageSummary: Sendable, Equatable {
     }
 }
 
-/// Apple's flow (compat) has no sequence numbers, and with Enhanced ATT BlueZ 5.66 spreads one
-/// characteristic's notifications over several bearers that can overtake each other
-/// (scripts/lab/README.md, "Ordering on stock BlueZ").
+/// Apple's flow (compat) has no sequence numbers, and with Enhanced ATT BlueZ 5.66 spreads one characteristic's
+/// notifications over bearers that can overtake each other (scripts/lab/README.md, "Ordering on stock BlueZ").
 package enum CompatOrdering: Sendable, Equatable {
     /// The link has (or may have) several ATT bearers and Apple's flow cannot put values back
     /// in order: the bytes may not have arrived in the order sent.

@@ -38,9 +38,8 @@ package struct UnconfirmedAcknowledgements: Sendable {
 
     package init() {}
 
-    /// Takes out the ACKs `assembly` shows arrived: a HEADER of message m shows those up to
-    /// m − `PipelineWindow.messages` (the sender starts no message while that many await their
-    /// ACKs), the sender's CLOSE all of them.
+    /// Takes out the ACKs `assembly` shows arrived: a HEADER of message m those up to m − `PipelineWindow.messages`
+    /// (the sender starts no message while that many await their ACKs), the sender's CLOSE all of them.
     package mutating func takeConfirmed(by assembly: MessageAssembly) -> [UnconfirmedAcknowledgement] {
         takeConfirmed(highestHeader: assembly.highestHeaderNumber, senderClosed: assembly.senderClosed)
     }

@@ -1,9 +1,8 @@
 import Transfer
 import Trust
 
-/// The receiving half of one subscription, without I/O: values, ends and ticks go in (with the
-/// time since subscribing), the central's next step comes out. Wraps ``MessageReceiver`` with what
-/// a live link adds: idle timeout, progress throttling, rate and ETA.
+/// The receiving half of one subscription, without I/O: values, ends and ticks in (with the time since subscribing),
+/// the central's next step out. Adds to ``MessageReceiver`` idle timeout, progress throttling, rate and ETA.
 package struct MessageAssembly: Sendable {
     package enum Step: Sendable, Equatable {
         /// Keep listening; report this progress when non-nil.
@@ -30,9 +29,8 @@ package struct MessageAssembly: Sendable {
     /// trickling peer cannot hold the central longer than `rateGrace + size / minimumRate`.
     package let minimumRate: Int
     package let rateGrace: Duration
-    /// How long an `EOM` that came before the format was told waits for a framed sender's first
-    /// value before the message is read as compat (a peer that ignored the HELLO and sent an empty
-    /// message). Generous: reordering delays values by milliseconds.
+    /// How long an `EOM` that came before the format was told waits for a framed sender's first value; then it is
+    /// read as compat (a peer that ignored the HELLO sent an empty message). Generous: reordering costs milliseconds.
     package let undecidedSettle: Duration
     /// Progress is reported at most this often (and always for the last value before `EOM`).
     package let progressInterval: Duration
@@ -138,9 +136,8 @@ package struct MessageAssembly: Sendable {
         return pendingWrites
     }
 
-    /// Resume: what the spool is to do with an unfinished message's prefix, from the inputs since
-    /// the last call. The shell does it before acting on their step (a completed message's
-    /// checkpoint goes before the message is stored).
+    /// Resume: what the spool is to do with an unfinished message's prefix, from the inputs since the last call; done
+    /// before acting on their step (a completed message's checkpoint goes before the message is stored).
     package enum CheckpointWork: Sendable, Equatable {
         /// Keep `bytes`, which continue the message of `header` at `offset`.
         case append(sender: PeerKey?, header: MessageHeader, offset: Int, bytes: [UInt8])
@@ -243,9 +240,8 @@ package struct MessageAssembly: Sendable {
                                           + "serves only hosts with keys ('bletransfer keygen', docs/trust.md)"))
             }
             if mode == .secure, !messageUnderWay, (secure?.completedCount ?? 0) > 0, secure?.carriesSeveralMessages == true {
-                // Every message that began was stored and acknowledged: a sender that hangs up
-                // now (before its CLOSE, or with our last ACK on its way) loses nothing. The
-                // session is over, not failed: no abort, no back-off.
+                // Every message that began was stored and acknowledged: a sender hanging up now (before its CLOSE,
+                // or with our last ACK on its way) loses nothing. Over, not failed: no abort, no back-off.
                 return .sessionEnded
             }
             if mode == .secure {
@@ -272,10 +268,9 @@ package struct MessageAssembly: Sendable {
         }
     }
 
-    /// A version-2 HELLO was written: a value starting a version-2 stream selects the secure
-    /// session; a version-1 stream is refused; a value no version-2 sender sends first, or too many
-    /// values without it, select Apple's flow (or, if secure is required, a refusal). `EOM` alone
-    /// decides nothing: it may have overtaken a short stream's first value (`settleAsCompat`).
+    /// A version-2 HELLO was written: a value starting a version-2 stream selects the secure session; version 1 is
+    /// refused; a value no version-2 sender sends first, or too many without it, select Apple's flow (or, if secure
+    /// is required, a refusal). `EOM` alone decides nothing: it may have overtaken a short stream's first value.
     private mutating func decide(_ value: [UInt8], at time: Duration) -> Step {
         if SecureReceiverSession.startsVersion2Stream(value) {
             mode = .secure

@@ -1,9 +1,8 @@
 import Transfer
 import Trust
 
-/// One visit of the central to a sender, once subscribed, as a pure machine: the shell (`ReceiverVisitShell` in
-/// Roles) hands it what arrives (values, the link's end, ticks, answers to what it asked) and performs the effects it
-/// returns, in order.
+/// One visit of the central to a sender, once subscribed, as a pure machine: the shell (`ReceiverVisitShell` in Roles)
+/// hands it what arrives (values, the link's end, ticks, answers) and performs the effects it returns, in order.
 ///
 /// It owns what a visit decides: each message's assembly (`MessageAssembly`), whether a message is stored already
 /// (this sender's unconfirmed ACKs of earlier visits, `StoredMessages`), how each ACK is written and what shows it

@@ -1,9 +1,8 @@
 import Trust
 
-/// Stored messages whose ACK the sender may not have seen, across visits: sent again, they are
-/// acknowledged, not stored twice. The last `perPeer` (the pipeline window) per address, for at
-/// most `addressCapacity` addresses (the oldest goes: its message may be stored twice, never
-/// lost). Pure: the central's work loop hands each visit its peer's list.
+/// Stored messages whose ACK the sender may not have seen, across visits: sent again, they are acknowledged, not
+/// stored twice. The last `perPeer` (the pipeline window) per address, for at most `addressCapacity` addresses (the
+/// oldest goes: stored twice, never lost). Pure: the central's work loop hands each visit its peer's list.
 package struct StoredMessages: Sendable {
     package static let addressCapacity = 256
     package static let perPeer = PipelineWindow.messages
@@ -21,9 +20,8 @@ package struct StoredMessages: Sendable {
         table.set(messages, for: address)
     }
 
-    /// The earlier copy when `digest` is an unconfirmed message from `address`, forgotten then with
-    /// those before it (a sender resends in order; a third identical message is new). Any other
-    /// message means the sender moved on: the records go too.
+    /// The earlier copy if `digest` is an unconfirmed message from `address`, forgotten with those before it (senders
+    /// resend in order; a third identical message is new). Any other message: the sender moved on, the records go.
     package mutating func takeEarlierCopy(from address: String, digest: [UInt8]) -> UnacknowledgedMessage? {
         var messages = take(address)
         let earlier = Self.takeEarlierCopy(of: digest, from: &messages)

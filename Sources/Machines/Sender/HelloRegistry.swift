@@ -4,10 +4,9 @@ import Trust
 /// The HELLOs centrals wrote, by device: a device that asked for the secure format gets it, one that offered version
 /// 1 is refused, every other subscription gets compat. Pure (`DeviceKey`: BlueZ's `DeviceReference` in the sender).
 ///
-/// Bounded and expiring: HELLOs from ever new addresses cannot grow it past `capacity`, and one older than `lifetime`
-/// no longer counts. When full, the oldest entry of a disconnected device makes room; if all are connected the new
-/// HELLO is dropped, so a device rotating addresses cannot push out a connected central's (each address kept
-/// connected costs it a link).
+/// Bounded and expiring: HELLOs from ever new addresses cannot grow it past `capacity`; one older than `lifetime` no
+/// longer counts. When full, the oldest entry of a disconnected device makes room; if all are connected the new HELLO
+/// is dropped: rotating addresses cannot push out a connected central's (each kept connected costs a link).
 package struct HelloRegistry<DeviceKey: Hashable & Sendable>: Sendable {
     package struct Entry: Sendable {
         var hello: SenderConnection.CentralHello

@@ -120,9 +120,8 @@ extension SenderConnection {
     private mutating func streamPaused(_ session: SecureSenderSession, _ actions: inout [Action]) -> Bool {
         let number = session.currentMessageNumber
         if session.state == .awaitingAck, pipeline.endWritten != number {
-            // The socket's small buffer keeps "handed over" close to what bluetoothd took: the
-            // wait is bounded as after a one-message EOM. (With a message sent ahead uncounted,
-            // the current one's bound runs; this END's wait starts on that ACK.)
+            // The socket's small buffer keeps "handed over" close to what bluetoothd took: bounded as after EOM.
+            // (With a message sent ahead uncounted, the current one's bound runs; this END's wait starts on its ACK.)
             pipeline.endWritten = number
             if pipeline.sentAhead.isEmpty, !delivery.hasHungUp {
                 feed(.endOfMessageWritten, &actions, at: startedAt)

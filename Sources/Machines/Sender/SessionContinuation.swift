@@ -32,16 +32,14 @@ package struct SessionContinuation: Sendable, Hashable {
         /// The session ends with the acknowledged message. `recordedAfterHangUp`: the central had left (the delivery
         /// is told, which ends the subscription); `othersGetATurn`: the fairness rule ended it (worth a log line).
         case close(recordedAfterHangUp: Bool, othersGetATurn: Bool)
-        /// The next message becomes current, under a fresh delivery and bound. `hangUpAfterwards`:
-        /// the central left with the message sent ahead outstanding; told of the hang-up once set
-        /// up, it counts only if its ACK comes within the grace.
+        /// The next message becomes current, under a fresh delivery and bound. `hangUpAfterwards`: the central left
+        /// with the message sent ahead outstanding; told of the hang-up, it counts only if its ACK comes in the grace.
         case goOn(hangUpAfterwards: Bool)
     }
 
-    /// The next step, given the source's answer and the subscription by then (the source is asked
-    /// across a suspension). `hasNext`: the source gave a message (false when not asked);
-    /// `nextIsForThisPeer`: it may go to this peer; `subscriptionStillCurrent`: not shutting down
-    /// and still the current subscription; `hungUpByNow`: the central hung up by now.
+    /// The next step, given the source's answer and the subscription by then (asked across a suspension).
+    /// `hasNext`: the source gave a message (false when not asked); `nextIsForThisPeer`: it may go to this peer;
+    /// `subscriptionStillCurrent`: not shutting down, still the current one; `hungUpByNow`: the central hung up.
     package func decide(hasNext: Bool, nextIsForThisPeer: Bool, subscriptionStillCurrent: Bool,
                         hungUpByNow: Bool) -> Decision {
         if centralLeft && !takesSentAhead {

@@ -1,10 +1,9 @@
 /// The fairness rule of a framed session (docs/wire-v2.md, section 4): how much one central may
 /// take in a visit before the next central in range gets its turn. Pure.
 ///
-/// Counted in what a waiting central is denied, not in time (a time rule cuts sessions short on
-/// slow links, where reconnecting costs most, with nobody gaining): a session goes on while
-/// nobody waits, up to `messageLimit` messages and `byteLimit` bytes; once a central was turned
-/// away during it, no new message starts: the one under way finishes and the session closes.
+/// Counted in what a waiting central is denied, not in time (a time rule cuts sessions short on slow links, where
+/// reconnecting costs most, with nobody gaining): a session goes on while nobody waits, up to `messageLimit` messages
+/// and `byteLimit` bytes; once a central was turned away, no new message starts and the session closes after it.
 package struct SessionShare: Sendable, Hashable {
     package let messageLimit: Int
     package let byteLimit: Int

@@ -6,14 +6,12 @@ import Transfer
 import Crypto
 
 /// Peripheral side (data holder, Noise initiator) of one version-2 secure session carrying one message, or with
-/// `multi` several in turn (docs/wire-v2.md, sections 2 to 5). Every framed session is secure: a host without an
-/// identity runs it with a key made for the run, and `AuthorizedPeers.anyKey` accepts any central's key (encrypted,
-/// not authenticated).
+/// `multi` several in turn (docs/wire-v2.md, sections 2 to 5). Always secure: a host without an identity uses a key
+/// made for the run, and `AuthorizedPeers.anyKey` accepts any central's key (encrypted, not authenticated).
 ///
-/// Notifications: prefix and message 1; a pause until the central's message 2 arrived and its key is authorized (an
+/// Notifications: prefix and message 1; a pause until the central's message 2 came and its key is authorized (an
 /// unauthorized central gets nothing more); message 3, sealed HEADER, DATA, END, CLOSE `00`, bare `EOM`. The central
-/// writes message 2, then the sealed ACK. Records are sealed lazily as values are taken: the payload is never copied
-/// whole.
+/// writes message 2, then the sealed ACK. Records are sealed lazily as values are taken: the payload is never copied.
 ///
 /// `multi`: stop-and-wait after each END (a hostile central makes this side hold one message at most); on
 /// `.acknowledged` the caller calls `sendNext` or `finish` (CLOSE `00`, `EOM`). The central's CLOSE ends the session
