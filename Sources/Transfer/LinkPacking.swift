@@ -12,8 +12,7 @@ package enum LinkPacking {
     /// An L2CAP credit-based PDU's payload under such a packet (the kernel's MPS).
     static let channelPDUPayload = packetPayload - 4
 
-    /// The longest GATT value ≤ `maximum` filling whole packets on either bearer (242, 489, 736…),
-    /// or `maximum` when even one packet is more.
+    /// The longest GATT value ≤ `maximum` filling whole packets on either bearer (242, 489, 736…), else `maximum`.
     package static func gattValueLength(atMost maximum: Int) -> Int {
         // k packets carry min(251k - 7, 247k - 5) bytes of value on both bearers; the second is smaller from k = 1.
         let packets = (maximum + 5) / channelPDUPayload

@@ -7,8 +7,7 @@ package struct ReceivedMessage: Sendable, Hashable {
     package var header: MessageHeader?
     /// The public key line of the sender the handshake authenticated; stored with the file.
     package var authenticatedSender: String?
-    /// With `meta`: the name and time the sender gave, unsanitized (store and show it only through
-    /// the output directory and `SafeText`).
+    /// With `meta`: the sender's name and time, unsanitized (kept and shown only via the output directory, `SafeText`).
     package var file: SentFileAttributes?
 
     package init(payload: [UInt8], format: TransferFormat, header: MessageHeader? = nil) {

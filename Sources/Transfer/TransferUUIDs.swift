@@ -1,5 +1,4 @@
-/// The transfer service's UUIDs unless overridden: Apple's "BTLE Transfer" sample's, so a host
-/// running it interoperates without configuration.
+/// The transfer service's UUIDs unless overridden: Apple's "BTLE Transfer" sample's, to interoperate unconfigured.
 package enum TransferUUIDs {
     package static let appleSampleService = try! BluetoothUUID("E20A39F4-73F5-4BC4-A12F-17D1AD07A961")
     package static let appleSampleCharacteristic = try! BluetoothUUID("08590F7E-DB05-467E-8757-72F6FAEB13D4")

@@ -39,8 +39,7 @@ package struct AuthorizedPeers: Sendable, Equatable {
 
     package private(set) var peers: [Peer]
     private var byKey: [PeerKey: Int]
-    /// Any key is let in (as an unlisted peer): a host without an authorized-peers file; its
-    /// sessions are encrypted but authenticate nobody.
+    /// Any key is let in (unlisted): a host without an authorized-peers file; encrypted, but authenticating nobody.
     package private(set) var acceptsAnyKey: Bool
 
     /// Lets in any key: the session is encrypted, the peer's key only shown.
@@ -144,8 +143,7 @@ package struct AuthorizedPeers: Sendable, Equatable {
         }
     }
 
-    /// Refuses a file writable by group or others, or owned by neither `user` nor root: someone
-    /// else could change who is authorized.
+    /// Refuses a file writable by group or others, or owned by neither `user` nor root: others could change it.
     package static func checkOwnership(path: String, mode: UInt32, owner: UInt32, user: UInt32) throws(TrustError) {
         if mode & 0o022 != 0 {
             throw .authorizedPeersUnsafe(

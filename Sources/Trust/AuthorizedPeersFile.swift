@@ -93,8 +93,7 @@ package struct AuthorizedPeersFile: Sendable, Equatable {
         }
     }
 
-    /// How names compare: NFC, then `form` (the CLI gives a folder's form on disk, so two peers
-    /// never share an outbox or inbox folder).
+    /// Names compare by NFC, then `form` (the CLI's folder form on disk: no two peers share an outbox or inbox).
     package typealias NameForm = @Sendable (String) -> String
 
     package static let nfc: NameForm = { $0.precomposedStringWithCanonicalMapping }

@@ -114,8 +114,7 @@ package struct StreamPrefix: Sendable, Hashable {
         self.chosen = chosen
     }
 
-    /// The Noise prologue: `"bletransfer framed v2"`, the HELLO's bytes as written or read (not a
-    /// re-encoding), this prefix as sent.
+    /// Noise prologue: `"bletransfer framed v2"`, the HELLO's bytes as written or read (not re-encoded), the prefix.
     package static func prologue(hello: HelloV2, prefix: StreamPrefix) -> [UInt8] {
         Array("bletransfer framed v2".utf8) + hello.written + prefix.encoded
     }

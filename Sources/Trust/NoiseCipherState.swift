@@ -88,8 +88,7 @@ struct NoiseCipherState: Sendable {
         }
     }
 
-    /// Noise's `Rekey()`: the new key is the first 32 bytes of encrypting 32 zero bytes with the
-    /// maximum nonce; the counter keeps running.
+    /// Noise's `Rekey()`: the new key is 32 zero bytes encrypted at the maximum nonce (first 32); the counter runs on.
     mutating func rekey() {
         guard let key else { return }
         let box = try! ChaChaPoly.seal(  // valid key and nonce: cannot fail

@@ -116,8 +116,7 @@ extension FileMetadata {
     }
 }
 
-/// The receiver's ACK: it names the full SHA-256, sealed under the central → peripheral key, so
-/// only the authenticated receiver can make one.
+/// The receiver's ACK: the full SHA-256, sealed under the central → peripheral key: only the receiver can make one.
 package struct SecureAck: Sendable, Equatable {
     package enum Outcome: UInt8, Sendable {
         case stored = 0x00

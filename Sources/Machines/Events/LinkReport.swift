@@ -16,8 +16,7 @@ package struct LinkReport: Sendable, Equatable {
     /// Why the nil values could not be read.
     package var unreadable: String?
 
-    /// A setting held back ("2M PHY", "interval") by "peer", "controller", "configuration" or
-    /// "privilege", and the words for a person.
+    /// A setting held back ("2M PHY", "interval") by "peer", "controller", "configuration" or "privilege", and why.
     package struct Limit: Sendable, Equatable {
         package var setting: String
         package var by: String

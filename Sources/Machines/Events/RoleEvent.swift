@@ -34,8 +34,7 @@ package enum RoleEvent: Sendable {
     case peerFound(PeerDescription)
     case connecting(PeerDescription, attempt: Int)
     case connected(PeerDescription)
-    /// A central subscribed (peripheral) or we did (central); `mtu`: the ATT MTU or the L2CAP
-    /// channel's, the longest value either way.
+    /// A central subscribed (peripheral) or we did (central); `mtu`: the ATT or L2CAP MTU, the longest value.
     case subscribed(PeerDescription, mtu: Int, format: TransferFormat, transport: TransferTransport = .gatt)
     /// Bytes of the current message moved so far.
     case progress(PeerDescription?, TransferProgress, bytesPerSecond: Double?, secondsRemaining: Double?)

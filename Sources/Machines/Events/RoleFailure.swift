@@ -1,5 +1,4 @@
-/// What kind of failure stopped a role: one exit status each (the CLI's `ExitStatus`); a daemon
-/// decides by it whether to wait and retry.
+/// What kind of failure stopped a role: one exit status each (`ExitStatus`); a daemon decides by it whether to retry.
 package enum FailureKind: String, Sendable, Equatable, CaseIterable {
     /// The user asked for something impossible: unknown adapter, malformed UUID, bad flags.
     case usage

@@ -20,8 +20,7 @@ package struct AcknowledgementPlan: Sendable, Equatable {
     package let asCommand: Bool
     /// A CLOSE goes with the ACK (the run's last wanted message): the sender stops; what it started next stays.
     package let closing: Bool
-    /// The central waits a moment after the write: an unanswered command may still be queued in
-    /// bluetoothd when a Disconnect overtakes it.
+    /// The central waits a moment after the write: a Disconnect may overtake an unanswered command in bluetoothd.
     package let settles: Bool
     private let booking: Booking
 

@@ -106,8 +106,7 @@ package struct MessageAssembly: Sendable {
     package var isSecure: Bool { mode == .secure }
     /// The sender chose `pipeline`: its next message may come while this side stores the last one.
     package var pipelines: Bool { mode == .secure && (secure?.pipelines ?? false) }
-    /// The message whose HEADER came last (nil: none yet). With `pipeline`, a HEADER of message m
-    /// shows the sender had the ACK of message m − 2.
+    /// The message whose HEADER came last (nil: none). With `pipeline`, HEADER m shows the sender had ACK m − 2.
     package private(set) var highestHeaderNumber: UInt32?
     /// The sender's CLOSE came; it sends one only once every message is acknowledged.
     package private(set) var senderClosed = false
@@ -143,8 +142,7 @@ package struct MessageAssembly: Sendable {
         case append(sender: PeerKey?, header: MessageHeader, offset: Int, bytes: [UInt8])
         /// The checkpoint of the message of `header` is of no more use (complete, or bad).
         case remove(sender: PeerKey?, header: MessageHeader)
-        /// Does the spool hold a checkpoint of it? Answered by `resume(heldBytes:digest:at:)`, once
-        /// its bytes are where the message's go.
+        /// Is its checkpoint spooled? Answered by `resume(heldBytes:digest:at:)`, the bytes where the message's go.
         case lookUp(sender: PeerKey?, header: MessageHeader)
     }
 
@@ -344,8 +342,7 @@ package struct MessageAssembly: Sendable {
     private var stashedValues: [[UInt8]] = []
     private var stashedEvents: [SecureReceiverSession.Event] = []
 
-    /// After a multi `.complete` was stored and acknowledged: the step for what came after it in
-    /// the values already read (nil: nothing).
+    /// After a multi `.complete` was stored and acknowledged: the step for what followed it in values read (nil: none).
     package mutating func continueAfterMessage(at time: Duration) -> Step? {
         guard !finished, mode == .secure, !stashedValues.isEmpty || !stashedEvents.isEmpty else { return nil }
         return handleSecure([], at: time)
@@ -453,8 +450,7 @@ package struct MessageAssembly: Sendable {
             }
             return .step(.sessionEnded)
         case .endOfStream:
-            // The ACK follows `EOM`: the sender has handed over its last value, so a hang-up
-            // right after the ACK cannot cut its stream.
+            // The ACK follows `EOM`: the sender handed over its last value, so a hang-up after the ACK cuts nothing.
             finished = true
             guard let message = verifiedMessage else {
                 return .step(.failed(.transient("the secure stream ended without a verified message")))

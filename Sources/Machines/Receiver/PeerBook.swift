@@ -59,8 +59,7 @@ package struct PeerBook: Sendable {
         }
     }
 
-    /// Picks which of `candidates` to visit at `now` (nil: none eligible) and records the visit;
-    /// new addresses are remembered as seen now.
+    /// Picks which of `candidates` to visit at `now` (nil: none eligible), records the visit; new addresses seen now.
     package mutating func choose(_ candidates: [Candidate], at now: Duration) -> Int? {
         var eligible: [(index: Int, record: Record)] = []
         for (index, candidate) in candidates.enumerated() where accepts(address: candidate.address, rssi: candidate.rssi, at: now) {
@@ -111,8 +110,7 @@ package struct PeerBook: Sendable {
         insert(record, for: key, at: now)
     }
 
-    /// Stores `record`; when full, first evicts the least recently active record not backing off,
-    /// else the one whose back-off ends first.
+    /// Stores `record`; if full, evicts the idlest record not backing off, else the one whose back-off ends first.
     private mutating func insert(_ record: Record, for key: String, at now: Duration) {
         if records[key] == nil, records.count >= capacity {
             func activity(_ record: Record) -> Duration { record.lastVisit ?? record.firstSeen }

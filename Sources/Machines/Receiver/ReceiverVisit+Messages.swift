@@ -1,8 +1,7 @@
 import Transfer
 import Trust
 
-/// A verified message: stored unless it is already, acknowledged (an ACK means "stored"),
-/// reported; with `multi` the stream then goes on.
+/// A verified message: stored unless it is already, acknowledged (an ACK means "stored"), reported; `multi` goes on.
 extension ReceiverVisit {
     /// The sender for the receipt journal: a listed key (the same across addresses and restarts), else its address.
     package static func receiptSender(_ key: AuthenticatedPeer?, peer: PeerDescription) -> String {

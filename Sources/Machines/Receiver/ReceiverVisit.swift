@@ -85,8 +85,7 @@ package struct ReceiverVisit: Sendable {
     }
 
     package enum Action: Sendable, Equatable {
-        /// Write this value (message 2, a RESUME, a PROGRESS); `unanswered`: nothing waits for
-        /// its reply, so it may go as a write command.
+        /// Write this value (message 2, RESUME, PROGRESS); `unanswered`: no reply awaited, it may be a write command.
         case write([UInt8], unanswered: Bool)
         case checkpoint(MessageAssembly.CheckpointWork)
         /// Keep a secure message's bytes (memory, partial file): every byte the shell stores is one these gave.
@@ -138,8 +137,7 @@ package struct ReceiverVisit: Sendable {
 
     package let facts: Facts
     package internal(set) var assembly: MessageAssembly
-    /// This sender's stored messages whose ACK was not confirmed, from earlier visits (given by the
-    /// run, handed back at the end) and this one.
+    /// This sender's stored messages with unconfirmed ACKs, from earlier visits (the run's, handed back) and this one.
     package internal(set) var remembered: [UnacknowledgedMessage]
     var unconfirmed = UnconfirmedAcknowledgements()
     /// Over a channel, the last ACKs: confirmed once the sender closes it.
@@ -151,8 +149,7 @@ package struct ReceiverVisit: Sendable {
     package internal(set) var storedDigests: [[UInt8]] = []
     package internal(set) var isOver = false
 
-    /// What the run keeps of this sender when the visit ends, however: what it remembered, and
-    /// this visit's ACKs nothing confirmed yet.
+    /// What the run keeps of this sender however the visit ends: what it remembered, and this visit's unconfirmed ACKs.
     package var rememberedNow: [UnacknowledgedMessage] {
         unconfirmed.pending.reduce(into: remembered) { messages, ack in
             StoredMessages.append(UnacknowledgedMessage(digest: ack.digest, storedAt: ack.storedAt), to: &messages)

@@ -124,8 +124,7 @@ extension SenderConnection {
         case .confirmed:
             unconfirmed = max(0, unconfirmed - 1)
         case .written(let value):
-            // Read between values (`pump`); Apple's flow reads nothing. Writes past the backlog
-            // are lost: the session fails on the gap.
+            // Read between values (`pump`), not in compat. Writes past the backlog are lost: the session fails.
             if case .secure = stream, transfer != .done, heldWrites.count < Self.writeBacklog { heldWrites.append(value) }
         case .hungUp(let reason, let drained):
             hungUp(reason: reason, drainedWhenClosed: drained, &actions, at: now)

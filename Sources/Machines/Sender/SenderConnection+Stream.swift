@@ -181,8 +181,7 @@ extension SenderConnection {
         valueHandedOver(&actions, at: now)
     }
 
-    /// Progress, and the delivery told how far the stream got. A message sent ahead is reported
-    /// once current (on the earlier one's ACK).
+    /// Progress, and the delivery told how far the stream got (a message sent ahead: once it is current).
     private mutating func valueHandedOver(_ actions: inout [Action], at now: Duration) {
         let bytesSent: Int
         let finished: Bool
@@ -214,8 +213,7 @@ extension SenderConnection {
         case .sending, .confirming:
             transferFailed(failure, &actions, at: now)
         case .draining:
-            // The central may have hung up right after its ACK, which counts within the grace: a
-            // one-message session keeps reading its writes.
+            // A hang-up right after the ACK: it counts within the grace, so a one-message session reads on.
             feed(.transferFailed(failure), &actions, at: now)
             afterEndOfMessage(&actions, at: now)
         case .streaming, .readingWrites, .done:
@@ -256,8 +254,7 @@ extension SenderConnection {
         feed(.transferFailed(failure), &actions, at: now)
     }
 
-    /// Nothing more is sent or read. Over a channel, closing our end tells the central its last ACK
-    /// arrived (it has no reply of its own).
+    /// Nothing more is sent or read. Over a channel, closing our end tells the central its last ACK arrived (no reply).
     mutating func stopTransfer(_ actions: inout [Action]) {
         guard transfer != .done else { return }
         transfer = .done

@@ -95,8 +95,7 @@ package struct SenderConnection: Sendable {
         case nextMessage(Offer?)
         /// The source's answer to `upcoming` (nil: none ready now).
         case upcoming(OutgoingMessage?)
-        /// Answers `checkBluetooth`: still up, and why the link may reorder Apple's values (nil: it
-        /// cannot; a reason, once seen, stays).
+        /// Answers `checkBluetooth`: up, and why the link may reorder Apple's values (nil: cannot; a reason stays).
         case bluetoothChecked(up: Bool, reorderRisk: String?)
         /// Answers `readPayload`: the file's bytes at `offset`, or why they could not be read.
         case payloadRead(offset: Int, bytes: [UInt8])
@@ -139,8 +138,7 @@ package struct SenderConnection: Sendable {
         case report(Report)
         /// Said once per run: a key no authorized-peers file lists was let in.
         case noticeUnauthenticated(AuthenticatedPeer)
-        /// An authorized central was refused the message under way (addressed to another): the
-        /// engine may offer it one of its own next visit.
+        /// An authorized central was refused the message under way (for another): the engine may offer it its own next.
         case addressedElsewhere(AuthenticatedPeer)
         case startTimer(TimerID, after: Duration)
         case cancelTimer(TimerID)
@@ -193,8 +191,7 @@ package struct SenderConnection: Sendable {
     /// when the message is delivered, left or ended).
     var onAirTallied = 0
     var onAirPending = 0
-    /// The message taken from the source and not delivered (still offered when the connection
-    /// ends), and the numbers of those delivered.
+    /// The message taken from the source and not delivered (still offered at the end), and the numbers delivered.
     package internal(set) var offerTaken: Offer?
     package internal(set) var deliveredSequences: [Int] = []
 

@@ -5,8 +5,7 @@
 /// ahead (pipeline) started under it earlier and becomes current whatever it says now, even after
 /// a hang-up: its ACK may still come within the hang-up's grace, as this one's did.
 package struct SessionContinuation: Sendable, Hashable {
-    /// The central hung up before its ACK was handled (a socket's end can overtake a D-Bus call):
-    /// the ACK counts, nothing new is sent.
+    /// The central hung up before its ACK was handled (a socket beats a D-Bus call): it counts, nothing new is sent.
     package var centralLeft: Bool
     /// The central did not close the session in the write that carried the ACK.
     package var wantsNext: Bool

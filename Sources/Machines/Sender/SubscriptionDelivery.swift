@@ -222,8 +222,7 @@ package struct SubscriptionDelivery: Sendable, Hashable {
         if hasHungUp && !transferRunning {
             end(&actions, announce: true)
         } else {
-            // A bletransfer central unsubscribes next; one that stays holds the
-            // characteristic (and advertising) from everybody else.
+            // A bletransfer central unsubscribes next; one that stays holds the characteristic (and advertising).
             let limit = limits.unsubscribeTimeout
             arm(&actions, after: limit,
                 reason: "it stayed subscribed \(Self.describe(limit)) after its ACK (--unsubscribe-timeout)")

@@ -139,7 +139,8 @@ package struct PairingExchange: Sendable {
         guard !started else { throw .outOfOrder("started twice") }
         started = true
         guard role == .initiator else { return [] }
-        return [Self.magic + [Self.version] + (try Self.noise { () throws(NoiseError) in try handshake.writeMessage() })]
+        let message1 = try Self.noise { () throws(NoiseError) in try handshake.writeMessage() }
+        return [Self.magic + [Self.version] + message1]
     }
 
     /// `message` opens a pairing (magic and version): checked before a channel goes to a responder.

@@ -226,8 +226,7 @@ package struct SecureReceiverSession: Sendable {
                                                      : "the sender chose a channel over GATT")
             }
             chosen = prefix.chosen
-            // `secure` is always offered, so a sender that did not choose it is not one this
-            // version talks to (the retired plain mode).
+            // `secure` is always offered: a sender not choosing it is not one this version talks to (retired plain).
             guard prefix.chosen.contains(.secure) else { throw .notSecure }
             handshake = NoiseXXHandshake(
                 role: .responder, staticKey: trust.identity.privateKey,

@@ -62,8 +62,7 @@ package struct SecureSenderSession: Sendable {
     private var payload: MessagePayload {
         didSet { window = PayloadWindow() }
     }
-    /// File bytes held for DATA to seal, read by the caller (`payloadWanted`, `providePayload`);
-    /// a payload in memory is sliced directly.
+    /// File bytes held for DATA, read by the caller (`payloadWanted`, `providePayload`); memory is sliced directly.
     private var window = PayloadWindow()
     private var header: MessageHeader
     /// `multi`: the stream pauses after each END; the caller decides what follows.
@@ -85,8 +84,7 @@ package struct SecureSenderSession: Sendable {
     private var endRecordStreamEnd: Int?
     /// Stream offset after the sealed HEADER: a RESUME before it was handed out cannot be genuine.
     private var headerRecordStreamEnd: Int?
-    /// Pipeline: earlier messages whose END went out and whose ACK is awaited, oldest first
-    /// (at most `PipelineWindow.messages` − 1).
+    /// Pipeline: earlier messages whose END went out, awaiting ACKs, oldest first (`PipelineWindow.messages` − 1 max).
     private var unacknowledgedEarlier: [(header: MessageHeader, endStreamEnd: Int)] = []
     /// The central wrote RESUME for the current message (at most once per message).
     private var resumeReceived = false
