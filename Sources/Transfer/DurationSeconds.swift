@@ -1,6 +1,5 @@
 extension Duration {
-    /// The duration in seconds, as a Double: for rates, estimates and what is shown to people.
-    /// Deadlines and timers keep the exact `Duration`.
+    /// In seconds, for rates, estimates and people; deadlines and timers keep the exact `Duration`.
     package var seconds: Double {
         let (whole, attoseconds) = components
         return Double(whole) + Double(attoseconds) / 1e18
@@ -8,8 +7,7 @@ extension Duration {
 }
 
 extension Duration {
-    /// `seconds`, to the nearest millisecond: what options and estimates in seconds become.
-    /// The caller bounds `seconds` (finite, far below 9e15) so that the product cannot trap.
+    /// `seconds` to the nearest millisecond; the caller bounds it (finite, far below 9e15) so this cannot trap.
     package static func milliseconds(roundingSeconds seconds: Double) -> Duration {
         .milliseconds(Int64((seconds * 1000).rounded()))
     }

@@ -1,8 +1,7 @@
 import Crypto
 
-/// Bytes as lower-case hexadecimal, two digits a byte (a SHA-256 digest in events, journal
-/// lines and spool names). One table lookup a digit: `String(format: "%02x")` a byte went
-/// through Foundation's formatter for each of a digest's 32 bytes, on every message.
+/// Bytes as lower-case hex (digests in events, journal lines, spool names): a table lookup a digit,
+/// not Foundation's formatter for each of 32 bytes on every message.
 package func lowercaseHex(_ bytes: some Sequence<UInt8>) -> String {
     var digits: [UInt8] = []
     digits.reserveCapacity(bytes.underestimatedCount * 2)

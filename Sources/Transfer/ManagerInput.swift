@@ -1,5 +1,4 @@
-/// What a role observes about bluetoothd and the one adapter it uses, fed to
-/// ``ManagerStateMachine``. Feed events for that adapter only.
+/// What a role observes of bluetoothd and its one adapter (only that one's events), fed to ``ManagerStateMachine``.
 package enum ManagerInput: Sendable, Hashable {
     /// org.bluez got an owner on the bus (start-up or restart).
     case bluetoothdAppeared

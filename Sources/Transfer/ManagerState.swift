@@ -3,8 +3,7 @@
 package enum ManagerState: String, Sendable, Hashable, CaseIterable, Codable {
     /// Not known yet: at start-up, and after bluetoothd (re)appeared until it reported adapters.
     case unknown
-    /// bluetoothd is gone (an update is expected when it comes back) or the adapter is
-    /// switching power.
+    /// bluetoothd is gone (an update is expected when it returns) or the adapter switches power.
     case resetting
     /// No adapter, or the adapter lacks what the role needs (LE; advertising for a peripheral).
     case unsupported

@@ -1,14 +1,12 @@
 /// What a role must do on a transition.
 package enum RoleAction: String, Sendable, Hashable, CaseIterable, Codable {
-    /// Nothing.
     case none
     /// Entered `poweredOn` for the first time: register, advertise / scan.
     case start
-    /// Entered `poweredOn` again after a tear-down: start afresh (a peripheral restarts the
-    /// message from byte 0 for the next subscriber; a central scans again).
+    /// Entered `poweredOn` again after a tear-down: start afresh (the message from byte 0; scan again).
     case resume
     /// Left `poweredOn`: stop advertising / scanning, drop connections and sessions, release
-    /// exported objects. BlueZ may already be gone, so errors from those calls are expected.
+    /// exported objects; BlueZ may already be gone, so those calls may fail.
     case tearDown
 }
 
@@ -32,8 +30,7 @@ package struct ManagerTransition: Sendable, Hashable {
     package var changed: Bool { from != to }
 }
 
-/// CoreBluetooth's manager states computed from what BlueZ reports, driven by
-/// ``ManagerTransitionTable``.
+/// CoreBluetooth's manager states computed from what BlueZ reports, driven by ``ManagerTransitionTable``.
 package struct ManagerStateMachine: Sendable {
     package let requirement: RoleRequirement
     package private(set) var state: ManagerState = .unknown

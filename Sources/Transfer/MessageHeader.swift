@@ -1,5 +1,4 @@
-/// A HEADER record: which message, how long, its SHA-256, and with `meta` the file's name and
-/// modification time.
+/// A HEADER record: which message, how long, its SHA-256, and with `meta` the file's name and modification time.
 package struct MessageHeader: Sendable, Hashable {
     package var message: UInt32
     package var payloadLength: UInt64
@@ -14,17 +13,16 @@ package struct MessageHeader: Sendable, Hashable {
     }
 }
 
-/// A file's name and modification time, as the `meta` capability sends it: name length (1) ·
-/// UTF-8 name · seconds since 1970 (8, signed) · nanoseconds (4). The name is one path
-/// component, or for a file of a tree a relative path: components joined by `/`, none of them
-/// empty, `.` or `..` (the receiver still makes each one safe; this only keeps the wire clean).
+/// A file's name and modification time as `meta` sends them: name length (1) · UTF-8 name · seconds
+/// since 1970 (8, signed) · nanoseconds (4). The name is a relative path whose components are none
+/// empty, `.` or `..` (the receiver still makes each safe; this keeps the wire clean).
 package struct FileMetadata: Sendable, Hashable {
     package var name: String
     package var modificationSeconds: Int64
     package var modificationNanoseconds: UInt32
 
-    /// Nil for a name that is not a clean relative path: empty, over 255 UTF-8 bytes, with
-    /// NUL, starting or ending with `/`, or with an empty, `.` or `..` component.
+    /// Nil for a name that is not a clean relative path: empty, over 255 UTF-8 bytes, with NUL, or
+    /// with an empty, `.` or `..` component (so no leading or trailing `/`).
     package init?(name: String, modificationSeconds: Int64, modificationNanoseconds: UInt32) {
         guard Self.isSafeName(Array(name.utf8)), modificationNanoseconds < 1_000_000_000 else { return nil }
         self.name = name

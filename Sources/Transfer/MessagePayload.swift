@@ -3,12 +3,9 @@ import Crypto
 import SystemCalls
 #endif
 
-/// A message's bytes: held in memory (a text, standard input, a small message received), or
-/// in an open file that the shells read piece by piece as the message goes out and write
-/// piece by piece as it comes in. A file of any size thereby moves in constant memory: only the
-/// piece under way is held. Nothing in Transfer, Trust or Machines reads or writes the file:
-/// they say which bytes they need or hand out (DaemonSupport's `PayloadReading`, the roles'
-/// shells).
+/// A message's bytes: in memory (a text, standard input, a small message received), or in an open file the shells
+/// read and write piece by piece, so any size moves in constant memory. Transfer, Trust and Machines never touch the
+/// file: they say which bytes they need or hand out (DaemonSupport's `PayloadReading`, the roles' shells).
 package struct MessagePayload: Sendable, Hashable {
     package enum Storage: Sendable, Hashable {
         case memory([UInt8])
@@ -17,7 +14,6 @@ package struct MessagePayload: Sendable, Hashable {
     }
 
     package let storage: Storage
-    /// The payload's length in bytes.
     package let count: Int
 
     package init(_ bytes: [UInt8]) {
@@ -44,8 +40,7 @@ package struct MessagePayload: Sendable, Hashable {
     }
 }
 
-/// The bytes of a payload's file a sender holds: one window at a time, read by the caller
-/// (a payload in memory is sliced directly).
+/// The bytes of a payload's file a sender holds, one window at a time (memory is sliced directly).
 package struct PayloadWindow: Sendable {
     /// How much the caller reads at once: one read per window, not one per value.
     package static let length = 64 * 1024
@@ -74,10 +69,9 @@ package struct PayloadWindow: Sendable {
     }
 }
 
-/// SHA-256 state carried by a value that moves between tasks: a message's digest so far, taken
-/// as its bytes pass. `@unchecked Sendable`: `SHA256` has value semantics (its BoringSSL context
-/// is copied on write, guarded by `isKnownUniquelyReferenced`), so a copy in another task shares
-/// no mutable state with the original; Crypto only does not declare the conformance.
+/// A message's SHA-256 so far, as a value that moves between tasks. `@unchecked Sendable`: `SHA256`
+/// has value semantics (its BoringSSL context is copied on write, guarded by
+/// `isKnownUniquelyReferenced`), so a copy shares no mutable state; Crypto only does not declare it.
 package struct RunningDigest: @unchecked Sendable, Equatable {
     private var state = SHA256()
 

@@ -1,9 +1,5 @@
-/// Reassembles one message of Apple's flow (compat) from notification values, fed one at a
-/// time in arrival order: the payload until a value equal to `EOM`. Compat values carry nothing
-/// to reorder by: they are taken as they come.
-///
-/// **Memory** is bounded by ``TransferLimits/maximumMessageSize``, never by what the peer
-/// sends: a stream is refused as soon as it would pass the limit.
+/// Reassembles one compat message from values in arrival order (nothing to reorder by) until `EOM`. Memory is bounded
+/// by ``TransferLimits/maximumMessageSize``, not by the peer: a stream is refused as soon as it would pass the limit.
 package struct MessageReceiver: Sendable {
     package enum Event: Sendable, Equatable {
         /// After each value that did not end the message.
@@ -46,8 +42,7 @@ package struct MessageReceiver: Sendable {
         return .progress(progress)
     }
 
-    /// Why the message is not complete when the sender unsubscribed, disconnected or went quiet
-    /// (nil: it was); afterwards the receiver refuses further values.
+    /// Why the message is incomplete when the sender left or went quiet (nil: complete); later values are refused.
     package mutating func finishWithoutEOM() -> ReceiveError? {
         if isComplete { return nil }
         if let failure { return failure }

@@ -1,31 +1,23 @@
-/// Produces, in order, the notification values that carry one message to one subscriber in
-/// Apple's flow (compat): the payload in values of at most `maximumValueLength` bytes, then a
-/// value equal to `EOM`. No value before it equals `EOM`: a payload whose final 3 bytes would
-/// form one sends them as two values (`EO`, `M`).
-///
-/// The values are cut lazily from the payload: a 64 MiB message is never turned into a list of
-/// chunks. A payload in a file is not read here: `nextValue` returns nil while `payloadWanted`
-/// names the bytes it needs, which the caller reads and hands over (`providePayload`). A new
-/// subscription starts the message again from byte 0 with a new sender.
+/// The notification values of one message in Apple's flow (compat), in order: the payload in values of at most
+/// `maximumValueLength` bytes, then `EOM`. No value before it equals `EOM`: final 3 bytes that would form one go as
+/// two values (`EO`, `M`). Values are cut lazily (a 64 MiB message is never a list of chunks); a file is read by the
+/// caller (`payloadWanted`, `providePayload`). A new subscription starts again from byte 0 with a new sender.
 package struct MessageSender: Sendable {
     /// The longest value this sender produces (ATT MTU − 3, within 20...512).
     package let maximumValueLength: Int
-    /// Number of values, `EOM` included, this sender produces in all (for a payload in a file,
-    /// at most this: whether its last 3 bytes form `EOM` is known once they are read).
+    /// Values in all, `EOM` included (for a file, at most: whether its last 3 bytes form `EOM` is known once read).
     package let valueCount: Int
 
     private let payload: MessagePayload
     private var window = PayloadWindow()
-    /// The payload's file could not be read: the values stopped before `EOM` (the receiver
-    /// keeps nothing of a message without its end), and this says why.
+    /// Why the file could not be read: no `EOM` went out (the receiver keeps nothing of a message without its end).
     package private(set) var readFailure: String?
     package private(set) var bytesSent = 0
     package private(set) var valuesSent = 0
     package private(set) var isFinished = false
 
-    /// - Parameter maximumValueLength: ATT MTU − 3 for the subscriber (see
-    ///   ``WireFormat/valueLength(forATTMTU:)``); values outside 20...512 are brought within it,
-    ///   since every ATT bearer carries 20 and no attribute value exceeds 512.
+    /// `maximumValueLength`: ATT MTU − 3 (``WireFormat/valueLength(forATTMTU:)``), brought within
+    /// 20...512 (every ATT bearer carries 20; no attribute value exceeds 512).
     package init(message: OutgoingMessage, maximumValueLength: Int) {
         self.init(payload: message.body, maximumValueLength: maximumValueLength)
     }
@@ -50,8 +42,7 @@ package struct MessageSender: Sendable {
         TransferProgress(bytesSoFar: bytesSent, totalBytes: payload.count)
     }
 
-    /// The bytes of the payload's file the next value needs, to be read and handed over with
-    /// `providePayload`; nil when none is wanted.
+    /// File bytes the next value needs, for `providePayload`; nil when none.
     package var payloadWanted: Range<Int>? {
         guard !isFinished, readFailure == nil, bytesSent < payload.count else { return nil }
         return window.wanted(bytesSent..<min(payload.count, bytesSent + maximumValueLength), in: payload)
@@ -67,9 +58,8 @@ package struct MessageSender: Sendable {
         readFailure = reason
     }
 
-    /// The next value to notify, `EOM` last, then nil (also while the payload's bytes are
-    /// wanted). Keep a value until it was written (on back-pressure, retry the same value):
-    /// calling again moves on.
+    /// The next value, `EOM` last, then nil (also while file bytes are wanted). Keep a value until
+    /// written (retry the same one on back-pressure): calling again moves on.
     package mutating func nextValue() -> [UInt8]? {
         if isFinished || readFailure != nil { return nil }
         let remaining = payload.count - bytesSent

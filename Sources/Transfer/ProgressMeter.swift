@@ -1,8 +1,5 @@
-/// Transfer rate and time remaining from (bytes, time) samples the caller supplies; no clock
-/// inside, so it is deterministic and testable.
-///
-/// The rate is measured over a sliding window (default 5 s) so it follows a link that speeds up
-/// or slows down, and keeps a bounded number of samples however often `record` is called.
+/// Transfer rate and time remaining from the caller's (bytes, time) samples (no clock inside),
+/// over a sliding window (default 5 s) to follow a changing link, with a bounded number of samples.
 package struct ProgressMeter: Sendable {
     private struct Sample: Sendable {
         var bytes: Int
@@ -21,9 +18,8 @@ package struct ProgressMeter: Sendable {
         self.window = window > .zero ? window : .seconds(5)
     }
 
-    /// Records that `bytesSoFar` bytes were transferred `time` after the start. Samples going
-    /// back in time are ignored; fewer bytes than before means the transfer restarted, which
-    /// starts the measurement afresh.
+    /// `bytesSoFar` bytes at `time` after the start. Samples back in time are ignored; fewer bytes
+    /// than before (a restart) start the measurement afresh.
     package mutating func record(bytesSoFar: Int, at time: Duration) {
         let sample = Sample(bytes: bytesSoFar, seconds: time.seconds)
         if let latest {

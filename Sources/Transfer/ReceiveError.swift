@@ -1,6 +1,5 @@
-/// What a broken or hostile sender can do to a message in Apple's flow, each with a one-line
-/// description a user can act on. Once a ``MessageReceiver`` threw one, it throws the same error
-/// for every further value: nothing partial is ever presented as complete.
+/// What a broken or hostile sender can do to a compat message, each a one-line description. A
+/// ``MessageReceiver`` then throws the same for every further value: nothing partial passes as whole.
 package enum ReceiveError: Error, Sendable, Hashable, CustomStringConvertible {
     /// A secure session's HEADER announced a payload longer than the limit.
     case announcedLengthExceedsLimit(announced: UInt64, limit: Int)
@@ -10,8 +9,7 @@ package enum ReceiveError: Error, Sendable, Hashable, CustomStringConvertible {
     case compatMessageTooLarge(limit: Int)
     /// A value arrived after the message was complete (or a second `EOM`).
     case valueAfterEndOfMessage
-    /// `EOM` arrived, a version-2 HELLO was written, and values came after it that no compat
-    /// sender sends: the secure stream's first value never did.
+    /// After a version-2 HELLO, `EOM` and then values no compat sender sends: the secure stream's first value is lost.
     case missingStartOfMessage(valuesReceived: Int)
 
     package var description: String {

@@ -1,10 +1,6 @@
-/// What a file's sender says about it besides its bytes: its name (one path component, as the
-/// sender had it) and its modification time. Travels only in the secure mode's HEADER when
-/// the central offered the `meta` capability (docs/wire-v2.md); a message from an argument or
-/// standard input has none, and neither has one from a compat peer.
-///
-/// The name is the sender's word and may be hostile: a receiver stores the file under a
-/// sanitized name (``OutputDirectory``) and shows the name only through `SafeText`.
+/// A file's name (as the sender had it) and modification time, sent only in a HEADER with `meta` (docs/wire-v2.md;
+/// none for an argument, standard input or a compat peer). The name may be hostile: a receiver stores the file under
+/// a sanitized name (``OutputDirectory``) and shows it only through `SafeText`.
 package struct SentFileAttributes: Sendable, Hashable {
     package var name: String
     /// Seconds since 1970-01-01 UTC (negative before).

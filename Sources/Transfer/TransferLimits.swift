@@ -1,11 +1,9 @@
 /// Bounds that keep a receiver's memory independent of what a peer sends.
 package struct TransferLimits: Sendable, Hashable {
-    /// Largest payload accepted into memory, in bytes. A framed header announcing more is
-    /// refused before any payload byte is stored; a compat stream is refused as soon as it
-    /// grows past this.
+    /// Largest payload taken into memory: a HEADER announcing more is refused before any payload
+    /// byte; a compat stream as soon as it grows past it.
     package var maximumMessageSize: Int
-    /// Largest payload accepted into a partial file on disk (a directory receiver's framed
-    /// messages), in bytes; nil: no bound but the disk's room beside `--reserve`.
+    /// Largest framed payload taken into a partial file; nil: no bound but the room beside `--reserve`.
     package var maximumStoredMessageSize: Int?
 
     /// One bound for both (`--max-size`). Negative sizes are treated as 0.
@@ -24,8 +22,7 @@ package struct TransferLimits: Sendable, Hashable {
         onDisk ? (maximumStoredMessageSize ?? Int.max) : maximumMessageSize
     }
 
-    /// 64 MiB in memory: far more than BLE moves in reasonable time (tens of minutes even on
-    /// a fast link), yet small enough to hold on any host. On disk, no bound but the disk's:
-    /// a file streams in constant memory.
+    /// 64 MiB in memory: far more than BLE moves in tens of minutes, yet small enough for any host.
+    /// On disk no bound but the disk's: a file streams in constant memory.
     package static let `default` = TransferLimits(maximumMessageSize: 64 * 1024 * 1024, maximumStoredMessageSize: nil)
 }

@@ -1,10 +1,8 @@
 /// The two wire formats (docs/wire-formats.md): Apple's flow and bletransfer's own.
 package enum TransferFormat: String, Sendable, Equatable, Codable {
-    /// Apple's sample: the payload in values of at most MTU−3 bytes, then a value equal to
-    /// `EOM`; what any third-party peer speaks.
+    /// Apple's sample: the payload in values of at most MTU−3 bytes, then `EOM`; any third party's.
     case compat
-    /// bletransfer's framed protocol (version 2), always encrypted: both hosts' keys in a Noise
-    /// XX handshake, every byte after it sealed, the ACK authenticated (docs/wire-v2.md).
+    /// bletransfer's framed protocol (version 2): Noise XX, every later byte sealed, ACK authenticated (wire-v2.md).
     case secure
 }
 
@@ -18,8 +16,7 @@ package enum WireFormat {
     /// The longest attribute value the Core Specification allows (Vol 3, Part F, 3.2.9).
     package static let maximumValueLength = 512
 
-    /// The longest notification value for an ATT MTU: MTU − 3, kept within
-    /// `minimumValueLength...maximumValueLength` whatever the link reports.
+    /// MTU − 3, kept within `minimumValueLength...maximumValueLength` whatever the link reports.
     package static func valueLength(forATTMTU mtu: Int) -> Int {
         clampValueLength(max(mtu, minimumValueLength + 3) - 3)
     }

@@ -6,12 +6,10 @@ import Glibc
 import Darwin
 #endif
 
-/// Replacing a small file so that a crash leaves the old text or the new one, never part of
-/// either (as `HostIdentity.write` does for identities).
+/// Replacing a small file so that a crash leaves the old text or the new one, never part of either.
 package enum AtomicFile {
-    /// Writes `contents` to a temporary file created in `path`'s directory with `mode`, flushes
-    /// it to disk, renames it over `path` and flushes the directory, so the rename itself
-    /// survives a crash. Missing parent directories are created with mode 0700.
+    /// Writes `contents` to a temporary file (with `mode`, in `path`'s directory), flushes it, renames it over `path`
+    /// and flushes the directory so the rename survives a crash. Missing parents are created with mode 0700.
     package static func replace(path: String, contents: String, mode: mode_t) throws(TrustError) {
         let directory = (path as NSString).deletingLastPathComponent
         let parent = directory.isEmpty ? "." : directory
@@ -31,10 +29,9 @@ package enum AtomicFile {
         }
     }
 
-    /// Creates a temporary file `parent/prefix-XXXXXX` (mkstemp: 0600, so never readable by
-    /// others, not even briefly), sets `mode`, writes `contents` and flushes it to disk. Returns
-    /// its path; the caller gives it its final name (rename, or link) or unlinks it. Errors
-    /// name `path`, the file the temporary stands for; the temporary is gone after one.
+    /// Creates `parent/prefix-XXXXXX` (mkstemp: 0600, never readable by others, not even briefly),
+    /// sets `mode`, writes `contents`, flushes; returns its path for the caller to rename, link or
+    /// unlink. Errors name `path` (the file it stands for), and remove the temporary.
     static func writeTemporary(in parent: String, prefix: String, contents: String, mode: mode_t,
                                for path: String) throws(TrustError) -> String {
         var template = Array((parent + "/\(prefix)-XXXXXX").utf8CString)
@@ -65,9 +62,8 @@ package enum AtomicFile {
     }
 }
 
-/// Reads an open trust file (an identity, an authorized-peers list) to its end, at most
-/// `limit` bytes: nil when it holds more. Plain C calls with their own EINTR retry, as Trust
-/// depends on swift-crypto alone (the fuzz harness compiles its sources by themselves).
+/// Reads an open trust file to its end, at most `limit` bytes (nil: more). Plain C calls with their
+/// own EINTR retry: Trust depends on swift-crypto alone (the fuzz harness compiles it by itself).
 enum TrustFileReader {
     static func readAll(_ descriptor: Int32, path: String, limit: Int) throws(TrustError) -> [UInt8]? {
         var bytes: [UInt8] = []

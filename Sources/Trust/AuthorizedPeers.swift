@@ -6,8 +6,7 @@ import Glibc
 import Darwin
 #endif
 
-/// The hosts this host exchanges messages with in secure mode, read from an authorized-peers
-/// file:
+/// The hosts this host exchanges messages with, read from an authorized-peers file:
 ///
 /// ```
 /// # comments and blank lines are ignored
@@ -15,17 +14,15 @@ import Darwin
 /// bletransfer-x25519 AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=
 /// ```
 ///
-/// One public key line per peer (as `bletransfer id` prints it); the name after the key is
-/// optional and only shown in logs. Every malformed line is reported with its number, and a key
-/// listed twice is an error (two names for one key would make logs ambiguous).
+/// One key line per peer (as `bletransfer id` prints it), the name optional. Every malformed line
+/// is reported with its number; a key listed twice is an error (two names would make logs ambiguous).
 package struct AuthorizedPeers: Sendable, Equatable {
     package struct Peer: Sendable, Equatable {
         package var key: PeerKey
         package var name: String?
         /// The line it was read from, 1-based; 0 for a key no file lists (`anyKey`).
         package var line: Int
-        /// Whether an authorized-peers file lists this key: false for the key of a peer that
-        /// `anyKey` let in (encrypted, not authenticated).
+        /// False for a key `anyKey` let in (encrypted, not authenticated).
         package var isListed: Bool { line > 0 }
 
         package init(key: PeerKey, name: String?, line: Int) {
@@ -42,11 +39,10 @@ package struct AuthorizedPeers: Sendable, Equatable {
 
     package private(set) var peers: [Peer]
     private var byKey: [PeerKey: Int]
-    /// Any key is let in (as an unlisted peer): the policy of a host that has no
-    /// authorized-peers file. Its sessions are encrypted but authenticate nobody.
+    /// Any key is let in (unlisted): a host without an authorized-peers file; encrypted, but authenticating nobody.
     package private(set) var acceptsAnyKey: Bool
 
-    /// Lets in any key: a session with it is encrypted, and the peer's key is only shown.
+    /// Lets in any key: the session is encrypted, the peer's key only shown.
     package static var anyKey: AuthorizedPeers { AuthorizedPeers(acceptingAnyKey: ()) }
 
     private init(acceptingAnyKey: Void) {
@@ -55,16 +51,14 @@ package struct AuthorizedPeers: Sendable, Equatable {
         acceptsAnyKey = true
     }
 
-    /// The same list, letting in unlisted keys too (as unlisted peers, encrypted to but not
-    /// authenticated): the policy of a side that does not require authorized peers.
+    /// The same list, letting in unlisted keys too: a side that does not require authorized peers.
     package func acceptingAnyKey() -> AuthorizedPeers {
         var copy = self
         copy.acceptsAnyKey = true
         return copy
     }
 
-    /// Only the listed peers whose key is one of `keys`, and no unlisted key: the addressee of
-    /// `send --to`, the senders of `receive --from`.
+    /// Only the listed peers with one of `keys`: the addressee of `send --to`, senders of `receive --from`.
     package func restricted(to keys: Set<PeerKey>) -> AuthorizedPeers {
         AuthorizedPeers(peers.filter { keys.contains($0.key) })
     }
@@ -83,8 +77,7 @@ package struct AuthorizedPeers: Sendable, Equatable {
     package init(parsing text: String, path: String) throws(TrustError) {
         var peers: [Peer] = []
         var firstLine: [PeerKey: Int] = [:]
-        // Names are NFC already (`PeerKey.parseLine`): one name for two keys would make an
-        // addressee ambiguous.
+        // Names are NFC already (`PeerKey.parseLine`): one name for two keys would make an addressee ambiguous.
         var nameLine: [String: Int] = [:]
         var problems: [Problem] = []
         for (index, rawLine) in text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).enumerated() {
@@ -113,19 +106,16 @@ package struct AuthorizedPeers: Sendable, Equatable {
         self.init(peers)
     }
 
-    /// Reads and parses the file at `path`. An empty list is an error here: a daemon given an
-    /// authorized-peers file that authorizes nobody would refuse every peer, silently. A file
-    /// that group or others can write, or that belongs to another user than root or the one
-    /// running, is refused (`checkOwnership`), as sshd's StrictModes does.
+    /// Reads and parses the file at `path`. An empty list is an error: a daemon would silently
+    /// refuse every peer. Files others could change are refused (`readText`), as sshd's StrictModes does.
     package static func load(from path: String) throws(TrustError) -> AuthorizedPeers {
         let peers = try AuthorizedPeers(parsing: readText(from: path).text, path: path)
         guard !peers.peers.isEmpty else { throw .noAuthorizedPeers(path: path) }
         return peers
     }
 
-    /// The identity of a file's version as `stat` tells it: a change of any field means the
-    /// file was rewritten (an atomic rename changes the inode, an edit in place the size or
-    /// the modification time) or its mode or owner changed (the status change time).
+    /// A file's version as `stat` tells it: any change means it was rewritten (a rename changes the
+    /// inode, an edit the size or mtime) or its mode or owner changed (ctime).
     package struct FileStamp: Sendable, Hashable {
         package var device: UInt64
         package var inode: UInt64
@@ -153,9 +143,7 @@ package struct AuthorizedPeers: Sendable, Equatable {
         }
     }
 
-    /// Refuses a file whose mode or owner would let someone else than its owner (or root)
-    /// change who is authorized: writable by group or others, or owned by a user other than
-    /// `user` and root.
+    /// Refuses a file writable by group or others, or owned by neither `user` nor root: others could change it.
     package static func checkOwnership(path: String, mode: UInt32, owner: UInt32, user: UInt32) throws(TrustError) {
         if mode & 0o022 != 0 {
             throw .authorizedPeersUnsafe(
@@ -169,10 +157,9 @@ package struct AuthorizedPeers: Sendable, Equatable {
         }
     }
 
-    /// Refuses a file that someone else than its owner (or root) could replace through one of
-    /// the directories above it, as sshd's StrictModes does: each of them, up to the root (their
-    /// real path: symbolic links on the way resolved), must belong to root or `user` and be
-    /// writable by group or others only when sticky (`/tmp`: nobody can rename another's entry).
+    /// Refuses a file someone else could replace through a directory above it (StrictModes): each,
+    /// up to `/` (symbolic links resolved), must belong to root or `user` and be writable by group
+    /// or others only when sticky (`/tmp`: nobody can rename another's entry).
     package static func checkDirectories(above path: String, user: UInt32) throws(TrustError) {
         let parent = path.contains("/") ? String(path[..<path.lastIndex(of: "/")!]) : "."
         guard let resolved = realpath(parent.isEmpty ? "/" : parent, nil) else {
@@ -200,10 +187,8 @@ package struct AuthorizedPeers: Sendable, Equatable {
         }
     }
 
-    /// The text of the authorized-peers file at `path` and its stamp, after the ownership
-    /// check of the file and the directories above it. The file itself must not be a symbolic
-    /// link (one could be pointed elsewhere by whoever may change it). At most 1 MiB: a list
-    /// of peers is a few lines.
+    /// The file's text and stamp, after the ownership checks of it and the directories above. Not
+    /// a symbolic link (whoever may change it could point it elsewhere); at most 1 MiB.
     package static func readText(from path: String) throws(TrustError) -> (text: String, stamp: FileStamp) {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
         guard descriptor >= 0 else {
@@ -234,8 +219,7 @@ package struct AuthorizedPeers: Sendable, Equatable {
         return (text, FileStamp(status))
     }
 
-    /// The entry for `key`, nil when the key is not authorized. With `acceptsAnyKey` an
-    /// unlisted key gets an entry without a name or line (`isListed` false).
+    /// The entry for `key`, nil when unauthorized; with `acceptsAnyKey` an unlisted key gets one without name or line.
     package func peer(for key: PeerKey) -> Peer? {
         if let index = byKey[key] { return peers[index] }
         return acceptsAnyKey ? Peer(key: key, name: nil, line: 0) : nil

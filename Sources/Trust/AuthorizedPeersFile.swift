@@ -1,10 +1,8 @@
 import Foundation
 
-/// The text of an authorized-peers file as `bletransfer peers` edits it: every line kept as it
-/// is (comments, blank lines, even malformed lines), key lines added at the end, removed or
-/// renamed in place. Pure; reading and writing the file is the caller's.
+/// An authorized-peers file's text as `bletransfer peers` edits it: every line kept as it is (even
+/// malformed ones), key lines added at the end, removed or renamed in place. Pure.
 package struct AuthorizedPeersFile: Sendable, Equatable {
-    /// A key line of the file.
     package struct Entry: Sendable, Equatable {
         /// 1-based line number.
         package var line: Int
@@ -24,8 +22,7 @@ package struct AuthorizedPeersFile: Sendable, Equatable {
         case ambiguous(String, lines: [Int])
         /// A new name that is empty or not one line of printable text.
         case invalidName(String)
-        /// A new name that another line already carries, as names are compared (NFC, and the
-        /// form a folder of that name takes), at `line`.
+        /// A new name another line carries, as names compare (NFC, and as folder names), at `line`.
         case nameTaken(String, line: Int)
 
         package var description: String {
@@ -96,8 +93,7 @@ package struct AuthorizedPeersFile: Sendable, Equatable {
         }
     }
 
-    /// How two names are compared: NFC, then `form` (the CLI gives the form a folder of that
-    /// name takes on disk, so two peers never share an outbox or inbox folder).
+    /// Names compare by NFC, then `form` (the CLI's folder form on disk: no two peers share an outbox or inbox).
     package typealias NameForm = @Sendable (String) -> String
 
     package static let nfc: NameForm = { $0.precomposedStringWithCanonicalMapping }
@@ -108,9 +104,8 @@ package struct AuthorizedPeersFile: Sendable, Equatable {
         return entries.first { entry in entry.line != except && entry.name.map { form(Self.nfc($0)) } == wanted }
     }
 
-    /// Appends `line` (a public key line), written as `PeerKey.line(name:)` writes it. Refuses
-    /// a malformed line, a key the file lists already, or a name another line carries (compared
-    /// by `form`).
+    /// Appends a public key line (as `PeerKey.line(name:)` writes it). Refuses a malformed line, a
+    /// listed key, or a name another line carries (compared by `form`).
     @discardableResult
     package mutating func add(_ line: String, form: NameForm = AuthorizedPeersFile.nfc) throws(EditError) -> Entry {
         let (key, name) = try Self.parseGiven(line)
@@ -122,8 +117,7 @@ package struct AuthorizedPeersFile: Sendable, Equatable {
         return Entry(line: lines.count, key: key, name: name)
     }
 
-    /// The entry `given` names: a fingerprint (short or full, as `peers list` and `id` show
-    /// them) or a name, compared by `form`; a name that several lines carry is refused.
+    /// The entry `given` names: a fingerprint (short or full) or a name (by `form`); a name on two lines is refused.
     package func entry(matching given: String, form: NameForm = AuthorizedPeersFile.nfc) throws(EditError) -> Entry {
         let all = entries
         if let byFingerprint = all.first(where: { $0.key.hasFingerprint(given) }) { return byFingerprint }
@@ -142,8 +136,7 @@ package struct AuthorizedPeersFile: Sendable, Equatable {
         return entry
     }
 
-    /// Gives the key line `given` names the name `newName` (NFC), in place; refuses a name
-    /// another line carries (compared by `form`).
+    /// Renames the key line `given` names to `newName` (NFC), in place; refuses a name another line has (by `form`).
     @discardableResult
     package mutating func rename(_ given: String, to newName: String, form: NameForm = AuthorizedPeersFile.nfc)
         throws(EditError) -> Entry {
@@ -156,9 +149,8 @@ package struct AuthorizedPeersFile: Sendable, Equatable {
         return entry
     }
 
-    /// One line of printable text, not starting or ending with white space, and not starting
-    /// with `SHA256:` (a peer is named by its name or its fingerprint: one must not read as
-    /// the other): what the name of a key line can hold and read back the same.
+    /// What a key line's name can hold and read back the same: one line of printable text, not
+    /// starting or ending with white space, not starting with `SHA256:` (it would read as a fingerprint).
     package static func isValidName(_ name: String) -> Bool {
         !name.isEmpty && name == name.trimmingCharacters(in: .whitespaces) && !looksLikeFingerprint(name)
             && !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control

@@ -17,8 +17,8 @@ import Darwin
 /// bletransfer-x25519-private <base64 of the 32-byte private key> [name]
 /// ```
 ///
-/// Lines starting with `#` and blank lines are ignored; exactly one `bletransfer-x25519-private`
-/// line must be present. The public key is derived from the private one, never stored alone.
+/// `#` lines and blank lines are ignored; exactly one `bletransfer-x25519-private` line. The public
+/// key is derived from the private one, never stored alone.
 package struct HostIdentity: Sendable {
     package static let privateLineType = "bletransfer-x25519-private"
 
@@ -81,8 +81,7 @@ package struct HostIdentity: Sendable {
         self.init(privateKey: found.key, name: found.name)
     }
 
-    /// Reads the identity at `path`. Refuses a file that group or others can read, as ssh does:
-    /// such a key may already be known to someone else.
+    /// Reads the identity at `path`; refuses a file group or others can read, as ssh does (its key may be known).
     package static func load(from path: String) throws(TrustError) -> HostIdentity {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else {
@@ -109,8 +108,7 @@ package struct HostIdentity: Sendable {
         return try HostIdentity(parsing: text, path: path)
     }
 
-    /// `mkdir -p` with mode 0700 for the directories it creates (existing ones are left as they
-    /// are), reporting the errno of the step that failed.
+    /// `mkdir -p`, mode 0700 for the directories it creates, reporting the failed step's errno.
     static func makeDirectories(_ path: String) throws(TrustError) {
         var current = path.hasPrefix("/") ? "" : "."
         for component in path.split(separator: "/") {
@@ -121,10 +119,9 @@ package struct HostIdentity: Sendable {
         }
     }
 
-    /// Writes a new identity to `path` atomically with mode 0600: the key goes to a temporary
-    /// file created 0600 in the same directory (so it is never readable by others, not even
-    /// briefly), is flushed to disk, then linked to `path` (fails if something is there) or,
-    /// with `replacing`, renamed over it. Creates missing parent directories with mode 0700.
+    /// Writes a new identity to `path` atomically, mode 0600: to a temporary file created 0600 in
+    /// the same directory (never readable by others, not even briefly), flushed, then linked to
+    /// `path` (fails if something is there) or, `replacing`, renamed over it. Parents get mode 0700.
     package func write(to path: String, replacing: Bool) throws(TrustError) {
         let directory = (path as NSString).deletingLastPathComponent
         let parent = directory.isEmpty ? "." : directory
@@ -134,9 +131,7 @@ package struct HostIdentity: Sendable {
         let temporary = try AtomicFile.writeTemporary(in: parent, prefix: ".identity", contents: fileContents,
                                                       mode: 0o600, for: path)
         var finished = false
-        defer {
-            if !finished { unlink(temporary) }
-        }
+        defer { if !finished { unlink(temporary) } }
         if replacing {
             guard rename(temporary, path) == 0 else { throw .fileAccess(path: path, operation: "write", errno: errno) }
         } else {

@@ -1,6 +1,5 @@
-/// Framed version 2's negotiation bytes (docs/wire-v2.md, section 1): the capability set, the
-/// central's HELLO v2, the peripheral's stream prefix, and the handshake prologue that binds
-/// both, so that an attacker who edits either offer makes a secure handshake fail.
+/// Framed version 2's negotiation (docs/wire-v2.md, section 1): capabilities, HELLO v2, stream
+/// prefix, and the prologue binding both, so an attacker who edits either offer fails the handshake.
 package struct Capabilities: OptionSet, Sendable, Hashable {
     package let rawValue: UInt32
     package init(rawValue: UInt32) { self.rawValue = rawValue }
@@ -13,15 +12,12 @@ package struct Capabilities: OptionSet, Sendable, Hashable {
     package static let resume = Capabilities(rawValue: 1 << 2)
     /// File name and modification time in the message header.
     package static let meta = Capabilities(rawValue: 1 << 3)
-    /// With `multi`: the sender may start the next message before the last one's ACK, with at
-    /// most two messages unacknowledged.
+    /// With `multi`: the next message may start before the last one's ACK (two unacknowledged at most).
     package static let pipeline = Capabilities(rawValue: 1 << 4)
-    /// The receiver reports what it holds (PROGRESS) and the sender keeps at most
-    /// `FlowWindow.bytes` of a message's payload beyond the last report in flight.
+    /// The receiver reports what it holds (PROGRESS); at most `FlowWindow.bytes` beyond it in flight.
     package static let window = Capabilities(rawValue: 1 << 5)
-    /// The session runs over an LE credit-based L2CAP channel instead of GATT: values (SDUs) of
-    /// up to `SequencedStream.channelValueLengths.upperBound` bytes each way, never reordered.
-    /// Offered only in a HELLO sent on such a channel, and chosen exactly then.
+    /// Over an LE credit-based L2CAP channel, not GATT: SDUs up to 8 KiB (`SequencedStream.channelValueLengths`),
+    /// never reordered. Offered only in a HELLO sent on such a channel, and chosen exactly then.
     package static let channel = Capabilities(rawValue: 1 << 6)
 
     /// Every capability this build understands; other bits are cleared on receipt.
@@ -34,9 +30,8 @@ package struct Capabilities: OptionSet, Sendable, Hashable {
     }
 }
 
-/// The central's HELLO v2 (18 bytes): `89 42 4C 54 48 | 02 | session id (8) | capabilities (4)`.
-/// It starts where the retired version 1's HELLO did, which a peripheral tells apart by the
-/// version byte (`RetiredVersion1`).
+/// The central's HELLO v2 (18 bytes): `89 42 4C 54 48 | 02 | session id (8) | capabilities (4)`;
+/// the retired version 1's HELLO differs in the version byte (`RetiredVersion1`).
 package struct HelloV2: Sendable, Hashable {
     package static let magic: [UInt8] = [0x89, 0x42, 0x4C, 0x54, 0x48]
     package static let version: UInt8 = 2
@@ -46,9 +41,8 @@ package struct HelloV2: Sendable, Hashable {
     package let session: UInt64
     /// What the HELLO offers that this build knows (unknown bits cleared).
     package let offered: Capabilities
-    /// The HELLO's bytes exactly as written, unknown bits and any later version's trailing
-    /// fields included: the handshake prologue binds these, so that an edit of any bit the
-    /// parser ignores still makes the handshake fail.
+    /// The HELLO's bytes as written, unknown bits and later versions' fields included: the
+    /// prologue binds them, so editing a bit the parser ignores still fails the handshake.
     package let written: [UInt8]
 
     package init(session: UInt64, offered: Capabilities) {
@@ -61,8 +55,7 @@ package struct HelloV2: Sendable, Hashable {
     /// The bytes this central writes (equal to `written` for a HELLO it made).
     package var encoded: [UInt8] { written }
 
-    /// Nil for anything but a HELLO of version 2 or later with at least 18 bytes (a later
-    /// version may append fields, which this one ignores). Unknown capability bits are cleared.
+    /// Nil unless a HELLO of version 2 or later, at least 18 bytes (later fields ignored); unknown bits are cleared.
     package init?(parsing value: [UInt8]) {
         guard value.count >= Self.encodedLength, value.starts(with: Self.magic), value[5] >= Self.version else {
             return nil
@@ -73,9 +66,8 @@ package struct HelloV2: Sendable, Hashable {
     }
 }
 
-/// The first 21 bytes of a version-2 peripheral's notification stream:
-/// `89 42 4C 54 46 0D 0A 1A | 02 | session id (8) | chosen capabilities (4)`. Its first 17 bytes
-/// sit where the retired version 1's header had magic, version and session id.
+/// The first 21 bytes of a version-2 stream: `89 42 4C 54 46 0D 0A 1A | 02 | session id (8) |
+/// chosen capabilities (4)`; its first 17 bytes sit where version 1's magic, version and session id did.
 package struct StreamPrefix: Sendable, Hashable {
     package static let magic: [UInt8] = [0x89, 0x42, 0x4C, 0x54, 0x46, 0x0D, 0x0A, 0x1A]
     package static let encodedLength = 21
@@ -122,22 +114,18 @@ package struct StreamPrefix: Sendable, Hashable {
         self.chosen = chosen
     }
 
-    /// The Noise prologue: `"bletransfer framed v2"`, the HELLO's bytes exactly as written
-    /// (each side binds the bytes it wrote or read, not a re-encoding), this prefix as sent.
+    /// Noise prologue: `"bletransfer framed v2"`, the HELLO's bytes as written or read (not re-encoded), the prefix.
     package static func prologue(hello: HelloV2, prefix: StreamPrefix) -> [UInt8] {
         Array("bletransfer framed v2".utf8) + hello.written + prefix.encoded
     }
 }
 
-/// The `window` capability's numbers (docs/wire-v2.md, section 4): how far a sender may run
-/// ahead of what the receiver reported holding, and how often the receiver reports.
+/// The `window` capability's numbers (docs/wire-v2.md, section 4).
 package enum FlowWindow {
-    /// Payload bytes of a message the sender may have sent beyond the receiver's last report
-    /// (PROGRESS or RESUME; 0 at the HEADER). What a cut link can lose of a message is bounded
-    /// by this, instead of by every queue between the two applications.
+    /// Payload bytes the sender may have sent beyond the receiver's last report (PROGRESS or
+    /// RESUME; 0 at the HEADER): bounds what a cut link loses, instead of every queue between.
     package static let bytes = 64 * 1024
-    /// The receiver writes PROGRESS once it holds this many bytes more than it last reported.
-    /// At most `bytes` minus one DATA record, so a sender that stopped at its window always
-    /// gets a report.
+    /// The receiver writes PROGRESS once it holds this much more than last reported. At most
+    /// `bytes` minus one DATA record, so a sender stopped at its window always gets a report.
     package static let reportInterval = 16 * 1024
 }

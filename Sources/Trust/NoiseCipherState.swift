@@ -1,7 +1,6 @@
 import Crypto
 
-/// Errors of the handshake and of the record layer. After any of them the handshake or the
-/// direction it happened in is dead: every later call fails too.
+/// Errors of the handshake and the record layer; after any, the handshake or direction is dead.
 package enum NoiseError: Error, Sendable, Equatable, CustomStringConvertible {
     /// A message shorter than its pattern requires (`needed` bytes, `got` bytes).
     case truncated(needed: Int, got: Int)
@@ -31,9 +30,8 @@ package enum NoiseError: Error, Sendable, Equatable, CustomStringConvertible {
     }
 }
 
-/// Noise's CipherState for ChaChaPoly: a key and a 64-bit counter whose value is the nonce
-/// (`00 00 00 00 | counter little-endian`). The counter is never sent: records must be opened in
-/// the order they were sealed, so replays and reordering fail authentication.
+/// Noise's CipherState for ChaChaPoly: a key and a 64-bit counter as nonce (`00 00 00 00 | counter
+/// LE`), never sent: records open only in sealing order, so replays and reordering fail.
 struct NoiseCipherState: Sendable {
     static let tagLength = 16
     /// Noise reserves 2^64 − 1 for rekeying.
@@ -70,7 +68,7 @@ struct NoiseCipherState: Sendable {
         return Array(box.ciphertext) + Array(box.tag)
     }
 
-    /// The counter advances only when the ciphertext opens, so a forged record changes nothing
+    /// The counter advances only when the ciphertext opens: a forged record changes nothing
     /// (callers still end the session on the first failure).
     mutating func decrypt(associatedData: [UInt8], ciphertext: [UInt8]) throws(NoiseError) -> [UInt8] {
         guard let key else { return ciphertext }
@@ -90,8 +88,7 @@ struct NoiseCipherState: Sendable {
         }
     }
 
-    /// Noise's `Rekey()`: the new key is the first 32 bytes of encrypting 32 zero bytes with the
-    /// maximum nonce; the counter keeps running.
+    /// Noise's `Rekey()`: the new key is 32 zero bytes encrypted at the maximum nonce (first 32); the counter runs on.
     mutating func rekey() {
         guard let key else { return }
         let box = try! ChaChaPoly.seal(  // valid key and nonce: cannot fail
@@ -120,8 +117,8 @@ struct NoiseSymmetricState: Sendable {
         Array(HMAC<SHA256>.authenticationCode(for: data, using: SymmetricKey(data: key)))
     }
 
-    /// Noise's HKDF with two outputs: HKDF-SHA256 (RFC 5869) with the chaining key as salt and
-    /// no info, written out because Noise names the two 32-byte halves separately.
+    /// Noise's HKDF with two outputs: HKDF-SHA256 (RFC 5869), chaining key as salt, no info;
+    /// written out because Noise names the two 32-byte halves separately.
     static func hkdf(chainingKey: [UInt8], inputKeyMaterial: [UInt8]) -> ([UInt8], [UInt8]) {
         let temporaryKey = hmac(key: chainingKey, inputKeyMaterial)
         let first = hmac(key: temporaryKey, [0x01])

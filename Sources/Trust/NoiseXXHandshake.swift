@@ -9,10 +9,9 @@ import Crypto
 /// -> s, se
 /// ```
 ///
-/// In framed version 2 the peripheral (sender) is the initiator and the central (receiver) the
-/// responder; docs/wire-v2.md says why. The caller checks ``remoteStaticKey`` against its
-/// authorized peers as soon as it is known (after message 2 for the initiator, after message 3
-/// for the responder) and before sending anything more.
+/// In framed version 2 the peripheral (sender) is the initiator (docs/wire-v2.md says why). The
+/// caller checks ``remoteStaticKey`` against its authorized peers as soon as it is known (initiator:
+/// after message 2, responder: after message 3), before sending anything more.
 package struct NoiseXXHandshake: Sendable {
     package enum Role: Sendable, Equatable {
         case initiator, responder
@@ -35,10 +34,8 @@ package struct NoiseXXHandshake: Sendable {
     private var messagesDone = 0
     private var failed = false
 
-    /// - Parameters:
-    ///   - prologue: bytes both sides agree on beforehand (framed v2: the HELLO and the stream
-    ///     prefix); a difference makes the handshake fail.
-    ///   - ephemeralKey: for known-answer tests only; a fresh random key otherwise.
+    /// `prologue`: bytes both sides agree on (the HELLO and the stream prefix); a difference fails
+    /// the handshake. `ephemeralKey`: for known-answer tests only.
     package init(
         role: Role, staticKey: Curve25519.KeyAgreement.PrivateKey, prologue: [UInt8],
         ephemeralKey: Curve25519.KeyAgreement.PrivateKey? = nil
@@ -89,9 +86,8 @@ package struct NoiseXXHandshake: Sendable {
         }
     }
 
-    /// The authorized-peers entry of the remote static key, as soon as it is known; throws
-    /// `unauthorizedPeer` (and fails the handshake, so nothing more is written) otherwise. The
-    /// initiator calls it after reading message 2, the responder after reading message 3.
+    /// The remote static key's authorized-peers entry, once known (initiator: after message 2,
+    /// responder: after message 3); else throws `unauthorizedPeer` and fails, so nothing more is written.
     package mutating func authorizeRemote(by peers: AuthorizedPeers) throws(NoiseError) -> AuthorizedPeers.Peer {
         guard !failed, let remoteStaticKey else { throw .outOfTurn }
         guard let peer = peers.peer(for: remoteStaticKey) else {
@@ -107,18 +103,10 @@ package struct NoiseXXHandshake: Sendable {
     ) {
         guard isComplete else { throw .outOfTurn }
         let (initiatorToResponder, responderToInitiator) = symmetric.split()
-        switch role {
-        case .initiator:
-            return (
-                RecordSealer(cipher: initiatorToResponder, rekeyInterval: rekeyInterval),
-                RecordOpener(cipher: responderToInitiator, rekeyInterval: rekeyInterval)
-            )
-        case .responder:
-            return (
-                RecordSealer(cipher: responderToInitiator, rekeyInterval: rekeyInterval),
-                RecordOpener(cipher: initiatorToResponder, rekeyInterval: rekeyInterval)
-            )
-        }
+        let (outgoing, incoming) = role == .initiator
+            ? (initiatorToResponder, responderToInitiator) : (responderToInitiator, initiatorToResponder)
+        return (RecordSealer(cipher: outgoing, rekeyInterval: rekeyInterval),
+                RecordOpener(cipher: incoming, rekeyInterval: rekeyInterval))
     }
 
     /// Noise's `Split()`: initiator → responder first. Internal for known-answer tests.

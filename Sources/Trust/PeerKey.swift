@@ -1,15 +1,12 @@
 import Crypto
 import Foundation
 
-/// A host's public Curve25519 key as people exchange it: one line
-/// `bletransfer-x25519 <base64 of the 32 raw bytes> [name]`, the way SSH writes public keys, so
-/// it can be pasted into a peer's authorized-peers file as it is.
+/// A host's public Curve25519 key as people exchange it: `bletransfer-x25519 <base64 of 32 bytes>
+/// [name]`, as SSH writes public keys, pasted into a peer's authorized-peers file as it is.
 package struct PeerKey: Sendable, Hashable, CustomStringConvertible {
-    /// The key type word that starts every public key line.
     package static let lineType = "bletransfer-x25519"
     package static let rawLength = 32
 
-    /// The 32 raw bytes of the X25519 public key.
     package let rawBytes: [UInt8]
 
     package init(rawBytes: [UInt8]) throws(TrustError) {
@@ -30,9 +27,8 @@ package struct PeerKey: Sendable, Hashable, CustomStringConvertible {
 
     package var base64: String { Data(rawBytes).base64EncodedString() }
 
-    /// `SHA256:` and the whole SHA-256 of the key in unpadded base64 (43 characters), the way
-    /// OpenSSH shows fingerprints, e.g. `SHA256:Yw3NKWbEM2aRElRIu7JbT/QSpJxzLbLIq8G4WBvXEN0`:
-    /// compared in full, no second key can be made to match it.
+    /// `SHA256:` and the key's whole SHA-256 in unpadded base64 (43 characters), as OpenSSH shows
+    /// fingerprints: compared in full, no second key can be made to match it.
     package var fingerprint: String {
         var encoded = Data(SHA256.hash(data: rawBytes)).base64EncodedString()
         while encoded.hasSuffix("=") { encoded.removeLast() }
@@ -66,8 +62,7 @@ package struct PeerKey: Sendable, Hashable, CustomStringConvertible {
             throw .malformedKey("the key is not base64")
         }
         let key = try PeerKey(rawBytes: Array(data))
-        // NFC: one spelling for a name that looks the same ("é" typed on one system, decomposed
-        // on another), so that names compare as people read them.
+        // NFC: one spelling for a name that looks the same ("é" composed or not): names compare as read.
         let name = fields.count > 2 ? fields[2].trimmingCharacters(in: .whitespaces).precomposedStringWithCanonicalMapping : nil
         return (key, name?.isEmpty == true ? nil : name)
     }

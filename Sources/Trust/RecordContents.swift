@@ -1,8 +1,7 @@
 #if canImport(Transfer)
 import Transfer
 #endif
-/// What a version-2 record says, decoded from its kind and content (docs/wire-v2.md, "Record
-/// kinds"). The layouts are the same in sealed and plain records; integers are big-endian.
+/// What a version-2 record says (docs/wire-v2.md, "Record kinds"); integers are big-endian.
 package enum RecordMessage: Sendable, Equatable {
     /// P → C: a message begins.
     case header(MessageHeader)
@@ -117,8 +116,7 @@ extension FileMetadata {
     }
 }
 
-/// The receiver's ACK record: it names the full SHA-256 and travels sealed under the central →
-/// peripheral key, so only the authenticated receiver can make one.
+/// The receiver's ACK: the full SHA-256, sealed under the central → peripheral key: only the receiver can make one.
 package struct SecureAck: Sendable, Equatable {
     package enum Outcome: UInt8, Sendable {
         case stored = 0x00

@@ -1,7 +1,5 @@
-/// Frames of a framed-version-2 stream (docs/wire-v2.md, section 1): `type (1) | length (2) |
-/// body`. Handshake messages travel in `handshake` frames, everything after the handshake in
-/// `sealed` records. Type `03` (the plain records of earlier versions) is retired: a frame
-/// reader refuses it.
+/// Frames of a version-2 stream (docs/wire-v2.md, section 1): `type (1) | length (2) | body`:
+/// handshake messages, then `sealed` records. Type `03` (retired plain records) is refused.
 package struct Frame: Sendable, Equatable {
     package enum FrameType: UInt8, Sendable {
         case handshake = 0x01
@@ -42,9 +40,8 @@ package enum FrameError: Error, Sendable, Equatable, CustomStringConvertible {
     }
 }
 
-/// Cuts a byte stream (pieces in any sizes, in order) into frames. Refuses an unknown type or an
-/// over-long length as soon as the 3-byte header arrived, before buffering the body, so a peer
-/// cannot make it hold more than one frame's worth of bytes.
+/// Cuts a byte stream into frames. An unknown type or over-long length is refused on the 3-byte
+/// header, before buffering the body: a peer cannot make it hold more than one frame.
 package struct FrameReader: Sendable {
     private var buffer: [UInt8] = []
     private var failed = false
@@ -83,8 +80,7 @@ package struct FrameReader: Sendable {
     }
 }
 
-/// What a record says (docs/wire-v2.md, "Record kinds"); the kind is the first plaintext byte,
-/// inside the encryption.
+/// What a record says (docs/wire-v2.md, "Record kinds"): the first plaintext byte, inside the encryption.
 package enum RecordKind: UInt8, Sendable, CaseIterable {
     case header = 0x01
     case data = 0x02
@@ -111,14 +107,12 @@ package struct Record: Sendable, Equatable {
 }
 
 package enum RecordError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// Authentication failed: the record was tampered with, replayed, reordered, cut short or
-    /// sealed under another key. The direction is dead from then on.
+    /// Tampered, replayed, reordered, cut short or sealed under another key: the direction is dead.
     case authenticationFailed
     /// A record opened, but its kind byte is unknown.
     case unknownKind(UInt8)
     case tooLong(Int)
     case notSealed
-    /// A sealed (or handshake) frame in a plain session.
     /// An earlier record failed; nothing more is opened in this direction.
     case closedAfterFailure
     case nonceExhausted
@@ -135,10 +129,8 @@ package enum RecordError: Error, Sendable, Equatable, CustomStringConvertible {
     }
 }
 
-/// Seals records in one direction: ChaChaPoly with the direction's key, the counter as nonce,
-/// the frame header as associated data. Rekeys (Noise `Rekey()`) after every `rekeyInterval`
-/// records; the opener on the other side does the same at the same count. There is no
-/// unprotected record: the plain records (type `03`) of earlier versions are retired.
+/// Seals records in one direction: ChaChaPoly with the direction's key, the counter as nonce, the
+/// frame header as associated data; Noise `Rekey()` every `rekeyInterval` records, as the opener does.
 package struct RecordSealer: Sendable {
     package static let defaultRekeyInterval: UInt64 = 65536
 
@@ -168,9 +160,8 @@ package struct RecordSealer: Sendable {
     }
 }
 
-/// Opens records in one direction, strictly in the order they were sealed. The first failure
-/// closes it for good: a session with one forged record is not trusted with the next. Only
-/// sealed frames open; anything else (a plain record of the retired type `03`) is refused.
+/// Opens sealed records in one direction, strictly in order. The first failure closes it for good:
+/// a session with one forged record is not trusted with the next.
 package struct RecordOpener: Sendable {
     private var cipher: NoiseCipherState
     private let rekeyInterval: UInt64

@@ -4,12 +4,10 @@ import Glibc
 import Darwin
 #endif
 
-/// Everything that can go wrong with keys, identity files and authorized-peers files. Each
-/// description is one line that names the file and what to do.
+/// What can go wrong with keys, identity and authorized-peers files: one line each, naming the file and what to do.
 package enum TrustError: Error, Sendable, Equatable, CustomStringConvertible {
     /// A key line or raw key is malformed; the reason says how.
     case malformedKey(String)
-    /// No identity file at the path.
     case identityMissing(path: String)
     /// `keygen` without `--force` found a file already there.
     case identityExists(path: String)
@@ -21,11 +19,9 @@ package enum TrustError: Error, Sendable, Equatable, CustomStringConvertible {
     case fileAccess(path: String, operation: String, errno: Int32)
     /// The authorized-peers file has malformed lines (every one of them, with line numbers).
     case malformedAuthorizedPeers(path: String, problems: [AuthorizedPeers.Problem])
-    /// The authorized-peers file lists nobody.
     case noAuthorizedPeers(path: String)
-    /// The authorized-peers file could be changed by someone else than its owner (writable by
-    /// group or others) or belongs to another user than root or the one running: refused, as
-    /// sshd's StrictModes does. `fix` is the command that repairs it.
+    /// The authorized-peers file (or a directory above) could be changed by someone else: refused,
+    /// as sshd's StrictModes does. `fix` is the command that repairs it.
     case authorizedPeersUnsafe(path: String, reason: String, fix: String)
 
     package var description: String {

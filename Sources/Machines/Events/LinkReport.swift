@@ -1,8 +1,6 @@
-/// What the LE link under a role runs at, as this host could learn it, and what holds each
-/// setting back (docs/throughput.md). Values this host cannot read are nil; `unreadable` says
-/// why (reading a link's interval needs CAP_NET_RAW).
+/// What the LE link under a role runs at and what holds each setting back (docs/throughput.md).
+/// Unreadable values are nil; `unreadable` says why (the interval needs CAP_NET_RAW).
 package struct LinkReport: Sendable, Equatable {
-    /// The peer's address.
     package var peer: String?
     /// "1M", "2M" or "Coded", this host's transmit side.
     package var phy: String?
@@ -15,11 +13,10 @@ package struct LinkReport: Sendable, Equatable {
     package var tuned: Bool
     /// Each setting not at its best, and why.
     package var limits: [Limit]
-    /// Why the values that are nil could not be read; nil when all were.
+    /// Why the nil values could not be read.
     package var unreadable: String?
 
-    /// A setting held back: "2M PHY", "interval"; by "peer", "controller", "configuration" or
-    /// "privilege"; and the words for a person.
+    /// A setting held back ("2M PHY", "interval") by "peer", "controller", "configuration" or "privilege", and why.
     package struct Limit: Sendable, Equatable {
         package var setting: String
         package var by: String

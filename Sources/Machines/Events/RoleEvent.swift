@@ -16,16 +16,14 @@ package struct PeerDescription: Sendable, Equatable {
     }
 }
 
-/// How a subscription's values travel: GATT notifications and writes through bluetoothd, or
-/// an LE credit-based L2CAP channel between the two applications (framed version 2's
-/// `channel`, docs/wire-v2.md section 6).
+/// How a subscription's values travel: GATT through bluetoothd, or an LE credit-based L2CAP
+/// channel between the applications (`channel`, docs/wire-v2.md section 6).
 package enum TransferTransport: String, Sendable, Equatable {
     case gatt
     case l2cap
 }
 
-/// Everything a role reports while it runs. The CLI renders these as progress on a TTY, as
-/// one JSON object per line with `--json`, or as log lines in daemon mode.
+/// Everything a role reports while it runs: progress on a TTY, JSON lines with `--json`, or log lines in daemon mode.
 package enum RoleEvent: Sendable {
     /// The CoreBluetooth-style manager state changed; `detail` says why, in words.
     case stateChanged(from: ManagerState, to: ManagerState, detail: String?)
@@ -36,33 +34,27 @@ package enum RoleEvent: Sendable {
     case peerFound(PeerDescription)
     case connecting(PeerDescription, attempt: Int)
     case connected(PeerDescription)
-    /// A central subscribed (peripheral) or we subscribed (central); `mtu` is the ATT MTU, or
-    /// over an L2CAP channel (`transport`) the channel's MTU: the longest value either way.
+    /// A central subscribed (peripheral) or we did (central); `mtu`: the ATT or L2CAP MTU, the longest value.
     case subscribed(PeerDescription, mtu: Int, format: TransferFormat, transport: TransferTransport = .gatt)
     /// Bytes of the current message moved so far.
     case progress(PeerDescription?, TransferProgress, bytesPerSecond: Double?, secondsRemaining: Double?)
-    /// Peripheral: a message was delivered (acknowledged when framed; unsubscribed after
-    /// `EOM` when compat).
+    /// Peripheral: a message was delivered (framed: acknowledged; compat: unsubscribed after `EOM`).
     case delivered(MessageSummary, to: PeerDescription?)
     /// Central: a complete, verified message was received and handed to the sink.
     case received(MessageSummary, from: PeerDescription?, storedAt: String?)
     /// A transfer stopped before its end; nothing of it was counted or written.
     case transferAborted(PeerDescription?, reason: String)
-    /// Peripheral: a central missed a bound (no ACK, no unsubscription, too slow) and was
-    /// dropped; the sender serves the next one.
+    /// Peripheral: a central missed a bound (no ACK, no unsubscription, too slow) and was dropped.
     case centralDropped(PeerDescription, reason: String)
     /// A transient failure; the role tries again after `delay`.
     case retrying(reason: String, delay: Duration)
     case disconnected(PeerDescription)
-    /// A bound refused a peer (a transfer too slow, a message that would break the disk's
-    /// reserve or the directory's quota...): `bound` names the option ("min-rate",
-    /// "reserve", "quota-bytes", "quota-files"), `reason` says why in words. The peer backs
-    /// off for `delay`; nothing of the message was kept and, unacknowledged, its sender keeps it.
+    /// A bound refused a peer: `bound` names the option ("min-rate", "reserve", "quota-bytes", "quota-files"),
+    /// `reason` says why. The peer backs off for `delay`; nothing was kept, and its sender keeps the message.
     case refused(PeerDescription, bound: String, reason: String, delay: Duration)
     /// Something worth telling the user that does not stop the role.
     case warning(String)
-    /// The LE link under the role: what it runs at and what holds it back (from the link
-    /// watch beside the role, not from the role itself).
+    /// The LE link under the role and what holds it back (from the link watch beside the role).
     case link(LinkReport)
 }
 
@@ -76,20 +68,15 @@ package struct MessageSummary: Sendable, Equatable {
     package var sha256: String?
     /// How long the transfer took, first data value to `EOM`.
     package var duration: Duration?
-    /// For compat messages on a link that has, or may have, several ATT bearers (EATT): how
-    /// the order of the values was protected (sender) or that it could not be (receiver).
+    /// Compat on a link with (maybe) several ATT bearers (EATT): the values' order is at risk.
     package var ordering: CompatOrdering?
-    /// Secure mode: the peer whose key the handshake authenticated (the sender of a received
-    /// message, the receiver of a delivered one).
+    /// The peer the handshake authenticated (sender of a received message, receiver of a delivered one).
     package var peerKey: AuthenticatedPeer?
-    /// The file name the sender gave the message (secure mode with `meta`), as sent: hostile
-    /// until escaped (`SafeText`) or JSON-encoded. Nil for a message without one.
+    /// The file name the sender gave (`meta`), as sent: hostile until escaped (`SafeText`) or JSON-encoded.
     package var fileName: String?
-    /// Resume (secure mode): the offset the message continued from, the bytes the receiver
-    /// held from an earlier visit. Nil when it was sent or received from byte 0.
+    /// Resume: the offset the message continued from (nil: from byte 0).
     package var resumedFrom: Int?
-    /// Sender, secure mode: payload bytes this process notified for the message in all its
-    /// visits (a cut visit's bytes included, skipped ranges not).
+    /// Sender: payload bytes notified for the message in all its visits (skipped ranges not).
     package var payloadBytesOnAir: Int?
 
     package init(sequence: Int, byteCount: Int, format: TransferFormat, sha256: String? = nil, duration: Duration? = nil,
@@ -108,18 +95,15 @@ package struct MessageSummary: Sendable, Equatable {
     }
 }
 
-/// Apple's flow (compat) has no sequence numbers, and with Enhanced ATT BlueZ 5.66 spreads one
-/// characteristic's notifications over several bearers that can overtake each other
-/// (scripts/lab/README.md, "Ordering on stock BlueZ").
+/// Apple's flow (compat) has no sequence numbers, and with Enhanced ATT BlueZ 5.66 spreads one characteristic's
+/// notifications over bearers that can overtake each other (scripts/lab/README.md, "Ordering on stock BlueZ").
 package enum CompatOrdering: Sendable, Equatable {
-    /// The link has, or may have, several ATT bearers and nothing in Apple's flow can put
-    /// values back in order: the bytes may not have arrived in the order they were sent.
+    /// The link has (or may have) several ATT bearers and Apple's flow cannot put values back
+    /// in order: the bytes may not have arrived in the order sent.
     case atRisk(because: String)
 
     package var reason: String {
-        switch self {
-        case .atRisk(let because): return because
-        }
+        switch self { case .atRisk(let because): because }
     }
 }
 
@@ -130,8 +114,7 @@ package enum EventText {
         return peer.address
     }
 
-    /// Said once per run when a framed session let in a key no authorized-peers file lists:
-    /// the transfer was encrypted, but nothing proved who was at the other end.
+    /// Said once per run when an unlisted key was let in: encrypted, but nobody authenticated.
     package static func unauthenticatedNotice(peer: String, key: AuthenticatedPeer) -> String {
         "encrypted but not authenticated: \(peer)'s key is \(key.fingerprint) (no authorized peers here); "
             + "to trust only that host, run 'bletransfer pair' on both hosts (or compare the key with "

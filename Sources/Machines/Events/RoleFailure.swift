@@ -1,6 +1,4 @@
-/// What kind of failure stopped a role, so that the CLI can pick an exit status and a daemon
-/// can decide whether to wait and retry. Each kind is one exit status (see the CLI's
-/// `ExitStatus`).
+/// What kind of failure stopped a role: one exit status each (`ExitStatus`); a daemon decides by it whether to retry.
 package enum FailureKind: String, Sendable, Equatable, CaseIterable {
     /// The user asked for something impossible: unknown adapter, malformed UUID, bad flags.
     case usage
@@ -20,8 +18,7 @@ package enum FailureKind: String, Sendable, Equatable, CaseIterable {
     case cannotCreate
     /// D-Bus policy or file permissions deny access.
     case permissionDenied
-    /// The configuration cannot work as given: a daemon without an identity or authorized
-    /// peers (and no --insecure-any-peer).
+    /// The configuration cannot work: a daemon without identity or authorized peers (and no --insecure-any-peer).
     case configuration
 }
 

@@ -1,7 +1,6 @@
 import Trust
 
-/// The peer a secure session authenticated: its listed key and the name the authorized-peers
-/// file gives it. Carried by events and stored with each received file.
+/// The peer a secure session authenticated: key and name, carried by events and stored with files.
 package struct AuthenticatedPeer: Sendable, Hashable {
     /// The public key line (`bletransfer-x25519 <base64> [name]`).
     package var keyLine: String
@@ -9,8 +8,7 @@ package struct AuthenticatedPeer: Sendable, Hashable {
     package var fingerprint: String
     /// The name after the key in the authorized-peers file, if any.
     package var name: String?
-    /// The key is listed in this host's authorized peers. False: the session was encrypted
-    /// with this key, but nothing says whose it is.
+    /// Listed in this host's authorized peers. False: encrypted with it, but nothing says whose it is.
     package var isListed: Bool
 
     package init(keyLine: String, fingerprint: String, name: String?, isListed: Bool = true) {

@@ -2,8 +2,7 @@ import Transfer
 import Trust
 
 extension OutgoingMessage {
-    /// Whether `peer` may be given this message: any peer for a message without an addressee;
-    /// otherwise only a listed peer whose name or fingerprint is the addressee.
+    /// `peer` may have this message: any, without an addressee; else a listed peer it names.
     package func isAddressed(to peer: AuthenticatedPeer?) -> Bool {
         guard let addressee else { return true }
         guard let peer, peer.isListed else { return false }
@@ -12,16 +11,14 @@ extension OutgoingMessage {
 }
 
 extension AuthenticatedPeer {
-    /// Whether `addressee` (an outbox folder, `send --to`) names this peer: its name in the
-    /// authorized-peers file, or its fingerprint.
+    /// `addressee` (outbox folder, `send --to`) is this peer's listed name or its fingerprint.
     package func isNamed(_ addressee: String) -> Bool {
         name == addressee || fingerprint == addressee
     }
 }
 
 extension AuthorizedPeers {
-    /// The peers `message` may go to: all of them for a message without an addressee;
-    /// otherwise only the listed peers its addressee names, and no unlisted key.
+    /// The peers `message` may go to: all, without an addressee; else the listed ones it names.
     package func allowed(for message: OutgoingMessage) -> AuthorizedPeers {
         guard let addressee = message.addressee else { return self }
         let keys = peers.filter { AuthenticatedPeer($0).isNamed(addressee) }.map(\.key)

@@ -1,10 +1,8 @@
 import Trust
 
-/// What a receiver keeps about its ACKs between the values of a visit and across visits: pure
-/// values, kept by the central's shell.
+/// What a receiver keeps about its ACKs within and across visits (pure values the shell keeps).
 
-/// A message of this visit acknowledged by a write command, until the sender's answer shows
-/// the ACK arrived.
+/// A message acknowledged by a write command, until the sender's answer shows the ACK arrived.
 package struct UnconfirmedAcknowledgement: Sendable {
     package var message: UInt32
     package var digest: [UInt8]
@@ -38,17 +36,14 @@ package struct UnacknowledgedMessage: Sendable, Equatable {
 package struct UnconfirmedAcknowledgements: Sendable {
     package var pending: [UnconfirmedAcknowledgement] = []
 
-    /// Takes out the ACKs `assembly` shows arrived: a HEADER of message m shows those up to
-    /// m − `PipelineWindow.messages` (the sender starts no message while that many await their
-    /// ACKs), the sender's CLOSE all of them.
     package init() {}
 
+    /// Takes out the ACKs `assembly` shows arrived: a HEADER of message m those up to m − `PipelineWindow.messages`
+    /// (the sender starts no message while that many await their ACKs), the sender's CLOSE all of them.
     package mutating func takeConfirmed(by assembly: MessageAssembly) -> [UnconfirmedAcknowledgement] {
         takeConfirmed(highestHeader: assembly.highestHeaderNumber, senderClosed: assembly.senderClosed)
     }
 
-    /// `takeConfirmed(by:)` from what the assembly read: the highest HEADER's message number
-    /// and whether the sender closed.
     package mutating func takeConfirmed(highestHeader: UInt32?, senderClosed: Bool) -> [UnconfirmedAcknowledgement] {
         guard !pending.isEmpty else { return [] }
         let answered: [UnconfirmedAcknowledgement]
@@ -64,9 +59,8 @@ package struct UnconfirmedAcknowledgements: Sendable {
     }
 }
 
-/// A table keyed by peer address that keeps at most `capacity` addresses: setting a new one
-/// past the bound drops the address set longest ago, so rotating (random) addresses cannot grow
-/// it. What a dropped entry costs is the caller's to say (a slower visit, a message stored twice).
+/// A table of at most `capacity` peer addresses: a new one past the bound drops the oldest, so
+/// rotating addresses cannot grow it (the caller says what a dropped entry costs).
 package struct BoundedAddressTable<Value: Sendable>: Sendable {
     package let capacity: Int
     private var values: [String: Value] = [:]

@@ -1,12 +1,8 @@
-/// How the receiver writes the sealed ACK of a stored message, and what will show that it
-/// arrived. Pure: the central gives the facts of the link and the session, writes as the plan
-/// says and books the message where `booking(written:)` tells.
+/// How the receiver writes a stored message's sealed ACK, and what will show it arrived. Pure.
 ///
-/// What is at stake: a message whose ACK the sender never saw comes again. The receiver must
-/// then know it is stored already (and acknowledge it, not store it twice), so an ACK is kept
-/// in mind until something shows it arrived: the reply to a write request, the sender's answer
-/// in a session that goes on (its next HEADER, or its CLOSE), or, over a channel, the sender
-/// closing it after the visit's last write.
+/// A message whose ACK the sender never saw comes again, and must then be known as stored (and acknowledged, not
+/// stored twice): an ACK is kept in mind until a write reply, the sender's answer in a session that goes on (next
+/// HEADER, CLOSE), or over a channel the sender's close after the visit's last write shows it arrived.
 package struct AcknowledgementPlan: Sendable, Equatable {
     /// What shows the ACK arrived.
     package enum Booking: Sendable, Equatable {
@@ -14,32 +10,23 @@ package struct AcknowledgementPlan: Sendable, Equatable {
         case writeReply
         /// The sender closing the channel after the visit's last write.
         case channelClose
-        /// The sender's answer in a session that goes on: its next HEADER shows the ACKs up to
-        /// two messages back (the window), its CLOSE all of them.
+        /// The sender's answer: its next HEADER shows ACKs up to two messages back (the window), its CLOSE all.
         case senderAnswer
-        /// Nothing: the message is remembered as stored, so that it is not stored twice if the
-        /// sender offers it again.
+        /// Nothing: the message is remembered as stored, not to store it twice if offered again.
         case nothing
     }
 
     /// Written as a command (nothing answers) rather than a request.
     package let asCommand: Bool
-    /// A CLOSE goes with the ACK: the last message this run wants, so the sender stops (what
-    /// it started next stays to be sent again).
+    /// A CLOSE goes with the ACK (the run's last wanted message): the sender stops; what it started next stays.
     package let closing: Bool
-    /// After the write, the central waits a moment before it may leave: a command that nothing
-    /// will answer may still be queued in bluetoothd when a Disconnect overtakes it.
+    /// The central waits a moment after the write: a Disconnect may overtake an unanswered command in bluetoothd.
     package let settles: Bool
     private let booking: Booking
 
-    /// - Parameters:
-    ///   - overChannel: the visit runs over the L2CAP channel (every write is an SDU, nothing
-    ///     answers it).
-    ///   - offeredAsCommand: the write type the characteristic offers is a command.
-    ///   - commandAllowed: the characteristic takes write commands.
-    ///   - sessionGoesOn: the sender may send another message in this session.
-    ///   - pipelines: the session lets the sender start the next message before this ACK.
-    ///   - lastWanted: this is the last message the run wants.
+    /// `overChannel`: every write is an SDU, nothing answers it; `offeredAsCommand`: the offered
+    /// write type is a command; `commandAllowed`: write commands are taken; `sessionGoesOn`: another
+    /// message may follow; `pipelines`: the next may start before this ACK; `lastWanted`: the run's last.
     package init(overChannel: Bool, offeredAsCommand: Bool, commandAllowed: Bool, sessionGoesOn: Bool,
                  pipelines: Bool, lastWanted: Bool) {
         closing = lastWanted
@@ -59,8 +46,7 @@ package struct AcknowledgementPlan: Sendable, Equatable {
         }
     }
 
-    /// Where the message is booked once the write was tried: a request that failed proved
-    /// nothing.
+    /// Where the message is booked once the write was tried: a failed request proved nothing.
     package func booking(written: Bool) -> Booking {
         booking == .writeReply && !written ? .nothing : booking
     }

@@ -1,19 +1,15 @@
 import Transfer
 import Trust
 
-/// The receiving half of one subscription, without I/O: notification values, ends and clock
-/// ticks go in (with the time since the subscription started), and out comes what the central
-/// does next. Wraps the core's ``MessageReceiver`` with what a live link adds: an idle
-/// timeout, progress throttling, rate and ETA.
+/// The receiving half of one subscription, without I/O: values, ends and ticks in (with the time since subscribing),
+/// the central's next step out. Adds to ``MessageReceiver`` idle timeout, progress throttling, rate and ETA.
 package struct MessageAssembly: Sendable {
     package enum Step: Sendable, Equatable {
         /// Keep listening; report this progress when non-nil.
         case proceed(progress: ProgressReport?)
         /// The first value arrived and tells the format.
         case formatDetected(TransferFormat, progress: ProgressReport?)
-        /// `EOM` arrived and the message verified; in a secure session carrying several
-        /// messages (`multi`), the message's END verified and more may follow
-        /// (`expectsMoreMessages`).
+        /// `EOM` came and the message verified; with `multi`, its END did and more may follow (`expectsMoreMessages`).
         case complete(ReceivedMessage, duration: Duration)
         /// Multi: the sender closed the session (CLOSE, `EOM`) after its last message.
         case sessionEnded
@@ -28,28 +24,22 @@ package struct MessageAssembly: Sendable {
     }
 
     package let idleTimeout: Duration
-    /// The slowest transfer kept going, in payload bytes per second since subscribing, after
-    /// `rateGrace`; 0: no floor. Unlike the idle timer, which every value resets, this bound
-    /// counts from the subscription, so a peer trickling a byte now and then cannot hold the
-    /// central for longer than `rateGrace + size / minimumRate`.
+    /// The slowest transfer kept going after `rateGrace`, in payload bytes per second since
+    /// subscribing (0: no floor). Unlike the idle timer this counts from the subscription, so a
+    /// trickling peer cannot hold the central longer than `rateGrace + size / minimumRate`.
     package let minimumRate: Int
     package let rateGrace: Duration
-    /// How long an `EOM` that arrived before anything told the format (a HELLO was written)
-    /// waits for a framed sender's first value; then the message is read as compat (a peer
-    /// that ignored the HELLO and sent an empty message). Reordering delays values by
-    /// milliseconds, so this is generous.
+    /// How long an `EOM` that came before the format was told waits for a framed sender's first value; then it is
+    /// read as compat (a peer that ignored the HELLO sent an empty message). Generous: reordering costs milliseconds.
     package let undecidedSettle: Duration
     /// Progress is reported at most this often (and always for the last value before `EOM`).
     package let progressInterval: Duration
     private var receiver: MessageReceiver
-    /// Secure mode: the session answering our version-2 HELLO, until the first values tell
-    /// whether the peer speaks it (`mode`).
+    /// The session answering our version-2 HELLO (used once `mode` says the peer speaks it).
     private var secure: SecureReceiverSession?
     private let requiresSecure: Bool
-    /// Resume: the authenticated prefix of an unfinished message is to be kept as it arrives
-    /// (`takeCheckpointWork`); false: no checkpoints, and `resume` is not offered.
+    /// Resume: an unfinished message's authenticated prefix is kept as it comes; false: no checkpoints, no `resume`.
     private let keepsCheckpoints: Bool
-    /// What the resume spool is to do, in order (`takeCheckpointWork`).
     private var checkpointWork: [CheckpointWork] = []
     /// Secure mode: the sender's key and the current message's HEADER (its spool entry).
     private var senderKey: PeerKey?
@@ -59,20 +49,18 @@ package struct MessageAssembly: Sendable {
     private var mode: Mode
     /// Values that came before the one that tells the mode (EATT may reorder the first ones).
     private var undecidedValues: [[UInt8]] = []
-    /// Version 2: values to write to the peer, in order (`takeWrites`).
     private var pendingWrites: [PendingWrite] = []
-    /// Secure mode: the sender the handshake authenticated.
     package private(set) var authenticatedSender: AuthenticatedPeer?
     private var secureAnnouncedLength: Int?
     private var secureBytesReceived = 0
     private var secureValuesReceived = 0
-    /// Version 2: a HEADER came and its message has not completed yet.
+    /// A HEADER came and its message has not completed yet.
     private var messageUnderWay = false
-    /// Multi: payload bytes of the messages completed earlier in this session (for the rate).
+    /// Multi: payload bytes of earlier messages of this session (for the rate).
     private var secureBytesOfEarlierMessages = 0
     /// Multi: when the current message's first value came (its duration counts from there).
     private var messageStartedAt: Duration?
-    /// Secure mode: the message END verified, complete once the stream's `EOM` arrives.
+    /// The message END verified, complete once the stream's `EOM` arrives.
     private var verifiedMessage: ReceivedMessage?
     private var meter: ProgressMeter?
     private var lastActivity: Duration = .zero
@@ -90,12 +78,10 @@ package struct MessageAssembly: Sendable {
         case secure
     }
 
-    /// How many early values wait for the one that starts a version-2 stream before the
-    /// answer is taken for compat.
+    /// How many early values wait for one starting a version-2 stream before it is taken for compat.
     package static let undecidedValueLimit = 8
 
-    /// `secure`: the session for the version-2 HELLO we wrote (nil: none was written);
-    /// `requiresSecure`: any other answer is refused.
+    /// `secure`: the session for the version-2 HELLO we wrote (nil: none); `requiresSecure`: other answers are refused.
     package init(limits: TransferLimits, idleTimeout: Duration, minimumRate: Int = 0,
          rateGrace: Duration = .seconds(20), progressInterval: Duration = .milliseconds(200),
          undecidedSettle: Duration = .milliseconds(1500), secure: SecureReceiverSession? = nil,
@@ -118,52 +104,45 @@ package struct MessageAssembly: Sendable {
     package var announcedLength: Int? { mode == .secure ? secureAnnouncedLength : nil }
     /// The transfer runs in the secure format: its ACK is a sealed record.
     package var isSecure: Bool { mode == .secure }
-    /// The sender chose `pipeline`: its next message may already be coming while this side
-    /// stores the last one and acknowledges it.
+    /// The sender chose `pipeline`: its next message may come while this side stores the last one.
     package var pipelines: Bool { mode == .secure && (secure?.pipelines ?? false) }
-    /// Version 2: the number of the message whose HEADER came last (nil: none yet). With
-    /// `pipeline`, a HEADER of message m shows the sender had the ACK of message m − 2.
+    /// The message whose HEADER came last (nil: none). With `pipeline`, HEADER m shows the sender had ACK m − 2.
     package private(set) var highestHeaderNumber: UInt32?
-    /// Version 2: the sender's CLOSE came; it sends one only once every message is acknowledged.
+    /// The sender's CLOSE came; it sends one only once every message is acknowledged.
     package private(set) var senderClosed = false
-    /// Version 2: the number of the message under way (or just completed).
+    /// The message under way (or just completed).
     package var currentMessageNumber: UInt32? { currentHeader?.message }
-    /// A secure session that carries several messages (`multi` chosen) and has not ended:
-    /// after a `.complete`, the next message or the sender's CLOSE follows.
-    /// A secure session is (or will be, once the prefix is read) in the secure mode: the HELLO
-    /// offered it and the prefix, when read, chose it.
+    /// The session is (or, once the prefix is read, will be) secure: the HELLO offered it and the prefix chose it.
     private var offeredSecureOrChoseIt: Bool {
         guard let secure else { return false }
         return secure.hasReadPrefix ? secure.isSecure : secure.offersSecure
     }
 
+    /// A `multi` session that has not ended: after a `.complete`, the next message or CLOSE follows.
     package var expectsMoreMessages: Bool { mode == .secure && !finished && (secure?.carriesSeveralMessages ?? false) }
 
     /// A value the session wrote, and whether anything waits for its reply.
     package struct PendingWrite: Sendable, Equatable {
         package var value: [UInt8]
-        /// A PROGRESS report: nothing waits for it, so it may go as a write command (a write
-        /// request would hold up reading for a round trip at every report).
+        /// PROGRESS: nothing waits for it, so it may go as a write command (a write request would
+        /// hold up reading for a round trip at every report).
         package var unanswered: Bool
     }
 
-    /// The values to write to the peer now, in order (the secure handshake's message 2, a
-    /// RESUME, PROGRESS reports).
+    /// The values to write to the peer now, in order (message 2, a RESUME, PROGRESS reports).
     package mutating func takeWrites() -> [PendingWrite] {
         defer { pendingWrites = [] }
         return pendingWrites
     }
 
-    /// Resume: what the spool is to do about the prefix of an unfinished message, asked by
-    /// the inputs handled since the last call. The shell does it before it acts on the step
-    /// those inputs gave (a completed message's checkpoint goes before the message is stored).
+    /// Resume: what the spool is to do with an unfinished message's prefix, from the inputs since the last call; done
+    /// before acting on their step (a completed message's checkpoint goes before the message is stored).
     package enum CheckpointWork: Sendable, Equatable {
         /// Keep `bytes`, which continue the message of `header` at `offset`.
         case append(sender: PeerKey?, header: MessageHeader, offset: Int, bytes: [UInt8])
         /// The checkpoint of the message of `header` is of no more use (complete, or bad).
         case remove(sender: PeerKey?, header: MessageHeader)
-        /// Whether the spool holds a checkpoint of the message of `header`: answered by
-        /// `resume(heldBytes:digest:at:)`, once its bytes are where the message's go.
+        /// Is its checkpoint spooled? Answered by `resume(heldBytes:digest:at:)`, the bytes where the message's go.
         case lookUp(sender: PeerKey?, header: MessageHeader)
     }
 
@@ -172,9 +151,8 @@ package struct MessageAssembly: Sendable {
         return checkpointWork
     }
 
-    /// What the shell keeps of a secure message's bytes as the session hands them out: the
-    /// assembly holds none of them (a secure message's body is empty until the shell, which
-    /// kept its bytes, fills it in to store it).
+    /// What the shell keeps of a secure message's bytes: the assembly holds none (the body stays
+    /// empty until the shell, which kept them, fills it in to store it).
     package enum PayloadWork: Sendable, Equatable {
         /// A message of `header` begins: a place for its bytes (memory, or a partial file).
         case begin(MessageHeader)
@@ -189,9 +167,8 @@ package struct MessageAssembly: Sendable {
         return payloadWork
     }
 
-    /// Resume: the shell holds the checkpoint's first `heldBytes` bytes of the message under
-    /// way, put where its bytes go, with their SHA-256 state: the session writes its RESUME.
-    /// The step that gave (nil: nothing to act on).
+    /// Resume: the shell put the checkpoint's first `heldBytes` bytes where the message's go, with
+    /// their SHA-256 state: the session writes its RESUME. Nil: nothing to act on.
     package mutating func resume(heldBytes: Int, digest: RunningDigest, at time: Duration) -> Step? {
         guard !finished, mode == .secure, var session = secure.take() else { return nil }
         let events: [SecureReceiverSession.Event]
@@ -199,24 +176,18 @@ package struct MessageAssembly: Sendable {
             events = try session.resume(heldBytes: heldBytes, digest: digest)
         } catch {
             secure = session
-            finished = true
-            return .failed(Self.failure(error))
+            return ending(.failed(Self.failure(error)))
         }
         secure = session
         stashedEvents = events + stashedEvents
         return handleSecure([], at: time)
     }
 
-    /// A secure session's prefix is kept once the handshake has named its sender: the spool
-    /// files it under that key.
-    private func checkpoints(in session: SecureReceiverSession) -> Bool {
-        keepsCheckpoints && (senderKey != nil || !session.isSecure)
-    }
+    /// A prefix is kept once the handshake named its sender: the spool files it under that key.
+    private var keepsCheckpointNow: Bool { keepsCheckpoints && senderKey != nil }
 
-    /// Secure mode, after the message was stored: the values of the sealed ACK to write.
-    /// `alreadyStored`: an earlier copy was stored (outcome 01). `closing` (a multi session
-    /// whose last wanted message this is): a sealed CLOSE `01` ("takes no more") goes with the
-    /// ACK, and the session is over.
+    /// After the message was stored: the values of the sealed ACK (`alreadyStored`: outcome 01).
+    /// `closing` (multi, the last wanted message): a CLOSE `01` goes with it; the session is over.
     package mutating func secureAcknowledgement(alreadyStored: Bool, closing: Bool = false) throws(SecureSessionError) -> [[UInt8]] {
         guard mode == .secure, var session = secure.take() else { return [] }
         defer { secure = session }
@@ -244,10 +215,7 @@ package struct MessageAssembly: Sendable {
             if mode == .undecided, let endedAt = undecidedEndOfMessageAt, time - endedAt >= undecidedSettle {
                 return settleAsCompat(at: time)
             }
-            if let shortfall = rateShortfall(at: time) {
-                finished = true
-                return .failed(shortfall)
-            }
+            if let shortfall = rateShortfall(at: time) { return ending(.failed(shortfall)) }
             if time - lastActivity >= idleTimeout {
                 finished = true
                 let detail = valuesReceived == 0
@@ -270,9 +238,8 @@ package struct MessageAssembly: Sendable {
                                           + "serves only hosts with keys ('bletransfer keygen', docs/trust.md)"))
             }
             if mode == .secure, !messageUnderWay, (secure?.completedCount ?? 0) > 0, secure?.carriesSeveralMessages == true {
-                // Every message that began was stored and acknowledged: a sender that hangs up
-                // now (before its CLOSE, or with our last ACK on its way) loses nothing. The
-                // session is over, not failed: no abort, no back-off.
+                // Every message that began was stored and acknowledged: a sender hanging up now (before its CLOSE,
+                // or with our last ACK on its way) loses nothing. Over, not failed: no abort, no back-off.
                 return .sessionEnded
             }
             if mode == .secure {
@@ -299,11 +266,9 @@ package struct MessageAssembly: Sendable {
         }
     }
 
-    /// A version-2 HELLO was written: the value that starts a version-2 stream (sequence 0,
-    /// the prefix) selects the secure session; a retired version-1 stream is refused; a value no
-    /// version-2 sender sends before its first, or too many values without it, select Apple's
-    /// flow — or, when the secure mode is required, a refusal. `EOM` alone decides nothing: it
-    /// may have overtaken a short stream's first value (`settleAsCompat` reads it later).
+    /// A version-2 HELLO was written: a value starting a version-2 stream selects the secure session; version 1 is
+    /// refused; a value no version-2 sender sends first, or too many without it, select Apple's flow (or, if secure
+    /// is required, a refusal). `EOM` alone decides nothing: it may have overtaken a short stream's first value.
     private mutating func decide(_ value: [UInt8], at time: Duration) -> Step {
         if SecureReceiverSession.startsVersion2Stream(value) {
             mode = .secure
@@ -314,8 +279,7 @@ package struct MessageAssembly: Sendable {
             return step
         }
         if RetiredVersion1.startsStream(value) {
-            finished = true
-            return .failed(Self.version1Refusal)
+            return ending(.failed(Self.version1Refusal))
         }
         if value == WireFormat.endOfMessage, undecidedEndOfMessageAt == nil {
             undecidedEndOfMessageAt = time
@@ -324,8 +288,7 @@ package struct MessageAssembly: Sendable {
         }
         if undecidedEndOfMessageAt != nil, Self.cannotBeVersion2(value) {
             // No sender sends this after its `EOM`.
-            finished = true
-            return .failed(TransferFailure(.valueAfterEndOfMessage))
+            return ending(.failed(TransferFailure(.valueAfterEndOfMessage)))
         }
         undecidedValues.append(value)
         guard Self.cannotBeVersion2(value) || (undecidedValues.count >= Self.undecidedValueLimit && undecidedEndOfMessageAt == nil)
@@ -333,13 +296,11 @@ package struct MessageAssembly: Sendable {
         return replayAsCompat(at: time)
     }
 
-    /// An `EOM` came while undecided and nothing followed it for `undecidedSettle`: a peer that
-    /// ignored the HELLO sent an empty (or short) message in Apple's flow. Values after the
-    /// `EOM` mean a secure stream whose first value never came.
+    /// `EOM` came undecided and nothing followed for `undecidedSettle`: an empty (or short) message
+    /// in Apple's flow. Values after the `EOM` mean a secure stream whose first value never came.
     private mutating func settleAsCompat(at time: Duration) -> Step {
         guard undecidedValues.last == WireFormat.endOfMessage else {
-            finished = true
-            return .failed(TransferFailure(.missingStartOfMessage(valuesReceived: valuesReceived)))
+            return ending(.failed(TransferFailure(.missingStartOfMessage(valuesReceived: valuesReceived))))
         }
         return replayAsCompat(at: time)
     }
@@ -347,10 +308,9 @@ package struct MessageAssembly: Sendable {
     /// Apple's flow: the values held so far, in order, go to `MessageReceiver`.
     private mutating func replayAsCompat(at time: Duration) -> Step {
         if requiresSecure {
-            finished = true
-            return .failed(.refused(bound: "authorized-peers",
-                                    reason: "it answered without the secure mode (Apple's format); "
-                                        + "this receiver takes messages from authorized peers only"))
+            return ending(.failed(.refused(bound: "authorized-peers",
+                                           reason: "it answered without the secure mode (Apple's format); "
+                                               + "this receiver takes messages from authorized peers only")))
         }
         mode = .compat
         let held = undecidedValues
@@ -368,24 +328,21 @@ package struct MessageAssembly: Sendable {
         return last
     }
 
-    /// A value no version-2 sender sends: too short to carry a sequence number and a piece, a
-    /// first value (sequence 0) without the prefix, or a sequence number beyond the reorder
-    /// window, which a value overtaking the first could not have. A peer that ignored the HELLO
-    /// (Apple's flow) is thereby told at its first value, as without a version-2 HELLO.
+    /// A value no version-2 sender sends: too short for a sequence number and a piece, sequence 0
+    /// without the prefix, or a sequence beyond the reorder window (no value overtaking the first
+    /// has one). A peer that ignored the HELLO is thereby told at its first value.
     package static func cannotBeVersion2(_ value: [UInt8]) -> Bool {
         guard value.count > 2 else { return true }
         let sequence = Int(value[0]) << 8 | Int(value[1])
         return sequence == 0 || sequence >= SecureReceiverSession.reorderWindow
     }
 
-    /// Multi with `pipeline`: what came after a `.complete` in the same values (the next
-    /// message's HEADER and DATA may share them), taken up by `continueAfterMessage` once the
-    /// completed message is stored and acknowledged.
+    /// Multi with `pipeline`: what came after a `.complete` in the same values, taken up by
+    /// `continueAfterMessage` once that message is stored and acknowledged.
     private var stashedValues: [[UInt8]] = []
     private var stashedEvents: [SecureReceiverSession.Event] = []
 
-    /// After a `.complete` of a multi session was stored and acknowledged: the step for what
-    /// arrived after it meanwhile in the values already read (nil: nothing).
+    /// After a multi `.complete` was stored and acknowledged: the step for what followed it in values read (nil: none).
     package mutating func continueAfterMessage(at time: Duration) -> Step? {
         guard !finished, mode == .secure, !stashedValues.isEmpty || !stashedEvents.isEmpty else { return nil }
         return handleSecure([], at: time)
@@ -417,17 +374,13 @@ package struct MessageAssembly: Sendable {
                 }
             }
         }
-        if let shortfall = rateShortfall(at: time) {
-            finished = true
-            return .failed(shortfall)
-        }
+        if let shortfall = rateShortfall(at: time) { return ending(.failed(shortfall)) }
         guard progressed else { return .proceed(progress: nil) }
         return .proceed(progress: report(TransferProgress(bytesSoFar: secureBytesReceived, totalBytes: secureAnnouncedLength),
                                          first: false, at: time))
     }
 
-    /// What one event of the secure session did: went on (`progressed`: a progress report is
-    /// due), or ended the step with `Step`.
+    /// One session event went on (`progressed`: a report is due) or ended the step.
     private enum EventResult {
         case next(progressed: Bool)
         case step(Step)
@@ -447,14 +400,14 @@ package struct MessageAssembly: Sendable {
             resumedFrom = offset
         case .appended(let offset, let bytes):
             payloadWork.append(.write(offset: offset, bytes: bytes))
-            if checkpoints(in: session), let currentHeader {
+            if keepsCheckpointNow, let currentHeader {
                 checkpointWork.append(.append(sender: senderKey, header: currentHeader, offset: offset, bytes: bytes))
             }
         case .checkpointWanted(let header):
-            if checkpoints(in: session) { checkpointWork.append(.lookUp(sender: senderKey, header: header)) }
+            if keepsCheckpointNow { checkpointWork.append(.lookUp(sender: senderKey, header: header)) }
         case .refusedDigestMismatch(let header):
             // The checkpoint (or what continued it) was bad: nothing of it is kept.
-            if checkpoints(in: session) { checkpointWork.append(.remove(sender: senderKey, header: header)) }
+            if keepsCheckpointNow { checkpointWork.append(.remove(sender: senderKey, header: header)) }
             finished = true
             return .step(.failed(.transient("the resumed message did not verify (SHA-256); its checkpoint is discarded and nothing kept")))
         case .header(let header):
@@ -473,7 +426,7 @@ package struct MessageAssembly: Sendable {
         case .complete(let header):
             messageUnderWay = false
             // Verified: the central stores it next; its checkpoint is of no more use.
-            if checkpoints(in: session) { checkpointWork.append(.remove(sender: senderKey, header: header)) }
+            if keepsCheckpointNow { checkpointWork.append(.remove(sender: senderKey, header: header)) }
             // Its bytes are the shell's (`PayloadWork`): the body is filled in there.
             var message = ReceivedMessage(body: MessagePayload([]), format: .secure, header: header)
             message.authenticatedSender = authenticatedSender?.keyLine
@@ -497,13 +450,11 @@ package struct MessageAssembly: Sendable {
             }
             return .step(.sessionEnded)
         case .endOfStream:
-            // The ACK follows `EOM`: by then the sender has handed over
-            // its last value, so a hang-up right after the ACK cannot cut its stream.
+            // The ACK follows `EOM`: the sender handed over its last value, so a hang-up after the ACK cuts nothing.
+            finished = true
             guard let message = verifiedMessage else {
-                finished = true
                 return .step(.failed(.transient("the secure stream ended without a verified message")))
             }
-            finished = true
             return .step(.complete(message, duration: time - (firstValueAt ?? time)))
         case .closed:
             senderClosed = true
@@ -556,22 +507,23 @@ package struct MessageAssembly: Sendable {
         do {
             event = try receiver.receive(value)
         } catch {
-            finished = true
-            return .failed(TransferFailure(error))
+            return ending(.failed(TransferFailure(error)))
         }
         switch event {
         case .complete(let message):
             // A message that is whole is taken, however slowly it came.
-            finished = true
-            return .complete(message, duration: time - (firstValueAt ?? time))
+            return ending(.complete(message, duration: time - (firstValueAt ?? time)))
         case .progress(let progress):
-            if let shortfall = rateShortfall(at: time) {
-                finished = true
-                return .failed(shortfall)
-            }
+            if let shortfall = rateShortfall(at: time) { return ending(.failed(shortfall)) }
             let report = report(progress, first: first, at: time)
             return first ? .formatDetected(.compat, progress: report) : .proceed(progress: report)
         }
+    }
+
+    /// The transfer is over with `step`.
+    private mutating func ending(_ step: Step) -> Step {
+        finished = true
+        return step
     }
 
     package static func describe(_ duration: Duration) -> String {
@@ -582,11 +534,9 @@ package struct MessageAssembly: Sendable {
 
 /// Why one visit to a peripheral did not yield a message, and what that means for the run.
 package enum TransferFailure: Error, Sendable, Equatable, CustomStringConvertible {
-    /// Worth another try after a pause: connect aborted, services slow, peer gone mid-transfer,
-    /// stalled, an answer to another central's request.
+    /// Worth another try after a pause: connect aborted, services slow, peer gone, stalled, another central's answer.
     case transient(String)
-    /// The peer does not offer the transfer characteristic (or no way to subscribe): try it
-    /// again only after a long pause.
+    /// No transfer characteristic (or no way to subscribe): retry only after a long pause.
     case unsuitable(String)
     /// The message arrived but failed verification.
     case corrupt(ReceiveError)
@@ -618,10 +568,8 @@ package enum TransferFailure: Error, Sendable, Equatable, CustomStringConvertibl
 
 /// What arrives while a central is subscribed.
 package enum TransferInput: Sendable, Equatable {
-    /// One notification value.
     case value([UInt8])
-    /// The subscription ended from the other side (socket closed, characteristic removed, the
-    /// peer disconnected); `reason` says which, in words.
+    /// The subscription ended from the other side (socket closed, characteristic gone, peer gone); `reason` says which.
     case ended(String)
     /// A clock tick, so the idle timeout is checked even when nothing arrives.
     case tick

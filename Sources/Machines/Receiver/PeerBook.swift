@@ -1,15 +1,11 @@
-/// The central's memory of peripherals across visits: which failed lately and when each may
-/// be tried again, so a peer that keeps failing does not monopolise the central while others
-/// wait. Times are durations since the run started (no clock inside, for tests).
-///
-/// Bounded and fair against hostile neighbours:
-/// - At most `capacity` records: a peer rotating random addresses creates a record per
-///   address, so the oldest records go first, those of peers that are not backing off before
-///   those that are (evicting a back-off would let its peer straight back in).
-/// - ``choose(_:at:)`` alternates between peers that delivered a message before ("proven")
-///   and the others when both wait, and inside each class takes the one visited least
-///   recently (never visited: seen first). So neither a stream of fresh random addresses nor
-///   a proven sender with endless tiny messages can take every visit.
+/// The central's memory of peripherals across visits: which failed lately and when each may be
+/// tried again, so a failing peer does not monopolise the central. Times are durations since the
+/// run started (no clock inside). Bounded and fair against hostile neighbours:
+/// - At most `capacity` records (rotating addresses make one each): the oldest go first, those
+///   not backing off before those that are (evicting a back-off would let its peer straight in).
+/// - ``choose(_:at:)`` alternates between peers that delivered before ("proven") and the others,
+///   and in each class takes the least recently visited (never visited: seen first): neither
+///   fresh random addresses nor a proven sender with endless tiny messages take every visit.
 package struct PeerBook: Sendable {
     package struct Record: Sendable, Equatable {
         var consecutiveFailures = 0
@@ -38,9 +34,8 @@ package struct PeerBook: Sendable {
         self.capacity = max(1, capacity)
     }
 
-    /// Whether a sighting of `address` with signal `rssi` is worth a connection attempt at
-    /// `now`. With a floor, a sighting without an RSSI reading (a device BlueZ merely
-    /// remembers) waits for a fresh advertisement.
+    /// A sighting is worth a connection attempt at `now`. With a floor, one without an RSSI (a
+    /// device BlueZ merely remembers) waits for a fresh advertisement.
     package func accepts(address: String, rssi: Int?, at now: Duration) -> Bool {
         if let minimumRSSI {
             guard let rssi, rssi >= minimumRSSI else { return false }
@@ -64,8 +59,7 @@ package struct PeerBook: Sendable {
         }
     }
 
-    /// Picks which of `candidates` to visit at `now` (nil when none is eligible) and records
-    /// the visit. New addresses are remembered as seen now.
+    /// Picks which of `candidates` to visit at `now` (nil: none eligible), records the visit; new addresses seen now.
     package mutating func choose(_ candidates: [Candidate], at now: Duration) -> Int? {
         var eligible: [(index: Int, record: Record)] = []
         for (index, candidate) in candidates.enumerated() where accepts(address: candidate.address, rssi: candidate.rssi, at: now) {
@@ -106,9 +100,7 @@ package struct PeerBook: Sendable {
         return delay
     }
 
-    /// Records a message received from `address`: it may be visited again at once (a sender
-    /// with several messages waits for the next subscription; ``choose(_:at:)`` still lets
-    /// others in between).
+    /// A message came from `address`: it may be visited again at once (``choose(_:at:)`` still lets others in).
     package mutating func recordSuccess(_ address: String, at now: Duration = .zero) {
         let key = Self.key(address)
         var record = records[key] ?? Record(firstSeen: now)
@@ -118,8 +110,7 @@ package struct PeerBook: Sendable {
         insert(record, for: key, at: now)
     }
 
-    /// Stores `record`, first evicting one when the book is full: the least recently active
-    /// record of a peer not backing off, else the one whose back-off ends first.
+    /// Stores `record`; if full, evicts the idlest record not backing off, else the one whose back-off ends first.
     private mutating func insert(_ record: Record, for key: String, at now: Duration) {
         if records[key] == nil, records.count >= capacity {
             func activity(_ record: Record) -> Duration { record.lastVisit ?? record.firstSeen }

@@ -1,19 +1,15 @@
 import Transfer
 import Trust
 
-/// One complete, verified message of a visit: stored unless it is stored already, then told to
-/// the sender (an ACK means "stored"), then reported; in a session that carries several, the
-/// stream then goes on with what followed it.
+/// A verified message: stored unless it is already, acknowledged (an ACK means "stored"), reported; `multi` goes on.
 extension ReceiverVisit {
-    /// Who sent a message, for the receipt journal: the key of an authenticated (listed)
-    /// sender, which stays the same across addresses and restarts; otherwise its address.
+    /// The sender for the receipt journal: a listed key (the same across addresses and restarts), else its address.
     package static func receiptSender(_ key: AuthenticatedPeer?, peer: PeerDescription) -> String {
         if let key, key.isListed { return key.fingerprint }
         return peer.address
     }
 
-    /// A sender that never saw our ACK sends the same message again: it is stored already, so it
-    /// is acknowledged (and said), not stored twice. Otherwise the shell stores it.
+    /// A message sent again (our ACK unseen) is acknowledged and said, not stored twice; else the shell stores it.
     mutating func take(_ message: ReceivedMessage, duration: Duration, _ actions: inout [Action], at now: Duration) {
         let sender = Self.receiptSender(assembly.authenticatedSender, peer: facts.peer)
         if let digest = message.digest, let earlier = StoredMessages.takeEarlierCopy(of: digest, from: &remembered) {
@@ -36,8 +32,7 @@ extension ReceiverVisit {
             taken.storedAt = path
             if let digest = message.digest { storedDigests.append(digest) }
         case .storedBefore(let path):
-            // Stored by an earlier run of this receiver (killed, restarted) that the sender never
-            // saw acknowledged: counted now, as the message is there.
+            // Stored by an earlier run (killed, restarted) the sender never saw acknowledge: counted now.
             taken.earlierCopy = message.digest.map { UnacknowledgedMessage(digest: $0, storedAt: path) }
             taken.storedByEarlierRun = true
         case .refused(let reason):
@@ -49,8 +44,7 @@ extension ReceiverVisit {
         if pending == nil { goOn(after: taken, &actions, at: now) }
     }
 
-    /// Writes the ACK of a stored message (the framed protocol; Apple's flow has none), sealed:
-    /// only this authenticated central could have produced it.
+    /// Writes a stored message's sealed ACK (Apple's flow has none): only this central could make it.
     private mutating func acknowledge(_ taken: Taken, _ actions: inout [Action]) {
         guard assembly.isSecure else { return }
         // The last message this run wants: in a multi session CLOSE 01 goes with its ACK.
@@ -78,9 +72,7 @@ extension ReceiverVisit {
         goOn(after: taken, &actions, at: now)
     }
 
-    /// What will show the ACK arrived: the write's reply, the sender's answer (its next
-    /// message), or the sender's closing of the channel; what nothing confirms is remembered,
-    /// so that the message coming again is not stored twice.
+    /// Books what shows the ACK arrived; what nothing confirms is remembered: sent again, it is not stored twice.
     private mutating func book(_ taken: Taken, _ booking: AcknowledgementPlan.Booking, _ actions: inout [Action]) {
         guard let digest = taken.message.digest else { return }
         switch booking {
@@ -100,9 +92,8 @@ extension ReceiverVisit {
         }
     }
 
-    /// Reports the message, then goes on: the visit is over when the sender ended the stream or
-    /// this side closed with its last ACK; with `pipeline` the next message may have come
-    /// meanwhile, in values read already.
+    /// Reports the message, then goes on: the visit ends with the stream (or our closing ACK);
+    /// with `pipeline` the next message may be in values read already.
     private mutating func goOn(after taken: Taken, _ actions: inout [Action], at now: Duration) {
         report(taken, &actions)
         guard assembly.expectsMoreMessages else {
@@ -121,8 +112,7 @@ extension ReceiverVisit {
         }
     }
 
-    /// Counts and reports a taken message: `received` for one stored now, a warning for one
-    /// that came again.
+    /// Counts and reports a message: `received` if stored now, a warning if it came again.
     private mutating func report(_ taken: Taken, _ actions: inout [Action]) {
         if taken.storedByEarlierRun { count(&actions) }
         let message = taken.message

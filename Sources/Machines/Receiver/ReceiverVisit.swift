@@ -1,19 +1,13 @@
 import Transfer
 import Trust
 
-/// One visit of the central to a sender, once subscribed, as a pure machine: the shell (the
-/// central's `ReceiverVisitShell` in Roles) hands it what arrives — a notification value, the
-/// link's end, a tick, the answer to what it asked (room on disk, a message stored, an ACK
-/// written, the sender's close) — and performs the effects it returns, in order: write a value
-/// to the sender, keep or drop a checkpoint, check the room, store a message, write its ACK,
-/// forget a receipt, remember a message, report, finish.
+/// One visit of the central to a sender, once subscribed, as a pure machine: the shell (`ReceiverVisitShell` in Roles)
+/// hands it what arrives (values, the link's end, ticks, answers) and performs the effects it returns, in order.
 ///
-/// It owns what a visit decides: the assembly of each message (`MessageAssembly`, with the
-/// encrypted session or Apple's flow), whether a message is stored already (this sender's
-/// unconfirmed ACKs of earlier visits, `StoredMessages`), how each ACK is written and what
-/// will show it arrived (`AcknowledgementPlan`, `UnconfirmedAcknowledgements`), and the room
-/// a message needs. It reads no clock (the shell gives the time since subscribing) and does no
-/// I/O; while it waits for an answer, it asks for nothing else.
+/// It owns what a visit decides: each message's assembly (`MessageAssembly`), whether a message is stored already
+/// (this sender's unconfirmed ACKs of earlier visits, `StoredMessages`), how each ACK is written and what shows it
+/// arrived (`AcknowledgementPlan`, `UnconfirmedAcknowledgements`), and the room a message needs. No clock (the shell
+/// gives the time since subscribing), no I/O; while it waits for an answer, it asks for nothing else.
 package struct ReceiverVisit: Sendable {
     /// What the visit knows of the run and the link when it starts.
     package struct Facts: Sendable {
@@ -24,7 +18,7 @@ package struct ReceiverVisit: Sendable {
         package var offeredAsCommand: Bool
         /// The characteristic takes write commands.
         package var commandAllowed: Bool
-        /// How many messages the run wants in all (nil: every one), and how many it has.
+        /// Messages the run wants in all (nil: every one), and how many it has.
         package var messageCount: Int?
         package var receivedBefore: Int
 
@@ -72,8 +66,7 @@ package struct ReceiverVisit: Sendable {
         case senderClosed(Bool)
         /// Writing the session's values failed.
         case writeFailed(String)
-        /// The answer to `lookUpCheckpoint`: how many bytes of the message the spool held (0:
-        /// none), now put where the message's bytes go, and their SHA-256 state.
+        /// Answers `lookUpCheckpoint`: bytes the spool held (0: none), now where the message's go, and their SHA-256.
         case checkpointHeld(bytes: Int, digest: RunningDigest?)
         /// The shell could not keep the message's bytes (a partial file that failed).
         case payloadNotKept(String)
@@ -92,24 +85,19 @@ package struct ReceiverVisit: Sendable {
     }
 
     package enum Action: Sendable, Equatable {
-        /// Write this value to the sender (the handshake's message 2, a RESUME, a PROGRESS);
-        /// `unanswered`: nothing waits for its reply, so it may go as a write command.
+        /// Write this value (message 2, RESUME, PROGRESS); `unanswered`: no reply awaited, it may be a write command.
         case write([UInt8], unanswered: Bool)
         case checkpoint(MessageAssembly.CheckpointWork)
-        /// Keep a secure message's bytes where they go (memory, a partial file): the shell's
-        /// place for them; every byte the shell stores is one these gave, at its offset.
+        /// Keep a secure message's bytes (memory, partial file): every byte the shell stores is one these gave.
         case keepPayload(MessageAssembly.PayloadWork)
-        /// Look for a checkpoint of the message of `header` from `sender` and put its bytes
-        /// where the message's go: answered by `checkpointHeld`.
+        /// Put the bytes of a checkpoint of this message where its bytes go; `checkpointHeld` answers.
         case lookUpCheckpoint(sender: PeerKey?, header: MessageHeader)
-        /// Whether the message can be kept (`RoomQuestion`): answered by `room`.
+        /// Can the message be kept? `room` answers.
         case checkRoom(RoomQuestion)
-        /// Store this complete, verified message for `sender` (as the receipt journal names it):
-        /// answered by `stored`.
+        /// Store this verified message for `sender` (the receipt journal's name); `stored` answers.
         case store(ReceivedMessage, sender: String)
-        /// Write these values of the sealed ACK; `asCommand`: as write commands; `settles`: wait
-        /// a moment afterwards (a command may still be queued when a Disconnect overtakes it).
-        /// Answered by `acknowledgementWritten`.
+        /// Write the sealed ACK's values; `asCommand`: as write commands; `settles`: wait a moment
+        /// afterwards (a Disconnect may overtake a queued command). `acknowledgementWritten` answers.
         case writeAcknowledgement([[UInt8]], asCommand: Bool, settles: Bool)
         /// The sender has this ACK: the receipt journal may forget the message a while later.
         case forgetReceipt(sender: String, digest: [UInt8])
@@ -138,8 +126,7 @@ package struct ReceiverVisit: Sendable {
 
     /// The answer the visit waits for.
     enum Pending: Sendable, Equatable {
-        /// A checkpoint of the message under way; then `step` is acted on (after a room check
-        /// when a value gave it).
+        /// A checkpoint; then `step` is acted on (after a room check when a value gave it).
         case checkpoint(MessageAssembly.Step, afterValue: Bool)
         /// Room for the message under way; then `step` is acted on.
         case room(MessageAssembly.Step)
@@ -150,8 +137,7 @@ package struct ReceiverVisit: Sendable {
 
     package let facts: Facts
     package internal(set) var assembly: MessageAssembly
-    /// This sender's messages stored in earlier visits whose ACK was not confirmed (given by the
-    /// run, handed back at the end), and those of this visit.
+    /// This sender's stored messages with unconfirmed ACKs, from earlier visits (the run's, handed back) and this one.
     package internal(set) var remembered: [UnacknowledgedMessage]
     var unconfirmed = UnconfirmedAcknowledgements()
     /// Over a channel, the last ACKs: confirmed once the sender closes it.
@@ -163,8 +149,7 @@ package struct ReceiverVisit: Sendable {
     package internal(set) var storedDigests: [[UInt8]] = []
     package internal(set) var isOver = false
 
-    /// What the run keeps of this sender when the visit ends, however it ends: what it
-    /// remembered, and the ACKs of this visit nothing confirmed yet.
+    /// What the run keeps of this sender however the visit ends: what it remembered, and this visit's unconfirmed ACKs.
     package var rememberedNow: [UnacknowledgedMessage] {
         unconfirmed.pending.reduce(into: remembered) { messages, ack in
             StoredMessages.append(UnacknowledgedMessage(digest: ack.digest, storedAt: ack.storedAt), to: &messages)
@@ -178,8 +163,7 @@ package struct ReceiverVisit: Sendable {
         received = facts.receivedBefore
     }
 
-    /// Takes one input at `now` (the time since subscribing); the effects to perform, in order.
-    /// Nothing once the visit is over.
+    /// One input at `now` (since subscribing): the effects, in order; none once the visit is over.
     package mutating func handle(_ input: Input, at now: Duration) -> [Action] {
         guard !isOver else { return [] }
         var actions: [Action] = []
@@ -228,8 +212,7 @@ package struct ReceiverVisit: Sendable {
         return actions
     }
 
-    /// The values the session wants written, and first where the message's bytes go and what
-    /// the resume spool is to do; a checkpoint to look up is returned, to be asked last.
+    /// The session's writes, after the payload and spool work; a checkpoint to look up is returned to be asked last.
     mutating func takeWrites(_ actions: inout [Action]) -> (sender: PeerKey?, header: MessageHeader)? {
         for work in assembly.takePayloadWork() { actions.append(.keepPayload(work)) }
         var lookUp: (sender: PeerKey?, header: MessageHeader)?
@@ -250,8 +233,8 @@ package struct ReceiverVisit: Sendable {
         }
     }
 
-    /// Acts on what the assembly said, and on what followed a completed message in the values
-    /// read already, until the visit waits for an input or an answer.
+    /// Acts on the assembly's step (and on what followed a completed message in the values read)
+    /// until the visit waits for an input or an answer.
     mutating func act(on step: MessageAssembly.Step, _ actions: inout [Action], at now: Duration) {
         for ack in unconfirmed.takeConfirmed(by: assembly) {
             actions.append(.forgetReceipt(sender: ack.sender, digest: ack.digest))
@@ -263,8 +246,7 @@ package struct ReceiverVisit: Sendable {
             announce(format, &actions)
             if let report { actions.append(.report(.progress(report))) }
         case .complete(let message, let duration):
-            // A message whole in its first values completes before anything else was said
-            // about the subscription: say it first.
+            // A message whole in its first values completes before the subscription was announced.
             announce(message.format, &actions)
             take(message, duration: duration, &actions, at: now)
         case .sessionEnded:
@@ -280,8 +262,7 @@ package struct ReceiverVisit: Sendable {
         actions.append(.report(.subscribed(format)))
     }
 
-    /// The sender ended the stream, or this side closed with its last ACK: over a channel, the
-    /// last ACKs are confirmed by the sender's close.
+    /// The stream ended (or we closed with our last ACK): over a channel, the sender's close confirms the last ACKs.
     mutating func sessionOver(_ actions: inout [Action]) {
         for ack in unconfirmed.takeConfirmed(by: assembly) {
             actions.append(.forgetReceipt(sender: ack.sender, digest: ack.digest))
@@ -294,9 +275,8 @@ package struct ReceiverVisit: Sendable {
         finish(nil, &actions)
     }
 
-    /// Over a channel our last ACK has no reply: the sender closing the channel once it has
-    /// read it is the confirmation. Without it, the messages may come again, so they are
-    /// remembered as stored; with it, their receipts are done.
+    /// Over a channel our last ACK has no reply: the sender's close after reading it confirms it.
+    /// Without it the messages may come again and are remembered as stored.
     private mutating func senderClosed(_ closed: Bool, _ actions: inout [Action]) {
         for message in awaitingClose {
             if closed {
@@ -309,12 +289,9 @@ package struct ReceiverVisit: Sendable {
         finish(nil, &actions)
     }
 
-    /// The visit is over: what is still unconfirmed is remembered, so that a message sent
-    /// again is not stored twice.
+    /// The visit is over: the unconfirmed are remembered, so a message sent again is not stored twice.
     mutating func finish(_ failure: TransferFailure?, _ actions: inout [Action]) {
-        for ack in unconfirmed.pending {
-            StoredMessages.append(UnacknowledgedMessage(digest: ack.digest, storedAt: ack.storedAt), to: &remembered)
-        }
+        remembered = rememberedNow
         unconfirmed.pending = []
         pending = nil
         isOver = true
@@ -322,23 +299,19 @@ package struct ReceiverVisit: Sendable {
     }
 }
 
-/// What a room check asks of the place messages go (the shell answers with the sink's own
-/// checks).
+/// What a room check asks of where messages go (the shell answers with the sink's own checks).
 package enum RoomQuestion: Sendable, Equatable {
     /// A message announced this many bytes: may it come at all (its resume copy counted)?
     case announced(Int)
-    /// The reserve, again before a write: `received` of the `announced` bytes have come, and
-    /// others may fill the disk meanwhile.
+    /// The reserve again before a write (`received` of `announced` came; others fill the disk too).
     case writing(announced: Int, received: Int)
     /// A message without a length (Apple's flow, held in memory): may this much be kept?
     case received(Int)
 }
 
-/// Room on disk for the messages of a visit, checked as they come: a framed message with the
-/// length its header announces (and the resume spool's copy of it) before any payload is
-/// taken, then the reserve again after each of its values (others fill the disk too); a compat
-/// one (no length) about once a second with what has come so far. Refused, the link is dropped
-/// before EOM: the sender keeps its copy.
+/// Room on disk for a visit's messages: a framed one for its announced length (and the spool's
+/// copy) before any payload, then the reserve after each value; a compat one (no length) about
+/// once a second with what came. Refused, the link drops before EOM: the sender keeps its copy.
 struct RoomCheck: Sendable, Equatable {
     private var admittedAnnouncement = false
     private var lastCheck: Duration?

@@ -1,11 +1,8 @@
 import Trust
 
-/// What the receiver remembers across visits of the messages it stored whose ACK the sender may
-/// not have seen: a sender sends such a message again, and it must then be acknowledged, not
-/// stored twice. Per sender address, the last `perPeer` (the sender's pipeline window), for at
-/// most `addressCapacity` addresses (rotating addresses cannot grow it: the oldest entry goes,
-/// and its sender may then get its message stored twice, never lost). Pure: the central's work
-/// loop keeps it and hands each visit its peer's list (`ReceiverVisit`).
+/// Stored messages whose ACK the sender may not have seen, across visits: sent again, they are acknowledged, not
+/// stored twice. The last `perPeer` (the pipeline window) per address, for at most `addressCapacity` addresses (the
+/// oldest goes: stored twice, never lost). Pure: the central's work loop hands each visit its peer's list.
 package struct StoredMessages: Sendable {
     package static let addressCapacity = 256
     package static let perPeer = PipelineWindow.messages
@@ -23,10 +20,8 @@ package struct StoredMessages: Sendable {
         table.set(messages, for: address)
     }
 
-    /// The earlier copy when `digest` is a message from `address` whose ACK was not confirmed
-    /// (forgotten then, with those remembered before it: a sender sends again in order, so it
-    /// has moved past them; a third identical message is a new one); nil otherwise. Any other
-    /// message from that peer means the sender moved on, so the records go too.
+    /// The earlier copy if `digest` is an unconfirmed message from `address`, forgotten with those before it (senders
+    /// resend in order; a third identical message is new). Any other message: the sender moved on, the records go.
     package mutating func takeEarlierCopy(from address: String, digest: [UInt8]) -> UnacknowledgedMessage? {
         var messages = take(address)
         let earlier = Self.takeEarlierCopy(of: digest, from: &messages)
@@ -34,8 +29,7 @@ package struct StoredMessages: Sendable {
         return earlier
     }
 
-    /// The messages remembered for `address`, handed to a visit (which hands back what it
-    /// remembers then, `put`).
+    /// The messages remembered for `address`, handed to a visit (which hands them back, `put`).
     package mutating func take(_ address: String) -> [UnacknowledgedMessage] {
         table.removeValue(for: address) ?? []
     }

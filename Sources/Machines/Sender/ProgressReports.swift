@@ -1,8 +1,7 @@
 import Transfer
 
-/// When the sender reports one message's progress: on its first value handed over, then at
-/// most once per `interval`, and once more on its last byte. Times are the durations since the
-/// message started, given by the caller.
+/// When the sender reports a message's progress: first value, then at most once per `interval`,
+/// and on its last byte. Times are durations since the message started.
 package struct ProgressReports: Sendable {
     /// The rate and the estimate the reports carry.
     package private(set) var meter: ProgressMeter

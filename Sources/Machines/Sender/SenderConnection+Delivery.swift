@@ -1,8 +1,7 @@
 import Transfer
 import Trust
 
-/// Whether the current message counts: `SubscriptionDelivery` is fed here, and its actions
-/// become the connection's.
+/// Whether the current message counts: `SubscriptionDelivery` is fed here; its actions become ours.
 extension SenderConnection {
     mutating func feed(_ input: SubscriptionDelivery.Input, _ actions: inout [Action], at now: Duration) {
         perform(delivery.handle(input), &actions, at: now)
@@ -62,7 +61,7 @@ extension SenderConnection {
         onAirPending = 0
     }
 
-    /// The connection is over: every timer still armed is cancelled, nothing more is sent.
+    /// The connection is over: every armed timer is cancelled, nothing more is sent.
     private mutating func end(announce: Bool, _ actions: inout [Action]) {
         flushOnAir(&actions)
         stopTransfer(&actions)

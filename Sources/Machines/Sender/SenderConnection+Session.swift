@@ -1,8 +1,7 @@
 import Transfer
 import Trust
 
-/// The encrypted session: the central's writes, what they mean, a multi session's next message
-/// and the pipeline.
+/// The encrypted session: the central's writes, what they mean, a multi session's next message and the pipeline.
 extension SenderConnection {
     /// A write of the central, read between two values (or after a one-message `EOM`).
     mutating func read(_ value: [UInt8], _ actions: inout [Action], at now: Duration) {
@@ -45,9 +44,8 @@ extension SenderConnection {
         }
     }
 
-    /// What the central's write meant, outside a multi session's ACK: an authenticated key, a
-    /// RESUME, the ACK of its one message, a CLOSE (it takes no more: a message under way is not
-    /// counted and stays to be sent again; the central unsubscribes next) or a refusal.
+    /// A session event other than a multi ACK. After the central's CLOSE (it takes no more) a
+    /// message under way is not counted and stays to be sent again; the central unsubscribes next.
     mutating func sessionEvent(_ event: SecureSenderSession.Event, _ actions: inout [Action], at now: Duration) {
         switch event {
         case .centralAuthenticated(let key):
@@ -74,10 +72,9 @@ extension SenderConnection {
         }
     }
 
-    /// Multi: the current message was acknowledged before the stream's end. It counts now (a
-    /// sealed ACK can only come from the receiver that stored it, so it counts even when the
-    /// central's hang-up, a socket event, overtook it, a D-Bus call); then the source is asked
-    /// for the next one, or the session closes.
+    /// Multi: the current message was acknowledged. It counts now (a sealed ACK comes only from the
+    /// receiver that stored it, even when the hang-up, a socket event, overtook it, a D-Bus call);
+    /// then the source is asked for the next one, or the session closes.
     private mutating func acknowledgedInSession(_ actions: inout [Action], at now: Duration) {
         // An ACK and the central's CLOSE may come in one write: count, send no more.
         let centralClosed = secureSession?.state == .closedByCentral
@@ -103,8 +100,7 @@ extension SenderConnection {
         }
     }
 
-    /// The source's next message after a multi session's ACK (nil: none ready now): the session
-    /// goes on with it or closes, as `SessionContinuation` decides.
+    /// The source's next message after a multi ACK (nil: none ready): `SessionContinuation` decides.
     mutating func answered(next: Offer?, _ actions: inout [Action], at now: Duration) {
         guard case .next(let continuation, let sentAhead, let centralClosed, let hangUpReason) = awaiting else { return }
         awaiting = nil
@@ -129,8 +125,8 @@ extension SenderConnection {
         continueStream(with: decision, next: next, sentAhead: sentAhead?.message, &actions, at: now)
     }
 
-    /// The stream after a multi session's ACK: the message sent ahead goes on (it must be the
-    /// one the source gave), the next one starts, or CLOSE and `EOM` end the stream.
+    /// After a multi ACK: the message sent ahead goes on (it must be the one the source gave), the
+    /// next one starts, or CLOSE and `EOM` end the stream.
     private mutating func continueStream(with decision: SessionContinuation.Decision, next: Offer?,
                                          sentAhead: OutgoingMessage?, _ actions: inout [Action], at now: Duration) {
         guard case .secure(var session) = stream else { return }
@@ -154,9 +150,8 @@ extension SenderConnection {
         }
     }
 
-    /// The next message becomes the current one, under a fresh delivery and bound; the last
-    /// one's timers stop. `hangUp`: the central had left with the message sent ahead
-    /// outstanding, which then counts only if its ACK comes within the grace.
+    /// The next message becomes current, under a fresh delivery and bound. `hangUp`: the central
+    /// left with the message sent ahead outstanding, which counts only if its ACK comes in the grace.
     private mutating func startNext(_ next: Offer, sentAheadEndWritten: Bool, hangUp: String?,
                                     _ actions: inout [Action], at now: Duration) {
         flushOnAir(&actions)
@@ -175,8 +170,7 @@ extension SenderConnection {
         }
     }
 
-    /// The source's message for the pipeline: sent at once, ahead of the current one's ACK
-    /// (counted only after it, on its own ACK).
+    /// The source's message for the pipeline: sent at once, ahead of the current one's ACK.
     mutating func answered(upcoming: OutgoingMessage?, _ actions: inout [Action]) {
         guard case .upcoming = awaiting else { return }
         awaiting = nil
@@ -194,8 +188,7 @@ extension SenderConnection {
         }
     }
 
-    /// The session failed (a bad write, a refused key, a file that could not be read): one line,
-    /// nothing counted, the central disconnected.
+    /// The session failed (bad write, refused key, unreadable file): one line, nothing counted, central dropped.
     mutating func sessionFailed(_ error: SecureSessionError, _ actions: inout [Action], at now: Duration) {
         let reason: String
         switch error {
@@ -214,8 +207,7 @@ extension SenderConnection {
         refuse(reason, &actions, at: now)
     }
 
-    /// The handshake's bound passed before the central answered message 1 (or, with
-    /// indications, before it confirmed the values carrying it).
+    /// The handshake's bound passed before the central answered (or confirmed) message 1.
     mutating func handshakeTimedOut(_ actions: inout [Action], at now: Duration) {
         guard authenticatedPeer == nil, secureSession?.state == .awaitingHandshake else { return }
         let seconds = settings.handshakeTimeout.components.seconds

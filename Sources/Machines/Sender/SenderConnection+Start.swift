@@ -2,19 +2,16 @@ import Transfer
 import Trust
 
 extension SenderConnection {
-    /// What a central that offered the retired framed version 1 is told (one line, nothing sent).
-    /// Writes a central may have queued for its session before they are read; a central
-    /// writing more is not following the protocol.
+    /// Writes a central may have queued before they are read; one writing more breaks the protocol.
     package static let writeBacklog = 256
 
+    /// What a central that offered the retired framed version 1 is told (one line, nothing sent).
     package static let version1Refusal = "it offered framed version 1, which this bletransfer no longer speaks; "
         + "update bletransfer on that host; nothing was sent"
 
-    /// Serves `offer` to the central that wrote `hello` (or nothing) and subscribed on `link`:
-    /// the framed protocol is always encrypted, so a central offering it without encryption, or
-    /// offering the retired version 1, gets one line and nothing else; Apple's flow (no HELLO)
-    /// stays for peers that speak nothing else, unless the keys require the secure mode or the
-    /// message is addressed.
+    /// Serves `offer` to the central that wrote `hello` (or nothing) and subscribed on `link`. A
+    /// framed offer without encryption, or version 1, gets one line and nothing else; Apple's flow
+    /// (no HELLO) is served unless the keys require the secure mode or the message is addressed.
     package static func start(peer: PeerDescription, offer: Offer, hello: CentralHello, link: Link, keys: Keys,
                               settings: Settings, reorderRisk: String?) -> Start {
         let message = offer.message
@@ -74,9 +71,8 @@ extension SenderConnection {
         self.stream = stream
     }
 
-    /// The HEADER's metadata for a named message (sent when the central offered `meta`). A name
-    /// that is not a clean relative path of at most 255 bytes is not sent: the receiver then
-    /// falls back to its generated name.
+    /// The HEADER's metadata for a named message (with `meta`). A name that is not a clean relative
+    /// path of at most 255 bytes is not sent: the receiver then generates one.
     package static func fileMetadata(_ file: SentFileAttributes?) -> FileMetadata? {
         file.flatMap {
             FileMetadata(name: $0.name, modificationSeconds: $0.modificationSeconds,
@@ -84,21 +80,19 @@ extension SenderConnection {
         }
     }
 
-    /// Arms the bounds of the first message (and, in the secure mode, of the handshake) and
-    /// hands the first value to the link.
+    /// Arms the bounds of the first message (and the handshake) and hands the first value over.
     private mutating func begin(_ actions: inout [Action], at now: Duration) {
         if confirmsIndications { actions.append(.report(.debug("serving \(peer.address) with confirmed indications: one value in flight"))) }
         if case .secure = stream {
-            // Nobody is authenticated until the central answers message 1 (which, with
-            // indications, it must also confirm): a silent central is dropped after this.
+            // Nobody is authenticated until the central answers (and, with indications,
+            // confirms) message 1: a silent central is dropped after this.
             start(.handshake, after: settings.handshakeTimeout, &actions)
         }
         armTransferDeadline(&actions)
         pump(&actions, at: now)
     }
 
-    /// Arms the bound of the current message: its values at the minimum rate (and, in a multi
-    /// session, its ACK: the stream pauses for it before the next message).
+    /// Arms the current message's bound: its values at the minimum rate (and, multi, its ACK).
     mutating func armTransferDeadline(_ actions: inout [Action]) {
         let valueCount: Int
         switch stream {
@@ -116,8 +110,7 @@ extension SenderConnection {
 
     // MARK: Inputs
 
-    /// Takes one input at `now` (the time since the connection started) and returns what the
-    /// shell must do, in order. Nothing once the connection is over.
+    /// One input at `now` (since the connection started): what the shell must do, in order; nothing once over.
     package mutating func handle(_ input: Input, at now: Duration) -> [Action] {
         guard !isOver else { return [] }
         var actions: [Action] = []
@@ -131,8 +124,7 @@ extension SenderConnection {
         case .confirmed:
             unconfirmed = max(0, unconfirmed - 1)
         case .written(let value):
-            // Read between values, in order (`pump`); Apple's flow reads nothing. A central
-            // writing more than the backlog loses the excess: its session fails on the gap.
+            // Read between values (`pump`), not in compat. Writes past the backlog are lost: the session fails.
             if case .secure = stream, transfer != .done, heldWrites.count < Self.writeBacklog { heldWrites.append(value) }
         case .hungUp(let reason, let drained):
             hungUp(reason: reason, drainedWhenClosed: drained, &actions, at: now)
@@ -163,8 +155,8 @@ extension SenderConnection {
         return actions
     }
 
-    /// The central left. What that means is the delivery's to decide; a secure stream paused
-    /// for the central (its handshake, a PROGRESS) stops at once (`pump`).
+    /// The central left: the delivery decides what it means; a secure stream paused for the
+    /// central (handshake, PROGRESS) stops at once (`pump`).
     private mutating func hungUp(reason: String, drainedWhenClosed: Bool?, _ actions: inout [Action], at now: Duration) {
         guard !delivery.hasHungUp else { return }
         var reason = reason

@@ -1,11 +1,10 @@
 import Transfer
 import Trust
 
-/// The values: one with the link at a time, each (with indications) after the previous one's
-/// confirmation, the central's writes read between two of them, `EOM` drained at the end.
+/// The values: one with the link at a time (with indications, after the last one's confirmation),
+/// the central's writes read between two of them, `EOM` drained at the end.
 extension SenderConnection {
-    /// Moves the stream on as far as it can without an input: reads the writes and session
-    /// events held, hands the next value to the link, drains after `EOM`, or asks the source.
+    /// Moves the stream on as far as it can without an input.
     mutating func pump(_ actions: inout [Action], at now: Duration) {
         while !isOver, awaiting == nil {
             switch transfer {
@@ -22,17 +21,23 @@ extension SenderConnection {
                     return
                 }
             case .readingWrites:
-                if !heldEvents.isEmpty {
-                    take(heldEvents.removeFirst(), &actions, at: now)
-                } else if !heldWrites.isEmpty {
-                    read(heldWrites.removeFirst(), &actions, at: now)
-                } else {
-                    return
-                }
+                guard takeHeld(&actions, at: now) else { return }
             case .streaming:
                 guard step(&actions, at: now) else { return }
             }
         }
+    }
+
+    /// Acts on one held session event, else on one held write; false when none is held.
+    private mutating func takeHeld(_ actions: inout [Action], at now: Duration) -> Bool {
+        if !heldEvents.isEmpty {
+            take(heldEvents.removeFirst(), &actions, at: now)
+        } else if !heldWrites.isEmpty {
+            read(heldWrites.removeFirst(), &actions, at: now)
+        } else {
+            return false
+        }
+        return true
     }
 
     /// One step between two values; false when the stream waits for an input.
@@ -72,14 +77,7 @@ extension SenderConnection {
             actions.append(.drain)
             return false
         }
-        if !heldEvents.isEmpty {
-            take(heldEvents.removeFirst(), &actions, at: now)
-            return true
-        }
-        if !heldWrites.isEmpty {
-            read(heldWrites.removeFirst(), &actions, at: now)
-            return true
-        }
+        if takeHeld(&actions, at: now) { return true }
         guard case .secure(var session) = stream else { return false }
         stream = .taken   // the only owner while it seals (no copy of its buffers)
         let value = session.nextValue()
@@ -102,9 +100,8 @@ extension SenderConnection {
             pipeline.preparedAhead = session.currentMessageNumber
             if !delivery.hasHungUp { actions.append(.ask(.prepare(skipping: pipeline.sentAhead.count))) }
         }
-        // The session waits for the central's handshake message, a PROGRESS (`window`) or, in
-        // a multi session, the ACK of the message just sent. A hang-up ends the wait unless an
-        // ACK is due: that may still come (the ACK timeout bounds it).
+        // Waiting for the central's handshake message, a PROGRESS or (multi) an ACK: a hang-up
+        // ends the wait unless an ACK is due, which may still come (the ACK timeout bounds it).
         let interruptible = session.state == .awaitingHandshake || session.unacknowledgedCount == 0
         if interruptible, delivery.hasHungUp {
             transferFailed(.stoppedByUs, &actions, at: now)
@@ -118,16 +115,13 @@ extension SenderConnection {
         if case .secure(let session) = stream { session } else { nil }
     }
 
-    /// The stream has nothing to send now. With a message's END handed over, its ACK is awaited
-    /// (the ACK timeout bounds the wait); with `pipeline` the source is asked for the next
-    /// message at once. True when the source was asked.
+    /// Nothing to send now: after an END its ACK is awaited (bounded by the ACK timeout); with
+    /// `pipeline` the source is asked for the next message at once (then true).
     private mutating func streamPaused(_ session: SecureSenderSession, _ actions: inout [Action]) -> Bool {
         let number = session.currentMessageNumber
         if session.state == .awaitingAck, pipeline.endWritten != number {
-            // The socket's small buffer keeps "handed over" close to what bluetoothd took, so
-            // the wait is bounded as after EOM in a one-message session. (With a message sent
-            // ahead still uncounted, the current one is the earlier one, whose bound is
-            // running: this END's wait starts on that ACK.)
+            // The socket's small buffer keeps "handed over" close to what bluetoothd took: bounded as after EOM.
+            // (With a message sent ahead uncounted, the current one's bound runs; this END's wait starts on its ACK.)
             pipeline.endWritten = number
             if pipeline.sentAhead.isEmpty, !delivery.hasHungUp {
                 feed(.endOfMessageWritten, &actions, at: startedAt)
@@ -136,8 +130,7 @@ extension SenderConnection {
         }
         guard session.acceptsNextBeforeAck, pipeline.askedUpcoming != number else { return false }
         pipeline.askedUpcoming = number
-        // The fairness rule as on an ACK: the current message and those sent ahead will be the
-        // session's next counts.
+        // The fairness rule as on an ACK, counting the current message and those sent ahead.
         let pendingBytes = pipeline.sentAhead.reduce(current.message.byteCount) { $0 + $1.message.byteCount }
         guard !delivery.hasHungUp,
               share.mayStartAnother(pendingMessages: 1 + pipeline.sentAhead.count, pendingBytes: pendingBytes) else {
@@ -188,9 +181,7 @@ extension SenderConnection {
         valueHandedOver(&actions, at: now)
     }
 
-    /// Progress, and the delivery told how far the stream got. A message sent ahead is reported
-    /// once it is the current one (on the earlier message's ACK): until then the progress is
-    /// the earlier one's.
+    /// Progress, and the delivery told how far the stream got (a message sent ahead: once it is current).
     private mutating func valueHandedOver(_ actions: inout [Action], at now: Duration) {
         let bytesSent: Int
         let finished: Bool
@@ -222,8 +213,7 @@ extension SenderConnection {
         case .sending, .confirming:
             transferFailed(failure, &actions, at: now)
         case .draining:
-            // The central may have hung up right after its ACK: the ACK still counts within the
-            // grace the delivery gives it, so a one-message session keeps reading its writes.
+            // A hang-up right after the ACK: it counts within the grace, so a one-message session reads on.
             feed(.transferFailed(failure), &actions, at: now)
             afterEndOfMessage(&actions, at: now)
         case .streaming, .readingWrites, .done:
@@ -242,8 +232,8 @@ extension SenderConnection {
         afterEndOfMessage(&actions, at: now)
     }
 
-    /// After `EOM` (drained or not): a multi session counted every message on its ACK, and
-    /// after CLOSE the central only unsubscribes; a one-message session reads the ACK.
+    /// After `EOM` (drained or not): multi counted every message on its ACK and the central only
+    /// unsubscribes; a one-message session reads the ACK.
     private mutating func afterEndOfMessage(_ actions: inout [Action], at now: Duration) {
         guard !isOver, case .secure(let session) = stream, !session.carriesSeveralMessages else {
             stopTransfer(&actions)
@@ -264,8 +254,7 @@ extension SenderConnection {
         feed(.transferFailed(failure), &actions, at: now)
     }
 
-    /// Nothing more is sent or read. Over a channel, closing our end tells the central its last
-    /// ACK arrived (it has no reply of its own).
+    /// Nothing more is sent or read. Over a channel, closing our end tells the central its last ACK arrived (no reply).
     mutating func stopTransfer(_ actions: inout [Action]) {
         guard transfer != .done else { return }
         transfer = .done

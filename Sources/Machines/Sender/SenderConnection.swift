@@ -1,29 +1,24 @@
 import Transfer
 import Trust
 
-/// One central's connection to the sender, as a pure machine: one value per subscription (an
-/// AcquireNotify socket, the PropertiesChanged fallback or an L2CAP channel). The shell
-/// (`SenderConnectionShell` in Roles) reads an input — the link took a value, a confirmation,
-/// the central's write, a hang-up, a timer, the message source's answer — hands it to
-/// `handle(_:at:)`, and performs the actions it gets back: send a value, drain, ask the source,
-/// count a message delivered, report, arm or cancel a timer, close, disconnect, end.
+/// One central's connection to the sender as a pure machine, one value per subscription (AcquireNotify socket,
+/// PropertiesChanged fallback or L2CAP channel). The shell (`SenderConnectionShell` in Roles) hands each input to
+/// `handle(_:at:)` and performs the actions.
 ///
-/// It owns everything a connection decides: Apple's flow (`MessageSender`) or the encrypted
-/// session (`SecureSenderSession`) with its handshake and its bound; the values one at a time
-/// (with confirmed indications, each after the previous one's confirmation); whether each
-/// message counts (`SubscriptionDelivery`, fed here and nowhere else, so a message is counted
-/// in one place: the `deliver` action); a multi session's next message and the pipeline
-/// window (`PipelineWindow`), the fairness rule (`SessionShare`, `SessionContinuation`), and
-/// which central writes are read when. It reads no clock (the shell gives the time since the
-/// connection started) and does no I/O, so every input can be tried in every state.
+/// It owns every decision of a connection: Apple's flow (`MessageSender`) or the encrypted session with its handshake
+/// and bound; values one at a time (confirmed indications each after the last one's confirmation); whether a message
+/// counts (`SubscriptionDelivery`, fed only here, so the `deliver` action is the one place a message is counted); a
+/// multi session's next message, the pipeline window, the fairness rule (`SessionShare`, `SessionContinuation`), and
+/// which central writes are read when. No clock (the shell gives the time since the connection started), no I/O:
+/// every input can be tried in every state.
 package struct SenderConnection: Sendable {
     /// What a connection is told, from `PeripheralConfiguration`.
     package struct Settings: Sendable {
         package var delivery: SubscriptionDelivery.Limits
         /// The bound of each message: its values at the minimum rate, plus a floor.
         package var deadline: TransferDeadline
-        /// How long a central that wrote a HELLO has to take the handshake's first message and
-        /// answer it: nobody is authenticated before, so the message's deadline is too long.
+        /// How long a central that wrote a HELLO has to answer the handshake's first message
+        /// (nobody is authenticated before: the message's deadline is too long).
         package var handshakeTimeout: Duration
         package var progressInterval: Duration
         package var sessionMessageLimit: Int
@@ -51,9 +46,8 @@ package struct SenderConnection: Sendable {
         }
     }
 
-    /// The timers a connection runs: the delivery's, and the handshake's bound. A timer that
-    /// fires with another generation than the one armed (cancelled or restarted since) changes
-    /// nothing.
+    /// The delivery's timers and the handshake's bound. A timer firing with another generation
+    /// than the one armed (cancelled or restarted since) changes nothing.
     package enum TimerKind: Sendable, Hashable, CaseIterable {
         case delivery(SubscriptionDelivery.Timer)
         case handshake
@@ -73,11 +67,10 @@ package struct SenderConnection: Sendable {
 
     /// What the connection asks of the message source, answered in order by the shell.
     package enum SourceRequest: Sendable, Hashable {
-        /// The next message ready now, with its number, after the ones delivered (answered by
-        /// `nextMessage`). Asked after a multi session's ACK was counted.
+        /// After a multi session's ACK was counted: the next message ready now (`nextMessage`).
         case nextAvailable
         /// The message after the current one and the `skipping` ones sent ahead, ready now
-        /// (answered by `upcoming`): the pipeline sends it before the current one's ACK.
+        /// (`upcoming`): the pipeline sends it before the current one's ACK.
         case upcoming(skipping: Int)
         /// The same, only to have it read and hashed while the window is full; not answered.
         case prepare(skipping: Int)
@@ -94,19 +87,17 @@ package struct SenderConnection: Sendable {
         case confirmed
         /// The central wrote this value while subscribed (a GATT write, or an SDU).
         case written([UInt8])
-        /// The central left. `drainedWhenClosed`: we closed the channel because of it, and
-        /// bluetoothd had taken everything sent by then (nil: we did not close it).
+        /// The central left. `drainedWhenClosed`: we closed the channel for it, and bluetoothd had
+        /// taken everything sent by then (nil: we did not close it).
         case hungUp(reason: String, drainedWhenClosed: Bool?)
         case timerFired(TimerID)
         /// The source's answer to `nextAvailable` (nil: none ready now).
         case nextMessage(Offer?)
         /// The source's answer to `upcoming` (nil: none ready now).
         case upcoming(OutgoingMessage?)
-        /// The answer to `checkBluetooth`: whether Bluetooth is still up, and why the link may
-        /// reorder Apple's values (nil: it cannot; a reason, once seen, stays).
+        /// Answers `checkBluetooth`: up, and why the link may reorder Apple's values (nil: cannot; a reason stays).
         case bluetoothChecked(up: Bool, reorderRisk: String?)
-        /// The answer to `readPayload`: the bytes of the payload's file at `offset`, or why they
-        /// could not be read.
+        /// Answers `readPayload`: the file's bytes at `offset`, or why they could not be read.
         case payloadRead(offset: Int, bytes: [UInt8])
         case payloadUnreadable(String)
         /// Another central was refused while this one is served: it waits for its turn.
@@ -123,9 +114,8 @@ package struct SenderConnection: Sendable {
         /// The central was refused or missed a bound.
         case dropped(String)
         case warning(String)
-        /// A line for the log, at debug level.
+        /// Log lines at debug and info level.
         case debug(String)
-        /// A line for the log, at info level.
         case info(String)
     }
 
@@ -134,30 +124,25 @@ package struct SenderConnection: Sendable {
         case send([UInt8])
         /// Wait until bluetoothd took everything sent; `drained` (or `sendFailed`) follows.
         case drain
-        /// Read these bytes of the payload's file (off the shared thread pool); `payloadRead`
-        /// (or `payloadUnreadable`) follows.
+        /// Read these bytes of the file (off the shared pool); `payloadRead`/`payloadUnreadable` follows.
         case readPayload(MessagePayload, Range<Int>)
         /// Close our end of the link (a pending send fails).
         case closeChannel
         case ask(SourceRequest)
-        /// The message counts as delivered: the source is told, the run counts it, the event
-        /// says so. The only place a message is counted. `engineOffersNext`: a one-message
-        /// connection's delivery, after which the engine offers the next message (a multi
-        /// session asks the source itself).
+        /// The message counts as delivered (the only place one is counted): the source is told, the
+        /// run counts it, the event says so. `engineOffersNext`: a one-message connection's, after
+        /// which the engine offers the next message (a multi session asks the source itself).
         case deliver(Offer, MessageSummary, engineOffersNext: Bool)
-        /// Payload bytes of this message put on the air since the last tally (secure mode: the
-        /// summary of its delivery shows the bytes of all its visits).
+        /// Payload bytes put on the air since the last tally (its delivery summary shows all visits').
         case tallyOnAir(digest: [UInt8], bytes: Int)
         case report(Report)
         /// Said once per run: a key no authorized-peers file lists was let in.
         case noticeUnauthenticated(AuthenticatedPeer)
-        /// An authorized central was refused the message under way (addressed to another):
-        /// the engine may offer it one of its own for its next visit.
+        /// An authorized central was refused the message under way (for another): the engine may offer it its own next.
         case addressedElsewhere(AuthenticatedPeer)
         case startTimer(TimerID, after: Duration)
         case cancelTimer(TimerID)
-        /// Read whether Bluetooth is still up and the link's reordering risk; feed
-        /// `bluetoothChecked`.
+        /// Read whether Bluetooth is up and the link's reordering risk; feed `bluetoothChecked`.
         case checkBluetooth
         /// Drop the central's link (it missed a bound or was refused).
         case disconnect
@@ -192,8 +177,8 @@ package struct SenderConnection: Sendable {
     var unconfirmed = 0
     /// The delivery stopped the wait for confirmations (a hang-up's grace ran out).
     var confirmationsFinished = false
-    /// The central's writes not read yet: while a value is with the link, while the source
-    /// answers, and after a one-message session's `EOM` until it was drained.
+    /// The central's writes not read yet: while a value is with the link or the source answers,
+    /// and after a one-message session's `EOM` until drained.
     var heldWrites: [[UInt8]] = []
     /// What a write of the central meant and was not acted on yet (the source answers first).
     var heldEvents: [SecureSenderSession.Event] = []
@@ -201,14 +186,12 @@ package struct SenderConnection: Sendable {
     var awaiting: AwaitedAnswer?
     /// A read of the payload's file was asked for and not answered yet.
     var payloadAsked = false
-    /// Secure mode: what the pipeline keeps of the messages under way.
     var pipeline = PipelineState()
-    /// Secure mode: the session's payload bytes on the air seen so far, and those not tallied
-    /// yet (`tallyOnAir`, when the message is delivered, left or ended).
+    /// The session's payload bytes on the air seen so far, and those not tallied yet (`tallyOnAir`
+    /// when the message is delivered, left or ended).
     var onAirTallied = 0
     var onAirPending = 0
-    /// The message this connection took from the source and did not deliver (it stays offered
-    /// when the connection ends), and the numbers of those it delivered.
+    /// The message taken from the source and not delivered (still offered at the end), and the numbers delivered.
     package internal(set) var offerTaken: Offer?
     package internal(set) var deliveredSequences: [Int] = []
 
@@ -240,7 +223,6 @@ package struct SenderConnection: Sendable {
         case done
     }
 
-    /// Secure mode's pipeline bookkeeping, as the transfer kept it.
     struct PipelineState: Sendable {
         /// Multi: the message whose END bluetoothd took; its ACK is awaited.
         var endWritten: UInt32?
@@ -255,8 +237,7 @@ package struct SenderConnection: Sendable {
 
     /// The source's answer awaited, with what the connection will do with it.
     enum AwaitedAnswer: Sendable {
-        /// After a multi session's ACK: the next message for `continuation`; `sentAhead` is
-        /// the message already under way behind the acknowledged one.
+        /// After a multi ACK: the next message for `continuation`; `sentAhead`: the one under way.
         case next(SessionContinuation, sentAhead: (message: OutgoingMessage, number: UInt32, endWritten: Bool)?,
                   centralClosed: Bool, hangUpReason: String?)
         case upcoming

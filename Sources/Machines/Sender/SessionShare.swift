@@ -1,14 +1,9 @@
-/// The fairness rule of a framed session (docs/wire-v2.md, section 4): how much one central
-/// may take in a visit before the sender closes the session and the next central in range
-/// gets its turn.
+/// The fairness rule of a framed session (docs/wire-v2.md, section 4): how much one central may
+/// take in a visit before the next central in range gets its turn. Pure.
 ///
-/// Counted in what a waiting central is denied, not in time: a rule about time cuts a session
-/// short on a slow link, where every reconnection costs the most, without anyone waiting
-/// having gained. So a session goes on while nobody waits, up to `messageLimit` messages and
-/// `byteLimit` payload bytes (what a central that arrives meanwhile is kept from, at most);
-/// once a central has been turned away during it (it subscribed, opened the channel or wrote
-/// a HELLO while this one was served), no new message starts: the one under way finishes and
-/// the session closes. Pure: the connection machine reports what happened, the share decides.
+/// Counted in what a waiting central is denied, not in time (a time rule cuts sessions short on slow links, where
+/// reconnecting costs most, with nobody gaining): a session goes on while nobody waits, up to `messageLimit` messages
+/// and `byteLimit` bytes; once a central was turned away, no new message starts and the session closes after it.
 package struct SessionShare: Sendable, Hashable {
     package let messageLimit: Int
     package let byteLimit: Int
@@ -34,8 +29,7 @@ package struct SessionShare: Sendable, Hashable {
         centralWaiting = true
     }
 
-    /// Whether the session may start another message once `pending` more (the message under
-    /// way, not yet counted, when it asks ahead of that message's ACK) are counted too.
+    /// Another message may start, counting `pending` more too (the one under way, asked ahead of its ACK).
     package func mayStartAnother(pendingMessages pending: Int = 0, pendingBytes: Int = 0) -> Bool {
         !centralWaiting && messages + pending < messageLimit && bytes + pendingBytes < byteLimit
     }

@@ -1,15 +1,11 @@
 import Transfer
 
-/// Whether one message of a connection counts as delivered, as a pure state machine: the
-/// connection machine (`SenderConnection`) feeds it what happened (values handed over, `EOM`
-/// written, a fitting ACK, a hang-up, a timer firing, a shutdown) and turns the actions it
-/// returns (deliver, report, start or cancel timers, close the channel, end) into its own. It
-/// reads no clock and does no I/O, so every input in every state can be tested.
+/// Whether one message of a connection counts as delivered, as a pure machine fed by
+/// `SenderConnection` (no clock, no I/O: every input in every state can be tested).
 ///
-/// The rules: the framed (secure) format counts on the session's sealed ACK once every value
-/// was handed over; compat counts on a hang-up after `EOM` was written, once Bluetooth is seen
-/// still up `compatConfirmationDelay` later. A hang-up while values are still being handed
-/// over waits for their verdict: the last values may still be drained.
+/// The framed format counts on the sealed ACK once every value was handed over; compat on a
+/// hang-up after `EOM` was written, once Bluetooth is still up `compatConfirmationDelay` later.
+/// A hang-up while values are still handed over waits for their verdict (they may still drain).
 package struct SubscriptionDelivery: Sendable, Hashable {
     /// The durations the rules use, from `PeripheralConfiguration`.
     package struct Limits: Sendable, Hashable {
@@ -31,8 +27,7 @@ package struct SubscriptionDelivery: Sendable, Hashable {
     package enum Timer: Sendable, Hashable, CaseIterable {
         /// The subscription's bound: the whole message, then the ACK or the unsubscription.
         case deadline
-        /// After a hang-up with confirmed indications: how long a confirmation already on its
-        /// way may still arrive before the transfer stops waiting.
+        /// After a hang-up with indications: how long a confirmation on its way may still arrive.
         case confirmationGrace
         /// Compat: how long after the hang-up Bluetooth must still be up.
         case compatConfirmation
@@ -51,34 +46,29 @@ package struct SubscriptionDelivery: Sendable, Hashable {
     }
 
     package enum Input: Sendable, Hashable {
-        /// The transfer task handed another value to the channel; `bytesSent` of the payload
-        /// so far, `last`: that was `EOM`.
+        /// Another value handed to the channel; `bytesSent` of the payload so far; `last`: `EOM`.
         case valueHandedOver(bytesSent: Int, last: Bool)
         /// The transfer task drained the channel after `EOM`: bluetoothd took everything.
         case endOfMessageWritten
         case transferFailed(TransferFailure)
         /// The session's sealed ACK of its one message (verified by the session).
         case acknowledged
-        /// A multi session's message was acknowledged before the stream's end and counted by
-        /// the connection itself (no `deliver` action); the stream goes on to the next message or
-        /// to CLOSE and `EOM`, after which the central has `unsubscribeTimeout` to leave.
+        /// A multi session's message was acknowledged and counted by the connection itself (no
+        /// `deliver`); after the stream's CLOSE and `EOM` the central has `unsubscribeTimeout` to leave.
         case countedInSession
-        /// A multi session's message counted after the central had hung up (its last ACK, a
-        /// D-Bus call, came after the socket's hang-up) is recorded as delivered by the engine:
-        /// the subscription ends now, not before, so the engine never offers it again.
+        /// A multi message counted after the hang-up (its ACK, a D-Bus call, came after the socket's hang-up) was
+        /// recorded by the engine: only now the subscription ends, so the engine never offers it again.
         case recordedAfterHangUp
-        /// The central left. `drainedWhenClosed`: we closed the channel because of it, and
-        /// bluetoothd had taken everything sent by then (nil: we did not close it).
+        /// The central left. `drainedWhenClosed`: we closed the channel for it, and bluetoothd had
+        /// taken everything sent by then (nil: we did not close it).
         case hungUp(reason: String, drainedWhenClosed: Bool?)
-        /// A timer fired. One that is not running (cancelled meanwhile) changes nothing.
+        /// A timer fired; one not running (cancelled meanwhile) changes nothing.
         case timerFired(Timer)
-        /// The answer to `checkBluetoothNow` (asked when the compat confirmation delay is over,
-        /// or at once when it is zero): whether Bluetooth is still up. Ignored unless asked.
+        /// Answers `checkBluetoothNow`: Bluetooth is still up. Ignored unless asked.
         case compatConfirmationDue(bluetoothUp: Bool)
         /// Everything ends (adapter off, run over).
         case shutDown(reason: String)
-        /// We refused the central (an unlisted key, a failed secure session, a refusing ACK);
-        /// whoever refused reported why. Ends the subscription; nothing counts.
+        /// We refused the central (and reported why): the subscription ends, nothing counts.
         case refusedByUs
     }
 
@@ -104,9 +94,7 @@ package struct SubscriptionDelivery: Sendable, Hashable {
         case end(announce: Bool)
     }
 
-    /// `.compat` (Apple's flow) or `.secure` (the framed protocol, always encrypted: ACKs are
-    /// records of the session's stream, counted in the session (`countedInSession`) and
-    /// possibly after a hang-up).
+    /// `.compat` or `.secure` (ACKs are session records, counted in the session, possibly after a hang-up).
     package let format: TransferFormat
     package var version2: Bool { format != .compat }
     /// Values travel as confirmed indications.
@@ -234,8 +222,7 @@ package struct SubscriptionDelivery: Sendable, Hashable {
         if hasHungUp && !transferRunning {
             end(&actions, announce: true)
         } else {
-            // A bletransfer central unsubscribes next; one that stays holds the
-            // characteristic (and advertising) from everybody else.
+            // A bletransfer central unsubscribes next; one that stays holds the characteristic (and advertising).
             let limit = limits.unsubscribeTimeout
             arm(&actions, after: limit,
                 reason: "it stayed subscribed \(Self.describe(limit)) after its ACK (--unsubscribe-timeout)")
@@ -295,9 +282,8 @@ package struct SubscriptionDelivery: Sendable, Hashable {
         }
     }
 
-    /// The central left. While the transfer task still runs its verdict decides (values still
-    /// to send fail, an `EOM` already handed over is drained or not): a central that
-    /// unsubscribes right after receiving `EOM` may be heard before the task reported it.
+    /// The central left. While the transfer task runs its verdict decides (unsent values fail, an
+    /// `EOM` handed over drains or not): a central leaving right after `EOM` may be heard first.
     private mutating func hangUp(_ actions: inout [Action], reason: String, drainedWhenClosed: Bool?) {
         guard !hasHungUp else { return }
         hangUpReason = reason
@@ -307,9 +293,8 @@ package struct SubscriptionDelivery: Sendable, Hashable {
         }
         if transferRunning {
             if confirmsIndications {
-                // The transfer waits for a confirmation that can no longer come, except one
-                // already on its way: Confirm is a D-Bus call and the hang-up a socket event,
-                // so the one for EOM may arrive second. Give it the ACK's grace, then stop.
+                // A confirmation on its way may still come (Confirm is a D-Bus call, the hang-up
+                // a socket event, so EOM's may arrive second): give it the ACK's grace, then stop.
                 start(.confirmationGrace, after: limits.acknowledgementGrace, &actions)
             }
             return
@@ -328,9 +313,8 @@ package struct SubscriptionDelivery: Sendable, Hashable {
         if isDelivered {
             end(&actions, announce: true)
         } else if endOfMessageWritten && format == .compat {
-            // The socket hangs up the same way when the central unsubscribes and when the link
-            // goes down, and bluetoothd reads well ahead of the radio: confirm that Bluetooth
-            // is still up a moment later. A teardown meanwhile aborts through shutDown.
+            // The socket hangs up alike on unsubscribing and on link loss, and bluetoothd reads well ahead of the
+            // radio: confirm Bluetooth is still up a moment later (a teardown meanwhile aborts through shutDown).
             let delay = limits.compatConfirmationDelay
             if delay <= .zero {
                 bluetoothCheckPending = true

@@ -1,15 +1,12 @@
-/// The bound of one message on the air: `floor` plus its bytes at `minimumRate` — or, when each
-/// value waits for a confirmation, `confirmedValueAllowance` per value if that is longer —
-/// capped at a year (options are validated, but a deadline must never trap); none when the
-/// rate is 0 (no floor).
+/// One message's bound: `floor` plus its bytes at `minimumRate` (or `confirmedValueAllowance` per
+/// confirmed value if longer), capped at a year (a deadline must never trap); none at rate 0.
 package struct TransferDeadline: Sendable, Hashable {
     /// Bytes per second; 0: no bound.
     package var minimumRate: Int
     package var floor: Duration
 
-    /// What a confirmed indication may take at least: one round trip is two connection events,
-    /// 60–100 ms at BlueZ's default 30–50 ms interval; 20-byte values at `--min-rate`'s
-    /// default would allow only 78 ms.
+    /// A confirmed indication's minimum: a round trip is two connection events, 60–100 ms at
+    /// BlueZ's default interval; 20-byte values at `--min-rate`'s default would allow 78 ms.
     package static let confirmedValueAllowance: Duration = .milliseconds(250)
 
     package init(minimumRate: Int, floor: Duration) {

@@ -1,12 +1,9 @@
 import Crypto
 import Foundation
 
-/// One side of `bletransfer pair` (docs/pairing.md): a Noise XX handshake between the two
-/// hosts' identities, then numeric comparison with commitments, as Bluetooth LE Secure
-/// Connections does it, then each person's answer. Pure: messages in, messages out; the shell
-/// carries them as the SDUs of an L2CAP channel and asks the person.
-///
-/// The initiator is the host that opened the channel. Messages, one SDU each:
+/// One side of `bletransfer pair` (docs/pairing.md): Noise XX between the hosts' identities, then numeric comparison
+/// with commitments as LE Secure Connections does it, then each person's answer. Pure: the shell carries the messages
+/// as L2CAP SDUs and asks the person. The initiator opened the channel. Messages, one SDU each:
 ///
 ///     I → R  PAIR magic "BLTPAIR" · version 2 · Noise message 1 (e)
 ///     R → I  Noise message 2 (e, ee, s, es)
@@ -18,19 +15,15 @@ import Foundation
 ///            I shows code I = d[0..<8] mod 10⁶, R shows code R = d[8..<16] mod 10⁶
 ///     both   sealed ANSWER  01 (the person typed the other host's code) or 00
 ///
-/// The comparison is Secure Connections' numeric comparison made harder to wave through, as
-/// its passkey entry is: each host shows one code and its person types the code the *other*
-/// host shows, so an answer proves the person read the other screen (a scripted `y` cannot).
-/// The two codes come from the same digest, so the commitments bind both.
+/// Numeric comparison made harder to wave through, as passkey entry is: each host shows a code and its person types
+/// the *other* host's, so an answer proves the person read the other screen (a scripted `y` cannot). Both codes come
+/// from one digest, so the commitments bind both.
 ///
-/// Why commitments: a man in the middle runs one handshake with each host (h₁ ≠ h₂) and wants
-/// both codes equal. Without them he could try ephemeral keys or nonces until they are (about
-/// 10⁶ tries, milliseconds). With them, on the side where he is the responder he is bound to
-/// his nonce before he sees the initiator's, and on the side where he is the initiator he
-/// gives his nonce before the responder's is revealed: each code is uniformly random to him
-/// when he can no longer change it, so one attempt succeeds with probability 10⁻⁶. He may
-/// break off any attempt once the key exchange is done, before a code is typed: a pairing
-/// that ends there is reported as possible interference, not as a bad link.
+/// Why commitments: a man in the middle runs one handshake with each host (h₁ ≠ h₂) and wants both codes equal;
+/// without them he could try keys or nonces until they are (about 10⁶ tries, milliseconds). With them, as responder
+/// he is bound to his nonce before seeing the initiator's, and as initiator he gives his before the responder's is
+/// revealed: each code is uniformly random to him once he can no longer change it (one attempt: probability 10⁻⁶). He
+/// may break off after the key exchange, before a code is typed: that is reported as possible interference.
 package struct PairingExchange: Sendable {
     package enum Role: Sendable, Equatable {
         /// Opened the channel; writes Noise message 1 and the nonce.
@@ -39,16 +32,15 @@ package struct PairingExchange: Sendable {
         case responder
     }
 
-    /// The other host, as the exchange proved it: the key it holds the private half of, the
-    /// name it gave, the code this host shows and the code the other host shows.
+    /// The other host as the exchange proved it: its key, name and both codes.
     package struct Candidate: Sendable, Equatable {
         package var key: PeerKey
         /// Nil when it gave none, or one that cannot be written in an authorized-peers line.
         package var name: String?
         /// Six digits: what this host shows, for the other host's person to type.
         package var shownCode: String
-        /// Six digits: what the other host shows, for this host's person to type. Never shown
-        /// here: a person who could copy it from this screen would compare nothing.
+        /// Six digits the other host shows, for this host's person to type. Never shown here: a
+        /// person who could copy it from this screen would compare nothing.
         package var expectedCode: String
 
         package init(key: PeerKey, name: String?, shownCode: String, expectedCode: String) {
@@ -63,8 +55,7 @@ package struct PairingExchange: Sendable {
 
         package static func spaced(_ code: String) -> String { String(code.prefix(3)) + " " + String(code.suffix(3)) }
 
-        /// Whether `typed` is the other host's code: its six digits, spaces and dashes between
-        /// them allowed ("402 117", "402-117"), nothing else.
+        /// `typed` is the other host's code: six digits, spaces and dashes allowed ("402 117", "402-117").
         package func isExpectedCode(_ typed: String) -> Bool {
             let digits = typed.unicodeScalars.filter { $0 != " " && $0 != "-" && $0 != "\t" }
             guard digits.count == 6, digits.allSatisfy({ ("0"..."9").contains($0) }) else { return false }
@@ -89,11 +80,10 @@ package struct PairingExchange: Sendable {
     }
 
     package static let magic: [UInt8] = Array("BLTPAIR".utf8)
-    /// 2: each host shows its own code and its person types the other's (version 1 showed one
-    /// code on both and asked for a yes). The two cannot pair: the version is refused.
+    /// 2: each person types the other host's code (version 1 showed one code on both and asked for
+    /// a yes); the two cannot pair, the version is refused.
     package static let version: UInt8 = 2
-    /// The longest SDU either side sends (Noise message 2 with a name-free payload is 96
-    /// bytes; a sealed NONCE with a 64-byte name is about 120).
+    /// The longest SDU (Noise message 2 is 96 bytes; a sealed NONCE with a 64-byte name about 120).
     package static let maximumMessageLength = 512
     /// Longest name sent; a longer one is cut (on a character boundary).
     package static let maximumNameBytes = 64
@@ -149,15 +139,11 @@ package struct PairingExchange: Sendable {
         guard !started else { throw .outOfOrder("started twice") }
         started = true
         guard role == .initiator else { return [] }
-        do {
-            return [Self.magic + [Self.version] + (try handshake.writeMessage())]
-        } catch {
-            throw .handshake(error)
-        }
+        let message1 = try Self.noise { () throws(NoiseError) in try handshake.writeMessage() }
+        return [Self.magic + [Self.version] + message1]
     }
 
-    /// Whether `message` opens a pairing (magic and version): what a listener checks before it
-    /// gives a channel to a responder.
+    /// `message` opens a pairing (magic and version): checked before a channel goes to a responder.
     package static func isPairingHello(_ message: [UInt8]) -> Bool {
         message.count > magic.count + 1 && Array(message.prefix(magic.count)) == magic && message[magic.count] == version
     }
@@ -173,31 +159,22 @@ package struct PairingExchange: Sendable {
             let version = message[Self.magic.count]
             guard version == Self.version else { throw .unsupportedVersion(version) }
             started = true
-            do {
+            let reply = try Self.noise { () throws(NoiseError) in
                 _ = try handshake.readMessage(Array(message.dropFirst(Self.magic.count + 1)))
-                let reply = try handshake.writeMessage()
-                expecting = .noise3
-                return [reply]
-            } catch {
-                throw .handshake(error)
+                return try handshake.writeMessage()
             }
+            expecting = .noise3
+            return [reply]
         case .noise2:
-            let reply: [UInt8]
-            do {
+            let reply = try Self.noise { () throws(NoiseError) in
                 _ = try handshake.readMessage(message)
-                reply = try handshake.writeMessage()
-            } catch {
-                throw .handshake(error)
+                return try handshake.writeMessage()
             }
             try finishHandshake()
             expecting = .commit
             return [reply]
         case .noise3:
-            do {
-                _ = try handshake.readMessage(message)
-            } catch {
-                throw .handshake(error)
-            }
+            _ = try Self.noise { () throws(NoiseError) in try handshake.readMessage(message) }
             try finishHandshake()
             expecting = .nonce
             return [try seal(.commit, Self.commitment(hash: handshakeHash, nonce: ownNonce) + Self.encodedName(ownName))]
@@ -251,23 +228,27 @@ package struct PairingExchange: Sendable {
     /// Whether the peer's answer arrived.
     package var hasPeerAnswer: Bool { peerAnswer != nil }
 
-    /// Whether the key exchange finished: from then on both hosts hold a handshake hash, and
-    /// a pairing that ends without both answers may be someone in the middle breaking off
-    /// before the codes are compared (docs/pairing.md).
+    /// The key exchange finished: a pairing ending without both answers may then be someone in
+    /// the middle breaking off before the codes are compared (docs/pairing.md).
     package var isPastKeyExchange: Bool { sealer != nil }
 
     // MARK: Steps
 
     private mutating func finishHandshake() throws(PairingError) {
         guard handshake.isComplete else { throw .outOfOrder("handshake not complete") }
+        let keys = try Self.noise { () throws(NoiseError) in try handshake.transportKeys() }
+        sealer = keys.sealer
+        opener = keys.opener
+        handshakeHash = handshake.handshakeHash
+    }
+
+    /// A handshake step, its failure reported as the pairing's.
+    private static func noise<T>(_ step: () throws(NoiseError) -> T) throws(PairingError) -> T {
         do {
-            let keys = try handshake.transportKeys()
-            sealer = keys.sealer
-            opener = keys.opener
+            return try step()
         } catch {
             throw .handshake(error)
         }
-        handshakeHash = handshake.handshakeHash
     }
 
     private mutating func compare() throws(PairingError) {
@@ -332,8 +313,8 @@ package struct PairingExchange: Sendable {
         codes(hash: hash, initiatorNonce: initiatorNonce, responderNonce: responderNonce).initiator
     }
 
-    /// Both codes: the initiator's from the digest's first 8 bytes, the responder's from the
-    /// next 8, each big-endian modulo 10⁶, as six digits with leading zeros.
+    /// Both codes: the initiator's from the digest's first 8 bytes, the responder's from the next
+    /// 8, each big-endian modulo 10⁶, six digits with leading zeros.
     static func codes(hash: [UInt8], initiatorNonce: [UInt8], responderNonce: [UInt8]) -> (initiator: String, responder: String) {
         let digest = Array(SHA256.hash(data: codeLabel + hash + initiatorNonce + responderNonce))
         func sixDigits(_ bytes: ArraySlice<UInt8>) -> String {
@@ -386,8 +367,7 @@ package enum PairingError: Error, Sendable, Equatable, CustomStringConvertible {
     case record(RecordError)
     case malformed(String)
     case outOfOrder(String)
-    /// The responder's nonce does not match what it committed to: a man in the middle, or a
-    /// broken peer. Nothing is shown, nothing added.
+    /// The responder's nonce does not match its commitment (a man in the middle, or a broken peer): nothing added.
     case commitmentMismatch
 
     package var description: String {

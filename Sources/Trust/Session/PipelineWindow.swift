@@ -1,13 +1,10 @@
-/// With `pipeline`, how many messages of a session may be unacknowledged at once: the sender
-/// starts no message while this many await their ACKs, the receiver refuses a HEADER then, and
-/// a HEADER of message m shows the receiver that its ACKs up to m − this arrived.
+/// With `pipeline`, how many messages may be unacknowledged at once: the sender starts none while this many await
+/// ACKs, the receiver refuses a HEADER then, and a HEADER of message m shows the receiver its ACKs up to m − this
+/// arrived. A hostile central holds at most this many.
 ///
-/// Two: one message on the air while the last one's ACK comes back hides the ACK's round trip
-/// and the file work on both sides. Three was measured slower in the two-host lab (100 × 4 KiB,
-/// four runs each way, alternating: 11.3–15.7 s against 9.3–11.9 s with two), where both
-/// guests' one CPU is what bounds many small messages, not the link waiting for an ACK. A
-/// hostile central can hold at most this many of the sender's messages, each under the
-/// limits of a single one.
+/// Two hides the ACK's round trip and both sides' file work. Three was slower in the two-host lab
+/// (100 × 4 KiB, four runs each way: 11.3–15.7 s against 9.3–11.9 s), where the guests' one CPU,
+/// not the ACK wait, bounds many small messages.
 package enum PipelineWindow {
     package static let messages = 2
 }

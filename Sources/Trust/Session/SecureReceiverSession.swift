@@ -5,50 +5,36 @@ import Transfer
 #endif
 import Crypto
 
-/// Central side (Noise responder) of one version-2 secure session carrying one message, or with
-/// `multi` several in turn (docs/wire-v2.md, sections 2 to 4).
+/// Central side (Noise responder) of one version-2 secure session carrying one message, or with `multi` several in
+/// turn (docs/wire-v2.md, sections 2 to 5).
 ///
-/// It reads the notification stream (prefix, message 1, message 3, sealed records, `EOM`) and
-/// produces its own write stream (message 2, later the sealed ACK), both as sequence-numbered
-/// values. The sender's key is checked against the authorized peers before any record is
-/// opened; every length a peer controls is bounded (frames by `FrameReader`, reordering by the
-/// window, the message by `maximumPayloadLength`, DATA by the announced length).
+/// Reads the notifications (prefix, message 1, message 3, sealed records, `EOM`) and writes its own stream (message
+/// 2, later the sealed ACK), both as sequence-numbered values. The sender's key is checked against the authorized
+/// peers before any record is opened; every length a peer controls is bounded (frames by `FrameReader`, reordering by
+/// the window, the message by `maximumPayloadLength`, DATA by the announced length). It holds none of the payload:
+/// DATA's new bytes are handed out (`.appended`) for the caller to keep, the SHA-256 taken as they pass.
 ///
-/// It holds none of the payload: each DATA record's new bytes are handed out (`.appended`) for the
-/// caller to keep where it wants (memory, a partial file), and the SHA-256 is taken as they pass.
+/// `multi`: each message is reported (`.complete`) as its END verifies, and must be acknowledged before the next
+/// HEADER; the sender ends with CLOSE `00` and `EOM`, this side earlier with `close(reason:)` (CLOSE `01`: it takes
+/// no more). `resume`: each HEADER asks for a checkpoint of the same sender, digest and length (`.checkpointWanted`);
+/// the caller, holding one, puts its bytes where the message's go and calls `resume(heldBytes:digest:)`, which writes
+/// a sealed RESUME. DATA below it is skipped; the SHA-256 over held + new bytes still decides, and a resumed message
+/// failing it is refused with ACK `03` so the sender knows the checkpoint was bad. `window`: it writes PROGRESS each
+/// time what it holds grew by `FlowWindow.reportInterval`.
 ///
-/// With `multi` each message is reported (`.complete`) as its END verifies, to be stored and
-/// acknowledged (`acknowledgement`) before the next HEADER may follow; only one message is
-/// held at a time. The sender ends the stream with CLOSE `00` and `EOM`; this side may end it
-/// earlier with `close(reason:)` (CLOSE `01`: it takes no more).
-///
-/// With `resume` chosen (section 5) each HEADER asks the caller for a checkpoint of an earlier
-/// session with the same sender, digest and length (`.checkpointWanted`); the caller, holding
-/// one, puts its bytes where the message's go and answers `resume(heldBytes:digest:)`, which
-/// writes a sealed RESUME with that offset. DATA bytes below it are skipped, the rest handed
-/// out, and the SHA-256 over held + new bytes still decides. A resumed message that fails it is refused with
-/// a sealed ACK `03` (`.refusedDigestMismatch`), so the sender knows the checkpoint was bad.
-///
-/// With `window` chosen (section 4) it writes PROGRESS, what it holds of the message under
-/// way, each time that grew by `FlowWindow.reportInterval`: the sender runs at most
-/// `FlowWindow.bytes` ahead of the last report.
-///
-/// A prefix without `secure` is refused (`.notSecure`): every framed session is encrypted. A
-/// central without an identity of its own runs with a key made for the run, and
-/// `AuthorizedPeers.anyKey` accepts any sender's key (encrypted, not authenticated).
+/// A prefix without `secure` is refused (`.notSecure`). A central without an identity runs with a key made for the
+/// run; `AuthorizedPeers.anyKey` accepts any key (encrypted, not authenticated).
 package struct SecureReceiverSession: Sendable {
     package enum Event: Sendable, Equatable {
         /// A value to write to the characteristic, in order.
         case write([UInt8])
-        /// A value of a PROGRESS record, in order with the `.write` values: nothing waits for
-        /// its reply, so it may go as a write command.
+        /// A PROGRESS value, in order with `.write`; nothing awaits a reply: may be a write command.
         case progressWrite([UInt8])
         case senderAuthenticated(AuthorizedPeers.Peer)
         /// The announced message (its length is within `maximumPayloadLength`).
         case header(MessageHeader)
         case progress(bytesReceived: Int)
-        /// END verified: length and SHA-256 of the bytes handed out (`.appended`, and a
-        /// checkpoint's) match the HEADER.
+        /// END verified: length and SHA-256 of the bytes handed out (and a checkpoint's) match.
         case complete(header: MessageHeader)
         /// The sender's CLOSE: no more messages in this session.
         case closed(reason: UInt8)
@@ -58,11 +44,10 @@ package struct SecureReceiverSession: Sendable {
         case resumed(offset: Int)
         /// Resume: the caller may hold a checkpoint of this message (`resume(heldBytes:digest:)`).
         case checkpointWanted(MessageHeader)
-        /// Payload bytes of the message under way, newly received at `offset` (skipped bytes are
-        /// not repeated), for the caller to keep.
+        /// New payload bytes at `offset` (skipped ones not repeated), for the caller to keep.
         case appended(offset: Int, bytes: [UInt8])
-        /// Resume: a resumed message failed its SHA-256 or length; the sealed ACK `03` is in the
-        /// `.write` events before this one. The session is over (later calls throw).
+        /// Resume: a resumed message failed its SHA-256 or length; the ACK `03` is in the `.write`
+        /// events before this one. The session is over (later calls throw).
         case refusedDigestMismatch(MessageHeader)
     }
 
@@ -90,18 +75,15 @@ package struct SecureReceiverSession: Sendable {
     private var sealer: RecordSealer?
     private var writer: SequencedStreamWriter
     private var header: MessageHeader?
-    /// The message under way: how many of its bytes were handed out (or held by the caller's
-    /// checkpoint), and their SHA-256 so far.
+    /// The message under way: bytes handed out (or held by a checkpoint), and their SHA-256 so far.
     private var received = 0
     private var digest = RunningDigest()
-    /// Messages verified (`.complete`) and not yet acknowledged, oldest first: at most one,
-    /// or two with `pipeline` (the next message may arrive while the last one is stored).
+    /// Verified, unacknowledged messages, oldest first: one at most, two with `pipeline`.
     private var pendingAcks: [MessageHeader] = []
     private var endOfMessageSeen = false
     private var endOfStreamReported = false
     private var failure: SecureSessionError?
-    /// Resume: the offset the next DATA record from the sender must carry (it may jump once,
-    /// forward to the RESUME offset, `resumeOffset`).
+    /// Resume: the offset the next DATA must carry (it may jump once, forward to `resumeOffset`).
     private var senderNextOffset = 0
     private var resumeOffset: Int?
     /// `window`: what the last PROGRESS (or RESUME) of the message under way said this side holds.
@@ -115,8 +97,7 @@ package struct SecureReceiverSession: Sendable {
         identity: HostIdentity, authorizedPeers: AuthorizedPeers, hello: HelloV2,
         maximumPayloadLength: Int, maximumWriteLength: Int
     ) {
-        let trust = (identity: identity, authorizedPeers: authorizedPeers)
-        self.trust = trust
+        trust = (identity: identity, authorizedPeers: authorizedPeers)
         self.hello = hello
         self.maximumPayloadLength = max(maximumPayloadLength, 0)
         // A HELLO offering `channel` was written on an L2CAP channel: long values, in order.
@@ -127,25 +108,23 @@ package struct SecureReceiverSession: Sendable {
 
     /// This session runs over an L2CAP channel (its HELLO offered `channel`).
     package var overChannel: Bool { hello.offered.contains(.channel) }
-
-    /// Whether a first notification value starts a version-2 stream: sequence number 0, the
-    /// prefix magic and version 2.
     /// The sender chose `multi`: several messages may follow in this session.
     package var carriesSeveralMessages: Bool { chosen.contains(.multi) }
     /// The sender chose `pipeline` (with `multi`): its next HEADER may come before our last ACK.
     package var pipelines: Bool { chosen.contains(.pipeline) && carriesSeveralMessages }
-    /// The sender chose the secure mode (false before the prefix arrived, and in the plain mode).
+    /// The sender chose the secure mode (false before the prefix arrived).
     package var isSecure: Bool { chosen.contains(.secure) }
     /// The stream's prefix arrived: `isSecure` and `carriesSeveralMessages` are known.
     package var hasReadPrefix: Bool { phase != .awaitingPrefix }
     /// This central's HELLO offered the secure mode.
     package var offersSecure: Bool { hello.offered.contains(.secure) }
-    /// How many messages completed (verified) in this session.
+    /// Messages completed (verified) in this session.
     package private(set) var completedCount = 0
 
     /// How far ahead of the one missing a value of the stream may arrive (reordering bound).
     package static let reorderWindow = SequencedStream.reorderWindow
 
+    /// A first notification value starts a version-2 stream: sequence 0, prefix magic, version 2.
     package static func startsVersion2Stream(_ value: [UInt8]) -> Bool {
         let magic = StreamPrefix.magic
         let start = SequencedStream.sequenceLength
@@ -180,15 +159,14 @@ package struct SecureReceiverSession: Sendable {
         }
     }
 
-    /// After `.complete`, once the caller stored the payload (or refused it): the write values
-    /// of the sealed ACK. `outcome`: `00` stored, `01` already stored, `02` refused by a limit.
-    /// `closingWith` (multi only): a sealed CLOSE with that reason follows the ACK in the same
-    /// writes (no round trip more), and nothing is read after it.
+    /// After `.complete`, once the caller stored the payload (or refused it): the write values of the sealed ACK
+    /// (`outcome`: `00` stored, `01` already stored, `02` refused by a limit). `closingWith` (multi only): a sealed
+    /// CLOSE with that reason follows in the same writes (no round trip more), and nothing is read after it.
     package mutating func acknowledgement(outcome: UInt8, closingWith closeReason: UInt8? = nil)
         throws(SecureSessionError) -> [[UInt8]] {
         if let failure { throw failure }
         guard !closedByUs else { throw .protocolViolation("acknowledgement after this side's CLOSE") }
-        guard let header = pendingAcks.first, var sealer else {
+        guard let header = pendingAcks.first, sealer != nil else {
             throw .protocolViolation("acknowledgement without a complete message awaiting one")
         }
         guard let verdict = SecureAck.Outcome(rawValue: outcome), verdict != .refusedDigestMismatch else {
@@ -197,35 +175,23 @@ package struct SecureReceiverSession: Sendable {
         guard closeReason == nil || carriesSeveralMessages else {
             throw .protocolViolation("CLOSE from the central in a session without multi")
         }
-        do {
-            writer.append(try sealer.seal(RecordMessage.ack(SecureAck(message: header.message, digest: header.digest, outcome: verdict)).record))
-            if let closeReason { writer.append(try sealer.seal(RecordMessage.close(reason: closeReason).record)) }
-        } catch {
-            throw SecureSessionError(error)
-        }
-        self.sealer = sealer
+        let ack = RecordMessage.ack(SecureAck(message: header.message, digest: header.digest, outcome: verdict))
+        let writes = try sealAndDrain(closeReason.map { [ack, .close(reason: $0)] } ?? [ack])
         pendingAcks.removeFirst()
         if closeReason != nil { closedByUs = true }
-        writer.flush()
-        return writer.drain()
+        return writes
     }
 
-    /// Multi, after acknowledging the last message it takes: the write values of a sealed
-    /// CLOSE (`01`: this side takes no more). Nothing is read after it.
+    /// Multi, after acknowledging the last message it takes: the write values of a sealed CLOSE
+    /// (`01`: this side takes no more). Nothing is read after it.
     package mutating func close(reason: UInt8) throws(SecureSessionError) -> [[UInt8]] {
         if let failure { throw failure }
-        guard carriesSeveralMessages, completedCount > 0, pendingAcks.isEmpty, var sealer else {
+        guard carriesSeveralMessages, completedCount > 0, pendingAcks.isEmpty, sealer != nil else {
             throw .protocolViolation("CLOSE only after an acknowledged message of a multi session")
         }
-        do {
-            writer.append(try sealer.seal(RecordMessage.close(reason: reason).record))
-        } catch {
-            throw SecureSessionError(error)
-        }
-        self.sealer = sealer
+        let writes = try sealAndDrain([.close(reason: reason)])
         closedByUs = true
-        writer.flush()
-        return writer.drain()
+        return writes
     }
 
     private mutating func fail(_ error: SecureSessionError) {
@@ -254,15 +220,13 @@ package struct SecureReceiverSession: Sendable {
             } catch {
                 throw .protocolViolation(error.description)
             }
-            // Over an L2CAP channel both sides know it; a sender that does not say so is not
-            // the one this channel was opened to.
+            // Over an L2CAP channel both sides know it: a sender that does not say so is not the one it was opened to.
             guard prefix.chosen.contains(.channel) == overChannel else {
                 throw .protocolViolation(overChannel ? "the sender did not choose the channel it was reached on"
                                                      : "the sender chose a channel over GATT")
             }
             chosen = prefix.chosen
-            // `secure` is always offered, so a sender that did not choose it is not one this
-            // version talks to (the retired plain mode).
+            // `secure` is always offered: a sender not choosing it is not one this version talks to (retired plain).
             guard prefix.chosen.contains(.secure) else { throw .notSecure }
             handshake = NoiseXXHandshake(
                 role: .responder, staticKey: trust.identity.privateKey,
@@ -314,12 +278,11 @@ package struct SecureReceiverSession: Sendable {
         }
     }
 
-    /// The write values of `record`, sealed in this session's order and flushed: what this side
-    /// writes at once (RESUME, PROGRESS).
-    private mutating func sealAndDrain(_ record: RecordMessage) throws(SecureSessionError) -> [[UInt8]] {
-        guard var sealer else { throw .protocolViolation("\(record.record.kind) before the handshake finished") }
+    /// The write values of `records`, sealed in this session's order and flushed: what this side writes at once.
+    private mutating func sealAndDrain(_ records: [RecordMessage]) throws(SecureSessionError) -> [[UInt8]] {
+        guard var sealer else { throw .protocolViolation("\(records[0].record.kind) before the handshake finished") }
         do {
-            writer.append(try sealer.seal(record.record))
+            for record in records { writer.append(try sealer.seal(record.record)) }
         } catch {
             throw SecureSessionError(error)
         }
@@ -328,22 +291,20 @@ package struct SecureReceiverSession: Sendable {
         return writer.drain()
     }
 
-    /// The write values of `record` sealed in this session's order (tests forge records the
-    /// receiver would not write).
+    /// `record` sealed in this session's order (tests forge records the receiver would not write).
     mutating func forgeRecord(_ record: RecordMessage) throws(SecureSessionError) -> [[UInt8]] {
-        try sealAndDrain(record)
+        try sealAndDrain([record])
     }
 
-    /// Resume: the caller holds the first `heldBytes` bytes of the message under way (a
-    /// checkpoint, already put where the message's bytes go) and `digest`, their SHA-256 state.
-    /// A sealed RESUME goes out at once, and DATA below that offset is skipped. Nothing when the
-    /// message already got that far, or none is under way.
+    /// Resume: the caller holds the message's first `heldBytes` bytes (a checkpoint, already where
+    /// its bytes go) and `digest`, their SHA-256 state. A sealed RESUME goes out at once; DATA below
+    /// it is skipped. Nothing when the message already got that far, or none is under way.
     package mutating func resume(heldBytes: Int, digest held: RunningDigest) throws(SecureSessionError) -> [Event] {
         if let failure { throw failure }
         guard phase == .receivingData, let header, chosen.contains(.resume), resumeOffset == nil,
               heldBytes > received, UInt64(heldBytes) <= header.payloadLength else { return [] }
         do throws(SecureSessionError) {
-            let writes = try sealAndDrain(.resume(message: header.message, offset: UInt64(heldBytes)))
+            let writes = try sealAndDrain([.resume(message: header.message, offset: UInt64(heldBytes))])
             received = heldBytes
             digest = held
             resumeOffset = heldBytes
@@ -357,28 +318,19 @@ package struct SecureReceiverSession: Sendable {
 
     /// `window`: a sealed PROGRESS saying this side holds the message's first `received` bytes.
     private mutating func reportProgress(of header: MessageHeader) throws(SecureSessionError) -> [Event] {
-        let writes = try sealAndDrain(.progress(message: header.message, held: UInt64(received)))
+        let writes = try sealAndDrain([.progress(message: header.message, held: UInt64(received))])
         reportedHeld = received
         return writes.map(Event.progressWrite)
     }
 
-    /// A resumed message failed verification: the checkpoint was bad (or the sender's file
-    /// changed under the same digest, which SHA-256 rules out). A sealed ACK `03` tells the
-    /// sender; the session then ends as for any digest mismatch.
+    /// A resumed message failed verification: the checkpoint was bad (a changed file under the
+    /// same digest SHA-256 rules out). ACK `03` tells the sender; the session ends as for any mismatch.
     private mutating func refuseResumedMessage(_ header: MessageHeader) throws(SecureSessionError) -> [Event] {
         // ACKs go in order: with an earlier message still unacknowledged (pipeline), an ACK
         // `03` for this one would come first; the session just ends, as for any mismatch.
-        guard pendingAcks.isEmpty, var sealer else { throw .digestMismatch }
-        let writes: [[UInt8]]
-        do {
-            writer.append(try sealer.seal(RecordMessage.ack(SecureAck(message: header.message, digest: header.digest,
-                                                                      outcome: .refusedDigestMismatch)).record))
-        } catch {
-            throw SecureSessionError(error)
-        }
-        self.sealer = sealer
-        writer.flush()
-        writes = writer.drain()
+        guard pendingAcks.isEmpty, sealer != nil else { throw .digestMismatch }
+        let ack = SecureAck(message: header.message, digest: header.digest, outcome: .refusedDigestMismatch)
+        let writes = try sealAndDrain([.ack(ack)])
         failure = .digestMismatch
         received = 0
         phase = .closed
@@ -413,8 +365,7 @@ package struct SecureReceiverSession: Sendable {
         }
     }
 
-    /// A HEADER: checked against the bounds, then the message's bytes are awaited (and, with
-    /// `resume`, the caller is asked whether it holds some already).
+    /// A HEADER, checked against the bounds; with `resume` the caller is asked for a checkpoint.
     private mutating func begin(_ announced: MessageHeader) throws(SecureSessionError) -> [Event] {
         guard announced.message == expectedMessage else {
             throw .protocolViolation("HEADER of message \(announced.message), message \(expectedMessage) expected")
@@ -437,13 +388,12 @@ package struct SecureReceiverSession: Sendable {
         received = 0
         digest = RunningDigest()
         phase = .receivingData
-        // The plain mode keyed checkpoints by no sender: only an authenticated one is asked for.
+        // Checkpoints are keyed by the authenticated sender.
         if chosen.contains(.resume), remotePeer != nil { return [.header(announced), .checkpointWanted(announced)] }
         return [.header(announced)]
     }
 
-    /// DATA: the new bytes, handed out in order; the sender's DATA is contiguous, except for one
-    /// jump forward to the RESUME offset.
+    /// DATA: new bytes handed out in order; contiguous but for one jump forward to the RESUME offset.
     private mutating func take(message number: UInt32, offset: UInt64, bytes: [UInt8]) throws(SecureSessionError) -> [Event] {
         guard let header, number == header.message else {
             throw .protocolViolation("DATA of message \(number), message \(header?.message ?? 0) expected")

@@ -5,33 +5,20 @@ import Transfer
 #endif
 import Crypto
 
-/// Peripheral side (the data holder, Noise initiator) of one version-2 secure session carrying
-/// one message, or with `multi` several in turn (docs/wire-v2.md, sections 2 to 4).
+/// Peripheral side (data holder, Noise initiator) of one version-2 secure session carrying one message, or with
+/// `multi` several in turn (docs/wire-v2.md, sections 2 to 5). Always secure: a host without an identity uses a key
+/// made for the run, and `AuthorizedPeers.anyKey` accepts any central's key (encrypted, not authenticated).
 ///
-/// Every framed session is secure: a host without an identity of its own runs it with a key
-/// made for the run, and `AuthorizedPeers.anyKey` accepts whatever key the central shows
-/// (encrypted, not authenticated).
+/// Notifications: prefix and message 1; a pause until the central's message 2 came and its key is authorized (an
+/// unauthorized central gets nothing more); message 3, sealed HEADER, DATA, END, CLOSE `00`, bare `EOM`. The central
+/// writes message 2, then the sealed ACK. Records are sealed lazily as values are taken: the payload is never copied.
 ///
-/// Notification stream: prefix and handshake message 1, then a pause until the central's
-/// message 2 arrived and its key was found among the authorized peers; then message 3, the
-/// sealed HEADER, DATA records, END and CLOSE `00`, and the bare `EOM`. The central's writes
-/// carry message 2 and later the sealed ACK. An unauthorized central gets nothing after
-/// message 1. Records are sealed lazily as values are taken: the payload is never copied whole.
-///
-/// With `multi` chosen the stream pauses after each END (stop-and-wait: at most one message is
-/// unacknowledged, so a hostile central can make this side hold no more than one message) and
-/// the caller, on `.acknowledged`, either starts the next message (`sendNext`) or ends the
-/// stream (`finish`: CLOSE `00` and `EOM`). A CLOSE written by the central ends the session at
-/// once (`.closedByCentral`); a message not yet acknowledged then counts as not delivered.
-///
-/// With `resume` chosen (section 5) the central may write, once per message, a RESUME naming
-/// the message under way and the bytes it already holds from an earlier session: DATA then
-/// continues from that offset (or from where it already is, when that is further on).
-///
-/// With `window` chosen (section 4) the central reports what it holds of the message under way
-/// (PROGRESS); DATA runs at most `FlowWindow.bytes` beyond the last report (or the RESUME
-/// offset, or 0), and the stream pauses there until the next one. What a cut link can lose of a
-/// message is thereby bounded, whatever the queues between the two applications hold.
+/// `multi`: stop-and-wait after each END (a hostile central makes this side hold one message at most); on
+/// `.acknowledged` the caller calls `sendNext` or `finish` (CLOSE `00`, `EOM`). The central's CLOSE ends the session
+/// at once; an unacknowledged message is then not delivered. `resume`: once per message the central may write a
+/// RESUME with the bytes it holds from an earlier session; DATA continues from there (or from further on, if already
+/// there). `window`: DATA runs at most `FlowWindow.bytes` beyond the central's last PROGRESS (or the RESUME offset,
+/// or 0) and pauses there, bounding what a cut link loses whatever the queues hold.
 package struct SecureSenderSession: Sendable {
     package enum State: Sendable, Equatable {
         case awaitingHandshake, sending, awaitingAck, acknowledged, failed
@@ -44,14 +31,11 @@ package struct SecureSenderSession: Sendable {
         case centralAuthenticated(AuthorizedPeers.Peer)
         /// A sealed ACK for our message with our full digest, outcome `00` or `01`.
         case acknowledged(alreadyStored: Bool)
-        /// The central wrote CLOSE with this reason (`01`: it takes no more messages). A
-        /// message not acknowledged before it is not delivered.
+        /// The central's CLOSE (`01`: it takes no more); an unacknowledged message is not delivered.
         case closedByCentral(reason: UInt8)
-        /// ACK outcome `02` or `03`: the central did not store the message (state `.failed`:
-        /// the session is over without delivery).
+        /// ACK outcome `02` or `03`: not stored; state `.failed`, the session is over.
         case refusedByCentral(outcome: UInt8)
-        /// The central holds the first `offset` bytes of the message under way (RESUME): DATA
-        /// continues from there.
+        /// RESUME: the central holds the first `offset` bytes; DATA continues from there.
         case resumed(offset: UInt64)
     }
 
@@ -68,8 +52,7 @@ package struct SecureSenderSession: Sendable {
     package let chosen: Capabilities
     package private(set) var remotePeer: AuthorizedPeers.Peer?
     package private(set) var payloadBytesSent = 0
-    /// Payload bytes handed out in DATA records during the whole session, every message
-    /// counted, skipped ranges not: what this session put on the air as payload.
+    /// Payload bytes handed out in DATA during the whole session (all messages, skips not counted).
     package private(set) var payloadBytesNotified = 0
     /// Where the current message's DATA started after a RESUME (nil: not resumed).
     package private(set) var resumedAt: UInt64?
@@ -79,18 +62,14 @@ package struct SecureSenderSession: Sendable {
     private var payload: MessagePayload {
         didSet { window = PayloadWindow() }
     }
-    /// The bytes of the payload's file held for the DATA records to seal: the caller reads
-    /// them (`payloadWanted`, `providePayload`); a payload in memory is sliced directly.
+    /// File bytes held for DATA, read by the caller (`payloadWanted`, `providePayload`); memory is sliced directly.
     private var window = PayloadWindow()
     private var header: MessageHeader
-    /// `multi` was chosen: the stream pauses after each END for its ACK, and the caller
-    /// decides what follows (`sendNext`, `finish`).
+    /// `multi`: the stream pauses after each END; the caller decides what follows.
     package var carriesSeveralMessages: Bool { chosen.contains(.multi) }
-    /// How many messages were acknowledged in this session.
     package private(set) var acknowledgedCount = 0
-    /// The message number of the message being sent (or last sent).
+    /// The message being sent (or last sent).
     package var currentMessageNumber: UInt32 { header.message }
-    /// Nil in the plain mode.
     private var handshake: NoiseXXHandshake?
     private var sealer: RecordSealer?
     private var opener: RecordOpener?
@@ -105,47 +84,28 @@ package struct SecureSenderSession: Sendable {
     private var endRecordStreamEnd: Int?
     /// Stream offset after the sealed HEADER: a RESUME before it was handed out cannot be genuine.
     private var headerRecordStreamEnd: Int?
-    /// Pipeline: the messages before the current one, oldest first, whose END went out and
-    /// whose ACK is still awaited (at most `PipelineWindow.messages` − 1).
+    /// Pipeline: earlier messages whose END went out, awaiting ACKs, oldest first (`PipelineWindow.messages` − 1 max).
     private var unacknowledgedEarlier: [(header: MessageHeader, endStreamEnd: Int)] = []
     /// The central wrote RESUME for the current message (at most once per message).
     private var resumeReceived = false
-    /// `window`: payload bytes of the current message the central reported holding (PROGRESS,
-    /// RESUME); DATA may run `FlowWindow.bytes` beyond it.
+    /// `window`: bytes of the current message the central reported holding (PROGRESS, RESUME).
     private var centralHolds = 0
     /// CLOSE `00` is sealed: `EOM` follows once it is handed out.
     private var closeSealed = false
     private var failure: SecureSessionError?
 
-    /// Message number of the first (or only) message a session carries.
-    static let messageNumber: UInt32 = 0
-
     /// - Parameters:
     ///   - digest: SHA-256 of `payload` (32 bytes).
     ///   - metadata: sent in the HEADER when the central offered `meta`.
     ///   - maximumValueLength: ATT MTU − 3 (brought within 20...512).
-    ///   - wantsMulti: this side may have more messages; `multi` is chosen when the central
-    ///     offered it.
+    ///   - wantsMulti: this side may have more messages; `multi` is chosen when the central offered it.
+    ///   - firstMessageNumber: what the first HEADER carries (0 on the wire; tests number wrongly).
     /// - Throws: `.notSecure` if `hello` does not offer `secure`.
     package init(
         identity: HostIdentity, authorizedPeers: AuthorizedPeers, hello: HelloV2,
         payload: MessagePayload, digest: [UInt8], metadata: FileMetadata?,
         maximumValueLength: Int, wantsMulti: Bool = false, acceptsResume: Bool = true, acceptsWindow: Bool = true,
-        overChannel: Bool = false
-    ) throws(SecureSessionError) {
-        try self.init(identity: identity, authorizedPeers: authorizedPeers, hello: hello, payload: payload,
-                      digest: digest, metadata: metadata, maximumValueLength: maximumValueLength,
-                      wantsMulti: wantsMulti, acceptsResume: acceptsResume, acceptsWindow: acceptsWindow,
-                      overChannel: overChannel, firstMessageNumber: Self.messageNumber)
-    }
-
-    /// `firstMessageNumber`: what the first HEADER carries (0 on the wire; tests make a sender
-    /// that numbers wrongly).
-    init(
-        identity: HostIdentity, authorizedPeers: AuthorizedPeers, hello: HelloV2,
-        payload: MessagePayload, digest: [UInt8], metadata: FileMetadata?,
-        maximumValueLength: Int, wantsMulti: Bool, acceptsResume: Bool = true, acceptsWindow: Bool = true,
-        overChannel: Bool = false, firstMessageNumber: UInt32
+        overChannel: Bool = false, firstMessageNumber: UInt32 = 0
     ) throws(SecureSessionError) {
         guard hello.offered.contains(.secure) else { throw .notSecure }
         guard digest.count == 32 else { throw .protocolViolation("message digest of \(digest.count) bytes, not 32") }
@@ -187,8 +147,7 @@ package struct SecureSenderSession: Sendable {
         self.handshake = handshake
     }
 
-    /// The bytes of the payload's file the next DATA record needs, to be read and handed over
-    /// with `providePayload`; nil when none is wanted. `nextValue` gives nil meanwhile.
+    /// File bytes the next DATA record needs, for `providePayload` (nil: none); meanwhile `nextValue` gives nil.
     package var payloadWanted: Range<Int>? {
         guard failure == nil, case .data(let offset) = nextRecord, mayHandOutData(at: offset) else { return nil }
         return window.wanted(offset..<min(offset + RecordMessage.dataBytesPerRecord, payload.count), in: payload)
@@ -199,23 +158,21 @@ package struct SecureSenderSession: Sendable {
         window.keep(bytes, at: offset)
     }
 
-    /// The payload's file could not be read: nothing more goes out (the central keeps nothing
-    /// of a message without its END), and `localFailure` says why.
+    /// The payload's file could not be read: nothing more goes out (the central keeps nothing of
+    /// a message without its END); `localFailure` says why.
     package mutating func payloadUnreadable(_ reason: String) {
         failure = .payloadUnreadable(reason)
         state = .failed
     }
 
-    /// Why the session failed on this side (the payload's file could not be read), once it has.
+    /// Why the session failed on this side (unreadable payload file), once it has.
     package var localFailure: SecureSessionError? {
         if case .payloadUnreadable = failure { failure } else { nil }
     }
 
-    /// The session runs in the secure mode (keys, handshake, sealed records).
     package var isSecure: Bool { chosen.contains(.secure) }
 
-    /// The next notification value, or nil while the session waits for the central (after
-    /// message 1; after `EOM`) or has failed.
+    /// The next notification value; nil while waiting for the central (after message 1 or `EOM`) or failed.
     package mutating func nextValue() -> [UInt8]? {
         // `.failed` without a `failure`: the central refused a message (ACK `02`/`03`), with
         // `pipeline` possibly while the next one was under way; nothing more goes out.
@@ -231,12 +188,11 @@ package struct SecureSenderSession: Sendable {
         return SequencedStream.endOfMessage
     }
 
-    /// `pipeline` was chosen (with `multi`): the next message may start before the last
-    /// one's ACK (`acceptsNextBeforeAck`), `PipelineWindow.messages` at most unacknowledged.
+    /// `pipeline` (with `multi`): the next message may start before the last one's ACK
+    /// (`acceptsNextBeforeAck`), `PipelineWindow.messages` at most unacknowledged.
     package var pipelines: Bool { chosen.contains(.pipeline) && carriesSeveralMessages }
 
-    /// Pipeline: the current message's END went out, fewer than the window await their ACKs, and
-    /// the stream is not closing: `sendNext` may start the next message now.
+    /// Pipeline: END went out, fewer than the window await ACKs, not closing: `sendNext` may go.
     package var acceptsNextBeforeAck: Bool {
         // END sealed (`.awaitingAck`) is not END handed out: until then an ACK for the message
         // cannot be genuine, and the earlier message's ACK is not checked against its END.
@@ -246,15 +202,13 @@ package struct SecureSenderSession: Sendable {
             && !closeSealed && failure == nil
     }
 
-    /// Messages sent (END handed out or sealed) whose ACK has not come: 0 or 1, up to
-    /// `PipelineWindow.messages` with `pipeline`.
+    /// Messages sent (END out or sealed) awaiting their ACK: 0 or 1, with `pipeline` up to the window.
     package var unacknowledgedCount: Int {
         unacknowledgedEarlier.count + (state == .awaitingAck ? 1 : 0)
     }
 
-    /// Multi: after `.acknowledged` (or, with `pipeline`, while `acceptsNextBeforeAck`), the
-    /// next message of this session (number + 1), sent right away. Its payload bytes are
-    /// counted from 0 again (`payloadBytesSent`).
+    /// Multi: after `.acknowledged` (or while `acceptsNextBeforeAck`), the next message (number + 1),
+    /// sent right away; `payloadBytesSent` counts from 0 again.
     package mutating func sendNext(payload: MessagePayload, digest: [UInt8], metadata: FileMetadata?) throws(SecureSessionError) {
         guard carriesSeveralMessages else { throw .protocolViolation("a next message, but multi was not chosen") }
         let pipelined = acceptsNextBeforeAck
@@ -288,8 +242,7 @@ package struct SecureSenderSession: Sendable {
         nextRecord = .close
     }
 
-    /// A value the central wrote during this session (`sequence (2) | piece`, possibly out of
-    /// order). Any error ends the session (state `.failed`).
+    /// A value the central wrote (`sequence (2) | piece`, maybe out of order). Errors end the session.
     package mutating func receiveWrite(_ value: [UInt8]) throws(SecureSessionError) -> [Event] {
         if let failure { throw failure }
         do throws(SecureSessionError) {
@@ -310,8 +263,7 @@ package struct SecureSenderSession: Sendable {
         }
     }
 
-    /// Ends the session: nothing more is sent or read. An acknowledged message stays
-    /// acknowledged (the central holds it) whatever arrives after its ACK.
+    /// Nothing more is sent or read; an acknowledged message stays so (the central holds it).
     private mutating func fail(_ error: SecureSessionError) {
         failure = error
         if state != .acknowledged { state = .failed }
@@ -352,8 +304,7 @@ package struct SecureSenderSession: Sendable {
         }
     }
 
-    /// The central's record while messages are under way: an ACK (for the earlier message
-    /// first, with `pipeline`), a RESUME or a CLOSE. Nil: nothing for the caller.
+    /// An ACK (with `pipeline` the earlier message's first), RESUME, PROGRESS or CLOSE; nil: no event.
     private mutating func handleAck(_ frame: Frame) throws(SecureSessionError) -> Event? {
         let (record, message) = try SessionRecords.open(frame, with: &opener)
         if case .close(let reason) = message, carriesSeveralMessages {
@@ -378,15 +329,8 @@ package struct SecureSenderSession: Sendable {
                 throw .protocolViolation("ACK for message \(ack.message), message \(earlier.header.message) awaits one first")
             }
             guard ack.digest == earlier.header.digest else { throw .protocolViolation("ACK names another SHA-256") }
-            switch ack.outcome {
-            case .stored, .alreadyStored:
-                unacknowledgedEarlier.removeFirst()
-                acknowledgedCount += 1
-                return .acknowledged(alreadyStored: ack.outcome == .alreadyStored)
-            case .refusedOverLimit, .refusedDigestMismatch:
-                state = .failed
-                return .refusedByCentral(outcome: ack.outcome.rawValue)
-            }
+            if [.stored, .alreadyStored].contains(ack.outcome) { unacknowledgedEarlier.removeFirst() }
+            return settle(ack.outcome)
         }
         guard case .ack(let ack) = message, state != .acknowledged else {
             throw .protocolViolation("\(record.kind) record from the central, an ACK expected")
@@ -398,19 +342,23 @@ package struct SecureSenderSession: Sendable {
             throw .protocolViolation("ACK for message \(ack.message), message \(header.message) was sent")
         }
         guard ack.digest == header.digest else { throw .protocolViolation("ACK names another SHA-256") }
-        switch ack.outcome {
+        if [.stored, .alreadyStored].contains(ack.outcome) { state = .acknowledged }
+        return settle(ack.outcome)
+    }
+
+    /// Outcomes `00`/`01` count an acknowledged message; `02`/`03` end the session undelivered.
+    private mutating func settle(_ outcome: SecureAck.Outcome) -> Event {
+        switch outcome {
         case .stored, .alreadyStored:
-            state = .acknowledged
             acknowledgedCount += 1
-            return .acknowledged(alreadyStored: ack.outcome == .alreadyStored)
+            return .acknowledged(alreadyStored: outcome == .alreadyStored)
         case .refusedOverLimit, .refusedDigestMismatch:
             state = .failed
-            return .refusedByCentral(outcome: ack.outcome.rawValue)
+            return .refusedByCentral(outcome: outcome.rawValue)
         }
     }
 
-    /// RESUME: bounded to the message under way, after its HEADER went out, at most once, and
-    /// within its length; anything else ends the session.
+    /// RESUME: only for the message under way, after its HEADER went out, once, within its length.
     private mutating func handleResume(message number: UInt32, offset: UInt64) throws(SecureSessionError) -> Event {
         guard chosen.contains(.resume) else { throw .protocolViolation("RESUME, but resume was not chosen") }
         guard state == .sending || state == .awaitingAck else {
@@ -437,11 +385,9 @@ package struct SecureSenderSession: Sendable {
         return .resumed(offset: offset)
     }
 
-    /// PROGRESS (`window`): the central holds the first `held` bytes of message `number`. Only
-    /// for the message under way after its HEADER went out (or the one before it, with
-    /// `pipeline`, whose DATA is all out), and never beyond what was sent or resumed: a central
-    /// cannot widen the window past bytes it could have. A smaller report than an earlier one
-    /// changes nothing.
+    /// PROGRESS (`window`): the central holds the first `held` bytes of message `number`: the one under way after its
+    /// HEADER went out (or, with `pipeline`, the one before, all sent), never beyond what was sent or resumed, so the
+    /// window cannot widen past bytes the central could have. A smaller report than an earlier one changes nothing.
     private mutating func handleProgress(message number: UInt32, held: UInt64) throws(SecureSessionError) {
         guard chosen.contains(.window) else { throw .protocolViolation("PROGRESS, but window was not chosen") }
         if let earlier = unacknowledgedEarlier.first(where: { $0.header.message == number }) {
@@ -460,8 +406,7 @@ package struct SecureSenderSession: Sendable {
         centralHolds = max(centralHolds, Int(held))
     }
 
-    /// `window` chosen and the next DATA record would run past what the central reported
-    /// holding plus the window: the stream pauses until its next PROGRESS.
+    /// `window`: the next DATA would pass the central's report plus the window; awaiting PROGRESS.
     package var awaitsProgress: Bool {
         guard case .data(let offset) = nextRecord else { return false }
         return !mayHandOutData(at: offset)
@@ -473,8 +418,7 @@ package struct SecureSenderSession: Sendable {
         return end <= centralHolds + FlowWindow.bytes
     }
 
-    /// Seals records until the writer holds more than a value's worth, or everything is sealed
-    /// (then the stream is flushed: the central's ACK comes next).
+    /// Seals records until the writer holds over a value's worth, or all are sealed (then flushed).
     private mutating func produceRecords() {
         guard var sealer else { return }
         defer { self.sealer = sealer }
@@ -543,10 +487,8 @@ package struct SecureSenderSession: Sendable {
         }
     }
 
-    /// Upper bound of the notification values this session sends for `payloadLength`:
-    /// the values up to message 1, those of message 3 and the records (with the longest
-    /// metadata a HEADER can carry), each segment possibly one value longer for its short end,
-    /// and `EOM`.
+    /// Upper bound of the notification values for `payloadLength`: those up to message 1, those of
+    /// message 3 and the records (longest HEADER metadata), each one more for its short end, `EOM`.
     package static func estimatedValueCount(payloadLength: Int, maximumValueLength: Int, overChannel: Bool = false) -> Int {
         let piece = SequencedStream.clampValueLength(maximumValueLength, overChannel: overChannel) - SequencedStream.sequenceLength
         let recordOverhead = Frame.headerLength + 1 + NoiseCipherState.tagLength
@@ -564,24 +506,11 @@ package struct SecureSenderSession: Sendable {
 }
 
 extension SecureSenderSession {
-    /// A session for a payload held in memory.
     package init(
         identity: HostIdentity, authorizedPeers: AuthorizedPeers, hello: HelloV2,
         payload: [UInt8], digest: [UInt8], metadata: FileMetadata?,
         maximumValueLength: Int, wantsMulti: Bool = false, acceptsResume: Bool = true, acceptsWindow: Bool = true,
-        overChannel: Bool = false
-    ) throws(SecureSessionError) {
-        try self.init(identity: identity, authorizedPeers: authorizedPeers, hello: hello, payload: MessagePayload(payload),
-                      digest: digest, metadata: metadata, maximumValueLength: maximumValueLength,
-                      wantsMulti: wantsMulti, acceptsResume: acceptsResume, acceptsWindow: acceptsWindow,
-                      overChannel: overChannel)
-    }
-
-    init(
-        identity: HostIdentity, authorizedPeers: AuthorizedPeers, hello: HelloV2,
-        payload: [UInt8], digest: [UInt8], metadata: FileMetadata?,
-        maximumValueLength: Int, wantsMulti: Bool, acceptsResume: Bool = true, acceptsWindow: Bool = true,
-        overChannel: Bool = false, firstMessageNumber: UInt32
+        overChannel: Bool = false, firstMessageNumber: UInt32 = 0
     ) throws(SecureSessionError) {
         try self.init(identity: identity, authorizedPeers: authorizedPeers, hello: hello, payload: MessagePayload(payload),
                       digest: digest, metadata: metadata, maximumValueLength: maximumValueLength,
@@ -589,7 +518,6 @@ extension SecureSenderSession {
                       overChannel: overChannel, firstMessageNumber: firstMessageNumber)
     }
 
-    /// The next message, held in memory.
     package mutating func sendNext(payload: [UInt8], digest: [UInt8], metadata: FileMetadata?) throws(SecureSessionError) {
         try sendNext(payload: MessagePayload(payload), digest: digest, metadata: metadata)
     }

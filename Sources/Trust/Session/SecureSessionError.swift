@@ -1,9 +1,7 @@
-/// Why a version-2 secure session ended without delivering its message. Every case reads as one
-/// line; the roles print it after the peer's address.
+/// Why a secure session ended without delivering its message: one line, printed after the peer's address.
 package enum SecureSessionError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// The other side's static key is not in the authorized peers.
     case unauthorizedPeer(PeerKey)
-    /// Receiver: the peer answered without `secure` (a downgrade, or a v2 plain peer).
+    /// The peer answered without `secure` (a downgrade, or a retired plain peer).
     case notSecure
     /// The Noise handshake failed (the `NoiseError`'s description).
     case handshakeFailed(String)

@@ -1,7 +1,5 @@
-/// The value layer under a version-2 session, in both directions (docs/wire-v2.md, section 1):
-/// each value is `sequence number (2, big-endian, wrapping) | piece` and carries the next bytes
-/// of one byte stream. The notification stream additionally ends with the bare `EOM` value,
-/// which the sessions handle themselves.
+/// The value layer under a version-2 session, both ways (docs/wire-v2.md, section 1): `sequence
+/// (2, big-endian, wrapping) | piece`, the next bytes of one stream; notifications end with a bare `EOM`.
 package enum SequencedStream {
     /// The value that ends the notification stream, as in Apple's flow.
     static let endOfMessage: [UInt8] = [0x45, 0x4F, 0x4D]  // "EOM"
@@ -10,9 +8,8 @@ package enum SequencedStream {
     static let reorderWindow = 256
     /// Every ATT bearer carries 20 bytes; no attribute value exceeds 512.
     static let valueLengths = 20...512
-    /// Over an L2CAP channel (`channel`) a value is one SDU: up to 8 KiB, so that a 4 KiB DATA
-    /// record and its neighbours travel in one value and the per-value work (a system call on
-    /// each side) is paid once per several KiB.
+    /// Over an L2CAP channel a value is one SDU of up to 8 KiB: a 4 KiB DATA record and its
+    /// neighbours travel in one, the per-value system calls paid once per several KiB.
     package static let channelValueLengths = 20...8192
 
     static func clampValueLength(_ length: Int) -> Int {
@@ -25,11 +22,8 @@ package enum SequencedStream {
     }
 }
 
-/// Cuts an outgoing byte stream into sequence-numbered values.
-///
-/// A value is full length (`maximumValueLength`) except at a flush, where the stream pauses and
-/// the bytes held go out as a shorter value. Every piece holds at least 2 bytes, so no value is
-/// 3 bytes long and none can equal `EOM`: a full piece is only cut while at least 2 bytes stay
+/// Cuts an outgoing byte stream into sequence-numbered values, full length except at a flush. Every piece holds at
+/// least 2 bytes, so no value is 3 bytes long and none can equal `EOM`: a full piece is cut only while 2 bytes stay
 /// behind it, and a flush segment one byte longer than a piece goes out as `piece − 1` and 2.
 struct SequencedStreamWriter: Sendable {
     let pieceLength: Int
@@ -42,7 +36,7 @@ struct SequencedStreamWriter: Sendable {
     private(set) var bytesHandedOut = 0
     private(set) var valuesHandedOut = 0
 
-    /// `overChannel`: values may be as long as an L2CAP channel's (`channelValueLengths`).
+    /// `overChannel`: values up to `channelValueLengths`.
     init(maximumValueLength: Int, overChannel: Bool = false) {
         pieceLength = SequencedStream.clampValueLength(maximumValueLength, overChannel: overChannel)
             - SequencedStream.sequenceLength
@@ -101,14 +95,10 @@ struct SequencedStreamWriter: Sendable {
     }
 }
 
-/// Puts incoming sequence-numbered values back in order (BlueZ with several ATT bearers may
-/// reorder notifications, and writes without response likewise). A 16-bit number is read as its
-/// distance from the next one needed: `0..<reorderWindow` ahead is accepted, a recent number
-/// behind is a duplicate (a replay), anything else is too far ahead. At most `reorderWindow − 1`
-/// values of at most 512 bytes are held, so a peer cannot make it hold more than ~128 KiB.
-///
-/// Over an L2CAP channel (`overChannel`) values may be up to 8 KiB and arrive in order (the
-/// channel never reorders): nothing is held, a value out of order is a broken stream.
+/// Puts sequence-numbered values back in order (several ATT bearers may reorder notifications and write commands). A
+/// number is read as its distance from the next needed: `0..<reorderWindow` ahead is held, a recent one behind is a
+/// replay, others are too far ahead. At most `reorderWindow − 1` values of ≤ 512 bytes are held (~128 KiB). Over an
+/// L2CAP channel values may be 8 KiB and never reorder: nothing is held, one out of order is a broken stream.
 struct SequencedStreamReader: Sendable {
     private var nextSequence: UInt16 = 0
     private var consumedCount = 0
