@@ -8,25 +8,22 @@ import SystemPackage
 import Transfer
 import Trust
 
-/// The receiver's private store of unfinished secure messages (docs/wire-v2.md section 5): for
-/// each, the contiguous authenticated prefix from offset 0, so that a later session with the
-/// same sender continues where the cut one stopped instead of at byte 0.
+/// The receiver's private store of unfinished secure messages (docs/wire-v2.md section 5): for each, the contiguous
+/// authenticated prefix from offset 0, so that a later session with the same sender continues where the cut one
+/// stopped instead of at byte 0.
 ///
-/// An entry is keyed by the sender's static key and the message's SHA-256 and length from its
-/// HEADER (one file, named from the three). In version 2's plain mode no key authenticates the
-/// sender: its entries share the name `plain` in place of the key, and only the SHA-256 over
-/// the whole message, checked at its END, decides whether a checkpoint was sound. Bytes are appended as each DATA record opens, so an
-/// entry survives a cut link and a killed receiver alike: at worst it ends a record short.
-/// Nothing partial ever reaches the output directory; the spool is a directory of its own,
-/// mode 0700, its files 0600.
+/// An entry is keyed by the sender's static key and the message's SHA-256 and length from its HEADER (one file, named
+/// from the three). In version 2's plain mode no key authenticates the sender: its entries share the name `plain` in
+/// place of the key, and only the SHA-256 over the whole message, checked at its END, decides whether a checkpoint
+/// was sound. Bytes are appended as each DATA record opens, so an entry survives a cut link and a killed receiver
+/// alike: at worst it ends a record short. Nothing partial ever reaches the output directory; the spool is a
+/// directory of its own, mode 0700, its files 0600.
 ///
-/// Bounded: entries older than `maximumAge` (by their last write) go first, then the oldest
-/// until the spool fits `maximumBytes` and `maximumEntries`; a message larger than what is left
-/// keeps a shorter checkpoint, and no byte is kept where it would leave the file system less
-/// free than `reserveBytes` (the receiver's `--reserve`). Cleaned when opened and whenever an
-/// entry starts; the folder is listed only then, and the bytes held are counted as they are
-/// appended. An entry is removed once its message verified (it is then stored) or failed
-/// verification.
+/// Bounded: entries older than `maximumAge` (by their last write) go first, then the oldest until the spool fits
+/// `maximumBytes` and `maximumEntries`; a message larger than what is left keeps a shorter checkpoint, and no byte is
+/// kept where it would leave the file system less free than `reserveBytes` (the receiver's `--reserve`). Cleaned when
+/// opened and whenever an entry starts; the folder is listed only then, and the bytes held are counted as they are
+/// appended. An entry is removed once its message verified (it is then stored) or failed verification.
 package final class ResumeSpool: Sendable {
     package struct Bounds: Sendable, Hashable {
         /// The most bytes all entries may hold together.
@@ -61,9 +58,8 @@ package final class ResumeSpool: Sendable {
         }
     }
 
-    /// Messages shorter than this keep no checkpoint: sent again whole, they cost less than
-    /// the file work of tracking them, which a daemon draining many small files would pay per
-    /// message.
+    /// Messages shorter than this keep no checkpoint: sent again whole, they cost less than the file work of tracking
+    /// them, which a daemon draining many small files would pay per message.
     package static let minimumCheckpointedLength: UInt64 = 64 * 1024
 
     /// Whether a message with this header keeps a checkpoint (see `minimumCheckpointedLength`).

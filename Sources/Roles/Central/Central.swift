@@ -7,11 +7,10 @@ import Synchronization
 import Transfer
 import Trust
 
-/// The receiving role: Apple's central flow over BlueZ. Waits for `poweredOn`, scans for the
-/// transfer service, connects, subscribes, reassembles, verifies, acknowledges (framed),
-/// unsubscribes, disconnects — CoreBluetooth sample's `cleanup()` order — and scans again for
-/// the next message. Leaving `poweredOn` abandons the current transfer (nothing of it is kept)
-/// and work resumes when the state comes back.
+/// The receiving role: Apple's central flow over BlueZ. Waits for `poweredOn`, scans for the transfer service,
+/// connects, subscribes, reassembles, verifies, acknowledges (framed), unsubscribes, disconnects — CoreBluetooth
+/// sample's `cleanup()` order — and scans again for the next message. Leaving `poweredOn` abandons the current
+/// transfer (nothing of it is kept) and work resumes when the state comes back.
 package final class Central: Sendable {
     package let configuration: CentralConfiguration
     package let session: BluetoothSession
@@ -27,12 +26,11 @@ package final class Central: Sendable {
         progressState = RunState(book: PeerBook(backoff: configuration.backoff, minimumRSSI: configuration.minimumRSSI))
     }
 
-    /// Receives `configuration.messageCount` messages (forever when nil) and hands each to
-    /// `sink`. Returns the number received. Throws a ``ClassifiedFailure`` for what ends the
-    /// run (unknown adapter, no bluetoothd at start, a corrupt message, a sink that cannot
-    /// write, the deadline), `CancellationError` when cancelled. A stop (``GracefulStop``) ends the
-    /// run between two inputs, after the link is released and discovery stopped: it returns
-    /// the number received so far.
+    /// Receives `configuration.messageCount` messages (forever when nil) and hands each to `sink`. Returns the number
+    /// received. Throws a ``ClassifiedFailure`` for what ends the run (unknown adapter, no bluetoothd at start, a
+    /// corrupt message, a sink that cannot write, the deadline), `CancellationError` when cancelled. A stop
+    /// (``GracefulStop``) ends the run between two inputs, after the link is released and discovery stopped: it
+    /// returns the number received so far.
     ///
     /// - Parameter timeout: overall deadline; passing it ends the run with `.timedOut`.
     @discardableResult
@@ -152,10 +150,9 @@ package final class Central: Sendable {
         switch error {
         case let failure as TransferFailure:
             if Task.isCancelled || GracefulStop.isRequested { return .interrupted }
-            // One send's session: a sender that has given its last message may close the
-            // link rather than the session. Whatever ended a visit that stored messages,
-            // the run has what that send offered; a sender that still holds files keeps
-            // them for the next `receive` (nothing is acknowledged that was not stored).
+            // One send's session: a sender that has given its last message may close the link rather than the
+            // session. Whatever ended a visit that stored messages, the run has what that send offered; a sender that
+            // still holds files keeps them for the next `receive` (nothing is acknowledged that was not stored).
             if configuration.messageCount == nil, configuration.endsWithSendersSession, storedSome {
                 return .finished
             }

@@ -2,13 +2,12 @@ import BlueZ
 import DaemonSupport
 import Machines
 
-/// A subscription to the transfer characteristic's notifications: through the socket of
-/// `AcquireNotify` when BlueZ grants it (one packet per notification, the value never passes
-/// through D-Bus), otherwise through `StartNotify` and `PropertiesChanged` on `Value`.
+/// A subscription to the transfer characteristic's notifications: through the socket of `AcquireNotify` when BlueZ
+/// grants it (one packet per notification, the value never passes through D-Bus), otherwise through `StartNotify` and
+/// `PropertiesChanged` on `Value`.
 ///
-/// Or, when the sender publishes one, an L2CAP channel that stands in for both the subscription
-/// and the writes (framed version 2's `channel`): its SDUs are the values each way, and
-/// neither bluetoothd nor D-Bus sees them.
+/// Or, when the sender publishes one, an L2CAP channel that stands in for both the subscription and the writes
+/// (framed version 2's `channel`): its SDUs are the values each way, and neither bluetoothd nor D-Bus sees them.
 final class CharacteristicSubscription: Sendable {
     enum Mechanism: String, Sendable {
         case acquiredSocket = "AcquireNotify"
@@ -33,9 +32,8 @@ final class CharacteristicSubscription: Sendable {
         self.updates = updates
     }
 
-    /// Subscribes, preferring `AcquireNotify`. It is refused when the characteristic has no
-    /// socket support, or (BlueZ 5.66) when another client already called `StartNotify` —
-    /// then `StartNotify` is used. `warn` hears why the fallback was taken.
+    /// Subscribes, preferring `AcquireNotify`; refused without socket support, or (BlueZ 5.66) when another client
+    /// already called `StartNotify`, `StartNotify` is used. `warn` hears why the fallback was taken.
     static func subscribe(to characteristic: RemoteGATTCharacteristic,
                           warn: @Sendable (String) -> Void) async throws -> CharacteristicSubscription {
         do {
@@ -67,9 +65,8 @@ final class CharacteristicSubscription: Sendable {
 
     var overChannel: Bool { mechanism == .channel }
 
-    /// Writes one value to the sender: one SDU on the channel (`type` does not apply: the
-    /// channel is reliable and in order, and nothing answers an SDU), a GATT write otherwise.
-    /// A channel that fails throws `TransferFailure.transient`.
+    /// Writes one value to the sender: one SDU on the channel (`type` does not apply: the channel is reliable and in
+    /// order, and nothing answers an SDU), else a GATT write. A channel that fails throws `TransferFailure.transient`.
     func write(_ value: [UInt8], type: GATTWriteType) async throws {
         guard overChannel, let socket else {
             try await characteristic.writeValue(value, type: type)

@@ -23,10 +23,9 @@ struct VisitLink: Sendable {
     }
 }
 
-/// The visit's loop: each input (a value, the link's end, a tick) goes to the `ReceiverVisit`
-/// machine, whose effects are performed here in order — the writes, the resume spool, the
-/// room on disk, storing (receipt journal, sink), the ACK, reports — each answer fed back
-/// before the next input is read.
+/// The visit's loop: each input (a value, the link's end, a tick) goes to the `ReceiverVisit` machine, whose effects
+/// are performed here in order — the writes, the resume spool, the room on disk, storing (receipt journal, sink), the
+/// ACK, reports — each answer fed back before the next input is read.
 extension Central {
     /// Receives through `link` until the visit is over (one message, or in a secure session that
     /// carries several, each in turn until the sender closes or the run has all it wants),
@@ -55,8 +54,7 @@ extension Central {
                                   remembered: progressState.takeStoredMessages(of: link.peer.address))
         var incoming: IncomingPayload?
         defer { progressState.putStoredMessages(visit.rememberedNow, of: link.peer.address) }
-        // The ticks let the assembly notice silence and a rate too low; one more wakes the loop
-        // when a stop is asked for.
+        // The ticks let the assembly notice silence and a rate too low; one more wakes the loop when a stop is asked.
         try await withMergedInputs(forwardValues, watchDisconnection, .ticks(every: .milliseconds(500), .tick),
                                    .stopRequest(.tick)) { inputs in
             for await item in inputs {
@@ -70,8 +68,7 @@ extension Central {
         }
     }
 
-    /// Carries out the visit's effects in order, feeding each answer back at once; throws the
-    /// failure the visit finished with.
+    /// Carries out the visit's effects in order, feeding each answer back at once; throws the failure it finished with.
     private func perform(_ actions: [ReceiverVisit.Action], on visit: inout ReceiverVisit, incoming: inout IncomingPayload?,
                          link: VisitLink, sink: any MessageSink, now: () -> Duration) async throws {
         var queue = actions[...]
@@ -143,9 +140,8 @@ extension Central {
         }
     }
 
-    /// The checkpoint an earlier visit left of the message of `header`, copied to where the
-    /// message's bytes go (nothing when the spool holds none, or the message is too short to
-    /// have one).
+    /// The checkpoint an earlier visit left of the message of `header`, copied to where the message's bytes go
+    /// (nothing when the spool holds none, or the message is too short to have one).
     private func copyCheckpoint(of header: MessageHeader, from sender: PeerKey?,
                                 into incoming: inout IncomingPayload?) async -> ReceiverVisit.Input {
         guard let spool = configuration.resumeSpool, ResumeSpool.checkpoints(header), incoming != nil else {
@@ -168,9 +164,8 @@ extension Central {
         } catch {
             return Self.describe(error)
         }
-        // A write command has no completion: bluetoothd replies once it queued it, and a
-        // Disconnect issued at once can overtake it on a slow link. No signal tells when it
-        // left, so give the link a moment.
+        // A write command has no completion: bluetoothd replies once it queued it, and a Disconnect issued at once
+        // can overtake it on a slow link. No signal tells when it left, so give the link a moment.
         if settles { try? await Task.sleep(for: configuration.acknowledgementSettle) }
         return nil
     }
@@ -232,9 +227,8 @@ extension Central {
             }
         }
     }
-    /// Does what the assembly asked of the resume spool; messages too short to be worth a
-    /// checkpoint are not kept (`ResumeSpool.checkpoints`), and a removal is always done (it
-    /// costs nothing when there is no entry).
+    /// Does what the assembly asked of the resume spool; messages too short to be worth a checkpoint are not kept
+    /// (`ResumeSpool.checkpoints`), and a removal is always done (it costs nothing when there is no entry).
     static func keepCheckpoints(_ work: [MessageAssembly.CheckpointWork], in spool: ResumeSpool?) {
         guard let spool else { return }
         for item in work {

@@ -79,15 +79,13 @@ package enum PairingConversation {
     /// Not a `PairingExchange` message: it is read only after the exchange has finished.
     static let farewell: [UInt8] = Array("BLTP-DONE".utf8)
 
-    /// Closes the pairing on both sides, not on one. On an LE credit-based channel a message
-    /// that has left our socket may still be waiting for the other side's credits when we
-    /// close, and closing drops it: the other side would then miss our answer and add nothing
-    /// while we add its key. So each side says farewell once it holds both answers and closes
-    /// only when it hears the other's farewell, which proves the other side holds our answer.
-    /// The channel closing instead means the other side heard ours and closed first (its
-    /// farewell lost the same way), or left after its answer: either way ours had reached it.
-    /// Silence is the one case where the other side may lack our answer: nothing is added
-    /// here, and the person is told to pair again on both hosts.
+    /// Closes the pairing on both sides, not on one. On an LE credit-based channel a message that has left our socket
+    /// may still be waiting for the other side's credits when we close, and closing drops it: the other side would
+    /// then miss our answer and add nothing while we add its key. So each side says farewell once it holds both
+    /// answers and closes only when it hears the other's farewell, which proves the other side holds our answer. The
+    /// channel closing instead means the other side heard ours and closed first (its farewell lost the same way), or
+    /// left after its answer: either way ours had reached it. Silence is the one case where the other side may lack
+    /// our answer: nothing is added here, and the person is told to pair again on both hosts.
     private static func sayFarewell(on socket: NotificationSocket, within limit: Duration, peer: String) async throws {
         try await socket.send(farewell)
         let heard: [UInt8]?

@@ -48,11 +48,10 @@ package struct PairingRendezvous: Sendable {
         package let peerAddress: BluetoothAddress?
     }
 
-    /// Drops the link to the other host and BlueZ's record of it, unless it is bonded at the
-    /// Bluetooth level (someone paired the adapters on purpose). Why: BlueZ resolved its GATT
-    /// services over the pairing's link, and a device with resolved services keeps listing
-    /// those instead of what it advertises, so a `receive` run right after the pairing would
-    /// not recognise the other host's transfer service until the record expires.
+    /// Drops the link to the other host and BlueZ's record of it, unless it is bonded at the Bluetooth level (someone
+    /// paired the adapters on purpose). Why: BlueZ resolved its GATT services over the pairing's link, and a device
+    /// with resolved services keeps listing those instead of what it advertises, so a `receive` run right after the
+    /// pairing would not recognise the other host's transfer service until the record expires.
     package func forget(_ meeting: Meeting) async {
         guard let address = meeting.peerAddress, let device = adapter.device(address: address) else { return }
         if device.properties?.paired == true {
@@ -147,8 +146,7 @@ package struct PairingRendezvous: Sendable {
         }
     }
 
-    /// Stops the scan, even when the task was cancelled (a failure changes nothing: the scan
-    /// ends with our connection anyway).
+    /// Stops the scan, even when the task was cancelled (a failure changes nothing: our connection ends it anyway).
     private func stopDiscovery() async {
         let adapter = self.adapter
         await runOutsideCancellation { _ = try? await adapter.stopDiscovery() }
@@ -216,10 +214,9 @@ package struct PairingRendezvous: Sendable {
             do {
                 try await withTimeLimit(Self.connectTimeout, onTimeout: { L2CAPChannelError.timedOut }) {
                     try await device.connect(attempts: 3)
-                    // bluetoothd opens its own channels on a new link (GATT discovery, Enhanced
-                    // ATT); a channel opened while those are being set up was seen to have its
-                    // replies sent on one of theirs (Linux 6.1). Wait until bluetoothd is done,
-                    // as a transfer's central does before it opens its channel.
+                    // bluetoothd opens its own channels on a new link (GATT discovery, Enhanced ATT); a channel
+                    // opened while those are being set up was seen to have its replies sent on one of theirs (Linux
+                    // 6.1). Wait until bluetoothd is done, as a transfer's central does before it opens its channel.
                     try? await device.waitUntilServicesResolved(timeout: Self.servicesTimeout)
                 }
                 let transport = self.transport

@@ -6,19 +6,16 @@ import Synchronization
 import Transfer
 import Trust
 
-/// The framed protocol over an L2CAP channel (docs/wire-formats.md): each channel a central
-/// opens is accepted, matched to its connection, and handed to the server once its first SDU is
-/// a HELLO offering the channel.
+/// The framed protocol over an L2CAP channel (docs/wire-formats.md): each channel a central opens is accepted,
+/// matched to its connection, and handed to the server once its first SDU is a HELLO offering the channel.
 extension Peripheral {
-    /// Channels whose first SDU is awaited at once: more are refused on arrival, so a flood of
-    /// silent channels costs memory and descriptors up to this and no further, while one silent
-    /// channel never holds up an honest central's HELLO.
+    /// Channels whose first SDU is awaited at once: more are refused on arrival, so a flood of silent channels costs
+    /// memory and descriptors up to this only, while one silent channel never holds up an honest central's HELLO.
     static let channelsAwaitingHello = 4
 
-    /// Accepts centrals' channels on `listener` until cancelled. Each channel's first SDU must be
-    /// a version-2 HELLO offering `channel` within `helloTimeout`; the wait for it runs beside
-    /// the others (at most `channelsAwaitingHello`), then the server takes the channel or it is
-    /// closed with one line naming the central.
+    /// Accepts centrals' channels on `listener` until cancelled. Each channel's first SDU must be a version-2 HELLO
+    /// offering `channel` within `helloTimeout`; the wait for it runs beside the others (at most
+    /// `channelsAwaitingHello`), then the server takes the channel or it is closed with one line naming the central.
     static func acceptChannels(from listener: any ChannelListener, on adapter: Adapter,
                                        session: BluetoothSession, server: SubscriptionServer,
                                        helloTimeout: Duration, logger: Logger,

@@ -49,11 +49,10 @@ struct ConnectionOutcome: Sendable {
     let offerTaken: SenderConnection.Offer?
 }
 
-/// One connection's task: it owns the link, reads one input at a time (the link's answers, the
-/// central's writes and hang-up from the server, timers, the source's answers), hands it to the
-/// `SenderConnection` machine and performs the actions it returns. Its children are the
-/// writer (values to the link, one at a time), the link's reader, the timers and the source's
-/// worker (requests in order; deliveries are finished even after the connection ended).
+/// One connection's task: it owns the link, reads one input at a time (the link's answers, the central's writes and
+/// hang-up from the server, timers, the source's answers), hands it to the `SenderConnection` machine and performs
+/// the actions it returns. Its children are the writer (values to the link, one at a time), the link's reader, the
+/// timers and the source's worker (requests in order; deliveries are finished even after the connection ended).
 struct SenderConnectionShell: Sendable {
     let id: Int
     let machine: SenderConnection
@@ -131,8 +130,7 @@ struct SenderConnectionShell: Sendable {
                                  offerTaken: machine.offerTaken)
     }
 
-    /// Carries out `actions` in order; returns the announcement of the connection's end, or
-    /// nil while it goes on.
+    /// Carries out `actions` in order; returns the announcement of the connection's end, or nil while it goes on.
     private func perform(_ actions: [SenderConnection.Action], on machine: inout SenderConnection, children: Children,
                          tasks: inout DiscardingTaskGroup, at now: Duration) -> Bool? {
         var queue = actions[...]
@@ -247,9 +245,8 @@ struct SenderConnectionShell: Sendable {
         }
     }
 
-    /// The source's work, in the order the machine asked: deliveries (always carried out, even
-    /// once the connection is over: the message was counted) and requests (answered while the
-    /// connection lasts).
+    /// The source's work, in the order the machine asked: deliveries (always carried out, even once the connection is
+    /// over: the message was counted) and requests (answered while the connection lasts).
     private func work(through jobs: AsyncStream<SourceJob>, over: ClosedFlag) async {
         let deliveries = environment.deliveries
         for await job in jobs {

@@ -6,13 +6,11 @@ import Storage
 import Transfer
 import Trust
 
-/// What the subscription server tells the engine that drives advertising and the message
-/// source.
+/// What the subscription server tells the engine that drives advertising and the message source.
 enum ServerActivity: Sendable {
     /// A central subscribed and is being served.
     case subscribed(PeerDescription)
-    /// A one-message connection's message was delivered (counted by the connection): the
-    /// engine offers the next one.
+    /// A one-message connection's message was delivered (counted by the connection): the engine offers the next one.
     case delivered(sequence: Int)
     /// The subscription is over (delivered or not); the characteristic is free again.
     case subscriptionEnded
@@ -21,19 +19,18 @@ enum ServerActivity: Sendable {
     case addressedElsewhere(AuthenticatedPeer)
 }
 
-/// The peripheral's router for one registration period, free of D-Bus: it takes the calls
-/// BlueZ makes on our characteristic (a write, `AcquireNotify`, `StartNotify`, `StopNotify`,
-/// `Confirm`) plus device disconnections and accepted L2CAP channels, starts a connection for
-/// one subscriber at a time, and routes what BlueZ says about that central into it.
+/// The peripheral's router for one registration period, free of D-Bus: it takes the calls BlueZ makes on our
+/// characteristic (a write, `AcquireNotify`, `StartNotify`, `StopNotify`, `Confirm`) plus device disconnections and
+/// accepted L2CAP channels, starts a connection for one subscriber at a time, and routes what BlueZ says about that
+/// central into it.
 ///
-/// Everything a connection decides is its `SenderConnection` machine's, carried out by its
-/// task (`SenderConnectionShell`), a child of `runConnections`: the message from byte 0, the
-/// encrypted session or Apple's flow, when the message counts, its bounds. This actor keeps
-/// only what outlives a connection — the offered message, the HELLOs centrals wrote and their
-/// MTUs — and hears from a connection once, when it ends.
+/// Everything a connection decides is its `SenderConnection` machine's, carried out by its task
+/// (`SenderConnectionShell`), a child of `runConnections`: the message from byte 0, the encrypted session or Apple's
+/// flow, when the message counts, its bounds. This actor keeps only what outlives a connection — the offered message,
+/// the HELLOs centrals wrote and their MTUs — and hears from a connection once, when it ends.
 ///
-/// Outside a session, a write that is not a HELLO is ignored (logged at debug level); nothing
-/// a central writes is stored beyond the bounded HELLO table.
+/// Outside a session, a write that is not a HELLO is ignored (logged at debug level); nothing a central writes is
+/// stored beyond the bounded HELLO table.
 actor SubscriptionServer {
     /// The connection being served: where its inputs go.
     private struct Serving {
@@ -81,8 +78,7 @@ actor SubscriptionServer {
         (starts, startContinuation) = AsyncStream<SenderConnectionShell>.makeStream()
     }
 
-    /// Runs each connection this server starts as a child task, until the server is shut down
-    /// and the last connection ended.
+    /// Runs each connection this server starts as a child task, until the server is shut down and the last one ended.
     func runConnections() async {
         await withDiscardingTaskGroup { group in
             for await connection in starts {
@@ -114,9 +110,8 @@ actor SubscriptionServer {
 
     // MARK: Calls from BlueZ
 
-    /// BlueZ called `AcquireNotify`: a central subscribed and `socket` carries our values.
-    /// `indications`: the characteristic carries indications, and each value waits for the
-    /// previous one's confirmation.
+    /// BlueZ called `AcquireNotify`: a central subscribed and `socket` carries our values. `indications`: the
+    /// characteristic carries indications, and each value waits for the previous one's confirmation.
     func acceptSocket(_ socket: NotificationSocket, device: DeviceReference?, indications: Bool = false) {
         guard !isShutDown else {
             socket.close()
@@ -143,9 +138,8 @@ actor SubscriptionServer {
         }
     }
 
-    /// BlueZ called `StartNotify` (no AcquireNotify offered, or a stack that does not use it).
-    /// `device` is the subscriber when the caller could tell (the only connected device).
-    /// `characteristic`: the index of the characteristic subscribed to.
+    /// BlueZ called `StartNotify` (no AcquireNotify offered, or a stack not using it). `device`: the subscriber when
+    /// the caller could tell (the only connected device); `characteristic`: the index subscribed to.
     func acceptFallback(device: DeviceReference?, characteristic: Int = 0, indications: Bool = false) {
         guard !isShutDown, current == nil, let emitOn = fallbackEmit else { return }
         let emit: @Sendable ([UInt8]) throws -> Void = { try emitOn($0, characteristic) }
@@ -270,8 +264,7 @@ actor SubscriptionServer {
         current?.inputs.yield(.centralTurnedAway)
     }
 
-    /// Starts serving `link`'s subscriber; false when it is not served (the link is the
-    /// caller's to close).
+    /// Starts serving `link`'s subscriber; false when it is not served (the link is the caller's to close).
     private func start(link: SenderLink, device: DeviceReference?, hello: SenderConnection.CentralHello,
                        indications: Bool) -> Bool {
         guard let offer = offered else {

@@ -2,20 +2,18 @@ import BlueZ
 import Machines
 import Transfer
 
-/// Feeds what the BlueZ layer observes about bluetoothd and the chosen adapter into the
-/// Transfer core's ``ManagerStateMachine`` and reports the resulting CoreBluetooth-style
-/// transitions. Both roles use it: work starts on ``RoleAction/start``/``RoleAction/resume``
-/// and stops on ``RoleAction/tearDown``.
+/// Feeds what the BlueZ layer observes about bluetoothd and the chosen adapter into the Transfer core's
+/// ``ManagerStateMachine`` and reports the resulting CoreBluetooth-style transitions. Both roles use it: work starts
+/// on ``RoleAction/start``/``RoleAction/resume`` and stops on ``RoleAction/tearDown``.
 package struct ManagerStateDriver: Sendable {
     package let session: BluetoothSession
     /// "hci1", or nil for BlueZ's first adapter (re-chosen when it goes away).
     package let adapterName: String?
     package let requirement: RoleRequirement
 
-    /// How long a first report of "no adapter" is held back in case the adapter is announced
-    /// next: bluetoothd takes its bus name before it has read the kernel's controller list, so
-    /// a role started together with it (boot, `systemctl restart bluetooth`) would otherwise
-    /// give up on an adapter that appears a moment later.
+    /// How long a first report of "no adapter" is held back in case the adapter is announced next: bluetoothd takes
+    /// its bus name before it has read the kernel's controller list, so a role started together with it (boot,
+    /// `systemctl restart bluetooth`) would otherwise give up on an adapter that appears a moment later.
     package let adapterGrace: Duration
 
     package init(session: BluetoothSession, adapterName: String?, requirement: RoleRequirement,
@@ -32,9 +30,8 @@ package struct ManagerStateDriver: Sendable {
         case ended
     }
 
-    /// First element: the current state (a transition from `.unknown`). Then every change of
-    /// state, and every transition that asks the role to act. Finishes when the session closes
-    /// or the consumer stops.
+    /// First element: the current state (a transition from `.unknown`). Then every change of state, and every
+    /// transition that asks the role to act. Finishes when the session closes or the consumer stops.
     package func transitions() -> AsyncStream<ManagerTransition> {
         let adapterEvents = session.adapterEvents(adapterName: adapterName)
         let (stream, continuation) = AsyncStream<ManagerTransition>.makeStream()
@@ -74,8 +71,7 @@ package struct ManagerStateDriver: Sendable {
                                 continue
                             }
                             if heldFirst != nil, transitions.isEmpty { continue }
-                            // What followed supersedes the held report (its `from` says where the
-                            // machine was).
+                            // What followed supersedes the held report (its `from` says where the machine was).
                             heldFirst = nil
                             if !transitions.isEmpty { reportedFirst = true }
                         }
@@ -106,9 +102,8 @@ package struct ManagerStateDriver: Sendable {
         Self.findAdapter(in: session, named: adapterName)
     }
 
-    /// A usage failure when `--adapter` names an adapter bluetoothd does not have while it
-    /// reports others, listing those present; nil otherwise (including when bluetoothd is not
-    /// running yet, or reports no adapter at all: the state says so).
+    /// A usage failure when `--adapter` names an adapter bluetoothd lacks while it reports others, listing those; nil
+    /// otherwise (also when bluetoothd is not running yet, or reports no adapter: the state says so).
     package func unknownAdapterFailure() -> RoleFailure? {
         guard let adapterName, session.serviceState.isRunning else { return nil }
         let present = session.adapters().map(\.name)
@@ -185,10 +180,9 @@ extension ManagerTransition {
         .stateChanged(from: from, to: to, detail: reason?.description)
     }
 
-    /// What a command should do when this is the first state it sees: states that will not
-    /// change by waiting a moment (no bluetoothd, no adapter, no LE, denied) end the command
-    /// with a failure; `poweredOff`, `resetting` and `unknown` are waited out (the state is
-    /// reported, so the user sees why nothing happens). Nil when the role can wait or work.
+    /// What a command should do when this is the first state it sees: states waiting will not change (no bluetoothd, no
+    /// adapter, no LE, denied) end the command with a failure; `poweredOff`, `resetting` and `unknown` are waited out
+    /// (the state is reported, so the user sees why nothing happens). Nil when the role can wait or work.
     package var startupFailure: RoleFailure? {
         switch to {
         case .poweredOn, .poweredOff, .unknown:

@@ -10,11 +10,10 @@ import Glibc
 import Musl
 #endif
 
-/// The files `send --file PATH…` names, in the order given: a file as itself (named by its last
-/// component), a directory as its tree (each file named by its path from the directory's
-/// parent, `docs/notes/plan.md`, as `scp -r` and `rsync` lay it out). Inside a tree symbolic
-/// links are not followed and other special files (FIFOs, sockets, devices) are skipped; each
-/// gets a line in `notes`. Paths given on the command line are followed, as `cp` does.
+/// The files `send --file PATH…` names, in the order given: a file as itself (named by its last component), a
+/// directory as its tree (each file named by its path from the directory's parent, `docs/notes/plan.md`, as `scp -r`
+/// and `rsync` lay it out). Inside a tree symbolic links are not followed and other special files (FIFOs, sockets,
+/// devices) are skipped; each gets a line in `notes`. Paths given on the command line are followed, as `cp` does.
 package struct FileSet: Sendable, Equatable {
     package struct Entry: Sendable, Equatable {
         /// Where the file is read from.
@@ -53,17 +52,15 @@ package struct FileSet: Sendable, Equatable {
     /// One line per file left out or renamed, for the user.
     package var notes: [String]
 
-    /// The most directories a tree may nest below the directory given (the receiver creates
-    /// no deeper ones either).
+    /// The most directories a tree may nest below the directory given (the receiver creates no deeper ones either).
     package static let maximumDepth = 32
     /// The most files one command takes: a bound on the list held in memory.
     package static let maximumCount = 100_000
     /// The longest name the wire carries (``FileMetadata``), in bytes of UTF-8.
     package static let maximumNameBytes = 255
 
-    /// Walks `paths`. Throws a one-line failure (exit 66) for a path that cannot be read at
-    /// all, or no file at all. A regular file of any size is sent from disk as it goes;
-    /// `limit` bounds what must be read into memory (a FIFO).
+    /// Walks `paths`. Throws a one-line failure (exit 66) for a path that cannot be read at all, or no file at all. A
+    /// regular file of any size is sent from disk as it goes; `limit` bounds what must be read into memory (a FIFO).
     package static func collect(_ paths: [String], limit: Int) throws(MessageInput.Failure) -> FileSet {
         var set = FileSet(entries: [], notes: [])
         for path in paths {
@@ -202,10 +199,9 @@ package struct FileSet: Sendable, Equatable {
     }
 }
 
-/// The files of a ``FileSet``, each delivered once, in order, read from disk only when its turn
-/// comes (with `pipeline`, the ones under way and the next, at most `PipelineWindow.messages` + 1).
-/// A file that can no longer be read (removed, made unreadable, grown past the limit since the
-/// walk) is passed over and kept in `problems` for the command to report.
+/// The files of a ``FileSet``, each delivered once, in order, read from disk only in its turn (with `pipeline`, the
+/// ones under way and the next, at most `PipelineWindow.messages` + 1). A file no longer readable (removed, made
+/// unreadable, grown past the limit since the walk) is passed over and kept in `problems` for the command to report.
 package actor FileSetSource: MessageSource {
     package let set: FileSet
     private let limit: Int

@@ -39,10 +39,9 @@ package enum MessageInput: Sendable, Equatable {
         try readMessage(limit: limit, allowEmpty: allowEmpty, sendsName: false, standardInput: standardInput).payload
     }
 
-    /// Reads the whole message (as ``read(limit:allowEmpty:standardInput:)``) and, when
-    /// `sendsName` and the input is `--file PATH` of a regular file, attaches the file's name
-    /// (the last component of PATH) and modification time. A FIFO or `/dev/stdin` has no name
-    /// worth keeping (`63` for `<(cmd)`), nor has an argument or standard input.
+    /// Reads the whole message (as ``read(limit:allowEmpty:standardInput:)``) and, when `sendsName` and the input is
+    /// `--file PATH` of a regular file, attaches the file's name (the last component of PATH) and modification time.
+    /// A FIFO or `/dev/stdin` has no name worth keeping (`63` for `<(cmd)`), nor has an argument or standard input.
     package func readMessage(limit: Int, allowEmpty: Bool, sendsName: Bool,
                             standardInput: FileDescriptor = .standardInput) throws(Failure) -> OutgoingMessage {
         let bytes: [UInt8]
@@ -81,8 +80,7 @@ package enum MessageInput: Sendable, Equatable {
         }
     }
 
-    /// A regular file, sent from disk as it goes (any size, constant memory; its SHA-256 is
-    /// taken first, in one pass over it).
+    /// A regular file, sent from disk as it goes (any size, constant memory; its SHA-256 taken first in one pass).
     private static func streamedFile(_ path: String, allowEmpty: Bool, sendsName: Bool,
                                      source: String) throws(Failure) -> OutgoingMessage {
         let message: OutgoingMessage
@@ -125,11 +123,10 @@ package enum MessageInput: Sendable, Equatable {
         return access("/var/tmp", W_OK | X_OK) == 0 ? "/var/tmp" : "/tmp"
     }
 
-    /// A stream (standard input, a FIFO) read to its end into an unnamed temporary file, a
-    /// piece at a time: any size, in constant memory, then sent from that file as a regular file
-    /// is (the protocol announces the length and SHA-256 before the first byte, so the stream
-    /// must be whole first). The file has no name (unlinked at once): nothing is left behind,
-    /// whatever ends the run.
+    /// A stream (standard input, a FIFO) read to its end into an unnamed temporary file, a piece at a time: any size,
+    /// in constant memory, then sent from that file as a regular file is (the protocol announces the length and
+    /// SHA-256 before the first byte, so the stream must be whole first). The file has no name (unlinked at once):
+    /// nothing is left behind, whatever ends the run.
     static func spooled(_ descriptor: FileDescriptor, what: String, allowEmpty: Bool, source: String,
                         directory: String = holdingDirectory()) throws(Failure) -> OutgoingMessage {
         var template = Array((directory + "/.bletransfer-stdin-XXXXXX").utf8CString)

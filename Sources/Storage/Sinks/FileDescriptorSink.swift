@@ -6,15 +6,14 @@ import Machines
 import Transfer
 import SystemCalls
 
-/// Writes each message's bytes to a file descriptor (standard output by default), exactly as
-/// received: no newline added, nothing between consecutive messages. Partial writes and
-/// `EINTR` are retried; a closed pipe (`EPIPE`) or any other error ends the run with
-/// `.ioError`. SIGPIPE is ignored by the command, so a closed pipe is an error, not a kill.
+/// Writes each message's bytes to a file descriptor (standard output by default), exactly as received: no newline
+/// added, nothing between consecutive messages. Partial writes and `EINTR` are retried; a closed pipe (`EPIPE`) or
+/// any other error ends the run with `.ioError`. SIGPIPE is ignored by the command, so a closed pipe is an error, not
+/// a kill.
 ///
-/// A terminal is the exception: a message is shown there, not stored, and a peer's escape
-/// sequences must not drive it, so control characters are written as visible escapes
-/// (``SafeText``, line feeds and tabs kept) and bytes that are not UTF-8 as U+FFFD. A pipe or
-/// a file gets the bytes exactly.
+/// A terminal is the exception: a message is shown there, not stored, and a peer's escape sequences must not drive
+/// it, so control characters are written as visible escapes (``SafeText``, line feeds and tabs kept) and bytes that
+/// are not UTF-8 as U+FFFD. A pipe or a file gets the bytes exactly.
 package struct FileDescriptorSink: MessageSink {
     package let fileDescriptor: Int32
     package let name: String
@@ -37,8 +36,7 @@ package struct FileDescriptorSink: MessageSink {
             try await BlockingCalls.waits.run { () throws(SinkFailure) in try Self.writeAll(bytes, to: fileDescriptor, name: name) }
             return nil
         }
-        // A message held in a file (a framed one of any size, verified whole): copied a piece
-        // at a time, in constant memory.
+        // A message held in a file (framed, any size, verified whole): copied piece by piece, in constant memory.
         try await BlockingCalls.waits.run { () throws(SinkFailure) in
             var offset = 0
             var carried: [UInt8] = []
@@ -69,9 +67,8 @@ package struct FileDescriptorSink: MessageSink {
     /// memory, and nothing unverified reaches the descriptor.
     package var partialPayloadStore: (any PartialPayloadStore)? { HeldPartialFiles(directory: MessageInput.holdingDirectory()) }
 
-    /// The holding directory keeps the default reserve free (`--reserve`'s default), as an
-    /// output directory does: a framed message announced too large for it is refused before it
-    /// comes, and one that would eat into it midway at its next write.
+    /// The holding directory keeps the default reserve free (`--reserve`'s default), as an output directory does: a
+    /// framed message announced too large is refused before it comes, one eating into it midway at its next write.
     package func admissionRefusal(announced: Int) -> StorageRefusal? {
         guard UInt64(max(0, announced)) >= OutputDirectory.partialFileThreshold else { return nil }
         return StorageLimits.default.writeRefusal(at: MessageInput.holdingDirectory(), announced: announced, received: 0)
@@ -82,8 +79,7 @@ package struct FileDescriptorSink: MessageSink {
         return StorageLimits.default.writeRefusal(at: MessageInput.holdingDirectory(), announced: announced, received: received)
     }
 
-    /// `bytes` cut before a UTF-8 sequence its end leaves unfinished (at most 3 bytes kept
-    /// back), unless `final`.
+    /// `bytes` cut before a UTF-8 sequence its end leaves unfinished (at most 3 bytes kept back), unless `final`.
     static func splitAtCharacterBoundary(_ bytes: [UInt8], final: Bool) -> (whole: [UInt8], rest: [UInt8]) {
         guard !final else { return (bytes, []) }
         var start = bytes.count

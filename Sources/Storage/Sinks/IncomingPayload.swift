@@ -6,9 +6,8 @@ import Transfer
 /// memory: a partial file beside the messages stored (the output directory), so that storing
 /// it is a link, not a copy, and a file of any size needs no more memory than a small one.
 package protocol PartialPayloadStore: Sendable {
-    /// An empty partial file for a message of `length` bytes; nil keeps it in memory (a small
-    /// message, or no room for a file). The file is removed when its payload is released
-    /// unless it was linked to a name first.
+    /// An empty partial file for a message of `length` bytes; nil keeps it in memory (a small message, or no room for
+    /// a file). The file is removed when its payload is released unless it was linked to a name first.
     func makePartialFile(length: UInt64) throws(PayloadReadError) -> PayloadFile?
 }
 

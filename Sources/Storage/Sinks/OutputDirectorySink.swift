@@ -4,10 +4,9 @@ import SystemCalls
 import SystemPackage
 import Transfer
 
-/// Writes each message to its own new file in a directory (`--output-dir DIR`), through
-/// ``OutputDirectory``: atomic, never replacing a file. A message that came with a file name
-/// (secure mode, `meta`) is stored under that name, sanitized and numbered when taken, with the
-/// sender's modification time; others get names that say when and what:
+/// Writes each message to its own new file in a directory (`--output-dir DIR`), through ``OutputDirectory``: atomic,
+/// never replacing a file. A message that came with a file name (secure mode, `meta`) is stored under that name,
+/// sanitized and numbered when taken, with the sender's modification time; others get names that say when and what:
 /// `message-20250101-120000-1.txt` for UTF-8 text, `.bin` otherwise.
 package struct OutputDirectorySink: MessageSink {
     package let directory: OutputDirectory
@@ -75,17 +74,16 @@ package struct OutputDirectorySink: MessageSink {
 }
 
 extension OutputDirectory {
-    /// Stores a received message under the name its sender gave it (sanitized; a relative path
-    /// recreates the tree's directories inside this one) or, without one, under `generatedName`; with the sender's key and modification time when known. A
-    /// sender's name the file system refuses (too long for it, a character it cannot hold), or
-    /// one with no free numbered variant left, gives way to `generatedName`: the message is
-    /// kept all the same.
+    /// Stores a received message under the name its sender gave it (sanitized; a relative path recreates the tree's
+    /// directories inside this one) or, without one, under `generatedName`; with the sender's key and modification
+    /// time when known. A sender's name the file system refuses (too long for it, a character it cannot hold), or one
+    /// with no free numbered variant left, gives way to `generatedName`: the message is kept all the same.
     ///
-    /// `folder`: a directory under this one to store into (made one safe component), as the
-    /// receiver daemon's `--folder-per-sender` names each sender's.
+    /// `folder`: a directory under this one to store into (made one safe component), as the receiver daemon's
+    /// `--folder-per-sender` names each sender's.
     ///
-    /// Runs on ``BlockingCalls/storage`` as ``store(_:baseName:sender:modificationTime:)``
-    /// does, fallback name included.
+    /// Runs on ``BlockingCalls/storage`` as ``store(_:baseName:sender:modificationTime:)`` does, fallback name
+    /// included.
     package func store(_ message: ReceivedMessage, generatedName: String,
                       folder: String? = nil) async throws(OutputDirectoryError) -> FilePath {
         let directory = self

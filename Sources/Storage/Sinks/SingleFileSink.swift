@@ -13,8 +13,7 @@ import Transfer
 package struct SingleFileSink: MessageSink {
     package let path: FilePath
 
-    /// Checks that the directory exists and takes new files, so a bad path fails before any
-    /// Bluetooth work starts.
+    /// Checks that the directory exists and takes new files, so a bad path fails before any Bluetooth work starts.
     package init(path: FilePath) throws(SinkFailure) {
         self.path = path
         let directory = Self.directory(of: path)
@@ -30,8 +29,7 @@ package struct SingleFileSink: MessageSink {
         }
     }
 
-    /// Writes, flushes and renames on ``BlockingCalls/storage``: none of it blocks the
-    /// cooperative pool.
+    /// Writes, flushes and renames on ``BlockingCalls/storage``: none of it blocks the cooperative pool.
     package func store(_ message: ReceivedMessage, sequence: Int, from peer: PeerDescription?) async throws -> String? {
         let path = path
         if let file = message.body.file, file.removesPathWhenReleased,

@@ -3,15 +3,14 @@ import Machines
 import Synchronization
 import Trust
 
-/// An authorized-peers file as the roles see it: re-read when it changed, so that a peer added
-/// or removed counts from the next connection on, without a restart.
+/// An authorized-peers file as the roles see it: re-read when it changed, so that a peer added or removed counts from
+/// the next connection on, without a restart.
 ///
-/// `current()` compares the file's stamp (device, inode, size, modification and status change
-/// times) with the one last read and reads the file again when it differs. A new text that
-/// cannot be used (malformed, unsafe permissions or place, gone) fails closed: no listed peer
-/// is authorized until the file is usable again (a side that lets unlisted keys in still does,
-/// unauthenticated), with a warning in the log once per version of the file. Keeping the last
-/// good list would keep a peer someone meant to revoke by breaking or deleting the file.
+/// `current()` compares the file's stamp (device, inode, size, modification and status change times) with the one
+/// last read and reads the file again when it differs. A new text that cannot be used (malformed, unsafe permissions
+/// or place, gone) fails closed: no listed peer is authorized until the file is usable again (a side that lets
+/// unlisted keys in still does, unauthenticated), with a warning in the log once per version of the file. Keeping the
+/// last good list would keep a peer someone meant to revoke by breaking or deleting the file.
 package final class AuthorizedPeersSource: Sendable {
     private struct State {
         var peers: AuthorizedPeers
