@@ -19,17 +19,15 @@ enum DaemonReport: Sendable {
     case stopping(signal: Int32)
 }
 
-/// Turns `DaemonReport`s into log lines (swift-log, journald-friendly through
-/// `DaemonLogHandler`), systemd `STATUS=` updates, and with `--json` one JSON object per line
-/// on standard output. Confined to the one task that drains the report stream, so it keeps
-/// plain mutable state.
+/// Turns `DaemonReport`s into log lines (swift-log, journald-friendly through `DaemonLogHandler`), systemd `STATUS=`
+/// updates, and with `--json` one JSON object per line on standard output. Confined to the one task that drains the
+/// report stream, so it keeps plain mutable state.
 struct DaemonReporter {
     private(set) var status: DaemonStatus
     private let logger: Logger
     private let notifier: SystemdNotifier
     private let json: Bool
-    /// The last waiting message logged, so that a failure repeated by every retry is logged
-    /// at error level once, then at debug level until it changes.
+    /// The last waiting message logged: a failure every retry repeats is an error once, then debug until it changes.
     private var lastWaitingMessage: String?
     private var lastNotifiedStatus: String?
 
@@ -261,9 +259,7 @@ struct DaemonReporter {
     }
 
     static func metadata(_ summary: MessageSummary) -> Logger.Metadata {
-        var metadata: Logger.Metadata = [
-            "bytes": "\(summary.byteCount)", "format": "\(summary.format.rawValue)",
-        ]
+        var metadata: Logger.Metadata = ["bytes": "\(summary.byteCount)", "format": "\(summary.format.rawValue)"]
         if let digest = summary.sha256 { metadata["sha256"] = "\(digest)" }
         // The sender's word: escaped so that it cannot forge or break a log line.
         if let name = summary.fileName { metadata["name"] = "\(SafeText.escape(name))" }

@@ -19,8 +19,7 @@ package enum EventOutputMode: Sendable, Equatable {
     /// Errors only.
     case quiet
 
-    /// `--json` wins; otherwise a terminal on stderr gets progress, `--verbose` gets lines,
-    /// and anything else stays quiet, as befits a pipe or a service.
+    /// `--json` wins; else a terminal on stderr gets progress, `--verbose` lines, and a pipe or a service stays quiet.
     package static func choose(json: Bool, verbose: Bool, standardErrorIsTerminal: Bool = isatty(STDERR_FILENO) == 1) -> Self {
         if json { return .jsonLines }
         if verbose { return .logLines }
@@ -28,8 +27,7 @@ package enum EventOutputMode: Sendable, Equatable {
     }
 }
 
-/// Turns role events into output. Confined to one task (the command's), so it keeps plain
-/// mutable state.
+/// Turns role events into output. Confined to one task (the command's), so it keeps plain mutable state.
 package struct EventRenderer {
     package let mode: EventOutputMode
     /// Shown at the head of the progress line: the file being sent, when there is one.
@@ -234,9 +232,8 @@ package struct EventRenderer {
         progressLine(progress, rate: rate, remaining: remaining, elapsed: nil, label: nil, peer: nil, link: nil, width: .max)
     }
 
-    /// The progress line fitted to `width` columns: the parts that matter least (peer, the
-    /// bar, the label, elapsed time, ETA, rate) go first when it does not fit; what remains is
-    /// cut at `width`. `label` and `peer` are escaped (``SafeText``).
+    /// The progress line fitted to `width` columns: the parts that matter least (peer, bar, label, elapsed time, ETA,
+    /// rate) go first when it does not fit; the rest is cut at `width`. `label` and `peer` are escaped (``SafeText``).
     package static func progressLine(_ progress: TransferProgress, rate: Double?, remaining: Double?, elapsed: Double?,
                                     label: String?, peer: String?, link: String? = nil, width: Int) -> String {
         // (priority, text) in display order; a higher priority stays longer.
@@ -291,9 +288,8 @@ package struct EventRenderer {
         return "\(Int(seconds) / 3600)h\(String(format: "%02d", Int(seconds) % 3600 / 60))m"
     }
 
-    /// Seconds to the millisecond, three decimals always (`1.500`). Written out instead of
-    /// `String(format: "%.3f")`: Foundation's formatter took longer than the rest of a
-    /// message's log line (`bletransfer-bench events`).
+    /// Seconds to the millisecond, three decimals always (`1.500`). Written out instead of `String(format: "%.3f")`:
+    /// Foundation's formatter took longer than the rest of a message's log line (`bletransfer-bench events`).
     package static func millisecondSeconds(_ duration: Duration) -> String {
         let milliseconds = max(0, Int((duration.seconds * 1000).rounded()))
         let fraction = String(milliseconds % 1000)

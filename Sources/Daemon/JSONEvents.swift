@@ -3,12 +3,11 @@ import Machines
 import Roles
 import Transfer
 
-/// The `--json` contract (docs/json-events.md): one `Encodable` type per event, each line a
-/// JSON object with sorted keys carrying `event`, `schema`, `time` and `unixTime` beside the
-/// event's own fields.
+/// The `--json` contract (docs/json-events.md): one `Encodable` type per event, each line a JSON object with sorted
+/// keys carrying `event`, `schema`, `time` and `unixTime` beside the event's own fields.
 ///
-/// `schema` changes only when a field is removed, renamed or changes type or meaning; new
-/// fields and new events keep it.
+/// `schema` changes only when a field is removed, renamed or changes type or meaning; new fields and new events keep
+/// it.
 package enum JSONEvents {
     package static let schema = 2
 
@@ -38,8 +37,7 @@ struct JSONEventEnvelope: Encodable {
     var unixTime: Double
 }
 
-/// Fields a command adds to some events: `receive` (elapsed, the payload) and the daemon
-/// (message count, resident memory).
+/// Fields a command adds to some events: `receive` (elapsed, the payload), the daemon (message count, resident memory).
 package struct JSONEventExtras: Encodable, Sendable {
     /// Seconds since the command started.
     package var elapsed: Double?
@@ -61,8 +59,7 @@ package struct JSONEventExtras: Encodable, Sendable {
     }
 }
 
-/// Envelope, extras and payload encoded into one keyed container (JSONEncoder merges the
-/// containers the three ask for at the same level).
+/// Envelope, extras and payload in one keyed container (JSONEncoder merges containers asked for at one level).
 struct JSONEventLine<Payload: Encodable>: Encodable {
     var envelope: JSONEventEnvelope
     var extras: JSONEventExtras
@@ -215,8 +212,7 @@ package struct WarningJSONEvent: Encodable, Sendable {
     }
 }
 
-/// `link`: what the link under the role runs at (nil fields: not readable by this process,
-/// `unreadable` says why), and what holds each setting back.
+/// `link`: what the role's link runs at (nil fields: unreadable here, `unreadable` says why) and what limits each.
 package struct LinkJSONEvent: Encodable, Sendable {
     package var peer: String?
     package var phy: String?
@@ -301,8 +297,7 @@ package struct WaitingJSONEvent: Encodable, Sendable {
     }
 }
 
-/// `stopped`: the command or daemon ended without a failure: finished its work, or stopped
-/// by a signal (`signal`, and the status it exits with).
+/// `stopped`: ended without a failure: work finished, or stopped by a signal (`signal`, and the exit status).
 package struct StoppedJSONEvent: Encodable, Sendable {
     /// `finished` or `signal`.
     package var reason: String

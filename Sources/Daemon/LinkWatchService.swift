@@ -191,10 +191,9 @@ private final class WatchContext: Sendable {
     }
 }
 
-/// This process's links, kept in a file of the runtime directory for `bletransfer status`:
-/// `$RUNTIME_DIRECTORY` (the service's, /run/bletransfer), else `$XDG_RUNTIME_DIR/bletransfer`,
-/// else /tmp/bletransfer-UID; one file a process, `links-PID.json`, written whole each time
-/// (a temporary file renamed over it) and removed at the end.
+/// This process's links, kept in a file of the runtime directory for `bletransfer status`: `$RUNTIME_DIRECTORY` (the
+/// service's, /run/bletransfer), else `$XDG_RUNTIME_DIR/bletransfer`, else /tmp/bletransfer-UID; one file a process,
+/// `links-PID.json`, written whole each time (a temporary file renamed over it) and removed at the end.
 package final class LinkRecord: Sendable {
     private let path: String
     private let state: Mutex<(adapter: String, tuned: Bool, links: [UInt16: LinkParameters])>
@@ -240,8 +239,7 @@ package final class LinkRecord: Sendable {
     }
 }
 
-/// The link records every bletransfer process on this host keeps (`LinkRecord`), as `status`
-/// reads them.
+/// The link records every bletransfer process on this host keeps (`LinkRecord`), as `status` reads them.
 package enum LinkRecords {
     package struct Link: Codable, Sendable, Equatable {
         package var handle: Int

@@ -1,10 +1,9 @@
 import Synchronization
 
-/// Starts `work` in a task of its own. A fresh task does not inherit the caller's
-/// cancellation, and cancelling the caller does not reach it: this is the one place for work
-/// that must run to its end after its caller was cancelled (a cancelled task cannot make the
-/// D-Bus calls that release a link or unregister an object), and for work a race abandons
-/// rather than waits for.
+/// Starts `work` in a task of its own. A fresh task does not inherit the caller's cancellation, and cancelling the
+/// caller does not reach it: this is the one place for work that must run to its end after its caller was cancelled
+/// (a cancelled task cannot make the D-Bus calls that release a link or unregister an object), and for work a race
+/// abandons rather than waits for.
 package func startOutsideCancellation<T: Sendable>(
     _ work: @escaping @Sendable () async throws -> T
 ) -> Task<T, any Error> {
@@ -12,8 +11,7 @@ package func startOutsideCancellation<T: Sendable>(
     Task { try await work() }
 }
 
-/// Runs `work` to its end even when the calling task is cancelled meanwhile, and returns
-/// what it returned or threw.
+/// Runs `work` to its end even when the calling task is cancelled meanwhile, and returns what it returned or threw.
 package func runOutsideCancellation<T: Sendable>(_ work: @escaping @Sendable () async throws -> T) async throws -> T {
     try await startOutsideCancellation(work).value
 }

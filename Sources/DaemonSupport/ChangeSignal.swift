@@ -26,8 +26,7 @@ final class ChangeSignal: Sendable {
         for waiter in waiters { waiter.resume() }
     }
 
-    /// Returns once the generation differs from `seen`, `timeout` passed, or the task is
-    /// cancelled, whichever comes first.
+    /// Returns once the generation differs from `seen`, `timeout` passed, or the task is cancelled, whichever is first.
     func wait(after seen: UInt64, timeout: Duration) async {
         let id = state.withLock { state in
             state.nextWaiterID &+= 1

@@ -1,9 +1,8 @@
 import Synchronization
 
-/// Names of files the directory watcher saw finished: moved into the directory (the Maildir
-/// way: written elsewhere, then renamed in) or closed after writing. Each with the time it was
-/// seen; a file whose status changed after that time is being written again and must settle.
-/// Bounded: past `capacity` names the oldest are forgotten (they then settle as any file).
+/// Names of files the directory watcher saw finished: moved in (the Maildir way: written elsewhere, then renamed in) or
+/// closed after writing. Each with the time it was seen; a file whose status changed after that is being written again
+/// and must settle. Bounded: past `capacity` the oldest are forgotten (they then settle as any file).
 package final class CompletedNames: Sendable {
     private let state = Mutex<[String: FileTime]>([:])
     let capacity: Int

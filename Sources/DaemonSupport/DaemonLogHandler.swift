@@ -49,9 +49,8 @@ final class FileDescriptorLineWriter: Sendable {
     }
 }
 
-/// A swift-log handler for daemon mode: one line per record on standard error, with the
-/// journal's priority prefix when standard error is the journal (see `JournalStream`) and a
-/// plain `LEVEL message key=value` line otherwise.
+/// A swift-log handler for daemon mode: one line per record on standard error, with the journal's priority prefix
+/// when standard error is the journal (see `JournalStream`) and a plain `LEVEL message key=value` line otherwise.
 package struct DaemonLogHandler: LogHandler {
     package let label: String
     package let format: LogLineFormat

@@ -1,15 +1,13 @@
 import ServiceLifecycle
 
 /// How a role (or any long-running loop) is asked to stop: the graceful shutdown of the swift-service-lifecycle
-/// `ServiceGroup` it runs in (the commands' SIGINT, SIGTERM or `--timeout`, the daemon's
-/// SIGTERM). The request travels as a task-local, so every loop of the role sees it without
-/// being handed anything; outside a service group it never comes and only cancellation stops
-/// a role.
+/// `ServiceGroup` it runs in (the commands' SIGINT, SIGTERM or `--timeout`, the daemon's SIGTERM). The request
+/// travels as a task-local, so every loop of the role sees it without being handed anything; outside a service group
+/// it never comes and only cancellation stops a role.
 ///
-/// A stop is not a cancellation: the role leaves its loops at the next input, then runs its
-/// teardown (unsubscribe, disconnect, stop discovery, unregister) in its own task, whose
-/// calls to bluetoothd are bounded by their per-call timeouts, so nothing has to escape a
-/// cancelled task to reach bluetoothd.
+/// A stop is not a cancellation: the role leaves its loops at the next input, then runs its teardown (unsubscribe,
+/// disconnect, stop discovery, unregister) in its own task, whose calls to bluetoothd are bounded by their per-call
+/// timeouts, so nothing has to escape a cancelled task to reach bluetoothd.
 package enum GracefulStop {
     /// A stop has been asked for; it stays asked for.
     package static var isRequested: Bool { Task.isShuttingDownGracefully }
@@ -22,9 +20,8 @@ package enum GracefulStop {
         return (try? await cancelWhenGracefulShutdown { try await Task.sleep(for: duration) }) != nil
     }
 
-    /// Runs `wait` until it returns, or until a stop is asked for, which cancels `wait` alone
-    /// (never the caller): for waits with no bound of their own, such as the next message of
-    /// an outbox. Returns nil when the stop came first.
+    /// Runs `wait` until it returns, or until a stop is asked for, which cancels `wait` alone (never the caller): for
+    /// waits with no bound of their own, such as the next message of an outbox. Returns nil when the stop came first.
     package static func unlessRequested<Value: Sendable>(_ wait: @escaping @Sendable () async -> Value) async -> Value? {
         guard !isRequested else { return nil }
         let value = try? await cancelWhenGracefulShutdown { await wait() }

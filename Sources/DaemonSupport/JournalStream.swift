@@ -5,10 +5,9 @@ import Darwin
 #endif
 import Foundation
 
-/// Tells whether a file descriptor is connected to the systemd journal. systemd sets
-/// `$JOURNAL_STREAM` to "DEVICE:INODE" of the stream it connected to stdout/stderr; when the
-/// descriptor still is that stream (not redirected by a wrapper), the journal reads the
-/// `<N>` priority prefixes of sd-daemon(3).
+/// Tells whether a file descriptor is connected to the systemd journal. systemd sets `$JOURNAL_STREAM` to
+/// "DEVICE:INODE" of the stream it connected to stdout/stderr; when the descriptor still is that stream (not
+/// redirected by a wrapper), the journal reads the `<N>` priority prefixes of sd-daemon(3).
 package enum JournalStream {
     /// True when `fd` refers to the device and inode named in `environmentValue`.
     package static func isJournal(fd: Int32, environmentValue: String?) -> Bool {

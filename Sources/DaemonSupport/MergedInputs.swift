@@ -1,6 +1,5 @@
-/// One source of inputs for a loop that waits on several at once (sightings and a timer,
-/// notifications, a disconnection and a timer): it yields into the loop's one stream until
-/// it has nothing more to say or is cancelled.
+/// One source of inputs for a loop that waits on several at once (sightings and a timer, notifications, a
+/// disconnection and a timer): it yields into the loop's one stream until it has nothing more to say or is cancelled.
 package struct InputProducer<Input: Sendable>: Sendable {
     package let produce: @Sendable (AsyncStream<Input>.Continuation) async -> Void
 

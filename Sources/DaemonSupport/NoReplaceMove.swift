@@ -59,14 +59,12 @@ enum NoReplaceMove {
         }
     }
 
-    /// Moves `source` into `directory` under `name`, or `name-1.ext`, `name-2.ext`… when taken;
-    /// returns the name used.
+    /// Moves `source` into `directory` as `name`, or `name-1.ext`, `name-2.ext`… when taken; returns the name used.
     static func moveAvoidingNames(_ source: String, into directory: String, name: String) throws(Errno) -> String {
         try firstFreeName(name) { candidate throws(Errno) in try move(source, to: directory + "/" + candidate) }
     }
 
-    /// Runs `move` with `name`, then `name-1.ext`, `name-2.ext`… while it throws `.fileExists`;
-    /// returns the name it succeeded with.
+    /// Runs `move` with `name`, then `name-1.ext`, `name-2.ext`… while it throws `.fileExists`; returns the name used.
     private static func firstFreeName(_ name: String, _ move: (String) throws(Errno) -> Void) throws(Errno) -> String {
         for attempt in 0..<10_000 {
             let candidate = attempt == 0 ? name : numbered(name, attempt)
@@ -88,10 +86,9 @@ enum NoReplaceMove {
         return "\(name)-\(number)"
     }
 
-    /// Makes renames in `directories` durable, one after the other, on
-    /// ``BlockingCalls/storage`` (an `fsync` waits for the disk), without waiting for it: the
-    /// flushes still follow the renames made before. Best effort: a directory that cannot be
-    /// flushed loses nothing but durability.
+    /// Makes renames in `directories` durable, one after the other, on ``BlockingCalls/storage`` (an `fsync` waits
+    /// for the disk), without waiting for it: the flushes still follow the renames made before. Best effort: a
+    /// directory that cannot be flushed loses nothing but durability.
     static func startSyncingDirectories(_ directories: [String]) {
         BlockingCalls.storage.submit { directories.forEach(syncDirectory) }
     }

@@ -8,29 +8,27 @@ import Transfer
 /// The sender daemon's queue: a directory whose regular files are messages to send.
 ///
 /// - Order: oldest modification time first, ties broken by file name (byte order).
-/// - Ignored: names starting with `.`, names ending in `.part`, `.partial`, `.tmp`, `.temp`,
-///   `.swp`, `.crdownload`, `.filepart` or `~`, and anything that is not a regular file
-///   (subdirectories such as `sent/` and `failed/`, symbolic links, pipes).
-/// - Complete at once: a file the directory watcher saw moved in (written elsewhere, then
-///   renamed in) or closed after writing, and not changed since, is offered without waiting.
-/// - Still being written: any other file whose status changed (`ctime`: every write, rename or
-///   chmod) less than `settleTime` ago waits. Users should still drop files in atomically — write
-///   them elsewhere on the same file system (or under a dot-name in the outbox) and `mv` them
-///   in — because a writer that pauses longer than `settleTime` would otherwise be read early.
-/// - Delivered files are moved into `sent/`, files that can never be sent (over `maxFileSize`,
-///   empty, unreadable) into `failed/` with a `NAME.reason` file; neither move replaces an
-///   existing file (a `-1`, `-2`… suffix is added).
-/// - State is only the file system: a new `Outbox` on the same directory (after a restart)
-///   serves exactly the files not yet moved to `sent/`. Only a crash between the peer's
-///   acknowledgement and the move can make a file go out twice.
-/// - A file being served is locked (`flock`), so two daemons sharing one outbox never serve
-///   the same file at once.
-/// - Held by descriptor: the directory and its `sent/` and `failed/` are opened once
-///   (`O_DIRECTORY | O_NOFOLLOW`, ``HeldDirectory``) and everything is done relative to them
-///   (`openat`, `fstatat(AT_SYMLINK_NOFOLLOW)`, `renameat`), so a member of the group who swaps
-///   a folder for a symbolic link (`renameat2(RENAME_EXCHANGE)`) cannot make the daemon read,
-///   send or move anything outside. Before each listing the folder's name is checked to lead
-///   to the directory held (device and inode); when it does not, the outbox refuses to serve
+/// - Ignored: names starting with `.`, names ending in `.part`, `.partial`, `.tmp`, `.temp`, `.swp`, `.crdownload`,
+///   `.filepart` or `~`, and anything that is not a regular file (subdirectories such as `sent/` and `failed/`,
+///   symbolic links, pipes).
+/// - Complete at once: a file the directory watcher saw moved in (written elsewhere, then renamed in) or closed after
+///   writing, and not changed since, is offered without waiting.
+/// - Still being written: any other file whose status changed (`ctime`: every write, rename or chmod) less than
+///   `settleTime` ago waits. Users should still drop files in atomically — write them elsewhere on the same file
+///   system (or under a dot-name in the outbox) and `mv` them in — because a writer that pauses longer than
+///   `settleTime` would otherwise be read early.
+/// - Delivered files are moved into `sent/`, files that can never be sent (over `maxFileSize`, empty, unreadable)
+///   into `failed/` with a `NAME.reason` file; neither move replaces an existing file (a `-1`, `-2`… suffix is
+///   added).
+/// - State is only the file system: a new `Outbox` on the same directory (after a restart) serves exactly the files
+///   not yet moved to `sent/`. Only a crash between the peer's acknowledgement and the move can make a file go out
+///   twice.
+/// - A file being served is locked (`flock`), so two daemons sharing one outbox never serve the same file at once.
+/// - Held by descriptor: the directory and its `sent/` and `failed/` are opened once (`O_DIRECTORY | O_NOFOLLOW`,
+///   ``HeldDirectory``) and everything is done relative to them (`openat`, `fstatat(AT_SYMLINK_NOFOLLOW)`,
+///   `renameat`), so a member of the group who swaps a folder for a symbolic link (`renameat2(RENAME_EXCHANGE)`)
+///   cannot make the daemon read, send or move anything outside. Before each listing the folder's name is checked to
+///   lead to the directory held (device and inode); when it does not, the outbox refuses to serve
 ///   (`OutboxError.replaced`) until a new one is opened on whatever the name holds then.
 package actor Outbox {
     package nonisolated let directory: FilePath
@@ -46,8 +44,7 @@ package actor Outbox {
     /// False when inotify could not be set up and changes are found by rescanning only.
     package nonisolated var watchesChanges: Bool { watcher != nil }
 
-    /// The outbox directory itself, and its two subdirectories (reopened when their names
-    /// were swapped: `usable(_:)`).
+    /// The outbox directory itself and its two subdirectories (reopened when their names were swapped: `usable(_:)`).
     package nonisolated let folder: HeldDirectory
     private var sent: HeldDirectory
     private var failed: HeldDirectory
@@ -63,11 +60,9 @@ package actor Outbox {
     private var claims: [FileIdentity: FileDescriptor] = [:]
     /// Bad files that could not be moved to `failed/`, skipped until their status changes.
     private var skipped: Set<FileIdentity> = []
-    /// The last full listing, reused by `next()` while the directory watcher saw no arrival
-    /// (see `currentCandidates(reusable:)`); nil without a watcher.
+    /// The last full listing, reused by `next()` while the watcher saw no arrival (`currentCandidates`); nil unwatched.
     private var listing: Listing?
-    /// How many times the directory was read and every entry examined (tests check that a
-    /// drain does not list again per message).
+    /// How many times the directory was read and every entry examined (tests check a drain does not list per message).
     private(set) var fullListings = 0
 
     /// How long `next()` may reuse a listing: a safety net for file systems whose changes
@@ -154,34 +149,30 @@ package actor Outbox {
 
     // MARK: Serving
 
-    /// The first file ready to send, now; nil when there is none. The file stays claimed by
-    /// this instance (and returned again by later calls) until `markDelivered` or `release`.
+    /// The first file ready to send, now; nil when there is none. The file stays claimed by this instance (and
+    /// returned again by later calls) until `markDelivered` or `release`.
     ///
-    /// A daemon draining its outbox in one session calls this once per message, so it reuses
-    /// the previous listing while nothing arrived instead of examining every waiting file
-    /// again: on a slow file system (a network share) that examination, one `lstat` per
-    /// waiting file, was most of the time between two messages.
+    /// A daemon draining its outbox in one session calls this once per message, so it reuses the previous listing
+    /// while nothing arrived instead of examining every waiting file again: on a slow file system (a network share)
+    /// that examination, one `lstat` per waiting file, was most of the time between two messages.
     package func next() throws(OutboxError) -> OutboxFile? {
         try scan(reusingListing: true).file
     }
 
-    /// The first file ready to send other than `held` (files this instance claimed and has not
-    /// delivered yet), now; nil when there is none. All stay claimed: a session that sends
-    /// the next file while the last awaits its ACK, and prepares the one after, keeps other
-    /// daemons off each.
+    /// The first file ready to send other than `held` (files this instance claimed and has not delivered yet), now;
+    /// nil when there is none. All stay claimed: a session that sends the next file while the last awaits its ACK,
+    /// and prepares the one after, keeps other daemons off each.
     package func next(after held: [OutboxFile]) throws(OutboxError) -> OutboxFile? {
         try scan(reusingListing: true, keeping: Set(held.map { FileIdentity($0) })).file
     }
 
-    /// Waits until a file is ready and returns it (see `next`). Wakes on directory changes
-    /// and when a file still settling becomes ready; throws `CancellationError` when the task
-    /// is cancelled.
+    /// Waits until a file is ready and returns it (see `next`). Wakes on directory changes and when a file still
+    /// settling becomes ready; throws `CancellationError` when the task is cancelled.
     package func waitForFile() async throws -> OutboxFile {
         while true {
             try Task.checkCancellation()
             let seen = changes.generation
-            // Always a full listing here: it is also the periodic look for changes the watcher
-            // cannot see.
+            // Always a full listing here: it is also the periodic look for changes the watcher cannot see.
             let result = try scan(reusingListing: false)
             if let file = result.file { return file }
             var timeout = rescanInterval
@@ -192,16 +183,15 @@ package actor Outbox {
         }
     }
 
-    /// Moves a delivered file into `sent/` (never over an existing file) and drops the claim.
-    /// Returns its new path, or nil when the outbox no longer holds that file (removed or
-    /// replaced by another file of the same name while it was being sent).
+    /// Moves a delivered file into `sent/` (never over an existing file) and drops the claim. Returns its new path,
+    /// or nil when the outbox no longer holds that file (removed or replaced by another file of the same name while
+    /// it was being sent).
     ///
-    /// Returns once the file is renamed; the two directories are flushed on
-    /// ``BlockingCalls/storage`` without waiting for it. A session draining the outbox moves a
-    /// file per ACK while the next is on the air, and waiting for the disk there left the link
-    /// idle. The flush only matters to a power cut in the next moments, after which the file
-    /// is in the outbox again and sent again: the receiver's receipt journal answers it as
-    /// already stored (a sender killed between the ACK and the move does the same).
+    /// Returns once the file is renamed; the two directories are flushed on ``BlockingCalls/storage`` without waiting
+    /// for it. A session draining the outbox moves a file per ACK while the next is on the air, and waiting for the
+    /// disk there left the link idle. The flush only matters to a power cut in the next moments, after which the file
+    /// is in the outbox again and sent again: the receiver's receipt journal answers it as already stored (a sender
+    /// killed between the ACK and the move does the same).
     @discardableResult
     package func markDelivered(_ file: OutboxFile) async throws(OutboxError) -> FilePath? {
         defer { dropClaim(FileIdentity(file)) }
@@ -240,8 +230,7 @@ package actor Outbox {
         dropClaim(FileIdentity(file))
     }
 
-    /// The names of the files that are waiting, in the order they will be served (settling
-    /// files included, bad ones not yet moved included).
+    /// The waiting files' names, in serving order (settling ones and bad ones not yet moved included).
     package func pendingFileNames() throws(OutboxError) -> [String] {
         try candidates().map(\.name)
     }
@@ -253,11 +242,10 @@ package actor Outbox {
         let takenAt: ContinuousClock.Instant
     }
 
-    /// The waiting files, from a fresh listing or (`reusable`) from the last one while it is
-    /// still true: the watcher signalled nothing since (it reports arrivals, writes and
-    /// attribute changes, not departures, so our own moves to `sent/` keep it valid) and it is
-    /// not older than `listingReuseLimit`. Whatever changed in a listed file since is caught
-    /// when it is claimed (`claimAndRead` compares its change time); a file gone is skipped.
+    /// The waiting files, from a fresh listing or (`reusable`) from the last one while it is still true: the watcher
+    /// signalled nothing since (it reports arrivals, writes and attribute changes, not departures, so our own moves
+    /// to `sent/` keep it valid) and it is not older than `listingReuseLimit`. Whatever changed in a listed file
+    /// since is caught when it is claimed (`claimAndRead` compares its change time); a file gone is skipped.
     private func currentCandidates(reusable: Bool) throws(OutboxError) -> (candidates: [Candidate], reused: Bool) {
         if reusable, let listing, listing.generation == changes.generation,
            ContinuousClock.now - listing.takenAt < listingReuseLimit {
@@ -287,8 +275,7 @@ package actor Outbox {
     }
 
     private func candidates() throws(OutboxError) -> [Candidate] {
-        // The folder must still be where it was found: a name swapped for a symbolic link (or
-        // another directory) is not served from, whatever it leads to.
+        // The folder must still be where it was found: a name swapped for a link (or directory) is not served from.
         do {
             guard try folder.isStillNamed() else { throw OutboxError.replaced(directory.string) }
         } catch let error as OutboxError {
@@ -341,9 +328,8 @@ package actor Outbox {
         for candidate in found {
             if skipped.contains(candidate.identity) || keeping.contains(candidate.identity) { continue }
             let settlesAt = candidate.changed + settleTime
-            // A change time far in the future means the clock was set back; waiting for it
-            // could take forever. A file moved in or closed after writing, and not changed
-            // since, is complete: it goes at once.
+            // A change time far in the future means the clock was set back; waiting for it could take forever. A file
+            // moved in or closed after writing, and not changed since, is complete: it goes at once.
             if now < settlesAt && settlesAt - now <= settleTime
                 && !completed.isComplete(candidate.name, changedAt: candidate.changed) {
                 nextSettleTime = min(nextSettleTime ?? settlesAt, settlesAt)
@@ -418,13 +404,11 @@ package actor Outbox {
     /// A ClaimResult other than `.file`, as an error, so that each step returns a Result.
     private struct Refusal: Error { let result: ClaimResult }
 
-    /// The candidate's descriptor, locked: the claim already held, or the file opened and locked
-    /// now (`owned`: ours to close if it goes no further).
+    /// The candidate's descriptor, locked: the claim held, or the file opened and locked now (`owned`: ours to close).
     private func lockedDescriptor(for candidate: Candidate) -> Result<(FileDescriptor, owned: Bool), Refusal> {
         if let claimed = claims[candidate.identity] { return .success((claimed, false)) }
-        // Relative to the folder held; non-blocking so that a pipe swapped in after the
-        // listing cannot hang us; no-follow so that a symbolic link swapped in cannot send
-        // another file.
+        // Relative to the folder held; non-blocking so that a pipe swapped in after the listing cannot hang us;
+        // no-follow so that a symbolic link swapped in cannot send another file.
         let opened = openat(folder.descriptor, candidate.name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
         guard opened >= 0 else {
             let error = Errno(rawValue: errno)
@@ -449,8 +433,7 @@ package actor Outbox {
               let byName = folder.status(of: candidate.name), FileIdentity(byName) == FileIdentity(before),
               FileIdentity(before) == candidate.identity
         else { return .failure(Refusal(result: .gone)) }
-        // Changed since it was listed (a reused listing may be seconds old): it must settle
-        // again before it is read.
+        // Changed since it was listed (a reused listing may be seconds old): it must settle again before it is read.
         guard FileTime(before.st_ctim) == candidate.changed else { return .failure(Refusal(result: .changed)) }
         // A hard link lets whoever can write the outbox (the service's group) have the daemon
         // read and send a file they cannot read themselves (its key, with
@@ -473,8 +456,7 @@ package actor Outbox {
         // the claim's lock and hold it as long as the message lives).
         var duplicate = open("/proc/self/fd/\(fd.rawValue)", O_RDONLY | O_CLOEXEC)
         if duplicate < 0 {
-            // No /proc (a bare container): the name in the folder held, checked below to be
-            // the same file.
+            // No /proc (a bare container): the name in the folder held, checked below to be the same file.
             duplicate = openat(folder.descriptor, candidate.name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
         }
         var reopened = stat()
@@ -525,9 +507,8 @@ package actor Outbox {
         }
     }
 
-    /// `NAME.reason` beside the file moved into `failed`: a new file, created relative to the
-    /// folder held and never through a symbolic link. One planted under that name first (a link,
-    /// a file) is removed, not written through.
+    /// `NAME.reason` beside the file moved into `failed`: a new file, created relative to the folder held and never
+    /// through a symbolic link. One planted under that name first (a link, a file) is removed, not written through.
     private static func writeReason(_ reason: String, for name: String, in failed: HeldDirectory) {
         let reasonName = name + ".reason"
         var fd = openat(failed.descriptor, reasonName, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)

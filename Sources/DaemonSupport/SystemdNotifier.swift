@@ -49,10 +49,9 @@ package enum SystemdNotifyError: Error, Sendable, Equatable, CustomStringConvert
     }
 }
 
-/// Speaks systemd's notify protocol without libsystemd: every notification is one datagram
-/// on the AF_UNIX socket named by `$NOTIFY_SOCKET` (a file-system path, or an abstract name
-/// written with a leading `@`). Outside systemd that variable is unset and every call is a
-/// no-op, so the daemon code can notify unconditionally.
+/// Speaks systemd's notify protocol without libsystemd: every notification is one datagram on the AF_UNIX socket
+/// named by `$NOTIFY_SOCKET` (a file-system path, or an abstract name written with a leading `@`). Outside systemd
+/// that variable is unset and every call is a no-op, so the daemon code can notify unconditionally.
 package struct SystemdNotifier: Sendable {
     /// The socket address from `$NOTIFY_SOCKET`, or nil when not run under systemd.
     package let socketAddress: String?
@@ -60,10 +59,7 @@ package struct SystemdNotifier: Sendable {
     package let watchdogTimeout: Duration?
 
     /// Reads `NOTIFY_SOCKET`, `WATCHDOG_USEC` and `WATCHDOG_PID` from `environment`.
-    package init(
-        environment: [String: String] = ProcessInfo.processInfo.environment,
-        processID: Int32 = getpid()
-    ) {
+    package init(environment: [String: String] = ProcessInfo.processInfo.environment, processID: Int32 = getpid()) {
         let address = environment["NOTIFY_SOCKET"].flatMap { $0.isEmpty ? nil : $0 }
         socketAddress = address
         watchdogTimeout = address == nil
@@ -162,8 +158,7 @@ struct UnixSocketAddress {
         var bytes: [UInt8]
         let isAbstract = address.hasPrefix("@")
         if isAbstract {
-            // Abstract names start with a NUL byte and are not NUL-terminated; the length
-            // passed to the kernel delimits them.
+            // Abstract names start with a NUL byte, not NUL-terminated: the length passed to the kernel delimits them.
             bytes = [0] + Array(address.utf8.dropFirst())
             guard bytes.count > 1, bytes.count <= capacity else { return nil }
         } else {
