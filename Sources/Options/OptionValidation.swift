@@ -44,16 +44,14 @@ package enum OptionValidation {
     /// standard output or coming in Apple's flow is held whole before it is written).
     package static let hardMaximumMessageSize = 4 << 30
 
-    /// The largest message this machine holds in memory: a quarter of its physical memory (the
-    /// message is held once while it arrives, once more while written), at most
-    /// `hardMaximumMessageSize`.
+    /// The largest message this machine holds in memory: a quarter of its physical memory (the message is held once
+    /// while it arrives, once more while written), at most `hardMaximumMessageSize`.
     package static func maximumMessageSize(physicalMemory: UInt64 = ProcessInfo.processInfo.physicalMemory) -> Int {
         let quarter = physicalMemory / 4
         return quarter >= UInt64(hardMaximumMessageSize) ? hardMaximumMessageSize : Int(quarter)
     }
 
-    /// A duration option in seconds: finite, at least a millisecond (or exactly 0 when
-    /// `allowZero`), at most a year.
+    /// A duration option in seconds: finite, at least a millisecond (or exactly 0 when `allowZero`), at most a year.
     package static func duration(_ seconds: Double, option: String, allowZero: Bool = false) throws(InvalidOption) -> Duration {
         let lowest = allowZero ? "0" : "1ms"
         guard seconds.isFinite, seconds <= maximumSeconds,
@@ -74,10 +72,9 @@ package enum OptionValidation {
         return value
     }
 
-    /// `--max-size`: positive, at most a pebibyte. A message written to disk as it comes (a
-    /// directory receiver's framed messages, a sender's file) may be that large; one held in
-    /// memory (standard output, Apple's flow) is bounded by ``maximumMessageSize(physicalMemory:)``
-    /// whatever this says (``ReceiverOptions/limits``).
+    /// `--max-size`: positive, at most a pebibyte. A message written to disk as it comes (a directory receiver's
+    /// framed messages, a sender's file) may be that large; one held in memory (standard output, Apple's flow) is
+    /// bounded by ``maximumMessageSize(physicalMemory:)`` whatever this says (``ReceiverOptions/limits``).
     package static func maximumMessageSizeOption(_ value: Int) throws(InvalidOption) -> Int {
         try byteCount(value, option: "--max-size", maximum: largestStoredMessageSize,
                       why: "a message's size must fit a file")

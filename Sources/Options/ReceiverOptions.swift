@@ -25,8 +25,7 @@ package struct ReceiverOptions: Sendable {
     package var reserve: Int?
     package var quotaBytes: Int?
     package var quotaFiles: Int?
-    /// The framed protocol's keys and policy (nil: none given; the run uses a key of its own,
-    /// authenticating nobody).
+    /// The framed protocol's keys and policy (nil: none given; the run uses a key of its own, authenticating nobody).
     package var secureMode: SecureModePolicy?
     /// Not `--no-l2cap`.
     package var usesL2CAP = true

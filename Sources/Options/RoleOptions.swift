@@ -10,8 +10,7 @@ package protocol RoleOptions: Sendable {
     var adapterName: String? { get set }
     var serviceUUID: BluetoothUUID { get set }
     var characteristicUUID: BluetoothUUID { get set }
-    /// The framed protocol's keys and policy (nil: none given; the run uses a key of its own,
-    /// authenticating nobody).
+    /// The framed protocol's keys and policy (nil: none given; the run uses a key of its own, authenticating nobody).
     var secureMode: SecureModePolicy? { get set }
     /// Not `--no-l2cap`: framed version 2 may run over an L2CAP channel.
     var usesL2CAP: Bool { get set }

@@ -3,10 +3,9 @@ import Roles
 import Storage
 import Transfer
 
-/// The sender's options as `send` and `daemon --role sender` both take them, in the units a
-/// user types (seconds, bytes; nil: the default). `validate()` is the one check of them and
-/// `configuration` the one mapping onto a `PeripheralConfiguration`, so the two commands
-/// cannot drift apart.
+/// The sender's options as `send` and `daemon --role sender` both take them, in the units a user types (seconds,
+/// bytes; nil: the default). `validate()` is the one check of them and `configuration` the one mapping onto a
+/// `PeripheralConfiguration`, so the two commands cannot drift apart.
 package struct SenderOptions: Sendable {
     package var adapterName: String?
     package var serviceUUID: BluetoothUUID = TransferUUIDs.appleSampleService
@@ -25,8 +24,7 @@ package struct SenderOptions: Sendable {
     package var compatDelivery: CompatDelivery = .automatic
     /// `--value-size`, in bytes.
     package var valueSize: Int?
-    /// The framed protocol's keys and policy (nil: none given; the run uses a key of its own,
-    /// authenticating nobody).
+    /// The framed protocol's keys and policy (nil: none given; the run uses a key of its own, authenticating nobody).
     package var secureMode: SecureModePolicy?
     /// Not `--no-l2cap`.
     package var usesL2CAP = true

@@ -23,11 +23,10 @@ struct BluetoothDiagnosis: Equatable {
         BluetoothDiagnosis(await BluetoothStatusReport.gather(adapterName: adapter))
     }
 
-    /// What ends a role before it starts, on its open `session`: no Bluetooth in the kernel,
-    /// bluetoothd not running, access denied, `--adapter` naming no adapter, an adapter
-    /// without LE. Nil when the role can start: ready, or a state the role waits out and
-    /// reports itself (an adapter powered off, or not announced yet by a bluetoothd that just
-    /// started). Checked before anything is made on disk (an output directory, an identity).
+    /// What ends a role before it starts, on its open `session`: no Bluetooth in the kernel, bluetoothd not running,
+    /// access denied, `--adapter` naming no adapter, an adapter without LE. Nil when the role can start: ready, or a
+    /// state the role waits out and reports itself (an adapter powered off, or not announced yet by a bluetoothd that
+    /// just started). Checked before anything is made on disk (an output directory, an identity).
     static func atStart(of session: BluetoothSession, adapter: String?) -> BluetoothDiagnosis? {
         let report = BluetoothStatusReport.make(session: session, kernel: KernelBluetooth.report(), adapterName: adapter)
         guard let diagnosis = BluetoothDiagnosis(report) else { return nil }

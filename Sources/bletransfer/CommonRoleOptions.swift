@@ -6,10 +6,9 @@ import Roles
 import Storage
 import Transfer
 
-// The option groups `send`, `receive` and `daemon` share. Each group holds options of one
-// purpose, so that a command lists them under one heading (`@OptionGroup(title:)`; groups of
-// the same title share a heading): input and output, peers and trust, Bluetooth, limits,
-// advanced. A command lists only the groups that apply to it (`daemon` has no --timeout).
+// The option groups `send`, `receive` and `daemon` share. Each group holds options of one purpose, so a command lists
+// them under one heading (`@OptionGroup(title:)`; groups of one title share a heading): input and output, peers and
+// trust, Bluetooth, limits, advanced. A command lists only the groups that apply to it (`daemon` has no --timeout).
 
 /// `--adapter`, `--service-uuid`, `--characteristic-uuid`: where the role runs.
 struct BluetoothOptions: ParsableArguments {
@@ -51,8 +50,7 @@ struct BluetoothOptions: ParsableArguments {
         name.hasPrefix("hci") && name.count > 3 && name.dropFirst(3).allSatisfy(\.isNumber)
     }
 
-    /// `options` aimed at the adapter and UUIDs these name, with the secure mode `secureMode`
-    /// and the transport `transport` allows.
+    /// `options` aimed at the adapter and UUIDs these name, with `secureMode` and the transport `transport` allows.
     func targeting<Options: RoleOptions>(_ options: Options, secureMode: SecureModePolicy?,
                                          transport: TransportOptions) throws -> Options {
         var options = options
@@ -67,8 +65,7 @@ struct BluetoothOptions: ParsableArguments {
 
 /// `--no-l2cap` (advanced).
 struct TransportOptions: ParsableArguments {
-    @Flag(name: .customLong("no-l2cap"), help: ArgumentHelp(
-        "Stay on GATT between bletransfer hosts (no L2CAP)."))
+    @Flag(name: .customLong("no-l2cap"), help: ArgumentHelp("Stay on GATT between bletransfer hosts (no L2CAP)."))
     var noL2CAP = false
 }
 

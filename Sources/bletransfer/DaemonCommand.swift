@@ -176,8 +176,7 @@ struct DaemonCommand: AsyncParsableCommand {
         bounds.receiverOptions(minimumRSSI: minimumRSSI, maximumSize: maximumSize, idleTimeout: idleTimeout, compat: compat)
     }
 
-    /// What `daemon --role sender` takes that `send` takes too, but the adapter, UUIDs and keys.
-    /// Its `--min-rate` is the one option of both roles.
+    /// What `daemon --role sender` shares with `send` (not adapter, UUIDs, keys); `--min-rate` is in both roles.
     private var senderOptions: SenderOptions {
         senderBounds.senderOptions(localName: name ?? PeripheralConfiguration.defaultLocalName,
                                    offersAcquireNotify: !noAcquireNotify, minimumRate: bounds.minimumRate,

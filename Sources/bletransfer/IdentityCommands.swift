@@ -11,16 +11,14 @@ import Trust
 import Glibc
 #endif
 
-/// Where a host's identity lives when `--identity` is not given, and the failures of reading or
-/// writing it as one-line messages with exit statuses.
+/// Where a host's identity lives without `--identity`; failures reading or writing it as lines with exit statuses.
 enum IdentityLocation {
     /// The account the packaged daemons run as (scripts/deb/sysusers.conf).
     static let serviceUser = "bletransfer"
     static let serviceIdentityPath = "/var/lib/bletransfer/identity"
 
-    /// `/var/lib/bletransfer/identity` for the service user; otherwise
-    /// `$XDG_CONFIG_HOME/bletransfer/identity`, or `~/.config/bletransfer/identity` when
-    /// XDG_CONFIG_HOME is unset or not absolute (as the XDG base directory specification says).
+    /// `/var/lib/bletransfer/identity` for the service user; otherwise `$XDG_CONFIG_HOME/bletransfer/identity`, or
+    /// `~/.config/bletransfer/identity` when XDG_CONFIG_HOME is unset or not absolute (the XDG base directory spec).
     static func defaultPath(userName: String?, environment: [String: String], homeDirectory: String) -> String {
         if userName == serviceUser { return serviceIdentityPath }
         if let config = environment["XDG_CONFIG_HOME"], config.hasPrefix("/") {
@@ -31,8 +29,7 @@ enum IdentityLocation {
 
     static let serviceAuthorizedPeersPath = "/etc/bletransfer/authorized-peers"
 
-    /// `/etc/bletransfer/authorized-peers` for the service user (an administrator edits it);
-    /// otherwise `authorized-peers` beside the default identity.
+    /// `/etc/bletransfer/authorized-peers` for the service user (an administrator's); else beside the default identity.
     static func defaultAuthorizedPeersPath(userName: String?, environment: [String: String], homeDirectory: String) -> String {
         if userName == serviceUser { return serviceAuthorizedPeersPath }
         let identity = defaultPath(userName: userName, environment: environment, homeDirectory: homeDirectory)

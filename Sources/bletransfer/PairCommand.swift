@@ -173,8 +173,7 @@ struct PairCommand: AsyncParsableCommand {
         }
     }
 
-    /// The identity at `identityPath`, made first when there is none (not for `--service`:
-    /// the package makes the service's).
+    /// The identity at `identityPath`, made first when missing (not for `--service`: the package makes the service's).
     private func loadOrCreateIdentity() throws -> HostIdentity {
         do {
             return try HostIdentity.load(from: identityPath)
@@ -209,8 +208,7 @@ struct PairCommand: AsyncParsableCommand {
         say("paired with \(name) (\(candidate.key.fingerprint)); added to \(peersPath)")
     }
 
-    /// `wanted` (NFC), or `wanted-2`, `wanted-3`…: the first that no name of `taken` equals
-    /// as names are compared (``PeerNames/folderForm``).
+    /// `wanted` (NFC), or `wanted-2`, `wanted-3`…: the first no name of `taken` equals (``PeerNames/folderForm``).
     static func uniqueName(_ wanted: String, taken: Set<String>) -> String {
         let forms = Set(taken.map { PeerNames.folderForm(AuthorizedPeersFile.nfc($0)) })
         let base = AuthorizedPeersFile.nfc(wanted)

@@ -11,8 +11,7 @@ import Trust
 import Glibc
 #endif
 
-/// `bletransfer peers`: list and edit the authorized-peers file. The editing itself is
-/// `AuthorizedPeersFile`'s; these commands read, write and print.
+/// `bletransfer peers`: list and edit the authorized-peers file (`AuthorizedPeersFile` edits; these read and print).
 struct PeersCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "peers",
@@ -49,9 +48,7 @@ struct PeersCommand: ParsableCommand {
             (~/.config/bletransfer/authorized-peers); /etc/bletransfer/authorized-peers for the \
             service user 'bletransfer'.
             """),
-        subcommands: [
-            PeersList.self, PeersAdd.self, PeersRemove.self, PeersRename.self, PeersFingerprint.self,
-        ]
+        subcommands: [PeersList.self, PeersAdd.self, PeersRemove.self, PeersRename.self, PeersFingerprint.self]
     )
 }
 
@@ -100,9 +97,8 @@ enum PeersFileAccess {
         }
     }
 
-    /// Reads the file, applies `change` and writes the result back, keeping the file's mode. A
-    /// refused change fails the command and leaves the file as it was. Returns what `change`
-    /// returned and the file as written.
+    /// Reads the file, applies `change` and writes the result back, keeping the file's mode. A refused change fails
+    /// the command and leaves the file as it was. Returns what `change` returned and the file as written.
     static func edit<Outcome>(
         _ path: String, missingIsEmpty: Bool,
         _ change: (inout AuthorizedPeersFile) throws(AuthorizedPeersFile.EditError) -> Outcome
@@ -133,8 +129,7 @@ enum PeersFileAccess {
         return bletransfer.exitCode(reporting: RoleFailure(kind, error.description), json: false, hint: hint)
     }
 
-    /// The key lines a command was given: `line` itself or, for `-` or none, the key lines of
-    /// standard input, of which there must be one at least.
+    /// The key lines given: `line` itself or, for `-` or none, standard input's key lines (at least one).
     static func givenKeyLines(_ line: String?) throws -> [String] {
         guard let line, line != "-" else {
             let keyLines = standardInputLines().filter(isKeyLine)
@@ -153,8 +148,7 @@ enum PeersFileAccess {
         return lines
     }
 
-    /// Whether a line of input is worth reading as a key: not blank, not a comment, not the
-    /// fingerprint line `bletransfer id` prints after the key line.
+    /// Whether an input line may be a key: not blank, not a comment, not the fingerprint line `bletransfer id` prints.
     static func isKeyLine(_ line: String) -> Bool {
         let trimmed = line.trimmingCharacters(in: .whitespaces)
         return !trimmed.isEmpty && !trimmed.hasPrefix("#") && !trimmed.hasPrefix("SHA256:")

@@ -142,8 +142,7 @@ struct ReceiveCommand: AsyncParsableCommand {
         try checkingOptions { try receiverOptions.validate() }
     }
 
-    /// Everything `receive` takes that `daemon --role receiver` takes too, but the adapter,
-    /// UUIDs and keys.
+    /// Everything `receive` takes that `daemon --role receiver` takes too, but the adapter, UUIDs and keys.
     private var receiverOptions: ReceiverOptions {
         bounds.receiverOptions(minimumRSSI: rssi.minimumRSSI, maximumSize: messageLimits.maximumSize,
                                idleTimeout: messageLimits.idleTimeout, compat: format.compat)
@@ -166,8 +165,7 @@ struct ReceiveCommand: AsyncParsableCommand {
         let payloads = ReceivedPayloads()
         // Where messages go, checked without making anything: a bad path is told first.
         if let failure = precheckedDestination() { throw RoleRun.exit(reporting: failure, json: json) }
-        // Bluetooth next: what would end the run at once ends it before the output directory
-        // or the spool is made.
+        // Bluetooth next: what would end the run at once ends it before the output directory or the spool is made.
         let (session, logger) = try await RoleRun.openSession(reporting: reporting, adapter: bluetooth.adapter)
         defer { session.close() }
         if sender.from.isEmpty, let notice = trust.unauthenticatedNotice(anyPeer: openness.insecureAnyPeer || format.compat) {
@@ -221,12 +219,10 @@ struct ReceiveCommand: AsyncParsableCommand {
         try await RoleRun.end(outcome, json: json, adapter: bluetooth.adapter) { seconds in "timed out after \(RoleRun.format(seconds)) s" }
     }
 
-    /// The central's settings from the options: how many messages, where resume points and
-    /// receipts are kept.
+    /// The central's settings from the options: how many messages, where resume points and receipts are kept.
     private func centralConfiguration(secureMode: SecureModePolicy?, resumeSpool: ResumeSpool?) throws -> CentralConfiguration {
         let options = try bluetooth.targeting(receiverOptions, secureMode: secureMode, transport: transport)
-        // Into a directory without --count: every file of the sender's session (a tree, several
-        // files), then stop.
+        // Into a directory without --count: every file of the sender's session (a tree, several files), then stop.
         let wholeSession = outputDirectory != nil && count == nil && !forever
         var configuration = options.configuration(messageCount: forever || wholeSession ? nil : (count ?? 1),
                                                   stopOnCorruptMessage: true)
@@ -310,8 +306,7 @@ struct CompatOption: ParsableArguments {
     var compat = false
 }
 
-/// Messages waiting to be put into their `received` JSON event (standard output carries the
-/// events then, so it cannot carry the message bytes as well).
+/// Messages waiting for their `received` JSON event (standard output carries the events, so not the message bytes).
 actor ReceivedPayloads {
     private var bySequence: [Int: [UInt8]] = [:]
 

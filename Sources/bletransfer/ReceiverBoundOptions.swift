@@ -5,9 +5,8 @@ import Options
 import Roles
 import Storage
 
-/// The receiver's bounds against peers that trickle or fill the disk; shared by `receive`
-/// and `daemon --role receiver`, so both parse and document them the same way;
-/// `ReceiverOptions` checks and maps them.
+/// The receiver's bounds against peers that trickle or fill the disk; shared by `receive` and `daemon --role
+/// receiver`, so both parse and document them the same way; `ReceiverOptions` checks and maps them.
 struct ReceiverBoundOptions: ParsableArguments {
     @Option(name: .customLong("min-rate"), help: ArgumentHelp(
         "Drop slower transfers after 20s (default \(CentralConfiguration.defaultMinimumRate), 0: off).",
@@ -28,8 +27,7 @@ struct ReceiverBoundOptions: ParsableArguments {
 
     var isStorageSet: Bool { reserve != nil || quotaBytes != nil || quotaFiles != nil }
 
-    /// The receiver's options: these, and what the command takes besides (adapter and UUIDs
-    /// come from `CommonRoleOptions.targeting(_:secureMode:)`).
+    /// The receiver's options: these and the rest (adapter, UUIDs: `CommonRoleOptions.targeting(_:secureMode:)`).
     func receiverOptions(minimumRSSI: Int?, maximumSize: Int?, idleTimeout: Double?, compat: Bool) -> ReceiverOptions {
         var options = ReceiverOptions()
         options.minimumRSSI = minimumRSSI

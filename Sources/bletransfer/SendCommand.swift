@@ -164,10 +164,9 @@ struct SendCommand: AsyncParsableCommand {
         }
     }
 
-    /// The trust policy, a session and a peripheral serving `source`, its events rendered,
-    /// until the source is exhausted, the deadline passes (one line, 75 — `timedOut` words it)
-    /// or a signal stops it. `notes` are logged once the session is open. Returns the logger,
-    /// for what the caller still has to say.
+    /// The trust policy, a session and a peripheral serving `source`, its events rendered, until the source is
+    /// exhausted, the deadline passes (one line, 75 — `timedOut` words it) or a signal stops it. `notes` are logged
+    /// once the session is open. Returns the logger, for what the caller still has to say.
     private func serve(_ source: some MessageSource, label: String?, notes: [String] = [],
                        timedOut: (Double) async -> String) async throws -> Logger {
         let json = reporting.json

@@ -16,8 +16,7 @@ struct StatusLinks: Sendable {
         var handle: Int
         var peer: String
         var role: String
-        /// What the bletransfer process on this link read of it (nil: no bletransfer process
-        /// holds it, or none could read it).
+        /// What the bletransfer process on this link read of it (nil: no bletransfer process holds it, or none could).
         var link: LinkRecords.Link?
         var process: Int?
     }

@@ -1,8 +1,7 @@
 import BlueZ
 import Transfer
 
-/// The CoreBluetooth-style manager state each role would be in, given what `status` saw: the
-/// same state machine the roles run, fed the report's facts once.
+/// The manager state each role would be in, given what `status` saw: the roles' state machine fed the report once.
 enum StatusManagerState {
     static func state(for requirement: RoleRequirement, report: BluetoothStatusReport) -> ManagerState {
         var machine = ManagerStateMachine(role: requirement)

@@ -13,8 +13,7 @@ enum StatusOutput {
         }
     }
 
-    /// `status --json`'s version; it goes up only when a key is removed, renamed or changes
-    /// type or meaning.
+    /// `status --json`'s version; it goes up only when a key is removed, renamed or changes type or meaning.
     static let schema = 1
 
     static func json(_ report: BluetoothStatusReport, gatt: GATTChannelSetting = .current(),
@@ -119,8 +118,7 @@ enum StatusOutput {
         }
         lines.append("")
         var bluetoothd = "bluetoothd: \(report.bluetoothd)"
-        // The bus's AccessDenied text is a paragraph of policy detail; the verdict line says
-        // it in one. `--json` keeps the full text.
+        // The bus's AccessDenied text is a paragraph of policy; the verdict says it in one. `--json` keeps it all.
         if let detail = report.bluetoothdDetail, !detail.isEmpty, report.bluetoothd != "access-denied" {
             bluetoothd += " (\(detail))"
         }
