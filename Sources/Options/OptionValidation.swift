@@ -19,8 +19,7 @@ package struct InvalidOption: Error, Equatable, CustomStringConvertible {
     package var description: String { "\(option): \(problem)" }
 }
 
-/// Byte counts as the options' messages show them: in the largest binary multiple that divides
-/// them (64M, not 67108864), as the options take them.
+/// Byte counts as messages show them: in the largest binary multiple dividing them (64M, not 67108864).
 package enum ByteSize {
     package static func text(_ bytes: Int) -> String {
         for (suffix, shift) in [("T", 40), ("G", 30), ("M", 20), ("K", 10)] where bytes != 0 && bytes % (1 << shift) == 0 {
@@ -34,8 +33,7 @@ package enum ByteSize {
 /// that no value a user can type reaches arithmetic that traps (`Duration.milliseconds` of a
 /// huge `Double`, `header + limit` near `Int.max`) or an allocation the machine cannot make.
 package enum OptionValidation {
-    /// The longest duration any option takes: a year. Longer is never meant, and far below
-    /// what `Duration` holds, so conversions cannot overflow.
+    /// The longest duration any option takes: a year; never meant longer, and far below `Duration`'s overflow.
     package static let maximumSeconds: Double = 366 * 24 * 3600
     /// The shortest: a millisecond (durations are kept in milliseconds).
     package static let minimumSeconds: Double = 0.001

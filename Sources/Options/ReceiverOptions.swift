@@ -3,10 +3,9 @@ import Roles
 import Storage
 import Transfer
 
-/// The receiver's options as `receive` and `daemon --role receiver` both take them, in the
-/// units a user types (seconds, bytes; nil: the default). `validate()` is the one check of
-/// them, `configuration(messageCount:stopOnCorruptMessage:)` and `storageLimits` the one
-/// mapping, so the two commands cannot drift apart.
+/// The receiver's options as `receive` and `daemon --role receiver` both take them, in the units a user types (seconds,
+/// bytes; nil: the default). `validate()` is the one check of them, `configuration(messageCount:stopOnCorruptMessage:)`
+/// and `storageLimits` the one mapping, so the two commands cannot drift apart.
 package struct ReceiverOptions: Sendable {
     package var adapterName: String?
     package var serviceUUID: BluetoothUUID = TransferUUIDs.appleSampleService

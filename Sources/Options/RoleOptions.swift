@@ -3,8 +3,7 @@ import Roles
 import Storage
 import Transfer
 
-/// What both roles' options name the same way: the adapter, the transfer service and its
-/// characteristic, and the secure mode's keys.
+/// What both roles' options name alike: the adapter, the service and its characteristic, the secure mode's keys.
 package protocol RoleOptions: Sendable {
     /// "hci1"; nil: the first adapter BlueZ reports.
     var adapterName: String? { get set }

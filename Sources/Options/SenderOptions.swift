@@ -36,9 +36,7 @@ package struct SenderOptions: Sendable {
     package func validate() throws(InvalidOption) {
         do {
             _ = try AdvertisedName.validate(localName)
-        } catch {
-            throw InvalidOption("--name", "\(error)")
-        }
+        } catch { throw InvalidOption("--name", "\(error)") }
         if let minimumRate { _ = try OptionValidation.count(minimumRate, option: "--min-rate", minimum: 0) }
         if let acknowledgementTimeout { _ = try OptionValidation.duration(acknowledgementTimeout, option: "--ack-timeout") }
         if let valueSize {

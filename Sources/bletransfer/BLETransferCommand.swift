@@ -57,8 +57,7 @@ struct BLETransferCommand: AsyncParsableCommand {
         let arguments = Array(CommandLine.arguments.dropFirst())
         let outcome: CommandLineFront.Outcome
         switch CommandLineFront.parse(arguments) {
-        case .finished(let finished):
-            outcome = finished
+        case .finished(let finished): outcome = finished
         case .run(var command):
             do {
                 if var asynchronous = command as? any AsyncParsableCommand {
@@ -67,9 +66,7 @@ struct BLETransferCommand: AsyncParsableCommand {
                     try command.run()
                 }
                 return
-            } catch {
-                outcome = CommandLineFront.outcome(for: error, arguments: arguments)
-            }
+            } catch { outcome = CommandLineFront.outcome(for: error, arguments: arguments) }
         }
         outcome.write()
         Foundation.exit(outcome.status)

@@ -40,7 +40,5 @@ struct BluetoothDiagnosis: Equatable {
     }
 
     /// A failure in these words: the message status gives, with the failure's own kind.
-    func failure(_ kind: FailureKind) -> CommandFailure {
-        CommandFailure(kind, message, hint: hint)
-    }
+    func failure(_ kind: FailureKind) -> CommandFailure { CommandFailure(kind, message, hint: hint) }
 }

@@ -71,14 +71,11 @@ struct TransportOptions: ParsableArguments {
 
 /// `-q`, `-v`, `--json` of `send` and `receive`: how much the command says while it runs.
 struct ReportingOptions: ParsableArguments {
-    @Flag(name: .shortAndLong, help: "No progress, only errors.")
-    var quiet = false
+    @Flag(name: .shortAndLong, help: "No progress, only errors.") var quiet = false
 
-    @Flag(name: .shortAndLong, help: "Print every step on standard error.")
-    var verbose = false
+    @Flag(name: .shortAndLong, help: "Print every step on standard error.") var verbose = false
 
-    @Flag(name: .long, help: "One JSON event per line on standard output.")
-    var json = false
+    @Flag(name: .long, help: "One JSON event per line on standard output.") var json = false
 
     var outputMode: EventOutputMode { quiet ? .quiet : .choose(json: json, verbose: verbose) }
 
@@ -108,9 +105,7 @@ struct TimeoutOption: ParsableArguments {
     var timeout: Double?
 
     /// `--timeout` as a duration (validated in `validate()`).
-    var duration: Duration? {
-        timeout.flatMap { try? OptionValidation.duration($0, option: "--timeout") }
-    }
+    var duration: Duration? { timeout.flatMap { try? OptionValidation.duration($0, option: "--timeout") } }
 
     mutating func validate() throws {
         if let timeout { try checkingOptions { _ = try OptionValidation.duration(timeout, option: "--timeout") } }

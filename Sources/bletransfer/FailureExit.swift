@@ -54,9 +54,7 @@ struct CommandFailure: ClassifiedFailure, CustomStringConvertible {
         self.hint = hint
     }
 
-    init(_ failure: RoleFailure, hint: String? = nil) {
-        self.init(failure.kind, failure.userMessage, hint: hint)
-    }
+    init(_ failure: RoleFailure, hint: String? = nil) { self.init(failure.kind, failure.userMessage, hint: hint) }
 
     var description: String { userMessage }
 

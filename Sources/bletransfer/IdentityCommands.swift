@@ -66,10 +66,9 @@ enum IdentityLocation {
         "\(currentUserName() ?? "user")@\(ProcessInfo.processInfo.hostName.split(separator: ".").first.map(String.init) ?? "host")"
     }
 
-    /// The failure, with the exit status a script can tell apart: 64 usage (a malformed key
-    /// given on the command line), 66 no identity yet, 73 the identity exists and --force was
-    /// not given, 74 I/O error, 77 the file is readable by others or access was denied,
-    /// 78 a malformed identity or authorized-peers file, or one that lists nobody.
+    /// The failure, with the exit status a script can tell apart: 64 usage (a malformed key given on the command line),
+    /// 66 no identity yet, 73 the identity exists and --force was not given, 74 I/O error, 77 the file is readable by
+    /// others or access was denied, 78 a malformed identity or authorized-peers file, or one that lists nobody.
     static func failure(_ error: TrustError) -> RoleFailure {
         let kind: FailureKind
         switch error {
@@ -142,9 +141,7 @@ struct KeygenCommand: ParsableCommand {
             let created = try Self.perform(path: path, name: name ?? IdentityLocation.defaultKeyName(), force: force)
             print(created.publicKeyLine)
             EventRenderer.writeLine("bletransfer: identity written to \(path) (fingerprint \(created.publicKey.fingerprint))", to: 2)
-        } catch {
-            throw bletransfer.exitCode(reporting: IdentityLocation.failure(error), json: false)
-        }
+        } catch { throw bletransfer.exitCode(reporting: IdentityLocation.failure(error), json: false) }
     }
 }
 
@@ -172,8 +169,7 @@ struct IdCommand: ParsableCommand {
     @Option(name: .long, help: ArgumentHelp("The identity to show (default: as for keygen).", valueName: "PATH"))
     var identity: String?
 
-    @Flag(name: .long, help: "Print the fingerprint only.")
-    var fingerprint = false
+    @Flag(name: .long, help: "Print the fingerprint only.") var fingerprint = false
 
     static func lines(of identity: HostIdentity, fingerprintOnly: Bool) -> [String] {
         fingerprintOnly ? [identity.publicKey.fingerprint] : [identity.publicKeyLine, identity.publicKey.fingerprint]
@@ -188,8 +184,6 @@ struct IdCommand: ParsableCommand {
             for line in Self.lines(of: loaded, fingerprintOnly: fingerprint) {
                 print(SafeText.escape(line))
             }
-        } catch {
-            throw bletransfer.exitCode(reporting: IdentityLocation.failure(error), json: false)
-        }
+        } catch { throw bletransfer.exitCode(reporting: IdentityLocation.failure(error), json: false) }
     }
 }

@@ -8,15 +8,11 @@ import Roles
 func checkingOptions(_ checks: () throws -> Void) throws {
     do {
         try checks()
-    } catch let invalid as InvalidOption {
-        throw ValidationError(invalid.description)
-    }
+    } catch let invalid as InvalidOption { throw ValidationError(invalid.description) }
 }
 
 /// `--count N` and `--forever` of `send` and `receive`: N must be a count, and the two exclude each other.
 func checkingRepetition(count: Int?, forever: Bool) throws {
     if let count { try checkingOptions { _ = try OptionValidation.count(count, option: "--count") } }
-    if forever && count != nil {
-        throw ValidationError("--count and --forever cannot be combined")
-    }
+    if forever && count != nil { throw ValidationError("--count and --forever cannot be combined") }
 }

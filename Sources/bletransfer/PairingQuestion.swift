@@ -61,9 +61,7 @@ struct PairingQuestion {
         return false
     }
 
-    private func write(_ text: String) {
-        EventRenderer.write(text, to: output)
-    }
+    private func write(_ text: String) { EventRenderer.write(text, to: output) }
 }
 
 /// One line from a terminal, read on a thread of its own (a read blocks; the cooperative pool must not) polling in

@@ -83,18 +83,14 @@ enum PeersFileAccess {
             return (AuthorizedPeersFile(text: text), mode)
         } catch .fileAccess(_, _, let code) where code == ENOENT && missingIsEmpty {
             return (AuthorizedPeersFile(text: ""), nil)
-        } catch {
-            throw bletransfer.exitCode(reporting: IdentityLocation.failure(error), json: false)
-        }
+        } catch { throw bletransfer.exitCode(reporting: IdentityLocation.failure(error), json: false) }
     }
 
     /// Replaces the file with `file`'s text, keeping its mode (0644 for a new file).
     static func write(_ file: AuthorizedPeersFile, to path: String, mode: mode_t?) throws {
         do {
             try AtomicFile.replace(path: path, contents: file.text, mode: mode ?? 0o644)
-        } catch {
-            throw bletransfer.exitCode(reporting: IdentityLocation.failure(error), json: false)
-        }
+        } catch { throw bletransfer.exitCode(reporting: IdentityLocation.failure(error), json: false) }
     }
 
     /// Reads the file, applies `change` and writes the result back, keeping the file's mode. A refused change fails
@@ -171,8 +167,7 @@ struct PeersList: ParsableCommand {
 
     @OptionGroup var file: PeersFileOption
 
-    @Flag(name: .long, help: "One JSON object per peer, one a line.")
-    var json = false
+    @Flag(name: .long, help: "One JSON object per peer, one a line.") var json = false
 
     static let noneYet = "bletransfer: no authorized peers yet; run 'bletransfer pair' on this host and the other "
         + "(or 'bletransfer peers add LINE' with the line 'bletransfer id' prints there)"
@@ -186,9 +181,7 @@ struct PeersList: ParsableCommand {
         }
         do {
             _ = try AuthorizedPeers(parsing: peersFile.text, path: path)
-        } catch {
-            EventRenderer.writeLine("bletransfer: warning: \(error.description)", to: 2)
-        }
+        } catch { EventRenderer.writeLine("bletransfer: warning: \(error.description)", to: 2) }
         for entry in peersFile.entries {
             let line = entry.key.line(name: entry.name)
             if json {
@@ -228,8 +221,7 @@ struct PeersAdd: ParsableCommand {
             nothing is added.
             """))
 
-    @Argument(help: ArgumentHelp("'bletransfer-x25519 <base64> [name]', or '-'.", valueName: "LINE"))
-    var line: String
+    @Argument(help: ArgumentHelp("'bletransfer-x25519 <base64> [name]', or '-'.", valueName: "LINE")) var line: String
 
     @OptionGroup var file: PeersFileOption
 
@@ -311,8 +303,7 @@ struct PeersRename: ParsableCommand {
     @Argument(help: ArgumentHelp("A name, or a fingerprint (SHA256:…).", valueName: "NAME|FINGERPRINT"))
     var peer: String
 
-    @Argument(help: ArgumentHelp("The new name.", valueName: "NEWNAME"))
-    var newName: String
+    @Argument(help: ArgumentHelp("The new name.", valueName: "NEWNAME")) var newName: String
 
     @OptionGroup var file: PeersFileOption
 
@@ -341,17 +332,14 @@ struct PeersFingerprint: ParsableCommand {
             there, or over the phone) before adding a line that came by mail.
             """))
 
-    @Argument(help: ArgumentHelp("'bletransfer-x25519 <base64> [name]'.", valueName: "LINE"))
-    var line: String?
+    @Argument(help: ArgumentHelp("'bletransfer-x25519 <base64> [name]'.", valueName: "LINE")) var line: String?
 
     func run() throws {
         for keyLine in try PeersFileAccess.givenKeyLines(line) {
             do {
                 let (key, name) = try AuthorizedPeersFile.parseGiven(keyLine)
                 print(SafeText.escape(name.map { "\(key.fingerprint)  \($0)" } ?? key.fingerprint))
-            } catch {
-                throw PeersFileAccess.fail(error)
-            }
+            } catch { throw PeersFileAccess.fail(error) }
         }
     }
 }

@@ -72,44 +72,19 @@ struct ReceiveCommand: AsyncParsableCommand {
             away later: work resumes when it is back. --timeout bounds the whole run (75).
             """))
 
-    @OptionGroup(title: "Input and output")
-    var destination: ReceiveOutputOptions
-
-    @OptionGroup(title: "Input and output")
-    var reporting: ReportingOptions
-
-    @OptionGroup(title: "Peers and trust")
-    var trust: TrustOptions
-
-    @OptionGroup(title: "Peers and trust")
-    var openness: InsecureAnyPeerOption
-
-    @OptionGroup(title: "Peers and trust")
-    var sender: FromPeerOption
-
-    @OptionGroup(title: "Bluetooth")
-    var bluetooth: BluetoothOptions
-
-    @OptionGroup(title: "Bluetooth")
-    var rssi: SignalStrengthOption
-
-    @OptionGroup(title: "Limits")
-    var timeout: TimeoutOption
-
-    @OptionGroup(title: "Limits")
-    var messageLimits: ReceiverMessageOptions
-
-    @OptionGroup(title: "Limits")
-    var bounds: ReceiverBoundOptions
-
-    @OptionGroup(title: "Advanced")
-    var format: CompatOption
-
-    @OptionGroup(title: "Advanced")
-    var transport: TransportOptions
-
-    @OptionGroup(title: "Advanced")
-    var spool: SpoolOption
+    @OptionGroup(title: "Input and output") var destination: ReceiveOutputOptions
+    @OptionGroup(title: "Input and output") var reporting: ReportingOptions
+    @OptionGroup(title: "Peers and trust") var trust: TrustOptions
+    @OptionGroup(title: "Peers and trust") var openness: InsecureAnyPeerOption
+    @OptionGroup(title: "Peers and trust") var sender: FromPeerOption
+    @OptionGroup(title: "Bluetooth") var bluetooth: BluetoothOptions
+    @OptionGroup(title: "Bluetooth") var rssi: SignalStrengthOption
+    @OptionGroup(title: "Limits") var timeout: TimeoutOption
+    @OptionGroup(title: "Limits") var messageLimits: ReceiverMessageOptions
+    @OptionGroup(title: "Limits") var bounds: ReceiverBoundOptions
+    @OptionGroup(title: "Advanced") var format: CompatOption
+    @OptionGroup(title: "Advanced") var transport: TransportOptions
+    @OptionGroup(title: "Advanced") var spool: SpoolOption
 
     /// `--output`, unless it is `-` (standard output).
     var outputPath: String? { destination.output == "-" ? nil : destination.output }
@@ -158,9 +133,7 @@ struct ReceiveCommand: AsyncParsableCommand {
         do {
             secureMode = try trust.interactivePolicy(anyPeer: openness.insecureAnyPeer || format.compat,
                                                      addressing: PeerAddressing(option: "--from", peers: sender.from))
-        } catch {
-            throw RoleRun.exit(reporting: error, json: json)
-        }
+        } catch { throw RoleRun.exit(reporting: error, json: json) }
 
         let payloads = ReceivedPayloads()
         // Where messages go, checked without making anything: a bad path is told first.
@@ -178,15 +151,11 @@ struct ReceiveCommand: AsyncParsableCommand {
                 defaultDirectory: ResumeSpool.defaultInteractiveDirectory(
                     environment: ProcessInfo.processInfo.environment, homeDirectory: NSHomeDirectory()),
                 outputDirectory: outputDirectory, warn: { logger.warning("\($0)") })
-        } catch {
-            throw RoleRun.exit(reporting: error, json: json)
-        }
+        } catch { throw RoleRun.exit(reporting: error, json: json) }
         let sink: any MessageSink
         do {
             sink = try makeSink(payloads: payloads, resumeSpool: resumeSpool)
-        } catch let failure as SinkFailure {
-            throw RoleRun.exit(reporting: failure, json: json)
-        }
+        } catch let failure as SinkFailure { throw RoleRun.exit(reporting: failure, json: json) }
 
         let central = Central(configuration: try centralConfiguration(secureMode: secureMode, resumeSpool: resumeSpool),
                               session: session)
@@ -240,9 +209,7 @@ struct ReceiveCommand: AsyncParsableCommand {
             if let outputPath { _ = try SingleFileSink(path: FilePath(outputPath)) }
             if let outputDirectory { try OutputDirectorySink.precheck(FilePath(outputDirectory)) }
             return nil
-        } catch {
-            return error
-        }
+        } catch { return error }
     }
 
     private func makeSink(payloads: ReceivedPayloads, resumeSpool: ResumeSpool?) throws -> any MessageSink {
@@ -271,8 +238,7 @@ struct ReceiveOutputOptions: ParsableArguments {
         "Exit after this many messages (default 1; --output-dir: all of one send).", valueName: "N"))
     var count: Int?
 
-    @Flag(name: .long, help: "Keep receiving until interrupted.")
-    var forever = false
+    @Flag(name: .long, help: "Keep receiving until interrupted.") var forever = false
 }
 
 /// `--min-rssi` of `receive` and `daemon --role receiver`.
@@ -302,21 +268,16 @@ struct IdleTimeoutOption: ParsableArguments {
 
 /// `--compat` of `receive` and `daemon --role receiver`.
 struct CompatOption: ParsableArguments {
-    @Flag(name: .long, help: "Behave like Apple's sample (no framed format).")
-    var compat = false
+    @Flag(name: .long, help: "Behave like Apple's sample (no framed format).") var compat = false
 }
 
 /// Messages waiting for their `received` JSON event (standard output carries the events, so not the message bytes).
 actor ReceivedPayloads {
     private var bySequence: [Int: [UInt8]] = [:]
 
-    func put(_ payload: [UInt8], sequence: Int) {
-        bySequence[sequence] = payload
-    }
+    func put(_ payload: [UInt8], sequence: Int) { bySequence[sequence] = payload }
 
-    func take(_ sequence: Int) -> [UInt8]? {
-        bySequence.removeValue(forKey: sequence)
-    }
+    func take(_ sequence: Int) -> [UInt8]? { bySequence.removeValue(forKey: sequence) }
 }
 
 /// The sink for `--json` without an output option: the message travels in its event.

@@ -52,9 +52,7 @@ enum RoleRun {
                                   successTerminationBehavior: .gracefullyShutdownGroup))
         }
         // First, so it is shut down last: the link is watched until the role let go of it, then the defaults put back.
-        if let link {
-            services.insert(.init(service: link.service, successTerminationBehavior: .ignore), at: 0)
-        }
+        if let link { services.insert(.init(service: link.service, successTerminationBehavior: .ignore), at: 0) }
         // The group's own lines (starting, shutting down) are not the command's to print.
         let group = ServiceGroup(configuration: ServiceGroupConfiguration(
             services: services, logger: Logger(label: "bletransfer.services") { _ in SwiftLogNoOpLogHandler() }))
@@ -134,9 +132,7 @@ enum RoleRun {
                 case .byCancellation: try await cancelWhenGracefulShutdown(role)
                 }
                 firstEnd.record(.finished)
-            } catch {
-                firstEnd.record(.failed(error))
-            }
+            } catch { firstEnd.record(.failed(error)) }
         }
     }
 
@@ -162,9 +158,7 @@ enum RoleRun {
             let timeout = self.timeout
             do {
                 try await cancelWhenGracefulShutdown { try await Task.sleep(for: timeout) }
-            } catch {
-                return
-            }
+            } catch { return }
             firstEnd.record(.timedOut(timeout.seconds))
         }
     }

@@ -62,44 +62,20 @@ struct SendCommand: AsyncParsableCommand {
             130 / 143.
             """))
 
-    @Argument(help: ArgumentHelp("The message to send (its UTF-8 bytes).", valueName: "MESSAGE"))
-    var message: String?
+    @Argument(help: ArgumentHelp("The message to send (its UTF-8 bytes).", valueName: "MESSAGE")) var message: String?
 
-    @OptionGroup(title: "Input and output")
-    var inputOptions: SendInputOptions
-
-    @OptionGroup(title: "Input and output")
-    var reporting: ReportingOptions
-
-    @OptionGroup(title: "Peers and trust")
-    var trust: TrustOptions
-
-    @OptionGroup(title: "Peers and trust")
-    var openness: InsecureAnyPeerOption
-
-    @OptionGroup(title: "Peers and trust")
-    var addressee: ToPeerOption
-
-    @OptionGroup(title: "Bluetooth")
-    var bluetooth: BluetoothOptions
-
-    @OptionGroup(title: "Bluetooth")
-    var advertisedName: AdvertisedNameOption
-
-    @OptionGroup(title: "Limits")
-    var timeout: TimeoutOption
-
-    @OptionGroup(title: "Limits")
-    var rate: SenderRateOption
-
-    @OptionGroup(title: "Limits")
-    var bounds: SenderBoundOptions
-
-    @OptionGroup(title: "Advanced")
-    var delivery: SenderDeliveryOptions
-
-    @OptionGroup(title: "Advanced")
-    var transport: TransportOptions
+    @OptionGroup(title: "Input and output") var inputOptions: SendInputOptions
+    @OptionGroup(title: "Input and output") var reporting: ReportingOptions
+    @OptionGroup(title: "Peers and trust") var trust: TrustOptions
+    @OptionGroup(title: "Peers and trust") var openness: InsecureAnyPeerOption
+    @OptionGroup(title: "Peers and trust") var addressee: ToPeerOption
+    @OptionGroup(title: "Bluetooth") var bluetooth: BluetoothOptions
+    @OptionGroup(title: "Bluetooth") var advertisedName: AdvertisedNameOption
+    @OptionGroup(title: "Limits") var timeout: TimeoutOption
+    @OptionGroup(title: "Limits") var rate: SenderRateOption
+    @OptionGroup(title: "Limits") var bounds: SenderBoundOptions
+    @OptionGroup(title: "Advanced") var delivery: SenderDeliveryOptions
+    @OptionGroup(title: "Advanced") var transport: TransportOptions
 
     @Flag(name: .customLong("no-acquire-notify"), help: ArgumentHelp(
         "Do not offer AcquireNotify: notify through PropertiesChanged (no back-pressure).", visibility: .hidden))
@@ -152,9 +128,7 @@ struct SendCommand: AsyncParsableCommand {
         let message: OutgoingMessage
         do {
             message = try input.readMessage(limit: limit, allowEmpty: allowEmpty, sendsName: !noName)
-        } catch {
-            throw RoleRun.exit(reporting: error, json: json)
-        }
+        } catch { throw RoleRun.exit(reporting: error, json: json) }
 
         let source = RepeatingMessageSource(message: message, count: forever ? nil : (count ?? 1))
         let wanted = forever ? "" : " of \(count ?? 1)"
@@ -174,9 +148,7 @@ struct SendCommand: AsyncParsableCommand {
         do {
             secureMode = try trust.interactivePolicy(anyPeer: openness.insecureAnyPeer,
                                                      addressing: PeerAddressing(option: "--to", peers: addressee.to))
-        } catch {
-            throw RoleRun.exit(reporting: error, json: json)
-        }
+        } catch { throw RoleRun.exit(reporting: error, json: json) }
         let (session, logger) = try await RoleRun.openSession(reporting: reporting, adapter: bluetooth.adapter)
         defer { session.close() }
         // Once Bluetooth can be used: a run that cannot start is told its reason alone.
@@ -208,9 +180,7 @@ struct SendCommand: AsyncParsableCommand {
         let set: FileSet
         do {
             set = try FileSet.collect(inputOptions.file, limit: limit)
-        } catch {
-            throw RoleRun.exit(reporting: error, json: json)
-        }
+        } catch { throw RoleRun.exit(reporting: error, json: json) }
         let source = FileSetSource(set: set, limit: limit)
         let total = set.entries.count
         let logger = try await serve(source, label: "\(total) files", notes: set.notes) { seconds in
@@ -234,14 +204,12 @@ struct SendInputOptions: ParsableArguments {
     @Flag(name: .customLong("allow-empty"), help: "Send an empty message instead of refusing it.")
     var allowEmpty = false
 
-    @Flag(name: .customLong("no-name"), help: "With --file: do not send the file's name and time.")
-    var noName = false
+    @Flag(name: .customLong("no-name"), help: "With --file: do not send the file's name and time.") var noName = false
 
     @Option(name: .long, help: ArgumentHelp("Exit after this many deliveries (default 1).", valueName: "N"))
     var count: Int?
 
-    @Flag(name: .long, help: "Keep serving the message until interrupted.")
-    var forever = false
+    @Flag(name: .long, help: "Keep serving the message until interrupted.") var forever = false
 }
 
 /// `send --min-rate`: the bound on a central during a transfer.

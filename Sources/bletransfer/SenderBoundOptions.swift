@@ -35,8 +35,7 @@ struct SenderBoundOptions: ParsableArguments {
 
 /// How the sender shapes values for a central (advanced): shared by `send` and `daemon --role sender`.
 struct SenderDeliveryOptions: ParsableArguments {
-    @Option(name: .customLong("compat-delivery"), help: ArgumentHelp(
-        "How Apple's format is sent.", valueName: "MODE"))
+    @Option(name: .customLong("compat-delivery"), help: ArgumentHelp("How Apple's format is sent.", valueName: "MODE"))
     var compatDelivery: CompatDelivery = .automatic
 
     @Option(name: .customLong("value-size"), help: ArgumentHelp(

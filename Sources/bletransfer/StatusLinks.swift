@@ -57,9 +57,7 @@ struct StatusLinks: Sendable {
                 ? "tuned\(asks) and 2M"
                 : "not tuned\(asks); `sudo bletransfer link tune` asks for 7.5–15 ms and 2M"))
         }
-        if connections.isEmpty {
-            lines.append("connections: none")
-        }
+        if connections.isEmpty { lines.append("connections: none") }
         for c in connections {
             let what = c.link?.text ?? "no bletransfer process on it"
             lines.append("connection: \(c.adapter) \(c.handle) \(c.role) of \(c.peer): \(what)")

@@ -13,17 +13,14 @@ enum StatusManagerState {
 
     static func inputs(from report: BluetoothStatusReport) -> [ManagerInput] {
         switch report.bluetoothd {
-        case "access-denied":
-            return [.accessDenied]
+        case "access-denied": return [.accessDenied]
         case "running":
             guard let selected = report.selectedAdapter,
                   let adapter = report.adapters.first(where: { $0.name == selected })
             else { return [.bluetoothdAppeared, .noAdapter] }
             let capabilities = AdapterCapabilities(
-                supportsLowEnergy: adapter.supportsLowEnergy,
-                supportsAdvertising: adapter.supportsAdvertising,
-                powered: adapter.powered,
-                powerState: adapter.powerState.flatMap(AdapterPowerState.init(bluezValue:)))
+                supportsLowEnergy: adapter.supportsLowEnergy, supportsAdvertising: adapter.supportsAdvertising,
+                powered: adapter.powered, powerState: adapter.powerState.flatMap(AdapterPowerState.init(bluezValue:)))
             return [.bluetoothdAppeared, .adapterAdded(capabilities)]
         default:
             // bluetoothd not running, or no system bus: nothing has been heard from BlueZ, so

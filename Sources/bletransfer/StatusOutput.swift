@@ -17,8 +17,7 @@ enum StatusOutput {
     static let schema = 1
 
     static func json(_ report: BluetoothStatusReport, gatt: GATTChannelSetting = .current(),
-                     link: LinkSpeedSetting = .current(),
-                     notificationQueue: NotificationQueueLimit = .current(),
+                     link: LinkSpeedSetting = .current(), notificationQueue: NotificationQueueLimit = .current(),
                      links: StatusLinks = StatusLinks()) throws -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
@@ -81,9 +80,7 @@ enum StatusOutput {
 
     /// The commands that fix what the report shows wrong, most likely first (shared with the
     /// `hint:` lines of send, receive, pair and the daemon: `BluetoothStatusReport.fixes`).
-    static func fixes(_ report: BluetoothStatusReport) -> [String] {
-        report.fixes
-    }
+    static func fixes(_ report: BluetoothStatusReport) -> [String] { report.fixes }
 
     /// `line` cut at spaces into lines of at most `width` columns; continuations indented.
     static func wrapped(_ line: String, width: Int = width) -> [String] {
@@ -105,8 +102,7 @@ enum StatusOutput {
     }
 
     static func text(_ report: BluetoothStatusReport, gatt: GATTChannelSetting = .current(),
-                     link: LinkSpeedSetting = .current(),
-                     notificationQueue: NotificationQueueLimit = .current(),
+                     link: LinkSpeedSetting = .current(), notificationQueue: NotificationQueueLimit = .current(),
                      links: StatusLinks = StatusLinks()) -> String {
         var lines: [String] = []
         // The verdict first, then what fixes it, then the details.
@@ -130,8 +126,7 @@ enum StatusOutput {
             lines.append("kernel: \(names.isEmpty ? "no HCI controllers" : names.joined(separator: ", "))")
         case "no-bluetooth-in-kernel":
             lines.append("kernel: no Bluetooth support (socket(AF_BLUETOOTH) unsupported)")
-        default:
-            lines.append("kernel: cannot list controllers (\(report.kernel.detail ?? "unknown error"))")
+        default: lines.append("kernel: cannot list controllers (\(report.kernel.detail ?? "unknown error"))")
         }
 
         let described = Set(report.adapters.map(\.name))

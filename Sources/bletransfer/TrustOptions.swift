@@ -8,9 +8,7 @@ import Trust
 /// `--identity` and `--authorized-peers` of `send`, `receive` and `daemon`: the keys of framed version 2's secure mode
 /// (docs/wire-v2.md, docs/trust.md).
 struct TrustOptions: ParsableArguments {
-    @Option(name: .long, help: ArgumentHelp(
-        "This host's key (default in ~/.config/bletransfer).",
-        valueName: "PATH"))
+    @Option(name: .long, help: ArgumentHelp("This host's key (default in ~/.config/bletransfer).", valueName: "PATH"))
     var identity: String?
 
     @Option(name: .customLong("authorized-peers"), help: ArgumentHelp(
@@ -33,9 +31,7 @@ struct TrustOptions: ParsableArguments {
     /// `addressing`: the peers of `send --to` / `receive --from` (names or fingerprints from the authorized-peers
     /// file); only they are let in, authenticated, whatever `anyPeer` says.
     func interactivePolicy(anyPeer: Bool = false, addressing: PeerAddressing? = nil) throws(CommandFailure) -> SecureModePolicy? {
-        if let addressing, !addressing.peers.isEmpty {
-            return try addressedPolicy(addressing)
-        }
+        if let addressing, !addressing.peers.isEmpty { return try addressedPolicy(addressing) }
         return try CommandFailure.lifting { () throws(RoleFailure) in try unaddressedPolicy(anyPeer: anyPeer) }
     }
 
@@ -68,9 +64,7 @@ struct TrustOptions: ParsableArguments {
         let file: AuthorizedPeersFile
         do {
             file = AuthorizedPeersFile(text: try AuthorizedPeers.readText(from: peersPath).text)
-        } catch {
-            throw CommandFailure(IdentityLocation.failure(error))
-        }
+        } catch { throw CommandFailure(IdentityLocation.failure(error)) }
         var keys = Set<PeerKey>()
         for given in addressing.peers {
             do {
@@ -87,9 +81,7 @@ struct TrustOptions: ParsableArguments {
         do {
             return try SecureModePolicy(identity: loadedIdentity, authorizedPeersPath: peersPath, requiresSecure: true,
                                         restrictedTo: keys)
-        } catch {
-            throw CommandFailure(IdentityLocation.failure(error))
-        }
+        } catch { throw CommandFailure(IdentityLocation.failure(error)) }
     }
 
     /// `daemon`: the secure mode is required; without an identity or an authorized peer the daemon does not start
@@ -113,9 +105,7 @@ struct TrustOptions: ParsableArguments {
             throw RoleFailure(.configuration, "no identity at \(identityPath); the daemon exchanges messages only with "
                 + "authorized peers: create this host's key with 'bletransfer keygen --identity \(identityPath)', "
                 + listPeers)
-        } catch {
-            throw IdentityLocation.failure(error)
-        }
+        } catch { throw IdentityLocation.failure(error) }
         let advice = "the daemon exchanges messages only with authorized peers: " + listPeers
         do {
             return try SecureModePolicy(identity: loadedIdentity, authorizedPeersPath: peersPath, requiresSecure: true)
@@ -123,14 +113,11 @@ struct TrustOptions: ParsableArguments {
             throw RoleFailure(.configuration, "no authorized-peers file at \(peersPath); \(advice)")
         } catch .noAuthorizedPeers {
             throw RoleFailure(.configuration, "\(peersPath) lists no peer; \(advice)")
-        } catch {
-            throw IdentityLocation.failure(error)
-        }
+        } catch { throw IdentityLocation.failure(error) }
     }
 
-    /// The first line of a run without authorized peers (none given, none at the default
-    /// path): what that means and how to change it. Nil when a list is in use, or when
-    /// `--insecure-any-peer` / `--compat` chose to let anyone in.
+    /// The first line of a run without authorized peers (none given, none at the default path): what that means and how
+    /// to change it. Nil when a list is in use, or when `--insecure-any-peer` / `--compat` chose to let anyone in.
     func unauthenticatedNotice(anyPeer: Bool) -> String? {
         let defaultPath = IdentityLocation.defaultAuthorizedPeersPathForThisProcess()
         guard !anyPeer, authorizedPeers == nil, Self.existing(defaultPath) == nil else { return nil }
@@ -159,9 +146,7 @@ struct TrustOptions: ParsableArguments {
                                requiresSecure: Bool) throws(RoleFailure) -> SecureModePolicy {
         do {
             return try SecureModePolicy(identity: identity, authorizedPeersPath: peersPath, requiresSecure: requiresSecure)
-        } catch {
-            throw IdentityLocation.failure(error)
-        }
+        } catch { throw IdentityLocation.failure(error) }
     }
 }
 
