@@ -40,8 +40,7 @@ package struct DaemonSettings: Sendable {
     package var tunesLink = true
 
     package init(role: DaemonRoleKind, receiver: ReceiverOptions, sender: SenderOptions,
-                outputDirectory: FilePath?, outbox: FilePath?,
-                maximumMessageSize: Int = Int.max,
+                outputDirectory: FilePath?, outbox: FilePath?, maximumMessageSize: Int = Int.max,
                 settleTime: Duration, json: Bool, version: String) {
         self.role = role
         self.receiver = receiver
@@ -72,9 +71,7 @@ package struct Daemon {
     var notifier = SystemdNotifier()
     private let logger = Logger(label: "bletransfer.daemon")
 
-    package init(settings: DaemonSettings) {
-        self.settings = settings
-    }
+    package init(settings: DaemonSettings) { self.settings = settings }
 
     package func run() async -> ExitStatus {
         // A closed standard output (--json into a pipe that went away) must not kill the daemon.
@@ -106,9 +103,7 @@ package struct Daemon {
         // Ready once the directory is usable: waiting for Bluetooth (adapter off, bluetoothd absent) is normal work.
         do {
             try notifier.ready(status: reporter.status.line)
-        } catch {
-            logger.warning("cannot notify systemd", metadata: ["error": "\(error)"])
-        }
+        } catch { logger.warning("cannot notify systemd", metadata: ["error": "\(error)"]) }
         let bluezLogger = Logger(label: "bletransfer.bluez")
         var supervisor = DaemonSupervisor(
             openSession: { try await BluetoothSession.open(logger: bluezLogger) },
@@ -129,9 +124,7 @@ package struct Daemon {
             }
             do {
                 try await group.run()
-            } catch {
-                logger.error("daemon services failed", metadata: ["error": "\(error)"])
-            }
+            } catch { logger.error("daemon services failed", metadata: ["error": "\(error)"]) }
             reportInput.finish()
         }
         logger.notice("daemon stopped")
@@ -181,8 +174,7 @@ package struct Daemon {
                       successTerminationBehavior: .ignore),
                 .init(service: RoleService(supervisor: supervisor),
                       successTerminationBehavior: .gracefullyShutdownGroup),
-                .init(service: StopSignalService(report: report),
-                      successTerminationBehavior: .gracefullyShutdownGroup),
+                .init(service: StopSignalService(report: report), successTerminationBehavior: .gracefullyShutdownGroup),
             ],
             logger: groupLogger))
     }

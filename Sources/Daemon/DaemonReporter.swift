@@ -49,9 +49,7 @@ struct DaemonReporter {
             logger.notice("stopping", metadata: ["signal": "\(name)", "messages": "\(status.messages)"])
             do {
                 try notifier.stopping(status: "stopping after \(name); " + status.line)
-            } catch {
-                logger.debug("systemd notification failed", metadata: ["error": "\(error)"])
-            }
+            } catch { logger.debug("systemd notification failed", metadata: ["error": "\(error)"]) }
             return
         }
         publishStatus()
@@ -71,10 +69,8 @@ struct DaemonReporter {
             case .unauthorized:
                 metadata["advice"] = "\(Self.permissionAdvice)"
                 logger.error("Bluetooth access denied", metadata: metadata)
-            case .unsupported:
-                logger.warning("Bluetooth unusable; waiting", metadata: metadata)
-            case .poweredOn:
-                logger.notice("Bluetooth on", metadata: metadata)
+            case .unsupported: logger.warning("Bluetooth unusable; waiting", metadata: metadata)
+            case .poweredOn: logger.notice("Bluetooth on", metadata: metadata)
             case .poweredOff, .resetting, .unknown:
                 logger.notice("Bluetooth not ready; waiting", metadata: metadata)
             }
@@ -82,14 +78,11 @@ struct DaemonReporter {
             var metadata: Logger.Metadata = ["adapter": "\(adapter)"]
             if let name { metadata["name"] = "\(name)" }
             logger.info("advertising", metadata: metadata)
-        case .scanning(let adapter):
-            logger.info("scanning", metadata: ["adapter": "\(adapter)"])
-        case .peerFound(let peer):
-            logger.debug("found", metadata: Self.metadata(peer))
+        case .scanning(let adapter): logger.info("scanning", metadata: ["adapter": "\(adapter)"])
+        case .peerFound(let peer): logger.debug("found", metadata: Self.metadata(peer))
         case .connecting(let peer, let attempt):
             logger.debug("connecting", metadata: Self.metadata(peer, ["attempt": "\(attempt)"]))
-        case .connected(let peer):
-            logger.debug("connected", metadata: Self.metadata(peer))
+        case .connected(let peer): logger.debug("connected", metadata: Self.metadata(peer))
         case .subscribed(let peer, let mtu, let format, let transport):
             logger.info("subscribed", metadata: Self.metadata(peer, [
                 "mtu": "\(mtu)", "format": "\(format.rawValue)", "transport": "\(transport.rawValue)",
@@ -113,14 +106,12 @@ struct DaemonReporter {
             logger.warning("central dropped", metadata: Self.metadata(peer, ["reason": "\(reason)"]))
         case .retrying(let reason, let delay):
             logger.notice("retrying", metadata: ["reason": "\(reason)", "delay": "\(EventRenderer.formatSeconds(delay.seconds))"])
-        case .disconnected(let peer):
-            logger.debug("disconnected", metadata: Self.metadata(peer))
+        case .disconnected(let peer): logger.debug("disconnected", metadata: Self.metadata(peer))
         case .refused(let peer, let bound, let reason, let delay):
             logger.warning("peer refused, nothing kept", metadata: Self.metadata(peer, [
                 "bound": "\(bound)", "reason": "\(reason)", "retry": "\(EventRenderer.formatSeconds(delay.seconds))",
             ]))
-        case .warning(let text):
-            logger.warning("\(text)")
+        case .warning(let text): logger.warning("\(text)")
         case .link(let report):
             // Once per change of a link's parameters (the watch reports changes only).
             var metadata: Logger.Metadata = ["tuned": "\(report.tuned)"]
@@ -131,9 +122,7 @@ struct DaemonReporter {
             }
             logger.info("link", metadata: metadata)
         }
-        if json {
-            EventRenderer.writeLine(EventRenderer.jsonLine(for: event, extras: extras), to: STDOUT_FILENO)
-        }
+        if json { EventRenderer.writeLine(EventRenderer.jsonLine(for: event, extras: extras), to: STDOUT_FILENO) }
     }
 
     /// Counts a message delivered or received (and the memory the daemon holds after it), for
@@ -195,9 +184,7 @@ struct DaemonReporter {
                 jsonEvent = ("failed", FailedJSONEvent(file: name, reason: reason))
             }
         }
-        if json {
-            EventRenderer.writeLine(JSONEvents.line(jsonEvent.name, jsonEvent.fields), to: STDOUT_FILENO)
-        }
+        if json { EventRenderer.writeLine(JSONEvents.line(jsonEvent.name, jsonEvent.fields), to: STDOUT_FILENO) }
     }
 
     // MARK: Waiting
@@ -231,16 +218,12 @@ struct DaemonReporter {
         lastNotifiedStatus = line
         do {
             try notifier.status(line)
-        } catch {
-            logger.debug("systemd notification failed", metadata: ["error": "\(error)"])
-        }
+        } catch { logger.debug("systemd notification failed", metadata: ["error": "\(error)"]) }
     }
 
     // MARK: Helpers
 
-    static var permissionAdvice: String {
-        PermissionAdvice.unauthorized(user: currentUserName)
-    }
+    static var permissionAdvice: String { PermissionAdvice.unauthorized(user: currentUserName) }
 
     static var currentUserName: String? {
         guard let entry = getpwuid(geteuid()), let name = entry.pointee.pw_name else { return nil }

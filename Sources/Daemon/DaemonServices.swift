@@ -29,9 +29,7 @@ struct StopSignalService: Service {
 struct RoleService: Service {
     let supervisor: DaemonSupervisor
 
-    func run() async throws {
-        await supervisor.run()
-    }
+    func run() async throws { await supervisor.run() }
 }
 
 /// Pings systemd's watchdog while the daemon lives; returns at once without a watchdog.

@@ -78,8 +78,7 @@ struct DaemonSupervisor: Sendable {
             case .accessDenied: return (.permissionDenied, bluetooth.description)
             default: return (.unavailable, bluetooth.description)
             }
-        default:
-            return (.software, "unexpected failure: \(error)")
+        default: return (.software, "unexpected failure: \(error)")
         }
     }
 }

@@ -59,12 +59,9 @@ package struct EventRenderer {
             linkSummary = report.summary.isEmpty ? nil : report.summary
         }
         switch mode {
-        case .jsonLines:
-            Self.writeLine(Self.jsonLine(for: event, extras: extras), to: STDOUT_FILENO)
-        case .logLines:
-            Self.writeLine("bletransfer: " + Self.sentence(for: event), to: STDERR_FILENO)
-        case .terminal:
-            renderOnTerminal(event)
+        case .jsonLines: Self.writeLine(Self.jsonLine(for: event, extras: extras), to: STDOUT_FILENO)
+        case .logLines: Self.writeLine("bletransfer: " + Self.sentence(for: event), to: STDERR_FILENO)
+        case .terminal: renderOnTerminal(event)
         case .quiet:
             if case .warning(let text) = event { Self.writeLine("bletransfer: warning: \(SafeText.escape(text))", to: STDERR_FILENO) }
         }
@@ -105,12 +102,10 @@ package struct EventRenderer {
             return
         }
         switch event {
-        case .subscribed(let peer, _, _, _), .connected(let peer):
-            currentPeer = peer
+        case .subscribed(let peer, _, _, _), .connected(let peer): currentPeer = peer
         case .delivered, .received, .transferAborted, .centralDropped, .refused, .disconnected:
             transferStarted = nil
-        default:
-            break
+        default: break
         }
         switch event {
         case .stateChanged, .advertising, .scanning, .connected, .subscribed, .delivered, .received,
@@ -121,8 +116,7 @@ package struct EventRenderer {
                 waitingHintShown = true
                 Self.writeLine(hint, to: STDERR_FILENO)
             }
-        case .peerFound, .connecting, .progress:
-            break
+        case .peerFound, .connecting, .progress: break
         }
     }
 
@@ -147,24 +141,18 @@ package struct EventRenderer {
 
     /// The event in words, with every peer-controlled character escaped (``SafeText``): a
     /// device name or a reason quoting one cannot drive the terminal or forge a line.
-    package static func sentence(for event: RoleEvent) -> String {
-        SafeText.escape(rawSentence(for: event))
-    }
+    package static func sentence(for event: RoleEvent) -> String { SafeText.escape(rawSentence(for: event)) }
 
     private static func rawSentence(for event: RoleEvent) -> String {
         switch event {
         case .stateChanged(let from, let to, let detail):
             "state \(from.rawValue) → \(to.rawValue)" + (detail.map { ": \($0)" } ?? "")
-        case .advertising(let adapter, let name):
-            "advertising on \(adapter)" + (name.map { " as \"\($0)\"" } ?? "")
-        case .scanning(let adapter):
-            "scanning on \(adapter)"
-        case .peerFound(let peer):
-            "found \(describe(peer))"
+        case .advertising(let adapter, let name): "advertising on \(adapter)" + (name.map { " as \"\($0)\"" } ?? "")
+        case .scanning(let adapter): "scanning on \(adapter)"
+        case .peerFound(let peer): "found \(describe(peer))"
         case .connecting(let peer, let attempt):
             "connecting to \(describe(peer))" + (attempt > 1 ? " (attempt \(attempt))" : "")
-        case .connected(let peer):
-            "connected to \(describe(peer))"
+        case .connected(let peer): "connected to \(describe(peer))"
         case .subscribed(let peer, let mtu, let format, let transport):
             switch transport {
             case .gatt: "subscribed with \(describe(peer)), ATT MTU \(mtu), \(format.rawValue) format"
@@ -184,18 +172,13 @@ package struct EventRenderer {
                 + (storedAt.map { " → \($0)" } ?? "")
         case .transferAborted(let peer, let reason):
             "transfer" + (peer.map { " with \(describe($0))" } ?? "") + " aborted: \(reason); nothing kept"
-        case .centralDropped(let peer, let reason):
-            "dropped central \(describe(peer)): \(reason)"
-        case .retrying(let reason, let delay):
-            "\(reason); retrying in \(formatSeconds(delay.seconds))"
-        case .disconnected(let peer):
-            "disconnected from \(describe(peer))"
+        case .centralDropped(let peer, let reason): "dropped central \(describe(peer)): \(reason)"
+        case .retrying(let reason, let delay): "\(reason); retrying in \(formatSeconds(delay.seconds))"
+        case .disconnected(let peer): "disconnected from \(describe(peer))"
         case .refused(let peer, let bound, let reason, let delay):
             "refused \(describe(peer)) (\(bound)): \(reason); nothing kept, trying it again in \(formatSeconds(delay.seconds))"
-        case .warning(let text):
-            "warning: \(text)"
-        case .link(let report):
-            linkSentence(report)
+        case .warning(let text): "warning: \(text)"
+        case .link(let report): linkSentence(report)
         }
     }
 
@@ -317,9 +300,7 @@ package struct EventRenderer {
 
     // MARK: Raw output
 
-    package static func writeLine(_ line: String, to fd: Int32) {
-        write(line + "\n", to: fd)
-    }
+    package static func writeLine(_ line: String, to fd: Int32) { write(line + "\n", to: fd) }
 
     package static func write(_ text: String, to fd: Int32) {
         // A closed stderr/stdout must not take the role down: its error is dropped.

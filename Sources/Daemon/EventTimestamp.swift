@@ -8,7 +8,5 @@ import Foundation
 enum EventTimestamp {
     private static let style = Date.ISO8601FormatStyle(includingFractionalSeconds: true, timeZone: .gmt)
 
-    static func string(for date: Date = Date()) -> String {
-        style.format(date)
-    }
+    static func string(for date: Date = Date()) -> String { style.format(date) }
 }

@@ -48,9 +48,7 @@ final class InboxSink: MessageSink {
         return name ?? key.fingerprint
     }
 
-    func admissionRefusal(byteCount: Int) -> StorageRefusal? {
-        directory.refusal(for: byteCount, limits: limits)
-    }
+    func admissionRefusal(byteCount: Int) -> StorageRefusal? { directory.refusal(for: byteCount, limits: limits) }
 
     func admissionRefusal(announced: Int) -> StorageRefusal? {
         directory.refusal(for: announced, limits: limits, alsoWritten: spooledCopy?.bytes(announced: announced) ?? 0)

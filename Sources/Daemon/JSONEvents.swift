@@ -207,9 +207,7 @@ package struct RefusedJSONEvent: Encodable, Sendable {
 package struct WarningJSONEvent: Encodable, Sendable {
     package var text: String
 
-    package init(_ text: String) {
-        self.text = text
-    }
+    package init(_ text: String) { self.text = text }
 }
 
 /// `link`: what the role's link runs at (nil fields: unreadable here, `unreadable` says why) and what limits each.
@@ -354,8 +352,7 @@ extension EventRenderer {
             return line(StateJSONEvent(from: from.rawValue, state: to.rawValue, detail: detail))
         case .advertising(let adapter, let localName):
             return line(AdvertisingJSONEvent(adapter: adapter, localName: localName))
-        case .scanning(let adapter):
-            return line(ScanningJSONEvent(adapter: adapter))
+        case .scanning(let adapter): return line(ScanningJSONEvent(adapter: adapter))
         case .peerFound(let peer), .connected(let peer), .disconnected(let peer):
             return line(PeerJSONEvent(peer: JSONPeer(peer)))
         case .connecting(let peer, let attempt):
@@ -382,10 +379,8 @@ extension EventRenderer {
             return line(RetryingJSONEvent(reason: reason, retrySeconds: delay.seconds))
         case .refused(let peer, let bound, let reason, let delay):
             return line(RefusedJSONEvent(peer: JSONPeer(peer), bound: bound, reason: reason, retrySeconds: delay.seconds))
-        case .warning(let text):
-            return line(WarningJSONEvent(text))
-        case .link(let report):
-            return line(LinkJSONEvent(report))
+        case .warning(let text): return line(WarningJSONEvent(text))
+        case .link(let report): return line(LinkJSONEvent(report))
         }
     }
 }

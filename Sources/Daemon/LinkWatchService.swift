@@ -53,9 +53,7 @@ package struct LinkWatchService: Service {
             do throws(HCILinkWatchError) {
                 let watch = try HCILinkWatch.open(controller: controller.index)
                 await context.watch(watch)
-            } catch {
-                await context.poll(controller: controller.index, reason: error)
-            }
+            } catch { await context.poll(controller: controller.index, reason: error) }
         }
         record.remove()
         if let tuning, restoreOnExit { await AdapterTuning.restore(tuning, controller: controller.index) }
@@ -161,9 +159,7 @@ private final class WatchContext: Sendable {
         }
     }
 
-    static func rate(_ bytesPerSecond: Double) -> String {
-        String(format: "%.1f kB/s", bytesPerSecond / 1000)
-    }
+    static func rate(_ bytesPerSecond: Double) -> String { String(format: "%.1f kB/s", bytesPerSecond / 1000) }
 
     /// Without CAP_NET_RAW: the kernel's list of LE connections, every second; a new one is
     /// reported with what this process can know of it.
@@ -215,13 +211,9 @@ package final class LinkRecord: Sendable {
     }
 
     /// The link with the most recent connection (the one a role transfers on).
-    func current() -> LinkParameters? {
-        state.withLock { $0.links.values.max { $0.handle < $1.handle } }
-    }
+    func current() -> LinkParameters? { state.withLock { $0.links.values.max { $0.handle < $1.handle } } }
 
-    func remove() {
-        _ = unlink(path)
-    }
+    func remove() { _ = unlink(path) }
 
     private func write() {
         let entry = state.withLock { state in

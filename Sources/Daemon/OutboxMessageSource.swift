@@ -132,9 +132,7 @@ actor OutboxMessageSource: MessageSource {
             let file: OutboxFile?
             do {
                 file = try await serving.outbox.next(after: [serving.file] + prepared.map(\.file))
-            } catch {
-                return nil
-            }
+            } catch { return nil }
             guard let file else { return nil }
             prepared.append(Served(outbox: serving.outbox, file: file,
                                    message: Self.message(for: file, addressee: serving.message.addressee)))
@@ -207,9 +205,7 @@ actor OutboxMessageSource: MessageSource {
                         if index == 0 { report(.unreadable(error, retryIn: retryDelay)) }
                         try? await Task.sleep(for: retryDelay)
                         return nil
-                    } catch {
-                        return nil
-                    }
+                    } catch { return nil }
                 }
             }
             group.addTask {
@@ -270,9 +266,7 @@ actor OutboxMessageSource: MessageSource {
                 peerOutboxes[name] = try Outbox(folder: name, in: outbox, report: { report(.notice($0)) })
             } catch .notADirectory {
                 continue   // Swapped for something else since it was examined.
-            } catch {
-                report(.unreadable(error, retryIn: Self.folderRescan))
-            }
+            } catch { report(.unreadable(error, retryIn: Self.folderRescan)) }
         }
         for name in peerOutboxes.keys where !present.contains(name) { peerOutboxes[name] = nil }
     }

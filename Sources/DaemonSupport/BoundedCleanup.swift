@@ -97,13 +97,9 @@ private final class FirstOutcome<T: Sendable>: Sendable {
         }
     }
 
-    func setWorker(_ cancel: @escaping @Sendable () -> Void) {
-        state.withLock { $0.cancelWorker = cancel }
-    }
+    func setWorker(_ cancel: @escaping @Sendable () -> Void) { state.withLock { $0.cancelWorker = cancel } }
 
-    func cancelWorker() {
-        state.withLock { $0.cancelWorker }?()
-    }
+    func cancelWorker() { state.withLock { $0.cancelWorker }?() }
 
     /// Runs `fire` once `limit` has passed, unless a result came first.
     func startTimer(after limit: Duration, _ fire: @escaping @Sendable () -> Void) {

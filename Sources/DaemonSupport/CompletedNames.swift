@@ -7,9 +7,7 @@ package final class CompletedNames: Sendable {
     private let state = Mutex<[String: FileTime]>([:])
     let capacity: Int
 
-    init(capacity: Int = 4096) {
-        self.capacity = max(1, capacity)
-    }
+    init(capacity: Int = 4096) { self.capacity = max(1, capacity) }
 
     func record(_ name: String, at time: FileTime) {
         state.withLock { names in
@@ -25,7 +23,5 @@ package final class CompletedNames: Sendable {
         state.withLock { names in names[name].map { $0 >= changed } ?? false }
     }
 
-    func forget(_ name: String) {
-        state.withLock { _ = $0.removeValue(forKey: name) }
-    }
+    func forget(_ name: String) { state.withLock { _ = $0.removeValue(forKey: name) } }
 }

@@ -14,9 +14,7 @@ package struct LogLineWriter: Sendable {
     private let writeLine: @Sendable (String) -> Void
 
     /// `writeLine` receives each line without its trailing newline.
-    package init(_ writeLine: @escaping @Sendable (String) -> Void) {
-        self.writeLine = writeLine
-    }
+    package init(_ writeLine: @escaping @Sendable (String) -> Void) { self.writeLine = writeLine }
 
     package func write(_ line: String) { writeLine(line) }
 
@@ -60,12 +58,8 @@ package struct DaemonLogHandler: LogHandler {
     private let writer: LogLineWriter
 
     package init(
-        label: String,
-        format: LogLineFormat,
-        logLevel: Logger.Level = .info,
-        metadata: Logger.Metadata = [:],
-        metadataProvider: Logger.MetadataProvider? = nil,
-        writer: LogLineWriter = .standardError
+        label: String, format: LogLineFormat, logLevel: Logger.Level = .info, metadata: Logger.Metadata = [:],
+        metadataProvider: Logger.MetadataProvider? = nil, writer: LogLineWriter = .standardError
     ) {
         self.label = label
         self.format = format
@@ -104,9 +98,7 @@ package struct DaemonLogHandler: LogHandler {
         if let own = event.metadata {
             merged.merge(own) { _, new in new }
         }
-        if let error = event.error, merged["error"] == nil {
-            merged["error"] = .string(String(describing: error))
-        }
+        if let error = event.error, merged["error"] == nil { merged["error"] = .string(String(describing: error)) }
         writer.write(
             LogLineFormatter.line(format: format, level: event.level, message: event.message.description, metadata: merged))
     }

@@ -67,9 +67,7 @@ public final class HeldDirectory: Sendable {
     }
 
     /// A symbolic link where a directory was expected reads as "not a directory".
-    private static func refusal(_ code: Int32) -> Errno {
-        code == ELOOP ? .notDirectory : Errno(rawValue: code)
-    }
+    private static func refusal(_ code: Int32) -> Errno { code == ELOOP ? .notDirectory : Errno(rawValue: code) }
 
     /// Whether the directory's name still leads to this directory (not to a symbolic link, not to another directory
     /// moved or swapped in); throws what examining the name met (it is gone: `ENOENT`).

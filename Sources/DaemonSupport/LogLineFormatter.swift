@@ -47,9 +47,7 @@ package enum LogLineFormatter {
 
     /// The message keeps its spaces but not its line breaks: the journal would split it into
     /// several entries, a reader of a plain log into unrelated lines.
-    static func escapedMessage(_ message: String) -> String {
-        escaped(message, quoting: false)
-    }
+    static func escapedMessage(_ message: String) -> String { escaped(message, quoting: false) }
 
     /// `text` with line breaks, tabs and what `SafeText` flags escaped; with `quoting`, also
     /// the quote and the backslash (for a value between quotes).

@@ -71,9 +71,7 @@ enum NoReplaceMove {
             do {
                 try move(candidate)
                 return candidate
-            } catch .fileExists {
-                continue
-            }
+            } catch .fileExists { continue }
         }
         throw .fileExists
     }

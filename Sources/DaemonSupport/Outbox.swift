@@ -14,22 +14,20 @@ import Transfer
 /// - Complete at once: a file the directory watcher saw moved in (written elsewhere, then renamed in) or closed after
 ///   writing, and not changed since, is offered without waiting.
 /// - Still being written: any other file whose status changed (`ctime`: every write, rename or chmod) less than
-///   `settleTime` ago waits. Users should still drop files in atomically — write them elsewhere on the same file
-///   system (or under a dot-name in the outbox) and `mv` them in — because a writer that pauses longer than
-///   `settleTime` would otherwise be read early.
-/// - Delivered files are moved into `sent/`, files that can never be sent (over `maxFileSize`, empty, unreadable)
-///   into `failed/` with a `NAME.reason` file; neither move replaces an existing file (a `-1`, `-2`… suffix is
-///   added).
-/// - State is only the file system: a new `Outbox` on the same directory (after a restart) serves exactly the files
-///   not yet moved to `sent/`. Only a crash between the peer's acknowledgement and the move can make a file go out
-///   twice.
+///   `settleTime` ago waits. Users should still drop files in atomically — write them elsewhere on the same file system
+///   (or under a dot-name in the outbox) and `mv` them in — because a writer that pauses longer than `settleTime` would
+///   otherwise be read early.
+/// - Delivered files are moved into `sent/`, files that can never be sent (over `maxFileSize`, empty, unreadable) into
+///   `failed/` with a `NAME.reason` file; neither move replaces an existing file (a `-1`, `-2`… suffix is added).
+/// - State is only the file system: a new `Outbox` on the same directory (after a restart) serves exactly the files not
+///   yet moved to `sent/`. Only a crash between the peer's acknowledgement and the move can make a file go out twice.
 /// - A file being served is locked (`flock`), so two daemons sharing one outbox never serve the same file at once.
 /// - Held by descriptor: the directory and its `sent/` and `failed/` are opened once (`O_DIRECTORY | O_NOFOLLOW`,
-///   ``HeldDirectory``) and everything is done relative to them (`openat`, `fstatat(AT_SYMLINK_NOFOLLOW)`,
-///   `renameat`), so a member of the group who swaps a folder for a symbolic link (`renameat2(RENAME_EXCHANGE)`)
-///   cannot make the daemon read, send or move anything outside. Before each listing the folder's name is checked to
-///   lead to the directory held (device and inode); when it does not, the outbox refuses to serve
-///   (`OutboxError.replaced`) until a new one is opened on whatever the name holds then.
+///   ``HeldDirectory``) and everything is done relative to them (`openat`, `fstatat(AT_SYMLINK_NOFOLLOW)`, `renameat`),
+///   so a member of the group who swaps a folder for a symbolic link (`renameat2(RENAME_EXCHANGE)`) cannot make the
+///   daemon read, send or move anything outside. Before each listing the folder's name is checked to lead to the
+///   directory held (device and inode); when it does not, the outbox refuses to serve (`OutboxError.replaced`) until a
+///   new one is opened on whatever the name holds then.
 package actor Outbox {
     package nonisolated let directory: FilePath
     package nonisolated let sentDirectory: FilePath
@@ -91,14 +89,9 @@ package actor Outbox {
     /// tests the rescan that stands in for inotify where it is missing; a longer
     /// `listingReuseLimit` lets a test of the listing's reuse run slowly (a loaded machine).
     init(
-        directory: FilePath,
-        maxFileSize: Int,
-        settleTime: Duration,
-        rescanInterval: Duration?,
-        report: @escaping @Sendable (OutboxNotice) -> Void,
-        clock: @escaping @Sendable () -> FileTime,
-        watchChanges: Bool = true,
-        listingReuseLimit: Duration = Outbox.defaultListingReuseLimit
+        directory: FilePath, maxFileSize: Int, settleTime: Duration, rescanInterval: Duration?,
+        report: @escaping @Sendable (OutboxNotice) -> Void, clock: @escaping @Sendable () -> FileTime,
+        watchChanges: Bool = true, listingReuseLimit: Duration = Outbox.defaultListingReuseLimit
     ) throws(OutboxError) {
         try self.init(folder: try Self.prepare(directory, in: nil), maxFileSize: maxFileSize, settleTime: settleTime,
                       rescanInterval: rescanInterval, report: report, clock: clock, watchChanges: watchChanges,
@@ -155,9 +148,7 @@ package actor Outbox {
     /// A daemon draining its outbox in one session calls this once per message, so it reuses the previous listing
     /// while nothing arrived instead of examining every waiting file again: on a slow file system (a network share)
     /// that examination, one `lstat` per waiting file, was most of the time between two messages.
-    package func next() throws(OutboxError) -> OutboxFile? {
-        try scan(reusingListing: true).file
-    }
+    package func next() throws(OutboxError) -> OutboxFile? { try scan(reusingListing: true).file }
 
     /// The first file ready to send other than `held` (files this instance claimed and has not delivered yet), now;
     /// nil when there is none. All stay claimed: a session that sends the next file while the last awaits its ACK,
@@ -200,9 +191,7 @@ package actor Outbox {
         do {
             let into = try usable(&sent, "sent")
             name = try NoReplaceMove.moveAvoidingNames(file.name, in: folder.descriptor, into: into.descriptor)
-        } catch {
-            throw .moveFailed(from: file.path.string, to: sentDirectory.string, error)
-        }
+        } catch { throw .moveFailed(from: file.path.string, to: sentDirectory.string, error) }
         forgetListed(FileIdentity(file))
         NoReplaceMove.startSyncingDirectories(descriptors: [sent.descriptor, folder.descriptor])
         return sentDirectory.appending(name)
@@ -226,14 +215,10 @@ package actor Outbox {
     }
 
     /// Gives up the claim on a file that was not delivered; it stays in the outbox.
-    package func release(_ file: OutboxFile) {
-        dropClaim(FileIdentity(file))
-    }
+    package func release(_ file: OutboxFile) { dropClaim(FileIdentity(file)) }
 
     /// The waiting files' names, in serving order (settling ones and bad ones not yet moved included).
-    package func pendingFileNames() throws(OutboxError) -> [String] {
-        try candidates().map(\.name)
-    }
+    package func pendingFileNames() throws(OutboxError) -> [String] { try candidates().map(\.name) }
 
     /// A listing and the watcher's generation read before it was taken.
     private struct Listing {
@@ -280,15 +265,11 @@ package actor Outbox {
             guard try folder.isStillNamed() else { throw OutboxError.replaced(directory.string) }
         } catch let error as OutboxError {
             throw error
-        } catch {
-            throw .cannotList(directory.string, error as? Errno ?? .ioError)
-        }
+        } catch { throw .cannotList(directory.string, error as? Errno ?? .ioError) }
         let entries: [DirectoryEntry]
         do {
             entries = try DirectoryEntry.list(descriptor: folder.descriptor)
-        } catch {
-            throw .cannotList(directory.string, error)
-        }
+        } catch { throw .cannotList(directory.string, error) }
         var found: [Candidate] = []
         for entry in entries {
             let name = entry.name
@@ -351,8 +332,7 @@ package actor Outbox {
                 }
                 return (file, nil)
             case .busy: continue
-            case .gone:
-                forgetListed(candidate.identity)
+            case .gone: forgetListed(candidate.identity)
             case .changed:
                 listing = nil   // Its size and times are stale: list again next time.
                 nextSettleTime = min(nextSettleTime ?? now + settleTime, now + settleTime)
@@ -373,9 +353,8 @@ package actor Outbox {
         case unusable(String)
     }
 
-    /// Locks the candidate, checks that it is still the file listed and fit to send, and reads
-    /// its digest: the file to offer, or why not. A descriptor that was not claimed before is
-    /// closed again on every way out but the file's.
+    /// Locks the candidate, checks that it is still the file listed and fit to send, and reads its digest: the file to
+    /// offer, or why not. A descriptor that was not claimed before is closed again on every way out but the file's.
     private func claimAndRead(_ candidate: Candidate) -> ClaimResult {
         let fd: FileDescriptor
         let ownsDescriptor: Bool
@@ -396,8 +375,7 @@ package actor Outbox {
         case .success(let file):
             claims[candidate.identity] = fd
             return .file(file)
-        case .failure(let refused):
-            return giveUp(refused.result)
+        case .failure(let refused): return giveUp(refused.result)
         }
     }
 
@@ -435,9 +413,8 @@ package actor Outbox {
         else { return .failure(Refusal(result: .gone)) }
         // Changed since it was listed (a reused listing may be seconds old): it must settle again before it is read.
         guard FileTime(before.st_ctim) == candidate.changed else { return .failure(Refusal(result: .changed)) }
-        // A hard link lets whoever can write the outbox (the service's group) have the daemon
-        // read and send a file they cannot read themselves (its key, with
-        // fs.protected_hardlinks=0): only files with no other name are sent.
+        // A hard link lets whoever can write the outbox (the service's group) have the daemon read and send a file they
+        // cannot read themselves (its key, with fs.protected_hardlinks=0): only files with no other name are sent.
         guard before.st_nlink == 1 else {
             return .failure(Refusal(result: .unusable("it has \(before.st_nlink) hard links; copy it into the outbox instead of linking it")))
         }
@@ -451,9 +428,8 @@ package actor Outbox {
     /// pass; `.changed` when its ctime or size moved meanwhile (it settles again first).
     private func readForSending(_ fd: FileDescriptor, _ candidate: Candidate, status before: stat) -> Result<OutboxFile, Refusal> {
         let path = directory.appending(candidate.name)
-        // The message reads its own descriptor as it is sent, from disk: any size, constant
-        // memory. A new open file description of the same file (not a dup, which would share
-        // the claim's lock and hold it as long as the message lives).
+        // The message reads its own descriptor as it is sent, from disk: any size, constant memory. A new open file
+        // description of the file (a dup would share the claim's lock and hold it as long as the message lives).
         var duplicate = open("/proc/self/fd/\(fd.rawValue)", O_RDONLY | O_CLOEXEC)
         if duplicate < 0 {
             // No /proc (a bare container): the name in the folder held, checked below to be the same file.
@@ -469,9 +445,7 @@ package actor Outbox {
         let digest: [UInt8]
         do {
             digest = try body.sha256()
-        } catch {
-            return .failure(Refusal(result: .unusable("cannot read it: \(error)")))
-        }
+        } catch { return .failure(Refusal(result: .unusable("cannot read it: \(error)"))) }
         var after = stat()
         guard fstat(fd.rawValue, &after) == 0 else {
             return .failure(Refusal(result: .unusable("cannot read it: \(Errno(rawValue: errno))")))
@@ -540,9 +514,7 @@ package actor Outbox {
             }
         } catch .notDirectory {
             throw .notADirectory(path.string)
-        } catch {
-            throw .cannotCreate(path.string, error)
-        }
+        } catch { throw .cannotCreate(path.string, error) }
         guard held.isWritable else { throw .notWritable(path.string, Errno(rawValue: errno)) }
         return held
     }
@@ -570,9 +542,7 @@ struct FileTime: Comparable, Sendable {
 
     init(nanoseconds: Int128) { self.nanoseconds = nanoseconds }
 
-    init(_ time: timespec) {
-        nanoseconds = Int128(time.tv_sec) * 1_000_000_000 + Int128(time.tv_nsec)
-    }
+    init(_ time: timespec) { nanoseconds = Int128(time.tv_sec) * 1_000_000_000 + Int128(time.tv_nsec) }
 
     @Sendable static func now() -> FileTime {
         var time = timespec()

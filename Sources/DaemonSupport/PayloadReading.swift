@@ -14,10 +14,8 @@ extension MessagePayload {
     package func bytes(in range: Range<Int>) throws(PayloadReadError) -> [UInt8] {
         precondition(range.lowerBound >= 0 && range.upperBound <= count, "range beyond the payload")
         switch storage {
-        case .memory(let bytes):
-            return Array(bytes[range])
-        case .file(let file):
-            return try file.read(at: range.lowerBound, count: range.count)
+        case .memory(let bytes): return Array(bytes[range])
+        case .file(let file): return try file.read(at: range.lowerBound, count: range.count)
         }
     }
 
@@ -28,9 +26,7 @@ extension MessagePayload {
     }
 
     /// The first bytes, at most `limit`, for guessing what the payload is (UTF-8 text or not).
-    package func prefix(_ limit: Int) throws(PayloadReadError) -> [UInt8] {
-        try bytes(in: 0..<min(limit, count))
-    }
+    package func prefix(_ limit: Int) throws(PayloadReadError) -> [UInt8] { try bytes(in: 0..<min(limit, count)) }
 
     /// SHA-256 of the payload, read in pieces of `pieceLength` bytes.
     package func sha256(pieceLength: Int = 1 << 20) throws(PayloadReadError) -> [UInt8] {

@@ -19,13 +19,11 @@ package enum SystemdNotification: Sendable, Equatable {
     /// The service reloads its configuration.
     case reloading
 
-    /// The `KEY=VALUE` text sent on the wire. A status is forced onto one line because the
-    /// protocol separates assignments with newlines.
+    /// The `KEY=VALUE` text sent on the wire; a status is forced onto one line, as the protocol separates by newlines.
     package var assignment: String {
         switch self {
         case .ready: "READY=1"
-        case .status(let text):
-            "STATUS=" + String(text.map { $0.isNewline || $0 == "\0" ? " " : $0 })
+        case .status(let text): "STATUS=" + String(text.map { $0.isNewline || $0 == "\0" ? " " : $0 })
         case .stopping: "STOPPING=1"
         case .watchdog: "WATCHDOG=1"
         case .reloading: "RELOADING=1"
@@ -43,8 +41,7 @@ package enum SystemdNotifyError: Error, Sendable, Equatable, CustomStringConvert
         switch self {
         case .unsupportedSocketAddress(let address):
             "NOTIFY_SOCKET=\(address) is not a socket path or abstract name this program can use"
-        case .sendFailed(let address, let errno):
-            "cannot notify systemd through \(address): \(errno)"
+        case .sendFailed(let address, let errno): "cannot notify systemd through \(address): \(errno)"
         }
     }
 }
@@ -86,9 +83,7 @@ package struct SystemdNotifier: Sendable {
         try notify([.ready] + (status.map { [.status($0)] } ?? []))
     }
 
-    package func status(_ text: String) throws(SystemdNotifyError) {
-        try notify(.status(text))
-    }
+    package func status(_ text: String) throws(SystemdNotifyError) { try notify(.status(text)) }
 
     /// `STOPPING=1`, with a status line when given.
     package func stopping(status: String? = nil) throws(SystemdNotifyError) {
@@ -103,13 +98,10 @@ package struct SystemdNotifier: Sendable {
 
     /// How often to ping: half the watchdog timeout, as sd_watchdog_enabled(3) advises, so
     /// one late ping does not kill the service. Nil when there is no watchdog.
-    package var watchdogPingInterval: Duration? {
-        watchdogTimeout.map { $0 / 2 }
-    }
+    package var watchdogPingInterval: Duration? { watchdogTimeout.map { $0 / 2 } }
 
-    /// Pings the watchdog every `watchdogPingInterval` until the task is cancelled; returns
-    /// at once when there is no watchdog. A failed ping is reported to `onError` and the loop
-    /// goes on: systemd, not this process, decides what a missed ping means.
+    /// Pings the watchdog every `watchdogPingInterval` until cancelled; returns at once without a watchdog. A failed
+    /// ping is reported to `onError` and the loop goes on: systemd, not this process, decides what a missed ping means.
     package func keepWatchdogAlive(onError: @Sendable (SystemdNotifyError) -> Void = { _ in }) async {
         guard let interval = watchdogPingInterval else { return }
         while !Task.isCancelled {
@@ -132,9 +124,7 @@ package struct SystemdNotifier: Sendable {
 
     /// Sends one datagram to a path or `@abstract` AF_UNIX socket.
     static func send(_ datagram: [UInt8], to address: String) throws(SystemdNotifyError) {
-        guard var socketAddress = UnixSocketAddress(address) else {
-            throw .unsupportedSocketAddress(address)
-        }
+        guard var socketAddress = UnixSocketAddress(address) else { throw .unsupportedSocketAddress(address) }
         let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw .sendFailed(address, Errno(rawValue: errno)) }
         defer { _ = close(fd) }
