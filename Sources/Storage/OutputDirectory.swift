@@ -21,9 +21,7 @@ package struct OutputDirectory: Sendable {
     static let partialPrefix = ".bletransfer-partial-"
 
     /// Opens (creating it when missing) the directory and removes partial files an interrupted run left behind.
-    package init(path: FilePath) throws(OutputDirectoryError) {
-        try self.init(path: path, nameLimit: nil)
-    }
+    package init(path: FilePath) throws(OutputDirectoryError) { try self.init(path: path, nameLimit: nil) }
 
     /// `nameLimit`: the name limit in bytes (nil: ask the file system); tests give a smaller one (as eCryptfs).
     package init(path: FilePath, nameLimit: Int?) throws(OutputDirectoryError) {
@@ -34,13 +32,9 @@ package struct OutputDirectory: Sendable {
         } else {
             do {
                 try FileManager.default.createDirectory(atPath: path.string, withIntermediateDirectories: true)
-            } catch {
-                throw .cannotCreate(path.string, reason: Self.reason(error))
-            }
+            } catch { throw .cannotCreate(path.string, reason: Self.reason(error)) }
         }
-        guard access(path.string, W_OK | X_OK) == 0 else {
-            throw .notWritable(path.string, Errno(rawValue: errno))
-        }
+        guard access(path.string, W_OK | X_OK) == 0 else { throw .notWritable(path.string, Errno(rawValue: errno)) }
         let asked = pathconf(path.string, Int32(_PC_NAME_MAX))
         self.nameLimit = nameLimit ?? (asked > 0 ? min(asked, Self.maximumNameBytes) : Self.maximumNameBytes)
         removeStalePartialFiles()
@@ -134,9 +128,7 @@ package struct OutputDirectory: Sendable {
             partial = FilePath(file.path)
             do {
                 try Self.finish(file.descriptor, sender: sender, modificationTime: modificationTime)
-            } catch {
-                throw .writeFailed(path.string, error)
-            }
+            } catch { throw .writeFailed(path.string, error) }
         } else {
             partial = path.appending(Self.partialPrefix + UUID().uuidString)
             do {
@@ -154,9 +146,7 @@ package struct OutputDirectory: Sendable {
                 }
             } catch let error as Errno {
                 throw .writeFailed(path.string, error)
-            } catch {
-                throw .writeFailed(path.string, .ioError)
-            }
+            } catch { throw .writeFailed(path.string, .ioError) }
         }
         defer {
             if received == nil { _ = unlink(partial.string) }
@@ -338,8 +328,7 @@ package struct OutputDirectory: Sendable {
     /// - invisible characters (zero-width spaces and joiners, the word joiner, the byte-order mark, soft hyphens,
     ///   Hangul fillers…) become `_`, so two names that look alike are told apart on screen;
     /// - a leading `-` becomes `_`: the name is never read as an option by `rm`, `ls`…;
-    /// - at most 255 bytes of UTF-8, cut at a character (Unicode scalar) boundary before the extension, which is
-    ///   kept.
+    /// - at most 255 bytes of UTF-8, cut at a character (Unicode scalar) boundary before the extension, which is kept.
     ///
     /// A name that is already safe comes back unchanged. Nil when nothing is left (empty, or only dots): the caller
     /// uses its generated name.
@@ -362,17 +351,14 @@ package struct OutputDirectory: Sendable {
         case 0x00AD, 0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x180E, 0x200B...0x200D, 0x2060...0x2064,
              0x206A...0x206F, 0x3164, 0xFEFF, 0xFFA0:
             return true
-        default:
-            return false
+        default: return false
         }
     }
 
     /// The name for the `number`th retry when `name` is taken: the number before the extension, after a dash
     /// ("photo.jpg" → "photo-1.jpg", "notes" → "notes-1", "message-20250101-120000-1.txt" →
     /// "message-20250101-120000-1-1.txt"), the stem cut to stay within 255 bytes. Sent and generated names alike.
-    static func numbered(_ name: String, _ number: Int) -> String {
-        fitted(name, suffix: "-\(number)")
-    }
+    static func numbered(_ name: String, _ number: Int) -> String { fitted(name, suffix: "-\(number)") }
 
     /// `name` with `suffix` before its extension, the stem cut at a scalar boundary to fit ``maximumNameBytes``
     /// (`name` holds no leading dot, so the stem is never empty).

@@ -69,8 +69,7 @@ package final class ResumeSpool: Sendable {
 
     package let directory: String
     package let bounds: Bounds
-    /// The device of the spool's file system (`st_dev`): a message stored on the same one
-    /// needs room for the spool's copy too (`SpooledCopy`).
+    /// The spool's file system (`st_dev`): a message stored on it also needs room for the spool's copy (`SpooledCopy`).
     package let device: UInt64
     /// Serializes the file operations of the sessions sharing this spool (one central runs one
     /// session at a time, but the daemon's supervisor may overlap a closing and a new one), and
@@ -85,9 +84,7 @@ package final class ResumeSpool: Sendable {
         do {
             try FileManager.default.createDirectory(
                 atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        } catch {
-            throw .unusable(path: directory, reason: "cannot create it (\(Self.reason(error)))")
-        }
+        } catch { throw .unusable(path: directory, reason: "cannot create it (\(Self.reason(error)))") }
         var info = stat()
         guard lstat(directory, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR else {
             throw .unusable(path: directory, reason: "not a directory")
@@ -225,9 +222,8 @@ package final class ResumeSpool: Sendable {
         if unlink(path) == 0 { used = max(0, used - Int(info.st_size)) }
     }
 
-    /// Lists the folder (the only place it is listed): removes what is too old, then the oldest
-    /// until the byte bound holds and, when `starting` is a new entry, until it has room beside
-    /// the others; the count of bytes held is set from the listing.
+    /// Lists the folder (the only place it is listed): removes what is too old, then the oldest until the byte bound
+    /// holds and, for a new entry `starting`, until it has room beside the others; sets the count of bytes held.
     private func cleanLocked(now: Date, starting: String?, used: inout Int) {
         let oldest = now.addingTimeInterval(-Double(bounds.maximumAge.components.seconds))
         var entries: [Entry] = []

@@ -128,15 +128,11 @@ extension StorageLimits {
 
 extension OutputDirectory {
     /// Free bytes for an unprivileged writer on the directory's file system; nil when unknown.
-    package func freeBytes() -> Int? {
-        freeSpace()?.bytes
-    }
+    package func freeBytes() -> Int? { freeSpace()?.bytes }
 
     /// Free bytes and inodes for an unprivileged writer (`f_bavail`, `f_favail`); inodes nil
     /// when the file system has no fixed number of them (`f_files` 0). Nil when unknown.
-    package func freeSpace() -> (bytes: Int, inodes: Int?)? {
-        StorageLimits.freeSpace(at: path.string)
-    }
+    package func freeSpace() -> (bytes: Int, inodes: Int?)? { StorageLimits.freeSpace(at: path.string) }
 
     /// The messages in the directory, down its whole tree without following a symbolic link: the bytes of its regular
     /// files, and how many files and directories it holds. Names starting with a dot (partial files, anything hidden:

@@ -170,8 +170,7 @@ package final class Central: Sendable {
             }
             emit(.retrying(reason: "\(EventText.describe(peer)): \(failure)", delay: delay))
             return nil
-        case let failure as any ClassifiedFailure:
-            return .failed(failure)
+        case let failure as any ClassifiedFailure: return .failed(failure)
         default:
             if Task.isCancelled || GracefulStop.isRequested { return .interrupted }
             let delay = backOff(peer, severe: false, storedSome: storedSome)
@@ -180,9 +179,8 @@ package final class Central: Sendable {
         }
     }
 
-    /// How long `peer` waits after a failed visit. A visit that stored messages before the link
-    /// failed (a multi session cut midway) proved the sender: unless the failure is severe, it
-    /// is visited again at once, not backed off.
+    /// How long `peer` waits after a failed visit. A visit that stored messages before the link failed (a multi session
+    /// cut midway) proved the sender: unless the failure is severe, it is visited again at once, not backed off.
     private func backOff(_ peer: PeerDescription, severe: Bool, storedSome: Bool) -> Duration {
         let now = progressState.elapsed
         return progressState.withBook { book in
@@ -196,20 +194,15 @@ package final class Central: Sendable {
 
     // MARK: Helpers
 
-    func emit(_ event: RoleEvent) {
-        continuation.yield(event)
-    }
+    func emit(_ event: RoleEvent) { continuation.yield(event) }
 
-    /// Failures that no retry of this peer can fix: they end the work (the state machine
-    /// takes over when bluetoothd or the adapter went away).
+    /// Failures no retry of this peer fixes end the work (the state machine takes over when Bluetooth went away).
     static func rethrowIfFatal(_ error: BluetoothError) throws {
         switch error {
         case .accessDenied(let message):
             throw RoleFailure(.permissionDenied, BluetoothError.accessDenied(message).description)
-        case .systemBusUnavailable, .bluetoothdNotRunning:
-            throw error
-        default:
-            return
+        case .systemBusUnavailable, .bluetoothdNotRunning: throw error
+        default: return
         }
     }
 

@@ -59,8 +59,7 @@ package struct CentralConfiguration: Sendable {
     /// A scan that has chosen nothing is restarted this often (StopDiscovery, StartDiscovery): the kernel can drop a
     /// scan's first report and a controller's duplicate filter then hides the device for the rest of that scan.
     package var scanRestartInterval: Duration = .seconds(4)
-    /// Where framed version 2 may run over an L2CAP channel when the sender publishes one
-    /// (`channel`); nil (`--no-l2cap`): GATT notifications only.
+    /// Where framed version 2 may use an L2CAP channel the sender publishes (`channel`); nil (`--no-l2cap`): GATT only.
     package var channelTransport: (any ChannelTransport)? = L2CAPChannels()
     /// How long opening that channel may take before the visit goes on over GATT.
     package var channelConnectTimeout: Duration = .seconds(5)
@@ -81,19 +80,12 @@ package struct CentralConfiguration: Sendable {
 
     package init(adapterName: String? = nil,
                 serviceUUID: BluetoothUUID = TransferUUIDs.appleSampleService,
-                characteristicUUID: BluetoothUUID = TransferUUIDs.appleSampleCharacteristic,
-                messageCount: Int? = 1,
-                minimumRSSI: Int? = nil,
-                limits: TransferLimits = .default,
-                requestFramed: Bool = true,
-                idleTimeout: Duration = .seconds(15),
-                minimumRate: Int = CentralConfiguration.defaultMinimumRate,
-                rateGrace: Duration = CentralConfiguration.defaultRateGrace,
-                connectTimeout: Duration = .seconds(20),
-                connectAttempts: Int = 4,
-                servicesResolveTimeout: Duration = .seconds(20),
-                backoff: BackoffPolicy = BackoffPolicy(),
-                stopOnCorruptMessage: Bool = true,
+                characteristicUUID: BluetoothUUID = TransferUUIDs.appleSampleCharacteristic, messageCount: Int? = 1,
+                minimumRSSI: Int? = nil, limits: TransferLimits = .default, requestFramed: Bool = true,
+                idleTimeout: Duration = .seconds(15), minimumRate: Int = CentralConfiguration.defaultMinimumRate,
+                rateGrace: Duration = CentralConfiguration.defaultRateGrace, connectTimeout: Duration = .seconds(20),
+                connectAttempts: Int = 4, servicesResolveTimeout: Duration = .seconds(20),
+                backoff: BackoffPolicy = BackoffPolicy(), stopOnCorruptMessage: Bool = true,
                 acknowledgementSettle: Duration = .milliseconds(300)) {
         self.adapterName = adapterName
         self.serviceUUID = serviceUUID

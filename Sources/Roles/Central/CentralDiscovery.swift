@@ -53,14 +53,12 @@ extension Central {
             if GracefulStop.isRequested { throw StopRequested() }
             let candidates: [Device]
             switch item {
-            case .sighting(let sighting):
-                candidates = [sighting.device]
+            case .sighting(let sighting): candidates = [sighting.device]
             case .tick:
                 candidates = adapter.devices().filter { device in
                     device.properties.map { Self.offers(service, $0) } ?? false
                 }
-            case .ended:
-                throw BluetoothError.objectGone("adapter \(adapter.name)")
+            case .ended: throw BluetoothError.objectGone("adapter \(adapter.name)")
             }
             let now = progressState.elapsed
             // Everything heard in this scan competes, not only the device just sighted: PeerBook.choose shares the

@@ -48,9 +48,7 @@ extension Central {
             // channel: the next visit may open it at once again.
             if !failure.isRefusal { progressState.forgetChannel(of: peer.address) }
             // A refusal gets its own event (one line) from the caller.
-            if channel != nil, !failure.isRefusal {
-                emit(.transferAborted(peer, reason: failure.description))
-            }
+            if channel != nil, !failure.isRefusal { emit(.transferAborted(peer, reason: failure.description)) }
             await cleanUp(channel: channel, device: device, adapter: adapter, peer: peer)
             throw failure
         } catch {
@@ -143,8 +141,7 @@ extension Central {
             case .timedOut:
                 throw TransferFailure.transient(
                     "services did not resolve within \(MessageAssembly.describe(configuration.servicesResolveTimeout))")
-            default:
-                throw TransferFailure.transient("waiting for services failed: \(error)")
+            default: throw TransferFailure.transient("waiting for services failed: \(error)")
             }
         }
         let service = configuration.serviceUUID.canonical
@@ -158,9 +155,7 @@ extension Central {
             // own notifying characteristic beside it; framed transfers go there at full speed.
             return (try? device.characteristic(service: service,
                                                characteristic: TransferUUIDs.framedCharacteristic.canonical)) ?? found
-        } catch let error as BluetoothError {
-            throw TransferFailure.unsuitable("\(error)")
-        }
+        } catch let error as BluetoothError { throw TransferFailure.unsuitable("\(error)") }
     }
 
     /// Apple's `cleanup()` order: unsubscribe, then disconnect. The device is also removed from BlueZ's cache (unless

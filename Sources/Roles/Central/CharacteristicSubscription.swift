@@ -16,8 +16,7 @@ final class CharacteristicSubscription: Sendable {
     }
 
     let mechanism: Mechanism
-    /// The ATT MTU of the link when known (the socket reports it; `GattCharacteristic1.MTU`
-    /// otherwise); over a channel, the longest SDU we may send.
+    /// The link's ATT MTU when known (from the socket, else `GattCharacteristic1.MTU`); on a channel, the longest SDU.
     let mtu: Int?
     private let characteristic: RemoteGATTCharacteristic
     private let socket: NotificationSocket?
@@ -44,8 +43,7 @@ final class CharacteristicSubscription: Sendable {
             switch error {
             case .bluetoothdNotRunning, .accessDenied, .systemBusUnavailable, .objectGone, .deviceDisconnected:
                 throw error
-            default:
-                warn("AcquireNotify refused (\(error)); subscribing with StartNotify")
+            default: warn("AcquireNotify refused (\(error)); subscribing with StartNotify")
             }
         } catch let error as NotificationSocketError {
             warn("AcquireNotify gave an unusable socket (\(error)); subscribing with StartNotify")
@@ -91,8 +89,7 @@ final class CharacteristicSubscription: Sendable {
         }) ?? false
     }
 
-    /// Forwards notifications into `continuation` until the subscription ends (then one
-    /// `.ended`) or the calling task is cancelled.
+    /// Forwards notifications into `continuation` until the subscription ends (then `.ended`) or the task is cancelled.
     func forward(into continuation: AsyncStream<TransferInput>.Continuation) async {
         if let socket {
             while true {
@@ -116,9 +113,7 @@ final class CharacteristicSubscription: Sendable {
             for await value in updates {
                 continuation.yield(.value(value))
             }
-            if !Task.isCancelled {
-                continuation.yield(.ended("the characteristic went away"))
-            }
+            if !Task.isCancelled { continuation.yield(.ended("the characteristic went away")) }
         }
     }
 

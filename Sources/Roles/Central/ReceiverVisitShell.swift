@@ -27,10 +27,9 @@ struct VisitLink: Sendable {
 /// are performed here in order — the writes, the resume spool, the room on disk, storing (receipt journal, sink), the
 /// ACK, reports — each answer fed back before the next input is read.
 extension Central {
-    /// Receives through `link` until the visit is over (one message, or in a secure session that
-    /// carries several, each in turn until the sender closes or the run has all it wants),
-    /// watching for the peer leaving and for silence. Each message is stored and acknowledged
-    /// as it completes. Throws the `TransferFailure` that ended the visit.
+    /// Receives through `link` until the visit is over (one message, or in a secure session that carries several, each
+    /// in turn until the sender closes or the run has all it wants), watching for the peer leaving and for silence.
+    /// Each message is stored and acknowledged as it completes. Throws the `TransferFailure` that ended the visit.
     func receive(over link: VisitLink, secureSession: SecureReceiverSession?, requiresSecure: Bool,
                  sink: any MessageSink) async throws {
         let clock = ContinuousClock()
@@ -82,10 +81,8 @@ extension Central {
                     try Self.rethrowIfFatal(error)
                     answer = .writeFailed("\(error)")
                 }
-            case .checkpoint(let work):
-                Self.keepCheckpoints([work], in: configuration.resumeSpool)
-            case .keepPayload(let work):
-                answer = await keep(work, in: &incoming, sink: sink)
+            case .checkpoint(let work): Self.keepCheckpoints([work], in: configuration.resumeSpool)
+            case .keepPayload(let work): answer = await keep(work, in: &incoming, sink: sink)
             case .lookUpCheckpoint(let sender, let header):
                 answer = await copyCheckpoint(of: header, from: sender, into: &incoming)
             case .checkRoom(let question):
@@ -106,14 +103,11 @@ extension Central {
                 // The journal keeps the message a while longer (a sender killed before it moved
                 // its file to `sent/` offers it again), then forgets it.
                 await configuration.receiptJournal?.recordAcknowledged(sender: sender, digest: lowercaseHex(digest))
-            case .countReceived:
-                progressState.markReceived()
+            case .countReceived: progressState.markReceived()
             case .awaitSenderClose:
                 answer = .senderClosed(await link.subscription.waitForSenderClose(limit: configuration.channelCloseWait))
-            case .report(let report):
-                self.report(report, link: link)
-            case .finish(let failure):
-                if let failure { throw failure }
+            case .report(let report): self.report(report, link: link)
+            case .finish(let failure): if let failure { throw failure }
             }
             if let answer {
                 let more = visit.handle(answer, at: now())
@@ -131,13 +125,10 @@ extension Central {
             switch work {
             case .begin(let header):
                 incoming = try await IncomingPayload.make(length: header.payloadLength, in: sink.partialPayloadStore)
-            case .write(let offset, let bytes):
-                try await incoming?.write(bytes, at: offset)
+            case .write(let offset, let bytes): try await incoming?.write(bytes, at: offset)
             }
             return nil
-        } catch {
-            return .payloadNotKept(error.description)
-        }
+        } catch { return .payloadNotKept(error.description) }
     }
 
     /// The checkpoint an earlier visit left of the message of `header`, copied to where the message's bytes go
@@ -152,18 +143,14 @@ extension Central {
         do throws(PayloadReadError) {
             let digest = try await incoming?.copyCheckpoint(held)
             return .checkpointHeld(bytes: held.count, digest: digest)
-        } catch {
-            return .payloadNotKept(error.description)
-        }
+        } catch { return .payloadNotKept(error.description) }
     }
 
     /// Writes the ACK's values; nil when they went, or why not.
     private func writeAcknowledgement(_ values: [[UInt8]], asCommand: Bool, settles: Bool, link: VisitLink) async -> String? {
         do {
             for value in values { try await link.subscription.write(value, type: asCommand ? .command : .request) }
-        } catch {
-            return Self.describe(error)
-        }
+        } catch { return Self.describe(error) }
         // A write command has no completion: bluetoothd replies once it queued it, and a Disconnect issued at once
         // can overtake it on a slow link. No signal tells when it left, so give the link a moment.
         if settles { try? await Task.sleep(for: configuration.acknowledgementSettle) }
@@ -219,8 +206,7 @@ extension Central {
                 }
             }
             emit(.received(summary, from: peer, storedAt: storedAt))
-        case .warning(let text):
-            emit(.warning(text))
+        case .warning(let text): emit(.warning(text))
         case .unauthenticated(let key):
             if progressState.firstUnauthenticatedNotice() {
                 emit(.warning(EventText.unauthenticatedNotice(peer: "the sender", key: key)))
@@ -235,8 +221,7 @@ extension Central {
             switch item {
             case .append(let sender, let header, let offset, let bytes):
                 if ResumeSpool.checkpoints(header) { spool.append(sender: sender, header: header, offset: offset, bytes: bytes) }
-            case .remove(let sender, let header):
-                spool.remove(sender: sender, header: header)
+            case .remove(let sender, let header): spool.remove(sender: sender, header: header)
             case .lookUp:
                 break   // answered by `copyCheckpoint`
             }

@@ -23,9 +23,7 @@ final class RunState: Sendable {
     private let inner: Mutex<Inner>
     private let started = ContinuousClock.now
 
-    init(book: PeerBook) {
-        inner = Mutex(Inner(book: book))
-    }
+    init(book: PeerBook) { inner = Mutex(Inner(book: book)) }
 
     var elapsed: Duration { ContinuousClock.now - started }
     var receivedSnapshot: Int { inner.withLock { $0.received } }
@@ -53,16 +51,12 @@ final class RunState: Sendable {
         }
     }
 
-    func markReceived() {
-        inner.withLock { $0.received += 1 }
-    }
+    func markReceived() { inner.withLock { $0.received += 1 } }
 
     /// A token of the visit under way: receipts it wrote are not taken for earlier copies.
     var visit: String { inner.withLock { $0.visit } }
 
-    func beginVisit() {
-        inner.withLock { $0.visit = UUID().uuidString }
-    }
+    func beginVisit() { inner.withLock { $0.visit = UUID().uuidString } }
 
     /// The messages of `address` stored earlier whose ACK was not confirmed, for a visit to it
     /// (which hands back what it remembers then, `putStoredMessages`).
@@ -75,22 +69,16 @@ final class RunState: Sendable {
     }
 
     /// The channel of `address`'s last visit, if it opened and no visit failed since.
-    func knownChannel(of address: String) -> KnownChannel? {
-        inner.withLock { $0.knownChannels[address] }
-    }
+    func knownChannel(of address: String) -> KnownChannel? { inner.withLock { $0.knownChannels[address] } }
 
     func rememberChannel(of address: String, _ channel: KnownChannel) {
         inner.withLock { $0.knownChannels.set(channel, for: address) }
     }
 
-    func forgetChannel(of address: String) {
-        inner.withLock { _ = $0.knownChannels.removeValue(for: address) }
-    }
+    func forgetChannel(of address: String) { inner.withLock { _ = $0.knownChannels.removeValue(for: address) } }
 
     /// How many peer addresses the table of known channels keeps.
     static let addressCapacity = StoredMessages.addressCapacity
 
-    func withBook<T>(_ body: (inout PeerBook) -> T) -> T {
-        inner.withLock { body(&$0.book) }
-    }
+    func withBook<T>(_ body: (inout PeerBook) -> T) -> T { inner.withLock { body(&$0.book) } }
 }

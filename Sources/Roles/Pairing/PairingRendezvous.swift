@@ -76,9 +76,7 @@ package struct PairingRendezvous: Sendable {
     package static func adapter(in session: BluetoothSession, named name: String?) throws -> Adapter {
         do {
             return try session.adapter(named: name)
-        } catch {
-            throw PeripheralFailure.classify(error)
-        }
+        } catch { throw PeripheralFailure.classify(error) }
     }
 
     /// `meet()`, given up after `limit` (75, with what to do).
@@ -123,21 +121,15 @@ package struct PairingRendezvous: Sendable {
                 do {
                     try await adapter.setDiscoveryFilter(uuids: [TransferUUIDs.pairingService.canonical], transport: .le)
                     try await adapter.startDiscovery()
-                } catch {
-                    throw RoleFailure(.unavailable, "cannot scan on \(adapter.name): \(error)")
-                }
+                } catch { throw RoleFailure(.unavailable, "cannot scan on \(adapter.name): \(error)") }
                 let found: Result<Found, any Error>
                 do {
                     found = .success(try await race(listener: listener, local: local))
-                } catch {
-                    found = .failure(error)
-                }
+                } catch { found = .failure(error) }
                 await stopDiscovery()
                 return try found.get()
             }
-        } catch where !registered && !(error is CancellationError) {
-            throw PeripheralFailure.classify(error)
-        }
+        } catch where !registered && !(error is CancellationError) { throw PeripheralFailure.classify(error) }
         switch found {
         case .accepted(let socket, let first, let peer, let address):
             return Meeting(socket: socket, role: .responder, firstMessage: first, peerDescription: peer, peerAddress: address)

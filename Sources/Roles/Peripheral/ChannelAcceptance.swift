@@ -103,7 +103,5 @@ private final class ChannelHelloWaits: Sendable {
         }
     }
 
-    func release() {
-        count.withLock { $0 -= 1 }
-    }
+    func release() { count.withLock { $0 -= 1 } }
 }

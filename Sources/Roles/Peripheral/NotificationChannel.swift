@@ -9,8 +9,7 @@ protocol NotificationChannel: Sendable {
     var hasBackPressure: Bool { get }
     /// Hands one value to BlueZ, waiting while it cannot take more. Throws once the subscription is gone.
     func send(_ value: [UInt8]) async throws
-    /// Returns once everything sent was taken by bluetoothd, as far as this channel can tell.
-    /// This is what "written" means for the last value, `EOM`.
+    /// Returns once bluetoothd took everything sent, as far as this channel can tell: what "written" means for `EOM`.
     func drain() async throws
     /// Whether bluetoothd has taken everything sent so far, right now. Asked when the central is found gone while the
     /// last values drain: `drain` polls, and a fast central may get `EOM`, unsubscribe and disconnect between polls.
@@ -27,25 +26,17 @@ struct SocketNotificationChannel: NotificationChannel {
     var maximumValueLength: Int { socket.maximumValueLength }
     var hasBackPressure: Bool { true }
 
-    func send(_ value: [UInt8]) async throws {
-        try await socket.send(value)
-    }
+    func send(_ value: [UInt8]) async throws { try await socket.send(value) }
 
     /// "Written" means bluetoothd read every value from the socket (SIOCOUTQ reached 0), also when it closed the
     /// socket right after (the central unsubscribed after `EOM`). A central that left while values were still unread
     /// makes this throw `.closedByPeer`. bluetoothd reads the socket as fast as it can and queues notifications
     /// itself, so this says nothing about the radio; only the framed ACK does.
-    func drain() async throws {
-        try await socket.waitUntilDrained()
-    }
+    func drain() async throws { try await socket.waitUntilDrained() }
 
-    var isDrained: Bool {
-        (try? socket.unsentByteCount) == 0
-    }
+    var isDrained: Bool { (try? socket.unsentByteCount) == 0 }
 
-    func close() {
-        socket.close()
-    }
+    func close() { socket.close() }
 }
 
 /// The fallback when BlueZ subscribed us through `StartNotify`: each value is emitted as `PropertiesChanged(Value)`,
@@ -83,9 +74,7 @@ struct PropertiesChangedNotificationChannel: NotificationChannel {
 
     var isDrained: Bool { true }
 
-    func close() {
-        closed.set()
-    }
+    func close() { closed.set() }
 }
 
 

@@ -53,9 +53,7 @@ package final class Peripheral: Sendable {
         let supervisor = ManagerStateSupervisor<ServingOutcome>(driver: driver)
         return try await supervisor.run(
             transitionSeen: { transition, history in
-                if transition.changed || !history.hasStartedPeriod {
-                    onEvent(transition.roleEvent)
-                }
+                if transition.changed || !history.hasStartedPeriod { onEvent(transition.roleEvent) }
                 // Until serving first starts, a state that waiting will not change ends the run;
                 // a start is not one (it serves, or waits for the adapter to show).
                 let starts = transition.action == .start || transition.action == .resume
@@ -107,10 +105,9 @@ package final class Peripheral: Sendable {
         }
     }
 
-    /// Registers the application on `adapter`, advertises while there is a message and no
-    /// central is being served, and counts deliveries, until the source is exhausted or the
-    /// task is cancelled. Leaves nothing registered behind: the application's and the
-    /// advertisement's scopes unregister on the way out, after the server shut down.
+    /// Registers the application on `adapter`, advertises while there is a message and no central is being served, and
+    /// counts deliveries, until the source is exhausted or the task is cancelled. Leaves nothing registered behind: the
+    /// application's and the advertisement's scopes unregister on the way out, after the server shut down.
     private func serve(source: some MessageSource, adapter: Adapter, counter: DeliveryCounter,
                        onEvent: @escaping @Sendable (RoleEvent) -> Void) async -> ServingOutcome {
         let session = self.session
@@ -156,9 +153,7 @@ package final class Peripheral: Sendable {
                             do {
                                 return try await serveMessages(source: source, adapter: adapter, advertising: advertising,
                                                                server: server, counter: counter, onEvent: onEvent)
-                            } catch {
-                                return classify(error, adapter: adapter)
-                            }
+                            } catch { return classify(error, adapter: adapter) }
                         }
                         // First of the teardown; leaving the scopes then unregisters the advertisement, then the application.
                         await Self.shutDown(server, after: outcome)
@@ -221,8 +216,7 @@ package final class Peripheral: Sendable {
                 await server.write(value, device: options.device, mtu: options.mtu,
                                    connectedDevices: { session.connectedDevices(on: adapter) })
                 reply.succeed()
-            case .read(_, _, let reply):
-                reply.fail(.notSupported, "read not supported")
+            case .read(_, _, let reply): reply.fail(.notSupported, "read not supported")
             case .notifyStarted(let index):
                 guard let indications = indicating[index] else { continue }
                 let device = PeerResolver.onlyConnectedDevice(on: adapter, in: session)
@@ -240,8 +234,7 @@ package final class Peripheral: Sendable {
                 let device = subscription.options.device
                     ?? PeerResolver.onlyConnectedDevice(on: adapter, in: session)
                 await server.acceptSocket(subscription.socket, device: device, indications: indications)
-            case .confirmed(let index):
-                if indicating[index] == true { await server.indicationConfirmed() }
+            case .confirmed(let index): if indicating[index] == true { await server.indicationConfirmed() }
             case .notifyReleased:
                 break  // the server sees the socket hang up itself
             }
@@ -309,8 +302,7 @@ package final class Peripheral: Sendable {
         for await activity in server.activity.cancelOnGracefulShutdown() {
             try Task.checkCancellation()
             switch activity {
-            case .subscribed:
-                if configuration.pausesAdvertisingWhileServing { try await advertise(false) }
+            case .subscribed: if configuration.pausesAdvertisingWhileServing { try await advertise(false) }
             case .delivered:
                 // Counted by the connection; the next subscriber gets the next message.
                 guard let next = await GracefulStop.unlessRequested({ await source.current() }) ?? nil else {
@@ -336,8 +328,7 @@ package final class Peripheral: Sendable {
         return .interrupted
     }
 
-    /// The L2CAP listener of one poweredOn period, or nil (none configured, or the kernel
-    /// refused one: logged, and the period serves GATT only).
+    /// The L2CAP listener of one poweredOn period; nil (none configured, or refused by the kernel: logged): GATT only.
     private func openChannelListener(on adapter: Adapter) -> (any ChannelListener)? {
         guard let transport = configuration.channelTransport else { return nil }
         let properties = adapter.properties
@@ -382,7 +373,5 @@ actor DeliveryCounter {
     /// The sequence number of the message being served (1 for the first).
     var nextSequence: Int { delivered + 1 }
 
-    func recordDelivery() {
-        delivered += 1
-    }
+    func recordDelivery() { delivered += 1 }
 }

@@ -49,8 +49,7 @@ package struct PeripheralConfiguration: Sendable {
     /// Apple's characteristic carries them and a second characteristic (`TransferUUIDs.framedCharacteristic`) keeps
     /// notifications for bletransfer centrals.
     package var compatDelivery: CompatDelivery
-    /// The longest value sent, below what the link allows (ATT MTU − 3); nil: the link's. Apple's sample sends
-    /// 20-byte values; `send --value-size`.
+    /// The longest value sent, below the link's (ATT MTU − 3; nil: that); Apple's sends 20 bytes. `send --value-size`.
     package var valueSizeLimit: Int?
     /// Keys and policy of the framed protocol, always encrypted: by default a key made for this run that lets in any
     /// central's key (not authenticated). With `requiresSecure`, a central not completing it (Apple's) gets nothing.
@@ -87,20 +86,14 @@ package struct PeripheralConfiguration: Sendable {
     package init(adapterName: String? = nil,
                 serviceUUID: BluetoothUUID = TransferUUIDs.appleSampleService,
                 characteristicUUID: BluetoothUUID = TransferUUIDs.appleSampleCharacteristic,
-                localName: String? = PeripheralConfiguration.defaultLocalName,
-                offersAcquireNotify: Bool = true,
-                pausesAdvertisingWhileServing: Bool = true,
-                acknowledgementGrace: Duration = .seconds(3),
+                localName: String? = PeripheralConfiguration.defaultLocalName, offersAcquireNotify: Bool = true,
+                pausesAdvertisingWhileServing: Bool = true, acknowledgementGrace: Duration = .seconds(3),
                 compatConfirmationDelay: Duration = .milliseconds(1500),
-                fallbackValueInterval: Duration = .milliseconds(2),
-                helloLifetime: Duration = .seconds(60),
-                helloCapacity: Int = 16,
-                progressInterval: Duration = .milliseconds(200),
-                acknowledgementTimeout: Duration = .seconds(20),
-                unsubscribeTimeout: Duration = .seconds(20),
+                fallbackValueInterval: Duration = .milliseconds(2), helloLifetime: Duration = .seconds(60),
+                helloCapacity: Int = 16, progressInterval: Duration = .milliseconds(200),
+                acknowledgementTimeout: Duration = .seconds(20), unsubscribeTimeout: Duration = .seconds(20),
                 minimumTransferRate: Int = PeripheralConfiguration.defaultMinimumTransferRate,
-                transferTimeFloor: Duration = .seconds(60),
-                compatDelivery: CompatDelivery = .notifications,
+                transferTimeFloor: Duration = .seconds(60), compatDelivery: CompatDelivery = .notifications,
                 valueSizeLimit: Int? = nil) {
         self.adapterName = adapterName
         self.serviceUUID = serviceUUID

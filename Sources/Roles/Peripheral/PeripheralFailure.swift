@@ -10,16 +10,12 @@ enum PeripheralFailure {
             return RoleFailure(.software, "unexpected failure: \(error)")
         }
         switch bluetooth {
-        case .accessDenied:
-            return RoleFailure(.permissionDenied, bluetooth.description)
+        case .accessDenied: return RoleFailure(.permissionDenied, bluetooth.description)
         case .systemBusUnavailable, .bluetoothdNotRunning, .noAdapter, .objectGone, .deviceDisconnected:
             return RoleFailure(.unavailable, bluetooth.description)
-        case .unknownAdapter:
-            return RoleFailure(.usage, bluetooth.description)
-        case .timedOut:
-            return RoleFailure(.unavailable, bluetooth.description)
-        case .notFound:
-            return RoleFailure(.unavailable, bluetooth.description)
+        case .unknownAdapter: return RoleFailure(.usage, bluetooth.description)
+        case .timedOut: return RoleFailure(.unavailable, bluetooth.description)
+        case .notFound: return RoleFailure(.unavailable, bluetooth.description)
         case .bluez(let kind, let message):
             switch kind {
             case .notPermitted where message.lowercased().contains("maximum"):
@@ -31,8 +27,7 @@ enum PeripheralFailure {
                 return RoleFailure(.software, "bluetoothd says our objects are already registered: \(bluetooth.description)")
             case .invalidLength:
                 return RoleFailure(.usage, "the advertisement does not fit (shorten --name): \(bluetooth.description)")
-            default:
-                return RoleFailure(.unavailable, "bluetoothd refused to register: \(bluetooth.description)")
+            default: return RoleFailure(.unavailable, "bluetoothd refused to register: \(bluetooth.description)")
             }
         }
     }

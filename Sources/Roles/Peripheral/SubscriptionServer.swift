@@ -93,8 +93,7 @@ actor SubscriptionServer {
         resumeEndWaiters()
     }
 
-    /// How the fallback path notifies (`PropertiesChanged` on the `Value` of the
-    /// characteristic at that index of the service).
+    /// How the fallback path notifies (`PropertiesChanged` on `Value` of the service's characteristic at that index).
     func attachFallbackEmitter(_ emit: @escaping @Sendable (_ value: [UInt8], _ characteristic: Int) throws -> Void) {
         fallbackEmit = emit
     }
@@ -129,9 +128,7 @@ actor SubscriptionServer {
         // buffer keeps progress (and EAGAIN) close to what bluetoothd actually took.
         do {
             try socket.setSendBufferSize(max(2048, 8 * socket.mtu))
-        } catch {
-            environment.logger.debug("could not shrink the notification socket's send buffer: \(error)")
-        }
+        } catch { environment.logger.debug("could not shrink the notification socket's send buffer: \(error)") }
         let hello = device.map { hellos.hello(from: $0, at: .now) } ?? .none
         if !start(link: .notificationSocket(socket), device: device, hello: hello, indications: indications) {
             socket.close()
@@ -176,9 +173,7 @@ actor SubscriptionServer {
     }
 
     /// bluetoothd reported an indication confirmed by the subscriber (`Confirm`).
-    func indicationConfirmed() {
-        current?.inputs.yield(.confirmed)
-    }
+    func indicationConfirmed() { current?.inputs.yield(.confirmed) }
 
     /// BlueZ called `StopNotify`: the (last) subscriber of the fallback path left.
     func fallbackStopped() {
@@ -196,8 +191,7 @@ actor SubscriptionServer {
             }
             mtus[device] = mtu
         }
-        // While a secure session is subscribed, everything its central writes is stream values
-        // of that session (docs/wire-v2.md), never a HELLO.
+        // While a secure session is subscribed, all its central writes are that session's stream values, never a HELLO.
         if let serving = current, serving.takesWrites, device == nil || serving.device == nil || device == serving.device {
             serving.inputs.yield(.written(value))
             return
@@ -258,11 +252,8 @@ actor SubscriptionServer {
         serving.inputs.yield(.hungUp(reason: reason, drainedWhenClosed: serving.link.channel.isDrained))
     }
 
-    /// Another central was refused while one is served: it waits, so the session under way
-    /// starts no new message (the fairness rule, `SessionShare`).
-    private func centralTurnedAway() {
-        current?.inputs.yield(.centralTurnedAway)
-    }
+    /// Another central was refused while one is served: the session under way starts no new message (`SessionShare`).
+    private func centralTurnedAway() { current?.inputs.yield(.centralTurnedAway) }
 
     /// Starts serving `link`'s subscriber; false when it is not served (the link is the caller's to close).
     private func start(link: SenderLink, device: DeviceReference?, hello: SenderConnection.CentralHello,

@@ -114,8 +114,7 @@ struct ManagerStateSupervisor<PeriodOutcome: Sendable>: Sendable {
                             case .tearDown:
                                 await stopPeriod()
                                 if stopping { return await stopped() }
-                            case .none:
-                                break
+                            case .none: break
                             }
                         case .periodEnded(let ended, let outcome):
                             // An outcome from a period already torn down says nothing about now.

@@ -118,10 +118,8 @@ package struct FileSet: Sendable, Equatable {
                          limit: limit)
             case S_IFREG:
                 try add(path: path, components: prefix + [name], tree: (root, below + [name]), status: status, limit: limit)
-            case S_IFLNK:
-                notes.append("skipped '\(path)': a symbolic link (not followed)")
-            default:
-                notes.append("skipped '\(path)': not a regular file")
+            case S_IFLNK: notes.append("skipped '\(path)': a symbolic link (not followed)")
+            default: notes.append("skipped '\(path)': not a regular file")
             }
         }
     }
@@ -223,9 +221,7 @@ package actor FileSetSource: MessageSource {
         return nil
     }
 
-    package func nextAvailableNow() async -> OutgoingMessage? {
-        await current()
-    }
+    package func nextAvailableNow() async -> OutgoingMessage? { await current() }
 
     package func upcomingNow(skipping sentAhead: Int) async -> OutgoingMessage? {
         var found = readable(after: index)
@@ -268,9 +264,7 @@ package actor FileSetSource: MessageSource {
                 let digest: [UInt8]
                 do {
                     digest = try body.sha256()
-                } catch {
-                    throw MessageInput.Failure(kind: .noInput, userMessage: "\(error)")
-                }
+                } catch { throw MessageInput.Failure(kind: .noInput, userMessage: "\(error)") }
                 message = OutgoingMessage(body: body, digest: digest, file: SentFileAttributes(
                     name: entry.name, modificationSeconds: Int64(status.st_mtim.tv_sec),
                     modificationNanoseconds: UInt32(clamping: status.st_mtim.tv_nsec)))

@@ -87,9 +87,7 @@ package enum MessageInput: Sendable, Equatable {
         let status: stat
         do {
             (message, status) = try OutgoingMessage.ofFile(at: path)
-        } catch {
-            throw Failure(kind: .noInput, userMessage: error.description)
-        }
+        } catch { throw Failure(kind: .noInput, userMessage: error.description) }
         if message.byteCount == 0 && !allowEmpty {
             throw Failure(kind: .dataError, userMessage:
                 "the message is empty (\(source) gave 0 bytes); pass --allow-empty to send an empty message")
@@ -105,9 +103,7 @@ package enum MessageInput: Sendable, Equatable {
         let descriptor: FileDescriptor
         do {
             descriptor = try FileDescriptor.open(FilePath(path), .readOnly, options: [.closeOnExec])
-        } catch {
-            throw Failure(kind: .noInput, userMessage: "cannot open '\(path)': \(describe(error))")
-        }
+        } catch { throw Failure(kind: .noInput, userMessage: "cannot open '\(path)': \(describe(error))") }
         var status = stat()
         if fstat(descriptor.rawValue, &status) == 0, (status.st_mode & S_IFMT) == S_IFDIR {
             try? descriptor.close()

@@ -44,13 +44,10 @@ package struct FileDescriptorSink: MessageSink {
                 let piece: [UInt8]
                 do {
                     piece = try body.bytes(in: offset..<min(body.count, offset + (1 << 20)))
-                } catch {
-                    throw SinkFailure(.ioError, "cannot read back the message for \(name): \(error)")
-                }
+                } catch { throw SinkFailure(.ioError, "cannot read back the message for \(name): \(error)") }
                 offset += piece.count
                 if escapes {
-                    // Escaped whole characters only: a UTF-8 sequence cut at the piece's end
-                    // waits for the next piece.
+                    // Escaped whole characters only: a UTF-8 sequence cut at the piece's end waits for the next piece.
                     let (whole, rest) = Self.splitAtCharacterBoundary(carried + piece, final: offset >= body.count)
                     carried = rest
                     try Self.writeAll(Self.terminalBytes(whole), to: fileDescriptor, name: name)
@@ -62,9 +59,8 @@ package struct FileDescriptorSink: MessageSink {
         return nil
     }
 
-    /// Large framed messages come into an unnamed temporary file (`MessageInput`'s holding
-    /// directory), written as they arrive, and are copied out once verified: no size costs
-    /// memory, and nothing unverified reaches the descriptor.
+    /// Large framed messages come into an unnamed temporary file (`MessageInput`'s holding directory), written as they
+    /// arrive, and are copied out once verified: no size costs memory, and nothing unverified reaches the descriptor.
     package var partialPayloadStore: (any PartialPayloadStore)? { HeldPartialFiles(directory: MessageInput.holdingDirectory()) }
 
     /// The holding directory keeps the default reserve free (`--reserve`'s default), as an output directory does: a
@@ -105,8 +101,7 @@ package struct FileDescriptorSink: MessageSink {
                 bytes.withUnsafeBytes { buffer in write(fd, buffer.baseAddress! + offset, buffer.count - offset) }
             }
             switch outcome {
-            case .completed(let written):
-                offset += written
+            case .completed(let written): offset += written
             case .wouldBlock:
                 // A non-blocking descriptor (a terminal or pipe someone else set up): wait
                 // until it takes more instead of dropping bytes.
@@ -121,8 +116,7 @@ package struct FileDescriptorSink: MessageSink {
     }
 }
 
-/// Partial files for messages of 256 KiB or more, in `directory`, unnamed (unlinked at once):
-/// gone with the process whatever ends it.
+/// Partial files for messages of 256 KiB or more, in `directory`, unlinked at once: gone with the process.
 struct HeldPartialFiles: PartialPayloadStore {
     let directory: String
     var threshold: UInt64 = OutputDirectory.partialFileThreshold

@@ -47,8 +47,7 @@ package struct IncomingPayload: Sendable {
         count = max(count, offset + bytes.count)
     }
 
-    /// Copies `held` (a checkpoint: the message's first bytes) to offset 0, off the shared
-    /// thread pool, and returns their SHA-256 state.
+    /// Copies `held` (a checkpoint: the first bytes) to offset 0, off the shared pool; returns their SHA-256 state.
     package mutating func copyCheckpoint(_ held: MessagePayload) async throws(PayloadReadError) -> RunningDigest {
         var digest = RunningDigest()
         var offset = 0

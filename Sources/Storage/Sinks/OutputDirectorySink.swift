@@ -19,9 +19,7 @@ package struct OutputDirectorySink: MessageSink {
         spooledCopy = SpooledCopy(resumeSpool, beside: path.string)
         do {
             directory = try OutputDirectory(path: path)
-        } catch {
-            throw Self.failure(error)
-        }
+        } catch { throw Self.failure(error) }
     }
 
     /// The statuses the docs give: 73 a directory that cannot be made (or a file where it

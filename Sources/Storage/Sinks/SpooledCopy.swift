@@ -24,7 +24,5 @@ package struct SpooledCopy: Sendable {
     }
 
     /// The bytes it still writes once `received` have come.
-    package func bytes(announced: Int, received: Int) -> Int {
-        max(0, bytes(announced: announced) - received)
-    }
+    package func bytes(announced: Int, received: Int) -> Int { max(0, bytes(announced: announced) - received) }
 }

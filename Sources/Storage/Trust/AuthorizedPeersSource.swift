@@ -55,9 +55,7 @@ package final class AuthorizedPeersSource: Sendable {
                 let read = try AuthorizedPeers.readText(from: path)
                 state.stamp = read.stamp
                 let peers = try AuthorizedPeers(parsing: read.text, path: path)
-                if peers.peers.isEmpty {
-                    logger.warning("\(path) lists no peer now: every peer is refused")
-                }
+                if peers.peers.isEmpty { logger.warning("\(path) lists no peer now: every peer is refused") }
                 state.peers = Self.inForce(peers, acceptsAnyKey: acceptsAnyKey, restriction: restriction)
                 if restriction != nil && state.peers.peers.isEmpty && !peers.peers.isEmpty {
                     logger.warning("\(path) no longer lists the peer asked for: every peer is refused")
