@@ -29,9 +29,8 @@ package enum ByteSize {
     }
 }
 
-/// Checks shared by every size and duration option of `send`, `receive` and `daemon`, so
-/// that no value a user can type reaches arithmetic that traps (`Duration.milliseconds` of a
-/// huge `Double`, `header + limit` near `Int.max`) or an allocation the machine cannot make.
+/// Checks shared by every size and duration option of `send`, `receive` and `daemon`: no typed value reaches arithmetic
+/// that traps (`Duration.milliseconds` of a huge `Double`, `header + limit` near `Int.max`) or a failing allocation.
 package enum OptionValidation {
     /// The longest duration any option takes: a year; never meant longer, and far below `Duration`'s overflow.
     package static let maximumSeconds: Double = 366 * 24 * 3600

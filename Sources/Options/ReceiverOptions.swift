@@ -62,8 +62,7 @@ package struct ReceiverOptions: Sendable {
         StorageLimits(reserveBytes: reserve ?? StorageLimits.defaultReserveBytes, quotaBytes: quotaBytes, quotaFiles: quotaFiles)
     }
 
-    /// The central's configuration with these options applied. Call `validate()` first: a
-    /// value it would refuse is left at the configuration's default here.
+    /// The central's configuration with these options; call `validate()` first (a refused value stays the default).
     package func configuration(messageCount: Int?, stopOnCorruptMessage: Bool) -> CentralConfiguration {
         let idle = idleTimeout.flatMap { try? OptionValidation.duration($0, option: "--idle-timeout") }
         var configuration = CentralConfiguration(

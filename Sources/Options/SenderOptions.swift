@@ -46,8 +46,7 @@ package struct SenderOptions: Sendable {
         if let unsubscribeTimeout { _ = try OptionValidation.duration(unsubscribeTimeout, option: "--unsubscribe-timeout") }
     }
 
-    /// The peripheral's configuration with these options applied. Call `validate()` first: a
-    /// value it would refuse is left at the configuration's default here.
+    /// The peripheral's configuration with these options; call `validate()` first (a refused value stays the default).
     package var configuration: PeripheralConfiguration {
         var configuration = PeripheralConfiguration(
             adapterName: adapterName, serviceUUID: serviceUUID, characteristicUUID: characteristicUUID,

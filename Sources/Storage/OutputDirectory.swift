@@ -83,8 +83,7 @@ package struct OutputDirectory: Sendable {
         return code.map { String(describing: Errno(rawValue: $0)) } ?? error.localizedDescription
     }
 
-    /// The extended attribute naming the key of the sender the secure mode authenticated: its
-    /// public key line (`getfattr -n user.bletransfer.sender FILE`).
+    /// The extended attribute holding the authenticated sender's key line (`getfattr -n user.bletransfer.sender FILE`).
     package static let senderAttribute = "user.bletransfer.sender"
 
     /// Writes `payload` as a new file named after `baseName` and returns its path. The file appears complete or not
@@ -185,8 +184,7 @@ package struct OutputDirectory: Sendable {
         }
     }
 
-    /// The sender's key and mtime, then the data on disk, before the name appears: else a crash could leave a
-    /// complete-looking name over an empty file.
+    /// Sender's key and mtime, then data on disk, before the name: a crash must not leave a name over an empty file.
     private static func finish(_ fd: Int32, sender: String?, modificationTime: timespec?) throws(Errno) {
         if let sender {
             // Best effort: tmpfs before Linux 6.6 and some mounts lack user xattrs; the event and log name the sender.

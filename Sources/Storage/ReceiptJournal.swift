@@ -75,9 +75,8 @@ package final class ReceiptJournal: Sendable {
         var descriptor: Int32 = -1
     }
 
-    /// The journal of the output directory `directory`, kept in `stateDirectory` (the resume spool's) under a name
-    /// derived from the directory's absolute path. An unreadable or malformed file counts as empty: the journal only
-    /// ever prevents duplicates, never a delivery.
+    /// The journal of the output directory `directory`, in `stateDirectory` (the spool's), named from its absolute
+    /// path. An unreadable or malformed file counts as empty: it only prevents duplicates, never a delivery.
     package init(directory: String, stateDirectory: String, retention: Duration = ReceiptJournal.defaultRetention,
                 clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }) {
         self.directory = directory
@@ -165,8 +164,7 @@ package final class ReceiptJournal: Sendable {
         }
     }
 
-    /// Where an earlier visit stored this message, if it did (see the type's description);
-    /// nil when it must be stored. An entry found stays until `forget`.
+    /// Where an earlier visit stored this message (see the type); nil: store it. An entry found stays until `forget`.
     package func earlierCopy(sender: String, digest: String, size: Int, excludingVisit visit: String) -> String? {
         let candidates = state.withLock { current in
             current.entries.filter { $0.sender == sender && $0.digest == digest && $0.size == size && $0.visit != visit }

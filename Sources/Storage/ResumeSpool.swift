@@ -71,9 +71,8 @@ package final class ResumeSpool: Sendable {
     package let bounds: Bounds
     /// The spool's file system (`st_dev`): a message stored on it also needs room for the spool's copy (`SpooledCopy`).
     package let device: UInt64
-    /// Serializes the file operations of the sessions sharing this spool (one central runs one
-    /// session at a time, but the daemon's supervisor may overlap a closing and a new one), and
-    /// holds the bytes all entries hold, counted from the last listing on.
+    /// Serializes file operations of the sessions sharing this spool (a central runs one at a time; the daemon's
+    /// supervisor may overlap a closing and a new one); holds all entries' bytes, counted since the last listing.
     private let lock = Mutex(0)
 
     /// Creates `directory` (and missing parents, 0700) and cleans it.
@@ -98,17 +97,14 @@ package final class ResumeSpool: Sendable {
         clean(now: now)
     }
 
-    /// The default for `receive`: `$XDG_STATE_HOME/bletransfer/spool`, or
-    /// `~/.local/state/bletransfer/spool` when XDG_STATE_HOME is unset or not absolute.
+    /// `receive`'s default: `$XDG_STATE_HOME/bletransfer/spool` (set, absolute), else under `~/.local/state`.
     package static func defaultInteractiveDirectory(environment: [String: String], homeDirectory: String) -> String {
         if let state = environment["XDG_STATE_HOME"], state.hasPrefix("/") { return state + "/bletransfer/spool" }
         return homeDirectory + "/.local/state/bletransfer/spool"
     }
 
-    /// The default for the daemon run by the service user: the unit's StateDirectory
-    /// `bletransfer/spool` (beside the inbox, never inside it).
+    /// The default for the daemon's service user: its StateDirectory `bletransfer/spool` (beside the inbox, not in it).
     package static let serviceDaemonDirectory = "/var/lib/bletransfer/spool"
-
 
     /// The file name of an entry: sender key (or `plain`), SHA-256 and length, all hex or decimal.
     static func entryName(sender: PeerKey?, digest: [UInt8], length: UInt64) -> String {
@@ -119,8 +115,7 @@ package final class ResumeSpool: Sendable {
         directory + "/" + Self.entryName(sender: sender, digest: header.digest, length: header.payloadLength)
     }
 
-    /// The bytes held for this message as an open file, read in pieces (empty: no entry);
-    /// a stale or oversized entry is removed instead.
+    /// This message's bytes held, as an open file read in pieces (empty: none); a stale or oversized entry is removed.
     package func heldPrefixFile(sender: PeerKey?, header: MessageHeader) -> MessagePayload {
         lock.withLock { used in
             let path = path(sender: sender, header: header)
@@ -136,9 +131,8 @@ package final class ResumeSpool: Sendable {
         }
     }
 
-    /// Appends `bytes` at `offset` of the message's entry (created 0600 at offset 0). Bytes
-    /// that would not fit the spool's bound are not kept: the checkpoint stays shorter. An
-    /// `offset` other than the entry's length (a gap, or bytes held already) leaves it as is.
+    /// Appends `bytes` at `offset` of the message's entry (created 0600 at 0). Bytes past the spool's bound are not
+    /// kept: the checkpoint stays shorter. An `offset` other than the entry's length (gap, bytes held) changes nothing.
     package func append(sender: PeerKey?, header: MessageHeader, offset: Int, bytes: [UInt8]) {
         guard !bytes.isEmpty else { return }
         lock.withLock { used in

@@ -103,9 +103,7 @@ package final class Central: Sendable {
     private func work(on adapter: Adapter, sink: any MessageSink) async -> WorkOutcome {
         var scanFailures = 0
         while !Task.isCancelled && !GracefulStop.isRequested {
-            if let wanted = configuration.messageCount, progressState.receivedSnapshot >= wanted {
-                return .finished
-            }
+            if let wanted = configuration.messageCount, progressState.receivedSnapshot >= wanted { return .finished }
             let found: (Device, PeerDescription)
             do {
                 found = try await discoverPeer(on: adapter)
@@ -153,9 +151,7 @@ package final class Central: Sendable {
             // One send's session: a sender that has given its last message may close the link rather than the
             // session. Whatever ended a visit that stored messages, the run has what that send offered; a sender that
             // still holds files keeps them for the next `receive` (nothing is acknowledged that was not stored).
-            if configuration.messageCount == nil, configuration.endsWithSendersSession, storedSome {
-                return .finished
-            }
+            if configuration.messageCount == nil, configuration.endsWithSendersSession, storedSome { return .finished }
             let severe: Bool = switch failure {
             case .unsuitable, .refused: true
             default: false
@@ -206,9 +202,8 @@ package final class Central: Sendable {
         }
     }
 
-    /// HELLO and ACK go as write requests when the characteristic takes them: the reply then
-    /// means the peripheral has the value (the HELLO before we subscribe, the ACK before we
-    /// disconnect). Apple's characteristic offers only write-without-response.
+    /// HELLO and ACK go as write requests when the characteristic takes them: the reply means the peripheral has the
+    /// value (HELLO before we subscribe, ACK before we disconnect). Apple's offers write-without-response only.
     static func writeType(for flags: [GATTCharacteristicFlag]) -> GATTWriteType? {
         if flags.contains(.write) { return .request }
         if flags.contains(.writeWithoutResponse) { return .command }

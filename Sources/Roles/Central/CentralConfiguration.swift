@@ -47,11 +47,10 @@ package struct CentralConfiguration: Sendable {
     package var stopOnCorruptMessage: Bool
     /// How long the link stays up after an ACK sent as a write command (no completion exists) before disconnecting.
     package var acknowledgementSettle: Duration
-    /// The framed protocol's keys (it is always encrypted). With `requiresSecure`, a peer that
-    /// does not complete it gets nothing and nothing of it is stored.
+    /// The framed protocol's keys (it is always encrypted). With `requiresSecure`, a peer that does not complete it
+    /// gets nothing and nothing of it is stored.
     package var secureMode: SecureModePolicy = .unauthenticated()
-    /// Where checkpoints of unfinished secure messages are kept so that the next visit
-    /// resumes them (docs/wire-v2.md section 5); nil: `resume` is not offered.
+    /// Where unfinished secure messages keep checkpoints for the next visit (docs/wire-v2.md §5); nil: no `resume`.
     package var resumeSpool: ResumeSpool?
     /// After the last wanted message: the most the run waits for `RemoveDevice` to be on the bus (bluetoothd finishes
     /// the disconnection and the removal on its own; well under a millisecond unless the bus stalls).
@@ -74,8 +73,7 @@ package struct CentralConfiguration: Sendable {
 
     /// Default `--min-rate`: 128 bytes/s, a twentieth of the slowest link measured in the lab.
     package static let defaultMinimumRate = 128
-    /// How long a transfer may run before `minimumRate` applies: connection set-up, MTU
-    /// exchange and the first values take a few seconds on a slow link.
+    /// How long before `minimumRate` applies: set-up, MTU exchange and first values take seconds on a slow link.
     package static let defaultRateGrace: Duration = .seconds(20)
 
     package init(adapterName: String? = nil,

@@ -117,8 +117,7 @@ extension Central {
         }
     }
 
-    /// Keeps a secure message's bytes where its sink wants them (a partial file, or memory);
-    /// nil when kept, or the answer that ends the visit.
+    /// Keeps a secure message's bytes as its sink wants (partial file, memory); nil, or the answer ending the visit.
     private func keep(_ work: MessageAssembly.PayloadWork, in incoming: inout IncomingPayload?,
                       sink: any MessageSink) async -> ReceiverVisit.Input? {
         do throws(PayloadReadError) {
@@ -157,9 +156,8 @@ extension Central {
         return nil
     }
 
-    /// Stores a complete, verified message unless an earlier run stored it (the receipt journal
-    /// knows). What is about to be stored is on disk first (the journal), so that no crash makes
-    /// it stored twice. A message the sink refuses is a refusal: no ACK, the sender keeps it.
+    /// Stores a complete, verified message unless an earlier run did (the receipt journal knows), journalled on disk
+    /// first so no crash stores it twice. A message the sink refuses is a refusal: no ACK, the sender keeps it.
     private func store(_ message: ReceivedMessage, sender: String, from peer: PeerDescription,
                        sink: any MessageSink) async throws -> ReceiverVisit.StoreOutcome {
         let journal = configuration.receiptJournal

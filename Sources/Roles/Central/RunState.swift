@@ -3,7 +3,6 @@ import Machines
 import Synchronization
 import Trust
 
-
 /// Run-wide bookkeeping shared by the supervisor and the work task.
 final class RunState: Sendable {
     private struct Inner {
@@ -12,8 +11,7 @@ final class RunState: Sendable {
         var sequence = 0
         var fallbackNoticed = false
         var unauthenticatedNoticed = false
-        /// Per peer address, the last messages whose ACK was not confirmed: each visit takes its
-        /// sender's and hands them back.
+        /// Per peer address, the last messages with unconfirmed ACKs: each visit takes its sender's, gives them back.
         var stored = StoredMessages()
         var visit = ""
         /// Per sender address, the channel its last visit opened.
@@ -58,8 +56,7 @@ final class RunState: Sendable {
 
     func beginVisit() { inner.withLock { $0.visit = UUID().uuidString } }
 
-    /// The messages of `address` stored earlier whose ACK was not confirmed, for a visit to it
-    /// (which hands back what it remembers then, `putStoredMessages`).
+    /// Stored messages of `address` with unconfirmed ACKs, for a visit to it (it hands back what it remembers then).
     func takeStoredMessages(of address: String) -> [UnacknowledgedMessage] {
         inner.withLock { $0.stored.take(address) }
     }

@@ -5,10 +5,9 @@ import Machines
 import Transfer
 import Trust
 
-/// How two hosts running `bletransfer pair` find each other (docs/pairing.md): each listens on
-/// an LE credit-based L2CAP channel, advertises the pairing service with a random token and the
-/// channel's PSM in manufacturer data, and scans for the same service. The host with the larger
-/// token connects; the other accepts. Symmetric, so the person types the same command on both.
+/// How two hosts running `bletransfer pair` find each other (docs/pairing.md): each listens on an LE credit-based L2CAP
+/// channel, advertises the pairing service with a random token and the PSM in manufacturer data, and scans for it. The
+/// larger token connects, the other accepts: the person types the same command on both.
 package struct PairingRendezvous: Sendable {
     /// Company ID 0xFFFF: not assigned to any company, for tests and unregistered use.
     package static let manufacturerID: UInt16 = 0xFFFF
@@ -102,9 +101,7 @@ package struct PairingRendezvous: Sendable {
         let listener: any ChannelListener
         do {
             listener = try transport.listen(adapter: local.address, addressType: addressType, receiveMTU: Self.receiveMTU)
-        } catch {
-            throw RoleFailure(.unavailable, "cannot listen for the other host on an L2CAP channel: \(error)")
-        }
+        } catch { throw RoleFailure(.unavailable, "cannot listen for the other host on an L2CAP channel: \(error)") }
         defer { listener.close() }
         guard (0x0080...0x00FF).contains(listener.psm) else {
             throw RoleFailure(.software, "the kernel gave PSM \(listener.psm), not an LE dynamic one")

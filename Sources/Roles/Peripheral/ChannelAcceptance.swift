@@ -66,9 +66,8 @@ extension Peripheral {
         }
     }
 
-    /// How long a channel's central may take to show as connected in bluetoothd's objects. A
-    /// central that opens the channel as soon as its link is up (one that knows our PSM from an
-    /// earlier visit) can be faster than bluetoothd's report of the connection.
+    /// How long a channel's central may take to show as connected in bluetoothd's objects: one opening the channel as
+    /// soon as its link is up (knowing our PSM from a visit) can beat bluetoothd's report of it.
     static let connectionReportWait: Duration = .seconds(3)
 
     /// The connected device that opened `accepted`: the kernel names the central's address,

@@ -10,8 +10,7 @@ import Machines
 /// characteristic with indications and writing each value only after bluetoothd reported the previous confirmation
 /// keeps the order on any number of bearers, at one round trip per value.
 package enum CompatDelivery: String, Sendable, CaseIterable {
-    /// Indications when this host's bluetoothd may open several ATT bearers, notifications
-    /// when it runs one (`[GATT] Channels = 1`: the link cannot reorder).
+    /// Indications when bluetoothd may open several ATT bearers, else notifications (`[GATT] Channels = 1`: in order).
     case automatic = "auto"
     /// Notifications, as Apple's sample: fastest, in order only over a single ATT bearer.
     case notifications = "notify"

@@ -68,13 +68,10 @@ struct PropertiesChangedNotificationChannel: NotificationChannel {
         }
     }
 
-    /// Every value was emitted on the bus once `send` returned; that is all "written" can mean
-    /// here, even if BlueZ stopped the subscription since.
+    /// Every value was on the bus once `send` returned: all "written" can mean here, even if BlueZ stopped since.
     func drain() async throws {}
 
     var isDrained: Bool { true }
 
     func close() { closed.set() }
 }
-
-

@@ -354,8 +354,7 @@ package final class Peripheral: Sendable {
         }
     }
 
-    /// What a failure while serving means: bluetoothd or the adapter going away is waited
-    /// out (the state stream reports it); anything else ends the run.
+    /// A failure while serving: Bluetooth going away is waited out (the state stream says so); else the run ends.
     private func classify(_ error: any Error, adapter: Adapter) -> ServingOutcome {
         if error is CancellationError { return .interrupted }
         if !session.serviceState.isRunning || adapter.properties?.powered != true {

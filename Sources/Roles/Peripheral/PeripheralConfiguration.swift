@@ -33,21 +33,18 @@ package struct PeripheralConfiguration: Sendable {
     package var helloCapacity: Int
     /// How often, at most, a `.progress` event is emitted during a transfer.
     package var progressInterval: Duration
-    /// How long a framed central has after `EOM` to acknowledge; then it is dropped (disconnected) and advertising
-    /// resumes. `send --ack-timeout`.
+    /// How long a framed central has after `EOM` to ACK before it is dropped and advertising resumes (`--ack-timeout`).
     package var acknowledgementTimeout: Duration
     /// How long a compat central has after `EOM` was written to unsubscribe (and a framed one after its ACK); then it
     /// is dropped and the message is not counted. `send --unsubscribe-timeout`.
     package var unsubscribeTimeout: Duration
-    /// The slowest a subscriber may take a message, in bytes per second: a central that stays subscribed but stops
-    /// reading (no credits, no link-layer acknowledgements) holds the sender at most `transferTimeFloor` plus the
-    /// message at this rate; 0: no floor. `send --min-rate`.
+    /// The slowest a subscriber may take a message, in bytes/s: a central subscribed but not reading (no credits or
+    /// link-layer ACKs) holds the sender ≤ `transferTimeFloor` plus the message at this rate; 0: none. `--min-rate`.
     package var minimumTransferRate: Int
     /// Added to every subscription's deadline (connection set-up, the first values).
     package var transferTimeFloor: Duration
-    /// Notifications or confirmed indications for Apple-flow centrals (`send --compat-delivery`). With indications,
-    /// Apple's characteristic carries them and a second characteristic (`TransferUUIDs.framedCharacteristic`) keeps
-    /// notifications for bletransfer centrals.
+    /// Notifications or confirmed indications for Apple-flow centrals (`send --compat-delivery`); with indications on
+    /// Apple's characteristic, a second one (`TransferUUIDs.framedCharacteristic`) notifies bletransfer centrals.
     package var compatDelivery: CompatDelivery
     /// The longest value sent, below the link's (ATT MTU − 3; nil: that); Apple's sends 20 bytes. `send --value-size`.
     package var valueSizeLimit: Int?
@@ -116,9 +113,7 @@ package struct PeripheralConfiguration: Sendable {
     }
 
     package static let defaultLocalName = "bletransfer"
-    /// A framed session's fairness rule: at most 256 messages or 4 MiB of payload keep a central arriving meanwhile
-    /// waiting (on a slow link as on a fast one).
+    /// Framed-session fairness: at most 256 messages or 4 MiB keep a newly arrived central waiting, at any speed.
     package static let defaultSessionMessageLimit = 256
     package static let defaultSessionByteLimit = 4 << 20
 }
-

@@ -21,8 +21,7 @@ enum PeripheralFailure {
             case .notPermitted where message.lowercased().contains("maximum"):
                 return RoleFailure(.unavailable,
                     "the adapter has no free advertising slot (another program is advertising): \(bluetooth.description)")
-            case .notAuthorized:
-                return RoleFailure(.permissionDenied, "bluetoothd refused: \(bluetooth.description)")
+            case .notAuthorized: return RoleFailure(.permissionDenied, "bluetoothd refused: \(bluetooth.description)")
             case .alreadyExists:
                 return RoleFailure(.software, "bluetoothd says our objects are already registered: \(bluetooth.description)")
             case .invalidLength:

@@ -103,8 +103,7 @@ actor SubscriptionServer {
         offered = message.map { SenderConnection.Offer($0, sequence: sequence) }
     }
 
-    /// A message is offered to the next subscriber (after a multi session counted its last
-    /// message, none is until the engine offers one).
+    /// A message is offered to the next subscriber (none after a multi session counted its last, until the next offer).
     var hasOffer: Bool { offered != nil }
 
     // MARK: Calls from BlueZ
@@ -229,8 +228,7 @@ actor SubscriptionServer {
         }
     }
 
-    /// Ends everything: the adapter left `poweredOn`, or the run is over. A transfer under way
-    /// is aborted (nothing counted); returns once its connection ended.
+    /// Ends everything (adapter left `poweredOn`, run over); aborts a transfer under way, uncounted, and awaits it.
     func shutDown(reason: String) async {
         guard !isShutDown else { return }
         isShutDown = true
@@ -245,9 +243,8 @@ actor SubscriptionServer {
 
     // MARK: Connections
 
-    /// The central at `device` (or the only one) ended its subscription from its side; we stop
-    /// sending at once (the device is gone, or BlueZ stopped a PropertiesChanged subscription).
-    /// What bluetoothd had taken by then is read before the channel is closed.
+    /// The central at `device` (or the only one) ended its subscription; we stop sending at once (the device is gone,
+    /// or BlueZ stopped a PropertiesChanged subscription). What bluetoothd took is read before closing.
     private func hungUp(_ serving: Serving, reason: String) {
         serving.inputs.yield(.hungUp(reason: reason, drainedWhenClosed: serving.link.channel.isDrained))
     }
@@ -316,9 +313,8 @@ actor SubscriptionServer {
         }
     }
 
-    /// A connection ended: the characteristic is free, and what it delivered is offered no
-    /// more (until the engine offers the next message, a new subscriber must not receive and
-    /// count it again); a message it took from the source stays offered.
+    /// A connection ended: the characteristic is free, and what it delivered is offered no more (a new subscriber must
+    /// not get and count it again before the next offer); a message it took from the source stays offered.
     private func ended(_ outcome: ConnectionOutcome) {
         guard current?.id == outcome.id else { return }
         current = nil

@@ -164,7 +164,6 @@ struct ManagerInputTranslator: Sendable {
 }
 
 extension ManagerTransition {
-    /// The role event that reports this transition.
     package var roleEvent: RoleEvent { .stateChanged(from: from, to: to, detail: reason?.description) }
 
     /// What a command should do when this is the first state it sees: states waiting will not change (no bluetoothd, no

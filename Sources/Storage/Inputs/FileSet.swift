@@ -20,9 +20,8 @@ package struct FileSet: Sendable, Equatable {
         package var path: String
         /// The name it is sent under: one component, or a relative path for a tree's file.
         package var name: String
-        /// A tree's file: the directory given on the command line (followed, as `cp` does) and
-        /// the components below it (never followed: opened one by one relative to the last,
-        /// `openat` with `O_NOFOLLOW`). Nil for a path given on the command line.
+        /// A tree's file: the directory given on the command line (followed, as `cp` does) and the components below
+        /// (never followed: each opened relative to the last, `openat` `O_NOFOLLOW`). Nil for a path given as is.
         package var tree: (root: String, components: [String])?
         /// Device and inode as the walk found the file: what is opened when its turn comes must
         /// be that file, not one swapped in under its name since.
@@ -82,8 +81,7 @@ package struct FileSet: Sendable, Equatable {
         return set
     }
 
-    /// The name a directory's files start with: its last component (the real one for `.` or
-    /// `..`); nil for `/`, whose files are named from the root down.
+    /// A directory's files' name prefix: its last component (the real one for `.`, `..`); nil for `/` (from root).
     static func baseName(ofDirectory path: String) -> String? {
         var last = FilePath(path).lastComponent?.string
         if last == nil || last == "." || last == ".." {

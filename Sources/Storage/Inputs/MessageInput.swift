@@ -10,8 +10,7 @@ import Glibc
 import Musl
 #endif
 
-/// Where `send` takes its message from, and the rules for reading it: binary-safe, bounded by
-/// the transfer limit, with one-line failures a user can act on.
+/// Where `send` takes its message from, and how: binary-safe, within the transfer limit, failing in one line.
 package enum MessageInput: Sendable, Equatable {
     /// The MESSAGE argument, sent as its UTF-8 bytes.
     case argument(String)
@@ -112,17 +111,15 @@ package enum MessageInput: Sendable, Equatable {
         return descriptor
     }
 
-    /// Where a stream is held while it is sent: `$TMPDIR` when set, else `/var/tmp` (on disk
-    /// on most systems, where `/tmp` may be memory), else `/tmp`.
+    /// Where a stream is held while sent: `$TMPDIR`, else `/var/tmp` (on disk where `/tmp` may be memory), else `/tmp`.
     public static func holdingDirectory(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
         if let directory = environment["TMPDIR"], directory.hasPrefix("/") { return directory }
         return access("/var/tmp", W_OK | X_OK) == 0 ? "/var/tmp" : "/tmp"
     }
 
-    /// A stream (standard input, a FIFO) read to its end into an unnamed temporary file, a piece at a time: any size,
-    /// in constant memory, then sent from that file as a regular file is (the protocol announces the length and
-    /// SHA-256 before the first byte, so the stream must be whole first). The file has no name (unlinked at once):
-    /// nothing is left behind, whatever ends the run.
+    /// A stream (standard input, a FIFO) read to its end into an unnamed temporary file piece by piece: any size, in
+    /// constant memory, then sent from it as a regular file is (the protocol announces length and SHA-256 before the
+    /// first byte, so the stream must be whole first). Unlinked at once: nothing is left behind, whatever ends the run.
     static func spooled(_ descriptor: FileDescriptor, what: String, allowEmpty: Bool, source: String,
                         directory: String = holdingDirectory()) throws(Failure) -> OutgoingMessage {
         var template = Array((directory + "/.bletransfer-stdin-XXXXXX").utf8CString)
@@ -165,9 +162,7 @@ package enum MessageInput: Sendable, Equatable {
         let body = MessagePayload(file: PayloadFile(descriptor: held, path: what), count: total)
         do {
             return OutgoingMessage(body: body, digest: try body.sha256())
-        } catch {
-            throw Failure(kind: .ioError, userMessage: "cannot read back \(what) from \(directory): \(error)")
-        }
+        } catch { throw Failure(kind: .ioError, userMessage: "cannot read back \(what) from \(directory): \(error)") }
     }
 
     private static func tooLarge(_ size: Int?, limit: Int, what: String) -> Failure {

@@ -18,9 +18,8 @@ package protocol MessageSource: Sendable {
     /// `message` (the one `current()` returned) was delivered to `peer`; the next call to `current()` moves on.
     func markDelivered(_ message: OutgoingMessage, summary: MessageSummary, to peer: PeerDescription?) async
 
-    /// After `markDelivered`: the next message if one is ready now, without waiting (nil: none
-    /// now). A secure session that carries several messages (`multi`) sends it in the same
-    /// subscription; otherwise the session closes and `current()` is asked as usual.
+    /// After `markDelivered`: the next message if ready now, without waiting (nil: none). A secure session carrying
+    /// several (`multi`) sends it in the same subscription; else the session closes and `current()` is asked.
     func nextAvailableNow() async -> OutgoingMessage?
 
     /// While the message `current()` (or `nextAvailableNow()`) returned is still awaiting its ACK: the message that

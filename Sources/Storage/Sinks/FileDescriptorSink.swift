@@ -25,9 +25,8 @@ package struct FileDescriptorSink: MessageSink {
         self.escapesForTerminal = escapesForTerminal ?? (isatty(fileDescriptor) == 1)
     }
 
-    /// Writes on ``BlockingCalls/waits``' thread: a reader that stops reading blocks the write
-    /// (or, on a non-blocking descriptor, the wait for room) for as long as it likes, and must
-    /// not hold a thread of the cooperative pool, nor one of the storage calls, meanwhile.
+    /// Writes on ``BlockingCalls/waits``' thread: a reader that stops reading blocks the write (or, non-blocking, the
+    /// wait for room) as long as it likes, and must not hold a cooperative-pool thread, nor a storage call, meanwhile.
     package func store(_ message: ReceivedMessage, sequence: Int, from peer: PeerDescription?) async throws -> String? {
         let (fileDescriptor, name, escapes) = (fileDescriptor, name, escapesForTerminal)
         let body = message.body

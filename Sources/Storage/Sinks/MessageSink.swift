@@ -18,9 +18,8 @@ package protocol MessageSink: Sendable {
     /// keep a copy beside it while it arrives, which the reserve counts when both are on one file system.
     func admissionRefusal(announced: Int) -> StorageRefusal?
 
-    /// Why the rest of a message arriving (`announced` bytes in all, when known; `received`
-    /// so far) can no longer be written without eating into the reserve: asked before every
-    /// write, since the disk fills under other writers too. Cheap (one `statvfs`).
+    /// Why the rest of a message (`announced` bytes in all, if known; `received` so far) cannot be written without
+    /// eating into the reserve: asked before every write, as others fill the disk too. Cheap (one `statvfs`).
     func writeRefusal(announced: Int?, received: Int) -> StorageRefusal?
 
     /// Where a framed message's bytes are written as they come, so that storing it is a link

@@ -22,8 +22,7 @@ package struct OutputDirectorySink: MessageSink {
         } catch { throw Self.failure(error) }
     }
 
-    /// The statuses the docs give: 73 a directory that cannot be made (or a file where it
-    /// should be), 77 one this user may not write into, 74 anything else.
+    /// Statuses as documented: 73 a directory not makeable (or a file in its place), 77 one not writable, 74 the rest.
     static func failure(_ error: OutputDirectoryError) -> SinkFailure {
         let kind: FailureKind = switch error {
         case .notADirectory, .cannotCreate: .cannotCreate

@@ -7,9 +7,8 @@ import SystemCalls
 import SystemPackage
 import Transfer
 
-/// Writes one message to a named file (`--output PATH`), atomically: the bytes go to a hidden
-/// temporary file in the same directory, are flushed to disk, and only then renamed over the
-/// target, so the path holds the previous content or the whole new message, never a part.
+/// Writes one message to a named file (`--output PATH`) atomically: bytes go to a hidden temporary file beside it, are
+/// flushed, then renamed over the target: it holds the old content or the whole message, never a part.
 package struct SingleFileSink: MessageSink {
     package let path: FilePath
 

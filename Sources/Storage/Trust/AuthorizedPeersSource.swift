@@ -20,8 +20,7 @@ package final class AuthorizedPeersSource: Sendable {
     package let path: String
     /// Unlisted keys are let in too (a side that does not require authorized peers).
     private let acceptsAnyKey: Bool
-    /// Only these of the listed keys count (`send --to`, `receive --from`), whatever else the
-    /// file lists; removing one from the file still revokes it.
+    /// Only these listed keys count (`send --to`, `receive --from`); removing one from the file still revokes it.
     private let restriction: Set<PeerKey>?
     private let logger: Logger
     private let state: Mutex<State>
