@@ -19,9 +19,8 @@ enum DaemonReport: Sendable {
     case stopping(signal: Int32)
 }
 
-/// Turns `DaemonReport`s into log lines (swift-log, journald-friendly through `DaemonLogHandler`), systemd `STATUS=`
-/// updates, and with `--json` one JSON object per line on standard output. Confined to the one task that drains the
-/// report stream, so it keeps plain mutable state.
+/// Turns `DaemonReport`s into log lines (swift-log, journald-friendly via `DaemonLogHandler`), `STATUS=` updates and,
+/// with `--json`, JSON lines on stdout. Confined to the task draining reports: plain mutable state.
 struct DaemonReporter {
     private(set) var status: DaemonStatus
     private let logger: Logger
@@ -71,8 +70,7 @@ struct DaemonReporter {
                 logger.error("Bluetooth access denied", metadata: metadata)
             case .unsupported: logger.warning("Bluetooth unusable; waiting", metadata: metadata)
             case .poweredOn: logger.notice("Bluetooth on", metadata: metadata)
-            case .poweredOff, .resetting, .unknown:
-                logger.notice("Bluetooth not ready; waiting", metadata: metadata)
+            case .poweredOff, .resetting, .unknown: logger.notice("Bluetooth not ready; waiting", metadata: metadata)
             }
         case .advertising(let adapter, let name):
             var metadata: Logger.Metadata = ["adapter": "\(adapter)"]

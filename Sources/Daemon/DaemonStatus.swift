@@ -1,6 +1,5 @@
 import Transfer
 
-/// Which role a daemon plays.
 package enum DaemonRoleKind: String, Sendable, CaseIterable {
     /// The central: scans, receives, stores every message in the output directory.
     case receiver

@@ -103,8 +103,7 @@ package struct EventRenderer {
         }
         switch event {
         case .subscribed(let peer, _, _, _), .connected(let peer): currentPeer = peer
-        case .delivered, .received, .transferAborted, .centralDropped, .refused, .disconnected:
-            transferStarted = nil
+        case .delivered, .received, .transferAborted, .centralDropped, .refused, .disconnected: transferStarted = nil
         default: break
         }
         switch event {
@@ -281,9 +280,8 @@ package struct EventRenderer {
 
     // MARK: JSON
 
-    /// JSON encoders escape C0 controls but write C1 controls and bidi overrides as they
-    /// are; a terminal showing the line would act on them. They can only occur inside
-    /// strings, where `\uNNNN` means the same character, so the JSON value is unchanged.
+    /// JSON encoders escape C0 controls but write C1 controls and bidi overrides as they are, which a terminal would
+    /// act on. They occur only inside strings, where `\uNNNN` is the same character: the JSON value is unchanged.
     package static func jsonEscapingTerminalControls(_ json: String) -> String {
         guard json.unicodeScalars.contains(where: { SafeText.needsEscape($0) }) else { return json }
         var result = String.UnicodeScalarView()

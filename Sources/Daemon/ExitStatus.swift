@@ -24,7 +24,6 @@ package enum ExitStatus: Int32, Sendable, CaseIterable {
 }
 
 extension ExitStatus {
-    /// The failure kind (`FailureKind`'s raw value, the case's name) that ends with this status, for the JSON `error`
-    /// event's `kind`.
+    /// The failure kind ending with this status (`FailureKind`'s raw value: the case's name), as `error`'s `kind`.
     public var failureKindName: String { String(describing: self) }
 }

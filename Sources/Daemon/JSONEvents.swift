@@ -344,9 +344,7 @@ extension EventRenderer {
     package static func jsonLine(for event: RoleEvent, extras: JSONEventExtras = JSONEventExtras(),
                                 date: Date = Date()) -> String {
         let name = jsonName(for: event)
-        func line(_ payload: some Encodable) -> String {
-            JSONEvents.line(name, payload, extras: extras, date: date)
-        }
+        func line(_ payload: some Encodable) -> String { JSONEvents.line(name, payload, extras: extras, date: date) }
         switch event {
         case .stateChanged(let from, let to, let detail):
             return line(StateJSONEvent(from: from.rawValue, state: to.rawValue, detail: detail))
@@ -371,10 +369,8 @@ extension EventRenderer {
             return line(ReceivedJSONEvent(message: JSONMessage(summary), peer: .optional(peer),
                                           sender: summary.peerKey.map(JSONPeerKey.init), resumedFrom: summary.resumedFrom,
                                           name: summary.fileName, path: storedAt))
-        case .transferAborted(let peer, let reason):
-            return line(ReasonJSONEvent(peer: .optional(peer), reason: reason))
-        case .centralDropped(let peer, let reason):
-            return line(ReasonJSONEvent(peer: JSONPeer(peer), reason: reason))
+        case .transferAborted(let peer, let reason): return line(ReasonJSONEvent(peer: .optional(peer), reason: reason))
+        case .centralDropped(let peer, let reason): return line(ReasonJSONEvent(peer: JSONPeer(peer), reason: reason))
         case .retrying(let reason, let delay):
             return line(RetryingJSONEvent(reason: reason, retrySeconds: delay.seconds))
         case .refused(let peer, let bound, let reason, let delay):

@@ -22,8 +22,7 @@ package struct LinkWatchService: Service {
     package let adapterName: String?
     /// Ask for the fast link (`--no-tune` turns it off).
     package let tune: Bool
-    /// Put the adapter's defaults back when the run ends: a command's run does; the daemon, whose
-    /// adapter the service's ExecStartPre tuned for good, does not.
+    /// Restore the adapter's defaults at the end: a command does; the daemon (ExecStartPre tuned it for good) does not.
     package let restoreOnExit: Bool
     package let emit: @Sendable (RoleEvent) -> Void
     /// Progress the role reported: the fallback's input.
@@ -125,8 +124,7 @@ private final class WatchContext: Sendable {
                    })
     }
 
-    /// With CAP_NET_RAW: every change of a link's parameters, as the controller reports it;
-    /// and the fallback, checked every second.
+    /// With CAP_NET_RAW: each change of a link's parameters, as the controller reports it; the fallback, per second.
     func watch(_ watch: HCILinkWatch) async {
         await withDiscardingTaskGroup { group in
             group.addTask {
@@ -161,8 +159,7 @@ private final class WatchContext: Sendable {
 
     static func rate(_ bytesPerSecond: Double) -> String { String(format: "%.1f kB/s", bytesPerSecond / 1000) }
 
-    /// Without CAP_NET_RAW: the kernel's list of LE connections, every second; a new one is
-    /// reported with what this process can know of it.
+    /// Without CAP_NET_RAW: the kernel's LE connections, each second; a new one reported with what this process knows.
     func poll(controller index: UInt16, reason: HCILinkWatchError) async {
         let unreadable = reason == .notPermitted
             ? "reading the link's PHY, interval and packet size needs CAP_NET_RAW (run as root to see them)"
@@ -285,8 +282,7 @@ package enum LinkRecords {
         return "/tmp/bletransfer-\(getuid())"
     }
 
-    /// Every record this process can read whose process is alive: its own directory's, the
-    /// service's (/run/bletransfer), and for root every user's.
+    /// Every record readable here whose process lives: ours, the service's (/run/bletransfer), for root every user's.
     package static func all() -> [Entry] {
         var directories = [ownDirectory(), "/run/bletransfer"]
         if getuid() == 0 {

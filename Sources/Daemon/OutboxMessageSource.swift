@@ -102,9 +102,8 @@ actor OutboxMessageSource: MessageSource {
         return nil
     }
 
-    /// The first ready outbox file, without waiting for one (a multi session's next message).
-    /// A file prepared while the last one awaited its ACK comes first whatever arrived since:
-    /// it may be on the air already, and it is not read or hashed again.
+    /// The first ready outbox file, without waiting (a multi session's next). One prepared while the last awaited its
+    /// ACK comes first whatever arrived: it may be on the air already, and is not read or hashed again.
     func nextAvailableNow() async -> OutgoingMessage? {
         guard !Task.isCancelled else { return nil }
         if !prepared.isEmpty {
@@ -222,11 +221,10 @@ actor OutboxMessageSource: MessageSource {
         return found
     }
 
-    /// Opens an outbox for each new peer folder and forgets folders that went away. Lists the outbox's peer folders
-    /// again when they may have changed: the outbox's watcher saw something arrive (a folder made or moved in is an
-    /// arrival), it has no watcher, or the last listing is `folderRescan` old (a folder removed is not signalled). A
-    /// session draining many files asks for the next one per ACK; listing the whole outbox each time made every
-    /// message cost as much as the files still waiting.
+    /// Opens an outbox for each new peer folder and forgets folders that went away. Lists the peer folders again when
+    /// they may have changed: the watcher saw an arrival (a folder made or moved in is one), there is no watcher, or
+    /// the listing is `folderRescan` old (removals are not signalled). A session draining many files asks for the next
+    /// per ACK; listing the whole outbox each time made every message cost as much as the files still waiting.
     private func refreshFolders() {
         // A folder whose name no longer leads to it serves nothing meanwhile (its scans check before each listing).
         // Another directory under the name replaces it, whatever the listing's age; a symbolic link does not (it is

@@ -1,9 +1,8 @@
 import Synchronization
 
-/// Starts `work` in a task of its own. A fresh task does not inherit the caller's cancellation, and cancelling the
-/// caller does not reach it: this is the one place for work that must run to its end after its caller was cancelled
-/// (a cancelled task cannot make the D-Bus calls that release a link or unregister an object), and for work a race
-/// abandons rather than waits for.
+/// Starts `work` in a task of its own, which neither inherits the caller's cancellation nor is reached by it: the one
+/// place for work that must run to its end after its caller was cancelled (a cancelled task cannot make the D-Bus calls
+/// that release a link or unregister an object), and for work a race abandons rather than waits for.
 package func startOutsideCancellation<T: Sendable>(
     _ work: @escaping @Sendable () async throws -> T
 ) -> Task<T, any Error> {
@@ -51,8 +50,7 @@ package func withTimeLimit<T: Sendable>(_ limit: Duration, onTimeout: @escaping 
     let result = await withTaskCancellationHandler {
         await withCheckedContinuation { (continuation: CheckedContinuation<Result<T, any Error>, Never>) in
             outcome.install(continuation)
-            // Outside the caller's cancellation so that the limit can abandon it; the caller's
-            // cancellation is passed on by the handler below.
+            // Outside the caller's cancellation so the limit can abandon it; the handler below passes cancellation on.
             let worker = startOutsideCancellation {
                 do { outcome.resolve(.success(try await body())) } catch { outcome.resolve(.failure(error)) }
             }

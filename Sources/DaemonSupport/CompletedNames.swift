@@ -12,9 +12,7 @@ package final class CompletedNames: Sendable {
     func record(_ name: String, at time: FileTime) {
         state.withLock { names in
             names[name] = time
-            if names.count > capacity, let oldest = names.min(by: { $0.value < $1.value })?.key {
-                names[oldest] = nil
-            }
+            if names.count > capacity, let oldest = names.min(by: { $0.value < $1.value })?.key { names[oldest] = nil }
         }
     }
 

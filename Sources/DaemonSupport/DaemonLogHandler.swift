@@ -75,8 +75,7 @@ package struct DaemonLogHandler: LogHandler {
             label: label, format: JournalStream.isStandardErrorJournal ? .journal : .plain, logLevel: logLevel)
     }
 
-    /// Installs this handler for every logger of the process. swift-log allows this once per
-    /// process; call it first thing in the daemon command.
+    /// Installs this handler for every logger; swift-log allows it once per process: first thing in the daemon command.
     package static func bootstrap(logLevel: Logger.Level = .info) {
         let format: LogLineFormat = JournalStream.isStandardErrorJournal ? .journal : .plain
         LoggingSystem.bootstrap { label in

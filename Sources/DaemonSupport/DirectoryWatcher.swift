@@ -12,11 +12,10 @@ final class DirectoryWatcher: Sendable {
     private let interest: PersistentInterest
     private let fd: Int32
 
-    /// Starts watching; nil when inotify is not available (no kernel support, or the per-user instance or watch limit
-    /// is reached), in which case callers rescan on a timer. `completed` hears the names of files moved in or closed
-    /// after writing. `followsName: false`: `directory` is a `/proc/self/fd/N` link, which leads to the directory
-    /// held whatever its name leads to now (and must be followed to be watched); a plain path is watched without
-    /// following a symbolic link at its end.
+    /// Starts watching; nil without inotify (no kernel support, or the per-user instance or watch limit reached):
+    /// callers then rescan on a timer. `completed` hears the names of files moved in or closed after writing.
+    /// `followsName: false`: `directory` is a `/proc/self/fd/N` link, leading to the directory held whatever its name
+    /// leads to now (followed to be watched); a plain path is watched without following a final symbolic link.
     init?(directory: String, signal: ChangeSignal, completed: CompletedNames? = nil, followsName: Bool = true) {
         let fd = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
         guard fd >= 0 else { return nil }

@@ -12,8 +12,7 @@ package enum GracefulStop {
     /// A stop has been asked for; it stays asked for.
     package static var isRequested: Bool { Task.isShuttingDownGracefully }
 
-    /// Sleeps `duration`, or less when a stop is asked for or the task is cancelled meanwhile.
-    /// Returns true when the whole duration passed.
+    /// Sleeps `duration`, less when a stop is asked for or the task is cancelled; true when it all passed.
     package static func sleep(for duration: Duration) async -> Bool {
         guard !isRequested else { return false }
         // Cancelling the sleep is all a stop has to do here; the caller's task stays uncancelled.
@@ -36,8 +35,7 @@ package struct StopRequested: Error {
 }
 
 extension InputProducer {
-    /// Yields `stop` once, when a stop is asked for (``GracefulStop``): the loop that merges it
-    /// leaves at its next input and runs its teardown uncancelled.
+    /// Yields `stop` once a stop is asked for: the merging loop leaves at its next input, tears down uncancelled.
     package static func stopRequest(_ stop: Input) -> Self {
         Self { input in
             // Throws only when the loop has left (its producers are cancelled): nothing to tell.

@@ -51,8 +51,7 @@ public final class HeldDirectory: Sendable {
         return try HeldDirectory(descriptor: fd, path: path, parent: AT_FDCWD, name: path.string)
     }
 
-    /// Opens `name` inside `parent`, relative to its descriptor, never following a symbolic
-    /// link; `create`: made (mode 0755) first when missing.
+    /// Opens `name` in `parent` by its descriptor, never following a symbolic link; `create`: made (0755) if missing.
     public static func open(_ name: String, in parent: HeldDirectory, create: Bool) throws(Errno) -> HeldDirectory {
         if create, mkdirat(parent.descriptor, name, 0o755) != 0, errno != EEXIST { throw Errno(rawValue: errno) }
         let fd = openat(parent.descriptor, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)

@@ -45,12 +45,10 @@ package enum LogLineFormatter {
     /// "TRACE" … "CRITICAL".
     package static func levelName(_ level: Logger.Level) -> String { level.rawValue.uppercased() }
 
-    /// The message keeps its spaces but not its line breaks: the journal would split it into
-    /// several entries, a reader of a plain log into unrelated lines.
+    /// Spaces kept, line breaks not: the journal would split the message into entries, a plain log into lines.
     static func escapedMessage(_ message: String) -> String { escaped(message, quoting: false) }
 
-    /// `text` with line breaks, tabs and what `SafeText` flags escaped; with `quoting`, also
-    /// the quote and the backslash (for a value between quotes).
+    /// `text` with line breaks, tabs and what `SafeText` flags escaped; `quoting`: also `"` and `\` (a quoted value).
     private static func escaped(_ text: String, quoting: Bool) -> String {
         var result = ""
         result.unicodeScalars.reserveCapacity(text.unicodeScalars.count)

@@ -21,9 +21,8 @@ enum NoReplaceMove {
         return unsafeBitCast(symbol, to: RenameAt2.self)
     }()
 
-    /// Moves `name` in the directory `from` to `newName` in the directory `to`, both held by
-    /// descriptor: nothing on the way is looked up by path, so a directory swapped for a
-    /// symbolic link cannot send the file elsewhere. Throws `.fileExists` when `newName` is taken.
+    /// Moves `name` in `from` to `newName` in `to`, both directories held by descriptor: nothing is looked up by path,
+    /// so a directory swapped for a symbolic link cannot send the file elsewhere. Throws `.fileExists` when taken.
     static func move(_ name: String, in from: Int32, to newName: String, in to: Int32) throws(Errno) {
         if let renameAt2 {
             if renameAt2(from, name, to, newName, renameNoReplaceFlag) == 0 { return }
@@ -91,8 +90,7 @@ enum NoReplaceMove {
         BlockingCalls.storage.submit { directories.forEach(syncDirectory) }
     }
 
-    /// The same for directories held by descriptor: each is duplicated now (the caller may
-    /// close its own meanwhile), flushed, and the duplicate closed.
+    /// The same for held directories: each duplicated now (the caller may close its own), flushed, then closed.
     static func startSyncingDirectories(descriptors: [Int32]) {
         let duplicates = descriptors.map { fcntl($0, F_DUPFD_CLOEXEC, 0) }.filter { $0 >= 0 }
         BlockingCalls.storage.submit {

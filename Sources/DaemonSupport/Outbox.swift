@@ -36,8 +36,7 @@ package actor Outbox {
     package nonisolated let maxFileSize: Int
     /// How long a file must be left alone before it is served.
     package nonisolated let settleTime: Duration
-    /// How often the directory is rescanned without a change notification: rarely (a safety
-    /// net) with inotify, more often without.
+    /// How often the directory is rescanned unprompted: rarely with inotify (a safety net), often without.
     package nonisolated let rescanInterval: Duration
     /// False when inotify could not be set up and changes are found by rescanning only.
     package nonisolated var watchesChanges: Bool { watcher != nil }
@@ -63,16 +62,14 @@ package actor Outbox {
     /// How many times the directory was read and every entry examined (tests check a drain does not list per message).
     private(set) var fullListings = 0
 
-    /// How long `next()` may reuse a listing: a safety net for file systems whose changes
-    /// the watcher cannot see (a network share written from another host).
+    /// How long `next()` may reuse a listing: a safety net where the watcher misses changes (a remote-written share).
     static let defaultListingReuseLimit: Duration = .seconds(10)
     private nonisolated let listingReuseLimit: Duration
 
     package static let defaultSettleTime: Duration = .seconds(2)
     static let ignoredSuffixes = [".part", ".partial", ".tmp", ".temp", ".swp", ".crdownload", ".filepart", "~"]
 
-    /// Opens the outbox, creating it and its `sent/` and `failed/` subdirectories when missing.
-    /// `report` hears about files moved to `failed/` or skipped.
+    /// Opens the outbox, making it and `sent/` and `failed/` when missing; `report` hears of files failed or skipped.
     package init(
         directory: FilePath,
         maxFileSize: Int,
@@ -85,9 +82,8 @@ package actor Outbox {
             rescanInterval: rescanInterval, report: report, clock: FileTime.now)
     }
 
-    /// `clock` stands in for the wall clock in tests of the settle time; `watchChanges: false`
-    /// tests the rescan that stands in for inotify where it is missing; a longer
-    /// `listingReuseLimit` lets a test of the listing's reuse run slowly (a loaded machine).
+    /// `clock` stands in for the wall clock in settle-time tests; `watchChanges: false` tests the rescan standing in
+    /// for a missing inotify; a longer `listingReuseLimit` lets a listing-reuse test run slowly (a loaded machine).
     init(
         directory: FilePath, maxFileSize: Int, settleTime: Duration, rescanInterval: Duration?,
         report: @escaping @Sendable (OutboxNotice) -> Void, clock: @escaping @Sendable () -> FileTime,
@@ -98,9 +94,8 @@ package actor Outbox {
                       listingReuseLimit: listingReuseLimit)
     }
 
-    /// The outbox of the folder `name` inside `parent` (`outbox/NAME/`, a peer's), opened
-    /// relative to `parent`'s descriptor: a symbolic link there is refused (`notADirectory`),
-    /// never followed. Its files wait, settle and move as the parent's do.
+    /// The outbox of the folder `name` in `parent` (`outbox/NAME/`, a peer's), opened by `parent`'s descriptor: a
+    /// symbolic link there is refused (`notADirectory`), not followed. Files wait, settle, move as the parent's.
     package init(folder name: String, in parent: Outbox,
                 report: @escaping @Sendable (OutboxNotice) -> Void = { _ in }) throws(OutboxError) {
         try self.init(folder: try Self.prepare(parent.directory.appending(name), in: (name, parent.folder)),
@@ -291,8 +286,7 @@ package actor Outbox {
         let (found, reused) = try currentCandidates(reusable: reusingListing)
         let result = scan(found, keeping: keeping)
         if reused, result.file == nil {
-            // The reused listing offers nothing (drained, or its files left or changed): look
-            // at the directory itself before saying so.
+            // The reused listing offers nothing (drained, files left or changed): look at the directory first.
             return scan(try currentCandidates(reusable: false).candidates, keeping: keeping)
         }
         return result
@@ -401,11 +395,9 @@ package actor Outbox {
         return .success((fd, true))
     }
 
-    /// The locked file's status, when it is still the regular file listed under that name,
-    /// unchanged, with no other name and within the size limit.
+    /// The locked file's status while it is the regular file listed under that name, unchanged, one link, in size.
     private func sendableStatus(of fd: FileDescriptor, listedAs candidate: Candidate) -> Result<stat, Refusal> {
-        // The name must still lead to the file that was locked: another daemon may have
-        // moved it to sent/ between our open and our lock.
+        // The name must still lead to the locked file: another daemon may have moved it to sent/ meanwhile.
         var before = stat()
         guard fstat(fd.rawValue, &before) == 0, before.st_mode & S_IFMT == S_IFREG,
               let byName = folder.status(of: candidate.name), FileIdentity(byName) == FileIdentity(before),

@@ -13,8 +13,7 @@ package struct OutboxFile: Sendable, Equatable, CustomStringConvertible {
     /// SHA-256 of the file's bytes, taken when it was claimed.
     package let digest: [UInt8]
     package let modificationTime: Date
-    /// The same time exactly as the file system holds it (`Date` keeps about a microsecond),
-    /// sent with the file: seconds since 1970 and nanoseconds.
+    /// The time exactly as the file system holds it (`Date` keeps ~1 µs), sent with the file: seconds since 1970, ns.
     package let modificationSeconds: Int64
     package let modificationNanoseconds: UInt32
     /// Identity of the file (not of its name): a file replaced under the same name is another message.
@@ -28,8 +27,7 @@ package struct OutboxFile: Sendable, Equatable, CustomStringConvertible {
 
     package var description: String { "\(name) (\(size) bytes)" }
 
-    /// The same file claimed with the same contents (by length and SHA-256): two claims of one
-    /// file, each with its own descriptor, are equal.
+    /// Same file, same contents (length, SHA-256): two claims of one file, each with its own descriptor, are equal.
     package static func == (lhs: OutboxFile, rhs: OutboxFile) -> Bool {
         lhs.name == rhs.name && lhs.path == rhs.path && lhs.digest == rhs.digest && lhs.size == rhs.size
             && lhs.modificationSeconds == rhs.modificationSeconds && lhs.modificationNanoseconds == rhs.modificationNanoseconds

@@ -32,8 +32,7 @@ package enum SystemdNotification: Sendable, Equatable {
 }
 
 package enum SystemdNotifyError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// `$NOTIFY_SOCKET` names something this implementation cannot reach (not a path, not an
-    /// abstract `@` name, or longer than a socket address holds).
+    /// `$NOTIFY_SOCKET` names what we cannot reach (not a path or abstract `@` name, or too long for an address).
     case unsupportedSocketAddress(String)
     case sendFailed(String, Errno)
 
@@ -66,8 +65,7 @@ package struct SystemdNotifier: Sendable {
     /// True when notifications go somewhere.
     package var isActive: Bool { socketAddress != nil }
 
-    /// Sends the assignments as one datagram (newline-separated). Does nothing when not under
-    /// systemd or when `notifications` is empty.
+    /// Sends the assignments in one newline-separated datagram; none outside systemd or for empty `notifications`.
     package func notify(_ notifications: [SystemdNotification]) throws(SystemdNotifyError) {
         guard let socketAddress, !notifications.isEmpty else { return }
         let datagram = notifications.map(\.assignment).joined(separator: "\n")
@@ -110,8 +108,7 @@ package struct SystemdNotifier: Sendable {
         }
     }
 
-    /// Parses `WATCHDOG_USEC` (microseconds, positive) and honours `WATCHDOG_PID`: when it is
-    /// set and names another process, the watchdog is not ours.
+    /// Parses `WATCHDOG_USEC` (µs, positive), honouring `WATCHDOG_PID`: another process's watchdog is not ours.
     package static func watchdogTimeout(environment: [String: String], processID: Int32) -> Duration? {
         guard let text = environment["WATCHDOG_USEC"], let microseconds = UInt64(text), microseconds > 0,
               microseconds <= UInt64(Int64.max)

@@ -2,9 +2,8 @@ import BlueZ
 import Daemon
 import Machines
 
-/// What `bletransfer status` says about Bluetooth when it cannot be used: its first line, its
-/// first fix (a command's `hint:` line) and its exit status. send, receive and pair end with
-/// these words when Bluetooth is the reason, so that every command names a problem one way.
+/// What `bletransfer status` says when Bluetooth cannot be used: its first line, first fix (a `hint:` line) and exit
+/// status. send, receive and pair end with these words when Bluetooth is why: one way to name a problem.
 struct BluetoothDiagnosis: Equatable {
     var message: String
     var hint: String?

@@ -25,7 +25,6 @@ enum CommandLineFront {
     }
 
     enum Parsed {
-        /// A command to run.
         case run(any ParsableCommand)
         /// Nothing to run: help, the version, or a usage error.
         case finished(Outcome)
@@ -194,7 +193,6 @@ enum CommandLineFront {
         return nil
     }
 
-    /// The subcommand the arguments name, if any.
     static func subcommand(in arguments: [String]) -> String? {
         guard let first = arguments.first, subcommandNames.contains(first) else { return nil }
         return first
@@ -212,8 +210,7 @@ enum CommandLineFront {
         subcommand.map { "bletransfer \($0) --help" } ?? "bletransfer --help"
     }
 
-    /// The first option `subcommand` (nil: the root) does not take, as an error suggesting the nearest it does take,
-    /// or naming the commands that take it.
+    /// The first option `subcommand` (nil: root) lacks, as an error naming the nearest or the commands taking it.
     static func unknownOption(in arguments: [String], subcommand: String?) -> Outcome? {
         guard let table = OptionTable.of(subcommand) else { return nil }
         var index = subcommand == nil ? 0 : 1

@@ -12,9 +12,8 @@ enum HelpText {
         isDescribingForManual ? manual + "\n\n" + screen : screen
     }
 
-    /// ArgumentParser's help text ("OVERVIEW: abstract\n\ndiscussion\n\nUSAGE: ...\n\n sections") laid out as USAGE,
-    /// the abstract, the sections, then the discussion (and the "See 'bletransfer help <subcommand>'" line last).
-    /// Text of any other shape is returned as it is.
+    /// ArgumentParser's help ("OVERVIEW: abstract\n\ndiscussion\n\nUSAGE: ...\n\n sections") as USAGE, abstract,
+    /// sections, discussion, then "See 'bletransfer help <subcommand>'". Other text is returned as is.
     static func screen(_ help: String) -> String {
         var lines = help.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
         while lines.last?.isEmpty == true { lines.removeLast() }

@@ -48,8 +48,7 @@ enum IdentityLocation {
             homeDirectory: NSHomeDirectory())
     }
 
-    /// The daemon's resume spool: /var/lib/bletransfer/spool for the service user (the
-    /// unit's StateDirectory), else the interactive default.
+    /// The daemon's spool: /var/lib/bletransfer/spool for the service user (StateDirectory), else receive's default.
     static func defaultDaemonSpoolDirectory() -> String {
         if currentUserName() == serviceUser { return ResumeSpool.serviceDaemonDirectory }
         return ResumeSpool.defaultInteractiveDirectory(environment: ProcessInfo.processInfo.environment,
@@ -179,8 +178,7 @@ struct IdCommand: ParsableCommand {
         let path = identity ?? IdentityLocation.defaultPathForThisProcess()
         do {
             let loaded = try HostIdentity.load(from: path)
-            // The name comes from the file, which its owner wrote: still, keep terminal controls
-            // and bidi overrides out of the terminal.
+            // The name comes from its owner's file: still, keep terminal controls and bidi overrides off the screen.
             for line in Self.lines(of: loaded, fingerprintOnly: fingerprint) {
                 print(SafeText.escape(line))
             }

@@ -108,8 +108,7 @@ enum TerminalLine {
         return nil
     }
 
-    /// Resumes the waiting task once, with whichever comes first: the reading thread's line
-    /// or the cancellation's nil; tells the thread to stop.
+    /// Resumes the waiter once with the first of the thread's line and the cancellation's nil; stops the thread.
     private final class Reader: Sendable {
         private let state = Mutex<(continuation: CheckedContinuation<String?, Never>?, result: String??)>((nil, nil))
 

@@ -52,9 +52,8 @@ struct PeersCommand: ParsableCommand {
     )
 }
 
-/// How the command line compares peer names: NFC, then as the folder a name makes on disk
-/// (`outbox/NAME/`, `--folder-per-sender`), so two peers never share a folder and a name typed
-/// matches the one listed however its accents were composed.
+/// How the command line compares peer names: NFC, then as the folder a name makes (`outbox/NAME/`,
+/// `--folder-per-sender`): two peers never share a folder; a typed name matches the listed one whatever its accents.
 enum PeerNames {
     static let folderForm: AuthorizedPeersFile.NameForm = { OutputDirectory.sanitizedFileName($0) ?? $0 }
 }
@@ -137,7 +136,6 @@ enum PeersFileAccess {
         return [line]
     }
 
-    /// The lines of standard input.
     static func standardInputLines() -> [String] {
         var lines: [String] = []
         while let line = readLine(strippingNewline: true) { lines.append(line) }
@@ -235,8 +233,7 @@ struct PeersAdd: ParsableCommand {
     func run() throws {
         let path = file.path
         let given = try PeersFileAccess.givenKeyLines(line)
-        // All or nothing: a refused line leaves the file as it was; a key listed already is
-        // left as it is, and counts as done.
+        // All or nothing: a refused line leaves the file as it was; a key listed already stays, and counts as done.
         let (results, _) = try PeersFileAccess.edit(path, missingIsEmpty: true) { peersFile throws(AuthorizedPeersFile.EditError) in
             try given.map { keyLine throws(AuthorizedPeersFile.EditError) -> Added in
                 let (key, _) = try AuthorizedPeersFile.parseGiven(keyLine)

@@ -41,9 +41,8 @@ struct ReceiverBoundOptions: ParsableArguments {
         return options
     }
 
-    /// The spool for `resume`: `--spool-dir`, else `defaultDirectory`. Nil without the framed
-    /// format (`--compat`: nothing to resume) or when the default cannot be used (a warning says why; the
-    /// receiver then starts every message at byte 0). An unusable `--spool-dir` is an error.
+    /// The spool for `resume`: `--spool-dir`, else `defaultDirectory`. Nil without framing (`--compat`) or when the
+    /// default is unusable (a warning says why; messages then start at byte 0). A bad `--spool-dir` is an error.
     func resumeSpool(spool: SpoolOption, framed: Bool, defaultDirectory: String, outputDirectory: String?,
                      warn: (String) -> Void) throws(RoleFailure) -> ResumeSpool? {
         guard framed else { return nil }

@@ -16,9 +16,8 @@ import Glibc
 #endif
 
 /// Runs a role until it finishes, fails, its deadline passes, or SIGINT / SIGTERM arrives. On a deadline or a signal
-/// the role is asked to stop — `Peripheral` and `Central` see the service group's graceful shutdown and leave their
-/// loops, releasing links and unregistering in their own, uncancelled task — and awaited, so nothing of ours stays
-/// registered with bluetoothd when the command exits.
+/// the role is asked to stop — `Peripheral` and `Central` see the group's graceful shutdown and leave their loops,
+/// releasing links and unregistering in their own, uncancelled task — and awaited: nothing of ours stays registered.
 enum RoleRun {
     enum Outcome: Sendable {
         case finished

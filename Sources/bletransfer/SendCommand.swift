@@ -172,8 +172,7 @@ struct SendCommand: AsyncParsableCommand {
         return logger
     }
 
-    /// `send --file A --file DIR…`: every file once, in order, each with its name (a tree's
-    /// files with their paths), in as few sessions as the central allows.
+    /// `send --file A --file DIR…`: each file once, in order, named (tree files by path), in the fewest sessions.
     private func runFileSet() async throws {
         let json = reporting.json
         let limit = TransferLimits.default.maximumMessageSize

@@ -48,7 +48,6 @@ struct StatusLinks: Sendable {
         return view
     }
 
-    /// The lines `status` prints.
     var lines: [String] {
         var lines: [String] = []
         for adapter in adapters {

@@ -124,8 +124,7 @@ enum StatusOutput {
         case "ok":
             let names = report.kernel.controllers.map(\.name)
             lines.append("kernel: \(names.isEmpty ? "no HCI controllers" : names.joined(separator: ", "))")
-        case "no-bluetooth-in-kernel":
-            lines.append("kernel: no Bluetooth support (socket(AF_BLUETOOTH) unsupported)")
+        case "no-bluetooth-in-kernel": lines.append("kernel: no Bluetooth support (socket(AF_BLUETOOTH) unsupported)")
         default: lines.append("kernel: cannot list controllers (\(report.kernel.detail ?? "unknown error"))")
         }
 
@@ -151,8 +150,7 @@ enum StatusOutput {
             lines.append("  GATT server: \(adapter.gattServer ? "yes" : "no")")
             lines.append("  kernel:  \(kernelLine(adapter.kernel))")
         }
-        // Controllers the kernel has but bluetoothd does not show (bluetoothd down, or the
-        // controller is unconfigured / claimed by someone else).
+        // Controllers the kernel has but bluetoothd hides (bluetoothd down, or unconfigured / claimed elsewhere).
         for controller in report.kernel.controllers where !described.contains(controller.name) {
             lines.append("")
             lines.append("\(controller.name) (kernel only)")
