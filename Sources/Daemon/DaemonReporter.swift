@@ -197,9 +197,7 @@ struct DaemonReporter {
         if message != lastWaitingMessage {
             lastWaitingMessage = message
             logger.error("\(message)", metadata: metadata)
-        } else {
-            logger.debug("\(message)", metadata: metadata)
-        }
+        } else { logger.debug("\(message)", metadata: metadata) }
         if json {
             let waiting = WaitingJSONEvent(kind: kind.rawValue, text: message, retrySeconds: retryIn.seconds,
                                            advice: kind == .permissionDenied ? Self.permissionAdvice : nil, hint: hint)

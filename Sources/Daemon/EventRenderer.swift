@@ -229,9 +229,7 @@ package struct EventRenderer {
             parts.append((2, "[" + String(repeating: "#", count: filled) + String(repeating: ".", count: barWidth - filled) + "]"))
             parts.append((9, String(format: "%3.0f%%", fraction * 100)))
             parts.append((8, "\(formatBytes(progress.bytesSoFar)) of \(formatBytes(total))"))
-        } else {
-            parts.append((9, formatBytes(progress.bytesSoFar)))
-        }
+        } else { parts.append((9, formatBytes(progress.bytesSoFar))) }
         if let rate { parts.append((7, formatBytes(Int(rate)) + "/s")) }
         if let link { parts.append((6, "· " + link)) }
         if let elapsed { parts.append((4, formatSeconds(elapsed) + " elapsed")) }
@@ -289,9 +287,7 @@ package struct EventRenderer {
             if SafeText.needsEscape(scalar) {
                 let hex = String(scalar.value, radix: 16)
                 result.append(contentsOf: ("\\u" + String(repeating: "0", count: 4 - hex.count) + hex).unicodeScalars)
-            } else {
-                result.append(scalar)
-            }
+            } else { result.append(scalar) }
         }
         return String(result)
     }

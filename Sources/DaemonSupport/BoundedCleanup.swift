@@ -89,9 +89,7 @@ private final class FirstOutcome<T: Sendable>: Sendable {
         state.withLock { state in
             if let early = state.early {
                 continuation.resume(returning: early)
-            } else {
-                state.continuation = continuation
-            }
+            } else { state.continuation = continuation }
         }
     }
 
@@ -132,9 +130,7 @@ private final class FirstOutcome<T: Sendable>: Sendable {
             if let continuation = state.continuation {
                 state.continuation = nil
                 continuation.resume(returning: result)
-            } else {
-                state.early = result
-            }
+            } else { state.early = result }
             defer { state.timer = nil }
             return state.timer
         }

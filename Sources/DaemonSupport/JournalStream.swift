@@ -17,7 +17,6 @@ package enum JournalStream {
         return UInt64(status.st_dev) == expected.device && UInt64(status.st_ino) == expected.inode
     }
 
-    /// True when standard error goes to the journal.
     package static var isStandardErrorJournal: Bool {
         isJournal(fd: STDERR_FILENO, environmentValue: ProcessInfo.processInfo.environment["JOURNAL_STREAM"])
     }

@@ -62,9 +62,7 @@ package enum LogLineFormatter {
             default:
                 if SafeText.needsEscape(scalar) {
                     result += SafeText.escapeCode(scalar)
-                } else {
-                    result.unicodeScalars.append(scalar)
-                }
+                } else { result.unicodeScalars.append(scalar) }
             }
         }
         return result

@@ -501,9 +501,7 @@ package actor Outbox {
         do {
             if let parent {
                 held = try HeldDirectory.open(parent.name, in: parent.folder, create: true)
-            } else {
-                held = try HeldDirectory.open(path, create: true)
-            }
+            } else { held = try HeldDirectory.open(path, create: true) }
         } catch .notDirectory {
             throw .notADirectory(path.string)
         } catch { throw .cannotCreate(path.string, error) }

@@ -232,9 +232,7 @@ package final class ReceiptJournal: Sendable {
             guard !lines.isEmpty else { return }
             if current.lines + lines.count > Self.compactionThreshold(entries: current.entries.count) {
                 compact(&current)
-            } else {
-                append(lines, to: &current, flush: flush)
-            }
+            } else { append(lines, to: &current, flush: flush) }
         }
     }
 

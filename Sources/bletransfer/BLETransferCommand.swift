@@ -62,9 +62,7 @@ struct BLETransferCommand: AsyncParsableCommand {
             do {
                 if var asynchronous = command as? any AsyncParsableCommand {
                     try await asynchronous.run()
-                } else {
-                    try command.run()
-                }
+                } else { try command.run() }
                 return
             } catch { outcome = CommandLineFront.outcome(for: error, arguments: arguments) }
         }

@@ -183,9 +183,7 @@ enum CommandLineFront {
                 value = String(argument[argument.index(after: equals)...])
             } else if index < arguments.count {
                 value = arguments[index]
-            } else {
-                continue
-            }
+            } else { continue }
             if value.hasPrefix("-"), let first = value.dropFirst().first, first.isNumber || first == "." {
                 return .failure("--\(name): must be positive, not \(value)", hint: "see '\(helpCommand(subcommand))'")
             }

@@ -85,9 +85,7 @@ struct ReportingOptions: ParsableArguments {
         if quiet { return }
         if json {
             EventRenderer.writeLine(JSONEvents.line("warning", WarningJSONEvent(text)), to: 1)
-        } else {
-            EventRenderer.writeLine("bletransfer: warning: \(text)", to: 2)
-        }
+        } else { EventRenderer.writeLine("bletransfer: warning: \(text)", to: 2) }
     }
 
     mutating func validate() throws {

@@ -160,9 +160,7 @@ struct LinkShowCommand: AsyncParsableCommand {
             if json {
                 let data = try JSONEncoder.sortedKeys.encode(view)
                 print(String(decoding: data, as: UTF8.self))
-            } else {
-                print(view.text, terminator: "")
-            }
+            } else { print(view.text, terminator: "") }
         }
     }
 }

@@ -54,9 +54,7 @@ struct PairingQuestion {
             if left > 0 {
                 write("bletransfer: that is not the code this host expects; read it off \(peer)'s screen "
                       + "(\(left) \(left == 1 ? "try" : "tries") left)\n")
-            } else {
-                write("bletransfer: the codes do not match: someone may be interfering; declining\n")
-            }
+            } else { write("bletransfer: the codes do not match: someone may be interfering; declining\n") }
         }
         return false
     }

@@ -184,9 +184,7 @@ struct PeersList: ParsableCommand {
             let line = entry.key.line(name: entry.name)
             if json {
                 print(PeerListing(fingerprint: entry.key.fingerprint, key: line, line: entry.line, name: entry.name).json)
-            } else {
-                print(SafeText.escape("\(entry.name ?? "-")  \(entry.key.fingerprint)  \(line)"))
-            }
+            } else { print(SafeText.escape("\(entry.name ?? "-")  \(entry.key.fingerprint)  \(line)")) }
         }
     }
 }
@@ -223,7 +221,6 @@ struct PeersAdd: ParsableCommand {
 
     @OptionGroup var file: PeersFileOption
 
-    /// What adding one line did.
     enum Added {
         case added(AuthorizedPeersFile.Entry)
         /// Listed already, at this entry: nothing to do.

@@ -93,9 +93,7 @@ enum StatusOutput {
             if candidate.count > width, !current.trimmingCharacters(in: .whitespaces).isEmpty {
                 lines.append(current)
                 current = indent + word
-            } else {
-                current = candidate
-            }
+            } else { current = candidate }
         }
         if !current.isEmpty { lines.append(current) }
         return lines
@@ -144,9 +142,7 @@ enum StatusOutput {
                 let active = advertising.activeInstances.map(String.init) ?? "?"
                 let free = advertising.supportedInstances.map(String.init) ?? "?"
                 lines.append("  adverts: \(active) active, \(free) more available")
-            } else {
-                lines.append("  adverts: not supported (no LEAdvertisingManager1)")
-            }
+            } else { lines.append("  adverts: not supported (no LEAdvertisingManager1)") }
             lines.append("  GATT server: \(adapter.gattServer ? "yes" : "no")")
             lines.append("  kernel:  \(kernelLine(adapter.kernel))")
         }

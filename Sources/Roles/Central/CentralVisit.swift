@@ -86,9 +86,7 @@ extension Central {
             do {
                 if let channel, overChannel {
                     try await channel.write(helloV2.encoded, type: writeType)
-                } else {
-                    try await characteristic.writeValue(helloV2.encoded, type: writeType)
-                }
+                } else { try await characteristic.writeValue(helloV2.encoded, type: writeType) }
                 let maximumWriteLength = overChannel ? (channel?.mtu ?? 23) : max(20, (characteristic.mtu ?? 23) - 3)
                 secureSession = SecureReceiverSession(
                     identity: policy.identity, authorizedPeers: policy.authorizedPeers, hello: helloV2,

@@ -122,8 +122,6 @@ final class CharacteristicSubscription: Sendable {
     func close() async {
         if let socket {
             socket.close()
-        } else {
-            try? await characteristic.stopNotify()
-        }
+        } else { try? await characteristic.stopNotify() }
     }
 }

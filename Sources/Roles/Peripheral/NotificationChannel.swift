@@ -63,9 +63,7 @@ struct PropertiesChangedNotificationChannel: NotificationChannel {
         try emit(value)
         if interval > .zero {
             try await Task.sleep(for: interval)
-        } else {
-            await Task.yield()
-        }
+        } else { await Task.yield() }
     }
 
     /// Every value was on the bus once `send` returned: all "written" can mean here, even if BlueZ stopped since.

@@ -142,9 +142,7 @@ actor SubscriptionServer {
         let hello: SenderConnection.CentralHello
         if let device {
             hello = hellos.hello(from: device, at: .now)
-        } else {
-            hello = hellos.mostRecent(at: .now)?.hello ?? .none
-        }
+        } else { hello = hellos.mostRecent(at: .now)?.hello ?? .none }
         let valueLength = device.flatMap { mtus[$0] }.map { LinkPacking.gattValueLength(atMost: WireFormat.valueLength(forATTMTU: $0)) }
             ?? WireFormat.minimumValueLength
         let channel = PropertiesChangedNotificationChannel(

@@ -153,9 +153,7 @@ package struct FileSet: Sendable, Equatable {
                 fd = next
                 errno = code
             }
-        } else {
-            fd = Glibc.open(entry.path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
-        }
+        } else { fd = Glibc.open(entry.path, O_RDONLY | O_NONBLOCK | O_CLOEXEC) }
         guard fd >= 0 else {
             let code = errno
             if code == ELOOP || code == ENOTDIR {

@@ -50,9 +50,7 @@ package struct FileDescriptorSink: MessageSink {
                     let (whole, rest) = Self.splitAtCharacterBoundary(carried + piece, final: offset >= body.count)
                     carried = rest
                     try Self.writeAll(Self.terminalBytes(whole), to: fileDescriptor, name: name)
-                } else {
-                    try Self.writeAll(piece, to: fileDescriptor, name: name)
-                }
+                } else { try Self.writeAll(piece, to: fileDescriptor, name: name) }
             }
         }
         return nil

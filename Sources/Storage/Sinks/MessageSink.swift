@@ -49,7 +49,6 @@ package struct MessageRefused: Error, Sendable, CustomStringConvertible {
     package var description: String { reason }
 }
 
-/// The failure a sink reports when writing fails.
 package struct SinkFailure: ClassifiedFailure, CustomStringConvertible {
     package var kind: FailureKind
     package var userMessage: String
