@@ -24,27 +24,23 @@ package struct DaemonSettings: Sendable {
     package var outputDirectory: FilePath?
     /// Sender: the directory whose files are sent.
     package var outbox: FilePath?
-    /// Sender: files larger than this go to failed/ (`--max-size`, which the receiver's
-    /// options carry for the receiver).
+    /// Sender: files larger than this go to failed/ (`--max-size`; the receiver's options carry it for the receiver).
     package var maximumMessageSize: Int
     package var settleTime: Duration
     package var json: Bool
     /// Receiver, framed version 2: the resume spool's directory (nil: no resume).
     package var resumeSpoolDirectory: String?
-    /// `--spool-dir` was given: a spool that cannot be used stops the daemon (otherwise a
-    /// warning, and messages cut midway start again from byte 0).
+    /// `--spool-dir` was given: an unusable spool stops the daemon (else a warning, and cut messages restart at 0).
     package var resumeSpoolIsExplicit = false
     /// What the start-up log line names as the version.
     package var version: String
-    /// Receiver: each authenticated sender's messages in a folder named after it
-    /// (`--folder-per-sender`).
+    /// Receiver: each authenticated sender's messages in a folder named after it (`--folder-per-sender`).
     package var folderPerSender = false
     /// Ask the adapter for the fast link when the process may (`--no-tune`: leave it).
     package var tunesLink = true
 
     package init(role: DaemonRoleKind, receiver: ReceiverOptions, sender: SenderOptions,
-                outputDirectory: FilePath?, outbox: FilePath?,
-                maximumMessageSize: Int = Int.max,
+                outputDirectory: FilePath?, outbox: FilePath?, maximumMessageSize: Int = Int.max,
                 settleTime: Duration, json: Bool, version: String) {
         self.role = role
         self.receiver = receiver
@@ -66,26 +62,22 @@ package struct DaemonSettings: Sendable {
     }
 }
 
-/// The daemon's life: set up the directory, tell systemd it is ready, keep the role running
-/// (`DaemonSupervisor`) while reporting what it does (`DaemonReporter`) and pinging the
-/// watchdog, until SIGTERM or SIGINT; then shut down gracefully — the role is cancelled and
-/// unregisters everything before it returns — and exit 0. The parts run as one
+/// The daemon's life: set up the directory, tell systemd it is ready, keep the role running (`DaemonSupervisor`)
+/// while reporting what it does (`DaemonReporter`) and pinging the watchdog, until SIGTERM or SIGINT; then shut down
+/// gracefully — the role is cancelled and unregisters everything before it returns — and exit 0. The parts run as one
 /// swift-service-lifecycle `ServiceGroup` (DaemonServices.swift).
 package struct Daemon {
     package let settings: DaemonSettings
     var notifier = SystemdNotifier()
     private let logger = Logger(label: "bletransfer.daemon")
 
-    package init(settings: DaemonSettings) {
-        self.settings = settings
-    }
+    package init(settings: DaemonSettings) { self.settings = settings }
 
     package func run() async -> ExitStatus {
         // A closed standard output (--json into a pipe that went away) must not kill the daemon.
         signal(SIGPIPE, SIG_IGN)
         let (reports, reportInput) = AsyncStream<DaemonReport>.makeStream(bufferingPolicy: .unbounded)
-        // The role's progress also feeds the link watch's fallback; the signal that stopped
-        // the daemon is kept for its last JSON event.
+        // The role's progress also feeds the link watch's fallback; the stopping signal is kept for the last event.
         let progress = LinkProgressFeed()
         let stoppedBy = Mutex<Int32?>(nil)
         let report: @Sendable (DaemonReport) -> Void = { item in
@@ -108,13 +100,10 @@ package struct Daemon {
             status: DaemonStatus(role: settings.role, adapterName: settings.adapterName,
                                  residentBytes: ProcessMemory.residentBytes()),
             logger: logger, notifier: notifier, json: settings.json)
-        // Ready as soon as the directory is usable: Bluetooth may take a while (adapter off,
-        // bluetoothd absent), and waiting for it is part of the daemon's normal work.
+        // Ready once the directory is usable: waiting for Bluetooth (adapter off, bluetoothd absent) is normal work.
         do {
             try notifier.ready(status: reporter.status.line)
-        } catch {
-            logger.warning("cannot notify systemd", metadata: ["error": "\(error)"])
-        }
+        } catch { logger.warning("cannot notify systemd", metadata: ["error": "\(error)"]) }
         let bluezLogger = Logger(label: "bletransfer.bluez")
         var supervisor = DaemonSupervisor(
             openSession: { try await BluetoothSession.open(logger: bluezLogger) },
@@ -125,10 +114,9 @@ package struct Daemon {
             return report.verdict.status == .ready ? nil : (report.verdict.message, report.fixes.first)
         }
         let group = serviceGroup(supervisor: supervisor, progress: progress, report: report)
-        // The reports are handled by a child of a task group around the services rather than
-        // by a service: it must outlive them, to pass on what the role reports while it
-        // unregisters, and the service group may cancel its services. It ends when
-        // `reportInput` is finished, and nothing cancels this task.
+        // The reports are handled by a child of a task group around the services rather than by a service: it must
+        // outlive them, to pass on what the role reports while it unregisters, and the service group may cancel its
+        // services. It ends when `reportInput` is finished, and nothing cancels this task.
         await withTaskGroup(of: Void.self) { reporting in
             reporting.addTask {
                 var reporter = reporter
@@ -136,9 +124,7 @@ package struct Daemon {
             }
             do {
                 try await group.run()
-            } catch {
-                logger.error("daemon services failed", metadata: ["error": "\(error)"])
-            }
+            } catch { logger.error("daemon services failed", metadata: ["error": "\(error)"]) }
             reportInput.finish()
         }
         logger.notice("daemon stopped")
@@ -152,8 +138,7 @@ package struct Daemon {
         return .success
     }
 
-    /// A failure before the daemon runs, in the command line's voice; the journal gets it as
-    /// critical. With --json it is also the last event.
+    /// A failure before the daemon runs, in the command line's voice; critical in the journal; with --json, last event.
     private func reportStartFailure(_ failure: SetupFailure) {
         let priority = JournalStream.isStandardErrorJournal ? "<2>" : ""
         if settings.json {
@@ -173,8 +158,7 @@ package struct Daemon {
         logger.notice("daemon started", metadata: metadata)
     }
 
-    /// The daemon's services; they shut down in reverse order: after the stop signal, the
-    /// role, then the watchdog, then the link watch.
+    /// The daemon's services, shut down in reverse order: after the stop signal, the role, watchdog, link watch.
     private func serviceGroup(supervisor: DaemonSupervisor, progress: LinkProgressFeed,
                               report: @escaping @Sendable (DaemonReport) -> Void) -> ServiceGroup {
         // The group's own lines (started, shutting down) are debug detail next to ours.
@@ -184,28 +168,25 @@ package struct Daemon {
                                     progress: progress, emit: { event in report(.role(event)) })
         return ServiceGroup(configuration: ServiceGroupConfiguration(
             services: [
-                // First, so that it stops after the role: it watches the link while the role
-                // has one, and puts the adapter's defaults back at the end.
+                // First, to stop after the role: it watches the role's link, then puts the adapter's defaults back.
                 .init(service: link, successTerminationBehavior: .ignore),
                 .init(service: WatchdogService(notifier: notifier, logger: logger),
                       successTerminationBehavior: .ignore),
                 .init(service: RoleService(supervisor: supervisor),
                       successTerminationBehavior: .gracefullyShutdownGroup),
-                .init(service: StopSignalService(report: report),
-                      successTerminationBehavior: .gracefullyShutdownGroup),
+                .init(service: StopSignalService(report: report), successTerminationBehavior: .gracefullyShutdownGroup),
             ],
             logger: groupLogger))
     }
 
-    /// Runs a role while its events go to `emit`; returns (or throws) once the role has ended
-    /// and its last event was passed on (a role's event stream finishes when its run ends).
+    /// Runs a role while its events go to `emit`; returns (or throws) once the role ended and its last event was
+    /// passed on (a role's event stream finishes when its run ends).
     private static func run(forwarding events: AsyncStream<RoleEvent>,
                             to emit: @escaping @Sendable (RoleEvent) -> Void,
                             _ role: () async throws -> Void) async throws {
-        // Unstructured: a child task would be cancelled with the attempt (the supervisor
-        // cancels it when Bluetooth goes away or the daemon stops) and stop iterating,
-        // dropping what the role reports while it unregisters. This one ends when the stream
-        // does, and is awaited on every path.
+        // Unstructured: a child task would be cancelled with the attempt (the supervisor cancels it when Bluetooth
+        // goes away or the daemon stops) and stop iterating, dropping what the role reports while it unregisters.
+        // This one ends when the stream does, and is awaited on every path.
         let forward = Task {
             for await event in events { emit(event) }
         }

@@ -19,17 +19,14 @@ enum DaemonReport: Sendable {
     case stopping(signal: Int32)
 }
 
-/// Turns `DaemonReport`s into log lines (swift-log, journald-friendly through
-/// `DaemonLogHandler`), systemd `STATUS=` updates, and with `--json` one JSON object per line
-/// on standard output. Confined to the one task that drains the report stream, so it keeps
-/// plain mutable state.
+/// Turns `DaemonReport`s into log lines (swift-log, journald-friendly via `DaemonLogHandler`), `STATUS=` updates and,
+/// with `--json`, JSON lines on stdout. Confined to the task draining reports: plain mutable state.
 struct DaemonReporter {
     private(set) var status: DaemonStatus
     private let logger: Logger
     private let notifier: SystemdNotifier
     private let json: Bool
-    /// The last waiting message logged, so that a failure repeated by every retry is logged
-    /// at error level once, then at debug level until it changes.
+    /// The last waiting message logged: a failure every retry repeats is an error once, then debug until it changes.
     private var lastWaitingMessage: String?
     private var lastNotifiedStatus: String?
 
@@ -51,9 +48,7 @@ struct DaemonReporter {
             logger.notice("stopping", metadata: ["signal": "\(name)", "messages": "\(status.messages)"])
             do {
                 try notifier.stopping(status: "stopping after \(name); " + status.line)
-            } catch {
-                logger.debug("systemd notification failed", metadata: ["error": "\(error)"])
-            }
+            } catch { logger.debug("systemd notification failed", metadata: ["error": "\(error)"]) }
             return
         }
         publishStatus()
@@ -73,25 +68,19 @@ struct DaemonReporter {
             case .unauthorized:
                 metadata["advice"] = "\(Self.permissionAdvice)"
                 logger.error("Bluetooth access denied", metadata: metadata)
-            case .unsupported:
-                logger.warning("Bluetooth unusable; waiting", metadata: metadata)
-            case .poweredOn:
-                logger.notice("Bluetooth on", metadata: metadata)
-            case .poweredOff, .resetting, .unknown:
-                logger.notice("Bluetooth not ready; waiting", metadata: metadata)
+            case .unsupported: logger.warning("Bluetooth unusable; waiting", metadata: metadata)
+            case .poweredOn: logger.notice("Bluetooth on", metadata: metadata)
+            case .poweredOff, .resetting, .unknown: logger.notice("Bluetooth not ready; waiting", metadata: metadata)
             }
         case .advertising(let adapter, let name):
             var metadata: Logger.Metadata = ["adapter": "\(adapter)"]
             if let name { metadata["name"] = "\(name)" }
             logger.info("advertising", metadata: metadata)
-        case .scanning(let adapter):
-            logger.info("scanning", metadata: ["adapter": "\(adapter)"])
-        case .peerFound(let peer):
-            logger.debug("found", metadata: Self.metadata(peer))
+        case .scanning(let adapter): logger.info("scanning", metadata: ["adapter": "\(adapter)"])
+        case .peerFound(let peer): logger.debug("found", metadata: Self.metadata(peer))
         case .connecting(let peer, let attempt):
             logger.debug("connecting", metadata: Self.metadata(peer, ["attempt": "\(attempt)"]))
-        case .connected(let peer):
-            logger.debug("connected", metadata: Self.metadata(peer))
+        case .connected(let peer): logger.debug("connected", metadata: Self.metadata(peer))
         case .subscribed(let peer, let mtu, let format, let transport):
             logger.info("subscribed", metadata: Self.metadata(peer, [
                 "mtu": "\(mtu)", "format": "\(format.rawValue)", "transport": "\(transport.rawValue)",
@@ -115,14 +104,12 @@ struct DaemonReporter {
             logger.warning("central dropped", metadata: Self.metadata(peer, ["reason": "\(reason)"]))
         case .retrying(let reason, let delay):
             logger.notice("retrying", metadata: ["reason": "\(reason)", "delay": "\(EventRenderer.formatSeconds(delay.seconds))"])
-        case .disconnected(let peer):
-            logger.debug("disconnected", metadata: Self.metadata(peer))
+        case .disconnected(let peer): logger.debug("disconnected", metadata: Self.metadata(peer))
         case .refused(let peer, let bound, let reason, let delay):
             logger.warning("peer refused, nothing kept", metadata: Self.metadata(peer, [
                 "bound": "\(bound)", "reason": "\(reason)", "retry": "\(EventRenderer.formatSeconds(delay.seconds))",
             ]))
-        case .warning(let text):
-            logger.warning("\(text)")
+        case .warning(let text): logger.warning("\(text)")
         case .link(let report):
             // Once per change of a link's parameters (the watch reports changes only).
             var metadata: Logger.Metadata = ["tuned": "\(report.tuned)"]
@@ -133,9 +120,7 @@ struct DaemonReporter {
             }
             logger.info("link", metadata: metadata)
         }
-        if json {
-            EventRenderer.writeLine(EventRenderer.jsonLine(for: event, extras: extras), to: STDOUT_FILENO)
-        }
+        if json { EventRenderer.writeLine(EventRenderer.jsonLine(for: event, extras: extras), to: STDOUT_FILENO) }
     }
 
     /// Counts a message delivered or received (and the memory the daemon holds after it), for
@@ -197,9 +182,7 @@ struct DaemonReporter {
                 jsonEvent = ("failed", FailedJSONEvent(file: name, reason: reason))
             }
         }
-        if json {
-            EventRenderer.writeLine(JSONEvents.line(jsonEvent.name, jsonEvent.fields), to: STDOUT_FILENO)
-        }
+        if json { EventRenderer.writeLine(JSONEvents.line(jsonEvent.name, jsonEvent.fields), to: STDOUT_FILENO) }
     }
 
     // MARK: Waiting
@@ -214,9 +197,7 @@ struct DaemonReporter {
         if message != lastWaitingMessage {
             lastWaitingMessage = message
             logger.error("\(message)", metadata: metadata)
-        } else {
-            logger.debug("\(message)", metadata: metadata)
-        }
+        } else { logger.debug("\(message)", metadata: metadata) }
         if json {
             let waiting = WaitingJSONEvent(kind: kind.rawValue, text: message, retrySeconds: retryIn.seconds,
                                            advice: kind == .permissionDenied ? Self.permissionAdvice : nil, hint: hint)
@@ -233,16 +214,12 @@ struct DaemonReporter {
         lastNotifiedStatus = line
         do {
             try notifier.status(line)
-        } catch {
-            logger.debug("systemd notification failed", metadata: ["error": "\(error)"])
-        }
+        } catch { logger.debug("systemd notification failed", metadata: ["error": "\(error)"]) }
     }
 
     // MARK: Helpers
 
-    static var permissionAdvice: String {
-        PermissionAdvice.unauthorized(user: currentUserName)
-    }
+    static var permissionAdvice: String { PermissionAdvice.unauthorized(user: currentUserName) }
 
     static var currentUserName: String? {
         guard let entry = getpwuid(geteuid()), let name = entry.pointee.pw_name else { return nil }
@@ -261,9 +238,7 @@ struct DaemonReporter {
     }
 
     static func metadata(_ summary: MessageSummary) -> Logger.Metadata {
-        var metadata: Logger.Metadata = [
-            "bytes": "\(summary.byteCount)", "format": "\(summary.format.rawValue)",
-        ]
+        var metadata: Logger.Metadata = ["bytes": "\(summary.byteCount)", "format": "\(summary.format.rawValue)"]
         if let digest = summary.sha256 { metadata["sha256"] = "\(digest)" }
         // The sender's word: escaped so that it cannot forge or break a log line.
         if let name = summary.fileName { metadata["name"] = "\(SafeText.escape(name))" }

@@ -3,16 +3,14 @@ import Logging
 import ServiceLifecycle
 import UnixSignals
 
-/// The daemon's parts as swift-service-lifecycle services, run by one `ServiceGroup` in
-/// `Daemon.run`. The group starts them together and, once `StopSignalService` returns,
-/// shuts the others down gracefully in reverse order: the role first (it unregisters its
-/// advertisement and application, stops discovery and disconnects before it returns), the
-/// watchdog last, so systemd keeps hearing from us while the role cleans up.
+/// The daemon's parts as swift-service-lifecycle services, run by one `ServiceGroup` in `Daemon.run`. The group
+/// starts them together and, once `StopSignalService` returns, shuts the others down gracefully in reverse order: the
+/// role first (it unregisters its advertisement and application, stops discovery and disconnects before it returns),
+/// the watchdog last, so systemd keeps hearing from us while the role cleans up.
 
-/// Waits for SIGTERM or SIGINT, reports which one, and returns: its configuration makes that
-/// return the group's graceful shutdown. The group's own `gracefulShutdownSignals` would do
-/// the same without telling the daemon which signal it was, which its log line and its last
-/// systemd status name.
+/// Waits for SIGTERM or SIGINT, reports which one, and returns: its configuration makes that return the group's
+/// graceful shutdown. The group's own `gracefulShutdownSignals` would do the same without telling the daemon which
+/// signal it was, which its log line and its last systemd status name.
 struct StopSignalService: Service {
     let report: @Sendable (DaemonReport) -> Void
 
@@ -31,9 +29,7 @@ struct StopSignalService: Service {
 struct RoleService: Service {
     let supervisor: DaemonSupervisor
 
-    func run() async throws {
-        await supervisor.run()
-    }
+    func run() async throws { await supervisor.run() }
 }
 
 /// Pings systemd's watchdog while the daemon lives; returns at once without a watchdog.

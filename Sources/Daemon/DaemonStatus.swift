@@ -1,6 +1,5 @@
 import Transfer
 
-/// Which role a daemon plays.
 package enum DaemonRoleKind: String, Sendable, CaseIterable {
     /// The central: scans, receives, stores every message in the output directory.
     case receiver
@@ -8,8 +7,7 @@ package enum DaemonRoleKind: String, Sendable, CaseIterable {
     case sender
 }
 
-/// What the daemon is doing, for the one-line `STATUS=` that `systemctl status` shows and for
-/// the log. Only the reporter task changes it.
+/// What the daemon is doing, for the `STATUS=` line `systemctl status` shows and the log; only the reporter changes it.
 struct DaemonStatus: Sendable, Equatable {
     let role: DaemonRoleKind
     /// The adapter named on the command line, nil for BlueZ's first.

@@ -4,28 +4,24 @@ import Machines
 import Roles
 import Synchronization
 
-/// Keeps one role running until the daemon is told to stop: the graceful shutdown of its
-/// service group, which the role sees itself (`GracefulStop`) and ends by letting go of
-/// everything, or, failing that, cancellation.
+/// Keeps one role running until the daemon is told to stop: the graceful shutdown of its service group, which the
+/// role sees itself (`GracefulStop`) and ends by letting go of everything, or, failing that, cancellation.
 ///
-/// The engines ride out what happens while they run — adapter powered off and on, removed and
-/// plugged back, bluetoothd restarted — through their manager-state driver. What makes a run
-/// end instead (bluetoothd absent or the adapter unknown when it starts, access denied, the
-/// system bus gone, a message that cannot be stored) is reported as "waiting" and the role is
-/// started again after a pause: 1 s, doubling per consecutive failure, at most 30 s, and back
-/// to 1 s after a run that reached `poweredOn`. Each attempt opens a new bus connection, so a
-/// D-Bus policy or group change takes effect without restarting the daemon.
+/// The engines ride out what happens while they run — adapter powered off and on, removed and plugged back,
+/// bluetoothd restarted — through their manager-state driver. What makes a run end instead (bluetoothd absent or the
+/// adapter unknown when it starts, access denied, the system bus gone, a message that cannot be stored) is reported
+/// as "waiting" and the role is started again after a pause: 1 s, doubling per consecutive failure, at most 30 s, and
+/// back to 1 s after a run that reached `poweredOn`. Each attempt opens a new bus connection, so a D-Bus policy or
+/// group change takes effect without restarting the daemon.
 struct DaemonSupervisor: Sendable {
-    /// Runs the role once on `session`, reporting its events through `emit`; returns when the
-    /// role ends by itself, throws what stopped it.
+    /// Runs the role once on `session`, its events to `emit`; returns when it ends by itself, throws what stopped it.
     typealias Attempt = @Sendable (_ session: BluetoothSession, _ emit: @escaping @Sendable (RoleEvent) -> Void)
         async throws -> Void
 
     let openSession: @Sendable () async throws -> BluetoothSession
     let attempt: Attempt
     let report: @Sendable (DaemonReport) -> Void
-    /// What `bletransfer status` says when Bluetooth is why the role could not run: its line
-    /// and its fix (nil when it finds Bluetooth ready, or is not asked).
+    /// What `status` says when Bluetooth is why the role could not run: its line and fix (nil: ready, or not asked).
     var diagnose: @Sendable () async -> (message: String, hint: String?)? = { nil }
     var backoff = BackoffPolicy(initial: .seconds(1), maximum: .seconds(30))
     /// The least time between two starts of a role that ended without a failure.
@@ -66,8 +62,7 @@ struct DaemonSupervisor: Sendable {
                 report(.waiting(kind: failure.kind, message: diagnosis?.message ?? failure.message, hint: diagnosis?.hint,
                                 retryIn: delay))
             } else {
-                // The role ended by itself (it only does when its task was interrupted): start
-                // it again, but never in a tight loop.
+                // The role ended by itself (only when its task was interrupted): start it again, never in a tight loop.
                 delay = max(.zero, minimumRestartInterval - (ContinuousClock.now - started))
             }
             // A stop cuts the pause short; the loop's condition then ends the run.
@@ -83,8 +78,7 @@ struct DaemonSupervisor: Sendable {
             case .accessDenied: return (.permissionDenied, bluetooth.description)
             default: return (.unavailable, bluetooth.description)
             }
-        default:
-            return (.software, "unexpected failure: \(error)")
+        default: return (.software, "unexpected failure: \(error)")
         }
     }
 }

@@ -19,8 +19,7 @@ package enum EventOutputMode: Sendable, Equatable {
     /// Errors only.
     case quiet
 
-    /// `--json` wins; otherwise a terminal on stderr gets progress, `--verbose` gets lines,
-    /// and anything else stays quiet, as befits a pipe or a service.
+    /// `--json` wins; else a terminal on stderr gets progress, `--verbose` lines, and a pipe or a service stays quiet.
     package static func choose(json: Bool, verbose: Bool, standardErrorIsTerminal: Bool = isatty(STDERR_FILENO) == 1) -> Self {
         if json { return .jsonLines }
         if verbose { return .logLines }
@@ -28,8 +27,7 @@ package enum EventOutputMode: Sendable, Equatable {
     }
 }
 
-/// Turns role events into output. Confined to one task (the command's), so it keeps plain
-/// mutable state.
+/// Turns role events into output. Confined to one task (the command's), so it keeps plain mutable state.
 package struct EventRenderer {
     package let mode: EventOutputMode
     /// Shown at the head of the progress line: the file being sent, when there is one.
@@ -61,12 +59,9 @@ package struct EventRenderer {
             linkSummary = report.summary.isEmpty ? nil : report.summary
         }
         switch mode {
-        case .jsonLines:
-            Self.writeLine(Self.jsonLine(for: event, extras: extras), to: STDOUT_FILENO)
-        case .logLines:
-            Self.writeLine("bletransfer: " + Self.sentence(for: event), to: STDERR_FILENO)
-        case .terminal:
-            renderOnTerminal(event)
+        case .jsonLines: Self.writeLine(Self.jsonLine(for: event, extras: extras), to: STDOUT_FILENO)
+        case .logLines: Self.writeLine("bletransfer: " + Self.sentence(for: event), to: STDERR_FILENO)
+        case .terminal: renderOnTerminal(event)
         case .quiet:
             if case .warning(let text) = event { Self.writeLine("bletransfer: warning: \(SafeText.escape(text))", to: STDERR_FILENO) }
         }
@@ -107,12 +102,9 @@ package struct EventRenderer {
             return
         }
         switch event {
-        case .subscribed(let peer, _, _, _), .connected(let peer):
-            currentPeer = peer
-        case .delivered, .received, .transferAborted, .centralDropped, .refused, .disconnected:
-            transferStarted = nil
-        default:
-            break
+        case .subscribed(let peer, _, _, _), .connected(let peer): currentPeer = peer
+        case .delivered, .received, .transferAborted, .centralDropped, .refused, .disconnected: transferStarted = nil
+        default: break
         }
         switch event {
         case .stateChanged, .advertising, .scanning, .connected, .subscribed, .delivered, .received,
@@ -123,8 +115,7 @@ package struct EventRenderer {
                 waitingHintShown = true
                 Self.writeLine(hint, to: STDERR_FILENO)
             }
-        case .peerFound, .connecting, .progress:
-            break
+        case .peerFound, .connecting, .progress: break
         }
     }
 
@@ -149,24 +140,18 @@ package struct EventRenderer {
 
     /// The event in words, with every peer-controlled character escaped (``SafeText``): a
     /// device name or a reason quoting one cannot drive the terminal or forge a line.
-    package static func sentence(for event: RoleEvent) -> String {
-        SafeText.escape(rawSentence(for: event))
-    }
+    package static func sentence(for event: RoleEvent) -> String { SafeText.escape(rawSentence(for: event)) }
 
     private static func rawSentence(for event: RoleEvent) -> String {
         switch event {
         case .stateChanged(let from, let to, let detail):
             "state \(from.rawValue) → \(to.rawValue)" + (detail.map { ": \($0)" } ?? "")
-        case .advertising(let adapter, let name):
-            "advertising on \(adapter)" + (name.map { " as \"\($0)\"" } ?? "")
-        case .scanning(let adapter):
-            "scanning on \(adapter)"
-        case .peerFound(let peer):
-            "found \(describe(peer))"
+        case .advertising(let adapter, let name): "advertising on \(adapter)" + (name.map { " as \"\($0)\"" } ?? "")
+        case .scanning(let adapter): "scanning on \(adapter)"
+        case .peerFound(let peer): "found \(describe(peer))"
         case .connecting(let peer, let attempt):
             "connecting to \(describe(peer))" + (attempt > 1 ? " (attempt \(attempt))" : "")
-        case .connected(let peer):
-            "connected to \(describe(peer))"
+        case .connected(let peer): "connected to \(describe(peer))"
         case .subscribed(let peer, let mtu, let format, let transport):
             switch transport {
             case .gatt: "subscribed with \(describe(peer)), ATT MTU \(mtu), \(format.rawValue) format"
@@ -186,18 +171,13 @@ package struct EventRenderer {
                 + (storedAt.map { " → \($0)" } ?? "")
         case .transferAborted(let peer, let reason):
             "transfer" + (peer.map { " with \(describe($0))" } ?? "") + " aborted: \(reason); nothing kept"
-        case .centralDropped(let peer, let reason):
-            "dropped central \(describe(peer)): \(reason)"
-        case .retrying(let reason, let delay):
-            "\(reason); retrying in \(formatSeconds(delay.seconds))"
-        case .disconnected(let peer):
-            "disconnected from \(describe(peer))"
+        case .centralDropped(let peer, let reason): "dropped central \(describe(peer)): \(reason)"
+        case .retrying(let reason, let delay): "\(reason); retrying in \(formatSeconds(delay.seconds))"
+        case .disconnected(let peer): "disconnected from \(describe(peer))"
         case .refused(let peer, let bound, let reason, let delay):
             "refused \(describe(peer)) (\(bound)): \(reason); nothing kept, trying it again in \(formatSeconds(delay.seconds))"
-        case .warning(let text):
-            "warning: \(text)"
-        case .link(let report):
-            linkSentence(report)
+        case .warning(let text): "warning: \(text)"
+        case .link(let report): linkSentence(report)
         }
     }
 
@@ -234,9 +214,8 @@ package struct EventRenderer {
         progressLine(progress, rate: rate, remaining: remaining, elapsed: nil, label: nil, peer: nil, link: nil, width: .max)
     }
 
-    /// The progress line fitted to `width` columns: the parts that matter least (peer, the
-    /// bar, the label, elapsed time, ETA, rate) go first when it does not fit; what remains is
-    /// cut at `width`. `label` and `peer` are escaped (``SafeText``).
+    /// The progress line fitted to `width` columns: the parts that matter least (peer, bar, label, elapsed time, ETA,
+    /// rate) go first when it does not fit; the rest is cut at `width`. `label` and `peer` are escaped (``SafeText``).
     package static func progressLine(_ progress: TransferProgress, rate: Double?, remaining: Double?, elapsed: Double?,
                                     label: String?, peer: String?, link: String? = nil, width: Int) -> String {
         // (priority, text) in display order; a higher priority stays longer.
@@ -250,9 +229,7 @@ package struct EventRenderer {
             parts.append((2, "[" + String(repeating: "#", count: filled) + String(repeating: ".", count: barWidth - filled) + "]"))
             parts.append((9, String(format: "%3.0f%%", fraction * 100)))
             parts.append((8, "\(formatBytes(progress.bytesSoFar)) of \(formatBytes(total))"))
-        } else {
-            parts.append((9, formatBytes(progress.bytesSoFar)))
-        }
+        } else { parts.append((9, formatBytes(progress.bytesSoFar))) }
         if let rate { parts.append((7, formatBytes(Int(rate)) + "/s")) }
         if let link { parts.append((6, "· " + link)) }
         if let elapsed { parts.append((4, formatSeconds(elapsed) + " elapsed")) }
@@ -291,9 +268,8 @@ package struct EventRenderer {
         return "\(Int(seconds) / 3600)h\(String(format: "%02d", Int(seconds) % 3600 / 60))m"
     }
 
-    /// Seconds to the millisecond, three decimals always (`1.500`). Written out instead of
-    /// `String(format: "%.3f")`: Foundation's formatter took longer than the rest of a
-    /// message's log line (`bletransfer-bench events`).
+    /// Seconds to the millisecond, three decimals always (`1.500`). Written out instead of `String(format: "%.3f")`:
+    /// Foundation's formatter took longer than the rest of a message's log line (`bletransfer-bench events`).
     package static func millisecondSeconds(_ duration: Duration) -> String {
         let milliseconds = max(0, Int((duration.seconds * 1000).rounded()))
         let fraction = String(milliseconds % 1000)
@@ -302,9 +278,8 @@ package struct EventRenderer {
 
     // MARK: JSON
 
-    /// JSON encoders escape C0 controls but write C1 controls and bidi overrides as they
-    /// are; a terminal showing the line would act on them. They can only occur inside
-    /// strings, where `\uNNNN` means the same character, so the JSON value is unchanged.
+    /// JSON encoders escape C0 controls but write C1 controls and bidi overrides as they are, which a terminal would
+    /// act on. They occur only inside strings, where `\uNNNN` is the same character: the JSON value is unchanged.
     package static func jsonEscapingTerminalControls(_ json: String) -> String {
         guard json.unicodeScalars.contains(where: { SafeText.needsEscape($0) }) else { return json }
         var result = String.UnicodeScalarView()
@@ -312,18 +287,14 @@ package struct EventRenderer {
             if SafeText.needsEscape(scalar) {
                 let hex = String(scalar.value, radix: 16)
                 result.append(contentsOf: ("\\u" + String(repeating: "0", count: 4 - hex.count) + hex).unicodeScalars)
-            } else {
-                result.append(scalar)
-            }
+            } else { result.append(scalar) }
         }
         return String(result)
     }
 
     // MARK: Raw output
 
-    package static func writeLine(_ line: String, to fd: Int32) {
-        write(line + "\n", to: fd)
-    }
+    package static func writeLine(_ line: String, to fd: Int32) { write(line + "\n", to: fd) }
 
     package static func write(_ text: String, to fd: Int32) {
         // A closed stderr/stdout must not take the role down: its error is dropped.

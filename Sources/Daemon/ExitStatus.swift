@@ -24,21 +24,6 @@ package enum ExitStatus: Int32, Sendable, CaseIterable {
 }
 
 extension ExitStatus {
-    /// The failure kind (`FailureKind`'s raw value) that ends with this status, for the JSON
-    /// `error` event's `kind`.
-    public var failureKindName: String {
-        switch self {
-        case .success: "success"
-        case .usage: "usage"
-        case .dataError: "dataError"
-        case .noInput: "noInput"
-        case .unavailable: "unavailable"
-        case .software: "software"
-        case .cannotCreate: "cannotCreate"
-        case .ioError: "ioError"
-        case .timedOut: "timedOut"
-        case .permissionDenied: "permissionDenied"
-        case .configuration: "configuration"
-        }
-    }
+    /// The failure kind ending with this status (`FailureKind`'s raw value: the case's name), as `error`'s `kind`.
+    public var failureKindName: String { String(describing: self) }
 }

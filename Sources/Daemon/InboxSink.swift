@@ -8,13 +8,12 @@ import SystemPackage
 import Transfer
 import Trust
 
-/// The receiver daemon's `MessageSink`: each message becomes a new file in the output
-/// directory, written atomically (hidden partial file, flushed, then linked to its name; a
-/// name is never reused). A message whose sender named its file (secure mode, `meta`) keeps
-/// that name, sanitized and numbered when taken (``OutputDirectory/store(_:generatedName:)``);
-/// the others are named by `InboxFileName` after their arrival time, so they sort in arrival
-/// order. The sequence number in the name counts the daemon's whole run, across
-/// the role restarts that Bluetooth outages cause (the central's own count starts again).
+/// The receiver daemon's `MessageSink`: each message becomes a new file in the output directory, written atomically
+/// (hidden partial file, flushed, then linked to its name; a name is never reused). A message whose sender named its
+/// file (secure mode, `meta`) keeps that name, sanitized and numbered when taken
+/// (``OutputDirectory/store(_:generatedName:)``); the others are named by `InboxFileName` after their arrival time,
+/// so they sort in arrival order. The sequence number in the name counts the daemon's whole run, across the role
+/// restarts that Bluetooth outages cause (the central's own count starts again).
 final class InboxSink: MessageSink {
     let directory: OutputDirectory
     let limits: StorageLimits
@@ -42,17 +41,14 @@ final class InboxSink: MessageSink {
                   resumeSpool: resumeSpool)
     }
 
-    /// The folder of a sender: the name its key has in the authorized-peers file, or its
-    /// fingerprint for a key listed without one (or let in unlisted); made one safe path
-    /// component when stored. Nil without a key (Apple's flow).
+    /// The folder of a sender: the name its key has in the authorized-peers file, or its fingerprint for a key listed
+    /// without one (or let in unlisted); made one safe path component when stored. Nil without a key (Apple's flow).
     static func senderFolder(_ keyLine: String?) -> String? {
         guard let keyLine, let (key, name) = try? PeerKey.parseLine(Substring(keyLine)) else { return nil }
         return name ?? key.fingerprint
     }
 
-    func admissionRefusal(byteCount: Int) -> StorageRefusal? {
-        directory.refusal(for: byteCount, limits: limits)
-    }
+    func admissionRefusal(byteCount: Int) -> StorageRefusal? { directory.refusal(for: byteCount, limits: limits) }
 
     func admissionRefusal(announced: Int) -> StorageRefusal? {
         directory.refusal(for: announced, limits: limits, alsoWritten: spooledCopy?.bytes(announced: announced) ?? 0)

@@ -3,12 +3,11 @@ import Machines
 import Roles
 import Transfer
 
-/// The `--json` contract (docs/json-events.md): one `Encodable` type per event, each line a
-/// JSON object with sorted keys carrying `event`, `schema`, `time` and `unixTime` beside the
-/// event's own fields.
+/// The `--json` contract (docs/json-events.md): one `Encodable` type per event, each line a JSON object with sorted
+/// keys carrying `event`, `schema`, `time` and `unixTime` beside the event's own fields.
 ///
-/// `schema` changes only when a field is removed, renamed or changes type or meaning; new
-/// fields and new events keep it.
+/// `schema` changes only when a field is removed, renamed or changes type or meaning; new fields and new events keep
+/// it.
 package enum JSONEvents {
     package static let schema = 2
 
@@ -38,8 +37,7 @@ struct JSONEventEnvelope: Encodable {
     var unixTime: Double
 }
 
-/// Fields a command adds to some events: `receive` (elapsed, the payload) and the daemon
-/// (message count, resident memory).
+/// Fields a command adds to some events: `receive` (elapsed, the payload), the daemon (message count, resident memory).
 package struct JSONEventExtras: Encodable, Sendable {
     /// Seconds since the command started.
     package var elapsed: Double?
@@ -61,8 +59,7 @@ package struct JSONEventExtras: Encodable, Sendable {
     }
 }
 
-/// Envelope, extras and payload encoded into one keyed container (JSONEncoder merges the
-/// containers the three ask for at the same level).
+/// Envelope, extras and payload in one keyed container (JSONEncoder merges containers asked for at one level).
 struct JSONEventLine<Payload: Encodable>: Encodable {
     var envelope: JSONEventEnvelope
     var extras: JSONEventExtras
@@ -210,13 +207,10 @@ package struct RefusedJSONEvent: Encodable, Sendable {
 package struct WarningJSONEvent: Encodable, Sendable {
     package var text: String
 
-    package init(_ text: String) {
-        self.text = text
-    }
+    package init(_ text: String) { self.text = text }
 }
 
-/// `link`: what the link under the role runs at (nil fields: not readable by this process,
-/// `unreadable` says why), and what holds each setting back.
+/// `link`: what the role's link runs at (nil fields: unreadable here, `unreadable` says why) and what limits each.
 package struct LinkJSONEvent: Encodable, Sendable {
     package var peer: String?
     package var phy: String?
@@ -301,8 +295,7 @@ package struct WaitingJSONEvent: Encodable, Sendable {
     }
 }
 
-/// `stopped`: the command or daemon ended without a failure: finished its work, or stopped
-/// by a signal (`signal`, and the status it exits with).
+/// `stopped`: ended without a failure: work finished, or stopped by a signal (`signal`, and the exit status).
 package struct StoppedJSONEvent: Encodable, Sendable {
     /// `finished` or `signal`.
     package var reason: String
@@ -351,16 +344,13 @@ extension EventRenderer {
     package static func jsonLine(for event: RoleEvent, extras: JSONEventExtras = JSONEventExtras(),
                                 date: Date = Date()) -> String {
         let name = jsonName(for: event)
-        func line(_ payload: some Encodable) -> String {
-            JSONEvents.line(name, payload, extras: extras, date: date)
-        }
+        func line(_ payload: some Encodable) -> String { JSONEvents.line(name, payload, extras: extras, date: date) }
         switch event {
         case .stateChanged(let from, let to, let detail):
             return line(StateJSONEvent(from: from.rawValue, state: to.rawValue, detail: detail))
         case .advertising(let adapter, let localName):
             return line(AdvertisingJSONEvent(adapter: adapter, localName: localName))
-        case .scanning(let adapter):
-            return line(ScanningJSONEvent(adapter: adapter))
+        case .scanning(let adapter): return line(ScanningJSONEvent(adapter: adapter))
         case .peerFound(let peer), .connected(let peer), .disconnected(let peer):
             return line(PeerJSONEvent(peer: JSONPeer(peer)))
         case .connecting(let peer, let attempt):
@@ -379,18 +369,14 @@ extension EventRenderer {
             return line(ReceivedJSONEvent(message: JSONMessage(summary), peer: .optional(peer),
                                           sender: summary.peerKey.map(JSONPeerKey.init), resumedFrom: summary.resumedFrom,
                                           name: summary.fileName, path: storedAt))
-        case .transferAborted(let peer, let reason):
-            return line(ReasonJSONEvent(peer: .optional(peer), reason: reason))
-        case .centralDropped(let peer, let reason):
-            return line(ReasonJSONEvent(peer: JSONPeer(peer), reason: reason))
+        case .transferAborted(let peer, let reason): return line(ReasonJSONEvent(peer: .optional(peer), reason: reason))
+        case .centralDropped(let peer, let reason): return line(ReasonJSONEvent(peer: JSONPeer(peer), reason: reason))
         case .retrying(let reason, let delay):
             return line(RetryingJSONEvent(reason: reason, retrySeconds: delay.seconds))
         case .refused(let peer, let bound, let reason, let delay):
             return line(RefusedJSONEvent(peer: JSONPeer(peer), bound: bound, reason: reason, retrySeconds: delay.seconds))
-        case .warning(let text):
-            return line(WarningJSONEvent(text))
-        case .link(let report):
-            return line(LinkJSONEvent(report))
+        case .warning(let text): return line(WarningJSONEvent(text))
+        case .link(let report): return line(LinkJSONEvent(report))
         }
     }
 }

@@ -22,8 +22,7 @@ package struct LinkWatchService: Service {
     package let adapterName: String?
     /// Ask for the fast link (`--no-tune` turns it off).
     package let tune: Bool
-    /// Put the adapter's defaults back when the run ends: a command's run does; the daemon, whose
-    /// adapter the service's ExecStartPre tuned for good, does not.
+    /// Restore the adapter's defaults at the end: a command does; the daemon (ExecStartPre tuned it for good) does not.
     package let restoreOnExit: Bool
     package let emit: @Sendable (RoleEvent) -> Void
     /// Progress the role reported: the fallback's input.
@@ -53,9 +52,7 @@ package struct LinkWatchService: Service {
             do throws(HCILinkWatchError) {
                 let watch = try HCILinkWatch.open(controller: controller.index)
                 await context.watch(watch)
-            } catch {
-                await context.poll(controller: controller.index, reason: error)
-            }
+            } catch { await context.poll(controller: controller.index, reason: error) }
         }
         record.remove()
         if let tuning, restoreOnExit { await AdapterTuning.restore(tuning, controller: controller.index) }
@@ -127,8 +124,7 @@ private final class WatchContext: Sendable {
                    })
     }
 
-    /// With CAP_NET_RAW: every change of a link's parameters, as the controller reports it;
-    /// and the fallback, checked every second.
+    /// With CAP_NET_RAW: each change of a link's parameters, as the controller reports it; the fallback, per second.
     func watch(_ watch: HCILinkWatch) async {
         await withDiscardingTaskGroup { group in
             group.addTask {
@@ -161,12 +157,9 @@ private final class WatchContext: Sendable {
         }
     }
 
-    static func rate(_ bytesPerSecond: Double) -> String {
-        String(format: "%.1f kB/s", bytesPerSecond / 1000)
-    }
+    static func rate(_ bytesPerSecond: Double) -> String { String(format: "%.1f kB/s", bytesPerSecond / 1000) }
 
-    /// Without CAP_NET_RAW: the kernel's list of LE connections, every second; a new one is
-    /// reported with what this process can know of it.
+    /// Without CAP_NET_RAW: the kernel's LE connections, each second; a new one reported with what this process knows.
     func poll(controller index: UInt16, reason: HCILinkWatchError) async {
         let unreadable = reason == .notPermitted
             ? "reading the link's PHY, interval and packet size needs CAP_NET_RAW (run as root to see them)"
@@ -191,10 +184,9 @@ private final class WatchContext: Sendable {
     }
 }
 
-/// This process's links, kept in a file of the runtime directory for `bletransfer status`:
-/// `$RUNTIME_DIRECTORY` (the service's, /run/bletransfer), else `$XDG_RUNTIME_DIR/bletransfer`,
-/// else /tmp/bletransfer-UID; one file a process, `links-PID.json`, written whole each time
-/// (a temporary file renamed over it) and removed at the end.
+/// This process's links, kept in a file of the runtime directory for `bletransfer status`: `$RUNTIME_DIRECTORY` (the
+/// service's, /run/bletransfer), else `$XDG_RUNTIME_DIR/bletransfer`, else /tmp/bletransfer-UID; one file a process,
+/// `links-PID.json`, written whole each time (a temporary file renamed over it) and removed at the end.
 package final class LinkRecord: Sendable {
     private let path: String
     private let state: Mutex<(adapter: String, tuned: Bool, links: [UInt16: LinkParameters])>
@@ -216,13 +208,9 @@ package final class LinkRecord: Sendable {
     }
 
     /// The link with the most recent connection (the one a role transfers on).
-    func current() -> LinkParameters? {
-        state.withLock { $0.links.values.max { $0.handle < $1.handle } }
-    }
+    func current() -> LinkParameters? { state.withLock { $0.links.values.max { $0.handle < $1.handle } } }
 
-    func remove() {
-        _ = unlink(path)
-    }
+    func remove() { _ = unlink(path) }
 
     private func write() {
         let entry = state.withLock { state in
@@ -240,8 +228,7 @@ package final class LinkRecord: Sendable {
     }
 }
 
-/// The link records every bletransfer process on this host keeps (`LinkRecord`), as `status`
-/// reads them.
+/// The link records every bletransfer process on this host keeps (`LinkRecord`), as `status` reads them.
 package enum LinkRecords {
     package struct Link: Codable, Sendable, Equatable {
         package var handle: Int
@@ -295,8 +282,7 @@ package enum LinkRecords {
         return "/tmp/bletransfer-\(getuid())"
     }
 
-    /// Every record this process can read whose process is alive: its own directory's, the
-    /// service's (/run/bletransfer), and for root every user's.
+    /// Every record readable here whose process lives: ours, the service's (/run/bletransfer), for root every user's.
     package static func all() -> [Entry] {
         var directories = [ownDirectory(), "/run/bletransfer"]
         if getuid() == 0 {

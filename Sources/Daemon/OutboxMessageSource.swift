@@ -11,8 +11,7 @@ import Transfer
 enum OutboxSourceEvent: Sendable {
     /// `file` is now the message being offered to centrals.
     case serving(OutboxFile)
-    /// `file` was delivered and moved to `movedTo` (nil: it had already left the outbox, e.g.
-    /// removed by hand while it was being sent).
+    /// `file` was delivered and moved to `movedTo` (nil: it had left the outbox, e.g. removed by hand meanwhile).
     case moved(OutboxFile, movedTo: FilePath?)
     /// Delivered, but the move into `sent/` failed: it stays in the outbox and is sent again.
     case moveFailed(OutboxFile, OutboxError)
@@ -22,26 +21,23 @@ enum OutboxSourceEvent: Sendable {
     case notice(OutboxNotice)
 }
 
-/// The sender daemon's `MessageSource`: the first file of the outbox is the current message;
-/// once the peripheral counts it as delivered (framed ACK, or compat unsubscribe after `EOM`)
-/// it moves into `sent/` and the next file is served. An empty outbox makes `current()` wait
-/// (inotify, no polling loop) until a file is ready.
+/// The sender daemon's `MessageSource`: the first file of the outbox is the current message; once the peripheral
+/// counts it as delivered (framed ACK, or compat unsubscribe after `EOM`) it moves into `sent/` and the next file is
+/// served. An empty outbox makes `current()` wait (inotify, no polling loop) until a file is ready.
 ///
-/// Each sub-folder `NAME/` (other than `sent/`, `failed/` and hidden ones) is an outbox of its
-/// own whose files are addressed to the authorized peer NAME (its name or fingerprint in the
-/// authorized-peers file): only that peer is given them, and they move to `NAME/sent/`. Files
-/// at the top go to the first authorized peer that asks, and come first. When a central is
-/// refused a message addressed to someone else, `message(for:)` offers it what is there for it.
-/// New folders are found within `folderRescan` while the daemon waits.
+/// Each sub-folder `NAME/` (other than `sent/`, `failed/` and hidden ones) is an outbox of its own whose files are
+/// addressed to the authorized peer NAME (its name or fingerprint in the authorized-peers file): only that peer is
+/// given them, and they move to `NAME/sent/`. Files at the top go to the first authorized peer that asks, and come
+/// first. When a central is refused a message addressed to someone else, `message(for:)` offers it what is there for
+/// it. New folders are found within `folderRescan` while the daemon waits.
 ///
-/// Delivery is the only thing that moves a file: a transfer cut short (central gone, adapter
-/// off, bluetoothd restarted, SIGTERM) leaves the file where it is, and the next `current()` —
-/// in this run or the next start of the daemon — returns it again. The outbox itself holds
-/// no state but its files, so a restart serves exactly the files not yet in `sent/`.
+/// Delivery is the only thing that moves a file: a transfer cut short (central gone, adapter off, bluetoothd
+/// restarted, SIGTERM) leaves the file where it is, and the next `current()` — in this run or the next start of the
+/// daemon — returns it again. The outbox itself holds no state but its files, so a restart serves exactly the files
+/// not yet in `sent/`.
 ///
-/// `current()` never ends the run by itself: nil is returned only when the calling task is
-/// cancelled (the peripheral tearing down a poweredOn period, or the daemon stopping), where
-/// the caller discards the answer.
+/// `current()` never ends the run by itself: nil is returned only when the calling task is cancelled (the peripheral
+/// tearing down a poweredOn period, or the daemon stopping), where the caller discards the answer.
 actor OutboxMessageSource: MessageSource {
     let outbox: Outbox
     private let report: @Sendable (OutboxSourceEvent) -> Void
@@ -50,9 +46,8 @@ actor OutboxMessageSource: MessageSource {
     private var peerOutboxes: [String: Outbox] = [:]
     /// The file being offered and its prepared message (hashed once, not per subscription).
     private var serving: Served?
-    /// Pipeline: the files after `serving`, in order, claimed and prepared while `serving`
-    /// awaits its ACK (sent ahead, or prepared while the window is full: `upcomingNow`);
-    /// `nextAvailableNow` hands out the first once `serving` is delivered.
+    /// Pipeline: the files after `serving`, in order, claimed and prepared while `serving` awaits its ACK (sent ahead,
+    /// or prepared while the window is full: `upcomingNow`); `nextAvailableNow` gives the first once `serving` is done.
     private var prepared: [Served] = []
     private(set) var deliveredCount = 0
     /// When the peer folders were last listed, and the outbox watcher's generation then.
@@ -82,8 +77,7 @@ actor OutboxMessageSource: MessageSource {
         self.report = report
     }
 
-    /// Opens (creating when missing) the outbox at `directory`; files over `maximumFileSize`
-    /// or empty go to `failed/`.
+    /// Opens (creating when missing) the outbox at `directory`; files over `maximumFileSize` or empty go to `failed/`.
     init(directory: FilePath, maximumFileSize: Int, settleTime: Duration = Outbox.defaultSettleTime,
          retryDelay: Duration = .seconds(5), listingReuseLimit: Duration = folderRescan,
          report: @escaping @Sendable (OutboxSourceEvent) -> Void = { _ in }) throws(OutboxError) {
@@ -108,9 +102,8 @@ actor OutboxMessageSource: MessageSource {
         return nil
     }
 
-    /// The first ready outbox file, without waiting for one (a multi session's next message).
-    /// A file prepared while the last one awaited its ACK comes first whatever arrived since:
-    /// it may be on the air already, and it is not read or hashed again.
+    /// The first ready outbox file, without waiting (a multi session's next). One prepared while the last awaited its
+    /// ACK comes first whatever arrived: it may be on the air already, and is not read or hashed again.
     func nextAvailableNow() async -> OutgoingMessage? {
         guard !Task.isCancelled else { return nil }
         if !prepared.isEmpty {
@@ -138,9 +131,7 @@ actor OutboxMessageSource: MessageSource {
             let file: OutboxFile?
             do {
                 file = try await serving.outbox.next(after: [serving.file] + prepared.map(\.file))
-            } catch {
-                return nil
-            }
+            } catch { return nil }
             guard let file else { return nil }
             prepared.append(Served(outbox: serving.outbox, file: file,
                                    message: Self.message(for: file, addressee: serving.message.addressee)))
@@ -178,8 +169,8 @@ actor OutboxMessageSource: MessageSource {
         return ready.message
     }
 
-    /// The first ready file: with `peer`, of its folders then of the top; otherwise of the top,
-    /// then of each peer folder by name. Errors of the top outbox are thrown, a folder's skipped.
+    /// The first ready file: with `peer`, of its folders then the top's; else the top's, then each peer folder's by
+    /// name. Errors of the top outbox are thrown, a folder's skipped.
     private func readyNow(for peer: AuthenticatedPeer?) async throws(OutboxError) -> Served? {
         refreshFolders()
         let folders = peerOutboxes.sorted { $0.key < $1.key }
@@ -213,9 +204,7 @@ actor OutboxMessageSource: MessageSource {
                         if index == 0 { report(.unreadable(error, retryIn: retryDelay)) }
                         try? await Task.sleep(for: retryDelay)
                         return nil
-                    } catch {
-                        return nil
-                    }
+                    } catch { return nil }
                 }
             }
             group.addTask {
@@ -232,17 +221,14 @@ actor OutboxMessageSource: MessageSource {
         return found
     }
 
-    /// Opens an outbox for each new peer folder and forgets folders that went away.
-    /// Lists the outbox's peer folders again when they may have changed: the outbox's watcher
-    /// saw something arrive (a folder made or moved in is an arrival), it has no watcher, or
-    /// the last listing is `folderRescan` old (a folder removed is not signalled). A session
-    /// draining many files asks for the next one per ACK; listing the whole outbox each time
-    /// made every message cost as much as the files still waiting.
+    /// Opens an outbox for each new peer folder and forgets folders that went away. Lists the peer folders again when
+    /// they may have changed: the watcher saw an arrival (a folder made or moved in is one), there is no watcher, or
+    /// the listing is `folderRescan` old (removals are not signalled). A session draining many files asks for the next
+    /// per ACK; listing the whole outbox each time made every message cost as much as the files still waiting.
     private func refreshFolders() {
-        // A folder whose name no longer leads to it serves nothing meanwhile (its own scans
-        // check, before each listing). Another directory under the name replaces it, whatever
-        // the listing's age; a symbolic link does not (it is never opened): the folder stays,
-        // refusing, until its name leads to it again (swapped back) or is gone.
+        // A folder whose name no longer leads to it serves nothing meanwhile (its scans check before each listing).
+        // Another directory under the name replaces it, whatever the listing's age; a symbolic link does not (it is
+        // never opened): the folder stays, refusing, until its name leads to it again (swapped back) or is gone.
         var moved = false
         for (name, box) in peerOutboxes where !box.isStillInPlace {
             if let status = outbox.folder.status(of: name), status.st_mode & S_IFMT == S_IFDIR {
@@ -278,15 +264,12 @@ actor OutboxMessageSource: MessageSource {
                 peerOutboxes[name] = try Outbox(folder: name, in: outbox, report: { report(.notice($0)) })
             } catch .notADirectory {
                 continue   // Swapped for something else since it was examined.
-            } catch {
-                report(.unreadable(error, retryIn: Self.folderRescan))
-            }
+            } catch { report(.unreadable(error, retryIn: Self.folderRescan)) }
         }
         for name in peerOutboxes.keys where !present.contains(name) { peerOutboxes[name] = nil }
     }
 
-    /// A folder's name as the addressee it names: NFC, as the authorized-peers names are read
-    /// (a folder made on a system that decomposes accents still names its peer).
+    /// A folder's name as the addressee: NFC, as authorized-peers names are read (accents decomposed elsewhere match).
     private static func message(for file: OutboxFile, addressee: String?) -> OutgoingMessage {
         let addressee = addressee?.precomposedStringWithCanonicalMapping
         // The outbox file's name travels with it (secure mode, when the receiver takes it).

@@ -1,10 +1,8 @@
 import Synchronization
 
-/// Starts `work` in a task of its own. A fresh task does not inherit the caller's
-/// cancellation, and cancelling the caller does not reach it: this is the one place for work
-/// that must run to its end after its caller was cancelled (a cancelled task cannot make the
-/// D-Bus calls that release a link or unregister an object), and for work a race abandons
-/// rather than waits for.
+/// Starts `work` in a task of its own, which neither inherits the caller's cancellation nor is reached by it: the one
+/// place for work that must run to its end after its caller was cancelled (a cancelled task cannot make the D-Bus calls
+/// that release a link or unregister an object), and for work a race abandons rather than waits for.
 package func startOutsideCancellation<T: Sendable>(
     _ work: @escaping @Sendable () async throws -> T
 ) -> Task<T, any Error> {
@@ -12,8 +10,7 @@ package func startOutsideCancellation<T: Sendable>(
     Task { try await work() }
 }
 
-/// Runs `work` to its end even when the calling task is cancelled meanwhile, and returns
-/// what it returned or threw.
+/// Runs `work` to its end even when the calling task is cancelled meanwhile, and returns what it returned or threw.
 package func runOutsideCancellation<T: Sendable>(_ work: @escaping @Sendable () async throws -> T) async throws -> T {
     try await startOutsideCancellation(work).value
 }
@@ -53,8 +50,7 @@ package func withTimeLimit<T: Sendable>(_ limit: Duration, onTimeout: @escaping 
     let result = await withTaskCancellationHandler {
         await withCheckedContinuation { (continuation: CheckedContinuation<Result<T, any Error>, Never>) in
             outcome.install(continuation)
-            // Outside the caller's cancellation so that the limit can abandon it; the caller's
-            // cancellation is passed on by the handler below.
+            // Outside the caller's cancellation so the limit can abandon it; the handler below passes cancellation on.
             let worker = startOutsideCancellation {
                 do { outcome.resolve(.success(try await body())) } catch { outcome.resolve(.failure(error)) }
             }
@@ -93,19 +89,13 @@ private final class FirstOutcome<T: Sendable>: Sendable {
         state.withLock { state in
             if let early = state.early {
                 continuation.resume(returning: early)
-            } else {
-                state.continuation = continuation
-            }
+            } else { state.continuation = continuation }
         }
     }
 
-    func setWorker(_ cancel: @escaping @Sendable () -> Void) {
-        state.withLock { $0.cancelWorker = cancel }
-    }
+    func setWorker(_ cancel: @escaping @Sendable () -> Void) { state.withLock { $0.cancelWorker = cancel } }
 
-    func cancelWorker() {
-        state.withLock { $0.cancelWorker }?()
-    }
+    func cancelWorker() { state.withLock { $0.cancelWorker }?() }
 
     /// Runs `fire` once `limit` has passed, unless a result came first.
     func startTimer(after limit: Duration, _ fire: @escaping @Sendable () -> Void) {
@@ -140,9 +130,7 @@ private final class FirstOutcome<T: Sendable>: Sendable {
             if let continuation = state.continuation {
                 state.continuation = nil
                 continuation.resume(returning: result)
-            } else {
-                state.early = result
-            }
+            } else { state.early = result }
             defer { state.timer = nil }
             return state.timer
         }

@@ -1,8 +1,7 @@
 import Synchronization
 
-/// A wake-up call between a producer of "something changed" (the directory watcher) and a
-/// waiter. A waiter first reads `generation`, then looks at the world, then waits for the
-/// generation to move on: a change that happens between looking and waiting is not lost.
+/// A wake-up call between a producer of "something changed" (the directory watcher) and a waiter, who reads
+/// `generation`, looks at the world, then waits for it to move on: a change between looking and waiting is not lost.
 final class ChangeSignal: Sendable {
     private struct State {
         var generation: UInt64 = 0
@@ -26,8 +25,7 @@ final class ChangeSignal: Sendable {
         for waiter in waiters { waiter.resume() }
     }
 
-    /// Returns once the generation differs from `seen`, `timeout` passed, or the task is
-    /// cancelled, whichever comes first.
+    /// Returns once the generation differs from `seen`, `timeout` passed, or the task is cancelled, whichever is first.
     func wait(after seen: UInt64, timeout: Duration) async {
         let id = state.withLock { state in
             state.nextWaiterID &+= 1

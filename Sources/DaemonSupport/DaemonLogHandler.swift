@@ -14,9 +14,7 @@ package struct LogLineWriter: Sendable {
     private let writeLine: @Sendable (String) -> Void
 
     /// `writeLine` receives each line without its trailing newline.
-    package init(_ writeLine: @escaping @Sendable (String) -> Void) {
-        self.writeLine = writeLine
-    }
+    package init(_ writeLine: @escaping @Sendable (String) -> Void) { self.writeLine = writeLine }
 
     package func write(_ line: String) { writeLine(line) }
 
@@ -49,9 +47,8 @@ final class FileDescriptorLineWriter: Sendable {
     }
 }
 
-/// A swift-log handler for daemon mode: one line per record on standard error, with the
-/// journal's priority prefix when standard error is the journal (see `JournalStream`) and a
-/// plain `LEVEL message key=value` line otherwise.
+/// A swift-log handler for daemon mode: one line per record on standard error, with the journal's priority prefix
+/// when standard error is the journal (see `JournalStream`) and a plain `LEVEL message key=value` line otherwise.
 package struct DaemonLogHandler: LogHandler {
     package let label: String
     package let format: LogLineFormat
@@ -61,12 +58,8 @@ package struct DaemonLogHandler: LogHandler {
     private let writer: LogLineWriter
 
     package init(
-        label: String,
-        format: LogLineFormat,
-        logLevel: Logger.Level = .info,
-        metadata: Logger.Metadata = [:],
-        metadataProvider: Logger.MetadataProvider? = nil,
-        writer: LogLineWriter = .standardError
+        label: String, format: LogLineFormat, logLevel: Logger.Level = .info, metadata: Logger.Metadata = [:],
+        metadataProvider: Logger.MetadataProvider? = nil, writer: LogLineWriter = .standardError
     ) {
         self.label = label
         self.format = format
@@ -82,8 +75,7 @@ package struct DaemonLogHandler: LogHandler {
             label: label, format: JournalStream.isStandardErrorJournal ? .journal : .plain, logLevel: logLevel)
     }
 
-    /// Installs this handler for every logger of the process. swift-log allows this once per
-    /// process; call it first thing in the daemon command.
+    /// Installs this handler for every logger; swift-log allows it once per process: first thing in the daemon command.
     package static func bootstrap(logLevel: Logger.Level = .info) {
         let format: LogLineFormat = JournalStream.isStandardErrorJournal ? .journal : .plain
         LoggingSystem.bootstrap { label in
@@ -105,9 +97,7 @@ package struct DaemonLogHandler: LogHandler {
         if let own = event.metadata {
             merged.merge(own) { _, new in new }
         }
-        if let error = event.error, merged["error"] == nil {
-            merged["error"] = .string(String(describing: error))
-        }
+        if let error = event.error, merged["error"] == nil { merged["error"] = .string(String(describing: error)) }
         writer.write(
             LogLineFormatter.line(format: format, level: event.level, message: event.message.description, metadata: merged))
     }

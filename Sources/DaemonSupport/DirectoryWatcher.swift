@@ -3,22 +3,19 @@ import Glibc
 import Reactor
 import SystemPackage
 
-/// Watches one directory through inotify and signals a `ChangeSignal` whenever a file in it
-/// is created, finished writing, moved in, or changes attributes, or the directory itself
-/// goes. Files leaving (moved out, removed) are not reported: a departure never makes a file
-/// ready to send, and the outbox's own moves to `sent/` must not make it list the directory
-/// again. The descriptor is a lasting interest on the process's reactor, read on its thread
-/// when ready, so nothing polls and no thread blocks.
+/// Watches one directory through inotify and signals a `ChangeSignal` whenever a file in it is created, finished
+/// writing, moved in, or changes attributes, or the directory itself goes. Files leaving (moved out, removed) are not
+/// reported: a departure never makes a file ready to send, and the outbox's own moves to `sent/` must not make it
+/// list the directory again. The descriptor is a lasting interest on the process's reactor, read on its thread when
+/// ready, so nothing polls and no thread blocks.
 final class DirectoryWatcher: Sendable {
     private let interest: PersistentInterest
     private let fd: Int32
 
-    /// Starts watching; nil when inotify is not available (no kernel support, or the
-    /// per-user instance or watch limit is reached), in which case callers rescan on a timer.
-    /// `completed` hears the names of files moved in or closed after writing.
-    /// `followsName: false`: `directory` is a `/proc/self/fd/N` link, which leads to the
-    /// directory held whatever its name leads to now (and must be followed to be watched); a
-    /// plain path is watched without following a symbolic link at its end.
+    /// Starts watching; nil without inotify (no kernel support, or the per-user instance or watch limit reached):
+    /// callers then rescan on a timer. `completed` hears the names of files moved in or closed after writing.
+    /// `followsName: false`: `directory` is a `/proc/self/fd/N` link, leading to the directory held whatever its name
+    /// leads to now (followed to be watched); a plain path is watched without following a final symbolic link.
     init?(directory: String, signal: ChangeSignal, completed: CompletedNames? = nil, followsName: Bool = true) {
         let fd = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
         guard fd >= 0 else { return nil }
@@ -48,8 +45,7 @@ final class DirectoryWatcher: Sendable {
     // descriptor, and no drain reads a number that may since name another file.
     deinit { interest.cancel { [fd] in close(fd) } }
 
-    /// The names of `IN_MOVED_TO` and `IN_CLOSE_WRITE` events in `events` (struct
-    /// inotify_event: wd, mask, cookie, len, then `len` bytes of NUL-padded name).
+    /// The names of `IN_MOVED_TO` and `IN_CLOSE_WRITE` events (inotify_event: wd, mask, cookie, len, NUL-padded name).
     static func recordCompleted(_ events: ArraySlice<UInt8>, into completed: CompletedNames) {
         let bytes = Array(events)
         let now = FileTime.now()

@@ -2,18 +2,16 @@
 import Glibc
 import SystemPackage
 
-/// A directory held by an open descriptor (`O_DIRECTORY | O_NOFOLLOW`), so that what is done in
-/// it — listing, opening, examining, renaming, relative to the descriptor — happens in that
-/// directory whatever its name leads to later. Someone who can write the directory's parent (a
-/// member of the outbox's group) may swap the name for a symbolic link to a place only the
-/// service can read (`renameat2(RENAME_EXCHANGE)`); the descriptor still names the directory it
-/// was opened on, and ``isStillNamed()`` tells the swap.
+/// A directory held by an open descriptor (`O_DIRECTORY | O_NOFOLLOW`), so that what is done in it — listing,
+/// opening, examining, renaming, relative to the descriptor — happens in that directory whatever its name leads to
+/// later. Someone who can write the directory's parent (a member of the outbox's group) may swap the name for a
+/// symbolic link to a place only the service can read (`renameat2(RENAME_EXCHANGE)`); the descriptor still names the
+/// directory it was opened on, and ``isStillNamed()`` tells the swap.
 ///
-/// The directory is also remembered by where it is named: its parent (a duplicate of the
-/// parent's descriptor, or the working directory for a path) and its name there.
+/// The directory is also remembered by where it is named: its parent (a duplicate of the parent's descriptor, or the
+/// working directory for a path) and its name there.
 public final class HeldDirectory: Sendable {
-    /// The directory's descriptor, read-only (a directory's contents change through it all the
-    /// same: `renameat`, `unlinkat`, `openat(O_CREAT)`).
+    /// The directory's descriptor, read-only (contents still change through it: `renameat`, `unlinkat`, `openat`).
     public let descriptor: Int32
     public let path: FilePath
     /// Device and inode when opened.
@@ -44,9 +42,8 @@ public final class HeldDirectory: Sendable {
         if parent != AT_FDCWD { _ = close(parent) }
     }
 
-    /// Opens the directory at `path`; its last component must not be a symbolic link (the
-    /// components before it are followed: they belong to whoever set the path up).
-    /// `create`: made (mode 0755) first when missing.
+    /// Opens the directory at `path`; its last component must not be a symbolic link (the components before it are
+    /// followed: they belong to whoever set the path up). `create`: made (mode 0755) first when missing.
     public static func open(_ path: FilePath, create: Bool) throws(Errno) -> HeldDirectory {
         if create, mkdir(path.string, 0o755) != 0, errno != EEXIST { throw Errno(rawValue: errno) }
         let fd = Glibc.open(path.string, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
@@ -54,8 +51,7 @@ public final class HeldDirectory: Sendable {
         return try HeldDirectory(descriptor: fd, path: path, parent: AT_FDCWD, name: path.string)
     }
 
-    /// Opens `name` inside `parent`, relative to its descriptor, never following a symbolic
-    /// link; `create`: made (mode 0755) first when missing.
+    /// Opens `name` in `parent` by its descriptor, never following a symbolic link; `create`: made (0755) if missing.
     public static func open(_ name: String, in parent: HeldDirectory, create: Bool) throws(Errno) -> HeldDirectory {
         if create, mkdirat(parent.descriptor, name, 0o755) != 0, errno != EEXIST { throw Errno(rawValue: errno) }
         let fd = openat(parent.descriptor, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
@@ -70,13 +66,10 @@ public final class HeldDirectory: Sendable {
     }
 
     /// A symbolic link where a directory was expected reads as "not a directory".
-    private static func refusal(_ code: Int32) -> Errno {
-        code == ELOOP ? .notDirectory : Errno(rawValue: code)
-    }
+    private static func refusal(_ code: Int32) -> Errno { code == ELOOP ? .notDirectory : Errno(rawValue: code) }
 
-    /// Whether the directory's name still leads to this directory (not to a symbolic link, not
-    /// to another directory moved or swapped in); throws what examining the name met (it is
-    /// gone: `ENOENT`).
+    /// Whether the directory's name still leads to this directory (not to a symbolic link, not to another directory
+    /// moved or swapped in); throws what examining the name met (it is gone: `ENOENT`).
     public func isStillNamed() throws(Errno) -> Bool {
         var status = stat()
         guard fstatat(parent, name, &status, AT_SYMLINK_NOFOLLOW) == 0 else { throw Errno(rawValue: errno) }
@@ -92,9 +85,8 @@ public final class HeldDirectory: Sendable {
     /// Whether this process may create and remove entries here.
     public var isWritable: Bool { faccessat(descriptor, ".", W_OK | X_OK, 0) == 0 }
 
-    /// What inotify watches this directory through: the descriptor's own `/proc` link (it
-    /// leads to this directory, never to what its name leads to now), or the path where there
-    /// is no `/proc`.
+    /// What inotify watches this directory through: the descriptor's own `/proc` link (it leads to this directory,
+    /// never to what its name leads to now), or the path where there is no `/proc`.
     public var watchPath: (path: String, followsName: Bool) {
         let link = "/proc/self/fd/\(descriptor)"
         return access(link, F_OK) == 0 ? (link, false) : (path.string, true)

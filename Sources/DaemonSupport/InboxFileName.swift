@@ -1,12 +1,10 @@
 import Foundation
 
-/// Names for messages the receiver daemon stores (pass the result as `baseName` to the
-/// output directory, which adds `-1`, `-2`… when a name is taken). Received messages carry no
-/// file name, so the name says when it arrived: names sort in arrival order, hold no `:` (safe
-/// on FAT media and in scp/rsync arguments), and end in `.txt` when the payload is text.
+/// Names for messages the receiver daemon stores (pass the result as `baseName` to the output directory, which adds
+/// `-1`, `-2`… when a name is taken). Received messages carry no file name, so the name says when it arrived: names
+/// sort in arrival order, hold no `:` (safe on FAT and in scp/rsync arguments), end in `.txt` for text.
 package enum InboxFileName {
-    /// "message-20250131-120005.042-0007.txt": UTC arrival time with milliseconds, then the
-    /// run's message sequence number.
+    /// "message-20250131-120005.042-0007.txt": UTC arrival time with milliseconds, then the run's message sequence.
     package static func make(receivedAt: Date, sequence: Int, payload: some Collection<UInt8>) -> String {
         var calendar = Calendar(identifier: .gregorian)
         calendar.timeZone = TimeZone(identifier: "UTC")!
@@ -18,8 +16,7 @@ package enum InboxFileName {
         return "message-\(stamp)-\(pad(max(0, sequence), 4)).\(fileExtension)"
     }
 
-    /// Valid UTF-8 without control characters other than tab, line feed, carriage return and
-    /// form feed.
+    /// Valid UTF-8 without control characters other than tab, line feed, carriage return and form feed.
     package static func looksLikeText(_ payload: some Collection<UInt8>) -> Bool {
         guard !payload.isEmpty else { return false }
         var iterator = payload.makeIterator()

@@ -5,10 +5,9 @@ import Darwin
 #endif
 import Foundation
 
-/// Tells whether a file descriptor is connected to the systemd journal. systemd sets
-/// `$JOURNAL_STREAM` to "DEVICE:INODE" of the stream it connected to stdout/stderr; when the
-/// descriptor still is that stream (not redirected by a wrapper), the journal reads the
-/// `<N>` priority prefixes of sd-daemon(3).
+/// Tells whether a file descriptor is connected to the systemd journal. systemd sets `$JOURNAL_STREAM` to
+/// "DEVICE:INODE" of the stream it connected to stdout/stderr; when the descriptor still is that stream (not
+/// redirected by a wrapper), the journal reads the `<N>` priority prefixes of sd-daemon(3).
 package enum JournalStream {
     /// True when `fd` refers to the device and inode named in `environmentValue`.
     package static func isJournal(fd: Int32, environmentValue: String?) -> Bool {
@@ -18,7 +17,6 @@ package enum JournalStream {
         return UInt64(status.st_dev) == expected.device && UInt64(status.st_ino) == expected.inode
     }
 
-    /// True when standard error goes to the journal.
     package static var isStandardErrorJournal: Bool {
         isJournal(fd: STDERR_FILENO, environmentValue: ProcessInfo.processInfo.environment["JOURNAL_STREAM"])
     }

@@ -2,13 +2,12 @@ import Logging
 
 /// How a daemon log record becomes one line of text.
 ///
-/// - `journal`: `<N>message key=value …`, where `<N>` is the syslog priority that the journal
-///   strips and records as the entry's priority (sd-daemon(3): `<3>` error … `<7>` debug).
+/// - `journal`: `<N>message key=value …`, where `<N>` is the syslog priority that the journal strips and records as
+///   the entry's priority (sd-daemon(3): `<3>` error … `<7>` debug).
 /// - `plain`: `LEVEL message key=value …`, for a terminal or a log file.
 ///
-/// Metadata is rendered in key order so equal records give equal lines; values holding
-/// spaces, quotes, `=` or control characters are quoted with backslash escapes, so a line
-/// never breaks and `key=value` pairs stay unambiguous.
+/// Metadata is rendered in key order so equal records give equal lines; values holding spaces, quotes, `=` or control
+/// characters are quoted with backslash escapes, so a line never breaks and `key=value` pairs stay unambiguous.
 package enum LogLineFormat: Sendable, Equatable {
     case journal
     case plain
@@ -43,26 +42,13 @@ package enum LogLineFormatter {
         }
     }
 
-    package static func levelName(_ level: Logger.Level) -> String {
-        switch level {
-        case .trace: "TRACE"
-        case .debug: "DEBUG"
-        case .info: "INFO"
-        case .notice: "NOTICE"
-        case .warning: "WARNING"
-        case .error: "ERROR"
-        case .critical: "CRITICAL"
-        }
-    }
+    /// "TRACE" … "CRITICAL".
+    package static func levelName(_ level: Logger.Level) -> String { level.rawValue.uppercased() }
 
-    /// The message keeps its spaces but not its line breaks: the journal would split it into
-    /// several entries, a reader of a plain log into unrelated lines.
-    static func escapedMessage(_ message: String) -> String {
-        escaped(message, quoting: false)
-    }
+    /// Spaces kept, line breaks not: the journal would split the message into entries, a plain log into lines.
+    static func escapedMessage(_ message: String) -> String { escaped(message, quoting: false) }
 
-    /// `text` with line breaks, tabs and what `SafeText` flags escaped; with `quoting`, also
-    /// the quote and the backslash (for a value between quotes).
+    /// `text` with line breaks, tabs and what `SafeText` flags escaped; `quoting`: also `"` and `\` (a quoted value).
     private static func escaped(_ text: String, quoting: Bool) -> String {
         var result = ""
         result.unicodeScalars.reserveCapacity(text.unicodeScalars.count)
@@ -76,9 +62,7 @@ package enum LogLineFormatter {
             default:
                 if SafeText.needsEscape(scalar) {
                     result += SafeText.escapeCode(scalar)
-                } else {
-                    result.unicodeScalars.append(scalar)
-                }
+                } else { result.unicodeScalars.append(scalar) }
             }
         }
         return result

@@ -1,6 +1,5 @@
-/// One source of inputs for a loop that waits on several at once (sightings and a timer,
-/// notifications, a disconnection and a timer): it yields into the loop's one stream until
-/// it has nothing more to say or is cancelled.
+/// One source of inputs for a loop that waits on several at once (sightings and a timer, notifications, a
+/// disconnection and a timer): it yields into the loop's one stream until it has nothing more to say or is cancelled.
 package struct InputProducer<Input: Sendable>: Sendable {
     package let produce: @Sendable (AsyncStream<Input>.Continuation) async -> Void
 
@@ -19,12 +18,10 @@ package struct InputProducer<Input: Sendable>: Sendable {
     }
 }
 
-/// Runs `consume` on one stream that merges what `producers` yield. The producers are child
-/// tasks of a group scoped to this call, so however `consume` ends (a return, a throw, the
-/// caller's cancellation), they are cancelled and awaited before this returns.
+/// Runs `consume` on one stream merging what `producers` yield. The producers are child tasks of a group scoped to this
+/// call: however `consume` ends (return, throw, the caller's cancellation), they are cancelled and awaited first.
 package func withMergedInputs<Input: Sendable, Result>(
-    _ producers: InputProducer<Input>...,
-    consume: (AsyncStream<Input>) async throws -> Result
+    _ producers: InputProducer<Input>..., consume: (AsyncStream<Input>) async throws -> Result
 ) async throws -> Result {
     let (inputs, input) = AsyncStream<Input>.makeStream()
     return try await withThrowingDiscardingTaskGroup { group in

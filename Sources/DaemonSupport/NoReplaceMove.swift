@@ -21,9 +21,8 @@ enum NoReplaceMove {
         return unsafeBitCast(symbol, to: RenameAt2.self)
     }()
 
-    /// Moves `name` in the directory `from` to `newName` in the directory `to`, both held by
-    /// descriptor: nothing on the way is looked up by path, so a directory swapped for a
-    /// symbolic link cannot send the file elsewhere. Throws `.fileExists` when `newName` is taken.
+    /// Moves `name` in `from` to `newName` in `to`, both directories held by descriptor: nothing is looked up by path,
+    /// so a directory swapped for a symbolic link cannot send the file elsewhere. Throws `.fileExists` when taken.
     static func move(_ name: String, in from: Int32, to newName: String, in to: Int32) throws(Errno) {
         if let renameAt2 {
             if renameAt2(from, name, to, newName, renameNoReplaceFlag) == 0 { return }
@@ -59,23 +58,19 @@ enum NoReplaceMove {
         }
     }
 
-    /// Moves `source` into `directory` under `name`, or `name-1.ext`, `name-2.ext`… when taken;
-    /// returns the name used.
+    /// Moves `source` into `directory` as `name`, or `name-1.ext`, `name-2.ext`… when taken; returns the name used.
     static func moveAvoidingNames(_ source: String, into directory: String, name: String) throws(Errno) -> String {
         try firstFreeName(name) { candidate throws(Errno) in try move(source, to: directory + "/" + candidate) }
     }
 
-    /// Runs `move` with `name`, then `name-1.ext`, `name-2.ext`… while it throws `.fileExists`;
-    /// returns the name it succeeded with.
+    /// Runs `move` with `name`, then `name-1.ext`, `name-2.ext`… while it throws `.fileExists`; returns the name used.
     private static func firstFreeName(_ name: String, _ move: (String) throws(Errno) -> Void) throws(Errno) -> String {
         for attempt in 0..<10_000 {
             let candidate = attempt == 0 ? name : numbered(name, attempt)
             do {
                 try move(candidate)
                 return candidate
-            } catch .fileExists {
-                continue
-            }
+            } catch .fileExists { continue }
         }
         throw .fileExists
     }
@@ -88,16 +83,14 @@ enum NoReplaceMove {
         return "\(name)-\(number)"
     }
 
-    /// Makes renames in `directories` durable, one after the other, on
-    /// ``BlockingCalls/storage`` (an `fsync` waits for the disk), without waiting for it: the
-    /// flushes still follow the renames made before. Best effort: a directory that cannot be
-    /// flushed loses nothing but durability.
+    /// Makes renames in `directories` durable, one after the other, on ``BlockingCalls/storage`` (an `fsync` waits
+    /// for the disk), without waiting for it: the flushes still follow the renames made before. Best effort: a
+    /// directory that cannot be flushed loses nothing but durability.
     static func startSyncingDirectories(_ directories: [String]) {
         BlockingCalls.storage.submit { directories.forEach(syncDirectory) }
     }
 
-    /// The same for directories held by descriptor: each is duplicated now (the caller may
-    /// close its own meanwhile), flushed, and the duplicate closed.
+    /// The same for held directories: each duplicated now (the caller may close its own), flushed, then closed.
     static func startSyncingDirectories(descriptors: [Int32]) {
         let duplicates = descriptors.map { fcntl($0, F_DUPFD_CLOEXEC, 0) }.filter { $0 >= 0 }
         BlockingCalls.storage.submit {

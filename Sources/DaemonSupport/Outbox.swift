@@ -8,30 +8,26 @@ import Transfer
 /// The sender daemon's queue: a directory whose regular files are messages to send.
 ///
 /// - Order: oldest modification time first, ties broken by file name (byte order).
-/// - Ignored: names starting with `.`, names ending in `.part`, `.partial`, `.tmp`, `.temp`,
-///   `.swp`, `.crdownload`, `.filepart` or `~`, and anything that is not a regular file
-///   (subdirectories such as `sent/` and `failed/`, symbolic links, pipes).
-/// - Complete at once: a file the directory watcher saw moved in (written elsewhere, then
-///   renamed in) or closed after writing, and not changed since, is offered without waiting.
-/// - Still being written: any other file whose status changed (`ctime`: every write, rename or
-///   chmod) less than `settleTime` ago waits. Users should still drop files in atomically — write
-///   them elsewhere on the same file system (or under a dot-name in the outbox) and `mv` them
-///   in — because a writer that pauses longer than `settleTime` would otherwise be read early.
-/// - Delivered files are moved into `sent/`, files that can never be sent (over `maxFileSize`,
-///   empty, unreadable) into `failed/` with a `NAME.reason` file; neither move replaces an
-///   existing file (a `-1`, `-2`… suffix is added).
-/// - State is only the file system: a new `Outbox` on the same directory (after a restart)
-///   serves exactly the files not yet moved to `sent/`. Only a crash between the peer's
-///   acknowledgement and the move can make a file go out twice.
-/// - A file being served is locked (`flock`), so two daemons sharing one outbox never serve
-///   the same file at once.
-/// - Held by descriptor: the directory and its `sent/` and `failed/` are opened once
-///   (`O_DIRECTORY | O_NOFOLLOW`, ``HeldDirectory``) and everything is done relative to them
-///   (`openat`, `fstatat(AT_SYMLINK_NOFOLLOW)`, `renameat`), so a member of the group who swaps
-///   a folder for a symbolic link (`renameat2(RENAME_EXCHANGE)`) cannot make the daemon read,
-///   send or move anything outside. Before each listing the folder's name is checked to lead
-///   to the directory held (device and inode); when it does not, the outbox refuses to serve
-///   (`OutboxError.replaced`) until a new one is opened on whatever the name holds then.
+/// - Ignored: names starting with `.`, names ending in `.part`, `.partial`, `.tmp`, `.temp`, `.swp`, `.crdownload`,
+///   `.filepart` or `~`, and anything that is not a regular file (subdirectories such as `sent/` and `failed/`,
+///   symbolic links, pipes).
+/// - Complete at once: a file the directory watcher saw moved in (written elsewhere, then renamed in) or closed after
+///   writing, and not changed since, is offered without waiting.
+/// - Still being written: any other file whose status changed (`ctime`: every write, rename or chmod) less than
+///   `settleTime` ago waits. Users should still drop files in atomically — write them elsewhere on the same file system
+///   (or under a dot-name in the outbox) and `mv` them in — because a writer that pauses longer than `settleTime` would
+///   otherwise be read early.
+/// - Delivered files are moved into `sent/`, files that can never be sent (over `maxFileSize`, empty, unreadable) into
+///   `failed/` with a `NAME.reason` file; neither move replaces an existing file (a `-1`, `-2`… suffix is added).
+/// - State is only the file system: a new `Outbox` on the same directory (after a restart) serves exactly the files not
+///   yet moved to `sent/`. Only a crash between the peer's acknowledgement and the move can make a file go out twice.
+/// - A file being served is locked (`flock`), so two daemons sharing one outbox never serve the same file at once.
+/// - Held by descriptor: the directory and its `sent/` and `failed/` are opened once (`O_DIRECTORY | O_NOFOLLOW`,
+///   ``HeldDirectory``) and everything is done relative to them (`openat`, `fstatat(AT_SYMLINK_NOFOLLOW)`, `renameat`),
+///   so a member of the group who swaps a folder for a symbolic link (`renameat2(RENAME_EXCHANGE)`) cannot make the
+///   daemon read, send or move anything outside. Before each listing the folder's name is checked to lead to the
+///   directory held (device and inode); when it does not, the outbox refuses to serve (`OutboxError.replaced`) until a
+///   new one is opened on whatever the name holds then.
 package actor Outbox {
     package nonisolated let directory: FilePath
     package nonisolated let sentDirectory: FilePath
@@ -40,14 +36,12 @@ package actor Outbox {
     package nonisolated let maxFileSize: Int
     /// How long a file must be left alone before it is served.
     package nonisolated let settleTime: Duration
-    /// How often the directory is rescanned without a change notification: rarely (a safety
-    /// net) with inotify, more often without.
+    /// How often the directory is rescanned unprompted: rarely with inotify (a safety net), often without.
     package nonisolated let rescanInterval: Duration
     /// False when inotify could not be set up and changes are found by rescanning only.
     package nonisolated var watchesChanges: Bool { watcher != nil }
 
-    /// The outbox directory itself, and its two subdirectories (reopened when their names
-    /// were swapped: `usable(_:)`).
+    /// The outbox directory itself and its two subdirectories (reopened when their names were swapped: `usable(_:)`).
     package nonisolated let folder: HeldDirectory
     private var sent: HeldDirectory
     private var failed: HeldDirectory
@@ -63,23 +57,19 @@ package actor Outbox {
     private var claims: [FileIdentity: FileDescriptor] = [:]
     /// Bad files that could not be moved to `failed/`, skipped until their status changes.
     private var skipped: Set<FileIdentity> = []
-    /// The last full listing, reused by `next()` while the directory watcher saw no arrival
-    /// (see `currentCandidates(reusable:)`); nil without a watcher.
+    /// The last full listing, reused by `next()` while the watcher saw no arrival (`currentCandidates`); nil unwatched.
     private var listing: Listing?
-    /// How many times the directory was read and every entry examined (tests check that a
-    /// drain does not list again per message).
+    /// How many times the directory was read and every entry examined (tests check a drain does not list per message).
     private(set) var fullListings = 0
 
-    /// How long `next()` may reuse a listing: a safety net for file systems whose changes
-    /// the watcher cannot see (a network share written from another host).
+    /// How long `next()` may reuse a listing: a safety net where the watcher misses changes (a remote-written share).
     static let defaultListingReuseLimit: Duration = .seconds(10)
     private nonisolated let listingReuseLimit: Duration
 
     package static let defaultSettleTime: Duration = .seconds(2)
     static let ignoredSuffixes = [".part", ".partial", ".tmp", ".temp", ".swp", ".crdownload", ".filepart", "~"]
 
-    /// Opens the outbox, creating it and its `sent/` and `failed/` subdirectories when missing.
-    /// `report` hears about files moved to `failed/` or skipped.
+    /// Opens the outbox, making it and `sent/` and `failed/` when missing; `report` hears of files failed or skipped.
     package init(
         directory: FilePath,
         maxFileSize: Int,
@@ -92,27 +82,20 @@ package actor Outbox {
             rescanInterval: rescanInterval, report: report, clock: FileTime.now)
     }
 
-    /// `clock` stands in for the wall clock in tests of the settle time; `watchChanges: false`
-    /// tests the rescan that stands in for inotify where it is missing; a longer
-    /// `listingReuseLimit` lets a test of the listing's reuse run slowly (a loaded machine).
+    /// `clock` stands in for the wall clock in settle-time tests; `watchChanges: false` tests the rescan standing in
+    /// for a missing inotify; a longer `listingReuseLimit` lets a listing-reuse test run slowly (a loaded machine).
     init(
-        directory: FilePath,
-        maxFileSize: Int,
-        settleTime: Duration,
-        rescanInterval: Duration?,
-        report: @escaping @Sendable (OutboxNotice) -> Void,
-        clock: @escaping @Sendable () -> FileTime,
-        watchChanges: Bool = true,
-        listingReuseLimit: Duration = Outbox.defaultListingReuseLimit
+        directory: FilePath, maxFileSize: Int, settleTime: Duration, rescanInterval: Duration?,
+        report: @escaping @Sendable (OutboxNotice) -> Void, clock: @escaping @Sendable () -> FileTime,
+        watchChanges: Bool = true, listingReuseLimit: Duration = Outbox.defaultListingReuseLimit
     ) throws(OutboxError) {
         try self.init(folder: try Self.prepare(directory, in: nil), maxFileSize: maxFileSize, settleTime: settleTime,
                       rescanInterval: rescanInterval, report: report, clock: clock, watchChanges: watchChanges,
                       listingReuseLimit: listingReuseLimit)
     }
 
-    /// The outbox of the folder `name` inside `parent` (`outbox/NAME/`, a peer's), opened
-    /// relative to `parent`'s descriptor: a symbolic link there is refused (`notADirectory`),
-    /// never followed. Its files wait, settle and move as the parent's do.
+    /// The outbox of the folder `name` in `parent` (`outbox/NAME/`, a peer's), opened by `parent`'s descriptor: a
+    /// symbolic link there is refused (`notADirectory`), not followed. Files wait, settle, move as the parent's.
     package init(folder name: String, in parent: Outbox,
                 report: @escaping @Sendable (OutboxNotice) -> Void = { _ in }) throws(OutboxError) {
         try self.init(folder: try Self.prepare(parent.directory.appending(name), in: (name, parent.folder)),
@@ -154,34 +137,28 @@ package actor Outbox {
 
     // MARK: Serving
 
-    /// The first file ready to send, now; nil when there is none. The file stays claimed by
-    /// this instance (and returned again by later calls) until `markDelivered` or `release`.
+    /// The first file ready to send, now; nil when there is none. The file stays claimed by this instance (and
+    /// returned again by later calls) until `markDelivered` or `release`.
     ///
-    /// A daemon draining its outbox in one session calls this once per message, so it reuses
-    /// the previous listing while nothing arrived instead of examining every waiting file
-    /// again: on a slow file system (a network share) that examination, one `lstat` per
-    /// waiting file, was most of the time between two messages.
-    package func next() throws(OutboxError) -> OutboxFile? {
-        try scan(reusingListing: true).file
-    }
+    /// A daemon draining its outbox in one session calls this once per message, so it reuses the previous listing
+    /// while nothing arrived instead of examining every waiting file again: on a slow file system (a network share)
+    /// that examination, one `lstat` per waiting file, was most of the time between two messages.
+    package func next() throws(OutboxError) -> OutboxFile? { try scan(reusingListing: true).file }
 
-    /// The first file ready to send other than `held` (files this instance claimed and has not
-    /// delivered yet), now; nil when there is none. All stay claimed: a session that sends
-    /// the next file while the last awaits its ACK, and prepares the one after, keeps other
-    /// daemons off each.
+    /// The first file ready to send other than `held` (files this instance claimed and has not delivered yet), now;
+    /// nil when there is none. All stay claimed: a session that sends the next file while the last awaits its ACK,
+    /// and prepares the one after, keeps other daemons off each.
     package func next(after held: [OutboxFile]) throws(OutboxError) -> OutboxFile? {
         try scan(reusingListing: true, keeping: Set(held.map { FileIdentity($0) })).file
     }
 
-    /// Waits until a file is ready and returns it (see `next`). Wakes on directory changes
-    /// and when a file still settling becomes ready; throws `CancellationError` when the task
-    /// is cancelled.
+    /// Waits until a file is ready and returns it (see `next`). Wakes on directory changes and when a file still
+    /// settling becomes ready; throws `CancellationError` when the task is cancelled.
     package func waitForFile() async throws -> OutboxFile {
         while true {
             try Task.checkCancellation()
             let seen = changes.generation
-            // Always a full listing here: it is also the periodic look for changes the watcher
-            // cannot see.
+            // Always a full listing here: it is also the periodic look for changes the watcher cannot see.
             let result = try scan(reusingListing: false)
             if let file = result.file { return file }
             var timeout = rescanInterval
@@ -192,16 +169,15 @@ package actor Outbox {
         }
     }
 
-    /// Moves a delivered file into `sent/` (never over an existing file) and drops the claim.
-    /// Returns its new path, or nil when the outbox no longer holds that file (removed or
-    /// replaced by another file of the same name while it was being sent).
+    /// Moves a delivered file into `sent/` (never over an existing file) and drops the claim. Returns its new path,
+    /// or nil when the outbox no longer holds that file (removed or replaced by another file of the same name while
+    /// it was being sent).
     ///
-    /// Returns once the file is renamed; the two directories are flushed on
-    /// ``BlockingCalls/storage`` without waiting for it. A session draining the outbox moves a
-    /// file per ACK while the next is on the air, and waiting for the disk there left the link
-    /// idle. The flush only matters to a power cut in the next moments, after which the file
-    /// is in the outbox again and sent again: the receiver's receipt journal answers it as
-    /// already stored (a sender killed between the ACK and the move does the same).
+    /// Returns once the file is renamed; the two directories are flushed on ``BlockingCalls/storage`` without waiting
+    /// for it. A session draining the outbox moves a file per ACK while the next is on the air, and waiting for the
+    /// disk there left the link idle. The flush only matters to a power cut in the next moments, after which the file
+    /// is in the outbox again and sent again: the receiver's receipt journal answers it as already stored (a sender
+    /// killed between the ACK and the move does the same).
     @discardableResult
     package func markDelivered(_ file: OutboxFile) async throws(OutboxError) -> FilePath? {
         defer { dropClaim(FileIdentity(file)) }
@@ -210,9 +186,7 @@ package actor Outbox {
         do {
             let into = try usable(&sent, "sent")
             name = try NoReplaceMove.moveAvoidingNames(file.name, in: folder.descriptor, into: into.descriptor)
-        } catch {
-            throw .moveFailed(from: file.path.string, to: sentDirectory.string, error)
-        }
+        } catch { throw .moveFailed(from: file.path.string, to: sentDirectory.string, error) }
         forgetListed(FileIdentity(file))
         NoReplaceMove.startSyncingDirectories(descriptors: [sent.descriptor, folder.descriptor])
         return sentDirectory.appending(name)
@@ -236,15 +210,10 @@ package actor Outbox {
     }
 
     /// Gives up the claim on a file that was not delivered; it stays in the outbox.
-    package func release(_ file: OutboxFile) {
-        dropClaim(FileIdentity(file))
-    }
+    package func release(_ file: OutboxFile) { dropClaim(FileIdentity(file)) }
 
-    /// The names of the files that are waiting, in the order they will be served (settling
-    /// files included, bad ones not yet moved included).
-    package func pendingFileNames() throws(OutboxError) -> [String] {
-        try candidates().map(\.name)
-    }
+    /// The waiting files' names, in serving order (settling ones and bad ones not yet moved included).
+    package func pendingFileNames() throws(OutboxError) -> [String] { try candidates().map(\.name) }
 
     /// A listing and the watcher's generation read before it was taken.
     private struct Listing {
@@ -253,11 +222,10 @@ package actor Outbox {
         let takenAt: ContinuousClock.Instant
     }
 
-    /// The waiting files, from a fresh listing or (`reusable`) from the last one while it is
-    /// still true: the watcher signalled nothing since (it reports arrivals, writes and
-    /// attribute changes, not departures, so our own moves to `sent/` keep it valid) and it is
-    /// not older than `listingReuseLimit`. Whatever changed in a listed file since is caught
-    /// when it is claimed (`claimAndRead` compares its change time); a file gone is skipped.
+    /// The waiting files, from a fresh listing or (`reusable`) from the last one while it is still true: the watcher
+    /// signalled nothing since (it reports arrivals, writes and attribute changes, not departures, so our own moves
+    /// to `sent/` keep it valid) and it is not older than `listingReuseLimit`. Whatever changed in a listed file
+    /// since is caught when it is claimed (`claimAndRead` compares its change time); a file gone is skipped.
     private func currentCandidates(reusable: Bool) throws(OutboxError) -> (candidates: [Candidate], reused: Bool) {
         if reusable, let listing, listing.generation == changes.generation,
            ContinuousClock.now - listing.takenAt < listingReuseLimit {
@@ -287,21 +255,16 @@ package actor Outbox {
     }
 
     private func candidates() throws(OutboxError) -> [Candidate] {
-        // The folder must still be where it was found: a name swapped for a symbolic link (or
-        // another directory) is not served from, whatever it leads to.
+        // The folder must still be where it was found: a name swapped for a link (or directory) is not served from.
         do {
             guard try folder.isStillNamed() else { throw OutboxError.replaced(directory.string) }
         } catch let error as OutboxError {
             throw error
-        } catch {
-            throw .cannotList(directory.string, error as? Errno ?? .ioError)
-        }
+        } catch { throw .cannotList(directory.string, error as? Errno ?? .ioError) }
         let entries: [DirectoryEntry]
         do {
             entries = try DirectoryEntry.list(descriptor: folder.descriptor)
-        } catch {
-            throw .cannotList(directory.string, error)
-        }
+        } catch { throw .cannotList(directory.string, error) }
         var found: [Candidate] = []
         for entry in entries {
             let name = entry.name
@@ -323,8 +286,7 @@ package actor Outbox {
         let (found, reused) = try currentCandidates(reusable: reusingListing)
         let result = scan(found, keeping: keeping)
         if reused, result.file == nil {
-            // The reused listing offers nothing (drained, or its files left or changed): look
-            // at the directory itself before saying so.
+            // The reused listing offers nothing (drained, files left or changed): look at the directory first.
             return scan(try currentCandidates(reusable: false).candidates, keeping: keeping)
         }
         return result
@@ -341,9 +303,8 @@ package actor Outbox {
         for candidate in found {
             if skipped.contains(candidate.identity) || keeping.contains(candidate.identity) { continue }
             let settlesAt = candidate.changed + settleTime
-            // A change time far in the future means the clock was set back; waiting for it
-            // could take forever. A file moved in or closed after writing, and not changed
-            // since, is complete: it goes at once.
+            // A change time far in the future means the clock was set back; waiting for it could take forever. A file
+            // moved in or closed after writing, and not changed since, is complete: it goes at once.
             if now < settlesAt && settlesAt - now <= settleTime
                 && !completed.isComplete(candidate.name, changedAt: candidate.changed) {
                 nextSettleTime = min(nextSettleTime ?? settlesAt, settlesAt)
@@ -365,8 +326,7 @@ package actor Outbox {
                 }
                 return (file, nil)
             case .busy: continue
-            case .gone:
-                forgetListed(candidate.identity)
+            case .gone: forgetListed(candidate.identity)
             case .changed:
                 listing = nil   // Its size and times are stale: list again next time.
                 nextSettleTime = min(nextSettleTime ?? now + settleTime, now + settleTime)
@@ -387,9 +347,8 @@ package actor Outbox {
         case unusable(String)
     }
 
-    /// Locks the candidate, checks that it is still the file listed and fit to send, and reads
-    /// its digest: the file to offer, or why not. A descriptor that was not claimed before is
-    /// closed again on every way out but the file's.
+    /// Locks the candidate, checks that it is still the file listed and fit to send, and reads its digest: the file to
+    /// offer, or why not. A descriptor that was not claimed before is closed again on every way out but the file's.
     private func claimAndRead(_ candidate: Candidate) -> ClaimResult {
         let fd: FileDescriptor
         let ownsDescriptor: Bool
@@ -410,21 +369,18 @@ package actor Outbox {
         case .success(let file):
             claims[candidate.identity] = fd
             return .file(file)
-        case .failure(let refused):
-            return giveUp(refused.result)
+        case .failure(let refused): return giveUp(refused.result)
         }
     }
 
     /// A ClaimResult other than `.file`, as an error, so that each step returns a Result.
     private struct Refusal: Error { let result: ClaimResult }
 
-    /// The candidate's descriptor, locked: the claim already held, or the file opened and locked
-    /// now (`owned`: ours to close if it goes no further).
+    /// The candidate's descriptor, locked: the claim held, or the file opened and locked now (`owned`: ours to close).
     private func lockedDescriptor(for candidate: Candidate) -> Result<(FileDescriptor, owned: Bool), Refusal> {
         if let claimed = claims[candidate.identity] { return .success((claimed, false)) }
-        // Relative to the folder held; non-blocking so that a pipe swapped in after the
-        // listing cannot hang us; no-follow so that a symbolic link swapped in cannot send
-        // another file.
+        // Relative to the folder held; non-blocking so that a pipe swapped in after the listing cannot hang us;
+        // no-follow so that a symbolic link swapped in cannot send another file.
         let opened = openat(folder.descriptor, candidate.name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
         guard opened >= 0 else {
             let error = Errno(rawValue: errno)
@@ -439,22 +395,18 @@ package actor Outbox {
         return .success((fd, true))
     }
 
-    /// The locked file's status, when it is still the regular file listed under that name,
-    /// unchanged, with no other name and within the size limit.
+    /// The locked file's status while it is the regular file listed under that name, unchanged, one link, in size.
     private func sendableStatus(of fd: FileDescriptor, listedAs candidate: Candidate) -> Result<stat, Refusal> {
-        // The name must still lead to the file that was locked: another daemon may have
-        // moved it to sent/ between our open and our lock.
+        // The name must still lead to the locked file: another daemon may have moved it to sent/ meanwhile.
         var before = stat()
         guard fstat(fd.rawValue, &before) == 0, before.st_mode & S_IFMT == S_IFREG,
               let byName = folder.status(of: candidate.name), FileIdentity(byName) == FileIdentity(before),
               FileIdentity(before) == candidate.identity
         else { return .failure(Refusal(result: .gone)) }
-        // Changed since it was listed (a reused listing may be seconds old): it must settle
-        // again before it is read.
+        // Changed since it was listed (a reused listing may be seconds old): it must settle again before it is read.
         guard FileTime(before.st_ctim) == candidate.changed else { return .failure(Refusal(result: .changed)) }
-        // A hard link lets whoever can write the outbox (the service's group) have the daemon
-        // read and send a file they cannot read themselves (its key, with
-        // fs.protected_hardlinks=0): only files with no other name are sent.
+        // A hard link lets whoever can write the outbox (the service's group) have the daemon read and send a file they
+        // cannot read themselves (its key, with fs.protected_hardlinks=0): only files with no other name are sent.
         guard before.st_nlink == 1 else {
             return .failure(Refusal(result: .unusable("it has \(before.st_nlink) hard links; copy it into the outbox instead of linking it")))
         }
@@ -468,13 +420,11 @@ package actor Outbox {
     /// pass; `.changed` when its ctime or size moved meanwhile (it settles again first).
     private func readForSending(_ fd: FileDescriptor, _ candidate: Candidate, status before: stat) -> Result<OutboxFile, Refusal> {
         let path = directory.appending(candidate.name)
-        // The message reads its own descriptor as it is sent, from disk: any size, constant
-        // memory. A new open file description of the same file (not a dup, which would share
-        // the claim's lock and hold it as long as the message lives).
+        // The message reads its own descriptor as it is sent, from disk: any size, constant memory. A new open file
+        // description of the file (a dup would share the claim's lock and hold it as long as the message lives).
         var duplicate = open("/proc/self/fd/\(fd.rawValue)", O_RDONLY | O_CLOEXEC)
         if duplicate < 0 {
-            // No /proc (a bare container): the name in the folder held, checked below to be
-            // the same file.
+            // No /proc (a bare container): the name in the folder held, checked below to be the same file.
             duplicate = openat(folder.descriptor, candidate.name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
         }
         var reopened = stat()
@@ -487,9 +437,7 @@ package actor Outbox {
         let digest: [UInt8]
         do {
             digest = try body.sha256()
-        } catch {
-            return .failure(Refusal(result: .unusable("cannot read it: \(error)")))
-        }
+        } catch { return .failure(Refusal(result: .unusable("cannot read it: \(error)"))) }
         var after = stat()
         guard fstat(fd.rawValue, &after) == 0 else {
             return .failure(Refusal(result: .unusable("cannot read it: \(Errno(rawValue: errno))")))
@@ -525,9 +473,8 @@ package actor Outbox {
         }
     }
 
-    /// `NAME.reason` beside the file moved into `failed`: a new file, created relative to the
-    /// folder held and never through a symbolic link. One planted under that name first (a link,
-    /// a file) is removed, not written through.
+    /// `NAME.reason` beside the file moved into `failed`: a new file, created relative to the folder held and never
+    /// through a symbolic link. One planted under that name first (a link, a file) is removed, not written through.
     private static func writeReason(_ reason: String, for name: String, in failed: HeldDirectory) {
         let reasonName = name + ".reason"
         var fd = openat(failed.descriptor, reasonName, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
@@ -554,14 +501,10 @@ package actor Outbox {
         do {
             if let parent {
                 held = try HeldDirectory.open(parent.name, in: parent.folder, create: true)
-            } else {
-                held = try HeldDirectory.open(path, create: true)
-            }
+            } else { held = try HeldDirectory.open(path, create: true) }
         } catch .notDirectory {
             throw .notADirectory(path.string)
-        } catch {
-            throw .cannotCreate(path.string, error)
-        }
+        } catch { throw .cannotCreate(path.string, error) }
         guard held.isWritable else { throw .notWritable(path.string, Errno(rawValue: errno)) }
         return held
     }
@@ -589,9 +532,7 @@ struct FileTime: Comparable, Sendable {
 
     init(nanoseconds: Int128) { self.nanoseconds = nanoseconds }
 
-    init(_ time: timespec) {
-        nanoseconds = Int128(time.tv_sec) * 1_000_000_000 + Int128(time.tv_nsec)
-    }
+    init(_ time: timespec) { nanoseconds = Int128(time.tv_sec) * 1_000_000_000 + Int128(time.tv_nsec) }
 
     @Sendable static func now() -> FileTime {
         var time = timespec()

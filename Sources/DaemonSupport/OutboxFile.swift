@@ -2,9 +2,8 @@ import Transfer
 import Foundation
 import SystemPackage
 
-/// One message waiting in the outbox, read whole. While the `Outbox` that returned it has not
-/// been told `markDelivered` or `release`, it holds an advisory lock on the file so that a
-/// second daemon sharing the directory does not serve it too.
+/// One message waiting in the outbox, read whole. Until the `Outbox` that returned it is told `markDelivered` or
+/// `release`, it holds an advisory lock on the file so a second daemon sharing the directory does not serve it too.
 package struct OutboxFile: Sendable, Equatable, CustomStringConvertible {
     /// The file name inside the outbox.
     package let name: String
@@ -14,12 +13,10 @@ package struct OutboxFile: Sendable, Equatable, CustomStringConvertible {
     /// SHA-256 of the file's bytes, taken when it was claimed.
     package let digest: [UInt8]
     package let modificationTime: Date
-    /// The same time exactly as the file system holds it (`Date` keeps about a microsecond),
-    /// sent with the file: seconds since 1970 and nanoseconds.
+    /// The time exactly as the file system holds it (`Date` keeps ~1 µs), sent with the file: seconds since 1970, ns.
     package let modificationSeconds: Int64
     package let modificationNanoseconds: UInt32
-    /// Identity of the file (not of its name): a file replaced under the same name is another
-    /// message.
+    /// Identity of the file (not of its name): a file replaced under the same name is another message.
     let device: UInt64
     let inode: UInt64
 
@@ -30,8 +27,7 @@ package struct OutboxFile: Sendable, Equatable, CustomStringConvertible {
 
     package var description: String { "\(name) (\(size) bytes)" }
 
-    /// The same file claimed with the same contents (by length and SHA-256): two claims of one
-    /// file, each with its own descriptor, are equal.
+    /// Same file, same contents (length, SHA-256): two claims of one file, each with its own descriptor, are equal.
     package static func == (lhs: OutboxFile, rhs: OutboxFile) -> Bool {
         lhs.name == rhs.name && lhs.path == rhs.path && lhs.digest == rhs.digest && lhs.size == rhs.size
             && lhs.modificationSeconds == rhs.modificationSeconds && lhs.modificationNanoseconds == rhs.modificationNanoseconds
@@ -43,8 +39,7 @@ package struct OutboxFile: Sendable, Equatable, CustomStringConvertible {
 package enum OutboxNotice: Sendable, Equatable, CustomStringConvertible {
     /// A file that can never be sent was moved into `failed/`, with a `.reason` file beside it.
     case quarantined(name: String, reason: String, movedTo: FilePath)
-    /// A file that can never be sent could not be moved away either; it stays where it is and
-    /// is skipped until it changes.
+    /// A file that can never be sent could not be moved away either; it stays and is skipped until it changes.
     case skipped(name: String, reason: String)
 
     package var description: String {
@@ -61,9 +56,8 @@ package enum OutboxError: Error, Sendable, Equatable, CustomStringConvertible {
     case notWritable(String, Errno)
     case cannotList(String, Errno)
     case moveFailed(from: String, to: String, Errno)
-    /// The folder's name no longer leads to the directory opened (swapped for a symbolic link
-    /// or another directory, or moved away and something else put there): nothing is served
-    /// from it until it is opened again.
+    /// The folder's name no longer leads to the directory opened (swapped for a symbolic link or another directory,
+    /// or moved away and something else put there): nothing is served from it until it is opened again.
     case replaced(String)
 
     package var description: String {

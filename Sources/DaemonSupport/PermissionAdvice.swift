@@ -1,12 +1,11 @@
 /// What to tell a user whose process may not talk to BlueZ (manager state `unauthorized`).
 ///
-/// Facts behind the text (docs/unattended.md has the details): BlueZ installs its D-Bus policy
-/// as `/etc/dbus-1/system.d/bluetooth.conf` (some systems: `/usr/share/dbus-1/system.d/`).
-/// Debian's copy lets every local user send to `org.bluez` (`<policy context="default">`) and
-/// also names the group `bluetooth`; stricter policies keep only the group rule. dbus-daemon
-/// decides group membership from the user database (`/etc/group`), not from the supplementary
-/// groups of the calling process, and reads it when the connection is made: after
-/// `usermod -aG bluetooth`, the bus must be reloaded and the program restarted.
+/// Facts behind the text (docs/unattended.md has the details): BlueZ installs its D-Bus policy as
+/// `/etc/dbus-1/system.d/bluetooth.conf` (some systems: `/usr/share/dbus-1/system.d/`). Debian's copy lets every
+/// local user send to `org.bluez` (`<policy context="default">`) and also names the group `bluetooth`; stricter
+/// policies keep only the group rule. dbus-daemon decides group membership from the user database (`/etc/group`), not
+/// from the supplementary groups of the calling process, and reads it when the connection is made: after `usermod -aG
+/// bluetooth`, the bus must be reloaded and the program restarted.
 package enum PermissionAdvice {
     /// The group that BlueZ's D-Bus policy lets talk to `org.bluez`.
     package static let bluetoothGroup = "bluetooth"

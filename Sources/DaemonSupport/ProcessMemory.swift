@@ -1,8 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 
-/// The process's memory as the kernel counts it, for the daemon's status line and logs (a
-/// long-running receiver should stay flat from one message to the next).
+/// The process's memory as the kernel counts it, for the daemon's status and logs (a receiver should stay flat).
 package enum ProcessMemory {
     /// Resident set size in bytes, from `/proc/self/statm`; nil where that file is missing.
     package static func residentBytes() -> Int? {

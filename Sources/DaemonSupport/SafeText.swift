@@ -1,17 +1,15 @@
-/// Peer-controlled text (device names and aliases, addresses as BlueZ reports them, compat
-/// messages, reasons quoting them) made safe for a terminal or a log: every character that a
-/// terminal acts on instead of showing, or that reorders or breaks what follows, becomes a
-/// visible escape. The one function every human-readable output goes through.
+/// Peer-controlled text (device names and aliases, addresses as BlueZ reports them, compat messages, reasons quoting
+/// them) made safe for a terminal or a log: every character that a terminal acts on instead of showing, or that
+/// reorders or breaks what follows, becomes a visible escape. The one function every human-readable output goes
+/// through.
 ///
-/// Escaped: C0 controls (ESC included, so no escape sequence survives), DEL, C1 controls
-/// (U+0080–U+009F: a UTF-8 terminal may take U+009B as CSI), the bidirectional overrides,
-/// embeddings, isolates and marks (U+061C, U+200E/F, U+202A–U+202E, U+2066–U+2069) that can
-/// make a line read differently from what it holds, and the line and paragraph separators
-/// U+2028/U+2029. Everything else, other scripts and emoji included, is kept.
+/// Escaped: C0 controls (ESC included, so no escape sequence survives), DEL, C1 controls (U+0080–U+009F: a UTF-8
+/// terminal may take U+009B as CSI), the bidirectional overrides, embeddings, isolates and marks (U+061C, U+200E/F,
+/// U+202A–U+202E, U+2066–U+2069) that can make a line read differently from what it holds, and the line and paragraph
+/// separators U+2028/U+2029. Everything else, other scripts and emoji included, is kept.
 package enum SafeText {
-    /// `text` with the characters above written as `\xNN` (below U+0100) or `\u{NNNN}`;
-    /// line feeds and tabs as `\n` and `\t` unless `keepingLineBreaks` (a message body shown
-    /// on a terminal keeps its lines and indentation).
+    /// `text` with the characters above written as `\xNN` (below U+0100) or `\u{NNNN}`; line feeds and tabs as `\n`
+    /// and `\t` unless `keepingLineBreaks` (a message body shown on a terminal keeps its lines and indentation).
     package static func escape(_ text: String, keepingLineBreaks: Bool = false) -> String {
         guard text.unicodeScalars.contains(where: { needsEscape($0, keepingLineBreaks: keepingLineBreaks) }) else {
             return text

@@ -19,13 +19,11 @@ package enum SystemdNotification: Sendable, Equatable {
     /// The service reloads its configuration.
     case reloading
 
-    /// The `KEY=VALUE` text sent on the wire. A status is forced onto one line because the
-    /// protocol separates assignments with newlines.
+    /// The `KEY=VALUE` text sent on the wire; a status is forced onto one line, as the protocol separates by newlines.
     package var assignment: String {
         switch self {
         case .ready: "READY=1"
-        case .status(let text):
-            "STATUS=" + String(text.map { $0.isNewline || $0 == "\0" ? " " : $0 })
+        case .status(let text): "STATUS=" + String(text.map { $0.isNewline || $0 == "\0" ? " " : $0 })
         case .stopping: "STOPPING=1"
         case .watchdog: "WATCHDOG=1"
         case .reloading: "RELOADING=1"
@@ -34,8 +32,7 @@ package enum SystemdNotification: Sendable, Equatable {
 }
 
 package enum SystemdNotifyError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// `$NOTIFY_SOCKET` names something this implementation cannot reach (not a path, not an
-    /// abstract `@` name, or longer than a socket address holds).
+    /// `$NOTIFY_SOCKET` names what we cannot reach (not a path or abstract `@` name, or too long for an address).
     case unsupportedSocketAddress(String)
     case sendFailed(String, Errno)
 
@@ -43,16 +40,14 @@ package enum SystemdNotifyError: Error, Sendable, Equatable, CustomStringConvert
         switch self {
         case .unsupportedSocketAddress(let address):
             "NOTIFY_SOCKET=\(address) is not a socket path or abstract name this program can use"
-        case .sendFailed(let address, let errno):
-            "cannot notify systemd through \(address): \(errno)"
+        case .sendFailed(let address, let errno): "cannot notify systemd through \(address): \(errno)"
         }
     }
 }
 
-/// Speaks systemd's notify protocol without libsystemd: every notification is one datagram
-/// on the AF_UNIX socket named by `$NOTIFY_SOCKET` (a file-system path, or an abstract name
-/// written with a leading `@`). Outside systemd that variable is unset and every call is a
-/// no-op, so the daemon code can notify unconditionally.
+/// Speaks systemd's notify protocol without libsystemd: every notification is one datagram on the AF_UNIX socket
+/// named by `$NOTIFY_SOCKET` (a file-system path, or an abstract name written with a leading `@`). Outside systemd
+/// that variable is unset and every call is a no-op, so the daemon code can notify unconditionally.
 package struct SystemdNotifier: Sendable {
     /// The socket address from `$NOTIFY_SOCKET`, or nil when not run under systemd.
     package let socketAddress: String?
@@ -60,10 +55,7 @@ package struct SystemdNotifier: Sendable {
     package let watchdogTimeout: Duration?
 
     /// Reads `NOTIFY_SOCKET`, `WATCHDOG_USEC` and `WATCHDOG_PID` from `environment`.
-    package init(
-        environment: [String: String] = ProcessInfo.processInfo.environment,
-        processID: Int32 = getpid()
-    ) {
+    package init(environment: [String: String] = ProcessInfo.processInfo.environment, processID: Int32 = getpid()) {
         let address = environment["NOTIFY_SOCKET"].flatMap { $0.isEmpty ? nil : $0 }
         socketAddress = address
         watchdogTimeout = address == nil
@@ -73,8 +65,7 @@ package struct SystemdNotifier: Sendable {
     /// True when notifications go somewhere.
     package var isActive: Bool { socketAddress != nil }
 
-    /// Sends the assignments as one datagram (newline-separated). Does nothing when not under
-    /// systemd or when `notifications` is empty.
+    /// Sends the assignments in one newline-separated datagram; none outside systemd or for empty `notifications`.
     package func notify(_ notifications: [SystemdNotification]) throws(SystemdNotifyError) {
         guard let socketAddress, !notifications.isEmpty else { return }
         let datagram = notifications.map(\.assignment).joined(separator: "\n")
@@ -90,9 +81,7 @@ package struct SystemdNotifier: Sendable {
         try notify([.ready] + (status.map { [.status($0)] } ?? []))
     }
 
-    package func status(_ text: String) throws(SystemdNotifyError) {
-        try notify(.status(text))
-    }
+    package func status(_ text: String) throws(SystemdNotifyError) { try notify(.status(text)) }
 
     /// `STOPPING=1`, with a status line when given.
     package func stopping(status: String? = nil) throws(SystemdNotifyError) {
@@ -107,13 +96,10 @@ package struct SystemdNotifier: Sendable {
 
     /// How often to ping: half the watchdog timeout, as sd_watchdog_enabled(3) advises, so
     /// one late ping does not kill the service. Nil when there is no watchdog.
-    package var watchdogPingInterval: Duration? {
-        watchdogTimeout.map { $0 / 2 }
-    }
+    package var watchdogPingInterval: Duration? { watchdogTimeout.map { $0 / 2 } }
 
-    /// Pings the watchdog every `watchdogPingInterval` until the task is cancelled; returns
-    /// at once when there is no watchdog. A failed ping is reported to `onError` and the loop
-    /// goes on: systemd, not this process, decides what a missed ping means.
+    /// Pings the watchdog every `watchdogPingInterval` until cancelled; returns at once without a watchdog. A failed
+    /// ping is reported to `onError` and the loop goes on: systemd, not this process, decides what a missed ping means.
     package func keepWatchdogAlive(onError: @Sendable (SystemdNotifyError) -> Void = { _ in }) async {
         guard let interval = watchdogPingInterval else { return }
         while !Task.isCancelled {
@@ -122,8 +108,7 @@ package struct SystemdNotifier: Sendable {
         }
     }
 
-    /// Parses `WATCHDOG_USEC` (microseconds, positive) and honours `WATCHDOG_PID`: when it is
-    /// set and names another process, the watchdog is not ours.
+    /// Parses `WATCHDOG_USEC` (µs, positive), honouring `WATCHDOG_PID`: another process's watchdog is not ours.
     package static func watchdogTimeout(environment: [String: String], processID: Int32) -> Duration? {
         guard let text = environment["WATCHDOG_USEC"], let microseconds = UInt64(text), microseconds > 0,
               microseconds <= UInt64(Int64.max)
@@ -136,9 +121,7 @@ package struct SystemdNotifier: Sendable {
 
     /// Sends one datagram to a path or `@abstract` AF_UNIX socket.
     static func send(_ datagram: [UInt8], to address: String) throws(SystemdNotifyError) {
-        guard var socketAddress = UnixSocketAddress(address) else {
-            throw .unsupportedSocketAddress(address)
-        }
+        guard var socketAddress = UnixSocketAddress(address) else { throw .unsupportedSocketAddress(address) }
         let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw .sendFailed(address, Errno(rawValue: errno)) }
         defer { _ = close(fd) }
@@ -162,8 +145,7 @@ struct UnixSocketAddress {
         var bytes: [UInt8]
         let isAbstract = address.hasPrefix("@")
         if isAbstract {
-            // Abstract names start with a NUL byte and are not NUL-terminated; the length
-            // passed to the kernel delimits them.
+            // Abstract names start with a NUL byte, not NUL-terminated: the length passed to the kernel delimits them.
             bytes = [0] + Array(address.utf8.dropFirst())
             guard bytes.count > 1, bytes.count <= capacity else { return nil }
         } else {

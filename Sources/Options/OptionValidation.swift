@@ -19,8 +19,7 @@ package struct InvalidOption: Error, Equatable, CustomStringConvertible {
     package var description: String { "\(option): \(problem)" }
 }
 
-/// Byte counts as the options' messages show them: in the largest binary multiple that divides
-/// them (64M, not 67108864), as the options take them.
+/// Byte counts as messages show them: in the largest binary multiple dividing them (64M, not 67108864).
 package enum ByteSize {
     package static func text(_ bytes: Int) -> String {
         for (suffix, shift) in [("T", 40), ("G", 30), ("M", 20), ("K", 10)] where bytes != 0 && bytes % (1 << shift) == 0 {
@@ -30,12 +29,10 @@ package enum ByteSize {
     }
 }
 
-/// Checks shared by every size and duration option of `send`, `receive` and `daemon`, so
-/// that no value a user can type reaches arithmetic that traps (`Duration.milliseconds` of a
-/// huge `Double`, `header + limit` near `Int.max`) or an allocation the machine cannot make.
+/// Checks shared by every size and duration option of `send`, `receive` and `daemon`: no typed value reaches arithmetic
+/// that traps (`Duration.milliseconds` of a huge `Double`, `header + limit` near `Int.max`) or a failing allocation.
 package enum OptionValidation {
-    /// The longest duration any option takes: a year. Longer is never meant, and far below
-    /// what `Duration` holds, so conversions cannot overflow.
+    /// The longest duration any option takes: a year; never meant longer, and far below `Duration`'s overflow.
     package static let maximumSeconds: Double = 366 * 24 * 3600
     /// The shortest: a millisecond (durations are kept in milliseconds).
     package static let minimumSeconds: Double = 0.001
@@ -44,16 +41,14 @@ package enum OptionValidation {
     /// standard output or coming in Apple's flow is held whole before it is written).
     package static let hardMaximumMessageSize = 4 << 30
 
-    /// The largest message this machine holds in memory: a quarter of its physical memory (the
-    /// message is held once while it arrives, once more while written), at most
-    /// `hardMaximumMessageSize`.
+    /// The largest message this machine holds in memory: a quarter of its physical memory (the message is held once
+    /// while it arrives, once more while written), at most `hardMaximumMessageSize`.
     package static func maximumMessageSize(physicalMemory: UInt64 = ProcessInfo.processInfo.physicalMemory) -> Int {
         let quarter = physicalMemory / 4
         return quarter >= UInt64(hardMaximumMessageSize) ? hardMaximumMessageSize : Int(quarter)
     }
 
-    /// A duration option in seconds: finite, at least a millisecond (or exactly 0 when
-    /// `allowZero`), at most a year.
+    /// A duration option in seconds: finite, at least a millisecond (or exactly 0 when `allowZero`), at most a year.
     package static func duration(_ seconds: Double, option: String, allowZero: Bool = false) throws(InvalidOption) -> Duration {
         let lowest = allowZero ? "0" : "1ms"
         guard seconds.isFinite, seconds <= maximumSeconds,
@@ -74,10 +69,9 @@ package enum OptionValidation {
         return value
     }
 
-    /// `--max-size`: positive, at most a pebibyte. A message written to disk as it comes (a
-    /// directory receiver's framed messages, a sender's file) may be that large; one held in
-    /// memory (standard output, Apple's flow) is bounded by ``maximumMessageSize(physicalMemory:)``
-    /// whatever this says (``ReceiverOptions/limits``).
+    /// `--max-size`: positive, at most a pebibyte. A message written to disk as it comes (a directory receiver's
+    /// framed messages, a sender's file) may be that large; one held in memory (standard output, Apple's flow) is
+    /// bounded by ``maximumMessageSize(physicalMemory:)`` whatever this says (``ReceiverOptions/limits``).
     package static func maximumMessageSizeOption(_ value: Int) throws(InvalidOption) -> Int {
         try byteCount(value, option: "--max-size", maximum: largestStoredMessageSize,
                       why: "a message's size must fit a file")

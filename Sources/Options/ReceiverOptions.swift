@@ -3,10 +3,9 @@ import Roles
 import Storage
 import Transfer
 
-/// The receiver's options as `receive` and `daemon --role receiver` both take them, in the
-/// units a user types (seconds, bytes; nil: the default). `validate()` is the one check of
-/// them, `configuration(messageCount:stopOnCorruptMessage:)` and `storageLimits` the one
-/// mapping, so the two commands cannot drift apart.
+/// The receiver's options as `receive` and `daemon --role receiver` both take them, in the units a user types (seconds,
+/// bytes; nil: the default). `validate()` is the one check of them, `configuration(messageCount:stopOnCorruptMessage:)`
+/// and `storageLimits` the one mapping, so the two commands cannot drift apart.
 package struct ReceiverOptions: Sendable {
     package var adapterName: String?
     package var serviceUUID: BluetoothUUID = TransferUUIDs.appleSampleService
@@ -25,8 +24,7 @@ package struct ReceiverOptions: Sendable {
     package var reserve: Int?
     package var quotaBytes: Int?
     package var quotaFiles: Int?
-    /// The framed protocol's keys and policy (nil: none given; the run uses a key of its own,
-    /// authenticating nobody).
+    /// The framed protocol's keys and policy (nil: none given; the run uses a key of its own, authenticating nobody).
     package var secureMode: SecureModePolicy?
     /// Not `--no-l2cap`.
     package var usesL2CAP = true
@@ -64,8 +62,7 @@ package struct ReceiverOptions: Sendable {
         StorageLimits(reserveBytes: reserve ?? StorageLimits.defaultReserveBytes, quotaBytes: quotaBytes, quotaFiles: quotaFiles)
     }
 
-    /// The central's configuration with these options applied. Call `validate()` first: a
-    /// value it would refuse is left at the configuration's default here.
+    /// The central's configuration with these options; call `validate()` first (a refused value stays the default).
     package func configuration(messageCount: Int?, stopOnCorruptMessage: Bool) -> CentralConfiguration {
         let idle = idleTimeout.flatMap { try? OptionValidation.duration($0, option: "--idle-timeout") }
         var configuration = CentralConfiguration(

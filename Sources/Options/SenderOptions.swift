@@ -3,10 +3,9 @@ import Roles
 import Storage
 import Transfer
 
-/// The sender's options as `send` and `daemon --role sender` both take them, in the units a
-/// user types (seconds, bytes; nil: the default). `validate()` is the one check of them and
-/// `configuration` the one mapping onto a `PeripheralConfiguration`, so the two commands
-/// cannot drift apart.
+/// The sender's options as `send` and `daemon --role sender` both take them, in the units a user types (seconds,
+/// bytes; nil: the default). `validate()` is the one check of them and `configuration` the one mapping onto a
+/// `PeripheralConfiguration`, so the two commands cannot drift apart.
 package struct SenderOptions: Sendable {
     package var adapterName: String?
     package var serviceUUID: BluetoothUUID = TransferUUIDs.appleSampleService
@@ -25,8 +24,7 @@ package struct SenderOptions: Sendable {
     package var compatDelivery: CompatDelivery = .automatic
     /// `--value-size`, in bytes.
     package var valueSize: Int?
-    /// The framed protocol's keys and policy (nil: none given; the run uses a key of its own,
-    /// authenticating nobody).
+    /// The framed protocol's keys and policy (nil: none given; the run uses a key of its own, authenticating nobody).
     package var secureMode: SecureModePolicy?
     /// Not `--no-l2cap`.
     package var usesL2CAP = true
@@ -38,9 +36,7 @@ package struct SenderOptions: Sendable {
     package func validate() throws(InvalidOption) {
         do {
             _ = try AdvertisedName.validate(localName)
-        } catch {
-            throw InvalidOption("--name", "\(error)")
-        }
+        } catch { throw InvalidOption("--name", "\(error)") }
         if let minimumRate { _ = try OptionValidation.count(minimumRate, option: "--min-rate", minimum: 0) }
         if let acknowledgementTimeout { _ = try OptionValidation.duration(acknowledgementTimeout, option: "--ack-timeout") }
         if let valueSize {
@@ -50,8 +46,7 @@ package struct SenderOptions: Sendable {
         if let unsubscribeTimeout { _ = try OptionValidation.duration(unsubscribeTimeout, option: "--unsubscribe-timeout") }
     }
 
-    /// The peripheral's configuration with these options applied. Call `validate()` first: a
-    /// value it would refuse is left at the configuration's default here.
+    /// The peripheral's configuration with these options; call `validate()` first (a refused value stays the default).
     package var configuration: PeripheralConfiguration {
         var configuration = PeripheralConfiguration(
             adapterName: adapterName, serviceUUID: serviceUUID, characteristicUUID: characteristicUUID,

@@ -8,28 +8,22 @@ import SystemCalls
 import SystemPackage
 import Transfer
 
-/// A directory that receives messages, one file each, atomically and without ever replacing a
-/// file: the payload goes to a hidden partial file first, is flushed to disk, and only then
-/// gets its final name through `link(2)`, which fails rather than overwrites. A reader of the
-/// directory therefore sees whole messages or nothing.
+/// A directory that receives messages, one file each, atomically and without ever replacing a file: the payload goes
+/// to a hidden partial file first, is flushed to disk, and only then gets its final name through `link(2)`, which
+/// fails rather than overwrites. A reader of the directory therefore sees whole messages or nothing.
 package struct OutputDirectory: Sendable {
     package let path: FilePath
-    /// The longest name, in bytes, the directory's file system takes (`pathconf`'s
-    /// `_PC_NAME_MAX`: 255 on most, 143 on eCryptfs). A longer name is refused before it is
-    /// tried, as the file system would refuse it.
+    /// The longest name, in bytes, the directory's file system takes (`pathconf`'s `_PC_NAME_MAX`: 255 on most, 143
+    /// on eCryptfs). A longer name is refused before it is tried, as the file system would refuse it.
     package let nameLimit: Int
 
     /// Prefix of the partial files; anything with it is ours and unfinished.
     static let partialPrefix = ".bletransfer-partial-"
 
-    /// Opens (creating it when missing) the directory and removes partial files that an
-    /// earlier, interrupted run left behind.
-    package init(path: FilePath) throws(OutputDirectoryError) {
-        try self.init(path: path, nameLimit: nil)
-    }
+    /// Opens (creating it when missing) the directory and removes partial files an interrupted run left behind.
+    package init(path: FilePath) throws(OutputDirectoryError) { try self.init(path: path, nameLimit: nil) }
 
-    /// `nameLimit`: the file system's name limit in bytes (nil: ask the file system). Tests
-    /// give a smaller one to stand for a file system such as eCryptfs.
+    /// `nameLimit`: the name limit in bytes (nil: ask the file system); tests give a smaller one (as eCryptfs).
     package init(path: FilePath, nameLimit: Int?) throws(OutputDirectoryError) {
         self.path = path
         var isDirectory: ObjCBool = false
@@ -38,22 +32,17 @@ package struct OutputDirectory: Sendable {
         } else {
             do {
                 try FileManager.default.createDirectory(atPath: path.string, withIntermediateDirectories: true)
-            } catch {
-                throw .cannotCreate(path.string, reason: Self.reason(error))
-            }
+            } catch { throw .cannotCreate(path.string, reason: Self.reason(error)) }
         }
-        guard access(path.string, W_OK | X_OK) == 0 else {
-            throw .notWritable(path.string, Errno(rawValue: errno))
-        }
+        guard access(path.string, W_OK | X_OK) == 0 else { throw .notWritable(path.string, Errno(rawValue: errno)) }
         let asked = pathconf(path.string, Int32(_PC_NAME_MAX))
         self.nameLimit = nameLimit ?? (asked > 0 ? min(asked, Self.maximumNameBytes) : Self.maximumNameBytes)
         removeStalePartialFiles()
     }
 
-    /// What opening `path` would refuse, found without making anything: a file (not a
-    /// directory) there, a directory this user cannot write into, or a missing one whose
-    /// nearest existing parent is not a directory or cannot take a new one. A command checks
-    /// this before it touches Bluetooth, and makes the directory only once Bluetooth can work.
+    /// What opening `path` would refuse, found without making anything: a file (not a directory) there, a directory
+    /// this user cannot write into, or a missing one whose nearest existing parent is not a directory or cannot take
+    /// a new one. A command checks this before it touches Bluetooth, and makes the directory once Bluetooth works.
     public static func precheck(_ path: FilePath) throws(OutputDirectoryError) {
         var status = stat()
         if stat(path.string, &status) == 0 {
@@ -76,8 +65,7 @@ package struct OutputDirectory: Sendable {
         }
     }
 
-    /// Why FileManager could not do something, as strerror words it ("No such file or
-    /// directory"), not Foundation's sentence about an operation.
+    /// Why FileManager failed, as strerror words it ("No such file or directory"), not Foundation's sentence.
     static func reason(_ error: any Error) -> String {
         let nsError = error as NSError
         if let underlying = nsError.userInfo[NSUnderlyingErrorKey] as? NSError, underlying.domain == NSPOSIXErrorDomain {
@@ -95,34 +83,29 @@ package struct OutputDirectory: Sendable {
         return code.map { String(describing: Errno(rawValue: $0)) } ?? error.localizedDescription
     }
 
-    /// The extended attribute naming the key of the sender the secure mode authenticated: its
-    /// public key line (`getfattr -n user.bletransfer.sender FILE`).
+    /// The extended attribute holding the authenticated sender's key line (`getfattr -n user.bletransfer.sender FILE`).
     package static let senderAttribute = "user.bletransfer.sender"
 
-    /// Writes `payload` as a new file named after `baseName` and returns its path. The file
-    /// appears complete or not at all, and never replaces one: `baseName` is sanitized
-    /// (``sanitizedFileName(_:)``) and, when the name is taken, numbered (``numbered(_:_:)``).
-    /// A `baseName` with `/` is a path relative to this directory (a file of a tree the sender
-    /// sent): ``sanitizedRelativePath(_:)`` makes each component safe, and the directories are
-    /// created (or entered) one at a time without following a symbolic link, so the file lands
-    /// inside this directory whatever the name or the directory's contents say.
-    /// `sender`: the authenticated sender's public key line, stored as `senderAttribute` with
-    /// the file where the file system supports user extended attributes. `modificationTime`:
-    /// the file's mtime, set before the name appears (see ``acceptedModificationTime``).
+    /// Writes `payload` as a new file named after `baseName` and returns its path. The file appears complete or not
+    /// at all, and never replaces one: `baseName` is sanitized (``sanitizedFileName(_:)``) and, when the name is
+    /// taken, numbered (``numbered(_:_:)``). A `baseName` with `/` is a path relative to this directory (a file of a
+    /// tree the sender sent): ``sanitizedRelativePath(_:)`` makes each component safe, and the directories are
+    /// created (or entered) one at a time without following a symbolic link, so the file lands inside this directory
+    /// whatever the name or the directory's contents say. `sender`: the authenticated sender's public key line,
+    /// stored as `senderAttribute` with the file where the file system supports user extended attributes.
+    /// `modificationTime`: the file's mtime, set before the name appears (see ``acceptedModificationTime``).
     ///
-    /// The writes, flushes and links run on ``BlockingCalls/storage``, never on the cooperative
-    /// pool, in the order that keeps a crash from showing a part: data, flush, name, flush of
-    /// the directory. A task cancelled meanwhile still waits for them (the caller must know
-    /// whether the message was stored).
+    /// The writes, flushes and links run on ``BlockingCalls/storage``, never on the cooperative pool, in the order
+    /// that keeps a crash from showing a part: data, flush, name, flush of the directory. A task cancelled meanwhile
+    /// still waits for them (the caller must know whether the message was stored).
     @discardableResult
     package func store(_ payload: some Collection<UInt8>, baseName: String,
                       sender: String? = nil, modificationTime: timespec? = nil) async throws(OutputDirectoryError) -> FilePath {
         try await store(MessagePayload(Array(payload)), baseName: baseName, sender: sender, modificationTime: modificationTime)
     }
 
-    /// Stores `payload` as ``store(_:baseName:sender:modificationTime:)`` does. A payload that
-    /// came into one of this directory's partial files (``partialFiles(from:)``) is linked to
-    /// its name where it lies: no copy, whatever its size.
+    /// Stores `payload` as ``store(_:baseName:sender:modificationTime:)`` does. A payload in one of this directory's
+    /// partial files (``partialFiles(from:)``) is linked to its name where it lies: no copy, whatever its size.
     @discardableResult
     package func store(_ payload: MessagePayload, baseName: String,
                       sender: String? = nil, modificationTime: timespec? = nil) async throws(OutputDirectoryError) -> FilePath {
@@ -132,9 +115,8 @@ package struct OutputDirectory: Sendable {
         }
     }
 
-    /// ``store(_:baseName:sender:modificationTime:)`` on the calling thread, which it blocks
-    /// until the file and its name are on disk: for ``BlockingCalls`` and threads of their own
-    /// (the benchmarks'), never the cooperative pool.
+    /// ``store(_:baseName:sender:modificationTime:)`` blocking the calling thread until the file and its name are on
+    /// disk: for ``BlockingCalls`` and threads of their own (the benchmarks'), never the cooperative pool.
     package func storeBlocking(_ payload: MessagePayload, baseName: String,
                                sender: String? = nil, modificationTime: timespec? = nil) throws(OutputDirectoryError) -> FilePath {
         let partial: FilePath
@@ -145,9 +127,7 @@ package struct OutputDirectory: Sendable {
             partial = FilePath(file.path)
             do {
                 try Self.finish(file.descriptor, sender: sender, modificationTime: modificationTime)
-            } catch {
-                throw .writeFailed(path.string, error)
-            }
+            } catch { throw .writeFailed(path.string, error) }
         } else {
             partial = path.appending(Self.partialPrefix + UUID().uuidString)
             do {
@@ -165,9 +145,7 @@ package struct OutputDirectory: Sendable {
                 }
             } catch let error as Errno {
                 throw .writeFailed(path.string, error)
-            } catch {
-                throw .writeFailed(path.string, .ioError)
-            }
+            } catch { throw .writeFailed(path.string, .ioError) }
         }
         defer {
             if received == nil { _ = unlink(partial.string) }
@@ -206,20 +184,17 @@ package struct OutputDirectory: Sendable {
         }
     }
 
-    /// The sender's key and modification time, then the data on disk: before the name appears,
-    /// or a crash could leave a complete-looking name over an empty file.
+    /// Sender's key and mtime, then data on disk, before the name: a crash must not leave a name over an empty file.
     private static func finish(_ fd: Int32, sender: String?, modificationTime: timespec?) throws(Errno) {
         if let sender {
-            // Best effort: tmpfs before Linux 6.6 and some mounts have no user
-            // xattrs; the event and the log line still name the sender.
+            // Best effort: tmpfs before Linux 6.6 and some mounts lack user xattrs; the event and log name the sender.
             _ = Array(sender.utf8).withUnsafeBytes { bytes in
                 fsetxattr(fd, Self.senderAttribute, bytes.baseAddress, bytes.count, 0)
             }
         }
         if let modificationTime {
-            // The access time stays the arrival time; only the mtime is the sender's.
-            // Best effort: a file system that cannot hold the time (FAT before 1980)
-            // must not cost the message; it keeps its arrival time.
+            // The access time stays the arrival time; only the mtime is the sender's. Best effort: a file system that
+            // cannot hold the time (FAT before 1980) must not cost the message; it keeps its arrival time.
             let times = [timespec(tv_sec: 0, tv_nsec: Self.timeOmitted), modificationTime]
             _ = futimens(fd, times)
         }
@@ -233,9 +208,8 @@ package struct OutputDirectory: Sendable {
             && candidate.lastComponent?.string.hasPrefix(Self.partialPrefix) == true
     }
 
-    /// Partial files in this directory for framed messages of at least `threshold` bytes:
-    /// they are written as they come and linked to their names once verified. Smaller ones
-    /// stay in memory (a file costs a flush either way; memory is the faster of the two).
+    /// Partial files here for framed messages of at least `threshold` bytes, written as they come and linked to their
+    /// names once verified. Smaller ones stay in memory (a file costs a flush either way; memory is faster).
     package func partialFiles(from threshold: UInt64 = OutputDirectory.partialFileThreshold) -> any PartialPayloadStore {
         PartialFiles(directory: path, threshold: threshold)
     }
@@ -260,16 +234,14 @@ package struct OutputDirectory: Sendable {
         }
     }
 
-    /// The most directories a received path may nest; deeper ones are not created (the file
-    /// goes into the deepest one allowed).
+    /// The most directories a received path may nest; the file goes into the deepest one allowed.
     package static let maximumDepth = 32
 
-    /// A relative path the sender gave, made safe component by component: each one as
-    /// ``sanitizedFileName(_:)`` makes a name (so never `.`, `..`, hidden, an option, or with
-    /// control or invisible characters); empty components and those with nothing left are
-    /// dropped, so `../../etc/passwd` is `etc/passwd` and `/abs/x` is `abs/x`. At most
-    /// ``maximumDepth`` directories are kept. The file name is nil when the last component
-    /// leaves nothing (the caller's generated name is used).
+    /// A relative path the sender gave, made safe component by component: each one as ``sanitizedFileName(_:)`` makes
+    /// a name (so never `.`, `..`, hidden, an option, or with control or invisible characters); empty components and
+    /// those with nothing left are dropped, so `../../etc/passwd` is `etc/passwd` and `/abs/x` is `abs/x`. At most
+    /// ``maximumDepth`` directories are kept. The file name is nil when the last component leaves nothing (the
+    /// caller's generated name is used).
     package static func sanitizedRelativePath(_ name: String) -> (directories: [String], file: String?) {
         let components = name.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
         guard let last = components.last else { return ([], nil) }
@@ -277,11 +249,10 @@ package struct OutputDirectory: Sendable {
         return (Array(directories.prefix(maximumDepth)), sanitizedFileName(last))
     }
 
-    /// Opens this directory and, under it, each of `components` in turn, creating what is
-    /// missing. A component that exists as anything but a directory (a file, a symbolic link)
-    /// is passed by for a numbered variant (`docs` → `docs-1`), never followed or replaced.
-    /// Returns the innermost directory's descriptor (the caller closes it) and the components
-    /// as used.
+    /// Opens this directory and, under it, each of `components` in turn, creating what is missing. A component that
+    /// exists as anything but a directory (a file, a symbolic link) is passed by for a numbered variant (`docs` →
+    /// `docs-1`), never followed or replaced. Returns the innermost directory's descriptor (the caller closes it) and
+    /// the components as used.
     private func openDirectories(_ components: [String]) throws(OutputDirectoryError) -> (Int32, [String]) {
         var current = open(path.string, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard current >= 0 else { throw .writeFailed(path.string, Errno(rawValue: errno)) }
@@ -322,15 +293,12 @@ package struct OutputDirectory: Sendable {
         error == .fileNameTooLong || error == .illegalByteSequence || error == .invalidArgument
     }
 
-    /// `UTIME_OMIT` of <sys/stat.h> (`futimens` leaves that time as it is): a macro Swift
-    /// does not import.
+    /// `UTIME_OMIT` of <sys/stat.h> (`futimens` leaves that time as it is): a macro Swift does not import.
     static let timeOmitted = (1 << 30) - 2
 
-    /// The sender's modification time as a `timespec` for ``store(_:baseName:sender:modificationTime:)``,
-    /// or nil when it is outside 1970-01-01 ... one day after `now` (a clock far off, or a
-    /// hostile value): the file then keeps its arrival time.
-    package static func acceptedModificationTime(seconds: Int64, nanoseconds: UInt32,
-                                                now: Date = Date()) -> timespec? {
+    /// The sender's mtime for ``store(_:baseName:sender:modificationTime:)``, or nil outside 1970-01-01 ... one day
+    /// after `now` (a clock far off, or a hostile value): the file then keeps its arrival time.
+    package static func acceptedModificationTime(seconds: Int64, nanoseconds: UInt32, now: Date = Date()) -> timespec? {
         let latest = Int64(now.timeIntervalSince1970) + 86_400
         guard seconds >= 0, seconds <= latest, nanoseconds < 1_000_000_000 else { return nil }
         return timespec(tv_sec: Int(seconds), tv_nsec: Int(nanoseconds))
@@ -346,30 +314,26 @@ package struct OutputDirectory: Sendable {
 
     /// The longest file name Linux file systems take, in bytes of UTF-8 (NAME_MAX).
     package static let maximumNameBytes = 255
-    /// An extension longer than this (in bytes, with its dot) is not kept whole when a name is
-    /// cut: it is then likely no extension at all.
+    /// An extension longer than this (bytes, with its dot) is likely none: not kept whole when a name is cut.
     static let maximumExtensionBytes = 32
 
     /// A name the sender chose (or one we generated) made into a single safe path component:
-    /// - `/` and NUL, and every character ``SafeText`` escapes (C0 and C1 controls, ESC, DEL,
-    ///   bidirectional overrides and marks, line and paragraph separators), become `_`;
+    /// - `/` and NUL, and every character ``SafeText`` escapes (C0 and C1 controls, ESC, DEL, bidirectional overrides
+    ///   and marks, line and paragraph separators), become `_`;
     /// - leading dots are removed: nothing hidden, never `.` or `..`, never our partial prefix;
-    /// - NFC: one spelling on disk for what looks the same (a decomposed "é" from another
-    ///   system is stored precomposed);
-    /// - invisible characters (zero-width spaces and joiners, the word joiner, the byte-order
-    ///   mark, soft hyphens, Hangul fillers…) become `_`, so two names that look alike are told
-    ///   apart on screen;
+    /// - NFC: one spelling on disk for what looks the same (a decomposed "é" from another system is stored
+    ///   precomposed);
+    /// - invisible characters (zero-width spaces and joiners, the word joiner, the byte-order mark, soft hyphens,
+    ///   Hangul fillers…) become `_`, so two names that look alike are told apart on screen;
     /// - a leading `-` becomes `_`: the name is never read as an option by `rm`, `ls`…;
-    /// - at most 255 bytes of UTF-8, cut at a character (Unicode scalar) boundary before the
-    ///   extension, which is kept.
+    /// - at most 255 bytes of UTF-8, cut at a character (Unicode scalar) boundary before the extension, which is kept.
     ///
-    /// A name that is already safe comes back unchanged. Nil when nothing is left (empty, or
-    /// only dots): the caller uses its generated name.
+    /// A name that is already safe comes back unchanged. Nil when nothing is left (empty, or only dots): the caller
+    /// uses its generated name.
     package static func sanitizedFileName(_ name: String) -> String? {
         var scalars = String.UnicodeScalarView()
         for scalar in name.precomposedStringWithCanonicalMapping.unicodeScalars {
-            // Scalars, not Characters: "." followed by a combining mark is one Character but
-            // still a leading dot on disk.
+            // Scalars, not Characters: "." with a combining mark is one Character, but a leading dot on disk.
             if scalars.isEmpty && scalar == "." { continue }
             let unsafe = scalar == "/" || scalar == "\0" || SafeText.needsEscape(scalar) || isInvisible(scalar)
             scalars.append(unsafe ? "_" : scalar)
@@ -379,28 +343,23 @@ package struct OutputDirectory: Sendable {
         return fitted(String(scalars), suffix: "")
     }
 
-    /// Characters that take no room on screen (format and filler characters that
-    /// ``SafeText`` does not already escape).
+    /// Characters that take no room on screen (format and filler characters ``SafeText`` does not escape).
     static func isInvisible(_ scalar: Unicode.Scalar) -> Bool {
         switch scalar.value {
         case 0x00AD, 0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x180E, 0x200B...0x200D, 0x2060...0x2064,
              0x206A...0x206F, 0x3164, 0xFEFF, 0xFFA0:
             return true
-        default:
-            return false
+        default: return false
         }
     }
 
-    /// The name for the `number`th retry when `name` is taken: the number goes before the
-    /// extension, after a dash ("photo.jpg" → "photo-1.jpg", "notes" → "notes-1",
-    /// "message-20250101-120000-1.txt" → "message-20250101-120000-1-1.txt"), the stem cut so
-    /// that the whole stays within 255 bytes. One rule for sent and generated names.
-    static func numbered(_ name: String, _ number: Int) -> String {
-        fitted(name, suffix: "-\(number)")
-    }
+    /// The name for the `number`th retry when `name` is taken: the number before the extension, after a dash
+    /// ("photo.jpg" → "photo-1.jpg", "notes" → "notes-1", "message-20250101-120000-1.txt" →
+    /// "message-20250101-120000-1-1.txt"), the stem cut to stay within 255 bytes. Sent and generated names alike.
+    static func numbered(_ name: String, _ number: Int) -> String { fitted(name, suffix: "-\(number)") }
 
-    /// `name` with `suffix` before its extension, the stem cut at a scalar boundary to fit
-    /// ``maximumNameBytes``. `name` holds no leading dot, so the stem is never empty.
+    /// `name` with `suffix` before its extension, the stem cut at a scalar boundary to fit ``maximumNameBytes``
+    /// (`name` holds no leading dot, so the stem is never empty).
     private static func fitted(_ name: String, suffix: String) -> String {
         let scalars = Array(name.unicodeScalars)
         var stem = scalars[...]

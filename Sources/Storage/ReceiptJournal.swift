@@ -9,44 +9,37 @@ import Glibc
 import SystemPackage
 #endif
 
-/// The receiver's memory, on disk, of messages it stored whose ACK its sender may not have
-/// seen: so that a message sent again after either side was killed, restarted or cut off is
-/// acknowledged and not stored a second time, and one that was never stored is not taken for
-/// stored.
+/// The receiver's memory, on disk, of messages it stored whose ACK its sender may not have seen: so that a message
+/// sent again after either side was killed, restarted or cut off is acknowledged and not stored a second time, and
+/// one that was never stored is not taken for stored.
 ///
-/// An entry is written (and flushed) **before** the message is stored, marked stored with its
-/// path once the file has its name, marked acknowledged once the sender is known to have the
-/// ACK, and dropped `retention` after that: a sender killed between reading the ACK and
-/// moving its file to `sent/` offers the file again after its restart, and is answered
-/// "stored" then too. A message from the same sender with the same SHA-256 in a later visit
-/// finds it:
+/// An entry is written (and flushed) **before** the message is stored, marked stored with its path once the file has
+/// its name, marked acknowledged once the sender is known to have the ACK, and dropped `retention` after that: a
+/// sender killed between reading the ACK and moving its file to `sent/` offers the file again after its restart, and
+/// is answered "stored" then too. A message from the same sender with the same SHA-256 in a later visit finds it:
 /// - marked stored, and the file still there with that size: already stored;
-/// - not marked (the receiver died between the two writes): the file the message would have
-///   become is looked for under its name and numbered variants, by size and SHA-256; found,
-///   already stored; not found, it was never stored and is stored now.
-/// Entries of the visit under way are not matched: a sender sending the same bytes twice in one
-/// session (`send --count 2`) means two messages.
+/// - not marked (the receiver died between the two writes): the file the message would have become is looked for
+///   under its name and numbered variants, by size and SHA-256; found, already stored; not found, it was never stored
+///   and is stored now.
+/// Entries of the visit under way are not matched: a sender sending the same bytes twice in one session (`send
+/// --count 2`) means two messages.
 ///
-/// One file per output directory, kept with the resume spool (never in the output directory,
-/// where only whole messages appear): a log of JSON lines, each the new state of one entry or
-/// its removal, appended as things happen. A message costs a few appended lines and two
-/// flushes (before storing, and once stored), not a rewrite of every entry: a daemon storing
-/// a hundred small files in one session did that work between each message and its ACK. The
-/// log is rewritten atomically (compacted) once it holds several times more lines than
-/// entries; a line cut short by a crash is skipped when read. At most `capacity` entries,
-/// oldest out.
+/// One file per output directory, kept with the resume spool (never in the output directory, where only whole
+/// messages appear): a log of JSON lines, each the new state of one entry or its removal, appended as things happen.
+/// A message costs a few appended lines and two flushes (before storing, and once stored), not a rewrite of every
+/// entry: a daemon storing a hundred small files in one session did that work between each message and its ACK. The
+/// log is rewritten atomically (compacted) once it holds several times more lines than entries; a line cut short by a
+/// crash is skipped when read. At most `capacity` entries, oldest out.
 package final class ReceiptJournal: Sendable {
     package struct Entry: Codable, Sendable, Equatable {
-        /// Numbers the entries in the order they were made: a later line with the same number
-        /// replaces an entry, and two messages with the same bytes in one visit stay two.
+        /// In the order made: a later line with the same id replaces an entry; the same bytes twice in a visit are two.
         package var id: Int
         /// Who sent it: the key fingerprint of an authenticated sender, else its address.
         package var sender: String
         /// Lower-case hex SHA-256 of the payload.
         package var digest: String
         package var size: Int
-        /// The name it was to be stored under (relative to the directory), for the search
-        /// after a crash; nil for a generated name.
+        /// The name it was to be stored under (relative), for the search after a crash; nil for a generated name.
         package var name: String?
         /// Where it was stored, once it was.
         package var storedAt: String?
@@ -82,10 +75,8 @@ package final class ReceiptJournal: Sendable {
         var descriptor: Int32 = -1
     }
 
-    /// The journal of the output directory `directory`, kept in `stateDirectory` (the resume
-    /// spool's) under a name derived from the directory's absolute path. An unreadable or
-    /// malformed file counts as empty: the journal only ever prevents duplicates, never a
-    /// delivery.
+    /// The journal of the output directory `directory`, in `stateDirectory` (the spool's), named from its absolute
+    /// path. An unreadable or malformed file counts as empty: it only prevents duplicates, never a delivery.
     package init(directory: String, stateDirectory: String, retention: Duration = ReceiptJournal.defaultRetention,
                 clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }) {
         self.directory = directory
@@ -106,41 +97,34 @@ package final class ReceiptJournal: Sendable {
 
     // MARK: From async code
     //
-    // Each of these makes the blocking call of the same meaning (further down) on
-    // ``BlockingCalls/storage``: the flushes (`fdatasync` of the log, `fsync` of its
-    // directory, the compaction's rewrite) and the search after a crash (reading stored files
-    // whole for their SHA-256) never block the cooperative pool. A task cancelled meanwhile still waits for the change to be made: the
-    // journal's promise (on disk before the message is stored) must hold either way.
+    // Each makes the blocking call of the same meaning (below) on ``BlockingCalls/storage``: the flushes (`fdatasync`
+    // of the log, `fsync` of its directory, the compaction's rewrite) and the search after a crash (reading stored
+    // files whole for their SHA-256) never block the cooperative pool. A task cancelled meanwhile still waits for the
+    // change: the journal's promise (on disk before the message is stored) must hold either way.
 
-    /// ``willStore(sender:digest:size:name:visit:)`` on ``BlockingCalls/storage``.
     package func recordWillStore(sender: String, digest: String, size: Int, name: String?, visit: String) async {
         await BlockingCalls.run { self.willStore(sender: sender, digest: digest, size: size, name: name, visit: visit) }
     }
 
-    /// ``stored(sender:digest:visit:at:)`` on ``BlockingCalls/storage``.
     package func recordStored(sender: String, digest: String, visit: String, at storedAt: String?) async {
         await BlockingCalls.run { self.stored(sender: sender, digest: digest, visit: visit, at: storedAt) }
     }
 
-    /// ``acknowledged(sender:digest:)`` on ``BlockingCalls/storage``.
     package func recordAcknowledged(sender: String, digest: String) async {
         await BlockingCalls.run { self.acknowledged(sender: sender, digest: digest) }
     }
 
-    /// ``forget(sender:digest:)`` on ``BlockingCalls/storage``.
     package func recordForgotten(sender: String, digest: String) async {
         await BlockingCalls.run { self.forget(sender: sender, digest: digest) }
     }
 
-    /// ``earlierCopy(sender:digest:size:excludingVisit:)`` on ``BlockingCalls/storage``.
     package func findEarlierCopy(sender: String, digest: String, size: Int, excludingVisit visit: String) async -> String? {
         await BlockingCalls.run { self.earlierCopy(sender: sender, digest: digest, size: size, excludingVisit: visit) }
     }
 
     // MARK: On the calling thread
     //
-    // These block the thread that calls them while the log is flushed (and, for
-    // `earlierCopy`, while stored files are read): from async code, call the ones above.
+    // These block the calling thread while the log is flushed (`earlierCopy`: while stored files are read).
 
     /// Before storing: what is about to be stored, flushed to disk.
     package func willStore(sender: String, digest: String, size: Int, name: String?, visit: String) {
@@ -159,8 +143,7 @@ package final class ReceiptJournal: Sendable {
         }
     }
 
-    /// The sender has the ACK: kept `retention` longer, for a sender that dies before it
-    /// moves the message to `sent/` and offers it again.
+    /// The sender has the ACK: kept `retention` longer, for a sender that dies before moving it to `sent/` and resends.
     package func acknowledged(sender: String, digest: String) {
         let now = clock()
         // Not flushed: lost in a power cut, the entry is only kept longer (up to `capacity`).
@@ -181,8 +164,7 @@ package final class ReceiptJournal: Sendable {
         }
     }
 
-    /// Where an earlier visit stored this message, if it did (see the type's description);
-    /// nil when it must be stored. An entry found stays until `forget`.
+    /// Where an earlier visit stored this message (see the type); nil: store it. An entry found stays until `forget`.
     package func earlierCopy(sender: String, digest: String, size: Int, excludingVisit visit: String) -> String? {
         let candidates = state.withLock { current in
             current.entries.filter { $0.sender == sender && $0.digest == digest && $0.size == size && $0.visit != visit }
@@ -204,8 +186,7 @@ package final class ReceiptJournal: Sendable {
         return nil
     }
 
-    /// The file a message whose storing was interrupted may have become: its name or one of
-    /// its numbered variants, with its size and SHA-256.
+    /// The file an interrupted store may have become: its name or a numbered variant, with its size and SHA-256.
     private func search(for entry: Entry) -> String? {
         guard let name = entry.name else { return nil }
         let (directories, file) = OutputDirectory.sanitizedRelativePath(name)
@@ -229,10 +210,9 @@ package final class ReceiptJournal: Sendable {
         return lowercaseHex(sha256) == digest
     }
 
-    /// Applies `change` (which may number new entries from the `Int`), prunes what is past its
-    /// retention or beyond `capacity`, and appends a line per entry changed or removed;
-    /// `flush`: on disk before returning. Best effort: a journal that cannot be written costs
-    /// only the protection against duplicates, never a message.
+    /// Applies `change` (which may number new entries from the `Int`), prunes what is past its retention or beyond
+    /// `capacity`, and appends a line per entry changed or removed; `flush`: on disk before returning. Best effort: a
+    /// journal that cannot be written costs only the protection against duplicates, never a message.
     private func update(flush: Bool, _ change: (inout [Entry], inout Int) -> Void) {
         let oldest = clock() - Double(retention.components.seconds)
         state.withLock { current in
@@ -252,9 +232,7 @@ package final class ReceiptJournal: Sendable {
             guard !lines.isEmpty else { return }
             if current.lines + lines.count > Self.compactionThreshold(entries: current.entries.count) {
                 compact(&current)
-            } else {
-                append(lines, to: &current, flush: flush)
-            }
+            } else { append(lines, to: &current, flush: flush) }
         }
     }
 
@@ -328,8 +306,7 @@ package final class ReceiptJournal: Sendable {
         var lines = 0
         var highestID = -1
         for text in data.split(separator: UInt8(ascii: "\n")) {
-            // An id out of range (a damaged or edited log) is a malformed line: counting on from
-            // it would overflow.
+            // An id out of range (a damaged or edited log) is a malformed line: counting on from it would overflow.
             guard let line = try? decoder.decode(Line.self, from: Data(text)),
                   (line.entry?.id ?? line.removed).map({ (0..<Self.idLimit).contains($0) }) ?? false
             else { continue }
@@ -345,8 +322,7 @@ package final class ReceiptJournal: Sendable {
                 index = Dictionary(uniqueKeysWithValues: entries.enumerated().map { ($1.id, $0) })
             }
         }
-        // The log is appended to from the next change on; one far longer than its entries is
-        // compacted then.
+        // The log is appended to from the next change on; one far longer than its entries is compacted then.
         return LogState(entries: entries, nextID: highestID + 1, lines: lines)
     }
 }

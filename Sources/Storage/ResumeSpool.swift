@@ -8,25 +8,22 @@ import SystemPackage
 import Transfer
 import Trust
 
-/// The receiver's private store of unfinished secure messages (docs/wire-v2.md section 5): for
-/// each, the contiguous authenticated prefix from offset 0, so that a later session with the
-/// same sender continues where the cut one stopped instead of at byte 0.
+/// The receiver's private store of unfinished secure messages (docs/wire-v2.md section 5): for each, the contiguous
+/// authenticated prefix from offset 0, so that a later session with the same sender continues where the cut one
+/// stopped instead of at byte 0.
 ///
-/// An entry is keyed by the sender's static key and the message's SHA-256 and length from its
-/// HEADER (one file, named from the three). In version 2's plain mode no key authenticates the
-/// sender: its entries share the name `plain` in place of the key, and only the SHA-256 over
-/// the whole message, checked at its END, decides whether a checkpoint was sound. Bytes are appended as each DATA record opens, so an
-/// entry survives a cut link and a killed receiver alike: at worst it ends a record short.
-/// Nothing partial ever reaches the output directory; the spool is a directory of its own,
-/// mode 0700, its files 0600.
+/// An entry is keyed by the sender's static key and the message's SHA-256 and length from its HEADER (one file, named
+/// from the three). In version 2's plain mode no key authenticates the sender: its entries share the name `plain` in
+/// place of the key, and only the SHA-256 over the whole message, checked at its END, decides whether a checkpoint
+/// was sound. Bytes are appended as each DATA record opens, so an entry survives a cut link and a killed receiver
+/// alike: at worst it ends a record short. Nothing partial ever reaches the output directory; the spool is a
+/// directory of its own, mode 0700, its files 0600.
 ///
-/// Bounded: entries older than `maximumAge` (by their last write) go first, then the oldest
-/// until the spool fits `maximumBytes` and `maximumEntries`; a message larger than what is left
-/// keeps a shorter checkpoint, and no byte is kept where it would leave the file system less
-/// free than `reserveBytes` (the receiver's `--reserve`). Cleaned when opened and whenever an
-/// entry starts; the folder is listed only then, and the bytes held are counted as they are
-/// appended. An entry is removed once its message verified (it is then stored) or failed
-/// verification.
+/// Bounded: entries older than `maximumAge` (by their last write) go first, then the oldest until the spool fits
+/// `maximumBytes` and `maximumEntries`; a message larger than what is left keeps a shorter checkpoint, and no byte is
+/// kept where it would leave the file system less free than `reserveBytes` (the receiver's `--reserve`). Cleaned when
+/// opened and whenever an entry starts; the folder is listed only then, and the bytes held are counted as they are
+/// appended. An entry is removed once its message verified (it is then stored) or failed verification.
 package final class ResumeSpool: Sendable {
     package struct Bounds: Sendable, Hashable {
         /// The most bytes all entries may hold together.
@@ -61,9 +58,8 @@ package final class ResumeSpool: Sendable {
         }
     }
 
-    /// Messages shorter than this keep no checkpoint: sent again whole, they cost less than
-    /// the file work of tracking them, which a daemon draining many small files would pay per
-    /// message.
+    /// Messages shorter than this keep no checkpoint: sent again whole, they cost less than the file work of tracking
+    /// them, which a daemon draining many small files would pay per message.
     package static let minimumCheckpointedLength: UInt64 = 64 * 1024
 
     /// Whether a message with this header keeps a checkpoint (see `minimumCheckpointedLength`).
@@ -73,12 +69,10 @@ package final class ResumeSpool: Sendable {
 
     package let directory: String
     package let bounds: Bounds
-    /// The device of the spool's file system (`st_dev`): a message stored on the same one
-    /// needs room for the spool's copy too (`SpooledCopy`).
+    /// The spool's file system (`st_dev`): a message stored on it also needs room for the spool's copy (`SpooledCopy`).
     package let device: UInt64
-    /// Serializes the file operations of the sessions sharing this spool (one central runs one
-    /// session at a time, but the daemon's supervisor may overlap a closing and a new one), and
-    /// holds the bytes all entries hold, counted from the last listing on.
+    /// Serializes file operations of the sessions sharing this spool (a central runs one at a time; the daemon's
+    /// supervisor may overlap a closing and a new one); holds all entries' bytes, counted since the last listing.
     private let lock = Mutex(0)
 
     /// Creates `directory` (and missing parents, 0700) and cleans it.
@@ -89,9 +83,7 @@ package final class ResumeSpool: Sendable {
         do {
             try FileManager.default.createDirectory(
                 atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        } catch {
-            throw .unusable(path: directory, reason: "cannot create it (\(Self.reason(error)))")
-        }
+        } catch { throw .unusable(path: directory, reason: "cannot create it (\(Self.reason(error)))") }
         var info = stat()
         guard lstat(directory, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR else {
             throw .unusable(path: directory, reason: "not a directory")
@@ -105,17 +97,14 @@ package final class ResumeSpool: Sendable {
         clean(now: now)
     }
 
-    /// The default for `receive`: `$XDG_STATE_HOME/bletransfer/spool`, or
-    /// `~/.local/state/bletransfer/spool` when XDG_STATE_HOME is unset or not absolute.
+    /// `receive`'s default: `$XDG_STATE_HOME/bletransfer/spool` (set, absolute), else under `~/.local/state`.
     package static func defaultInteractiveDirectory(environment: [String: String], homeDirectory: String) -> String {
         if let state = environment["XDG_STATE_HOME"], state.hasPrefix("/") { return state + "/bletransfer/spool" }
         return homeDirectory + "/.local/state/bletransfer/spool"
     }
 
-    /// The default for the daemon run by the service user: the unit's StateDirectory
-    /// `bletransfer/spool` (beside the inbox, never inside it).
+    /// The default for the daemon's service user: its StateDirectory `bletransfer/spool` (beside the inbox, not in it).
     package static let serviceDaemonDirectory = "/var/lib/bletransfer/spool"
-
 
     /// The file name of an entry: sender key (or `plain`), SHA-256 and length, all hex or decimal.
     static func entryName(sender: PeerKey?, digest: [UInt8], length: UInt64) -> String {
@@ -126,8 +115,7 @@ package final class ResumeSpool: Sendable {
         directory + "/" + Self.entryName(sender: sender, digest: header.digest, length: header.payloadLength)
     }
 
-    /// The bytes held for this message as an open file, read in pieces (empty: no entry);
-    /// a stale or oversized entry is removed instead.
+    /// This message's bytes held, as an open file read in pieces (empty: none); a stale or oversized entry is removed.
     package func heldPrefixFile(sender: PeerKey?, header: MessageHeader) -> MessagePayload {
         lock.withLock { used in
             let path = path(sender: sender, header: header)
@@ -143,9 +131,8 @@ package final class ResumeSpool: Sendable {
         }
     }
 
-    /// Appends `bytes` at `offset` of the message's entry (created 0600 at offset 0). Bytes
-    /// that would not fit the spool's bound are not kept: the checkpoint stays shorter. An
-    /// `offset` other than the entry's length (a gap, or bytes held already) leaves it as is.
+    /// Appends `bytes` at `offset` of the message's entry (created 0600 at 0). Bytes past the spool's bound are not
+    /// kept: the checkpoint stays shorter. An `offset` other than the entry's length (gap, bytes held) changes nothing.
     package func append(sender: PeerKey?, header: MessageHeader, offset: Int, bytes: [UInt8]) {
         guard !bytes.isEmpty else { return }
         lock.withLock { used in
@@ -229,9 +216,8 @@ package final class ResumeSpool: Sendable {
         if unlink(path) == 0 { used = max(0, used - Int(info.st_size)) }
     }
 
-    /// Lists the folder (the only place it is listed): removes what is too old, then the oldest
-    /// until the byte bound holds and, when `starting` is a new entry, until it has room beside
-    /// the others; the count of bytes held is set from the listing.
+    /// Lists the folder (the only place it is listed): removes what is too old, then the oldest until the byte bound
+    /// holds and, for a new entry `starting`, until it has room beside the others; sets the count of bytes held.
     private func cleanLocked(now: Date, starting: String?, used: inout Int) {
         let oldest = now.addingTimeInterval(-Double(bounds.maximumAge.components.seconds))
         var entries: [Entry] = []

@@ -4,18 +4,16 @@ import Glibc
 import Foundation
 import SystemPackage
 
-/// How much of its file system an output directory may take: a free-space reserve that a
-/// message must leave untouched (bytes and inodes), and an optional quota of bytes and entries
-/// for the messages in the directory, counted down its whole tree (a tree a sender sent,
-/// `--folder-per-sender`'s folders). Checked before a message is received (with its announced
-/// length), so a message that cannot be kept is refused while its sender still has it, and the
-/// reserve again on every write while it arrives.
+/// How much of its file system an output directory may take: a free-space reserve that a message must leave untouched
+/// (bytes and inodes), and an optional quota of bytes and entries for the messages in the directory, counted down its
+/// whole tree (a tree a sender sent, `--folder-per-sender`'s folders). Checked before a message is received (with its
+/// announced length), so a message that cannot be kept is refused while its sender still has it, and the reserve
+/// again on every write while it arrives.
 package struct StorageLimits: Sendable, Hashable {
     /// Bytes that must stay free on the directory's file system after the message is written.
     package var reserveBytes: Int
-    /// Inodes that must stay free on the directory's file system after the message is written
-    /// (its file, and the directories its path may create); file systems without a fixed
-    /// number of inodes (btrfs) are not bound by it.
+    /// Inodes that must stay free on the directory's file system after the message is written (its file, and the
+    /// directories its path may create); file systems without a fixed number of inodes (btrfs) are not bound by it.
     package var reserveInodes: Int
     /// The most bytes the directory's messages may take together; nil: no quota.
     package var quotaBytes: Int?
@@ -55,9 +53,8 @@ package struct StorageLimits: Sendable, Hashable {
         }
     }
 
-    /// Why a message of `byteCount` bytes cannot be stored given `usage`; nil when it can.
-    /// `alsoWritten`: bytes written beside it on the same file system while it arrives (the
-    /// resume spool's copy), counted against the reserve, not the quota.
+    /// Why a message of `byteCount` bytes cannot be stored given `usage`; nil when it can. `alsoWritten`: bytes written
+    /// beside it on its file system while it arrives (the spool's copy), counted against the reserve, not the quota.
     package func refusal(for byteCount: Int, usage: Usage, alsoWritten: Int = 0) -> StorageRefusal? {
         if let refusal = reserveRefusal(stillToWrite: byteCount, alsoWritten: alsoWritten, usage: usage) { return refusal }
         if let quotaFiles, usage.storedFiles + 1 > quotaFiles {
@@ -110,9 +107,8 @@ package struct StorageRefusal: Sendable, Equatable, CustomStringConvertible {
 }
 
 extension StorageLimits {
-    /// Free bytes and inodes for an unprivileged writer on the file system of `path`
-    /// (`f_bavail`, `f_favail`); inodes nil when the file system has no fixed number of them
-    /// (`f_files` 0). Nil when unknown.
+    /// Free bytes and inodes for an unprivileged writer on the file system of `path` (`f_bavail`, `f_favail`); inodes
+    /// nil when the file system has no fixed number of them (`f_files` 0). Nil when unknown.
     package static func freeSpace(at path: String) -> (bytes: Int, inodes: Int?)? {
         var stats = statvfs()
         guard statvfs(path, &stats) == 0 else { return nil }
@@ -132,20 +128,15 @@ extension StorageLimits {
 
 extension OutputDirectory {
     /// Free bytes for an unprivileged writer on the directory's file system; nil when unknown.
-    package func freeBytes() -> Int? {
-        freeSpace()?.bytes
-    }
+    package func freeBytes() -> Int? { freeSpace()?.bytes }
 
     /// Free bytes and inodes for an unprivileged writer (`f_bavail`, `f_favail`); inodes nil
     /// when the file system has no fixed number of them (`f_files` 0). Nil when unknown.
-    package func freeSpace() -> (bytes: Int, inodes: Int?)? {
-        StorageLimits.freeSpace(at: path.string)
-    }
+    package func freeSpace() -> (bytes: Int, inodes: Int?)? { StorageLimits.freeSpace(at: path.string) }
 
-    /// The messages in the directory, down its whole tree without following a symbolic link:
-    /// the bytes of its regular files, and how many files and directories it holds. Names
-    /// starting with a dot (partial files, anything hidden: no sender can store one) are left
-    /// out. Deeper than twice what a message may create is not entered.
+    /// The messages in the directory, down its whole tree without following a symbolic link: the bytes of its regular
+    /// files, and how many files and directories it holds. Names starting with a dot (partial files, anything hidden:
+    /// no sender can store one) are left out. Deeper than twice what a message may create is not entered.
     package func storedMessages() -> (bytes: Int, files: Int) {
         let top = open(path.string, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard top >= 0 else { return (0, 0) }
@@ -183,8 +174,7 @@ extension OutputDirectory {
         return (bytes, entries)
     }
 
-    /// What the directory holds and its file system offers; the tree is read only when a quota
-    /// is set.
+    /// What the directory holds and its file system offers; the tree is read only when a quota is set.
     package func usage(limits: StorageLimits) -> StorageLimits.Usage {
         let stored = limits.quotaBytes != nil || limits.quotaFiles != nil ? storedMessages() : (bytes: 0, files: 0)
         let free = freeSpace()
@@ -207,8 +197,7 @@ extension OutputDirectory {
         return reserveRefusal(stillToWrite: left, alsoWritten: spooled, limits: limits)
     }
 
-    /// Why `stillToWrite` more bytes cannot be written now under `limits`' reserve; one
-    /// `statvfs`, cheap enough for every write.
+    /// Why `stillToWrite` more bytes cannot be written now under `limits`' reserve; one `statvfs`, cheap per write.
     package func reserveRefusal(stillToWrite: Int, alsoWritten: Int = 0, limits: StorageLimits) -> StorageRefusal? {
         guard let free = freeSpace() else { return nil }
         return limits.reserveRefusal(stillToWrite: stillToWrite, alsoWritten: alsoWritten,

@@ -57,19 +57,14 @@ struct BLETransferCommand: AsyncParsableCommand {
         let arguments = Array(CommandLine.arguments.dropFirst())
         let outcome: CommandLineFront.Outcome
         switch CommandLineFront.parse(arguments) {
-        case .finished(let finished):
-            outcome = finished
+        case .finished(let finished): outcome = finished
         case .run(var command):
             do {
                 if var asynchronous = command as? any AsyncParsableCommand {
                     try await asynchronous.run()
-                } else {
-                    try command.run()
-                }
+                } else { try command.run() }
                 return
-            } catch {
-                outcome = CommandLineFront.outcome(for: error, arguments: arguments)
-            }
+            } catch { outcome = CommandLineFront.outcome(for: error, arguments: arguments) }
         }
         outcome.write()
         Foundation.exit(outcome.status)

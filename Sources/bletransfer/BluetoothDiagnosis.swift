@@ -2,9 +2,8 @@ import BlueZ
 import Daemon
 import Machines
 
-/// What `bletransfer status` says about Bluetooth when it cannot be used: its first line, its
-/// first fix (a command's `hint:` line) and its exit status. send, receive and pair end with
-/// these words when Bluetooth is the reason, so that every command names a problem one way.
+/// What `bletransfer status` says when Bluetooth cannot be used: its first line, first fix (a `hint:` line) and exit
+/// status. send, receive and pair end with these words when Bluetooth is why: one way to name a problem.
 struct BluetoothDiagnosis: Equatable {
     var message: String
     var hint: String?
@@ -23,11 +22,10 @@ struct BluetoothDiagnosis: Equatable {
         BluetoothDiagnosis(await BluetoothStatusReport.gather(adapterName: adapter))
     }
 
-    /// What ends a role before it starts, on its open `session`: no Bluetooth in the kernel,
-    /// bluetoothd not running, access denied, `--adapter` naming no adapter, an adapter
-    /// without LE. Nil when the role can start: ready, or a state the role waits out and
-    /// reports itself (an adapter powered off, or not announced yet by a bluetoothd that just
-    /// started). Checked before anything is made on disk (an output directory, an identity).
+    /// What ends a role before it starts, on its open `session`: no Bluetooth in the kernel, bluetoothd not running,
+    /// access denied, `--adapter` naming no adapter, an adapter without LE. Nil when the role can start: ready, or a
+    /// state the role waits out and reports itself (an adapter powered off, or not announced yet by a bluetoothd that
+    /// just started). Checked before anything is made on disk (an output directory, an identity).
     static func atStart(of session: BluetoothSession, adapter: String?) -> BluetoothDiagnosis? {
         let report = BluetoothStatusReport.make(session: session, kernel: KernelBluetooth.report(), adapterName: adapter)
         guard let diagnosis = BluetoothDiagnosis(report) else { return nil }
@@ -41,7 +39,5 @@ struct BluetoothDiagnosis: Equatable {
     }
 
     /// A failure in these words: the message status gives, with the failure's own kind.
-    func failure(_ kind: FailureKind) -> CommandFailure {
-        CommandFailure(kind, message, hint: hint)
-    }
+    func failure(_ kind: FailureKind) -> CommandFailure { CommandFailure(kind, message, hint: hint) }
 }

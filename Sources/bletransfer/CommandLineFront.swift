@@ -2,11 +2,9 @@ import ArgumentParser
 import Daemon
 import Foundation
 
-/// The command line's one voice. Every failure a user can cause ends as one line
-/// `bletransfer: error: …` on standard error, where it helps followed by one `hint: …` line,
-/// and a sysexits(3) status (`ExitStatus`): ArgumentParser's own errors included, which are
-/// worded again here, with the nearest subcommand or option suggested. Help requests get
-/// `HelpText.screen`'s layout.
+/// The command line's one voice. Every failure a user can cause ends as one line `bletransfer: error: …` on standard
+/// error, where it helps followed by one `hint: …` line, and a sysexits(3) status (`ExitStatus`): ArgumentParser's
+/// errors too, worded again here with the nearest subcommand or option. Help gets `HelpText.screen`'s layout.
 enum CommandLineFront {
     /// What a command line comes to before anything runs, or after a command failed.
     struct Outcome: Equatable {
@@ -27,7 +25,6 @@ enum CommandLineFront {
     }
 
     enum Parsed {
-        /// A command to run.
         case run(any ParsableCommand)
         /// Nothing to run: help, the version, or a usage error.
         case finished(Outcome)
@@ -38,16 +35,14 @@ enum CommandLineFront {
     /// The subcommands as typed, in the order the help lists them.
     static var subcommandNames: [String] { Root.configuration.subcommands.map { $0._commandName } }
 
-    /// Parses `arguments` (without the program name) into the command to run, or the outcome
-    /// that ends the process without running one. `columns` is the help's width (nil: the
-    /// terminal's).
+    /// Parses `arguments` (without the program name) into the command to run, or the outcome that ends the process
+    /// without running one. `columns` is the help's width (nil: the terminal's).
     static func parse(_ arguments: [String], columns: Int? = nil) -> Parsed {
         if let unknown = unknownSubcommand(in: arguments) { return .finished(json(unknown, arguments: arguments)) }
         if let negative = negativeValue(in: arguments) { return .finished(json(negative, arguments: arguments)) }
         do {
             var command = try Root.parseAsRoot(arguments)
-            // `help`, `--help` and `-h` parse into ArgumentParser's help command, which answers
-            // by throwing the help text.
+            // `help`, `--help` and `-h` parse into ArgumentParser's help command, which throws the help text.
             if type(of: command)._commandName == "help" {
                 try command.run()
                 return .finished(Outcome())
@@ -58,9 +53,8 @@ enum CommandLineFront {
         }
     }
 
-    /// A usage error of a command line asking for `--json`: the same failure as its last
-    /// event, an `error` event on standard output (kind `usage`), so a script reading the
-    /// events learns how the command ended.
+    /// A usage error of a command line asking for `--json`: the same failure as its last event, an `error` event on
+    /// standard output (kind `usage`), so a script reading the events learns how the command ended.
     static func json(_ outcome: Outcome, arguments: [String]) -> Outcome {
         guard outcome.status == ExitStatus.usage.rawValue, outcome.standardOutput.isEmpty,
               arguments.prefix(while: { $0 != "--" }).contains("--json") else { return outcome }
@@ -89,8 +83,8 @@ enum CommandLineFront {
         }
         let subcommand = self.subcommand(in: arguments)
         if code == .validationFailure {
-            // ArgumentParser validates a command before it looks for unknown options: an unknown
-            // option would otherwise be reported as whatever it left behind.
+            // ArgumentParser validates a command before it looks for unknown options: else an unknown option would be
+            // reported as whatever it left behind.
             if let unknown = unknownOption(in: arguments, subcommand: subcommand) { return unknown }
             if let choice = invalidChoice(Root.message(for: error)) { return choice }
             var message = Root.message(for: error)
@@ -98,8 +92,7 @@ enum CommandLineFront {
                 message = first.lowercased() + message.dropFirst()
             }
             message = message.replacingOccurrences(of: "\n", with: " ")
-            // ArgumentParser's own messages begin with a capital or a count ("2 unexpected
-            // arguments"); the commands' own are specific enough without a hint.
+            // ArgumentParser's messages begin with a capital or a count ("2 unexpected arguments"); ours need no hint.
             let isArgumentParsers = Root.message(for: error).first.map { $0.isUppercase || $0.isNumber } ?? false
             let helpFor = groupCommand(in: arguments) ?? subcommand
             return .failure(message, hint: isArgumentParsers ? "see '\(helpCommand(helpFor))'" : nil)
@@ -152,8 +145,8 @@ enum CommandLineFront {
         return .failure("unknown command '\(word)'", hint: "the commands are \(names.joined(separator: ", "))")
     }
 
-    /// ArgumentParser's "the value 'X' is invalid for '--opt <V>'. Please provide one of 'a' and
-    /// 'b'." in the tool's words: the value, what the option takes, and the nearest.
+    /// ArgumentParser's "the value 'X' is invalid for '--opt <V>'. Please provide one of 'a' and 'b'." in the tool's
+    /// words: the value, what the option takes, and the nearest.
     static func invalidChoice(_ message: String) -> Outcome? {
         guard let match = message.firstMatch(of: /^The value '(.*)' is invalid for '(-[-A-Za-z0-9]+)[^']*'\. Please provide one of ((?s).*)$/)
         else { return nil }
@@ -172,9 +165,8 @@ enum CommandLineFront {
     /// Options whose value may be negative (a signal strength in dBm).
     static let optionsTakingNegatives: Set<String> = ["min-rssi"]
 
-    /// `--count -1`, `--timeout=-5`: a negative number given to an option that takes a count,
-    /// a size or a duration. ArgumentParser would read `-1` as an option and report a missing
-    /// value; the tool says what is wrong.
+    /// `--count -1`, `--timeout=-5`: a negative number given to an option that takes a count, a size or a duration.
+    /// ArgumentParser would read `-1` as an option and report a missing value; the tool says what is wrong.
     static func negativeValue(in arguments: [String]) -> Outcome? {
         let subcommand = self.subcommand(in: arguments)
         guard let table = OptionTable.of(subcommand) else { return nil }
@@ -191,9 +183,7 @@ enum CommandLineFront {
                 value = String(argument[argument.index(after: equals)...])
             } else if index < arguments.count {
                 value = arguments[index]
-            } else {
-                continue
-            }
+            } else { continue }
             if value.hasPrefix("-"), let first = value.dropFirst().first, first.isNumber || first == "." {
                 return .failure("--\(name): must be positive, not \(value)", hint: "see '\(helpCommand(subcommand))'")
             }
@@ -201,7 +191,6 @@ enum CommandLineFront {
         return nil
     }
 
-    /// The subcommand the arguments name, if any.
     static func subcommand(in arguments: [String]) -> String? {
         guard let first = arguments.first, subcommandNames.contains(first) else { return nil }
         return first
@@ -219,8 +208,7 @@ enum CommandLineFront {
         subcommand.map { "bletransfer \($0) --help" } ?? "bletransfer --help"
     }
 
-    /// The first option `subcommand` (nil: the root command) does not take, as an error that
-    /// suggests the nearest it does take, or names the commands that take it.
+    /// The first option `subcommand` (nil: root) lacks, as an error naming the nearest or the commands taking it.
     static func unknownOption(in arguments: [String], subcommand: String?) -> Outcome? {
         guard let table = OptionTable.of(subcommand) else { return nil }
         var index = subcommand == nil ? 0 : 1
@@ -262,8 +250,8 @@ enum CommandLineFront {
         return .failure(message, hint: "see '\(helpCommand(subcommand))'")
     }
 
-    /// The candidate closest to `word` by edit distance (a swap of two neighbours counts once),
-    /// when it is close enough to be what was meant; or the one candidate `word` begins.
+    /// The candidate closest to `word` by edit distance (a swap of two neighbours counts once), when close enough to
+    /// be what was meant; or the one candidate `word` begins.
     static func nearest(to word: String, among candidates: [String]) -> String? {
         let limit = max(1, min(3, word.count / 3))
         let scored = candidates.map { ($0, editDistance(word, $0)) }.filter { $0.1 <= limit }
@@ -272,8 +260,7 @@ enum CommandLineFront {
         return prefixed.count == 1 ? prefixed[0] : nil
     }
 
-    /// Optimal string alignment distance: insertions, deletions, substitutions and swaps of
-    /// two adjacent characters cost 1 each.
+    /// Optimal string alignment distance: insertions, deletions, substitutions and adjacent swaps cost 1 each.
     static func editDistance(_ a: String, _ b: String) -> Int {
         let a = Array(a), b = Array(b)
         if a.isEmpty || b.isEmpty { return max(a.count, b.count) }
@@ -293,8 +280,7 @@ enum CommandLineFront {
     }
 }
 
-/// A command's option names and whether each takes a value, read from ArgumentParser's own
-/// description of the commands (what `--experimental-dump-help` prints).
+/// A command's option names and whether each takes a value, as `--experimental-dump-help` describes them.
 struct OptionTable {
     var long: [String: Bool] = [:]
     var short: [Character: Bool] = [:]

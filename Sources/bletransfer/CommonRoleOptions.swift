@@ -6,10 +6,9 @@ import Roles
 import Storage
 import Transfer
 
-// The option groups `send`, `receive` and `daemon` share. Each group holds options of one
-// purpose, so that a command lists them under one heading (`@OptionGroup(title:)`; groups of
-// the same title share a heading): input and output, peers and trust, Bluetooth, limits,
-// advanced. A command lists only the groups that apply to it (`daemon` has no --timeout).
+// The option groups `send`, `receive` and `daemon` share. Each group holds options of one purpose, so a command lists
+// them under one heading (`@OptionGroup(title:)`; groups of one title share a heading): input and output, peers and
+// trust, Bluetooth, limits, advanced. A command lists only the groups that apply to it (`daemon` has no --timeout).
 
 /// `--adapter`, `--service-uuid`, `--characteristic-uuid`: where the role runs.
 struct BluetoothOptions: ParsableArguments {
@@ -51,8 +50,7 @@ struct BluetoothOptions: ParsableArguments {
         name.hasPrefix("hci") && name.count > 3 && name.dropFirst(3).allSatisfy(\.isNumber)
     }
 
-    /// `options` aimed at the adapter and UUIDs these name, with the secure mode `secureMode`
-    /// and the transport `transport` allows.
+    /// `options` aimed at the adapter and UUIDs these name, with `secureMode` and the transport `transport` allows.
     func targeting<Options: RoleOptions>(_ options: Options, secureMode: SecureModePolicy?,
                                          transport: TransportOptions) throws -> Options {
         var options = options
@@ -67,21 +65,17 @@ struct BluetoothOptions: ParsableArguments {
 
 /// `--no-l2cap` (advanced).
 struct TransportOptions: ParsableArguments {
-    @Flag(name: .customLong("no-l2cap"), help: ArgumentHelp(
-        "Stay on GATT between bletransfer hosts (no L2CAP)."))
+    @Flag(name: .customLong("no-l2cap"), help: ArgumentHelp("Stay on GATT between bletransfer hosts (no L2CAP)."))
     var noL2CAP = false
 }
 
 /// `-q`, `-v`, `--json` of `send` and `receive`: how much the command says while it runs.
 struct ReportingOptions: ParsableArguments {
-    @Flag(name: .shortAndLong, help: "No progress, only errors.")
-    var quiet = false
+    @Flag(name: .shortAndLong, help: "No progress, only errors.") var quiet = false
 
-    @Flag(name: .shortAndLong, help: "Print every step on standard error.")
-    var verbose = false
+    @Flag(name: .shortAndLong, help: "Print every step on standard error.") var verbose = false
 
-    @Flag(name: .long, help: "One JSON event per line on standard output.")
-    var json = false
+    @Flag(name: .long, help: "One JSON event per line on standard output.") var json = false
 
     var outputMode: EventOutputMode { quiet ? .quiet : .choose(json: json, verbose: verbose) }
 
@@ -91,9 +85,7 @@ struct ReportingOptions: ParsableArguments {
         if quiet { return }
         if json {
             EventRenderer.writeLine(JSONEvents.line("warning", WarningJSONEvent(text)), to: 1)
-        } else {
-            EventRenderer.writeLine("bletransfer: warning: \(text)", to: 2)
-        }
+        } else { EventRenderer.writeLine("bletransfer: warning: \(text)", to: 2) }
     }
 
     mutating func validate() throws {
@@ -111,9 +103,7 @@ struct TimeoutOption: ParsableArguments {
     var timeout: Double?
 
     /// `--timeout` as a duration (validated in `validate()`).
-    var duration: Duration? {
-        timeout.flatMap { try? OptionValidation.duration($0, option: "--timeout") }
-    }
+    var duration: Duration? { timeout.flatMap { try? OptionValidation.duration($0, option: "--timeout") } }
 
     mutating func validate() throws {
         if let timeout { try checkingOptions { _ = try OptionValidation.duration(timeout, option: "--timeout") } }

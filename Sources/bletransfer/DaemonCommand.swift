@@ -67,50 +67,21 @@ struct DaemonCommand: AsyncParsableCommand {
             restart. See docs/unattended.md for the systemd units and udev rule.
             """))
 
-    @OptionGroup(title: "Role and directories")
-    var place: DaemonRoleOptions
-
-    @OptionGroup(title: "Peers and trust")
-    var trust: TrustOptions
-
-    @OptionGroup(title: "Peers and trust")
-    var openness: InsecureAnyPeerOption
-
-    @OptionGroup(title: "Bluetooth")
-    var bluetooth: BluetoothOptions
-
-    @OptionGroup(title: "Bluetooth")
-    var advertisedName: AdvertisedNameOption
-
-    @OptionGroup(title: "Bluetooth")
-    var rssi: SignalStrengthOption
-
-    @OptionGroup(title: "Limits")
-    var size: DaemonSizeOption
-
-    @OptionGroup(title: "Limits")
-    var bounds: ReceiverBoundOptions
-
-    @OptionGroup(title: "Limits")
-    var idle: IdleTimeoutOption
-
-    @OptionGroup(title: "Limits")
-    var senderBounds: SenderBoundOptions
-
-    @OptionGroup(title: "Logging")
-    var logging: DaemonLoggingOptions
-
-    @OptionGroup(title: "Advanced")
-    var format: CompatOption
-
-    @OptionGroup(title: "Advanced")
-    var delivery: SenderDeliveryOptions
-
-    @OptionGroup(title: "Advanced")
-    var transport: TransportOptions
-
-    @OptionGroup(title: "Advanced")
-    var spool: SpoolOption
+    @OptionGroup(title: "Role and directories") var place: DaemonRoleOptions
+    @OptionGroup(title: "Peers and trust") var trust: TrustOptions
+    @OptionGroup(title: "Peers and trust") var openness: InsecureAnyPeerOption
+    @OptionGroup(title: "Bluetooth") var bluetooth: BluetoothOptions
+    @OptionGroup(title: "Bluetooth") var advertisedName: AdvertisedNameOption
+    @OptionGroup(title: "Bluetooth") var rssi: SignalStrengthOption
+    @OptionGroup(title: "Limits") var size: DaemonSizeOption
+    @OptionGroup(title: "Limits") var bounds: ReceiverBoundOptions
+    @OptionGroup(title: "Limits") var idle: IdleTimeoutOption
+    @OptionGroup(title: "Limits") var senderBounds: SenderBoundOptions
+    @OptionGroup(title: "Logging") var logging: DaemonLoggingOptions
+    @OptionGroup(title: "Advanced") var format: CompatOption
+    @OptionGroup(title: "Advanced") var delivery: SenderDeliveryOptions
+    @OptionGroup(title: "Advanced") var transport: TransportOptions
+    @OptionGroup(title: "Advanced") var spool: SpoolOption
 
     @Option(name: .customLong("settle-time"), help: ArgumentHelp(
         "Sender: how long a file must stay unchanged before it is read (default 2s).", visibility: .hidden),
@@ -176,8 +147,7 @@ struct DaemonCommand: AsyncParsableCommand {
         bounds.receiverOptions(minimumRSSI: minimumRSSI, maximumSize: maximumSize, idleTimeout: idleTimeout, compat: compat)
     }
 
-    /// What `daemon --role sender` takes that `send` takes too, but the adapter, UUIDs and keys.
-    /// Its `--min-rate` is the one option of both roles.
+    /// What `daemon --role sender` shares with `send` (not adapter, UUIDs, keys); `--min-rate` is in both roles.
     private var senderOptions: SenderOptions {
         senderBounds.senderOptions(localName: name ?? PeripheralConfiguration.defaultLocalName,
                                    offersAcquireNotify: !noAcquireNotify, minimumRate: bounds.minimumRate,
@@ -190,9 +160,7 @@ struct DaemonCommand: AsyncParsableCommand {
         let secureMode: SecureModePolicy?
         do {
             secureMode = try trust.daemonPolicy(insecureAnyPeer: insecureAnyPeer)
-        } catch {
-            throw bletransfer.exitCode(reporting: error, json: logging.json)
-        }
+        } catch { throw bletransfer.exitCode(reporting: error, json: logging.json) }
         var settings = DaemonSettings(
             role: role, receiver: try bluetooth.targeting(receiverOptions, secureMode: secureMode, transport: transport),
             sender: try bluetooth.targeting(senderOptions, secureMode: secureMode, transport: transport),
@@ -214,15 +182,13 @@ struct DaemonCommand: AsyncParsableCommand {
 
 /// `--role`, and the directory it works in.
 struct DaemonRoleOptions: ParsableArguments {
-    @Option(name: .long, help: ArgumentHelp("What the daemon does.", valueName: "ROLE"))
-    var role: DaemonRoleKind
+    @Option(name: .long, help: ArgumentHelp("What the daemon does.", valueName: "ROLE")) var role: DaemonRoleKind
 
     @Option(name: .customLong("output-dir"), help: ArgumentHelp(
         "Receiver: store each message as a new file here.", valueName: "DIR"))
     var outputDirectory: String?
 
-    @Option(name: .long, help: ArgumentHelp(
-        "Sender: send its files, then move them to DIR/sent/.", valueName: "DIR"))
+    @Option(name: .long, help: ArgumentHelp("Sender: send its files, then move them to DIR/sent/.", valueName: "DIR"))
     var outbox: String?
 
     @Flag(name: .customLong("folder-per-sender"), help: "Receiver: each sender's files in a folder of its name.")
@@ -248,11 +214,9 @@ struct DaemonLoggingOptions: ParsableArguments {
     @Option(name: .customLong("log-level"), help: ArgumentHelp("Least priority logged (default info).", valueName: "LEVEL"))
     var logLevel: DaemonLogLevel?
 
-    @Flag(name: .shortAndLong, help: "Log every step (--log-level debug).")
-    var verbose = false
+    @Flag(name: .shortAndLong, help: "Log every step (--log-level debug).") var verbose = false
 
-    @Flag(name: .long, help: "One JSON event per line on standard output.")
-    var json = false
+    @Flag(name: .long, help: "One JSON event per line on standard output.") var json = false
 
     mutating func validate() throws {
         if json && verbose { throw ValidationError("--json and --verbose cannot be combined") }

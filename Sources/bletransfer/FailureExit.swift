@@ -21,10 +21,9 @@ extension ExitStatus {
     }
 }
 
-/// Prints a failure as one line on standard error, followed by a `hint: …` line when there is
-/// one, and returns the exit code to end with. Commands call this from their `run()` so every
-/// failure a user can cause ends the same way; with `--json` the last event is an `error`
-/// event carrying the same text, hint, kind and status.
+/// Prints a failure as one line on standard error, followed by a `hint: …` line when there is one, and returns the
+/// exit code to end with. Commands call this from their `run()` so every failure a user can cause ends the same way;
+/// with `--json` the last event is an `error` event carrying the same text, hint, kind and status.
 func exitCode(reporting failure: any ClassifiedFailure, json: Bool, hint: String? = nil) -> ExitCode {
     let hint = hint ?? (failure as? CommandFailure)?.hint
     let status = ExitStatus(failure.kind)
@@ -43,8 +42,7 @@ extension ExitStatus {
     var exitCode: ExitCode { ExitCode(rawValue) }
 }
 
-/// A command's failure with what to do about it: the `hint:` line `exitCode(reporting:json:)`
-/// prints after the error.
+/// A command's failure with what to do about it: the `hint:` line `exitCode(reporting:json:)` prints after the error.
 struct CommandFailure: ClassifiedFailure, CustomStringConvertible {
     var kind: FailureKind
     var userMessage: String
@@ -56,9 +54,7 @@ struct CommandFailure: ClassifiedFailure, CustomStringConvertible {
         self.hint = hint
     }
 
-    init(_ failure: RoleFailure, hint: String? = nil) {
-        self.init(failure.kind, failure.userMessage, hint: hint)
-    }
+    init(_ failure: RoleFailure, hint: String? = nil) { self.init(failure.kind, failure.userMessage, hint: hint) }
 
     var description: String { userMessage }
 

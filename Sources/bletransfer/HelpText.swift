@@ -1,9 +1,8 @@
 import ArgumentParser
 
-/// Help that fits a screen. `--help` shows USAGE first, one line of what the command does, the
-/// options by purpose, then a short discussion with EXAMPLES; the longer explanations are
-/// the man pages', which `generate-manual` builds from `--experimental-dump-help`: only then
-/// does a command's discussion carry its `manual` part.
+/// Help that fits a screen. `--help` shows USAGE first, one line of what the command does, the options by purpose,
+/// then a short discussion with EXAMPLES; the longer explanations are the man pages', which `generate-manual` builds
+/// from `--experimental-dump-help`: only then does a command's discussion carry its `manual` part.
 enum HelpText {
     /// Whether this run only describes the commands for `generate-manual`.
     static let isDescribingForManual = CommandLine.arguments.contains("--experimental-dump-help")
@@ -13,10 +12,8 @@ enum HelpText {
         isDescribingForManual ? manual + "\n\n" + screen : screen
     }
 
-    /// ArgumentParser's help text ("OVERVIEW: abstract\n\ndiscussion\n\nUSAGE: ...\n\n
-    /// sections") laid out as USAGE, the abstract, the sections, then the discussion (and the
-    /// "See 'bletransfer help <subcommand>'" line last). Text of any other shape is returned
-    /// as it is.
+    /// ArgumentParser's help ("OVERVIEW: abstract\n\ndiscussion\n\nUSAGE: ...\n\n sections") as USAGE, abstract,
+    /// sections, discussion, then "See 'bletransfer help <subcommand>'". Other text is returned as is.
     static func screen(_ help: String) -> String {
         var lines = help.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
         while lines.last?.isEmpty == true { lines.removeLast() }

@@ -11,16 +11,14 @@ import Trust
 import Glibc
 #endif
 
-/// Where a host's identity lives when `--identity` is not given, and the failures of reading or
-/// writing it as one-line messages with exit statuses.
+/// Where a host's identity lives without `--identity`; failures reading or writing it as lines with exit statuses.
 enum IdentityLocation {
     /// The account the packaged daemons run as (scripts/deb/sysusers.conf).
     static let serviceUser = "bletransfer"
     static let serviceIdentityPath = "/var/lib/bletransfer/identity"
 
-    /// `/var/lib/bletransfer/identity` for the service user; otherwise
-    /// `$XDG_CONFIG_HOME/bletransfer/identity`, or `~/.config/bletransfer/identity` when
-    /// XDG_CONFIG_HOME is unset or not absolute (as the XDG base directory specification says).
+    /// `/var/lib/bletransfer/identity` for the service user; otherwise `$XDG_CONFIG_HOME/bletransfer/identity`, or
+    /// `~/.config/bletransfer/identity` when XDG_CONFIG_HOME is unset or not absolute (the XDG base directory spec).
     static func defaultPath(userName: String?, environment: [String: String], homeDirectory: String) -> String {
         if userName == serviceUser { return serviceIdentityPath }
         if let config = environment["XDG_CONFIG_HOME"], config.hasPrefix("/") {
@@ -31,8 +29,7 @@ enum IdentityLocation {
 
     static let serviceAuthorizedPeersPath = "/etc/bletransfer/authorized-peers"
 
-    /// `/etc/bletransfer/authorized-peers` for the service user (an administrator edits it);
-    /// otherwise `authorized-peers` beside the default identity.
+    /// `/etc/bletransfer/authorized-peers` for the service user (an administrator's); else beside the default identity.
     static func defaultAuthorizedPeersPath(userName: String?, environment: [String: String], homeDirectory: String) -> String {
         if userName == serviceUser { return serviceAuthorizedPeersPath }
         let identity = defaultPath(userName: userName, environment: environment, homeDirectory: homeDirectory)
@@ -51,8 +48,7 @@ enum IdentityLocation {
             homeDirectory: NSHomeDirectory())
     }
 
-    /// The daemon's resume spool: /var/lib/bletransfer/spool for the service user (the
-    /// unit's StateDirectory), else the interactive default.
+    /// The daemon's spool: /var/lib/bletransfer/spool for the service user (StateDirectory), else receive's default.
     static func defaultDaemonSpoolDirectory() -> String {
         if currentUserName() == serviceUser { return ResumeSpool.serviceDaemonDirectory }
         return ResumeSpool.defaultInteractiveDirectory(environment: ProcessInfo.processInfo.environment,
@@ -69,10 +65,9 @@ enum IdentityLocation {
         "\(currentUserName() ?? "user")@\(ProcessInfo.processInfo.hostName.split(separator: ".").first.map(String.init) ?? "host")"
     }
 
-    /// The failure, with the exit status a script can tell apart: 64 usage (a malformed key
-    /// given on the command line), 66 no identity yet, 73 the identity exists and --force was
-    /// not given, 74 I/O error, 77 the file is readable by others or access was denied,
-    /// 78 a malformed identity or authorized-peers file, or one that lists nobody.
+    /// The failure, with the exit status a script can tell apart: 64 usage (a malformed key given on the command line),
+    /// 66 no identity yet, 73 the identity exists and --force was not given, 74 I/O error, 77 the file is readable by
+    /// others or access was denied, 78 a malformed identity or authorized-peers file, or one that lists nobody.
     static func failure(_ error: TrustError) -> RoleFailure {
         let kind: FailureKind
         switch error {
@@ -145,9 +140,7 @@ struct KeygenCommand: ParsableCommand {
             let created = try Self.perform(path: path, name: name ?? IdentityLocation.defaultKeyName(), force: force)
             print(created.publicKeyLine)
             EventRenderer.writeLine("bletransfer: identity written to \(path) (fingerprint \(created.publicKey.fingerprint))", to: 2)
-        } catch {
-            throw bletransfer.exitCode(reporting: IdentityLocation.failure(error), json: false)
-        }
+        } catch { throw bletransfer.exitCode(reporting: IdentityLocation.failure(error), json: false) }
     }
 }
 
@@ -175,8 +168,7 @@ struct IdCommand: ParsableCommand {
     @Option(name: .long, help: ArgumentHelp("The identity to show (default: as for keygen).", valueName: "PATH"))
     var identity: String?
 
-    @Flag(name: .long, help: "Print the fingerprint only.")
-    var fingerprint = false
+    @Flag(name: .long, help: "Print the fingerprint only.") var fingerprint = false
 
     static func lines(of identity: HostIdentity, fingerprintOnly: Bool) -> [String] {
         fingerprintOnly ? [identity.publicKey.fingerprint] : [identity.publicKeyLine, identity.publicKey.fingerprint]
@@ -186,13 +178,10 @@ struct IdCommand: ParsableCommand {
         let path = identity ?? IdentityLocation.defaultPathForThisProcess()
         do {
             let loaded = try HostIdentity.load(from: path)
-            // The name comes from the file, which its owner wrote: still, keep terminal controls
-            // and bidi overrides out of the terminal.
+            // The name comes from its owner's file: still, keep terminal controls and bidi overrides off the screen.
             for line in Self.lines(of: loaded, fingerprintOnly: fingerprint) {
                 print(SafeText.escape(line))
             }
-        } catch {
-            throw bletransfer.exitCode(reporting: IdentityLocation.failure(error), json: false)
-        }
+        } catch { throw bletransfer.exitCode(reporting: IdentityLocation.failure(error), json: false) }
     }
 }

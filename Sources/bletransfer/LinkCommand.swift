@@ -38,8 +38,7 @@ struct LinkAdapterOption: ParsableArguments {
         switch KernelBluetooth.report() {
         case .noBluetoothInKernel:
             throw LinkCommandFailure.unavailable("this kernel has no Bluetooth support (a VM or container?)")
-        case .unavailable(let call, let errno):
-            throw LinkCommandFailure.unavailable("\(call) failed: \(errno)")
+        case .unavailable(let call, let errno): throw LinkCommandFailure.unavailable("\(call) failed: \(errno)")
         case .controllers(let controllers):
             if let adapter {
                 guard let found = controllers.first(where: { $0.name == adapter || $0.address == adapter.uppercased() }) else {
@@ -138,9 +137,7 @@ private func report(_ outcome: AdapterTuningOutcome, adapter: String, quiet: Boo
     if !outcome.refusals.isEmpty {
         FileHandle.standardError.write(Data("bletransfer link: \(adapter): \(outcome.summary)\n".utf8))
     }
-    if !quiet && !outcome.applied.isEmpty {
-        print("\(adapter): " + outcome.applied.joined(separator: ", "))
-    }
+    if !quiet && !outcome.applied.isEmpty { print("\(adapter): " + outcome.applied.joined(separator: ", ")) }
 }
 
 struct LinkShowCommand: AsyncParsableCommand {
@@ -163,9 +160,7 @@ struct LinkShowCommand: AsyncParsableCommand {
             if json {
                 let data = try JSONEncoder.sortedKeys.encode(view)
                 print(String(decoding: data, as: UTF8.self))
-            } else {
-                print(view.text, terminator: "")
-            }
+            } else { print(view.text, terminator: "") }
         }
     }
 }

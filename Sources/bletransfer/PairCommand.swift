@@ -74,8 +74,7 @@ struct PairCommand: AsyncParsableCommand {
         "How long to look for the other host (default: 2m; exit 75).", valueName: "TIME"), transform: seconds)
     var timeout: Double = 120
 
-    @Flag(name: .shortAndLong, help: "Print every step on standard error.")
-    var verbose = false
+    @Flag(name: .shortAndLong, help: "Print every step on standard error.") var verbose = false
 
     static let needsTerminal = "pair asks you to type the code the other host shows, so standard input must be "
         + "a terminal; answers from a pipe or a script are not taken"
@@ -116,9 +115,7 @@ struct PairCommand: AsyncParsableCommand {
             do {
                 // readText checks the mode and owner, as the roles do.
                 _ = try AuthorizedPeers.readText(from: peersPath)
-            } catch {
-                throw RoleRun.exit(reporting: IdentityLocation.failure(error), json: false)
-            }
+            } catch { throw RoleRun.exit(reporting: IdentityLocation.failure(error), json: false) }
         }
         var logger = Logger(label: "bletransfer") { DaemonLogHandler.standardError(label: $0) }
         logger.logLevel = verbose ? .debug : .warning
@@ -162,8 +159,7 @@ struct PairCommand: AsyncParsableCommand {
             throw RoleRun.exit(reporting: RoleFailure(.software, "pairing ended without a result"), json: false)
         }
         switch result {
-        case .paired(let candidate):
-            try add(candidate)
+        case .paired(let candidate): try add(candidate)
         case .declined(let here, let byPeer):
             let who = here && byPeer ? "on both hosts" : here ? "on this host" : "on the other host"
             // The other host's "no" is also what someone in the middle answers for it.
@@ -173,8 +169,7 @@ struct PairCommand: AsyncParsableCommand {
         }
     }
 
-    /// The identity at `identityPath`, made first when there is none (not for `--service`:
-    /// the package makes the service's).
+    /// The identity at `identityPath`, made first when missing (not for `--service`: the package makes the service's).
     private func loadOrCreateIdentity() throws -> HostIdentity {
         do {
             return try HostIdentity.load(from: identityPath)
@@ -183,12 +178,8 @@ struct PairCommand: AsyncParsableCommand {
                 let created = try KeygenCommand.perform(path: identityPath, name: IdentityLocation.defaultKeyName(), force: false)
                 say("made this host's identity at \(identityPath)")
                 return created
-            } catch {
-                throw RoleRun.exit(reporting: IdentityLocation.failure(error), json: false)
-            }
-        } catch {
-            throw RoleRun.exit(reporting: IdentityLocation.failure(error), json: false)
-        }
+            } catch { throw RoleRun.exit(reporting: IdentityLocation.failure(error), json: false) }
+        } catch { throw RoleRun.exit(reporting: IdentityLocation.failure(error), json: false) }
     }
 
     /// Adds the paired host's key line, under a name no other line of the file carries.
@@ -202,15 +193,12 @@ struct PairCommand: AsyncParsableCommand {
         let name = Self.uniqueName(candidate.name ?? "peer", taken: Set(file.entries.compactMap(\.name)))
         do {
             try file.add(candidate.key.line(name: name), form: PeerNames.folderForm)
-        } catch {
-            throw PeersFileAccess.fail(error)
-        }
+        } catch { throw PeersFileAccess.fail(error) }
         try PeersFileAccess.write(file, to: peersPath, mode: mode)
         say("paired with \(name) (\(candidate.key.fingerprint)); added to \(peersPath)")
     }
 
-    /// `wanted` (NFC), or `wanted-2`, `wanted-3`…: the first that no name of `taken` equals
-    /// as names are compared (``PeerNames/folderForm``).
+    /// `wanted` (NFC), or `wanted-2`, `wanted-3`…: the first no name of `taken` equals (``PeerNames/folderForm``).
     static func uniqueName(_ wanted: String, taken: Set<String>) -> String {
         let forms = Set(taken.map { PeerNames.folderForm(AuthorizedPeersFile.nfc($0)) })
         let base = AuthorizedPeersFile.nfc(wanted)
@@ -221,7 +209,5 @@ struct PairCommand: AsyncParsableCommand {
         return "\(base)-\(index)"
     }
 
-    private func say(_ line: String) {
-        EventRenderer.writeLine(SafeText.escape("bletransfer: \(line)"), to: 2)
-    }
+    private func say(_ line: String) { EventRenderer.writeLine(SafeText.escape("bletransfer: \(line)"), to: 2) }
 }

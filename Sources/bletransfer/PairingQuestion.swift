@@ -8,14 +8,13 @@ import Trust
 import Glibc
 #endif
 
-/// The question `bletransfer pair` asks once the codes are known (docs/pairing.md): this host
-/// shows its code, and its person types the code the *other* host shows. Passkey entry's way
-/// of asking, over numeric comparison's codes: an answer proves someone read the other
-/// screen, which a `y` piped in or typed ahead cannot.
+/// The question `bletransfer pair` asks once the codes are known (docs/pairing.md): this host shows its code, and its
+/// person types the code the *other* host shows. Passkey entry's way of asking, over numeric comparison's codes: an
+/// answer proves someone read the other screen, which a `y` piped in or typed ahead cannot.
 ///
-/// The answer comes from a terminal only (`PairCommand` checks), and whatever was typed before
-/// the question appeared is discarded (`tcflush`) before each prompt: a line typed ahead, or
-/// left in the terminal by a paste, is never taken for the answer.
+/// The answer comes from a terminal only (`PairCommand` checks), and whatever was typed before the question appeared
+/// is discarded (`tcflush`) before each prompt: a line typed ahead, or left in the terminal by a paste, is never
+/// taken for the answer.
 struct PairingQuestion {
     /// Where the answer is read: a terminal.
     let input: Int32
@@ -26,9 +25,8 @@ struct PairingQuestion {
     /// How many codes may be typed before the answer is no.
     static let tries = 3
 
-    /// Shows the other host and this host's code, then reads what the person types: true only
-    /// for the code the other host shows. Enter alone, `n`, the end of input, no answer within
-    /// `limit` or `tries` wrong codes are no.
+    /// Shows the other host and this host's code, then reads what the person types: true only for the code the other
+    /// host shows. Enter alone, `n`, the end of input, no answer within `limit` or `tries` wrong codes are no.
     func ask(about candidate: PairingExchange.Candidate) async -> Bool {
         let peer = SafeText.escape(candidate.name ?? "the other host")
         write("""
@@ -56,24 +54,18 @@ struct PairingQuestion {
             if left > 0 {
                 write("bletransfer: that is not the code this host expects; read it off \(peer)'s screen "
                       + "(\(left) \(left == 1 ? "try" : "tries") left)\n")
-            } else {
-                write("bletransfer: the codes do not match: someone may be interfering; declining\n")
-            }
+            } else { write("bletransfer: the codes do not match: someone may be interfering; declining\n") }
         }
         return false
     }
 
-    private func write(_ text: String) {
-        EventRenderer.write(text, to: output)
-    }
+    private func write(_ text: String) { EventRenderer.write(text, to: output) }
 }
 
-/// One line from a terminal, read on a thread of its own (a read blocks, and the cooperative
-/// pool must not) that polls in short slices, so it ends at the deadline or when the asking
-/// task is cancelled (Ctrl-C during the question) instead of staying blocked in `read`.
+/// One line from a terminal, read on a thread of its own (a read blocks; the cooperative pool must not) polling in
+/// short slices, so it ends at the deadline or when the asking task is cancelled (Ctrl-C) instead of blocking.
 enum TerminalLine {
-    /// The line without its line break; nil at the end of input, at `deadline`, or when the
-    /// task is cancelled.
+    /// The line without its line break; nil at the end of input, at `deadline`, or when the task is cancelled.
     static func read(from fd: Int32, until deadline: ContinuousClock.Instant) async -> String? {
         let reader = Reader()
         return await withTaskCancellationHandler {
@@ -114,8 +106,7 @@ enum TerminalLine {
         return nil
     }
 
-    /// Resumes the waiting task once, with whichever comes first: the reading thread's line
-    /// or the cancellation's nil; tells the thread to stop.
+    /// Resumes the waiter once with the first of the thread's line and the cancellation's nil; stops the thread.
     private final class Reader: Sendable {
         private let state = Mutex<(continuation: CheckedContinuation<String?, Never>?, result: String??)>((nil, nil))
 

@@ -11,8 +11,7 @@ import Trust
 import Glibc
 #endif
 
-/// `bletransfer peers`: list and edit the authorized-peers file. The editing itself is
-/// `AuthorizedPeersFile`'s; these commands read, write and print.
+/// `bletransfer peers`: list and edit the authorized-peers file (`AuthorizedPeersFile` edits; these read and print).
 struct PeersCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "peers",
@@ -49,15 +48,12 @@ struct PeersCommand: ParsableCommand {
             (~/.config/bletransfer/authorized-peers); /etc/bletransfer/authorized-peers for the \
             service user 'bletransfer'.
             """),
-        subcommands: [
-            PeersList.self, PeersAdd.self, PeersRemove.self, PeersRename.self, PeersFingerprint.self,
-        ]
+        subcommands: [PeersList.self, PeersAdd.self, PeersRemove.self, PeersRename.self, PeersFingerprint.self]
     )
 }
 
-/// How the command line compares peer names: NFC, then as the folder a name makes on disk
-/// (`outbox/NAME/`, `--folder-per-sender`), so two peers never share a folder and a name typed
-/// matches the one listed however its accents were composed.
+/// How the command line compares peer names: NFC, then as the folder a name makes (`outbox/NAME/`,
+/// `--folder-per-sender`): two peers never share a folder; a typed name matches the listed one whatever its accents.
 enum PeerNames {
     static let folderForm: AuthorizedPeersFile.NameForm = { OutputDirectory.sanitizedFileName($0) ?? $0 }
 }
@@ -86,23 +82,18 @@ enum PeersFileAccess {
             return (AuthorizedPeersFile(text: text), mode)
         } catch .fileAccess(_, _, let code) where code == ENOENT && missingIsEmpty {
             return (AuthorizedPeersFile(text: ""), nil)
-        } catch {
-            throw bletransfer.exitCode(reporting: IdentityLocation.failure(error), json: false)
-        }
+        } catch { throw bletransfer.exitCode(reporting: IdentityLocation.failure(error), json: false) }
     }
 
     /// Replaces the file with `file`'s text, keeping its mode (0644 for a new file).
     static func write(_ file: AuthorizedPeersFile, to path: String, mode: mode_t?) throws {
         do {
             try AtomicFile.replace(path: path, contents: file.text, mode: mode ?? 0o644)
-        } catch {
-            throw bletransfer.exitCode(reporting: IdentityLocation.failure(error), json: false)
-        }
+        } catch { throw bletransfer.exitCode(reporting: IdentityLocation.failure(error), json: false) }
     }
 
-    /// Reads the file, applies `change` and writes the result back, keeping the file's mode. A
-    /// refused change fails the command and leaves the file as it was. Returns what `change`
-    /// returned and the file as written.
+    /// Reads the file, applies `change` and writes the result back, keeping the file's mode. A refused change fails
+    /// the command and leaves the file as it was. Returns what `change` returned and the file as written.
     static func edit<Outcome>(
         _ path: String, missingIsEmpty: Bool,
         _ change: (inout AuthorizedPeersFile) throws(AuthorizedPeersFile.EditError) -> Outcome
@@ -133,8 +124,7 @@ enum PeersFileAccess {
         return bletransfer.exitCode(reporting: RoleFailure(kind, error.description), json: false, hint: hint)
     }
 
-    /// The key lines a command was given: `line` itself or, for `-` or none, the key lines of
-    /// standard input, of which there must be one at least.
+    /// The key lines given: `line` itself or, for `-` or none, standard input's key lines (at least one).
     static func givenKeyLines(_ line: String?) throws -> [String] {
         guard let line, line != "-" else {
             let keyLines = standardInputLines().filter(isKeyLine)
@@ -146,15 +136,13 @@ enum PeersFileAccess {
         return [line]
     }
 
-    /// The lines of standard input.
     static func standardInputLines() -> [String] {
         var lines: [String] = []
         while let line = readLine(strippingNewline: true) { lines.append(line) }
         return lines
     }
 
-    /// Whether a line of input is worth reading as a key: not blank, not a comment, not the
-    /// fingerprint line `bletransfer id` prints after the key line.
+    /// Whether an input line may be a key: not blank, not a comment, not the fingerprint line `bletransfer id` prints.
     static func isKeyLine(_ line: String) -> Bool {
         let trimmed = line.trimmingCharacters(in: .whitespaces)
         return !trimmed.isEmpty && !trimmed.hasPrefix("#") && !trimmed.hasPrefix("SHA256:")
@@ -177,8 +165,7 @@ struct PeersList: ParsableCommand {
 
     @OptionGroup var file: PeersFileOption
 
-    @Flag(name: .long, help: "One JSON object per peer, one a line.")
-    var json = false
+    @Flag(name: .long, help: "One JSON object per peer, one a line.") var json = false
 
     static let noneYet = "bletransfer: no authorized peers yet; run 'bletransfer pair' on this host and the other "
         + "(or 'bletransfer peers add LINE' with the line 'bletransfer id' prints there)"
@@ -192,16 +179,12 @@ struct PeersList: ParsableCommand {
         }
         do {
             _ = try AuthorizedPeers(parsing: peersFile.text, path: path)
-        } catch {
-            EventRenderer.writeLine("bletransfer: warning: \(error.description)", to: 2)
-        }
+        } catch { EventRenderer.writeLine("bletransfer: warning: \(error.description)", to: 2) }
         for entry in peersFile.entries {
             let line = entry.key.line(name: entry.name)
             if json {
                 print(PeerListing(fingerprint: entry.key.fingerprint, key: line, line: entry.line, name: entry.name).json)
-            } else {
-                print(SafeText.escape("\(entry.name ?? "-")  \(entry.key.fingerprint)  \(line)"))
-            }
+            } else { print(SafeText.escape("\(entry.name ?? "-")  \(entry.key.fingerprint)  \(line)")) }
         }
     }
 }
@@ -234,12 +217,10 @@ struct PeersAdd: ParsableCommand {
             nothing is added.
             """))
 
-    @Argument(help: ArgumentHelp("'bletransfer-x25519 <base64> [name]', or '-'.", valueName: "LINE"))
-    var line: String
+    @Argument(help: ArgumentHelp("'bletransfer-x25519 <base64> [name]', or '-'.", valueName: "LINE")) var line: String
 
     @OptionGroup var file: PeersFileOption
 
-    /// What adding one line did.
     enum Added {
         case added(AuthorizedPeersFile.Entry)
         /// Listed already, at this entry: nothing to do.
@@ -249,8 +230,7 @@ struct PeersAdd: ParsableCommand {
     func run() throws {
         let path = file.path
         let given = try PeersFileAccess.givenKeyLines(line)
-        // All or nothing: a refused line leaves the file as it was; a key listed already is
-        // left as it is, and counts as done.
+        // All or nothing: a refused line leaves the file as it was; a key listed already stays, and counts as done.
         let (results, _) = try PeersFileAccess.edit(path, missingIsEmpty: true) { peersFile throws(AuthorizedPeersFile.EditError) in
             try given.map { keyLine throws(AuthorizedPeersFile.EditError) -> Added in
                 let (key, _) = try AuthorizedPeersFile.parseGiven(keyLine)
@@ -317,8 +297,7 @@ struct PeersRename: ParsableCommand {
     @Argument(help: ArgumentHelp("A name, or a fingerprint (SHA256:…).", valueName: "NAME|FINGERPRINT"))
     var peer: String
 
-    @Argument(help: ArgumentHelp("The new name.", valueName: "NEWNAME"))
-    var newName: String
+    @Argument(help: ArgumentHelp("The new name.", valueName: "NEWNAME")) var newName: String
 
     @OptionGroup var file: PeersFileOption
 
@@ -347,17 +326,14 @@ struct PeersFingerprint: ParsableCommand {
             there, or over the phone) before adding a line that came by mail.
             """))
 
-    @Argument(help: ArgumentHelp("'bletransfer-x25519 <base64> [name]'.", valueName: "LINE"))
-    var line: String?
+    @Argument(help: ArgumentHelp("'bletransfer-x25519 <base64> [name]'.", valueName: "LINE")) var line: String?
 
     func run() throws {
         for keyLine in try PeersFileAccess.givenKeyLines(line) {
             do {
                 let (key, name) = try AuthorizedPeersFile.parseGiven(keyLine)
                 print(SafeText.escape(name.map { "\(key.fingerprint)  \($0)" } ?? key.fingerprint))
-            } catch {
-                throw PeersFileAccess.fail(error)
-            }
+            } catch { throw PeersFileAccess.fail(error) }
         }
     }
 }

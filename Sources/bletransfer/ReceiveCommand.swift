@@ -72,44 +72,19 @@ struct ReceiveCommand: AsyncParsableCommand {
             away later: work resumes when it is back. --timeout bounds the whole run (75).
             """))
 
-    @OptionGroup(title: "Input and output")
-    var destination: ReceiveOutputOptions
-
-    @OptionGroup(title: "Input and output")
-    var reporting: ReportingOptions
-
-    @OptionGroup(title: "Peers and trust")
-    var trust: TrustOptions
-
-    @OptionGroup(title: "Peers and trust")
-    var openness: InsecureAnyPeerOption
-
-    @OptionGroup(title: "Peers and trust")
-    var sender: FromPeerOption
-
-    @OptionGroup(title: "Bluetooth")
-    var bluetooth: BluetoothOptions
-
-    @OptionGroup(title: "Bluetooth")
-    var rssi: SignalStrengthOption
-
-    @OptionGroup(title: "Limits")
-    var timeout: TimeoutOption
-
-    @OptionGroup(title: "Limits")
-    var messageLimits: ReceiverMessageOptions
-
-    @OptionGroup(title: "Limits")
-    var bounds: ReceiverBoundOptions
-
-    @OptionGroup(title: "Advanced")
-    var format: CompatOption
-
-    @OptionGroup(title: "Advanced")
-    var transport: TransportOptions
-
-    @OptionGroup(title: "Advanced")
-    var spool: SpoolOption
+    @OptionGroup(title: "Input and output") var destination: ReceiveOutputOptions
+    @OptionGroup(title: "Input and output") var reporting: ReportingOptions
+    @OptionGroup(title: "Peers and trust") var trust: TrustOptions
+    @OptionGroup(title: "Peers and trust") var openness: InsecureAnyPeerOption
+    @OptionGroup(title: "Peers and trust") var sender: FromPeerOption
+    @OptionGroup(title: "Bluetooth") var bluetooth: BluetoothOptions
+    @OptionGroup(title: "Bluetooth") var rssi: SignalStrengthOption
+    @OptionGroup(title: "Limits") var timeout: TimeoutOption
+    @OptionGroup(title: "Limits") var messageLimits: ReceiverMessageOptions
+    @OptionGroup(title: "Limits") var bounds: ReceiverBoundOptions
+    @OptionGroup(title: "Advanced") var format: CompatOption
+    @OptionGroup(title: "Advanced") var transport: TransportOptions
+    @OptionGroup(title: "Advanced") var spool: SpoolOption
 
     /// `--output`, unless it is `-` (standard output).
     var outputPath: String? { destination.output == "-" ? nil : destination.output }
@@ -142,8 +117,7 @@ struct ReceiveCommand: AsyncParsableCommand {
         try checkingOptions { try receiverOptions.validate() }
     }
 
-    /// Everything `receive` takes that `daemon --role receiver` takes too, but the adapter,
-    /// UUIDs and keys.
+    /// Everything `receive` takes that `daemon --role receiver` takes too, but the adapter, UUIDs and keys.
     private var receiverOptions: ReceiverOptions {
         bounds.receiverOptions(minimumRSSI: rssi.minimumRSSI, maximumSize: messageLimits.maximumSize,
                                idleTimeout: messageLimits.idleTimeout, compat: format.compat)
@@ -159,15 +133,12 @@ struct ReceiveCommand: AsyncParsableCommand {
         do {
             secureMode = try trust.interactivePolicy(anyPeer: openness.insecureAnyPeer || format.compat,
                                                      addressing: PeerAddressing(option: "--from", peers: sender.from))
-        } catch {
-            throw RoleRun.exit(reporting: error, json: json)
-        }
+        } catch { throw RoleRun.exit(reporting: error, json: json) }
 
         let payloads = ReceivedPayloads()
         // Where messages go, checked without making anything: a bad path is told first.
         if let failure = precheckedDestination() { throw RoleRun.exit(reporting: failure, json: json) }
-        // Bluetooth next: what would end the run at once ends it before the output directory
-        // or the spool is made.
+        // Bluetooth next: what would end the run at once ends it before the output directory or the spool is made.
         let (session, logger) = try await RoleRun.openSession(reporting: reporting, adapter: bluetooth.adapter)
         defer { session.close() }
         if sender.from.isEmpty, let notice = trust.unauthenticatedNotice(anyPeer: openness.insecureAnyPeer || format.compat) {
@@ -180,15 +151,11 @@ struct ReceiveCommand: AsyncParsableCommand {
                 defaultDirectory: ResumeSpool.defaultInteractiveDirectory(
                     environment: ProcessInfo.processInfo.environment, homeDirectory: NSHomeDirectory()),
                 outputDirectory: outputDirectory, warn: { logger.warning("\($0)") })
-        } catch {
-            throw RoleRun.exit(reporting: error, json: json)
-        }
+        } catch { throw RoleRun.exit(reporting: error, json: json) }
         let sink: any MessageSink
         do {
             sink = try makeSink(payloads: payloads, resumeSpool: resumeSpool)
-        } catch let failure as SinkFailure {
-            throw RoleRun.exit(reporting: failure, json: json)
-        }
+        } catch let failure as SinkFailure { throw RoleRun.exit(reporting: failure, json: json) }
 
         let central = Central(configuration: try centralConfiguration(secureMode: secureMode, resumeSpool: resumeSpool),
                               session: session)
@@ -221,12 +188,10 @@ struct ReceiveCommand: AsyncParsableCommand {
         try await RoleRun.end(outcome, json: json, adapter: bluetooth.adapter) { seconds in "timed out after \(RoleRun.format(seconds)) s" }
     }
 
-    /// The central's settings from the options: how many messages, where resume points and
-    /// receipts are kept.
+    /// The central's settings from the options: how many messages, where resume points and receipts are kept.
     private func centralConfiguration(secureMode: SecureModePolicy?, resumeSpool: ResumeSpool?) throws -> CentralConfiguration {
         let options = try bluetooth.targeting(receiverOptions, secureMode: secureMode, transport: transport)
-        // Into a directory without --count: every file of the sender's session (a tree, several
-        // files), then stop.
+        // Into a directory without --count: every file of the sender's session (a tree, several files), then stop.
         let wholeSession = outputDirectory != nil && count == nil && !forever
         var configuration = options.configuration(messageCount: forever || wholeSession ? nil : (count ?? 1),
                                                   stopOnCorruptMessage: true)
@@ -244,9 +209,7 @@ struct ReceiveCommand: AsyncParsableCommand {
             if let outputPath { _ = try SingleFileSink(path: FilePath(outputPath)) }
             if let outputDirectory { try OutputDirectorySink.precheck(FilePath(outputDirectory)) }
             return nil
-        } catch {
-            return error
-        }
+        } catch { return error }
     }
 
     private func makeSink(payloads: ReceivedPayloads, resumeSpool: ResumeSpool?) throws -> any MessageSink {
@@ -275,8 +238,7 @@ struct ReceiveOutputOptions: ParsableArguments {
         "Exit after this many messages (default 1; --output-dir: all of one send).", valueName: "N"))
     var count: Int?
 
-    @Flag(name: .long, help: "Keep receiving until interrupted.")
-    var forever = false
+    @Flag(name: .long, help: "Keep receiving until interrupted.") var forever = false
 }
 
 /// `--min-rssi` of `receive` and `daemon --role receiver`.
@@ -306,22 +268,16 @@ struct IdleTimeoutOption: ParsableArguments {
 
 /// `--compat` of `receive` and `daemon --role receiver`.
 struct CompatOption: ParsableArguments {
-    @Flag(name: .long, help: "Behave like Apple's sample (no framed format).")
-    var compat = false
+    @Flag(name: .long, help: "Behave like Apple's sample (no framed format).") var compat = false
 }
 
-/// Messages waiting to be put into their `received` JSON event (standard output carries the
-/// events then, so it cannot carry the message bytes as well).
+/// Messages waiting for their `received` JSON event (standard output carries the events, so not the message bytes).
 actor ReceivedPayloads {
     private var bySequence: [Int: [UInt8]] = [:]
 
-    func put(_ payload: [UInt8], sequence: Int) {
-        bySequence[sequence] = payload
-    }
+    func put(_ payload: [UInt8], sequence: Int) { bySequence[sequence] = payload }
 
-    func take(_ sequence: Int) -> [UInt8]? {
-        bySequence.removeValue(forKey: sequence)
-    }
+    func take(_ sequence: Int) -> [UInt8]? { bySequence.removeValue(forKey: sequence) }
 }
 
 /// The sink for `--json` without an output option: the message travels in its event.

@@ -5,9 +5,8 @@ import Options
 import Roles
 import Storage
 
-/// The receiver's bounds against peers that trickle or fill the disk; shared by `receive`
-/// and `daemon --role receiver`, so both parse and document them the same way;
-/// `ReceiverOptions` checks and maps them.
+/// The receiver's bounds against peers that trickle or fill the disk; shared by `receive` and `daemon --role
+/// receiver`, so both parse and document them the same way; `ReceiverOptions` checks and maps them.
 struct ReceiverBoundOptions: ParsableArguments {
     @Option(name: .customLong("min-rate"), help: ArgumentHelp(
         "Drop slower transfers after 20s (default \(CentralConfiguration.defaultMinimumRate), 0: off).",
@@ -28,8 +27,7 @@ struct ReceiverBoundOptions: ParsableArguments {
 
     var isStorageSet: Bool { reserve != nil || quotaBytes != nil || quotaFiles != nil }
 
-    /// The receiver's options: these, and what the command takes besides (adapter and UUIDs
-    /// come from `CommonRoleOptions.targeting(_:secureMode:)`).
+    /// The receiver's options: these and the rest (adapter, UUIDs: `CommonRoleOptions.targeting(_:secureMode:)`).
     func receiverOptions(minimumRSSI: Int?, maximumSize: Int?, idleTimeout: Double?, compat: Bool) -> ReceiverOptions {
         var options = ReceiverOptions()
         options.minimumRSSI = minimumRSSI
@@ -43,9 +41,8 @@ struct ReceiverBoundOptions: ParsableArguments {
         return options
     }
 
-    /// The spool for `resume`: `--spool-dir`, else `defaultDirectory`. Nil without the framed
-    /// format (`--compat`: nothing to resume) or when the default cannot be used (a warning says why; the
-    /// receiver then starts every message at byte 0). An unusable `--spool-dir` is an error.
+    /// The spool for `resume`: `--spool-dir`, else `defaultDirectory`. Nil without framing (`--compat`) or when the
+    /// default is unusable (a warning says why; messages then start at byte 0). A bad `--spool-dir` is an error.
     func resumeSpool(spool: SpoolOption, framed: Bool, defaultDirectory: String, outputDirectory: String?,
                      warn: (String) -> Void) throws(RoleFailure) -> ResumeSpool? {
         guard framed else { return nil }

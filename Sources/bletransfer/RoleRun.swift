@@ -15,11 +15,9 @@ import UnixSignals
 import Glibc
 #endif
 
-/// Runs a role until it finishes, fails, its deadline passes, or SIGINT / SIGTERM arrives.
-/// On a deadline or a signal the role is asked to stop — `Peripheral` and `Central` see the
-/// service group's graceful shutdown and leave their loops, releasing links and unregistering
-/// in their own, uncancelled task — and awaited, so nothing of ours stays registered with
-/// bluetoothd when the command exits.
+/// Runs a role until it finishes, fails, its deadline passes, or SIGINT / SIGTERM arrives. On a deadline or a signal
+/// the role is asked to stop — `Peripheral` and `Central` see the group's graceful shutdown and leave their loops,
+/// releasing links and unregistering in their own, uncancelled task — and awaited: nothing of ours stays registered.
 enum RoleRun {
     enum Outcome: Sendable {
         case finished
@@ -30,17 +28,15 @@ enum RoleRun {
         case interrupted(Int32)
     }
 
-    /// Runs `role` as a swift-service-lifecycle `ServiceGroup` beside a `StopSignalService`
-    /// and, with a `timeout`, a `DeadlineService`: whichever ends first names the outcome and
-    /// shuts the group down gracefully, the role last (`RoleService`). `render`, when given,
-    /// consumes the role's events beside the group and is awaited after it, so that every event,
-    /// down to those of the role's teardown, is rendered before the outcome is returned; it must
+    /// Runs `role` as a swift-service-lifecycle `ServiceGroup` beside a `StopSignalService` and, with a `timeout`, a
+    /// `DeadlineService`: whichever ends first names the outcome and shuts the group down gracefully, the role last
+    /// (`RoleService`). `render`, when given, consumes the role's events beside the group and is awaited after it, so
+    /// that every event, down to those of the role's teardown, is rendered before the outcome is returned; it must
     /// return once the role's event stream finishes.
     static func run(timeout: Duration?, stopping: Stopping = .gracefully, link: LinkedEvents? = nil,
                     rendering render: (@Sendable () async -> Void)? = nil,
                     _ role: @escaping @Sendable () async throws -> Void) async -> Outcome {
-        // Trapped before the role starts, so an early Ctrl-C cannot end the process with our
-        // GATT application and advertisement still registered.
+        // Trapped before the role starts: an early Ctrl-C must not leave our GATT application or advertisement behind.
         let signals = await UnixSignalsSequence(trapping: .sigint, .sigterm)
         let firstEnd = FirstEnd()
         // Shut down in reverse order: the deadline and the signal watch first, the role last.
@@ -54,23 +50,18 @@ enum RoleRun {
             services.append(.init(service: DeadlineService(timeout: timeout, firstEnd: firstEnd),
                                   successTerminationBehavior: .gracefullyShutdownGroup))
         }
-        // First, so that it is shut down last: the link is watched until the role let go of it,
-        // then the adapter's defaults are put back.
-        if let link {
-            services.insert(.init(service: link.service, successTerminationBehavior: .ignore), at: 0)
-        }
+        // First, so it is shut down last: the link is watched until the role let go of it, then the defaults put back.
+        if let link { services.insert(.init(service: link.service, successTerminationBehavior: .ignore), at: 0) }
         // The group's own lines (starting, shutting down) are not the command's to print.
         let group = ServiceGroup(configuration: ServiceGroupConfiguration(
             services: services, logger: Logger(label: "bletransfer.services") { _ in SwiftLogNoOpLogHandler() }))
-        // A child of this task rather than a service: the group cancels its services when one
-        // ends while another is being shut down, and a cancelled renderer would stop reading
-        // the event stream and lose the role's last events. This task is never cancelled.
+        // A child of this task, not a service: the group cancels its services when one ends while another shuts down,
+        // and a cancelled renderer would stop reading and lose the role's last events. This task is never cancelled.
         await withTaskGroup(of: Void.self) { rendering in
             if let link { rendering.addTask { await link.forwardRoleEvents() } }
             if let render { rendering.addTask { await render() } }
-            // No service throws: each records how the run ended in `firstEnd`. The group's
-            // own error (a service that ended while another was shutting down) changes
-            // nothing about that outcome, and the group has awaited every service either way.
+            // No service throws: each records its end in `firstEnd`; the group's own error (a service ending while
+            // another shuts down) changes nothing, and the group has awaited every service either way.
             try? await group.run()
         }
         return firstEnd.outcome ?? .finished
@@ -96,8 +87,7 @@ enum RoleRun {
                                        emit: { input.yield($0) })
         }
 
-        /// Passes the role's events on until the role's stream ends, then ends `stream`: what
-        /// the link watch reports after the role is done is not shown.
+        /// Passes the role's events on until their stream ends, then ends `stream` (later link reports are not shown).
         func forwardRoleEvents() async {
             for await event in roleEvents {
                 progress.observe(event)
@@ -124,13 +114,11 @@ enum RoleRun {
         /// The role watches the graceful shutdown itself (`Peripheral` and `Central` do, through
         /// `GracefulStop`) and returns once it has let go of everything; it bounds that itself.
         case gracefully
-        /// The role knows nothing of the graceful shutdown (the pairing rendezvous): it is
-        /// cancelled, and its teardown is what cancellation starts.
+        /// The role knows nothing of the graceful shutdown (pairing): it is cancelled, which starts its teardown.
         case byCancellation
     }
 
-    /// Runs the role until it returns or throws, which ends the run, or until the graceful
-    /// shutdown has stopped it (see ``Stopping``).
+    /// Runs the role until it returns or throws (ending the run) or the graceful shutdown stopped it (``Stopping``).
     struct RoleService: Service {
         let role: @Sendable () async throws -> Void
         let stopping: Stopping
@@ -143,14 +131,11 @@ enum RoleRun {
                 case .byCancellation: try await cancelWhenGracefulShutdown(role)
                 }
                 firstEnd.record(.finished)
-            } catch {
-                firstEnd.record(.failed(error))
-            }
+            } catch { firstEnd.record(.failed(error)) }
         }
     }
 
-    /// Returns when SIGINT or SIGTERM arrives, having recorded which (the exit status is
-    /// 128 + the signal), or at the graceful shutdown when the run ended otherwise.
+    /// Returns when SIGINT or SIGTERM arrives, recording which (exit status 128 + it), or at the graceful shutdown.
     struct StopSignalService: Service {
         let signals: UnixSignalsSequence
         let firstEnd: FirstEnd
@@ -163,8 +148,7 @@ enum RoleRun {
         }
     }
 
-    /// Returns when `timeout` has passed, having recorded it (`--timeout`), or at the graceful
-    /// shutdown when the run ended otherwise.
+    /// Returns once `timeout` passed, recording it (`--timeout`), or at the graceful shutdown.
     struct DeadlineService: Service {
         let timeout: Duration
         let firstEnd: FirstEnd
@@ -173,27 +157,22 @@ enum RoleRun {
             let timeout = self.timeout
             do {
                 try await cancelWhenGracefulShutdown { try await Task.sleep(for: timeout) }
-            } catch {
-                return
-            }
+            } catch { return }
             firstEnd.record(.timedOut(timeout.seconds))
         }
     }
 
-    /// The system-bus session a command's role runs on, and the logger it logs through
-    /// (warnings, errors only with --quiet, debug with --verbose; DaemonLogHandler escapes what
-    /// a peer may have put into a line). A bus that cannot be reached ends the command: one
-    /// line, status 69.
+    /// The system-bus session a command's role runs on, and the logger it logs through (warnings, errors only with
+    /// --quiet, debug with --verbose; DaemonLogHandler escapes what a peer may have put into a line). A bus that
+    /// cannot be reached ends the command: one line, status 69.
     static func openSession(reporting: ReportingOptions, adapter: String?) async throws -> (BluetoothSession, Logger) {
         var logger = Logger(label: "bletransfer") { DaemonLogHandler.standardError(label: $0) }
         logger.logLevel = reporting.verbose ? .debug : reporting.quiet ? .error : .warning
         return (try await openSession(logger: logger, json: reporting.json, adapter: adapter), logger)
     }
 
-    /// The session on the system bus, once Bluetooth is known to be usable enough to start
-    /// (``BluetoothDiagnosis/atStart(of:adapter:)``): what would end the role at once ends the
-    /// command here, in `status`'s words with its fix as the hint, before the command makes
-    /// anything on disk.
+    /// The system-bus session once Bluetooth can start (``BluetoothDiagnosis/atStart(of:adapter:)``): what would end
+    /// the role at once ends the command here, in `status`'s words with its fix as hint, before anything is on disk.
     static func openSession(logger: Logger, json: Bool, adapter: String?) async throws -> BluetoothSession {
         let session: BluetoothSession
         do {
@@ -217,14 +196,13 @@ enum RoleRun {
         return session
     }
 
-    /// Ends a command the way its role ended: returns when the role finished; otherwise throws
-    /// the exit code, after one line for a failure or the deadline (`timedOut` words it),
-    /// or 128 + the signal that stopped it.
+    /// Ends a command the way its role ended: returns when the role finished; otherwise throws the exit code, after
+    /// one line for a failure or the deadline (`timedOut` words it), or 128 + the signal that stopped it.
     ///
-    /// A failure because of Bluetooth (unavailable, access denied), and a deadline that passed
-    /// while Bluetooth was not ready, are worded as `status` words the state then, with its fix
-    /// as the hint: "timed out after 5 s: hci0 is powered off", not only "timed out". With
-    /// `json`, the last event is an `error` (failures) or `stopped` event (finished, or a signal).
+    /// A failure because of Bluetooth (unavailable, access denied), and a deadline that passed while Bluetooth was
+    /// not ready, are worded as `status` words the state then, with its fix as the hint: "timed out after 5 s: hci0
+    /// is powered off", not only "timed out". With `json`, the last event is an `error` (failures) or `stopped` event
+    /// (finished, or a signal).
     static func end(_ outcome: Outcome, json: Bool, adapter: String?, timedOut: (Double) async -> String) async throws {
         switch outcome {
         case .finished:
@@ -246,9 +224,8 @@ enum RoleRun {
         EventRenderer.writeLine(JSONEvents.line("stopped", event), to: 1)
     }
 
-    /// `failure` in `status`'s words when Bluetooth is why: its message for a failure of
-    /// Bluetooth, appended to a deadline's ("timed out after 5 s: hci0 is powered off…"), each
-    /// with status's fix as the hint. As it was when Bluetooth is ready.
+    /// `failure` in `status`'s words when Bluetooth is why (its message, appended to a deadline's: "timed out after
+    /// 5 s: hci0 is powered off…"), with status's fix as the hint; unchanged when Bluetooth is ready.
     static func explained(_ failure: any ClassifiedFailure, adapter: String?) async -> any ClassifiedFailure {
         guard [.unavailable, .permissionDenied, .timedOut].contains(failure.kind),
               let diagnosis = await BluetoothDiagnosis.now(adapter: adapter) else { return failure }
@@ -259,8 +236,7 @@ enum RoleRun {
         return diagnosis.failure(failure.kind)
     }
 
-    /// `exitCode(reporting:json:)` for use inside a command, where ParsableCommand's own static
-    /// `exitCode(for:)` hides the free function.
+    /// `exitCode(reporting:json:)` inside a command, where ParsableCommand's static `exitCode(for:)` hides it.
     static func exit(reporting failure: any ClassifiedFailure, json: Bool, hint: String? = nil) -> ExitCode {
         exitCode(reporting: failure, json: json, hint: hint)
     }

@@ -62,44 +62,20 @@ struct SendCommand: AsyncParsableCommand {
             130 / 143.
             """))
 
-    @Argument(help: ArgumentHelp("The message to send (its UTF-8 bytes).", valueName: "MESSAGE"))
-    var message: String?
+    @Argument(help: ArgumentHelp("The message to send (its UTF-8 bytes).", valueName: "MESSAGE")) var message: String?
 
-    @OptionGroup(title: "Input and output")
-    var inputOptions: SendInputOptions
-
-    @OptionGroup(title: "Input and output")
-    var reporting: ReportingOptions
-
-    @OptionGroup(title: "Peers and trust")
-    var trust: TrustOptions
-
-    @OptionGroup(title: "Peers and trust")
-    var openness: InsecureAnyPeerOption
-
-    @OptionGroup(title: "Peers and trust")
-    var addressee: ToPeerOption
-
-    @OptionGroup(title: "Bluetooth")
-    var bluetooth: BluetoothOptions
-
-    @OptionGroup(title: "Bluetooth")
-    var advertisedName: AdvertisedNameOption
-
-    @OptionGroup(title: "Limits")
-    var timeout: TimeoutOption
-
-    @OptionGroup(title: "Limits")
-    var rate: SenderRateOption
-
-    @OptionGroup(title: "Limits")
-    var bounds: SenderBoundOptions
-
-    @OptionGroup(title: "Advanced")
-    var delivery: SenderDeliveryOptions
-
-    @OptionGroup(title: "Advanced")
-    var transport: TransportOptions
+    @OptionGroup(title: "Input and output") var inputOptions: SendInputOptions
+    @OptionGroup(title: "Input and output") var reporting: ReportingOptions
+    @OptionGroup(title: "Peers and trust") var trust: TrustOptions
+    @OptionGroup(title: "Peers and trust") var openness: InsecureAnyPeerOption
+    @OptionGroup(title: "Peers and trust") var addressee: ToPeerOption
+    @OptionGroup(title: "Bluetooth") var bluetooth: BluetoothOptions
+    @OptionGroup(title: "Bluetooth") var advertisedName: AdvertisedNameOption
+    @OptionGroup(title: "Limits") var timeout: TimeoutOption
+    @OptionGroup(title: "Limits") var rate: SenderRateOption
+    @OptionGroup(title: "Limits") var bounds: SenderBoundOptions
+    @OptionGroup(title: "Advanced") var delivery: SenderDeliveryOptions
+    @OptionGroup(title: "Advanced") var transport: TransportOptions
 
     @Flag(name: .customLong("no-acquire-notify"), help: ArgumentHelp(
         "Do not offer AcquireNotify: notify through PropertiesChanged (no back-pressure).", visibility: .hidden))
@@ -152,9 +128,7 @@ struct SendCommand: AsyncParsableCommand {
         let message: OutgoingMessage
         do {
             message = try input.readMessage(limit: limit, allowEmpty: allowEmpty, sendsName: !noName)
-        } catch {
-            throw RoleRun.exit(reporting: error, json: json)
-        }
+        } catch { throw RoleRun.exit(reporting: error, json: json) }
 
         let source = RepeatingMessageSource(message: message, count: forever ? nil : (count ?? 1))
         let wanted = forever ? "" : " of \(count ?? 1)"
@@ -164,10 +138,9 @@ struct SendCommand: AsyncParsableCommand {
         }
     }
 
-    /// The trust policy, a session and a peripheral serving `source`, its events rendered,
-    /// until the source is exhausted, the deadline passes (one line, 75 — `timedOut` words it)
-    /// or a signal stops it. `notes` are logged once the session is open. Returns the logger,
-    /// for what the caller still has to say.
+    /// The trust policy, a session and a peripheral serving `source`, its events rendered, until the source is
+    /// exhausted, the deadline passes (one line, 75 — `timedOut` words it) or a signal stops it. `notes` are logged
+    /// once the session is open. Returns the logger, for what the caller still has to say.
     private func serve(_ source: some MessageSource, label: String?, notes: [String] = [],
                        timedOut: (Double) async -> String) async throws -> Logger {
         let json = reporting.json
@@ -175,9 +148,7 @@ struct SendCommand: AsyncParsableCommand {
         do {
             secureMode = try trust.interactivePolicy(anyPeer: openness.insecureAnyPeer,
                                                      addressing: PeerAddressing(option: "--to", peers: addressee.to))
-        } catch {
-            throw RoleRun.exit(reporting: error, json: json)
-        }
+        } catch { throw RoleRun.exit(reporting: error, json: json) }
         let (session, logger) = try await RoleRun.openSession(reporting: reporting, adapter: bluetooth.adapter)
         defer { session.close() }
         // Once Bluetooth can be used: a run that cannot start is told its reason alone.
@@ -201,17 +172,14 @@ struct SendCommand: AsyncParsableCommand {
         return logger
     }
 
-    /// `send --file A --file DIR…`: every file once, in order, each with its name (a tree's
-    /// files with their paths), in as few sessions as the central allows.
+    /// `send --file A --file DIR…`: each file once, in order, named (tree files by path), in the fewest sessions.
     private func runFileSet() async throws {
         let json = reporting.json
         let limit = TransferLimits.default.maximumMessageSize
         let set: FileSet
         do {
             set = try FileSet.collect(inputOptions.file, limit: limit)
-        } catch {
-            throw RoleRun.exit(reporting: error, json: json)
-        }
+        } catch { throw RoleRun.exit(reporting: error, json: json) }
         let source = FileSetSource(set: set, limit: limit)
         let total = set.entries.count
         let logger = try await serve(source, label: "\(total) files", notes: set.notes) { seconds in
@@ -235,14 +203,12 @@ struct SendInputOptions: ParsableArguments {
     @Flag(name: .customLong("allow-empty"), help: "Send an empty message instead of refusing it.")
     var allowEmpty = false
 
-    @Flag(name: .customLong("no-name"), help: "With --file: do not send the file's name and time.")
-    var noName = false
+    @Flag(name: .customLong("no-name"), help: "With --file: do not send the file's name and time.") var noName = false
 
     @Option(name: .long, help: ArgumentHelp("Exit after this many deliveries (default 1).", valueName: "N"))
     var count: Int?
 
-    @Flag(name: .long, help: "Keep serving the message until interrupted.")
-    var forever = false
+    @Flag(name: .long, help: "Keep serving the message until interrupted.") var forever = false
 }
 
 /// `send --min-rate`: the bound on a central during a transfer.

@@ -4,10 +4,9 @@ import Options
 import Roles
 import Transfer
 
-/// The sender's bounds on a central after `EOM`: shared by `send` and `daemon --role sender`, so
-/// both parse and document them the same way; `SenderOptions` checks and maps them. (`--min-rate`,
-/// the bound during a transfer, is `send`'s own option and, in the daemon, the one `--min-rate`
-/// of both roles.)
+/// The sender's bounds on a central after `EOM`: shared by `send` and `daemon --role sender`, so both parse and
+/// document them the same way; `SenderOptions` checks and maps them. (`--min-rate`, the bound during a transfer, is
+/// `send`'s own option and, in the daemon, the one `--min-rate` of both roles.)
 struct SenderBoundOptions: ParsableArguments {
     @Option(name: .customLong("ack-timeout"), help: ArgumentHelp(
         "Drop a central not ACKing by then (default 20s).", valueName: "TIME"), transform: seconds)
@@ -36,8 +35,7 @@ struct SenderBoundOptions: ParsableArguments {
 
 /// How the sender shapes values for a central (advanced): shared by `send` and `daemon --role sender`.
 struct SenderDeliveryOptions: ParsableArguments {
-    @Option(name: .customLong("compat-delivery"), help: ArgumentHelp(
-        "How Apple's format is sent.", valueName: "MODE"))
+    @Option(name: .customLong("compat-delivery"), help: ArgumentHelp("How Apple's format is sent.", valueName: "MODE"))
     var compatDelivery: CompatDelivery = .automatic
 
     @Option(name: .customLong("value-size"), help: ArgumentHelp(

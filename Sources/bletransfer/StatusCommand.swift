@@ -28,8 +28,7 @@ struct StatusCommand: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Adapter to judge: hciN or its address.", valueName: "hciN"))
     var adapter: String?
 
-    @Flag(name: .long, help: "Print one JSON object (stable keys) instead of text.")
-    var json = false
+    @Flag(name: .long, help: "Print one JSON object (stable keys) instead of text.") var json = false
 
     func run() async throws {
         let report = await BluetoothStatusReport.gather(adapterName: adapter)
@@ -41,8 +40,6 @@ struct StatusCommand: AsyncParsableCommand {
             print(SafeText.escape(StatusOutput.text(report, links: links), keepingLineBreaks: true), terminator: "")
         }
         let status = StatusOutput.exitStatus(for: report.verdict.status)
-        if status != .success {
-            throw status.exitCode
-        }
+        if status != .success { throw status.exitCode }
     }
 }

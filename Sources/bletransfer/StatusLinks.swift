@@ -16,8 +16,7 @@ struct StatusLinks: Sendable {
         var handle: Int
         var peer: String
         var role: String
-        /// What the bletransfer process on this link read of it (nil: no bletransfer process
-        /// holds it, or none could read it).
+        /// What the bletransfer process on this link read of it (nil: no bletransfer process holds it, or none could).
         var link: LinkRecords.Link?
         var process: Int?
     }
@@ -49,7 +48,6 @@ struct StatusLinks: Sendable {
         return view
     }
 
-    /// The lines `status` prints.
     var lines: [String] {
         var lines: [String] = []
         for adapter in adapters {
@@ -58,9 +56,7 @@ struct StatusLinks: Sendable {
                 ? "tuned\(asks) and 2M"
                 : "not tuned\(asks); `sudo bletransfer link tune` asks for 7.5–15 ms and 2M"))
         }
-        if connections.isEmpty {
-            lines.append("connections: none")
-        }
+        if connections.isEmpty { lines.append("connections: none") }
         for c in connections {
             let what = c.link?.text ?? "no bletransfer process on it"
             lines.append("connection: \(c.adapter) \(c.handle) \(c.role) of \(c.peer): \(what)")

@@ -1,8 +1,7 @@
 import BlueZ
 import Transfer
 
-/// The CoreBluetooth-style manager state each role would be in, given what `status` saw: the
-/// same state machine the roles run, fed the report's facts once.
+/// The manager state each role would be in, given what `status` saw: the roles' state machine fed the report once.
 enum StatusManagerState {
     static func state(for requirement: RoleRequirement, report: BluetoothStatusReport) -> ManagerState {
         var machine = ManagerStateMachine(role: requirement)
@@ -14,17 +13,14 @@ enum StatusManagerState {
 
     static func inputs(from report: BluetoothStatusReport) -> [ManagerInput] {
         switch report.bluetoothd {
-        case "access-denied":
-            return [.accessDenied]
+        case "access-denied": return [.accessDenied]
         case "running":
             guard let selected = report.selectedAdapter,
                   let adapter = report.adapters.first(where: { $0.name == selected })
             else { return [.bluetoothdAppeared, .noAdapter] }
             let capabilities = AdapterCapabilities(
-                supportsLowEnergy: adapter.supportsLowEnergy,
-                supportsAdvertising: adapter.supportsAdvertising,
-                powered: adapter.powered,
-                powerState: adapter.powerState.flatMap(AdapterPowerState.init(bluezValue:)))
+                supportsLowEnergy: adapter.supportsLowEnergy, supportsAdvertising: adapter.supportsAdvertising,
+                powered: adapter.powered, powerState: adapter.powerState.flatMap(AdapterPowerState.init(bluezValue:)))
             return [.bluetoothdAppeared, .adapterAdded(capabilities)]
         default:
             // bluetoothd not running, or no system bus: nothing has been heard from BlueZ, so

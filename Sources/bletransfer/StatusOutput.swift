@@ -13,13 +13,11 @@ enum StatusOutput {
         }
     }
 
-    /// `status --json`'s version; it goes up only when a key is removed, renamed or changes
-    /// type or meaning.
+    /// `status --json`'s version; it goes up only when a key is removed, renamed or changes type or meaning.
     static let schema = 1
 
     static func json(_ report: BluetoothStatusReport, gatt: GATTChannelSetting = .current(),
-                     link: LinkSpeedSetting = .current(),
-                     notificationQueue: NotificationQueueLimit = .current(),
+                     link: LinkSpeedSetting = .current(), notificationQueue: NotificationQueueLimit = .current(),
                      links: StatusLinks = StatusLinks()) throws -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
@@ -82,9 +80,7 @@ enum StatusOutput {
 
     /// The commands that fix what the report shows wrong, most likely first (shared with the
     /// `hint:` lines of send, receive, pair and the daemon: `BluetoothStatusReport.fixes`).
-    static func fixes(_ report: BluetoothStatusReport) -> [String] {
-        report.fixes
-    }
+    static func fixes(_ report: BluetoothStatusReport) -> [String] { report.fixes }
 
     /// `line` cut at spaces into lines of at most `width` columns; continuations indented.
     static func wrapped(_ line: String, width: Int = width) -> [String] {
@@ -97,17 +93,14 @@ enum StatusOutput {
             if candidate.count > width, !current.trimmingCharacters(in: .whitespaces).isEmpty {
                 lines.append(current)
                 current = indent + word
-            } else {
-                current = candidate
-            }
+            } else { current = candidate }
         }
         if !current.isEmpty { lines.append(current) }
         return lines
     }
 
     static func text(_ report: BluetoothStatusReport, gatt: GATTChannelSetting = .current(),
-                     link: LinkSpeedSetting = .current(),
-                     notificationQueue: NotificationQueueLimit = .current(),
+                     link: LinkSpeedSetting = .current(), notificationQueue: NotificationQueueLimit = .current(),
                      links: StatusLinks = StatusLinks()) -> String {
         var lines: [String] = []
         // The verdict first, then what fixes it, then the details.
@@ -119,8 +112,7 @@ enum StatusOutput {
         }
         lines.append("")
         var bluetoothd = "bluetoothd: \(report.bluetoothd)"
-        // The bus's AccessDenied text is a paragraph of policy detail; the verdict line says
-        // it in one. `--json` keeps the full text.
+        // The bus's AccessDenied text is a paragraph of policy; the verdict says it in one. `--json` keeps it all.
         if let detail = report.bluetoothdDetail, !detail.isEmpty, report.bluetoothd != "access-denied" {
             bluetoothd += " (\(detail))"
         }
@@ -130,10 +122,8 @@ enum StatusOutput {
         case "ok":
             let names = report.kernel.controllers.map(\.name)
             lines.append("kernel: \(names.isEmpty ? "no HCI controllers" : names.joined(separator: ", "))")
-        case "no-bluetooth-in-kernel":
-            lines.append("kernel: no Bluetooth support (socket(AF_BLUETOOTH) unsupported)")
-        default:
-            lines.append("kernel: cannot list controllers (\(report.kernel.detail ?? "unknown error"))")
+        case "no-bluetooth-in-kernel": lines.append("kernel: no Bluetooth support (socket(AF_BLUETOOTH) unsupported)")
+        default: lines.append("kernel: cannot list controllers (\(report.kernel.detail ?? "unknown error"))")
         }
 
         let described = Set(report.adapters.map(\.name))
@@ -152,14 +142,11 @@ enum StatusOutput {
                 let active = advertising.activeInstances.map(String.init) ?? "?"
                 let free = advertising.supportedInstances.map(String.init) ?? "?"
                 lines.append("  adverts: \(active) active, \(free) more available")
-            } else {
-                lines.append("  adverts: not supported (no LEAdvertisingManager1)")
-            }
+            } else { lines.append("  adverts: not supported (no LEAdvertisingManager1)") }
             lines.append("  GATT server: \(adapter.gattServer ? "yes" : "no")")
             lines.append("  kernel:  \(kernelLine(adapter.kernel))")
         }
-        // Controllers the kernel has but bluetoothd does not show (bluetoothd down, or the
-        // controller is unconfigured / claimed by someone else).
+        // Controllers the kernel has but bluetoothd hides (bluetoothd down, or unconfigured / claimed elsewhere).
         for controller in report.kernel.controllers where !described.contains(controller.name) {
             lines.append("")
             lines.append("\(controller.name) (kernel only)")

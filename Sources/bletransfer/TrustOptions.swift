@@ -5,12 +5,10 @@ import Roles
 import Storage
 import Trust
 
-/// `--identity` and `--authorized-peers` of `send`, `receive` and `daemon`: the keys of framed
-/// version 2's secure mode (docs/wire-v2.md, docs/trust.md).
+/// `--identity` and `--authorized-peers` of `send`, `receive` and `daemon`: the keys of framed version 2's secure mode
+/// (docs/wire-v2.md, docs/trust.md).
 struct TrustOptions: ParsableArguments {
-    @Option(name: .long, help: ArgumentHelp(
-        "This host's key (default in ~/.config/bletransfer).",
-        valueName: "PATH"))
+    @Option(name: .long, help: ArgumentHelp("This host's key (default in ~/.config/bletransfer).", valueName: "PATH"))
     var identity: String?
 
     @Option(name: .customLong("authorized-peers"), help: ArgumentHelp(
@@ -23,20 +21,17 @@ struct TrustOptions: ParsableArguments {
         if authorizedPeers?.isEmpty == true { throw ValidationError("--authorized-peers: give a file path") }
     }
 
-    /// Interactive `send`/`receive`: the framed protocol is always encrypted. The default
-    /// identity and authorized-peers files are used when they exist, exactly as if given (as
-    /// ssh reads its own files). Without authorized peers any key is let in and Apple-flow peers
-    /// are served (an identity alone only makes this host's key stable, so peers can recognise
-    /// it); with them, only those keys, and nothing for Apple's flow. `anyPeer`
-    /// (`--insecure-any-peer`, `receive --compat`): the default list is not read, and a list
-    /// given names its keys but lets in the others too, and Apple's flow.
+    /// Interactive `send`/`receive`: the framed protocol is always encrypted. The default identity and
+    /// authorized-peers files are used when they exist, exactly as if given (as ssh reads its own files). Without
+    /// authorized peers any key is let in and Apple-flow peers are served (an identity alone only makes this host's
+    /// key stable, so peers can recognise it); with them, only those keys, and nothing for Apple's flow. `anyPeer`
+    /// (`--insecure-any-peer`, `receive --compat`): the default list is not read, and a list given names its keys but
+    /// lets in the others too, and Apple's flow.
     ///
-    /// `addressing`: the peers of `send --to` / `receive --from` (names or fingerprints from the
-    /// authorized-peers file); only they are let in, authenticated, whatever `anyPeer` says.
+    /// `addressing`: the peers of `send --to` / `receive --from` (names or fingerprints from the authorized-peers
+    /// file); only they are let in, authenticated, whatever `anyPeer` says.
     func interactivePolicy(anyPeer: Bool = false, addressing: PeerAddressing? = nil) throws(CommandFailure) -> SecureModePolicy? {
-        if let addressing, !addressing.peers.isEmpty {
-            return try addressedPolicy(addressing)
-        }
+        if let addressing, !addressing.peers.isEmpty { return try addressedPolicy(addressing) }
         return try CommandFailure.lifting { () throws(RoleFailure) in try unaddressedPolicy(anyPeer: anyPeer) }
     }
 
@@ -55,9 +50,8 @@ struct TrustOptions: ParsableArguments {
                                requiresSecure: !anyPeer)
     }
 
-    /// Only the peers `addressing` names, each found in the authorized-peers file (given or
-    /// default) by name or fingerprint; a name the file does not hold ends the command (78)
-    /// with the way to list or add it.
+    /// Only the peers `addressing` names, each found in the authorized-peers file (given or default) by name or
+    /// fingerprint; a name the file does not hold ends the command (78) with the way to list or add it.
     private func addressedPolicy(_ addressing: PeerAddressing) throws(CommandFailure) -> SecureModePolicy {
         let peersPath = authorizedPeers ?? IdentityLocation.defaultAuthorizedPeersPathForThisProcess()
         guard FileManager.default.fileExists(atPath: peersPath) else {
@@ -70,16 +64,13 @@ struct TrustOptions: ParsableArguments {
         let file: AuthorizedPeersFile
         do {
             file = AuthorizedPeersFile(text: try AuthorizedPeers.readText(from: peersPath).text)
-        } catch {
-            throw CommandFailure(IdentityLocation.failure(error))
-        }
+        } catch { throw CommandFailure(IdentityLocation.failure(error)) }
         var keys = Set<PeerKey>()
         for given in addressing.peers {
             do {
                 keys.insert(try file.entry(matching: given, form: PeerNames.folderForm).key)
             } catch {
-                // A name typed that names no one, or several: the command line's mistake (64),
-                // as for `peers remove`.
+                // A name typed that names no one, or several: the command line's mistake (64), as for `peers remove`.
                 let hint: String? = if case .noMatch = error { nearestPeerHint(given, in: file) } else { nil }
                 throw CommandFailure(.usage, "\(addressing.option) \(given): \(error) in \(peersPath)",
                                      hint: hint ?? "'bletransfer peers list' shows the names")
@@ -90,14 +81,11 @@ struct TrustOptions: ParsableArguments {
         do {
             return try SecureModePolicy(identity: loadedIdentity, authorizedPeersPath: peersPath, requiresSecure: true,
                                         restrictedTo: keys)
-        } catch {
-            throw CommandFailure(IdentityLocation.failure(error))
-        }
+        } catch { throw CommandFailure(IdentityLocation.failure(error)) }
     }
 
-    /// `daemon`: the secure mode is required; without an identity or an authorized peer the
-    /// daemon does not start (exit 78), unless `insecureAnyPeer`. With it, keys that are there
-    /// are used for the peers that offer the secure mode.
+    /// `daemon`: the secure mode is required; without an identity or an authorized peer the daemon does not start
+    /// (exit 78), unless `insecureAnyPeer`. With it, keys that are there serve the peers offering the secure mode.
     func daemonPolicy(insecureAnyPeer: Bool) throws(RoleFailure) -> SecureModePolicy? {
         let identityPath = identity ?? IdentityLocation.defaultPathForThisProcess()
         let peersPath = authorizedPeers ?? IdentityLocation.defaultAuthorizedPeersPathForThisProcess()
@@ -117,9 +105,7 @@ struct TrustOptions: ParsableArguments {
             throw RoleFailure(.configuration, "no identity at \(identityPath); the daemon exchanges messages only with "
                 + "authorized peers: create this host's key with 'bletransfer keygen --identity \(identityPath)', "
                 + listPeers)
-        } catch {
-            throw IdentityLocation.failure(error)
-        }
+        } catch { throw IdentityLocation.failure(error) }
         let advice = "the daemon exchanges messages only with authorized peers: " + listPeers
         do {
             return try SecureModePolicy(identity: loadedIdentity, authorizedPeersPath: peersPath, requiresSecure: true)
@@ -127,14 +113,11 @@ struct TrustOptions: ParsableArguments {
             throw RoleFailure(.configuration, "no authorized-peers file at \(peersPath); \(advice)")
         } catch .noAuthorizedPeers {
             throw RoleFailure(.configuration, "\(peersPath) lists no peer; \(advice)")
-        } catch {
-            throw IdentityLocation.failure(error)
-        }
+        } catch { throw IdentityLocation.failure(error) }
     }
 
-    /// The first line of a run without authorized peers (none given, none at the default
-    /// path): what that means and how to change it. Nil when a list is in use, or when
-    /// `--insecure-any-peer` / `--compat` chose to let anyone in.
+    /// The first line of a run without authorized peers (none given, none at the default path): what that means and how
+    /// to change it. Nil when a list is in use, or when `--insecure-any-peer` / `--compat` chose to let anyone in.
     func unauthenticatedNotice(anyPeer: Bool) -> String? {
         let defaultPath = IdentityLocation.defaultAuthorizedPeersPathForThisProcess()
         guard !anyPeer, authorizedPeers == nil, Self.existing(defaultPath) == nil else { return nil }
@@ -163,9 +146,7 @@ struct TrustOptions: ParsableArguments {
                                requiresSecure: Bool) throws(RoleFailure) -> SecureModePolicy {
         do {
             return try SecureModePolicy(identity: identity, authorizedPeersPath: peersPath, requiresSecure: requiresSecure)
-        } catch {
-            throw IdentityLocation.failure(error)
-        }
+        } catch { throw IdentityLocation.failure(error) }
     }
 }
 

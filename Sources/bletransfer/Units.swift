@@ -6,11 +6,10 @@ struct UnitParseError: Error, Equatable, CustomStringConvertible {
     let description: String
 }
 
-/// Byte counts as options take them: a whole number of bytes, or a number with a binary
-/// multiple, whole or not, as rsync takes them: `1048576`, `64K`, `64KiB`, `1.5M`, `64MiB`,
-/// `1G`, `1GiB` (K = 1024 bytes, M = 1024 K, G = 1024 M; the letter may be lowercase, a
-/// trailing `B` is allowed: `64MB` = `64MiB`). A fraction of a multiple is rounded down to
-/// whole bytes; plain bytes are whole.
+/// Byte counts as options take them: a whole number of bytes, or a number with a binary multiple, whole or not, as
+/// rsync takes them: `1048576`, `64K`, `64KiB`, `1.5M`, `64MiB`, `1G`, `1GiB` (K = 1024 bytes, M = 1024 K, G = 1024
+/// M; the letter may be lowercase, a trailing `B` is allowed: `64MB` = `64MiB`). A fraction of a multiple is rounded
+/// down to whole bytes; plain bytes are whole.
 enum ByteCountArgument {
     static let multiples: [(suffixes: [String], factor: Int)] = [
         (["", "b"], 1),
@@ -50,9 +49,8 @@ enum ByteCountArgument {
     }
 }
 
-/// Durations as options take them: seconds as a plain number (`30`, `1.5`), or numbers with
-/// units, several in a row as systemd takes them: `250ms`, `30s`, `5m`, `1m30s`, `1h 30m`,
-/// `1d`. Returned in seconds.
+/// Durations as options take them: seconds as a plain number (`30`, `1.5`), or numbers with units, several in a row
+/// as systemd takes them: `250ms`, `30s`, `5m`, `1m30s`, `1h 30m`, `1d`. Returned in seconds.
 enum DurationArgument {
     static let units: [(suffixes: [String], seconds: Double)] = [
         (["ms", "msec"], 0.001), (["s", "sec", "secs", "second", "seconds"], 1),

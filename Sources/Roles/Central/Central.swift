@@ -7,11 +7,10 @@ import Synchronization
 import Transfer
 import Trust
 
-/// The receiving role: Apple's central flow over BlueZ. Waits for `poweredOn`, scans for the
-/// transfer service, connects, subscribes, reassembles, verifies, acknowledges (framed),
-/// unsubscribes, disconnects — CoreBluetooth sample's `cleanup()` order — and scans again for
-/// the next message. Leaving `poweredOn` abandons the current transfer (nothing of it is kept)
-/// and work resumes when the state comes back.
+/// The receiving role: Apple's central flow over BlueZ. Waits for `poweredOn`, scans for the transfer service,
+/// connects, subscribes, reassembles, verifies, acknowledges (framed), unsubscribes, disconnects — CoreBluetooth
+/// sample's `cleanup()` order — and scans again for the next message. Leaving `poweredOn` abandons the current
+/// transfer (nothing of it is kept) and work resumes when the state comes back.
 package final class Central: Sendable {
     package let configuration: CentralConfiguration
     package let session: BluetoothSession
@@ -27,12 +26,11 @@ package final class Central: Sendable {
         progressState = RunState(book: PeerBook(backoff: configuration.backoff, minimumRSSI: configuration.minimumRSSI))
     }
 
-    /// Receives `configuration.messageCount` messages (forever when nil) and hands each to
-    /// `sink`. Returns the number received. Throws a ``ClassifiedFailure`` for what ends the
-    /// run (unknown adapter, no bluetoothd at start, a corrupt message, a sink that cannot
-    /// write, the deadline), `CancellationError` when cancelled. A stop (``GracefulStop``) ends the
-    /// run between two inputs, after the link is released and discovery stopped: it returns
-    /// the number received so far.
+    /// Receives `configuration.messageCount` messages (forever when nil) and hands each to `sink`. Returns the number
+    /// received. Throws a ``ClassifiedFailure`` for what ends the run (unknown adapter, no bluetoothd at start, a
+    /// corrupt message, a sink that cannot write, the deadline), `CancellationError` when cancelled. A stop
+    /// (``GracefulStop``) ends the run between two inputs, after the link is released and discovery stopped: it
+    /// returns the number received so far.
     ///
     /// - Parameter timeout: overall deadline; passing it ends the run with `.timedOut`.
     @discardableResult
@@ -105,9 +103,7 @@ package final class Central: Sendable {
     private func work(on adapter: Adapter, sink: any MessageSink) async -> WorkOutcome {
         var scanFailures = 0
         while !Task.isCancelled && !GracefulStop.isRequested {
-            if let wanted = configuration.messageCount, progressState.receivedSnapshot >= wanted {
-                return .finished
-            }
+            if let wanted = configuration.messageCount, progressState.receivedSnapshot >= wanted { return .finished }
             let found: (Device, PeerDescription)
             do {
                 found = try await discoverPeer(on: adapter)
@@ -152,13 +148,10 @@ package final class Central: Sendable {
         switch error {
         case let failure as TransferFailure:
             if Task.isCancelled || GracefulStop.isRequested { return .interrupted }
-            // One send's session: a sender that has given its last message may close the
-            // link rather than the session. Whatever ended a visit that stored messages,
-            // the run has what that send offered; a sender that still holds files keeps
-            // them for the next `receive` (nothing is acknowledged that was not stored).
-            if configuration.messageCount == nil, configuration.endsWithSendersSession, storedSome {
-                return .finished
-            }
+            // One send's session: a sender that has given its last message may close the link rather than the
+            // session. Whatever ended a visit that stored messages, the run has what that send offered; a sender that
+            // still holds files keeps them for the next `receive` (nothing is acknowledged that was not stored).
+            if configuration.messageCount == nil, configuration.endsWithSendersSession, storedSome { return .finished }
             let severe: Bool = switch failure {
             case .unsuitable, .refused: true
             default: false
@@ -173,8 +166,7 @@ package final class Central: Sendable {
             }
             emit(.retrying(reason: "\(EventText.describe(peer)): \(failure)", delay: delay))
             return nil
-        case let failure as any ClassifiedFailure:
-            return .failed(failure)
+        case let failure as any ClassifiedFailure: return .failed(failure)
         default:
             if Task.isCancelled || GracefulStop.isRequested { return .interrupted }
             let delay = backOff(peer, severe: false, storedSome: storedSome)
@@ -183,9 +175,8 @@ package final class Central: Sendable {
         }
     }
 
-    /// How long `peer` waits after a failed visit. A visit that stored messages before the link
-    /// failed (a multi session cut midway) proved the sender: unless the failure is severe, it
-    /// is visited again at once, not backed off.
+    /// How long `peer` waits after a failed visit. A visit that stored messages before the link failed (a multi session
+    /// cut midway) proved the sender: unless the failure is severe, it is visited again at once, not backed off.
     private func backOff(_ peer: PeerDescription, severe: Bool, storedSome: Bool) -> Duration {
         let now = progressState.elapsed
         return progressState.withBook { book in
@@ -199,26 +190,20 @@ package final class Central: Sendable {
 
     // MARK: Helpers
 
-    func emit(_ event: RoleEvent) {
-        continuation.yield(event)
-    }
+    func emit(_ event: RoleEvent) { continuation.yield(event) }
 
-    /// Failures that no retry of this peer can fix: they end the work (the state machine
-    /// takes over when bluetoothd or the adapter went away).
+    /// Failures no retry of this peer fixes end the work (the state machine takes over when Bluetooth went away).
     static func rethrowIfFatal(_ error: BluetoothError) throws {
         switch error {
         case .accessDenied(let message):
             throw RoleFailure(.permissionDenied, BluetoothError.accessDenied(message).description)
-        case .systemBusUnavailable, .bluetoothdNotRunning:
-            throw error
-        default:
-            return
+        case .systemBusUnavailable, .bluetoothdNotRunning: throw error
+        default: return
         }
     }
 
-    /// HELLO and ACK go as write requests when the characteristic takes them: the reply then
-    /// means the peripheral has the value (the HELLO before we subscribe, the ACK before we
-    /// disconnect). Apple's characteristic offers only write-without-response.
+    /// HELLO and ACK go as write requests when the characteristic takes them: the reply means the peripheral has the
+    /// value (HELLO before we subscribe, ACK before we disconnect). Apple's offers write-without-response only.
     static func writeType(for flags: [GATTCharacteristicFlag]) -> GATTWriteType? {
         if flags.contains(.write) { return .request }
         if flags.contains(.writeWithoutResponse) { return .command }

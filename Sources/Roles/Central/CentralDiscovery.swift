@@ -11,10 +11,9 @@ extension Central {
         case ended
     }
 
-    /// Scans until a peripheral offering the transfer service is worth a visit, then stops
-    /// discovery (BlueZ connects unreliably while scanning) and returns it. Devices BlueZ
-    /// already knows come first (they emit no InterfacesAdded); peers backing off are skipped
-    /// until their pause ends.
+    /// Scans until a peripheral offering the transfer service is worth a visit, then stops discovery (BlueZ connects
+    /// unreliably while scanning) and returns it. Devices BlueZ already knows come first (they emit no
+    /// InterfacesAdded); peers backing off are skipped until their pause ends.
     func discoverPeer(on adapter: Adapter) async throws -> (Device, PeerDescription) {
         let service = configuration.serviceUUID.canonical
         // Subscribe (and take the cache snapshot) before discovery starts, so nothing is missed.
@@ -54,20 +53,17 @@ extension Central {
             if GracefulStop.isRequested { throw StopRequested() }
             let candidates: [Device]
             switch item {
-            case .sighting(let sighting):
-                candidates = [sighting.device]
+            case .sighting(let sighting): candidates = [sighting.device]
             case .tick:
                 candidates = adapter.devices().filter { device in
                     device.properties.map { Self.offers(service, $0) } ?? false
                 }
-            case .ended:
-                throw BluetoothError.objectGone("adapter \(adapter.name)")
+            case .ended: throw BluetoothError.objectGone("adapter \(adapter.name)")
             }
             let now = progressState.elapsed
-            // Everything heard in this scan competes, not only the device just sighted:
-            // PeerBook.choose shares the visits fairly between proven senders and new
-            // addresses. BlueZ reports an RSSI only for devices heard during discovery, so
-            // cached entries of senders that left do not compete.
+            // Everything heard in this scan competes, not only the device just sighted: PeerBook.choose shares the
+            // visits fairly between proven senders and new addresses. BlueZ reports an RSSI only for devices heard
+            // during discovery, so cached entries of senders that left do not compete.
             var offered = candidates
             if case .sighting = item {
                 let known = adapter.devices().filter { device in

@@ -8,9 +8,8 @@ import Trust
 /// One visit: connect, find the transfer characteristic (and the sender's L2CAP channel),
 /// offer the framed protocol, subscribe, receive (`receive`), clean up in Apple's order.
 extension Central {
-    /// Connect, resolve, subscribe, receive one message, store it, acknowledge, unsubscribe,
-    /// disconnect. Throws ``TransferFailure`` for what a later visit may fix (or a corrupt
-    /// message), a ``ClassifiedFailure`` for what ends the run.
+    /// Connect, resolve, subscribe, receive one message, store it, acknowledge, unsubscribe, disconnect. Throws
+    /// ``TransferFailure`` for what a later visit may fix (or a corrupt message); ``ClassifiedFailure``: the run ends.
     func visit(_ device: Device, peer: PeerDescription, adapter: Adapter, sink: any MessageSink) async throws {
         var channel: CharacteristicSubscription?
         progressState.beginVisit()
@@ -49,9 +48,7 @@ extension Central {
             // channel: the next visit may open it at once again.
             if !failure.isRefusal { progressState.forgetChannel(of: peer.address) }
             // A refusal gets its own event (one line) from the caller.
-            if channel != nil, !failure.isRefusal {
-                emit(.transferAborted(peer, reason: failure.description))
-            }
+            if channel != nil, !failure.isRefusal { emit(.transferAborted(peer, reason: failure.description)) }
             await cleanUp(channel: channel, device: device, adapter: adapter, peer: peer)
             throw failure
         } catch {
@@ -63,18 +60,15 @@ extension Central {
             await cleanUp(channel: channel, device: device, adapter: adapter, peer: peer)
             throw error
         }
-        // Forgotten after a success too: BlueZ then reports the peer again only when it really
-        // advertises again (a fresh InterfacesAdded), instead of offering a cached entry of a
-        // sender that may have finished and left.
+        // Forgotten after a success too: BlueZ then reports the peer again only when it really advertises again (a
+        // fresh InterfacesAdded), instead of offering a cached entry of a sender that may have finished and left.
         let lastWanted = configuration.messageCount.map { progressState.receivedSnapshot >= $0 } ?? false
-        await cleanUp(channel: channel, device: device, adapter: adapter, peer: peer,
-                      handingBack: lastWanted)
+        await cleanUp(channel: channel, device: device, adapter: adapter, peer: peer, handingBack: lastWanted)
     }
 
-    /// Asks for the framed protocol when the run wants it and the peer takes writes: writes a
-    /// HELLO offering the encrypted session (over the channel when there is one) and returns
-    /// the session that will answer. A peer that takes no HELLO is left to Apple's flow, unless
-    /// the policy requires the secure mode: then it is refused.
+    /// Asks for the framed protocol when the run wants it and the peer takes writes: writes a HELLO offering the
+    /// encrypted session (over the channel when there is one) and returns the session that will answer. A peer that
+    /// takes no HELLO is left to Apple's flow, unless the policy requires the secure mode: then it is refused.
     func offerFramed(on characteristic: RemoteGATTCharacteristic, channel: CharacteristicSubscription?,
                      peer: PeerDescription, sink: any MessageSink) async throws -> SecureReceiverSession? {
         var secureSession: SecureReceiverSession?
@@ -82,9 +76,8 @@ extension Central {
         let overChannel = channel?.overChannel ?? false
         let helloWriteType: GATTWriteType? = overChannel ? .command : Self.writeType(for: characteristic.flags)
         if configuration.requestFramed, let writeType = helloWriteType {
-            // The framed protocol's HELLO, always offering the encrypted session; a sender
-            // that answers anything but a secure stream or Apple's flow is refused.
-            // `resume` only with a spool to keep checkpoints in.
+            // The framed protocol's HELLO, always offering the encrypted session; a sender that answers anything but
+            // a secure stream or Apple's flow is refused. `resume` only with a spool to keep checkpoints in.
             let spool = configuration.resumeSpool
             var offered: Capabilities = [.secure, .meta, .multi, .pipeline, .window]
             if spool != nil { offered.insert(.resume) }
@@ -93,9 +86,7 @@ extension Central {
             do {
                 if let channel, overChannel {
                     try await channel.write(helloV2.encoded, type: writeType)
-                } else {
-                    try await characteristic.writeValue(helloV2.encoded, type: writeType)
-                }
+                } else { try await characteristic.writeValue(helloV2.encoded, type: writeType) }
                 let maximumWriteLength = overChannel ? (channel?.mtu ?? 23) : max(20, (characteristic.mtu ?? 23) - 3)
                 secureSession = SecureReceiverSession(
                     identity: policy.identity, authorizedPeers: policy.authorizedPeers, hello: helloV2,
@@ -124,11 +115,10 @@ extension Central {
                 return
             } catch let error as BluetoothError {
                 try Self.rethrowIfFatal(error)
-                // After a call that timed out, bluetoothd may still be trying (the next Connect
-                // would get "Operation already in progress" for as long as it does; seen after
-                // the peer's adapter was power-cycled mid-connect), and after "in progress" it
-                // certainly is. Disconnect cancels a pending Connect (device-api.txt); on a
-                // device that is neither connected nor connecting it does nothing.
+                // After a call that timed out, bluetoothd may still be trying (the next Connect would get "Operation
+                // already in progress" for as long as it does; seen after the peer's adapter was power-cycled
+                // mid-connect), and after "in progress" it certainly is. Disconnect cancels a pending Connect
+                // (device-api.txt); on a device that is neither connected nor connecting it does nothing.
                 await boundedCleanup(limit: .seconds(5)) { try? await device.disconnect() }
                 guard error.isTransientConnectFailure, attempt < attempts else {
                     throw TransferFailure.transient("connecting failed: \(error)")
@@ -149,45 +139,39 @@ extension Central {
             case .timedOut:
                 throw TransferFailure.transient(
                     "services did not resolve within \(MessageAssembly.describe(configuration.servicesResolveTimeout))")
-            default:
-                throw TransferFailure.transient("waiting for services failed: \(error)")
+            default: throw TransferFailure.transient("waiting for services failed: \(error)")
             }
         }
         let service = configuration.serviceUUID.canonical
         let apple = configuration.characteristicUUID.canonical
         do {
-            // On a fast link the discovery can finish before a sender's GATT database settled
-            // (lab: the radio at 15 ms, peers-addressing): a Service Changed brings the service
-            // a few connection events later.
+            // On a fast link the discovery can finish before a sender's GATT database settled (lab: the radio at 15
+            // ms, peers-addressing): a Service Changed brings the service a few connection events later.
             let found = try await device.characteristic(service: service, characteristic: apple,
                                                         appearingWithin: configuration.serviceAppearanceGrace)
             // A bletransfer sender whose Apple characteristic carries indications serves its
             // own notifying characteristic beside it; framed transfers go there at full speed.
             return (try? device.characteristic(service: service,
                                                characteristic: TransferUUIDs.framedCharacteristic.canonical)) ?? found
-        } catch let error as BluetoothError {
-            throw TransferFailure.unsuitable("\(error)")
-        }
+        } catch let error as BluetoothError { throw TransferFailure.unsuitable("\(error)") }
     }
 
-    /// Apple's `cleanup()` order: unsubscribe, then disconnect. The device is also removed
-    /// from BlueZ's cache (unless paired), after a success too, so the next scan sees it only
-    /// when it really advertises again, not a cached entry of a sender that finished and left.
+    /// Apple's `cleanup()` order: unsubscribe, then disconnect. The device is also removed from BlueZ's cache (unless
+    /// paired), after a success too, so the next scan sees it only when it really advertises again, not a cached
+    /// entry of a sender that finished and left.
     ///
-    /// The removal is asked for right after the unsubscription, and without waiting for the
-    /// reply (`requestRemoval`): `RemoveDevice` on a connected, unpaired device makes
-    /// bluetoothd disconnect it (after its 2 s disconnect timer) and remove it as the link
-    /// drops, whether or not anyone waits (adapter-api.txt; BlueZ's adapter.c). So a run that
-    /// ends meanwhile (its deadline, SIGTERM) still leaves no cached entry behind. That entry
-    /// would hide the sender from later scans: once BlueZ has resolved a device's services it
-    /// ignores the UUIDs in its advertisements (device.c `device_add_eir_uuids`), and a sender
-    /// that stopped while we were connected has removed its service from that resolved list.
+    /// The removal is asked for right after the unsubscription, and without waiting for the reply (`requestRemoval`):
+    /// `RemoveDevice` on a connected, unpaired device makes bluetoothd disconnect it (after its 2 s disconnect timer)
+    /// and remove it as the link drops, whether or not anyone waits (adapter-api.txt; BlueZ's adapter.c). So a run
+    /// that ends meanwhile (its deadline, SIGTERM) still leaves no cached entry behind. That entry would hide the
+    /// sender from later scans: once BlueZ has resolved a device's services it ignores the UUIDs in its
+    /// advertisements (device.c `device_add_eir_uuids`), and a sender that stopped while we were connected has
+    /// removed its service from that resolved list.
     ///
-    /// `handingBack`: the run ends with this visit (the last wanted message is stored and
-    /// acknowledged), so the user gets control back at once instead of after the disconnection
-    /// (about 3 s): the request is on the bus within `handBackWait` and bluetoothd finishes the
-    /// rest on its own. Otherwise the visit waits, bounded, until the link is down, so the next
-    /// scan does not meet a sender still paused for this link.
+    /// `handingBack`: the run ends with this visit (the last wanted message is stored and acknowledged), so the user
+    /// gets control back at once instead of after the disconnection (about 3 s): the request is on the bus within
+    /// `handBackWait` and bluetoothd finishes the rest on its own. Otherwise the visit waits, bounded, until the link
+    /// is down, so the next scan does not meet a sender still paused for this link.
     func cleanUp(channel: CharacteristicSubscription?, device: Device, adapter: Adapter,
                          peer: PeerDescription, handingBack: Bool = false) async {
         let wasConnected = device.properties?.connected ?? false
@@ -203,16 +187,14 @@ extension Central {
         if wasConnected || channel != nil { emit(.disconnected(peer)) }
     }
 
-    /// The characteristic a visit transfers through and, when the sender has one, its L2CAP
-    /// channel (which then carries the HELLO, the values and our writes).
+    /// The characteristic a visit transfers through and, when the sender has one, its L2CAP channel (which then
+    /// carries the HELLO, the values and our writes).
     ///
-    /// A sender whose channel opened on the last visit gets it again at once, on the PSM it
-    /// published then, without waiting for BlueZ to discover the services: on a loaded host
-    /// that takes a second or more after each connection, and the channel needs none of them
-    /// (the handshake, not the service, tells who the sender is). Its characteristic is the one
-    /// resolved then, carried but not used over a channel. A PSM that no longer answers (the
-    /// sender restarted) is forgotten and the visit takes the usual path, as after any failed
-    /// visit.
+    /// A sender whose channel opened on the last visit gets it again at once, on the PSM it published then, without
+    /// waiting for BlueZ to discover the services: on a loaded host that takes a second or more after each
+    /// connection, and the channel needs none of them (the handshake, not the service, tells who the sender is). Its
+    /// characteristic is the one resolved then, carried but not used over a channel. A PSM that no longer answers
+    /// (the sender restarted) is forgotten and the visit takes the usual path, as after any failed visit.
     func transferCharacteristicAndChannel(on device: Device, adapter: Adapter, peer: PeerDescription) async throws
         -> (RemoteGATTCharacteristic, CharacteristicSubscription?) {
         if configuration.requestFramed, let known = progressState.knownChannel(of: peer.address) {

@@ -2,13 +2,12 @@ import BlueZ
 import DaemonSupport
 import Machines
 
-/// A subscription to the transfer characteristic's notifications: through the socket of
-/// `AcquireNotify` when BlueZ grants it (one packet per notification, the value never passes
-/// through D-Bus), otherwise through `StartNotify` and `PropertiesChanged` on `Value`.
+/// A subscription to the transfer characteristic's notifications: through the socket of `AcquireNotify` when BlueZ
+/// grants it (one packet per notification, the value never passes through D-Bus), otherwise through `StartNotify` and
+/// `PropertiesChanged` on `Value`.
 ///
-/// Or, when the sender publishes one, an L2CAP channel that stands in for both the subscription
-/// and the writes (framed version 2's `channel`): its SDUs are the values each way, and
-/// neither bluetoothd nor D-Bus sees them.
+/// Or, when the sender publishes one, an L2CAP channel that stands in for both the subscription and the writes
+/// (framed version 2's `channel`): its SDUs are the values each way, and neither bluetoothd nor D-Bus sees them.
 final class CharacteristicSubscription: Sendable {
     enum Mechanism: String, Sendable {
         case acquiredSocket = "AcquireNotify"
@@ -17,8 +16,7 @@ final class CharacteristicSubscription: Sendable {
     }
 
     let mechanism: Mechanism
-    /// The ATT MTU of the link when known (the socket reports it; `GattCharacteristic1.MTU`
-    /// otherwise); over a channel, the longest SDU we may send.
+    /// The link's ATT MTU when known (from the socket, else `GattCharacteristic1.MTU`); on a channel, the longest SDU.
     let mtu: Int?
     private let characteristic: RemoteGATTCharacteristic
     private let socket: NotificationSocket?
@@ -33,9 +31,8 @@ final class CharacteristicSubscription: Sendable {
         self.updates = updates
     }
 
-    /// Subscribes, preferring `AcquireNotify`. It is refused when the characteristic has no
-    /// socket support, or (BlueZ 5.66) when another client already called `StartNotify` —
-    /// then `StartNotify` is used. `warn` hears why the fallback was taken.
+    /// Subscribes, preferring `AcquireNotify`; refused without socket support, or (BlueZ 5.66) when another client
+    /// already called `StartNotify`, `StartNotify` is used. `warn` hears why the fallback was taken.
     static func subscribe(to characteristic: RemoteGATTCharacteristic,
                           warn: @Sendable (String) -> Void) async throws -> CharacteristicSubscription {
         do {
@@ -46,8 +43,7 @@ final class CharacteristicSubscription: Sendable {
             switch error {
             case .bluetoothdNotRunning, .accessDenied, .systemBusUnavailable, .objectGone, .deviceDisconnected:
                 throw error
-            default:
-                warn("AcquireNotify refused (\(error)); subscribing with StartNotify")
+            default: warn("AcquireNotify refused (\(error)); subscribing with StartNotify")
             }
         } catch let error as NotificationSocketError {
             warn("AcquireNotify gave an unusable socket (\(error)); subscribing with StartNotify")
@@ -67,9 +63,8 @@ final class CharacteristicSubscription: Sendable {
 
     var overChannel: Bool { mechanism == .channel }
 
-    /// Writes one value to the sender: one SDU on the channel (`type` does not apply: the
-    /// channel is reliable and in order, and nothing answers an SDU), a GATT write otherwise.
-    /// A channel that fails throws `TransferFailure.transient`.
+    /// Writes one value to the sender: one SDU on the channel (`type` does not apply: the channel is reliable and in
+    /// order, and nothing answers an SDU), else a GATT write. A channel that fails throws `TransferFailure.transient`.
     func write(_ value: [UInt8], type: GATTWriteType) async throws {
         guard overChannel, let socket else {
             try await characteristic.writeValue(value, type: type)
@@ -94,8 +89,7 @@ final class CharacteristicSubscription: Sendable {
         }) ?? false
     }
 
-    /// Forwards notifications into `continuation` until the subscription ends (then one
-    /// `.ended`) or the calling task is cancelled.
+    /// Forwards notifications into `continuation` until the subscription ends (then `.ended`) or the task is cancelled.
     func forward(into continuation: AsyncStream<TransferInput>.Continuation) async {
         if let socket {
             while true {
@@ -119,9 +113,7 @@ final class CharacteristicSubscription: Sendable {
             for await value in updates {
                 continuation.yield(.value(value))
             }
-            if !Task.isCancelled {
-                continuation.yield(.ended("the characteristic went away"))
-            }
+            if !Task.isCancelled { continuation.yield(.ended("the characteristic went away")) }
         }
     }
 
@@ -130,8 +122,6 @@ final class CharacteristicSubscription: Sendable {
     func close() async {
         if let socket {
             socket.close()
-        } else {
-            try? await characteristic.stopNotify()
-        }
+        } else { try? await characteristic.stopNotify() }
     }
 }

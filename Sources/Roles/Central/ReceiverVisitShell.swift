@@ -23,15 +23,13 @@ struct VisitLink: Sendable {
     }
 }
 
-/// The visit's loop: each input (a value, the link's end, a tick) goes to the `ReceiverVisit`
-/// machine, whose effects are performed here in order — the writes, the resume spool, the
-/// room on disk, storing (receipt journal, sink), the ACK, reports — each answer fed back
-/// before the next input is read.
+/// The visit's loop: each input (a value, the link's end, a tick) goes to the `ReceiverVisit` machine, whose effects
+/// are performed here in order — the writes, the resume spool, the room on disk, storing (receipt journal, sink), the
+/// ACK, reports — each answer fed back before the next input is read.
 extension Central {
-    /// Receives through `link` until the visit is over (one message, or in a secure session that
-    /// carries several, each in turn until the sender closes or the run has all it wants),
-    /// watching for the peer leaving and for silence. Each message is stored and acknowledged
-    /// as it completes. Throws the `TransferFailure` that ended the visit.
+    /// Receives through `link` until the visit is over (one message, or in a secure session that carries several, each
+    /// in turn until the sender closes or the run has all it wants), watching for the peer leaving and for silence.
+    /// Each message is stored and acknowledged as it completes. Throws the `TransferFailure` that ended the visit.
     func receive(over link: VisitLink, secureSession: SecureReceiverSession?, requiresSecure: Bool,
                  sink: any MessageSink) async throws {
         let clock = ContinuousClock()
@@ -55,8 +53,7 @@ extension Central {
                                   remembered: progressState.takeStoredMessages(of: link.peer.address))
         var incoming: IncomingPayload?
         defer { progressState.putStoredMessages(visit.rememberedNow, of: link.peer.address) }
-        // The ticks let the assembly notice silence and a rate too low; one more wakes the loop
-        // when a stop is asked for.
+        // The ticks let the assembly notice silence and a rate too low; one more wakes the loop when a stop is asked.
         try await withMergedInputs(forwardValues, watchDisconnection, .ticks(every: .milliseconds(500), .tick),
                                    .stopRequest(.tick)) { inputs in
             for await item in inputs {
@@ -70,8 +67,7 @@ extension Central {
         }
     }
 
-    /// Carries out the visit's effects in order, feeding each answer back at once; throws the
-    /// failure the visit finished with.
+    /// Carries out the visit's effects in order, feeding each answer back at once; throws the failure it finished with.
     private func perform(_ actions: [ReceiverVisit.Action], on visit: inout ReceiverVisit, incoming: inout IncomingPayload?,
                          link: VisitLink, sink: any MessageSink, now: () -> Duration) async throws {
         var queue = actions[...]
@@ -85,10 +81,8 @@ extension Central {
                     try Self.rethrowIfFatal(error)
                     answer = .writeFailed("\(error)")
                 }
-            case .checkpoint(let work):
-                Self.keepCheckpoints([work], in: configuration.resumeSpool)
-            case .keepPayload(let work):
-                answer = await keep(work, in: &incoming, sink: sink)
+            case .checkpoint(let work): Self.keepCheckpoints([work], in: configuration.resumeSpool)
+            case .keepPayload(let work): answer = await keep(work, in: &incoming, sink: sink)
             case .lookUpCheckpoint(let sender, let header):
                 answer = await copyCheckpoint(of: header, from: sender, into: &incoming)
             case .checkRoom(let question):
@@ -109,14 +103,11 @@ extension Central {
                 // The journal keeps the message a while longer (a sender killed before it moved
                 // its file to `sent/` offers it again), then forgets it.
                 await configuration.receiptJournal?.recordAcknowledged(sender: sender, digest: lowercaseHex(digest))
-            case .countReceived:
-                progressState.markReceived()
+            case .countReceived: progressState.markReceived()
             case .awaitSenderClose:
                 answer = .senderClosed(await link.subscription.waitForSenderClose(limit: configuration.channelCloseWait))
-            case .report(let report):
-                self.report(report, link: link)
-            case .finish(let failure):
-                if let failure { throw failure }
+            case .report(let report): self.report(report, link: link)
+            case .finish(let failure): if let failure { throw failure }
             }
             if let answer {
                 let more = visit.handle(answer, at: now())
@@ -126,26 +117,21 @@ extension Central {
         }
     }
 
-    /// Keeps a secure message's bytes where its sink wants them (a partial file, or memory);
-    /// nil when kept, or the answer that ends the visit.
+    /// Keeps a secure message's bytes as its sink wants (partial file, memory); nil, or the answer ending the visit.
     private func keep(_ work: MessageAssembly.PayloadWork, in incoming: inout IncomingPayload?,
                       sink: any MessageSink) async -> ReceiverVisit.Input? {
         do throws(PayloadReadError) {
             switch work {
             case .begin(let header):
                 incoming = try await IncomingPayload.make(length: header.payloadLength, in: sink.partialPayloadStore)
-            case .write(let offset, let bytes):
-                try await incoming?.write(bytes, at: offset)
+            case .write(let offset, let bytes): try await incoming?.write(bytes, at: offset)
             }
             return nil
-        } catch {
-            return .payloadNotKept(error.description)
-        }
+        } catch { return .payloadNotKept(error.description) }
     }
 
-    /// The checkpoint an earlier visit left of the message of `header`, copied to where the
-    /// message's bytes go (nothing when the spool holds none, or the message is too short to
-    /// have one).
+    /// The checkpoint an earlier visit left of the message of `header`, copied to where the message's bytes go
+    /// (nothing when the spool holds none, or the message is too short to have one).
     private func copyCheckpoint(of header: MessageHeader, from sender: PeerKey?,
                                 into incoming: inout IncomingPayload?) async -> ReceiverVisit.Input {
         guard let spool = configuration.resumeSpool, ResumeSpool.checkpoints(header), incoming != nil else {
@@ -156,28 +142,22 @@ extension Central {
         do throws(PayloadReadError) {
             let digest = try await incoming?.copyCheckpoint(held)
             return .checkpointHeld(bytes: held.count, digest: digest)
-        } catch {
-            return .payloadNotKept(error.description)
-        }
+        } catch { return .payloadNotKept(error.description) }
     }
 
     /// Writes the ACK's values; nil when they went, or why not.
     private func writeAcknowledgement(_ values: [[UInt8]], asCommand: Bool, settles: Bool, link: VisitLink) async -> String? {
         do {
             for value in values { try await link.subscription.write(value, type: asCommand ? .command : .request) }
-        } catch {
-            return Self.describe(error)
-        }
-        // A write command has no completion: bluetoothd replies once it queued it, and a
-        // Disconnect issued at once can overtake it on a slow link. No signal tells when it
-        // left, so give the link a moment.
+        } catch { return Self.describe(error) }
+        // A write command has no completion: bluetoothd replies once it queued it, and a Disconnect issued at once
+        // can overtake it on a slow link. No signal tells when it left, so give the link a moment.
         if settles { try? await Task.sleep(for: configuration.acknowledgementSettle) }
         return nil
     }
 
-    /// Stores a complete, verified message unless an earlier run stored it (the receipt journal
-    /// knows). What is about to be stored is on disk first (the journal), so that no crash makes
-    /// it stored twice. A message the sink refuses is a refusal: no ACK, the sender keeps it.
+    /// Stores a complete, verified message unless an earlier run did (the receipt journal knows), journalled on disk
+    /// first so no crash stores it twice. A message the sink refuses is a refusal: no ACK, the sender keeps it.
     private func store(_ message: ReceivedMessage, sender: String, from peer: PeerDescription,
                        sink: any MessageSink) async throws -> ReceiverVisit.StoreOutcome {
         let journal = configuration.receiptJournal
@@ -224,25 +204,22 @@ extension Central {
                 }
             }
             emit(.received(summary, from: peer, storedAt: storedAt))
-        case .warning(let text):
-            emit(.warning(text))
+        case .warning(let text): emit(.warning(text))
         case .unauthenticated(let key):
             if progressState.firstUnauthenticatedNotice() {
                 emit(.warning(EventText.unauthenticatedNotice(peer: "the sender", key: key)))
             }
         }
     }
-    /// Does what the assembly asked of the resume spool; messages too short to be worth a
-    /// checkpoint are not kept (`ResumeSpool.checkpoints`), and a removal is always done (it
-    /// costs nothing when there is no entry).
+    /// Does what the assembly asked of the resume spool; messages too short to be worth a checkpoint are not kept
+    /// (`ResumeSpool.checkpoints`), and a removal is always done (it costs nothing when there is no entry).
     static func keepCheckpoints(_ work: [MessageAssembly.CheckpointWork], in spool: ResumeSpool?) {
         guard let spool else { return }
         for item in work {
             switch item {
             case .append(let sender, let header, let offset, let bytes):
                 if ResumeSpool.checkpoints(header) { spool.append(sender: sender, header: header, offset: offset, bytes: bytes) }
-            case .remove(let sender, let header):
-                spool.remove(sender: sender, header: header)
+            case .remove(let sender, let header): spool.remove(sender: sender, header: header)
             case .lookUp:
                 break   // answered by `copyCheckpoint`
             }

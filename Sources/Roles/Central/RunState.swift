@@ -3,7 +3,6 @@ import Machines
 import Synchronization
 import Trust
 
-
 /// Run-wide bookkeeping shared by the supervisor and the work task.
 final class RunState: Sendable {
     private struct Inner {
@@ -12,8 +11,7 @@ final class RunState: Sendable {
         var sequence = 0
         var fallbackNoticed = false
         var unauthenticatedNoticed = false
-        /// Per peer address, the last messages whose ACK was not confirmed: each visit takes its
-        /// sender's and hands them back.
+        /// Per peer address, the last messages with unconfirmed ACKs: each visit takes its sender's, gives them back.
         var stored = StoredMessages()
         var visit = ""
         /// Per sender address, the channel its last visit opened.
@@ -23,9 +21,7 @@ final class RunState: Sendable {
     private let inner: Mutex<Inner>
     private let started = ContinuousClock.now
 
-    init(book: PeerBook) {
-        inner = Mutex(Inner(book: book))
-    }
+    init(book: PeerBook) { inner = Mutex(Inner(book: book)) }
 
     var elapsed: Duration { ContinuousClock.now - started }
     var receivedSnapshot: Int { inner.withLock { $0.received } }
@@ -53,19 +49,14 @@ final class RunState: Sendable {
         }
     }
 
-    func markReceived() {
-        inner.withLock { $0.received += 1 }
-    }
+    func markReceived() { inner.withLock { $0.received += 1 } }
 
     /// A token of the visit under way: receipts it wrote are not taken for earlier copies.
     var visit: String { inner.withLock { $0.visit } }
 
-    func beginVisit() {
-        inner.withLock { $0.visit = UUID().uuidString }
-    }
+    func beginVisit() { inner.withLock { $0.visit = UUID().uuidString } }
 
-    /// The messages of `address` stored earlier whose ACK was not confirmed, for a visit to it
-    /// (which hands back what it remembers then, `putStoredMessages`).
+    /// Stored messages of `address` with unconfirmed ACKs, for a visit to it (it hands back what it remembers then).
     func takeStoredMessages(of address: String) -> [UnacknowledgedMessage] {
         inner.withLock { $0.stored.take(address) }
     }
@@ -75,22 +66,16 @@ final class RunState: Sendable {
     }
 
     /// The channel of `address`'s last visit, if it opened and no visit failed since.
-    func knownChannel(of address: String) -> KnownChannel? {
-        inner.withLock { $0.knownChannels[address] }
-    }
+    func knownChannel(of address: String) -> KnownChannel? { inner.withLock { $0.knownChannels[address] } }
 
     func rememberChannel(of address: String, _ channel: KnownChannel) {
         inner.withLock { $0.knownChannels.set(channel, for: address) }
     }
 
-    func forgetChannel(of address: String) {
-        inner.withLock { _ = $0.knownChannels.removeValue(for: address) }
-    }
+    func forgetChannel(of address: String) { inner.withLock { _ = $0.knownChannels.removeValue(for: address) } }
 
     /// How many peer addresses the table of known channels keeps.
     static let addressCapacity = StoredMessages.addressCapacity
 
-    func withBook<T>(_ body: (inout PeerBook) -> T) -> T {
-        inner.withLock { body(&$0.book) }
-    }
+    func withBook<T>(_ body: (inout PeerBook) -> T) -> T { inner.withLock { body(&$0.book) } }
 }

@@ -3,8 +3,7 @@ import DaemonSupport
 import Machines
 import Trust
 
-/// Runs a `PairingExchange` over the channel two hosts met on: carries its messages, bounds
-/// every wait, and asks the person once the code is known.
+/// Runs a `PairingExchange` over the hosts' channel: carries its messages, bounds each wait, asks the person once.
 package enum PairingConversation {
     /// How long the other host may take for each protocol message.
     package static let defaultMessageTimeout: Duration = .seconds(15)
@@ -24,9 +23,7 @@ package enum PairingConversation {
         var exchange = PairingExchange(role: meeting.role, identity: identity, name: name)
         do {
             try await send(try exchange.start(), on: socket)
-            if let first = meeting.firstMessage {
-                try await send(try exchange.receive(first), on: socket)
-            }
+            if let first = meeting.firstMessage { try await send(try exchange.receive(first), on: socket) }
             while case .exchanging = exchange.phase {
                 let message = try await next(from: socket, within: messageTimeout, peer: meeting.peerDescription)
                 try await send(try exchange.receive(message), on: socket)
@@ -60,10 +57,9 @@ package enum PairingConversation {
         return result
     }
 
-    /// What the person is told of a pairing that ended after the key exchange and before both
-    /// answers were in. Someone in the middle ends it there: he sees the handshake hashes, and
-    /// breaks off rather than let people type codes that would not match. A bad link ends it the
-    /// same way, and nothing tells the two apart, so the line says both.
+    /// What the person is told of a pairing that ended after the key exchange and before both answers were in. Someone
+    /// in the middle ends it there: he sees the handshake hashes, and breaks off rather than let people type codes that
+    /// would not match. A bad link ends it the same way, and nothing tells the two apart, so the line says both.
     static let interferenceNote = "it ended after the key exchange, as it would if someone in range were "
         + "interfering (or the link failed); run 'bletransfer pair' again on both hosts, close together"
 
@@ -79,15 +75,13 @@ package enum PairingConversation {
     /// Not a `PairingExchange` message: it is read only after the exchange has finished.
     static let farewell: [UInt8] = Array("BLTP-DONE".utf8)
 
-    /// Closes the pairing on both sides, not on one. On an LE credit-based channel a message
-    /// that has left our socket may still be waiting for the other side's credits when we
-    /// close, and closing drops it: the other side would then miss our answer and add nothing
-    /// while we add its key. So each side says farewell once it holds both answers and closes
-    /// only when it hears the other's farewell, which proves the other side holds our answer.
-    /// The channel closing instead means the other side heard ours and closed first (its
-    /// farewell lost the same way), or left after its answer: either way ours had reached it.
-    /// Silence is the one case where the other side may lack our answer: nothing is added
-    /// here, and the person is told to pair again on both hosts.
+    /// Closes the pairing on both sides, not on one. On an LE credit-based channel a message that has left our socket
+    /// may still be waiting for the other side's credits when we close, and closing drops it: the other side would
+    /// then miss our answer and add nothing while we add its key. So each side says farewell once it holds both
+    /// answers and closes only when it hears the other's farewell, which proves the other side holds our answer. The
+    /// channel closing instead means the other side heard ours and closed first (its farewell lost the same way), or
+    /// left after its answer: either way ours had reached it. Silence is the one case where the other side may lack
+    /// our answer: nothing is added here, and the person is told to pair again on both hosts.
     private static func sayFarewell(on socket: NotificationSocket, within limit: Duration, peer: String) async throws {
         try await socket.send(farewell)
         let heard: [UInt8]?

@@ -5,10 +5,9 @@ import Machines
 import Transfer
 import Trust
 
-/// How two hosts running `bletransfer pair` find each other (docs/pairing.md): each listens on
-/// an LE credit-based L2CAP channel, advertises the pairing service with a random token and the
-/// channel's PSM in manufacturer data, and scans for the same service. The host with the larger
-/// token connects; the other accepts. Symmetric, so the person types the same command on both.
+/// How two hosts running `bletransfer pair` find each other (docs/pairing.md): each listens on an LE credit-based L2CAP
+/// channel, advertises the pairing service with a random token and the PSM in manufacturer data, and scans for it. The
+/// larger token connects, the other accepts: the person types the same command on both.
 package struct PairingRendezvous: Sendable {
     /// Company ID 0xFFFF: not assigned to any company, for tests and unregistered use.
     package static let manufacturerID: UInt16 = 0xFFFF
@@ -48,11 +47,10 @@ package struct PairingRendezvous: Sendable {
         package let peerAddress: BluetoothAddress?
     }
 
-    /// Drops the link to the other host and BlueZ's record of it, unless it is bonded at the
-    /// Bluetooth level (someone paired the adapters on purpose). Why: BlueZ resolved its GATT
-    /// services over the pairing's link, and a device with resolved services keeps listing
-    /// those instead of what it advertises, so a `receive` run right after the pairing would
-    /// not recognise the other host's transfer service until the record expires.
+    /// Drops the link to the other host and BlueZ's record of it, unless it is bonded at the Bluetooth level (someone
+    /// paired the adapters on purpose). Why: BlueZ resolved its GATT services over the pairing's link, and a device
+    /// with resolved services keeps listing those instead of what it advertises, so a `receive` run right after the
+    /// pairing would not recognise the other host's transfer service until the record expires.
     package func forget(_ meeting: Meeting) async {
         guard let address = meeting.peerAddress, let device = adapter.device(address: address) else { return }
         if device.properties?.paired == true {
@@ -77,9 +75,7 @@ package struct PairingRendezvous: Sendable {
     package static func adapter(in session: BluetoothSession, named name: String?) throws -> Adapter {
         do {
             return try session.adapter(named: name)
-        } catch {
-            throw PeripheralFailure.classify(error)
-        }
+        } catch { throw PeripheralFailure.classify(error) }
     }
 
     /// `meet()`, given up after `limit` (75, with what to do).
@@ -105,9 +101,7 @@ package struct PairingRendezvous: Sendable {
         let listener: any ChannelListener
         do {
             listener = try transport.listen(adapter: local.address, addressType: addressType, receiveMTU: Self.receiveMTU)
-        } catch {
-            throw RoleFailure(.unavailable, "cannot listen for the other host on an L2CAP channel: \(error)")
-        }
+        } catch { throw RoleFailure(.unavailable, "cannot listen for the other host on an L2CAP channel: \(error)") }
         defer { listener.close() }
         guard (0x0080...0x00FF).contains(listener.psm) else {
             throw RoleFailure(.software, "the kernel gave PSM \(listener.psm), not an LE dynamic one")
@@ -124,21 +118,15 @@ package struct PairingRendezvous: Sendable {
                 do {
                     try await adapter.setDiscoveryFilter(uuids: [TransferUUIDs.pairingService.canonical], transport: .le)
                     try await adapter.startDiscovery()
-                } catch {
-                    throw RoleFailure(.unavailable, "cannot scan on \(adapter.name): \(error)")
-                }
+                } catch { throw RoleFailure(.unavailable, "cannot scan on \(adapter.name): \(error)") }
                 let found: Result<Found, any Error>
                 do {
                     found = .success(try await race(listener: listener, local: local))
-                } catch {
-                    found = .failure(error)
-                }
+                } catch { found = .failure(error) }
                 await stopDiscovery()
                 return try found.get()
             }
-        } catch where !registered && !(error is CancellationError) {
-            throw PeripheralFailure.classify(error)
-        }
+        } catch where !registered && !(error is CancellationError) { throw PeripheralFailure.classify(error) }
         switch found {
         case .accepted(let socket, let first, let peer, let address):
             return Meeting(socket: socket, role: .responder, firstMessage: first, peerDescription: peer, peerAddress: address)
@@ -147,8 +135,7 @@ package struct PairingRendezvous: Sendable {
         }
     }
 
-    /// Stops the scan, even when the task was cancelled (a failure changes nothing: the scan
-    /// ends with our connection anyway).
+    /// Stops the scan, even when the task was cancelled (a failure changes nothing: our connection ends it anyway).
     private func stopDiscovery() async {
         let adapter = self.adapter
         await runOutsideCancellation { _ = try? await adapter.stopDiscovery() }
@@ -216,10 +203,9 @@ package struct PairingRendezvous: Sendable {
             do {
                 try await withTimeLimit(Self.connectTimeout, onTimeout: { L2CAPChannelError.timedOut }) {
                     try await device.connect(attempts: 3)
-                    // bluetoothd opens its own channels on a new link (GATT discovery, Enhanced
-                    // ATT); a channel opened while those are being set up was seen to have its
-                    // replies sent on one of theirs (Linux 6.1). Wait until bluetoothd is done,
-                    // as a transfer's central does before it opens its channel.
+                    // bluetoothd opens its own channels on a new link (GATT discovery, Enhanced ATT); a channel
+                    // opened while those are being set up was seen to have its replies sent on one of theirs (Linux
+                    // 6.1). Wait until bluetoothd is done, as a transfer's central does before it opens its channel.
                     try? await device.waitUntilServicesResolved(timeout: Self.servicesTimeout)
                 }
                 let transport = self.transport

@@ -14,9 +14,7 @@ package enum AdvertisedName {
 
     /// Returns the name if it fits whole; throws a one-line reason otherwise.
     package static func validate(_ name: String) throws(Invalid) -> String {
-        if name.isEmpty {
-            throw Invalid(description: "the local name is empty")
-        }
+        if name.isEmpty { throw Invalid(description: "the local name is empty") }
         if name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
             throw Invalid(description: "the local name contains control characters")
         }

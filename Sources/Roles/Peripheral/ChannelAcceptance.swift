@@ -6,19 +6,16 @@ import Synchronization
 import Transfer
 import Trust
 
-/// The framed protocol over an L2CAP channel (docs/wire-formats.md): each channel a central
-/// opens is accepted, matched to its connection, and handed to the server once its first SDU is
-/// a HELLO offering the channel.
+/// The framed protocol over an L2CAP channel (docs/wire-formats.md): each channel a central opens is accepted,
+/// matched to its connection, and handed to the server once its first SDU is a HELLO offering the channel.
 extension Peripheral {
-    /// Channels whose first SDU is awaited at once: more are refused on arrival, so a flood of
-    /// silent channels costs memory and descriptors up to this and no further, while one silent
-    /// channel never holds up an honest central's HELLO.
+    /// Channels whose first SDU is awaited at once: more are refused on arrival, so a flood of silent channels costs
+    /// memory and descriptors up to this only, while one silent channel never holds up an honest central's HELLO.
     static let channelsAwaitingHello = 4
 
-    /// Accepts centrals' channels on `listener` until cancelled. Each channel's first SDU must be
-    /// a version-2 HELLO offering `channel` within `helloTimeout`; the wait for it runs beside
-    /// the others (at most `channelsAwaitingHello`), then the server takes the channel or it is
-    /// closed with one line naming the central.
+    /// Accepts centrals' channels on `listener` until cancelled. Each channel's first SDU must be a version-2 HELLO
+    /// offering `channel` within `helloTimeout`; the wait for it runs beside the others (at most
+    /// `channelsAwaitingHello`), then the server takes the channel or it is closed with one line naming the central.
     static func acceptChannels(from listener: any ChannelListener, on adapter: Adapter,
                                        session: BluetoothSession, server: SubscriptionServer,
                                        helloTimeout: Duration, logger: Logger,
@@ -69,9 +66,8 @@ extension Peripheral {
         }
     }
 
-    /// How long a channel's central may take to show as connected in bluetoothd's objects. A
-    /// central that opens the channel as soon as its link is up (one that knows our PSM from an
-    /// earlier visit) can be faster than bluetoothd's report of the connection.
+    /// How long a channel's central may take to show as connected in bluetoothd's objects: one opening the channel as
+    /// soon as its link is up (knowing our PSM from a visit) can beat bluetoothd's report of it.
     static let connectionReportWait: Duration = .seconds(3)
 
     /// The connected device that opened `accepted`: the kernel names the central's address,
@@ -106,7 +102,5 @@ private final class ChannelHelloWaits: Sendable {
         }
     }
 
-    func release() {
-        count.withLock { $0 -= 1 }
-    }
+    func release() { count.withLock { $0 -= 1 } }
 }

@@ -7,15 +7,12 @@ protocol NotificationChannel: Sendable {
     var maximumValueLength: Int { get }
     /// Whether `send` waits for the link (back-pressure) or only paces.
     var hasBackPressure: Bool { get }
-    /// Hands one value to BlueZ, waiting while it cannot take more. Throws once the
-    /// subscription is gone.
+    /// Hands one value to BlueZ, waiting while it cannot take more. Throws once the subscription is gone.
     func send(_ value: [UInt8]) async throws
-    /// Returns once everything sent was taken by bluetoothd, as far as this channel can tell.
-    /// This is what "written" means for the last value, `EOM`.
+    /// Returns once bluetoothd took everything sent, as far as this channel can tell: what "written" means for `EOM`.
     func drain() async throws
-    /// Whether bluetoothd has taken everything sent so far, right now. Asked when the central
-    /// is found gone while the last values drain: `drain` polls, and a fast central may
-    /// receive `EOM`, unsubscribe and disconnect between two polls.
+    /// Whether bluetoothd has taken everything sent so far, right now. Asked when the central is found gone while the
+    /// last values drain: `drain` polls, and a fast central may get `EOM`, unsubscribe and disconnect between polls.
     var isDrained: Bool { get }
     /// Stops the channel; a `send` waiting for room fails.
     func close()
@@ -29,33 +26,23 @@ struct SocketNotificationChannel: NotificationChannel {
     var maximumValueLength: Int { socket.maximumValueLength }
     var hasBackPressure: Bool { true }
 
-    func send(_ value: [UInt8]) async throws {
-        try await socket.send(value)
-    }
+    func send(_ value: [UInt8]) async throws { try await socket.send(value) }
 
-    /// "Written" means bluetoothd read every value from the socket (SIOCOUTQ reached 0), also
-    /// when it closed the socket right after (the central unsubscribed after `EOM`). A central
-    /// that left while values were still unread makes this throw `.closedByPeer`.
-    /// bluetoothd reads the socket as fast as it can and queues notifications itself, so this
-    /// says nothing about the radio; only the framed ACK does.
-    func drain() async throws {
-        try await socket.waitUntilDrained()
-    }
+    /// "Written" means bluetoothd read every value from the socket (SIOCOUTQ reached 0), also when it closed the
+    /// socket right after (the central unsubscribed after `EOM`). A central that left while values were still unread
+    /// makes this throw `.closedByPeer`. bluetoothd reads the socket as fast as it can and queues notifications
+    /// itself, so this says nothing about the radio; only the framed ACK does.
+    func drain() async throws { try await socket.waitUntilDrained() }
 
-    var isDrained: Bool {
-        (try? socket.unsentByteCount) == 0
-    }
+    var isDrained: Bool { (try? socket.unsentByteCount) == 0 }
 
-    func close() {
-        socket.close()
-    }
+    func close() { socket.close() }
 }
 
-/// The fallback when BlueZ subscribed us through `StartNotify`: each value is emitted as
-/// `PropertiesChanged(Value)`, which bluetoothd turns into a notification to every
-/// subscriber. There is no back-pressure on this path (bluetoothd queues whatever it gets),
-/// so values are paced by a fixed interval instead; the interval is a rate limit, not a wait
-/// for an event (none exists).
+/// The fallback when BlueZ subscribed us through `StartNotify`: each value is emitted as `PropertiesChanged(Value)`,
+/// which bluetoothd turns into a notification to every subscriber. There is no back-pressure on this path (bluetoothd
+/// queues whatever it gets), so values are paced by a fixed interval instead; the interval is a rate limit, not a
+/// wait for an event (none exists).
 struct PropertiesChangedNotificationChannel: NotificationChannel {
     let maximumValueLength: Int
     let interval: Duration
@@ -76,20 +63,13 @@ struct PropertiesChangedNotificationChannel: NotificationChannel {
         try emit(value)
         if interval > .zero {
             try await Task.sleep(for: interval)
-        } else {
-            await Task.yield()
-        }
+        } else { await Task.yield() }
     }
 
-    /// Every value was emitted on the bus once `send` returned; that is all "written" can mean
-    /// here, even if BlueZ stopped the subscription since.
+    /// Every value was on the bus once `send` returned: all "written" can mean here, even if BlueZ stopped since.
     func drain() async throws {}
 
     var isDrained: Bool { true }
 
-    func close() {
-        closed.set()
-    }
+    func close() { closed.set() }
 }
-
-

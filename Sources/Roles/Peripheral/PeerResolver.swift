@@ -4,9 +4,7 @@ import Machines
 /// Turns the devices BlueZ names in calls on our characteristic into what events show.
 enum PeerResolver {
     static func describe(_ device: DeviceReference?, in session: BluetoothSession) -> PeerDescription {
-        guard let device else {
-            return PeerDescription(address: "unknown central")
-        }
+        guard let device else { return PeerDescription(address: "unknown central") }
         if let properties = session.device(device)?.properties {
             return PeerDescription(address: properties.address.description, name: properties.alias ?? properties.name,
                                    rssi: properties.rssi.map(Int.init))
@@ -14,8 +12,7 @@ enum PeerResolver {
         return PeerDescription(address: device.address?.description ?? device.description)
     }
 
-    /// The device when exactly one device is connected to `adapter`: the subscriber of a
-    /// StartNotify call, which carries no options naming it.
+    /// The only device connected to `adapter`, if one: a StartNotify call's subscriber, whose options do not name it.
     static func onlyConnectedDevice(on adapter: Adapter, in session: BluetoothSession) -> DeviceReference? {
         let connected = session.connectedDevices(on: adapter)
         return connected.count == 1 ? connected[0] : nil

@@ -7,20 +7,18 @@ import Storage
 import Transfer
 import Trust
 
-/// The sending role (Apple's peripheral): advertises the transfer service and notifies each
-/// subscribed central the current message, from byte 0, then `EOM`.
+/// The sending role (Apple's peripheral): advertises the transfer service and notifies each subscribed central the
+/// current message, from byte 0, then `EOM`.
 ///
-/// The manager state drives everything: in `poweredOn` the GATT application (an
-/// ObjectManager root, one primary service, one characteristic with `notify`,
-/// `write-without-response` and `write`) and the advertisement are registered; leaving `poweredOn` (adapter
-/// powered off, bluetoothd restarted) aborts the transfer under way (nothing counted),
-/// unregisters both, and waits; coming back registers again. One central is served at a time
-/// (BlueZ 5.66 keeps one notify session per characteristic); advertising pauses meanwhile.
+/// The manager state drives everything: in `poweredOn` the GATT application (an ObjectManager root, one primary
+/// service, one characteristic with `notify`, `write-without-response` and `write`) and the advertisement are
+/// registered; leaving `poweredOn` (adapter powered off, bluetoothd restarted) aborts the transfer under way (nothing
+/// counted), unregisters both, and waits; coming back registers again. One central is served at a time (BlueZ 5.66
+/// keeps one notify session per characteristic); advertising pauses meanwhile.
 ///
-/// `run` returns once the message source has nothing more to send, or once a stop is asked for
-/// (``GracefulStop``: the graceful shutdown of the service group it runs in, on SIGINT, SIGTERM or
-/// a deadline) and everything is unregistered. Cancelling `run` also unregisters everything
-/// before `run` throws `CancellationError`.
+/// `run` returns once the message source has nothing more to send, or once a stop is asked for (``GracefulStop``: the
+/// graceful shutdown of the service group it runs in, on SIGINT, SIGTERM or a deadline) and everything is
+/// unregistered. Cancelling `run` also unregisters everything before `run` throws `CancellationError`.
 package final class Peripheral: Sendable {
     package let configuration: PeripheralConfiguration
     package let session: BluetoothSession
@@ -37,10 +35,9 @@ package final class Peripheral: Sendable {
         (events, continuation) = AsyncStream<RoleEvent>.makeStream(bufferingPolicy: .unbounded)
     }
 
-    /// Serves `source` until it is exhausted; returns the number of messages delivered.
-    /// Throws a `RoleFailure` for what waiting cannot fix (unknown adapter, no LE or
-    /// advertising, bluetoothd absent at start, access denied, registration refused),
-    /// `CancellationError` when cancelled — after unregistering everything.
+    /// Serves `source` until it is exhausted; returns the number of messages delivered. Throws a `RoleFailure` for
+    /// what waiting cannot fix (unknown adapter, no LE or advertising, bluetoothd absent at start, access denied,
+    /// registration refused), `CancellationError` when cancelled — after unregistering everything.
     @discardableResult
     package func run(source: some MessageSource) async throws -> Int {
         defer { continuation.finish() }
@@ -56,9 +53,7 @@ package final class Peripheral: Sendable {
         let supervisor = ManagerStateSupervisor<ServingOutcome>(driver: driver)
         return try await supervisor.run(
             transitionSeen: { transition, history in
-                if transition.changed || !history.hasStartedPeriod {
-                    onEvent(transition.roleEvent)
-                }
+                if transition.changed || !history.hasStartedPeriod { onEvent(transition.roleEvent) }
                 // Until serving first starts, a state that waiting will not change ends the run;
                 // a start is not one (it serves, or waits for the adapter to show).
                 let starts = transition.action == .start || transition.action == .resume
@@ -83,11 +78,10 @@ package final class Peripheral: Sendable {
             stopped: { await counter.delivered })
     }
 
-    /// Apple's sample has `notify` and `write-without-response`. `write` is added so that a
-    /// bletransfer central can send HELLO and ACK as write requests: the reply tells it that
-    /// we hold the HELLO before it subscribes (the subscription may travel on another ATT
-    /// bearer with EATT) and the ACK before it disconnects. Centrals that never write, like
-    /// Apple's, do not care.
+    /// Apple's sample has `notify` and `write-without-response`. `write` is added so that a bletransfer central can
+    /// send HELLO and ACK as write requests: the reply tells it that we hold the HELLO before it subscribes (the
+    /// subscription may travel on another ATT bearer with EATT) and the ACK before it disconnects. Centrals that
+    /// never write, like Apple's, do not care.
     static let characteristicFlags: [GATTCharacteristicFlag] = [.notify, .writeWithoutResponse, .write]
 
     /// Apple's characteristic when it carries confirmed indications (`CompatDelivery`): an
@@ -102,8 +96,7 @@ package final class Peripheral: Sendable {
         case exhausted
         /// Something waiting will not fix.
         case failed(RoleFailure)
-        /// Cancelled, or bluetoothd / the adapter went away under us: the state stream says
-        /// what comes next.
+        /// Cancelled, or bluetoothd / the adapter went away under us: the state stream says what comes next.
         case interrupted
 
         var isExhausted: Bool {
@@ -112,10 +105,9 @@ package final class Peripheral: Sendable {
         }
     }
 
-    /// Registers the application on `adapter`, advertises while there is a message and no
-    /// central is being served, and counts deliveries, until the source is exhausted or the
-    /// task is cancelled. Leaves nothing registered behind: the application's and the
-    /// advertisement's scopes unregister on the way out, after the server shut down.
+    /// Registers the application on `adapter`, advertises while there is a message and no central is being served, and
+    /// counts deliveries, until the source is exhausted or the task is cancelled. Leaves nothing registered behind: the
+    /// application's and the advertisement's scopes unregister on the way out, after the server shut down.
     private func serve(source: some MessageSource, adapter: Adapter, counter: DeliveryCounter,
                        onEvent: @escaping @Sendable (RoleEvent) -> Void) async -> ServingOutcome {
         let session = self.session
@@ -161,9 +153,7 @@ package final class Peripheral: Sendable {
                             do {
                                 return try await serveMessages(source: source, adapter: adapter, advertising: advertising,
                                                                server: server, counter: counter, onEvent: onEvent)
-                            } catch {
-                                return classify(error, adapter: adapter)
-                            }
+                            } catch { return classify(error, adapter: adapter) }
                         }
                         // First of the teardown; leaving the scopes then unregisters the advertisement, then the application.
                         await Self.shutDown(server, after: outcome)
@@ -209,12 +199,11 @@ package final class Peripheral: Sendable {
             emitEvent: onEvent)
     }
 
-    /// Hands what BlueZ asks of the transfer characteristics to `server`, one event at a time
-    /// in the order bluetoothd's calls arrived, until cancelled. `indicating` maps the index of
-    /// each transfer characteristic to whether it carries confirmed indications; events of the
-    /// others (the PSM characteristic answers reads itself) are not the server's. A write is
-    /// answered only once the server holds the value: a bletransfer central takes the reply to
-    /// its HELLO or ACK write request to mean that.
+    /// Hands what BlueZ asks of the transfer characteristics to `server`, one event at a time in the order
+    /// bluetoothd's calls arrived, until cancelled. `indicating` maps the index of each transfer characteristic to
+    /// whether it carries confirmed indications; events of the others (the PSM characteristic answers reads itself)
+    /// are not the server's. A write is answered only once the server holds the value: a bletransfer central takes
+    /// the reply to its HELLO or ACK write request to mean that.
     private static func serveRequests(_ events: AsyncStream<LocalGATTEvent>, indicating: [Int: Bool], on adapter: Adapter,
                                       session: BluetoothSession, server: SubscriptionServer) async {
         for await event in events {
@@ -227,8 +216,7 @@ package final class Peripheral: Sendable {
                 await server.write(value, device: options.device, mtu: options.mtu,
                                    connectedDevices: { session.connectedDevices(on: adapter) })
                 reply.succeed()
-            case .read(_, _, let reply):
-                reply.fail(.notSupported, "read not supported")
+            case .read(_, _, let reply): reply.fail(.notSupported, "read not supported")
             case .notifyStarted(let index):
                 guard let indications = indicating[index] else { continue }
                 let device = PeerResolver.onlyConnectedDevice(on: adapter, in: session)
@@ -246,17 +234,15 @@ package final class Peripheral: Sendable {
                 let device = subscription.options.device
                     ?? PeerResolver.onlyConnectedDevice(on: adapter, in: session)
                 await server.acceptSocket(subscription.socket, device: device, indications: indications)
-            case .confirmed(let index):
-                if indicating[index] == true { await server.indicationConfirmed() }
+            case .confirmed(let index): if indicating[index] == true { await server.indicationConfirmed() }
             case .notifyReleased:
                 break  // the server sees the socket hang up itself
             }
         }
     }
 
-    /// The transfer service's characteristics; which of them carry transfers (index → whether
-    /// with confirmed indications); and the L2CAP listener whose PSM one of them publishes (nil
-    /// without a channel).
+    /// The transfer service's characteristics; which of them carry transfers (index → whether with confirmed
+    /// indications); and the L2CAP listener whose PSM one of them publishes (nil without a channel).
     private func transferCharacteristics(adapter: Adapter)
         -> ([LocalGATTCharacteristic], [Int: Bool], (any ChannelListener)?) {
         let configuration = self.configuration
@@ -277,9 +263,8 @@ package final class Peripheral: Sendable {
                 offersAcquireNotify: acquireNotify))
             indicating[1] = false
         }
-        // Framed version 2 over an L2CAP channel: listen on a dynamic PSM and publish it in the
-        // service. Without one (--no-l2cap, a kernel without Bluetooth sockets) centrals get
-        // GATT notifications, as before.
+        // Framed version 2 over an L2CAP channel: listen on a dynamic PSM and publish it in the service. Without one
+        // (--no-l2cap, a kernel without Bluetooth sockets) centrals get GATT notifications, as before.
         let listener = openChannelListener(on: adapter)
         if let listener {
             let psm = listener.psm
@@ -313,13 +298,11 @@ package final class Peripheral: Sendable {
         }
 
         try await advertise(true)
-        // A stop ends the loop at once; the teardown in `serve` says goodbye to a central
-        // being served (CLOSE) and unregisters.
+        // A stop ends the loop at once; the teardown in `serve` says CLOSE to a central being served and unregisters.
         for await activity in server.activity.cancelOnGracefulShutdown() {
             try Task.checkCancellation()
             switch activity {
-            case .subscribed:
-                if configuration.pausesAdvertisingWhileServing { try await advertise(false) }
+            case .subscribed: if configuration.pausesAdvertisingWhileServing { try await advertise(false) }
             case .delivered:
                 // Counted by the connection; the next subscriber gets the next message.
                 guard let next = await GracefulStop.unlessRequested({ await source.current() }) ?? nil else {
@@ -345,8 +328,7 @@ package final class Peripheral: Sendable {
         return .interrupted
     }
 
-    /// The L2CAP listener of one poweredOn period, or nil (none configured, or the kernel
-    /// refused one: logged, and the period serves GATT only).
+    /// The L2CAP listener of one poweredOn period; nil (none configured, or refused by the kernel: logged): GATT only.
     private func openChannelListener(on adapter: Adapter) -> (any ChannelListener)? {
         guard let transport = configuration.channelTransport else { return nil }
         let properties = adapter.properties
@@ -372,8 +354,7 @@ package final class Peripheral: Sendable {
         }
     }
 
-    /// What a failure while serving means: bluetoothd or the adapter going away is waited
-    /// out (the state stream reports it); anything else ends the run.
+    /// A failure while serving: Bluetooth going away is waited out (the state stream says so); else the run ends.
     private func classify(_ error: any Error, adapter: Adapter) -> ServingOutcome {
         if error is CancellationError { return .interrupted }
         if !session.serviceState.isRunning || adapter.properties?.powered != true {
@@ -391,7 +372,5 @@ actor DeliveryCounter {
     /// The sequence number of the message being served (1 for the first).
     var nextSequence: Int { delivered + 1 }
 
-    func recordDelivery() {
-        delivered += 1
-    }
+    func recordDelivery() { delivered += 1 }
 }

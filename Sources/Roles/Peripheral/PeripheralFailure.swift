@@ -10,29 +10,23 @@ enum PeripheralFailure {
             return RoleFailure(.software, "unexpected failure: \(error)")
         }
         switch bluetooth {
-        case .accessDenied:
-            return RoleFailure(.permissionDenied, bluetooth.description)
+        case .accessDenied: return RoleFailure(.permissionDenied, bluetooth.description)
         case .systemBusUnavailable, .bluetoothdNotRunning, .noAdapter, .objectGone, .deviceDisconnected:
             return RoleFailure(.unavailable, bluetooth.description)
-        case .unknownAdapter:
-            return RoleFailure(.usage, bluetooth.description)
-        case .timedOut:
-            return RoleFailure(.unavailable, bluetooth.description)
-        case .notFound:
-            return RoleFailure(.unavailable, bluetooth.description)
+        case .unknownAdapter: return RoleFailure(.usage, bluetooth.description)
+        case .timedOut: return RoleFailure(.unavailable, bluetooth.description)
+        case .notFound: return RoleFailure(.unavailable, bluetooth.description)
         case .bluez(let kind, let message):
             switch kind {
             case .notPermitted where message.lowercased().contains("maximum"):
                 return RoleFailure(.unavailable,
                     "the adapter has no free advertising slot (another program is advertising): \(bluetooth.description)")
-            case .notAuthorized:
-                return RoleFailure(.permissionDenied, "bluetoothd refused: \(bluetooth.description)")
+            case .notAuthorized: return RoleFailure(.permissionDenied, "bluetoothd refused: \(bluetooth.description)")
             case .alreadyExists:
                 return RoleFailure(.software, "bluetoothd says our objects are already registered: \(bluetooth.description)")
             case .invalidLength:
                 return RoleFailure(.usage, "the advertisement does not fit (shorten --name): \(bluetooth.description)")
-            default:
-                return RoleFailure(.unavailable, "bluetoothd refused to register: \(bluetooth.description)")
+            default: return RoleFailure(.unavailable, "bluetoothd refused to register: \(bluetooth.description)")
             }
         }
     }

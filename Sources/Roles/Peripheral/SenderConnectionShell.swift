@@ -21,9 +21,8 @@ struct SenderDeliveries: Sendable {
     }
 }
 
-/// What every connection of a serving period uses besides its link: the events, the log, the
-/// facts BlueZ knows (the central's name, whether Bluetooth is up, the link's bearers) and the
-/// disconnection of a central that missed a bound.
+/// What every connection of a serving period uses besides its link: the events, the log, the facts BlueZ knows (the
+/// central's name, whether Bluetooth is up, the link's bearers) and the disconnection of a central that missed a bound.
 struct SenderEnvironment: Sendable {
     let logger: Logger
     let emit: @Sendable (RoleEvent) -> Void
@@ -49,11 +48,10 @@ struct ConnectionOutcome: Sendable {
     let offerTaken: SenderConnection.Offer?
 }
 
-/// One connection's task: it owns the link, reads one input at a time (the link's answers, the
-/// central's writes and hang-up from the server, timers, the source's answers), hands it to the
-/// `SenderConnection` machine and performs the actions it returns. Its children are the
-/// writer (values to the link, one at a time), the link's reader, the timers and the source's
-/// worker (requests in order; deliveries are finished even after the connection ended).
+/// One connection's task: it owns the link, reads one input at a time (the link's answers, the central's writes and
+/// hang-up from the server, timers, the source's answers), hands it to the `SenderConnection` machine and performs
+/// the actions it returns. Its children are the writer (values to the link, one at a time), the link's reader, the
+/// timers and the source's worker (requests in order; deliveries are finished even after the connection ended).
 struct SenderConnectionShell: Sendable {
     let id: Int
     let machine: SenderConnection
@@ -131,18 +129,15 @@ struct SenderConnectionShell: Sendable {
                                  offerTaken: machine.offerTaken)
     }
 
-    /// Carries out `actions` in order; returns the announcement of the connection's end, or
-    /// nil while it goes on.
+    /// Carries out `actions` in order; returns the announcement of the connection's end, or nil while it goes on.
     private func perform(_ actions: [SenderConnection.Action], on machine: inout SenderConnection, children: Children,
                          tasks: inout DiscardingTaskGroup, at now: Duration) -> Bool? {
         var queue = actions[...]
         var ended: Bool?
         while let action = queue.popFirst() {
             switch action {
-            case .send(let value):
-                children.writer.yield(.send(value))
-            case .drain:
-                children.writer.yield(.drain)
+            case .send(let value): children.writer.yield(.send(value))
+            case .drain: children.writer.yield(.drain)
             case .readPayload(let payload, let range):
                 let post = self.post
                 // The file is read on a thread of its own: a slow disk holds up no other task.
@@ -150,27 +145,20 @@ struct SenderConnectionShell: Sendable {
                     do throws(PayloadReadError) {
                         let bytes = try await BlockingCalls.run { () throws(PayloadReadError) in try payload.bytes(in: range) }
                         post.yield(.payloadRead(offset: range.lowerBound, bytes: bytes))
-                    } catch {
-                        post.yield(.payloadUnreadable(error.description))
-                    }
+                    } catch { post.yield(.payloadUnreadable(error.description)) }
                 }
-            case .closeChannel:
-                link.channel.close()
-            case .ask(let request):
-                children.source.yield(.ask(request))
+            case .closeChannel: link.channel.close()
+            case .ask(let request): children.source.yield(.ask(request))
             case .deliver(let offer, var summary, let engineOffersNext):
                 if summary.format == .secure { summary.payloadBytesOnAir = environment.onAir.take(offer.message.digest) }
                 children.source.yield(.deliver(offer, summary, engineOffersNext: engineOffersNext))
-            case .tallyOnAir(let digest, let bytes):
-                environment.onAir.add(bytes, for: digest)
-            case .report(let report):
-                self.report(report, peer: machine.peer)
+            case .tallyOnAir(let digest, let bytes): environment.onAir.add(bytes, for: digest)
+            case .report(let report): self.report(report, peer: machine.peer)
             case .noticeUnauthenticated(let peer):
                 if environment.unauthenticatedNotice.first() {
                     environment.emit(.warning(EventText.unauthenticatedNotice(peer: "the central", key: peer)))
                 }
-            case .addressedElsewhere(let peer):
-                environment.activity.yield(.addressedElsewhere(peer))
+            case .addressedElsewhere(let peer): environment.activity.yield(.addressedElsewhere(peer))
             case .startTimer(let timer, let duration):
                 let post = self.post
                 tasks.addTask {
@@ -178,8 +166,7 @@ struct SenderConnectionShell: Sendable {
                     guard (try? await Task.sleep(for: duration)) != nil else { return }
                     post.yield(.timerFired(timer))
                 }
-            case .cancelTimer:
-                break
+            case .cancelTimer: break
             case .checkBluetooth:
                 // Answered at once: what Bluetooth's state is as the timer fires.
                 let exposure = environment.linkExposure(machine.peer.address)
@@ -192,8 +179,7 @@ struct SenderConnectionShell: Sendable {
                     // Reaches bluetoothd even though the connection ends meanwhile.
                     _ = startOutsideCancellation { await disconnect(device) }
                 }
-            case .end(let announce):
-                ended = announce
+            case .end(let announce): ended = announce
             }
         }
         return ended
@@ -203,16 +189,11 @@ struct SenderConnectionShell: Sendable {
         switch report {
         case .progress(let progress, let rate, let remaining):
             environment.emit(.progress(peer, progress, bytesPerSecond: rate, secondsRemaining: remaining))
-        case .aborted(let reason):
-            environment.emit(.transferAborted(peer, reason: reason))
-        case .dropped(let reason):
-            environment.emit(.centralDropped(peer, reason: reason))
-        case .warning(let text):
-            environment.emit(.warning(text))
-        case .debug(let text):
-            environment.logger.debug("\(text)")
-        case .info(let text):
-            environment.logger.info("\(text)")
+        case .aborted(let reason): environment.emit(.transferAborted(peer, reason: reason))
+        case .dropped(let reason): environment.emit(.centralDropped(peer, reason: reason))
+        case .warning(let text): environment.emit(.warning(text))
+        case .debug(let text): environment.logger.debug("\(text)")
+        case .info(let text): environment.logger.info("\(text)")
         }
     }
 
@@ -230,26 +211,21 @@ struct SenderConnectionShell: Sendable {
                     try await channel.drain()
                     post.yield(.drained)
                 }
-            } catch {
-                post.yield(.sendFailed(Self.failure(error)))
-            }
+            } catch { post.yield(.sendFailed(Self.failure(error))) }
         }
     }
 
     static func failure(_ error: any Error) -> SubscriptionDelivery.TransferFailure {
         switch error {
-        case NotificationSocketError.closedByPeer:
-            .closedByPeer
+        case NotificationSocketError.closedByPeer: .closedByPeer
         case is CancellationError, NotificationSocketError.closed:
             .stoppedByUs   // we stopped it; whoever did reports why
-        default:
-            .other("\(error)")
+        default: .other("\(error)")
         }
     }
 
-    /// The source's work, in the order the machine asked: deliveries (always carried out, even
-    /// once the connection is over: the message was counted) and requests (answered while the
-    /// connection lasts).
+    /// The source's work, in the order the machine asked: deliveries (always carried out, even once the connection is
+    /// over: the message was counted) and requests (answered while the connection lasts).
     private func work(through jobs: AsyncStream<SourceJob>, over: ClosedFlag) async {
         let deliveries = environment.deliveries
         for await job in jobs {
@@ -266,8 +242,7 @@ struct SenderConnectionShell: Sendable {
                     post.yield(.nextMessage(next.map { SenderConnection.Offer($0, sequence: sequence) }))
                 case .upcoming(let skipping):
                     post.yield(.upcoming(await deliveries.source.upcomingNow(skipping: skipping)))
-                case .prepare(let skipping):
-                    _ = await deliveries.source.upcomingNow(skipping: skipping)
+                case .prepare(let skipping): _ = await deliveries.source.upcomingNow(skipping: skipping)
                 }
             }
         }
@@ -299,7 +274,5 @@ final class OnAirTally: Sendable {
         }
     }
 
-    func take(_ digest: [UInt8]) -> Int? {
-        bytes.withLock { $0.removeValue(forKey: digest) }
-    }
+    func take(_ digest: [UInt8]) -> Int? { bytes.withLock { $0.removeValue(forKey: digest) } }
 }

@@ -6,13 +6,11 @@ import Storage
 import Transfer
 import Trust
 
-/// What the subscription server tells the engine that drives advertising and the message
-/// source.
+/// What the subscription server tells the engine that drives advertising and the message source.
 enum ServerActivity: Sendable {
     /// A central subscribed and is being served.
     case subscribed(PeerDescription)
-    /// A one-message connection's message was delivered (counted by the connection): the
-    /// engine offers the next one.
+    /// A one-message connection's message was delivered (counted by the connection): the engine offers the next one.
     case delivered(sequence: Int)
     /// The subscription is over (delivered or not); the characteristic is free again.
     case subscriptionEnded
@@ -21,19 +19,18 @@ enum ServerActivity: Sendable {
     case addressedElsewhere(AuthenticatedPeer)
 }
 
-/// The peripheral's router for one registration period, free of D-Bus: it takes the calls
-/// BlueZ makes on our characteristic (a write, `AcquireNotify`, `StartNotify`, `StopNotify`,
-/// `Confirm`) plus device disconnections and accepted L2CAP channels, starts a connection for
-/// one subscriber at a time, and routes what BlueZ says about that central into it.
+/// The peripheral's router for one registration period, free of D-Bus: it takes the calls BlueZ makes on our
+/// characteristic (a write, `AcquireNotify`, `StartNotify`, `StopNotify`, `Confirm`) plus device disconnections and
+/// accepted L2CAP channels, starts a connection for one subscriber at a time, and routes what BlueZ says about that
+/// central into it.
 ///
-/// Everything a connection decides is its `SenderConnection` machine's, carried out by its
-/// task (`SenderConnectionShell`), a child of `runConnections`: the message from byte 0, the
-/// encrypted session or Apple's flow, when the message counts, its bounds. This actor keeps
-/// only what outlives a connection — the offered message, the HELLOs centrals wrote and their
-/// MTUs — and hears from a connection once, when it ends.
+/// Everything a connection decides is its `SenderConnection` machine's, carried out by its task
+/// (`SenderConnectionShell`), a child of `runConnections`: the message from byte 0, the encrypted session or Apple's
+/// flow, when the message counts, its bounds. This actor keeps only what outlives a connection — the offered message,
+/// the HELLOs centrals wrote and their MTUs — and hears from a connection once, when it ends.
 ///
-/// Outside a session, a write that is not a HELLO is ignored (logged at debug level); nothing
-/// a central writes is stored beyond the bounded HELLO table.
+/// Outside a session, a write that is not a HELLO is ignored (logged at debug level); nothing a central writes is
+/// stored beyond the bounded HELLO table.
 actor SubscriptionServer {
     /// The connection being served: where its inputs go.
     private struct Serving {
@@ -81,8 +78,7 @@ actor SubscriptionServer {
         (starts, startContinuation) = AsyncStream<SenderConnectionShell>.makeStream()
     }
 
-    /// Runs each connection this server starts as a child task, until the server is shut down
-    /// and the last connection ended.
+    /// Runs each connection this server starts as a child task, until the server is shut down and the last one ended.
     func runConnections() async {
         await withDiscardingTaskGroup { group in
             for await connection in starts {
@@ -97,8 +93,7 @@ actor SubscriptionServer {
         resumeEndWaiters()
     }
 
-    /// How the fallback path notifies (`PropertiesChanged` on the `Value` of the
-    /// characteristic at that index of the service).
+    /// How the fallback path notifies (`PropertiesChanged` on `Value` of the service's characteristic at that index).
     func attachFallbackEmitter(_ emit: @escaping @Sendable (_ value: [UInt8], _ characteristic: Int) throws -> Void) {
         fallbackEmit = emit
     }
@@ -108,15 +103,13 @@ actor SubscriptionServer {
         offered = message.map { SenderConnection.Offer($0, sequence: sequence) }
     }
 
-    /// A message is offered to the next subscriber (after a multi session counted its last
-    /// message, none is until the engine offers one).
+    /// A message is offered to the next subscriber (none after a multi session counted its last, until the next offer).
     var hasOffer: Bool { offered != nil }
 
     // MARK: Calls from BlueZ
 
-    /// BlueZ called `AcquireNotify`: a central subscribed and `socket` carries our values.
-    /// `indications`: the characteristic carries indications, and each value waits for the
-    /// previous one's confirmation.
+    /// BlueZ called `AcquireNotify`: a central subscribed and `socket` carries our values. `indications`: the
+    /// characteristic carries indications, and each value waits for the previous one's confirmation.
     func acceptSocket(_ socket: NotificationSocket, device: DeviceReference?, indications: Bool = false) {
         guard !isShutDown else {
             socket.close()
@@ -134,27 +127,22 @@ actor SubscriptionServer {
         // buffer keeps progress (and EAGAIN) close to what bluetoothd actually took.
         do {
             try socket.setSendBufferSize(max(2048, 8 * socket.mtu))
-        } catch {
-            environment.logger.debug("could not shrink the notification socket's send buffer: \(error)")
-        }
+        } catch { environment.logger.debug("could not shrink the notification socket's send buffer: \(error)") }
         let hello = device.map { hellos.hello(from: $0, at: .now) } ?? .none
         if !start(link: .notificationSocket(socket), device: device, hello: hello, indications: indications) {
             socket.close()
         }
     }
 
-    /// BlueZ called `StartNotify` (no AcquireNotify offered, or a stack that does not use it).
-    /// `device` is the subscriber when the caller could tell (the only connected device).
-    /// `characteristic`: the index of the characteristic subscribed to.
+    /// BlueZ called `StartNotify` (no AcquireNotify offered, or a stack not using it). `device`: the subscriber when
+    /// the caller could tell (the only connected device); `characteristic`: the index subscribed to.
     func acceptFallback(device: DeviceReference?, characteristic: Int = 0, indications: Bool = false) {
         guard !isShutDown, current == nil, let emitOn = fallbackEmit else { return }
         let emit: @Sendable ([UInt8]) throws -> Void = { try emitOn($0, characteristic) }
         let hello: SenderConnection.CentralHello
         if let device {
             hello = hellos.hello(from: device, at: .now)
-        } else {
-            hello = hellos.mostRecent(at: .now)?.hello ?? .none
-        }
+        } else { hello = hellos.mostRecent(at: .now)?.hello ?? .none }
         let valueLength = device.flatMap { mtus[$0] }.map { LinkPacking.gattValueLength(atMost: WireFormat.valueLength(forATTMTU: $0)) }
             ?? WireFormat.minimumValueLength
         let channel = PropertiesChangedNotificationChannel(
@@ -182,9 +170,7 @@ actor SubscriptionServer {
     }
 
     /// bluetoothd reported an indication confirmed by the subscriber (`Confirm`).
-    func indicationConfirmed() {
-        current?.inputs.yield(.confirmed)
-    }
+    func indicationConfirmed() { current?.inputs.yield(.confirmed) }
 
     /// BlueZ called `StopNotify`: the (last) subscriber of the fallback path left.
     func fallbackStopped() {
@@ -202,8 +188,7 @@ actor SubscriptionServer {
             }
             mtus[device] = mtu
         }
-        // While a secure session is subscribed, everything its central writes is stream values
-        // of that session (docs/wire-v2.md), never a HELLO.
+        // While a secure session is subscribed, all its central writes are that session's stream values, never a HELLO.
         if let serving = current, serving.takesWrites, device == nil || serving.device == nil || device == serving.device {
             serving.inputs.yield(.written(value))
             return
@@ -241,8 +226,7 @@ actor SubscriptionServer {
         }
     }
 
-    /// Ends everything: the adapter left `poweredOn`, or the run is over. A transfer under way
-    /// is aborted (nothing counted); returns once its connection ended.
+    /// Ends everything (adapter left `poweredOn`, run over); aborts a transfer under way, uncounted, and awaits it.
     func shutDown(reason: String) async {
         guard !isShutDown else { return }
         isShutDown = true
@@ -257,21 +241,16 @@ actor SubscriptionServer {
 
     // MARK: Connections
 
-    /// The central at `device` (or the only one) ended its subscription from its side; we stop
-    /// sending at once (the device is gone, or BlueZ stopped a PropertiesChanged subscription).
-    /// What bluetoothd had taken by then is read before the channel is closed.
+    /// The central at `device` (or the only one) ended its subscription; we stop sending at once (the device is gone,
+    /// or BlueZ stopped a PropertiesChanged subscription). What bluetoothd took is read before closing.
     private func hungUp(_ serving: Serving, reason: String) {
         serving.inputs.yield(.hungUp(reason: reason, drainedWhenClosed: serving.link.channel.isDrained))
     }
 
-    /// Another central was refused while one is served: it waits, so the session under way
-    /// starts no new message (the fairness rule, `SessionShare`).
-    private func centralTurnedAway() {
-        current?.inputs.yield(.centralTurnedAway)
-    }
+    /// Another central was refused while one is served: the session under way starts no new message (`SessionShare`).
+    private func centralTurnedAway() { current?.inputs.yield(.centralTurnedAway) }
 
-    /// Starts serving `link`'s subscriber; false when it is not served (the link is the
-    /// caller's to close).
+    /// Starts serving `link`'s subscriber; false when it is not served (the link is the caller's to close).
     private func start(link: SenderLink, device: DeviceReference?, hello: SenderConnection.CentralHello,
                        indications: Bool) -> Bool {
         guard let offer = offered else {
@@ -332,9 +311,8 @@ actor SubscriptionServer {
         }
     }
 
-    /// A connection ended: the characteristic is free, and what it delivered is offered no
-    /// more (until the engine offers the next message, a new subscriber must not receive and
-    /// count it again); a message it took from the source stays offered.
+    /// A connection ended: the characteristic is free, and what it delivered is offered no more (a new subscriber must
+    /// not get and count it again before the next offer); a message it took from the source stays offered.
     private func ended(_ outcome: ConnectionOutcome) {
         guard current?.id == outcome.id else { return }
         current = nil

@@ -2,20 +2,18 @@ import BlueZ
 import Machines
 import Transfer
 
-/// Feeds what the BlueZ layer observes about bluetoothd and the chosen adapter into the
-/// Transfer core's ``ManagerStateMachine`` and reports the resulting CoreBluetooth-style
-/// transitions. Both roles use it: work starts on ``RoleAction/start``/``RoleAction/resume``
-/// and stops on ``RoleAction/tearDown``.
+/// Feeds what the BlueZ layer observes about bluetoothd and the chosen adapter into the Transfer core's
+/// ``ManagerStateMachine`` and reports the resulting CoreBluetooth-style transitions. Both roles use it: work starts
+/// on ``RoleAction/start``/``RoleAction/resume`` and stops on ``RoleAction/tearDown``.
 package struct ManagerStateDriver: Sendable {
     package let session: BluetoothSession
     /// "hci1", or nil for BlueZ's first adapter (re-chosen when it goes away).
     package let adapterName: String?
     package let requirement: RoleRequirement
 
-    /// How long a first report of "no adapter" is held back in case the adapter is announced
-    /// next: bluetoothd takes its bus name before it has read the kernel's controller list, so
-    /// a role started together with it (boot, `systemctl restart bluetooth`) would otherwise
-    /// give up on an adapter that appears a moment later.
+    /// How long a first report of "no adapter" is held back in case the adapter is announced next: bluetoothd takes
+    /// its bus name before it has read the kernel's controller list, so a role started together with it (boot,
+    /// `systemctl restart bluetooth`) would otherwise give up on an adapter that appears a moment later.
     package let adapterGrace: Duration
 
     package init(session: BluetoothSession, adapterName: String?, requirement: RoleRequirement,
@@ -32,9 +30,8 @@ package struct ManagerStateDriver: Sendable {
         case ended
     }
 
-    /// First element: the current state (a transition from `.unknown`). Then every change of
-    /// state, and every transition that asks the role to act. Finishes when the session closes
-    /// or the consumer stops.
+    /// First element: the current state (a transition from `.unknown`). Then every change of state, and every
+    /// transition that asks the role to act. Finishes when the session closes or the consumer stops.
     package func transitions() -> AsyncStream<ManagerTransition> {
         let adapterEvents = session.adapterEvents(adapterName: adapterName)
         let (stream, continuation) = AsyncStream<ManagerTransition>.makeStream()
@@ -74,8 +71,7 @@ package struct ManagerStateDriver: Sendable {
                                 continue
                             }
                             if heldFirst != nil, transitions.isEmpty { continue }
-                            // What followed supersedes the held report (its `from` says where the
-                            // machine was).
+                            // What followed supersedes the held report (its `from` says where the machine was).
                             heldFirst = nil
                             if !transitions.isEmpty { reportedFirst = true }
                         }
@@ -85,8 +81,7 @@ package struct ManagerStateDriver: Sendable {
                         heldFirst = nil
                         reportedFirst = true
                         for transition in held { continuation.yield(transition) }
-                    case .ended:
-                        break loop
+                    case .ended: break loop
                     }
                 }
                 if let held = heldFirst {
@@ -102,13 +97,10 @@ package struct ManagerStateDriver: Sendable {
     }
 
     /// The adapter to use now, when bluetoothd runs and it exists (meaningful in `poweredOn`).
-    package func currentAdapter() -> Adapter? {
-        Self.findAdapter(in: session, named: adapterName)
-    }
+    package func currentAdapter() -> Adapter? { Self.findAdapter(in: session, named: adapterName) }
 
-    /// A usage failure when `--adapter` names an adapter bluetoothd does not have while it
-    /// reports others, listing those present; nil otherwise (including when bluetoothd is not
-    /// running yet, or reports no adapter at all: the state says so).
+    /// A usage failure when `--adapter` names an adapter bluetoothd lacks while it reports others, listing those; nil
+    /// otherwise (also when bluetoothd is not running yet, or reports no adapter: the state says so).
     package func unknownAdapterFailure() -> RoleFailure? {
         guard let adapterName, session.serviceState.isRunning else { return nil }
         let present = session.adapters().map(\.name)
@@ -124,15 +116,12 @@ package struct ManagerStateDriver: Sendable {
     }
 }
 
-/// The pure part of the driver: BlueZ adapter events in, manager transitions out. Kept apart so
-/// the translation is tested without a bus.
+/// The driver's pure part: BlueZ adapter events in, manager transitions out, tested without a bus.
 struct ManagerInputTranslator: Sendable {
     private(set) var machine: ManagerStateMachine
     private var reportedAny = false
 
-    init(requirement: RoleRequirement) {
-        machine = ManagerStateMachine(role: requirement)
-    }
+    init(requirement: RoleRequirement) { machine = ManagerStateMachine(role: requirement) }
 
     /// - Parameter adapterPresent: whether the adapter the role wants exists now; asked after
     ///   bluetoothd appeared, to tell "no adapter" from "adapter reported next".
@@ -152,23 +141,18 @@ struct ManagerInputTranslator: Sendable {
     static func inputs(for event: AdapterEvent, adapterPresent: () -> Bool) -> [ManagerInput] {
         switch event {
         case .bluetoothdAppeared:
-            // The BlueZ layer reports the adapter right after this when it exists; when it
-            // does not, nothing else would follow, so say so now.
+            // BlueZ reports the adapter right after this when it exists; else nothing would follow, so say so now.
             return adapterPresent() ? [.bluetoothdAppeared] : [.bluetoothdAppeared, .noAdapter]
-        case .bluetoothdVanished:
-            return [.bluetoothdVanished]
+        case .bluetoothdVanished: return [.bluetoothdVanished]
         case .adapterAdded(let facts), .capabilitiesChanged(let facts):
             // An adapter event states the whole truth about the adapter.
             return [.adapterAdded(capabilities(facts))]
-        case .adapterRemoved:
-            return [.adapterRemoved]
-        case .poweredChanged(let powered):
-            return [.poweredChanged(powered)]
+        case .adapterRemoved: return [.adapterRemoved]
+        case .poweredChanged(let powered): return [.poweredChanged(powered)]
         case .powerStateChanged(let text):
             // A PowerState this build does not know: Powered still tells on and off.
             return AdapterPowerState(bluezValue: text).map { [.powerStateChanged($0)] } ?? []
-        case .accessDenied:
-            return [.accessDenied]
+        case .accessDenied: return [.accessDenied]
         }
     }
 
@@ -180,29 +164,22 @@ struct ManagerInputTranslator: Sendable {
 }
 
 extension ManagerTransition {
-    /// The role event that reports this transition.
-    package var roleEvent: RoleEvent {
-        .stateChanged(from: from, to: to, detail: reason?.description)
-    }
+    package var roleEvent: RoleEvent { .stateChanged(from: from, to: to, detail: reason?.description) }
 
-    /// What a command should do when this is the first state it sees: states that will not
-    /// change by waiting a moment (no bluetoothd, no adapter, no LE, denied) end the command
-    /// with a failure; `poweredOff`, `resetting` and `unknown` are waited out (the state is
-    /// reported, so the user sees why nothing happens). Nil when the role can wait or work.
+    /// What a command should do when this is the first state it sees: states waiting will not change (no bluetoothd, no
+    /// adapter, no LE, denied) end the command with a failure; `poweredOff`, `resetting` and `unknown` are waited out
+    /// (the state is reported, so the user sees why nothing happens). Nil when the role can wait or work.
     package var startupFailure: RoleFailure? {
         switch to {
-        case .poweredOn, .poweredOff, .unknown:
-            return nil
+        case .poweredOn, .poweredOff, .unknown: return nil
         case .resetting:
             // At start-up, resetting means bluetoothd is absent: nothing will bring it back by
             // itself in the next seconds. A switching adapter settles by itself.
             guard reason == .bluetoothdNotRunning else { return nil }
             // The words `status` uses; the command adds status's fix as its hint line.
             return RoleFailure(.unavailable, "bluetoothd is not running")
-        case .unsupported:
-            return RoleFailure(.unavailable, (reason ?? .noAdapter).description)
-        case .unauthorized:
-            return RoleFailure(.permissionDenied, (reason ?? .accessDenied).description)
+        case .unsupported: return RoleFailure(.unavailable, (reason ?? .noAdapter).description)
+        case .unauthorized: return RoleFailure(.permissionDenied, (reason ?? .accessDenied).description)
         }
     }
 }

@@ -3,19 +3,17 @@ import Machines
 import ServiceLifecycle
 import Transfer
 
-/// Follows the manager state for a role: one period of work for each time the adapter is
-/// `poweredOn`, started on ``RoleAction/start`` / ``RoleAction/resume`` and cancelled (and
-/// awaited) on ``RoleAction/tearDown``. What a transition or a period's outcome means — checks
-/// of the first state, warnings, when the run is done — stays with the role, in the closures
-/// it passes to ``run(transitionSeen:adapterMissing:periodWork:periodEnded:stopped:)``.
+/// Follows the manager state for a role: one period of work for each time the adapter is `poweredOn`, started on
+/// ``RoleAction/start`` / ``RoleAction/resume`` and cancelled (and awaited) on ``RoleAction/tearDown``. What a
+/// transition or a period's outcome means — checks of the first state, warnings, when the run is done — stays with
+/// the role, in the closures it passes to ``run(transitionSeen:adapterMissing:periodWork:periodEnded:stopped:)``.
 ///
-/// A stop (``GracefulStop``) ends the run gracefully: no new period starts, the running one sees
-/// the same request and ends by itself, teardown included, and is cancelled only if it has
-/// not ended within ``stopGrace``.
+/// A stop (``GracefulStop``) ends the run gracefully: no new period starts, the running one sees the same request and
+/// ends by itself, teardown included, and is cancelled only if it has not ended within ``stopGrace``.
 struct ManagerStateSupervisor<PeriodOutcome: Sendable>: Sendable {
     let driver: ManagerStateDriver
-    /// How long a period has, once a stop is asked for, to end by itself (its teardown's calls
-    /// to bluetoothd are bounded each; this bounds them together) before it is cancelled.
+    /// How long a period has, once a stop is asked for, to end by itself before it is cancelled (its teardown's
+    /// calls to bluetoothd are bounded each; this bounds them together).
     var stopGrace: Duration = .seconds(30)
 
     /// What the supervision had seen before the transition at hand.
@@ -36,23 +34,21 @@ struct ManagerStateSupervisor<PeriodOutcome: Sendable>: Sendable {
         case stopOverdue(generation: Int)
     }
 
-    /// Follows the transitions until `periodEnded` has a result, a stop is asked for, the state
-    /// stream ends, or the run is cancelled. However it ends, the running period has ended
-    /// first: by itself after a stop (cancelled after ``stopGrace``), cancelled otherwise.
+    /// Follows the transitions until `periodEnded` has a result, a stop is asked for, the state stream ends, or the
+    /// run is cancelled. However it ends, the running period has ended first: by itself after a stop (cancelled after
+    /// ``stopGrace``), cancelled otherwise.
     ///
     /// - Parameters:
-    ///   - transitionSeen: the role's part of each transition, before the supervisor acts on
-    ///     it (so what it reports comes before anything the period does); a throw ends the run.
-    ///   - adapterMissing: `poweredOn`, but the driver finds no adapter to work on; no period
-    ///     runs until the next start.
-    ///   - periodWork: one `poweredOn` period's work on the adapter, until it returns or is
-    ///     cancelled.
-    ///   - periodEnded: what a period's outcome means: a result ends the run with it, nil
-    ///     waits for the next `poweredOn` period, a throw ends the run.
-    ///   - stopped: the result of a run ended by a stop (after the period's own outcome, if
-    ///     one was running, had no result of its own).
-    /// - Throws: what the role's closures throw; a ``RoleFailure`` when the state stream ends
-    ///   (the system bus is gone); `CancellationError` when cancelled.
+    ///   - transitionSeen: the role's part of each transition, before the supervisor acts on it (so what it reports
+    ///     comes before anything the period does); a throw ends the run.
+    ///   - adapterMissing: `poweredOn`, but the driver finds no adapter to work on; no period until the next start.
+    ///   - periodWork: one `poweredOn` period's work on the adapter, until it returns or is cancelled.
+    ///   - periodEnded: what a period's outcome means: a result ends the run with it, nil waits for the next
+    ///     `poweredOn` period, a throw ends the run.
+    ///   - stopped: the result of a run ended by a stop (after the period's own outcome, if one was running, had no
+    ///     result of its own).
+    /// - Throws: what the role's closures throw; a ``RoleFailure`` when the state stream ends (the system bus is
+    ///   gone); `CancellationError` when cancelled.
     func run<Result>(
         transitionSeen: (ManagerTransition, History) throws -> Void,
         adapterMissing: () -> Void = {},
@@ -118,8 +114,7 @@ struct ManagerStateSupervisor<PeriodOutcome: Sendable>: Sendable {
                             case .tearDown:
                                 await stopPeriod()
                                 if stopping { return await stopped() }
-                            case .none:
-                                break
+                            case .none: break
                             }
                         case .periodEnded(let ended, let outcome):
                             // An outcome from a period already torn down says nothing about now.

@@ -10,20 +10,18 @@ import Glibc
 import Musl
 #endif
 
-/// The files `send --file PATH…` names, in the order given: a file as itself (named by its last
-/// component), a directory as its tree (each file named by its path from the directory's
-/// parent, `docs/notes/plan.md`, as `scp -r` and `rsync` lay it out). Inside a tree symbolic
-/// links are not followed and other special files (FIFOs, sockets, devices) are skipped; each
-/// gets a line in `notes`. Paths given on the command line are followed, as `cp` does.
+/// The files `send --file PATH…` names, in the order given: a file as itself (named by its last component), a
+/// directory as its tree (each file named by its path from the directory's parent, `docs/notes/plan.md`, as `scp -r`
+/// and `rsync` lay it out). Inside a tree symbolic links are not followed and other special files (FIFOs, sockets,
+/// devices) are skipped; each gets a line in `notes`. Paths given on the command line are followed, as `cp` does.
 package struct FileSet: Sendable, Equatable {
     package struct Entry: Sendable, Equatable {
         /// Where the file is read from.
         package var path: String
         /// The name it is sent under: one component, or a relative path for a tree's file.
         package var name: String
-        /// A tree's file: the directory given on the command line (followed, as `cp` does) and
-        /// the components below it (never followed: opened one by one relative to the last,
-        /// `openat` with `O_NOFOLLOW`). Nil for a path given on the command line.
+        /// A tree's file: the directory given on the command line (followed, as `cp` does) and the components below
+        /// (never followed: each opened relative to the last, `openat` `O_NOFOLLOW`). Nil for a path given as is.
         package var tree: (root: String, components: [String])?
         /// Device and inode as the walk found the file: what is opened when its turn comes must
         /// be that file, not one swapped in under its name since.
@@ -53,17 +51,15 @@ package struct FileSet: Sendable, Equatable {
     /// One line per file left out or renamed, for the user.
     package var notes: [String]
 
-    /// The most directories a tree may nest below the directory given (the receiver creates
-    /// no deeper ones either).
+    /// The most directories a tree may nest below the directory given (the receiver creates no deeper ones either).
     package static let maximumDepth = 32
     /// The most files one command takes: a bound on the list held in memory.
     package static let maximumCount = 100_000
     /// The longest name the wire carries (``FileMetadata``), in bytes of UTF-8.
     package static let maximumNameBytes = 255
 
-    /// Walks `paths`. Throws a one-line failure (exit 66) for a path that cannot be read at
-    /// all, or no file at all. A regular file of any size is sent from disk as it goes;
-    /// `limit` bounds what must be read into memory (a FIFO).
+    /// Walks `paths`. Throws a one-line failure (exit 66) for a path that cannot be read at all, or no file at all. A
+    /// regular file of any size is sent from disk as it goes; `limit` bounds what must be read into memory (a FIFO).
     package static func collect(_ paths: [String], limit: Int) throws(MessageInput.Failure) -> FileSet {
         var set = FileSet(entries: [], notes: [])
         for path in paths {
@@ -85,8 +81,7 @@ package struct FileSet: Sendable, Equatable {
         return set
     }
 
-    /// The name a directory's files start with: its last component (the real one for `.` or
-    /// `..`); nil for `/`, whose files are named from the root down.
+    /// A directory's files' name prefix: its last component (the real one for `.`, `..`); nil for `/` (from root).
     static func baseName(ofDirectory path: String) -> String? {
         var last = FilePath(path).lastComponent?.string
         if last == nil || last == "." || last == ".." {
@@ -121,10 +116,8 @@ package struct FileSet: Sendable, Equatable {
                          limit: limit)
             case S_IFREG:
                 try add(path: path, components: prefix + [name], tree: (root, below + [name]), status: status, limit: limit)
-            case S_IFLNK:
-                notes.append("skipped '\(path)': a symbolic link (not followed)")
-            default:
-                notes.append("skipped '\(path)': not a regular file")
+            case S_IFLNK: notes.append("skipped '\(path)': a symbolic link (not followed)")
+            default: notes.append("skipped '\(path)': not a regular file")
             }
         }
     }
@@ -160,9 +153,7 @@ package struct FileSet: Sendable, Equatable {
                 fd = next
                 errno = code
             }
-        } else {
-            fd = Glibc.open(entry.path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
-        }
+        } else { fd = Glibc.open(entry.path, O_RDONLY | O_NONBLOCK | O_CLOEXEC) }
         guard fd >= 0 else {
             let code = errno
             if code == ELOOP || code == ENOTDIR {
@@ -202,10 +193,9 @@ package struct FileSet: Sendable, Equatable {
     }
 }
 
-/// The files of a ``FileSet``, each delivered once, in order, read from disk only when its turn
-/// comes (with `pipeline`, the ones under way and the next, at most `PipelineWindow.messages` + 1).
-/// A file that can no longer be read (removed, made unreadable, grown past the limit since the
-/// walk) is passed over and kept in `problems` for the command to report.
+/// The files of a ``FileSet``, each delivered once, in order, read from disk only in its turn (with `pipeline`, the
+/// ones under way and the next, at most `PipelineWindow.messages` + 1). A file no longer readable (removed, made
+/// unreadable, grown past the limit since the walk) is passed over and kept in `problems` for the command to report.
 package actor FileSetSource: MessageSource {
     package let set: FileSet
     private let limit: Int
@@ -227,9 +217,7 @@ package actor FileSetSource: MessageSource {
         return nil
     }
 
-    package func nextAvailableNow() async -> OutgoingMessage? {
-        await current()
-    }
+    package func nextAvailableNow() async -> OutgoingMessage? { await current() }
 
     package func upcomingNow(skipping sentAhead: Int) async -> OutgoingMessage? {
         var found = readable(after: index)
@@ -272,9 +260,7 @@ package actor FileSetSource: MessageSource {
                 let digest: [UInt8]
                 do {
                     digest = try body.sha256()
-                } catch {
-                    throw MessageInput.Failure(kind: .noInput, userMessage: "\(error)")
-                }
+                } catch { throw MessageInput.Failure(kind: .noInput, userMessage: "\(error)") }
                 message = OutgoingMessage(body: body, digest: digest, file: SentFileAttributes(
                     name: entry.name, modificationSeconds: Int64(status.st_mtim.tv_sec),
                     modificationNanoseconds: UInt32(clamping: status.st_mtim.tv_nsec)))

@@ -10,8 +10,7 @@ import Glibc
 import Musl
 #endif
 
-/// Where `send` takes its message from, and the rules for reading it: binary-safe, bounded by
-/// the transfer limit, with one-line failures a user can act on.
+/// Where `send` takes its message from, and how: binary-safe, within the transfer limit, failing in one line.
 package enum MessageInput: Sendable, Equatable {
     /// The MESSAGE argument, sent as its UTF-8 bytes.
     case argument(String)
@@ -39,10 +38,9 @@ package enum MessageInput: Sendable, Equatable {
         try readMessage(limit: limit, allowEmpty: allowEmpty, sendsName: false, standardInput: standardInput).payload
     }
 
-    /// Reads the whole message (as ``read(limit:allowEmpty:standardInput:)``) and, when
-    /// `sendsName` and the input is `--file PATH` of a regular file, attaches the file's name
-    /// (the last component of PATH) and modification time. A FIFO or `/dev/stdin` has no name
-    /// worth keeping (`63` for `<(cmd)`), nor has an argument or standard input.
+    /// Reads the whole message (as ``read(limit:allowEmpty:standardInput:)``) and, when `sendsName` and the input is
+    /// `--file PATH` of a regular file, attaches the file's name (the last component of PATH) and modification time.
+    /// A FIFO or `/dev/stdin` has no name worth keeping (`63` for `<(cmd)`), nor has an argument or standard input.
     package func readMessage(limit: Int, allowEmpty: Bool, sendsName: Bool,
                             standardInput: FileDescriptor = .standardInput) throws(Failure) -> OutgoingMessage {
         let bytes: [UInt8]
@@ -81,17 +79,14 @@ package enum MessageInput: Sendable, Equatable {
         }
     }
 
-    /// A regular file, sent from disk as it goes (any size, constant memory; its SHA-256 is
-    /// taken first, in one pass over it).
+    /// A regular file, sent from disk as it goes (any size, constant memory; its SHA-256 taken first in one pass).
     private static func streamedFile(_ path: String, allowEmpty: Bool, sendsName: Bool,
                                      source: String) throws(Failure) -> OutgoingMessage {
         let message: OutgoingMessage
         let status: stat
         do {
             (message, status) = try OutgoingMessage.ofFile(at: path)
-        } catch {
-            throw Failure(kind: .noInput, userMessage: error.description)
-        }
+        } catch { throw Failure(kind: .noInput, userMessage: error.description) }
         if message.byteCount == 0 && !allowEmpty {
             throw Failure(kind: .dataError, userMessage:
                 "the message is empty (\(source) gave 0 bytes); pass --allow-empty to send an empty message")
@@ -107,9 +102,7 @@ package enum MessageInput: Sendable, Equatable {
         let descriptor: FileDescriptor
         do {
             descriptor = try FileDescriptor.open(FilePath(path), .readOnly, options: [.closeOnExec])
-        } catch {
-            throw Failure(kind: .noInput, userMessage: "cannot open '\(path)': \(describe(error))")
-        }
+        } catch { throw Failure(kind: .noInput, userMessage: "cannot open '\(path)': \(describe(error))") }
         var status = stat()
         if fstat(descriptor.rawValue, &status) == 0, (status.st_mode & S_IFMT) == S_IFDIR {
             try? descriptor.close()
@@ -118,18 +111,15 @@ package enum MessageInput: Sendable, Equatable {
         return descriptor
     }
 
-    /// Where a stream is held while it is sent: `$TMPDIR` when set, else `/var/tmp` (on disk
-    /// on most systems, where `/tmp` may be memory), else `/tmp`.
+    /// Where a stream is held while sent: `$TMPDIR`, else `/var/tmp` (on disk where `/tmp` may be memory), else `/tmp`.
     public static func holdingDirectory(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
         if let directory = environment["TMPDIR"], directory.hasPrefix("/") { return directory }
         return access("/var/tmp", W_OK | X_OK) == 0 ? "/var/tmp" : "/tmp"
     }
 
-    /// A stream (standard input, a FIFO) read to its end into an unnamed temporary file, a
-    /// piece at a time: any size, in constant memory, then sent from that file as a regular file
-    /// is (the protocol announces the length and SHA-256 before the first byte, so the stream
-    /// must be whole first). The file has no name (unlinked at once): nothing is left behind,
-    /// whatever ends the run.
+    /// A stream (standard input, a FIFO) read to its end into an unnamed temporary file piece by piece: any size, in
+    /// constant memory, then sent from it as a regular file is (the protocol announces length and SHA-256 before the
+    /// first byte, so the stream must be whole first). Unlinked at once: nothing is left behind, whatever ends the run.
     static func spooled(_ descriptor: FileDescriptor, what: String, allowEmpty: Bool, source: String,
                         directory: String = holdingDirectory()) throws(Failure) -> OutgoingMessage {
         var template = Array((directory + "/.bletransfer-stdin-XXXXXX").utf8CString)
@@ -172,9 +162,7 @@ package enum MessageInput: Sendable, Equatable {
         let body = MessagePayload(file: PayloadFile(descriptor: held, path: what), count: total)
         do {
             return OutgoingMessage(body: body, digest: try body.sha256())
-        } catch {
-            throw Failure(kind: .ioError, userMessage: "cannot read back \(what) from \(directory): \(error)")
-        }
+        } catch { throw Failure(kind: .ioError, userMessage: "cannot read back \(what) from \(directory): \(error)") }
     }
 
     private static func tooLarge(_ size: Int?, limit: Int, what: String) -> Failure {

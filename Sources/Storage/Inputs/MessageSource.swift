@@ -15,28 +15,23 @@ package protocol MessageSource: Sendable {
     /// "interrupted", not "exhausted", and `current()` is asked again once serving resumes.
     func current() async -> OutgoingMessage?
 
-    /// `message` (the one `current()` returned) was delivered to `peer`; the next call to
-    /// `current()` moves on.
+    /// `message` (the one `current()` returned) was delivered to `peer`; the next call to `current()` moves on.
     func markDelivered(_ message: OutgoingMessage, summary: MessageSummary, to peer: PeerDescription?) async
 
-    /// After `markDelivered`: the next message if one is ready now, without waiting (nil: none
-    /// now). A secure session that carries several messages (`multi`) sends it in the same
-    /// subscription; otherwise the session closes and `current()` is asked as usual.
+    /// After `markDelivered`: the next message if ready now, without waiting (nil: none). A secure session carrying
+    /// several (`multi`) sends it in the same subscription; else the session closes and `current()` is asked.
     func nextAvailableNow() async -> OutgoingMessage?
 
-    /// While the message `current()` (or `nextAvailableNow()`) returned is still awaiting its
-    /// ACK: the message that will follow it and the `sentAhead` messages already sent after it,
-    /// if one is ready now (nil: none, or the source cannot tell). A session with `pipeline`
-    /// starts sending it at once; once the messages before it are delivered,
-    /// `nextAvailableNow()` must return these same messages in order (the session ends
-    /// otherwise). Each stays claimed until then, and is not counted. Asked with the window
-    /// full, it prepares the message (read, hashed) so that it goes out without that wait
-    /// once the window opens.
+    /// While the message `current()` (or `nextAvailableNow()`) returned is still awaiting its ACK: the message that
+    /// will follow it and the `sentAhead` messages already sent after it, if one is ready now (nil: none, or the
+    /// source cannot tell). A session with `pipeline` starts sending it at once; once the messages before it are
+    /// delivered, `nextAvailableNow()` must return these same messages in order (the session ends otherwise). Each
+    /// stays claimed until then, and is not counted. Asked with the window full, it prepares the message (read,
+    /// hashed) so that it goes out without that wait once the window opens.
     func upcomingNow(skipping sentAhead: Int) async -> OutgoingMessage?
 
-    /// The offered message is addressed to another peer and `peer` (authorized) was refused
-    /// it: a message ready now that `peer` may have (addressed to it or to anyone), which then
-    /// becomes the current one; nil keeps the current one.
+    /// The offered message is addressed to another peer and `peer` (authorized) was refused it: a message ready now
+    /// that `peer` may have (to it or to anyone), which then becomes the current one; nil keeps the current one.
     func message(for peer: AuthenticatedPeer) async -> OutgoingMessage?
 }
 

@@ -19,9 +19,7 @@ package actor RepeatingMessageSource: MessageSource {
         return message
     }
 
-    package func nextAvailableNow() async -> OutgoingMessage? {
-        await current()
-    }
+    package func nextAvailableNow() async -> OutgoingMessage? { await current() }
 
     /// The next repetition, while more than those awaiting their ACKs are wanted.
     package func upcomingNow(skipping sentAhead: Int) async -> OutgoingMessage? {

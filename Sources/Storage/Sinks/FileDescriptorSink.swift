@@ -6,15 +6,14 @@ import Machines
 import Transfer
 import SystemCalls
 
-/// Writes each message's bytes to a file descriptor (standard output by default), exactly as
-/// received: no newline added, nothing between consecutive messages. Partial writes and
-/// `EINTR` are retried; a closed pipe (`EPIPE`) or any other error ends the run with
-/// `.ioError`. SIGPIPE is ignored by the command, so a closed pipe is an error, not a kill.
+/// Writes each message's bytes to a file descriptor (standard output by default), exactly as received: no newline
+/// added, nothing between consecutive messages. Partial writes and `EINTR` are retried; a closed pipe (`EPIPE`) or
+/// any other error ends the run with `.ioError`. SIGPIPE is ignored by the command, so a closed pipe is an error, not
+/// a kill.
 ///
-/// A terminal is the exception: a message is shown there, not stored, and a peer's escape
-/// sequences must not drive it, so control characters are written as visible escapes
-/// (``SafeText``, line feeds and tabs kept) and bytes that are not UTF-8 as U+FFFD. A pipe or
-/// a file gets the bytes exactly.
+/// A terminal is the exception: a message is shown there, not stored, and a peer's escape sequences must not drive
+/// it, so control characters are written as visible escapes (``SafeText``, line feeds and tabs kept) and bytes that
+/// are not UTF-8 as U+FFFD. A pipe or a file gets the bytes exactly.
 package struct FileDescriptorSink: MessageSink {
     package let fileDescriptor: Int32
     package let name: String
@@ -26,9 +25,8 @@ package struct FileDescriptorSink: MessageSink {
         self.escapesForTerminal = escapesForTerminal ?? (isatty(fileDescriptor) == 1)
     }
 
-    /// Writes on ``BlockingCalls/waits``' thread: a reader that stops reading blocks the write
-    /// (or, on a non-blocking descriptor, the wait for room) for as long as it likes, and must
-    /// not hold a thread of the cooperative pool, nor one of the storage calls, meanwhile.
+    /// Writes on ``BlockingCalls/waits``' thread: a reader that stops reading blocks the write (or, non-blocking, the
+    /// wait for room) as long as it likes, and must not hold a cooperative-pool thread, nor a storage call, meanwhile.
     package func store(_ message: ReceivedMessage, sequence: Int, from peer: PeerDescription?) async throws -> String? {
         let (fileDescriptor, name, escapes) = (fileDescriptor, name, escapesForTerminal)
         let body = message.body
@@ -37,8 +35,7 @@ package struct FileDescriptorSink: MessageSink {
             try await BlockingCalls.waits.run { () throws(SinkFailure) in try Self.writeAll(bytes, to: fileDescriptor, name: name) }
             return nil
         }
-        // A message held in a file (a framed one of any size, verified whole): copied a piece
-        // at a time, in constant memory.
+        // A message held in a file (framed, any size, verified whole): copied piece by piece, in constant memory.
         try await BlockingCalls.waits.run { () throws(SinkFailure) in
             var offset = 0
             var carried: [UInt8] = []
@@ -46,32 +43,25 @@ package struct FileDescriptorSink: MessageSink {
                 let piece: [UInt8]
                 do {
                     piece = try body.bytes(in: offset..<min(body.count, offset + (1 << 20)))
-                } catch {
-                    throw SinkFailure(.ioError, "cannot read back the message for \(name): \(error)")
-                }
+                } catch { throw SinkFailure(.ioError, "cannot read back the message for \(name): \(error)") }
                 offset += piece.count
                 if escapes {
-                    // Escaped whole characters only: a UTF-8 sequence cut at the piece's end
-                    // waits for the next piece.
+                    // Escaped whole characters only: a UTF-8 sequence cut at the piece's end waits for the next piece.
                     let (whole, rest) = Self.splitAtCharacterBoundary(carried + piece, final: offset >= body.count)
                     carried = rest
                     try Self.writeAll(Self.terminalBytes(whole), to: fileDescriptor, name: name)
-                } else {
-                    try Self.writeAll(piece, to: fileDescriptor, name: name)
-                }
+                } else { try Self.writeAll(piece, to: fileDescriptor, name: name) }
             }
         }
         return nil
     }
 
-    /// Large framed messages come into an unnamed temporary file (`MessageInput`'s holding
-    /// directory), written as they arrive, and are copied out once verified: no size costs
-    /// memory, and nothing unverified reaches the descriptor.
+    /// Large framed messages come into an unnamed temporary file (`MessageInput`'s holding directory), written as they
+    /// arrive, and are copied out once verified: no size costs memory, and nothing unverified reaches the descriptor.
     package var partialPayloadStore: (any PartialPayloadStore)? { HeldPartialFiles(directory: MessageInput.holdingDirectory()) }
 
-    /// The holding directory keeps the default reserve free (`--reserve`'s default), as an
-    /// output directory does: a framed message announced too large for it is refused before it
-    /// comes, and one that would eat into it midway at its next write.
+    /// The holding directory keeps the default reserve free (`--reserve`'s default), as an output directory does: a
+    /// framed message announced too large is refused before it comes, one eating into it midway at its next write.
     package func admissionRefusal(announced: Int) -> StorageRefusal? {
         guard UInt64(max(0, announced)) >= OutputDirectory.partialFileThreshold else { return nil }
         return StorageLimits.default.writeRefusal(at: MessageInput.holdingDirectory(), announced: announced, received: 0)
@@ -82,8 +72,7 @@ package struct FileDescriptorSink: MessageSink {
         return StorageLimits.default.writeRefusal(at: MessageInput.holdingDirectory(), announced: announced, received: received)
     }
 
-    /// `bytes` cut before a UTF-8 sequence its end leaves unfinished (at most 3 bytes kept
-    /// back), unless `final`.
+    /// `bytes` cut before a UTF-8 sequence its end leaves unfinished (at most 3 bytes kept back), unless `final`.
     static func splitAtCharacterBoundary(_ bytes: [UInt8], final: Bool) -> (whole: [UInt8], rest: [UInt8]) {
         guard !final else { return (bytes, []) }
         var start = bytes.count
@@ -109,8 +98,7 @@ package struct FileDescriptorSink: MessageSink {
                 bytes.withUnsafeBytes { buffer in write(fd, buffer.baseAddress! + offset, buffer.count - offset) }
             }
             switch outcome {
-            case .completed(let written):
-                offset += written
+            case .completed(let written): offset += written
             case .wouldBlock:
                 // A non-blocking descriptor (a terminal or pipe someone else set up): wait
                 // until it takes more instead of dropping bytes.
@@ -125,8 +113,7 @@ package struct FileDescriptorSink: MessageSink {
     }
 }
 
-/// Partial files for messages of 256 KiB or more, in `directory`, unnamed (unlinked at once):
-/// gone with the process whatever ends it.
+/// Partial files for messages of 256 KiB or more, in `directory`, unlinked at once: gone with the process.
 struct HeldPartialFiles: PartialPayloadStore {
     let directory: String
     var threshold: UInt64 = OutputDirectory.partialFileThreshold

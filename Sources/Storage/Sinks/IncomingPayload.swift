@@ -2,13 +2,11 @@ import DaemonSupport
 import SystemCalls
 import Transfer
 
-/// Where a receiver puts a message's bytes as they come, when they should not be held in
-/// memory: a partial file beside the messages stored (the output directory), so that storing
-/// it is a link, not a copy, and a file of any size needs no more memory than a small one.
+/// Where a receiver puts a message's bytes as they come when not in memory: a partial file beside the stored messages
+/// (the output directory), so storing is a link, not a copy, and any size needs no more memory than a small one.
 package protocol PartialPayloadStore: Sendable {
-    /// An empty partial file for a message of `length` bytes; nil keeps it in memory (a small
-    /// message, or no room for a file). The file is removed when its payload is released
-    /// unless it was linked to a name first.
+    /// An empty partial file for a message of `length` bytes; nil keeps it in memory (a small message, or no room for
+    /// a file). The file is removed when its payload is released unless it was linked to a name first.
     func makePartialFile(length: UInt64) throws(PayloadReadError) -> PayloadFile?
 }
 
@@ -26,8 +24,7 @@ package struct IncomingPayload: Sendable {
         if file == nil { memory.reserveCapacity(min(expectedLength, 1 << 20)) }
     }
 
-    /// A place for a message of `length` bytes coming in: a partial file from `store` (made off
-    /// the shared thread pool), or memory when it gives none.
+    /// Where `length` incoming bytes go: a partial file from `store` (made off the shared pool), else memory.
     package static func make(length: UInt64, in store: (any PartialPayloadStore)?) async throws(PayloadReadError) -> IncomingPayload {
         let file = try await BlockingCalls.run { () throws(PayloadReadError) in try store?.makePartialFile(length: length) }
         return IncomingPayload(file: file, expectedLength: Int(clamping: length))
@@ -48,8 +45,7 @@ package struct IncomingPayload: Sendable {
         count = max(count, offset + bytes.count)
     }
 
-    /// Copies `held` (a checkpoint: the message's first bytes) to offset 0, off the shared
-    /// thread pool, and returns their SHA-256 state.
+    /// Copies `held` (a checkpoint: the first bytes) to offset 0, off the shared pool; returns their SHA-256 state.
     package mutating func copyCheckpoint(_ held: MessagePayload) async throws(PayloadReadError) -> RunningDigest {
         var digest = RunningDigest()
         var offset = 0
@@ -63,7 +59,6 @@ package struct IncomingPayload: Sendable {
         return digest
     }
 
-    /// The payload received.
     package var payload: MessagePayload {
         if let file { return MessagePayload(file: file, count: count) }
         return MessagePayload(memory)

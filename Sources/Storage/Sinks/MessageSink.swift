@@ -1,30 +1,25 @@
 import Machines
 import Transfer
 
-/// Where the central puts each complete, verified message. A sink sees only whole messages:
-/// the engine hands one over after `EOM` (and, when framed, after the digest matched), never
-/// a part.
+/// Where the central puts each complete, verified message. A sink sees only whole messages: the engine hands one over
+/// after `EOM` (and, when framed, after the digest matched), never a part.
 package protocol MessageSink: Sendable {
-    /// Stores one message. Returns where it went (a file path) for the `received` event, or
-    /// nil when there is no such place (standard output). Throws ``MessageRefused`` when this
-    /// message cannot be stored but others may be (a directory sink: the message is refused,
-    /// its sender keeps it, the run goes on), or a ``ClassifiedFailure`` (usually `.ioError`)
-    /// when nothing more can be (one output file, standard output closed): the run then ends.
+    /// Stores one message. Returns where it went (a file path) for the `received` event, or nil when there is no such
+    /// place (standard output). Throws ``MessageRefused`` when this message cannot be stored but others may be (a
+    /// directory sink: the message is refused, its sender keeps it, the run goes on), or a ``ClassifiedFailure``
+    /// (usually `.ioError`) when nothing more can be (one output file, standard output closed): the run then ends.
     func store(_ message: ReceivedMessage, sequence: Int, from peer: PeerDescription?) async throws -> String?
 
-    /// Why a message of `byteCount` bytes (announced, or received so far) could not be kept;
-    /// nil when it can. Asked before and while a message arrives, so that what cannot be
-    /// stored is refused while its sender still has it (no ACK is written).
+    /// Why a message of `byteCount` bytes (announced, or received so far) could not be kept; nil when it can. Asked
+    /// before and while a message arrives, so what cannot be stored is refused while its sender has it (no ACK).
     func admissionRefusal(byteCount: Int) -> StorageRefusal?
 
-    /// ``admissionRefusal(byteCount:)`` for a framed message that announced `announced` bytes:
-    /// its resume spool may keep a copy beside it while it arrives, which the reserve counts
-    /// when both are on one file system.
+    /// ``admissionRefusal(byteCount:)`` for a framed message that announced `announced` bytes: its resume spool may
+    /// keep a copy beside it while it arrives, which the reserve counts when both are on one file system.
     func admissionRefusal(announced: Int) -> StorageRefusal?
 
-    /// Why the rest of a message arriving (`announced` bytes in all, when known; `received`
-    /// so far) can no longer be written without eating into the reserve: asked before every
-    /// write, since the disk fills under other writers too. Cheap (one `statvfs`).
+    /// Why the rest of a message (`announced` bytes in all, if known; `received` so far) cannot be written without
+    /// eating into the reserve: asked before every write, as others fill the disk too. Cheap (one `statvfs`).
     func writeRefusal(announced: Int?, received: Int) -> StorageRefusal?
 
     /// Where a framed message's bytes are written as they come, so that storing it is a link
@@ -44,9 +39,8 @@ extension MessageSink {
     package func writeRefusal(announced: Int?, received: Int) -> StorageRefusal? { nil }
 }
 
-/// One message a sink could not store (a full disk, a file system error, a name it cannot
-/// hold even generated): the central refuses it with this reason and goes on; the sender,
-/// without an ACK, keeps it.
+/// One message a sink could not store (a full disk, a file system error, a name it cannot hold even generated): the
+/// central refuses it with this reason and goes on; the sender, without an ACK, keeps it.
 package struct MessageRefused: Error, Sendable, CustomStringConvertible {
     package var reason: String
 
@@ -55,7 +49,6 @@ package struct MessageRefused: Error, Sendable, CustomStringConvertible {
     package var description: String { reason }
 }
 
-/// The failure a sink reports when writing fails.
 package struct SinkFailure: ClassifiedFailure, CustomStringConvertible {
     package var kind: FailureKind
     package var userMessage: String

@@ -4,10 +4,9 @@ import SystemCalls
 import SystemPackage
 import Transfer
 
-/// Writes each message to its own new file in a directory (`--output-dir DIR`), through
-/// ``OutputDirectory``: atomic, never replacing a file. A message that came with a file name
-/// (secure mode, `meta`) is stored under that name, sanitized and numbered when taken, with the
-/// sender's modification time; others get names that say when and what:
+/// Writes each message to its own new file in a directory (`--output-dir DIR`), through ``OutputDirectory``: atomic,
+/// never replacing a file. A message that came with a file name (secure mode, `meta`) is stored under that name,
+/// sanitized and numbered when taken, with the sender's modification time; others get names that say when and what:
 /// `message-20250101-120000-1.txt` for UTF-8 text, `.bin` otherwise.
 package struct OutputDirectorySink: MessageSink {
     package let directory: OutputDirectory
@@ -20,13 +19,10 @@ package struct OutputDirectorySink: MessageSink {
         spooledCopy = SpooledCopy(resumeSpool, beside: path.string)
         do {
             directory = try OutputDirectory(path: path)
-        } catch {
-            throw Self.failure(error)
-        }
+        } catch { throw Self.failure(error) }
     }
 
-    /// The statuses the docs give: 73 a directory that cannot be made (or a file where it
-    /// should be), 77 one this user may not write into, 74 anything else.
+    /// Statuses as documented: 73 a directory not makeable (or a file in its place), 77 one not writable, 74 the rest.
     static func failure(_ error: OutputDirectoryError) -> SinkFailure {
         let kind: FailureKind = switch error {
         case .notADirectory, .cannotCreate: .cannotCreate
@@ -75,17 +71,16 @@ package struct OutputDirectorySink: MessageSink {
 }
 
 extension OutputDirectory {
-    /// Stores a received message under the name its sender gave it (sanitized; a relative path
-    /// recreates the tree's directories inside this one) or, without one, under `generatedName`; with the sender's key and modification time when known. A
-    /// sender's name the file system refuses (too long for it, a character it cannot hold), or
-    /// one with no free numbered variant left, gives way to `generatedName`: the message is
-    /// kept all the same.
+    /// Stores a received message under the name its sender gave it (sanitized; a relative path recreates the tree's
+    /// directories inside this one) or, without one, under `generatedName`; with the sender's key and modification
+    /// time when known. A sender's name the file system refuses (too long for it, a character it cannot hold), or one
+    /// with no free numbered variant left, gives way to `generatedName`: the message is kept all the same.
     ///
-    /// `folder`: a directory under this one to store into (made one safe component), as the
-    /// receiver daemon's `--folder-per-sender` names each sender's.
+    /// `folder`: a directory under this one to store into (made one safe component), as the receiver daemon's
+    /// `--folder-per-sender` names each sender's.
     ///
-    /// Runs on ``BlockingCalls/storage`` as ``store(_:baseName:sender:modificationTime:)``
-    /// does, fallback name included.
+    /// Runs on ``BlockingCalls/storage`` as ``store(_:baseName:sender:modificationTime:)`` does, fallback name
+    /// included.
     package func store(_ message: ReceivedMessage, generatedName: String,
                       folder: String? = nil) async throws(OutputDirectoryError) -> FilePath {
         let directory = self

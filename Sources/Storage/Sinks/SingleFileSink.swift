@@ -7,14 +7,12 @@ import SystemCalls
 import SystemPackage
 import Transfer
 
-/// Writes one message to a named file (`--output PATH`), atomically: the bytes go to a hidden
-/// temporary file in the same directory, are flushed to disk, and only then renamed over the
-/// target, so the path holds the previous content or the whole new message, never a part.
+/// Writes one message to a named file (`--output PATH`) atomically: bytes go to a hidden temporary file beside it, are
+/// flushed, then renamed over the target: it holds the old content or the whole message, never a part.
 package struct SingleFileSink: MessageSink {
     package let path: FilePath
 
-    /// Checks that the directory exists and takes new files, so a bad path fails before any
-    /// Bluetooth work starts.
+    /// Checks that the directory exists and takes new files, so a bad path fails before any Bluetooth work starts.
     package init(path: FilePath) throws(SinkFailure) {
         self.path = path
         let directory = Self.directory(of: path)
@@ -30,8 +28,7 @@ package struct SingleFileSink: MessageSink {
         }
     }
 
-    /// Writes, flushes and renames on ``BlockingCalls/storage``: none of it blocks the
-    /// cooperative pool.
+    /// Writes, flushes and renames on ``BlockingCalls/storage``: none of it blocks the cooperative pool.
     package func store(_ message: ReceivedMessage, sequence: Int, from peer: PeerDescription?) async throws -> String? {
         let path = path
         if let file = message.body.file, file.removesPathWhenReleased,

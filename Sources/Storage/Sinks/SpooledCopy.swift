@@ -2,10 +2,9 @@
 import Glibc
 #endif
 
-/// What a receiver's resume spool writes beside a framed message in the output directory: a
-/// copy of its bytes (up to the spool's bound) when the message is long enough to keep a
-/// checkpoint, counted against the reserve when the spool is on the output directory's file
-/// system (a second file system has a reserve of its own, which the spool keeps itself).
+/// What a receiver's resume spool writes beside a framed message in the output directory: a copy of its bytes (up to
+/// the spool's bound) when the message is long enough to keep a checkpoint, counted against the reserve when the spool
+/// is on the output directory's file system (another file system has its own reserve, which the spool keeps itself).
 package struct SpooledCopy: Sendable {
     package let spool: ResumeSpool
     package let sameFileSystem: Bool
@@ -25,7 +24,5 @@ package struct SpooledCopy: Sendable {
     }
 
     /// The bytes it still writes once `received` have come.
-    package func bytes(announced: Int, received: Int) -> Int {
-        max(0, bytes(announced: announced) - received)
-    }
+    package func bytes(announced: Int, received: Int) -> Int { max(0, bytes(announced: announced) - received) }
 }

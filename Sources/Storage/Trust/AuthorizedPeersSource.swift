@@ -3,15 +3,14 @@ import Machines
 import Synchronization
 import Trust
 
-/// An authorized-peers file as the roles see it: re-read when it changed, so that a peer added
-/// or removed counts from the next connection on, without a restart.
+/// An authorized-peers file as the roles see it: re-read when it changed, so that a peer added or removed counts from
+/// the next connection on, without a restart.
 ///
-/// `current()` compares the file's stamp (device, inode, size, modification and status change
-/// times) with the one last read and reads the file again when it differs. A new text that
-/// cannot be used (malformed, unsafe permissions or place, gone) fails closed: no listed peer
-/// is authorized until the file is usable again (a side that lets unlisted keys in still does,
-/// unauthenticated), with a warning in the log once per version of the file. Keeping the last
-/// good list would keep a peer someone meant to revoke by breaking or deleting the file.
+/// `current()` compares the file's stamp (device, inode, size, modification and status change times) with the one
+/// last read and reads the file again when it differs. A new text that cannot be used (malformed, unsafe permissions
+/// or place, gone) fails closed: no listed peer is authorized until the file is usable again (a side that lets
+/// unlisted keys in still does, unauthenticated), with a warning in the log once per version of the file. Keeping the
+/// last good list would keep a peer someone meant to revoke by breaking or deleting the file.
 package final class AuthorizedPeersSource: Sendable {
     private struct State {
         var peers: AuthorizedPeers
@@ -21,8 +20,7 @@ package final class AuthorizedPeersSource: Sendable {
     package let path: String
     /// Unlisted keys are let in too (a side that does not require authorized peers).
     private let acceptsAnyKey: Bool
-    /// Only these of the listed keys count (`send --to`, `receive --from`), whatever else the
-    /// file lists; removing one from the file still revokes it.
+    /// Only these listed keys count (`send --to`, `receive --from`); removing one from the file still revokes it.
     private let restriction: Set<PeerKey>?
     private let logger: Logger
     private let state: Mutex<State>
@@ -56,9 +54,7 @@ package final class AuthorizedPeersSource: Sendable {
                 let read = try AuthorizedPeers.readText(from: path)
                 state.stamp = read.stamp
                 let peers = try AuthorizedPeers(parsing: read.text, path: path)
-                if peers.peers.isEmpty {
-                    logger.warning("\(path) lists no peer now: every peer is refused")
-                }
+                if peers.peers.isEmpty { logger.warning("\(path) lists no peer now: every peer is refused") }
                 state.peers = Self.inForce(peers, acceptsAnyKey: acceptsAnyKey, restriction: restriction)
                 if restriction != nil && state.peers.peers.isEmpty && !peers.peers.isEmpty {
                     logger.warning("\(path) no longer lists the peer asked for: every peer is refused")

@@ -19,9 +19,8 @@ package struct SecureModePolicy: Sendable {
     private var fixedPeers: AuthorizedPeers
     private var source: AuthorizedPeersSource?
 
-    /// The peers a session that starts now checks keys against: the file as it is now when the
-    /// policy was made from one (`init(identity:authorizedPeersSource:requiresSecure:)`).
-    /// Setting it fixes the list.
+    /// The peers a session that starts now checks keys against: the file as it is now when the policy was made from
+    /// one (`init(identity:authorizedPeersSource:requiresSecure:)`). Setting it fixes the list.
     package var authorizedPeers: AuthorizedPeers {
         get { source?.current() ?? fixedPeers }
         set {
