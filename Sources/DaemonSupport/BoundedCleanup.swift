@@ -56,8 +56,9 @@ package func withTimeLimit<T: Sendable>(_ limit: Duration, onTimeout: @escaping 
             }
             outcome.setWorker { worker.cancel() }
             outcome.startTimer(after: limit) {
-                worker.cancel()
+                // The limit's error first: cancelled first, the worker could resolve with its CancellationError.
                 outcome.resolve(.failure(onTimeout()))
+                worker.cancel()
             }
             // Cancelled before the worker existed: the handler below found nothing to cancel.
             if Task.isCancelled { worker.cancel() }
