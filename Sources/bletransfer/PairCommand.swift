@@ -136,22 +136,7 @@ struct PairCommand: AsyncParsableCommand {
         let rendezvous = PairingRendezvous(session: session, adapter: chosenAdapter) { say($0) }
         let outcome = Mutex<PairingExchange.Result?>(nil)
         let ended = await RoleRun.run(timeout: nil, stopping: .byCancellation) {
-            let meeting = try await rendezvous.meet(within: limit)
-            let result: PairingExchange.Result
-            do {
-                result = try await PairingConversation.run(
-                    meeting, identity: hostIdentity, name: name, answerTimeout: Self.answerTimeout,
-                    ask: { candidate in
-                        await PairingQuestion(input: STDIN_FILENO, output: STDERR_FILENO, limit: Self.answerTimeout)
-                            .ask(about: candidate)
-                    })
-            } catch {
-                meeting.socket.close()
-                await rendezvous.forget(meeting)
-                throw error
-            }
-            meeting.socket.close()
-            await rendezvous.forget(meeting)
+            let result = try await meetAndPair(rendezvous, within: limit, identity: hostIdentity, name: name)
             outcome.withLock { $0 = result }
         }
         try await RoleRun.end(ended, json: false, adapter: adapter, timedOut: { _ in "" })
@@ -166,6 +151,47 @@ struct PairCommand: AsyncParsableCommand {
             let note = here ? "" : " (if nobody declined there, someone may be interfering: pair again, close together)"
             throw RoleRun.exit(reporting: RoleFailure(.permissionDenied, "pairing declined \(who); nothing added\(note)"),
                                json: false)
+        }
+    }
+
+    /// Meets the other host and runs the pairing. A channel on which nothing at all came back is given up for a
+    /// fresh one while `limit` lasts (`PairingConversation.Unanswered`); anything else ends the pairing.
+    private func meetAndPair(_ rendezvous: PairingRendezvous, within limit: Duration, identity: HostIdentity,
+                             name: String) async throws -> PairingExchange.Result {
+        let deadline = ContinuousClock.now + limit
+        var unanswered: PairingConversation.Unanswered?
+        while true {
+            let meeting: PairingRendezvous.Meeting
+            do {
+                meeting = try await rendezvous.meet(within: unanswered == nil ? limit : deadline - .now)
+            } catch let failure as RoleFailure where failure.kind == .timedOut {
+                // After a silent channel, what went wrong then says more than the second search.
+                throw unanswered?.failure ?? failure
+            }
+            let result: PairingExchange.Result
+            do {
+                result = try await PairingConversation.run(
+                    meeting, identity: identity, name: name, answerTimeout: Self.answerTimeout,
+                    ask: { candidate in
+                        await PairingQuestion(input: STDIN_FILENO, output: STDERR_FILENO, limit: Self.answerTimeout)
+                            .ask(about: candidate)
+                    })
+            } catch let silence as PairingConversation.Unanswered {
+                meeting.socket.close()
+                await rendezvous.forget(meeting)
+                guard ContinuousClock.now < deadline else { throw silence.failure }
+                // Nothing was exchanged: a fresh channel, within what is left of the limit.
+                say("\(meeting.peerDescription) did not answer on that channel; trying a new one")
+                unanswered = silence
+                continue
+            } catch {
+                meeting.socket.close()
+                await rendezvous.forget(meeting)
+                throw error
+            }
+            meeting.socket.close()
+            await rendezvous.forget(meeting)
+            return result
         }
     }
 

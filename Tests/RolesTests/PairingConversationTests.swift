@@ -63,6 +63,42 @@ import Trust
         #expect(seenByAlice.expectedCode == seenByBob.shownCode && seenByBob.expectedCode == seenByAlice.shownCode)
     }
 
+    /// An initiator that hears nothing at all on its channel, silence or a close, says so apart from every other
+    /// failure (`Unanswered`), so that `pair` can try a fresh channel: nothing was exchanged yet.
+    @Test(arguments: [false, true]) func initiatorHearingNothingIsUnanswered(peerCloses: Bool) async throws {
+        let (a, b) = try NotificationSocket.makePair(mtu: 600)
+        defer { a.close(); b.close() }
+        if peerCloses { b.close() }
+        let alice = self.alice
+        do {
+            _ = try await PairingConversation.run(
+                Self.meeting(a, .initiator, peer: "bob"), identity: alice, name: alice.name,
+                answerTimeout: .seconds(5), messageTimeout: .milliseconds(300)) { _ in true }
+            Issue.record("a pairing with a peer that said nothing ended without an error")
+        } catch let unanswered as PairingConversation.Unanswered {
+            #expect(unanswered.failure.kind == (peerCloses ? .unavailable : .timedOut))
+        }
+    }
+
+    /// A responder has heard the initiator's hello before the conversation starts: its silence later is a failure,
+    /// never `Unanswered`.
+    @Test func responderThatHeardTheHelloNeverCallsItUnanswered() async throws {
+        let (a, b) = try NotificationSocket.makePair(mtu: 600)
+        defer { a.close(); b.close() }
+        var initiator = PairingExchange(role: .initiator, identity: alice, name: alice.name)
+        let hello = try #require(try initiator.start().first)
+        let meeting = PairingRendezvous.Meeting(socket: b, role: .responder, firstMessage: hello, peerDescription: "alice",
+                                                peerAddress: nil)
+        let bob = self.bob
+        do {
+            _ = try await PairingConversation.run(meeting, identity: bob, name: bob.name, answerTimeout: .seconds(5),
+                                                  messageTimeout: .milliseconds(300)) { _ in true }
+            Issue.record("a pairing whose initiator fell silent ended without an error")
+        } catch let failure as RoleFailure {
+            #expect(failure.kind == .timedOut)
+        }
+    }
+
     /// Alice pairs through `PairingConversation` with a scripted Bob that ends as told.
     func pairWithScriptedBob(ending: Ending, messageTimeout: Duration) async throws
         -> Result<PairingExchange.Result, RoleFailure> {
@@ -125,6 +161,9 @@ import Trust
                 answerTimeout: .seconds(5), messageTimeout: .seconds(5)) { _ in true }
         } catch let error as RoleFailure {
             failure = error
+        } catch let unanswered as PairingConversation.Unanswered {
+            #expect(!afterKeyExchange, "a peer that answered the hello was called silent")
+            failure = unanswered.failure
         }
         try await peer
         return failure

@@ -8,24 +8,34 @@ package enum PairingConversation {
     /// How long the other host may take for each protocol message.
     package static let defaultMessageTimeout: Duration = .seconds(15)
 
+    /// Thrown by the initiator instead of a `RoleFailure` when nothing at all came back on the channel, so nothing was
+    /// exchanged and a fresh channel is worth a try: on a one-packet-per-event link a Linux 6.1 host that was setting
+    /// up Enhanced ATT bearers at the same moment was seen to give the channel a CID it had just freed, and the hello
+    /// went nowhere.
+    package struct Unanswered: Error {
+        package let failure: RoleFailure
+    }
+
     /// - Parameters:
     ///   - ask: shows the candidate and returns the person's answer (true: the codes match).
     ///     The caller bounds it; the peer's answer is awaited `answerTimeout` plus
     ///     `messageTimeout` at most, as long as the other person may take.
     ///   - messageTimeout: how long the other host may take for each protocol message.
     /// - Returns: the exchange's result; throws a `RoleFailure` when the other host breaks the
-    ///   protocol, leaves or falls silent.
+    ///   protocol, leaves or falls silent, or `Unanswered` when the initiator heard nothing at all.
     package static func run(
         _ meeting: PairingRendezvous.Meeting, identity: HostIdentity, name: String?, answerTimeout: Duration,
         messageTimeout: Duration = defaultMessageTimeout, ask: @escaping @Sendable (PairingExchange.Candidate) async -> Bool
     ) async throws -> PairingExchange.Result {
         let socket = meeting.socket
         var exchange = PairingExchange(role: meeting.role, identity: identity, name: name)
+        var heard = meeting.firstMessage != nil
         do {
             try await send(try exchange.start(), on: socket)
             if let first = meeting.firstMessage { try await send(try exchange.receive(first), on: socket) }
             while case .exchanging = exchange.phase {
                 let message = try await next(from: socket, within: messageTimeout, peer: meeting.peerDescription)
+                heard = true
                 try await send(try exchange.receive(message), on: socket)
             }
             guard case .comparing(let candidate) = exchange.phase else {
@@ -42,10 +52,14 @@ package enum PairingConversation {
         } catch let error as PairingError {
             throw interrupted(RoleFailure(.dataError, "pairing with \(meeting.peerDescription) failed: \(error); nothing added"),
                               exchange)
-        } catch let failure as RoleFailure {
-            throw interrupted(failure, exchange)
         } catch is CancellationError {
             throw CancellationError()
+        } catch where !heard {
+            // Only the initiator gets here: a responder heard the hello before the conversation began.
+            throw Unanswered(failure: (error as? RoleFailure) ?? RoleFailure(
+                .unavailable, "\(meeting.peerDescription) left the pairing (\(error)); nothing added"))
+        } catch let failure as RoleFailure {
+            throw interrupted(failure, exchange)
         } catch {
             // The channel failed under us (a send to a peer that left, the link dropped).
             throw interrupted(RoleFailure(.unavailable, "\(meeting.peerDescription) left the pairing (\(error)); nothing added"),
