@@ -168,30 +168,22 @@ struct PairCommand: AsyncParsableCommand {
                 // After a silent channel, what went wrong then says more than the second search.
                 throw unanswered?.failure ?? failure
             }
-            let result: PairingExchange.Result
+            let ended: Result<PairingExchange.Result, any Error>
             do {
-                result = try await PairingConversation.run(
+                ended = .success(try await PairingConversation.run(
                     meeting, identity: identity, name: name, answerTimeout: Self.answerTimeout,
                     ask: { candidate in
                         await PairingQuestion(input: STDIN_FILENO, output: STDERR_FILENO, limit: Self.answerTimeout)
                             .ask(about: candidate)
-                    })
-            } catch let silence as PairingConversation.Unanswered {
-                meeting.socket.close()
-                await rendezvous.forget(meeting)
-                guard ContinuousClock.now < deadline else { throw silence.failure }
-                // Nothing was exchanged: a fresh channel, within what is left of the limit.
-                say("\(meeting.peerDescription) did not answer on that channel; trying a new one")
-                unanswered = silence
-                continue
-            } catch {
-                meeting.socket.close()
-                await rendezvous.forget(meeting)
-                throw error
-            }
+                    }))
+            } catch { ended = .failure(error) }
             meeting.socket.close()
             await rendezvous.forget(meeting)
-            return result
+            guard case .failure(let silence as PairingConversation.Unanswered) = ended else { return try ended.get() }
+            guard ContinuousClock.now < deadline else { throw silence.failure }
+            // Nothing was exchanged: a fresh channel, within what is left of the limit.
+            say("\(meeting.peerDescription) did not answer on that channel; trying a new one")
+            unanswered = silence
         }
     }
 
