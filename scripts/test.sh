@@ -53,6 +53,11 @@ if ! bash scripts/setup.sh "${setup_args[@]}"; then
   exit 1
 fi
 
+stage "source shape (scripts/check-shape.py)"
+python3 scripts/check-shape.py >"$out_dir/shape.log" 2>&1
+cat "$out_dir/shape.log"
+record_from_log "source shape" "$out_dir/shape.log" '^shape: '
+
 stage "build"
 swift build --build-tests 2>&1 | tail -n 30
 if [ "${PIPESTATUS[0]}" -ne 0 ]; then

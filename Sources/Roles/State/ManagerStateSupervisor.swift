@@ -56,7 +56,6 @@ struct ManagerStateSupervisor<PeriodOutcome: Sendable>: Sendable {
         periodEnded: (PeriodOutcome) async throws -> Result?,
         stopped: () async -> Result
     ) async throws -> Result {
-        let stopGrace = self.stopGrace
         let driver = self.driver
         let (controls, control) = AsyncStream<Control>.makeStream()
         return try await withThrowingDiscardingTaskGroup { group in
@@ -72,81 +71,114 @@ struct ManagerStateSupervisor<PeriodOutcome: Sendable>: Sendable {
                 group.cancelAll()
                 control.finish()
             }
-
-            var history = History()
-            var generation = 0
-            var running: (generation: Int, task: Task<Void, Never>)?
-
-            func stopPeriod() async {
-                guard let current = running else { return }
-                running = nil
-                current.task.cancel()
-                await current.task.value
-            }
-
+            var periods = Periods(control: control, work: periodWork)
             do {
                 return try await withGracefulShutdownHandler {
-                    var stopping = false
-                    for await item in controls {
-                        switch item {
-                        case .transition(let transition):
-                            try transitionSeen(transition, history)
-                            history.isFirstTransition = false
-                            switch transition.action {
-                            case .start, .resume:
-                                // The table tears a period down before the next start; one still
-                                // running here would belong to a state already left.
-                                await stopPeriod()
-                                if stopping { return await stopped() }
-                                guard let adapter = driver.currentAdapter() else {
-                                    adapterMissing()
-                                    continue
-                                }
-                                history.hasStartedPeriod = true
-                                generation += 1
-                                let current = generation
-                                // Unstructured: the loop cancels one period while the run goes on, which a task group cannot do to one child.
-                                let task = Task {
-                                    let outcome = await periodWork(adapter)
-                                    control.yield(.periodEnded(generation: current, outcome))
-                                }
-                                running = (current, task)
-                            case .tearDown:
-                                await stopPeriod()
-                                if stopping { return await stopped() }
-                            case .none: break
-                            }
-                        case .periodEnded(let ended, let outcome):
-                            // An outcome from a period already torn down says nothing about now.
-                            guard ended == running?.generation else { continue }
-                            await stopPeriod()  // it has ended: this only waits for its task to finish
-                            if let result = try await periodEnded(outcome) { return result }
-                            if stopping { return await stopped() }
-                        case .stopRequested:
-                            stopping = true
-                            guard let current = running else { return await stopped() }
-                            // The period sees the stop itself; this bounds how long it may take.
-                            group.addTask {
-                                try? await Task.sleep(for: stopGrace)
-                                control.yield(.stopOverdue(generation: current.generation))
-                            }
-                        case .stopOverdue(let overdue):
-                            guard overdue == running?.generation else { continue }
-                            await stopPeriod()
-                            return await stopped()
-                        case .stateStreamEnded:
-                            throw RoleFailure(.unavailable, "lost the connection to the D-Bus system bus")
-                        }
-                    }
-                    // The control stream ends only when the run is cancelled.
-                    throw CancellationError()
+                    try await follow(
+                        controls, periods: &periods, group: &group, transitionSeen: transitionSeen,
+                        adapterMissing: adapterMissing, periodEnded: periodEnded, stopped: stopped)
                 } onGracefulShutdown: {
                     control.yield(.stopRequested)
                 }
             } catch {
-                await stopPeriod()
+                await periods.stop()
                 throw error
             }
+        }
+    }
+
+    /// The run's loop: each control in turn, until one ends the run.
+    private func follow<Result>(
+        _ controls: AsyncStream<Control>,
+        periods: inout Periods,
+        group: inout ThrowingDiscardingTaskGroup<any Error>,
+        transitionSeen: (ManagerTransition, History) throws -> Void,
+        adapterMissing: () -> Void,
+        periodEnded: (PeriodOutcome) async throws -> Result?,
+        stopped: () async -> Result
+    ) async throws -> Result {
+        let stopGrace = self.stopGrace
+        var history = History()
+        var stopping = false
+        for await item in controls {
+            switch item {
+            case .transition(let transition):
+                try transitionSeen(transition, history)
+                history.isFirstTransition = false
+                switch transition.action {
+                case .start, .resume:
+                    // The table tears a period down before the next start; one still
+                    // running here would belong to a state already left.
+                    await periods.stop()
+                    if stopping { return await stopped() }
+                    guard let adapter = driver.currentAdapter() else {
+                        adapterMissing()
+                        continue
+                    }
+                    history.hasStartedPeriod = true
+                    periods.start(on: adapter)
+                case .tearDown:
+                    await periods.stop()
+                    if stopping { return await stopped() }
+                case .none: break
+                }
+            case .periodEnded(let ended, let outcome):
+                // An outcome from a period already torn down says nothing about now.
+                guard ended == periods.running?.generation else { continue }
+                await periods.stop()  // it has ended: this only waits for its task to finish
+                if let result = try await periodEnded(outcome) { return result }
+                if stopping { return await stopped() }
+            case .stopRequested:
+                stopping = true
+                guard let current = periods.running else { return await stopped() }
+                // The period sees the stop itself; this bounds how long it may take.
+                let control = periods.control
+                group.addTask {
+                    try? await Task.sleep(for: stopGrace)
+                    control.yield(.stopOverdue(generation: current.generation))
+                }
+            case .stopOverdue(let overdue):
+                guard overdue == periods.running?.generation else { continue }
+                await periods.stop()
+                return await stopped()
+            case .stateStreamEnded:
+                throw RoleFailure(.unavailable, "lost the connection to the D-Bus system bus")
+            }
+        }
+        // The control stream ends only when the run is cancelled.
+        throw CancellationError()
+    }
+
+    /// The period of work now running, if any: at most one, each with a generation of its own so that an
+    /// outcome or a deadline meant for one already gone is told apart.
+    private struct Periods {
+        let control: AsyncStream<Control>.Continuation
+        let work: @Sendable (Adapter) async -> PeriodOutcome
+        var generation = 0
+        var running: (generation: Int, task: Task<Void, Never>)?
+
+        init(control: AsyncStream<Control>.Continuation, work: @escaping @Sendable (Adapter) async -> PeriodOutcome) {
+            self.control = control
+            self.work = work
+        }
+
+        mutating func start(on adapter: Adapter) {
+            generation += 1
+            let current = generation, control = control, work = work
+            // Unstructured: the loop cancels one period while the run goes on, which a task group cannot do to one child.
+            let task = Task {
+                let outcome = await work(adapter)
+                control.yield(.periodEnded(generation: current, outcome))
+            }
+            running = (current, task)
+        }
+
+        /// Cancels the running period, if any, and waits for its task to finish.
+        mutating func stop() async {
+            guard let current = running else { return }
+            running = nil
+            current.task.cancel()
+            await current.task.value
         }
     }
 }
