@@ -27,11 +27,6 @@ public enum BluetoothServiceState: Sendable, Equatable, CustomStringConvertible 
 package struct BlueZObject: Sendable, Hashable {
     package var path: ObjectPath
     package var interfaces: [String: [String: DBusValue]]
-
-    package init(path: ObjectPath, interfaces: [String: [String: DBusValue]]) {
-        self.path = path
-        self.interfaces = interfaces
-    }
 }
 
 /// A change to the session's view of org.bluez, in D-Bus terms, after it was applied to the cache (so reading the cache

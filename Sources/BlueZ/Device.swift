@@ -107,12 +107,6 @@ public struct Device: Sendable, Hashable, CustomStringConvertible, BlueZObjectHa
         }
     }
 
-    /// Fresh properties from bluetoothd (the cache can lag behind a method reply, e.g. right after `connect()`); nil
-    /// when the device is gone.
-    public func currentProperties() async throws -> DeviceProperties? {
-        DeviceProperties(try await session.currentProperties(of: path, interface: BlueZInterface.device))
-    }
-
     /// Returns once `ServicesResolved` is true in the cache, so the services and characteristics are there to look up.
     /// Throws `.deviceDisconnected` if the device is (or becomes) disconnected, `.objectGone` when removed,
     /// `.bluetoothdNotRunning` if bluetoothd leaves, `.timedOut` after `timeout`. A cached "disconnected" is confirmed

@@ -37,9 +37,8 @@ public struct RemoteCharacteristicProperties: Sendable, Hashable {
     /// The ATT MTU of the link (GattCharacteristic1.MTU, BlueZ ≥ 5.62).
     public var mtu: Int?
     public var notifying: Bool?
-    /// Present only when the characteristic can be acquired for notifications (writing).
+    /// Present only when the characteristic can be acquired for notifications.
     public var notifyAcquired: Bool?
-    public var writeAcquired: Bool?
     public var value: [UInt8]?  // the last read or notification
 
     init?(_ properties: [String: DBusValue]?) {
@@ -49,7 +48,6 @@ public struct RemoteCharacteristicProperties: Sendable, Hashable {
         mtu = properties["MTU"]?.uint16.map(Int.init)
         notifying = properties["Notifying"]?.bool
         notifyAcquired = properties["NotifyAcquired"]?.bool
-        writeAcquired = properties["WriteAcquired"]?.bool
         value = properties["Value"]?.bytes
     }
 }

@@ -1,5 +1,6 @@
 import CDBus
 import Synchronization
+import SystemCalls
 
 #if canImport(Glibc)
 import Glibc
@@ -48,16 +49,15 @@ package final class DBusConnection: Sendable {
         let registry = ExportRegistry(loop: loop)
         let disconnection = Disconnection()
         // Set before the thread starts (pthread_create orders these writes before its reads).
-        loop.messageHandler = { [unowned loop] message in
+        loop.messageHandler = { message in
             switch message.type {
             case MessageType.signal:
                 router.route(message)
                 return false
             case MessageType.methodCall:
-                registry.handleMethodCall(message, ownerOf: { router.currentOwner(of: $0) })
+                registry.handleMethodCall(message, ownerOf: { router.owners[$0] })
                 return true
             default:
-                _ = loop
                 return false
             }
         }

@@ -179,8 +179,9 @@ final class EventLoop: @unchecked Sendable {
     /// Run by the reactor after its jobs and before it waits: dispatch what was read, answer flushes, and shut down
     /// when asked to or when the connection was lost.
     private func turn() {
-        dispatchAll()
         guard let connection else { return }
+        while dbus_connection_dispatch(connection) == DBUS_DISPATCH_DATA_REMAINS {}
+        releaseFinishedPendingCalls()
         if stopRequested || dbus_connection_get_is_connected(connection) == 0 {
             shutDown()
             return
@@ -188,7 +189,8 @@ final class EventLoop: @unchecked Sendable {
         if !flushWaiters.isEmpty && dbus_connection_has_messages_to_send(connection) == 0 {
             answerFlushes(true)
         }
-        refreshWatches()
+        // The watches' enabled flags are re-read before every wait, whether or not libdbus said it toggled them.
+        for entry in watches { toggleWatch(entry.watch) }
     }
 
     private func answerFlushes(_ written: Bool) {
@@ -224,12 +226,6 @@ final class EventLoop: @unchecked Sendable {
 
     private static func from(_ data: UnsafeMutableRawPointer?) -> EventLoop {
         Unmanaged<EventLoop>.fromOpaque(data!).takeUnretainedValue()
-    }
-
-    private func dispatchAll() {
-        guard let connection else { return }
-        while dbus_connection_dispatch(connection) == DBUS_DISPATCH_DATA_REMAINS {}
-        releaseFinishedPendingCalls()
     }
 
     private func shutDown() {
@@ -306,11 +302,6 @@ final class EventLoop: @unchecked Sendable {
         guard events != watches[index].events else { return }
         watches[index].events = events
         reactor.setEvents(events, of: watches[index].interest)
-    }
-
-    /// The watches' enabled flags are re-read before every wait, whether or not libdbus said it toggled them.
-    private func refreshWatches() {
-        for entry in watches { toggleWatch(entry.watch) }
     }
 
     private func addTimeout(_ timeout: OpaquePointer) -> dbus_bool_t {

@@ -3,12 +3,8 @@ package struct ManagementPHYs: OptionSet, Sendable, Hashable {
     package let rawValue: UInt32
     package init(rawValue: UInt32) { self.rawValue = rawValue }
 
-    package static let le1MTransmit = ManagementPHYs(rawValue: 1 << 9)
-    package static let le1MReceive = ManagementPHYs(rawValue: 1 << 10)
     package static let le2MTransmit = ManagementPHYs(rawValue: 1 << 11)
     package static let le2MReceive = ManagementPHYs(rawValue: 1 << 12)
-    package static let leCodedTransmit = ManagementPHYs(rawValue: 1 << 13)
-    package static let leCodedReceive = ManagementPHYs(rawValue: 1 << 14)
 
     package static let le2M: ManagementPHYs = [.le2MTransmit, .le2MReceive]
 }
@@ -19,12 +15,6 @@ package struct PHYConfiguration: Sendable, Hashable {
     package var supported: ManagementPHYs
     package var configurable: ManagementPHYs
     package var selected: ManagementPHYs
-
-    package init(supported: ManagementPHYs, configurable: ManagementPHYs, selected: ManagementPHYs) {
-        self.supported = supported
-        self.configurable = configurable
-        self.selected = selected
-    }
 
     /// From Get PHY Configuration's return parameters.
     package init?(parameters: [UInt8]) {
