@@ -167,16 +167,9 @@ public final class BluetoothSession: Sendable {
         }
     }
 
-    package func objects() -> [BlueZObject] {
-        cache.withLock { state in
-            state.objects.map { BlueZObject(path: $0.key, interfaces: $0.value) }
-        }.sorted { $0.path < $1.path }
-    }
-
-    package func object(at path: ObjectPath) -> BlueZObject? {
-        cache.withLock { state in
-            state.objects[path].map { BlueZObject(path: path, interfaces: $0) }
-        }
+    /// The interfaces of the object at `path` and their properties (variants unwrapped, standard interfaces left out).
+    package func interfaces(at path: ObjectPath) -> [String: [String: DBusValue]]? {
+        cache.withLock { $0.objects[path] }
     }
 
     package func properties(of path: ObjectPath, interface: String) -> [String: DBusValue]? {
@@ -340,8 +333,6 @@ public final class BluetoothSession: Sendable {
         do {
             return try await connection.call(destination: BlueZInterface.service, path: path, interface: interface,
                                              method: method, arguments: arguments, timeout: timeout)
-        } catch let error as CancellationError {
-            throw error
         } catch {
             throw BluetoothError.from(error)
         }
@@ -404,9 +395,7 @@ public final class BluetoothSession: Sendable {
 
     private func loadInitialState() async {
         do {
-            let reply = try await connection.call(
-                destination: BlueZInterface.busName, path: BlueZInterface.busPath, interface: BlueZInterface.busName,
-                method: "GetNameOwner", arguments: [.string(BlueZInterface.service)])
+            let reply = try await connection.callBus("GetNameOwner", [.string(BlueZInterface.service)])
             guard let owner = reply.first?.string else { return }
             await reload(owner: owner, announce: false, attempt: 1)
         } catch {

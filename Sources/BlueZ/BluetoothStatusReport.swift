@@ -208,8 +208,7 @@ public struct BluetoothStatusReport: Sendable, Codable, Hashable {
             return (selected.name, Verdict(status: .unavailable,
                                            message: "\(selected.name) is powered off\(state); turn it on with `bluetoothctl power on`"))
         }
-        var abilities = ["powered", "LE"]
-        abilities.append(selected.supportsAdvertising ? "can advertise" : "cannot advertise")
+        let abilities = ["powered", "LE", selected.supportsAdvertising ? "can advertise" : "cannot advertise"]
         return (selected.name, Verdict(status: .ready, message: "\(selected.name) is ready (\(abilities.joined(separator: ", ")))"))
     }
 }

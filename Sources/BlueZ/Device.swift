@@ -8,7 +8,6 @@ public struct DeviceProperties: Sendable, Hashable {
     public var name: String?
     public var alias: String?
     public var rssi: Int16?
-    public var txPower: Int16?
     public var uuids: [String]  // services, as BlueZ lists them (lower-case 128-bit)
     public var serviceData: [String: [UInt8]]  // by UUID
     public var manufacturerData: [UInt16: [UInt8]]  // by company identifier
@@ -26,7 +25,6 @@ public struct DeviceProperties: Sendable, Hashable {
         name = properties["Name"]?.string
         alias = properties["Alias"]?.string
         rssi = properties["RSSI"]?.int16
-        txPower = properties["TxPower"]?.int16
         uuids = properties["UUIDs"]?.strings ?? []
         var serviceData: [String: [UInt8]] = [:]
         for (uuid, value) in properties["ServiceData"]?.vardict ?? [:] {

@@ -148,7 +148,8 @@ package final class DBusConnection: Sendable {
         return Int32(max(1, min(duration.millisecondsRoundedUp, Int64(Int32.max))))
     }
 
-    func callBus(_ method: String, _ arguments: [DBusValue]) async throws -> [DBusValue] {
+    /// A call to the bus itself (org.freedesktop.DBus).
+    package func callBus(_ method: String, _ arguments: [DBusValue]) async throws -> [DBusValue] {
         try await call(
             destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
             method: method, arguments: arguments)

@@ -59,12 +59,26 @@ final class EventLoop: @unchecked Sendable {
     /// Opens a private connection to `address` on the reactor thread and registers it with the bus (Hello, sent and
     /// answered like any other call, so the reactor serves everything else meanwhile). Returns the unique name.
     func start(address: String) async throws -> String {
-        let helloMessage = try Message.methodCall(
+        let hello = try Message.methodCall(
             destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
             method: "Hello")
+        let call = PendingCall(loop: self)
         let reply: Message
         do {
-            reply = try await openAndSayHello(PendingCall(loop: self), message: helloMessage, address: address)
+            reply = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Message, any Error>) in
+                call.install(continuation)
+                let queued = enqueue { loop in
+                    do {
+                        try loop.open(address: address)
+                    } catch {
+                        loop.queue.withLock { $0.accepting = false }
+                        call.finish(.failure(error))
+                        return
+                    }
+                    loop.startCall(hello, timeoutMilliseconds: -1, call: call)
+                }
+                if !queued { call.finish(.failure(DBusError.disconnected())) }
+            }
         } catch let error as DBusError where error.isDisconnected {
             // Authentication refused or the bus hung up before answering Hello.
             throw DBusError.disconnected("the bus at \(address) closed the connection before accepting it")
@@ -79,24 +93,6 @@ final class EventLoop: @unchecked Sendable {
             if let connection = loop.connection { _ = dbus_bus_set_unique_name(connection, uniqueName) }
         }
         return uniqueName
-    }
-
-    /// Opens the connection on the reactor thread and sends Hello; the reply.
-    private func openAndSayHello(_ call: PendingCall, message hello: Message, address: String) async throws -> Message {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Message, any Error>) in
-            call.install(continuation)
-            let queued = enqueue { loop in
-                do {
-                    try loop.open(address: address)
-                } catch {
-                    loop.queue.withLock { $0.accepting = false }
-                    call.finish(.failure(error))
-                    return
-                }
-                loop.startCall(hello, timeoutMilliseconds: -1, call: call)
-            }
-            if !queued { call.finish(.failure(DBusError.disconnected())) }
-        }
     }
 
     private func open(address: String) throws {
@@ -217,11 +213,7 @@ final class EventLoop: @unchecked Sendable {
             me, nil)
         dbus_connection_set_wakeup_main_function(
             connection, { data in EventLoop.from(data).reactor.wakeUp() }, me, nil)
-        dbus_connection_add_filter(
-            connection,
-            { _, message, data in
-                EventLoop.from(data).filter(message!)
-            }, me, nil)
+        dbus_connection_add_filter(connection, { _, message, data in EventLoop.from(data).filter(message!) }, me, nil)
     }
 
     private static func from(_ data: UnsafeMutableRawPointer?) -> EventLoop {

@@ -1,16 +1,10 @@
 import CDBus
 
 /// One consumer's signal stream: its rule and the continuation signals are yielded to.
-final class SignalSubscription: Sendable {
+struct SignalSubscription: Sendable {
     let id: UInt64
     let rule: MatchRule
     let continuation: AsyncStream<DBusSignal>.Continuation
-
-    init(id: UInt64, rule: MatchRule, continuation: AsyncStream<DBusSignal>.Continuation) {
-        self.id = id
-        self.rule = rule
-        self.continuation = continuation
-    }
 
     func finish() { continuation.finish() }
 }

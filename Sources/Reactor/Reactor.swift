@@ -233,12 +233,8 @@ package final class Reactor: @unchecked Sendable {
             // Closing the descriptor already took it out of the epoll set.
             failure = 0
         }
-        if failure == 0 {
-            if descriptors[fd] != nil { descriptors[fd]?.registeredMask = wanted }
-        } else {
-            if descriptors[fd] != nil { descriptors[fd]?.registeredMask = 0 }
-            throw SystemCallError(call: name, errno: Errno(rawValue: failure))
-        }
+        descriptors[fd]?.registeredMask = failure == 0 ? wanted : 0
+        if failure != 0 { throw SystemCallError(call: name, errno: Errno(rawValue: failure)) }
     }
 
     // MARK: Timers and hooks (reactor thread only)
