@@ -189,16 +189,7 @@ public final class BluetoothSession: Sendable {
     /// Changes applied to the cache from now on, subscribed on return: "subscribe, read the cache, consume" misses
     /// nothing (a change may show in both; consumers treat changes as idempotent). Ends when the session closes or the
     /// bus connection is lost.
-    package func changes() -> AsyncStream<BlueZChange> {
-        let (stream, continuation) = AsyncStream<BlueZChange>.makeStream()
-        let subscriber = ChangeSubscriber(deliver: { continuation.yield($0) }, finish: { continuation.finish() })
-        guard let id = subscribe(subscriber) else {
-            continuation.finish()
-            return stream
-        }
-        continuation.onTermination = { [weak self] _ in self?.unsubscribe(id) }
-        return stream
-    }
+    package func changes() -> AsyncStream<BlueZChange> { stream { [$0] } }
 
     /// A stream that starts with `initial` (read from the cache after subscribing), then yields what `translate` makes
     /// of each change, until it answers nil, the session ends, or the consumer stops.
@@ -545,7 +536,7 @@ public final class BluetoothSession: Sendable {
     }
 }
 
-/// Where the pump publishes changes (a `changes()` stream, or a translation), outside the cache's lock (see `publish`).
+/// Where the pump publishes changes (a translation of `stream(startingWith:)`), outside the cache's lock (see `publish`).
 private struct ChangeSubscriber: Sendable {
     let deliver: @Sendable (BlueZChange) -> Void
     /// The session closed or lost the bus: no more changes.

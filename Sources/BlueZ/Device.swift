@@ -26,18 +26,11 @@ public struct DeviceProperties: Sendable, Hashable {
         alias = properties["Alias"]?.string
         rssi = properties["RSSI"]?.int16
         uuids = properties["UUIDs"]?.strings ?? []
-        var serviceData: [String: [UInt8]] = [:]
-        for (uuid, value) in properties["ServiceData"]?.vardict ?? [:] {
-            if let bytes = value.bytes { serviceData[uuid] = bytes }
+        serviceData = (properties["ServiceData"]?.vardict ?? [:]).compactMapValues(\.bytes)
+        let entries = (properties["ManufacturerData"]?.dictionaryEntries ?? []).compactMap { entry in
+            entry.key.uint16.flatMap { company in entry.value.bytes.map { (company, $0) } }
         }
-        self.serviceData = serviceData
-        var manufacturerData: [UInt16: [UInt8]] = [:]
-        for entry in properties["ManufacturerData"]?.dictionaryEntries ?? [] {
-            if let company = entry.key.uint16, let bytes = entry.value.bytes {
-                manufacturerData[company] = bytes
-            }
-        }
-        self.manufacturerData = manufacturerData
+        manufacturerData = Dictionary(entries) { _, later in later }
         connected = properties["Connected"]?.bool ?? false
         servicesResolved = properties["ServicesResolved"]?.bool ?? false
         paired = properties["Paired"]?.bool ?? false

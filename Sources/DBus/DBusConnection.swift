@@ -36,7 +36,8 @@ package final class DBusConnection: Sendable {
     /// A private connection (never libdbus's shared one), exit-on-disconnect off, registered with the system bus
     /// (honouring DBUS_SYSTEM_BUS_ADDRESS).
     package static func connectToSystemBus() async throws -> DBusConnection {
-        try await connect(address: environment("DBUS_SYSTEM_BUS_ADDRESS") ?? "unix:path=/var/run/dbus/system_bus_socket")
+        let address = getenv("DBUS_SYSTEM_BUS_ADDRESS").map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 }
+        return try await connect(address: address ?? "unix:path=/var/run/dbus/system_bus_socket")
     }
 
     /// Same, to the bus at `address`.
@@ -228,12 +229,6 @@ package final class DBusConnection: Sendable {
         guard isConnected else { throw DBusError.disconnected() }
         registry.addObjectManager(at: root)
     }
-}
-
-private func environment(_ name: String) -> String? {
-    guard let value = getenv(name) else { return nil }
-    let string = String(cString: value)
-    return string.isEmpty ? nil : string
 }
 
 /// Who waits for the connection to end, and whether it has.

@@ -266,12 +266,9 @@ final class EventLoop: @unchecked Sendable {
 
     private func addWatch(_ watch: OpaquePointer) -> dbus_bool_t {
         let events = Self.events(of: watch)
-        let interest: Reactor.Registration
-        do {
-            interest = try reactor.addInterest(fd: dbus_watch_get_unix_fd(watch), events: events) {
-                [self] ready in handle(watch, ready)
-            }
-        } catch {
+        guard let interest = try? reactor.addInterest(fd: dbus_watch_get_unix_fd(watch), events: events, handler: {
+            [self] ready in handle(watch, ready)
+        }) else {
             return 0  // libdbus treats the watch as not added
         }
         watches.append((watch, interest, events))
@@ -320,8 +317,8 @@ final class EventLoop: @unchecked Sendable {
 
     private func fire(_ timeout: OpaquePointer) {
         // libdbus timeouts repeat until removed or disabled: re-arm before handling, which may remove it (or others).
-        guard let index = timeouts.firstIndex(where: { $0.timeout == timeout }) else { return }
-        timeouts[index].timer = nil
+        // The timer that fired is gone: removing it again while re-arming does nothing.
+        guard timeouts.contains(where: { $0.timeout == timeout }) else { return }
         armTimeout(timeout)
         _ = dbus_timeout_handle(timeout)
     }
