@@ -217,7 +217,7 @@ package final class DBusConnection: Sendable {
     /// of `name`; any other caller gets AccessDenied, and `onRefusal` is told once per caller (its unique name and the
     /// `interface.member` called). The owner is known while a signal subscription with `sender: name` is active.
     package func restrictMethodCalls(toOwnerOf name: String, onRefusal: @escaping @Sendable (String, String) -> Void) {
-        registry.restrictCalls(toOwnerOf: name, onRefusal: onRefusal)
+        registry.callerPolicy.withLock { $0 = ExportRegistry.CallerPolicy(name: name, onRefusal: onRefusal) }
     }
 
     /// Removes the object; emits InterfacesRemoved through an ancestor ObjectManager.

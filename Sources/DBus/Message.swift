@@ -99,7 +99,8 @@ enum Names {
         guard isValid(name, using: validate) else { throw DBusError.invalidArgs("invalid \(kind) name \"\(name)\"") }
     }
 
-    private static func isValid(_ name: String, using validate: Validator) -> Bool {
+    static func isValid(_ name: String, using validate: Validator) -> Bool {
+        // libdbus reads a C string: an embedded NUL would silently truncate it.
         guard !name.utf8.contains(0) else { return false }
         return name.withCString { validate($0, nil) != 0 }
     }
