@@ -133,10 +133,7 @@ public struct Device: Sendable, Hashable, CustomStringConvertible, BlueZObjectHa
     /// Returns once the device is disconnected or gone (after `disconnect()`, or to notice that the peer left). A
     /// cached "disconnected" is confirmed with bluetoothd first.
     public func waitUntilDisconnected() async throws {
-        let changes = session.changes()
-        let path = self.path
-        let session = self.session
-        var iterator = changes.makeAsyncIterator()
+        var iterator = session.changes().makeAsyncIterator()
         while true {
             guard session.serviceState.isRunning else { return }
             let cached = DeviceProperties(session.properties(of: path, interface: BlueZInterface.device))
