@@ -85,10 +85,8 @@ public struct Adapter: Sendable, Hashable, CustomStringConvertible, BlueZObjectH
 
     /// Current properties; nil once the adapter is gone.
     public var properties: AdapterProperties? {
-        session.object(at: path).flatMap { AdapterProperties($0.interfaces) }
+        session.interfaces(at: path).flatMap { AdapterProperties($0) }
     }
-
-    public var exists: Bool { cachedProperties != nil }
 
     // MARK: Power and discovery
 

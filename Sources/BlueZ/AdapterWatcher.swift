@@ -90,16 +90,13 @@ struct AdapterTracker: Sendable {
             switch current {
             case .running:
                 events.append(.bluetoothdAppeared)
-            case .notRunning, .busDisconnected:
-                // Also on the first look (previous == nil), so a consumer learns the state.
-                if previous != .notRunning && previous != .busDisconnected {
+            case .notRunning, .busDisconnected, .accessDenied:
+                if case .accessDenied = current {
+                    events.append(.accessDenied)
+                } else if previous != .notRunning && previous != .busDisconnected {
+                    // Also on the first look (previous == nil), so a consumer learns the state.
                     events.append(.bluetoothdVanished)
                 }
-                tracked = nil
-                lastFacts = nil
-                return events
-            case .accessDenied:
-                events.append(.accessDenied)
                 tracked = nil
                 lastFacts = nil
                 return events

@@ -23,17 +23,6 @@ public enum BluetoothServiceState: Sendable, Equatable, CustomStringConvertible 
     }
 }
 
-/// One object of BlueZ's tree: its interfaces and their properties (variants unwrapped, standard interfaces left out).
-package struct BlueZObject: Sendable, Hashable {
-    package var path: ObjectPath
-    package var interfaces: [String: [String: DBusValue]]
-
-    package init(path: ObjectPath, interfaces: [String: [String: DBusValue]]) {
-        self.path = path
-        self.interfaces = interfaces
-    }
-}
-
 /// A change to the session's view of org.bluez, in D-Bus terms, after it was applied to the cache (so reading the cache
 /// while handling it sees the new state). For BlueZ's own waits and the tests; code above BlueZ gets typed streams
 /// such as `deviceDepartures(on:)` and `adapterEvents`.

@@ -38,9 +38,6 @@ public enum BlueZErrorKind: Hashable, Sendable {
         DBusError.timeoutName: .dbusTimeout,
     ]
 
-    private static let names: [BlueZErrorKind: String] = Dictionary(
-        uniqueKeysWithValues: byName.map { ($0.value, $0.key) })
-
     public init(errorName: String) {
         self = Self.byName[errorName] ?? .other(errorName)
     }
@@ -48,6 +45,6 @@ public enum BlueZErrorKind: Hashable, Sendable {
     /// As bluetoothd sends it (and messages show it).
     public var errorName: String {
         if case .other(let name) = self { return name }
-        return Self.names[self] ?? "\(self)"
+        return Self.byName.first { $0.value == self }?.key ?? "\(self)"
     }
 }

@@ -13,8 +13,6 @@ public enum BlueZInterface {
 
     static let objectManager = "org.freedesktop.DBus.ObjectManager"
     static let properties = "org.freedesktop.DBus.Properties"
-    static let busName = "org.freedesktop.DBus"
-    static let busPath: ObjectPath = "/org/freedesktop/DBus"
 
     /// Interfaces every exported object carries; they say nothing about BlueZ's model.
     static let standardInterfaces: Set<String> = [

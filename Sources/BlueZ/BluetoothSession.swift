@@ -167,16 +167,9 @@ public final class BluetoothSession: Sendable {
         }
     }
 
-    package func objects() -> [BlueZObject] {
-        cache.withLock { state in
-            state.objects.map { BlueZObject(path: $0.key, interfaces: $0.value) }
-        }.sorted { $0.path < $1.path }
-    }
-
-    package func object(at path: ObjectPath) -> BlueZObject? {
-        cache.withLock { state in
-            state.objects[path].map { BlueZObject(path: path, interfaces: $0) }
-        }
+    /// The interfaces of the object at `path` and their properties (variants unwrapped, standard interfaces left out).
+    package func interfaces(at path: ObjectPath) -> [String: [String: DBusValue]]? {
+        cache.withLock { $0.objects[path] }
     }
 
     package func properties(of path: ObjectPath, interface: String) -> [String: DBusValue]? {
@@ -196,16 +189,7 @@ public final class BluetoothSession: Sendable {
     /// Changes applied to the cache from now on, subscribed on return: "subscribe, read the cache, consume" misses
     /// nothing (a change may show in both; consumers treat changes as idempotent). Ends when the session closes or the
     /// bus connection is lost.
-    package func changes() -> AsyncStream<BlueZChange> {
-        let (stream, continuation) = AsyncStream<BlueZChange>.makeStream()
-        let subscriber = ChangeSubscriber(deliver: { continuation.yield($0) }, finish: { continuation.finish() })
-        guard let id = subscribe(subscriber) else {
-            continuation.finish()
-            return stream
-        }
-        continuation.onTermination = { [weak self] _ in self?.unsubscribe(id) }
-        return stream
-    }
+    package func changes() -> AsyncStream<BlueZChange> { stream { [$0] } }
 
     /// A stream that starts with `initial` (read from the cache after subscribing), then yields what `translate` makes
     /// of each change, until it answers nil, the session ends, or the consumer stops.
@@ -340,8 +324,6 @@ public final class BluetoothSession: Sendable {
         do {
             return try await connection.call(destination: BlueZInterface.service, path: path, interface: interface,
                                              method: method, arguments: arguments, timeout: timeout)
-        } catch let error as CancellationError {
-            throw error
         } catch {
             throw BluetoothError.from(error)
         }
@@ -404,9 +386,7 @@ public final class BluetoothSession: Sendable {
 
     private func loadInitialState() async {
         do {
-            let reply = try await connection.call(
-                destination: BlueZInterface.busName, path: BlueZInterface.busPath, interface: BlueZInterface.busName,
-                method: "GetNameOwner", arguments: [.string(BlueZInterface.service)])
+            let reply = try await connection.callBus("GetNameOwner", [.string(BlueZInterface.service)])
             guard let owner = reply.first?.string else { return }
             await reload(owner: owner, announce: false, attempt: 1)
         } catch {
@@ -556,7 +536,7 @@ public final class BluetoothSession: Sendable {
     }
 }
 
-/// Where the pump publishes changes (a `changes()` stream, or a translation), outside the cache's lock (see `publish`).
+/// Where the pump publishes changes (a translation of `stream(startingWith:)`), outside the cache's lock (see `publish`).
 private struct ChangeSubscriber: Sendable {
     let deliver: @Sendable (BlueZChange) -> Void
     /// The session closed or lost the bus: no more changes.

@@ -137,14 +137,13 @@ public struct BluetoothStatusReport: Sendable, Codable, Hashable {
             return make(bluetoothd: "running", detail: nil, kernel: kernel, adapters: adapters, adapterName: adapterName, failure: nil)
         case .notRunning:
             let seen = kernel.controllers.map(\.name)
-            let message: String
-            switch kernel {
+            let message = switch kernel {
             case .noBluetoothInKernel:
-                message = noBluetoothInKernel
+                noBluetoothInKernel
             case .controllers where !seen.isEmpty:
-                message = "bluetoothd is not running (the kernel sees \(seen.joined(separator: ", ")))"
+                "bluetoothd is not running (the kernel sees \(seen.joined(separator: ", ")))"
             default:
-                message = "bluetoothd is not running"
+                "bluetoothd is not running"
             }
             return failed("not-running", detail: nil, Verdict(status: .unavailable, message: message))
         case .accessDenied(let detail):
@@ -158,14 +157,13 @@ public struct BluetoothStatusReport: Sendable, Codable, Hashable {
 
     private static func make(bluetoothd: String, detail: String?, kernel: KernelBluetoothReport, adapters: [AdapterStatus],
                              adapterName: String?, failure: Verdict?) -> BluetoothStatusReport {
-        let kernelStatus: KernelStatus
-        switch kernel {
+        let kernelStatus = switch kernel {
         case .noBluetoothInKernel:
-            kernelStatus = KernelStatus(state: "no-bluetooth-in-kernel", detail: "socket(AF_BLUETOOTH) is not supported", controllers: [])
+            KernelStatus(state: "no-bluetooth-in-kernel", detail: "socket(AF_BLUETOOTH) is not supported", controllers: [])
         case .controllers(let list):
-            kernelStatus = KernelStatus(state: "ok", detail: nil, controllers: list)
+            KernelStatus(state: "ok", detail: nil, controllers: list)
         case .unavailable(let call, let errno):
-            kernelStatus = KernelStatus(state: "error", detail: "\(call) failed: \(errno)", controllers: [])
+            KernelStatus(state: "error", detail: "\(call) failed: \(errno)", controllers: [])
         }
         var report = BluetoothStatusReport(bluetoothd: bluetoothd, bluetoothdDetail: detail, kernel: kernelStatus,
                                            adapters: adapters, selectedAdapter: nil,
@@ -208,8 +206,7 @@ public struct BluetoothStatusReport: Sendable, Codable, Hashable {
             return (selected.name, Verdict(status: .unavailable,
                                            message: "\(selected.name) is powered off\(state); turn it on with `bluetoothctl power on`"))
         }
-        var abilities = ["powered", "LE"]
-        abilities.append(selected.supportsAdvertising ? "can advertise" : "cannot advertise")
+        let abilities = ["powered", "LE", selected.supportsAdvertising ? "can advertise" : "cannot advertise"]
         return (selected.name, Verdict(status: .ready, message: "\(selected.name) is ready (\(abilities.joined(separator: ", ")))"))
     }
 }

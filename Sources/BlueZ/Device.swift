@@ -8,7 +8,6 @@ public struct DeviceProperties: Sendable, Hashable {
     public var name: String?
     public var alias: String?
     public var rssi: Int16?
-    public var txPower: Int16?
     public var uuids: [String]  // services, as BlueZ lists them (lower-case 128-bit)
     public var serviceData: [String: [UInt8]]  // by UUID
     public var manufacturerData: [UInt16: [UInt8]]  // by company identifier
@@ -26,20 +25,12 @@ public struct DeviceProperties: Sendable, Hashable {
         name = properties["Name"]?.string
         alias = properties["Alias"]?.string
         rssi = properties["RSSI"]?.int16
-        txPower = properties["TxPower"]?.int16
         uuids = properties["UUIDs"]?.strings ?? []
-        var serviceData: [String: [UInt8]] = [:]
-        for (uuid, value) in properties["ServiceData"]?.vardict ?? [:] {
-            if let bytes = value.bytes { serviceData[uuid] = bytes }
+        serviceData = (properties["ServiceData"]?.vardict ?? [:]).compactMapValues(\.bytes)
+        let entries = (properties["ManufacturerData"]?.dictionaryEntries ?? []).compactMap { entry in
+            entry.key.uint16.flatMap { company in entry.value.bytes.map { (company, $0) } }
         }
-        self.serviceData = serviceData
-        var manufacturerData: [UInt16: [UInt8]] = [:]
-        for entry in properties["ManufacturerData"]?.dictionaryEntries ?? [] {
-            if let company = entry.key.uint16, let bytes = entry.value.bytes {
-                manufacturerData[company] = bytes
-            }
-        }
-        self.manufacturerData = manufacturerData
+        manufacturerData = Dictionary(entries) { _, later in later }
         connected = properties["Connected"]?.bool ?? false
         servicesResolved = properties["ServicesResolved"]?.bool ?? false
         paired = properties["Paired"]?.bool ?? false
@@ -107,12 +98,6 @@ public struct Device: Sendable, Hashable, CustomStringConvertible, BlueZObjectHa
         }
     }
 
-    /// Fresh properties from bluetoothd (the cache can lag behind a method reply, e.g. right after `connect()`); nil
-    /// when the device is gone.
-    public func currentProperties() async throws -> DeviceProperties? {
-        DeviceProperties(try await session.currentProperties(of: path, interface: BlueZInterface.device))
-    }
-
     /// Returns once `ServicesResolved` is true in the cache, so the services and characteristics are there to look up.
     /// Throws `.deviceDisconnected` if the device is (or becomes) disconnected, `.objectGone` when removed,
     /// `.bluetoothdNotRunning` if bluetoothd leaves, `.timedOut` after `timeout`. A cached "disconnected" is confirmed
@@ -148,10 +133,7 @@ public struct Device: Sendable, Hashable, CustomStringConvertible, BlueZObjectHa
     /// Returns once the device is disconnected or gone (after `disconnect()`, or to notice that the peer left). A
     /// cached "disconnected" is confirmed with bluetoothd first.
     public func waitUntilDisconnected() async throws {
-        let changes = session.changes()
-        let path = self.path
-        let session = self.session
-        var iterator = changes.makeAsyncIterator()
+        var iterator = session.changes().makeAsyncIterator()
         while true {
             guard session.serviceState.isRunning else { return }
             let cached = DeviceProperties(session.properties(of: path, interface: BlueZInterface.device))

@@ -10,12 +10,6 @@ public struct DeviceReference: Sendable, Hashable, Comparable, CustomStringConve
         self.path = path
     }
 
-    /// From a device object path's text; nil when it is not a valid object path.
-    package init?(objectPath: String) {
-        guard let path = ObjectPath(rawValue: objectPath) else { return nil }
-        self.path = path
-    }
-
     /// The address BlueZ wrote into the path (it does for every `dev_…`): what to show once the device is gone.
     public var address: BluetoothAddress? { BluetoothAddress(deviceObjectPath: path.rawValue) }
 

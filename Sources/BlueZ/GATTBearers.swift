@@ -92,14 +92,11 @@ public enum GATTBearers {
     /// `src (type) dst (type) state psm scid dcid imtu omtu sec_level mode` (PSM in decimal, state 1 = BT_CONNECTED).
     public static func enhancedATTChannels(to address: String, in table: String) -> Int {
         let wanted = address.lowercased()
-        var count = 0
-        for line in table.split(whereSeparator: \.isNewline) {
+        return table.split(whereSeparator: \.isNewline).filter { line in
             let fields = line.split(separator: " ")
-            guard fields.count >= 8 else { continue }
-            guard fields[2].lowercased() == wanted, fields[4] == "1", Int(fields[5]) == enhancedATTPSM else { continue }
-            count += 1
-        }
-        return count
+            return fields.count >= 8 && fields[2].lowercased() == wanted && fields[4] == "1"
+                && Int(fields[5]) == enhancedATTPSM
+        }.count
     }
 
     /// The `-f`/`--configfile` argument of a running bluetoothd, when /proc shows one.

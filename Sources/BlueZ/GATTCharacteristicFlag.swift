@@ -18,15 +18,12 @@ public enum GATTCharacteristicFlag: Hashable, Sendable {
         "secure-write": .secureWrite, "authorize": .authorize,
     ]
 
-    private static let names: [GATTCharacteristicFlag: String] = Dictionary(
-        uniqueKeysWithValues: byName.map { ($0.value, $0.key) })
-
     public init(bluezName: String) {
         self = Self.byName[bluezName] ?? .other(bluezName)
     }
 
     public var bluezName: String {
         if case .other(let name) = self { return name }
-        return Self.names[self] ?? "\(self)"
+        return Self.byName.first { $0.value == self }?.key ?? "\(self)"
     }
 }

@@ -138,17 +138,11 @@ public struct L2CAPChannels: ChannelTransport {
     }
 }
 
-final class L2CAPListener: ChannelListener {
+struct L2CAPListener: ChannelListener {
     let socket: NotificationSocket
     let psm: UInt16
     /// The longest SDU an accepted channel takes (its kernel MTU is `receiveWindow`).
     let receiveMTU: Int
-
-    init(socket: NotificationSocket, psm: UInt16, receiveMTU: Int) {
-        self.socket = socket
-        self.psm = psm
-        self.receiveMTU = receiveMTU
-    }
 
     func accept() async throws -> AcceptedChannel {
         while true {

@@ -87,12 +87,6 @@ public final class LEAdvertisement: Sendable {
     /// Unregisters (errors swallowed: BlueZ may already have dropped it) and unexports.
     package func unregister() async { await registration.unregister(unexport: unexport) }
 
-    /// `register` run to its end even when the task is cancelled: a call abandoned halfway may still succeed in
-    /// bluetoothd, and the scope's end undoes it.
-    fileprivate func registerOutsideCancellation(on adapter: Adapter) async throws {
-        try await outsideCancellation { try await self.register(on: adapter) }
-    }
-
     fileprivate func unregisterOutsideCancellation() async {
         await registration.unregisterOutsideCancellation(unexport: { self.unexport() })
     }
@@ -161,7 +155,8 @@ public final class AdvertisingControl: Sendable {
     public func start() async throws {
         guard !closed.withLock({ $0 }) else { throw CancellationError() }
         guard !advertisement.isRegistered else { return }
-        try await advertisement.registerOutsideCancellation(on: adapter)
+        // A call abandoned halfway may still succeed in bluetoothd: it runs to its end, and the scope's end undoes it.
+        try await outsideCancellation { [advertisement, adapter] in try await advertisement.register(on: adapter) }
     }
 
     /// Unregisters if registered, even when the task is cancelled.

@@ -12,14 +12,6 @@ public struct GATTRequestOptions: Sendable, Hashable {
     /// "command" (write without response), "request" (write with response), "reliable".
     public var writeType: String?
 
-    public init(device: DeviceReference? = nil, mtu: Int? = nil, link: String? = nil, offset: Int = 0, writeType: String? = nil) {
-        self.device = device
-        self.mtu = mtu
-        self.link = link
-        self.offset = offset
-        self.writeType = writeType
-    }
-
     init(_ options: [String: DBusValue]) {
         device = options["device"]?.objectPath.map { DeviceReference(path: $0) }
         mtu = options["mtu"]?.uint16.map(Int.init)
@@ -144,7 +136,7 @@ public final class LocalGATTApplication: Sendable, CustomStringConvertible {
     private let eventSink: AsyncStream<LocalGATTEvent>.Continuation
     private let service: LocalGATTService
     private let registration: ManagerRegistration
-    private let state: Mutex<State>
+    private let state: Mutex<[CharacteristicState]>
     private let replyDeadlines: ReplyDeadlines
 
     /// How many events may wait for the consumer; a central writes a few at a time (HELLO, PROGRESS, ACK), so
@@ -161,10 +153,6 @@ public final class LocalGATTApplication: Sendable, CustomStringConvertible {
         var notifyAcquired = false
     }
 
-    private struct State {
-        var characteristics: [CharacteristicState]
-    }
-
     /// An application to be exported at a fresh path of the session's.
     public convenience init(session: BluetoothSession, service: LocalGATTService) {
         self.init(session: session, service: service, root: nil)
@@ -179,7 +167,7 @@ public final class LocalGATTApplication: Sendable, CustomStringConvertible {
         self.root = root
         self.servicePath = root.appending("service0")
         self.characteristicPaths = service.characteristics.indices.map { root.appending("service0").appending("char\($0)") }
-        self.state = Mutex(State(characteristics: service.characteristics.map { CharacteristicState(value: $0.value) }))
+        self.state = Mutex(service.characteristics.map { CharacteristicState(value: $0.value) })
         self.registration = ManagerRegistration(root, with: .gatt, in: session)
         self.replyDeadlines = ReplyDeadlines(limit: replyLimit)
         (events, eventSink) = AsyncStream.makeStream(bufferingPolicy: .bufferingOldest(Self.eventBufferLimit))
@@ -218,19 +206,19 @@ public final class LocalGATTApplication: Sendable, CustomStringConvertible {
     /// back-pressure: prefer the AcquireNotify socket).
     public func notify(_ value: [UInt8], characteristic index: Int = 0) throws {
         precondition(characteristicPaths.indices.contains(index), "no characteristic #\(index)")
-        state.withLock { $0.characteristics[index].value = value }
+        state.withLock { $0[index].value = value }
         try session.connection.emitPropertiesChanged(path: characteristicPaths[index], interface: BlueZInterface.gattCharacteristic,
                                                      changed: ["Value": .bytes(value)])
     }
 
     /// Whether a StartNotify session is active on characteristic `index`.
     public func isNotifying(characteristic index: Int = 0) -> Bool {
-        state.withLock { $0.characteristics[index].notifying }
+        state.withLock { $0[index].notifying }
     }
 
     /// Whether BlueZ holds an AcquireNotify socket for characteristic `index`.
     public func isNotifyAcquired(characteristic index: Int = 0) -> Bool {
-        state.withLock { $0.characteristics[index].notifyAcquired }
+        state.withLock { $0[index].notifyAcquired }
     }
 
     /// Hands `event` to the consumer; a request refused (the consumer behind by `eventBufferLimit`, or gone) is answered
@@ -290,7 +278,7 @@ public final class LocalGATTApplication: Sendable, CustomStringConvertible {
         var properties = characteristicProperties(index)
         if service.characteristics[index].offersAcquireNotify {
             properties.append(DBusProperty(name: "NotifyAcquired", signature: "b", get: { [self] in
-                .boolean(state.withLock { $0.characteristics[index].notifyAcquired })
+                .boolean(state.withLock { $0[index].notifyAcquired })
             }))
             methods.append(acquireNotifyMethod(index, emit: emit))
         }
@@ -327,7 +315,7 @@ public final class LocalGATTApplication: Sendable, CustomStringConvertible {
                     return application.deliver(.read(characteristic: index, options: options,
                                                      reply: GATTReply(application.replyDeadlines.track(reply)) { [.bytes($0)] }))
                 }
-                let value = application.state.withLock { $0.characteristics[index].value }
+                let value = application.state.withLock { $0[index].value }
                 guard options.offset <= value.count else {
                     return reply.fail(DBusError(name: BlueZErrorKind.invalidOffset.errorName, message: "offset beyond the value"))
                 }
@@ -350,25 +338,11 @@ public final class LocalGATTApplication: Sendable, CustomStringConvertible {
         return [
             DBusMethod(name: "StartNotify") { _, reply in
                 guard definition.notifies else { return reply.fail(Self.notSupported("notify")) }
-                let already = application.state.withLock { state -> Bool in
-                    defer { state.characteristics[index].notifying = true }
-                    return state.characteristics[index].notifying
-                }
-                if !already {
-                    emit(["Notifying": .boolean(true)])
-                    application.deliver(.notifyStarted(characteristic: index))
-                }
+                application.setNotifying(true, index, emit: emit)
                 reply.succeed()
             },
             DBusMethod(name: "StopNotify") { _, reply in
-                let was = application.state.withLock { state -> Bool in
-                    defer { state.characteristics[index].notifying = false }
-                    return state.characteristics[index].notifying
-                }
-                if was {
-                    emit(["Notifying": .boolean(false)])
-                    application.deliver(.notifyStopped(characteristic: index))
-                }
+                application.setNotifying(false, index, emit: emit)
                 reply.succeed()
             },
             // Indication confirmations (bluetoothd's conf_cb); notifications have none.
@@ -377,6 +351,17 @@ public final class LocalGATTApplication: Sendable, CustomStringConvertible {
                 reply.succeed()
             },
         ]
+    }
+
+    /// Records StartNotify (true) or StopNotify (false); only a change is announced and becomes an event.
+    private func setNotifying(_ notifying: Bool, _ index: Int, emit: @Sendable ([String: DBusValue]) -> Void) {
+        let was = state.withLock { state -> Bool in
+            defer { state[index].notifying = notifying }
+            return state[index].notifying
+        }
+        guard was != notifying else { return }
+        emit(["Notifying": .boolean(notifying)])
+        deliver(notifying ? .notifyStarted(characteristic: index) : .notifyStopped(characteristic: index))
     }
 
     private func characteristicProperties(_ index: Int) -> [DBusProperty] {
@@ -390,10 +375,10 @@ public final class LocalGATTApplication: Sendable, CustomStringConvertible {
             DBusProperty(name: "Service", signature: "o", get: { .objectPath(servicePath) }),
             DBusProperty(name: "Flags", signature: "as", get: { .strings(flags.map(\.bluezName)) }),
             DBusProperty(name: "Value", signature: "ay", get: {
-                .bytes(application.state.withLock { $0.characteristics[index].value })
+                .bytes(application.state.withLock { $0[index].value })
             }),
             DBusProperty(name: "Notifying", signature: "b", get: {
-                .boolean(application.state.withLock { $0.characteristics[index].notifying })
+                .boolean(application.state.withLock { $0[index].notifying })
             }),
         ]
     }
@@ -411,7 +396,7 @@ public final class LocalGATTApplication: Sendable, CustomStringConvertible {
             } catch {
                 return reply.fail(DBusError(name: BlueZErrorKind.failed.errorName, message: "\(error)"))
             }
-            application.state.withLock { $0.characteristics[index].notifyAcquired = true }
+            application.state.withLock { $0[index].notifyAcquired = true }
             emit(["NotifyAcquired": .boolean(true)])
             // The answer first: the event's consumer may write to the socket at once.
             reply.succeed([.unixFD(UnixFileDescriptor(owning: pair.exported)), .uint16(UInt16(clamping: mtu))])
@@ -420,7 +405,7 @@ public final class LocalGATTApplication: Sendable, CustomStringConvertible {
             // Unstructured: one per subscription, for as long as BlueZ holds the socket; it reports the hang-up.
             Task {
                 await pair.local.waitForHangUp()
-                application.state.withLock { $0.characteristics[index].notifyAcquired = false }
+                application.state.withLock { $0[index].notifyAcquired = false }
                 emit(["NotifyAcquired": .boolean(false)])
                 application.deliver(.notifyReleased(characteristic: index))
             }

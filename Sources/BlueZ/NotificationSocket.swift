@@ -4,11 +4,7 @@ import SystemCalls
 import SystemPackage
 import Synchronization
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
+import Glibc  // like L2CAPChannel.swift: this module is for Linux with glibc
 
 public enum NotificationSocketError: Error, Sendable, Equatable, CustomStringConvertible {
     /// `close()` was called on this socket (before or during the operation).
@@ -88,6 +84,13 @@ public final class NotificationSocket: @unchecked Sendable, CustomStringConverti
         /// System calls in flight plus reactor waits not yet ended.
         var users = 0
         var waiters: [ObjectIdentifier: ReadinessWait] = [:]
+
+        /// The descriptor, once, when a close was asked for and nothing uses it any more.
+        mutating func descriptorToClose() -> Int32? {
+            guard closeRequested, users == 0, !fdClosed else { return nil }
+            fdClosed = true
+            return fd
+        }
     }
 
     private let state: Mutex<State>
@@ -103,7 +106,7 @@ public final class NotificationSocket: @unchecked Sendable, CustomStringConverti
         let flags = fcntl(fd, F_GETFL)
         if flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0 {
             let error = Errno(rawValue: errno)
-            closeDescriptor(fd)
+            _ = Glibc.close(fd)
             throw .systemCall("fcntl(O_NONBLOCK)", error)
         }
         self.queueReport = queueReport
@@ -124,7 +127,7 @@ public final class NotificationSocket: @unchecked Sendable, CustomStringConverti
         do {
             a = try NotificationSocket(adopting: first, limits: limits, queueReport: .unsentBytes)
         } catch {
-            closeDescriptor(second)
+            _ = Glibc.close(second)
             throw error
         }
         // On failure `second` is closed by the initialiser and `a` closes `first`.
@@ -139,18 +142,14 @@ public final class NotificationSocket: @unchecked Sendable, CustomStringConverti
         do {
             return (try NotificationSocket(adopting: first, mtu: mtu), second)
         } catch {
-            closeDescriptor(second)
+            _ = Glibc.close(second)
             throw error
         }
     }
 
     static func makeRawPair() throws(NotificationSocketError) -> (Int32, Int32) {
         var fds: [Int32] = [-1, -1]
-        #if canImport(Glibc)
         let type = Int32(SOCK_SEQPACKET.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
-        #else
-        let type = SOCK_SEQPACKET
-        #endif
         guard socketpair(AF_UNIX, type, 0, &fds) == 0 else {
             throw .systemCall("socketpair", Errno(rawValue: errno))
         }
@@ -187,7 +186,8 @@ public final class NotificationSocket: @unchecked Sendable, CustomStringConverti
         try checkSendable(value)
         return try withDescriptor { fd -> Bool in
             let outcome = retryingInterrupts {
-                value.withUnsafeBytes { buffer in sendPacket(fd, buffer.baseAddress, buffer.count) }
+                // MSG_NOSIGNAL: a vanished peer gives EPIPE instead of SIGPIPE.
+                value.withUnsafeBytes { buffer in Glibc.send(fd, buffer.baseAddress, buffer.count, Int32(MSG_NOSIGNAL)) }
             }
             switch outcome {
             case .completed: return true
@@ -252,28 +252,14 @@ public final class NotificationSocket: @unchecked Sendable, CustomStringConverti
     /// What the peer sends meanwhile is discarded: only for a socket nobody `receive`s from — the notifying side's end,
     /// where BlueZ sends nothing for plain notifications.
     public func waitForHangUp() async {
-        var scratch = [UInt8](repeating: 0, count: receiveBufferSize)
         while true {
-            let outcome: Int?
             do {
-                outcome = try withDescriptor { fd -> Int? in
-                    let result = retryingInterrupts {
-                        scratch.withUnsafeMutableBytes { raw in recv(fd, raw.baseAddress, raw.count, 0) }
-                    }
-                    switch result {
-                    case .completed(let length): return length
-                    case .wouldBlock: return nil
-                    case .failed: return 0
-                    }
-                }
+                // A packet (e.g. an indication confirmation) is discarded, a long one too: it was read whole.
+                guard try await receive() != nil else { return }
+            } catch NotificationSocketError.packetTruncated {
+                continue
             } catch {
                 return
-            }
-            switch outcome {
-            case .some(0): return
-            case .some: continue   // discarded a packet (e.g. an indication confirmation)
-            case .none:
-                do { try await waitUntil(.readable) } catch { return }
             }
         }
     }
@@ -361,20 +347,13 @@ public final class NotificationSocket: @unchecked Sendable, CustomStringConverti
         let (waiters, closeNow): ([ReadinessWait], Int32?) = state.withLock { state in
             guard !state.closeRequested else { return ([], nil) }
             state.closeRequested = true
-            let waiters = Array(state.waiters.values)
-            state.waiters.removeAll()
-            if state.users == 0 && !state.fdClosed {
-                state.fdClosed = true
-                return (waiters, state.fd)
-            }
-            return (waiters, nil)
+            defer { state.waiters.removeAll() }
+            return (Array(state.waiters.values), state.descriptorToClose())
         }
         for waiter in waiters {
             waiter.cancel(throwing: NotificationSocketError.closed)
         }
-        if let fd = closeNow {
-            closeDescriptor(fd)
-        }
+        if let closeNow { _ = Glibc.close(closeNow) }
     }
 
     // MARK: Descriptor use counting
@@ -388,17 +367,11 @@ public final class NotificationSocket: @unchecked Sendable, CustomStringConverti
     }
 
     private func releaseDescriptor() {
-        let closeNow: Int32? = state.withLock { state in
+        let closeNow = state.withLock { state in
             state.users -= 1
-            if state.users == 0 && state.closeRequested && !state.fdClosed {
-                state.fdClosed = true
-                return state.fd
-            }
-            return nil
+            return state.descriptorToClose()
         }
-        if let fd = closeNow {
-            closeDescriptor(fd)
-        }
+        if let closeNow { _ = Glibc.close(closeNow) }
     }
 
     func withDescriptor<Result>(_ body: (Int32) throws -> Result) throws -> Result {
@@ -412,9 +385,7 @@ public final class NotificationSocket: @unchecked Sendable, CustomStringConverti
     /// Waits parked on this socket right now (for tests that must know a wait began).
     var parkedWaitCount: Int { state.withLock { $0.waiters.count } }
 
-    enum Readiness { case readable, writable }
-
-    func waitUntil(_ readiness: Readiness) async throws {
+    func waitUntil(_ events: ReadinessEvents) async throws {
         let reactor: Reactor
         do {
             reactor = try Reactor.shared()
@@ -425,7 +396,7 @@ public final class NotificationSocket: @unchecked Sendable, CustomStringConverti
         // the last release closes the descriptor.
         let fd = try acquireDescriptor()
         defer { releaseDescriptor() }
-        let wait = ReadinessWait(reactor: reactor, fd: fd, events: readiness == .readable ? .readable : .writable)
+        let wait = ReadinessWait(reactor: reactor, fd: fd, events: events)
         let key = ObjectIdentifier(wait)
         let registered = state.withLock { state -> Bool in
             guard !state.closeRequested else { return false }
@@ -440,21 +411,4 @@ public final class NotificationSocket: @unchecked Sendable, CustomStringConverti
             throw NotificationSocketError.systemCall(error.call, error.errno)
         }
     }
-}
-
-/// Glibc's `send` with MSG_NOSIGNAL, so a vanished peer gives EPIPE instead of SIGPIPE.
-private func sendPacket(_ fd: Int32, _ pointer: UnsafeRawPointer?, _ count: Int) -> Int {
-    #if canImport(Glibc)
-    return Glibc.send(fd, pointer, count, Int32(MSG_NOSIGNAL))
-    #else
-    return Musl.send(fd, pointer, count, Int32(MSG_NOSIGNAL))
-    #endif
-}
-
-private func closeDescriptor(_ fd: Int32) {
-    #if canImport(Glibc)
-    _ = Glibc.close(fd)
-    #else
-    _ = Musl.close(fd)
-    #endif
 }

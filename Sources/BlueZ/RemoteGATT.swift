@@ -13,7 +13,6 @@ public struct RemoteGATTService: Sendable, Hashable, CustomStringConvertible, Bl
     /// Lower-case 128-bit, as BlueZ reports it ("" once the service is gone).
     public var uuid: String { cached["UUID"]?.string ?? "" }
     public var isPrimary: Bool { cached["Primary"]?.bool ?? false }
-    package var device: ObjectPath? { cached["Device"]?.objectPath }
     public var description: String { "service \(uuid) (\(path))" }
 
     public func characteristics() -> [RemoteGATTCharacteristic] {
@@ -36,21 +35,12 @@ public struct RemoteCharacteristicProperties: Sendable, Hashable {
     public var flags: [GATTCharacteristicFlag]
     /// The ATT MTU of the link (GattCharacteristic1.MTU, BlueZ ≥ 5.62).
     public var mtu: Int?
-    public var notifying: Bool?
-    /// Present only when the characteristic can be acquired for notifications (writing).
-    public var notifyAcquired: Bool?
-    public var writeAcquired: Bool?
-    public var value: [UInt8]?  // the last read or notification
 
     init?(_ properties: [String: DBusValue]?) {
         guard let properties else { return nil }
         uuid = properties["UUID"]?.string ?? ""
         flags = (properties["Flags"]?.strings ?? []).map(GATTCharacteristicFlag.init(bluezName:))
         mtu = properties["MTU"]?.uint16.map(Int.init)
-        notifying = properties["Notifying"]?.bool
-        notifyAcquired = properties["NotifyAcquired"]?.bool
-        writeAcquired = properties["WriteAcquired"]?.bool
-        value = properties["Value"]?.bytes
     }
 }
 

@@ -15,12 +15,10 @@ public struct BluetoothAddress: Hashable, Sendable, Comparable, CustomStringConv
     }
 
     private init?(octetTexts: [some StringProtocol]) {
-        guard octetTexts.count == 6 else { return nil }
-        var octets: [UInt8] = []
-        for text in octetTexts {
-            guard text.count == 2, text.allSatisfy(\.isHexDigit), let octet = UInt8(text, radix: 16) else { return nil }
-            octets.append(octet)
+        let octets = octetTexts.compactMap { text in
+            text.count == 2 && text.allSatisfy(\.isHexDigit) ? UInt8(text, radix: 16) : nil
         }
+        guard octetTexts.count == 6, octets.count == 6 else { return nil }
         self.octets = octets
     }
 

@@ -81,7 +81,6 @@ public struct BluetoothUUID: Hashable, Sendable, CustomStringConvertible {
     public var canonical: String {
         let digits = Array("0123456789abcdef".utf8)
         var text: [UInt8] = []
-        text.reserveCapacity(36)
         for (index, byte) in bytes.enumerated() {
             if index == 4 || index == 6 || index == 8 || index == 10 { text.append(UInt8(ascii: "-")) }
             text.append(digits[Int(byte >> 4)])

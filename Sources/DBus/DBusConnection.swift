@@ -1,5 +1,6 @@
 import CDBus
 import Synchronization
+import SystemCalls
 
 #if canImport(Glibc)
 import Glibc
@@ -35,7 +36,8 @@ package final class DBusConnection: Sendable {
     /// A private connection (never libdbus's shared one), exit-on-disconnect off, registered with the system bus
     /// (honouring DBUS_SYSTEM_BUS_ADDRESS).
     package static func connectToSystemBus() async throws -> DBusConnection {
-        try await connect(address: environment("DBUS_SYSTEM_BUS_ADDRESS") ?? "unix:path=/var/run/dbus/system_bus_socket")
+        let address = getenv("DBUS_SYSTEM_BUS_ADDRESS").map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 }
+        return try await connect(address: address ?? "unix:path=/var/run/dbus/system_bus_socket")
     }
 
     /// Same, to the bus at `address`.
@@ -48,16 +50,15 @@ package final class DBusConnection: Sendable {
         let registry = ExportRegistry(loop: loop)
         let disconnection = Disconnection()
         // Set before the thread starts (pthread_create orders these writes before its reads).
-        loop.messageHandler = { [unowned loop] message in
+        loop.messageHandler = { message in
             switch message.type {
             case MessageType.signal:
                 router.route(message)
                 return false
             case MessageType.methodCall:
-                registry.handleMethodCall(message, ownerOf: { router.currentOwner(of: $0) })
+                registry.handleMethodCall(message, ownerOf: { router.owners[$0] })
                 return true
             default:
-                _ = loop
                 return false
             }
         }
@@ -148,7 +149,8 @@ package final class DBusConnection: Sendable {
         return Int32(max(1, min(duration.millisecondsRoundedUp, Int64(Int32.max))))
     }
 
-    func callBus(_ method: String, _ arguments: [DBusValue]) async throws -> [DBusValue] {
+    /// A call to the bus itself (org.freedesktop.DBus).
+    package func callBus(_ method: String, _ arguments: [DBusValue]) async throws -> [DBusValue] {
         try await call(
             destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
             method: method, arguments: arguments)
@@ -215,7 +217,7 @@ package final class DBusConnection: Sendable {
     /// of `name`; any other caller gets AccessDenied, and `onRefusal` is told once per caller (its unique name and the
     /// `interface.member` called). The owner is known while a signal subscription with `sender: name` is active.
     package func restrictMethodCalls(toOwnerOf name: String, onRefusal: @escaping @Sendable (String, String) -> Void) {
-        registry.restrictCalls(toOwnerOf: name, onRefusal: onRefusal)
+        registry.callerPolicy.withLock { $0 = ExportRegistry.CallerPolicy(name: name, onRefusal: onRefusal) }
     }
 
     /// Removes the object; emits InterfacesRemoved through an ancestor ObjectManager.
@@ -227,12 +229,6 @@ package final class DBusConnection: Sendable {
         guard isConnected else { throw DBusError.disconnected() }
         registry.addObjectManager(at: root)
     }
-}
-
-private func environment(_ name: String) -> String? {
-    guard let value = getenv(name) else { return nil }
-    let string = String(cString: value)
-    return string.isEmpty ? nil : string
 }
 
 /// Who waits for the connection to end, and whether it has.

@@ -144,53 +144,37 @@ extension DBusValue {
                                    _ unwrap: (DBusValue) -> Element?) -> [Element]? {
         guard case .array(let element, let values) = lookingThroughVariant, element.rawValue == elementSignature
         else { return nil }
-        var result: [Element] = []
-        result.reserveCapacity(values.count)
-        for value in values {
-            guard let unwrapped = unwrap(value) else { return nil }
-            result.append(unwrapped)
-        }
-        return result
+        let result = values.compactMap(unwrap)
+        return result.count == values.count ? result : nil
     }
 
     /// `a{sv}` with the variant wrappers removed (a later duplicate key wins).
     package var vardict: [String: DBusValue]? {
-        guard case .dictionary(let key, let value, let entries) = lookingThroughVariant,
-            key.rawValue == "s", value.rawValue == "v"
-        else { return nil }
-        var result: [String: DBusValue] = [:]
-        result.reserveCapacity(entries.count)
-        for entry in entries {
-            guard case .string(let name) = entry.key else { return nil }
-            result[name] = entry.value.lookingThroughVariant
-        }
-        return result
+        guard case .dictionary(_, let value, _) = lookingThroughVariant, value.rawValue == "v" else { return nil }
+        return entries(keyedBy: "s", { if case .string(let name) = $0 { name } else { nil } }) { $0.lookingThroughVariant }
     }
 
     /// `a{sa{sv}}` (interfaces and their properties, as in `InterfacesAdded`).
     package var interfacesAndProperties: [String: [String: DBusValue]]? {
-        guard case .dictionary(let key, _, let entries) = lookingThroughVariant, key.rawValue == "s"
-        else { return nil }
-        var result: [String: [String: DBusValue]] = [:]
-        for entry in entries {
-            guard case .string(let name) = entry.key, let properties = entry.value.vardict else {
-                return nil
-            }
-            result[name] = properties
-        }
-        return result
+        entries(keyedBy: "s", { if case .string(let name) = $0 { name } else { nil } }) { $0.vardict }
     }
 
     /// `a{oa{sa{sv}}}` as returned by `GetManagedObjects`.
     package var managedObjects: ManagedObjects? {
-        guard case .dictionary(let key, _, let entries) = lookingThroughVariant, key.rawValue == "o"
+        entries(keyedBy: "o", { if case .objectPath(let path) = $0 { path } else { nil } }) { $0.interfacesAndProperties }
+    }
+
+    /// A dictionary whose keys have the signature `keySignature`, each key and value taken out by `key` and `value`;
+    /// nil when this is no such dictionary or an entry does not unwrap. A later duplicate key wins.
+    private func entries<Key: Hashable, Value>(
+        keyedBy keySignature: String, _ key: (DBusValue) -> Key?, _ value: (DBusValue) -> Value?
+    ) -> [Key: Value]? {
+        guard case .dictionary(let keyType, _, let entries) = lookingThroughVariant, keyType.rawValue == keySignature
         else { return nil }
-        var result: ManagedObjects = [:]
+        var result: [Key: Value] = [:]
         for entry in entries {
-            guard case .objectPath(let path) = entry.key,
-                let interfaces = entry.value.interfacesAndProperties
-            else { return nil }
-            result[path] = interfaces
+            guard let name = key(entry.key), let decoded = value(entry.value) else { return nil }
+            result[name] = decoded
         }
         return result
     }

@@ -59,12 +59,26 @@ final class EventLoop: @unchecked Sendable {
     /// Opens a private connection to `address` on the reactor thread and registers it with the bus (Hello, sent and
     /// answered like any other call, so the reactor serves everything else meanwhile). Returns the unique name.
     func start(address: String) async throws -> String {
-        let helloMessage = try Message.methodCall(
+        let hello = try Message.methodCall(
             destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
             method: "Hello")
+        let call = PendingCall(loop: self)
         let reply: Message
         do {
-            reply = try await openAndSayHello(PendingCall(loop: self), message: helloMessage, address: address)
+            reply = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Message, any Error>) in
+                call.install(continuation)
+                let queued = enqueue { loop in
+                    do {
+                        try loop.open(address: address)
+                    } catch {
+                        loop.queue.withLock { $0.accepting = false }
+                        call.finish(.failure(error))
+                        return
+                    }
+                    loop.startCall(hello, timeoutMilliseconds: -1, call: call)
+                }
+                if !queued { call.finish(.failure(DBusError.disconnected())) }
+            }
         } catch let error as DBusError where error.isDisconnected {
             // Authentication refused or the bus hung up before answering Hello.
             throw DBusError.disconnected("the bus at \(address) closed the connection before accepting it")
@@ -79,24 +93,6 @@ final class EventLoop: @unchecked Sendable {
             if let connection = loop.connection { _ = dbus_bus_set_unique_name(connection, uniqueName) }
         }
         return uniqueName
-    }
-
-    /// Opens the connection on the reactor thread and sends Hello; the reply.
-    private func openAndSayHello(_ call: PendingCall, message hello: Message, address: String) async throws -> Message {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Message, any Error>) in
-            call.install(continuation)
-            let queued = enqueue { loop in
-                do {
-                    try loop.open(address: address)
-                } catch {
-                    loop.queue.withLock { $0.accepting = false }
-                    call.finish(.failure(error))
-                    return
-                }
-                loop.startCall(hello, timeoutMilliseconds: -1, call: call)
-            }
-            if !queued { call.finish(.failure(DBusError.disconnected())) }
-        }
     }
 
     private func open(address: String) throws {
@@ -179,8 +175,9 @@ final class EventLoop: @unchecked Sendable {
     /// Run by the reactor after its jobs and before it waits: dispatch what was read, answer flushes, and shut down
     /// when asked to or when the connection was lost.
     private func turn() {
-        dispatchAll()
         guard let connection else { return }
+        while dbus_connection_dispatch(connection) == DBUS_DISPATCH_DATA_REMAINS {}
+        releaseFinishedPendingCalls()
         if stopRequested || dbus_connection_get_is_connected(connection) == 0 {
             shutDown()
             return
@@ -188,7 +185,8 @@ final class EventLoop: @unchecked Sendable {
         if !flushWaiters.isEmpty && dbus_connection_has_messages_to_send(connection) == 0 {
             answerFlushes(true)
         }
-        refreshWatches()
+        // The watches' enabled flags are re-read before every wait, whether or not libdbus said it toggled them.
+        for entry in watches { toggleWatch(entry.watch) }
     }
 
     private func answerFlushes(_ written: Bool) {
@@ -215,21 +213,11 @@ final class EventLoop: @unchecked Sendable {
             me, nil)
         dbus_connection_set_wakeup_main_function(
             connection, { data in EventLoop.from(data).reactor.wakeUp() }, me, nil)
-        dbus_connection_add_filter(
-            connection,
-            { _, message, data in
-                EventLoop.from(data).filter(message!)
-            }, me, nil)
+        dbus_connection_add_filter(connection, { _, message, data in EventLoop.from(data).filter(message!) }, me, nil)
     }
 
     private static func from(_ data: UnsafeMutableRawPointer?) -> EventLoop {
         Unmanaged<EventLoop>.fromOpaque(data!).takeUnretainedValue()
-    }
-
-    private func dispatchAll() {
-        guard let connection else { return }
-        while dbus_connection_dispatch(connection) == DBUS_DISPATCH_DATA_REMAINS {}
-        releaseFinishedPendingCalls()
     }
 
     private func shutDown() {
@@ -278,12 +266,9 @@ final class EventLoop: @unchecked Sendable {
 
     private func addWatch(_ watch: OpaquePointer) -> dbus_bool_t {
         let events = Self.events(of: watch)
-        let interest: Reactor.Registration
-        do {
-            interest = try reactor.addInterest(fd: dbus_watch_get_unix_fd(watch), events: events) {
-                [self] ready in handle(watch, ready)
-            }
-        } catch {
+        guard let interest = try? reactor.addInterest(fd: dbus_watch_get_unix_fd(watch), events: events, handler: {
+            [self] ready in handle(watch, ready)
+        }) else {
             return 0  // libdbus treats the watch as not added
         }
         watches.append((watch, interest, events))
@@ -306,11 +291,6 @@ final class EventLoop: @unchecked Sendable {
         guard events != watches[index].events else { return }
         watches[index].events = events
         reactor.setEvents(events, of: watches[index].interest)
-    }
-
-    /// The watches' enabled flags are re-read before every wait, whether or not libdbus said it toggled them.
-    private func refreshWatches() {
-        for entry in watches { toggleWatch(entry.watch) }
     }
 
     private func addTimeout(_ timeout: OpaquePointer) -> dbus_bool_t {
@@ -337,8 +317,8 @@ final class EventLoop: @unchecked Sendable {
 
     private func fire(_ timeout: OpaquePointer) {
         // libdbus timeouts repeat until removed or disabled: re-arm before handling, which may remove it (or others).
-        guard let index = timeouts.firstIndex(where: { $0.timeout == timeout }) else { return }
-        timeouts[index].timer = nil
+        // The timer that fired is gone: removing it again while re-arming does nothing.
+        guard timeouts.contains(where: { $0.timeout == timeout }) else { return }
         armTimeout(timeout)
         _ = dbus_timeout_handle(timeout)
     }

@@ -13,7 +13,8 @@ final class ExportRegistry: Sendable {
     private let state = Mutex(State())
     private let emitter = OrderedEmitter()
     private let loop: EventLoop
-    private let callerPolicy = Mutex<CallerPolicy?>(nil)
+    /// See `DBusConnection.restrictMethodCalls`.
+    let callerPolicy = Mutex<CallerPolicy?>(nil)
 
     /// Who may call our exported methods: only the current unique-name owner of `name`.
     struct CallerPolicy: Sendable {
@@ -21,11 +22,6 @@ final class ExportRegistry: Sendable {
         var onRefusal: @Sendable (_ sender: String, _ call: String) -> Void
         /// Callers already reported (bounded: a flood of new connections is reported up to it).
         var reported: Set<String> = []
-    }
-
-    /// See `DBusConnection.restrictMethodCalls`.
-    func restrictCalls(toOwnerOf name: String, onRefusal: @escaping @Sendable (String, String) -> Void) {
-        callerPolicy.withLock { $0 = CallerPolicy(name: name, onRefusal: onRefusal) }
     }
 
     /// Whether `message` may be served, given the signal router's owner lookup (loop thread); when not, replies

@@ -36,12 +36,15 @@ package struct DBusMethod: Sendable {
     /// The reply's arguments must have this signature (otherwise the caller gets Failed).
     package var outSignature: Signature
     package var body: Body
+}
 
+// In an extension, so that the memberwise `init(name:inSignature:outSignature:body:)` stays.
+extension DBusMethod {
     package init(
         name: String, in inSignature: Signature = "", out outSignature: Signature = "",
         handler: @escaping @Sendable (DBusMethodCall) async throws -> [DBusValue]
     ) {
-        self.init(name: name, in: inSignature, out: outSignature, body: .handler(handler))
+        self.init(name: name, inSignature: inSignature, outSignature: outSignature, body: .handler(handler))
     }
 
     /// A method whose calls are taken on the event-loop thread, in order (`Body.immediate`).
@@ -49,14 +52,7 @@ package struct DBusMethod: Sendable {
         name: String, in inSignature: Signature = "", out outSignature: Signature = "",
         immediate: @escaping @Sendable (DBusMethodCall, DBusPendingReply) -> Void
     ) {
-        self.init(name: name, in: inSignature, out: outSignature, body: .immediate(immediate))
-    }
-
-    private init(name: String, in inSignature: Signature, out outSignature: Signature, body: Body) {
-        self.name = name
-        self.inSignature = inSignature
-        self.outSignature = outSignature
-        self.body = body
+        self.init(name: name, inSignature: inSignature, outSignature: outSignature, body: .immediate(immediate))
     }
 }
 

@@ -39,22 +39,6 @@ package struct MatchRule: Sendable, Hashable {
         "'" + value.split(separator: "'", omittingEmptySubsequences: false).joined(separator: "'\\''") + "'"
     }
 
-    package static func propertiesChanged(
-        sender: String?, path: ObjectPath? = nil, pathNamespace: ObjectPath? = nil
-    ) -> MatchRule {
-        MatchRule(
-            sender: sender, path: path, pathNamespace: pathNamespace,
-            interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged")
-    }
-
-    package static func interfacesAdded(sender: String?) -> MatchRule {
-        MatchRule(sender: sender, interface: "org.freedesktop.DBus.ObjectManager", member: "InterfacesAdded")
-    }
-
-    package static func interfacesRemoved(sender: String?) -> MatchRule {
-        MatchRule(sender: sender, interface: "org.freedesktop.DBus.ObjectManager", member: "InterfacesRemoved")
-    }
-
     /// `NameOwnerChanged` for one name (sender org.freedesktop.DBus, arg0 = name).
     package static func nameOwnerChanged(name: String) -> MatchRule {
         MatchRule(

@@ -55,7 +55,6 @@ final class Message: @unchecked Sendable {
 
     var type: Int32 { dbus_message_get_type(pointer) }
     var sender: String { dbus_message_get_sender(pointer).map { String(cString: $0) } ?? "" }
-    var destination: String? { dbus_message_get_destination(pointer).map { String(cString: $0) } }
     var path: ObjectPath? {
         dbus_message_get_path(pointer).flatMap { ObjectPath(rawValue: String(cString: $0)) }
     }
@@ -83,33 +82,25 @@ final class Message: @unchecked Sendable {
 /// Message type codes (DBUS_MESSAGE_TYPE_*; the macros do not import into Swift).
 enum MessageType {
     static let methodCall: Int32 = 1
-    static let methodReturn: Int32 = 2
     static let error: Int32 = 3
     static let signal: Int32 = 4
 }
 
 /// Checks of bus, interface, member and error names before libdbus sees them (it asserts on invalid names, aborting).
 enum Names {
-    static func checkBusName(_ name: String) throws {
-        guard isValid(name, using: dbus_validate_bus_name) else {
-            throw DBusError.invalidArgs("invalid bus name \"\(name)\"")
-        }
-    }
-    static func checkInterface(_ name: String) throws {
-        guard isValid(name, using: dbus_validate_interface) else {
-            throw DBusError.invalidArgs("invalid interface name \"\(name)\"")
-        }
-    }
-    static func checkMember(_ name: String) throws {
-        guard isValid(name, using: dbus_validate_member) else {
-            throw DBusError.invalidArgs("invalid member name \"\(name)\"")
-        }
-    }
+    typealias Validator = (UnsafePointer<CChar>?, UnsafeMutablePointer<CDBus.DBusError>?) -> dbus_bool_t
+
+    static func checkBusName(_ name: String) throws { try check(name, "bus", dbus_validate_bus_name) }
+    static func checkInterface(_ name: String) throws { try check(name, "interface", dbus_validate_interface) }
+    static func checkMember(_ name: String) throws { try check(name, "member", dbus_validate_member) }
     static func isValidErrorName(_ name: String) -> Bool { isValid(name, using: dbus_validate_error_name) }
 
-    private static func isValid(
-        _ name: String, using validate: (UnsafePointer<CChar>?, UnsafeMutablePointer<CDBus.DBusError>?) -> dbus_bool_t
-    ) -> Bool {
+    private static func check(_ name: String, _ kind: String, _ validate: Validator) throws {
+        guard isValid(name, using: validate) else { throw DBusError.invalidArgs("invalid \(kind) name \"\(name)\"") }
+    }
+
+    static func isValid(_ name: String, using validate: Validator) -> Bool {
+        // libdbus reads a C string: an embedded NUL would silently truncate it.
         guard !name.utf8.contains(0) else { return false }
         return name.withCString { validate($0, nil) != 0 }
     }

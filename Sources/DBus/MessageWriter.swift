@@ -25,6 +25,14 @@ enum MessageWriter {
         var arrays = 0
         var structs = 0
         var total = 0
+
+        /// One container further in; throws when that passes the limits.
+        func entering(arrays: Int = 0, structs: Int = 0, total: Int) throws -> Depth {
+            let inner = Depth(arrays: self.arrays + arrays, structs: self.structs + structs, total: self.total + total)
+            guard inner.arrays <= maximumArrayDepth, inner.structs <= maximumStructDepth, inner.total <= maximumTotalDepth
+            else { throw DBusError.invalidArgs("value nested too deeply for D-Bus") }
+            return inner
+        }
     }
 
     static func validate(_ value: DBusValue) throws { try validate(value, depth: Depth()) }
@@ -35,16 +43,16 @@ enum MessageWriter {
             .objectPath, .signature:
             return
         case .string(let string):
-            try checkString(string)
+            // libdbus aborts on invalid UTF-8, which Swift strings never are: what is left to reject is an embedded NUL.
+            guard !string.utf8.contains(0) else {
+                throw DBusError.invalidArgs("strings sent over D-Bus cannot contain NUL characters")
+            }
         case .unixFD(let fd):
             guard fd.rawValue != nil else {
                 throw DBusError.invalidArgs("a unix fd argument was already closed or taken")
             }
         case .array(let element, let elements):
-            var inner = depth
-            inner.arrays += 1
-            inner.total += 1
-            try checkDepth(inner)
+            let inner = try depth.entering(arrays: 1, total: 1)
             guard element.isSingleCompleteType else {
                 throw DBusError.invalidArgs("array element type \"\(element)\" is not a single complete type")
             }
@@ -62,11 +70,7 @@ enum MessageWriter {
             guard valid else {
                 throw DBusError.invalidArgs("\"\(signature)\" is not a valid dictionary type")
             }
-            var inner = depth
-            inner.arrays += 1
-            inner.structs += 1
-            inner.total += 2
-            try checkDepth(inner)
+            let inner = try depth.entering(arrays: 1, structs: 1, total: 2)
             for entry in entries {
                 guard entry.key.signatureString == key.rawValue,
                     entry.value.signatureString == valueType.rawValue
@@ -80,16 +84,10 @@ enum MessageWriter {
             }
         case .structure(let fields):
             guard !fields.isEmpty else { throw DBusError.invalidArgs("a struct must have at least one field") }
-            var inner = depth
-            inner.structs += 1
-            inner.total += 1
-            try checkDepth(inner)
+            let inner = try depth.entering(structs: 1, total: 1)
             for field in fields { try validate(field, depth: inner) }
         case .variant(let inner):
-            var next = depth
-            next.total += 1
-            try checkDepth(next)
-            try validate(inner, depth: next)
+            try validate(inner, depth: depth.entering(total: 1))
         }
         // A complete type's signature must itself be valid (length limit of 255 included).
         if depth.total == 0 {
@@ -97,19 +95,6 @@ enum MessageWriter {
             guard signature.withCString({ dbus_signature_validate_single($0, nil) != 0 }) else {
                 throw DBusError.invalidArgs("\"\(signature.prefix(80))\" is not a valid D-Bus type")
             }
-        }
-    }
-
-    private static func checkDepth(_ depth: Depth) throws {
-        guard depth.arrays <= maximumArrayDepth, depth.structs <= maximumStructDepth,
-            depth.total <= maximumTotalDepth
-        else { throw DBusError.invalidArgs("value nested too deeply for D-Bus") }
-    }
-
-    /// libdbus aborts on invalid UTF-8, which Swift strings never are: what is left to reject is an embedded NUL.
-    static func checkString(_ string: String) throws {
-        if string.utf8.contains(0) {
-            throw DBusError.invalidArgs("strings sent over D-Bus cannot contain NUL characters")
         }
     }
 

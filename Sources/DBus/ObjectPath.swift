@@ -46,17 +46,10 @@ package struct ObjectPath: RawRepresentable, Hashable, Sendable, Comparable,
         let bytes = string.utf8
         guard bytes.first == UInt8(ascii: "/") else { return false }
         if bytes.count == 1 { return true }
-        var previousWasSlash = false
-        for byte in bytes {
-            if byte == UInt8(ascii: "/") {
-                if previousWasSlash { return false }
-                previousWasSlash = true
-            } else {
-                guard isComponentByte(byte) else { return false }
-                previousWasSlash = false
-            }
+        // Each component, between two slashes or after the last, is non-empty.
+        return bytes.dropFirst().split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false).allSatisfy {
+            !$0.isEmpty && $0.allSatisfy(isComponentByte)
         }
-        return !previousWasSlash
     }
 
     static func isComponentByte(_ byte: UInt8) -> Bool {

@@ -1,16 +1,10 @@
 import CDBus
 
 /// One consumer's signal stream: its rule and the continuation signals are yielded to.
-final class SignalSubscription: Sendable {
+struct SignalSubscription: Sendable {
     let id: UInt64
     let rule: MatchRule
     let continuation: AsyncStream<DBusSignal>.Continuation
-
-    init(id: UInt64, rule: MatchRule, continuation: AsyncStream<DBusSignal>.Continuation) {
-        self.id = id
-        self.rule = rule
-        self.continuation = continuation
-    }
 
     func finish() { continuation.finish() }
 }
@@ -22,7 +16,7 @@ final class SignalSubscription: Sendable {
 final class SignalRouter: @unchecked Sendable {
     private var subscriptions: [UInt64: SignalSubscription] = [:]
     /// Well-known sender name -> current unique owner, for names rules refer to.
-    private var owners: [String: String] = [:]
+    private(set) var owners: [String: String] = [:]
     private var ownerWatchCounts: [String: Int] = [:]
     /// Names whose owner NameOwnerChanged reported since the watch began (newer than any GetNameOwner answer on its way).
     private var ownerReportedBySignal: Set<String> = []
@@ -58,9 +52,6 @@ final class SignalRouter: @unchecked Sendable {
         guard ownerWatchCounts[name] != nil, !ownerReportedBySignal.contains(name) else { return }
         owners[name] = owner
     }
-
-    /// The current unique owner of `name`, when a subscription tracks it (loop thread).
-    func currentOwner(of name: String) -> String? { owners[name] }
 
     func finishAll() {
         let all = subscriptions.values

@@ -34,11 +34,7 @@ package struct Signature: RawRepresentable, Hashable, Sendable, ExpressibleByStr
         return result
     }
 
-    static func isValid(_ string: String) -> Bool {
-        // libdbus reads a C string: an embedded NUL would silently truncate it.
-        guard !string.utf8.contains(0) else { return false }
-        return string.withCString { dbus_signature_validate($0, nil) != 0 }
-    }
+    static func isValid(_ string: String) -> Bool { Names.isValid(string, using: dbus_signature_validate) }
 
     /// Length in bytes of the first complete type of an already validated signature.
     static func lengthOfFirstCompleteType(_ utf8: Substring.UTF8View) -> Int {

@@ -50,8 +50,8 @@ package struct ReadinessEvents: OptionSet, Sendable, Hashable, CustomStringConve
 /// - An *interest* is a descriptor and the events wanted on it, its handler run (level-triggered) each time they are
 ///   ready; its events may change or go to none (disabled) while registered. Several interests may share a
 ///   descriptor (libdbus watches one socket for reading and, separately, for writing).
-/// - A one-shot `ReadinessWait` is an interest removed when it first fires (what `readable(_:)` and `writable(_:)`
-///   await); its awaiter resumes only once the interest left the epoll set, so the descriptor may be closed at once.
+/// - A one-shot `ReadinessWait` is an interest removed when it first fires; its awaiter resumes only once the interest
+///   left the epoll set, so the descriptor may be closed at once.
 ///
 /// Members marked "reactor thread only" are for code already running there (jobs, hooks, handlers); others enqueue.
 ///
@@ -233,12 +233,8 @@ package final class Reactor: @unchecked Sendable {
             // Closing the descriptor already took it out of the epoll set.
             failure = 0
         }
-        if failure == 0 {
-            if descriptors[fd] != nil { descriptors[fd]?.registeredMask = wanted }
-        } else {
-            if descriptors[fd] != nil { descriptors[fd]?.registeredMask = 0 }
-            throw SystemCallError(call: name, errno: Errno(rawValue: failure))
-        }
+        descriptors[fd]?.registeredMask = failure == 0 ? wanted : 0
+        if failure != 0 { throw SystemCallError(call: name, errno: Errno(rawValue: failure)) }
     }
 
     // MARK: Timers and hooks (reactor thread only)
@@ -352,9 +348,7 @@ package final class Reactor: @unchecked Sendable {
         guard let nearest = timers.values.lazy.map(\.deadline).min() else { return -1 }
         let remaining = ContinuousClock.now.duration(to: nearest)
         if remaining <= .zero { return 0 }
-        let (seconds, attoseconds) = remaining.components
-        let milliseconds = seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000
-        return Int32(clamping: milliseconds)
+        return Int32(clamping: remaining.millisecondsRoundedUp)
     }
 
     private func fireExpiredTimers() {
@@ -377,17 +371,6 @@ private func currentThreadID() -> UInt {
 // MARK: Waiting from any thread
 
 extension Reactor {
-    /// Returns once `fd` is readable (or has an error or hung up). Throws CancellationError when the task is cancelled
-    /// (the interest removed first), SystemCallError when epoll refuses it. `fd` must stay open until this returns.
-    package func readable(_ fd: Int32) async throws -> ReadinessEvents {
-        try await ReadinessWait(reactor: self, fd: fd, events: .readable).value
-    }
-
-    /// Returns once `fd` has room to write (or has an error or hung up); as `readable(_:)`.
-    package func writable(_ fd: Int32) async throws -> ReadinessEvents {
-        try await ReadinessWait(reactor: self, fd: fd, events: .writable).value
-    }
-
     /// A lasting interest, from any thread (the registration itself is a job).
     package func watch(
         fd: Int32, events: ReadinessEvents, handler: @escaping @Sendable (ReadinessEvents) -> Void

@@ -30,6 +30,15 @@ package func retryingInterrupts(_ call: () -> Int) -> SystemCallResult {
     }
 }
 
+extension Duration {
+    /// Whole milliseconds, rounded up (libdbus, epoll and poll(2) count them; down would wake before the deadline).
+    /// The caller bounds the duration so the product cannot overflow.
+    package var millisecondsRoundedUp: Int64 {
+        let (seconds, attoseconds) = components
+        return seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000
+    }
+}
+
 package struct SystemCallError: Error, Sendable, CustomStringConvertible {
     package var call: String
     package var errno: Errno

@@ -20,7 +20,7 @@ enum StatusManagerState {
             else { return [.bluetoothdAppeared, .noAdapter] }
             let capabilities = AdapterCapabilities(
                 supportsLowEnergy: adapter.supportsLowEnergy, supportsAdvertising: adapter.supportsAdvertising,
-                powered: adapter.powered, powerState: adapter.powerState.flatMap(AdapterPowerState.init(bluezValue:)))
+                powered: adapter.powered, powerState: adapter.powerState.flatMap(AdapterPowerState.init(rawValue:)))
             return [.bluetoothdAppeared, .adapterAdded(capabilities)]
         default:
             // bluetoothd not running, or no system bus: nothing has been heard from BlueZ, so

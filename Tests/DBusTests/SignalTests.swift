@@ -1,6 +1,21 @@
 @testable import DBus
 import Testing
 
+extension MatchRule {
+    static func propertiesChanged(sender: String?, pathNamespace: ObjectPath? = nil) -> MatchRule {
+        MatchRule(sender: sender, pathNamespace: pathNamespace, interface: "org.freedesktop.DBus.Properties",
+                  member: "PropertiesChanged")
+    }
+
+    static func interfacesAdded(sender: String?) -> MatchRule {
+        MatchRule(sender: sender, interface: "org.freedesktop.DBus.ObjectManager", member: "InterfacesAdded")
+    }
+
+    static func interfacesRemoved(sender: String?) -> MatchRule {
+        MatchRule(sender: sender, interface: "org.freedesktop.DBus.ObjectManager", member: "InterfacesRemoved")
+    }
+}
+
 @Suite struct SignalTests {
     @Test func propertiesChangedFromAWellKnownName() async throws {
         let fixture = try await BusFixture.start()

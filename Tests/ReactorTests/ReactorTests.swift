@@ -7,6 +7,18 @@ import Testing
 import Glibc
 #endif
 
+extension Reactor {
+    /// Returns once `fd` is readable (or has an error or hung up), through a one-shot `ReadinessWait`.
+    func readable(_ fd: Int32) async throws -> ReadinessEvents {
+        try await ReadinessWait(reactor: self, fd: fd, events: .readable).value
+    }
+
+    /// Returns once `fd` has room to write (or has an error or hung up).
+    func writable(_ fd: Int32) async throws -> ReadinessEvents {
+        try await ReadinessWait(reactor: self, fd: fd, events: .writable).value
+    }
+}
+
 /// A pipe whose ends are closed when the value goes.
 private final class Pipe: Sendable {
     let readEnd: Int32

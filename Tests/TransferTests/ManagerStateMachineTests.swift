@@ -169,11 +169,11 @@ import Testing
     }
 
     @Test func powerStateParsesBlueZStrings() {
-        #expect(AdapterPowerState(bluezValue: "off-blocked") == .offBlocked)
-        #expect(AdapterPowerState(bluezValue: "on-disabling") == .onDisabling)
-        #expect(AdapterPowerState(bluezValue: "sideways") == nil)
+        #expect(AdapterPowerState(rawValue: "off-blocked") == .offBlocked)
+        #expect(AdapterPowerState(rawValue: "on-disabling") == .onDisabling)
+        #expect(AdapterPowerState(rawValue: "sideways") == nil)
         for state in AdapterPowerState.allCases {
-            #expect(AdapterPowerState(bluezValue: state.bluezValue) == state)
+            #expect(AdapterPowerState(rawValue: state.rawValue) == state)
         }
     }
 

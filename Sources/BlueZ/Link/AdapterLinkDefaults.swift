@@ -3,12 +3,8 @@ package struct ManagementPHYs: OptionSet, Sendable, Hashable {
     package let rawValue: UInt32
     package init(rawValue: UInt32) { self.rawValue = rawValue }
 
-    package static let le1MTransmit = ManagementPHYs(rawValue: 1 << 9)
-    package static let le1MReceive = ManagementPHYs(rawValue: 1 << 10)
     package static let le2MTransmit = ManagementPHYs(rawValue: 1 << 11)
     package static let le2MReceive = ManagementPHYs(rawValue: 1 << 12)
-    package static let leCodedTransmit = ManagementPHYs(rawValue: 1 << 13)
-    package static let leCodedReceive = ManagementPHYs(rawValue: 1 << 14)
 
     package static let le2M: ManagementPHYs = [.le2MTransmit, .le2MReceive]
 }
@@ -19,12 +15,6 @@ package struct PHYConfiguration: Sendable, Hashable {
     package var supported: ManagementPHYs
     package var configurable: ManagementPHYs
     package var selected: ManagementPHYs
-
-    package init(supported: ManagementPHYs, configurable: ManagementPHYs, selected: ManagementPHYs) {
-        self.supported = supported
-        self.configurable = configurable
-        self.selected = selected
-    }
 
     /// From Get PHY Configuration's return parameters.
     package init?(parameters: [UInt8]) {
@@ -97,14 +87,9 @@ package struct SystemConfiguration: Sendable, Hashable {
 
 /// The management commands about an adapter's link defaults.
 package enum AdapterLinkDefaults {
-    static let getPHYConfiguration: UInt16 = 0x0044
-    static let setPHYConfiguration: UInt16 = 0x0045
-    static let readSystemConfiguration: UInt16 = 0x004B
-    static let setSystemConfiguration: UInt16 = 0x004C
-
     /// Needs CAP_NET_ADMIN (the kernel keeps it from untrusted sockets).
     package static func phyConfiguration(controller: UInt16) async throws(ManagementError) -> PHYConfiguration {
-        let command = ManagementCommand(code: getPHYConfiguration, controller: controller, name: "Get PHY Configuration")
+        let command = ManagementCommand(code: 0x0044, controller: controller, name: "Get PHY Configuration")
         let reply = try await ManagementChannel.run(command)
         guard let configuration = PHYConfiguration(parameters: reply.parameters) else {
             throw .malformed(command: command.name)
@@ -117,13 +102,13 @@ package enum AdapterLinkDefaults {
         var parameters: [UInt8] = []
         parameters.appendLittleEndian(phys.rawValue)
         _ = try await ManagementChannel.run(ManagementCommand(
-            code: setPHYConfiguration, controller: controller, parameters: parameters, name: "Set PHY Configuration"))
+            code: 0x0045, controller: controller, parameters: parameters, name: "Set PHY Configuration"))
     }
 
     /// The kernel's defaults for new connections and advertising. Needs no privilege.
     package static func systemConfiguration(controller: UInt16) async throws(ManagementError) -> SystemConfiguration {
         let reply = try await ManagementChannel.run(ManagementCommand(
-            code: readSystemConfiguration, controller: controller, name: "Read Default System Configuration"))
+            code: 0x004B, controller: controller, name: "Read Default System Configuration"))
         return SystemConfiguration(parameters: reply.parameters)
     }
 
@@ -131,7 +116,7 @@ package enum AdapterLinkDefaults {
     package static func setSystemConfiguration(_ configuration: SystemConfiguration,
                                                controller: UInt16) async throws(ManagementError) {
         _ = try await ManagementChannel.run(ManagementCommand(
-            code: setSystemConfiguration, controller: controller, parameters: configuration.encoded,
+            code: 0x004C, controller: controller, parameters: configuration.encoded,
             name: "Set Default System Configuration"))
     }
 }

@@ -68,20 +68,18 @@ package struct AdapterLinkView: Sendable, Codable {
 
     package var text: String {
         var lines: [String] = []
-        let interval: String
-        if let lo = connectionIntervalMin, let hi = connectionIntervalMax {
-            interval = "\(AdapterTuning.milliseconds(lo))–\(AdapterTuning.milliseconds(hi)) ms"
+        let interval = if let lo = connectionIntervalMin, let hi = connectionIntervalMax {
+            "\(AdapterTuning.milliseconds(lo))–\(AdapterTuning.milliseconds(hi)) ms"
         } else {
-            interval = "unknown"
+            "unknown"
         }
         lines.append("\(adapter): \(tuned ? "tuned" : "not tuned (sudo bletransfer link tune)")")
         lines.append("  new links ask for: interval \(interval), latency \(latency.map(String.init) ?? "?"), "
                      + "supervision timeout \(supervisionTimeout.map { "\(Int($0) * 10) ms" } ?? "?")")
-        let phy: String
-        if let selected = twoMSelected {
-            phy = selected ? "1M and 2M" : (twoMOffered == true ? "1M only (2M offered by the controller)" : "1M only (no 2M in the controller)")
+        let phy = if let selected = twoMSelected {
+            selected ? "1M and 2M" : (twoMOffered == true ? "1M only (2M offered by the controller)" : "1M only (no 2M in the controller)")
         } else {
-            phy = "unknown: \(phyUnreadable ?? "not read")"
+            "unknown: \(phyUnreadable ?? "not read")"
         }
         lines.append("  PHYs for new links: \(phy)")
         if let lo = advertisingIntervalMin, let hi = advertisingIntervalMax {

@@ -151,7 +151,7 @@ struct ManagerInputTranslator: Sendable {
         case .poweredChanged(let powered): return [.poweredChanged(powered)]
         case .powerStateChanged(let text):
             // A PowerState this build does not know: Powered still tells on and off.
-            return AdapterPowerState(bluezValue: text).map { [.powerStateChanged($0)] } ?? []
+            return AdapterPowerState(rawValue: text).map { [.powerStateChanged($0)] } ?? []
         case .accessDenied: return [.accessDenied]
         }
     }
@@ -159,7 +159,7 @@ struct ManagerInputTranslator: Sendable {
     static func capabilities(_ facts: AdapterFacts) -> AdapterCapabilities {
         AdapterCapabilities(
             supportsLowEnergy: facts.supportsLowEnergy, supportsAdvertising: facts.supportsAdvertising,
-            powered: facts.powered, powerState: facts.powerState.flatMap(AdapterPowerState.init(bluezValue:)))
+            powered: facts.powered, powerState: facts.powerState.flatMap(AdapterPowerState.init(rawValue:)))
     }
 }
 

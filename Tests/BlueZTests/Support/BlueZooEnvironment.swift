@@ -123,7 +123,7 @@ enum TestAddress {
 /// and /org/bluez (exported after /org/bluezoo) is the last of them.
 func waitForBlueZoo(_ session: BluetoothSession) async throws {
     try await session.waitUntil("BlueZoo serves org.bluez", timeout: .seconds(30)) { session in
-        session.serviceState.isRunning && session.object(at: "/org/bluez") != nil
+        session.serviceState.isRunning && session.interfaces(at: "/org/bluez") != nil
     }
 }
 
