@@ -234,13 +234,7 @@ package struct SecureReceiverSession: Sendable {
             phase = .awaitingMessage1
         }
         guard !rest.isEmpty else { return events }
-        let completed: [Frame]
-        do {
-            completed = try frames.append(rest)
-        } catch {
-            throw SecureSessionError(error)
-        }
-        for frame in completed where failure == nil { events += try handle(frame) }
+        for frame in try SessionRecords.frames(rest, in: &frames) where failure == nil { events += try handle(frame) }
         return events
     }
 

@@ -1,0 +1,21 @@
+import Transfer
+import Trust
+
+/// Tests give a sender session its payload as bytes in memory.
+extension SecureSenderSession {
+    package init(
+        identity: HostIdentity, authorizedPeers: AuthorizedPeers, hello: HelloV2,
+        payload: [UInt8], digest: [UInt8], metadata: FileMetadata?,
+        maximumValueLength: Int, wantsMulti: Bool = false, acceptsResume: Bool = true, acceptsWindow: Bool = true,
+        overChannel: Bool = false, firstMessageNumber: UInt32 = 0
+    ) throws(SecureSessionError) {
+        try self.init(identity: identity, authorizedPeers: authorizedPeers, hello: hello, payload: MessagePayload(payload),
+                      digest: digest, metadata: metadata, maximumValueLength: maximumValueLength,
+                      wantsMulti: wantsMulti, acceptsResume: acceptsResume, acceptsWindow: acceptsWindow,
+                      overChannel: overChannel, firstMessageNumber: firstMessageNumber)
+    }
+
+    package mutating func sendNext(payload: [UInt8], digest: [UInt8], metadata: FileMetadata?) throws(SecureSessionError) {
+        try sendNext(payload: MessagePayload(payload), digest: digest, metadata: metadata)
+    }
+}
