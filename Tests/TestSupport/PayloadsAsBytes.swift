@@ -1,7 +1,7 @@
 import Transfer
 import Trust
 
-/// Tests give a sender session its payload as bytes in memory.
+/// Tests give senders their payload as bytes in memory.
 extension SecureSenderSession {
     package init(
         identity: HostIdentity, authorizedPeers: AuthorizedPeers, hello: HelloV2,
@@ -17,5 +17,11 @@ extension SecureSenderSession {
 
     package mutating func sendNext(payload: [UInt8], digest: [UInt8], metadata: FileMetadata?) throws(SecureSessionError) {
         try sendNext(payload: MessagePayload(payload), digest: digest, metadata: metadata)
+    }
+}
+
+extension MessageSender {
+    package init(payload: [UInt8], maximumValueLength: Int) {
+        self.init(message: OutgoingMessage(payload: payload), maximumValueLength: maximumValueLength)
     }
 }
