@@ -25,3 +25,9 @@ extension MessageSender {
         self.init(message: OutgoingMessage(payload: payload), maximumValueLength: maximumValueLength)
     }
 }
+
+extension ReceivedMessage {
+    package init(payload: [UInt8], format: TransferFormat, header: MessageHeader? = nil) {
+        self.init(body: MessagePayload(payload), format: format, header: header)
+    }
+}
