@@ -45,11 +45,7 @@ package struct ManagerStateMachine: Sendable {
 
     @discardableResult
     package mutating func handle(_ input: ManagerInput) -> ManagerTransition {
-        handle(event: ManagerEvent(input, requirement: requirement))
-    }
-
-    @discardableResult
-    package mutating func handle(event: ManagerEvent) -> ManagerTransition {
+        let event = ManagerEvent(input, requirement: requirement)
         let from = state
         let entry = ManagerTransitionTable.entry(from: from, on: event)
         var action = entry.action

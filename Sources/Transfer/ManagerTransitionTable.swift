@@ -19,123 +19,44 @@ package enum ManagerTransitionTable {
         package var ignored: Bool
     }
 
-    package static let rows: [(ManagerState, ManagerEvent, Entry)] = [
+    /// Where each event leads, from any state; `usableOnly`: from a state without a usable adapter
+    /// (unknown, unsupported, unauthorized) the event is ignored.
+    private static let targets: [(event: ManagerEvent, next: ManagerState, usableOnly: Bool)] = [
         // bluetoothdAppeared: bluetoothd (re)started: whatever we had registered is gone; wait for its adapters.
-        row(.unknown, .bluetoothdAppeared, .unknown, .none),
-        row(.resetting, .bluetoothdAppeared, .unknown, .none),
-        row(.unsupported, .bluetoothdAppeared, .unknown, .none),
-        row(.unauthorized, .bluetoothdAppeared, .unknown, .none),
-        row(.poweredOff, .bluetoothdAppeared, .unknown, .none),
-        row(.poweredOn, .bluetoothdAppeared, .unknown, .tearDown),
-
+        (.bluetoothdAppeared, .unknown, false),
         // bluetoothdVanished: CoreBluetooth reports resetting when it loses the system service and expects it back;
         // systemd restarts bluetoothd. A role stuck here reports "bluetoothd is not running".
-        row(.unknown, .bluetoothdVanished, .resetting, .none),
-        row(.resetting, .bluetoothdVanished, .resetting, .none),
-        row(.unsupported, .bluetoothdVanished, .resetting, .none),
-        row(.unauthorized, .bluetoothdVanished, .resetting, .none),
-        row(.poweredOff, .bluetoothdVanished, .resetting, .none),
-        row(.poweredOn, .bluetoothdVanished, .resetting, .tearDown),
-
+        (.bluetoothdVanished, .resetting, false),
         // adapterReadyPoweredOn: An adapter event states the whole truth about the adapter, whatever came before.
-        row(.unknown, .adapterReadyPoweredOn, .poweredOn, .start),
-        row(.resetting, .adapterReadyPoweredOn, .poweredOn, .start),
-        row(.unsupported, .adapterReadyPoweredOn, .poweredOn, .start),
-        row(.unauthorized, .adapterReadyPoweredOn, .poweredOn, .start),
-        row(.poweredOff, .adapterReadyPoweredOn, .poweredOn, .start),
-        row(.poweredOn, .adapterReadyPoweredOn, .poweredOn, .none),
-
-        // adapterReadyPoweredOff
-        row(.unknown, .adapterReadyPoweredOff, .poweredOff, .none),
-        row(.resetting, .adapterReadyPoweredOff, .poweredOff, .none),
-        row(.unsupported, .adapterReadyPoweredOff, .poweredOff, .none),
-        row(.unauthorized, .adapterReadyPoweredOff, .poweredOff, .none),
-        row(.poweredOff, .adapterReadyPoweredOff, .poweredOff, .none),
-        row(.poweredOn, .adapterReadyPoweredOff, .poweredOff, .tearDown),
-
+        (.adapterReadyPoweredOn, .poweredOn, false),
+        (.adapterReadyPoweredOff, .poweredOff, false),
         // adapterReadyRadioBlocked: rfkill is the user's or a switch's "radio off", which CoreBluetooth calls poweredOff;
         // unauthorized is kept for permissions. The reason tells the two kinds of off apart.
-        row(.unknown, .adapterReadyRadioBlocked, .poweredOff, .none),
-        row(.resetting, .adapterReadyRadioBlocked, .poweredOff, .none),
-        row(.unsupported, .adapterReadyRadioBlocked, .poweredOff, .none),
-        row(.unauthorized, .adapterReadyRadioBlocked, .poweredOff, .none),
-        row(.poweredOff, .adapterReadyRadioBlocked, .poweredOff, .none),
-        row(.poweredOn, .adapterReadyRadioBlocked, .poweredOff, .tearDown),
-
+        (.adapterReadyRadioBlocked, .poweredOff, false),
         // adapterReadyPowerChanging: PowerState off-enabling / on-disabling: an update is imminent.
-        row(.unknown, .adapterReadyPowerChanging, .resetting, .none),
-        row(.resetting, .adapterReadyPowerChanging, .resetting, .none),
-        row(.unsupported, .adapterReadyPowerChanging, .resetting, .none),
-        row(.unauthorized, .adapterReadyPowerChanging, .resetting, .none),
-        row(.poweredOff, .adapterReadyPowerChanging, .resetting, .none),
-        row(.poweredOn, .adapterReadyPowerChanging, .resetting, .tearDown),
-
-        // adapterLacksLowEnergy
-        row(.unknown, .adapterLacksLowEnergy, .unsupported, .none),
-        row(.resetting, .adapterLacksLowEnergy, .unsupported, .none),
-        row(.unsupported, .adapterLacksLowEnergy, .unsupported, .none),
-        row(.unauthorized, .adapterLacksLowEnergy, .unsupported, .none),
-        row(.poweredOff, .adapterLacksLowEnergy, .unsupported, .none),
-        row(.poweredOn, .adapterLacksLowEnergy, .unsupported, .tearDown),
-
-        // adapterLacksAdvertising
-        row(.unknown, .adapterLacksAdvertising, .unsupported, .none),
-        row(.resetting, .adapterLacksAdvertising, .unsupported, .none),
-        row(.unsupported, .adapterLacksAdvertising, .unsupported, .none),
-        row(.unauthorized, .adapterLacksAdvertising, .unsupported, .none),
-        row(.poweredOff, .adapterLacksAdvertising, .unsupported, .none),
-        row(.poweredOn, .adapterLacksAdvertising, .unsupported, .tearDown),
-
+        (.adapterReadyPowerChanging, .resetting, false),
+        (.adapterLacksLowEnergy, .unsupported, false),
+        (.adapterLacksAdvertising, .unsupported, false),
         // adapterGone: No adapter: what CoreBluetooth reports on a machine without Bluetooth; here it is
         // recoverable, an adapter event leads out of it.
-        row(.unknown, .adapterGone, .unsupported, .none),
-        row(.resetting, .adapterGone, .unsupported, .none),
-        row(.unsupported, .adapterGone, .unsupported, .none),
-        row(.unauthorized, .adapterGone, .unsupported, .none),
-        row(.poweredOff, .adapterGone, .unsupported, .none),
-        row(.poweredOn, .adapterGone, .unsupported, .tearDown),
-
+        (.adapterGone, .unsupported, false),
         // powerOn: Power events mean something only with a usable adapter (poweredOn, poweredOff, resetting);
         // elsewhere they are stale or belong to an adapter we do not use, and are ignored.
-        ignore(.unknown, .powerOn),
-        row(.resetting, .powerOn, .poweredOn, .start),
-        ignore(.unsupported, .powerOn),
-        ignore(.unauthorized, .powerOn),
-        row(.poweredOff, .powerOn, .poweredOn, .start),
-        row(.poweredOn, .powerOn, .poweredOn, .none),
-
-        // powerOff
-        ignore(.unknown, .powerOff),
-        row(.resetting, .powerOff, .poweredOff, .none),
-        ignore(.unsupported, .powerOff),
-        ignore(.unauthorized, .powerOff),
-        row(.poweredOff, .powerOff, .poweredOff, .none),
-        row(.poweredOn, .powerOff, .poweredOff, .tearDown),
-
-        // radioBlocked
-        ignore(.unknown, .radioBlocked),
-        row(.resetting, .radioBlocked, .poweredOff, .none),
-        ignore(.unsupported, .radioBlocked),
-        ignore(.unauthorized, .radioBlocked),
-        row(.poweredOff, .radioBlocked, .poweredOff, .none),
-        row(.poweredOn, .radioBlocked, .poweredOff, .tearDown),
-
-        // powerChanging
-        ignore(.unknown, .powerChanging),
-        row(.resetting, .powerChanging, .resetting, .none),
-        ignore(.unsupported, .powerChanging),
-        ignore(.unauthorized, .powerChanging),
-        row(.poweredOff, .powerChanging, .resetting, .none),
-        row(.poweredOn, .powerChanging, .resetting, .tearDown),
-
+        (.powerOn, .poweredOn, true),
+        (.powerOff, .poweredOff, true),
+        (.radioBlocked, .poweredOff, true),
+        (.powerChanging, .resetting, true),
         // accessDenied: Refused by the D-Bus policy, whatever state we were in.
-        row(.unknown, .accessDenied, .unauthorized, .none),
-        row(.resetting, .accessDenied, .unauthorized, .none),
-        row(.unsupported, .accessDenied, .unauthorized, .none),
-        row(.unauthorized, .accessDenied, .unauthorized, .none),
-        row(.poweredOff, .accessDenied, .unauthorized, .none),
-        row(.poweredOn, .accessDenied, .unauthorized, .tearDown),
+        (.accessDenied, .unauthorized, false),
     ]
+
+    /// Every (state, event) pair, events in `targets`' order, states in `ManagerState`'s.
+    package static let rows: [(ManagerState, ManagerEvent, Entry)] = targets.flatMap { target in
+        ManagerState.allCases.map { state in
+            target.usableOnly && ![.resetting, .poweredOff, .poweredOn].contains(state)
+                ? ignore(state, target.event) : row(state, target.event, target.next)
+        }
+    }
 
     package static let entries: [Key: Entry] = Dictionary(
         rows.map { (Key(state: $0.0, event: $0.1), $0.2) }, uniquingKeysWith: { first, _ in first })
@@ -145,10 +66,11 @@ package enum ManagerTransitionTable {
         entries[Key(state: state, event: event)] ?? Entry(next: state, action: .none, ignored: true)
     }
 
-    private static func row(
-        _ from: ManagerState, _ event: ManagerEvent, _ next: ManagerState, _ action: RoleAction
-    ) -> (ManagerState, ManagerEvent, Entry) {
-        (from, event, Entry(next: next, action: action, ignored: false))
+    /// The action rule: entering `poweredOn` starts the role, leaving it tears it down.
+    private static func row(_ from: ManagerState, _ event: ManagerEvent, _ next: ManagerState) -> (ManagerState, ManagerEvent, Entry) {
+        let action: RoleAction = next == .poweredOn && from != .poweredOn ? .start
+            : from == .poweredOn && next != .poweredOn ? .tearDown : .none
+        return (from, event, Entry(next: next, action: action, ignored: false))
     }
 
     private static func ignore(_ state: ManagerState, _ event: ManagerEvent) -> (ManagerState, ManagerEvent, Entry) {

@@ -30,7 +30,7 @@ package struct MessageReceiver: Sendable {
         if value == WireFormat.endOfMessage {
             isComplete = true
             defer { payload = [] }
-            return .complete(ReceivedMessage(payload: payload, format: .compat))
+            return .complete(ReceivedMessage(body: MessagePayload(payload), format: .compat))
         }
         let needed = payload.count + value.count
         guard needed <= limits.maximumMessageSize else { throw fail(.compatMessageTooLarge(limit: limits.maximumMessageSize)) }

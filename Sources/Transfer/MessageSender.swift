@@ -19,14 +19,7 @@ package struct MessageSender: Sendable {
     /// `maximumValueLength`: ATT MTU − 3 (``WireFormat/valueLength(forATTMTU:)``), brought within
     /// 20...512 (every ATT bearer carries 20; no attribute value exceeds 512).
     package init(message: OutgoingMessage, maximumValueLength: Int) {
-        self.init(payload: message.body, maximumValueLength: maximumValueLength)
-    }
-
-    package init(payload: [UInt8], maximumValueLength: Int) {
-        self.init(payload: MessagePayload(payload), maximumValueLength: maximumValueLength)
-    }
-
-    private init(payload: MessagePayload, maximumValueLength: Int) {
+        let payload = message.body
         let valueLength = WireFormat.clampValueLength(maximumValueLength)
         self.payload = payload
         self.maximumValueLength = valueLength

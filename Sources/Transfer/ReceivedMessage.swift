@@ -10,10 +10,6 @@ package struct ReceivedMessage: Sendable, Hashable {
     /// With `meta`: the sender's name and time, unsanitized (kept and shown only via the output directory, `SafeText`).
     package var file: SentFileAttributes?
 
-    package init(payload: [UInt8], format: TransferFormat, header: MessageHeader? = nil) {
-        self.init(body: MessagePayload(payload), format: format, header: header)
-    }
-
     package init(body: MessagePayload, format: TransferFormat, header: MessageHeader? = nil) {
         self.body = body
         self.format = format

@@ -23,7 +23,7 @@ package struct Capabilities: OptionSet, Sendable, Hashable {
     /// Every capability this build understands; other bits are cleared on receipt.
     package static let known: Capabilities = [.secure, .multi, .resume, .meta, .pipeline, .window, .channel]
 
-    var bytes: [UInt8] { (0..<4).map { UInt8(truncatingIfNeeded: rawValue >> (24 - 8 * UInt32($0))) } }
+    var bytes: [UInt8] { bigEndian(rawValue) }
 
     init(bigEndian bytes: ArraySlice<UInt8>) {
         rawValue = bytes.reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
@@ -48,8 +48,7 @@ package struct HelloV2: Sendable, Hashable {
     package init(session: UInt64, offered: Capabilities) {
         self.session = session
         self.offered = offered
-        written = Self.magic + [Self.version]
-            + (0..<8).map { UInt8(truncatingIfNeeded: session >> (56 - 8 * UInt64($0))) } + offered.bytes
+        written = Self.magic + [Self.version] + bigEndian(session) + offered.bytes
     }
 
     /// The bytes this central writes (equal to `written` for a HELLO it made).
@@ -81,10 +80,7 @@ package struct StreamPrefix: Sendable, Hashable {
         chosen = hello.offered.intersection(supports).intersection(.known)
     }
 
-    package var encoded: [UInt8] {
-        Self.magic + [HelloV2.version] + (0..<8).map { UInt8(truncatingIfNeeded: session >> (56 - 8 * UInt64($0))) }
-            + chosen.bytes
-    }
+    package var encoded: [UInt8] { Self.magic + [HelloV2.version] + bigEndian(session) + chosen.bytes }
 
     package enum ParseError: Error, Sendable, Equatable, CustomStringConvertible {
         case notVersion2

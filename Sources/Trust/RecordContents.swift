@@ -54,7 +54,6 @@ package enum RecordMessage: Sendable, Equatable {
                 throw .malformed(kind: .data, reason: "offset past 2^64")
             }
             self = .data(message: message, offset: offset, bytes: bytes)
-            return
         case .end:
             self = .end(message: try reader.integer(), totalBytes: try reader.integer())
         case .ack:

@@ -89,7 +89,7 @@ struct SessionBenchmark: AsyncParsableCommand, PayloadSizeDefaults {
         var sender = try SecureSenderSession(
             identity: peripheral,
             authorizedPeers: listedKeys ? AuthorizedPeers([.init(key: central.publicKey, name: "c", line: 1)]) : .anyKey,
-            hello: helloV2, payload: payload, digest: digest, metadata: nil, maximumValueLength: valueLength,
+            hello: helloV2, payload: MessagePayload(payload), digest: digest, metadata: nil, maximumValueLength: valueLength,
             overChannel: overChannel)
         let receiver = SecureReceiverSession(
             identity: central,

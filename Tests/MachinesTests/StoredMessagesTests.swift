@@ -65,3 +65,19 @@ import Testing
         #expect(state.takeEarlierCopy(from: "addr-0", digest: [0]) == nil)
     }
 }
+
+/// One peer's messages remembered and looked up as a visit does it: taken out of the table, handed back.
+extension StoredMessages {
+    mutating func remember(_ message: UnacknowledgedMessage, from address: String) {
+        var messages = take(address)
+        Self.append(message, to: &messages)
+        put(messages, for: address)
+    }
+
+    mutating func takeEarlierCopy(from address: String, digest: [UInt8]) -> UnacknowledgedMessage? {
+        var messages = take(address)
+        let earlier = Self.takeEarlierCopy(of: digest, from: &messages)
+        put(messages, for: address)
+        return earlier
+    }
+}

@@ -212,3 +212,10 @@ import Trust
         #expect(large == configuration.transferTimeFloor + .milliseconds(64_000))
     }
 }
+
+private extension PeripheralConfiguration {
+    /// The subscription deadline a connection under this configuration runs with (`TransferDeadline`).
+    func transferDeadline(forWireBytes wireBytes: Int, confirmedValues: Int = 0) -> Duration? {
+        connectionSettings.deadline.limit(forWireBytes: wireBytes, confirmedValues: confirmedValues)
+    }
+}

@@ -25,7 +25,7 @@ import Testing
         let transcript = exchange(&pair)
         #expect(transcript.receiverError == nil && transcript.senderError == nil)
         #expect(transcript.completedPayload == payload)
-        #expect(pair.sender.isSecure && pair.receiver.isSecure)
+        #expect(pair.sender.chosen.contains(.secure) && pair.receiver.isSecure)
         // Each side saw the other's run key, listed nowhere.
         let seenBySender = try #require(pair.sender.remotePeer)
         let seenByReceiver = try #require(pair.receiver.remotePeer)

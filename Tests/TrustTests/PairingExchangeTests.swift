@@ -558,7 +558,7 @@ import Testing
         // From Python's hashlib: SHA-256("bletransfer pair code" · h · Ni · Nr); the
         // initiator's code from its first 8 bytes, the responder's from the next 8, each
         // big-endian, mod 10⁶, six digits with leading zeros.
-        #expect(PairingExchange.code(hash: hash, initiatorNonce: ni, responderNonce: nr) == "183519")
+        #expect(PairingExchange.codes(hash: hash, initiatorNonce: ni, responderNonce: nr).initiator == "183519")
         #expect(PairingExchange.codes(hash: hash, initiatorNonce: ni, responderNonce: nr) == ("183519", "790532"))
         #expect(PairingExchange.codes(hash: hash, initiatorNonce: ni, responderNonce: Self.nonce(139)) == ("000619", "669554"))
         let padded = PairingExchange.Candidate(key: alice.publicKey, name: nil, shownCode: "000619", expectedCode: "669554")
@@ -581,7 +581,7 @@ import Testing
             count: 200, input: Gen.uint8().array(of: 32), Gen.uint8().array(of: 32), Gen.uint8().array(of: 32),
             Gen.int(in: 0...31)
         ) { hash, ni, nr, index in
-            let code = PairingExchange.code(hash: hash, initiatorNonce: ni, responderNonce: nr)
+            let code = PairingExchange.codes(hash: hash, initiatorNonce: ni, responderNonce: nr).initiator
             #expect(code.utf8.count == 6 && code.utf8.allSatisfy { (0x30...0x39).contains($0) })
             let candidate = PairingExchange.Candidate(key: alice.publicKey, name: nil, shownCode: code, expectedCode: code)
             let spaced = Array(candidate.spacedShownCode.utf8)
@@ -597,11 +597,11 @@ import Testing
             otherNi[index] ^= 0x01
             var otherNr = nr
             otherNr[index] ^= 0x01
-            #expect(PairingExchange.code(hash: otherHash, initiatorNonce: ni, responderNonce: nr) != code)
-            #expect(PairingExchange.code(hash: hash, initiatorNonce: otherNi, responderNonce: nr) != code)
-            #expect(PairingExchange.code(hash: hash, initiatorNonce: ni, responderNonce: otherNr) != code)
+            #expect(PairingExchange.codes(hash: otherHash, initiatorNonce: ni, responderNonce: nr).initiator != code)
+            #expect(PairingExchange.codes(hash: hash, initiatorNonce: otherNi, responderNonce: nr).initiator != code)
+            #expect(PairingExchange.codes(hash: hash, initiatorNonce: ni, responderNonce: otherNr).initiator != code)
             // The nonces' order counts: the roles are not interchangeable.
-            if ni != nr { #expect(PairingExchange.code(hash: hash, initiatorNonce: nr, responderNonce: ni) != code) }
+            if ni != nr { #expect(PairingExchange.codes(hash: hash, initiatorNonce: nr, responderNonce: ni).initiator != code) }
         }
     }
 

@@ -334,7 +334,7 @@ package struct MessageAssembly: Sendable {
     package static func cannotBeVersion2(_ value: [UInt8]) -> Bool {
         guard value.count > 2 else { return true }
         let sequence = Int(value[0]) << 8 | Int(value[1])
-        return sequence == 0 || sequence >= SecureReceiverSession.reorderWindow
+        return sequence == 0 || sequence >= SequencedStream.reorderWindow
     }
 
     /// Multi with `pipeline`: what came after a `.complete` in the same values, taken up by

@@ -13,22 +13,6 @@ package struct StoredMessages: Sendable {
 
     package var count: Int { table.count }
 
-    /// A message stored whose ACK was not confirmed: its sender may send it again.
-    package mutating func remember(_ message: UnacknowledgedMessage, from address: String) {
-        var messages = table[address] ?? []
-        Self.append(message, to: &messages)
-        table.set(messages, for: address)
-    }
-
-    /// The earlier copy if `digest` is an unconfirmed message from `address`, forgotten with those before it (senders
-    /// resend in order; a third identical message is new). Any other message: the sender moved on, the records go.
-    package mutating func takeEarlierCopy(from address: String, digest: [UInt8]) -> UnacknowledgedMessage? {
-        var messages = take(address)
-        let earlier = Self.takeEarlierCopy(of: digest, from: &messages)
-        if !messages.isEmpty { table.set(messages, for: address) }
-        return earlier
-    }
-
     /// The messages remembered for `address`, handed to a visit (which hands them back, `put`).
     package mutating func take(_ address: String) -> [UnacknowledgedMessage] {
         table.removeValue(for: address) ?? []
@@ -39,11 +23,14 @@ package struct StoredMessages: Sendable {
         table.set(messages, for: address)
     }
 
+    /// Adds a message stored whose ACK was not confirmed (its sender may send it again), keeping the last `perPeer`.
     static func append(_ message: UnacknowledgedMessage, to messages: inout [UnacknowledgedMessage]) {
         messages.append(message)
         if messages.count > perPeer { messages.removeFirst(messages.count - perPeer) }
     }
 
+    /// The earlier copy if `digest` is among `messages`, forgotten with those before it (senders resend in order; a
+    /// third identical message is new). Any other message: the sender moved on, the records go.
     static func takeEarlierCopy(of digest: [UInt8], from messages: inout [UnacknowledgedMessage]) -> UnacknowledgedMessage? {
         guard let index = messages.firstIndex(where: { $0.digest == digest }) else {
             messages = []

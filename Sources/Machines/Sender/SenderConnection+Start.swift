@@ -184,16 +184,16 @@ extension SenderConnection {
         cancel(kind, &actions)
         nextGeneration += 1
         armed[kind] = nextGeneration
-        actions.append(.startTimer(TimerID(kind, generation: nextGeneration), after: duration))
+        actions.append(.startTimer(TimerID(kind: kind, generation: nextGeneration), after: duration))
     }
 
     mutating func cancel(_ kind: TimerKind, _ actions: inout [Action]) {
         guard let generation = armed.removeValue(forKey: kind) else { return }
-        actions.append(.cancelTimer(TimerID(kind, generation: generation)))
+        actions.append(.cancelTimer(TimerID(kind: kind, generation: generation)))
     }
 
     /// The timers running now.
     package var runningTimers: Set<TimerID> {
-        Set(armed.map { TimerID($0.key, generation: $0.value) })
+        Set(armed.map { TimerID(kind: $0.key, generation: $0.value) })
     }
 }

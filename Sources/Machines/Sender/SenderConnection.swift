@@ -58,11 +58,6 @@ package struct SenderConnection: Sendable {
     package struct TimerID: Sendable, Hashable {
         package var kind: TimerKind
         package var generation: Int
-
-        package init(_ kind: TimerKind, generation: Int) {
-            self.kind = kind
-            self.generation = generation
-        }
     }
 
     /// What the connection asks of the message source, answered in order by the shell.

@@ -31,7 +31,7 @@ extension Central {
                 if channel == nil {
                     channel = try await CharacteristicSubscription.subscribe(to: characteristic) { [weak self] text in
                         // Peers without AcquireNotify (Apple's sample, bless) are normal: say it once.
-                        if state.firstFallbackNotice() { self?.emit(.warning(text)) }
+                        if state.fallbackNotice.first() { self?.emit(.warning(text)) }
                     }
                 }
             } catch let error as BluetoothError {

@@ -81,7 +81,7 @@ extension Central {
                     try Self.rethrowIfFatal(error)
                     answer = .writeFailed("\(error)")
                 }
-            case .checkpoint(let work): Self.keepCheckpoints([work], in: configuration.resumeSpool)
+            case .checkpoint(let work): Self.keepCheckpoint(work, in: configuration.resumeSpool)
             case .keepPayload(let work): answer = await keep(work, in: &incoming, sink: sink)
             case .lookUpCheckpoint(let sender, let header):
                 answer = await copyCheckpoint(of: header, from: sender, into: &incoming)
@@ -206,25 +206,25 @@ extension Central {
             emit(.received(summary, from: peer, storedAt: storedAt))
         case .warning(let text): emit(.warning(text))
         case .unauthenticated(let key):
-            if progressState.firstUnauthenticatedNotice() {
+            if progressState.unauthenticatedNotice.first() {
                 emit(.warning(EventText.unauthenticatedNotice(peer: "the sender", key: key)))
             }
         }
     }
+
     /// Does what the assembly asked of the resume spool; messages too short to be worth a checkpoint are not kept
     /// (`ResumeSpool.checkpoints`), and a removal is always done (it costs nothing when there is no entry).
-    static func keepCheckpoints(_ work: [MessageAssembly.CheckpointWork], in spool: ResumeSpool?) {
+    static func keepCheckpoint(_ work: MessageAssembly.CheckpointWork, in spool: ResumeSpool?) {
         guard let spool else { return }
-        for item in work {
-            switch item {
-            case .append(let sender, let header, let offset, let bytes):
-                if ResumeSpool.checkpoints(header) { spool.append(sender: sender, header: header, offset: offset, bytes: bytes) }
-            case .remove(let sender, let header): spool.remove(sender: sender, header: header)
-            case .lookUp:
-                break   // answered by `copyCheckpoint`
-            }
+        switch work {
+        case .append(let sender, let header, let offset, let bytes):
+            if ResumeSpool.checkpoints(header) { spool.append(sender: sender, header: header, offset: offset, bytes: bytes) }
+        case .remove(let sender, let header): spool.remove(sender: sender, header: header)
+        case .lookUp:
+            break   // answered by `copyCheckpoint`
         }
-    }}
+    }
+}
 
 extension ReceiverVisit.Input {
     /// An answer after which what was to follow it is not done (the visit ends on it).

@@ -9,8 +9,6 @@ final class RunState: Sendable {
         var book: PeerBook
         var received = 0
         var sequence = 0
-        var fallbackNoticed = false
-        var unauthenticatedNoticed = false
         /// Per peer address, the last messages with unconfirmed ACKs: each visit takes its sender's, gives them back.
         var stored = StoredMessages()
         var visit = ""
@@ -33,21 +31,9 @@ final class RunState: Sendable {
         }
     }
 
-    /// True the first time only.
-    func firstUnauthenticatedNotice() -> Bool {
-        inner.withLock { state in
-            defer { state.unauthenticatedNoticed = true }
-            return !state.unauthenticatedNoticed
-        }
-    }
-
-    /// True the first time only.
-    func firstFallbackNotice() -> Bool {
-        inner.withLock { state in
-            defer { state.fallbackNoticed = true }
-            return !state.fallbackNoticed
-        }
-    }
+    /// Notices said once per run: an unlisted key let in, the fallback path taken.
+    let unauthenticatedNotice = OnceFlag()
+    let fallbackNotice = OnceFlag()
 
     func markReceived() { inner.withLock { $0.received += 1 } }
 

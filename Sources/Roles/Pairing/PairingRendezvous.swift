@@ -60,17 +60,6 @@ package struct PairingRendezvous: Sendable {
         try? await adapter.removeDevice(device)
     }
 
-    private enum Found: Sendable {
-        case accepted(NotificationSocket, first: [UInt8], peer: String, address: BluetoothAddress?)
-        case connected(NotificationSocket, peer: String, address: BluetoothAddress)
-
-        var socket: NotificationSocket {
-            switch self {
-            case .accepted(let socket, _, _, _), .connected(let socket, _, _): socket
-            }
-        }
-    }
-
     /// The adapter `name` names (nil: the first), as a one-line failure when there is none.
     package static func adapter(in session: BluetoothSession, named name: String?) throws -> Adapter {
         do {
@@ -111,15 +100,14 @@ package struct PairingRendezvous: Sendable {
             manufacturerData: [Self.manufacturerID: token + [UInt8(listener.psm)]]))
         // Whether the advertisement got registered: an error before is bluetoothd's refusal.
         var registered = false
-        let found: Found
         do {
-            found = try await advertisement.withRegistration(on: adapter) {
+            return try await advertisement.withRegistration(on: adapter) {
                 registered = true
                 do {
                     try await adapter.setDiscoveryFilter(uuids: [TransferUUIDs.pairingService.canonical], transport: .le)
                     try await adapter.startDiscovery()
                 } catch { throw RoleFailure(.unavailable, "cannot scan on \(adapter.name): \(error)") }
-                let found: Result<Found, any Error>
+                let found: Result<Meeting, any Error>
                 do {
                     found = .success(try await race(listener: listener, local: local))
                 } catch { found = .failure(error) }
@@ -127,12 +115,6 @@ package struct PairingRendezvous: Sendable {
                 return try found.get()
             }
         } catch where !registered && !(error is CancellationError) { throw PeripheralFailure.classify(error) }
-        switch found {
-        case .accepted(let socket, let first, let peer, let address):
-            return Meeting(socket: socket, role: .responder, firstMessage: first, peerDescription: peer, peerAddress: address)
-        case .connected(let socket, let peer, let address):
-            return Meeting(socket: socket, role: .initiator, firstMessage: nil, peerDescription: peer, peerAddress: address)
-        }
     }
 
     /// Stops the scan, even when the task was cancelled (a failure changes nothing: our connection ends it anyway).
@@ -143,8 +125,8 @@ package struct PairingRendezvous: Sendable {
 
     /// The first of: a channel accepted that opens a pairing, or a channel this host opened to
     /// a host with a smaller token. A second one found meanwhile is closed.
-    private func race(listener: any ChannelListener, local: AdapterProperties) async throws -> Found {
-        try await withThrowingTaskGroup(of: Found?.self) { group in
+    private func race(listener: any ChannelListener, local: AdapterProperties) async throws -> Meeting {
+        try await withThrowingTaskGroup(of: Meeting?.self) { group in
             group.addTask { try await acceptPairing(on: listener) }
             group.addTask { try await connectToPeer(local: local) }
             defer { group.cancelAll() }
@@ -160,7 +142,7 @@ package struct PairingRendezvous: Sendable {
         }
     }
 
-    private func acceptPairing(on listener: any ChannelListener) async throws -> Found? {
+    private func acceptPairing(on listener: any ChannelListener) async throws -> Meeting? {
         while true {
             let channel = try await listener.accept()
             let peer = channel.peer.map { "\($0)" } ?? "a host"
@@ -168,7 +150,8 @@ package struct PairingRendezvous: Sendable {
                 try await channel.socket.receive()
             }
             if let first = first ?? nil, PairingExchange.isPairingHello(first) {
-                return .accepted(channel.socket, first: first, peer: describe(address: channel.peer), address: channel.peer)
+                return Meeting(socket: channel.socket, role: .responder, firstMessage: first,
+                               peerDescription: describe(address: channel.peer), peerAddress: channel.peer)
             }
             note("closed a channel from \(peer) that did not open a pairing")
             channel.socket.close()
@@ -177,7 +160,7 @@ package struct PairingRendezvous: Sendable {
 
     /// Connects to the first host advertising the pairing service with a smaller token; keeps
     /// looking when that fails. Returns nil when the sightings end (bluetoothd gone).
-    private func connectToPeer(local: AdapterProperties) async throws -> Found? {
+    private func connectToPeer(local: AdapterProperties) async throws -> Meeting? {
         var waitingFor = Set<BluetoothAddress>()
         // Not filtered by the advertised UUID here: once BlueZ has resolved a device's GATT
         // services (an earlier pairing connected them), its UUIDs property lists those and no
@@ -214,7 +197,8 @@ package struct PairingRendezvous: Sendable {
                                                 to: remote.address, peerType: LEAddressType(bluez: remote.addressType),
                                                 psm: psm, receiveMTU: Self.receiveMTU)
                 }
-                return .connected(socket, peer: peer, address: remote.address)
+                return Meeting(socket: socket, role: .initiator, firstMessage: nil, peerDescription: peer,
+                               peerAddress: remote.address)
             } catch {
                 try Task.checkCancellation()
                 note("could not reach \(peer) (\(error)); still looking")

@@ -98,11 +98,6 @@ package final class Peripheral: Sendable {
         case failed(RoleFailure)
         /// Cancelled, or bluetoothd / the adapter went away under us: the state stream says what comes next.
         case interrupted
-
-        var isExhausted: Bool {
-            if case .exhausted = self { return true }
-            return false
-        }
     }
 
     /// Registers the application on `adapter`, advertises while there is a message and no central is being served, and
@@ -173,8 +168,11 @@ package final class Peripheral: Sendable {
     /// Shuts the server down (it ends the subscription under way, which makes calls of its
     /// own): in this task after a stop, outside its cancellation when it was cancelled.
     private static func shutDown(_ server: SubscriptionServer, after outcome: ServingOutcome) async {
-        let reason = outcome.isExhausted ? "the run ended"
-            : GracefulStop.isRequested ? "the sender was stopped" : "Bluetooth is not available any more"
+        let reason = if case .exhausted = outcome {
+            "the run ended"
+        } else {
+            GracefulStop.isRequested ? "the sender was stopped" : "Bluetooth is not available any more"
+        }
         guard Task.isCancelled else { return await server.shutDown(reason: reason) }
         await runOutsideCancellation { await server.shutDown(reason: reason) }
     }

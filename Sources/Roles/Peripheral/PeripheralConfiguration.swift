@@ -66,17 +66,6 @@ package struct PeripheralConfiguration: Sendable {
     /// before that: a silent central must not hold the sender for the transfer deadline (an hour for a large file).
     package var handshakeTimeout: Duration = .seconds(10)
 
-    /// The subscription deadline for a message of `wireBytes` bytes on the air (`TransferDeadline`):
-    /// `transferTimeFloor` plus the bytes at `minimumTransferRate` — or, when each of `confirmedValues` values waits
-    /// for a confirmation, `confirmedValueAllowance` per value if that is longer; nil when the rate is 0 (no floor).
-    package func transferDeadline(forWireBytes wireBytes: Int, confirmedValues: Int = 0) -> Duration? {
-        TransferDeadline(minimumRate: minimumTransferRate, floor: transferTimeFloor)
-            .limit(forWireBytes: wireBytes, confirmedValues: confirmedValues)
-    }
-
-    /// What a confirmed indication may take at least (`TransferDeadline`).
-    package static let confirmedValueAllowance: Duration = TransferDeadline.confirmedValueAllowance
-
     /// `send --min-rate`'s default, in bytes per second.
     package static let defaultMinimumTransferRate = 256
 

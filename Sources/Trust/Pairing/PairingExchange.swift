@@ -308,11 +308,6 @@ package struct PairingExchange: Sendable {
         Array(SHA256.hash(data: commitLabel + hash + nonce))
     }
 
-    /// The initiator's code: the first 8 bytes of the digest, big-endian, modulo 10⁶.
-    static func code(hash: [UInt8], initiatorNonce: [UInt8], responderNonce: [UInt8]) -> String {
-        codes(hash: hash, initiatorNonce: initiatorNonce, responderNonce: responderNonce).initiator
-    }
-
     /// Both codes: the initiator's from the digest's first 8 bytes, the responder's from the next
     /// 8, each big-endian modulo 10⁶, six digits with leading zeros.
     static func codes(hash: [UInt8], initiatorNonce: [UInt8], responderNonce: [UInt8]) -> (initiator: String, responder: String) {

@@ -121,9 +121,6 @@ package struct SecureReceiverSession: Sendable {
     /// Messages completed (verified) in this session.
     package private(set) var completedCount = 0
 
-    /// How far ahead of the one missing a value of the stream may arrive (reordering bound).
-    package static let reorderWindow = SequencedStream.reorderWindow
-
     /// A first notification value starts a version-2 stream: sequence 0, prefix magic, version 2.
     package static func startsVersion2Stream(_ value: [UInt8]) -> Bool {
         let magic = StreamPrefix.magic
@@ -234,13 +231,7 @@ package struct SecureReceiverSession: Sendable {
             phase = .awaitingMessage1
         }
         guard !rest.isEmpty else { return events }
-        let completed: [Frame]
-        do {
-            completed = try frames.append(rest)
-        } catch {
-            throw SecureSessionError(error)
-        }
-        for frame in completed where failure == nil { events += try handle(frame) }
+        for frame in try SessionRecords.frames(rest, in: &frames) where failure == nil { events += try handle(frame) }
         return events
     }
 

@@ -170,8 +170,6 @@ package struct SecureSenderSession: Sendable {
         if case .payloadUnreadable = failure { failure } else { nil }
     }
 
-    package var isSecure: Bool { chosen.contains(.secure) }
-
     /// The next notification value; nil while waiting for the central (after message 1 or `EOM`) or failed.
     package mutating func nextValue() -> [UInt8]? {
         // `.failed` without a `failure`: the central refused a message (ACK `02`/`03`), with
@@ -248,13 +246,7 @@ package struct SecureSenderSession: Sendable {
         do throws(SecureSessionError) {
             var events: [Event] = []
             for piece in try writesReader.accept(value) {
-                let completed: [Frame]
-                do {
-                    completed = try frames.append(piece)
-                } catch {
-                    throw SecureSessionError(error)
-                }
-                for frame in completed { events += try handle(frame) }
+                for frame in try SessionRecords.frames(piece, in: &frames) { events += try handle(frame) }
             }
             return events
         } catch {
@@ -502,23 +494,5 @@ package struct SecureSenderSession: Sendable {
             + recordOverhead + 4 + 8  // END
             + recordOverhead + 1  // CLOSE
         return (first + piece - 1) / piece + 1 + (second + piece - 1) / piece + 1 + 1
-    }
-}
-
-extension SecureSenderSession {
-    package init(
-        identity: HostIdentity, authorizedPeers: AuthorizedPeers, hello: HelloV2,
-        payload: [UInt8], digest: [UInt8], metadata: FileMetadata?,
-        maximumValueLength: Int, wantsMulti: Bool = false, acceptsResume: Bool = true, acceptsWindow: Bool = true,
-        overChannel: Bool = false, firstMessageNumber: UInt32 = 0
-    ) throws(SecureSessionError) {
-        try self.init(identity: identity, authorizedPeers: authorizedPeers, hello: hello, payload: MessagePayload(payload),
-                      digest: digest, metadata: metadata, maximumValueLength: maximumValueLength,
-                      wantsMulti: wantsMulti, acceptsResume: acceptsResume, acceptsWindow: acceptsWindow,
-                      overChannel: overChannel, firstMessageNumber: firstMessageNumber)
-    }
-
-    package mutating func sendNext(payload: [UInt8], digest: [UInt8], metadata: FileMetadata?) throws(SecureSessionError) {
-        try sendNext(payload: MessagePayload(payload), digest: digest, metadata: metadata)
     }
 }

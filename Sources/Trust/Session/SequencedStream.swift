@@ -5,18 +5,14 @@ package enum SequencedStream {
     static let endOfMessage: [UInt8] = [0x45, 0x4F, 0x4D]  // "EOM"
     static let sequenceLength = 2
     /// How far ahead of the next needed value one may arrive.
-    static let reorderWindow = 256
+    package static let reorderWindow = 256
     /// Every ATT bearer carries 20 bytes; no attribute value exceeds 512.
     static let valueLengths = 20...512
     /// Over an L2CAP channel a value is one SDU of up to 8 KiB: a 4 KiB DATA record and its
     /// neighbours travel in one, the per-value system calls paid once per several KiB.
     package static let channelValueLengths = 20...8192
 
-    static func clampValueLength(_ length: Int) -> Int {
-        clampValueLength(length, overChannel: false)
-    }
-
-    static func clampValueLength(_ length: Int, overChannel: Bool) -> Int {
+    static func clampValueLength(_ length: Int, overChannel: Bool = false) -> Int {
         let range = overChannel ? channelValueLengths : valueLengths
         return min(max(length, range.lowerBound), range.upperBound)
     }

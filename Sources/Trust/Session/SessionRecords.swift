@@ -11,4 +11,9 @@ enum SessionRecords {
         do { record = try current.open(frame) } catch { throw SecureSessionError(error) }
         do { return (record, try RecordMessage(parsing: record)) } catch { throw SecureSessionError(error) }
     }
+
+    /// The frames `bytes` completes in `reader`; a malformed one fails the session.
+    static func frames(_ bytes: some Collection<UInt8>, in reader: inout FrameReader) throws(SecureSessionError) -> [Frame] {
+        do { return try reader.append(bytes) } catch { throw SecureSessionError(error) }
+    }
 }

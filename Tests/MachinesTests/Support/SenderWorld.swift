@@ -141,8 +141,8 @@ struct SenderWorld {
             return .written(write.value)
         case .fire(let kind):
             guard let generation = machine.armed[kind] else { return nil }
-            stale[kind] = .init(kind, generation: generation)
-            return .timerFired(.init(kind, generation: generation))
+            stale[kind] = .init(kind: kind, generation: generation)
+            return .timerFired(.init(kind: kind, generation: generation))
         case .fireStale(let kind):
             guard let timer = stale[kind], machine.armed[kind] != timer.generation else { return nil }
             return .timerFired(timer)

@@ -246,7 +246,7 @@ func fuzzValues(_ bytes: ArraySlice<UInt8>, firstSequence: Int,
 
 func fuzzSender(valueLength: Int) -> SecureSenderSession {
     try! SecureSenderSession(
-        identity: fuzzPeripheral, authorizedPeers: fuzzPeers(fuzzCentral), hello: fuzzHello, payload: fuzzPayload,
+        identity: fuzzPeripheral, authorizedPeers: fuzzPeers(fuzzCentral), hello: fuzzHello, payload: MessagePayload(fuzzPayload),
         digest: fuzzDigest, metadata: FileMetadata(name: "f", modificationSeconds: 1, modificationNanoseconds: 2),
         maximumValueLength: valueLength)
 }
