@@ -11,7 +11,6 @@ import ServiceLifecycle
 import Storage
 import Synchronization
 import SystemPackage
-import Transfer
 
 /// What `bletransfer daemon` was asked to do (validated already by the command line).
 package struct DaemonSettings: Sendable {
@@ -92,7 +91,7 @@ package struct Daemon {
         case .success(let prepared): (attempt, directory) = prepared
         case .failure(let failure):
             reportStartFailure(failure)
-            return failure.status
+            return ExitStatus(failure.kind)
         }
         logStarted(directory: directory)
 
@@ -139,13 +138,13 @@ package struct Daemon {
     }
 
     /// A failure before the daemon runs, in the command line's voice; critical in the journal; with --json, last event.
-    private func reportStartFailure(_ failure: SetupFailure) {
+    private func reportStartFailure(_ failure: RoleFailure) {
         let priority = JournalStream.isStandardErrorJournal ? "<2>" : ""
         if settings.json {
             EventRenderer.writeLine(JSONEvents.line("error", ErrorJSONEvent(
-                failure.message, kind: failure.status.failureKindName, exitStatus: Int(failure.status.rawValue))), to: 1)
+                failure.userMessage, kind: failure.kind.rawValue, exitStatus: Int(ExitStatus(failure.kind).rawValue))), to: 1)
         }
-        EventRenderer.writeLine("\(priority)bletransfer: error: \(failure.message)", to: 2)
+        EventRenderer.writeLine("\(priority)bletransfer: error: \(failure.userMessage)", to: 2)
     }
 
     private func logStarted(directory: String) {
@@ -199,14 +198,9 @@ package struct Daemon {
         await forward.value
     }
 
-    private struct SetupFailure: Error {
-        let status: ExitStatus
-        let message: String
-    }
-
     /// Opens the role's directory and builds what one attempt of the role runs.
     private func prepareRole(report: @escaping @Sendable (DaemonReport) -> Void)
-        -> Result<(DaemonSupervisor.Attempt, String), SetupFailure>
+        -> Result<(DaemonSupervisor.Attempt, String), RoleFailure>
     {
         switch settings.role {
         case .receiver:
@@ -217,7 +211,7 @@ package struct Daemon {
                 let output = path.string.hasSuffix("/") ? path.string : path.string + "/"
                 if directory == path.string || directory.hasPrefix(output) {
                     // Nothing partial may ever appear in the output directory.
-                    return .failure(SetupFailure(status: .usage, message: "--spool-dir \(directory) is inside the output directory; give a private directory"))
+                    return .failure(RoleFailure(.usage, "--spool-dir \(directory) is inside the output directory; give a private directory"))
                 }
                 do {
                     // Checkpoints stop growing at the same --reserve as stored messages.
@@ -226,24 +220,21 @@ package struct Daemon {
                     configuration.receiptJournal = ReceiptJournal(directory: path.string, stateDirectory: directory)
                 } catch {
                     if settings.resumeSpoolIsExplicit {
-                        return .failure(SetupFailure(status: .ioError, message: "--spool-dir: \(error)"))
+                        return .failure(RoleFailure(.ioError, "--spool-dir: \(error)"))
                     }
                     logger.warning("\(error); messages cut midway start again from byte 0 (--spool-dir sets another place)")
                 }
             }
-            let sink: InboxSink
+            let directory: OutputDirectory
             do {
-                // The spool's copy of a message counts against the reserve beside the message.
-                sink = try InboxSink(path: path, limits: settings.receiver.storageLimits,
-                                     folderPerSender: settings.folderPerSender, resumeSpool: configuration.resumeSpool)
+                directory = try OutputDirectory(path: path)
             } catch {
-                let status: ExitStatus = switch error {
-                case .notWritable: .permissionDenied
-                case .cannotCreate, .notADirectory: .cannotCreate
-                default: .ioError
-                }
-                return .failure(SetupFailure(status: status, message: "--output-dir: \(error)"))
+                let failure = OutputDirectorySink.failure(error)
+                return .failure(RoleFailure(failure.kind, failure.userMessage))
             }
+            // The spool's copy of a message counts against the reserve beside the message.
+            let sink = InboxSink(directory: directory, limits: settings.receiver.storageLimits,
+                                 folderPerSender: settings.folderPerSender, resumeSpool: configuration.resumeSpool)
             let attempt: DaemonSupervisor.Attempt = { [configuration] session, emit in
                 let central = Central(configuration: configuration, session: session)
                 try await Self.run(forwarding: central.events, to: emit) { try await central.run(sink: sink) }
@@ -257,12 +248,12 @@ package struct Daemon {
                     directory: path, maximumFileSize: settings.maximumMessageSize,
                     settleTime: settings.settleTime, report: { report(.outbox($0)) })
             } catch {
-                let status: ExitStatus = switch error {
+                let kind: FailureKind = switch error {
                 case .notWritable: .permissionDenied
                 case .cannotCreate: .cannotCreate
                 default: .ioError
                 }
-                return .failure(SetupFailure(status: status, message: "--outbox: \(error)"))
+                return .failure(RoleFailure(kind, "--outbox: \(error)"))
             }
             let peripheralConfiguration = settings.sender.configuration
             let attempt: DaemonSupervisor.Attempt = { session, emit in

@@ -2,7 +2,6 @@
 import Glibc
 #endif
 import DaemonSupport
-import Foundation
 import Logging
 import Machines
 import Roles

@@ -4,7 +4,6 @@ import Machines
 import Roles
 import Storage
 import Synchronization
-import SystemPackage
 import Transfer
 import Trust
 
@@ -14,7 +13,7 @@ import Trust
 /// (``OutputDirectory/store(_:generatedName:)``); the others are named by `InboxFileName` after their arrival time,
 /// so they sort in arrival order. The sequence number in the name counts the daemon's whole run, across the role
 /// restarts that Bluetooth outages cause (the central's own count starts again).
-final class InboxSink: MessageSink {
+final class InboxSink: OutputDirectoryBackedSink {
     let directory: OutputDirectory
     let limits: StorageLimits
     /// `--folder-per-sender`: a message whose sender the secure mode authenticated goes into a
@@ -34,31 +33,12 @@ final class InboxSink: MessageSink {
         self.now = now
     }
 
-    /// Opens (creating when missing) `path`; leftovers of an interrupted run are removed.
-    convenience init(path: FilePath, limits: StorageLimits = .default, folderPerSender: Bool = false,
-                     resumeSpool: ResumeSpool? = nil) throws(OutputDirectoryError) {
-        self.init(directory: try OutputDirectory(path: path), limits: limits, folderPerSender: folderPerSender,
-                  resumeSpool: resumeSpool)
-    }
-
     /// The folder of a sender: the name its key has in the authorized-peers file, or its fingerprint for a key listed
     /// without one (or let in unlisted); made one safe path component when stored. Nil without a key (Apple's flow).
     static func senderFolder(_ keyLine: String?) -> String? {
         guard let keyLine, let (key, name) = try? PeerKey.parseLine(Substring(keyLine)) else { return nil }
         return name ?? key.fingerprint
     }
-
-    func admissionRefusal(byteCount: Int) -> StorageRefusal? { directory.refusal(for: byteCount, limits: limits) }
-
-    func admissionRefusal(announced: Int) -> StorageRefusal? {
-        directory.refusal(for: announced, limits: limits, alsoWritten: spooledCopy?.bytes(announced: announced) ?? 0)
-    }
-
-    func writeRefusal(announced: Int?, received: Int) -> StorageRefusal? {
-        directory.writeRefusal(announced: announced, received: received, limits: limits, spooledCopy: spooledCopy)
-    }
-
-    var partialPayloadStore: (any PartialPayloadStore)? { directory.partialFiles() }
 
     /// How many messages were stored.
     var storedCount: Int { sequence.withLock { $0 } }

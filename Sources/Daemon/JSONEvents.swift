@@ -16,14 +16,21 @@ package enum JSONEvents {
                             date: Date = Date()) -> String {
         let envelope = JSONEventEnvelope(event: event, schema: schema, time: EventTimestamp.string(for: date),
                                          unixTime: (date.timeIntervalSince1970 * 1000).rounded(.down) / 1000)
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        guard let data = try? encoder.encode(JSONEventLine(envelope: envelope, extras: extras, payload: payload)),
+        guard let data = try? JSONEncoder.sortedKeys.encode(JSONEventLine(envelope: envelope, extras: extras, payload: payload)),
               let text = String(data: data, encoding: .utf8)
         else {
             return #"{"event":"error","schema":2,"text":"event could not be encoded"}"#
         }
         return EventRenderer.jsonEscapingTerminalControls(text)
+    }
+}
+
+extension JSONEncoder {
+    /// The encoder of every JSON line the tool prints: sorted keys, slashes as they are.
+    package static var sortedKeys: JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return encoder
     }
 }
 
@@ -285,14 +292,6 @@ package struct WaitingJSONEvent: Encodable, Sendable {
     package var advice: String?
     /// What to do about it, as `bletransfer status` says (Bluetooth unavailable).
     package var hint: String?
-
-    package init(kind: String, text: String, retrySeconds: Double, advice: String? = nil, hint: String? = nil) {
-        self.kind = kind
-        self.text = text
-        self.retrySeconds = retrySeconds
-        self.advice = advice
-        self.hint = hint
-    }
 }
 
 /// `stopped`: ended without a failure: work finished, or stopped by a signal (`signal`, and the exit status).

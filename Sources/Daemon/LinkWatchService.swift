@@ -48,7 +48,8 @@ package struct LinkWatchService: Service {
         let tuned = await Self.adapterIsTuned(controller.index)
         let record = LinkRecord(adapter: controller.name, tuned: tuned)
         let context = WatchContext(tuning: tuning, tuned: tuned, record: record, emit: emit, progress: progress)
-        await cancelWhenGracefulShutdownQuietly {
+        // Until the graceful shutdown begins, which cancels it.
+        _ = await cancelWhenGracefulShutdown {
             do throws(HCILinkWatchError) {
                 let watch = try HCILinkWatch.open(controller: controller.index)
                 await context.watch(watch)
@@ -68,11 +69,6 @@ package struct LinkWatchService: Service {
         guard let configuration = try? await AdapterLinkDefaults.systemConfiguration(controller: index) else { return false }
         return AdapterLinkTarget.tuned.isMet(by: configuration)
     }
-}
-
-/// Runs `body` until it returns or the graceful shutdown begins (then it is cancelled).
-private func cancelWhenGracefulShutdownQuietly(_ body: @escaping @Sendable () async -> Void) async {
-    _ = await cancelWhenGracefulShutdown { await body() }
 }
 
 /// What a role reported of its progress, for the link's fallback: bytes so far, and a new
@@ -99,21 +95,12 @@ package final class LinkProgressFeed: Sendable {
 }
 
 /// The link watch's state, on one task.
-private final class WatchContext: Sendable {
+private struct WatchContext: Sendable {
     let tuning: AdapterTuningOutcome?
     let tuned: Bool
     let record: LinkRecord
     let emit: @Sendable (RoleEvent) -> Void
     let progress: LinkProgressFeed
-
-    init(tuning: AdapterTuningOutcome?, tuned: Bool, record: LinkRecord, emit: @escaping @Sendable (RoleEvent) -> Void,
-         progress: LinkProgressFeed) {
-        self.tuning = tuning
-        self.tuned = tuned
-        self.record = record
-        self.emit = emit
-        self.progress = progress
-    }
 
     func report(_ link: LinkParameters) -> LinkReport {
         LinkReport(peer: link.peer, phy: link.transmitPHY?.description, intervalMilliseconds: link.intervalMilliseconds,

@@ -63,6 +63,16 @@ actor OutboxMessageSource: MessageSource {
         let outbox: Outbox
         let file: OutboxFile
         let message: OutgoingMessage
+
+        /// `addressee`: a folder's name, as NFC, as authorized-peers names are read (accents decomposed elsewhere match).
+        init(_ file: OutboxFile, of outbox: Outbox, to addressee: String?) {
+            self.outbox = outbox
+            self.file = file
+            // The outbox file's name travels with it (secure mode, when the receiver takes it).
+            message = OutgoingMessage(body: file.body, digest: file.digest, file: SentFileAttributes(
+                name: file.name, modificationSeconds: file.modificationSeconds,
+                modificationNanoseconds: file.modificationNanoseconds), addressee: addressee?.precomposedStringWithCanonicalMapping)
+        }
     }
 
     /// - Parameter retryDelay: the pause before reading an outbox again that could not be
@@ -133,8 +143,7 @@ actor OutboxMessageSource: MessageSource {
                 file = try await serving.outbox.next(after: [serving.file] + prepared.map(\.file))
             } catch { return nil }
             guard let file else { return nil }
-            prepared.append(Served(outbox: serving.outbox, file: file,
-                                   message: Self.message(for: file, addressee: serving.message.addressee)))
+            prepared.append(Served(file, of: serving.outbox, to: serving.message.addressee))
         }
         return prepared[position].message
     }
@@ -176,14 +185,12 @@ actor OutboxMessageSource: MessageSource {
         let folders = peerOutboxes.sorted { $0.key < $1.key }
         let mine = folders.filter { name, _ in peer.map { $0.isListed && $0.isNamed(name) } ?? false }
         for (name, box) in mine {
-            if let file = try? await box.next() { return Served(outbox: box, file: file, message: Self.message(for: file, addressee: name)) }
+            if let file = try? await box.next() { return Served(file, of: box, to: name) }
         }
-        if let file = try await outbox.next() {
-            return Served(outbox: outbox, file: file, message: Self.message(for: file, addressee: nil))
-        }
+        if let file = try await outbox.next() { return Served(file, of: outbox, to: nil) }
         guard peer == nil else { return nil }
         for (name, box) in folders {
-            if let file = try? await box.next() { return Served(outbox: box, file: file, message: Self.message(for: file, addressee: name)) }
+            if let file = try? await box.next() { return Served(file, of: box, to: name) }
         }
         return nil
     }
@@ -194,12 +201,11 @@ actor OutboxMessageSource: MessageSource {
         let boxes: [(String?, Outbox)] = [(nil, outbox)] + peerOutboxes.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
         let retryDelay = self.retryDelay
         let report = self.report
-        let found = await withTaskGroup(of: Served?.self) { group in
+        return await withTaskGroup(of: Served?.self) { group in
             for (index, (name, box)) in boxes.enumerated() {
                 group.addTask {
                     do {
-                        let file = try await box.waitForFile()
-                        return Served(outbox: box, file: file, message: Self.message(for: file, addressee: name))
+                        return Served(try await box.waitForFile(), of: box, to: name)
                     } catch let error as OutboxError {
                         if index == 0 { report(.unreadable(error, retryIn: retryDelay)) }
                         try? await Task.sleep(for: retryDelay)
@@ -218,7 +224,6 @@ actor OutboxMessageSource: MessageSource {
             }
             return first
         }
-        return found
     }
 
     /// Opens an outbox for each new peer folder and forgets folders that went away. Lists the peer folders again when
@@ -267,14 +272,5 @@ actor OutboxMessageSource: MessageSource {
             } catch { report(.unreadable(error, retryIn: Self.folderRescan)) }
         }
         for name in peerOutboxes.keys where !present.contains(name) { peerOutboxes[name] = nil }
-    }
-
-    /// A folder's name as the addressee: NFC, as authorized-peers names are read (accents decomposed elsewhere match).
-    private static func message(for file: OutboxFile, addressee: String?) -> OutgoingMessage {
-        let addressee = addressee?.precomposedStringWithCanonicalMapping
-        // The outbox file's name travels with it (secure mode, when the receiver takes it).
-        return OutgoingMessage(body: file.body, digest: file.digest, file: SentFileAttributes(
-            name: file.name, modificationSeconds: file.modificationSeconds,
-            modificationNanoseconds: file.modificationNanoseconds), addressee: addressee)
     }
 }

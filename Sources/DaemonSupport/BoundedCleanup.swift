@@ -10,11 +10,6 @@ package func startOutsideCancellation<T: Sendable>(
     Task { try await work() }
 }
 
-/// Runs `work` to its end even when the calling task is cancelled meanwhile, and returns what it returned or threw.
-package func runOutsideCancellation<T: Sendable>(_ work: @escaping @Sendable () async throws -> T) async throws -> T {
-    try await startOutsideCancellation(work).value
-}
-
 /// Runs `work` to its end even when the calling task is cancelled meanwhile.
 package func runOutsideCancellation(_ work: @escaping @Sendable () async -> Void) async {
     _ = await startOutsideCancellation(work).result

@@ -20,6 +20,4 @@ package final class CompletedNames: Sendable {
     func isComplete(_ name: String, changedAt changed: FileTime) -> Bool {
         state.withLock { names in names[name].map { $0 >= changed } ?? false }
     }
-
-    func forget(_ name: String) { state.withLock { _ = $0.removeValue(forKey: name) } }
 }

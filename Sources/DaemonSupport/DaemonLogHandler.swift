@@ -3,7 +3,6 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Foundation
 import Logging
 import Synchronization
 import SystemPackage
@@ -11,12 +10,10 @@ import SystemPackage
 /// Where finished log lines go. `standardError` writes each line with a single `write(2)`
 /// under a process-wide lock, so lines from concurrent tasks never interleave.
 package struct LogLineWriter: Sendable {
-    private let writeLine: @Sendable (String) -> Void
+    /// Receives each line without its trailing newline.
+    package let write: @Sendable (String) -> Void
 
-    /// `writeLine` receives each line without its trailing newline.
-    package init(_ writeLine: @escaping @Sendable (String) -> Void) { self.writeLine = writeLine }
-
-    package func write(_ line: String) { writeLine(line) }
+    package init(_ write: @escaping @Sendable (String) -> Void) { self.write = write }
 
     package static let standardError = LogLineWriter { line in
         FileDescriptorLineWriter.standardError.write(line)
@@ -37,13 +34,9 @@ final class FileDescriptorLineWriter: Sendable {
         var bytes = Array(line.utf8)
         bytes.append(UInt8(ascii: "\n"))
         writing.withLock { _ in
-            Self.writeAll(bytes, to: fd)
+            // Nowhere is left to report a failing log stream: its error is dropped.
+            _ = try? FileDescriptor(rawValue: fd).writeAll(bytes)
         }
-    }
-
-    private static func writeAll(_ bytes: [UInt8], to fd: Int32) {
-        // Nowhere is left to report a failing log stream: its error is dropped.
-        _ = try? FileDescriptor(rawValue: fd).writeAll(bytes)
     }
 }
 
@@ -77,10 +70,7 @@ package struct DaemonLogHandler: LogHandler {
 
     /// Installs this handler for every logger; swift-log allows it once per process: first thing in the daemon command.
     package static func bootstrap(logLevel: Logger.Level = .info) {
-        let format: LogLineFormat = JournalStream.isStandardErrorJournal ? .journal : .plain
-        LoggingSystem.bootstrap { label in
-            DaemonLogHandler(label: label, format: format, logLevel: logLevel)
-        }
+        LoggingSystem.bootstrap { standardError(label: $0, logLevel: logLevel) }
     }
 
     package subscript(metadataKey key: String) -> Logger.Metadata.Value? {

@@ -23,7 +23,8 @@ package enum LogLineFormatter {
         case .journal: line = "<\(syslogPriority(level))>"
         case .plain: line = levelName(level) + " "
         }
-        line += escapedMessage(message)
+        // Spaces kept, line breaks not: the journal would split the message into entries, a plain log into lines.
+        line += escaped(message, quoting: false)
         for key in metadata.keys.sorted() {
             line += " " + renderKey(key) + "=" + render(metadata[key]!)
         }
@@ -44,9 +45,6 @@ package enum LogLineFormatter {
 
     /// "TRACE" … "CRITICAL".
     package static func levelName(_ level: Logger.Level) -> String { level.rawValue.uppercased() }
-
-    /// Spaces kept, line breaks not: the journal would split the message into entries, a plain log into lines.
-    static func escapedMessage(_ message: String) -> String { escaped(message, quoting: false) }
 
     /// `text` with line breaks, tabs and what `SafeText` flags escaped; `quoting`: also `"` and `\` (a quoted value).
     private static func escaped(_ text: String, quoting: Bool) -> String {

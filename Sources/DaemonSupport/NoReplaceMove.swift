@@ -40,35 +40,10 @@ enum NoReplaceMove {
     /// Moves `name` from the directory `from` into the directory `to` under `name`, or
     /// `name-1.ext`, `name-2.ext`… when taken; returns the name used. Both held by descriptor.
     static func moveAvoidingNames(_ name: String, in from: Int32, into to: Int32) throws(Errno) -> String {
-        try firstFreeName(name) { candidate throws(Errno) in try move(name, in: from, to: candidate, in: to) }
-    }
-
-    /// Throws `.fileExists` when `destination` is taken.
-    static func move(_ source: String, to destination: String) throws(Errno) {
-        if let renameAt2 {
-            if renameAt2(AT_FDCWD, source, AT_FDCWD, destination, renameNoReplaceFlag) == 0 { return }
-            let error = Errno(rawValue: errno)
-            guard error == .invalidArgument || error == .noFunction || error == .notSupported else { throw error }
-        }
-        guard link(source, destination) == 0 else { throw Errno(rawValue: errno) }
-        guard unlink(source) == 0 else {
-            let error = Errno(rawValue: errno)
-            _ = unlink(destination)
-            throw error
-        }
-    }
-
-    /// Moves `source` into `directory` as `name`, or `name-1.ext`, `name-2.ext`… when taken; returns the name used.
-    static func moveAvoidingNames(_ source: String, into directory: String, name: String) throws(Errno) -> String {
-        try firstFreeName(name) { candidate throws(Errno) in try move(source, to: directory + "/" + candidate) }
-    }
-
-    /// Runs `move` with `name`, then `name-1.ext`, `name-2.ext`… while it throws `.fileExists`; returns the name used.
-    private static func firstFreeName(_ name: String, _ move: (String) throws(Errno) -> Void) throws(Errno) -> String {
         for attempt in 0..<10_000 {
             let candidate = attempt == 0 ? name : numbered(name, attempt)
             do {
-                try move(candidate)
+                try move(name, in: from, to: candidate, in: to)
                 return candidate
             } catch .fileExists { continue }
         }
@@ -83,14 +58,10 @@ enum NoReplaceMove {
         return "\(name)-\(number)"
     }
 
-    /// Makes renames in `directories` durable, one after the other, on ``BlockingCalls/storage`` (an `fsync` waits
-    /// for the disk), without waiting for it: the flushes still follow the renames made before. Best effort: a
-    /// directory that cannot be flushed loses nothing but durability.
-    static func startSyncingDirectories(_ directories: [String]) {
-        BlockingCalls.storage.submit { directories.forEach(syncDirectory) }
-    }
-
-    /// The same for held directories: each duplicated now (the caller may close its own), flushed, then closed.
+    /// Makes renames in held `directories` durable, one after the other, on ``BlockingCalls/storage`` (an `fsync`
+    /// waits for the disk), without waiting for it: the flushes still follow the renames made before. Best effort: a
+    /// directory that cannot be flushed loses nothing but durability. Each is duplicated now (the caller may close its
+    /// own), flushed, then closed.
     static func startSyncingDirectories(descriptors: [Int32]) {
         let duplicates = descriptors.map { fcntl($0, F_DUPFD_CLOEXEC, 0) }.filter { $0 >= 0 }
         BlockingCalls.storage.submit {
@@ -99,14 +70,6 @@ enum NoReplaceMove {
                 _ = close(fd)
             }
         }
-    }
-
-    /// Makes renames in `directory` durable; blocks until the disk has them.
-    private static func syncDirectory(_ directory: String) {
-        let fd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { return }
-        _ = fsync(fd)
-        _ = close(fd)
     }
 }
 #endif

@@ -1,6 +1,5 @@
 #if canImport(Glibc)
 import Glibc
-import Foundation
 import SystemPackage
 import SystemCalls
 import Transfer
@@ -63,31 +62,20 @@ package actor Outbox {
     private(set) var fullListings = 0
 
     /// How long `next()` may reuse a listing: a safety net where the watcher misses changes (a remote-written share).
-    static let defaultListingReuseLimit: Duration = .seconds(10)
+    package static let defaultListingReuseLimit: Duration = .seconds(10)
     private nonisolated let listingReuseLimit: Duration
 
     package static let defaultSettleTime: Duration = .seconds(2)
     static let ignoredSuffixes = [".part", ".partial", ".tmp", ".temp", ".swp", ".crdownload", ".filepart", "~"]
 
     /// Opens the outbox, making it and `sent/` and `failed/` when missing; `report` hears of files failed or skipped.
-    package init(
-        directory: FilePath,
-        maxFileSize: Int,
-        settleTime: Duration = Outbox.defaultSettleTime,
-        rescanInterval: Duration? = nil,
-        report: @escaping @Sendable (OutboxNotice) -> Void = { _ in }
-    ) throws(OutboxError) {
-        try self.init(
-            directory: directory, maxFileSize: maxFileSize, settleTime: settleTime,
-            rescanInterval: rescanInterval, report: report, clock: FileTime.now)
-    }
-
     /// `clock` stands in for the wall clock in settle-time tests; `watchChanges: false` tests the rescan standing in
     /// for a missing inotify; a longer `listingReuseLimit` lets a listing-reuse test run slowly (a loaded machine).
-    init(
-        directory: FilePath, maxFileSize: Int, settleTime: Duration, rescanInterval: Duration?,
-        report: @escaping @Sendable (OutboxNotice) -> Void, clock: @escaping @Sendable () -> FileTime,
-        watchChanges: Bool = true, listingReuseLimit: Duration = Outbox.defaultListingReuseLimit
+    package init(
+        directory: FilePath, maxFileSize: Int, settleTime: Duration = Outbox.defaultSettleTime,
+        rescanInterval: Duration? = nil, report: @escaping @Sendable (OutboxNotice) -> Void = { _ in },
+        clock: @escaping @Sendable () -> FileTime = FileTime.now, watchChanges: Bool = true,
+        listingReuseLimit: Duration = Outbox.defaultListingReuseLimit
     ) throws(OutboxError) {
         try self.init(folder: try Self.prepare(directory, in: nil), maxFileSize: maxFileSize, settleTime: settleTime,
                       rescanInterval: rescanInterval, report: report, clock: clock, watchChanges: watchChanges,
@@ -256,11 +244,9 @@ package actor Outbox {
 
     private func candidates() throws(OutboxError) -> [Candidate] {
         // The folder must still be where it was found: a name swapped for a link (or directory) is not served from.
-        do {
-            guard try folder.isStillNamed() else { throw OutboxError.replaced(directory.string) }
-        } catch let error as OutboxError {
-            throw error
-        } catch { throw .cannotList(directory.string, error as? Errno ?? .ioError) }
+        let inPlace: Bool
+        do { inPlace = try folder.isStillNamed() } catch { throw .cannotList(directory.string, error) }
+        guard inPlace else { throw .replaced(directory.string) }
         let entries: [DirectoryEntry]
         do {
             entries = try DirectoryEntry.list(descriptor: folder.descriptor)
@@ -318,26 +304,26 @@ package actor Outbox {
                 quarantine(candidate, reason: "the file is empty, and an empty message cannot be sent")
                 continue
             }
-            switch claimAndRead(candidate) {
-            case .file(let file):
+            switch Result(catching: { () throws(Refusal) in try claimAndRead(candidate) }) {
+            case .success(let file):
                 // One file at a time: moving on from a file gives it up for other daemons.
                 for identity in claims.keys where identity != candidate.identity && !keeping.contains(identity) {
                     dropClaim(identity)
                 }
                 return (file, nil)
-            case .busy: continue
-            case .gone: forgetListed(candidate.identity)
-            case .changed:
+            case .failure(.busy): continue
+            case .failure(.gone): forgetListed(candidate.identity)
+            case .failure(.changed):
                 listing = nil   // Its size and times are stale: list again next time.
                 nextSettleTime = min(nextSettleTime ?? now + settleTime, now + settleTime)
-            case .unusable(let reason): quarantine(candidate, reason: reason)
+            case .failure(.unusable(let reason)): quarantine(candidate, reason: reason)
             }
         }
         return (nil, nextSettleTime)
     }
 
-    private enum ClaimResult {
-        case file(OutboxFile)
+    /// Why a listed file is not offered now.
+    private enum Refusal: Error {
         /// Locked by another process.
         case busy
         /// No longer in the outbox under that name (delivered by another daemon, removed).
@@ -349,76 +335,61 @@ package actor Outbox {
 
     /// Locks the candidate, checks that it is still the file listed and fit to send, and reads its digest: the file to
     /// offer, or why not. A descriptor that was not claimed before is closed again on every way out but the file's.
-    private func claimAndRead(_ candidate: Candidate) -> ClaimResult {
-        let fd: FileDescriptor
-        let ownsDescriptor: Bool
-        switch lockedDescriptor(for: candidate) {
-        case .success(let locked): (fd, ownsDescriptor) = locked
-        case .failure(let refused): return refused.result
-        }
-        func giveUp(_ result: ClaimResult) -> ClaimResult {
-            if ownsDescriptor { try? fd.close() } else { dropClaim(candidate.identity) }
-            return result
-        }
-        let before: stat
-        switch sendableStatus(of: fd, listedAs: candidate) {
-        case .success(let status): before = status
-        case .failure(let refused): return giveUp(refused.result)
-        }
-        switch readForSending(fd, candidate, status: before) {
-        case .success(let file):
+    private func claimAndRead(_ candidate: Candidate) throws(Refusal) -> OutboxFile {
+        let (fd, ownsDescriptor) = try lockedDescriptor(for: candidate)
+        do {
+            let file = try readForSending(fd, candidate, status: try sendableStatus(of: fd, listedAs: candidate))
             claims[candidate.identity] = fd
-            return .file(file)
-        case .failure(let refused): return giveUp(refused.result)
+            return file
+        } catch {
+            if ownsDescriptor { try? fd.close() } else { dropClaim(candidate.identity) }
+            throw error
         }
     }
 
-    /// A ClaimResult other than `.file`, as an error, so that each step returns a Result.
-    private struct Refusal: Error { let result: ClaimResult }
-
     /// The candidate's descriptor, locked: the claim held, or the file opened and locked now (`owned`: ours to close).
-    private func lockedDescriptor(for candidate: Candidate) -> Result<(FileDescriptor, owned: Bool), Refusal> {
-        if let claimed = claims[candidate.identity] { return .success((claimed, false)) }
+    private func lockedDescriptor(for candidate: Candidate) throws(Refusal) -> (FileDescriptor, owned: Bool) {
+        if let claimed = claims[candidate.identity] { return (claimed, false) }
         // Relative to the folder held; non-blocking so that a pipe swapped in after the listing cannot hang us;
         // no-follow so that a symbolic link swapped in cannot send another file.
         let opened = openat(folder.descriptor, candidate.name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
         guard opened >= 0 else {
             let error = Errno(rawValue: errno)
-            if error == .noSuchFileOrDirectory || error == .tooManySymbolicLinkLevels { return .failure(Refusal(result: .gone)) }
-            return .failure(Refusal(result: .unusable("cannot open it: \(error)")))
+            if error == .noSuchFileOrDirectory || error == .tooManySymbolicLinkLevels { throw .gone }
+            throw .unusable("cannot open it: \(error)")
         }
         let fd = FileDescriptor(rawValue: opened)
         guard flock(fd.rawValue, LOCK_EX | LOCK_NB) == 0 else {
             try? fd.close()
-            return .failure(Refusal(result: .busy))
+            throw .busy
         }
-        return .success((fd, true))
+        return (fd, true)
     }
 
     /// The locked file's status while it is the regular file listed under that name, unchanged, one link, in size.
-    private func sendableStatus(of fd: FileDescriptor, listedAs candidate: Candidate) -> Result<stat, Refusal> {
+    private func sendableStatus(of fd: FileDescriptor, listedAs candidate: Candidate) throws(Refusal) -> stat {
         // The name must still lead to the locked file: another daemon may have moved it to sent/ meanwhile.
         var before = stat()
         guard fstat(fd.rawValue, &before) == 0, before.st_mode & S_IFMT == S_IFREG,
               let byName = folder.status(of: candidate.name), FileIdentity(byName) == FileIdentity(before),
               FileIdentity(before) == candidate.identity
-        else { return .failure(Refusal(result: .gone)) }
+        else { throw .gone }
         // Changed since it was listed (a reused listing may be seconds old): it must settle again before it is read.
-        guard FileTime(before.st_ctim) == candidate.changed else { return .failure(Refusal(result: .changed)) }
+        guard FileTime(before.st_ctim) == candidate.changed else { throw .changed }
         // A hard link lets whoever can write the outbox (the service's group) have the daemon read and send a file they
         // cannot read themselves (its key, with fs.protected_hardlinks=0): only files with no other name are sent.
         guard before.st_nlink == 1 else {
-            return .failure(Refusal(result: .unusable("it has \(before.st_nlink) hard links; copy it into the outbox instead of linking it")))
+            throw .unusable("it has \(before.st_nlink) hard links; copy it into the outbox instead of linking it")
         }
         guard Int(before.st_size) <= maxFileSize else {
-            return .failure(Refusal(result: .unusable("\(before.st_size) bytes is over the limit of \(maxFileSize) bytes")))
+            throw .unusable("\(before.st_size) bytes is over the limit of \(maxFileSize) bytes")
         }
-        return .success(before)
+        return before
     }
 
     /// The message over a second descriptor of the locked file, with its digest taken in one
     /// pass; `.changed` when its ctime or size moved meanwhile (it settles again first).
-    private func readForSending(_ fd: FileDescriptor, _ candidate: Candidate, status before: stat) -> Result<OutboxFile, Refusal> {
+    private func readForSending(_ fd: FileDescriptor, _ candidate: Candidate, status before: stat) throws(Refusal) -> OutboxFile {
         let path = directory.appending(candidate.name)
         // The message reads its own descriptor as it is sent, from disk: any size, constant memory. A new open file
         // description of the file (a dup would share the claim's lock and hold it as long as the message lives).
@@ -428,28 +399,23 @@ package actor Outbox {
             duplicate = openat(folder.descriptor, candidate.name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
         }
         var reopened = stat()
-        guard duplicate >= 0 else { return .failure(Refusal(result: .unusable("cannot read it: \(Errno(rawValue: errno))"))) }
+        guard duplicate >= 0 else { throw .unusable("cannot read it: \(Errno(rawValue: errno))") }
         guard fstat(duplicate, &reopened) == 0, FileIdentity(reopened) == FileIdentity(before) else {
             _ = close(duplicate)
-            return .failure(Refusal(result: .gone))
+            throw .gone
         }
         let body = MessagePayload(file: PayloadFile(descriptor: duplicate, path: path.string), count: Int(before.st_size))
         let digest: [UInt8]
         do {
             digest = try body.sha256()
-        } catch { return .failure(Refusal(result: .unusable("cannot read it: \(error)"))) }
+        } catch { throw .unusable("cannot read it: \(error)") }
         var after = stat()
-        guard fstat(fd.rawValue, &after) == 0 else {
-            return .failure(Refusal(result: .unusable("cannot read it: \(Errno(rawValue: errno))")))
-        }
-        if FileTime(after.st_ctim) != FileTime(before.st_ctim) || after.st_size != before.st_size {
-            return .failure(Refusal(result: .changed))
-        }
-        return .success(OutboxFile(
+        guard fstat(fd.rawValue, &after) == 0 else { throw .unusable("cannot read it: \(Errno(rawValue: errno))") }
+        if FileTime(after.st_ctim) != FileTime(before.st_ctim) || after.st_size != before.st_size { throw .changed }
+        return OutboxFile(
             name: candidate.name, path: path, body: body, digest: digest,
-            modificationTime: FileTime(after.st_mtim).date,
             modificationSeconds: Int64(after.st_mtim.tv_sec), modificationNanoseconds: UInt32(clamping: after.st_mtim.tv_nsec),
-            device: candidate.identity.device, inode: candidate.identity.inode))
+            device: candidate.identity.device, inode: candidate.identity.inode)
     }
 
     private func quarantine(_ candidate: Candidate, reason: String) {
@@ -527,22 +493,20 @@ struct FileIdentity: Hashable, Sendable {
 }
 
 /// A file-system time stamp with nanoseconds.
-struct FileTime: Comparable, Sendable {
+package struct FileTime: Comparable, Sendable {
     let nanoseconds: Int128
 
     init(nanoseconds: Int128) { self.nanoseconds = nanoseconds }
 
     init(_ time: timespec) { nanoseconds = Int128(time.tv_sec) * 1_000_000_000 + Int128(time.tv_nsec) }
 
-    @Sendable static func now() -> FileTime {
+    @Sendable package static func now() -> FileTime {
         var time = timespec()
         clock_gettime(CLOCK_REALTIME, &time)
         return FileTime(time)
     }
 
-    var date: Date { Date(timeIntervalSince1970: Double(nanoseconds) / 1e9) }
-
-    static func < (a: FileTime, b: FileTime) -> Bool { a.nanoseconds < b.nanoseconds }
+    package static func < (a: FileTime, b: FileTime) -> Bool { a.nanoseconds < b.nanoseconds }
 
     static func + (time: FileTime, duration: Duration) -> FileTime {
         FileTime(nanoseconds: time.nanoseconds + duration.nanosecondsTotal)

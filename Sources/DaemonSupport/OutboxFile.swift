@@ -1,5 +1,4 @@
 import Transfer
-import Foundation
 import SystemPackage
 
 /// One message waiting in the outbox, read whole. Until the `Outbox` that returned it is told `markDelivered` or
@@ -12,8 +11,7 @@ package struct OutboxFile: Sendable, Equatable, CustomStringConvertible {
     package let body: MessagePayload
     /// SHA-256 of the file's bytes, taken when it was claimed.
     package let digest: [UInt8]
-    package let modificationTime: Date
-    /// The time exactly as the file system holds it (`Date` keeps ~1 µs), sent with the file: seconds since 1970, ns.
+    /// The modification time exactly as the file system holds it, sent with the file: seconds since 1970, ns.
     package let modificationSeconds: Int64
     package let modificationNanoseconds: UInt32
     /// Identity of the file (not of its name): a file replaced under the same name is another message.

@@ -16,8 +16,6 @@ package enum SystemdNotification: Sendable, Equatable {
     case stopping
     /// The watchdog keep-alive ping.
     case watchdog
-    /// The service reloads its configuration.
-    case reloading
 
     /// The `KEY=VALUE` text sent on the wire; a status is forced onto one line, as the protocol separates by newlines.
     package var assignment: String {
@@ -26,7 +24,6 @@ package enum SystemdNotification: Sendable, Equatable {
         case .status(let text): "STATUS=" + String(text.map { $0.isNewline || $0 == "\0" ? " " : $0 })
         case .stopping: "STOPPING=1"
         case .watchdog: "WATCHDOG=1"
-        case .reloading: "RELOADING=1"
         }
     }
 }
@@ -72,16 +69,12 @@ package struct SystemdNotifier: Sendable {
         try Self.send(Array(datagram.utf8), to: socketAddress)
     }
 
-    package func notify(_ notifications: SystemdNotification...) throws(SystemdNotifyError) {
-        try notify(notifications)
-    }
-
     /// `READY=1`, with a status line when given.
     package func ready(status: String? = nil) throws(SystemdNotifyError) {
         try notify([.ready] + (status.map { [.status($0)] } ?? []))
     }
 
-    package func status(_ text: String) throws(SystemdNotifyError) { try notify(.status(text)) }
+    package func status(_ text: String) throws(SystemdNotifyError) { try notify([.status(text)]) }
 
     /// `STOPPING=1`, with a status line when given.
     package func stopping(status: String? = nil) throws(SystemdNotifyError) {
@@ -91,7 +84,7 @@ package struct SystemdNotifier: Sendable {
     /// One watchdog ping; a no-op when the unit has no watchdog for this process.
     package func watchdogPing() throws(SystemdNotifyError) {
         guard watchdogTimeout != nil else { return }
-        try notify(.watchdog)
+        try notify([.watchdog])
     }
 
     /// How often to ping: half the watchdog timeout, as sd_watchdog_enabled(3) advises, so

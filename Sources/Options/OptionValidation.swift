@@ -1,5 +1,4 @@
 import Foundation
-import Machines
 import Roles
 import Transfer
 

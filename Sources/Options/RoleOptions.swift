@@ -1,5 +1,3 @@
-import Machines
-import Roles
 import Storage
 import Transfer
 

@@ -1,4 +1,3 @@
-import Machines
 import Roles
 import Storage
 import Transfer

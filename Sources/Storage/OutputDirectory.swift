@@ -21,10 +21,8 @@ package struct OutputDirectory: Sendable {
     static let partialPrefix = ".bletransfer-partial-"
 
     /// Opens (creating it when missing) the directory and removes partial files an interrupted run left behind.
-    package init(path: FilePath) throws(OutputDirectoryError) { try self.init(path: path, nameLimit: nil) }
-
     /// `nameLimit`: the name limit in bytes (nil: ask the file system); tests give a smaller one (as eCryptfs).
-    package init(path: FilePath, nameLimit: Int?) throws(OutputDirectoryError) {
+    package init(path: FilePath, nameLimit: Int? = nil) throws(OutputDirectoryError) {
         self.path = path
         var isDirectory: ObjCBool = false
         if FileManager.default.fileExists(atPath: path.string, isDirectory: &isDirectory) {
@@ -101,22 +99,16 @@ package struct OutputDirectory: Sendable {
     @discardableResult
     package func store(_ payload: some Collection<UInt8>, baseName: String,
                       sender: String? = nil, modificationTime: timespec? = nil) async throws(OutputDirectoryError) -> FilePath {
-        try await store(MessagePayload(Array(payload)), baseName: baseName, sender: sender, modificationTime: modificationTime)
-    }
-
-    /// Stores `payload` as ``store(_:baseName:sender:modificationTime:)`` does. A payload in one of this directory's
-    /// partial files (``partialFiles(from:)``) is linked to its name where it lies: no copy, whatever its size.
-    @discardableResult
-    package func store(_ payload: MessagePayload, baseName: String,
-                      sender: String? = nil, modificationTime: timespec? = nil) async throws(OutputDirectoryError) -> FilePath {
-        let directory = self
+        let (directory, payload) = (self, MessagePayload(Array(payload)))
         return try await BlockingCalls.run { () throws(OutputDirectoryError) in
             try directory.storeBlocking(payload, baseName: baseName, sender: sender, modificationTime: modificationTime)
         }
     }
 
     /// ``store(_:baseName:sender:modificationTime:)`` blocking the calling thread until the file and its name are on
-    /// disk: for ``BlockingCalls`` and threads of their own (the benchmarks'), never the cooperative pool.
+    /// disk: for ``BlockingCalls`` and threads of their own (the benchmarks'), never the cooperative pool. A payload in
+    /// one of this directory's partial files (``partialFiles(from:)``) is linked to its name where it lies: no copy,
+    /// whatever its size.
     package func storeBlocking(_ payload: MessagePayload, baseName: String,
                                sender: String? = nil, modificationTime: timespec? = nil) throws(OutputDirectoryError) -> FilePath {
         let partial: FilePath

@@ -1,8 +1,6 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import Foundation
-import SystemPackage
 
 /// How much of its file system an output directory may take: a free-space reserve that a message must leave untouched
 /// (bytes and inodes), and an optional quota of bytes and entries for the messages in the directory, counted down its
@@ -117,19 +115,17 @@ extension StorageLimits {
         return (bytes, stats.f_files == 0 ? nil : Int(clamping: UInt64(stats.f_favail)))
     }
 
-    /// Why the rest of a message arriving into a file on `path`'s file system cannot be written
-    /// without eating into the reserve (a sink that holds messages in partial files there).
-    package func writeRefusal(at path: String, announced: Int?, received: Int) -> StorageRefusal? {
+    /// Why the rest of a message arriving into a file on `path`'s file system (`announced` in all when known,
+    /// `received` so far), and `alsoWritten` bytes beside it, cannot be written without eating into the reserve (a
+    /// sink that holds messages in partial files there); one `statvfs`, cheap per write.
+    package func writeRefusal(at path: String, announced: Int?, received: Int, alsoWritten: Int = 0) -> StorageRefusal? {
         guard let free = Self.freeSpace(at: path) else { return nil }
-        return reserveRefusal(stillToWrite: announced.map { max(0, $0 - received) } ?? 0,
+        return reserveRefusal(stillToWrite: announced.map { max(0, $0 - received) } ?? 0, alsoWritten: alsoWritten,
                               usage: Usage(freeBytes: free.bytes, storedBytes: 0, storedFiles: 0, freeInodes: free.inodes))
     }
 }
 
 extension OutputDirectory {
-    /// Free bytes for an unprivileged writer on the directory's file system; nil when unknown.
-    package func freeBytes() -> Int? { freeSpace()?.bytes }
-
     /// Free bytes and inodes for an unprivileged writer (`f_bavail`, `f_favail`); inodes nil
     /// when the file system has no fixed number of them (`f_files` 0). Nil when unknown.
     package func freeSpace() -> (bytes: Int, inodes: Int?)? { StorageLimits.freeSpace(at: path.string) }
@@ -186,22 +182,5 @@ extension OutputDirectory {
     /// `alsoWritten`: see ``StorageLimits/refusal(for:usage:alsoWritten:)``.
     package func refusal(for byteCount: Int, limits: StorageLimits, alsoWritten: Int = 0) -> StorageRefusal? {
         limits.refusal(for: byteCount, usage: usage(limits: limits), alsoWritten: alsoWritten)
-    }
-
-    /// Why the rest of a message arriving (`announced` in all when known, `received` so far)
-    /// and the spool's remaining copy of it cannot be written now under `limits`' reserve.
-    package func writeRefusal(announced: Int?, received: Int, limits: StorageLimits,
-                             spooledCopy: SpooledCopy?) -> StorageRefusal? {
-        let left = announced.map { max(0, $0 - received) } ?? 0
-        let spooled = announced.map { spooledCopy?.bytes(announced: $0, received: received) ?? 0 } ?? 0
-        return reserveRefusal(stillToWrite: left, alsoWritten: spooled, limits: limits)
-    }
-
-    /// Why `stillToWrite` more bytes cannot be written now under `limits`' reserve; one `statvfs`, cheap per write.
-    package func reserveRefusal(stillToWrite: Int, alsoWritten: Int = 0, limits: StorageLimits) -> StorageRefusal? {
-        guard let free = freeSpace() else { return nil }
-        return limits.reserveRefusal(stillToWrite: stillToWrite, alsoWritten: alsoWritten,
-                                     usage: StorageLimits.Usage(freeBytes: free.bytes, storedBytes: 0, storedFiles: 0,
-                                                                freeInodes: free.inodes))
     }
 }

@@ -38,13 +38,14 @@ struct PayloadSizeOptions<Defaults: PayloadSizeDefaults>: ParsableArguments {
 
 /// The table a throughput benchmark prints for one payload size: each row's rate in MB/s and
 /// against the first row's (the copy baseline) and, with `reference`, against that rate too.
-func printRates(_ rows: [(String, Double)], size: Int, reference: (column: String, bytesPerSecond: Double)? = nil) {
+func printRates(_ rows: [(String, Double)], size: Int, reference: (column: String, bytesPerSecond: Double)? = nil,
+                nameWidth: Int = 44) {
     let copyBytesPerSecond = Double(size) / rows[0].1
-    print(pad("measurement", 44) + pad("MB/s", 10, right: true) + pad("× copy", 10, right: true)
+    print(pad("measurement", nameWidth) + pad("MB/s", 10, right: true) + pad("× copy", 10, right: true)
           + (reference.map { pad($0.column, 12, right: true) } ?? ""))
     for (name, seconds) in rows {
         let rate = Double(size) / seconds
-        print(pad(name, 44) + pad(format(rate / 1e6, digits: 1), 10, right: true)
+        print(pad(name, nameWidth) + pad(format(rate / 1e6, digits: 1), 10, right: true)
               + pad(format(rate / copyBytesPerSecond, digits: 3), 10, right: true)
               + (reference.map { pad(format(rate / $0.bytesPerSecond, digits: 0), 12, right: true) } ?? ""))
     }

@@ -44,28 +44,24 @@ struct StreamBenchmark: ParsableCommand {
         print("Stream benchmark: a \(sizeInMiB) MiB file, \(valueLength)-byte values over a socket pair; MB = 10^6 bytes")
         let before = Self.peakResidentKiB()
 
-        let copySeconds = try Self.timed { try Self.copy(source, to: scratch + "/copy.bin", valueLength: valueLength) }
+        let copySeconds = try ContinuousClock().measure {
+            try Self.copy(source, to: scratch + "/copy.bin", valueLength: valueLength)
+        }.seconds
         let afterCopy = Self.peakResidentKiB()
         try FileManager.default.removeItem(atPath: scratch + "/copy.bin")
 
         let inbox = try OutputDirectory(path: FilePath(scratch + "/inbox"))
         var stored = ""
-        let sessionSeconds = try Self.timed {
+        let sessionSeconds = try ContinuousClock().measure {
             stored = try Self.transfer(source, into: inbox, valueLength: valueLength)
-        }
+        }.seconds
         let afterSession = Self.peakResidentKiB()
         guard try Self.sameContents(source, stored) else {
             throw ValidationError("the stored file differs from the one sent")
         }
 
-        let copyRate = Double(size) / copySeconds
-        let sessionRate = Double(size) / sessionSeconds
-        print(pad("measurement", 58) + pad("MB/s", 10, right: true) + pad("× copy", 10, right: true))
-        print(pad("baseline: file → socket pair → file", 58) + pad(format(copyRate / 1e6, digits: 1), 10, right: true)
-              + pad("1.000", 10, right: true))
-        print(pad("framed, encrypted: sender session → partial file, link", 58)
-              + pad(format(sessionRate / 1e6, digits: 1), 10, right: true)
-              + pad(format(sessionRate / copyRate, digits: 3), 10, right: true))
+        printRates([("baseline: file → socket pair → file", copySeconds),
+                    ("framed, encrypted: sender session → partial file, link", sessionSeconds)], size: size, nameWidth: 58)
         print("\npeak RSS of the process (both sides), MiB:")
         print("  " + pad("before (file written)", 40) + pad(format(Double(before) / 1024, digits: 1), 8, right: true))
         print("  " + pad("after the copy baseline", 40) + pad(format(Double(afterCopy) / 1024, digits: 1), 8, right: true))
@@ -79,13 +75,6 @@ struct StreamBenchmark: ParsableCommand {
         var usage = rusage()
         getrusage(RUSAGE_SELF.rawValue, &usage)
         return usage.ru_maxrss
-    }
-
-    static func timed(_ body: () throws -> Void) throws -> Double {
-        let start = ContinuousClock.now
-        try body()
-        let elapsed = ContinuousClock.now - start
-        return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
     }
 
     static func writeSeededFile(_ path: String, size: Int) throws {

@@ -1,5 +1,4 @@
 import ArgumentParser
-import Daemon
 import Foundation
 
 @main

@@ -1,8 +1,6 @@
 import ArgumentParser
 import Daemon
-import Machines
 import Options
-import Roles
 import Storage
 import Transfer
 

@@ -92,25 +92,17 @@ struct DaemonCommand: AsyncParsableCommand {
         "Sender: do not offer AcquireNotify (notify through PropertiesChanged).", visibility: .hidden))
     var noAcquireNotify = false
 
-    var role: DaemonRoleKind { place.role }
-    var outputDirectory: String? { place.outputDirectory }
-    var outbox: String? { place.outbox }
-    var name: String? { advertisedName.name }
-    var maximumSize: Int? { size.maximumSize }
-    var minimumRSSI: Int? { rssi.minimumRSSI }
-    var idleTimeout: Double? { idle.idleTimeout }
-    var compat: Bool { format.compat }
-    var insecureAnyPeer: Bool { openness.insecureAnyPeer }
-
     mutating func validate() throws {
-        if compat && !insecureAnyPeer {
+        if format.compat && !openness.insecureAnyPeer {
             throw ValidationError("--compat needs --insecure-any-peer: Apple's format has no secure mode")
         }
-        switch role {
+        switch place.role {
         case .receiver:
-            guard outputDirectory != nil else { throw ValidationError("--role receiver needs --output-dir DIR") }
-            if outbox != nil { throw ValidationError("--outbox is for --role sender; the receiver takes --output-dir") }
-            if name != nil { throw ValidationError("--name is for --role sender (the receiver does not advertise)") }
+            guard place.outputDirectory != nil else { throw ValidationError("--role receiver needs --output-dir DIR") }
+            if place.outbox != nil { throw ValidationError("--outbox is for --role sender; the receiver takes --output-dir") }
+            if advertisedName.name != nil {
+                throw ValidationError("--name is for --role sender (the receiver does not advertise)")
+            }
             if settleTime != nil || noAcquireNotify { throw ValidationError("--settle-time and --no-acquire-notify are for --role sender") }
             if senderBounds.acknowledgementTimeout != nil || senderBounds.unsubscribeTimeout != nil {
                 throw ValidationError("--ack-timeout and --unsubscribe-timeout are for --role sender")
@@ -119,24 +111,27 @@ struct DaemonCommand: AsyncParsableCommand {
                 throw ValidationError("--value-size and --compat-delivery are for --role sender")
             }
         case .sender:
-            guard outbox != nil else { throw ValidationError("--role sender needs --outbox DIR") }
-            if outputDirectory != nil { throw ValidationError("--output-dir is for --role receiver; the sender takes --outbox") }
+            guard place.outbox != nil else { throw ValidationError("--role sender needs --outbox DIR") }
+            if place.outputDirectory != nil {
+                throw ValidationError("--output-dir is for --role receiver; the sender takes --outbox")
+            }
             if place.folderPerSender { throw ValidationError("--folder-per-sender is for --role receiver") }
             // --min-rate bounds the peer in both roles (the sender: its centrals).
-            if minimumRSSI != nil || idleTimeout != nil || compat || bounds.isStorageSet || spool.spoolDirectory != nil {
+            if rssi.minimumRSSI != nil || idle.idleTimeout != nil || format.compat || bounds.isStorageSet
+                || spool.spoolDirectory != nil {
                 throw ValidationError(
                     "--min-rssi, --idle-timeout, --compat, --reserve, --quota-bytes, --quota-files and --spool-dir are for --role receiver")
             }
         }
-        if outputDirectory?.isEmpty == true || outbox?.isEmpty == true {
+        if place.outputDirectory?.isEmpty == true || place.outbox?.isEmpty == true {
             throw ValidationError("give a directory path, not an empty string")
         }
         try checkingOptions {
-            switch role {
+            switch place.role {
             case .receiver: try receiverOptions.validate()
             case .sender:
                 try senderOptions.validate()
-                if let maximumSize { _ = try OptionValidation.maximumMessageSizeOption(maximumSize) }
+                if let maximumSize = size.maximumSize { _ = try OptionValidation.maximumMessageSizeOption(maximumSize) }
             }
             if let settleTime { _ = try OptionValidation.duration(settleTime, option: "--settle-time", allowZero: true) }
         }
@@ -144,12 +139,13 @@ struct DaemonCommand: AsyncParsableCommand {
 
     /// What `daemon --role receiver` takes that `receive` takes too, but the adapter, UUIDs and keys.
     private var receiverOptions: ReceiverOptions {
-        bounds.receiverOptions(minimumRSSI: minimumRSSI, maximumSize: maximumSize, idleTimeout: idleTimeout, compat: compat)
+        bounds.receiverOptions(minimumRSSI: rssi.minimumRSSI, maximumSize: size.maximumSize, idleTimeout: idle.idleTimeout,
+                               compat: format.compat)
     }
 
     /// What `daemon --role sender` shares with `send` (not adapter, UUIDs, keys); `--min-rate` is in both roles.
     private var senderOptions: SenderOptions {
-        senderBounds.senderOptions(localName: name ?? PeripheralConfiguration.defaultLocalName,
+        senderBounds.senderOptions(localName: advertisedName.name ?? PeripheralConfiguration.defaultLocalName,
                                    offersAcquireNotify: !noAcquireNotify, minimumRate: bounds.minimumRate,
                                    delivery: delivery)
     }
@@ -159,19 +155,19 @@ struct DaemonCommand: AsyncParsableCommand {
         DaemonLogHandler.bootstrap(logLevel: level)
         let secureMode: SecureModePolicy?
         do {
-            secureMode = try trust.daemonPolicy(insecureAnyPeer: insecureAnyPeer)
+            secureMode = try trust.daemonPolicy(insecureAnyPeer: openness.insecureAnyPeer)
         } catch { throw bletransfer.exitCode(reporting: error, json: logging.json) }
         var settings = DaemonSettings(
-            role: role, receiver: try bluetooth.targeting(receiverOptions, secureMode: secureMode, transport: transport),
+            role: place.role, receiver: try bluetooth.targeting(receiverOptions, secureMode: secureMode, transport: transport),
             sender: try bluetooth.targeting(senderOptions, secureMode: secureMode, transport: transport),
-            outputDirectory: outputDirectory.map { FilePath($0) }, outbox: outbox.map { FilePath($0) },
-            maximumMessageSize: maximumSize ?? Int.max,
+            outputDirectory: place.outputDirectory.map { FilePath($0) }, outbox: place.outbox.map { FilePath($0) },
+            maximumMessageSize: size.maximumSize ?? Int.max,
             settleTime: settleTime.flatMap { try? OptionValidation.duration($0, option: "--settle-time", allowZero: true) }
                 ?? Outbox.defaultSettleTime,
             json: logging.json, version: BLETransferVersion.current)
         settings.folderPerSender = place.folderPerSender
         settings.tunesLink = !bluetooth.noTune
-        if role == .receiver, !compat {
+        if place.role == .receiver, !format.compat {
             settings.resumeSpoolDirectory = spool.spoolDirectory ?? IdentityLocation.defaultDaemonSpoolDirectory()
             settings.resumeSpoolIsExplicit = spool.spoolDirectory != nil
         }

@@ -1,25 +1,8 @@
 import ArgumentParser
 import Daemon
 import Machines
-import Roles
 import Trust
 
-extension ExitStatus {
-    init(_ kind: FailureKind) {
-        switch kind {
-        case .usage: self = .usage
-        case .dataError: self = .dataError
-        case .noInput: self = .noInput
-        case .unavailable: self = .unavailable
-        case .software: self = .software
-        case .ioError: self = .ioError
-        case .timedOut: self = .timedOut
-        case .permissionDenied: self = .permissionDenied
-        case .configuration: self = .configuration
-        case .cannotCreate: self = .cannotCreate
-        }
-    }
-}
 
 /// Prints a failure as one line on standard error, followed by a `hint: …` line when there is one, and returns the
 /// exit code to end with. Commands call this from their `run()` so every failure a user can cause ends the same way;

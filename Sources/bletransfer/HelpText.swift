@@ -1,4 +1,3 @@
-import ArgumentParser
 
 /// Help that fits a screen. `--help` shows USAGE first, one line of what the command does, the options by purpose,
 /// then a short discussion with EXAMPLES; the longer explanations are the man pages', which `generate-manual` builds

@@ -99,13 +99,7 @@ struct LinkTuneCommand: AsyncParsableCommand {
     @OptionGroup var target: LinkAdapterOption
     @Flag(name: .shortAndLong, help: "Print nothing when all went well.") var quiet = false
 
-    func run() async throws {
-        try await runLinkCommand {
-            let controller = try target.controller()
-            let outcome = await AdapterTuning.apply(.tuned, controller: controller.index)
-            try report(outcome, adapter: controller.name, quiet: quiet)
-        }
-    }
+    func run() async throws { try await apply(.tuned, on: target, quiet: quiet) }
 }
 
 struct LinkRelaxCommand: AsyncParsableCommand {
@@ -120,24 +114,24 @@ struct LinkRelaxCommand: AsyncParsableCommand {
     @OptionGroup var target: LinkAdapterOption
     @Flag(name: .shortAndLong, help: "Print nothing when all went well.") var quiet = false
 
-    func run() async throws {
-        try await runLinkCommand {
-            let controller = try target.controller()
-            let outcome = await AdapterTuning.apply(.kernel, controller: controller.index)
-            try report(outcome, adapter: controller.name, quiet: quiet)
-        }
-    }
+    func run() async throws { try await apply(.kernel, on: target, quiet: quiet) }
 }
 
-/// Prints what tuning did, or fails with the line that says what it could not do.
-private func report(_ outcome: AdapterTuningOutcome, adapter: String, quiet: Bool) throws {
-    if outcome.refusals.contains(where: { $0.limit == .privilege }) {
-        throw LinkCommandFailure.permission("\(adapter): \(outcome.summary)")
+/// Asks the adapter `option` names for `target` and prints what that did, or fails with the line that says what it
+/// could not do.
+private func apply(_ target: AdapterLinkTarget, on option: LinkAdapterOption, quiet: Bool) async throws {
+    try await runLinkCommand {
+        let controller = try option.controller()
+        let outcome = await AdapterTuning.apply(target, controller: controller.index)
+        let adapter = controller.name
+        if outcome.refusals.contains(where: { $0.limit == .privilege }) {
+            throw LinkCommandFailure.permission("\(adapter): \(outcome.summary)")
+        }
+        if !outcome.refusals.isEmpty {
+            FileHandle.standardError.write(Data("bletransfer link: \(adapter): \(outcome.summary)\n".utf8))
+        }
+        if !quiet && !outcome.applied.isEmpty { print("\(adapter): " + outcome.applied.joined(separator: ", ")) }
     }
-    if !outcome.refusals.isEmpty {
-        FileHandle.standardError.write(Data("bletransfer link: \(adapter): \(outcome.summary)\n".utf8))
-    }
-    if !quiet && !outcome.applied.isEmpty { print("\(adapter): " + outcome.applied.joined(separator: ", ")) }
 }
 
 struct LinkShowCommand: AsyncParsableCommand {
@@ -162,13 +156,5 @@ struct LinkShowCommand: AsyncParsableCommand {
                 print(String(decoding: data, as: UTF8.self))
             } else { print(view.text, terminator: "") }
         }
-    }
-}
-
-extension JSONEncoder {
-    static var sortedKeys: JSONEncoder {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return encoder
     }
 }

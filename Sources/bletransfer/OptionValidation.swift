@@ -1,7 +1,5 @@
 import ArgumentParser
-import Machines
 import Options
-import Roles
 
 /// Runs the library's option checks (`OptionValidation`, `SenderOptions.validate()`, `ReceiverOptions.validate()`) as
 /// the command line's own: an `InvalidOption` becomes a `ValidationError`, one line naming the option, status 64.

@@ -2,7 +2,6 @@ import ArgumentParser
 import BlueZ
 import Daemon
 import DaemonSupport
-import Dispatch
 import Foundation
 import Logging
 import Machines

@@ -127,19 +127,13 @@ enum PeersFileAccess {
     /// The key lines given: `line` itself or, for `-` or none, standard input's key lines (at least one).
     static func givenKeyLines(_ line: String?) throws -> [String] {
         guard let line, line != "-" else {
-            let keyLines = standardInputLines().filter(isKeyLine)
+            let keyLines = Array(AnyIterator { readLine(strippingNewline: true) }).filter(isKeyLine)
             guard !keyLines.isEmpty else {
                 throw bletransfer.exitCode(reporting: RoleFailure(.noInput, "no public key line on standard input"), json: false)
             }
             return keyLines
         }
         return [line]
-    }
-
-    static func standardInputLines() -> [String] {
-        var lines: [String] = []
-        while let line = readLine(strippingNewline: true) { lines.append(line) }
-        return lines
     }
 
     /// Whether an input line may be a key: not blank, not a comment, not the fingerprint line `bletransfer id` prints.
@@ -196,11 +190,7 @@ struct PeerListing: Encodable {
     var line: Int
     var name: String?
 
-    var json: String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return (try? encoder.encode(self)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
-    }
+    var json: String { (try? JSONEncoder.sortedKeys.encode(self)).map { String(decoding: $0, as: UTF8.self) } ?? "{}" }
 }
 
 struct PeersAdd: ParsableCommand {

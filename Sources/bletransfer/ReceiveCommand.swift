@@ -3,7 +3,6 @@ import Daemon
 import BlueZ
 import DaemonSupport
 import Foundation
-import Logging
 import Machines
 import Options
 import Roles
@@ -120,7 +119,7 @@ struct ReceiveCommand: AsyncParsableCommand {
     /// Everything `receive` takes that `daemon --role receiver` takes too, but the adapter, UUIDs and keys.
     private var receiverOptions: ReceiverOptions {
         bounds.receiverOptions(minimumRSSI: rssi.minimumRSSI, maximumSize: messageLimits.maximumSize,
-                               idleTimeout: messageLimits.idleTimeout, compat: format.compat)
+                               idleTimeout: messageLimits.idle.idleTimeout, compat: format.compat)
     }
 
     func run() async throws {
@@ -255,8 +254,6 @@ struct ReceiverMessageOptions: ParsableArguments {
     var maximumSize: Int?
 
     @OptionGroup var idle: IdleTimeoutOption
-
-    var idleTimeout: Double? { idle.idleTimeout }
 }
 
 /// `--idle-timeout` of `receive` and `daemon --role receiver`.

@@ -1,7 +1,6 @@
 import ArgumentParser
 import BlueZ
 import Daemon
-import Dispatch
 import DaemonSupport
 import Logging
 import Machines

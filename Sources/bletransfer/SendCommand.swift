@@ -2,7 +2,6 @@ import ArgumentParser
 import Daemon
 import BlueZ
 import DaemonSupport
-import Dispatch
 import Logging
 import Machines
 import Options
@@ -81,9 +80,6 @@ struct SendCommand: AsyncParsableCommand {
         "Do not offer AcquireNotify: notify through PropertiesChanged (no back-pressure).", visibility: .hidden))
     var noAcquireNotify = false
 
-    var allowEmpty: Bool { inputOptions.allowEmpty }
-    var noName: Bool { inputOptions.noName }
-
     mutating func validate() throws {
         try checkingOptions { try senderOptions.validate() }
         if !addressee.to.isEmpty && openness.insecureAnyPeer {
@@ -97,7 +93,7 @@ struct SendCommand: AsyncParsableCommand {
             if inputOptions.count != nil || inputOptions.forever {
                 throw ValidationError("--count and --forever repeat one message; several files or a directory go once each")
             }
-            if noName { throw ValidationError("--no-name is for one file: the files of a tree or a list are told apart by their names") }
+            if inputOptions.noName { throw ValidationError("--no-name is for one file: the files of a tree or a list are told apart by their names") }
         }
     }
 
@@ -127,7 +123,7 @@ struct SendCommand: AsyncParsableCommand {
         let limit = TransferLimits.default.maximumMessageSize
         let message: OutgoingMessage
         do {
-            message = try input.readMessage(limit: limit, allowEmpty: allowEmpty, sendsName: !noName)
+            message = try input.readMessage(limit: limit, allowEmpty: inputOptions.allowEmpty, sendsName: !inputOptions.noName)
         } catch { throw RoleRun.exit(reporting: error, json: json) }
 
         let source = RepeatingMessageSource(message: message, count: forever ? nil : (count ?? 1))

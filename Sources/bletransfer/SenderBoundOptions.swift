@@ -1,5 +1,4 @@
 import ArgumentParser
-import Machines
 import Options
 import Roles
 import Transfer

@@ -2,7 +2,6 @@ import ArgumentParser
 import Daemon
 import DaemonSupport
 import BlueZ
-import Foundation
 
 struct StatusCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

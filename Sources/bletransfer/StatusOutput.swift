@@ -19,8 +19,7 @@ enum StatusOutput {
     static func json(_ report: BluetoothStatusReport, gatt: GATTChannelSetting = .current(),
                      link: LinkSpeedSetting = .current(), notificationQueue: NotificationQueueLimit = .current(),
                      links: StatusLinks = StatusLinks()) throws -> String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let encoder = JSONEncoder.sortedKeys
         let data = try encoder.encode(report)
         // The report's own keys, plus the manager state each role would be in.
         guard var object = try JSONSerialization.jsonObject(with: data) as? [String: Any] else {
@@ -78,10 +77,6 @@ enum StatusOutput {
     /// The longest line `status` prints: longer ones wrap, their continuation indented.
     static let width = 100
 
-    /// The commands that fix what the report shows wrong, most likely first (shared with the
-    /// `hint:` lines of send, receive, pair and the daemon: `BluetoothStatusReport.fixes`).
-    static func fixes(_ report: BluetoothStatusReport) -> [String] { report.fixes }
-
     /// `line` cut at spaces into lines of at most `width` columns; continuations indented.
     static func wrapped(_ line: String, width: Int = width) -> [String] {
         guard line.count > width else { return [line] }
@@ -105,7 +100,8 @@ enum StatusOutput {
         var lines: [String] = []
         // The verdict first, then what fixes it, then the details.
         lines.append("\(report.verdict.status == .ready ? "ready" : "not ready"): \(report.verdict.message)")
-        for fix in fixes(report) { lines.append("fix: \(fix)") }
+        // What fixes it, most likely first (the `hint:` lines of send, receive, pair and the daemon say the same).
+        for fix in report.fixes { lines.append("fix: \(fix)") }
         if gatt.allowsEnhancedATT, report.verdict.status == .ready {
             lines.append("note: to receive from Apple-flow peripherals (iPhone, bless), set [GATT] Channels = 1 in "
                          + "/etc/bluetooth/main.conf, then: sudo systemctl restart bluetooth")

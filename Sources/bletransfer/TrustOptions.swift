@@ -1,7 +1,6 @@
 import ArgumentParser
 import Foundation
 import Machines
-import Roles
 import Storage
 import Trust
 

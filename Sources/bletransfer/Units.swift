@@ -1,4 +1,3 @@
-import ArgumentParser
 
 /// A value with a unit that cannot be read: one line saying what was typed and what is taken.
 /// ArgumentParser puts it after "the value 'X' is invalid for '--option <UNIT>': ".

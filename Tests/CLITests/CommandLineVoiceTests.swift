@@ -2,6 +2,7 @@ import ArgumentParser
 import Daemon
 import enum Daemon.ExitStatus  // Swift Testing has an ExitStatus too
 import Foundation
+import Machines
 @testable import bletransfer
 import Testing
 import TestSupport
@@ -293,6 +294,17 @@ private func isOneVoice(_ text: String) -> Bool {
     }
 }
 
+@Suite struct FailureKindStatusTests {
+    /// Each failure kind ends with the exit status of its name (sysexits(3)), and names it back.
+    @Test func everyKindHasTheStatusOfItsName() {
+        for kind in FailureKind.allCases {
+            #expect(ExitStatus(kind).failureKindName == kind.rawValue)
+            #expect(ExitStatus(kind) != .success)
+        }
+        #expect(ExitStatus(.usage) == .usage && ExitStatus(.configuration) == .configuration)
+    }
+}
+
 @Suite struct UnitArgumentTests {
     @Test func byteCountsTakeBinaryMultiples() throws {
         let cases: [(String, Int)] = [
@@ -345,14 +357,14 @@ private func isOneVoice(_ text: String) -> Bool {
              "--reserve", "64MiB", "--quota-bytes", "1G", "--min-rate", "2K"]) as? ReceiveCommand)
         #expect(receive.messageLimits.maximumSize == 1 << 20)
         #expect(receive.timeout.timeout == 300)
-        #expect(receive.messageLimits.idleTimeout == 0.25)
+        #expect(receive.messageLimits.idle.idleTimeout == 0.25)
         #expect(receive.bounds.reserve == 64 << 20 && receive.bounds.quotaBytes == 1 << 30 && receive.bounds.minimumRate == 2048)
         let send = try #require(try BLETransferCommand.parseAsRoot(
             ["send", "--ack-timeout", "1m", "--unsubscribe-timeout", "30s", "--value-size", "512", "hi"]) as? SendCommand)
         #expect(send.bounds.acknowledgementTimeout == 60 && send.bounds.unsubscribeTimeout == 30)
         let daemon = try #require(try BLETransferCommand.parseAsRoot(
             ["daemon", "--role", "sender", "--outbox", "/tmp/x", "--max-size", "1G", "--settle-time", "500ms"]) as? DaemonCommand)
-        #expect(daemon.maximumSize == 1 << 30 && daemon.settleTime == 0.5)
+        #expect(daemon.size.maximumSize == 1 << 30 && daemon.settleTime == 0.5)
     }
 }
 

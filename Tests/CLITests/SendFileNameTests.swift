@@ -20,7 +20,8 @@ import Transfer
 
     static func message(_ arguments: [String]) throws -> (SendCommand, OutgoingMessage) {
         let command = try #require(try BLETransferCommand.parseAsRoot(arguments) as? SendCommand)
-        return (command, try command.input.readMessage(limit: 1 << 20, allowEmpty: command.allowEmpty, sendsName: !command.noName))
+        return (command, try command.input.readMessage(limit: 1 << 20, allowEmpty: command.inputOptions.allowEmpty,
+                                                       sendsName: !command.inputOptions.noName))
     }
 
     @Test func fileSendsItsNameAndTime() throws {
@@ -32,7 +33,7 @@ import Transfer
         #expect(named.payload == Array("picture".utf8))
 
         let (command, unnamed) = try Self.message(["send", "--file", path, "--no-name"])
-        #expect(command.noName)
+        #expect(command.inputOptions.noName)
         #expect(unnamed.file == nil)
         #expect(unnamed.payload == named.payload)
     }

@@ -61,7 +61,7 @@ struct DaemonFileNamesBlueZooTests {
         receiverConfiguration.secureMode = SecureModePolicy(identity: receiverKey, authorizedPeers: peers(senderKey),
                                                             requiresSecure: true)
         let central = Central(configuration: receiverConfiguration, session: receiverSession)
-        let sink = try InboxSink(path: FilePath(inbox.path))
+        let sink = InboxSink(directory: try OutputDirectory(path: FilePath(inbox.path)))
         #expect(try await central.run(sink: sink, timeout: .seconds(60)) == 1)
 
         let stored = inbox.appendingPathComponent("photo.jpg").path

@@ -21,7 +21,7 @@ import Trust
         let spool = try ResumeSpool(directory: base + "/spool")
         let announced = 1 << 30   // the spool keeps at most 256 MiB of it
         let plain = try OutputDirectorySink(path: FilePath(base + "/inbox"))
-        let free = try #require(plain.directory.freeBytes())
+        let free = try #require(plain.directory.freeSpace()?.bytes)
         try #require(free > announced + (512 << 20), "needs 1.5 GiB free on the temporary directory")
         // Room for the message and 128 MiB more, not for the spool's 256 MiB copy besides.
         let limits = StorageLimits(reserveBytes: free - announced - (128 << 20))

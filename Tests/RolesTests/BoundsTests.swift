@@ -155,7 +155,7 @@ import Transfer
         #expect(directory.refusal(for: 1, limits: StorageLimits(reserveBytes: 0, quotaFiles: 2))?.bound == .quotaFiles)
         #expect(directory.refusal(for: 1, limits: StorageLimits(reserveBytes: 0, quotaFiles: 3)) == nil)
         #expect(directory.refusal(for: 1, limits: StorageLimits(reserveBytes: Int.max))?.bound == .reserve)
-        #expect((directory.freeBytes() ?? 0) > 0)
+        #expect((directory.freeSpace()?.bytes ?? 0) > 0)
     }
 
     /// M-3: a sender's tree, or `--folder-per-sender`'s folders, store below the top: the quota

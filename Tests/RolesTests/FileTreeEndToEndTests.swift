@@ -158,8 +158,8 @@ extension FileTreeEndToEndTests {
         try file.write(Array("twenty bytes, exact.".utf8), at: 0)
         var partialStatus = stat()
         #expect(fstat(file.descriptor, &partialStatus) == 0)
-        let stored = try await directory.store(MessagePayload(file: file, count: 20), baseName: "kept.txt",
-                                         modificationTime: timespec(tv_sec: 1_600_000_000, tv_nsec: 0))
+        let stored = try directory.storeBlocking(MessagePayload(file: file, count: 20), baseName: "kept.txt",
+                                                 modificationTime: timespec(tv_sec: 1_600_000_000, tv_nsec: 0))
         var storedStatus = stat()
         #expect(stat(stored.string, &storedStatus) == 0)
         #expect(storedStatus.st_ino == partialStatus.st_ino, "linked, not copied")

@@ -22,29 +22,18 @@ package struct FileSet: Sendable, Equatable {
         package var name: String
         /// A tree's file: the directory given on the command line (followed, as `cp` does) and the components below
         /// (never followed: each opened relative to the last, `openat` `O_NOFOLLOW`). Nil for a path given as is.
-        package var tree: (root: String, components: [String])?
+        package var tree: Tree?
         /// Device and inode as the walk found the file: what is opened when its turn comes must
         /// be that file, not one swapped in under its name since.
         package var device: UInt64
         package var inode: UInt64
         /// Whether the walk found a regular file (a FIFO given on the command line is not).
         package var isRegular: Bool
+    }
 
-        package init(path: String, name: String, tree: (root: String, components: [String])? = nil,
-                    device: UInt64 = 0, inode: UInt64 = 0, isRegular: Bool = true) {
-            self.path = path
-            self.name = name
-            self.tree = tree
-            self.device = device
-            self.inode = inode
-            self.isRegular = isRegular
-        }
-
-        package static func == (lhs: Entry, rhs: Entry) -> Bool {
-            lhs.path == rhs.path && lhs.name == rhs.name && lhs.tree?.root == rhs.tree?.root
-                && lhs.tree?.components == rhs.tree?.components && lhs.device == rhs.device && lhs.inode == rhs.inode
-                && lhs.isRegular == rhs.isRegular
-        }
+    package struct Tree: Sendable, Equatable {
+        package var root: String
+        package var components: [String]
     }
 
     package var entries: [Entry]
@@ -115,14 +104,15 @@ package struct FileSet: Sendable, Equatable {
                 try walk(directory: path, root: root, below: below + [name], prefix: prefix + [name], depth: depth + 1,
                          limit: limit)
             case S_IFREG:
-                try add(path: path, components: prefix + [name], tree: (root, below + [name]), status: status, limit: limit)
+                try add(path: path, components: prefix + [name], tree: Tree(root: root, components: below + [name]),
+                        status: status, limit: limit)
             case S_IFLNK: notes.append("skipped '\(path)': a symbolic link (not followed)")
             default: notes.append("skipped '\(path)': not a regular file")
             }
         }
     }
 
-    private mutating func add(path: String, components: [String], tree: (root: String, components: [String])?,
+    private mutating func add(path: String, components: [String], tree: Tree?,
                               status: stat, limit: Int) throws(MessageInput.Failure) {
         guard entries.count < Self.maximumCount else {
             throw Self.failure(.usage, "more than \(Self.maximumCount) files: send them in several runs")

@@ -47,7 +47,10 @@ package enum MessageInput: Sendable, Equatable {
         switch self {
         case .argument(let text):
             bytes = Array(text.utf8)
-            if bytes.count > limit { throw Self.tooLarge(bytes.count, limit: limit, what: "the message") }
+            if bytes.count > limit {
+                throw Failure(kind: .dataError, userMessage:
+                    "the message is too large (\(bytes.count) bytes): the limit is \(limit) bytes (\(limit / (1024 * 1024)) MiB)")
+            }
         case .file(let path):
             var named = stat()
             if stat(path, &named) == 0, named.st_mode & S_IFMT == S_IFREG {
@@ -64,10 +67,7 @@ package enum MessageInput: Sendable, Equatable {
             }
             return try Self.spooled(standardInput, what: "standard input", allowEmpty: allowEmpty, source: sourceDescription)
         }
-        if bytes.isEmpty && !allowEmpty {
-            throw Failure(kind: .dataError, userMessage:
-                "the message is empty (\(self.sourceDescription) gave 0 bytes); pass --allow-empty to send an empty message")
-        }
+        if bytes.isEmpty && !allowEmpty { throw Self.empty(sourceDescription) }
         return OutgoingMessage(payload: bytes)
     }
 
@@ -87,10 +87,7 @@ package enum MessageInput: Sendable, Equatable {
         do {
             (message, status) = try OutgoingMessage.ofFile(at: path)
         } catch { throw Failure(kind: .noInput, userMessage: error.description) }
-        if message.byteCount == 0 && !allowEmpty {
-            throw Failure(kind: .dataError, userMessage:
-                "the message is empty (\(source) gave 0 bytes); pass --allow-empty to send an empty message")
-        }
+        if message.byteCount == 0 && !allowEmpty { throw empty(source) }
         guard sendsName, let name = FilePath(path).lastComponent?.string else { return message }
         let file = SentFileAttributes(name: name, modificationSeconds: Int64(status.st_mtim.tv_sec),
                                       modificationNanoseconds: UInt32(clamping: status.st_mtim.tv_nsec))
@@ -156,8 +153,7 @@ package enum MessageInput: Sendable, Equatable {
         }
         if total == 0 && !allowEmpty {
             try? file.close()
-            throw Failure(kind: .dataError, userMessage:
-                "the message is empty (\(source) gave 0 bytes); pass --allow-empty to send an empty message")
+            throw empty(source)
         }
         let body = MessagePayload(file: PayloadFile(descriptor: held, path: what), count: total)
         do {
@@ -165,10 +161,9 @@ package enum MessageInput: Sendable, Equatable {
         } catch { throw Failure(kind: .ioError, userMessage: "cannot read back \(what) from \(directory): \(error)") }
     }
 
-    private static func tooLarge(_ size: Int?, limit: Int, what: String) -> Failure {
-        let sizeText = size.map { " (\($0) bytes)" } ?? ""
-        return Failure(kind: .dataError, userMessage:
-            "\(what) is too large\(sizeText): the limit is \(limit) bytes (\(limit / (1024 * 1024)) MiB)")
+    /// An empty message, refused without `--allow-empty`: far more often a mistake (a failed command in a pipe).
+    private static func empty(_ source: String) -> Failure {
+        Failure(kind: .dataError, userMessage: "the message is empty (\(source) gave 0 bytes); pass --allow-empty to send an empty message")
     }
 
     private static func describe(_ error: any Error) -> String {

@@ -62,10 +62,7 @@ package struct FileDescriptorSink: MessageSink {
 
     /// The holding directory keeps the default reserve free (`--reserve`'s default), as an output directory does: a
     /// framed message announced too large is refused before it comes, one eating into it midway at its next write.
-    package func admissionRefusal(announced: Int) -> StorageRefusal? {
-        guard UInt64(max(0, announced)) >= OutputDirectory.partialFileThreshold else { return nil }
-        return StorageLimits.default.writeRefusal(at: MessageInput.holdingDirectory(), announced: announced, received: 0)
-    }
+    package func admissionRefusal(announced: Int) -> StorageRefusal? { writeRefusal(announced: announced, received: 0) }
 
     package func writeRefusal(announced: Int?, received: Int) -> StorageRefusal? {
         guard let announced, UInt64(max(0, announced)) >= OutputDirectory.partialFileThreshold else { return nil }

@@ -8,7 +8,7 @@ import Transfer
 /// never replacing a file. A message that came with a file name (secure mode, `meta`) is stored under that name,
 /// sanitized and numbered when taken, with the sender's modification time; others get names that say when and what:
 /// `message-20250101-120000-1.txt` for UTF-8 text, `.bin` otherwise.
-package struct OutputDirectorySink: MessageSink {
+package struct OutputDirectorySink: OutputDirectoryBackedSink {
     package let directory: OutputDirectory
     package let limits: StorageLimits
     /// The resume spool's copy of a framed message, counted against the reserve.
@@ -23,7 +23,7 @@ package struct OutputDirectorySink: MessageSink {
     }
 
     /// Statuses as documented: 73 a directory not makeable (or a file in its place), 77 one not writable, 74 the rest.
-    static func failure(_ error: OutputDirectoryError) -> SinkFailure {
+    package static func failure(_ error: OutputDirectoryError) -> SinkFailure {
         let kind: FailureKind = switch error {
         case .notADirectory, .cannotCreate: .cannotCreate
         case .notWritable: .permissionDenied
@@ -47,20 +47,6 @@ package struct OutputDirectorySink: MessageSink {
         }
     }
 
-    package func admissionRefusal(byteCount: Int) -> StorageRefusal? {
-        directory.refusal(for: byteCount, limits: limits)
-    }
-
-    package func admissionRefusal(announced: Int) -> StorageRefusal? {
-        directory.refusal(for: announced, limits: limits, alsoWritten: spooledCopy?.bytes(announced: announced) ?? 0)
-    }
-
-    package func writeRefusal(announced: Int?, received: Int) -> StorageRefusal? {
-        directory.writeRefusal(announced: announced, received: received, limits: limits, spooledCopy: spooledCopy)
-    }
-
-    package var partialPayloadStore: (any PartialPayloadStore)? { directory.partialFiles() }
-
     static func fileName(sequence: Int, isText: Bool, date: Date) -> String {
         let formatter = DateFormatter()
         formatter.locale = Locale(identifier: "en_US_POSIX")
@@ -68,6 +54,29 @@ package struct OutputDirectorySink: MessageSink {
         formatter.dateFormat = "yyyyMMdd-HHmmss"
         return "message-\(formatter.string(from: date))-\(sequence).\(isText ? "txt" : "bin")"
     }
+}
+
+/// A sink storing into an ``OutputDirectory`` under `limits`, with the resume spool's copy of a framed message
+/// (`spooledCopy`) counted against the reserve: `receive --output-dir`'s and the receiver daemon's.
+package protocol OutputDirectoryBackedSink: MessageSink {
+    var directory: OutputDirectory { get }
+    var limits: StorageLimits { get }
+    var spooledCopy: SpooledCopy? { get }
+}
+
+extension OutputDirectoryBackedSink {
+    package func admissionRefusal(byteCount: Int) -> StorageRefusal? { directory.refusal(for: byteCount, limits: limits) }
+
+    package func admissionRefusal(announced: Int) -> StorageRefusal? {
+        directory.refusal(for: announced, limits: limits, alsoWritten: spooledCopy?.bytes(announced: announced) ?? 0)
+    }
+
+    package func writeRefusal(announced: Int?, received: Int) -> StorageRefusal? {
+        let spooled = announced.map { spooledCopy?.bytes(announced: $0, received: received) ?? 0 } ?? 0
+        return limits.writeRefusal(at: directory.path.string, announced: announced, received: received, alsoWritten: spooled)
+    }
+
+    package var partialPayloadStore: (any PartialPayloadStore)? { directory.partialFiles() }
 }
 
 extension OutputDirectory {

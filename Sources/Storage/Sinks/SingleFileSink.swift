@@ -49,9 +49,7 @@ package struct SingleFileSink: MessageSink {
     }
 
     /// The target's directory keeps the default reserve free, as an output directory does.
-    public func admissionRefusal(announced: Int) -> StorageRefusal? {
-        StorageLimits.default.writeRefusal(at: Self.directory(of: path).string, announced: announced, received: 0)
-    }
+    public func admissionRefusal(announced: Int) -> StorageRefusal? { writeRefusal(announced: announced, received: 0) }
 
     public func writeRefusal(announced: Int?, received: Int) -> StorageRefusal? {
         guard let announced else { return nil }
@@ -63,11 +61,7 @@ package struct SingleFileSink: MessageSink {
         guard fsync(file.descriptor) == 0, rename(file.path, path.string) == 0 else {
             throw SinkFailure(.ioError, "cannot write \(path): \(Errno(rawValue: errno))")
         }
-        let directoryFD = open(directory(of: path).string, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if directoryFD >= 0 {
-            _ = fsync(directoryFD)
-            _ = close(directoryFD)
-        }
+        syncDirectory(of: path)
     }
 
     /// Puts `payload` at `path` in the crash-safe order: temporary file written and flushed,
@@ -88,7 +82,12 @@ package struct SingleFileSink: MessageSink {
             _ = unlink(temporary.string)
             throw SinkFailure(.ioError, "cannot write \(path): \(error)")
         }
-        let directoryFD = open(directory.string, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        syncDirectory(of: path)
+    }
+
+    /// Flushes the directory of `path`, so that the rename survives a crash.
+    private static func syncDirectory(of path: FilePath) {
+        let directoryFD = open(directory(of: path).string, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         if directoryFD >= 0 {
             _ = fsync(directoryFD)
             _ = close(directoryFD)

@@ -1,4 +1,3 @@
-import Machines
 import Trust
 
 /// Who this host is and whom it exchanges messages with in the framed protocol
