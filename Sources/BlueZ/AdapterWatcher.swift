@@ -80,7 +80,6 @@ struct AdapterTracker: Sendable {
         }
     }
 
-    /// Compares the session's current state with what we reported and emits the difference.
     mutating func reconcile() -> [AdapterEvent] {
         var events: [AdapterEvent] = []
         let current = session.serviceState

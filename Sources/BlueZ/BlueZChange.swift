@@ -34,7 +34,6 @@ package enum BlueZChange: Sendable, Equatable {
     case interfacesRemoved(ObjectPath, [String])
     case propertiesChanged(ObjectPath, interface: String, changed: [String: DBusValue], invalidated: [String])
 
-    /// The object the change is about, if it is about one.
     package var path: ObjectPath? {
         switch self {
         case .interfacesAdded(let path, _), .interfacesRemoved(let path, _),

@@ -14,7 +14,6 @@ public final class BluetoothSession: Sendable {
     /// Forwards bus signals to the pump and runs it while the session lives; cancelled by `close()` and deinit.
     private let watch = Mutex<Task<Void, Never>?>(nil)
     let logger: Logger
-    /// Numbers the object paths this session exports (GATT applications, advertisements).
     private let exportCounter = Mutex(0)
     /// Feeds the pump that applies signals and reloads in order.
     private let pumpInput: AsyncStream<PumpInput>.Continuation
@@ -142,7 +141,6 @@ public final class BluetoothSession: Sendable {
         if ownsConnection { connection.close() }
     }
 
-    /// Takes no more subscribers and ends every `changes()` stream.
     private func closeSubscriptions() {
         let subscribers = cache.withLock { state -> [ChangeSubscriber] in
             state.closed = true
@@ -539,7 +537,6 @@ public final class BluetoothSession: Sendable {
 /// Where the pump publishes changes (a translation of `stream(startingWith:)`), outside the cache's lock (see `publish`).
 private struct ChangeSubscriber: Sendable {
     let deliver: @Sendable (BlueZChange) -> Void
-    /// The session closed or lost the bus: no more changes.
     let finish: @Sendable () -> Void
 }
 

@@ -182,10 +182,9 @@ public final class LocalGATTApplication: Sendable, CustomStringConvertible {
 
     package var registeredAdapter: ObjectPath? { registration.adapter }
 
-    /// Exports the objects and registers on `adapter`, runs `body`, then unregisters and unexports, however `body`
-    /// ends, cancellation included (see `ManagerRegistration.withRegistration`). Throws bluetoothd's refusal as a
-    /// `BluetoothError` without running `body`, `CancellationError` when cancelled before registering, or what `body`
-    /// threw.
+    /// Exports and registers on `adapter`, runs `body`, then unregisters and unexports however it ends, cancellation
+    /// included. Throws bluetoothd's refusal as a `BluetoothError` without running `body`, `CancellationError` when
+    /// cancelled before registering, or what `body` threw.
     public func withRegistration<Outcome>(
         on adapter: Adapter, isolation: isolated (any Actor)? = #isolation,
         _ body: () async throws -> Outcome
@@ -269,9 +268,7 @@ public final class LocalGATTApplication: Sendable, CustomStringConvertible {
         ])
     }
 
-    /// The characteristic's GattCharacteristic1. Its methods are immediate (taken on the event loop, in arrival order):
-    /// each turns its call into an event and answers at once, or leaves the answer to the consumer (reads by request,
-    /// writes).
+    /// The characteristic's GattCharacteristic1; its methods are immediate (taken on the event loop, in arrival order).
     private func characteristicInterface(_ index: Int) -> DBusInterface {
         let emit = propertiesChangedEmitter(for: characteristicPaths[index])
         var methods = valueMethods(index) + notifyMethods(index, emit: emit)
@@ -331,7 +328,6 @@ public final class LocalGATTApplication: Sendable, CustomStringConvertible {
         ]
     }
 
-    /// StartNotify, StopNotify and Confirm.
     private func notifyMethods(_ index: Int, emit: @escaping @Sendable ([String: DBusValue]) -> Void) -> [DBusMethod] {
         let definition = service.characteristics[index]
         let application = self
@@ -383,7 +379,6 @@ public final class LocalGATTApplication: Sendable, CustomStringConvertible {
         ]
     }
 
-    /// AcquireNotify: a socket pair, one end to bluetoothd, ours to the event's consumer.
     private func acquireNotifyMethod(_ index: Int, emit: @escaping @Sendable ([String: DBusValue]) -> Void) -> DBusMethod {
         let application = self
         return DBusMethod(name: "AcquireNotify", in: "a{sv}", out: "hq") { call, reply in

@@ -47,22 +47,17 @@ public struct BluetoothUUID: Hashable, Sendable, CustomStringConvertible {
             nibbles.append(UInt8(value))
         }
 
-        var short: [UInt8]
-        switch nibbles.count {
-        case 4:
-            short = [0, 0]
-        case 8:
-            short = []
-        case 32:
-            bytes = stride(from: 0, to: 32, by: 2).map { nibbles[$0] << 4 | nibbles[$0 + 1] }
-            return
-        default:
+        guard [4, 8, 32].contains(nibbles.count) else {
             throw UUIDParseError(
                 input: text,
                 reason: "expected 4 (16-bit), 8 (32-bit) or 32 (128-bit) hex digits, found \(nibbles.count)")
         }
-        short += stride(from: 0, to: nibbles.count, by: 2).map { nibbles[$0] << 4 | nibbles[$0 + 1] }
-        bytes = short + Self.baseSuffix
+        let parsed = stride(from: 0, to: nibbles.count, by: 2).map { nibbles[$0] << 4 | nibbles[$0 + 1] }
+        switch nibbles.count {
+        case 4: bytes = [0, 0] + parsed + Self.baseSuffix
+        case 8: bytes = parsed + Self.baseSuffix
+        default: bytes = parsed
+        }
     }
 
     /// Nil when `bytes` is not 16 long.

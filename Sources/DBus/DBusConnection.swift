@@ -40,7 +40,6 @@ package final class DBusConnection: Sendable {
         return try await connect(address: address ?? "unix:path=/var/run/dbus/system_bus_socket")
     }
 
-    /// Same, to the bus at `address`.
     package static func connect(address: String) async throws -> DBusConnection {
         guard !address.utf8.contains(0), !address.isEmpty else {
             throw DBusError(name: "org.freedesktop.DBus.Error.BadAddress", message: "invalid D-Bus address")
@@ -118,7 +117,6 @@ package final class DBusConnection: Sendable {
         if !sent { throw DBusError.disconnected() }
     }
 
-    /// The (non-error) reply to a method call.
     func send(_ message: Message, timeout: Duration) async throws -> Message {
         let loop = self.loop
         let call = PendingCall(loop: loop)
@@ -231,7 +229,6 @@ package final class DBusConnection: Sendable {
     }
 }
 
-/// Who waits for the connection to end, and whether it has.
 private final class Disconnection: Sendable {
     private struct State {
         var isDisconnected = false

@@ -49,7 +49,6 @@ package indirect enum DBusValue: Sendable, Hashable {
     }
 }
 
-/// One entry of a D-Bus dictionary (`{kv}`).
 package struct DBusDictionaryEntry: Sendable, Hashable {
     package var key: DBusValue
     package var value: DBusValue
@@ -65,12 +64,10 @@ package typealias ManagedObjects = [ObjectPath: [String: [String: DBusValue]]]
 // MARK: - Builders
 
 extension DBusValue {
-    /// `ay`
     package static func bytes(_ bytes: some Sequence<UInt8>) -> DBusValue {
         .array(element: "y", bytes.map { .byte($0) })
     }
 
-    /// `as`
     package static func strings(_ strings: [String]) -> DBusValue {
         .array(element: "s", strings.map { .string($0) })
     }
@@ -93,7 +90,6 @@ extension DBusValue {
             })
     }
 
-    /// `a{oa{sa{sv}}}`, as returned by `GetManagedObjects`.
     package static func managedObjects(_ objects: ManagedObjects) -> DBusValue {
         .dictionary(
             key: "o", value: "a{sa{sv}}",
@@ -106,7 +102,6 @@ extension DBusValue {
 // MARK: - Accessors (each looks through one level of variant)
 
 extension DBusValue {
-    /// `self`, or the value inside when `self` is a variant (one level).
     var lookingThroughVariant: DBusValue {
         if case .variant(let inner) = self { return inner }
         return self
@@ -130,10 +125,8 @@ extension DBusValue {
         if case .dictionary(_, _, let v) = lookingThroughVariant { v } else { nil }
     }
 
-    /// `ay`
     package var bytes: [UInt8]? { elements(ofArrayWith: "y") { if case .byte(let b) = $0 { b } else { nil } } }
 
-    /// `as`
     package var strings: [String]? {
         elements(ofArrayWith: "s") { if case .string(let s) = $0 { s } else { nil } }
     }
@@ -159,7 +152,6 @@ extension DBusValue {
         entries(keyedBy: "s", { if case .string(let name) = $0 { name } else { nil } }) { $0.vardict }
     }
 
-    /// `a{oa{sa{sv}}}` as returned by `GetManagedObjects`.
     package var managedObjects: ManagedObjects? {
         entries(keyedBy: "o", { if case .objectPath(let path) = $0 { path } else { nil } }) { $0.interfacesAndProperties }
     }

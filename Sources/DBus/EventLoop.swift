@@ -15,9 +15,8 @@ import Musl
 /// the reactor thread; other threads enqueue jobs. Nothing here blocks (not even Hello or a flush): inbound calls are
 /// served while our own calls await replies, and a connection waiting for its bus holds up no other.
 ///
-/// `@unchecked Sendable`: the fields marked "loop thread only" are touched only on the reactor thread, called the loop
-/// thread here (jobs, the hook and libdbus callbacks, which libdbus runs on the thread that dispatches or handles a
-/// watch, i.e. that one); the job queue, the only state other threads reach, is a Mutex.
+/// `@unchecked Sendable`: the fields marked "loop thread only" are touched only on the reactor thread (jobs, the hook,
+/// and libdbus's callbacks, which run on the thread that dispatches or handles a watch); the job queue is a Mutex.
 final class EventLoop: @unchecked Sendable {
     typealias Job = @Sendable (EventLoop) -> Void
 
@@ -172,8 +171,7 @@ final class EventLoop: @unchecked Sendable {
 
     // MARK: Each turn of the reactor
 
-    /// Run by the reactor after its jobs and before it waits: dispatch what was read, answer flushes, and shut down
-    /// when asked to or when the connection was lost.
+    /// Run by the reactor after its jobs and before it waits.
     private func turn() {
         guard let connection else { return }
         while dbus_connection_dispatch(connection) == DBUS_DISPATCH_DATA_REMAINS {}

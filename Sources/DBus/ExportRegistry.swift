@@ -176,8 +176,7 @@ final class ExportRegistry: Sendable {
             guard isObject else { return reply(message, error: unknownObject(path)) }
             let candidates = interface.map { name in exported.filter { $0.name == name } } ?? exported
             if let interface, candidates.isEmpty {
-                return reply(message, error: DBusError(
-                    name: DBusError.unknownInterfaceName, message: "object \(path) has no interface \(interface)"))
+                return reply(message, error: Self.noInterface(interface, at: path))
             }
             guard let method = candidates.lazy.compactMap({ $0.methods.first { $0.name == member } }).first else {
                 return replyUnknownMethod(message, interface, member)
@@ -187,24 +186,19 @@ final class ExportRegistry: Sendable {
             }
             let sender = message.sender
             let interfaceName = interface ?? candidates.first { $0.methods.contains { $0.name == member } }!.name
+            let makeCall = { @Sendable () throws -> DBusMethodCall in
+                DBusMethodCall(sender: sender, path: path, interface: interfaceName, member: member,
+                               arguments: try message.arguments())
+            }
             switch method.body {
             case .handler(let handler):
-                respond(to: message, out: method.outSignature) {
-                    let call = DBusMethodCall(
-                        sender: sender, path: path, interface: interfaceName, member: member,
-                        arguments: try message.arguments())
-                    return try await handler(call)
-                }
+                respond(to: message, out: method.outSignature) { try await handler(makeCall()) }
             case .immediate(let take):
-                let arguments: [DBusValue]
                 do {
-                    arguments = try message.arguments()
+                    take(try makeCall(), pendingReply(to: message, out: method.outSignature))
                 } catch {
-                    return reply(message, error: Self.dbusError(error))
+                    reply(message, error: Self.dbusError(error))
                 }
-                let call = DBusMethodCall(sender: sender, path: path, interface: interfaceName, member: member,
-                                          arguments: arguments)
-                take(call, pendingReply(to: message, out: method.outSignature))
             }
         }
     }
@@ -242,7 +236,7 @@ final class ExportRegistry: Sendable {
                 let name = arguments[0].string!
                 guard let interface = interfaces.first(where: { $0.name == name }) else {
                     if StandardInterface.all.contains(name) { return [.vardict([:])] }
-                    throw DBusError(name: DBusError.unknownInterfaceName, message: "object \(path) has no interface \(name)")
+                    throw ExportRegistry.noInterface(name, at: path)
                 }
                 return [.vardict(await ExportRegistry.readProperties(of: interface))]
             }
@@ -284,7 +278,7 @@ final class ExportRegistry: Sendable {
         throws -> DBusProperty
     {
         guard let interface = interfaces.first(where: { $0.name == interfaceName }) else {
-            throw DBusError(name: DBusError.unknownInterfaceName, message: "object \(path) has no interface \(interfaceName)")
+            throw noInterface(interfaceName, at: path)
         }
         guard let property = interface.properties.first(where: { $0.name == name }) else {
             throw DBusError(name: DBusError.unknownPropertyName, message: "interface \(interfaceName) has no property \(name)")
@@ -342,7 +336,6 @@ final class ExportRegistry: Sendable {
         }
     }
 
-    /// The one-shot reply to `message` an immediate method answers through.
     private func pendingReply(to message: Message, out: Signature) -> DBusPendingReply {
         let loop = self.loop
         return DBusPendingReply { result in
@@ -382,6 +375,10 @@ final class ExportRegistry: Sendable {
             name: DBusError.unknownMethodName,
             message: "no method \(member) with signature \"\(message.signatureString)\""
                 + (interface.map { " on interface \($0)" } ?? "")))
+    }
+
+    private static func noInterface(_ name: String, at path: ObjectPath) -> DBusError {
+        DBusError(name: DBusError.unknownInterfaceName, message: "object \(path) has no interface \(name)")
     }
 
     private func unknownObject(_ path: ObjectPath) -> DBusError {

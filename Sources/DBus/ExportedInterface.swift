@@ -18,7 +18,6 @@ package struct DBusInterface: Sendable {
 }
 
 package struct DBusMethod: Sendable {
-    /// How calls reach the method's code.
     package enum Body: Sendable {
         /// Runs off the event loop, in a task per call, and may await other D-Bus calls: the loop keeps serving
         /// meanwhile. Return the reply's arguments; throw `DBusError` to send that error reply (any other error

@@ -1,4 +1,3 @@
-/// Builds org.freedesktop.DBus.Introspectable XML for exported objects.
 enum Introspection {
     static let header = """
         <!DOCTYPE node PUBLIC "-//freedesktop//DTD D-BUS Object Introspection 1.0//EN"

@@ -37,7 +37,6 @@ final class Message: @unchecked Sendable {
         try append(arguments)
     }
 
-    /// A method return for `call`.
     func makeReturn() -> Message { Message(adopting: dbus_message_new_method_return(pointer)!) }
 
     /// An error reply for `call`. Invalid names become Failed, and messages are cut at a NUL, so no user-supplied text

@@ -33,7 +33,6 @@ package struct ObjectPath: RawRepresentable, Hashable, Sendable, Comparable,
         return rawValue.hasPrefix(ancestor.rawValue + "/")
     }
 
-    /// The parent path; nil for the root.
     package var parent: ObjectPath? {
         guard rawValue != "/" else { return nil }
         let utf8 = rawValue.utf8

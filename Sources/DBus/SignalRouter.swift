@@ -1,6 +1,5 @@
 import CDBus
 
-/// One consumer's signal stream: its rule and the continuation signals are yielded to.
 struct SignalSubscription: Sendable {
     let id: UInt64
     let rule: MatchRule

@@ -1,10 +1,5 @@
 import Synchronization
-
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
+import SystemPackage
 
 /// Owns one open file descriptor and closes it on deinit, unless ownership was taken. Received `h` values arrive as
 /// one. To send an fd, wrap a dup of it: the message dups again while built, so the value still closes its fd.
@@ -31,7 +26,7 @@ package final class UnixFileDescriptor: Sendable, Hashable {
     /// Closes the fd. Idempotent.
     package func close() {
         if let fd = take() {
-            _ = systemClose(fd)
+            try? FileDescriptor(rawValue: fd).close()
         }
     }
 
@@ -42,13 +37,4 @@ package final class UnixFileDescriptor: Sendable, Hashable {
 
     package static func == (lhs: UnixFileDescriptor, rhs: UnixFileDescriptor) -> Bool { lhs === rhs }
     package func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
-}
-
-@inline(__always)
-private func systemClose(_ fd: Int32) -> Int32 {
-    #if canImport(Glibc)
-    return Glibc.close(fd)
-    #else
-    return Musl.close(fd)
-    #endif
 }

@@ -9,7 +9,6 @@ import Glibc
 import Musl
 #endif
 
-/// What a descriptor is ready for.
 package struct ReadinessEvents: OptionSet, Sendable, Hashable, CustomStringConvertible {
     package let rawValue: UInt32
     package init(rawValue: UInt32) { self.rawValue = rawValue }
@@ -44,9 +43,6 @@ package struct ReadinessEvents: OptionSet, Sendable, Hashable, CustomStringConve
 /// sockets, notification sockets, L2CAP channels, the outbox's inotify descriptor), the nearest timer, and an eventfd
 /// that wakes it for jobs. Nothing else blocks waiting for I/O: no other thread polls, no pool task blocks.
 ///
-/// Each turn runs jobs (closures queued by any thread), then the before-wait hooks (a D-Bus connection dispatches
-/// what it read), then, after the wait, the handlers of ready interests and expired timers.
-///
 /// - An *interest* is a descriptor and the events wanted on it, its handler run (level-triggered) each time they are
 ///   ready; its events may change or go to none (disabled) while registered. Several interests may share a
 ///   descriptor (libdbus watches one socket for reading and, separately, for writing).
@@ -62,7 +58,6 @@ package final class Reactor: @unchecked Sendable {
     /// Handlers, timers and hooks run on the reactor thread and are registered there: they need not be Sendable.
     package typealias ReadinessHandler = (ReadinessEvents) -> Void
 
-    /// Names one interest, timer or hook for its removal.
     package struct Registration: Hashable, Sendable {
         fileprivate let id: UInt64
     }
@@ -212,7 +207,6 @@ package final class Reactor: @unchecked Sendable {
         descriptors[fd]?.interests.removeAll { $0 == id }
     }
 
-    /// Brings epoll's mask for `fd` in line with its enabled interests.
     private func updateMask(of fd: Int32, force: Bool = false) throws(SystemCallError) {
         guard let entry = descriptors[fd] else { return }
         let wanted = entry.interests.reduce(UInt32(0)) { mask, id in mask | (interests[id]?.events.epollMask ?? 0) }
@@ -249,7 +243,6 @@ package final class Reactor: @unchecked Sendable {
         return Registration(id: id)
     }
 
-    /// Removes a timer that has not fired yet. Nothing when it is gone.
     package func removeTimer(_ registration: Registration) {
         assertOnReactorThread()
         timers[registration.id] = nil
@@ -397,7 +390,6 @@ package final class ReadinessWait: @unchecked Sendable {
     // Reactor thread only.
     private var registration: Reactor.Registration?
 
-    /// Starts waiting for `events` on `fd` (the registration is queued at once).
     package init(reactor: Reactor, fd: Int32, events: ReadinessEvents) {
         self.reactor = reactor
         reactor.enqueue { [self] in

@@ -19,7 +19,6 @@ package enum BlockingCalls {
     /// wait never holds up a file system call.
     package static let waits = BlockingThreadPool(name: "ble-wait", threadCount: 1)
 
-    /// Runs `body` on one of ``storage``'s threads; see ``BlockingThreadPool/run(_:)``.
     package static func run<Value: Sendable, Failure: Error>(
         _ body: @escaping @Sendable () throws(Failure) -> Value
     ) async throws(Failure) -> Value {
@@ -57,8 +56,7 @@ package final class BlockingThreadPool: Sendable {
         for _ in 0..<threadCount { queue.push(.stop) }
     }
 
-    /// Runs `body` on one of this pool's threads; returns what it returned, throws what it threw. The awaiting task waits
-    /// for the call even when cancelled (see the type).
+    /// Runs `body` on one of this pool's threads, awaited even when the task is cancelled (see the type).
     package func run<Value: Sendable, Failure: Error>(
         _ body: @escaping @Sendable () throws(Failure) -> Value
     ) async throws(Failure) -> Value {
@@ -98,7 +96,6 @@ private let setThreadName: (@convention(c) (pthread_t, UnsafePointer<CChar>) -> 
     return unsafeBitCast(symbol, to: (@convention(c) (pthread_t, UnsafePointer<CChar>) -> Int32).self)
 }()
 
-/// What a new thread is handed: its name and the queue it serves.
 private final class ThreadStart: Sendable {
     let name: String
     let queue: JobQueue
@@ -126,7 +123,6 @@ private final class JobQueue: Sendable {
         queued.signal()
     }
 
-    /// Runs jobs until told to stop.
     func serve() {
         while true {
             queued.wait()

@@ -25,7 +25,6 @@ package struct PHYConfiguration: Sendable, Hashable {
     }
 
     package var uses2M: Bool { selected.isSuperset(of: .le2M) }
-    /// The controller has 2M and the host may select it.
     package var offers2M: Bool { supported.isSuperset(of: .le2M) && configurable.isSuperset(of: .le2M) }
 }
 
@@ -85,7 +84,6 @@ package struct SystemConfiguration: Sendable, Hashable {
     }
 }
 
-/// The management commands about an adapter's link defaults.
 package enum AdapterLinkDefaults {
     /// Needs CAP_NET_ADMIN (the kernel keeps it from untrusted sockets).
     package static func phyConfiguration(controller: UInt16) async throws(ManagementError) -> PHYConfiguration {

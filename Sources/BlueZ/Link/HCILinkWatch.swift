@@ -40,7 +40,6 @@ package final class HCILinkWatch: Sendable {
         }
     }
 
-    /// The link's parameters as the events reported them so far.
     package func parameters(of handle: UInt16) -> LinkParameters? { ledger.withLock { $0.links[handle] } }
 
     /// Reads events until cancelled or the socket closes, calling `changed` with each link's new parameters (nil

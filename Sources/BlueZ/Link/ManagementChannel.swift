@@ -31,7 +31,6 @@ package enum ManagementError: Error, Sendable, Equatable, CustomStringConvertibl
     case timedOut(command: String)  // no answer within the bound
     case malformed(command: String)  // the answer was shorter than its format
 
-    /// The process lacks the privilege the command needs.
     package var isPermissionDenied: Bool {
         if case .refused(_, .permissionDenied) = self { return true }
         if case .systemCall(_, let errno) = self { return errno == .notPermitted || errno == .permissionDenied }
