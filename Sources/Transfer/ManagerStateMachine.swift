@@ -10,7 +10,6 @@ package enum RoleAction: String, Sendable, Hashable, CaseIterable, Codable {
     case tearDown
 }
 
-/// One step of the state machine.
 package struct ManagerTransition: Sendable, Hashable {
     package var from: ManagerState
     package var to: ManagerState

@@ -3,7 +3,6 @@ import Machines
 import Storage
 import Transfer
 
-/// Everything that shapes one run of the central (receiving) role.
 package struct CentralConfiguration: Sendable {
     /// "hci1", or nil for BlueZ's first adapter.
     package var adapterName: String?

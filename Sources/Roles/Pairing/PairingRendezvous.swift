@@ -43,7 +43,6 @@ package struct PairingRendezvous: Sendable {
         /// The first message, already read from an accepted channel (the responder's input).
         package let firstMessage: [UInt8]?
         package let peerDescription: String
-        /// The other host's address, when known.
         package let peerAddress: BluetoothAddress?
     }
 

@@ -3,7 +3,6 @@ import Machines
 import Storage
 import Transfer
 
-/// What a `Peripheral` serves and how.
 package struct PeripheralConfiguration: Sendable {
     /// The adapter to use ("hci1"); nil: the first adapter BlueZ reports.
     package var adapterName: String?
@@ -27,7 +26,6 @@ package struct PeripheralConfiguration: Sendable {
     /// The pause between two `PropertiesChanged` notifications on the fallback path, which has no back-pressure at
     /// all: without a pause a large message would queue in bluetoothd's memory as fast as D-Bus carries it.
     package var fallbackValueInterval: Duration
-    /// How long a HELLO stays valid for the device that wrote it.
     package var helloLifetime: Duration
     /// The most devices' HELLOs remembered (oldest forgotten first), so a hostile central cannot grow the table.
     package var helloCapacity: Int
