@@ -1,4 +1,3 @@
-/// What a role must do on a transition.
 package enum RoleAction: String, Sendable, Hashable, CaseIterable, Codable {
     case none
     /// Entered `poweredOn` for the first time: register, advertise / scan.

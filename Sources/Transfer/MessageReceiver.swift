@@ -32,7 +32,6 @@ package struct MessageReceiver: Sendable {
         let needed = payload.count + value.count
         guard needed <= limits.maximumMessageSize else { throw fail(.compatMessageTooLarge(limit: limits.maximumMessageSize)) }
         if needed > payload.capacity {
-            // Grow geometrically, but never past the limit.
             payload.reserveCapacity(min(limits.maximumMessageSize, max(needed, 2 * payload.capacity, 256)))
         }
         payload.append(contentsOf: value)

@@ -67,7 +67,6 @@ package struct PairingExchange: Sendable {
         case exchanging
         /// The code is known: ask the person (`answer`).
         case comparing(Candidate)
-        /// Both answers are known.
         case finished(Result)
     }
 
