@@ -14,7 +14,6 @@ package func lowercaseHex(_ bytes: some Sequence<UInt8>) -> String {
 
 private let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
 
-/// SHA-256 of `bytes`, 32 bytes.
 package func sha256(_ bytes: [UInt8]) -> [UInt8] {
     Array(SHA256.hash(data: bytes))
 }

@@ -18,7 +18,6 @@ package enum ManagerInput: Sendable, Hashable {
     case accessDenied
 }
 
-/// What a role needs to know about an adapter when it appears.
 package struct AdapterCapabilities: Sendable, Hashable {
     /// The adapter speaks LE (Adapter1 `Roles` present / LE settings supported).
     package var supportsLowEnergy: Bool

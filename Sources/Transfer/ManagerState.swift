@@ -11,6 +11,5 @@ package enum ManagerState: String, Sendable, Hashable, CaseIterable, Codable {
     case unauthorized
     /// The adapter is off, or blocked by rfkill.
     case poweredOff
-    /// Ready.
     case poweredOn
 }

@@ -1,4 +1,3 @@
-/// What a role must do on a transition.
 package enum RoleAction: String, Sendable, Hashable, CaseIterable, Codable {
     case none
     /// Entered `poweredOn` for the first time: register, advertise / scan.
@@ -10,7 +9,6 @@ package enum RoleAction: String, Sendable, Hashable, CaseIterable, Codable {
     case tearDown
 }
 
-/// One step of the state machine.
 package struct ManagerTransition: Sendable, Hashable {
     package var from: ManagerState
     package var to: ManagerState

@@ -34,7 +34,6 @@ package struct MessagePayload: Sendable, Hashable {
         if case .file(let file) = storage { file } else { nil }
     }
 
-    /// The bytes, when the payload is held in memory.
     package var inMemory: [UInt8]? {
         if case .memory(let bytes) = storage { bytes } else { nil }
     }

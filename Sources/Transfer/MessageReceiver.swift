@@ -4,7 +4,6 @@ package struct MessageReceiver: Sendable {
     package enum Event: Sendable, Equatable {
         /// After each value that did not end the message.
         case progress(TransferProgress)
-        /// `EOM` arrived: the message is complete.
         case complete(ReceivedMessage)
     }
 
@@ -19,10 +18,8 @@ package struct MessageReceiver: Sendable {
         self.limits = limits
     }
 
-    /// Payload bytes assembled so far.
     package var progress: TransferProgress { TransferProgress(bytesSoFar: payload.count, totalBytes: nil) }
 
-    /// Takes the next notification value.
     package mutating func receive(_ value: [UInt8]) throws(ReceiveError) -> Event {
         valuesReceived += 1
         if let failure { throw failure }
@@ -35,7 +32,6 @@ package struct MessageReceiver: Sendable {
         let needed = payload.count + value.count
         guard needed <= limits.maximumMessageSize else { throw fail(.compatMessageTooLarge(limit: limits.maximumMessageSize)) }
         if needed > payload.capacity {
-            // Grow geometrically, but never past the limit.
             payload.reserveCapacity(min(limits.maximumMessageSize, max(needed, 2 * payload.capacity, 256)))
         }
         payload.append(contentsOf: value)

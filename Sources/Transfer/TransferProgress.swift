@@ -16,7 +16,6 @@ package struct TransferProgress: Sendable, Hashable {
         return min(1, max(0, Double(bytesSoFar) / Double(totalBytes)))
     }
 
-    /// Bytes still to come when the total is known.
     package var remainingBytes: Int? {
         totalBytes.map { max(0, $0 - bytesSoFar) }
     }

@@ -6,7 +6,6 @@ package enum TransferFormat: String, Sendable, Equatable, Codable {
     case secure
 }
 
-/// Constants of the values both formats travel in.
 package enum WireFormat {
     /// The value that ends every message (and every secure stream).
     package static let endOfMessage: [UInt8] = [0x45, 0x4F, 0x4D]  // "EOM"

@@ -43,7 +43,6 @@ package struct HostIdentity: Sendable {
     /// What `bletransfer id` prints and peers paste into their authorized-peers file.
     package var publicKeyLine: String { publicKey.line(name: name) }
 
-    /// The file's text.
     package var fileContents: String {
         var text = "# bletransfer identity: the private key of this host. Keep it readable by its owner only.\n"
         text += "# Its public key line: \(publicKeyLine)\n"

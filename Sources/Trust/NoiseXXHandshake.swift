@@ -47,7 +47,6 @@ package struct NoiseXXHandshake: Sendable {
         symmetric.mixHash(prologue)
     }
 
-    /// True when this side writes the next message.
     package var isOurTurnToWrite: Bool {
         !failed && messagesDone < 3 && (messagesDone % 2 == 0) == (role == .initiator)
     }
@@ -72,7 +71,6 @@ package struct NoiseXXHandshake: Sendable {
         }
     }
 
-    /// Consumes the peer's next handshake message; returns its payload.
     package mutating func readMessage(_ message: [UInt8]) throws(NoiseError) -> [UInt8] {
         guard !failed, messagesDone < 3, !isOurTurnToWrite else { throw .outOfTurn }
         do throws(NoiseError) {

@@ -51,7 +51,6 @@ package struct FrameReader: Sendable {
     /// Bytes held for an incomplete frame.
     package var bufferedByteCount: Int { buffer.count }
 
-    /// Appends `bytes` and returns every frame they completed.
     package mutating func append(_ bytes: some Collection<UInt8>) throws(FrameError) -> [Frame] {
         guard !failed else { throw .closedAfterFailure }
         buffer += bytes
@@ -102,7 +101,6 @@ package struct Record: Sendable, Equatable {
         self.content = content
     }
 
-    /// Longest content a sealed record may carry.
     package static let maximumContentLength = 16384
 }
 

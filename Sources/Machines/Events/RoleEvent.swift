@@ -1,6 +1,5 @@
 import Transfer
 
-/// A peer seen over the air, as the roles report it.
 package struct PeerDescription: Sendable, Equatable {
     /// Bluetooth address, "AA:BB:CC:DD:EE:FF".
     package var address: String
@@ -36,7 +35,6 @@ package enum RoleEvent: Sendable {
     case connected(PeerDescription)
     /// A central subscribed (peripheral) or we did (central); `mtu`: the ATT or L2CAP MTU, the longest value.
     case subscribed(PeerDescription, mtu: Int, format: TransferFormat, transport: TransferTransport = .gatt)
-    /// Bytes of the current message moved so far.
     case progress(PeerDescription?, TransferProgress, bytesPerSecond: Double?, secondsRemaining: Double?)
     /// Peripheral: a message was delivered (framed: acknowledged; compat: unsubscribed after `EOM`).
     case delivered(MessageSummary, to: PeerDescription?)
@@ -46,7 +44,6 @@ package enum RoleEvent: Sendable {
     case transferAborted(PeerDescription?, reason: String)
     /// Peripheral: a central missed a bound (no ACK, no unsubscription, too slow) and was dropped.
     case centralDropped(PeerDescription, reason: String)
-    /// A transient failure; the role tries again after `delay`.
     case retrying(reason: String, delay: Duration)
     case disconnected(PeerDescription)
     /// A bound refused a peer: `bound` names the option ("min-rate", "reserve", "quota-bytes", "quota-files"),
@@ -58,7 +55,6 @@ package enum RoleEvent: Sendable {
     case link(LinkReport)
 }
 
-/// What the events say of one message.
 package struct MessageSummary: Sendable, Equatable {
     /// 1 for the first message of this run.
     package var sequence: Int
@@ -107,7 +103,6 @@ package enum CompatOrdering: Sendable, Equatable {
     }
 }
 
-/// Short texts the roles put into events.
 package enum EventText {
     package static func describe(_ peer: PeerDescription) -> String {
         if let name = peer.name, !name.isEmpty, name != peer.address { return "\(peer.address) (\(name))" }

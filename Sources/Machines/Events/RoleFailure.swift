@@ -10,9 +10,7 @@ package enum FailureKind: String, Sendable, Equatable, CaseIterable {
     case unavailable
     /// A bug.
     case software
-    /// Writing or reading a local file failed.
     case ioError
-    /// The deadline passed.
     case timedOut
     /// An output file or directory cannot be created, or exists and must not be replaced.
     case cannotCreate
@@ -22,14 +20,12 @@ package enum FailureKind: String, Sendable, Equatable, CaseIterable {
     case configuration
 }
 
-/// An error that knows its kind and has a one-line message for the user.
 package protocol ClassifiedFailure: Error, Sendable {
     var kind: FailureKind { get }
     /// One line, no trailing period, says what happened and, where it helps, what to do.
     var userMessage: String { get }
 }
 
-/// A role's own terminal failure.
 package struct RoleFailure: ClassifiedFailure, CustomStringConvertible {
     package var kind: FailureKind
     package var userMessage: String

@@ -7,7 +7,6 @@ package struct MessageAssembly: Sendable {
     package enum Step: Sendable, Equatable {
         /// Keep listening; report this progress when non-nil.
         case proceed(progress: ProgressReport?)
-        /// The first value arrived and tells the format.
         case formatDetected(TransferFormat, progress: ProgressReport?)
         /// `EOM` came and the message verified; with `multi`, its END did and more may follow (`expectsMoreMessages`).
         case complete(ReceivedMessage, duration: Duration)
@@ -110,7 +109,6 @@ package struct MessageAssembly: Sendable {
     package private(set) var highestHeaderNumber: UInt32?
     /// The sender's CLOSE came; it sends one only once every message is acknowledged.
     package private(set) var senderClosed = false
-    /// The message under way (or just completed).
     package var currentMessageNumber: UInt32? { currentHeader?.message }
     /// The session is (or, once the prefix is read, will be) secure: the HELLO offered it and the prefix chose it.
     private var offeredSecureOrChoseIt: Bool {
@@ -196,7 +194,6 @@ package struct MessageAssembly: Sendable {
         return try session.acknowledgement(outcome: alreadyStored ? 0x01 : 0x00, closingWith: close ? 0x01 : nil)
     }
 
-    /// The failure when the transfer fell below `minimumRate` at `time`; nil while it keeps up.
     package func rateShortfall(at time: Duration) -> TransferFailure? {
         guard minimumRate > 0, time > rateGrace else { return nil }
         let owed = Double(minimumRate) * (time - rateGrace).seconds
@@ -501,7 +498,6 @@ package struct MessageAssembly: Sendable {
                               secondsRemaining: meter?.estimatedRemaining?.seconds)
     }
 
-    /// Apple's flow: the value goes to `MessageReceiver`.
     private mutating func handlePlain(_ value: [UInt8], first: Bool, at time: Duration) -> Step {
         let event: MessageReceiver.Event
         do {
@@ -520,7 +516,6 @@ package struct MessageAssembly: Sendable {
         }
     }
 
-    /// The transfer is over with `step`.
     private mutating func ending(_ step: Step) -> Step {
         finished = true
         return step
@@ -566,7 +561,6 @@ package enum TransferFailure: Error, Sendable, Equatable, CustomStringConvertibl
     }
 }
 
-/// What arrives while a central is subscribed.
 package enum TransferInput: Sendable, Equatable {
     case value([UInt8])
     /// The subscription ended from the other side (socket closed, characteristic gone, peer gone); `reason` says which.

@@ -13,7 +13,6 @@ package struct PeerBook: Sendable {
         var messagesReceived = 0
         /// When this address was first offered to ``choose(_:at:)``.
         var firstSeen: Duration = .zero
-        /// When it was last chosen for a visit.
         var lastVisit: Duration?
     }
 
@@ -48,7 +47,6 @@ package struct PeerBook: Sendable {
         return now >= record.notBefore
     }
 
-    /// A candidate for a visit: its address and signal strength.
     package struct Candidate: Sendable, Equatable {
         package var address: String
         package var rssi: Int?

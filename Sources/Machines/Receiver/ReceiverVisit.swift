@@ -9,14 +9,12 @@ import Trust
 /// arrived (`AcknowledgementPlan`, `UnconfirmedAcknowledgements`), and the room a message needs. No clock (the shell
 /// gives the time since subscribing), no I/O; while it waits for an answer, it asks for nothing else.
 package struct ReceiverVisit: Sendable {
-    /// What the visit knows of the run and the link when it starts.
     package struct Facts: Sendable {
         package var peer: PeerDescription
         /// Over an L2CAP channel: every write is an SDU, nothing answers it.
         package var overChannel: Bool
         /// The write type the characteristic offers for the ACK is a command.
         package var offeredAsCommand: Bool
-        /// The characteristic takes write commands.
         package var commandAllowed: Bool
         /// Messages the run wants in all (nil: every one), and how many it has.
         package var messageCount: Int?
@@ -44,7 +42,6 @@ package struct ReceiverVisit: Sendable {
         }
     }
 
-    /// How storing a message went.
     package enum StoreOutcome: Sendable, Equatable {
         /// Stored now, under the run's number `sequence`, at `path` (nil: no such place).
         case stored(sequence: Int, at: String?)
@@ -55,7 +52,6 @@ package struct ReceiverVisit: Sendable {
     }
 
     package enum Input: Sendable, Equatable {
-        /// A notification value, the link's end or a tick.
         case transfer(TransferInput)
         /// The answer to `checkRoom`: why the message cannot be kept (nil: it can).
         case room(RoomRefusal?)
@@ -64,7 +60,6 @@ package struct ReceiverVisit: Sendable {
         case acknowledgementWritten(failure: String?)
         /// The answer to `awaitSenderClose`: whether the sender closed the channel in time.
         case senderClosed(Bool)
-        /// Writing the session's values failed.
         case writeFailed(String)
         /// Answers `lookUpCheckpoint`: bytes the spool held (0: none), now where the message's go, and their SHA-256.
         case checkpointHeld(bytes: Int, digest: RunningDigest?)
@@ -101,7 +96,6 @@ package struct ReceiverVisit: Sendable {
         case writeAcknowledgement([[UInt8]], asCommand: Bool, settles: Bool)
         /// The sender has this ACK: the receipt journal may forget the message a while later.
         case forgetReceipt(sender: String, digest: [UInt8])
-        /// The run counts one more message received.
         case countReceived
         /// Over a channel: wait (bounded) for the sender to close it; answered by `senderClosed`.
         case awaitSenderClose
@@ -124,7 +118,6 @@ package struct ReceiverVisit: Sendable {
         var storedWhere: String? { storedAt ?? earlierCopy?.storedAt }
     }
 
-    /// The answer the visit waits for.
     enum Pending: Sendable, Equatable {
         /// A checkpoint; then `step` is acted on (after a room check when a value gave it).
         case checkpoint(MessageAssembly.Step, afterValue: Bool)
@@ -316,7 +309,6 @@ struct RoomCheck: Sendable, Equatable {
     private var admittedAnnouncement = false
     private var lastCheck: Duration?
 
-    /// The question to ask now, if a check is due.
     mutating func due(_ assembly: MessageAssembly, at now: Duration) -> RoomQuestion? {
         guard !assembly.finished else { return nil }
         if let announced = assembly.announcedLength {

@@ -3,7 +3,6 @@ import Transfer
 /// When the sender reports a message's progress: first value, then at most once per `interval`,
 /// and on its last byte. Times are durations since the message started.
 package struct ProgressReports: Sendable {
-    /// The rate and the estimate the reports carry.
     package private(set) var meter: ProgressMeter
     private let totalBytes: Int
     private let interval: Duration

@@ -45,7 +45,6 @@ extension SenderConnection {
         actions.append(.deliver(current, summary(at: now), engineOffersNext: engineOffersNext))
     }
 
-    /// What the events say of the current message.
     func summary(at now: Duration) -> MessageSummary {
         MessageSummary(
             sequence: current.sequence, byteCount: current.message.byteCount, format: format,

@@ -22,7 +22,6 @@ extension SenderConnection {
         }
     }
 
-    /// What one event of the session means for the stream.
     mutating func take(_ event: SecureSenderSession.Event, _ actions: inout [Action], at now: Duration) {
         guard let session = secureSession else { return }
         switch event {

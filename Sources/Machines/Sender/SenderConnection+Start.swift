@@ -192,7 +192,6 @@ extension SenderConnection {
         actions.append(.cancelTimer(TimerID(kind: kind, generation: generation)))
     }
 
-    /// The timers running now.
     package var runningTimers: Set<TimerID> {
         Set(armed.map { TimerID(kind: $0.key, generation: $0.value) })
     }

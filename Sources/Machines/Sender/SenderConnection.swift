@@ -206,7 +206,6 @@ package struct SenderConnection: Sendable {
     enum TransferPhase: Sendable, Equatable {
         /// Between two values: the next may go, the central's writes are read.
         case streaming
-        /// A value is with the link.
         case sending
         /// The link took it; its confirmation is awaited (indications).
         case confirming
@@ -242,12 +241,10 @@ package struct SenderConnection: Sendable {
     package enum CentralHello: Sendable, Hashable {
         /// No HELLO: Apple's flow.
         case none
-        /// A version-1 HELLO (retired).
         case retired
         case version2(HelloV2)
     }
 
-    /// The link a connection starts on.
     package struct Link: Sendable, Hashable {
         /// The longest value, `--value-size` applied for GATT.
         package var valueLength: Int
@@ -261,7 +258,6 @@ package struct SenderConnection: Sendable {
         }
     }
 
-    /// The keys a secure session runs with.
     package struct Keys: Sendable {
         package var identity: HostIdentity
         package var authorizedPeers: AuthorizedPeers

@@ -24,7 +24,6 @@ package struct SessionContinuation: Sendable, Hashable {
     /// The message sent ahead becomes the current one.
     package var takesSentAhead: Bool { hasSentAhead && wantsNext }
 
-    /// Ask the source for the next message at all.
     package var asksForNext: Bool { takesSentAhead || (shareAllowsAnother && wantsNext && !centralLeft) }
 
     package enum Decision: Sendable, Hashable {

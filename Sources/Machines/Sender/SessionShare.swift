@@ -18,13 +18,11 @@ package struct SessionShare: Sendable, Hashable {
         self.byteLimit = max(1, byteLimit)
     }
 
-    /// One more message of `payloadBytes` delivered in this session.
     package mutating func delivered(payloadBytes: Int) {
         messages += 1
         bytes += max(0, payloadBytes)
     }
 
-    /// Another central was refused while this session was served.
     package mutating func centralTurnedAway() {
         centralWaiting = true
     }

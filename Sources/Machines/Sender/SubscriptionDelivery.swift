@@ -41,7 +41,6 @@ package struct SubscriptionDelivery: Sendable, Hashable {
         case closedByPeer
         /// We stopped it (cancelled, channel closed); whoever did reports why.
         case stoppedByUs
-        /// Anything else, described.
         case other(String)
     }
 
@@ -77,13 +76,10 @@ package struct SubscriptionDelivery: Sendable, Hashable {
         case deliver
         /// Report the transfer aborted with this reason (nothing counted).
         case reportAborted(String)
-        /// Report the central dropped for missing its bound.
         case reportDropped(String)
         case startTimer(Timer, after: Duration)
         case cancelTimer(Timer)
-        /// Stop the transfer task.
         case cancelTransfer
-        /// Let the transfer stop waiting for indication confirmations.
         case finishConfirmations
         case closeChannel
         /// Ask whether Bluetooth is still up now and feed `compatConfirmationDue` at once.
@@ -97,7 +93,6 @@ package struct SubscriptionDelivery: Sendable, Hashable {
     /// `.compat` or `.secure` (ACKs are session records, counted in the session, possibly after a hang-up).
     package let format: TransferFormat
     package var version2: Bool { format != .compat }
-    /// Values travel as confirmed indications.
     package let confirmsIndications: Bool
     package let totalBytes: Int
     package let limits: Limits
@@ -114,7 +109,6 @@ package struct SubscriptionDelivery: Sendable, Hashable {
     package private(set) var hangUpReason: String?
     package private(set) var drainedWhenClosed: Bool?
     package private(set) var runningTimers: Set<Timer> = []
-    /// Why the deadline, when it strikes, drops the central.
     package private(set) var deadlineReason: String?
     /// A `checkBluetoothNow` was asked for and its answer not yet fed.
     private var bluetoothCheckPending = false
@@ -192,7 +186,6 @@ package struct SubscriptionDelivery: Sendable, Hashable {
         }
     }
 
-    /// The transfer task stopped before `EOM`.
     private mutating func transferFailed(_ failure: TransferFailure, _ actions: inout [Action]) {
         guard transferRunning else { return }
         transferRunning = false
@@ -346,7 +339,6 @@ package struct SubscriptionDelivery: Sendable, Hashable {
         end(&actions, announce: true)
     }
 
-    /// Stops everything the subscription runs and ends it.
     private mutating func end(_ actions: inout [Action], announce: Bool) {
         if transferRunning {
             transferRunning = false
@@ -362,7 +354,6 @@ package struct SubscriptionDelivery: Sendable, Hashable {
         isOver = true
     }
 
-    /// (Re)starts the deadline: when it strikes, the central is dropped for `reason`.
     private mutating func arm(_ actions: inout [Action], after limit: Duration, reason: String) {
         deadlineReason = reason
         start(.deadline, after: limit, &actions)

@@ -3,7 +3,6 @@ import Machines
 import Storage
 import Transfer
 
-/// Everything that shapes one run of the central (receiving) role.
 package struct CentralConfiguration: Sendable {
     /// "hci1", or nil for BlueZ's first adapter.
     package var adapterName: String?
@@ -34,7 +33,7 @@ package struct CentralConfiguration: Sendable {
     /// How long one `Device1.Connect` may take.
     package var connectTimeout: Duration
     /// `Device1.Connect` attempts per peer visit (transient failures only).
-    package var connectAttempts: Int
+    package var connectAttempts = 4
     /// How long to wait for `ServicesResolved` after connecting.
     package var servicesResolveTimeout: Duration
     /// How long a service missing once the services resolved may take to appear (a Service
@@ -46,7 +45,7 @@ package struct CentralConfiguration: Sendable {
     /// `.dataError` failure (a command's exit status 65) or is reported and skipped (a daemon keeps receiving).
     package var stopOnCorruptMessage: Bool
     /// How long the link stays up after an ACK sent as a write command (no completion exists) before disconnecting.
-    package var acknowledgementSettle: Duration
+    package var acknowledgementSettle: Duration = .milliseconds(300)
     /// The framed protocol's keys (it is always encrypted). With `requiresSecure`, a peer that does not complete it
     /// gets nothing and nothing of it is stored.
     package var secureMode: SecureModePolicy = .unauthenticated()
@@ -82,9 +81,8 @@ package struct CentralConfiguration: Sendable {
                 minimumRSSI: Int? = nil, limits: TransferLimits = .default, requestFramed: Bool = true,
                 idleTimeout: Duration = .seconds(15), minimumRate: Int = CentralConfiguration.defaultMinimumRate,
                 rateGrace: Duration = CentralConfiguration.defaultRateGrace, connectTimeout: Duration = .seconds(20),
-                connectAttempts: Int = 4, servicesResolveTimeout: Duration = .seconds(20),
-                backoff: BackoffPolicy = BackoffPolicy(), stopOnCorruptMessage: Bool = true,
-                acknowledgementSettle: Duration = .milliseconds(300)) {
+                servicesResolveTimeout: Duration = .seconds(20), backoff: BackoffPolicy = BackoffPolicy(),
+                stopOnCorruptMessage: Bool = true) {
         self.adapterName = adapterName
         self.serviceUUID = serviceUUID
         self.characteristicUUID = characteristicUUID
@@ -96,10 +94,8 @@ package struct CentralConfiguration: Sendable {
         self.minimumRate = minimumRate
         self.rateGrace = rateGrace
         self.connectTimeout = connectTimeout
-        self.connectAttempts = connectAttempts
         self.servicesResolveTimeout = servicesResolveTimeout
         self.backoff = backoff
         self.stopOnCorruptMessage = stopOnCorruptMessage
-        self.acknowledgementSettle = acknowledgementSettle
     }
 }

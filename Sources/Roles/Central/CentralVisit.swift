@@ -248,7 +248,6 @@ extension Central {
         }
     }
 
-    /// Connects to the connected `device`'s channel on `psm` within `channelConnectTimeout`.
     func connectChannel(to device: Device, psm: UInt16, adapter: Adapter) async throws -> NotificationSocket {
         guard let transport = configuration.channelTransport, let remote = device.properties else {
             throw L2CAPChannelError.closed

@@ -6,7 +6,6 @@ import SystemCalls
 import Transfer
 import Trust
 
-/// What a visit receives through once subscribed.
 struct VisitLink: Sendable {
     let subscription: CharacteristicSubscription
     let device: Device

@@ -23,16 +23,15 @@ package struct PairingRendezvous: Sendable {
     package let session: BluetoothSession
     package let adapter: Adapter
     let transport: any ChannelTransport
-    let token: [UInt8]
+    let token: [UInt8] = (0..<PairingRendezvous.tokenLength).map { _ in UInt8.random(in: 0...255) }
     let note: @Sendable (String) -> Void
 
     /// - Parameter note: one line for the person (progress and refusals).
     package init(session: BluetoothSession, adapter: Adapter, transport: any ChannelTransport = L2CAPChannels(),
-                token: [UInt8]? = nil, note: @escaping @Sendable (String) -> Void) {
+                note: @escaping @Sendable (String) -> Void) {
         self.session = session
         self.adapter = adapter
         self.transport = transport
-        self.token = token ?? (0..<Self.tokenLength).map { _ in UInt8.random(in: 0...255) }
         self.note = note
     }
 
@@ -43,7 +42,6 @@ package struct PairingRendezvous: Sendable {
         /// The first message, already read from an accepted channel (the responder's input).
         package let firstMessage: [UInt8]?
         package let peerDescription: String
-        /// The other host's address, when known.
         package let peerAddress: BluetoothAddress?
     }
 

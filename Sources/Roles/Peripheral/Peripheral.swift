@@ -92,7 +92,6 @@ package final class Peripheral: Sendable {
     // MARK: One poweredOn period
 
     private enum ServingOutcome: Sendable {
-        /// The source has nothing more to send.
         case exhausted
         /// Something waiting will not fix.
         case failed(RoleFailure)

@@ -3,7 +3,6 @@ import Machines
 import Storage
 import Transfer
 
-/// What a `Peripheral` serves and how.
 package struct PeripheralConfiguration: Sendable {
     /// The adapter to use ("hci1"); nil: the first adapter BlueZ reports.
     package var adapterName: String?
@@ -16,7 +15,7 @@ package struct PeripheralConfiguration: Sendable {
     package var offersAcquireNotify: Bool
     /// Stop advertising while a central is served, so a second one does not join a stream halfway (BlueZ 5.66 keeps
     /// one notify session per characteristic, every notification to every subscriber); resume when it ends.
-    package var pausesAdvertisingWhileServing: Bool
+    package var pausesAdvertisingWhileServing = true
     /// How long a framed transfer whose central hung up right after `EOM` still waits for its ACK: the write and the
     /// unsubscription travel different ways (a D-Bus method call, a socket hang-up) and may arrive in either order.
     package var acknowledgementGrace: Duration
@@ -27,12 +26,11 @@ package struct PeripheralConfiguration: Sendable {
     /// The pause between two `PropertiesChanged` notifications on the fallback path, which has no back-pressure at
     /// all: without a pause a large message would queue in bluetoothd's memory as fast as D-Bus carries it.
     package var fallbackValueInterval: Duration
-    /// How long a HELLO stays valid for the device that wrote it.
-    package var helloLifetime: Duration
+    package var helloLifetime: Duration = .seconds(60)
     /// The most devices' HELLOs remembered (oldest forgotten first), so a hostile central cannot grow the table.
-    package var helloCapacity: Int
+    package var helloCapacity = 16
     /// How often, at most, a `.progress` event is emitted during a transfer.
-    package var progressInterval: Duration
+    package var progressInterval: Duration = .milliseconds(200)
     /// How long a framed central has after `EOM` to ACK before it is dropped and advertising resumes (`--ack-timeout`).
     package var acknowledgementTimeout: Duration
     /// How long a compat central has after `EOM` was written to unsubscribe (and a framed one after its ACK); then it
@@ -73,10 +71,8 @@ package struct PeripheralConfiguration: Sendable {
                 serviceUUID: BluetoothUUID = TransferUUIDs.appleSampleService,
                 characteristicUUID: BluetoothUUID = TransferUUIDs.appleSampleCharacteristic,
                 localName: String? = PeripheralConfiguration.defaultLocalName, offersAcquireNotify: Bool = true,
-                pausesAdvertisingWhileServing: Bool = true, acknowledgementGrace: Duration = .seconds(3),
-                compatConfirmationDelay: Duration = .milliseconds(1500),
-                fallbackValueInterval: Duration = .milliseconds(2), helloLifetime: Duration = .seconds(60),
-                helloCapacity: Int = 16, progressInterval: Duration = .milliseconds(200),
+                acknowledgementGrace: Duration = .seconds(3), compatConfirmationDelay: Duration = .milliseconds(1500),
+                fallbackValueInterval: Duration = .milliseconds(2),
                 acknowledgementTimeout: Duration = .seconds(20), unsubscribeTimeout: Duration = .seconds(20),
                 minimumTransferRate: Int = PeripheralConfiguration.defaultMinimumTransferRate,
                 transferTimeFloor: Duration = .seconds(60), compatDelivery: CompatDelivery = .notifications,
@@ -86,13 +82,9 @@ package struct PeripheralConfiguration: Sendable {
         self.characteristicUUID = characteristicUUID
         self.localName = localName
         self.offersAcquireNotify = offersAcquireNotify
-        self.pausesAdvertisingWhileServing = pausesAdvertisingWhileServing
         self.acknowledgementGrace = acknowledgementGrace
         self.compatConfirmationDelay = compatConfirmationDelay
         self.fallbackValueInterval = fallbackValueInterval
-        self.helloLifetime = helloLifetime
-        self.helloCapacity = helloCapacity
-        self.progressInterval = progressInterval
         self.acknowledgementTimeout = acknowledgementTimeout
         self.unsubscribeTimeout = unsubscribeTimeout
         self.minimumTransferRate = minimumTransferRate

@@ -68,13 +68,11 @@ struct SenderConnectionShell: Sendable {
         case drain
     }
 
-    /// The source worker's work, in order.
     enum SourceJob: Sendable {
         case deliver(SenderConnection.Offer, MessageSummary, engineOffersNext: Bool)
         case ask(SenderConnection.SourceRequest)
     }
 
-    /// What the loop hands its children.
     struct Children {
         let writer: AsyncStream<WriterJob>.Continuation
         let source: AsyncStream<SourceJob>.Continuation

@@ -22,7 +22,6 @@ struct SenderLink: Sendable {
     let channel: any NotificationChannel
     /// Nil: nothing to read (the hang-up comes as a BlueZ call).
     let read: Reader?
-    /// What the end of `read` means.
     let hangUpReason: String
 
     var overChannel: Bool { kind == .l2capChannel }

@@ -8,7 +8,6 @@ import Trust
 
 /// What the subscription server tells the engine that drives advertising and the message source.
 enum ServerActivity: Sendable {
-    /// A central subscribed and is being served.
     case subscribed(PeerDescription)
     /// A one-message connection's message was delivered (counted by the connection): the engine offers the next one.
     case delivered(sequence: Int)
@@ -330,7 +329,6 @@ actor SubscriptionServer {
 }
 
 extension PeripheralConfiguration {
-    /// What each connection is told.
     var connectionSettings: SenderConnection.Settings {
         SenderConnection.Settings(
             delivery: SubscriptionDelivery.Limits(

@@ -14,14 +14,12 @@ package struct ManagerStateDriver: Sendable {
     /// How long a first report of "no adapter" is held back in case the adapter is announced next: bluetoothd takes
     /// its bus name before it has read the kernel's controller list, so a role started together with it (boot,
     /// `systemctl restart bluetooth`) would otherwise give up on an adapter that appears a moment later.
-    package let adapterGrace: Duration
+    package let adapterGrace: Duration = .seconds(3)
 
-    package init(session: BluetoothSession, adapterName: String?, requirement: RoleRequirement,
-                adapterGrace: Duration = .seconds(3)) {
+    package init(session: BluetoothSession, adapterName: String?, requirement: RoleRequirement) {
         self.session = session
         self.adapterName = adapterName
         self.requirement = requirement
-        self.adapterGrace = adapterGrace
     }
 
     private enum DriverInput: Sendable {

@@ -28,7 +28,6 @@ struct ManagerStateSupervisor<PeriodOutcome: Sendable>: Sendable {
         case transition(ManagerTransition)
         case stateStreamEnded
         case periodEnded(generation: Int, PeriodOutcome)
-        /// A stop was asked for (``GracefulStop``).
         case stopRequested
         /// The period of this generation has not ended within ``stopGrace`` of the stop.
         case stopOverdue(generation: Int)

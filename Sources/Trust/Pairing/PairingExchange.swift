@@ -64,11 +64,9 @@ package struct PairingExchange: Sendable {
     }
 
     package enum Phase: Sendable, Equatable {
-        /// Messages are still being exchanged.
         case exchanging
         /// The code is known: ask the person (`answer`).
         case comparing(Candidate)
-        /// Both answers are known.
         case finished(Result)
     }
 
@@ -103,7 +101,6 @@ package struct PairingExchange: Sendable {
     private var candidate: Candidate?
     private var ownAnswer: Bool?
     private var peerAnswer: Bool?
-    /// What the next message from the peer must be.
     private var expecting: Expected
     private var started = false
 
@@ -225,7 +222,6 @@ package struct PairingExchange: Sendable {
     /// The peer's key once the handshake proved it (before the code is compared: not yet trusted).
     package var peerKey: PeerKey? { handshake.remoteStaticKey }
 
-    /// Whether the peer's answer arrived.
     package var hasPeerAnswer: Bool { peerAnswer != nil }
 
     /// The key exchange finished: a pairing ending without both answers may then be someone in

@@ -116,9 +116,7 @@ package struct SecureReceiverSession: Sendable {
     package var isSecure: Bool { chosen.contains(.secure) }
     /// The stream's prefix arrived: `isSecure` and `carriesSeveralMessages` are known.
     package var hasReadPrefix: Bool { phase != .awaitingPrefix }
-    /// This central's HELLO offered the secure mode.
     package var offersSecure: Bool { hello.offered.contains(.secure) }
-    /// Messages completed (verified) in this session.
     package private(set) var completedCount = 0
 
     /// A first notification value starts a version-2 stream: sequence 0, prefix magic, version 2.
