@@ -19,9 +19,7 @@ package struct DaemonSettings: Sendable {
     package var receiver: ReceiverOptions
     /// `--role sender`: the options `send` takes too (`SenderOptions` maps them).
     package var sender: SenderOptions
-    /// Receiver: where messages are stored.
     package var outputDirectory: FilePath?
-    /// Sender: the directory whose files are sent.
     package var outbox: FilePath?
     /// Sender: files larger than this go to failed/ (`--max-size`; the receiver's options carry it for the receiver).
     package var maximumMessageSize: Int
@@ -31,7 +29,6 @@ package struct DaemonSettings: Sendable {
     package var resumeSpoolDirectory: String?
     /// `--spool-dir` was given: an unusable spool stops the daemon (else a warning, and cut messages restart at 0).
     package var resumeSpoolIsExplicit = false
-    /// What the start-up log line names as the version.
     package var version: String
     /// Receiver: each authenticated sender's messages in a folder named after it (`--folder-per-sender`).
     package var folderPerSender = false

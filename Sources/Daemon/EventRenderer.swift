@@ -8,7 +8,6 @@ import Roles
 import Transfer
 import SystemPackage
 
-/// How a command shows what its role is doing.
 package enum EventOutputMode: Sendable, Equatable {
     /// One JSON object per line on standard output, for scripts.
     case jsonLines

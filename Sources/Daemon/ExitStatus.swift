@@ -27,7 +27,7 @@ package enum ExitStatus: Int32, Sendable, CaseIterable {
 
 extension ExitStatus {
     /// The failure kind ending with this status (`FailureKind`'s raw value: the case's name), as `error`'s `kind`.
-    public var failureKindName: String { String(describing: self) }
+    package var failureKindName: String { String(describing: self) }
 
     /// The status of the kind's name: every `FailureKind` has one (`failureKindName` is the way back).
     package init(_ kind: FailureKind) { self = Self.allCases.first { $0.failureKindName == kind.rawValue }! }

@@ -34,7 +34,6 @@ extension JSONEncoder {
     }
 }
 
-/// What every event carries.
 struct JSONEventEnvelope: Encodable {
     var event: String
     var schema: Int

@@ -79,7 +79,6 @@ package final class LinkProgressFeed: Sendable {
 
     package init() {}
 
-    /// Passes on what `event` says of the transfer under way.
     package func observe(_ event: RoleEvent) {
         guard case .progress(_, let progress, _, _) = event else { return }
         latest.withLock { current in
@@ -259,7 +258,6 @@ package enum LinkRecords {
         package var links: [Link]
     }
 
-    /// Where this process keeps its record.
     static func ownDirectory() -> String {
         let environment = ProcessInfo.processInfo.environment
         if let runtime = environment["RUNTIME_DIRECTORY"], !runtime.isEmpty {

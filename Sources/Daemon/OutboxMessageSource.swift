@@ -9,7 +9,6 @@ import Transfer
 
 /// What the outbox-backed source did, for the daemon's log and status line.
 enum OutboxSourceEvent: Sendable {
-    /// `file` is now the message being offered to centrals.
     case serving(OutboxFile)
     /// `file` was delivered and moved to `movedTo` (nil: it had left the outbox, e.g. removed by hand meanwhile).
     case moved(OutboxFile, movedTo: FilePath?)

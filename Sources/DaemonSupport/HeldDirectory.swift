@@ -10,13 +10,13 @@ import SystemPackage
 ///
 /// The directory is also remembered by where it is named: its parent (a duplicate of the parent's descriptor, or the
 /// working directory for a path) and its name there.
-public final class HeldDirectory: Sendable {
+package final class HeldDirectory: Sendable {
     /// The directory's descriptor, read-only (contents still change through it: `renameat`, `unlinkat`, `openat`).
-    public let descriptor: Int32
-    public let path: FilePath
+    package let descriptor: Int32
+    package let path: FilePath
     /// Device and inode when opened.
-    public let device: UInt64
-    public let inode: UInt64
+    package let device: UInt64
+    package let inode: UInt64
     /// Where the directory is named: the parent's descriptor (ours to close) or `AT_FDCWD`.
     private let parent: Int32
     private let name: String
@@ -44,7 +44,7 @@ public final class HeldDirectory: Sendable {
 
     /// Opens the directory at `path`; its last component must not be a symbolic link (the components before it are
     /// followed: they belong to whoever set the path up). `create`: made (mode 0755) first when missing.
-    public static func open(_ path: FilePath, create: Bool) throws(Errno) -> HeldDirectory {
+    package static func open(_ path: FilePath, create: Bool) throws(Errno) -> HeldDirectory {
         if create, mkdir(path.string, 0o755) != 0, errno != EEXIST { throw Errno(rawValue: errno) }
         let fd = Glibc.open(path.string, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
         guard fd >= 0 else { throw Self.refusal(errno) }
@@ -52,7 +52,7 @@ public final class HeldDirectory: Sendable {
     }
 
     /// Opens `name` in `parent` by its descriptor, never following a symbolic link; `create`: made (0755) if missing.
-    public static func open(_ name: String, in parent: HeldDirectory, create: Bool) throws(Errno) -> HeldDirectory {
+    package static func open(_ name: String, in parent: HeldDirectory, create: Bool) throws(Errno) -> HeldDirectory {
         if create, mkdirat(parent.descriptor, name, 0o755) != 0, errno != EEXIST { throw Errno(rawValue: errno) }
         let fd = openat(parent.descriptor, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
         guard fd >= 0 else { throw Self.refusal(errno) }
@@ -70,24 +70,24 @@ public final class HeldDirectory: Sendable {
 
     /// Whether the directory's name still leads to this directory (not to a symbolic link, not to another directory
     /// moved or swapped in); throws what examining the name met (it is gone: `ENOENT`).
-    public func isStillNamed() throws(Errno) -> Bool {
+    package func isStillNamed() throws(Errno) -> Bool {
         var status = stat()
         guard fstatat(parent, name, &status, AT_SYMLINK_NOFOLLOW) == 0 else { throw Errno(rawValue: errno) }
         return status.st_mode & S_IFMT == S_IFDIR && UInt64(status.st_dev) == device && UInt64(status.st_ino) == inode
     }
 
     /// `lstat` of `entry` inside this directory.
-    public func status(of entry: String) -> stat? {
+    package func status(of entry: String) -> stat? {
         var status = stat()
         return fstatat(descriptor, entry, &status, AT_SYMLINK_NOFOLLOW) == 0 ? status : nil
     }
 
     /// Whether this process may create and remove entries here.
-    public var isWritable: Bool { faccessat(descriptor, ".", W_OK | X_OK, 0) == 0 }
+    package var isWritable: Bool { faccessat(descriptor, ".", W_OK | X_OK, 0) == 0 }
 
     /// What inotify watches this directory through: the descriptor's own `/proc` link (it leads to this directory,
     /// never to what its name leads to now), or the path where there is no `/proc`.
-    public var watchPath: (path: String, followsName: Bool) {
+    package var watchPath: (path: String, followsName: Bool) {
         let link = "/proc/self/fd/\(descriptor)"
         return access(link, F_OK) == 0 ? (link, false) : (path.string, true)
     }

@@ -43,7 +43,6 @@ package enum LogLineFormatter {
         }
     }
 
-    /// "TRACE" … "CRITICAL".
     package static func levelName(_ level: Logger.Level) -> String { level.rawValue.uppercased() }
 
     /// `text` with line breaks, tabs and what `SafeText` flags escaped; `quoting`: also `"` and `\` (a quoted value).

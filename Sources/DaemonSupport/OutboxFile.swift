@@ -4,7 +4,6 @@ import SystemPackage
 /// One message waiting in the outbox, read whole. Until the `Outbox` that returned it is told `markDelivered` or
 /// `release`, it holds an advisory lock on the file so a second daemon sharing the directory does not serve it too.
 package struct OutboxFile: Sendable, Equatable, CustomStringConvertible {
-    /// The file name inside the outbox.
     package let name: String
     package let path: FilePath
     /// The payload: the claimed file, read from disk as it is sent (any size, constant memory).

@@ -12,9 +12,7 @@ package enum SystemdNotification: Sendable, Equatable {
     case ready
     /// A one-line status shown by `systemctl status`.
     case status(String)
-    /// The service began to shut down.
     case stopping
-    /// The watchdog keep-alive ping.
     case watchdog
 
     /// The `KEY=VALUE` text sent on the wire; a status is forced onto one line, as the protocol separates by newlines.
@@ -59,7 +57,6 @@ package struct SystemdNotifier: Sendable {
             ? nil : Self.watchdogTimeout(environment: environment, processID: processID)
     }
 
-    /// True when notifications go somewhere.
     package var isActive: Bool { socketAddress != nil }
 
     /// Sends the assignments in one newline-separated datagram; none outside systemd or for empty `notifications`.

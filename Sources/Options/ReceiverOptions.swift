@@ -23,15 +23,12 @@ package struct ReceiverOptions: Sendable {
     package var reserve: Int?
     package var quotaBytes: Int?
     package var quotaFiles: Int?
-    /// The framed protocol's keys and policy (nil: none given; the run uses a key of its own, authenticating nobody).
     package var secureMode: SecureModePolicy?
-    /// Not `--no-l2cap`.
     package var usesL2CAP = true
 
     /// `--idle-timeout`'s default.
     package static let defaultIdleTimeout: Duration = .seconds(15)
 
-    /// Every option at its default; set the ones given.
     package init() {}
 
     /// Whether any storage bound (`--reserve`, `--quota-bytes`, `--quota-files`) was given.

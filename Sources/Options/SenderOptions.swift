@@ -23,12 +23,9 @@ package struct SenderOptions: Sendable {
     package var compatDelivery: CompatDelivery = .automatic
     /// `--value-size`, in bytes.
     package var valueSize: Int?
-    /// The framed protocol's keys and policy (nil: none given; the run uses a key of its own, authenticating nobody).
     package var secureMode: SecureModePolicy?
-    /// Not `--no-l2cap`.
     package var usesL2CAP = true
 
-    /// Every option at its default; set the ones given.
     package init() {}
 
     /// Throws the first option no sender can take, naming it.

@@ -41,7 +41,7 @@ package struct OutputDirectory: Sendable {
     /// What opening `path` would refuse, found without making anything: a file (not a directory) there, a directory
     /// this user cannot write into, or a missing one whose nearest existing parent is not a directory or cannot take
     /// a new one. A command checks this before it touches Bluetooth, and makes the directory once Bluetooth works.
-    public static func precheck(_ path: FilePath) throws(OutputDirectoryError) {
+    package static func precheck(_ path: FilePath) throws(OutputDirectoryError) {
         var status = stat()
         if stat(path.string, &status) == 0 {
             guard status.st_mode & S_IFMT == S_IFDIR else { throw .notADirectory(path.string) }
@@ -193,7 +193,6 @@ package struct OutputDirectory: Sendable {
         guard fsync(fd) == 0 else { throw Errno(rawValue: errno) }
     }
 
-    /// A partial file this directory made for a message coming in.
     private func isPartialFile(_ file: PayloadFile) -> Bool {
         let candidate = FilePath(file.path)
         return file.removesPathWhenReleased && candidate.removingLastComponent() == path

@@ -126,8 +126,7 @@ extension StorageLimits {
 }
 
 extension OutputDirectory {
-    /// Free bytes and inodes for an unprivileged writer (`f_bavail`, `f_favail`); inodes nil
-    /// when the file system has no fixed number of them (`f_files` 0). Nil when unknown.
+    /// ``StorageLimits/freeSpace(at:)`` of this directory.
     package func freeSpace() -> (bytes: Int, inodes: Int?)? { StorageLimits.freeSpace(at: path.string) }
 
     /// The messages in the directory, down its whole tree without following a symbolic link: the bytes of its regular

@@ -29,7 +29,6 @@ struct PayloadSizeOptions<Defaults: PayloadSizeDefaults>: ParsableArguments {
     @Option(help: "Repetitions per measurement for a 1 MiB payload (fewer for larger ones).")
     var repetitions: Int = Defaults.defaultRepetitions
 
-    /// `--sizes`, checked.
     func sizesInMiB() throws -> [Int] { try parseSizesInMiB(sizes) }
 
     /// How often a payload of `mib` MiB is measured.

@@ -1,4 +1,5 @@
 import ArgumentParser
+import DaemonSupport
 import DBus
 import Foundation
 import Transfer
@@ -203,13 +204,8 @@ private func runProcess(_ path: String, _ arguments: [String], output: Pipe?) as
     }
 }
 
-/// Resident set size from /proc/self/statm, in KiB.
-private func residentMemoryKiB() -> Int {
-    guard let text = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return 0 }
-    let fields = text.split(separator: " ")
-    guard fields.count > 1, let pages = Int(fields[1]) else { return 0 }
-    return pages * Int(sysconf(Int32(_SC_PAGESIZE))) / 1024
-}
+/// Resident set size in KiB (0 where /proc/self/statm is missing).
+private func residentMemoryKiB() -> Int { (ProcessMemory.residentBytes() ?? 0) / 1024 }
 
 private func format(_ value: Double, _ decimals: Int) -> String { String(format: "%.\(decimals)f", value) }
 private func format(_ value: Int) -> String { String(value) }

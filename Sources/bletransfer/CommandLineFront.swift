@@ -198,9 +198,7 @@ enum CommandLineFront {
 
     /// `peers remove` for `peers remove …`: a group's command the arguments name, if any.
     static func groupCommand(in arguments: [String]) -> String? {
-        guard arguments.count >= 2,
-              let group = Root.configuration.subcommands.first(where: { $0._commandName == arguments[0] }),
-              group.configuration.subcommands.contains(where: { $0._commandName == arguments[1] }) else { return nil }
+        guard arguments.count >= 2, groupCommandNames(of: arguments[0]).contains(arguments[1]) else { return nil }
         return arguments[0] + " " + arguments[1]
     }
 

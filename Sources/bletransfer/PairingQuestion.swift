@@ -18,7 +18,6 @@ import Glibc
 struct PairingQuestion {
     /// Where the answer is read: a terminal.
     let input: Int32
-    /// Where the question is written.
     let output: Int32
     /// How long the person has, for all tries together.
     let limit: Duration

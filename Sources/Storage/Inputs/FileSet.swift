@@ -16,7 +16,6 @@ import Musl
 /// devices) are skipped; each gets a line in `notes`. Paths given on the command line are followed, as `cp` does.
 package struct FileSet: Sendable, Equatable {
     package struct Entry: Sendable, Equatable {
-        /// Where the file is read from.
         package var path: String
         /// The name it is sent under: one component, or a relative path for a tree's file.
         package var name: String

@@ -19,7 +19,6 @@ package enum MessageInput: Sendable, Equatable {
     /// Standard input, read to its end.
     case standardInput
 
-    /// Why the message could not be read.
     package struct Failure: ClassifiedFailure, Equatable, CustomStringConvertible {
         package var kind: FailureKind
         package var userMessage: String
@@ -109,7 +108,7 @@ package enum MessageInput: Sendable, Equatable {
     }
 
     /// Where a stream is held while sent: `$TMPDIR`, else `/var/tmp` (on disk where `/tmp` may be memory), else `/tmp`.
-    public static func holdingDirectory(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
+    package static func holdingDirectory(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
         if let directory = environment["TMPDIR"], directory.hasPrefix("/") { return directory }
         return access("/var/tmp", W_OK | X_OK) == 0 ? "/var/tmp" : "/tmp"
     }

@@ -44,14 +44,14 @@ package struct SingleFileSink: MessageSink {
 
     /// Framed messages of 256 KiB or more come into a hidden partial file beside the target,
     /// written as they arrive; storing renames it over the target. Any size, no memory.
-    public var partialPayloadStore: (any PartialPayloadStore)? {
+    package var partialPayloadStore: (any PartialPayloadStore)? {
         OutputDirectory.PartialFiles(directory: Self.directory(of: path), threshold: OutputDirectory.partialFileThreshold)
     }
 
     /// The target's directory keeps the default reserve free, as an output directory does.
-    public func admissionRefusal(announced: Int) -> StorageRefusal? { writeRefusal(announced: announced, received: 0) }
+    package func admissionRefusal(announced: Int) -> StorageRefusal? { writeRefusal(announced: announced, received: 0) }
 
-    public func writeRefusal(announced: Int?, received: Int) -> StorageRefusal? {
+    package func writeRefusal(announced: Int?, received: Int) -> StorageRefusal? {
         guard let announced else { return nil }
         return StorageLimits.default.writeRefusal(at: Self.directory(of: path).string, announced: announced, received: received)
     }
