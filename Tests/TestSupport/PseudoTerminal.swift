@@ -41,7 +41,7 @@ package final class PseudoTerminal: Sendable {
             close(leader)
             throw Failure(description: "ptsname_r failed")
         }
-        let follower = open(String(cString: name), O_RDWR | O_NOCTTY | O_CLOEXEC)
+        let follower = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC)
         guard follower >= 0 else {
             close(leader)
             throw Failure(description: "cannot open the pseudo-terminal's follower")

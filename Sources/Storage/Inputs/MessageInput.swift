@@ -124,7 +124,7 @@ package enum MessageInput: Sendable, Equatable {
             throw Failure(kind: .ioError, userMessage: "cannot hold \(what) in \(directory): \(String(cString: strerror(errno)))"
                 + "; set TMPDIR to a directory with room")
         }
-        _ = unlink(String(cString: template))
+        _ = unlink(template)  // the NUL-terminated name mkstemp filled in
         let file = FileDescriptor(rawValue: held)
         var total = 0
         var chunk = [UInt8](repeating: 0, count: 1 << 20)

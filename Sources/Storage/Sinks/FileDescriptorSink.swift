@@ -123,7 +123,7 @@ struct HeldPartialFiles: PartialPayloadStore {
             throw PayloadReadError("cannot create a partial file in '\(directory)': \(String(cString: strerror(errno)))"
                 + "; set TMPDIR to a directory with room")
         }
-        _ = unlink(String(cString: template))
+        _ = unlink(template)  // the NUL-terminated name mkstemp filled in
         _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
         return PayloadFile(descriptor: fd, path: directory + " (a message arriving)")
     }
