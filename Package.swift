@@ -172,7 +172,7 @@ let package = Package(
         .executableTarget(
             name: "bletransfer-bench",
             dependencies: [
-                "Transfer", "Trust", "Roles", "Machines", "Storage", "DBus", "Daemon",
+                "Transfer", "Trust", "Roles", "Machines", "Storage", "DBus", "Daemon", "TestSupport",
                 crypto, argumentParser, systemPackage,
             ]
         ),
@@ -183,7 +183,7 @@ let package = Package(
             dependencies: ["BlueZ"]
         ),
 
-        // What several test targets share: a private dbus-daemon, BlueZoo on it, the
+        // What several test targets and the benchmarks share: a private dbus-daemon, BlueZoo on it, the
         // executables tests look for, a seeded random generator, authorized-peers files.
         .target(
             name: "TestSupport",

@@ -2,6 +2,7 @@
 /// baseline, the table formatting.
 
 import ArgumentParser
+import TestSupport
 
 /// `--sizes` ("1,64"): whole MiB counts, each positive.
 func parseSizesInMiB(_ text: String) throws -> [Int] {
@@ -52,7 +53,7 @@ func printRates(_ rows: [(String, Double)], size: Int, reference: (column: Strin
 
 /// `size` pseudo-random bytes, the same for the same size in every run.
 func seededPayload(size: Int) -> [UInt8] {
-    var generator = SplitMix(seed: UInt64(size))
+    var generator = SeededGenerator(seed: UInt64(size))
     var payload = [UInt8](repeating: 0, count: size)
     for index in payload.indices { payload[index] = UInt8(truncatingIfNeeded: generator.next()) }
     return payload
@@ -70,18 +71,6 @@ func copyInValueSizedAppends(_ payload: [UInt8], valueLength: Int) -> Int {
         offset = end
     }
     return copy.count
-}
-
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
 }
 
 func format(_ value: Double, digits: Int) -> String {

@@ -2,6 +2,7 @@ import ArgumentParser
 import DaemonSupport
 import DBus
 import Foundation
+import TestSupport
 import Transfer
 
 /// Method-call round-trips through a private dbus-daemon, measured for our connection and, in
@@ -26,7 +27,7 @@ struct DBusBenchmark: AsyncParsableCommand {
     var inFlight = 32
 
     func run() async throws {
-        let bus = try BenchmarkBus.start()
+        let bus = try await PrivateBus.start()
         defer { bus.stop() }
         let server = try await DBusConnection.connect(address: bus.address)
         let client = try await DBusConnection.connect(address: bus.address)
@@ -209,65 +210,3 @@ private func residentMemoryKiB() -> Int { (ProcessMemory.residentBytes() ?? 0) /
 
 private func format(_ value: Double, _ decimals: Int) -> String { String(format: "%.\(decimals)f", value) }
 private func format(_ value: Int) -> String { String(value) }
-
-/// The benchmark's own private dbus-daemon (permissive policy, socket in a temporary directory).
-private final class BenchmarkBus: Sendable {
-    let address: String
-    let directory: URL
-    let process: Process
-
-    private init(address: String, directory: URL, process: Process) {
-        self.address = address
-        self.directory = directory
-        self.process = process
-    }
-
-    static func start() throws -> BenchmarkBus {
-        let daemon = "/usr/bin/dbus-daemon"
-        guard FileManager.default.isExecutableFile(atPath: daemon) else {
-            throw ValidationError("dbus-daemon not found at \(daemon) (apt package 'dbus')")
-        }
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bletransfer-bench-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let config = directory.appendingPathComponent("bus.conf")
-        try """
-            <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
-             "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-            <busconfig>
-              <type>session</type>
-              <listen>unix:dir=\(directory.path)</listen>
-              <auth>EXTERNAL</auth>
-              <limit name="max_replies_per_connection">50000</limit>
-              <policy context="default">
-                <allow user="*"/><allow own="*"/><allow send_destination="*"/><allow receive_sender="*"/>
-              </policy>
-            </busconfig>
-            """.write(to: config, atomically: true, encoding: .utf8)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: daemon)
-        process.arguments = ["--config-file=\(config.path)", "--nofork", "--print-address=1", "--nopidfile"]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        var printed = Data()
-        while !printed.contains(UInt8(ascii: "\n")) {
-            let chunk = output.fileHandleForReading.availableData
-            if chunk.isEmpty { break }
-            printed.append(chunk)
-        }
-        guard let line = String(decoding: printed, as: UTF8.self).split(separator: "\n").first, line.hasPrefix("unix:") else {
-            kill(process.processIdentifier, SIGKILL)
-            throw ValidationError("dbus-daemon printed no address")
-        }
-        return BenchmarkBus(address: String(line), directory: directory, process: process)
-    }
-
-    func stop() {
-        if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)  // SIGTERM may be blocked in the spawning thread's mask
-            process.waitUntilExit()
-        }
-        try? FileManager.default.removeItem(at: directory)
-    }
-}

@@ -7,6 +7,7 @@ import Roles
 import Storage
 import Synchronization
 import SystemPackage
+import TestSupport
 import Transfer
 import Trust
 
@@ -80,7 +81,7 @@ struct StreamBenchmark: ParsableCommand {
     static func writeSeededFile(_ path: String, size: Int) throws {
         let fd = try FileDescriptor.open(FilePath(path), .writeOnly, options: [.create, .truncate], permissions: .ownerReadWrite)
         defer { try? fd.close() }
-        var generator = SplitMix(seed: UInt64(size))
+        var generator = SeededGenerator(seed: UInt64(size))
         var piece = [UInt8](repeating: 0, count: 1 << 20)
         var written = 0
         while written < size {
