@@ -2,6 +2,7 @@
 /// baseline, the table formatting.
 
 import ArgumentParser
+import Foundation
 import TestSupport
 
 /// `--sizes` ("1,64"): whole MiB counts, each positive.
@@ -73,16 +74,9 @@ func copyInValueSizedAppends(_ payload: [UInt8], valueLength: Int) -> Int {
     return copy.count
 }
 
+/// `value` with `digits` decimals; "-" when it is not finite (a run too short to time).
 func format(_ value: Double, digits: Int) -> String {
-    guard value.isFinite else { return "-" }
-    var scale = 1.0
-    for _ in 0..<digits { scale *= 10 }
-    let rounded = (value * scale).rounded() / scale
-    if digits == 0 { return String(Int(rounded)) }
-    var text = String(rounded)
-    let decimals = text.split(separator: ".").last?.count ?? 0
-    if decimals < digits { text += String(repeating: "0", count: digits - decimals) }
-    return text
+    value.isFinite ? String(format: "%.\(digits)f", value) : "-"
 }
 
 func pad(_ text: String, _ width: Int, right: Bool = false) -> String {

@@ -80,9 +80,9 @@ struct DBusBenchmark: AsyncParsableCommand {
         }
         let pingRate = Double(pings) / pingStart.duration(to: clock.now).seconds
 
-        print("ours, sequential     \(format(iterations)) calls  \(format(sequential.seconds, 2)) s  \(format(ourRate, 0)) calls/s")
-        print("ours, \(inFlight) in flight    \(format(iterations)) calls  \(format(pipelined.seconds, 2)) s  \(format(pipelinedRate, 0)) calls/s")
-        print("ours, bus Peer.Ping  \(format(pings)) calls  \(format(pingRate, 0)) calls/s")
+        print("ours, sequential     \(iterations) calls  \(format(sequential.seconds, digits: 2)) s  \(format(ourRate, digits: 0)) calls/s")
+        print("ours, \(inFlight) in flight    \(iterations) calls  \(format(pipelined.seconds, digits: 2)) s  \(format(pipelinedRate, digits: 0)) calls/s")
+        print("ours, bus Peer.Ping  \(pings) calls  \(format(pingRate, digits: 0)) calls/s")
         print("resident memory (KiB): start \(rssStart)  middle \(rssMiddle)  end \(rssEnd)  after pipelined \(rssAfterPipelined)")
         let growth = rssEnd - rssMiddle
         print("second-half growth: \(growth) KiB over \(iterations - iterations / 2) calls"
@@ -114,15 +114,15 @@ struct DBusBenchmark: AsyncParsableCommand {
     /// The external clients' rates beside ours.
     private func printBaselines(address: String, destination: String, ourRate: Double) async throws {
         if let dbusSendRate = try await measureDBusSend(address: address, destination: destination) {
-            print("dbus-send, one process per call  \(format(dbusSendIterations)) calls  \(format(dbusSendRate, 0)) calls/s"
-                + "  (extrapolated to \(format(iterations)): \(format(Double(iterations) / dbusSendRate, 1)) s)")
-            print("ratio ours / dbus-send: \(format(ourRate / dbusSendRate, 1))x")
+            print("dbus-send, one process per call  \(dbusSendIterations) calls  \(format(dbusSendRate, digits: 0)) calls/s"
+                + "  (extrapolated to \(iterations): \(format(Double(iterations) / dbusSendRate, digits: 1)) s)")
+            print("ratio ours / dbus-send: \(format(ourRate / dbusSendRate, digits: 1))x")
         } else {
             print("dbus-send not found (apt package 'dbus'): skipped")
         }
         if let (library, pythonRate) = try await measurePython(address: address, destination: destination) {
-            print("python \(library), long-lived client  \(format(pythonIterations)) calls  \(format(pythonRate, 0)) calls/s")
-            print("ratio ours / \(library): \(format(ourRate / pythonRate, 2))x")
+            print("python \(library), long-lived client  \(pythonIterations) calls  \(format(pythonRate, digits: 0)) calls/s")
+            print("ratio ours / \(library): \(format(ourRate / pythonRate, digits: 2))x")
         } else {
             print("python3 with dbus-fast or dbus-next not available: skipped")
         }
@@ -208,5 +208,3 @@ private func runProcess(_ path: String, _ arguments: [String], output: Pipe?) as
 /// Resident set size in KiB (0 where /proc/self/statm is missing).
 private func residentMemoryKiB() -> Int { (ProcessMemory.residentBytes() ?? 0) / 1024 }
 
-private func format(_ value: Double, _ decimals: Int) -> String { String(format: "%.\(decimals)f", value) }
-private func format(_ value: Int) -> String { String(value) }
