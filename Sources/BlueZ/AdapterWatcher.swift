@@ -73,10 +73,8 @@ struct AdapterTracker: Sendable {
                 return reconcile()
             }
             return []
-        case .interfacesRemoved(let path, _):
-            return path == tracked ? reconcile() : []
-        case .propertiesChanged(let path, _, _, _):
-            return path == tracked ? reconcile() : []
+        case .interfacesRemoved, .propertiesChanged:
+            return change.path == tracked ? reconcile() : []
         }
     }
 

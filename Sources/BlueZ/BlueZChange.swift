@@ -9,8 +9,7 @@ public enum BluetoothServiceState: Sendable, Equatable, CustomStringConvertible 
     case busDisconnected  // our connection to the system bus was lost; the session is finished
 
     public var isRunning: Bool {
-        if case .running = self { return true }
-        return false
+        if case .running = self { true } else { false }
     }
 
     public var description: String {

@@ -50,8 +50,7 @@ public enum EnhancedATTExposure: Sendable, Equatable {
     case possible(because: String)
 
     public var mayReorder: Bool {
-        if case .none = self { return false }
-        return true
+        if case .none = self { false } else { true }
     }
 
     /// One phrase for logs and `--json`.

@@ -25,8 +25,7 @@ public enum KernelBluetoothReport: Sendable, Hashable {
     case unavailable(call: String, errno: Errno)
 
     public var controllers: [KernelController] {
-        if case .controllers(let list) = self { return list }
-        return []
+        if case .controllers(let list) = self { list } else { [] }
     }
 }
 

@@ -122,25 +122,23 @@ public final class NotificationSocket: @unchecked Sendable, CustomStringConverti
     }
 
     public static func makePair(limits: PacketLimits) throws(NotificationSocketError) -> (NotificationSocket, NotificationSocket) {
-        let (first, second) = try makeRawPair()
-        let a: NotificationSocket
-        do {
-            a = try NotificationSocket(adopting: first, limits: limits, queueReport: .unsentBytes)
-        } catch {
-            _ = Glibc.close(second)
-            throw error
-        }
-        // On failure `second` is closed by the initialiser and `a` closes `first`.
-        let b = try NotificationSocket(adopting: second, limits: limits, queueReport: .unsentBytes)
-        return (a, b)
+        let (a, second) = try makeExportPair(limits: limits)
+        // On failure `second` is closed by the initialiser and `a` closes the first end.
+        return (a, try NotificationSocket(adopting: second, limits: limits, queueReport: .unsentBytes))
     }
 
     /// A pair for an `AcquireNotify` reply: `local` stays with us, `exported` goes to BlueZ (the caller wraps it in a
     /// `UnixFileDescriptor`, which closes it once the reply is sent).
     public static func makeExportPair(mtu: Int) throws(NotificationSocketError) -> (local: NotificationSocket, exported: Int32) {
+        try makeExportPair(limits: PacketLimits(mtu: mtu))
+    }
+
+    private static func makeExportPair(
+        limits: PacketLimits
+    ) throws(NotificationSocketError) -> (local: NotificationSocket, exported: Int32) {
         let (first, second) = try makeRawPair()
         do {
-            return (try NotificationSocket(adopting: first, mtu: mtu), second)
+            return (try NotificationSocket(adopting: first, limits: limits, queueReport: .unsentBytes), second)
         } catch {
             _ = Glibc.close(second)
             throw error

@@ -92,10 +92,5 @@ public struct UUIDParseError: Error, Sendable, Equatable, CustomStringConvertibl
     public var input: String
     public var reason: String
 
-    public init(input: String, reason: String) {
-        self.input = input
-        self.reason = reason
-    }
-
     public var description: String { "invalid Bluetooth UUID \"\(input)\": \(reason)" }
 }

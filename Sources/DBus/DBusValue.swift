@@ -117,10 +117,7 @@ extension DBusValue {
     package var string: String? { if case .string(let v) = lookingThroughVariant { v } else { nil } }
     package var objectPath: ObjectPath? { if case .objectPath(let v) = lookingThroughVariant { v } else { nil } }
     package var unixFD: UnixFileDescriptor? { if case .unixFD(let v) = lookingThroughVariant { v } else { nil } }
-    package var variant: DBusValue? { if case .variant(let v) = self { v } else { nil } }
 
-    /// Elements of an array (not of a dictionary: see `dictionaryEntries`).
-    package var array: [DBusValue]? { if case .array(_, let v) = lookingThroughVariant { v } else { nil } }
     package var dictionaryEntries: [DBusDictionaryEntry]? {
         if case .dictionary(_, _, let v) = lookingThroughVariant { v } else { nil }
     }

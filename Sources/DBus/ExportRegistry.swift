@@ -323,16 +323,14 @@ final class ExportRegistry: Sendable {
     private func respond(
         to message: Message, out: Signature, _ work: @escaping @Sendable () async throws -> [DBusValue]
     ) {
-        let loop = self.loop
+        let reply = pendingReply(to: message, out: out)
         // Unstructured: the reactor thread must return at once (bluetoothd may call us while our own call waits for its reply).
         Task {
-            let reply: Message
             do {
-                reply = try await Self.returnMessage(to: message, out: out, values: work())
+                reply.succeed(try await work())
             } catch {
-                reply = message.makeError(Self.dbusError(error))
+                reply.fail(Self.dbusError(error))
             }
-            if !message.noReplyExpected { loop.send(reply) }
         }
     }
 

@@ -414,10 +414,8 @@ package final class ReadinessWait: @unchecked Sendable {
         }
         guard first else { return }
         reactor.enqueue { [self] in
-            if let registration {
-                reactor.removeInterest(registration)
-                self.registration = nil
-            }
+            if let registration { reactor.removeInterest(registration) }
+            registration = nil
             finish(.failure(error))
         }
     }
@@ -483,10 +481,8 @@ package final class PersistentInterest: @unchecked Sendable {
     package func cancel(then: (@Sendable () -> Void)? = nil) {
         reactor.enqueue { [self] in
             cancelled = true
-            if let registration {
-                reactor.removeInterest(registration)
-                self.registration = nil
-            }
+            if let registration { reactor.removeInterest(registration) }
+            registration = nil
             then?()
         }
     }

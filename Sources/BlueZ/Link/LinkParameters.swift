@@ -49,8 +49,6 @@ package struct LinkParameters: Sendable, Hashable {
 package struct LinkEventLedger: Sendable {
     package private(set) var links: [UInt16: LinkParameters] = [:]
 
-    package init() {}
-
     /// Takes one packet; returns the handle whose parameters changed (nil: nothing changed).
     @discardableResult
     package mutating func apply(_ packet: [UInt8]) -> UInt16? {

@@ -11,12 +11,6 @@ package struct LinkRefusal: Sendable, Hashable, Codable {
     package var setting: String
     package var limit: LinkLimit
     package var detail: String
-
-    package init(setting: String, limit: LinkLimit, detail: String) {
-        self.setting = setting
-        self.limit = limit
-        self.detail = detail
-    }
 }
 
 /// The adapter-wide defaults bletransfer asks for, and the kernel's own (Linux net/bluetooth/hci_core.c).
@@ -61,8 +55,6 @@ package struct AdapterTuningOutcome: Sendable, Hashable {
     /// What the adapter had before, to put back (nil: nothing changed).
     package var previousConfiguration: SystemConfiguration?
     package var previousPHYs: ManagementPHYs?
-
-    package init() {}
 
     /// One line for a person: what was set, or what was not and the one command that would.
     package var summary: String {
