@@ -100,7 +100,7 @@ package struct PairingExchange: Sendable {
     private var handshakeHash: [UInt8] = []
     private var candidate: Candidate?
     private var ownAnswer: Bool?
-    private var peerAnswer: Bool?
+    private(set) var peerAnswer: Bool?
     private var expecting: Expected
     private var started = false
 
@@ -221,8 +221,6 @@ package struct PairingExchange: Sendable {
 
     /// The peer's key once the handshake proved it (before the code is compared: not yet trusted).
     package var peerKey: PeerKey? { handshake.remoteStaticKey }
-
-    package var hasPeerAnswer: Bool { peerAnswer != nil }
 
     /// The key exchange finished: a pairing ending without both answers may then be someone in
     /// the middle breaking off before the codes are compared (docs/pairing.md).

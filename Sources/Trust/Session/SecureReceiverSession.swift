@@ -268,7 +268,7 @@ package struct SecureReceiverSession: Sendable {
     }
 
     /// The write values of `records`, sealed in this session's order and flushed: what this side writes at once.
-    private mutating func sealAndDrain(_ records: [RecordMessage]) throws(SecureSessionError) -> [[UInt8]] {
+    mutating func sealAndDrain(_ records: [RecordMessage]) throws(SecureSessionError) -> [[UInt8]] {
         guard var sealer else { throw .protocolViolation("\(records[0].record.kind) before the handshake finished") }
         do {
             for record in records { writer.append(try sealer.seal(record.record)) }
@@ -278,11 +278,6 @@ package struct SecureReceiverSession: Sendable {
         self.sealer = sealer
         writer.flush()
         return writer.drain()
-    }
-
-    /// `record` sealed in this session's order (tests forge records the receiver would not write).
-    mutating func forgeRecord(_ record: RecordMessage) throws(SecureSessionError) -> [[UInt8]] {
-        try sealAndDrain([record])
     }
 
     /// Resume: the caller holds the message's first `heldBytes` bytes (a checkpoint, already where
