@@ -13,11 +13,6 @@ package struct Frame: Sendable, Equatable {
     package var type: FrameType
     package var body: [UInt8]
 
-    package init(type: FrameType, body: [UInt8]) {
-        self.type = type
-        self.body = body
-    }
-
     static func header(type: FrameType, length: Int) -> [UInt8] {
         [type.rawValue, UInt8(truncatingIfNeeded: length >> 8), UInt8(truncatingIfNeeded: length)]
     }
@@ -95,11 +90,6 @@ package enum RecordKind: UInt8, Sendable, CaseIterable {
 package struct Record: Sendable, Equatable {
     package var kind: RecordKind
     package var content: [UInt8]
-
-    package init(kind: RecordKind, content: [UInt8]) {
-        self.kind = kind
-        self.content = content
-    }
 
     package static let maximumContentLength = 16384
 }

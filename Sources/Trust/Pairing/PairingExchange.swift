@@ -43,13 +43,6 @@ package struct PairingExchange: Sendable {
         /// person who could copy it from this screen would compare nothing.
         package var expectedCode: String
 
-        package init(key: PeerKey, name: String?, shownCode: String, expectedCode: String) {
-            self.key = key
-            self.name = name
-            self.shownCode = shownCode
-            self.expectedCode = expectedCode
-        }
-
         /// "123 456": easier to read aloud and type.
         package var spacedShownCode: String { Self.spaced(shownCode) }
 
