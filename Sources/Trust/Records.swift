@@ -52,18 +52,9 @@ package struct FrameReader: Sendable {
         var frames: [Frame] = []
         var start = 0
         while buffer.count - start >= Frame.headerLength {
-            guard let type = Frame.FrameType(rawValue: buffer[start]) else {
-                let unknown = buffer[start]
-                failed = true
-                buffer = []
-                throw .unknownType(unknown)
-            }
+            guard let type = Frame.FrameType(rawValue: buffer[start]) else { throw fail(.unknownType(buffer[start])) }
             let length = Int(buffer[start + 1]) << 8 | Int(buffer[start + 2])
-            guard length <= Frame.maximumBodyLength else {
-                failed = true
-                buffer = []
-                throw .tooLong(length)
-            }
+            guard length <= Frame.maximumBodyLength else { throw fail(.tooLong(length)) }
             let end = start + Frame.headerLength + length
             guard buffer.count >= end else { break }
             frames.append(Frame(type: type, body: Array(buffer[(start + Frame.headerLength)..<end])))
@@ -71,6 +62,13 @@ package struct FrameReader: Sendable {
         }
         buffer.removeFirst(start)
         return frames
+    }
+
+    /// The stream is refused for good: nothing held, nothing read further.
+    private mutating func fail(_ error: FrameError) -> FrameError {
+        failed = true
+        buffer = []
+        return error
     }
 }
 

@@ -261,7 +261,7 @@ package struct SecureReceiverSession: Sendable {
                 throw SecureSessionError(error)
             }
         case .awaitingHeader, .receivingData, .awaitingClose:
-            return try handle(try open(frame))
+            return try handle(try SessionRecords.open(frame, with: &opener).message)
         case .closed:
             throw .protocolViolation("record after CLOSE")
         }
@@ -315,14 +315,9 @@ package struct SecureReceiverSession: Sendable {
         guard pendingAcks.isEmpty, sealer != nil else { throw .digestMismatch }
         let ack = SecureAck(message: header.message, digest: header.digest, outcome: .refusedDigestMismatch)
         let writes = try sealAndDrain([.ack(ack)])
-        failure = .digestMismatch
-        received = 0
+        fail(.digestMismatch)
         phase = .closed
         return writes.map(Event.write) + [.refusedDigestMismatch(header)]
-    }
-
-    private mutating func open(_ frame: Frame) throws(SecureSessionError) -> RecordMessage {
-        try SessionRecords.open(frame, with: &opener).message
     }
 
     private mutating func handle(_ message: RecordMessage) throws(SecureSessionError) -> [Event] {
