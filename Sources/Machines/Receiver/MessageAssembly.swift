@@ -554,9 +554,8 @@ package enum TransferFailure: Error, Sendable, Equatable, CustomStringConvertibl
 
     package var description: String {
         switch self {
-        case .transient(let reason), .unsuitable(let reason): reason
+        case .transient(let reason), .unsuitable(let reason), .refused(_, let reason): reason
         case .corrupt(let error): error.description
-        case .refused(_, let reason): reason
         }
     }
 }
