@@ -540,12 +540,7 @@ package enum TransferFailure: Error, Sendable, Equatable, CustomStringConvertibl
     case refused(bound: String, reason: String)
 
     package init(_ error: ReceiveError) {
-        switch error {
-        case .missingEndOfMessage:
-            self = .transient(error.description)
-        default:
-            self = .corrupt(error)
-        }
+        self = if case .missingEndOfMessage = error { .transient(error.description) } else { .corrupt(error) }
     }
 
     package var isRefusal: Bool {
