@@ -44,9 +44,7 @@ package struct PairingExchange: Sendable {
         package var expectedCode: String
 
         /// "123 456": easier to read aloud and type.
-        package var spacedShownCode: String { Self.spaced(shownCode) }
-
-        package static func spaced(_ code: String) -> String { String(code.prefix(3)) + " " + String(code.suffix(3)) }
+        package var spacedShownCode: String { String(shownCode.prefix(3)) + " " + String(shownCode.suffix(3)) }
 
         /// `typed` is the other host's code: six digits, spaces and dashes allowed ("402 117", "402-117").
         package func isExpectedCode(_ typed: String) -> Bool {
