@@ -4,9 +4,7 @@ extension Duration {
         let (whole, attoseconds) = components
         return Double(whole) + Double(attoseconds) / 1e18
     }
-}
 
-extension Duration {
     /// `seconds` to the nearest millisecond; the caller bounds it (finite, far below 9e15) so this cannot trap.
     package static func milliseconds(roundingSeconds seconds: Double) -> Duration {
         .milliseconds(Int64((seconds * 1000).rounded()))

@@ -17,14 +17,6 @@ package struct ManagerTransition: Sendable, Hashable {
     /// Why the machine is in `to`; nil in `poweredOn`.
     package var reason: ManagerStateReason?
 
-    package init(from: ManagerState, to: ManagerState, action: RoleAction, event: ManagerEvent, reason: ManagerStateReason?) {
-        self.from = from
-        self.to = to
-        self.action = action
-        self.event = event
-        self.reason = reason
-    }
-
     package var changed: Bool { from != to }
 }
 

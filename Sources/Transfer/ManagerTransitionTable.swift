@@ -54,7 +54,8 @@ package enum ManagerTransitionTable {
     package static let rows: [(ManagerState, ManagerEvent, Entry)] = targets.flatMap { target in
         ManagerState.allCases.map { state in
             target.usableOnly && ![.resetting, .poweredOff, .poweredOn].contains(state)
-                ? ignore(state, target.event) : row(state, target.event, target.next)
+                ? (state, target.event, Entry(next: state, action: .none, ignored: true))
+                : row(state, target.event, target.next)
         }
     }
 
@@ -71,9 +72,5 @@ package enum ManagerTransitionTable {
         let action: RoleAction = next == .poweredOn && from != .poweredOn ? .start
             : from == .poweredOn && next != .poweredOn ? .tearDown : .none
         return (from, event, Entry(next: next, action: action, ignored: false))
-    }
-
-    private static func ignore(_ state: ManagerState, _ event: ManagerEvent) -> (ManagerState, ManagerEvent, Entry) {
-        (state, event, Entry(next: state, action: .none, ignored: true))
     }
 }

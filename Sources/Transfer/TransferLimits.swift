@@ -8,8 +8,7 @@ package struct TransferLimits: Sendable, Hashable {
 
     /// One bound for both (`--max-size`). Negative sizes are treated as 0.
     package init(maximumMessageSize: Int) {
-        self.maximumMessageSize = max(0, maximumMessageSize)
-        self.maximumStoredMessageSize = self.maximumMessageSize
+        self.init(maximumMessageSize: maximumMessageSize, maximumStoredMessageSize: maximumMessageSize)
     }
 
     package init(maximumMessageSize: Int, maximumStoredMessageSize: Int?) {

@@ -9,13 +9,6 @@ package struct TransferProgress: Sendable, Hashable {
         self.totalBytes = totalBytes
     }
 
-    /// 0...1 when the total is known; an empty message is complete (1).
-    package var fraction: Double? {
-        guard let totalBytes else { return nil }
-        guard totalBytes > 0 else { return 1 }
-        return min(1, max(0, Double(bytesSoFar) / Double(totalBytes)))
-    }
-
     package var remainingBytes: Int? {
         totalBytes.map { max(0, $0 - bytesSoFar) }
     }

@@ -43,13 +43,7 @@ package struct AuthorizedPeers: Sendable, Equatable {
     package private(set) var acceptsAnyKey: Bool
 
     /// Lets in any key: the session is encrypted, the peer's key only shown.
-    package static var anyKey: AuthorizedPeers { AuthorizedPeers(acceptingAnyKey: ()) }
-
-    private init(acceptingAnyKey: Void) {
-        peers = []
-        byKey = [:]
-        acceptsAnyKey = true
-    }
+    package static var anyKey: AuthorizedPeers { AuthorizedPeers().acceptingAnyKey() }
 
     /// The same list, letting in unlisted keys too: a side that does not require authorized peers.
     package func acceptingAnyKey() -> AuthorizedPeers {

@@ -79,18 +79,15 @@ package struct AuthorizedPeersFile: Sendable, Equatable {
     /// Parses a line given to add: a public key line, surrounding white space ignored.
     package static func parseGiven(_ line: String) throws(EditError) -> (key: PeerKey, name: String?) {
         let trimmed = line.trimmingCharacters(in: .whitespaces.union(CharacterSet(charactersIn: "\r")))
+        let parsed: (key: PeerKey, name: String?)
         do {
-            let parsed = try PeerKey.parseLine(Substring(trimmed))
-            if let name = parsed.name, !isValidName(name) { throw EditError.invalidName(name) }
-            return parsed
-        } catch let error as EditError {
-            throw error
-        } catch let error as TrustError {
+            parsed = try PeerKey.parseLine(Substring(trimmed))
+        } catch {
             if case .malformedKey(let reason) = error { throw .malformedLine(trimmed, reason: reason) }
             throw .malformedLine(trimmed, reason: error.description)
-        } catch {
-            throw .malformedLine(trimmed, reason: "\(error)")
         }
+        if let name = parsed.name, !isValidName(name) { throw .invalidName(name) }
+        return parsed
     }
 
     /// Names compare by NFC, then `form` (the CLI's folder form on disk: no two peers share an outbox or inbox).

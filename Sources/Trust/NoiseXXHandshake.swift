@@ -29,7 +29,7 @@ package struct NoiseXXHandshake: Sendable {
     private var localEphemeralBytes: [UInt8]?
     private var remoteEphemeralBytes: [UInt8]?
     package private(set) var remoteStaticKey: PeerKey?
-    private var symmetric: NoiseSymmetricState
+    private(set) var symmetric: NoiseSymmetricState
     /// Messages processed so far (0…3); `failed` once any step threw.
     private var messagesDone = 0
     private var failed = false
@@ -105,11 +105,6 @@ package struct NoiseXXHandshake: Sendable {
             ? (initiatorToResponder, responderToInitiator) : (responderToInitiator, initiatorToResponder)
         return (RecordSealer(cipher: outgoing, rekeyInterval: rekeyInterval),
                 RecordOpener(cipher: incoming, rekeyInterval: rekeyInterval))
-    }
-
-    /// Noise's `Split()`: initiator → responder first. Internal for known-answer tests.
-    func splitCipherStates() -> (NoiseCipherState, NoiseCipherState)? {
-        isComplete ? symmetric.split() : nil
     }
 
     // MARK: Tokens

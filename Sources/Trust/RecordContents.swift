@@ -127,13 +127,9 @@ package struct SecureAck: Sendable, Equatable {
     package var message: UInt32
     package var digest: [UInt8]
     package var outcome: Outcome
+}
 
-    package init(message: UInt32, digest: [UInt8], outcome: Outcome) {
-        self.message = message
-        self.digest = digest
-        self.outcome = outcome
-    }
-
+extension SecureAck {
     var encoded: [UInt8] { bigEndian(message) + digest + [outcome.rawValue] }
 
     init(reading reader: inout ContentReader) throws(RecordContentError) {

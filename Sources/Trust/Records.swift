@@ -13,11 +13,6 @@ package struct Frame: Sendable, Equatable {
     package var type: FrameType
     package var body: [UInt8]
 
-    package init(type: FrameType, body: [UInt8]) {
-        self.type = type
-        self.body = body
-    }
-
     static func header(type: FrameType, length: Int) -> [UInt8] {
         [type.rawValue, UInt8(truncatingIfNeeded: length >> 8), UInt8(truncatingIfNeeded: length)]
     }
@@ -57,18 +52,9 @@ package struct FrameReader: Sendable {
         var frames: [Frame] = []
         var start = 0
         while buffer.count - start >= Frame.headerLength {
-            guard let type = Frame.FrameType(rawValue: buffer[start]) else {
-                let unknown = buffer[start]
-                failed = true
-                buffer = []
-                throw .unknownType(unknown)
-            }
+            guard let type = Frame.FrameType(rawValue: buffer[start]) else { throw fail(.unknownType(buffer[start])) }
             let length = Int(buffer[start + 1]) << 8 | Int(buffer[start + 2])
-            guard length <= Frame.maximumBodyLength else {
-                failed = true
-                buffer = []
-                throw .tooLong(length)
-            }
+            guard length <= Frame.maximumBodyLength else { throw fail(.tooLong(length)) }
             let end = start + Frame.headerLength + length
             guard buffer.count >= end else { break }
             frames.append(Frame(type: type, body: Array(buffer[(start + Frame.headerLength)..<end])))
@@ -76,6 +62,13 @@ package struct FrameReader: Sendable {
         }
         buffer.removeFirst(start)
         return frames
+    }
+
+    /// The stream is refused for good: nothing held, nothing read further.
+    private mutating func fail(_ error: FrameError) -> FrameError {
+        failed = true
+        buffer = []
+        return error
     }
 }
 
@@ -95,11 +88,6 @@ package enum RecordKind: UInt8, Sendable, CaseIterable {
 package struct Record: Sendable, Equatable {
     package var kind: RecordKind
     package var content: [UInt8]
-
-    package init(kind: RecordKind, content: [UInt8]) {
-        self.kind = kind
-        self.content = content
-    }
 
     package static let maximumContentLength = 16384
 }

@@ -373,3 +373,9 @@ import Trust
         #expect(delivered > 5 && aborted > 5, "delivered \(delivered), aborted \(aborted)")
     }
 }
+
+extension SenderConnection {
+    var runningTimers: Set<TimerID> {
+        Set(armed.map { TimerID(kind: $0.key, generation: $0.value) })
+    }
+}

@@ -5,7 +5,7 @@ import Foundation
 @testable import Roles
 @testable import Storage
 import Testing
-import Transfer
+@testable import Transfer
 import Trust
 import Synchronization
 

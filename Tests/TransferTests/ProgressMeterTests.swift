@@ -61,3 +61,12 @@ import Transfer
         #expect(meter.estimatedRemaining == .seconds(4))
     }
 }
+
+extension TransferProgress {
+    /// 0...1 when the total is known; an empty message is complete (1).
+    var fraction: Double? {
+        guard let totalBytes else { return nil }
+        guard totalBytes > 0 else { return 1 }
+        return min(1, max(0, Double(bytesSoFar) / Double(totalBytes)))
+    }
+}

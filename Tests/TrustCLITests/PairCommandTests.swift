@@ -2,7 +2,7 @@ import Foundation
 @testable import bletransfer
 import Testing
 import TestSupport
-import Trust
+@testable import Trust
 
 #if canImport(Glibc)
 import Glibc

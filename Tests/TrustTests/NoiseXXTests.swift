@@ -211,3 +211,10 @@ enum NoiseVectors {
         }
     }
 }
+
+extension NoiseXXHandshake {
+    /// Noise's `Split()`: initiator → responder first.
+    func splitCipherStates() -> (NoiseCipherState, NoiseCipherState)? {
+        isComplete ? symmetric.split() : nil
+    }
+}

@@ -697,3 +697,7 @@ extension Array {
 extension String {
     fileprivate var replacingSpace: String { filter { $0 != " " } }
 }
+
+extension PairingExchange {
+    var hasPeerAnswer: Bool { peerAnswer != nil }
+}

@@ -241,3 +241,10 @@ extension SecureReceiverSession: CustomTestStringConvertible {
     }
 }
 
+
+extension SecureReceiverSession {
+    /// `record` sealed in this session's order: records the receiver would not write.
+    mutating func forgeRecord(_ record: RecordMessage) throws(SecureSessionError) -> [[UInt8]] {
+        try sealAndDrain([record])
+    }
+}

@@ -275,3 +275,11 @@ import Testing
         #expect(pair.sender.payloadBytesSent > sent + FlowWindow.bytes - RecordMessage.dataBytesPerRecord)
     }
 }
+
+extension SecureSenderSession {
+    /// `window`: the next DATA would pass the central's report plus the window; awaiting PROGRESS.
+    var awaitsProgress: Bool {
+        guard case .data(let offset) = nextRecord else { return false }
+        return !mayHandOutData(at: offset)
+    }
+}

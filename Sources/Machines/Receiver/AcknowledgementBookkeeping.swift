@@ -9,13 +9,6 @@ package struct UnconfirmedAcknowledgement: Sendable {
     package var storedAt: String?
     /// The sender as the receipt journal names it.
     package var sender: String
-
-    package init(message: UInt32, digest: [UInt8], storedAt: String?, sender: String) {
-        self.message = message
-        self.digest = digest
-        self.storedAt = storedAt
-        self.sender = sender
-    }
 }
 
 /// A stored message whose sender may not have seen the ACK.
@@ -24,12 +17,6 @@ package struct UnacknowledgedMessage: Sendable, Equatable {
     package var storedAt: String?
     /// The sender as the receipt journal names it (nil: not journalled).
     package var sender: String?
-
-    package init(digest: [UInt8], storedAt: String?, sender: String? = nil) {
-        self.digest = digest
-        self.storedAt = storedAt
-        self.sender = sender
-    }
 }
 
 /// ACKs written as write commands in a session and not yet shown to have arrived.

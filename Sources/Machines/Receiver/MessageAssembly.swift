@@ -540,12 +540,7 @@ package enum TransferFailure: Error, Sendable, Equatable, CustomStringConvertibl
     case refused(bound: String, reason: String)
 
     package init(_ error: ReceiveError) {
-        switch error {
-        case .missingEndOfMessage:
-            self = .transient(error.description)
-        default:
-            self = .corrupt(error)
-        }
+        self = if case .missingEndOfMessage = error { .transient(error.description) } else { .corrupt(error) }
     }
 
     package var isRefusal: Bool {
@@ -554,9 +549,8 @@ package enum TransferFailure: Error, Sendable, Equatable, CustomStringConvertibl
 
     package var description: String {
         switch self {
-        case .transient(let reason), .unsuitable(let reason): reason
+        case .transient(let reason), .unsuitable(let reason), .refused(_, let reason): reason
         case .corrupt(let error): error.description
-        case .refused(_, let reason): reason
         }
     }
 }

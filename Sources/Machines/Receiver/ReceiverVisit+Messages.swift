@@ -80,15 +80,13 @@ extension ReceiverVisit {
             actions.append(.forgetReceipt(sender: taken.sender, digest: digest))
         case .channelClose:
             awaitingClose.append(UnacknowledgedMessage(digest: digest, storedAt: taken.storedWhere, sender: taken.sender))
-        case .senderAnswer:
-            if let number = assembly.currentMessageNumber {
+        case .senderAnswer, .nothing:
+            if booking == .senderAnswer, let number = assembly.currentMessageNumber {
                 unconfirmed.pending.append(UnconfirmedAcknowledgement(
                     message: number, digest: digest, storedAt: taken.storedWhere, sender: taken.sender))
             } else {
                 StoredMessages.append(UnacknowledgedMessage(digest: digest, storedAt: taken.storedWhere), to: &remembered)
             }
-        case .nothing:
-            StoredMessages.append(UnacknowledgedMessage(digest: digest, storedAt: taken.storedWhere), to: &remembered)
         }
     }
 

@@ -5,17 +5,9 @@ import Trust
 extension SenderConnection {
     /// A write of the central, read between two values (or after a one-message `EOM`).
     mutating func read(_ value: [UInt8], _ actions: inout [Action], at now: Duration) {
-        guard case .secure(var session) = stream else { return }
-        stream = .taken
-        let events: [SecureSenderSession.Event]
-        do {
-            events = try session.receiveWrite(value)
-        } catch {
-            stream = .secure(session)
-            sessionFailed(error, &actions, at: now)
-            return
-        }
-        stream = .secure(session)
+        guard let events = withSession(&actions, at: now, { session throws(SecureSessionError) in
+            try session.receiveWrite(value)
+        }) else { return }
         heldEvents += events
         while awaiting == nil, !isOver, transfer != .done, !heldEvents.isEmpty {
             take(heldEvents.removeFirst(), &actions, at: now)
@@ -128,9 +120,7 @@ extension SenderConnection {
     /// next one starts, or CLOSE and `EOM` end the stream.
     private mutating func continueStream(with decision: SessionContinuation.Decision, next: Offer?,
                                          sentAhead: OutgoingMessage?, _ actions: inout [Action], at now: Duration) {
-        guard case .secure(var session) = stream else { return }
-        stream = .taken
-        do throws(SecureSessionError) {
+        _ = withSession(&actions, at: now) { session throws(SecureSessionError) in
             if let sentAhead {
                 guard case .goOn = decision, let next, next.message.digest == sentAhead.digest else {
                     throw SecureSessionError.protocolViolation(
@@ -142,10 +132,6 @@ extension SenderConnection {
             } else {
                 try session.finish()
             }
-            stream = .secure(session)
-        } catch {
-            stream = .secure(session)
-            sessionFailed(error, &actions, at: now)
         }
     }
 
@@ -174,17 +160,13 @@ extension SenderConnection {
         guard case .upcoming = awaiting else { return }
         awaiting = nil
         guard let upcoming, upcoming.isAddressed(to: authenticatedPeer), transfer != .done,
-              case .secure(var session) = stream else { return }
+              case .secure = stream else { return }
         actions.append(.report(.debug("\(peer.address): sending the next message ahead of message \(current.sequence)'s ACK")))
-        stream = .taken
-        do {
+        let number = withSession(&actions, at: startedAt) { session throws(SecureSessionError) in
             try session.sendNext(payload: upcoming.body, digest: upcoming.digest, metadata: Self.fileMetadata(upcoming.file))
-            stream = .secure(session)
-            pipeline.sentAhead.append((upcoming, session.currentMessageNumber))
-        } catch {
-            stream = .secure(session)
-            sessionFailed(error, &actions, at: startedAt)
+            return session.currentMessageNumber
         }
+        if let number { pipeline.sentAhead.append((upcoming, number)) }
     }
 
     /// The session failed (bad write, refused key, unreadable file): one line, nothing counted, central dropped.

@@ -191,8 +191,4 @@ extension SenderConnection {
         guard let generation = armed.removeValue(forKey: kind) else { return }
         actions.append(.cancelTimer(TimerID(kind: kind, generation: generation)))
     }
-
-    package var runningTimers: Set<TimerID> {
-        Set(armed.map { TimerID(kind: $0.key, generation: $0.value) })
-    }
 }

@@ -164,6 +164,17 @@ extension SenderConnection {
         }
     }
 
+    /// Changes the secure session in place, as its only owner; what it throws fails the session (then nil).
+    mutating func withSession<T>(_ actions: inout [Action], at now: Duration,
+                                 _ change: (inout SecureSenderSession) throws(SecureSessionError) -> T) -> T? {
+        guard case .secure(var session) = stream else { return nil }
+        stream = .taken
+        let result = Result { () throws(SecureSessionError) in try change(&session) }
+        stream = .secure(session)
+        if case .failure(let error) = result { sessionFailed(error, &actions, at: now) }
+        return try? result.get()
+    }
+
     private mutating func send(_ value: [UInt8], _ actions: inout [Action]) {
         transfer = .sending
         if confirmsIndications { unconfirmed += 1 }

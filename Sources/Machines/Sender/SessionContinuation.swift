@@ -14,13 +14,6 @@ package struct SessionContinuation: Sendable, Hashable {
     /// The fairness rule lets another message start (``SessionShare/mayStartAnother``).
     package var shareAllowsAnother: Bool
 
-    package init(centralLeft: Bool, wantsNext: Bool, hasSentAhead: Bool, shareAllowsAnother: Bool) {
-        self.centralLeft = centralLeft
-        self.wantsNext = wantsNext
-        self.hasSentAhead = hasSentAhead
-        self.shareAllowsAnother = shareAllowsAnother
-    }
-
     /// The message sent ahead becomes the current one.
     package var takesSentAhead: Bool { hasSentAhead && wantsNext }
 

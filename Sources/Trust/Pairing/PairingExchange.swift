@@ -43,17 +43,8 @@ package struct PairingExchange: Sendable {
         /// person who could copy it from this screen would compare nothing.
         package var expectedCode: String
 
-        package init(key: PeerKey, name: String?, shownCode: String, expectedCode: String) {
-            self.key = key
-            self.name = name
-            self.shownCode = shownCode
-            self.expectedCode = expectedCode
-        }
-
         /// "123 456": easier to read aloud and type.
-        package var spacedShownCode: String { Self.spaced(shownCode) }
-
-        package static func spaced(_ code: String) -> String { String(code.prefix(3)) + " " + String(code.suffix(3)) }
+        package var spacedShownCode: String { String(shownCode.prefix(3)) + " " + String(shownCode.suffix(3)) }
 
         /// `typed` is the other host's code: six digits, spaces and dashes allowed ("402 117", "402-117").
         package func isExpectedCode(_ typed: String) -> Bool {
@@ -100,7 +91,7 @@ package struct PairingExchange: Sendable {
     private var handshakeHash: [UInt8] = []
     private var candidate: Candidate?
     private var ownAnswer: Bool?
-    private var peerAnswer: Bool?
+    private(set) var peerAnswer: Bool?
     private var expecting: Expected
     private var started = false
 
@@ -221,8 +212,6 @@ package struct PairingExchange: Sendable {
 
     /// The peer's key once the handshake proved it (before the code is compared: not yet trusted).
     package var peerKey: PeerKey? { handshake.remoteStaticKey }
-
-    package var hasPeerAnswer: Bool { peerAnswer != nil }
 
     /// The key exchange finished: a pairing ending without both answers may then be someone in
     /// the middle breaking off before the codes are compared (docs/pairing.md).

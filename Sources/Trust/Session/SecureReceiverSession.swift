@@ -261,14 +261,14 @@ package struct SecureReceiverSession: Sendable {
                 throw SecureSessionError(error)
             }
         case .awaitingHeader, .receivingData, .awaitingClose:
-            return try handle(try open(frame))
+            return try handle(try SessionRecords.open(frame, with: &opener).message)
         case .closed:
             throw .protocolViolation("record after CLOSE")
         }
     }
 
     /// The write values of `records`, sealed in this session's order and flushed: what this side writes at once.
-    private mutating func sealAndDrain(_ records: [RecordMessage]) throws(SecureSessionError) -> [[UInt8]] {
+    mutating func sealAndDrain(_ records: [RecordMessage]) throws(SecureSessionError) -> [[UInt8]] {
         guard var sealer else { throw .protocolViolation("\(records[0].record.kind) before the handshake finished") }
         do {
             for record in records { writer.append(try sealer.seal(record.record)) }
@@ -278,11 +278,6 @@ package struct SecureReceiverSession: Sendable {
         self.sealer = sealer
         writer.flush()
         return writer.drain()
-    }
-
-    /// `record` sealed in this session's order (tests forge records the receiver would not write).
-    mutating func forgeRecord(_ record: RecordMessage) throws(SecureSessionError) -> [[UInt8]] {
-        try sealAndDrain([record])
     }
 
     /// Resume: the caller holds the message's first `heldBytes` bytes (a checkpoint, already where
@@ -320,14 +315,9 @@ package struct SecureReceiverSession: Sendable {
         guard pendingAcks.isEmpty, sealer != nil else { throw .digestMismatch }
         let ack = SecureAck(message: header.message, digest: header.digest, outcome: .refusedDigestMismatch)
         let writes = try sealAndDrain([.ack(ack)])
-        failure = .digestMismatch
-        received = 0
+        fail(.digestMismatch)
         phase = .closed
         return writes.map(Event.write) + [.refusedDigestMismatch(header)]
-    }
-
-    private mutating func open(_ frame: Frame) throws(SecureSessionError) -> RecordMessage {
-        try SessionRecords.open(frame, with: &opener).message
     }
 
     private mutating func handle(_ message: RecordMessage) throws(SecureSessionError) -> [Event] {

@@ -40,7 +40,7 @@ package struct SecureSenderSession: Sendable {
     }
 
     /// The records after message 3, in the order they are sealed.
-    private enum NextRecord: Sendable, Equatable {
+    enum NextRecord: Sendable, Equatable {
         case header
         case data(offset: Int)
         case end
@@ -76,7 +76,7 @@ package struct SecureSenderSession: Sendable {
     private var writer: SequencedStreamWriter
     private var writesReader = SequencedStreamReader()
     private var frames = FrameReader()
-    private var nextRecord = NextRecord.header
+    private(set) var nextRecord = NextRecord.header
     /// Stream offsets at which a DATA record's frame ends, with the payload bytes sent through it.
     private var payloadMarks: [(streamEnd: Int, payloadEnd: Int, bytes: Int)] = []
     private var payloadMarksStart = 0
@@ -398,13 +398,7 @@ package struct SecureSenderSession: Sendable {
         centralHolds = max(centralHolds, Int(held))
     }
 
-    /// `window`: the next DATA would pass the central's report plus the window; awaiting PROGRESS.
-    package var awaitsProgress: Bool {
-        guard case .data(let offset) = nextRecord else { return false }
-        return !mayHandOutData(at: offset)
-    }
-
-    private func mayHandOutData(at offset: Int) -> Bool {
+    func mayHandOutData(at offset: Int) -> Bool {
         guard chosen.contains(.window) else { return true }
         let end = min(offset + RecordMessage.dataBytesPerRecord, payload.count)
         return end <= centralHolds + FlowWindow.bytes
