@@ -1,4 +1,5 @@
 import BlueZ
+import DaemonSupport
 
 /// How notification values reach one subscribed central: through the socket BlueZ took with
 /// `AcquireNotify`, or through `PropertiesChanged(Value)` after `StartNotify` (the fallback).
