@@ -50,12 +50,6 @@ struct PropertiesChangedNotificationChannel: NotificationChannel {
     let emit: @Sendable ([UInt8]) throws -> Void
     private let closed = ClosedFlag()
 
-    init(maximumValueLength: Int, interval: Duration, emit: @escaping @Sendable ([UInt8]) throws -> Void) {
-        self.maximumValueLength = maximumValueLength
-        self.interval = interval
-        self.emit = emit
-    }
-
     var hasBackPressure: Bool { false }
 
     func send(_ value: [UInt8]) async throws {

@@ -16,12 +16,6 @@ package struct ManagerStateDriver: Sendable {
     /// `systemctl restart bluetooth`) would otherwise give up on an adapter that appears a moment later.
     package let adapterGrace: Duration = .seconds(3)
 
-    package init(session: BluetoothSession, adapterName: String?, requirement: RoleRequirement) {
-        self.session = session
-        self.adapterName = adapterName
-        self.requirement = requirement
-    }
-
     private enum DriverInput: Sendable {
         case adapterEvent(AdapterEvent)
         case graceEnded
