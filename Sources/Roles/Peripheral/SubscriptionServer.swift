@@ -303,11 +303,7 @@ actor SubscriptionServer {
     /// One line naming the central, no value sent, its link dropped.
     private func refuse(device: DeviceReference?, peer: PeerDescription, reason: String) {
         environment.emit(.centralDropped(peer, reason: reason))
-        if let device {
-            let disconnect = environment.disconnectDevice
-            // The disconnection must not hold the actor.
-            _ = startOutsideCancellation { await disconnect(device) }
-        }
+        environment.disconnect(device)
     }
 
     /// A connection ended: the characteristic is free, and what it delivered is offered no more (a new subscriber must
