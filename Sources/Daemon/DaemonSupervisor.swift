@@ -31,7 +31,6 @@ struct DaemonSupervisor: Sendable {
         var failures = 0
         while !Task.isCancelled && !GracefulStop.isRequested {
             let reachedPoweredOn = ClosedFlag()
-            let report = self.report
             let emit: @Sendable (RoleEvent) -> Void = { event in
                 if case .stateChanged(_, .poweredOn, _) = event { reachedPoweredOn.set() }
                 report(.role(event))
