@@ -138,10 +138,7 @@ actor SubscriptionServer {
     func acceptFallback(device: DeviceReference?, characteristic: Int = 0, indications: Bool = false) {
         guard !isShutDown, current == nil, let emitOn = fallbackEmit else { return }
         let emit: @Sendable ([UInt8]) throws -> Void = { try emitOn($0, characteristic) }
-        let hello: SenderConnection.CentralHello
-        if let device {
-            hello = hellos.hello(from: device, at: .now)
-        } else { hello = hellos.mostRecent(at: .now)?.hello ?? .none }
+        let hello = device.map { hellos.hello(from: $0, at: .now) } ?? hellos.mostRecent(at: .now)?.hello ?? .none
         let valueLength = device.flatMap { mtus[$0] }.map { LinkPacking.gattValueLength(atMost: WireFormat.valueLength(forATTMTU: $0)) }
             ?? WireFormat.minimumValueLength
         let channel = PropertiesChangedNotificationChannel(
@@ -318,9 +315,8 @@ actor SubscriptionServer {
     }
 
     private func resumeEndWaiters() {
-        let waiters = endWaiters
+        for waiter in endWaiters { waiter.resume() }
         endWaiters = []
-        for waiter in waiters { waiter.resume() }
     }
 }
 
