@@ -43,7 +43,7 @@ struct DaemonReporter {
         case .waiting(let kind, let message, let hint, let retryIn):
             handleWaiting(kind: kind, message: message, hint: hint, retryIn: retryIn)
         case .stopping(let signal):
-            let name = signal == SIGTERM ? "SIGTERM" : signal == SIGINT ? "SIGINT" : "signal \(signal)"
+            let name = StoppedJSONEvent.signalName(signal)
             logger.notice("stopping", metadata: ["signal": "\(name)", "messages": "\(status.messages)"])
             do {
                 try notifier.stopping(status: "stopping after \(name); " + status.line)

@@ -24,8 +24,7 @@ struct DaemonStatus: Sendable, Equatable {
 
     /// "receiver on hci0: poweredOn, 12 messages received, RSS 14.2 MiB".
     var line: String {
-        var parts: [String] = []
-        parts.append("\(role.rawValue) on \(adapterName ?? "first adapter"): \(state.rawValue)")
+        var parts = ["\(role.rawValue) on \(adapterName ?? "first adapter"): \(state.rawValue)"]
         switch role {
         case .receiver: parts.append("\(messages) message\(messages == 1 ? "" : "s") received")
         case .sender: parts.append("\(messages) file\(messages == 1 ? "" : "s") sent")

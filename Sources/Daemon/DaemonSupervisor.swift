@@ -2,7 +2,6 @@ import BlueZ
 import DaemonSupport
 import Machines
 import Roles
-import Synchronization
 
 /// Keeps one role running until the daemon is told to stop: the graceful shutdown of its service group, which the
 /// role sees itself (`GracefulStop`) and ends by letting go of everything, or, failing that, cancellation.
@@ -31,8 +30,7 @@ struct DaemonSupervisor: Sendable {
     func run() async {
         var failures = 0
         while !Task.isCancelled && !GracefulStop.isRequested {
-            let reachedPoweredOn = Flag()
-            let report = self.report
+            let reachedPoweredOn = ClosedFlag()
             let emit: @Sendable (RoleEvent) -> Void = { event in
                 if case .stateChanged(_, .poweredOn, _) = event { reachedPoweredOn.set() }
                 report(.role(event))
@@ -41,13 +39,8 @@ struct DaemonSupervisor: Sendable {
             var failure: (kind: FailureKind, message: String)?
             do {
                 let session = try await openSession()
-                do {
-                    try await attempt(session, emit)
-                } catch {
-                    session.close()
-                    throw error
-                }
-                session.close()
+                defer { session.close() }
+                try await attempt(session, emit)
             } catch {
                 if Task.isCancelled || GracefulStop.isRequested || error is CancellationError { return }
                 failure = Self.classify(error)
@@ -72,20 +65,10 @@ struct DaemonSupervisor: Sendable {
 
     static func classify(_ error: any Error) -> (kind: FailureKind, message: String) {
         if let failure = error as? any ClassifiedFailure { return (failure.kind, failure.userMessage) }
-        switch BluetoothError.from(error) {
-        case let bluetooth as BluetoothError:
-            switch bluetooth {
-            case .accessDenied: return (.permissionDenied, bluetooth.description)
-            default: return (.unavailable, bluetooth.description)
-            }
-        default: return (.software, "unexpected failure: \(error)")
+        guard let bluetooth = BluetoothError.from(error) as? BluetoothError else {
+            return (.software, "unexpected failure: \(error)")
         }
+        if case .accessDenied = bluetooth { return (.permissionDenied, bluetooth.description) }
+        return (.unavailable, bluetooth.description)
     }
-}
-
-/// A flag set from the role's event callback and read by the supervisor.
-private final class Flag: Sendable {
-    private let value = Mutex(false)
-    func set() { value.withLock { $0 = true } }
-    var isSet: Bool { value.withLock { $0 } }
 }

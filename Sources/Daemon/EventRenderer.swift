@@ -75,11 +75,9 @@ package struct EventRenderer {
     }
 
     private mutating func renderOnTerminal(_ event: RoleEvent) {
-        if case .link(let report) = event {
-            if transferStarted == nil {
-                pendingLink = report
-                return
-            }
+        if case .link(let report) = event, transferStarted == nil {
+            pendingLink = report
+            return
         }
         if case .progress = event, let link = pendingLink {
             pendingLink = nil
@@ -209,14 +207,11 @@ package struct EventRenderer {
         return text
     }
 
-    package static func progressLine(_ progress: TransferProgress, rate: Double?, remaining: Double?) -> String {
-        progressLine(progress, rate: rate, remaining: remaining, elapsed: nil, label: nil, peer: nil, link: nil, width: .max)
-    }
-
     /// The progress line fitted to `width` columns: the parts that matter least (peer, bar, label, elapsed time, ETA,
     /// rate) go first when it does not fit; the rest is cut at `width`. `label` and `peer` are escaped (``SafeText``).
-    package static func progressLine(_ progress: TransferProgress, rate: Double?, remaining: Double?, elapsed: Double?,
-                                    label: String?, peer: String?, link: String? = nil, width: Int) -> String {
+    package static func progressLine(_ progress: TransferProgress, rate: Double?, remaining: Double?,
+                                    elapsed: Double? = nil, label: String? = nil, peer: String? = nil,
+                                    link: String? = nil, width: Int = .max) -> String {
         // (priority, text) in display order; a higher priority stays longer.
         var parts: [(priority: Int, text: String)] = []
         if let label { parts.append((3, ellipsized(SafeText.escape(label), to: 32))) }

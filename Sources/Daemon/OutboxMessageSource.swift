@@ -115,20 +115,13 @@ actor OutboxMessageSource: MessageSource {
     /// ACK comes first whatever arrived: it may be on the air already, and is not read or hashed again.
     func nextAvailableNow() async -> OutgoingMessage? {
         guard !Task.isCancelled else { return nil }
-        if !prepared.isEmpty {
-            let next = prepared.removeFirst()
-            serving = next
-            report(.serving(next.file))
-            return next.message
-        }
-        let ready: Served?
+        if !prepared.isEmpty { return adopt(prepared.removeFirst()) }
         do {
-            ready = try await readyNow(for: nil)
+            return try await readyNow(for: nil).map(adopt)
         } catch {
             report(.unreadable(error, retryIn: retryDelay))
             return nil
         }
-        return ready.map(adopt)
     }
 
     /// The file after the one being served and the `sentAhead` after it, in the same folder,
@@ -137,11 +130,8 @@ actor OutboxMessageSource: MessageSource {
         let position = max(0, sentAhead)
         guard !Task.isCancelled, let serving else { return nil }
         while prepared.count <= position {
-            let file: OutboxFile?
-            do {
-                file = try await serving.outbox.next(after: [serving.file] + prepared.map(\.file))
-            } catch { return nil }
-            guard let file else { return nil }
+            let held = [serving.file] + prepared.map(\.file)
+            guard let file = try? await serving.outbox.next(after: held) else { return nil }
             prepared.append(Served(file, of: serving.outbox, to: serving.message.addressee))
         }
         return prepared[position].message

@@ -24,7 +24,7 @@ package enum LogLineFormatter {
         case .plain: line = levelName(level) + " "
         }
         // Spaces kept, line breaks not: the journal would split the message into entries, a plain log into lines.
-        line += escaped(message, quoting: false)
+        line += SafeText.escape(message)
         for key in metadata.keys.sorted() {
             line += " " + renderKey(key) + "=" + render(metadata[key]!)
         }
@@ -44,26 +44,6 @@ package enum LogLineFormatter {
     }
 
     package static func levelName(_ level: Logger.Level) -> String { level.rawValue.uppercased() }
-
-    /// `text` with line breaks, tabs and what `SafeText` flags escaped; `quoting`: also `"` and `\` (a quoted value).
-    private static func escaped(_ text: String, quoting: Bool) -> String {
-        var result = ""
-        result.unicodeScalars.reserveCapacity(text.unicodeScalars.count)
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"" where quoting: result += "\\\""
-            case "\\" where quoting: result += "\\\\"
-            case "\n": result += "\\n"
-            case "\r": result += "\\r"
-            case "\t": result += "\\t"
-            default:
-                if SafeText.needsEscape(scalar) {
-                    result += SafeText.escapeCode(scalar)
-                } else { result.unicodeScalars.append(scalar) }
-            }
-        }
-        return result
-    }
 
     static func renderKey(_ key: String) -> String {
         if key.isEmpty { return "_" }
@@ -90,6 +70,6 @@ package enum LogLineFormatter {
                 || scalar.properties.isWhitespace
         }
         guard needsQuotes else { return text }
-        return "\"" + escaped(text, quoting: true) + "\""
+        return "\"" + SafeText.escape(text, quoting: true) + "\""
     }
 }

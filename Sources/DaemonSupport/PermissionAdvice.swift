@@ -12,9 +12,6 @@ package enum PermissionAdvice {
     /// Where distributions install BlueZ's D-Bus policy.
     package static let policyFile = "/etc/dbus-1/system.d/bluetooth.conf"
 
-    /// One line for the `unauthorized` state, when the user is not known.
-    package static let unauthorized = unauthorized(user: nil)
-
     /// One line for the `unauthorized` state: which group to join, which file grants it, and
     /// what to reload. `user` is the account name to put in the command, when known.
     package static func unauthorized(user: String?) -> String {
@@ -27,12 +24,5 @@ package enum PermissionAdvice {
         return "add the user to the '\(bluetoothGroup)' group "
             + "(sudo usermod -aG \(bluetoothGroup) \(who); then sudo systemctl reload dbus and start again), "
             + "or allow it in \(policyFile) with <policy group=\"\(bluetoothGroup)\"><allow send_destination=\"org.bluez\"/></policy>"
-    }
-
-    /// One line for a D-Bus `AccessDenied` error on a given call, keeping the bus's own words.
-    package static func accessDenied(call: String, busMessage: String?, user: String?) -> String {
-        var line = "\(call) was refused by the D-Bus policy"
-        if let busMessage, !busMessage.isEmpty { line += " (\(busMessage))" }
-        return line + ": " + remedy(user: user)
     }
 }

@@ -9,14 +9,16 @@
 /// separators U+2028/U+2029. Everything else, other scripts and emoji included, is kept.
 package enum SafeText {
     /// `text` with the characters above written as `\xNN` (below U+0100) or `\u{NNNN}`; line feeds and tabs as `\n`
-    /// and `\t` unless `keepingLineBreaks` (a message body shown on a terminal keeps its lines and indentation).
-    package static func escape(_ text: String, keepingLineBreaks: Bool = false) -> String {
-        guard text.unicodeScalars.contains(where: { needsEscape($0, keepingLineBreaks: keepingLineBreaks) }) else {
-            return text
+    /// and `\t` unless `keepingLineBreaks` (a message body shown on a terminal keeps its lines and indentation);
+    /// `quoting`: `"` and `\` too, as `\"` and `\\` (a quoted value of a log line).
+    package static func escape(_ text: String, keepingLineBreaks: Bool = false, quoting: Bool = false) -> String {
+        func escapes(_ scalar: Unicode.Scalar) -> Bool {
+            needsEscape(scalar, keepingLineBreaks: keepingLineBreaks) || quoting && (scalar == "\"" || scalar == "\\")
         }
+        guard text.unicodeScalars.contains(where: escapes) else { return text }
         var result = String.UnicodeScalarView()
         for scalar in text.unicodeScalars {
-            guard needsEscape(scalar, keepingLineBreaks: keepingLineBreaks) else {
+            guard escapes(scalar) else {
                 result.append(scalar)
                 continue
             }
@@ -24,6 +26,7 @@ package enum SafeText {
             case "\n": "\\n"
             case "\t": "\\t"
             case "\r": "\\r"
+            case "\"", "\\": "\\" + String(scalar)
             default: escapeCode(scalar)
             }
             result.append(contentsOf: escaped.unicodeScalars)
@@ -31,7 +34,7 @@ package enum SafeText {
         return String(result)
     }
 
-    /// Whether `scalar` is one that ``escape(_:keepingLineBreaks:)`` rewrites.
+    /// Whether `scalar` is one that ``escape(_:keepingLineBreaks:quoting:)`` rewrites (quoting aside).
     package static func needsEscape(_ scalar: Unicode.Scalar, keepingLineBreaks: Bool = false) -> Bool {
         switch scalar.value {
         case 0x0A, 0x09: !keepingLineBreaks

@@ -51,9 +51,8 @@ package struct SystemdNotifier: Sendable {
 
     /// Reads `NOTIFY_SOCKET`, `WATCHDOG_USEC` and `WATCHDOG_PID` from `environment`.
     package init(environment: [String: String] = ProcessInfo.processInfo.environment, processID: Int32 = getpid()) {
-        let address = environment["NOTIFY_SOCKET"].flatMap { $0.isEmpty ? nil : $0 }
-        socketAddress = address
-        watchdogTimeout = address == nil
+        socketAddress = environment["NOTIFY_SOCKET"].flatMap { $0.isEmpty ? nil : $0 }
+        watchdogTimeout = socketAddress == nil
             ? nil : Self.watchdogTimeout(environment: environment, processID: processID)
     }
 

@@ -152,8 +152,7 @@ package final class ResumeSpool: Sendable {
                     FilePath(path), .writeOnly, options: [.create, .append, .noFollow, .closeOnExec],
                     permissions: [.ownerReadWrite])
                 defer { try? file.close() }
-                let written = try file.writeAll(bytes)
-                used += written
+                used += try file.writeAll(bytes)
             } catch {
                 // A checkpoint is an optimization: a full disk only means a longer next visit.
                 // What a failed write left is counted at the next listing.

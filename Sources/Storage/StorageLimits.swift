@@ -36,19 +36,12 @@ package struct StorageLimits: Sendable, Hashable {
     /// What the directory holds and its file system offers, as ``refusal(for:usage:)`` needs.
     package struct Usage: Sendable, Equatable {
         package var freeBytes: Int
-        /// Free inodes for an unprivileged writer; nil when the file system has no fixed number.
-        package var freeInodes: Int?
         /// Bytes of the regular files down the directory's tree.
         package var storedBytes: Int
         /// Files and directories down the directory's tree (the directory itself not counted).
         package var storedFiles: Int
-
-        package init(freeBytes: Int, storedBytes: Int, storedFiles: Int, freeInodes: Int? = nil) {
-            self.freeBytes = freeBytes
-            self.freeInodes = freeInodes
-            self.storedBytes = storedBytes
-            self.storedFiles = storedFiles
-        }
+        /// Free inodes for an unprivileged writer; nil when the file system has no fixed number.
+        package var freeInodes: Int?
     }
 
     /// Why a message of `byteCount` bytes cannot be stored given `usage`; nil when it can. `alsoWritten`: bytes written

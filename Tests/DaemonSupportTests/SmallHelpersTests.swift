@@ -74,3 +74,15 @@ import Testing
         #expect(throws: Errno.noSuchFileOrDirectory) { try DirectoryEntry.list("/nonexistent-\(UUID().uuidString)") }
     }
 }
+
+extension PermissionAdvice {
+    /// One line for the `unauthorized` state, when the user is not known.
+    static let unauthorized = unauthorized(user: nil)
+
+    /// One line for a D-Bus `AccessDenied` error on a given call, keeping the bus's own words.
+    static func accessDenied(call: String, busMessage: String?, user: String?) -> String {
+        var line = "\(call) was refused by the D-Bus policy"
+        if let busMessage, !busMessage.isEmpty { line += " (\(busMessage))" }
+        return line + ": " + remedy(user: user)
+    }
+}

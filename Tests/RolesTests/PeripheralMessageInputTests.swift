@@ -211,3 +211,11 @@ import Trust
         #expect(await forever.current() != nil)
     }
 }
+
+extension MessageInput {
+    /// The whole message's bytes, named or not.
+    func read(limit: Int, allowEmpty: Bool,
+              standardInput: FileDescriptor = .standardInput) throws(Failure) -> [UInt8] {
+        try readMessage(limit: limit, allowEmpty: allowEmpty, sendsName: false, standardInput: standardInput).payload
+    }
+}

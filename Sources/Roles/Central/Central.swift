@@ -108,14 +108,10 @@ package final class Central: Sendable {
             do {
                 found = try await discoverPeer(on: adapter)
                 scanFailures = 0
-            } catch where error is CancellationError || error is StopRequested {
-                await stopDiscovery(adapter)
-                return .interrupted
-            } catch let failure as any ClassifiedFailure {
-                await stopDiscovery(adapter)
-                return .failed(failure)
             } catch {
                 await stopDiscovery(adapter)
+                if error is CancellationError || error is StopRequested { return .interrupted }
+                if let failure = error as? any ClassifiedFailure { return .failed(failure) }
                 if Task.isCancelled || GracefulStop.isRequested { return .interrupted }
                 scanFailures += 1
                 let delay = configuration.backoff.delay(afterFailures: scanFailures)
@@ -195,8 +191,7 @@ package final class Central: Sendable {
     /// Failures no retry of this peer fixes end the work (the state machine takes over when Bluetooth went away).
     static func rethrowIfFatal(_ error: BluetoothError) throws {
         switch error {
-        case .accessDenied(let message):
-            throw RoleFailure(.permissionDenied, BluetoothError.accessDenied(message).description)
+        case .accessDenied: throw RoleFailure(.permissionDenied, error.description)
         case .systemBusUnavailable, .bluetoothdNotRunning: throw error
         default: return
         }
@@ -211,7 +206,6 @@ package final class Central: Sendable {
     }
 
     static func describe(_ error: any Error) -> String {
-        if let failure = error as? any ClassifiedFailure { return failure.userMessage }
-        return "\(error)"
+        (error as? any ClassifiedFailure)?.userMessage ?? "\(error)"
     }
 }

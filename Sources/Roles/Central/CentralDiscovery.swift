@@ -66,11 +66,10 @@ extension Central {
             // during discovery, so cached entries of senders that left do not compete.
             var offered = candidates
             if case .sighting = item {
-                let known = adapter.devices().filter { device in
+                offered += adapter.devices().filter { device in
                     guard device.reference != candidates.first?.reference, let properties = device.properties else { return false }
                     return properties.rssi != nil && Self.offers(service, properties)
                 }
-                offered += known
             }
             let withProperties = offered.compactMap { device in device.properties.map { (device, $0) } }
             let choices = withProperties.map { PeerBook.Candidate(address: $0.1.address.description, rssi: $0.1.rssi.map(Int.init)) }

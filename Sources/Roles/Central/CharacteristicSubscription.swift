@@ -8,7 +8,7 @@ import Machines
 ///
 /// Or, when the sender publishes one, an L2CAP channel that stands in for both the subscription and the writes
 /// (framed version 2's `channel`): its SDUs are the values each way, and neither bluetoothd nor D-Bus sees them.
-final class CharacteristicSubscription: Sendable {
+struct CharacteristicSubscription: Sendable {
     enum Mechanism: String, Sendable {
         case acquiredSocket = "AcquireNotify"
         case startNotify = "StartNotify"
@@ -21,15 +21,6 @@ final class CharacteristicSubscription: Sendable {
     private let characteristic: RemoteGATTCharacteristic
     private let socket: NotificationSocket?
     private let updates: AsyncStream<[UInt8]>?
-
-    private init(mechanism: Mechanism, mtu: Int?, characteristic: RemoteGATTCharacteristic,
-                 socket: NotificationSocket?, updates: AsyncStream<[UInt8]>?) {
-        self.mechanism = mechanism
-        self.mtu = mtu
-        self.characteristic = characteristic
-        self.socket = socket
-        self.updates = updates
-    }
 
     /// Subscribes, preferring `AcquireNotify`; refused without socket support, or (BlueZ 5.66) when another client
     /// already called `StartNotify`, `StartNotify` is used. `warn` hears why the fallback was taken.

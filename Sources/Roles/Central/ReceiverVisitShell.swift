@@ -186,8 +186,7 @@ extension Central {
         switch report {
         case .subscribed(let format):
             let mtu = link.subscription.mtu ?? 23
-            emit(link.subscription.overChannel ? .subscribed(peer, mtu: mtu, format: format, transport: .l2cap)
-                                               : .subscribed(peer, mtu: mtu, format: format))
+            emit(.subscribed(peer, mtu: mtu, format: format, transport: link.subscription.overChannel ? .l2cap : .gatt))
         case .progress(let report):
             emit(.progress(peer, report.progress, bytesPerSecond: report.bytesPerSecond, secondsRemaining: report.secondsRemaining))
         case .received(var summary, let storedAt):

@@ -98,15 +98,9 @@ package enum PairingConversation {
     /// our answer: nothing is added here, and the person is told to pair again on both hosts.
     private static func sayFarewell(on socket: NotificationSocket, within limit: Duration, peer: String) async throws {
         try await socket.send(farewell)
-        let heard: [UInt8]?
-        do {
-            heard = try await withTimeLimit(limit, onTimeout: { L2CAPChannelError.timedOut }) {
-                try await socket.receive()
-            }
-        } catch L2CAPChannelError.timedOut {
-            throw RoleFailure(.timedOut, "\(peer) did not confirm the end of the pairing within "
-                + "\(limit.components.seconds) s; nothing added here; run 'bletransfer pair' again on both hosts")
-        }
+        let heard = try await receive(on: socket, within: limit, late: RoleFailure(
+            .timedOut, "\(peer) did not confirm the end of the pairing within "
+                + "\(limit.components.seconds) s; nothing added here; run 'bletransfer pair' again on both hosts"))
         if let heard, heard != farewell {
             throw RoleFailure(.dataError, "\(peer) sent more after the pairing ended; nothing added here; "
                 + "run 'bletransfer pair' again on both hosts")
@@ -118,17 +112,20 @@ package enum PairingConversation {
     }
 
     private static func next(from socket: NotificationSocket, within limit: Duration, peer: String) async throws -> [UInt8] {
-        let message: [UInt8]?
-        do {
-            message = try await withTimeLimit(limit, onTimeout: { L2CAPChannelError.timedOut }) {
-                try await socket.receive()
-            }
-        } catch L2CAPChannelError.timedOut {
-            throw RoleFailure(.timedOut, "\(peer) did not answer within \(limit.components.seconds) s; nothing added")
-        }
-        guard let message else {
+        let late = RoleFailure(.timedOut, "\(peer) did not answer within \(limit.components.seconds) s; nothing added")
+        guard let message = try await receive(on: socket, within: limit, late: late) else {
             throw RoleFailure(.unavailable, "\(peer) left the pairing (the channel closed); nothing added")
         }
         return message
+    }
+
+    /// The next message (nil: the channel closed); `late` once `limit` passed without one.
+    private static func receive(on socket: NotificationSocket, within limit: Duration,
+                                late: RoleFailure) async throws -> [UInt8]? {
+        do {
+            return try await withTimeLimit(limit, onTimeout: { L2CAPChannelError.timedOut }) {
+                try await socket.receive()
+            }
+        } catch L2CAPChannelError.timedOut { throw late }
     }
 }

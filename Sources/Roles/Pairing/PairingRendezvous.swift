@@ -143,7 +143,6 @@ package struct PairingRendezvous: Sendable {
     private func acceptPairing(on listener: any ChannelListener) async throws -> Meeting? {
         while true {
             let channel = try await listener.accept()
-            let peer = channel.peer.map { "\($0)" } ?? "a host"
             let first = try? await withTimeLimit(Self.helloTimeout, onTimeout: { L2CAPChannelError.timedOut }) {
                 try await channel.socket.receive()
             }
@@ -151,7 +150,7 @@ package struct PairingRendezvous: Sendable {
                 return Meeting(socket: channel.socket, role: .responder, firstMessage: first,
                                peerDescription: describe(address: channel.peer), peerAddress: channel.peer)
             }
-            note("closed a channel from \(peer) that did not open a pairing")
+            note("closed a channel from \(describe(address: channel.peer)) that did not open a pairing")
             channel.socket.close()
         }
     }

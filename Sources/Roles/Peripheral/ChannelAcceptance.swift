@@ -38,7 +38,6 @@ extension Peripheral {
                     accepted.socket.close()
                     continue
                 }
-                let socket = accepted.socket
                 group.addTask {
                     defer { awaitingHello.release() }
                     guard let device = await connectionOf(accepted, on: adapter, in: session) else {
@@ -46,21 +45,21 @@ extension Peripheral {
                         onEvent(.centralDropped(PeerDescription(address: accepted.peer?.description ?? "an unknown address"),
                                                 reason: "it opened the L2CAP channel without a connection of \(adapter.name) "
                                                     + "bluetoothd knows (not a GATT client of this sender)"))
-                        socket.close()
+                        accepted.socket.close()
                         return
                     }
                     let peer = PeerResolver.describe(device, in: session)
                     let first = try? await withTimeLimit(helloTimeout, onTimeout: { L2CAPChannelError.timedOut }) {
-                        try await socket.receive()
+                        try await accepted.socket.receive()
                     }
                     guard let first, let hello = HelloV2(parsing: first), hello.offered.contains(.channel) else {
                         onEvent(.centralDropped(peer, reason: first == nil
                             ? "it opened the L2CAP channel and wrote no HELLO within \(SubscriptionDelivery.describe(helloTimeout))"
                             : "it opened the L2CAP channel without a framed version 2 HELLO offering it"))
-                        socket.close()
+                        accepted.socket.close()
                         return
                     }
-                    await server.acceptChannel(socket, device: device, hello: hello)
+                    await server.acceptChannel(accepted.socket, device: device, hello: hello)
                 }
             }
         }

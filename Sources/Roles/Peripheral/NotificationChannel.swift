@@ -1,4 +1,5 @@
 import BlueZ
+import DaemonSupport
 
 /// How notification values reach one subscribed central: through the socket BlueZ took with
 /// `AcquireNotify`, or through `PropertiesChanged(Value)` after `StartNotify` (the fallback).
@@ -48,12 +49,6 @@ struct PropertiesChangedNotificationChannel: NotificationChannel {
     let interval: Duration
     let emit: @Sendable ([UInt8]) throws -> Void
     private let closed = ClosedFlag()
-
-    init(maximumValueLength: Int, interval: Duration, emit: @escaping @Sendable ([UInt8]) throws -> Void) {
-        self.maximumValueLength = maximumValueLength
-        self.interval = interval
-        self.emit = emit
-    }
 
     var hasBackPressure: Bool { false }
 

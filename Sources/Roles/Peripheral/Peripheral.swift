@@ -264,10 +264,9 @@ package final class Peripheral: Sendable {
         // (--no-l2cap, a kernel without Bluetooth sockets) centrals get GATT notifications, as before.
         let listener = openChannelListener(on: adapter)
         if let listener {
-            let psm = listener.psm
             characteristics.append(LocalGATTCharacteristic(
                 uuid: TransferUUIDs.channelPSMCharacteristic.canonical, flags: [.read],
-                value: [UInt8(truncatingIfNeeded: psm), UInt8(psm >> 8)]))
+                value: [UInt8(truncatingIfNeeded: listener.psm), UInt8(listener.psm >> 8)]))
         }
         return (characteristics, indicating, listener)
     }

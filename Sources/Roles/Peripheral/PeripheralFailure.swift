@@ -11,11 +11,10 @@ enum PeripheralFailure {
         }
         switch bluetooth {
         case .accessDenied: return RoleFailure(.permissionDenied, bluetooth.description)
-        case .systemBusUnavailable, .bluetoothdNotRunning, .noAdapter, .objectGone, .deviceDisconnected:
+        case .systemBusUnavailable, .bluetoothdNotRunning, .noAdapter, .objectGone, .deviceDisconnected, .timedOut,
+             .notFound:
             return RoleFailure(.unavailable, bluetooth.description)
         case .unknownAdapter: return RoleFailure(.usage, bluetooth.description)
-        case .timedOut: return RoleFailure(.unavailable, bluetooth.description)
-        case .notFound: return RoleFailure(.unavailable, bluetooth.description)
         case .bluez(let kind, let message):
             switch kind {
             case .notPermitted where message.lowercased().contains("maximum"):

@@ -37,6 +37,13 @@ struct SenderEnvironment: Sendable {
     let unauthenticatedNotice = OnceFlag()
     /// Secure mode: payload bytes put on the air per message (by SHA-256), over all its visits.
     let onAir = OnAirTally()
+
+    /// Disconnects `device`, when known, in a task of its own: the call reaches bluetoothd even when the connection
+    /// ends meanwhile, and holds up neither the connection nor the server's actor.
+    func disconnect(_ device: DeviceReference?) {
+        guard let device else { return }
+        _ = startOutsideCancellation { [disconnectDevice] in await disconnectDevice(device) }
+    }
 }
 
 /// How a connection ended, for the server: whether the characteristic is announced free, the
@@ -171,12 +178,7 @@ struct SenderConnectionShell: Sendable {
                 queue.append(contentsOf: machine.handle(
                     .bluetoothChecked(up: environment.bluetoothStillUp(), reorderRisk: exposure.mayReorder ? exposure.summary : nil),
                     at: now))
-            case .disconnect:
-                if let device {
-                    let disconnect = environment.disconnectDevice
-                    // Reaches bluetoothd even though the connection ends meanwhile.
-                    _ = startOutsideCancellation { await disconnect(device) }
-                }
+            case .disconnect: environment.disconnect(device)
             case .end(let announce): ended = announce
             }
         }

@@ -138,10 +138,7 @@ actor SubscriptionServer {
     func acceptFallback(device: DeviceReference?, characteristic: Int = 0, indications: Bool = false) {
         guard !isShutDown, current == nil, let emitOn = fallbackEmit else { return }
         let emit: @Sendable ([UInt8]) throws -> Void = { try emitOn($0, characteristic) }
-        let hello: SenderConnection.CentralHello
-        if let device {
-            hello = hellos.hello(from: device, at: .now)
-        } else { hello = hellos.mostRecent(at: .now)?.hello ?? .none }
+        let hello = device.map { hellos.hello(from: $0, at: .now) } ?? hellos.mostRecent(at: .now)?.hello ?? .none
         let valueLength = device.flatMap { mtus[$0] }.map { LinkPacking.gattValueLength(atMost: WireFormat.valueLength(forATTMTU: $0)) }
             ?? WireFormat.minimumValueLength
         let channel = PropertiesChangedNotificationChannel(
@@ -303,11 +300,7 @@ actor SubscriptionServer {
     /// One line naming the central, no value sent, its link dropped.
     private func refuse(device: DeviceReference?, peer: PeerDescription, reason: String) {
         environment.emit(.centralDropped(peer, reason: reason))
-        if let device {
-            let disconnect = environment.disconnectDevice
-            // The disconnection must not hold the actor.
-            _ = startOutsideCancellation { await disconnect(device) }
-        }
+        environment.disconnect(device)
     }
 
     /// A connection ended: the characteristic is free, and what it delivered is offered no more (a new subscriber must
@@ -322,9 +315,8 @@ actor SubscriptionServer {
     }
 
     private func resumeEndWaiters() {
-        let waiters = endWaiters
+        for waiter in endWaiters { waiter.resume() }
         endWaiters = []
-        for waiter in waiters { waiter.resume() }
     }
 }
 

@@ -16,12 +16,6 @@ package struct ManagerStateDriver: Sendable {
     /// `systemctl restart bluetooth`) would otherwise give up on an adapter that appears a moment later.
     package let adapterGrace: Duration = .seconds(3)
 
-    package init(session: BluetoothSession, adapterName: String?, requirement: RoleRequirement) {
-        self.session = session
-        self.adapterName = adapterName
-        self.requirement = requirement
-    }
-
     private enum DriverInput: Sendable {
         case adapterEvent(AdapterEvent)
         case graceEnded
@@ -33,11 +27,6 @@ package struct ManagerStateDriver: Sendable {
     package func transitions() -> AsyncStream<ManagerTransition> {
         let adapterEvents = session.adapterEvents(adapterName: adapterName)
         let (stream, continuation) = AsyncStream<ManagerTransition>.makeStream()
-        let requirement = self.requirement
-        let grace = adapterGrace
-        let hasAdapter: @Sendable () -> Bool = { [session, adapterName] in
-            Self.findAdapter(in: session, named: adapterName) != nil
-        }
         // Unstructured: it feeds the stream this returns, after this returns; the stream's end cancels it (and its children below).
         let task = Task {
             let (inputs, input) = AsyncStream<DriverInput>.makeStream()
@@ -54,16 +43,16 @@ package struct ManagerStateDriver: Sendable {
                 loop: for await item in inputs {
                     switch item {
                     case .adapterEvent(let event):
-                        let transitions = translator.handle(event, adapterPresent: hasAdapter)
+                        let transitions = translator.handle(event, adapterPresent: { currentAdapter() != nil })
                         if !reportedFirst {
-                            if heldFirst == nil, !graceTimerStarted, grace > .zero, let first = transitions.first,
-                               first.to == .unsupported, first.reason == .noAdapter {
+                            if heldFirst == nil, !graceTimerStarted, adapterGrace > .zero,
+                               let first = transitions.first, first.to == .unsupported, first.reason == .noAdapter {
                                 heldFirst = transitions
                                 graceTimerStarted = true
                                 // At most one hold ever: once a later event superseded it,
                                 // the timer's end finds nothing held and is ignored.
                                 group.addTask {
-                                    guard (try? await Task.sleep(for: grace)) != nil else { return }
+                                    guard (try? await Task.sleep(for: adapterGrace)) != nil else { return }
                                     input.yield(.graceEnded)
                                 }
                                 continue
@@ -82,9 +71,7 @@ package struct ManagerStateDriver: Sendable {
                     case .ended: break loop
                     }
                 }
-                if let held = heldFirst {
-                    for transition in held { continuation.yield(transition) }
-                }
+                for transition in heldFirst ?? [] { continuation.yield(transition) }
                 continuation.finish()
                 // The forwarder and a pending grace timer have nothing left to feed.
                 group.cancelAll()
@@ -95,7 +82,12 @@ package struct ManagerStateDriver: Sendable {
     }
 
     /// The adapter to use now, when bluetoothd runs and it exists (meaningful in `poweredOn`).
-    package func currentAdapter() -> Adapter? { Self.findAdapter(in: session, named: adapterName) }
+    package func currentAdapter() -> Adapter? {
+        guard session.serviceState.isRunning else { return nil }
+        let all = session.adapters()
+        guard let adapterName else { return all.first }
+        return all.first { $0.name == adapterName }
+    }
 
     /// A usage failure when `--adapter` names an adapter bluetoothd lacks while it reports others, listing those; nil
     /// otherwise (also when bluetoothd is not running yet, or reports no adapter: the state says so).
@@ -104,13 +96,6 @@ package struct ManagerStateDriver: Sendable {
         let present = session.adapters().map(\.name)
         guard !present.isEmpty, !present.contains(adapterName) else { return nil }
         return RoleFailure(.usage, BluetoothError.unknownAdapter(name: adapterName, available: present).description)
-    }
-
-    static func findAdapter(in session: BluetoothSession, named name: String?) -> Adapter? {
-        guard session.serviceState.isRunning else { return nil }
-        let all = session.adapters()
-        guard let name else { return all.first }
-        return all.first { $0.name == name }
     }
 }
 

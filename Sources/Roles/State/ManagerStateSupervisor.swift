@@ -156,11 +156,6 @@ struct ManagerStateSupervisor<PeriodOutcome: Sendable>: Sendable {
         var generation = 0
         var running: (generation: Int, task: Task<Void, Never>)?
 
-        init(control: AsyncStream<Control>.Continuation, work: @escaping @Sendable (Adapter) async -> PeriodOutcome) {
-            self.control = control
-            self.work = work
-        }
-
         mutating func start(on adapter: Adapter) {
             generation += 1
             let current = generation, control = control, work = work

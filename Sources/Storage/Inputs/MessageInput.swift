@@ -25,21 +25,15 @@ package enum MessageInput: Sendable, Equatable {
         package var description: String { userMessage }
     }
 
-    /// Reads the whole message.
+    /// Reads the whole message and, when `sendsName` and the input is `--file PATH` of a regular file, attaches the
+    /// file's name (the last component of PATH) and modification time. A FIFO or `/dev/stdin` has no name worth
+    /// keeping (`63` for `<(cmd)`), nor has an argument or standard input.
     /// - Parameters:
     ///   - limit: the largest payload allowed (``TransferLimits/maximumMessageSize``); larger
     ///     input fails with `.dataError` without being read past the limit.
     ///   - allowEmpty: an empty message is refused (`.dataError`) unless this is set: an empty
     ///     stdin or file is far more often a mistake (a failed command in a pipe) than intent.
     ///   - standardInput: the descriptor to read for `.standardInput` (tests pass a pipe).
-    package func read(limit: Int, allowEmpty: Bool,
-                     standardInput: FileDescriptor = .standardInput) throws(Failure) -> [UInt8] {
-        try readMessage(limit: limit, allowEmpty: allowEmpty, sendsName: false, standardInput: standardInput).payload
-    }
-
-    /// Reads the whole message (as ``read(limit:allowEmpty:standardInput:)``) and, when `sendsName` and the input is
-    /// `--file PATH` of a regular file, attaches the file's name (the last component of PATH) and modification time.
-    /// A FIFO or `/dev/stdin` has no name worth keeping (`63` for `<(cmd)`), nor has an argument or standard input.
     package func readMessage(limit: Int, allowEmpty: Bool, sendsName: Bool,
                             standardInput: FileDescriptor = .standardInput) throws(Failure) -> OutgoingMessage {
         let bytes: [UInt8]

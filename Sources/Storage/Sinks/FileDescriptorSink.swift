@@ -28,10 +28,9 @@ package struct FileDescriptorSink: MessageSink {
     /// Writes on ``BlockingCalls/waits``' thread: a reader that stops reading blocks the write (or, non-blocking, the
     /// wait for room) as long as it likes, and must not hold a cooperative-pool thread, nor a storage call, meanwhile.
     package func store(_ message: ReceivedMessage, sequence: Int, from peer: PeerDescription?) async throws -> String? {
-        let (fileDescriptor, name, escapes) = (fileDescriptor, name, escapesForTerminal)
         let body = message.body
         guard body.file != nil else {
-            let bytes = escapes ? Self.terminalBytes(message.payload) : message.payload
+            let bytes = escapesForTerminal ? Self.terminalBytes(message.payload) : message.payload
             try await BlockingCalls.waits.run { () throws(SinkFailure) in try Self.writeAll(bytes, to: fileDescriptor, name: name) }
             return nil
         }
@@ -45,7 +44,7 @@ package struct FileDescriptorSink: MessageSink {
                     piece = try body.bytes(in: offset..<min(body.count, offset + (1 << 20)))
                 } catch { throw SinkFailure(.ioError, "cannot read back the message for \(name): \(error)") }
                 offset += piece.count
-                if escapes {
+                if escapesForTerminal {
                     // Escaped whole characters only: a UTF-8 sequence cut at the piece's end waits for the next piece.
                     let (whole, rest) = Self.splitAtCharacterBoundary(carried + piece, final: offset >= body.count)
                     carried = rest

@@ -33,7 +33,6 @@ package struct SecureModePolicy: Sendable {
         // Not required: listed keys are named, any other key is let in unauthenticated.
         self.fixedPeers = requiresSecure ? authorizedPeers : authorizedPeers.acceptingAnyKey()
         self.requiresSecure = requiresSecure
-        self.source = nil
     }
 
     /// The peers the authorized-peers file at `path` lists, re-read when it changes
