@@ -194,33 +194,32 @@ static inline int bletransfer_bt_socket_free_send_space(int fd) {
 #define HCI_CHANNEL_CONTROL 3
 #endif
 
-/* A non-blocking, close-on-exec socket on the management channel (HCI_CHANNEL_CONTROL), for
- * every controller. Unprivileged sockets may send the read commands only; the others are
- * answered "Permission Denied". */
-static inline int bletransfer_mgmt_socket(void) {
-    int fd = socket(AF_BLUETOOTH, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, BTPROTO_HCI);
-    if (fd < 0) return -errno;
-    struct sockaddr_hci address;
-    memset(&address, 0, sizeof(address));
-    address.hci_family = AF_BLUETOOTH;
-    address.hci_dev = HCI_DEV_NONE;
-    address.hci_channel = HCI_CHANNEL_CONTROL;
-    if (bind(fd, (struct sockaddr *)&address, sizeof(address)) < 0) { int e = errno; close(fd); return -e; }
-    return fd;
-}
-
-/* A non-blocking, close-on-exec raw HCI socket on controller `dev_id` that receives the LE
- * meta events and Disconnection Complete only, and may send commands. Needs CAP_NET_RAW for
- * both (without it the kernel's security filter passes no LE event). */
-static inline int bletransfer_hci_event_socket(uint16_t dev_id) {
+/* A non-blocking, close-on-exec HCI socket bound to `channel` of controller `dev_id`. */
+static inline int bletransfer_hci_bound_socket(uint16_t dev_id, uint16_t channel) {
     int fd = socket(AF_BLUETOOTH, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, BTPROTO_HCI);
     if (fd < 0) return -errno;
     struct sockaddr_hci address;
     memset(&address, 0, sizeof(address));
     address.hci_family = AF_BLUETOOTH;
     address.hci_dev = dev_id;
-    address.hci_channel = HCI_CHANNEL_RAW;
+    address.hci_channel = channel;
     if (bind(fd, (struct sockaddr *)&address, sizeof(address)) < 0) { int e = errno; close(fd); return -e; }
+    return fd;
+}
+
+/* A socket on the management channel (HCI_CHANNEL_CONTROL), for every controller.
+ * Unprivileged sockets may send the read commands only; the others are answered
+ * "Permission Denied". */
+static inline int bletransfer_mgmt_socket(void) {
+    return bletransfer_hci_bound_socket(HCI_DEV_NONE, HCI_CHANNEL_CONTROL);
+}
+
+/* A non-blocking, close-on-exec raw HCI socket on controller `dev_id` that receives the LE
+ * meta events and Disconnection Complete only, and may send commands. Needs CAP_NET_RAW for
+ * both (without it the kernel's security filter passes no LE event). */
+static inline int bletransfer_hci_event_socket(uint16_t dev_id) {
+    int fd = bletransfer_hci_bound_socket(dev_id, HCI_CHANNEL_RAW);
+    if (fd < 0) return fd;
     struct hci_filter filter;
     hci_filter_clear(&filter);
     hci_filter_set_ptype(HCI_EVENT_PKT, &filter);
