@@ -21,7 +21,6 @@ enum StatusOutput {
                      links: StatusLinks = StatusLinks()) throws -> String {
         let encoder = JSONEncoder.sortedKeys
         let data = try encoder.encode(report)
-        // The report's own keys, plus the manager state each role would be in.
         guard var object = try JSONSerialization.jsonObject(with: data) as? [String: Any] else {
             return String(decoding: data, as: UTF8.self)
         }
@@ -50,8 +49,7 @@ enum StatusOutput {
                                           "recommended": NotificationQueueLimit.recommended]
         if let datagrams = notificationQueue.datagrams { queueObject["maxDatagrams"] = datagrams }
         object["notificationQueue"] = queueObject
-        let linkData = try encoder.encode(links.connections)
-        object["connections"] = try JSONSerialization.jsonObject(with: linkData)
+        object["connections"] = try JSONSerialization.jsonObject(with: try encoder.encode(links.connections))
         object["linkTuning"] = try JSONSerialization.jsonObject(with: try encoder.encode(links.adapters))
         let merged = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
         return String(decoding: merged, as: UTF8.self)
@@ -98,7 +96,6 @@ enum StatusOutput {
                      link: LinkSpeedSetting = .current(), notificationQueue: NotificationQueueLimit = .current(),
                      links: StatusLinks = StatusLinks()) -> String {
         var lines: [String] = []
-        // The verdict first, then what fixes it, then the details.
         lines.append("\(report.verdict.status == .ready ? "ready" : "not ready"): \(report.verdict.message)")
         // What fixes it, most likely first (the `hint:` lines of send, receive, pair and the daemon say the same).
         for fix in report.fixes { lines.append("fix: \(fix)") }
@@ -150,28 +147,22 @@ enum StatusOutput {
         }
         // No Bluetooth at all (a kernel without it, nothing reported): the roles' states and
         // bluetoothd's settings say nothing more; the lines above say what to do.
-        guard !report.hasNoBluetoothAtAll else {
-            return lines.flatMap { wrapped($0) }.joined(separator: "\n") + "\n"
+        if !report.hasNoBluetoothAtAll {
+            lines.append("")
+            let send = StatusManagerState.state(for: .peripheral, report: report)
+            let receive = StatusManagerState.state(for: .central, report: report)
+            lines.append("manager state: \(send.rawValue) for send, \(receive.rawValue) for receive")
+            lines.append(gattLine(gatt))
+            lines.append("link: \(link.summary)")
+            lines += links.lines
+            lines.append("notification queue: \(notificationQueue.summary)")
         }
-        lines.append("")
-        let send = StatusManagerState.state(for: .peripheral, report: report)
-        let receive = StatusManagerState.state(for: .central, report: report)
-        lines.append("manager state: \(send.rawValue) for send, \(receive.rawValue) for receive")
-        lines.append(gattLine(gatt))
-        lines.append("link: \(link.summary)")
-        lines += links.lines
-        lines.append("notification queue: \(notificationQueue.summary)")
         return lines.flatMap { wrapped($0) }.joined(separator: "\n") + "\n"
     }
 
     private static func kernelLine(_ controller: KernelController?) -> String {
         guard let controller else { return "not visible (no Bluetooth in this kernel, or a different host)" }
-        let le: String
-        switch controller.supportsLowEnergy {
-        case .some(true): le = "LE"
-        case .some(false): le = "no LE"
-        case .none: le = "LE unknown (never initialised)"
-        }
+        let le = controller.supportsLowEnergy.map { $0 ? "LE" : "no LE" } ?? "LE unknown (never initialised)"
         return "\(controller.address)  \(controller.isUp ? "UP" : "DOWN")  \(le)  bus \(controller.bus)"
     }
 }
