@@ -33,11 +33,9 @@ struct BluetoothOptions: ParsableArguments {
     }
 
     mutating func validate() throws {
-        if let text = serviceUUIDText {
-            do { _ = try BluetoothUUID(text) } catch { throw ValidationError("--service-uuid: \(error)") }
-        }
-        if let text = characteristicUUIDText {
-            do { _ = try BluetoothUUID(text) } catch { throw ValidationError("--characteristic-uuid: \(error)") }
+        for (option, text) in [("--service-uuid", serviceUUIDText), ("--characteristic-uuid", characteristicUUIDText)] {
+            guard let text else { continue }
+            do { _ = try BluetoothUUID(text) } catch { throw ValidationError("\(option): \(error)") }
         }
         if let adapter, !Self.isAdapterName(adapter) {
             throw ValidationError("--adapter: '\(adapter)' is not an adapter name such as hci0")

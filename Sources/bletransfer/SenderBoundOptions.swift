@@ -12,8 +12,7 @@ struct SenderBoundOptions: ParsableArguments {
     var acknowledgementTimeout: Double?
 
     @Option(name: .customLong("unsubscribe-timeout"), help: ArgumentHelp(
-        "Drop a central subscribed after EOM (default 20s).", valueName: "TIME"),
-            transform: seconds)
+        "Drop a central subscribed after EOM (default 20s).", valueName: "TIME"), transform: seconds)
     var unsubscribeTimeout: Double?
 
     /// The sender's options: these, `delivery`, and what the command takes besides (adapter and

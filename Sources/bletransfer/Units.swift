@@ -62,7 +62,6 @@ enum DurationArgument {
     static func parse(_ text: String) throws(UnitParseError) -> Double {
         let trimmed = String(text.trimmingSpaces.lowercased())
         if trimmed.hasPrefix("-") { throw UnitParseError(description: "a duration must be positive, not '\(trimmed)'") }
-        // A plain number: seconds.
         if let seconds = Double(trimmed), trimmed.allSatisfy({ $0.isNumber || $0 == "." }) {
             guard seconds.isFinite else { throw UnitParseError(description: "give a duration \(formatHint)") }
             return seconds
