@@ -37,18 +37,22 @@ struct LinkAdapterOption: ParsableArguments {
     func controller() throws -> (index: UInt16, name: String) {
         switch KernelBluetooth.report() {
         case .noBluetoothInKernel:
-            throw LinkCommandFailure.unavailable("this kernel has no Bluetooth support (a VM or container?)")
-        case .unavailable(let call, let errno): throw LinkCommandFailure.unavailable("\(call) failed: \(errno)")
+            throw LinkCommandFailure(status: .unavailable,
+                                     description: "this kernel has no Bluetooth support (a VM or container?)")
+        case .unavailable(let call, let errno):
+            throw LinkCommandFailure(status: .unavailable, description: "\(call) failed: \(errno)")
         case .controllers(let controllers):
             if let adapter {
                 guard let found = controllers.first(where: { $0.name == adapter || $0.address == adapter.uppercased() }) else {
                     let known = controllers.map(\.name).joined(separator: ", ")
-                    throw LinkCommandFailure.usage("no adapter \(adapter) (present: \(known.isEmpty ? "none" : known))")
+                    let message = "no adapter \(adapter) (present: \(known.isEmpty ? "none" : known))"
+                    throw LinkCommandFailure(status: .usage, description: message)
                 }
                 return (UInt16(found.id), found.name)
             }
             guard let first = controllers.min(by: { $0.id < $1.id }) else {
-                throw LinkCommandFailure.unavailable("no Bluetooth adapter (plug one in, or check `rfkill list`)")
+                throw LinkCommandFailure(status: .unavailable,
+                                         description: "no Bluetooth adapter (plug one in, or check `rfkill list`)")
             }
             return (UInt16(first.id), first.name)
         }
@@ -56,24 +60,9 @@ struct LinkAdapterOption: ParsableArguments {
 }
 
 /// A `link` subcommand's one-line failure and its exit status.
-enum LinkCommandFailure: Error, CustomStringConvertible {
-    case usage(String)
-    case unavailable(String)
-    case permission(String)
-
-    var description: String {
-        switch self {
-        case .usage(let text), .unavailable(let text), .permission(let text): return text
-        }
-    }
-
-    var status: ExitStatus {
-        switch self {
-        case .usage: return .usage
-        case .unavailable: return .unavailable
-        case .permission: return .permissionDenied
-        }
-    }
+struct LinkCommandFailure: Error, CustomStringConvertible {
+    var status: ExitStatus
+    var description: String
 }
 
 /// Runs `body`, turning a `LinkCommandFailure` into its line on standard error and its status.
@@ -125,7 +114,7 @@ private func apply(_ target: AdapterLinkTarget, on option: LinkAdapterOption, qu
         let outcome = await AdapterTuning.apply(target, controller: controller.index)
         let adapter = controller.name
         if outcome.refusals.contains(where: { $0.limit == .privilege }) {
-            throw LinkCommandFailure.permission("\(adapter): \(outcome.summary)")
+            throw LinkCommandFailure(status: .permissionDenied, description: "\(adapter): \(outcome.summary)")
         }
         if !outcome.refusals.isEmpty {
             FileHandle.standardError.write(Data("bletransfer link: \(adapter): \(outcome.summary)\n".utf8))
