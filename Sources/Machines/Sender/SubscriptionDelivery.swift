@@ -180,9 +180,7 @@ package struct SubscriptionDelivery: Sendable, Hashable {
             let limit = limits.acknowledgementTimeout
             arm(&actions, after: limit, reason: "no ACK within \(Self.describe(limit)) of EOM (--ack-timeout)")
         } else {
-            let limit = limits.unsubscribeTimeout
-            arm(&actions, after: limit,
-                reason: "it did not unsubscribe within \(Self.describe(limit)) of EOM (--unsubscribe-timeout)")
+            armUnsubscribing(&actions) { "it did not unsubscribe within \($0) of EOM" }
         }
     }
 
@@ -216,9 +214,7 @@ package struct SubscriptionDelivery: Sendable, Hashable {
             end(&actions, announce: true)
         } else {
             // A bletransfer central unsubscribes next; one that stays holds the characteristic (and advertising).
-            let limit = limits.unsubscribeTimeout
-            arm(&actions, after: limit,
-                reason: "it stayed subscribed \(Self.describe(limit)) after its ACK (--unsubscribe-timeout)")
+            armUnsubscribing(&actions) { "it stayed subscribed \($0) after its ACK" }
         }
     }
 
@@ -232,9 +228,7 @@ package struct SubscriptionDelivery: Sendable, Hashable {
             cancel(.acknowledgementGrace, &actions)
             return
         }
-        let limit = limits.unsubscribeTimeout
-        arm(&actions, after: limit,
-            reason: "it stayed subscribed \(Self.describe(limit)) after the session's last ACK (--unsubscribe-timeout)")
+        armUnsubscribing(&actions) { "it stayed subscribed \($0) after the session's last ACK" }
     }
 
     /// Bluetooth's state read after a compat central left: up, the message counts.
@@ -357,6 +351,11 @@ package struct SubscriptionDelivery: Sendable, Hashable {
     private mutating func arm(_ actions: inout [Action], after limit: Duration, reason: String) {
         deadlineReason = reason
         start(.deadline, after: limit, &actions)
+    }
+
+    private mutating func armUnsubscribing(_ actions: inout [Action], reason: (String) -> String) {
+        let limit = limits.unsubscribeTimeout
+        arm(&actions, after: limit, reason: "\(reason(Self.describe(limit))) (--unsubscribe-timeout)")
     }
 
     private mutating func start(_ timer: Timer, after duration: Duration, _ actions: inout [Action]) {
