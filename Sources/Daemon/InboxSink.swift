@@ -21,7 +21,7 @@ final class InboxSink: OutputDirectoryBackedSink {
     let folderPerSender: Bool
     /// The resume spool's copy of a framed message, counted against the reserve.
     let spooledCopy: SpooledCopy?
-    private let sequence = Mutex(0)
+    let sequence = Mutex(0)
     private let now: @Sendable () -> Date
 
     init(directory: OutputDirectory, limits: StorageLimits = .default, folderPerSender: Bool = false,
@@ -39,9 +39,6 @@ final class InboxSink: OutputDirectoryBackedSink {
         guard let keyLine, let (key, name) = try? PeerKey.parseLine(Substring(keyLine)) else { return nil }
         return name ?? key.fingerprint
     }
-
-    /// How many messages were stored.
-    var storedCount: Int { sequence.withLock { $0 } }
 
     func store(_ message: ReceivedMessage, sequence _: Int, from peer: PeerDescription?) async throws -> String? {
         let number = sequence.withLock { value in

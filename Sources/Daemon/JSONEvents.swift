@@ -315,7 +315,6 @@ package struct StoppedJSONEvent: Encodable, Sendable {
 // MARK: RoleEvent → line
 
 extension EventRenderer {
-    /// The event's name in JSON (`event`).
     package static func jsonName(for event: RoleEvent) -> String {
         switch event {
         case .stateChanged: "state"

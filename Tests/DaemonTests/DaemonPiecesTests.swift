@@ -119,3 +119,8 @@ struct DaemonPiecesTests {
         #expect(DaemonSupervisor.classify(Odd()).kind == .software)
     }
 }
+
+extension InboxSink {
+    /// How many messages were stored.
+    var storedCount: Int { sequence.withLock { $0 } }
+}
