@@ -229,9 +229,7 @@ package struct ReceiverVisit: Sendable {
     /// Acts on the assembly's step (and on what followed a completed message in the values read)
     /// until the visit waits for an input or an answer.
     mutating func act(on step: MessageAssembly.Step, _ actions: inout [Action], at now: Duration) {
-        for ack in unconfirmed.takeConfirmed(by: assembly) {
-            actions.append(.forgetReceipt(sender: ack.sender, digest: ack.digest))
-        }
+        actions += unconfirmed.takeConfirmed(by: assembly).map { .forgetReceipt(sender: $0.sender, digest: $0.digest) }
         switch step {
         case .proceed(let report):
             if let report { actions.append(.report(.progress(report))) }
@@ -257,9 +255,7 @@ package struct ReceiverVisit: Sendable {
 
     /// The stream ended (or we closed with our last ACK): over a channel, the sender's close confirms the last ACKs.
     mutating func sessionOver(_ actions: inout [Action]) {
-        for ack in unconfirmed.takeConfirmed(by: assembly) {
-            actions.append(.forgetReceipt(sender: ack.sender, digest: ack.digest))
-        }
+        actions += unconfirmed.takeConfirmed(by: assembly).map { .forgetReceipt(sender: $0.sender, digest: $0.digest) }
         guard awaitingClose.isEmpty else {
             pending = .senderClose
             actions.append(.awaitSenderClose)
