@@ -272,7 +272,11 @@ actor SubscriptionServer {
                                         requiresSecure: configuration.secureMode.requiresSecure),
             settings: configuration.connectionSettings, reorderRisk: reorderRisk)
         guard case .started(let machine, let actions) = started else {
-            if case .refused(let reason) = started { refuse(device: device, peer: peer, reason: reason) }
+            if case .refused(let reason) = started {
+                // One line naming the central, no value sent, its link dropped.
+                environment.emit(.centralDropped(peer, reason: reason))
+                environment.disconnect(device)
+            }
             return false
         }
         let id = nextID
@@ -295,12 +299,6 @@ actor SubscriptionServer {
             id: id, machine: machine, startActions: actions, link: link, device: device, inputs: inputs, post: post,
             environment: environment))
         return true
-    }
-
-    /// One line naming the central, no value sent, its link dropped.
-    private func refuse(device: DeviceReference?, peer: PeerDescription, reason: String) {
-        environment.emit(.centralDropped(peer, reason: reason))
-        environment.disconnect(device)
     }
 
     /// A connection ended: the characteristic is free, and what it delivered is offered no more (a new subscriber must
