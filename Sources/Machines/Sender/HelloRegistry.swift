@@ -27,7 +27,7 @@ package struct HelloRegistry<DeviceKey: Hashable & Sendable>: Sendable {
     package mutating func record(_ hello: SenderConnection.CentralHello, from device: DeviceKey,
                          at time: ContinuousClock.Instant,
                          isConnected: (DeviceKey) -> Bool = { _ in false }) -> Bool {
-        removeExpired(at: time)
+        entries = entries.filter { time - $0.value.writtenAt <= lifetime }
         if entries[device] == nil {
             while entries.count >= capacity {
                 guard let oldest = entries.filter({ !isConnected($0.key) })
@@ -55,9 +55,5 @@ package struct HelloRegistry<DeviceKey: Hashable & Sendable>: Sendable {
 
     package mutating func forget(_ device: DeviceKey) {
         entries[device] = nil
-    }
-
-    private mutating func removeExpired(at time: ContinuousClock.Instant) {
-        entries = entries.filter { time - $0.value.writtenAt <= lifetime }
     }
 }
