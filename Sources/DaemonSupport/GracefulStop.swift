@@ -23,7 +23,7 @@ package enum GracefulStop {
     /// waits with no bound of their own, such as the next message of an outbox. Returns nil when the stop came first.
     package static func unlessRequested<Value: Sendable>(_ wait: @escaping @Sendable () async -> Value) async -> Value? {
         guard !isRequested else { return nil }
-        let value = try? await cancelWhenGracefulShutdown { await wait() }
+        let value = await cancelWhenGracefulShutdown { await wait() }
         return isRequested ? nil : value
     }
 }
