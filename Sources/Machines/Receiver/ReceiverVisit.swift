@@ -229,7 +229,7 @@ package struct ReceiverVisit: Sendable {
     /// Acts on the assembly's step (and on what followed a completed message in the values read)
     /// until the visit waits for an input or an answer.
     mutating func act(on step: MessageAssembly.Step, _ actions: inout [Action], at now: Duration) {
-        actions += unconfirmed.takeConfirmed(by: assembly).map { .forgetReceipt(sender: $0.sender, digest: $0.digest) }
+        forgetConfirmedReceipts(&actions)
         switch step {
         case .proceed(let report):
             if let report { actions.append(.report(.progress(report))) }
@@ -253,9 +253,14 @@ package struct ReceiverVisit: Sendable {
         actions.append(.report(.subscribed(format)))
     }
 
+    /// The receipts of ACKs the sender has now confirmed are forgotten.
+    private mutating func forgetConfirmedReceipts(_ actions: inout [Action]) {
+        actions += unconfirmed.takeConfirmed(by: assembly).map { .forgetReceipt(sender: $0.sender, digest: $0.digest) }
+    }
+
     /// The stream ended (or we closed with our last ACK): over a channel, the sender's close confirms the last ACKs.
     mutating func sessionOver(_ actions: inout [Action]) {
-        actions += unconfirmed.takeConfirmed(by: assembly).map { .forgetReceipt(sender: $0.sender, digest: $0.digest) }
+        forgetConfirmedReceipts(&actions)
         guard awaitingClose.isEmpty else {
             pending = .senderClose
             actions.append(.awaitSenderClose)
